@@ -1,0 +1,181 @@
+"""The Kind registry: the static facts about every resource type lite serves.
+
+A `Kind` says where a resource lives (group, version, plural), whether it is namespaced, which subresources
+and verbs it has, and how discovery should describe it. Per-kind *behaviour* (defaulting, validation, status
+reset) lives in server-side strategies keyed by `Kind.gk`; this module carries no behaviour.
+
+Invariants:
+- `BUILTIN_KINDS` is an immutable tuple; a `KindRegistry` is an instance owned by whoever builds it (the
+  server adds CRD kinds to its own registry at run time).
+- Within one registry (group, version, plural) and (group, version, kind) are unique.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+STD_VERBS: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+NO_COLLECTION_DELETE: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
+READ_VERBS: tuple[str, ...] = ("get", "list")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One served resource type."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = STD_VERBS
+    # Whether metadata.generation is kept (starts at 1, moves on spec changes).
+    generation: bool = False
+    # Virtual kinds (metrics) are not stored; their handlers are supplied separately.
+    virtual: bool = False
+    # Other versions served for the same stored objects (CRDs); the first of a group is preferred.
+    crd: bool = False
+    # For CRDs: the schema from the CRD, kept for discovery/OpenAPI; empty for builtins.
+    schema: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def gk(self) -> str:
+        """`Kind.group` form, e.g. `Deployment.apps`, `Pod` for core."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def resource(self) -> str:
+        """`plural.group`, the qualified resource name used in messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def base_path(self) -> str:
+        """URL prefix of the group-version: `/api/v1` or `/apis/apps/v1`."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    def path(self, namespace: str = "", name: str = "") -> str:
+        p = self.base_path
+        if self.namespaced and namespace:
+            p += f"/namespaces/{namespace}"
+        p += f"/{self.plural}"
+        if name:
+            p += f"/{name}"
+        return p
+
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+
+def _k(group: str, version: str, kind: str, plural: str, namespaced: bool = True, *,
+       short: tuple[str, ...] = (), cats: tuple[str, ...] = (), sub: tuple[str, ...] = (),
+       verbs: tuple[str, ...] = STD_VERBS, gen: bool = False, virtual: bool = False) -> Kind:
+    return Kind(group, version, kind, plural, namespaced, short, cats, sub, verbs, gen, virtual)
+
+
+_ALL = ("all",)
+_SCALE = ("status", "scale")
+
+BUILTIN_KINDS: tuple[Kind, ...] = (
+    # core/v1
+    _k("", "v1", "Namespace", "namespaces", False, short=("ns",), sub=("status", "finalize"),
+       verbs=NO_COLLECTION_DELETE),
+    _k("", "v1", "Node", "nodes", False, short=("no",), sub=("status", "proxy")),
+    _k("", "v1", "Pod", "pods", short=("po",), cats=_ALL, gen=True,
+       sub=("status", "log", "exec", "attach", "portforward", "eviction", "binding", "ephemeralcontainers")),
+    _k("", "v1", "Service", "services", short=("svc",), cats=_ALL, sub=("status", "proxy"),
+       verbs=NO_COLLECTION_DELETE),
+    _k("", "v1", "Endpoints", "endpoints", short=("ep",)),
+    _k("", "v1", "ConfigMap", "configmaps", short=("cm",)),
+    _k("", "v1", "Secret", "secrets"),
+    _k("", "v1", "ServiceAccount", "serviceaccounts", short=("sa",), sub=("token",)),
+    _k("", "v1", "Event", "events", short=("ev",)),
+    _k("", "v1", "LimitRange", "limitranges", short=("limits",)),
+    _k("", "v1", "ResourceQuota", "resourcequotas", short=("quota",), sub=("status",)),
+    _k("", "v1", "ReplicationController", "replicationcontrollers", short=("rc",), cats=_ALL, sub=_SCALE,
+       gen=True),
+    _k("", "v1", "PersistentVolume", "persistentvolumes", False, short=("pv",), sub=("status",)),
+    _k("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=("status",)),
+    # apps/v1
+    _k("apps", "v1", "Deployment", "deployments", short=("deploy",), cats=_ALL, sub=_SCALE, gen=True),
+    _k("apps", "v1", "ReplicaSet", "replicasets", short=("rs",), cats=_ALL, sub=_SCALE, gen=True),
+    _k("apps", "v1", "DaemonSet", "daemonsets", short=("ds",), cats=_ALL, sub=("status",), gen=True),
+    _k("apps", "v1", "StatefulSet", "statefulsets", short=("sts",), cats=_ALL, sub=_SCALE, gen=True),
+    _k("apps", "v1", "ControllerRevision", "controllerrevisions"),
+    # batch/v1
+    _k("batch", "v1", "Job", "jobs", cats=_ALL, sub=("status",), gen=True),
+    _k("batch", "v1", "CronJob", "cronjobs", short=("cj",), cats=_ALL, sub=("status",), gen=True),
+    # policy/v1
+    _k("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short=("pdb",), sub=("status",),
+       gen=True),
+    # coordination.k8s.io/v1
+    _k("coordination.k8s.io", "v1", "Lease", "leases"),
+    # discovery.k8s.io/v1
+    _k("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+    # scheduling.k8s.io/v1
+    _k("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short=("pc",)),
+    # events.k8s.io/v1 (same objects as core events, different shape; stored separately here)
+    _k("events.k8s.io", "v1", "Event", "events", short=("ev",)),
+    # autoscaling/v2
+    _k("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", short=("hpa",), cats=_ALL,
+       sub=("status",), gen=True),
+    # apiextensions.k8s.io/v1
+    _k("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
+       short=("crd", "crds"), sub=("status",), gen=True),
+    # metrics.k8s.io/v1beta1: virtual, served from node metrics (issue 4)
+    _k("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", verbs=READ_VERBS, virtual=True),
+    _k("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=READ_VERBS, virtual=True),
+)
+
+
+class KindRegistry:
+    """Lookup of served kinds; owned by one server (CRDs are added and removed at run time)."""
+
+    def __init__(self, kinds: Iterable[Kind] = BUILTIN_KINDS) -> None:
+        self._by_resource: dict[tuple[str, str, str], Kind] = {}
+        self._by_gvk: dict[tuple[str, str, str], Kind] = {}
+        for k in kinds:
+            self.add(k)
+
+    def add(self, k: Kind) -> None:
+        self._by_resource[(k.group, k.version, k.plural)] = k
+        self._by_gvk[(k.group, k.version, k.kind)] = k
+
+    def remove(self, k: Kind) -> None:
+        self._by_resource.pop((k.group, k.version, k.plural), None)
+        self._by_gvk.pop((k.group, k.version, k.kind), None)
+
+    def by_resource(self, group: str, version: str, plural: str) -> Kind | None:
+        return self._by_resource.get((group, version, plural))
+
+    def by_gvk(self, group: str, version: str, kind: str) -> Kind | None:
+        return self._by_gvk.get((group, version, kind))
+
+    def by_api_version(self, api_version: str, kind: str) -> Kind | None:
+        group, _, version = api_version.rpartition("/")
+        return self._by_gvk.get((group, version, kind))
+
+    def __iter__(self) -> Iterator[Kind]:
+        return iter(list(self._by_resource.values()))
+
+    def group_versions(self) -> list[tuple[str, str]]:
+        """Served (group, version) pairs, core first, in a stable order."""
+        seen: dict[tuple[str, str], None] = {}
+        for k in self._by_resource.values():
+            seen[(k.group, k.version)] = None
+        return sorted(seen, key=lambda gv: (gv[0] != "", gv[0], gv[1]))
