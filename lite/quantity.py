@@ -1,0 +1,87 @@
+"""Kubernetes resource quantities (`100m`, `2Gi`, `1e3`) as exact `Fraction`s.
+
+Role: parse the quantity strings found in resource requests/limits, capacities and LimitRanges, and format
+values back in the canonical form the API server writes.
+
+Invariants:
+- Parsing never goes through floats: the result is an exact `Fraction`, rounded *up* to a multiple of 1n
+  (10^-9), as the API server does for values with more precision than nano units.
+- `format_quantity` writes the canonical form: the largest suffix whose mantissa is an integer (binary
+  suffixes only when asked for and exactly representable, else decimal SI), so parse(format(x)) == x.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+_BINARY: dict[str, int] = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL: dict[str, int] = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
+                            "E": 18}
+# Upstream grammar: sign, digits with at most one dot (at least one digit), then a suffix.
+_RE = re.compile(r"^([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_NANO = Fraction(1, 10**9)
+
+
+def parse_quantity(s: str) -> Fraction:
+    """Parse a quantity string exactly; raises ValueError on anything upstream would reject."""
+    if not isinstance(s, str):
+        raise ValueError(f"quantity must be a string, not {type(s).__name__}")
+    m = _RE.match(s.strip()) if s == s.strip() else None
+    if m is None:
+        raise ValueError(f"quantities must match the regular expression "
+                         f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {s!r}")
+    sign, number, suffix = m.group(1), m.group(2), m.group(3) or ""
+    value = Fraction(number)
+    if suffix in _BINARY:
+        value *= _BINARY[suffix]
+    elif len(suffix) > 1:  # an exponent; a lone "E" is the exa suffix
+        exp = int(suffix[1:])
+        if abs(exp) > 1000:
+            raise ValueError(f"quantity exponent out of range: {s!r}")
+        value *= Fraction(10) ** exp
+    else:
+        value *= Fraction(10) ** _DECIMAL[suffix]
+    value = math.ceil(value / _NANO) * _NANO
+    return -value if sign == "-" else value
+
+
+def to_milli(q: str | Fraction | int) -> int:
+    """The value in thousandths, rounded up (as `Quantity.MilliValue`)."""
+    return math.ceil(_value(q) * 1000)
+
+
+def to_int(q: str | Fraction | int) -> int:
+    """The value as an integer, rounded up (as `Quantity.Value`, e.g. bytes)."""
+    return math.ceil(_value(q))
+
+
+def _value(q: str | Fraction | int) -> Fraction:
+    return parse_quantity(q) if isinstance(q, str) else Fraction(q)
+
+
+def format_quantity(q: Fraction | int, *, binary: bool = False) -> str:
+    """Canonical string of a value; `binary` prefers Ki/Mi/... when the value is a whole multiple of 1024."""
+    value = Fraction(q)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    if binary and value.denominator == 1 and value >= 1024:
+        for suffix, mult in reversed(_BINARY.items()):
+            if value % mult == 0:
+                return f"{sign}{value // mult}{suffix}"
+    if binary and value.denominator == 1:
+        return f"{sign}{value.numerator}"
+    value = math.ceil(value / _NANO) * _NANO  # nano is the finest unit upstream keeps
+    if value == 0:
+        return "0"
+    for suffix in ("E", "P", "T", "G", "M", "k", "", "m", "u", "n"):
+        scaled = value / Fraction(10) ** _DECIMAL[suffix]
+        if scaled.denominator == 1:
+            return f"{sign}{scaled.numerator}{suffix}"
+    raise AssertionError("unreachable: every value rounded to nano has an integer nano mantissa")
+
+
+def canonical(s: str) -> str:
+    """Re-format a quantity string in the canonical form of its own format (binary if it used Ki/Mi/...)."""
+    return format_quantity(parse_quantity(s), binary=any(b in s for b in _BINARY))
