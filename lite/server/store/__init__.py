@@ -1,1 +1,30 @@
-"""lite."""
+"""lite's storage layer: one SQLite revision log, an in-memory index, group commit, watch fan-out.
+
+Used only by `lite/server/api/resources.py`; see docs/internals.md for the contract.
+"""
+
+from lite.server.store.errors import (
+    Compacted,
+    KeyExists,
+    KeyNotFound,
+    RevMismatch,
+    StoreClosed,
+    StoreError,
+    WatchDropped,
+)
+from lite.server.store.store import Store, compactor
+from lite.server.store.watch import StoreEvent, Watch
+
+__all__ = [
+    "Compacted",
+    "KeyExists",
+    "KeyNotFound",
+    "RevMismatch",
+    "Store",
+    "StoreClosed",
+    "StoreError",
+    "StoreEvent",
+    "Watch",
+    "WatchDropped",
+    "compactor",
+]

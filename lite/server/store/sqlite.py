@@ -1,0 +1,158 @@
+"""The SQLite side of the store: schema, loading at open, batch commit, compaction.
+
+Every method here blocks and must run on the store's single writer thread (the connection is created there
+and only ever used there); `Store` guarantees that by routing all calls through a one-thread executor.
+
+Schema (kine-style, revision = row id):
+- `log(id INTEGER PRIMARY KEY, name, created, deleted, prev_revision, value)`: append-only; one row per
+  write. A delete appends a tombstone (deleted=1) whose value is the object's final state.
+- `current(name PRIMARY KEY, id)`: the live row id of every existing key, maintained in the same
+  transaction as the log rows, so open() loads the current state with one join instead of a scan of the
+  whole history.
+
+Invariants: ids are assigned by the (only) writer as current+1, +2, ... so they are gapless until compaction
+removes rows; the newest log row is never compacted, so `max(id)` is always the current revision.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS log (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    deleted INTEGER NOT NULL,
+    prev_revision INTEGER NOT NULL,
+    value BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS current (
+    name TEXT PRIMARY KEY,
+    id INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One log row as written or read."""
+
+    id: int
+    name: str
+    created: bool
+    deleted: bool
+    prev_revision: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    """A log row with the value of the row it superseded (None if that is gone or it is a create)."""
+
+    row: Row
+    prev_value: bytes | None
+
+
+class LogDB:
+    """One connection to the store file. Not thread-safe: use from one thread only."""
+
+    def __init__(self, path: str) -> None:
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a batch is exactly one transaction.
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        c = self.conn
+        # auto_vacuum only takes effect if set before the first table exists (or after a full VACUUM).
+        c.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        c.execute("PRAGMA journal_mode=WAL")
+        c.execute("PRAGMA synchronous=FULL")
+        # Without a limit the -wal file keeps its high-water size forever.
+        c.execute("PRAGMA journal_size_limit=8388608")
+        c.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def max_rev(self) -> int:
+        (rev,) = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM log").fetchone()
+        return int(rev)
+
+    def load_current(self) -> Iterator[tuple[str, int, bytes]]:
+        """(key, mod_rev, value) of every live key, sorted by key."""
+        cur = self.conn.execute(
+            "SELECT c.name, c.id, l.value FROM current c JOIN log l ON l.id = c.id ORDER BY c.name"
+        )
+        for name, rev, value in cur:
+            yield name, rev, bytes(value)
+
+    def recent(self, limit: int) -> list[HistoryRow]:
+        """The newest `limit` rows, oldest first, cut at the newest gap so that they are contiguous."""
+        cur = self.conn.execute(
+            "SELECT l.id, l.name, l.created, l.deleted, l.prev_revision, l.value, p.value "
+            "FROM log l LEFT JOIN log p ON p.id = l.prev_revision ORDER BY l.id DESC LIMIT ?",
+            (limit,),
+        )
+        out: list[HistoryRow] = []
+        for rid, name, created, deleted, prev_rev, value, prev_value in cur:
+            if out and rid != out[-1].row.id - 1:
+                break  # compaction left a gap: older rows cannot be replayed without holes
+            row = Row(rid, name, bool(created), bool(deleted), prev_rev, bytes(value))
+            prev = None if created or prev_value is None else bytes(prev_value)
+            out.append(HistoryRow(row, prev))
+        out.reverse()
+        return out
+
+    def commit(self, rows: Sequence[Row]) -> None:
+        """Append `rows` and update `current`, all in one durable transaction."""
+        c = self.conn
+        final: dict[str, Row] = {}
+        for r in rows:
+            final[r.name] = r
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.executemany(
+                "INSERT INTO log(id, name, created, deleted, prev_revision, value) VALUES (?, ?, ?, ?, ?, ?)",
+                [(r.id, r.name, int(r.created), int(r.deleted), r.prev_revision, r.value) for r in rows],
+            )
+            c.executemany(
+                "INSERT OR REPLACE INTO current(name, id) VALUES (?, ?)",
+                [(r.name, r.id) for r in final.values() if not r.deleted],
+            )
+            c.executemany(
+                "DELETE FROM current WHERE name = ?", [(r.name,) for r in final.values() if r.deleted]
+            )
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
+    def compact(self, below: int) -> int:
+        """Delete rows with id < below that are not some key's live row; free the pages. Returns rows gone.
+
+        That removes superseded values and tombstones older than `below`; live rows are kept whatever their
+        age, and the newest row survives because callers pass below <= max id.
+        """
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            cur = c.execute(
+                "DELETE FROM log WHERE id < ? AND id NOT IN (SELECT id FROM current)", (below,)
+            )
+            removed = cur.rowcount
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+        c.execute("PRAGMA incremental_vacuum").fetchall()
+        # Move the freed pages into the main file and shrink the WAL back (journal_size_limit caps it).
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return int(removed)
+
+    def counts(self) -> tuple[int, int]:
+        """(log rows, free pages): for tests and benchmarks."""
+        (rows,) = self.conn.execute("SELECT COUNT(*) FROM log").fetchone()
+        (free,) = self.conn.execute("PRAGMA freelist_count").fetchone()
+        return int(rows), int(free)

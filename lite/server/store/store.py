@@ -1,0 +1,301 @@
+"""The store: an SQLite revision log behind an in-memory index, with group commit and watch fan-out.
+
+Write path (all on the event loop except the COMMIT itself):
+1. `create/update/delete` check conflicts against the *pending view* (committed index overlaid with writes
+   still waiting for COMMIT), assign the next revision, set `metadata.resourceVersion`, serialise with
+   orjson, and queue the row. Because checks and revisions follow submission order, a batch behaves exactly
+   like the same writes done one after another.
+2. The single writer task takes everything pending and commits it in one transaction on the store's one
+   thread (`synchronous=FULL`, so COMMIT is durable). While that runs, new writes queue up for the next batch.
+3. After COMMIT the writer updates the index and `current_rev`, publishes the events to watchers, and only
+   then resolves the writers' futures: an acknowledged write is durable, readable, and already on watches.
+
+If a COMMIT fails, that batch and every write queued behind it fail (they were checked against the failed
+ones), and the pending view is reset to the committed state.
+
+The writer task is owned by the store (started in `open`, awaited in `close`); `compactor` is the one loop
+that the server runs in its own TaskGroup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+
+from lite.server.store.errors import KeyExists, KeyNotFound, RevMismatch, StoreClosed
+from lite.server.store.index import KeyIndex
+from lite.server.store.sqlite import LogDB, Row
+from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class _Pending:
+    row: Row
+    prev: bytes | None  # the value this write replaces, for the event
+    future: asyncio.Future[tuple[int, bytes]]
+
+
+_Batch = list[_Pending]  # an alias: inside Store, `list` names the method
+
+
+def _encode(obj: dict[str, Any], rev: int) -> bytes:
+    """JSON of `obj` with metadata.resourceVersion = rev; the caller's dict is not modified."""
+    meta = obj.get("metadata")
+    out = dict(obj)
+    out["metadata"] = {**(meta if isinstance(meta, dict) else {}), "resourceVersion": str(rev)}
+    return orjson.dumps(out)
+
+
+class Store:
+    """See the module docstring and docs/internals.md for the contract."""
+
+    def __init__(self, db: LogDB, executor: ThreadPoolExecutor, window: int, watch_queue: int) -> None:
+        self._db = db
+        self._executor = executor
+        self._index = KeyIndex()
+        self._hub = WatchHub(window, watch_queue)
+        self.current_rev = 0
+        self._next_rev = 1
+        # key -> (rev, value or None if deleted) for writes queued or committing but not yet applied.
+        self._overlay: dict[str, tuple[int, bytes | None]] = {}
+        self._pending: list[_Pending] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._writer: asyncio.Task[None] | None = None
+        self.commits = 0  # transactions committed (group commit makes this far less than `writes`)
+        self.writes = 0  # rows committed
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, path: str, *, window: int = 10000, watch_queue: int = 1000) -> Store:
+        """Open or create the file, load the current state and seed the watch window from the newest rows.
+
+        `watch_queue` bounds each watcher's backlog of live events before it is dropped.
+        """
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lite-store")
+        loop = asyncio.get_running_loop()
+        try:
+            db = await loop.run_in_executor(executor, LogDB, path)
+            store = cls(db, executor, window, watch_queue)
+            await store._load(window)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        store._writer = asyncio.create_task(store._write_loop(), name="lite-store-writer")
+        return store
+
+    async def _load(self, window: int) -> None:
+        current = await self._run(lambda: list(self._db.load_current()))
+        rev = await self._run(self._db.max_rev)
+        history = await self._run(lambda: self._db.recent(window)) if window > 0 else []
+        self._index.load_sorted(current)
+        self.current_rev = rev
+        self._next_rev = rev + 1
+        self._hub.events.extend(
+            StoreEvent(_event_type(h.row), h.row.name, h.row.id, h.row.value, h.prev_value) for h in history
+        )
+
+    async def close(self) -> None:
+        """Commit everything pending, end all watches, close the file. Idempotent."""
+        if self._closing:
+            if self._writer is not None:
+                await asyncio.shield(self._writer)
+            return
+        self._closing = True
+        self._wake.set()
+        if self._writer is not None:
+            await self._writer
+        self._hub.close_all()
+        await self._run(self._db.close)
+        self._executor.shutdown(wait=True)
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        """Run blocking SQLite work on the store's one thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    # ---- reads (synchronous, committed state only) -----------------------------------------------------
+
+    @property
+    def oldest_rev(self) -> int:
+        """Oldest revision a watch can replay from memory (current_rev + 1 when the window is empty)."""
+        return self._hub.oldest_rev(self.current_rev)
+
+    def get(self, key: str) -> tuple[int, bytes] | None:
+        return self._index.get(key)
+
+    def list(
+        self, prefix: str, *, start_after: str = "", limit: int = 0
+    ) -> tuple[list[tuple[str, int, bytes]], int, int]:
+        """(items sorted by key, current_rev, how many more items follow the page)."""
+        items, remaining = self._index.list(prefix, start_after, limit)
+        return items, self.current_rev, remaining
+
+    def count(self, prefix: str) -> int:
+        return self._index.count(prefix)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def watch(self, prefix: str, after_rev: int) -> Watch:
+        """Events for keys under `prefix` with rev > after_rev; raises Compacted if those left the window."""
+        if self._closing:
+            raise StoreClosed("store is closed")
+        return self._hub.watch(prefix, after_rev, self.current_rev)
+
+    # ---- writes --------------------------------------------------------------------------------------
+
+    def _latest(self, key: str) -> tuple[int, bytes | None] | None:
+        """The key's newest (rev, value) including pending writes; value None = deleted while pending."""
+        pending = self._overlay.get(key)
+        return pending if pending is not None else self._index.get(key)
+
+    async def create(self, key: str, obj: dict[str, Any]) -> tuple[int, bytes]:
+        latest = self._latest(key)
+        if latest is not None and latest[1] is not None:
+            raise KeyExists(key)
+        prev_rev = latest[0] if latest is not None else 0
+        return await self._submit(key, obj, created=True, deleted=False, prev_rev=prev_rev, prev=None)
+
+    async def update(self, key: str, obj: dict[str, Any], expected_rev: int) -> tuple[int, bytes]:
+        """Replace the object; expected_rev 0 = unconditional."""
+        rev, prev = self._check_existing(key, expected_rev)
+        return await self._submit(key, obj, created=False, deleted=False, prev_rev=rev, prev=prev)
+
+    async def delete(
+        self, key: str, expected_rev: int, final: dict[str, Any] | None = None
+    ) -> tuple[int, bytes]:
+        """Write a tombstone holding `final` (default: the current object) at a new revision.
+
+        Returns (deletion rev, final state bytes with that rev as resourceVersion). expected_rev 0 =
+        unconditional.
+        """
+        rev, prev = self._check_existing(key, expected_rev)
+        obj = final if final is not None else orjson.loads(prev)
+        return await self._submit(key, obj, created=False, deleted=True, prev_rev=rev, prev=prev)
+
+    def _check_existing(self, key: str, expected_rev: int) -> tuple[int, bytes]:
+        latest = self._latest(key)
+        if latest is None:
+            raise KeyNotFound(key)
+        rev, value = latest
+        if value is None:
+            raise KeyNotFound(key)
+        if expected_rev and expected_rev != rev:
+            raise RevMismatch(key, rev)
+        return rev, value
+
+    async def _submit(
+        self,
+        key: str,
+        obj: dict[str, Any],
+        *,
+        created: bool,
+        deleted: bool,
+        prev_rev: int,
+        prev: bytes | None,
+    ) -> tuple[int, bytes]:
+        if self._closing:
+            raise StoreClosed("store is closed")
+        rev = self._next_rev
+        value = _encode(obj, rev)  # before claiming the rev: a bad object must not leave a gap
+        self._next_rev = rev + 1
+        self._overlay[key] = (rev, None if deleted else value)
+        fut: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending(Row(rev, key, created, deleted, prev_rev, value), prev, fut))
+        self._wake.set()
+        return await fut
+
+    # ---- the writer ----------------------------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._pending = self._pending, []
+            if batch:
+                await self._commit_batch(batch)
+            elif self._closing:
+                return
+
+    async def _commit_batch(self, batch: _Batch) -> None:
+        rows = [p.row for p in batch]
+        try:
+            await self._run(lambda: self._db.commit(rows))
+        except Exception as e:
+            log.error("store commit of %d rows failed: %s", len(rows), e)
+            self._fail_all(batch, e)
+            return
+        events = []
+        for p in batch:
+            r = p.row
+            if r.deleted:
+                self._index.remove(r.name)
+            else:
+                self._index.put(r.name, r.id, r.value)
+            if self._overlay.get(r.name, (0,))[0] == r.id:
+                del self._overlay[r.name]
+            events.append(StoreEvent(_event_type(r), r.name, r.id, r.value, p.prev))
+        self.current_rev = rows[-1].id
+        self.commits += 1
+        self.writes += len(rows)
+        self._hub.publish(events)
+        for p in batch:
+            if not p.future.done():  # the submitter may have been cancelled; the write stands anyway
+                p.future.set_result((p.row.id, p.row.value))
+
+    def _fail_all(self, batch: _Batch, err: Exception) -> None:
+        """A failed batch invalidates everything queued behind it: fail all, reset to committed state."""
+        queued, self._pending = self._pending, []
+        self._overlay.clear()
+        self._next_rev = self.current_rev + 1
+        for p in [*batch, *queued]:
+            if not p.future.done():
+                p.future.set_exception(StoreClosed(f"commit failed: {err}"))
+
+    # ---- compaction ----------------------------------------------------------------------------------
+
+    async def compact(self, keep: int) -> int:
+        """Drop superseded rows and tombstones older than current_rev - keep; vacuum. Returns rows removed.
+
+        Runs on the writer thread, so it is serialised with commits. Watches are unaffected (they are
+        served from memory); after a restart the replayable window is at most `keep` revisions deep.
+        """
+        below = max(0, self.current_rev - max(0, keep))
+        if below <= 0:
+            return 0
+        return await self._run(lambda: self._db.compact(below))
+
+    async def stats(self) -> tuple[int, int]:
+        """(log rows, free pages) of the file: for tests and benchmarks."""
+        return await self._run(self._db.counts)
+
+
+def _event_type(row: Row) -> EventType:
+    if row.deleted:
+        return "DELETED"
+    return "ADDED" if row.created else "MODIFIED"
+
+
+async def compactor(store: Store, interval: float, keep: int) -> None:
+    """Compact every `interval` seconds keeping `keep` revisions; for the server's TaskGroup. Never returns.
+
+    A failed compaction is logged and retried next round: it must not take the server down.
+    """
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            removed = await store.compact(keep)
+        except Exception:
+            log.exception("store compaction failed")
+        else:
+            log.debug("store compaction removed %d rows at rev %d", removed, store.current_rev)

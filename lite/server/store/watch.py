@@ -1,0 +1,173 @@
+"""Watch fan-out from an in-memory window of recent events.
+
+- `EventWindow` keeps the last `window` committed events in revision order, contiguous (every rev from
+  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it.
+- Watchers are indexed by resource prefix ("group/plural/"): publishing an event touches only the watchers
+  of that resource (plus the rare watcher of a shorter prefix), so 100+ watchers cost little per write.
+- A watcher's live queue is bounded; a watcher that falls further behind is ended with `WatchDropped`
+  instead of blocking the writer or growing without limit (the kine rule). Replay at watch start is not
+  counted against the bound: it is a list of references into the window, not copies.
+
+Everything here runs on the event loop thread; `publish` is called by the writer task right after COMMIT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import islice
+from types import TracebackType
+from typing import Literal
+
+from lite.server.store.errors import Compacted, WatchDropped
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreEvent:
+    """One committed change. `value` carries resourceVersion=rev; for DELETED it is the final state."""
+
+    type: EventType
+    key: str
+    rev: int
+    value: bytes
+    prev: bytes | None
+
+
+def resource_prefix(key: str) -> str:
+    """"core/pods/ns/name" -> "core/pods/"; "" if the key has fewer than two segments."""
+    first = key.find("/")
+    second = key.find("/", first + 1) if first >= 0 else -1
+    return key[: second + 1] if second >= 0 else ""
+
+
+class Watch:
+    """Async iterator of `StoreEvent`s for keys under `prefix`, in revision order, starting after `after_rev`.
+
+    Ends with StopAsyncIteration when closed (by `close()` or the store closing) and raises
+    `WatchDropped` when it fell too far behind. Use `async with` or call `close()` to unregister.
+    """
+
+    def __init__(self, hub: WatchHub, prefix: str, after_rev: int, replay: Iterable[StoreEvent]) -> None:
+        self.prefix = prefix
+        self.last_rev = after_rev
+        self._after = after_rev  # live events at or below it are skipped (a watch from a future rev)
+        self._hub = hub
+        self._replay: deque[StoreEvent] = deque(replay)
+        self._queue: deque[StoreEvent] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._dropped = False
+        self._closed = False
+
+    def _push(self, ev: StoreEvent) -> bool:
+        """Queue a live event; False if that overflowed the bound (the watch is then dropped)."""
+        if ev.rev <= self._after:
+            return True
+        if len(self._queue) >= self._hub.queue_bound:
+            self._dropped = True
+            self._wake()
+            return False
+        self._queue.append(ev)
+        self._wake()
+        return True
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _end(self) -> None:
+        self._closed = True
+        self._wake()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._hub.unregister(self)
+            self._end()
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def __anext__(self) -> StoreEvent:
+        while True:
+            if self._replay:
+                ev = self._replay.popleft()
+            elif self._queue:
+                ev = self._queue.popleft()
+            elif self._dropped:
+                raise WatchDropped(self.last_rev)
+            elif self._closed:
+                raise StopAsyncIteration
+            else:
+                self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+                continue
+            self.last_rev = ev.rev
+            return ev
+
+    async def __aenter__(self) -> Watch:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class WatchHub:
+    """The event window and the registry of live watchers."""
+
+    def __init__(self, window: int, queue_bound: int) -> None:
+        self.events: deque[StoreEvent] = deque(maxlen=max(1, window))
+        self.queue_bound = queue_bound
+        self._by_resource: dict[str, set[Watch]] = {}
+        self._broad: set[Watch] = set()  # prefixes shorter than "group/plural/"
+
+    def oldest_rev(self, current_rev: int) -> int:
+        return self.events[0].rev if self.events else current_rev + 1
+
+    def watcher_count(self) -> int:
+        return len(self._broad) + sum(len(s) for s in self._by_resource.values())
+
+    def watch(self, prefix: str, after_rev: int, current_rev: int) -> Watch:
+        oldest = self.oldest_rev(current_rev)
+        if after_rev < oldest - 1:
+            raise Compacted(oldest)
+        skip = max(0, after_rev + 1 - oldest)
+        replay = [ev for ev in islice(self.events, skip, None) if ev.key.startswith(prefix)]
+        w = Watch(self, prefix, after_rev, replay)
+        res = resource_prefix(prefix)
+        (self._by_resource.setdefault(res, set()) if res else self._broad).add(w)
+        return w
+
+    def unregister(self, w: Watch) -> None:
+        res = resource_prefix(w.prefix)
+        if not res:
+            self._broad.discard(w)
+            return
+        bucket = self._by_resource.get(res)
+        if bucket is not None:
+            bucket.discard(w)
+            if not bucket:
+                del self._by_resource[res]
+
+    def publish(self, events: list[StoreEvent]) -> None:
+        """Append committed events to the window and push them to matching watchers."""
+        self.events.extend(events)
+        for ev in events:
+            bucket = self._by_resource.get(resource_prefix(ev.key), ())
+            for targets in (bucket, self._broad):
+                dropped = [w for w in targets if ev.key.startswith(w.prefix) and not w._push(ev)]
+                for w in dropped:
+                    self.unregister(w)
+
+    def close_all(self) -> None:
+        for w in [*self._broad, *(w for s in self._by_resource.values() for w in s)]:
+            w._end()
+        self._broad.clear()
+        self._by_resource.clear()
