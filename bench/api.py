@@ -1,0 +1,408 @@
+"""API server benchmark: lite against a bare aiohttp+SQLite baseline measured in the same run.
+
+Prints (issue 2): creates/s and p50/p99 with 64 concurrent clients and 2 KB pods;
+p99 at a paced 1,000 creates/s;
+gets/s; the time to list 10,000 pods; watch delivery latency with 100 watchers; server RSS after 10,000 pods;
+cold start to /readyz; and the baseline (a bare aiohttp handler doing one group-committed SQLite insert per
+request, over TLS like lite) with the ratio.
+
+Usage: python bench/api.py [--pods 10000] [--quick]
+Traffic goes only to 127.0.0.1. The servers are child processes and are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import yaml
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pod_body(name: str, pad: int = 2048) -> bytes:
+    """A realistic ~2 KB pod."""
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {"app": "bench", "tier": "web", "release": "stable"},
+            "annotations": {"bench/note": ""},
+        },
+        "spec": {
+            "containers": [{
+                "name": "app",
+                "image": "registry.local/bench/app:1.2.3",
+                "ports": [{"containerPort": 8080, "name": "http"}],
+                "env": [{"name": f"VAR_{i}", "value": f"value-{i}-abcdefghij"} for i in range(12)],
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                              "limits": {"cpu": "500m", "memory": "128Mi"}},
+            }],
+        },
+    }
+    size = len(orjson.dumps(pod))
+    pod["metadata"]["annotations"]["bench/note"] = "x" * max(0, pad - size)
+    return orjson.dumps(pod)
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def rss_mb(pid: int) -> float:
+    """RSS of a process and its children (a PyInstaller/onefile parent would hide the worker otherwise)."""
+    total = 0
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(c) for c in children]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+class Target:
+    """A running server: base URL, TLS context, auth header, process."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, ctx: ssl.SSLContext, token: str) -> None:
+        self.proc, self.url, self.ctx, self.token = proc, url, ctx, token
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                        "Accept": "application/json"}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+async def wait_ready(url: str, ctx: ssl.SSLContext, timeout: float = 30.0) -> float:
+    t0 = time.perf_counter()
+    async with aiohttp.ClientSession() as s:
+        while time.perf_counter() - t0 < timeout:
+            try:
+                async with s.get(url + "/readyz", ssl=ctx) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - t0
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.01)
+    raise RuntimeError(f"{url} not ready after {timeout}s")
+
+
+def lite_command() -> list[str]:
+    exe = Path(sys.executable).with_name("lite")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "lite.cli.main"]
+
+
+async def start_lite(data_dir: Path) -> tuple[Target, float]:
+    port = free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*lite_command(), "server", "--data-dir", str(data_dir), "--https-listen-port",
+                             str(port), "--bind-address", "127.0.0.1", "--disable-agent"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kubeconfig = data_dir / "kubeconfig.yaml"
+    while not kubeconfig.exists():
+        if proc.poll() is not None:
+            raise RuntimeError("lite server exited at start")
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)
+    cfg = yaml.safe_load(kubeconfig.read_text())
+    ca = base64.b64decode(cfg["clusters"][0]["cluster"]["certificate-authority-data"])
+    ctx = ssl.create_default_context(cadata=ca.decode())
+    token = cfg["users"][0]["user"]["token"]
+    url = f"https://127.0.0.1:{port}"
+    await wait_ready(url, ctx)
+    return Target(proc, url, ctx, token), time.perf_counter() - t0
+
+
+async def start_baseline(work: Path) -> Target:
+    """The baseline server runs `bench/baseline_server.py` in its own process, with its own CA."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "baseline")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    (work / "b.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (work / "b.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                   serialization.NoEncryption()))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(HERE / "baseline_server.py"), str(port), str(work / "b.db"),
+                             str(work / "b.crt"), str(work / "b.key")])
+    ctx = ssl.create_default_context(cadata=(work / "b.crt").read_text())
+    url = f"https://127.0.0.1:{port}"
+    await wait_ready(url, ctx)
+    return Target(proc, url, ctx, "none")
+
+
+async def create_burst(t: Target, path: str, n: int, concurrency: int, prefix: str) -> tuple[float, list[float]]:
+    """n creates with `concurrency` clients; returns (creates/s, latencies)."""
+    lat: list[float] = []
+    conn = aiohttp.TCPConnector(limit=concurrency, ssl=t.ctx)
+    next_i = 0
+    errors = 0
+
+    async def worker(s: aiohttp.ClientSession) -> None:
+        nonlocal next_i, errors
+        while next_i < n:
+            i = next_i
+            next_i += 1
+            body = pod_body(f"{prefix}-{i}")
+            t0 = time.perf_counter()
+            async with s.post(t.url + path, data=body, headers=t.headers) as r:
+                await r.read()
+                if r.status != 201:
+                    errors += 1
+            lat.append(time.perf_counter() - t0)
+
+    async with aiohttp.ClientSession(connector=conn) as s:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(s) for _ in range(concurrency)))
+        el = time.perf_counter() - t0
+    if errors:
+        print(f"  ! {errors} creates failed", file=sys.stderr)
+    return n / el, lat
+
+
+async def paced_creates(t: Target, path: str, rate: float, seconds: float, prefix: str) -> list[float]:
+    lat: list[float] = []
+    conn = aiohttp.TCPConnector(limit=256, ssl=t.ctx)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        async def one(i: int) -> None:
+            t0 = time.perf_counter()
+            async with s.post(t.url + path, data=pod_body(f"{prefix}-{i}"), headers=t.headers) as r:
+                await r.read()
+            lat.append(time.perf_counter() - t0)
+
+        tasks = []
+        start = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+    return lat
+
+
+async def gets(t: Target, path: str, names: list[str], n: int, concurrency: int) -> float:
+    conn = aiohttp.TCPConnector(limit=concurrency, ssl=t.ctx)
+    done = 0
+
+    async def worker(s: aiohttp.ClientSession, k: int) -> None:
+        nonlocal done
+        i = k
+        while done < n:
+            done += 1
+            async with s.get(f"{t.url}{path}/{names[i % len(names)]}", headers=t.headers) as r:
+                await r.read()
+            i += concurrency
+
+    async with aiohttp.ClientSession(connector=conn) as s:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(s, k) for k in range(concurrency)))
+        return n / (time.perf_counter() - t0)
+
+
+async def watch_latency(t: Target, ns_path: str, watchers: int, rate: float, count: int) -> list[float]:
+    """Start `watchers` watch streams, create `count` pods at `rate`/s; latency from POST start to each event."""
+    sent: dict[str, float] = {}
+    lat: list[float] = []
+    conn = aiohttp.TCPConnector(limit=watchers + 64, ssl=t.ctx)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        async with s.get(t.url + ns_path + "?limit=1", headers=t.headers) as r:
+            rv = (await r.json())["metadata"]["resourceVersion"]
+        ready = 0
+        got = 0
+        all_done = asyncio.Event()
+
+        async def watcher() -> None:
+            nonlocal ready, got
+            url = f"{t.url}{ns_path}?watch=true&resourceVersion={rv}&timeoutSeconds=120"
+            async with s.get(url, headers=t.headers, timeout=aiohttp.ClientTimeout(total=None)) as r:
+                ready += 1
+                buf = b""
+                async for chunk in r.content.iter_any():
+                    now = time.perf_counter()
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        i = line.find(b'"name":"wl-')
+                        if i < 0:
+                            continue
+                        name = line[i + 8:line.index(b'"', i + 8)].decode()
+                        if name in sent and b'"type":"ADDED"' in line:
+                            lat.append(now - sent[name])
+                            got += 1
+                            if got >= watchers * count:
+                                all_done.set()
+
+        tasks = [asyncio.create_task(watcher()) for _ in range(watchers)]
+        while ready < watchers:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        start = time.perf_counter()
+        for i in range(count):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            name = f"wl-{i}"
+            sent[name] = time.perf_counter()
+            async with s.post(t.url + ns_path, data=pod_body(name), headers=t.headers) as r:
+                await r.read()
+        try:
+            await asyncio.wait_for(all_done.wait(), 30)
+        except TimeoutError:
+            print(f"  ! watch: got {got} of {watchers * count} events", file=sys.stderr)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return lat
+
+
+async def list_time(t: Target, path: str, repeat: int = 3) -> float:
+    best = float("inf")
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=t.ctx)) as s:
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            n = 0
+            cont = ""
+            while True:
+                url = f"{t.url}{path}?limit=500" + (f"&continue={cont}" if cont else "")
+                async with s.get(url, headers=t.headers) as r:
+                    body = orjson.loads(await r.read())
+                n += len(body["items"])
+                cont = body["metadata"].get("continue", "")
+                if not cont:
+                    break
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+async def ensure_namespace(t: Target, ns: str) -> None:
+    body = orjson.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=t.ctx)) as s, \
+            s.post(t.url + "/api/v1/namespaces", data=body, headers=t.headers) as r:
+        if r.status not in (201, 409):
+            raise RuntimeError(f"namespace create: {r.status} {await r.text()}")
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:.1f} ms"
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", type=int, default=10000)
+    ap.add_argument("--quick", action="store_true", help="smaller runs for a smoke test")
+    args = ap.parse_args()
+    burst = 2000 if args.quick else 5000
+    with tempfile.TemporaryDirectory(prefix="lite-bench-") as tmp:
+        work = Path(tmp)
+        # Baseline first, in the same run.
+        base = await start_baseline(work)
+        try:
+            await create_burst(base, "/pods", 500, 64, "warm")
+            b_rate, b_lat = await create_burst(base, "/pods", burst, 64, "b")
+        finally:
+            base.stop()
+
+        data = work / "lite"
+        lite, cold_first = await start_lite(data)
+        try:
+            await ensure_namespace(lite, "bench")
+            path = "/api/v1/namespaces/bench/pods"
+            await create_burst(lite, path, 500, 64, "warm")
+            rate, lat = await create_burst(lite, path, burst, 64, "c")
+            # Fill up to --pods pods in total for the list/RSS figures.
+            have = 500 + burst
+            if args.pods > have:
+                await create_burst(lite, path, args.pods - have, 64, "fill")
+            total = max(args.pods, have)
+            list_s = await list_time(lite, path)
+            rss = rss_mb(lite.proc.pid)
+            names = [f"c-{i}" for i in range(burst)]
+            get_rate = await gets(lite, path, names, 5000 if args.quick else 20000, 64)
+            await ensure_namespace(lite, "paced")
+            paced = await paced_creates(lite, "/api/v1/namespaces/paced/pods", 1000, 3 if args.quick else 5, "p")
+            await ensure_namespace(lite, "watch")
+            wlat = await watch_latency(lite, "/api/v1/namespaces/watch/pods", 100, 50, 20 if args.quick else 50)
+        finally:
+            lite.stop()
+        # Warm restart on the same data dir (certificates exist, state loaded from SQLite).
+        lite2, cold_warm = await start_lite(data)
+        rss_restart = rss_mb(lite2.proc.pid)
+        lite2.stop()
+        fresh, cold_fresh = await start_lite(work / "fresh")
+        fresh.stop()
+
+    print("== lite API benchmark (2 KB pods, 64 concurrent clients, TLS) ==")
+    print(f"baseline (aiohttp + group-committed SQLite insert): {b_rate:8.0f} creates/s  "
+          f"p50 {ms(pct(b_lat, 50))}  p99 {ms(pct(b_lat, 99))}")
+    print(f"lite creates:                                        {rate:8.0f} creates/s  "
+          f"p50 {ms(pct(lat, 50))}  p99 {ms(pct(lat, 99))}")
+    print(f"ratio lite/baseline:                                 {rate / b_rate:8.2f}   (target >= 0.60)")
+    print(f"paced 1,000 creates/s:                               p50 {ms(pct(paced, 50))}  "
+          f"p99 {ms(pct(paced, 99))}  (target p99 <= 50 ms)")
+    print(f"gets/s:                                              {get_rate:8.0f}")
+    print(f"list {total} pods (limit=500 pages):                 {ms(list_s)}")
+    print(f"watch delivery, 100 watchers, POST start -> event:   p50 {ms(pct(wlat, 50))}  "
+          f"p99 {ms(pct(wlat, 99))}  (n={len(wlat)}, target p99 <= 30 ms)")
+    print(f"server RSS after {total} pods:                       {rss:.0f} MB  (target <= 150 MB); "
+          f"after restart {rss_restart:.0f} MB")
+    print(f"cold start to /readyz: fresh data dir {cold_fresh:.2f} s, existing data dir {cold_warm:.2f} s, "
+          f"first {cold_first:.2f} s (target <= 1.5 s)")
+    print(f"median create latency lite/baseline: {statistics.median(lat) / statistics.median(b_lat):.2f}")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
