@@ -1,0 +1,258 @@
+"""Name, label, annotation and ObjectMeta validation with the Kubernetes messages and field paths.
+
+Role: the building blocks the per-kind strategies use to produce 422 Invalid causes.
+
+Invariants:
+- The `is_*` functions return a list of upstream message strings (empty when valid); the `validate_*`
+  functions return `list[lite.errors.Cause]` whose `field` is the JSON path (`metadata.labels`) and whose
+  message reads `Invalid value: "x": <upstream detail>` like the API server's field errors.
+- Pure: nothing here mutates its input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from lite.errors import Cause, field_forbidden, field_invalid, field_required, field_too_long
+
+_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN_FMT = _LABEL_FMT + r"(\." + _LABEL_FMT + ")*"
+_DNS1035_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LVALUE_FMT = "(" + _QNAME_FMT + ")?"
+
+_LABEL_RE = re.compile(_LABEL_FMT)
+_SUBDOMAIN_RE = re.compile(_SUBDOMAIN_FMT)
+_DNS1035_RE = re.compile(_DNS1035_FMT)
+_QNAME_RE = re.compile(_QNAME_FMT)
+_LVALUE_RE = re.compile(_LVALUE_FMT)
+
+_QNAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+              "alphanumeric character")
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+
+
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """Upstream `RegexError`: the message, examples and the regular expression used."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def max_len_error(n: int) -> str:
+    return f"must be no more than {n} characters"
+
+
+def _full(rx: re.Pattern[str], value: str) -> bool:
+    return rx.fullmatch(value) is not None
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _full(_LABEL_RE, value):
+        if _full(_SUBDOMAIN_RE, value):
+            errs.append("must not contain dots")
+        else:
+            errs.append(regex_error("a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                                    "characters or '-', and must start and end with an alphanumeric character",
+                                    _LABEL_FMT, "my-name", "123-abc"))
+    return errs
+
+
+def is_dns1123_subdomain(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append(max_len_error(253))
+    if not _full(_SUBDOMAIN_RE, value):
+        errs.append(regex_error("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                                "characters, '-' or '.', and must start and end with an alphanumeric character",
+                                _SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def is_dns1035_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _full(_DNS1035_RE, value):
+        errs.append(regex_error("a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+                                "start with an alphabetic character, and end with an alphanumeric character",
+                                _DNS1035_FMT, "my-name", "abc-123"))
+    return errs
+
+
+def is_qualified_name(value: str) -> list[str]:
+    """Label keys, annotation keys, finalizers: `[prefix/]name`, prefix a DNS subdomain."""
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
+    else:
+        return ["a qualified name " + regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part " + max_len_error(63))
+    if not _full(_QNAME_RE, name):
+        errs.append("name part " + regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
+    return errs
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _full(_LVALUE_RE, value):
+        errs.append(regex_error("a valid label must be an empty string or consist of alphanumeric characters, "
+                                "'-', '_' or '.', and must start and end with an alphanumeric character",
+                                _LVALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+def validate_labels(labels: Any, path: str = "metadata.labels") -> list[Cause]:
+    if labels is None:
+        return []
+    if not isinstance(labels, Mapping):
+        return [field_invalid(path, labels, "must be a map of strings")]
+    causes: list[Cause] = []
+    for k, v in labels.items():
+        causes += [field_invalid(path, k, m) for m in is_qualified_name(str(k))]
+        if not isinstance(v, str):
+            causes.append(field_invalid(path, v, "must be a string"))
+        else:
+            causes += [field_invalid(path, v, m) for m in is_valid_label_value(v)]
+    return causes
+
+
+def validate_annotations(annotations: Any, path: str = "metadata.annotations") -> list[Cause]:
+    if annotations is None:
+        return []
+    if not isinstance(annotations, Mapping):
+        return [field_invalid(path, annotations, "must be a map of strings")]
+    causes: list[Cause] = []
+    total = 0
+    for k, v in annotations.items():
+        # Upstream lower-cases the key before checking it (annotation keys are case-insensitive here).
+        causes += [field_invalid(path, k, m) for m in is_qualified_name(str(k).lower())]
+        total += len(str(k)) + len(v if isinstance(v, str) else orjson.dumps(v))
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT:
+        causes.append(field_too_long(path, "", TOTAL_ANNOTATION_SIZE_LIMIT))
+    return causes
+
+
+def validate_label_selector(d: Any, path: str = "spec.selector") -> list[Cause]:
+    """A metav1.LabelSelector dict (matchLabels + matchExpressions)."""
+    if d is None:
+        return []
+    if not isinstance(d, Mapping):
+        return [field_invalid(path, d, "must be a label selector object")]
+    causes = validate_labels(d.get("matchLabels"), f"{path}.matchLabels")
+    for i, e in enumerate(d.get("matchExpressions") or []):
+        p = f"{path}.matchExpressions[{i}]"
+        op, values = e.get("operator"), e.get("values") or []
+        if op in ("In", "NotIn"):
+            if not values:
+                causes.append(field_required(f"{p}.values", "Required value: must be specified when `operator` "
+                                             "is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                causes.append(field_forbidden(f"{p}.values", "may not be specified when `operator` is 'Exists' "
+                                              "or 'DoesNotExist'"))
+        else:
+            causes.append(field_invalid(f"{p}.operator", op, "not a valid selector operator"))
+        causes += [field_invalid(f"{p}.key", e.get("key", ""), m) for m in is_qualified_name(str(e.get("key", "")))]
+        for v in values:
+            causes += [field_invalid(f"{p}.values", v, m) for m in is_valid_label_value(str(v))]
+    return causes
+
+
+NameFn = Callable[[str, bool], list[str]]
+
+
+def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
+    """Upstream `NameIsDNSSubdomain`: with prefix=True, `name` is a generateName (a trailing '-' is ok)."""
+    return is_dns1123_subdomain(_mask_prefix(name) if prefix else name)
+
+
+def name_is_dns_label(name: str, prefix: bool) -> list[str]:
+    return is_dns1123_label(_mask_prefix(name) if prefix else name)
+
+
+def name_is_dns1035_label(name: str, prefix: bool) -> list[str]:
+    return is_dns1035_label(_mask_prefix(name) if prefix else name)
+
+
+def _mask_prefix(name: str) -> str:
+    # generateName gets random characters appended, so a trailing '-' is valid: test it as if it were "a".
+    return name[:-1] + "a" if len(name) > 1 and name.endswith("-") else name
+
+
+def validate_object_meta(meta: Any, *, namespaced: bool, name_fn: NameFn = name_is_dns_subdomain,
+                         path: str = "metadata") -> list[Cause]:
+    """ObjectMeta checks common to all kinds (upstream `ValidateObjectMeta`)."""
+    if not isinstance(meta, Mapping):
+        return [field_required(path)]
+    causes: list[Cause] = []
+    name, gen = meta.get("name") or "", meta.get("generateName") or ""
+    if gen:
+        causes += [field_invalid(f"{path}.generateName", gen, m) for m in name_fn(gen, True)]
+    if not name:
+        if not gen:
+            causes.append(field_required(f"{path}.name", "Required value: name or generateName is required"))
+    else:
+        causes += [field_invalid(f"{path}.name", name, m) for m in name_fn(name, False)]
+    ns = meta.get("namespace") or ""
+    if namespaced:
+        if not ns:
+            causes.append(field_required(f"{path}.namespace"))
+        else:
+            causes += [field_invalid(f"{path}.namespace", ns, m) for m in is_dns1123_label(ns)]
+    elif ns:
+        causes.append(field_forbidden(f"{path}.namespace", "not allowed on this type"))
+    causes += validate_labels(meta.get("labels"), f"{path}.labels")
+    causes += validate_annotations(meta.get("annotations"), f"{path}.annotations")
+    causes += _validate_finalizers(meta.get("finalizers"), f"{path}.finalizers")
+    causes += _validate_owner_refs(meta.get("ownerReferences"), f"{path}.ownerReferences")
+    return causes
+
+
+def _validate_finalizers(finalizers: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, f in enumerate(finalizers or []):
+        causes += [field_invalid(f"{path}[{i}]", f, m) for m in is_qualified_name(str(f))]
+    return causes
+
+
+def _validate_owner_refs(refs: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    controllers = 0
+    for i, r in enumerate(refs or []):
+        p = f"{path}[{i}]"
+        api_version = str(r.get("apiVersion") or "")
+        if not api_version:
+            causes.append(field_invalid(f"{p}.apiVersion", api_version, "version must not be empty"))
+        if not r.get("kind"):
+            causes.append(field_invalid(f"{p}.kind", r.get("kind", ""), "kind must not be empty"))
+        if not r.get("name"):
+            causes.append(field_invalid(f"{p}.name", r.get("name", ""), "name must not be empty"))
+        if not r.get("uid"):
+            causes.append(field_invalid(f"{p}.uid", r.get("uid", ""), "uid must not be empty"))
+        if r.get("controller"):
+            controllers += 1
+    if controllers > 1:
+        causes.append(field_invalid(path, refs, "Only one reference can have Controller set to true"))
+    return causes
