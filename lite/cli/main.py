@@ -1,0 +1,138 @@
+"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`.
+
+Role: parse k3s-style flags, configure logging, and hand over to the server (or agent) wiring. The flags
+and their defaults are the user-facing contract documented in README.md.
+
+Invariants: importing this module is cheap (argparse and the config record only); the server stack is
+imported only by the `server` subcommand, so `lite token` and `lite --help` start instantly. Exit codes:
+0 success (including a shutdown by SIGTERM/SIGINT), 1 runtime failure, 2 usage errors / not implemented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def _add_data_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", "-d", default=None,
+                   help=f"state directory (default {default_data_dir()})")
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"port out of range: {value}")
+    return port
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lite", description="A lightweight Kubernetes-compatible orchestrator.")
+    parser.add_argument("--version", action="version", version=f"lite {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    srv = sub.add_parser("server", help="run the control plane (API server, controllers, scheduler)")
+    _add_data_dir(srv)
+    srv.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    srv.add_argument("--https-listen-port", type=_port, default=DEFAULT_PORT,
+                     help=f"HTTPS port of the API (default {DEFAULT_PORT})")
+    srv.add_argument("--write-kubeconfig", "-o", default=None,
+                     help="where to write the admin kubeconfig (default <data-dir>/kubeconfig.yaml)")
+    srv.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None,
+                     help="join token agents present (default: $LITE_TOKEN, else generated into <data-dir>/token)")
+    srv.add_argument("--tls-san", action="append", default=[],
+                     help="extra host name or IP for the serving certificate (repeatable)")
+    srv.add_argument("--disable-agent", action="store_true", help="do not run a node agent in this process")
+    srv.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+
+    agent = sub.add_parser("agent", help="run a node agent joined to a server")
+    agent.add_argument("--server", "-s", default=None, help="URL of the server, e.g. https://10.0.0.1:6443")
+    agent.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None, help="join token")
+    agent.add_argument("--node-name", default=None, help="node name (default: the host name)")
+    agent.add_argument("--simulate", type=int, default=0, metavar="N", help="simulate N nodes (no containers)")
+    _add_data_dir(agent)
+    agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+
+    tok = sub.add_parser("token", help="print the join token of a server data dir")
+    _add_data_dir(tok)
+    kc = sub.add_parser("kubeconfig", help="print the admin kubeconfig of a server data dir")
+    _add_data_dir(kc)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("lite")
+    except Exception:  # frozen builds may carry no metadata
+        return "0.1.0"
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+    if level != "debug":  # aiohttp's per-request chatter is noise at info
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    _setup_logging(args.log_level)
+    config = ServerConfig.create(
+        args.data_dir,
+        bind_address=args.bind_address,
+        port=args.https_listen_port,
+        kubeconfig_path=Path(args.write_kubeconfig).absolute() if args.write_kubeconfig else None,
+        token=args.token,
+        tls_sans=tuple(args.tls_san),
+        disable_agent=args.disable_agent,
+        log_level=args.log_level,
+    )
+    from lite.server import main as server_main  # the heavy imports start here
+
+    try:
+        return server_main.run_until_signalled(lambda: server_main.run(config))
+    except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
+        logging.getLogger("lite").error("lite server: %s", e)
+        return 1
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    print("lite agent: not implemented yet", file=sys.stderr)
+    return 2
+
+
+def _print_file(path: Path, what: str) -> int:
+    try:
+        sys.stdout.write(path.read_text())
+    except FileNotFoundError:
+        print(f"lite: no {what} at {path}; has `lite server` run with this data dir?", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    return _print_file(ServerConfig.create(args.data_dir).paths.token, "join token")
+
+
+def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    return _print_file(ServerConfig.create(args.data_dir).paths.admin_kubeconfig, "kubeconfig")
+
+
+COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

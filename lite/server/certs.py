@@ -1,0 +1,255 @@
+"""Cluster credentials in the data dir: CA, serving certificate, admin token, join token, kubeconfig.
+
+Role: `ensure_credentials(config)` makes sure every credential exists (creating what is missing on first
+start) and returns them; `write_kubeconfig` writes the admin kubeconfig; `server_ssl_context` builds the TLS
+context of the API listener.
+
+Invariants:
+- Everything is created once and reused on restart: the CA and the admin token never change for a data dir.
+  The serving certificate is re-issued (by the same CA) only when its SAN list changes or it nears expiry.
+- Secrets (keys, tokens, kubeconfigs) are written atomically with mode 0600; directories are 0700.
+- The join token has the k3s shape `K10<sha256 of the CA PEM>::server:<secret>`, so an agent given only the
+  token can pin the server's CA. Authentication compares the secret part.
+- `cryptography` is imported only when something must be generated: a restart does not pay for it.
+- Blocking (file I/O, key generation): call from a thread or before the event loop runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import ipaddress
+import json
+import os
+import secrets
+import socket
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lite.server.config import ServerConfig
+
+CA_DAYS = 3650
+SERVING_DAYS = 365
+RENEW_BEFORE_DAYS = 30
+TOKEN_PREFIX = "K10"
+IN_CLUSTER_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                    "kubernetes.default.svc.cluster.local")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Paths and secrets of one server instance."""
+
+    ca_pem: bytes
+    ca_cert: Path
+    serving_cert: Path
+    serving_key: Path
+    admin_token: str
+    join_token: str  # full K10 form, what `lite token` prints
+
+    @property
+    def join_secret(self) -> str:
+        return parse_join_token(self.join_token)[1]
+
+
+def parse_join_token(token: str) -> tuple[str | None, str]:
+    """Split a join token into (CA hash or None, secret). A bare secret is accepted as such."""
+    token = token.strip()
+    if token.startswith(TOKEN_PREFIX) and "::" in token:
+        ca_hash, _, rest = token[len(TOKEN_PREFIX):].partition("::")
+        return ca_hash, rest.rpartition(":")[2]
+    return None, token
+
+
+def format_join_token(ca_pem: bytes, secret: str) -> str:
+    return f"{TOKEN_PREFIX}{hashlib.sha256(ca_pem).hexdigest()}::server:{secret}"
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically, readable by the owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, 0o600)  # O_CREAT honours the umask only for new files; be explicit
+    os.replace(tmp, path)
+
+
+def serving_sans(config: ServerConfig) -> list[str]:
+    """The SANs of the serving certificate: loopback, localhost, the hostname, a specific bind address."""
+    sans = ["127.0.0.1", "::1", "localhost", socket.gethostname(), *IN_CLUSTER_NAMES, *config.tls_sans]
+    if config.bind_address not in ("", "0.0.0.0", "::"):
+        sans.append(config.bind_address)
+    return sorted(set(sans))
+
+
+def ensure_credentials(config: ServerConfig) -> Credentials:
+    """Create what is missing, reuse what exists, and return the instance's credentials."""
+    paths = config.paths
+    for d in (paths.root, paths.tls, paths.cred):
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ca_cert, ca_key = paths.tls / "ca.crt", paths.tls / "ca.key"
+    if not (ca_cert.exists() and ca_key.exists()):
+        _write_ca(ca_cert, ca_key)
+    ca_pem = ca_cert.read_bytes()
+    crt, key, meta = paths.tls / "serving.crt", paths.tls / "serving.key", paths.tls / "serving.json"
+    sans = serving_sans(config)
+    if _serving_stale(crt, key, meta, sans):
+        _write_serving(ca_cert, ca_key, crt, key, meta, sans)
+    admin = _ensure_secret(paths.admin_token)
+    join = _join_token(config, ca_pem)
+    return Credentials(ca_pem=ca_pem, ca_cert=ca_cert, serving_cert=crt, serving_key=key,
+                       admin_token=admin, join_token=join)
+
+
+def _ensure_secret(path: Path) -> str:
+    if path.exists():
+        value = path.read_text().strip()
+        if value:
+            return value
+    value = secrets.token_hex(32)
+    write_private(path, (value + "\n").encode())
+    return value
+
+
+def _join_token(config: ServerConfig, ca_pem: bytes) -> str:
+    """The join token: --token if given (its secret part), else the stored one, else a new one."""
+    path = config.paths.token
+    if config.token:
+        secret = parse_join_token(config.token)[1]
+    elif path.exists() and (stored := path.read_text().strip()):
+        secret = parse_join_token(stored)[1]
+    else:
+        secret = secrets.token_hex(32)
+    token = format_join_token(ca_pem, secret)
+    if not path.exists() or path.read_text().strip() != token:
+        write_private(path, (token + "\n").encode())
+    return token
+
+
+def _serving_stale(crt: Path, key: Path, meta: Path, sans: list[str]) -> bool:
+    if not (crt.exists() and key.exists() and meta.exists()):
+        return True
+    try:
+        info: dict[str, Any] = json.loads(meta.read_text())
+    except ValueError:
+        return True
+    renew_at = float(info.get("not_after", 0)) - RENEW_BEFORE_DAYS * 86400
+    return bool(info.get("sans") != sans or renew_at < dt.datetime.now(dt.UTC).timestamp())
+
+
+def _write_ca(cert_path: Path, key_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"lite-server-ca@{int(now.timestamp())}")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    write_private(key_path, key.private_bytes(serialization.Encoding.PEM,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _write_serving(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, meta: Path,
+                   sans: list[str]) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca = x509.load_pem_x509_certificate(ca_cert.read_bytes())
+    signer = serialization.load_pem_private_key(ca_key.read_bytes(), password=None)
+    assert isinstance(signer, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    not_after = now + dt.timedelta(days=SERVING_DAYS)
+    alt: list[x509.GeneralName] = []
+    for san in sans:
+        try:
+            alt.append(x509.IPAddress(ipaddress.ip_address(san)))
+        except ValueError:
+            alt.append(x509.DNSName(san))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "lite-server")]))
+        .issuer_name(ca.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()),
+                       critical=False)
+        .sign(signer, hashes.SHA256())
+    )
+    write_private(key_path, key.private_bytes(serialization.Encoding.PEM,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    write_private(crt, cert.public_bytes(serialization.Encoding.PEM))
+    write_private(meta, json.dumps({"sans": sans, "not_after": not_after.timestamp()}).encode())
+
+
+def kubeconfig_text(server_url: str, ca_pem: bytes, token: str) -> str:
+    """An admin kubeconfig: verified HTTPS against the cluster CA, bearer token."""
+    ca_b64 = base64.b64encode(ca_pem).decode()
+    return (
+        "apiVersion: v1\n"
+        "kind: Config\n"
+        "clusters:\n"
+        "- name: lite\n"
+        "  cluster:\n"
+        f"    server: {server_url}\n"
+        f"    certificate-authority-data: {ca_b64}\n"
+        "users:\n"
+        "- name: lite-admin\n"
+        "  user:\n"
+        f"    token: {token}\n"
+        "contexts:\n"
+        "- name: lite\n"
+        "  context:\n"
+        "    cluster: lite\n"
+        "    user: lite-admin\n"
+        "current-context: lite\n"
+        "preferences: {}\n"
+    )
+
+
+def write_kubeconfig(config: ServerConfig, creds: Credentials) -> Path:
+    """Write the kubeconfig to its configured path and the copy `lite kubeconfig` prints; return the path."""
+    text = kubeconfig_text(config.server_url, creds.ca_pem, creds.admin_token).encode()
+    write_private(config.paths.admin_kubeconfig, text)
+    write_private(config.kubeconfig, text)
+    return config.kubeconfig
+
+
+def server_ssl_context(creds: Credentials) -> ssl.SSLContext:
+    """TLS 1.2+ server context; ALPN offers only http/1.1 because upgrades (exec, watch) need it."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(creds.serving_cert, creds.serving_key)
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx

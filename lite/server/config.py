@@ -1,0 +1,114 @@
+"""Server configuration: the k3s-style settings of `lite server` and the data-dir layout derived from them.
+
+Role: one frozen record that `lite.cli` fills from flags and `lite.server.main.build` consumes. Paths are
+computed here, in one place, so the CLI (`lite token`, `lite kubeconfig`) and the server agree on them.
+
+Data dir layout (created with mode 0700 on first start):
+
+    <data-dir>/token                     join token (mode 0600)
+    <data-dir>/kubeconfig.yaml           admin kubeconfig, unless --write-kubeconfig points elsewhere
+    <data-dir>/server/db/state.db        the SQLite store
+    <data-dir>/server/tls/ca.{crt,key}   cluster CA
+    <data-dir>/server/tls/serving.{crt,key}, serving.sans
+    <data-dir>/server/cred/admin.token   admin bearer token (mode 0600)
+    <data-dir>/server/cred/admin.kubeconfig  copy of the kubeconfig that `lite kubeconfig` prints
+
+Invariants: no I/O at import or construction; `ServerConfig` is immutable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PORT = 6443
+ROOT_DATA_DIR = "/var/lib/lite"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def default_data_dir() -> Path:
+    """`/var/lib/lite` for root, `~/.lite` for everyone else (as k3s does with its rootless mode)."""
+    if os.geteuid() == 0:
+        return Path(ROOT_DATA_DIR)
+    return Path.home() / ".lite"
+
+
+@dataclass(frozen=True)
+class DataDir:
+    """Where every file of one server instance lives."""
+
+    root: Path
+
+    @property
+    def token(self) -> Path:
+        return self.root / "token"
+
+    @property
+    def default_kubeconfig(self) -> Path:
+        return self.root / "kubeconfig.yaml"
+
+    @property
+    def db(self) -> Path:
+        return self.root / "server" / "db" / "state.db"
+
+    @property
+    def tls(self) -> Path:
+        return self.root / "server" / "tls"
+
+    @property
+    def cred(self) -> Path:
+        return self.root / "server" / "cred"
+
+    @property
+    def admin_token(self) -> Path:
+        return self.cred / "admin.token"
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.cred / "admin.kubeconfig"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything `lite server` needs to start. Build it with `ServerConfig.create` to get the defaults."""
+
+    data_dir: Path
+    bind_address: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    kubeconfig_path: Path | None = None  # None: <data-dir>/kubeconfig.yaml
+    token: str | None = None  # None: reuse <data-dir>/token or generate one
+    tls_sans: tuple[str, ...] = ()  # extra SANs for the serving certificate (--tls-san)
+    disable_agent: bool = False
+    log_level: str = "info"
+    # Seconds given to open requests (watches) to finish at shutdown before they are cancelled.
+    shutdown_grace: float = 1.0
+    compact_interval: float = 60.0
+    compact_keep: int = 10000
+
+    @classmethod
+    def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:
+        root = Path(data_dir).expanduser() if data_dir else default_data_dir()
+        return cls(data_dir=root.absolute(), **kw)  # type: ignore[arg-type]
+
+    @property
+    def paths(self) -> DataDir:
+        return DataDir(self.data_dir)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.kubeconfig_path if self.kubeconfig_path is not None else self.paths.default_kubeconfig
+
+    @property
+    def client_host(self) -> str:
+        """The address clients on this machine use: loopback unless the server binds one address only."""
+        if self.bind_address in ("", "0.0.0.0", "::"):
+            return "127.0.0.1"
+        return self.bind_address
+
+    @property
+    def server_url(self) -> str:
+        host = self.client_host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"https://{host}:{self.port}"

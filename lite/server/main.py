@@ -1,0 +1,162 @@
+"""Wiring of the server process: `build(config)` assembles the pieces, `serve` runs them until cancelled.
+
+Role: the composition root of `lite server`. It owns no behaviour of its own beyond start-up order,
+shutdown order and the long-lived background tasks.
+
+Start-up: credentials (CA, serving cert, tokens) → Store.open → Resources.start → build_api_app →
+aiohttp runner on a TLS site → kubeconfig written (so a kubeconfig on disk means the port is open).
+Shutdown (the root task is cancelled, e.g. by SIGTERM): the TaskGroup cancels the background tasks, the
+runner stops listening and gives open requests `shutdown_grace` seconds (the API app closes its watches in
+`on_shutdown`), then Resources stops and the store commits what is pending and closes. Everything opened is
+closed through one AsyncExitStack, in reverse order, whatever failed.
+
+Invariants: no module-level state; every background task lives in the one `asyncio.TaskGroup` of `serve`;
+`run_until_signalled` is the only place that touches signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import signal
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from lite.server.auth import TokenAuthenticator
+from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
+from lite.server.config import ServerConfig
+
+log = logging.getLogger("lite.server")
+
+Background = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Server:
+    """A built, not yet running server: the app, its TLS context and what must run and close with it."""
+
+    config: ServerConfig
+    creds: Credentials
+    app: web.Application
+    ssl_context: ssl.SSLContext
+    background: list[tuple[str, Background]] = field(default_factory=list)
+    exit_stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+
+
+async def _maybe_await(value: object) -> None:
+    if inspect.isawaitable(value):
+        await value
+
+
+async def build(config: ServerConfig) -> Server:
+    """Create credentials, open the store, start the registry and build the API app (not yet listening)."""
+    from lite.kinds import KindRegistry
+    from lite.server.api.http import build_api_app
+    from lite.server.api.resources import Resources
+    from lite.server.api.strategies import default_strategies
+    from lite.server.store import Store, compactor
+
+    creds = await asyncio.to_thread(ensure_credentials, config)
+    stack = contextlib.AsyncExitStack()
+    try:
+        config.paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        store = await Store.open(str(config.paths.db))
+        stack.push_async_callback(store.close)
+        kinds = KindRegistry()
+        resources = Resources(store, kinds, default_strategies())
+        await resources.start()
+        stop = getattr(resources, "stop", None) or getattr(resources, "close", None)
+        if stop is not None:
+            stack.push_async_callback(_maybe_await_call, stop)
+        authenticate = TokenAuthenticator(creds.admin_token, creds.join_secret)
+        app = build_api_app(resources, kinds, authenticate)
+    except BaseException:
+        await stack.aclose()
+        raise
+    server = Server(config, creds, app, server_ssl_context(creds), exit_stack=stack)
+    server.background.append(
+        ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
+    return server
+
+
+async def _maybe_await_call(fn: Callable[[], Any]) -> None:
+    await _maybe_await(fn())
+
+
+async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -> None:
+    """Listen with TLS and run the background tasks until cancelled; then shut everything down."""
+    config = server.config
+    async with server.exit_stack:
+        runner = web.AppRunner(server.app, handle_signals=False, access_log=None,
+                               shutdown_timeout=config.shutdown_grace)
+        await runner.setup()
+        server.exit_stack.push_async_callback(runner.cleanup)
+        host = None if config.bind_address in ("", "0.0.0.0", "::") else config.bind_address
+        site = web.TCPSite(runner, host, config.port, ssl_context=server.ssl_context,
+                           reuse_address=True, backlog=1024)
+        await site.start()
+        path = await asyncio.to_thread(write_kubeconfig, config, server.creds)
+        log.info("lite server listening on %s:%d; kubeconfig written to %s",
+                 config.bind_address, config.port, path)
+        if on_ready is not None:
+            on_ready()
+        async with asyncio.TaskGroup() as tg:
+            for name, start in server.background:
+                tg.create_task(_guarded(name, start), name=name)
+            await asyncio.Event().wait()  # until cancelled
+
+
+async def _guarded(name: str, start: Background) -> None:
+    """Run an eternal task; its return is a bug and its failure is logged, neither stops the server."""
+    try:
+        await start()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("background task %s failed", name)
+        return
+    log.error("background task %s returned; it should run until cancelled", name)
+
+
+async def run(config: ServerConfig, *, on_ready: Callable[[], None] | None = None) -> None:
+    await serve(await build(config), on_ready=on_ready)
+
+
+def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
+    """Run `main()` on a fresh loop; SIGTERM/SIGINT cancel it. Exit code 0 after a signalled shutdown."""
+
+    async def root() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        got: list[int] = []
+
+        def on_signal(sig: int) -> None:
+            # Only the first signal cancels: a second one must not interrupt the store's final commit.
+            if got:
+                log.warning("received %s again; still shutting down", signal.Signals(sig).name)
+                return
+            log.info("received %s, shutting down", signal.Signals(sig).name)
+            got.append(sig)
+            task.cancel()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            await main()
+        except asyncio.CancelledError:
+            if not got:
+                raise
+            task.uncancel()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        return 0
+
+    return asyncio.run(root())
