@@ -1,0 +1,395 @@
+"""Shared informers: list + watch one kind into an indexed in-memory cache, and tell handlers what changed.
+
+`Informer(client, kind, namespace, label_selector=..., field_selector=..., resync=...)` keeps a cache of the
+matching objects, keyed `"namespace/name"` (`"name"` for cluster-scoped objects, as `lite.objects.key_of`).
+`run()` is one eternal coroutine for a `TaskGroup`:
+
+    list (paginated) ──► replace cache ──► watch from the list's RV ──► apply events ──┐
+        ▲                                       ▲                                        │
+        └── 410 Expired / ERROR event ──────────┴──── watch ended or failed: resume ◄────┘
+                                                       from the last RV seen
+
+Invariants:
+- Objects in the cache are the client's objects, shared by every handler and reader: never mutate them
+  (copy with `lite.objects.deep_copy` before changing one). List items missing `apiVersion`/`kind` are
+  stored as shallow copies with both filled in, so cached objects always carry them.
+- Handlers run synchronously in the informer's task, in event order, and should only turn objects into
+  work-queue keys. A failing handler is logged and does not disturb the informer or other handlers.
+  `on_add(obj)`, `on_update(old, new)` (also for resyncs, then `old is new`), `on_delete(obj)`.
+- On a relist, objects that disappeared get `on_delete(last_known_state)`: like client-go's
+  DeletedFinalStateUnknown, it is the last state this cache saw, not the deleted object's final state.
+  Objects whose resourceVersion did not change on a relist produce no event.
+- A watch that ends or fails resumes from the last RV seen (the list's, then each event's, bookmarks
+  included); only a 410 (watch ERROR event or error answer) or another ERROR event forces a relist.
+- `run()` never ends except by cancellation: failures are logged and retried with backoff.
+- Late handlers get `on_add` for every object already cached, as client-go's `AddEventHandler` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from lite.client import Client, Obj, WatchEvent
+from lite.controllerkit import Backoff
+from lite.errors import ApiError
+from lite.kinds import Kind
+from lite.objects import key_of, namespace_of, rv_of
+
+log = logging.getLogger("lite.informer")
+
+IndexFunc = Callable[[Obj], Iterable[str]]
+NAMESPACE_INDEX = "namespace"
+
+
+@dataclass(frozen=True)
+class Handlers:
+    on_add: Callable[[Obj], None] | None = None
+    on_update: Callable[[Obj, Obj], None] | None = None
+    on_delete: Callable[[Obj], None] | None = None
+
+
+def namespace_index(obj: Obj) -> list[str]:
+    return [namespace_of(obj)]
+
+
+class _Relist(Exception):
+    """The watch cannot resume: list again."""
+
+
+class Informer:
+    """List+watch cache of one kind (optionally one namespace and selectors). See the module docstring."""
+
+    def __init__(self, client: Client, kind: Kind, namespace: str = "", *, label_selector: str = "",
+                 field_selector: str = "", resync: float = 0.0, page_size: int = 500,
+                 watch_timeout: tuple[float, float] = (300.0, 600.0)) -> None:
+        self.client = client
+        self.kind = kind
+        self.namespace = namespace if kind.namespaced else ""
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.resync = resync
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.backoff = Backoff()
+        self._cache: dict[str, Obj] = {}
+        self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: namespace_index}
+        self._indices: dict[str, dict[str, set[str]]] = {NAMESPACE_INDEX: {}}
+        self._handlers: list[Handlers] = []
+        self._synced = asyncio.Event()
+        self._resync_changed = asyncio.Event()
+        self._rv = ""
+        self._listed_at = 0.0
+        self._running = False
+
+    def __repr__(self) -> str:
+        sel = ",".join(s for s in (self.label_selector, self.field_selector) if s)
+        return f"Informer({self.kind.resource}, ns={self.namespace or '*'}{', ' + sel if sel else ''})"
+
+    # -- reading the cache --
+
+    @property
+    def has_synced(self) -> bool:
+        """True once the first list has been loaded into the cache."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    @property
+    def last_sync_resource_version(self) -> str:
+        return self._rv
+
+    def get(self, key: str) -> Obj | None:
+        return self._cache.get(key)
+
+    def list(self) -> builtins.list[Obj]:
+        return builtins.list(self._cache.values())
+
+    def keys(self) -> builtins.list[str]:
+        return list(self._cache)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def add_index(self, name: str, fn: IndexFunc) -> None:
+        """Index every object (present and future) under each value `fn(obj)` returns."""
+        if name in self._indexers:
+            raise ValueError(f"index {name!r} already exists")
+        self._indexers[name] = fn
+        self._indices[name] = {}
+        for key, obj in self._cache.items():
+            self._index_one(name, key, obj)
+
+    def by_index(self, name: str, value: str) -> builtins.list[Obj]:
+        return [self._cache[k] for k in sorted(self.index_keys(name, value))]
+
+    def index_keys(self, name: str, value: str) -> set[str]:
+        if name not in self._indices:
+            raise KeyError(f"no index {name!r}")
+        return set(self._indices[name].get(value, ()))
+
+    # -- handlers --
+
+    def add_handlers(self, *, on_add: Callable[[Obj], None] | None = None,
+                     on_update: Callable[[Obj, Obj], None] | None = None,
+                     on_delete: Callable[[Obj], None] | None = None) -> None:
+        h = Handlers(on_add, on_update, on_delete)
+        self._handlers.append(h)
+        if on_add is not None:
+            for obj in self.list():
+                self._call(on_add, obj)
+
+    def set_resync(self, seconds: float) -> None:
+        self.resync = seconds
+        self._resync_changed.set()
+
+    # -- the cache --
+
+    def _index_one(self, name: str, key: str, obj: Obj) -> None:
+        index = self._indices[name]
+        for value in self._indexers[name](obj):
+            index.setdefault(value, set()).add(key)
+
+    def _unindex_one(self, name: str, key: str, obj: Obj) -> None:
+        index = self._indices[name]
+        for value in self._indexers[name](obj):
+            keys = index.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del index[value]
+
+    def _put(self, key: str, obj: Obj) -> Obj | None:
+        old = self._cache.get(key)
+        for name in self._indexers:
+            if old is not None:
+                self._unindex_one(name, key, old)
+            self._index_one(name, key, obj)
+        self._cache[key] = obj
+        return old
+
+    def _pop(self, key: str) -> Obj | None:
+        old = self._cache.pop(key, None)
+        if old is not None:
+            for name in self._indexers:
+                self._unindex_one(name, key, old)
+        return old
+
+    def _call(self, fn: Callable[..., None], *args: Obj) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("%r: event handler %r failed", self, fn)
+
+    def _added_or_updated(self, old: Obj | None, new: Obj) -> None:
+        for h in list(self._handlers):
+            if old is None:
+                if h.on_add is not None:
+                    self._call(h.on_add, new)
+            elif h.on_update is not None:
+                self._call(h.on_update, old, new)
+
+    def _deleted(self, obj: Obj) -> None:
+        for h in list(self._handlers):
+            if h.on_delete is not None:
+                self._call(h.on_delete, obj)
+
+    def _with_type(self, obj: Obj) -> Obj:
+        if "kind" in obj and "apiVersion" in obj:
+            return obj
+        return {"apiVersion": self.kind.api_version, "kind": self.kind.kind, **obj}
+
+    # -- list and watch --
+
+    async def run(self) -> None:
+        """List, watch, and keep doing so until cancelled. Run it once, as a TaskGroup child."""
+        if self._running:
+            raise RuntimeError(f"{self!r} is already running")
+        self._running = True
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._resync_loop())
+                await self._list_watch_loop()
+        finally:
+            self._running = False
+
+    async def _list_watch_loop(self) -> None:
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                if not await self._watch_once():
+                    await asyncio.sleep(self.backoff.next())  # an empty, short watch: do not spin
+            except _Relist:
+                need_list = True
+                await self._pause_if_relisting_fast()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if isinstance(e, ApiError) and e.code == 410:
+                    log.info("%r: %s; relisting", self, e)
+                    need_list = True
+                    await self._pause_if_relisting_fast()
+                    continue
+                log.warning("%r: %s failed: %s", self, "list" if need_list else "watch", e,
+                            exc_info=not isinstance(e, ApiError))
+                await asyncio.sleep(self.backoff.next())
+
+    async def _pause_if_relisting_fast(self) -> None:
+        # A server that expires every fresh watch would otherwise make this a busy loop of lists.
+        if time.monotonic() - self._listed_at < 1.0:
+            await asyncio.sleep(self.backoff.next())
+
+    async def _list_all(self) -> tuple[builtins.list[Obj], str]:
+        items: builtins.list[Obj] = []
+        cont, rv, limit = "", "", self.page_size
+        while True:
+            try:
+                page = await self.client.list(self.kind, self.namespace, label_selector=self.label_selector,
+                                              field_selector=self.field_selector, limit=limit, continue_=cont)
+            except ApiError as e:
+                if e.code != 410 or not cont:
+                    raise
+                # The continue token expired between pages: take one unpaginated, consistent list.
+                items, cont, limit = [], "", 0
+                continue
+            meta = page.get("metadata") or {}
+            rv = rv or str(meta.get("resourceVersion", ""))
+            items.extend(self._with_type(o) for o in page.get("items") or [])
+            cont = str(meta.get("continue") or "")
+            if not cont:
+                return items, rv
+
+    async def _relist(self) -> None:
+        items, rv = await self._list_all()
+        fresh = {key_of(o): o for o in items}
+        for key in [k for k in self._cache if k not in fresh]:
+            old = self._pop(key)
+            if old is not None:
+                self._deleted(old)
+        for key, obj in fresh.items():
+            old = self._cache.get(key)
+            if old is not None and rv_of(old) == rv_of(obj):
+                continue
+            self._put(key, obj)
+            self._added_or_updated(old, obj)
+        self._rv = rv
+        self._listed_at = time.monotonic()
+        self._synced.set()
+
+    async def _watch_once(self) -> bool:
+        """Watch from the last RV until the stream ends. True when it made progress (events or a long life)."""
+        started = time.monotonic()
+        events = 0
+        stream = self.client.watch(self.kind, self.namespace, resource_version=self._rv,
+                                   label_selector=self.label_selector, field_selector=self.field_selector,
+                                   allow_bookmarks=True, timeout_seconds=random.uniform(*self.watch_timeout))
+        try:
+            async for ev in stream:
+                self._apply(ev)
+                events += 1
+        finally:
+            await _close(stream)
+        if events:
+            self.backoff.reset()
+        return events > 0 or time.monotonic() - started > 1.0
+
+    def _apply(self, ev: WatchEvent) -> None:
+        if ev.type == "ERROR":
+            status = ev.object
+            if status.get("code") == 410:
+                log.info("%r: watch expired (%s); relisting", self, status.get("message"))
+            else:
+                log.warning("%r: watch error %s; relisting", self, status)
+            raise _Relist()
+        obj = ev.object
+        rv = rv_of(obj)
+        if ev.type == "BOOKMARK":
+            self._rv = rv or self._rv
+            return
+        obj = self._with_type(obj)
+        key = key_of(obj)
+        if ev.type == "DELETED":
+            self._pop(key)
+            self._rv = rv or self._rv
+            self._deleted(obj)
+            return
+        old = self._put(key, obj)
+        self._rv = rv or self._rv
+        self._added_or_updated(old, obj)
+
+    async def _resync_loop(self) -> None:
+        while True:
+            if self.resync <= 0:
+                self._resync_changed.clear()
+                await self._resync_changed.wait()
+                continue
+            await asyncio.sleep(self.resync)
+            if self.has_synced:
+                for obj in self.list():
+                    for h in list(self._handlers):
+                        if h.on_update is not None:
+                            self._call(h.on_update, obj, obj)
+
+
+async def _close(stream: AsyncIterator[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+class SharedInformers:
+    """One informer per (kind, namespace, label selector, field selector), shared by every controller.
+
+    `informer(...)` returns the existing informer for those arguments or creates it; `run()` runs every
+    informer created so far and any created later, until cancelled. A smaller non-zero `resync` asked by a
+    later caller lowers the shared informer's resync period.
+    """
+
+    def __init__(self, client: Client, *, page_size: int = 500) -> None:
+        self.client = client
+        self.page_size = page_size
+        self._informers: dict[tuple[Hashable, ...], Informer] = {}
+        self._changed = asyncio.Event()
+
+    def informer(self, kind: Kind, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
+                 resync: float = 0.0) -> Informer:
+        key = (kind, namespace if kind.namespaced else "", label_selector, field_selector)
+        inf = self._informers.get(key)
+        if inf is None:
+            inf = Informer(self.client, kind, namespace, label_selector=label_selector,
+                           field_selector=field_selector, resync=resync, page_size=self.page_size)
+            self._informers[key] = inf
+            self._changed.set()
+        elif resync > 0 and (inf.resync <= 0 or resync < inf.resync):
+            inf.set_resync(resync)
+        return inf
+
+    def __iter__(self) -> Iterator[Informer]:
+        return iter(list(self._informers.values()))
+
+    async def run(self) -> None:
+        """Run all informers (present and future) as children of one TaskGroup. Never returns."""
+        started: set[int] = set()
+        async with asyncio.TaskGroup() as tg:
+            while True:
+                self._changed.clear()
+                for inf in list(self._informers.values()):
+                    if id(inf) not in started:
+                        started.add(id(inf))
+                        tg.create_task(inf.run(), name=repr(inf))
+                await self._changed.wait()
+
+    async def wait_synced(self) -> None:
+        """Wait until every informer created so far has synced."""
+        for inf in list(self._informers.values()):
+            await inf.wait_synced()
