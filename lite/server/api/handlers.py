@@ -1,0 +1,454 @@
+"""The generic REST handler: one code path for every Kind, mapping HTTP verbs onto `lite.client.Client`.
+
+Role: given a routed request (`Target`: kind, namespace, name, subresource), read the query and body,
+call the matching `Client` method and render its result: JSON objects, Tables when asked, watch streams.
+Per-kind behaviour lives behind the Client (`Resources` and its strategies), never here; the only
+kind-aware branches are the two pluggable back ends (`StreamProvider` for pod log/exec/attach/
+port-forward/proxy, `MetricsProvider` for metrics.k8s.io).
+
+Invariants:
+- Handlers raise `ApiError`; `http.py` renders every error in one place.
+- Objects coming back from the Client may be shared with caches: they are encoded, never mutated.
+- Request bodies are freshly decoded, so filling in `apiVersion`/`kind` from the URL mutates nothing shared.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from aiohttp import web
+
+from lite.client import Client
+from lite.errors import (
+    ApiError,
+    bad_request,
+    method_not_allowed,
+    not_found,
+    service_unavailable,
+    too_large,
+)
+from lite.kinds import Kind, KindRegistry
+from lite.server.api import negotiate
+from lite.server.api.discovery import Discovery
+from lite.server.api.openapi import OpenAPI
+from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
+
+Obj = dict[str, Any]
+
+STREAM_SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward", "proxy"})
+POST_SUBRESOURCES = frozenset({"binding", "eviction", "token"})
+_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
+_FALSE = frozenset({"0", "f", "F", "false", "FALSE", "False"})
+_FIELD_VALIDATION = frozenset({"", "Ignore", "Warn", "Strict"})
+
+
+class StreamProvider(Protocol):
+    """Serves pod `log`, `exec`, `attach`, `portforward` and node/service/pod `proxy` (the node agent).
+
+    `serve` owns the whole response (chunked text, WebSocket or upgrade) and raises `ApiError` for
+    Status answers (404 pod, 400 container not ready). Called concurrently for many streams.
+    """
+
+    async def serve(self, request: web.Request, kind: Kind, namespace: str, name: str,
+                    subresource: str) -> web.StreamResponse: ...
+
+
+class MetricsProvider(Protocol):
+    """metrics.k8s.io data: PodMetrics / NodeMetrics items (dicts without kind/apiVersion is fine)."""
+
+    async def pod_metrics(self, namespace: str, label_selector: str) -> list[Obj]: ...
+
+    async def node_metrics(self, label_selector: str) -> list[Obj]: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """A routed resource request."""
+
+    kind: Kind
+    namespace: str = ""
+    name: str = ""
+    subresource: str = ""
+    watch: bool = False  # the legacy /watch/ path prefix
+
+
+@dataclass
+class ApiContext:
+    """Everything a handler needs; one per app (held under an AppKey, no module state)."""
+
+    resources: Client
+    kinds: KindRegistry
+    discovery: Discovery
+    openapi: OpenAPI
+    watches: WatchRegistry
+    max_body_bytes: int
+    streams: StreamProvider | None = None
+    metrics: MetricsProvider | None = None
+
+
+def json_response(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+
+# --- query helpers ---------------------------------------------------------------------------------
+
+def q_bool(query: Any, name: str) -> bool:
+    v = query.get(name)
+    if v is None or v == "":
+        return False
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise bad_request(f'invalid boolean value for {name}: "{v}"')
+
+
+def q_int(query: Any, name: str) -> int | None:
+    v = query.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise bad_request(f'invalid integer value for {name}: "{v}"') from None
+
+
+def dry_run(query: Any, body_value: Any = None) -> bool:
+    values = list(query.getall("dryRun", ()))
+    if isinstance(body_value, list):
+        values += body_value
+    for v in values:
+        if v != "All":
+            raise bad_request(f'Invalid dryRun value "{v}": supported values: "All"')
+    return bool(values)
+
+
+def _write_params(query: Any) -> tuple[bool, str]:
+    fv = query.get("fieldValidation", "")
+    if fv not in _FIELD_VALIDATION:
+        raise bad_request(f'fieldValidation "{fv}" is not supported: use Ignore, Warn or Strict')
+    return dry_run(query), query.get("fieldManager", "")
+
+
+async def read_body(request: web.Request, ctx: ApiContext) -> bytes:
+    length = request.content_length
+    if length is not None and length > ctx.max_body_bytes:
+        raise too_large(f"Request entity too large: limit is {ctx.max_body_bytes}")
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise too_large(f"Request entity too large: limit is {ctx.max_body_bytes}") from None
+
+
+def _fill_type_meta(obj: Obj, kind: Kind) -> None:
+    """Default apiVersion/kind from the URL; a different one in the body is a 400, as upstream."""
+    av = obj.get("apiVersion")
+    if not av:
+        obj["apiVersion"] = kind.api_version
+    elif av != kind.api_version:
+        raise bad_request(f"the API version in the data ({av}) does not match the expected API version "
+                          f"({kind.api_version})")
+    k = obj.get("kind")
+    if not k:
+        obj["kind"] = kind.kind
+    elif k != kind.kind:
+        raise bad_request(f"the kind in the data ({k}) does not match the expected kind ({kind.kind})")
+
+
+def _check_meta(obj: Obj, t: Target) -> None:
+    meta = obj.get("metadata")
+    if meta is None:
+        return
+    if not isinstance(meta, dict):
+        raise bad_request("metadata must be an object")
+    ns = meta.get("namespace")
+    if t.kind.namespaced and ns and t.namespace and ns != t.namespace:
+        raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+    name = meta.get("name")
+    if t.name and name and name != t.name:
+        raise bad_request(f"the name of the object ({name}) does not match the name on the URL ({t.name})")
+
+
+# --- Tables ----------------------------------------------------------------------------------------
+
+def _tables() -> Any:
+    try:
+        return importlib.import_module("lite.server.api.tables")
+    except ImportError:  # not written yet: plain lists, which kubectl prints as NAME/AGE
+        return None
+
+
+def table_of(kind: Kind, objects: list[Obj], list_meta: Obj) -> Obj | None:
+    mod = _tables()
+    if mod is None:
+        return None
+    out: Obj = mod.to_table(kind, objects, list_meta)
+    return out
+
+
+def _table_transform(kind: Kind) -> ObjectTransform | None:
+    mod = _tables()
+    if mod is None:
+        return None
+
+    def one_row(obj: Obj) -> Obj:
+        out: Obj = mod.to_table(kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get(
+            "resourceVersion", "")})
+        return out
+    return one_row
+
+
+# --- dispatch --------------------------------------------------------------------------------------
+
+def _need_verb(kind: Kind, verb: str) -> None:
+    if verb not in kind.verbs:
+        raise method_not_allowed(f"the server does not allow this method on the requested resource "
+                                 f"({verb} {kind.resource})")
+
+
+async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.StreamResponse:
+    """Serve one resource request (the path is already routed to `t`)."""
+    if t.kind.virtual:
+        return await _metrics(ctx, request, t)
+    if t.subresource:
+        return await _subresource(ctx, request, t)
+    method = request.method
+    if t.name:
+        if method == "GET":
+            if t.watch or q_bool(request.query, "watch"):
+                return await _watch(ctx, request, t)
+            _need_verb(t.kind, "get")
+            return await _get(ctx, request, t)
+        if method == "PUT":
+            return await _update(ctx, request, t)
+        if method == "PATCH":
+            return await _patch(ctx, request, t)
+        if method == "DELETE":
+            return await _delete(ctx, request, t)
+        raise method_not_allowed(f"{method} is not supported on {t.kind.resource}/{t.name}")
+    if method == "GET":
+        if t.watch or q_bool(request.query, "watch"):
+            return await _watch(ctx, request, t)
+        return await _list(ctx, request, t)
+    cluster_wide = t.kind.namespaced and not t.namespace
+    if method == "POST" and not cluster_wide:
+        return await _create(ctx, request, t)
+    if method == "DELETE" and not cluster_wide:
+        return await _delete_collection(ctx, request, t)
+    raise method_not_allowed(f"{method} is not supported on the collection {t.kind.resource}")
+
+
+async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    obj = await ctx.resources.get(t.kind, t.namespace, t.name)
+    if negotiate.wants_table(request.headers.get("Accept", "")):
+        table = table_of(t.kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")})
+        if table is not None:
+            return json_response(table)
+    return json_response(obj)
+
+
+async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    _need_verb(t.kind, "list")
+    q = request.query
+    limit = q_int(q, "limit") or 0
+    if limit < 0:
+        raise bad_request("limit must not be negative")
+    out = await ctx.resources.list(
+        t.kind, t.namespace, label_selector=q.get("labelSelector", ""),
+        field_selector=q.get("fieldSelector", ""), limit=limit, continue_=q.get("continue", ""),
+        resource_version=q.get("resourceVersion", ""),
+        resource_version_match=q.get("resourceVersionMatch", ""))
+    if negotiate.wants_table(request.headers.get("Accept", "")):
+        table = table_of(t.kind, out.get("items") or [], out.get("metadata") or {})
+        if table is not None:
+            return json_response(table)
+    return json_response(out)
+
+
+async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.StreamResponse:
+    _need_verb(t.kind, "watch")
+    q = request.query
+    field_selector = q.get("fieldSelector", "")
+    if t.name:  # GET .../pods/p?watch=true: a watch narrowed to that name
+        name_sel = f"metadata.name={t.name}"
+        field_selector = f"{field_selector},{name_sel}" if field_selector else name_sel
+    timeout = q_int(q, "timeoutSeconds")
+    # Upstream spreads watch lifetimes over 30-60 min so reconnects do not arrive all at once.
+    timeout_s: float = timeout if timeout and timeout > 0 else random.uniform(1800, 3600)
+    events = ctx.resources.watch(
+        t.kind, t.namespace, resource_version=q.get("resourceVersion", ""),
+        label_selector=q.get("labelSelector", ""), field_selector=field_selector,
+        allow_bookmarks=q_bool(q, "allowWatchBookmarks"), timeout_seconds=timeout_s,
+        send_initial_events=q_bool(q, "sendInitialEvents"))
+    transform = None
+    if negotiate.wants_table(request.headers.get("Accept", "")):
+        transform = _table_transform(t.kind)
+    return await serve_watch(request, events, ctx.watches, transform)
+
+
+async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    _need_verb(t.kind, "create")
+    dry, manager = _write_params(request.query)
+    obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
+    _fill_type_meta(obj, t.kind)
+    _check_meta(obj, t)
+    out = await ctx.resources.create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
+    return json_response(out, 201)
+
+
+async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
+    _need_verb(t.kind, "update")
+    dry, manager = _write_params(request.query)
+    obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
+    if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
+        _fill_type_meta(obj, t.kind)
+    _check_meta(obj, t)
+    out = await ctx.resources.update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry,
+                                     field_manager=manager)
+    return json_response(out)
+
+
+async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
+    _need_verb(t.kind, "patch")
+    dry, manager = _write_params(request.query)
+    patch_type = negotiate.patch_type_of(request.content_type)
+    body = await read_body(request, ctx)
+    if not body.strip():
+        raise bad_request("the patch body is empty")
+    patch = negotiate.decode_body(request.content_type, body)
+    if patch_type == "json":
+        if not isinstance(patch, list):
+            raise bad_request("a JSON patch must be a list of operations")
+    elif not isinstance(patch, dict):
+        raise bad_request("the patch body must be a JSON object")
+    force = q_bool(request.query, "force")
+    if force and patch_type != "apply":
+        raise bad_request("force may only be set for apply patches")
+    existed = True
+    if patch_type == "apply" and not sub:
+        existed = await _exists(ctx, t)
+    out = await ctx.resources.patch(t.kind, t.namespace, t.name, patch, patch_type=patch_type,
+                                    subresource=sub, dry_run=dry, field_manager=manager, force=force)
+    return json_response(out, 200 if existed else 201)
+
+
+async def _exists(ctx: ApiContext, t: Target) -> bool:
+    try:
+        await ctx.resources.get(t.kind, t.namespace, t.name)
+    except ApiError as e:
+        if e.code == 404:
+            return False
+        raise
+    return True
+
+
+async def _delete_options(ctx: ApiContext, request: web.Request) -> Obj:
+    body = await read_body(request, ctx) if request.can_read_body else b""
+    opts = negotiate.decode_delete_options(request.content_type, body)
+    q = request.query
+    if "propagationPolicy" in q:
+        opts["propagationPolicy"] = q["propagationPolicy"]
+    grace = q_int(q, "gracePeriodSeconds")
+    if grace is not None:
+        opts["gracePeriodSeconds"] = grace
+    if "orphanDependents" in q:
+        opts["orphanDependents"] = q_bool(q, "orphanDependents")
+    if opts.get("orphanDependents") is not None and not opts.get("propagationPolicy"):
+        opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
+    policy = opts.get("propagationPolicy")
+    if policy not in (None, "", "Orphan", "Background", "Foreground"):
+        raise bad_request(f'Unsupported propagationPolicy "{policy}": supported values: '
+                          f'"Orphan", "Background", "Foreground"')
+    opts["dryRun"] = dry_run(q, opts.get("dryRun"))
+    return opts
+
+
+async def _delete(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    _need_verb(t.kind, "delete")
+    opts = await _delete_options(ctx, request)
+    grace = opts.get("gracePeriodSeconds")
+    out = await ctx.resources.delete(
+        t.kind, t.namespace, t.name, propagation_policy=opts.get("propagationPolicy") or None,
+        grace_period_seconds=int(grace) if grace is not None else None,
+        preconditions=opts.get("preconditions") or None, dry_run=opts["dryRun"])
+    status = 200
+    # Upstream answers 202 only when the object lingers and orphanDependents=false was asked for.
+    if opts.get("orphanDependents") is False and (out.get("metadata") or {}).get("deletionTimestamp"):
+        status = 202
+    return json_response(out, status)
+
+
+async def _delete_collection(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    _need_verb(t.kind, "deletecollection")
+    opts = await _delete_options(ctx, request)
+    q = request.query
+    grace = opts.get("gracePeriodSeconds")
+    out = await ctx.resources.delete_collection(
+        t.kind, t.namespace, label_selector=q.get("labelSelector", ""),
+        field_selector=q.get("fieldSelector", ""), propagation_policy=opts.get("propagationPolicy") or None,
+        grace_period_seconds=int(grace) if grace is not None else None, dry_run=opts["dryRun"])
+    return json_response(out)
+
+
+# --- subresources ----------------------------------------------------------------------------------
+
+async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.StreamResponse:
+    sub = t.subresource
+    if sub not in t.kind.subresources:
+        raise not_found(f"{t.kind.plural}/{sub}", t.name, t.kind.group)
+    if sub in STREAM_SUBRESOURCES:
+        if ctx.streams is not None:
+            return await ctx.streams.serve(request, t.kind, t.namespace, t.name, sub)
+        return await _no_streams(ctx, request, t)
+    method = request.method
+    if sub in POST_SUBRESOURCES:
+        if method != "POST":
+            raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
+        dry, manager = _write_params(request.query)
+        obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
+        out = await ctx.resources.create(t.kind, t.namespace, obj, name=t.name, subresource=sub,
+                                         dry_run=dry, field_manager=manager)
+        return json_response(out, 201)
+    if method == "GET":
+        return json_response(await ctx.resources.get(t.kind, t.namespace, t.name, subresource=sub))
+    if method == "PUT":
+        return await _update(ctx, request, t, sub)
+    if method == "PATCH":
+        return await _patch(ctx, request, t, sub)
+    raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
+
+
+async def _no_streams(ctx: ApiContext, request: web.Request, t: Target) -> web.StreamResponse:
+    """No node agent is attached: answer as a kubelet would for a container that never started."""
+    if t.subresource in ("portforward", "proxy") or t.kind.kind != "Pod":
+        raise service_unavailable(f"no node agent is connected to serve {t.kind.plural}/{t.subresource}")
+    pod = await ctx.resources.get(t.kind, t.namespace, t.name)
+    containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+    container = request.query.get("container") or (containers[0] if containers else "")
+    if container not in containers:
+        raise bad_request(f"container {container} is not valid for pod {t.name}")
+    raise bad_request(f'container "{container}" in pod "{t.name}" is waiting to start: ContainerCreating')
+
+
+async def _metrics(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    """metrics.k8s.io: read-only lists from the MetricsProvider (empty when there is none)."""
+    if request.method != "GET" or t.subresource or q_bool(request.query, "watch") or t.watch:
+        raise method_not_allowed(f"the server does not allow this method on {t.kind.resource}")
+    selector = request.query.get("labelSelector", "")
+    items: list[Obj] = []
+    if ctx.metrics is not None:
+        if t.kind.namespaced:
+            items = await ctx.metrics.pod_metrics(t.namespace, selector)
+        else:
+            items = await ctx.metrics.node_metrics(selector)
+    if t.name:
+        for item in items:
+            if (item.get("metadata") or {}).get("name") == t.name:
+                return json_response({"kind": t.kind.kind, "apiVersion": t.kind.api_version, **item})
+        raise not_found(t.kind.plural, t.name, t.kind.group)
+    return json_response({"kind": t.kind.list_kind, "apiVersion": t.kind.api_version, "metadata": {},
+                          "items": [{"kind": t.kind.kind, "apiVersion": t.kind.api_version, **i} for i in items]})

@@ -1,0 +1,236 @@
+"""The aiohttp application of lite's API server: routing, authentication, and error rendering.
+
+Role: `build_api_app` wires a `lite.client.Client` (the `Resources` registry) and a `KindRegistry` to
+HTTP. Routes: `/version`, health probes, discovery (`/api`, `/apis`, group and group-version lists),
+OpenAPI v3, and the REST surface `/api/v1/...` and `/apis/{g}/{v}/...` for every kind, resolved per
+request so CRD kinds appear and disappear at run time. The REST work is in `handlers.py`.
+
+Invariants:
+- Every non-2xx answer under an API path is a JSON `Status` whose `code` equals the HTTP status;
+  `ApiError` becomes that Status here and nowhere else; unexpected exceptions become a 500
+  InternalError (logged once, here).
+- Health probes and `/version` answer without authentication; everything else needs `authenticate` to
+  name a user (else 401 Unauthorized).
+- App state lives under typed `web.AppKey`s; open watch streams are ended in `on_shutdown`, so a
+  SIGTERM does not wait for their timeouts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from lite.client import Client
+from lite.errors import ApiError, path_not_found, unauthorized
+from lite.kinds import KindRegistry
+from lite.server.api import negotiate
+from lite.server.api.discovery import Discovery
+from lite.server.api.handlers import (
+    ApiContext,
+    MetricsProvider,
+    StreamProvider,
+    Target,
+    handle,
+    json_response,
+)
+from lite.server.api.openapi import OpenAPI
+from lite.server.api.watchstream import WatchRegistry
+
+__all__ = ["API", "USER", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
+
+log = logging.getLogger(__name__)
+
+Authenticate = Callable[[web.Request], "str | Awaitable[str | None] | None"]
+
+API: web.AppKey[ApiContext] = web.AppKey("lite_api", ApiContext)
+AUTH: web.AppKey[Authenticate] = web.AppKey("lite_api_auth")
+USER: web.RequestKey[str] = web.RequestKey("lite_user", str)  # the authenticated user name
+
+VERSION_INFO = {
+    "major": "1", "minor": "32", "gitVersion": "v1.32.0+lite", "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean", "buildDate": "2026-11-22T00:00:00Z", "goVersion": "go1.23.0", "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_VERSION_BODY = orjson.dumps(VERSION_INFO)
+_DISCOVERY_HEADERS = {"Content-Type": negotiate.DISCOVERY_V2, "Vary": "Accept"}
+
+
+def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenticate, *,
+                  max_body_bytes: int = 3 * 1024 * 1024, streams: StreamProvider | None = None,
+                  metrics: MetricsProvider | None = None) -> web.Application:
+    """The API server's aiohttp application (the caller runs it, with TLS, on its own runner)."""
+    # aiohttp refuses larger bodies itself; handlers turn that into a 413 Status.
+    app = web.Application(client_max_size=max_body_bytes)
+    app[API] = ApiContext(resources=resources, kinds=kinds, discovery=Discovery(kinds), openapi=OpenAPI(kinds),
+                          watches=WatchRegistry(), max_body_bytes=max_body_bytes, streams=streams,
+                          metrics=metrics)
+    app[AUTH] = authenticate
+    app.on_shutdown.append(_close_watches)
+    r = app.router
+    for path in ("/healthz", "/livez", "/readyz"):
+        r.add_route("*", path, _health)
+    r.add_route("*", "/version", _version)
+    r.add_route("*", "/api", _api_root)
+    r.add_route("*", "/api/{tail:.*}", _api_core)
+    r.add_route("*", "/apis", _apis_root)
+    r.add_route("*", "/apis/{tail:.*}", _apis_group)
+    r.add_route("*", "/openapi/v3", _openapi_root)
+    r.add_route("*", "/openapi/v3/{tail:.*}", _openapi_doc)
+    r.add_route("*", "/{tail:.*}", _unknown)
+    return app
+
+
+async def _close_watches(app: web.Application) -> None:
+    app[API].watches.close_all()
+
+
+def error_response(err: ApiError) -> web.Response:
+    resp = json_response(err.status(), err.code)
+    if err.retry_after is not None:
+        resp.headers["Retry-After"] = str(err.retry_after)
+    return resp
+
+
+Handler = Callable[[web.Request, ApiContext], Awaitable[web.StreamResponse]]
+
+
+def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """Wrap a handler with authentication, the method check and the one place errors are rendered."""
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            await _authenticate(request)
+            if methods and request.method not in methods:
+                raise ApiError(f"the server does not allow this method on the requested resource "
+                               f"({request.method} {request.path})", 405, "MethodNotAllowed")
+            return await fn(request, request.app[API])
+        except ApiError as e:
+            return error_response(e)
+        except web.HTTPException:
+            raise
+        except Exception:
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return error_response(ApiError("an error on the server has prevented the request from succeeding",
+                                           500, "InternalError"))
+    return wrapped
+
+
+async def _authenticate(request: web.Request) -> None:
+    user = request.app[AUTH](request)
+    if inspect.isawaitable(user):
+        user = await user
+    if not user:
+        raise unauthorized()
+    request[USER] = str(user)
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def _version(request: web.Request) -> web.Response:
+    if request.method != "GET":
+        return error_response(ApiError("only GET is allowed on /version", 405, "MethodNotAllowed"))
+    return web.Response(body=_VERSION_BODY, content_type="application/json")
+
+
+async def _api_root_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    if negotiate.wants_discovery_v2(request.headers.get("Accept", "")):
+        return web.Response(body=orjson.dumps(ctx.discovery.api_v2()), headers=_DISCOVERY_HEADERS)
+    return json_response(ctx.discovery.api_versions(request.host))
+
+
+async def _apis_root_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    if negotiate.wants_discovery_v2(request.headers.get("Accept", "")):
+        return web.Response(body=orjson.dumps(ctx.discovery.apis_v2()), headers=_DISCOVERY_HEADERS)
+    return json_response(ctx.discovery.group_list())
+
+
+async def _api_core_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    parts = _split(request.match_info["tail"])
+    if not parts:
+        return await _api_root_impl(request, ctx)
+    return await _resource_or_list(request, ctx, "", parts[0], parts[1:])
+
+
+async def _apis_group_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    parts = _split(request.match_info["tail"])
+    if not parts:
+        return await _apis_root_impl(request, ctx)
+    if len(parts) == 1:
+        if request.method != "GET":
+            raise ApiError("only GET is allowed on API group documents", 405, "MethodNotAllowed")
+        doc = ctx.discovery.group(parts[0])
+        if doc is None:
+            raise path_not_found()
+        return json_response(doc)
+    return await _resource_or_list(request, ctx, parts[0], parts[1], parts[2:])
+
+
+async def _resource_or_list(request: web.Request, ctx: ApiContext, group: str, version: str,
+                            rest: list[str]) -> web.StreamResponse:
+    if not rest:
+        if request.method != "GET":
+            raise ApiError("only GET is allowed on API resource lists", 405, "MethodNotAllowed")
+        doc = ctx.discovery.resource_list(f"{group}/{version}" if group else version)
+        if doc is None:
+            raise path_not_found()
+        return json_response(doc)
+    return await handle(ctx, request, route(ctx.kinds, group, version, rest))
+
+
+def _split(tail: str) -> list[str]:
+    return [p for p in tail.split("/") if p]
+
+
+def route(kinds: KindRegistry, group: str, version: str, rest: list[str]) -> Target:
+    """Resolve the path below a group-version to a `Target` (404 Status when nothing is served there)."""
+    watch = False
+    if rest[0] == "watch":  # the deprecated /watch/ prefix, still used by some clients
+        watch, rest = True, rest[1:]
+    namespace = ""
+    # /api/v1/namespaces/{ns}/{status|finalize} are subresources of the Namespace itself.
+    if (len(rest) >= 3 and rest[0] == "namespaces"
+            and not (len(rest) == 3 and not group and rest[2] in ("status", "finalize"))):
+        namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        raise path_not_found()
+    kind = kinds.by_resource(group, version, rest[0])
+    if kind is None:
+        raise path_not_found()
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    if namespace and not kind.namespaced:
+        raise path_not_found()
+    if name and kind.namespaced and not namespace:
+        raise path_not_found()
+    return Target(kind, namespace, name, sub, watch)
+
+
+async def _openapi_root_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    return web.Response(body=ctx.openapi.root(), content_type="application/json")
+
+
+async def _openapi_doc_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    doc = ctx.openapi.document(request.match_info["tail"])
+    if doc is None:
+        raise path_not_found()
+    # The hash in the URL pins this content: let clients cache it.
+    return web.Response(body=doc, content_type="application/json",
+                        headers={"Cache-Control": "public, immutable"} if "hash" in request.query else None)
+
+
+async def _unknown_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    raise path_not_found()
+
+
+_api_root = _api(_api_root_impl, methods=("GET",))
+_apis_root = _api(_apis_root_impl, methods=("GET",))
+_api_core = _api(_api_core_impl)
+_apis_group = _api(_apis_group_impl)
+_openapi_root = _api(_openapi_root_impl, methods=("GET",))
+_openapi_doc = _api(_openapi_doc_impl, methods=("GET",))
+_unknown = _api(_unknown_impl)
