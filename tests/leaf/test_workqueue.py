@@ -7,6 +7,8 @@ import random
 
 import pytest
 
+from lite.controllerkit import Backoff, guarded, run_workers
+from lite.errors import too_many_requests
 from lite.workqueue import (
     DEFAULT_BASE_DELAY,
     DEFAULT_MAX_DELAY,
@@ -250,3 +252,89 @@ async def test_cancelled_getter_passes_wakeup_on() -> None:
         assert await second == "k"
     with pytest.raises(asyncio.CancelledError):
         await first
+
+
+# -- workers over the queue (lite.controllerkit) --
+
+
+async def test_run_workers_retries_failures_with_backoff_and_forgets_on_success() -> None:
+    q: WorkQueue[str] = WorkQueue(ExponentialBackoff(0.001, 0.01))
+    calls: list[str] = []
+    failures = {"flaky": 3}
+
+    async def reconcile(key: str) -> float | None:
+        calls.append(key)
+        if failures.get(key, 0) > 0:
+            failures[key] -= 1
+            raise RuntimeError(f"{key} not yet")
+        if key == "periodic" and calls.count("periodic") == 1:
+            return 0.001  # call me again soon
+        return None
+
+    for k in ("flaky", "steady", "periodic"):
+        q.add(k)
+    async with asyncio.timeout(GUARD), asyncio.TaskGroup() as tg:
+        tg.create_task(run_workers(q, reconcile, workers=3))
+        while calls.count("flaky") < 4 or calls.count("periodic") < 2:
+            await asyncio.sleep(0.001)
+        q.shut_down()
+    assert calls.count("flaky") == 4      # three failures, then success
+    assert calls.count("steady") == 1
+    assert calls.count("periodic") == 2
+    assert q.num_requeues("flaky") == 0   # forgotten after the success
+
+
+async def test_run_workers_honours_retry_after_and_logs_failures(caplog: pytest.LogCaptureFixture) -> None:
+    q: WorkQueue[str] = WorkQueue()
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> float | None:
+        done.set()
+        if key == "busy":
+            raise too_many_requests("slow down", retry_after=30)
+        raise ValueError("boom")
+
+    q.add("busy")
+    q.add("broken")
+    async with asyncio.timeout(GUARD), asyncio.TaskGroup() as tg:
+        tg.create_task(run_workers(q, reconcile, workers=1, name="test"))
+        while q.waiting() < 2:
+            await asyncio.sleep(0.001)
+        q.shut_down()
+    assert q.num_requeues("busy") == 0    # delayed by the server's Retry-After, not by backoff
+    assert q.num_requeues("broken") == 1
+    assert any("boom" in (r.exc_text or "") for r in caplog.records)
+
+
+async def test_guarded_restarts_after_failure_and_unexpected_return(caplog: pytest.LogCaptureFixture) -> None:
+    runs = 0
+    forever = asyncio.Event()
+
+    async def task() -> None:
+        nonlocal runs
+        runs += 1
+        if runs <= 2:
+            raise RuntimeError(f"crash {runs}")
+        if runs == 3:
+            return  # a bug for an eternal task: logged and restarted
+        await forever.wait()
+
+    t = asyncio.create_task(guarded("demo", task, backoff=Backoff(0.001, 0.002)))
+    async with asyncio.timeout(GUARD):
+        while runs < 4:
+            await asyncio.sleep(0.001)
+    t.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await t
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("demo: failed; restarting it") == 2
+    assert "demo: eternal task returned; restarting it" in messages
+
+
+def test_backoff_grows_caps_and_resets() -> None:
+    b = Backoff(1.0, 8.0, jitter=0.0)
+    assert [b.next() for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    b.reset()
+    assert b.next() == 1.0
+    jittered = Backoff(1.0, 8.0, jitter=1.0)
+    assert 1.0 <= jittered.next() <= 2.0
