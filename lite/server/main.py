@@ -157,6 +157,8 @@ def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+                if got:  # already exiting: a late second signal must not turn exit 0 into a kill
+                    signal.signal(sig, signal.SIG_IGN)
         return 0
 
     return asyncio.run(root())
