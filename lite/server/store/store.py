@@ -219,13 +219,14 @@ class Store:
 
     async def _write_loop(self) -> None:
         while True:
-            await self._wake.wait()
-            self._wake.clear()
+            if not self._pending:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
             batch, self._pending = self._pending, []
-            if batch:
-                await self._commit_batch(batch)
-            elif self._closing:
-                return
+            await self._commit_batch(batch)
 
     async def _commit_batch(self, batch: _Batch) -> None:
         rows = [p.row for p in batch]

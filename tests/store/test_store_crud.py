@@ -1,0 +1,126 @@
+"""create/get/update/delete, optimistic concurrency, group commit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from lite.server.store import KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed
+from tests.store.conftest import pod
+
+K = "core/pods/default/a"
+
+
+async def test_create_get_sets_resource_version(store: Store) -> None:
+    obj = pod("a")
+    rev, raw = await store.create(K, obj)
+    assert rev == 1 and store.current_rev == 1
+    assert orjson.loads(raw)["metadata"]["resourceVersion"] == "1"
+    assert "resourceVersion" not in obj["metadata"]  # the caller's dict is left alone
+    assert store.get(K) == (1, raw)
+    assert store.get("core/pods/default/b") is None
+
+
+async def test_update_and_delete(store: Store) -> None:
+    rev1, _ = await store.create(K, pod("a"))
+    rev2, raw2 = await store.update(K, pod("a", spec={"x": 1}), rev1)
+    assert rev2 == rev1 + 1
+    assert orjson.loads(raw2)["spec"] == {"x": 1}
+    assert store.get(K) == (rev2, raw2)
+    rev3, final = await store.delete(K, rev2, final=pod("a", spec={"x": 2}))
+    assert rev3 == rev2 + 1
+    assert orjson.loads(final)["metadata"]["resourceVersion"] == str(rev3)
+    assert orjson.loads(final)["spec"] == {"x": 2}
+    assert store.get(K) is None
+    # a key can be created again after deletion
+    rev4, _ = await store.create(K, pod("a"))
+    assert rev4 == rev3 + 1
+
+
+async def test_delete_without_final_keeps_object(store: Store) -> None:
+    await store.create(K, pod("a", spec={"y": 1}))
+    rev, final = await store.delete(K, 0)
+    doc = orjson.loads(final)
+    assert doc["spec"] == {"y": 1} and doc["metadata"]["resourceVersion"] == str(rev)
+
+
+async def test_conflicts(store: Store) -> None:
+    rev, _ = await store.create(K, pod("a"))
+    with pytest.raises(KeyExists):
+        await store.create(K, pod("a"))
+    with pytest.raises(RevMismatch) as err:
+        await store.update(K, pod("a"), rev + 5)
+    assert err.value.current_rev == rev
+    with pytest.raises(KeyNotFound):
+        await store.update("core/pods/default/missing", pod("missing"), 0)
+    with pytest.raises(KeyNotFound):
+        await store.delete("core/pods/default/missing", 0)
+    rev2, _ = await store.update(K, pod("a"), 0)  # 0 = unconditional
+    with pytest.raises(RevMismatch):
+        await store.delete(K, rev)  # stale
+    await store.delete(K, rev2)
+    with pytest.raises(KeyNotFound):
+        await store.delete(K, 0)
+    assert store.current_rev == rev2 + 1  # failed writes consume no revision
+
+
+async def test_batch_behaves_like_serial_writes(store: Store) -> None:
+    rev, _ = await store.create(K, pod("a"))
+    # Both updates are submitted before either commits: the second must see the first one pending.
+    results = await asyncio.gather(
+        store.update(K, pod("a", n=1), rev),
+        store.update(K, pod("a", n=2), rev),
+        store.create(K, pod("a")),
+        store.delete(K, 0),
+        store.create(K, pod("a", n=3)),
+        return_exceptions=True,
+    )
+    assert results[0] == (rev + 1, store_value_at(results[0]))
+    assert isinstance(results[1], RevMismatch) and results[1].current_rev == rev + 1
+    assert isinstance(results[2], KeyExists)
+    assert isinstance(results[3], tuple) and results[3][0] == rev + 2
+    assert isinstance(results[4], tuple) and results[4][0] == rev + 3
+    got = store.get(K)
+    assert got is not None and orjson.loads(got[1])["n"] == 3 and got[0] == rev + 3
+
+
+def store_value_at(result: object) -> bytes:
+    assert isinstance(result, tuple)
+    return result[1]  # type: ignore[no-any-return]
+
+
+async def test_group_commit_batches(store: Store) -> None:
+    n = 500
+    base = store.commits
+    revs = await asyncio.gather(*(store.create(f"core/pods/default/p{i}", pod(f"p{i}")) for i in range(n)))
+    assert sorted(r for r, _ in revs) == list(range(1, n + 1))
+    assert store.writes == n
+    # All 500 were submitted before the writer ran once: far fewer transactions than writes.
+    assert 1 <= store.commits - base < n // 10
+
+
+async def test_concurrent_writers_group_commit(store: Store) -> None:
+    async def writer(w: int) -> None:
+        key = f"core/configmaps/default/c{w}"
+        rev, _ = await store.create(key, {"metadata": {"name": f"c{w}"}})
+        for i in range(20):
+            rev, _ = await store.update(key, {"metadata": {"name": f"c{w}"}, "data": {"i": str(i)}}, rev)
+
+    await asyncio.gather(*(writer(w) for w in range(64)))
+    assert store.writes == 64 * 21 and store.current_rev == 64 * 21
+    assert store.commits < store.writes // 4  # writes arriving during a commit share the next one
+
+
+async def test_close_drains_and_rejects(db_path: str) -> None:
+    s = await Store.open(db_path)
+    tasks = [asyncio.create_task(s.create(f"core/pods/default/p{i}", pod(f"p{i}"))) for i in range(50)]
+    await asyncio.sleep(0)  # let them submit
+    await s.close()
+    assert all(t.done() and not t.exception() for t in tasks)
+    with pytest.raises(StoreClosed):
+        await s.create("core/pods/default/late", pod("late"))
+    s2 = await Store.open(db_path)
+    assert s2.count("core/pods/") == 50 and s2.current_rev == 50
+    await s2.close()
