@@ -1,0 +1,209 @@
+"""Server-side apply (`application/apply-patch+yaml`): merge an intent and track field ownership.
+
+Role: `apply` merges a manager's full intent into the live object (keyed lists by their list-map keys,
+sets as unions, atomic lists and maps replaced), records the manager's `Apply` entry in
+`metadata.managedFields` (FieldsV1), removes fields the manager applied before and dropped now (unless
+another manager also owns them), and refuses (409 Conflict, causes FieldManagerConflict) to change a
+field another manager owns unless `force`, which transfers ownership. `record_update` records an
+`Update` entry for ordinary writes (create/update/patch), taking over the fields they changed.
+
+Invariants:
+- Pure: `live` and `intent` are never mutated; the result is a new dict.
+- A manager is identified by (manager, operation); its set is replaced on every Apply.
+- Paths stripped by the server (apiVersion, kind, name, namespace, uid, resourceVersion, ...) and, unless
+  asked otherwise, `status` are never owned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lite import errors
+from lite.objects import deep_copy
+from lite.patch.fieldset import (
+    MISSING,
+    FieldPath,
+    from_fields_v1,
+    get_path,
+    object_fields,
+    path_string,
+    remove_path,
+    to_fields_v1,
+)
+from lite.patch.jsonpatch import json_equal
+from lite.patch.schema import Path, Schema
+
+Entry = dict[str, Any]
+
+
+def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, force: bool,
+          api_version: str, now: str, schema: Schema, ignore_status: bool = True) -> dict[str, Any]:
+    """The object after `manager` applies `intent` to `live` (None when creating)."""
+    if not isinstance(intent, dict):
+        raise errors.bad_request("apply patch must be an object")
+    if not manager:
+        raise errors.bad_request("PATCH requests with apply patch type require a field manager")
+    base: dict[str, Any] = deep_copy(live) if live is not None else {}
+    want = _drop_nulls(deep_copy(intent))
+    want.get("metadata", {}).pop("managedFields", None)
+    entries = [(e, from_fields_v1(e.get("fieldsV1"))) for e in managed_entries(base)]
+    mine = [i for i, (e, _) in enumerate(entries) if _is(e, manager, "Apply")]
+    previous = entries[mine[0]][1] if mine else set()
+    owned = object_fields(want, schema, ignore_status=ignore_status)
+
+    conflicts = _conflicts(base, want, owned, entries, manager, schema)
+    if conflicts and not force:
+        raise _conflict_error(conflicts, entries)
+    taken = {p for _, p in conflicts}
+    others = [(e, s - taken) for i, (e, s) in enumerate(entries) if i not in mine]
+
+    result: dict[str, Any] = _merge(base, want, schema, ())
+    still_owned = set().union(*(s for _, s in others)) if others else set()
+    for p in sorted(previous - owned, key=len, reverse=True):
+        if not _owned_below(p, still_owned):
+            remove_path(result, p, schema)
+
+    new_entry = {"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": now,
+                 "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(owned)}
+    _store_entries(result, [*_reencode(others), new_entry] if owned else _reencode(others))
+    return result
+
+
+def record_update(old: dict[str, Any] | None, new: dict[str, Any], *, manager: str, api_version: str,
+                  now: str, schema: Schema, ignore_status: bool = True) -> dict[str, Any]:
+    """`new` with managedFields updated for a non-apply write by `manager` (upstream Update operation):
+    fields that changed from `old` become the manager's, and other managers lose them."""
+    out = deep_copy(new)
+    before = object_fields(old or {}, schema, ignore_status=ignore_status)
+    after = object_fields(out, schema, ignore_status=ignore_status)
+    changed = {p for p in after if p not in before or not _same(old or {}, out, p, schema)}
+    entries = [(e, from_fields_v1(e.get("fieldsV1"))) for e in managed_entries(old or {})]
+    kept: list[tuple[Entry, set[FieldPath]]] = []
+    mine: set[FieldPath] = set()
+    for e, s in entries:
+        if _is(e, manager, "Update"):
+            mine |= s
+        else:
+            kept.append((e, (s - changed) & after))
+    mine = (mine | changed) & after
+    if mine:
+        kept.append(({"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
+                      "fieldsType": "FieldsV1"}, mine))
+    _store_entries(out, _reencode(kept))
+    return out
+
+
+def managed_entries(obj: dict[str, Any]) -> list[Entry]:
+    entries: list[Entry] = (obj.get("metadata") or {}).get("managedFields") or []
+    return entries
+
+
+def _is(e: Entry, manager: str, operation: str) -> bool:
+    return e.get("manager") == manager and e.get("operation") == operation and not e.get("subresource")
+
+
+def _same(a: Any, b: Any, p: FieldPath, schema: Schema) -> bool:
+    return json_equal(get_path(a, p, schema), get_path(b, p, schema)) if get_path(a, p, schema) is not MISSING \
+        else get_path(b, p, schema) is MISSING
+
+
+def _drop_nulls(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _drop_nulls(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_drop_nulls(x) for x in v]
+    return v
+
+
+def _owned_below(p: FieldPath, owned: set[FieldPath]) -> bool:
+    return any(q[:len(p)] == p for q in owned)
+
+
+def _conflicts(live: dict[str, Any], want: dict[str, Any], owned: set[FieldPath],
+               entries: list[tuple[Entry, set[FieldPath]]], manager: str,
+               schema: Schema) -> list[tuple[int, FieldPath]]:
+    """(entry index, path) for every path another manager owns whose value the intent would change."""
+    out: list[tuple[int, FieldPath]] = []
+    for i, (e, s) in enumerate(entries):
+        if _is(e, manager, "Apply"):
+            continue
+        for p in sorted(s & owned):
+            if p[-1].startswith(("k:", "v:")):
+                continue  # list membership is shared, never a conflicting value
+            current = get_path(live, p, schema)
+            if current is MISSING or not json_equal(current, get_path(want, p, schema)):
+                out.append((i, p))
+    return out
+
+
+def _describe(e: Entry) -> str:
+    who = f'"{e.get("manager", "")}"'
+    if e.get("subresource"):
+        who += f' with subresource "{e["subresource"]}"'
+    if e.get("operation") == "Update":
+        who += f" using {e.get('apiVersion', '')}"
+        if e.get("time"):
+            who += f" at {e['time']}"
+    return who
+
+
+def _conflict_error(conflicts: list[tuple[int, FieldPath]], entries: list[tuple[Entry, Any]]) -> errors.ApiError:
+    causes = [errors.Cause("FieldManagerConflict", f"conflict with {_describe(entries[i][0])}", path_string(p))
+              for i, p in conflicts]
+    if len(conflicts) == 1:
+        (i, p), = conflicts
+        msg = f"Apply failed with 1 conflict: conflict with {_describe(entries[i][0])}: {path_string(p)}"
+    else:
+        lines: list[str] = []
+        for who in sorted({_describe(entries[i][0]) for i, _ in conflicts}):
+            lines.append(f"conflicts with {who}:")
+            lines += [f"- {path_string(p)}" for i, p in conflicts if _describe(entries[i][0]) == who]
+        msg = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return errors.ApiError(msg, 409, "Conflict", causes=causes)
+
+
+def _merge(live: Any, want: Any, schema: Schema, path: Path) -> Any:
+    """Merge an apply intent into live: maps field by field, lists by the schema, scalars replaced."""
+    if isinstance(want, dict):
+        if not isinstance(live, dict) or (path and schema.is_atomic_map(path)):
+            return want
+        for k, v in want.items():
+            live[k] = _merge(live.get(k), v, schema, (*path, k))
+        return live
+    if isinstance(want, list) and isinstance(live, list):
+        rule = schema.list_rule(path)
+        if rule.strategy == "set":
+            return live + [v for v in want if not any(json_equal(v, x) for x in live)]
+        if rule.strategy == "merge" and all(isinstance(x, dict) for x in want + live):
+            return _merge_keyed(live, want, schema, path)
+    return want
+
+
+def _merge_keyed(live: list[Any], want: list[Any], schema: Schema, path: Path) -> list[Any]:
+    """Live items keep their positions (merged with their intent twin); new intent items are appended."""
+    rule = schema.list_rule(path)
+    out = list(live)
+    for item in want:
+        key = rule.key_of(item)
+        i = next((j for j, x in enumerate(out) if json_equal(rule.key_of(x), key)), -1)
+        if i >= 0:
+            out[i] = _merge(out[i], item, schema, path)
+        else:
+            out.append(item)
+    return out
+
+
+def _reencode(entries: list[tuple[Entry, set[FieldPath]]]) -> list[Entry]:
+    out = []
+    for e, s in entries:
+        if s:
+            out.append({**e, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(s)})
+    return out
+
+
+def _store_entries(obj: dict[str, Any], entries: list[Entry]) -> None:
+    meta = obj.setdefault("metadata", {})
+    if entries:
+        meta["managedFields"] = entries
+    else:
+        meta.pop("managedFields", None)
