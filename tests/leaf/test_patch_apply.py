@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from lite.errors import ApiError
-from lite.patch import schema_for
-from lite.patch.apply import apply, record_update
+from lite.patch import apply, record_update, schema_for
 from lite.patch.fieldset import from_fields_v1, object_fields, path_string, to_fields_v1
 
 DEPLOY = schema_for("Deployment", "apps")
