@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import json
+import re
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from lite.kinds import BUILTIN_KINDS, Kind, KindRegistry
 from lite.server.api.tables import columns, human_duration, to_table
@@ -372,3 +378,90 @@ def test_registry_kinds_all_have_printers_or_fallback() -> None:
     for kind in BUILTIN_KINDS:
         assert columns(kind)[0]["name"] in ("Name", "Last Seen")
     assert reg is not None
+
+
+# --- real kubectl renders our Tables ----------------------------------------------------------------------
+
+KUBECTL = shutil.which("kubectl")
+
+
+async def _serve_pods(tmp_path: Path, pods: list[dict[str, Any]], now: dt.datetime) -> tuple[web.AppRunner, Path]:
+    """A loopback server with legacy discovery for pods and Table lists built by `to_table` at a fixed `now`."""
+    async def version(_: web.Request) -> web.Response:
+        return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.4"})
+
+    async def api(_: web.Request) -> web.Response:
+        return web.json_response({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+            {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})
+
+    async def apis(_: web.Request) -> web.Response:
+        return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+
+    async def v1(_: web.Request) -> web.Response:
+        return web.json_response({"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+            {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["get", "list"]}]})
+
+    async def pod_list(request: web.Request) -> web.Response:
+        ns = request.match_info.get("ns")
+        items = [p for p in pods if ns is None or p["metadata"]["namespace"] == ns]
+        assert "as=Table" in request.headers.get("Accept", "")
+        return web.json_response(to_table(KINDS["Pod"], items, {"resourceVersion": "7"}, now=now))
+
+    app = web.Application()
+    app.router.add_get("/version", version)
+    app.router.add_get("/api", api)
+    app.router.add_get("/apis", apis)
+    app.router.add_get("/api/v1", v1)
+    app.router.add_get("/api/v1/pods", pod_list)
+    app.router.add_get("/api/v1/namespaces/{ns}/pods", pod_list)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "x"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "default"}}]}))
+    return runner, kubeconfig
+
+
+async def _kubectl(kubeconfig: Path, tmp_path: Path, *args: str) -> list[list[str]]:
+    assert KUBECTL is not None
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return [re.split(r"\s{2,}", line.strip()) for line in out.decode().splitlines()]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+async def test_real_kubectl_prints_pod_tables(tmp_path: Path) -> None:
+    now = dt.datetime.now(dt.UTC)
+    stamp = (now - dt.timedelta(minutes=5, seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    crash = {"name": "c0", "ready": False, "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+             "lastState": {"terminated": {"exitCode": 1, "finishedAt": stamp}}}
+    pods = [
+        {"metadata": {"name": "web", "namespace": "default", "creationTimestamp": stamp, "labels": {"app": "web"}},
+         "spec": {"containers": [{"name": "c0"}], "nodeName": "node1"},
+         "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.5"}], "containerStatuses": [running()]}},
+        {"metadata": {"name": "bad", "namespace": "other", "creationTimestamp": stamp},
+         "spec": {"containers": [{"name": "c0"}]}, "status": {"phase": "Running", "containerStatuses": [crash]}},
+    ]
+    runner, kubeconfig = await _serve_pods(tmp_path, pods, now)
+    try:
+        rows = await _kubectl(kubeconfig, tmp_path, "get", "pods")
+        assert rows == [["NAME", "READY", "STATUS", "RESTARTS", "AGE"], ["web", "1/1", "Running", "0", "5m30s"]]
+        rows = await _kubectl(kubeconfig, tmp_path, "get", "pods", "-o", "wide")
+        assert rows[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE",
+                           "READINESS GATES"]
+        assert rows[1] == ["web", "1/1", "Running", "0", "5m30s", "10.0.0.5", "node1", "<none>", "<none>"]
+        rows = await _kubectl(kubeconfig, tmp_path, "get", "pods", "-A", "--show-labels")
+        assert rows[0] == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "LABELS"]
+        assert rows[1] == ["default", "web", "1/1", "Running", "0", "5m30s", "app=web"]
+        assert rows[2] == ["other", "bad", "0/1", "CrashLoopBackOff", "2 (5m30s ago)", "5m30s", "<none>"]
+    finally:
+        await runner.cleanup()
