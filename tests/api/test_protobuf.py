@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from lite.errors import ApiError
 from lite.server.api.protobuf import decode, decode_delete_options
@@ -194,3 +197,68 @@ def test_probe_handler_inline_and_env_from_secret_ref() -> None:
     c = decode(envelope("v1", "Pod", fld(2, fld(2, container))))["spec"]["containers"][0]
     assert c["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "http"}, "initialDelaySeconds": 5}
     assert c["envFrom"] == [{"secretRef": {"name": "creds"}}]
+
+
+# --- live: the kubectl on this machine, decoded as it sends ---------------------------------------------
+
+KUBECTL = shutil.which("kubectl")
+LIVE = [
+    ["create", "deployment", "live", "--image=busybox:1.36", "--replicas=0", "--port=8080", "--", "sleep", "1"],
+    ["create", "secret", "generic", "live", "--from-literal=k=v\u00e9", "--type=x/y"],
+    ["create", "service", "nodeport", "live", "--tcp=80:http", "--node-port=30001"],
+    ["create", "cronjob", "live", "--image=busybox", "--schedule=0 * * * *"],
+    ["create", "quota", "live", "--hard=pods=3,limits.memory=2Gi"],
+]
+
+
+async def _run(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+@pytest.mark.parametrize("args", LIVE, ids=lambda a: a[1])
+async def test_live_kubectl_body_equals_its_dry_run(tmp_path: Path, args: list[str]) -> None:
+    decoded: list[dict[str, Any]] = []
+
+    async def version(_: web.Request) -> web.Response:
+        return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.4"})
+
+    async def create(request: web.Request) -> web.Response:
+        assert request.content_type == "application/vnd.kubernetes.protobuf"
+        obj = decode(await request.read())
+        decoded.append(obj)
+        return web.json_response(obj, status=201)
+
+    app = web.Application()
+    app.router.add_get("/version", version)
+    app.router.add_post("/{tail:.*}", create)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{runner.addresses[0][1]}"}}],
+            "users": [{"name": "u", "user": {"token": "x"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+        assert KUBECTL is not None
+        base = [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache")]
+        split = args.index("--") if "--" in args else len(args)
+        rc, out, err = await _run(*base, *args[:split], "-o", "json", "--dry-run=client", *args[split:])
+        assert rc == 0, err
+        rc, _, err = await _run(*base, *args)
+        assert rc == 0, err
+    finally:
+        await runner.cleanup()
+
+    def strip(o: Any) -> Any:
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items() if v is not None}
+        return [strip(v) for v in o] if isinstance(o, list) else o
+
+    assert decoded == [strip(json.loads(out))]
