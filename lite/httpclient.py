@@ -23,13 +23,13 @@ import base64
 import os
 import ssl
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
 import yaml
 
-from lite.client import PATCH_CONTENT_TYPES, Obj, PatchType, WatchEvent
+from lite.client import PATCH_CONTENT_TYPES, Client, Obj, PatchType, WatchEvent
 from lite.errors import ApiError, from_status
 from lite.kinds import Kind
 
@@ -288,3 +288,8 @@ async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
         buf += chunk[start:]
     if buf.strip():
         yield bytes(buf)
+
+
+if TYPE_CHECKING:
+    def _implements_client(c: HttpClient) -> Client:  # mypy proves HttpClient satisfies the protocol
+        return c

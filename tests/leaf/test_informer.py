@@ -1,0 +1,378 @@
+"""Informer and SharedInformers against the real in-process API (`Resources` over a real SQLite Store).
+
+Some scenarios need a watch to end or wait at a precise moment; `Controlled` sits between the informer and
+the real `Resources` to count calls and hold or cut watches. Every object still comes from the real API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from lite.client import Client, Obj, WatchEvent
+from lite.controllerkit import Backoff
+from lite.errors import internal
+from lite.informer import Informer, SharedInformers
+from lite.kinds import KindRegistry
+from lite.objects import deep_copy, labels_of, name_of
+from lite.server.api.strategies.base import Strategies
+from lite.server.store.store import Store
+
+
+def new_resources(store: Store, kinds: KindRegistry) -> Any:
+    """The real in-process API registry (`Resources`) over `store`."""
+    mod = pytest.importorskip("lite.server.api.resources", reason="lite.server.api.resources not landed yet")
+    return mod.Resources(store, kinds, Strategies())
+
+KINDS = KindRegistry()
+CM = KINDS.by_gvk("", "v1", "ConfigMap")
+NS = KINDS.by_gvk("", "v1", "Namespace")
+assert CM is not None and NS is not None
+
+GUARD = 10.0  # a hang guard, never a speed assertion
+
+
+@contextlib.asynccontextmanager
+async def open_api(tmp_path: Path, *, window: int = 10000) -> AsyncIterator[Any]:
+    """The real in-process API over a real SQLite store in tmp_path."""
+    store = await Store.open(str(tmp_path / "state.db"), window=window)
+    try:
+        yield new_resources(store, KindRegistry())
+    finally:
+        await store.close()
+
+
+async def eventually(pred: Callable[[], bool]) -> None:
+    async with asyncio.timeout(GUARD):
+        while not pred():
+            await asyncio.sleep(0.002)
+
+
+def cm(name: str, ns: str = "default", labels: dict[str, str] | None = None, **data: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns, "labels": labels or {}}, "data": data}
+
+
+class Recorder:
+    """Handlers that record (event, key) pairs, with the objects they were given."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.objects: list[tuple[str, Obj, Obj | None]] = []
+
+    def attach(self, inf: Informer) -> None:
+        inf.add_handlers(on_add=self.add, on_update=self.update, on_delete=self.delete)
+
+    def add(self, obj: Obj) -> None:
+        self.events.append(("add", name_of(obj)))
+        self.objects.append(("add", obj, None))
+
+    def update(self, old: Obj, new: Obj) -> None:
+        self.events.append(("update", name_of(new)))
+        self.objects.append(("update", new, old))
+
+    def delete(self, obj: Obj) -> None:
+        self.events.append(("delete", name_of(obj)))
+        self.objects.append(("delete", obj, None))
+
+
+class Controlled:
+    """The real client, with switches: count lists and watches, fail lists, cut or hold watches."""
+
+    def __init__(self, inner: Client) -> None:
+        self.inner = inner
+        self.list_calls = 0
+        self.list_failures = 0
+        self.watch_calls = 0
+        self.watch_rvs: list[str] = []
+        self.events_per_watch: int | None = None
+        self.hold_from: int | None = None
+        self.release = asyncio.Event()
+
+    async def list(self, kind: Any, namespace: str = "", **kw: Any) -> Obj:
+        self.list_calls += 1
+        if self.list_failures > 0:
+            self.list_failures -= 1
+            raise internal("injected list failure")
+        return await self.inner.list(kind, namespace, **kw)
+
+    async def watch(self, kind: Any, namespace: str = "", **kw: Any) -> AsyncIterator[WatchEvent]:
+        self.watch_calls += 1
+        self.watch_rvs.append(kw.get("resource_version", ""))
+        if self.hold_from is not None and self.watch_calls >= self.hold_from:
+            await self.release.wait()
+        stream = self.inner.watch(kind, namespace, **kw)
+        seen = 0
+        try:
+            async for ev in stream:
+                yield ev
+                seen += 1
+                if self.events_per_watch is not None and seen >= self.events_per_watch:
+                    return
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+@contextlib.asynccontextmanager
+async def running(*runnables: Informer | SharedInformers) -> AsyncIterator[None]:
+    tasks = [asyncio.create_task(r.run()) for r in runnables]
+    try:
+        yield
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        for t in tasks:
+            assert t.cancelled(), "run() must only end by cancellation"
+
+
+async def test_list_paginated_then_watch_add_update_delete(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        for i in range(5):
+            await api.create(CM, "default", cm(f"pre{i}", a=str(i)))
+        await api.create(CM, "other", cm("elsewhere"))
+        ctl = Controlled(api)
+        inf = Informer(cast(Client, ctl), CM, page_size=2)
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            assert inf.has_synced
+            assert ctl.list_calls == 3  # 2 + 2 + 2 items: three pages
+            assert sorted(inf.keys()) == ["default/pre0", "default/pre1", "default/pre2", "default/pre3",
+                                          "default/pre4", "other/elsewhere"]
+            assert sorted(e for e in rec.events) == sorted(
+                [("add", f"pre{i}") for i in range(5)] + [("add", "elsewhere")])
+            assert all(o["kind"] == "ConfigMap" and o["apiVersion"] == "v1" for o in inf.list())
+            rec.events.clear()
+
+            await api.create(CM, "default", cm("new", x="1"))
+            cur = deep_copy(await api.get(CM, "default", "pre0"))
+            cur["data"] = {"a": "changed"}
+            await api.update(CM, "default", "pre0", cur)
+            await api.delete(CM, "default", "pre1")
+            await eventually(lambda: len(rec.events) == 3)
+            assert rec.events == [("add", "new"), ("update", "pre0"), ("delete", "pre1")]
+            pre0 = inf.get("default/pre0")
+            assert pre0 is not None and pre0["data"] == {"a": "changed"}
+            assert inf.get("default/pre1") is None
+            assert inf.last_sync_resource_version == pre0["metadata"]["resourceVersion"] or \
+                int(inf.last_sync_resource_version) > int(pre0["metadata"]["resourceVersion"])
+            _, new_obj, old_obj = rec.objects[-2]
+            assert old_obj is not None and old_obj["data"] == {"a": "0"} and new_obj is pre0
+            assert ctl.list_calls == 3  # events came from the watch, no relist
+
+
+async def test_namespace_and_label_selector_scoping(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("match", labels={"app": "web"}))
+        await api.create(CM, "default", cm("nomatch", labels={"app": "db"}))
+        await api.create(CM, "other", cm("match-elsewhere", labels={"app": "web"}))
+        inf = Informer(api, CM, "default", label_selector="app=web")
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            assert inf.keys() == ["default/match"]
+            rec.events.clear()
+            moved = deep_copy(await api.get(CM, "default", "nomatch"))
+            moved["metadata"]["labels"] = {"app": "web"}
+            await api.update(CM, "default", "nomatch", moved)  # starts matching
+            await api.create(CM, "other", cm("late-elsewhere", labels={"app": "web"}))
+            left = deep_copy(await api.get(CM, "default", "match"))
+            left["metadata"]["labels"] = {"app": "gone"}
+            await api.update(CM, "default", "match", left)  # stops matching
+            await eventually(lambda: len(rec.events) >= 2)
+            assert rec.events == [("add", "nomatch"), ("delete", "match")]
+            assert inf.keys() == ["default/nomatch"]
+
+
+async def test_watch_end_resumes_from_last_rv_without_relist(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        ctl = Controlled(api)
+        ctl.events_per_watch = 1  # every watch ends after one event
+        inf = Informer(cast(Client, ctl), CM)
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            for i in range(4):
+                await api.create(CM, "default", cm(f"c{i}"))
+            await eventually(lambda: len(rec.events) == 4)
+            assert rec.events == [("add", f"c{i}") for i in range(4)]
+            assert ctl.list_calls == 1
+            assert ctl.watch_calls >= 4
+            # Each resumed watch started from the RV of the last event the previous one delivered.
+            rvs = [o["metadata"]["resourceVersion"] for _, o, _ in rec.objects]
+            assert ctl.watch_rvs[1:4] == rvs[:3]
+
+
+async def test_relist_on_expired_watch_reports_changes_and_tombstones(tmp_path: Path) -> None:
+    async with open_api(tmp_path, window=3) as api:
+        for name in ("keep", "change", "vanish"):
+            await api.create(CM, "default", cm(name, v="1"))
+        ctl = Controlled(api)
+        ctl.hold_from = 2  # the first watch delivers one event and ends; the second waits for us
+        ctl.events_per_watch = 1
+        inf = Informer(cast(Client, ctl), CM)
+        inf.backoff = Backoff(0.001, 0.005)  # relisting right after a list pauses: keep that short here
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            await api.create(CM, "default", cm("trigger"))
+            await eventually(lambda: ctl.watch_calls == 2)
+            last_seen = deep_copy(inf.get("default/vanish") or {})
+            # While the informer cannot watch, enough happens that its RV leaves the store's window.
+            changed = deep_copy(await api.get(CM, "default", "change"))
+            changed["data"] = {"v": "2"}
+            await api.update(CM, "default", "change", changed)
+            await api.delete(CM, "default", "vanish")
+            for i in range(5):
+                await api.create(CM, "default", cm(f"later{i}"))
+            rec.events.clear()
+            rec.objects.clear()
+            ctl.release.set()
+            await eventually(lambda: ctl.list_calls == 2 and inf.get("default/later4") is not None)
+            assert ("delete", "vanish") in rec.events
+            assert ("update", "change") in rec.events
+            assert ("update", "keep") not in rec.events  # unchanged RV: no event
+            assert sorted(e for e in rec.events if e[0] == "add") == [("add", f"later{i}") for i in range(5)]
+            tomb = next(o for ev, o, _ in rec.objects if ev == "delete")
+            assert tomb == last_seen  # the last state the cache saw
+            assert sorted(inf.keys()) == sorted(["default/keep", "default/change", "default/trigger"]
+                                                + [f"default/later{i}" for i in range(5)])
+
+
+async def test_list_failures_are_retried_and_handler_failures_isolated(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a"))
+        ctl = Controlled(api)
+        ctl.list_failures = 2
+        inf = Informer(cast(Client, ctl), CM)
+        inf.backoff = Backoff(0.001, 0.005)
+        seen: list[str] = []
+
+        def broken(obj: Obj) -> None:
+            raise RuntimeError("handler bug")
+
+        inf.add_handlers(on_add=broken)
+        inf.add_handlers(on_add=lambda o: seen.append(name_of(o)))
+        with caplog.at_level(logging.WARNING, logger="lite.informer"):
+            async with running(inf):
+                async with asyncio.timeout(GUARD):
+                    await inf.wait_synced()
+                await api.create(CM, "default", cm("b"))
+                await eventually(lambda: seen == ["a", "b"])
+        assert ctl.list_calls == 3
+        text = caplog.text
+        assert "injected list failure" in text
+        assert "handler bug" in text
+
+
+async def test_indexes_follow_updates_and_deletes(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a", labels={"tier": "front"}))
+        await api.create(CM, "default", cm("b", labels={"tier": "back"}))
+        await api.create(CM, "other", cm("c", labels={"tier": "front"}))
+        inf = Informer(api, CM)
+        inf.add_index("tier", lambda o: [labels_of(o)["tier"]] if "tier" in labels_of(o) else [])
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            assert [name_of(o) for o in inf.by_index("tier", "front")] == ["a", "c"]
+            assert [name_of(o) for o in inf.by_index("namespace", "other")] == ["c"]
+            # An index added after sync covers the cached objects too.
+            inf.add_index("has-data", lambda o: ["yes"] if o.get("data") else ["no"])
+            assert len(inf.by_index("has-data", "no")) == 3
+            b = deep_copy(await api.get(CM, "default", "b"))
+            b["metadata"]["labels"] = {"tier": "front"}
+            await api.update(CM, "default", "b", b)
+            await api.delete(CM, "other", "c")
+            await eventually(lambda: inf.get("other/c") is None and len(inf.by_index("tier", "front")) == 2)
+            assert [name_of(o) for o in inf.by_index("tier", "front")] == ["a", "b"]
+            assert inf.by_index("tier", "back") == []
+            assert inf.by_index("namespace", "other") == []
+            with pytest.raises(ValueError):
+                inf.add_index("tier", lambda o: [])
+            with pytest.raises(KeyError):
+                inf.by_index("nope", "x")
+
+
+async def test_late_handler_gets_cached_objects_and_resync_repeats_updates(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a"))
+        await api.create(NS, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+        inf = Informer(api, CM, resync=0.01)
+        ns_inf = Informer(api, NS)
+        async with running(inf, ns_inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+                await ns_inf.wait_synced()
+            rec = Recorder()
+            rec.attach(inf)
+            assert rec.events[0] == ("add", "a")
+            await eventually(lambda: ("update", "a") in rec.events)
+            _, new, old = next(x for x in rec.objects if x[0] == "update")
+            assert new is old  # a resync, not a change
+            assert ns_inf.get("team") is not None  # cluster-scoped keys are bare names
+
+
+async def test_shared_informers_share_and_start_late_informers(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a", labels={"app": "x"}))
+        factory = SharedInformers(api)
+        one = factory.informer(CM)
+        assert factory.informer(CM) is one
+        assert factory.informer(CM, label_selector="app=x") is not one
+        assert factory.informer(NS, "ignored-for-cluster-kinds") is factory.informer(NS)
+        assert factory.informer(CM, resync=30) is one
+        assert one.resync == 30
+        factory.informer(CM, resync=60)
+        assert one.resync == 30  # the shortest request wins
+        async with running(factory):
+            async with asyncio.timeout(GUARD):
+                await factory.wait_synced()
+            late = factory.informer(CM, "default")
+            async with asyncio.timeout(GUARD):
+                await late.wait_synced()
+            assert late.keys() == ["default/a"]
+            assert len(list(factory)) == 4
+
+
+async def test_non_expired_error_event_forces_relist(tmp_path: Path) -> None:
+    """An ERROR event other than 410 (here a 500 Status injected into a real stream) also relists."""
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a"))
+
+        class ErrorOnce(Controlled):
+            async def watch(self, kind: Any, namespace: str = "", **kw: Any) -> AsyncIterator[WatchEvent]:
+                self.watch_calls += 1
+                if self.watch_calls == 1:
+                    yield WatchEvent("ERROR", internal("injected").status())
+                    return
+                async for ev in super().watch(kind, namespace, **kw):
+                    yield ev
+
+        ctl = ErrorOnce(api)
+        inf = Informer(cast(Client, ctl), CM)
+        inf.backoff = Backoff(0.001, 0.005)
+        async with running(inf):
+            await eventually(lambda: ctl.list_calls == 2)
+            await api.create(CM, "default", cm("b"))
+            await eventually(lambda: inf.get("default/b") is not None)
