@@ -146,7 +146,8 @@ class LogDB:
             if c.in_transaction:
                 c.execute("ROLLBACK")
             raise
-        c.execute("PRAGMA incremental_vacuum").fetchall()
+        # executescript steps the pragma to completion; execute() would free only one page per call.
+        c.executescript("PRAGMA incremental_vacuum;")
         # Move the freed pages into the main file and shrink the WAL back (journal_size_limit caps it).
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return int(removed)
