@@ -62,6 +62,12 @@ def test_table_envelope_and_partial_object_metadata() -> None:
     assert table["columnDefinitions"][0]["format"] == "name"
 
 
+def test_include_object() -> None:
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}
+    assert to_table(KINDS["ConfigMap"], [obj], {}, now=NOW, include_object="Object")["rows"][0]["object"] == obj
+    assert "object" not in to_table(KINDS["ConfigMap"], [obj], {}, now=NOW, include_object="None")["rows"][0]
+
+
 @pytest.mark.parametrize("kind", BUILTIN_KINDS, ids=lambda k: k.gk)
 def test_every_kind_null_safe_and_cells_match_columns(kind: Kind) -> None:
     weird: list[dict[str, Any]] = [{}, {"metadata": None, "spec": "x", "status": []},

@@ -33,9 +33,10 @@ MAGIC = b"k8s\x00"
 MAX_DEPTH = 64
 
 _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
-_INTS = {"int32", "int64", "uint32", "uint64", "bool"}
-_ZERO: dict[str, Any] = {"string": "", "bytes": "", "int32": 0, "int64": 0, "uint32": 0, "uint64": 0,
-                         "bool": False, "double": 0.0, "float": 0.0}
+_INTS = frozenset({"int32", "int64", "uint32", "uint64", "bool"})
+# The JSON zero value of each scalar type (bytes are base64 text by then).
+_ZERO: Mapping[str, Any] = MappingProxyType({"string": "", "bytes": "", "int32": 0, "int64": 0, "uint32": 0,
+                                             "uint64": 0, "bool": False, "double": 0.0, "float": 0.0})
 
 Field = tuple[int, int, int | bytes]
 

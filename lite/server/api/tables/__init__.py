@@ -42,32 +42,36 @@ def columns(kind: Kind) -> list[Column]:
     return [dict(c) for c in _printer(kind)[0]]
 
 
-def row(kind: Kind, obj: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
-    """One Table row: cells plus the object's metadata as PartialObjectMetadata."""
+def row(kind: Kind, obj: dict[str, Any], now: dt.datetime, include_object: str = "Metadata") -> dict[str, Any]:
+    """One Table row: cells plus, per `includeObject`, the object's metadata as PartialObjectMetadata
+    ("Metadata", the default), the whole object ("Object") or nothing ("None")."""
     cols, fn = _printer(kind)
     if kind.gk == "Pod":
         cells, conditions = pod_row(obj, now)
     else:
         cells, conditions = fn(obj, now), []
     metadata = obj.get("metadata")
-    out: dict[str, Any] = {
-        "cells": cells[:len(cols)],
-        "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                   "metadata": metadata if isinstance(metadata, dict) else {}},
-    }
+    out: dict[str, Any] = {"cells": cells[:len(cols)]}
+    if include_object == "Object":
+        out["object"] = obj
+    elif include_object != "None":
+        out["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                         "metadata": metadata if isinstance(metadata, dict) else {}}
     if conditions:
         out["conditions"] = [dict(c) for c in conditions]
     return out
 
 
 def to_table(kind: Kind, objects: list[dict[str, Any]], list_meta: dict[str, Any], *,
-             now: dt.datetime | None = None) -> dict[str, Any]:
-    """A meta.k8s.io/v1 Table of `objects`; `list_meta` (resourceVersion, continue, ...) becomes its metadata."""
+             now: dt.datetime | None = None, include_object: str = "Metadata") -> dict[str, Any]:
+    """A meta.k8s.io/v1 Table of `objects`; `list_meta` (resourceVersion, continue, ...) becomes its metadata.
+
+    `include_object` is the request's `includeObject` parameter (None, Metadata, Object)."""
     at = now or dt.datetime.now(dt.UTC)
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": dict(list_meta),
         "columnDefinitions": columns(kind),
-        "rows": [row(kind, obj, at) for obj in objects if isinstance(obj, dict)],
+        "rows": [row(kind, obj, at, include_object) for obj in objects if isinstance(obj, dict)],
     }
