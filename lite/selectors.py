@@ -181,19 +181,26 @@ def parse_label_selector(s: str) -> LabelSelector:
     reqs: list[Requirement] = []
     i = 0
     while i < len(toks):
+        if not (_is_ident(toks[i]) or toks[i] == "!"):
+            raise _found(toks[i], "!, identifier, or 'end of string'", prefix=False)
         req, i = _parse_requirement(toks, i)
         reqs.append(req)
         if i < len(toks):
             if toks[i] != ",":
-                raise _found(toks[i], "',' or 'end of string'")
+                raise _found(toks[i], "',' or 'end of string'", prefix=False)
             i += 1
-            if i == len(toks):
-                raise _found("", "identifier")
+            if i == len(toks) or not (_is_ident(toks[i]) or toks[i] == "!"):
+                raise _found(toks[i] if i < len(toks) else "", "identifier after ','", prefix=False)
     return LabelSelector(_sorted(reqs))
 
 
-def _found(tok: str, expected: str) -> errors.ApiError:
-    return errors.bad_request(f"unable to parse requirement: found '{tok}', expected: {expected}")
+def _found(tok: str, expected: str, *, prefix: bool = True) -> errors.ApiError:
+    # Upstream prefixes errors from inside one requirement with "unable to parse requirement: ".
+    lead = "unable to parse requirement: " if prefix else ""
+    return errors.bad_request(f"{lead}found '{tok}', expected: {expected}")
+
+
+_BINARY_OPS = {"=": EQUALS, "==": DOUBLE_EQUALS, "!=": NOT_EQUALS, ">": GT, "<": LT, "in": IN, "notin": NOT_IN}
 
 
 def _parse_requirement(toks: list[str], i: int) -> tuple[Requirement, int]:
@@ -204,14 +211,11 @@ def _parse_requirement(toks: list[str], i: int) -> tuple[Requirement, int]:
         raise _found(toks[i] if i < len(toks) else "", "identifier")
     key = toks[i]
     i += 1
-    if i == len(toks) or toks[i] == ",":
+    if negate or i == len(toks) or toks[i] == ",":
         return _requirement(key, DOES_NOT_EXIST if negate else EXISTS, []), i
-    if negate:
-        raise _found(toks[i], "',' or 'end of string'")
-    op = {"=": EQUALS, "==": DOUBLE_EQUALS, "!=": NOT_EQUALS, ">": GT, "<": LT,
-          "in": IN, "notin": NOT_IN}.get(toks[i])
+    op = _BINARY_OPS.get(toks[i])
     if op is None:
-        raise _found(toks[i], "[!=, ==, =, in, notin, >, <]")
+        raise _found(toks[i], "in, notin, =, ==, !=, gt, lt")
     i += 1
     if op in (IN, NOT_IN):
         return _parse_set(key, op, toks, i)
@@ -381,19 +385,31 @@ def field_set(kind: Kind, obj: Mapping[str, Any]) -> dict[str, str]:
 
 
 def supported_fields(kind: Kind) -> tuple[str, ...]:
-    """Field labels the server accepts in a field selector for this kind."""
+    """Field labels the server accepts in a field selector for this kind (upstream conversion funcs)."""
     extra: dict[tuple[str, str], tuple[str, ...]] = {
         ("", "Pod"): _POD_FIELDS, ("", "Event"): _EVENT_FIELDS, ("", "Secret"): ("type",),
-        ("", "Node"): ("spec.unschedulable",), ("", "Namespace"): ("status.phase",),
         ("", "ReplicationController"): ("status.replicas",), ("apps", "ReplicaSet"): ("status.replicas",),
         ("batch", "Job"): ("status.successful",),
     }
+    # Nodes and Namespaces register their own conversion, which omits metadata.namespace.
+    if (kind.group, kind.kind) == ("", "Node"):
+        return ("metadata.name", "spec.unschedulable")
+    if (kind.group, kind.kind) == ("", "Namespace"):
+        return ("metadata.name", "status.phase")
     return ("metadata.name", "metadata.namespace", *extra.get((kind.group, kind.kind), ()))
 
 
-def check_field_selector(kind: Kind, sel: FieldSelector) -> None:
-    """Raise bad_request for a field label this kind does not support (upstream conversion check)."""
+# Old field labels the API server still converts (pods: `spec.host` from pre-1.0 clients).
+_ALIASES = {("", "Pod", "spec.host"): "spec.nodeName"}
+
+
+def check_field_selector(kind: Kind, sel: FieldSelector) -> FieldSelector:
+    """The selector with legacy labels converted; raises bad_request for a label the kind does not support."""
     allowed = supported_fields(kind)
+    out: list[FieldRequirement] = []
     for r in sel.requirements:
-        if r.field not in allowed:
+        name = _ALIASES.get((kind.group, kind.kind, r.field), r.field)
+        if name not in allowed:
             raise errors.bad_request(f"field label not supported: {r.field}")
+        out.append(FieldRequirement(name, r.op, r.value))
+    return FieldSelector(tuple(out))

@@ -79,7 +79,21 @@ def test_label_selector_parse_errors(text: str) -> None:
     with pytest.raises(ApiError) as e:
         parse_label_selector(text)
     assert e.value.code == 400 and e.value.reason == "BadRequest"
-    assert "unable to parse requirement" in e.value.message
+    assert "found '" in e.value.message or "unable to parse requirement" in e.value.message
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("app=web,", "found '', expected: identifier after ','"),
+    (",app", "found ',', expected: !, identifier, or 'end of string'"),
+    ("!app=web", "found '=', expected: ',' or 'end of string'"),
+    ("app=a b", "found 'b', expected: ',' or 'end of string'"),
+    ("app foo", "unable to parse requirement: found 'foo', expected: in, notin, =, ==, !=, gt, lt"),
+    ("app in ()", "unable to parse requirement: for 'in', 'notin' operators, values set can't be empty"),
+])
+def test_label_selector_error_messages(text: str, message: str) -> None:
+    with pytest.raises(ApiError) as e:
+        parse_label_selector(text)
+    assert e.value.message == message
 
 
 def test_operator_at_end_selects_empty_value() -> None:
@@ -207,7 +221,17 @@ def test_kind_field_sets(plural: str, group: str, obj: dict[str, Any], field: st
     fs = field_set(kind, {"metadata": {"name": "x"}, **obj})
     assert fs[field] == value
     assert fs["metadata.name"] == "x"
-    check_field_selector(kind, parse_field_selector(f"{field}={value},metadata.name=x"))
+    sel = parse_field_selector(f"{field}={value},metadata.name=x")
+    assert check_field_selector(kind, sel) == sel
+    assert check_field_selector(kind, sel).matches(fs)
+
+
+def test_pod_spec_host_alias() -> None:
+    pod = KINDS.by_resource("", "v1", "pods")
+    assert pod is not None
+    sel = check_field_selector(pod, parse_field_selector("spec.host=n1"))
+    assert str(sel) == "spec.nodeName=n1"
+    assert sel.matches(field_set(pod, POD))
 
 
 @pytest.mark.parametrize(("plural", "group", "text"), [
@@ -215,6 +239,8 @@ def test_kind_field_sets(plural: str, group: str, obj: dict[str, Any], field: st
     ("configmaps", "", "data.x=1"),
     ("deployments", "apps", "status.replicas=1"),
     ("secrets", "", "status.phase=x"),
+    ("nodes", "", "metadata.namespace=x"),
+    ("namespaces", "", "metadata.namespace="),
 ])
 def test_field_label_not_supported(plural: str, group: str, text: str) -> None:
     kind = KINDS.by_resource(group, "v1", plural)
