@@ -175,8 +175,8 @@ def validate_label_selector(d: Any, path: str = "spec.selector") -> list[Cause]:
         else:
             causes.append(field_invalid(f"{p}.operator", op, "not a valid selector operator"))
         causes += [field_invalid(f"{p}.key", e.get("key", ""), m) for m in is_qualified_name(str(e.get("key", "")))]
-        for v in values:
-            causes += [field_invalid(f"{p}.values", v, m) for m in is_valid_label_value(str(v))]
+        for j, v in enumerate(values):
+            causes += [field_invalid(f"{p}.values[{j}]", v, m) for m in is_valid_label_value(str(v))]
     return causes
 
 
@@ -231,28 +231,29 @@ def validate_object_meta(meta: Any, *, namespaced: bool, name_fn: NameFn = name_
 
 
 def _validate_finalizers(finalizers: Any, path: str) -> list[Cause]:
+    # Upstream reports finalizer errors on the list path itself, not per index.
     causes: list[Cause] = []
-    for i, f in enumerate(finalizers or []):
-        causes += [field_invalid(f"{path}[{i}]", f, m) for m in is_qualified_name(str(f))]
+    for f in finalizers or []:
+        causes += [field_invalid(path, f, m) for m in is_qualified_name(str(f))]
+    if "orphan" in (finalizers or []) and "foregroundDeletion" in (finalizers or []):
+        causes.append(field_invalid(path, finalizers, "finalizer orphan and foregroundDeletion cannot be both set"))
     return causes
 
 
 def _validate_owner_refs(refs: Any, path: str) -> list[Cause]:
+    # Upstream reports owner reference errors on `metadata.ownerReferences.<field>`, not per index.
     causes: list[Cause] = []
-    controllers = 0
-    for i, r in enumerate(refs or []):
-        p = f"{path}[{i}]"
-        api_version = str(r.get("apiVersion") or "")
-        if not api_version:
-            causes.append(field_invalid(f"{p}.apiVersion", api_version, "version must not be empty"))
-        if not r.get("kind"):
-            causes.append(field_invalid(f"{p}.kind", r.get("kind", ""), "kind must not be empty"))
-        if not r.get("name"):
-            causes.append(field_invalid(f"{p}.name", r.get("name", ""), "name must not be empty"))
-        if not r.get("uid"):
-            causes.append(field_invalid(f"{p}.uid", r.get("uid", ""), "uid must not be empty"))
+    controllers = []
+    for r in refs or []:
+        version = str(r.get("apiVersion") or "").rpartition("/")[2]
+        if not version:
+            causes.append(field_invalid(f"{path}.apiVersion", r.get("apiVersion", ""), "version must not be empty"))
+        for f in ("kind", "name", "uid"):
+            if not r.get(f):
+                causes.append(field_invalid(f"{path}.{f}", r.get(f, ""), f"{f} must not be empty"))
         if r.get("controller"):
-            controllers += 1
-    if controllers > 1:
-        causes.append(field_invalid(path, refs, "Only one reference can have Controller set to true"))
+            controllers.append(f"{r.get('kind', '')}/{r.get('name', '')}")
+    if len(controllers) > 1:
+        causes.append(field_invalid(path, refs, "Only one reference can have Controller set to true. Found "
+                                    f'"true" in references for {" and ".join(controllers)}'))
     return causes

@@ -135,10 +135,19 @@ def test_object_meta_ok() -> None:
     ({"name": "web", "namespace": "Bad_NS"}, True, [("metadata.namespace", "FieldValueInvalid")]),
     ({"name": "web", "namespace": "ns"}, False, [("metadata.namespace", "FieldValueForbidden")]),
     ({"generateName": "Web-", "namespace": "ns"}, True, [("metadata.generateName", "FieldValueInvalid")]),
-    ({"name": "w", "namespace": "n", "finalizers": ["a/b/c"]}, True, [("metadata.finalizers[0]",
+    ({"name": "w", "namespace": "n", "finalizers": ["a/b/c"]}, True, [("metadata.finalizers",
                                                                        "FieldValueInvalid")]),
     ({"name": "w", "namespace": "n", "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p"}]},
-     True, [("metadata.ownerReferences[0].uid", "FieldValueInvalid")]),
+     True, [("metadata.ownerReferences.uid", "FieldValueInvalid")]),
+    ({"name": "w", "namespace": "n", "ownerReferences": [{"apiVersion": "apps/", "kind": "K", "name": "p",
+                                                          "uid": "u"}]},
+     True, [("metadata.ownerReferences.apiVersion", "FieldValueInvalid")]),
+    ({"name": "w", "namespace": "n", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "A", "name": "a", "uid": "1", "controller": True},
+        {"apiVersion": "v1", "kind": "B", "name": "b", "uid": "2", "controller": True}]},
+     True, [("metadata.ownerReferences", "FieldValueInvalid")]),
+    ({"name": "w", "finalizers": ["orphan", "foregroundDeletion"]}, False, [("metadata.finalizers",
+                                                                              "FieldValueInvalid")]),
     ({"name": "w", "namespace": "n", "labels": {"k": "-"}}, True, [("metadata.labels", "FieldValueInvalid")]),
 ])
 def test_object_meta_errors(meta: dict[str, Any], namespaced: bool, expected: list[tuple[str, str]]) -> None:
@@ -166,10 +175,12 @@ def test_label_selector_validation() -> None:
         {"key": "b", "operator": "Exists", "values": ["x"]},
         {"key": "c", "operator": "Foo"},
         {"key": "bad key", "operator": "Exists"},
+        {"key": "d", "operator": "In", "values": ["ok", "bad value"]},
     ]}, "spec.selector")
     assert _fields(causes) == [
         ("spec.selector.matchExpressions[0].values", "FieldValueRequired"),
         ("spec.selector.matchExpressions[1].values", "FieldValueForbidden"),
         ("spec.selector.matchExpressions[2].operator", "FieldValueInvalid"),
         ("spec.selector.matchExpressions[3].key", "FieldValueInvalid"),
+        ("spec.selector.matchExpressions[4].values[1]", "FieldValueInvalid"),
     ]
