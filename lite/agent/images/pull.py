@@ -1,0 +1,126 @@
+"""Resolve an image over a list of endpoints and bring its config and layers into the content store.
+
+Contract:
+- `resolve` tries the endpoints in order; a 404 moves on quietly, any other failure is remembered and also
+  moves on; when all fail the first non-404 error is raised (else `ImageNotFoundError`), as containerd does.
+- `fetch` downloads what the store lacks (at most `parallel` blobs at a time), verifies every digest and
+  every layer's diff_id, and unpacks each layer once even when several pulls want it at the same time
+  (per-diff_id lock). Unpacking runs in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from lite.agent.images.distribution import INDEX_TYPES, Manifest, RegistryClient
+from lite.agent.images.errors import ImageError, ImageNotFoundError, ImagePullError
+from lite.agent.images.manifests import (
+    Descriptor,
+    ImageManifest,
+    diff_ids,
+    parse_image_manifest,
+    select_platform,
+)
+from lite.agent.images.reference import ImageRef
+from lite.agent.images.registries import Endpoint
+from lite.agent.images.store import ContentStore
+
+_MAX_INDEX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Resolved:
+    endpoint: Endpoint
+    chain: tuple[Manifest, ...]  # what the reference named first (index or manifest) … the image manifest
+    manifest: ImageManifest
+
+
+class Puller:
+    def __init__(
+        self, client: RegistryClient, store: ContentStore, platform: tuple[str, str], *, parallel: int = 3
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.arch, self.variant = platform
+        self._sem = asyncio.Semaphore(parallel)
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    async def resolve(self, ref: ImageRef, endpoints: list[Endpoint]) -> Resolved:
+        first_error: ImageError | None = None
+        for ep in endpoints:
+            try:
+                return await self._resolve_on(ep, ref.reference)
+            except ImageNotFoundError:
+                continue
+            except ImageError as e:
+                first_error = first_error or e
+        if first_error:
+            raise first_error
+        raise ImageNotFoundError(f'failed to resolve reference "{ref}": {ref}: not found')
+
+    async def _resolve_on(self, ep: Endpoint, reference: str) -> Resolved:
+        chain = [await self.client.get_manifest(ep, reference)]
+        doc = chain[-1].json()
+        while chain[-1].media_type in INDEX_TYPES or "manifests" in doc:
+            if len(chain) > _MAX_INDEX_DEPTH:
+                raise ImagePullError(f"image index nesting deeper than {_MAX_INDEX_DEPTH}")
+            desc = select_platform(doc, self.arch, self.variant)
+            chain.append(await self.client.get_manifest(ep, desc.digest))
+            doc = chain[-1].json()
+        return Resolved(ep, tuple(chain), parse_image_manifest(doc))
+
+    async def fetch(self, resolved: Resolved) -> tuple[dict[str, Any], list[str]]:
+        """Bring config and layers in; return (config document, diff_ids bottom first)."""
+        ep, im = resolved.endpoint, resolved.manifest
+        config = json.loads(await self._small_blob(ep, im.config))
+        if not isinstance(config, dict):
+            raise ImagePullError(f"image config {im.config.digest} is not a JSON object")
+        ids = diff_ids(config, len(im.layers))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for desc, diff_id in zip(im.layers, ids, strict=True):
+                    tg.create_task(self._layer(ep, desc, diff_id))
+        except BaseExceptionGroup as eg:
+            raise first_image_error(eg) from None
+        return config, ids
+
+    async def _small_blob(self, ep: Endpoint, desc: Descriptor) -> bytes:
+        async with self._lock(desc.digest):
+            if not self.store.has_blob(desc.digest):
+                await self._download(ep, desc)
+        return await asyncio.to_thread(self.store.blob_path(desc.digest).read_bytes)
+
+    async def _layer(self, ep: Endpoint, desc: Descriptor, diff_id: str) -> None:
+        async with self._lock(diff_id):
+            if self.store.has_layer(diff_id):
+                return
+            if not self.store.has_blob(desc.digest):
+                async with self._sem:
+                    await self._download(ep, desc)
+            await asyncio.to_thread(self.store.unpack, diff_id, desc.digest)
+
+    async def _download(self, ep: Endpoint, desc: Descriptor) -> None:
+        tmp = self.store.temp_file()
+        await self.client.fetch_blob(ep, desc.digest, desc.size, tmp)
+        self.store.commit_blob(tmp, desc.digest)
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        return lock
+
+
+def first_image_error(eg: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first ImageError inside a task group failure, or the group itself."""
+    for exc in eg.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            exc = first_image_error(exc)
+        if isinstance(exc, ImageError):
+            return exc
+    return eg
