@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
-
-
-def find_free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from liteproc import find_free_port
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -19,6 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+
+def find_free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def lite_command() -> list[str]:
