@@ -61,8 +61,9 @@ def _value(q: str | Fraction | int) -> Fraction:
     return parse_quantity(q) if isinstance(q, str) else Fraction(q)
 
 
-def format_quantity(q: Fraction | int, *, binary: bool = False) -> str:
-    """Canonical string of a value; `binary` prefers Ki/Mi/... when the value is a whole multiple of 1024."""
+def format_quantity(q: Fraction | int, *, binary: bool = False, exponent: bool = False) -> str:
+    """Canonical string of a value in one of the three upstream formats: decimal SI (default), binary SI
+    (`binary`: Ki/Mi/... when the value is a whole multiple of 1024) or decimal exponent (`exponent`: `1e3`)."""
     value = Fraction(q)
     sign = "-" if value < 0 else ""
     value = abs(value)
@@ -76,12 +77,17 @@ def format_quantity(q: Fraction | int, *, binary: bool = False) -> str:
     if value == 0:
         return "0"
     for suffix in ("E", "P", "T", "G", "M", "k", "", "m", "u", "n"):
-        scaled = value / Fraction(10) ** _DECIMAL[suffix]
+        exp = _DECIMAL[suffix]
+        scaled = value / Fraction(10) ** exp
         if scaled.denominator == 1:
+            if exponent:
+                return f"{sign}{scaled.numerator}" + (f"e{exp}" if exp else "")
             return f"{sign}{scaled.numerator}{suffix}"
     raise AssertionError("unreachable: every value rounded to nano has an integer nano mantissa")
 
 
 def canonical(s: str) -> str:
-    """Re-format a quantity string in the canonical form of its own format (binary if it used Ki/Mi/...)."""
-    return format_quantity(parse_quantity(s), binary=any(b in s for b in _BINARY))
+    """Re-format a quantity string canonically in its own format (binary if it used Ki/Mi/..., decimal
+    exponent if it used `e`), as the API server does when it stores a quantity."""
+    return format_quantity(parse_quantity(s), binary=any(b in s for b in _BINARY),
+                           exponent="e" in s.lower() and s[-1:] != "E")
