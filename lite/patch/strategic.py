@@ -135,7 +135,8 @@ def _check_order_list(plist: list[Any], order: list[Any], rule: ListRule) -> Non
             continue
         pos = _find(order, ident(item), ident)
         if pos < last:
-            raise errors.bad_request("invalid patch format of setElementOrder list")
+            raise errors.bad_request(f"The order in patch list:\n{plist}\n doesn't match {SET_ORDER} list:\n"
+                                     f"{order}\n")
         last = max(last, pos)
 
 
