@@ -1,0 +1,60 @@
+"""The `lite` command line: flags, `token`, `kubeconfig`, `agent`, in real subprocesses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lite.cli.main import build_parser
+from lite.server.certs import ensure_credentials, write_kubeconfig
+from lite.server.config import ServerConfig
+
+
+def lite(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lite.cli.main", *args], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_server_flags_parse_with_k3s_names() -> None:
+    args = build_parser().parse_args(["server", "--data-dir", "/d", "--bind-address", "127.0.0.1",
+                                      "--https-listen-port", "7000", "-o", "/k.yaml", "--token", "t",
+                                      "--disable-agent", "--log-level", "debug", "--tls-san", "a", "--tls-san", "b"])
+    assert (args.data_dir, args.bind_address, args.https_listen_port) == ("/d", "127.0.0.1", 7000)
+    assert (args.write_kubeconfig, args.token, args.disable_agent, args.log_level) == ("/k.yaml", "t", True, "debug")
+    assert args.tls_san == ["a", "b"]
+    defaults = build_parser().parse_args(["server"])
+    assert (defaults.bind_address, defaults.https_listen_port, defaults.write_kubeconfig) == ("0.0.0.0", 6443, None)
+
+
+@pytest.mark.parametrize("bad", [["server", "--https-listen-port", "70000"], ["server", "--log-level", "loud"],
+                                 ["nonsense"], []])
+def test_usage_errors_exit_2(bad: list[str]) -> None:
+    assert lite(*bad).returncode == 2
+
+
+def test_token_and_kubeconfig_before_and_after_first_start(data_dir: Path) -> None:
+    before = lite("token", "--data-dir", str(data_dir))
+    assert before.returncode == 1 and "has `lite server` run" in before.stderr
+    cfg = ServerConfig.create(data_dir, port=7443)
+    creds = ensure_credentials(cfg)
+    write_kubeconfig(cfg, creds)
+    token = lite("token", "--data-dir", str(data_dir))
+    assert token.returncode == 0 and token.stdout.strip() == creds.join_token
+    kc = lite("kubeconfig", "--data-dir", str(data_dir))
+    assert kc.returncode == 0 and kc.stdout == cfg.kubeconfig.read_text()
+    assert creds.admin_token in kc.stdout and "https://127.0.0.1:7443" in kc.stdout
+
+
+def test_agent_is_not_implemented_yet() -> None:
+    out = lite("agent", "--server", "https://127.0.0.1:6443", "--token", "x", "--node-name", "n1", "--simulate", "3")
+    assert out.returncode == 2 and "not implemented yet" in out.stderr
+
+
+def test_default_data_dir_for_root() -> None:
+    import os
+
+    expected = Path("/var/lib/lite") if os.geteuid() == 0 else Path.home() / ".lite"
+    assert ServerConfig.create().data_dir == expected
