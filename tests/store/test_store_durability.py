@@ -68,9 +68,10 @@ async def test_reopen_seeds_only_contiguous_history(db_path: str) -> None:
 @pytest.mark.slow
 def test_no_acked_write_lost_on_sigkill(db_path: str, tmp_path: Path) -> None:
     errlog = tmp_path / "writer.err"
-    with errlog.open("wb") as err, subprocess.Popen(
-        [sys.executable, str(WRITER), db_path], stdout=subprocess.PIPE, stderr=err
-    ) as proc:
+    with (
+        errlog.open("wb") as err,
+        subprocess.Popen([sys.executable, str(WRITER), db_path], stdout=subprocess.PIPE, stderr=err) as proc,
+    ):
         assert proc.stdout is not None
         try:
             assert proc.stdout.readline() == b"ready\n", errlog.read_text()

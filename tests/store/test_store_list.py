@@ -21,9 +21,7 @@ async def test_list_sorted_and_prefix_isolated(store: Store) -> None:
     assert [k for k, _, _ in items] == [f"core/pods/default/p{i:03d}" for i in range(25)]
     assert rev == store.current_rev == 31 and remaining == 0
     assert all(store.get(k) == (r, v) for k, r, v in items)
-    assert [k for k, _, _ in store.list("core/pods/default2/")[0]] == [
-        f"core/pods/default2/q{i}" for i in range(3)
-    ]
+    assert [k for k, _, _ in store.list("core/pods/default2/")[0]] == [f"core/pods/default2/q{i}" for i in range(3)]
     assert store.count("core/pods/") == 29
     assert store.count("core/pods/default/") == 25
     assert store.count("core/") == 30

@@ -80,14 +80,16 @@ class LogDB:
 
     def load_current(self) -> Iterator[tuple[str, int, bytes]]:
         """(key, mod_rev, value) of every live key, sorted by key."""
-        cur = self.conn.execute(
-            "SELECT c.name, c.id, l.value FROM current c JOIN log l ON l.id = c.id ORDER BY c.name"
-        )
+        cur = self.conn.execute("SELECT c.name, c.id, l.value FROM current c JOIN log l ON l.id = c.id ORDER BY c.name")
         for name, rev, value in cur:
             yield name, rev, bytes(value)
 
-    def recent(self, limit: int) -> list[HistoryRow]:
-        """The newest `limit` rows, oldest first, cut at the newest gap so that they are contiguous."""
+    def recent(self, limit: int, known: dict[int, bytes]) -> list[HistoryRow]:
+        """The newest `limit` rows, oldest first, cut at the newest gap so that they are contiguous.
+
+        `known` maps revs to values already in memory (the live rows); those objects are reused so the
+        window and the index share one copy of each value instead of doubling memory at open.
+        """
         cur = self.conn.execute(
             "SELECT l.id, l.name, l.created, l.deleted, l.prev_revision, l.value, p.value "
             "FROM log l LEFT JOIN log p ON p.id = l.prev_revision ORDER BY l.id DESC LIMIT ?",
@@ -97,11 +99,12 @@ class LogDB:
         for rid, name, created, deleted, prev_rev, value, prev_value in cur:
             if out and rid != out[-1].row.id - 1:
                 break  # compaction left a gap: older rows cannot be replayed without holes
-            row = Row(rid, name, bool(created), bool(deleted), prev_rev, bytes(value))
-            prev = None if created or prev_value is None else bytes(prev_value)
-            out.append(HistoryRow(row, prev))
+            row = Row(rid, name, bool(created), bool(deleted), prev_rev, known.get(rid, value))
+            out.append(HistoryRow(row, None if created or prev_value is None else prev_value))
         out.reverse()
-        return out
+        # Rows are read newest first, so a row's prev value is only known once the older row is read: share it.
+        by_rev = {h.row.id: h.row.value for h in out}
+        return [HistoryRow(h.row, by_rev.get(h.row.prev_revision, h.prev_value)) if h.prev_value else h for h in out]
 
     def commit(self, rows: Sequence[Row]) -> None:
         """Append `rows` and update `current`, all in one durable transaction."""
@@ -119,9 +122,7 @@ class LogDB:
                 "INSERT OR REPLACE INTO current(name, id) VALUES (?, ?)",
                 [(r.name, r.id) for r in final.values() if not r.deleted],
             )
-            c.executemany(
-                "DELETE FROM current WHERE name = ?", [(r.name,) for r in final.values() if r.deleted]
-            )
+            c.executemany("DELETE FROM current WHERE name = ?", [(r.name,) for r in final.values() if r.deleted])
             c.execute("COMMIT")
         except BaseException:
             if c.in_transaction:
@@ -137,9 +138,7 @@ class LogDB:
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            cur = c.execute(
-                "DELETE FROM log WHERE id < ? AND id NOT IN (SELECT id FROM current)", (below,)
-            )
+            cur = c.execute("DELETE FROM log WHERE id < ? AND id NOT IN (SELECT id FROM current)", (below,))
             removed = cur.rowcount
             c.execute("COMMIT")
         except BaseException:

@@ -52,7 +52,9 @@ def _encode(obj: dict[str, Any], rev: int) -> bytes:
     meta = obj.get("metadata")
     out = dict(obj)
     out["metadata"] = {**(meta if isinstance(meta, dict) else {}), "resourceVersion": str(rev)}
-    return orjson.dumps(out)
+    # orjson's result keeps its growth buffer (~16 KB for a 2 KB object); an exact-size copy is what we
+    # keep in the index and the window, or 10,000 pods would cost 160 MB instead of 20 MB.
+    return memoryview(orjson.dumps(out)).tobytes()
 
 
 class Store:
@@ -97,7 +99,8 @@ class Store:
     async def _load(self, window: int) -> None:
         current = await self._run(lambda: list(self._db.load_current()))
         rev = await self._run(self._db.max_rev)
-        history = await self._run(lambda: self._db.recent(window)) if window > 0 else []
+        known = {rev: value for _, rev, value in current}
+        history = await self._run(lambda: self._db.recent(window, known)) if window > 0 else []
         self._index.load_sorted(current)
         self.current_rev = rev
         self._next_rev = rev + 1
@@ -171,9 +174,7 @@ class Store:
         rev, prev = self._check_existing(key, expected_rev)
         return await self._submit(key, obj, created=False, deleted=False, prev_rev=rev, prev=prev)
 
-    async def delete(
-        self, key: str, expected_rev: int, final: dict[str, Any] | None = None
-    ) -> tuple[int, bytes]:
+    async def delete(self, key: str, expected_rev: int, final: dict[str, Any] | None = None) -> tuple[int, bytes]:
         """Write a tombstone holding `final` (default: the current object) at a new revision.
 
         Returns (deletion rev, final state bytes with that rev as resourceVersion). expected_rev 0 =

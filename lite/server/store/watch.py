@@ -38,7 +38,7 @@ class StoreEvent:
 
 
 def resource_prefix(key: str) -> str:
-    """"core/pods/ns/name" -> "core/pods/"; "" if the key has fewer than two segments."""
+    """ "core/pods/ns/name" -> "core/pods/"; "" if the key has fewer than two segments."""
     first = key.find("/")
     second = key.find("/", first + 1) if first >= 0 else -1
     return key[: second + 1] if second >= 0 else ""
