@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 
-from conftest import Cluster, unique
+from e2ekit import Cluster, unique
 
 MANIFESTS = """\
 apiVersion: apps/v1

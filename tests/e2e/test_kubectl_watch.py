@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import Cluster
+from e2ekit import Cluster
 
 
 def test_get_watch_shows_each_change(cluster: Cluster, ns: str) -> None:

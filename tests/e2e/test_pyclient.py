@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import Cluster
+from e2ekit import Cluster
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
