@@ -176,10 +176,12 @@ def _check_meta(obj: Obj, t: Target) -> None:
 # --- Tables ----------------------------------------------------------------------------------------
 
 def _tables() -> Any:
+    """The Table renderer module, or None while it is missing (kubectl then prints NAME/AGE)."""
     try:
-        return importlib.import_module("lite.server.api.tables")
-    except ImportError:  # not written yet: plain lists, which kubectl prints as NAME/AGE
+        mod = importlib.import_module("lite.server.api.tables")
+    except ImportError:
         return None
+    return mod if hasattr(mod, "to_table") else None
 
 
 def table_of(kind: Kind, objects: list[Obj], list_meta: Obj) -> Obj | None:

@@ -1,0 +1,363 @@
+"""The HTTP API over the real stack: `build_api_app` → `Resources` → SQLite `Store` on tmp_path.
+
+Covers status codes of CRUD and subresources, Status errors (400/404/405/409/413/415/422), body media
+types (JSON, YAML apply patch, protobuf), Tables, and watch streaming including ERROR 410 and shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from lite.kinds import KindRegistry
+from lite.server.api.http import API, build_api_app
+from lite.server.api.strategies import default_strategies
+from lite.server.store import Store
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "protobuf"
+TOKEN = {"Authorization": "Bearer t0ken"}
+JSON = {**TOKEN, "Content-Type": "application/json"}
+TABLE_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
+                "g=meta.k8s.io,application/json")
+PODS = "/api/v1/namespaces/default/pods"
+DEPLOYS = "/apis/apps/v1/namespaces/default/deployments"
+GUARD = 10.0  # hang guard for stream reads, never a speed assertion
+
+
+def _auth(request: web.Request) -> str | None:
+    return "admin" if request.headers.get("Authorization") == TOKEN["Authorization"] else None
+
+
+@dataclass
+class Api:
+    client: TestClient[web.Request, web.Application]
+    store: Store
+
+    async def call(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None,
+                   data: bytes | None = None) -> tuple[int, Any]:
+        if data is None and body is not None:
+            data = orjson.dumps(body)
+        r = await self.client.request(method, path, data=data, headers=headers or JSON)
+        raw = await r.read()
+        return r.status, orjson.loads(raw) if raw else None
+
+
+async def _maybe(value: Any) -> None:
+    if inspect.isawaitable(value):
+        await value
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    mod = pytest.importorskip("lite.server.api.resources", reason="lite.server.api.resources not landed yet")
+    store = await Store.open(str(tmp_path / "lite.db"))
+    kinds = KindRegistry()
+    resources = mod.Resources(store, kinds, default_strategies())
+    await _maybe(getattr(resources, "start", lambda: None)())
+    app = build_api_app(resources, kinds, _auth, max_body_bytes=64 * 1024)
+    try:
+        async with TestClient(TestServer(app)) as client:
+            a = Api(client, store)
+            status, _ = await a.call("POST", "/api/v1/namespaces", {"metadata": {"name": "default"}})
+            assert status == 201
+            yield a
+    finally:
+        stop = getattr(resources, "stop", None) or getattr(resources, "close", None)
+        if stop is not None:
+            await _maybe(stop())
+        await store.close()
+
+
+def pod(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+def deployment(name: str, replicas: int = 1) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+async def test_crud_status_codes(api: Api) -> None:
+    status, created = await api.call("POST", f"{PODS}?fieldManager=kubectl-create&fieldValidation=Strict",
+                                     pod("p1", app="a"))
+    assert status == 201
+    assert (created["kind"], created["apiVersion"], created["metadata"]["namespace"]) == ("Pod", "v1", "default")
+    rv = created["metadata"]["resourceVersion"]
+
+    status, got = await api.call("GET", f"{PODS}/p1")
+    assert status == 200 and got["metadata"]["uid"] == created["metadata"]["uid"]
+
+    status, err = await api.call("POST", PODS, pod("p1"))
+    assert (status, err["kind"], err["reason"], err["code"]) == (409, "Status", "AlreadyExists", 409)
+
+    got["metadata"]["labels"]["tier"] = "web"
+    status, updated = await api.call("PUT", f"{PODS}/p1", got)
+    assert status == 200 and updated["metadata"]["labels"]["tier"] == "web"
+
+    got["metadata"]["resourceVersion"] = rv  # stale
+    status, err = await api.call("PUT", f"{PODS}/p1", got)
+    assert (status, err["reason"]) == (409, "Conflict")
+
+    status, patched = await api.call("PATCH", f"{PODS}/p1", {"metadata": {"labels": {"x": "y"}}},
+                                     headers={**TOKEN, "Content-Type": "application/merge-patch+json"})
+    assert status == 200 and patched["metadata"]["labels"]["x"] == "y"
+
+    status, err = await api.call("PATCH", f"{PODS}/nope", {"metadata": {}},
+                                 headers={**TOKEN, "Content-Type": "application/merge-patch+json"})
+    assert (status, err["reason"], err["details"]["name"]) == (404, "NotFound", "nope")
+
+    status, lst = await api.call("GET", f"{PODS}?limit=500")
+    assert status == 200 and lst["kind"] == "PodList" and [p["metadata"]["name"] for p in lst["items"]] == ["p1"]
+
+    status, _ = await api.call("DELETE", f"{PODS}/p1", {"propagationPolicy": "Background",
+                                                        "gracePeriodSeconds": 0})
+    assert status == 200
+    status, err = await api.call("GET", f"{PODS}/p1")
+    assert (status, err["reason"], err["message"]) == (404, "NotFound", 'pods "p1" not found')
+
+
+async def test_python_client_style_create_defaults_kind(api: Api) -> None:
+    body = {"metadata": {"generateName": "py-"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    status, created = await api.call("POST", PODS, body)
+    assert status == 201
+    assert created["kind"] == "Pod" and created["apiVersion"] == "v1"
+    assert created["metadata"]["name"].startswith("py-") and len(created["metadata"]["name"]) == 8
+
+
+async def test_body_errors(api: Api) -> None:
+    status, err = await api.call("POST", PODS, data=b'{"metadata": {"name": ')
+    assert (status, err["reason"], err["code"]) == (400, "BadRequest", 400)
+    status, err = await api.call("POST", PODS, data=b"x" * (64 * 1024 + 1))
+    assert (status, err["reason"], err["code"]) == (413, "RequestEntityTooLarge", 413)
+    status, err = await api.call("POST", PODS, data=b"<pod/>", headers={**TOKEN, "Content-Type": "text/xml"})
+    assert (status, err["reason"]) == (415, "UnsupportedMediaType")
+    status, err = await api.call("PATCH", f"{PODS}/p", data=b"{}", headers=JSON)  # not a patch type
+    assert (status, err["reason"]) == (415, "UnsupportedMediaType")
+    status, err = await api.call("POST", PODS, {"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "a"}})
+    assert (status, err["reason"]) == (400, "BadRequest")
+    status, err = await api.call("POST", "/api/v1/namespaces/other/pods",
+                                 {**pod("a"), "metadata": {"name": "a", "namespace": "default"}})
+    assert (status, err["reason"]) == (400, "BadRequest")
+    status, err = await api.call("POST", PODS, {"metadata": {"name": "Bad_Name"},
+                                                "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    assert (status, err["reason"], err["code"]) == (422, "Invalid", 422)
+    assert err["details"]["causes"]
+    status, err = await api.call("POST", f"{PODS}?dryRun=Sometimes", pod("a"))
+    assert (status, err["reason"]) == (400, "BadRequest")
+
+
+async def test_unauthenticated_and_unknown(api: Api) -> None:
+    status, err = await api.call("GET", PODS, headers={"Authorization": "Bearer wrong"})
+    assert (status, err["reason"]) == (401, "Unauthorized")
+    status, err = await api.call("GET", "/api/v1/namespaces/default/widgets")
+    assert (status, err["reason"]) == (404, "NotFound")
+    status, err = await api.call("POST", "/api/v1/pods", pod("a"))  # cluster-wide collection: list only
+    assert (status, err["reason"]) == (405, "MethodNotAllowed")
+    status, err = await api.call("DELETE", "/api/v1/namespaces")  # namespaces have no deletecollection
+    assert (status, err["reason"]) == (405, "MethodNotAllowed")
+
+
+async def test_dry_run_does_not_persist(api: Api) -> None:
+    status, created = await api.call("POST", f"{PODS}?dryRun=All", pod("dry"))
+    assert status == 201 and created["metadata"]["name"] == "dry"
+    status, _ = await api.call("GET", f"{PODS}/dry")
+    assert status == 404
+
+
+async def test_cluster_wide_list_and_selectors(api: Api) -> None:
+    assert (await api.call("POST", "/api/v1/namespaces", {"metadata": {"name": "other"}}))[0] == 201
+    for ns, name, app in (("default", "a", "x"), ("other", "b", "x"), ("other", "c", "y")):
+        assert (await api.call("POST", f"/api/v1/namespaces/{ns}/pods", pod(name, app=app)))[0] == 201
+    _, lst = await api.call("GET", "/api/v1/pods?limit=500")
+    assert sorted(p["metadata"]["name"] for p in lst["items"]) == ["a", "b", "c"]
+    _, lst = await api.call("GET", "/api/v1/pods?labelSelector=app%3Dx")
+    assert sorted(p["metadata"]["name"] for p in lst["items"]) == ["a", "b"]
+    _, lst = await api.call("GET", "/api/v1/pods?fieldSelector=metadata.namespace%3Dother")
+    assert sorted(p["metadata"]["name"] for p in lst["items"]) == ["b", "c"]
+    status, err = await api.call("GET", "/api/v1/pods?labelSelector=a%20in%20(")
+    assert (status, err["reason"]) == (400, "BadRequest")
+    _, page = await api.call("GET", "/api/v1/pods?limit=1")
+    assert len(page["items"]) == 1 and page["metadata"]["continue"]
+    status, deleted = await api.call("DELETE", "/api/v1/namespaces/other/pods?labelSelector=app%3Dy",
+                                     {"gracePeriodSeconds": 0})
+    assert status == 200 and [p["metadata"]["name"] for p in deleted["items"]] == ["c"]
+
+
+async def test_apply_patch_yaml_creates_201_then_200(api: Api) -> None:
+    body = (b"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n"
+            b"  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n"
+            b"    spec:\n      containers:\n      - name: c\n        image: nginx:1.25\n")
+    headers = {**TOKEN, "Content-Type": "application/apply-patch+yaml"}
+    url = f"{DEPLOYS}/web?fieldManager=kubectl&fieldValidation=Strict&force=false"
+    status, created = await api.call("PATCH", url, data=body, headers=headers)
+    assert status == 201 and created["spec"]["replicas"] == 2
+    status, again = await api.call("PATCH", url, data=body.replace(b"replicas: 2", b"replicas: 3"), headers=headers)
+    assert status == 200 and again["spec"]["replicas"] == 3
+    status, err = await api.call("PATCH", url, data=b"spec: [unclosed", headers=headers)
+    assert (status, err["reason"]) == (400, "BadRequest")
+
+
+async def test_json_and_strategic_patch(api: Api) -> None:
+    assert (await api.call("POST", DEPLOYS, deployment("d")))[0] == 201
+    status, out = await api.call("PATCH", f"{DEPLOYS}/d", [{"op": "replace", "path": "/spec/replicas", "value": 4}],
+                                 headers={**TOKEN, "Content-Type": "application/json-patch+json"})
+    assert status == 200 and out["spec"]["replicas"] == 4
+    status, err = await api.call("PATCH", f"{DEPLOYS}/d", {"op": "replace"},
+                                 headers={**TOKEN, "Content-Type": "application/json-patch+json"})
+    assert (status, err["reason"]) == (400, "BadRequest")
+    smp = {"spec": {"template": {"spec": {"$setElementOrder/containers": [{"name": "c"}],
+                                          "containers": [{"name": "c", "image": "nginx:2"}]}}}}
+    status, out = await api.call("PATCH", f"{DEPLOYS}/d?fieldManager=kubectl-client-side-apply", smp,
+                                 headers={**TOKEN, "Content-Type": "application/strategic-merge-patch+json"})
+    assert status == 200
+    [container] = out["spec"]["template"]["spec"]["containers"]
+    assert (container["name"], container["image"]) == ("c", "nginx:2")
+    assert not any(k.startswith("$") for k in out["spec"]["template"]["spec"])
+
+
+async def test_scale_and_status_subresources(api: Api) -> None:
+    assert (await api.call("POST", DEPLOYS, deployment("s", 1)))[0] == 201
+    status, scale = await api.call("GET", f"{DEPLOYS}/s/scale")
+    assert status == 200 and (scale["kind"], scale["apiVersion"]) == ("Scale", "autoscaling/v1")
+    status, scale = await api.call("PATCH", f"{DEPLOYS}/s/scale", {"spec": {"replicas": 3}},
+                                   headers={**TOKEN, "Content-Type": "application/merge-patch+json"})
+    assert status == 200 and scale["spec"]["replicas"] == 3
+    _, d = await api.call("GET", f"{DEPLOYS}/s")
+    assert d["spec"]["replicas"] == 3
+    d["status"] = {"observedGeneration": d["metadata"]["generation"], "replicas": 3}
+    status, out = await api.call("PUT", f"{DEPLOYS}/s/status", d)
+    assert status == 200 and out["status"]["replicas"] == 3
+    status, err = await api.call("GET", f"{DEPLOYS}/s/nothing")
+    assert (status, err["reason"]) == (404, "NotFound")
+
+
+async def test_eviction_answers_201(api: Api) -> None:
+    assert (await api.call("POST", PODS, pod("ev")))[0] == 201
+    body = {"kind": "Eviction", "apiVersion": "policy/v1", "metadata": {"name": "ev", "namespace": "default",
+                                                                        "creationTimestamp": None},
+            "deleteOptions": {}}
+    status, out = await api.call("POST", f"{PODS}/ev/eviction", body)
+    assert status == 201 and out["kind"] == "Status"
+
+
+async def test_pod_log_without_agent_is_clear_status(api: Api) -> None:
+    assert (await api.call("POST", PODS, pod("lg")))[0] == 201
+    status, err = await api.call("GET", f"{PODS}/lg/log?container=c&follow=true")
+    assert (status, err["reason"]) == (400, "BadRequest")
+    assert err["message"] == 'container "c" in pod "lg" is waiting to start: ContainerCreating'
+    status, err = await api.call("GET", f"{PODS}/missing/log")
+    assert (status, err["reason"]) == (404, "NotFound")
+
+
+async def test_protobuf_create(api: Api) -> None:
+    body = (FIXTURES / "namespace.bin").read_bytes()
+    status, out = await api.call("POST", "/api/v1/namespaces?fieldManager=kubectl-create&fieldValidation=Strict",
+                                 data=body, headers={**TOKEN, "Content-Type": "application/vnd.kubernetes.protobuf",
+                                                     "Accept": "application/vnd.kubernetes.protobuf,application/json"})
+    assert status == 201 and out["kind"] == "Namespace" and out["metadata"]["name"]
+    status, err = await api.call("POST", "/api/v1/namespaces", data=b"k8s\x00\xff\xff",
+                                 headers={**TOKEN, "Content-Type": "application/vnd.kubernetes.protobuf"})
+    assert status == 400 and err["kind"] == "Status"
+
+
+async def test_tables(api: Api) -> None:
+    assert (await api.call("POST", PODS, pod("t1", app="a")))[0] == 201
+    headers = {**TOKEN, "Accept": TABLE_ACCEPT}
+    status, table = await api.call("GET", f"{PODS}?limit=500", headers=headers)
+    assert status == 200 and (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1")
+    assert table["columnDefinitions"][0]["name"] == "Name"
+    [row] = table["rows"]
+    assert row["object"]["metadata"]["labels"] == {"app": "a"}
+    assert table["metadata"]["resourceVersion"]
+    status, one = await api.call("GET", f"{PODS}/t1", headers=headers)
+    assert status == 200 and one["kind"] == "Table" and len(one["rows"]) == 1
+    status, plain = await api.call("GET", f"{PODS}/t1")
+    assert plain["kind"] == "Pod"
+
+
+async def _read_line(resp: Any) -> dict[str, Any]:
+    line = await asyncio.wait_for(resp.content.readline(), GUARD)
+    assert line.endswith(b"\n"), line
+    out: dict[str, Any] = orjson.loads(line)
+    return out
+
+
+async def test_watch_streams_events(api: Api) -> None:
+    _, lst = await api.call("GET", PODS)
+    rv = lst["metadata"]["resourceVersion"]
+    async with api.client.get(f"{PODS}?watch=true&resourceVersion={rv}", headers=TOKEN) as resp:
+        assert resp.status == 200
+        assert resp.headers.get("Transfer-Encoding") == "chunked"
+        assert (await api.call("POST", PODS, pod("w1")))[0] == 201
+        ev = await _read_line(resp)
+        assert ev["type"] == "ADDED"
+        assert (ev["object"]["kind"], ev["object"]["metadata"]["name"]) == ("Pod", "w1")
+        await api.call("PATCH", f"{PODS}/w1", {"metadata": {"labels": {"a": "b"}}},
+                       headers={**TOKEN, "Content-Type": "application/merge-patch+json"})
+        ev = await _read_line(resp)
+        assert ev["type"] == "MODIFIED" and ev["object"]["metadata"]["labels"] == {"a": "b"}
+
+
+async def test_watch_initial_state_table_rows(api: Api) -> None:
+    assert (await api.call("POST", PODS, pod("tw")))[0] == 201
+    url = f"{PODS}?fieldSelector=metadata.name%3Dtw&resourceVersion=0&watch=true"
+    async with api.client.get(url, headers={**TOKEN, "Accept": TABLE_ACCEPT}) as resp:
+        ev = await _read_line(resp)
+        assert ev["type"] == "ADDED"
+        assert ev["object"]["kind"] == "Table" and len(ev["object"]["rows"]) == 1
+        assert ev["object"]["rows"][0]["object"]["metadata"]["name"] == "tw"
+
+
+async def test_watch_named_object_and_timeout(api: Api) -> None:
+    assert (await api.call("POST", PODS, pod("nm")))[0] == 201
+    assert (await api.call("POST", PODS, pod("other")))[0] == 201
+    async with api.client.get(f"{PODS}/nm?watch=true&timeoutSeconds=1", headers=TOKEN) as resp:
+        ev = await _read_line(resp)
+        assert (ev["type"], ev["object"]["metadata"]["name"]) == ("ADDED", "nm")
+        rest = await asyncio.wait_for(resp.content.read(), GUARD)  # ends by itself after timeoutSeconds
+        assert b'"other"' not in rest
+
+
+async def test_watch_too_old_rv_gives_error_410(api: Api) -> None:
+    for i in range(5):
+        assert (await api.call("POST", PODS, pod(f"old{i}")))[0] == 201
+    await api.store.compact(1)
+    async with api.client.get(f"{PODS}?watch=true&resourceVersion=1", headers=TOKEN) as resp:
+        assert resp.status == 200
+        ev = await _read_line(resp)
+        assert ev["type"] == "ERROR"
+        assert ev["object"]["kind"] == "Status" and ev["object"]["code"] == 410
+        assert ev["object"]["reason"] in ("Expired", "Gone")
+        assert await asyncio.wait_for(resp.content.read(), GUARD) == b""
+
+
+async def test_watch_bad_selector_is_plain_400(api: Api) -> None:
+    status, err = await api.call("GET", f"{PODS}?watch=true&labelSelector=a%20in%20(")
+    assert (status, err["reason"]) == (400, "BadRequest")
+
+
+async def test_shutdown_ends_open_watches(api: Api) -> None:
+    resp = await api.client.get(f"{PODS}?watch=true", headers=TOKEN)
+    assert resp.status == 200
+    assert len(api.client.app[API].watches) == 1
+    await api.client.app.shutdown()  # what the runner does first on SIGTERM
+    with contextlib.suppress(Exception):
+        rest = await asyncio.wait_for(resp.content.read(), GUARD)
+        assert b"ERROR" not in rest
+    assert resp.content.at_eof()
+    assert len(api.client.app[API].watches) == 0
+    resp.release()
