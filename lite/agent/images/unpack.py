@@ -191,11 +191,7 @@ def _create(tar: tarfile.TarFile, m: tarfile.TarInfo, root: Path, target: Path) 
     elif m.issym():
         os.symlink(m.linkname, target)
     elif m.islnk():
-        link_parts = _clean(m.linkname)
-        src_path = resolve_in_root(root, link_parts[:-1], create=False) / link_parts[-1]
-        if not os.path.lexists(src_path) or (src_path.is_dir() and not src_path.is_symlink()):
-            raise ImagePullError(f"hardlink {m.name} -> {m.linkname}: target is not in this layer")
-        os.link(src_path, target, follow_symlinks=False)
+        os.link(_hardlink_source(root, m), target, follow_symlinks=False)
         return 0  # shares the inode (and its metadata) with the target
     elif m.ischr() or m.isblk():
         kind = stat.S_IFCHR if m.ischr() else stat.S_IFBLK
@@ -206,6 +202,17 @@ def _create(tar: tarfile.TarFile, m: tarfile.TarInfo, root: Path, target: Path) 
         return 0  # unknown member types (e.g. GNU sparse headers already folded) carry no file
     _set_meta(target, m)
     return size
+
+
+def _hardlink_source(root: Path, m: tarfile.TarInfo) -> Path:
+    parts = _clean(m.linkname)
+    try:
+        src = resolve_in_root(root, parts[:-1], create=False) / parts[-1] if parts else None
+    except ImagePullError:
+        src = None
+    if src is None or not os.path.lexists(src) or (src.is_dir() and not src.is_symlink()):
+        raise ImagePullError(f"hardlink {m.name} -> {m.linkname}: target is not an earlier file of this layer")
+    return src
 
 
 def _mknod_whiteout(target: Path) -> None:

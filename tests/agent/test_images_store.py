@@ -1,0 +1,152 @@
+"""Store-level behaviour: overlay rootfs through a real mount, air-gap import, image GC on a real tmpfs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lite.agent.images import ImageService, mount_rootfs, unmount_rootfs
+from lite.agent.images.overlay import overlay_options
+from tests.agent.conftest import PushedImages
+from tests.helpers.images import Entry, Image, Layer, Pusher, docker_save_tar, oci_layout_tar
+from tests.helpers.registry import RegistryServer
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount)")
+
+
+@pytest.fixture
+def mounts() -> Iterator[list[Path]]:
+    """Targets mounted by the test; unmounted at the end whatever happened."""
+    targets: list[Path] = []
+    yield targets
+    for target in reversed(targets):
+        unmount_rootfs(target, lazy=True)
+
+
+def _dirs(base: Path, *names: str) -> list[Path]:
+    out = [base / n for n in names]
+    for d in out:
+        d.mkdir(parents=True)
+    return out
+
+
+@pytest.mark.root
+@root_only
+async def test_whiteouts_through_overlay_mount(
+    store_root: Path, tmp_path: Path, registry: RegistryServer, pushed_images: PushedImages, mounts: list[Path]
+) -> None:
+    async with await ImageService.open(store_root) as svc:
+        info = await svc.ensure(f"{registry.host}/test/busybox:wh")
+        layers = svc.rootfs_layers(info.id)
+    assert len(layers) == 2
+    check_overlay(layers, tmp_path, mounts)
+
+
+def check_overlay(layers: list[Path], tmp_path: Path, mounts: list[Path]) -> None:
+    upper, work, target = _dirs(tmp_path / "c1", "upper", "work", "rootfs")
+    mount_rootfs(layers, upper, work, target)
+    mounts.append(target)
+    assert (target / "bin" / "busybox").is_file()
+    assert os.readlink(target / "bin" / "sh") == "/bin/busybox"
+    assert not os.path.lexists(target / "bin" / "vi")  # whited out by the top layer
+    assert sorted(p.name for p in (target / "www").iterdir()) == ["new.html"]  # opaque: index.html hidden
+    assert (target / "etc" / "hello").read_text() == "hello\n"
+    (target / "www" / "written").write_text("w")  # writes go to the container's upper dir only
+    assert (upper / "www" / "written").exists() and not (layers[0] / "www" / "written").exists()
+    # a second container shares the same lower layers
+    upper2, work2, target2 = _dirs(tmp_path / "c2", "upper", "work", "rootfs")
+    mount_rootfs(layers, upper2, work2, target2)
+    mounts.append(target2)
+    assert not (target2 / "www" / "written").exists()
+    unmount_rootfs(target2)
+    unmount_rootfs(target2)  # idempotent
+    assert not (target2 / "bin").exists()
+
+
+def test_overlay_options_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        overlay_options([], tmp_path, tmp_path)
+    with pytest.raises(ValueError, match="contains"):
+        overlay_options([tmp_path / "a:b"], tmp_path, tmp_path)
+    with pytest.raises(ValueError, match="mount data limit"):
+        overlay_options([tmp_path / ("x" * 200)] * 30, tmp_path, tmp_path)
+
+
+async def test_import_docker_save_and_oci_layout(store_root: Path, tmp_path: Path, busybox_layer: Layer) -> None:
+    drop = tmp_path / "agent" / "images"
+    drop.mkdir(parents=True)
+    extra = Layer.build([Entry("etc/motd", data=b"imported\n")])
+    docker_image = Image([busybox_layer, extra], cmd=["/bin/httpd", "-f"])
+    oci_image = Image([busybox_layer], cmd=["/bin/echo", "oci"])
+    docker_save_tar(drop / "a-docker.tar", docker_image, ["myapp:1.0", "registry.local/team/app:v2"])
+    oci_layout_tar(drop / "b-oci.tar.gz", oci_image, "registry.local/oci/busybox:3", gz=True)
+    (drop / "notes.txt").write_text("ignored")
+    async with await ImageService.open(store_root) as svc:
+        imported = await svc.import_dir(drop)
+        assert [i.id for i in imported] == [docker_image.config(docker=True).digest, oci_image.config().digest]
+        app = svc.get("myapp:1.0")
+        assert app is not None and app.repo_tags == ("docker.io/library/myapp:1.0", "registry.local/team/app:v2")
+        assert app.config["Cmd"] == ["/bin/httpd", "-f"] and app.repo_digests == ()
+        assert app.image_ref == app.id
+        top, base = svc.rootfs_layers("registry.local/team/app:v2")
+        assert (top / "etc" / "motd").read_text() == "imported\n" and (base / "bin" / "busybox").is_file()
+        oci = await svc.ensure("registry.local/oci/busybox:3", "Never")
+        assert oci.config["Cmd"] == ["/bin/echo", "oci"]
+        assert svc.rootfs_layers(oci.id) == [base]  # the busybox layer is unpacked once, shared
+        assert await svc.import_dir(drop) == []  # each archive once
+        os.utime(drop / "a-docker.tar", (1, 1))  # a changed file is imported again
+        assert [i.id for i in await svc.import_dir(drop)] == [app.id]
+    async with await ImageService.open(store_root) as svc:
+        assert await svc.import_dir(drop) == []  # remembered across restarts
+
+
+async def test_bad_archive_is_skipped(store_root: Path, tmp_path: Path) -> None:
+    (tmp_path / "junk.tar").write_bytes(b"not a tar at all" * 100)
+    async with await ImageService.open(store_root) as svc:
+        assert await svc.import_dir(tmp_path) == []
+        assert svc.list() == []
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 24 MiB tmpfs, so disk-usage thresholds are crossed by a few MiB of images."""
+    path = tmp_path / "tmpfs"
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "lite-test-images", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def _usage(path: Path) -> float:
+    st = os.statvfs(path)
+    return 100.0 * (st.f_blocks - st.f_bavail) / st.f_blocks
+
+
+@pytest.mark.root
+@root_only
+async def test_gc_removes_least_recently_used_unused_images(
+    small_fs: Path, registry: RegistryServer, pushed_images: PushedImages
+) -> None:
+    push = Pusher(registry.url)
+    fillers = [Image([Layer.build([Entry("fill.bin", data=os.urandom(2 << 20))])]) for _ in range(2)]
+    for n, img in enumerate(fillers):
+        push.push_image("test/filler", f"gc{n}-{img.config().digest[7:19]}", img)
+    async with await ImageService.open(small_fs / "store") as svc:
+        used = await svc.ensure(f"{registry.host}/test/busybox:oci")
+        old = await svc.ensure(f"{registry.host}/test/filler:gc0-{fillers[0].config().digest[7:19]}")
+        new = await svc.ensure(f"{registry.host}/test/filler:gc1-{fillers[1].config().digest[7:19]}")
+        now = _usage(small_fs)
+        assert await svc.gc(high_pct=int(now) + 1, low_pct=0, in_use={used.id}) == []  # below the threshold
+        removed = await svc.gc(high_pct=int(now), low_pct=int(now) - 5, in_use={used.id})
+        assert removed == [old.id]  # one image was enough to get under low_pct; the oldest went first
+        assert _usage(small_fs) <= now - 5
+        removed = await svc.gc(high_pct=0, low_pct=0, in_use={f"{registry.host}/test/busybox:oci"})
+        assert removed == [new.id]  # everything not in use, never the image in use
+        assert [i.id for i in svc.list()] == [used.id]
+        assert svc.rootfs_layers(used.id)[0].is_dir()
