@@ -23,16 +23,18 @@ from lite.informer import Informer
 from lite.kinds import KindRegistry
 from lite.objects import deep_copy, name_of
 from lite.server.api.http import build_api_app
-from lite.server.api.strategies.base import Strategies
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
 from lite.server.store.store import Store
 
 
-def new_resources(store: Store, kinds: KindRegistry) -> Any:
-    """The real in-process API registry (`Resources`) over `store`."""
+async def new_resources(store: Store, kinds: KindRegistry) -> Any:
+    """The real in-process API registry (`Resources`) over `store`, started (system namespaces exist)."""
     mod = pytest.importorskip("lite.server.api.resources", reason="lite.server.api.resources not landed yet")
-    return mod.Resources(store, kinds, Strategies())
+    strategies = pytest.importorskip("lite.server.api.strategies")
+    resources = mod.Resources(store, kinds, strategies.default_strategies())
+    await resources.start()
+    return resources
 
 KINDS = KindRegistry()
 CM = KINDS.by_gvk("", "v1", "ConfigMap")
@@ -94,7 +96,7 @@ async def serve_api(tmp_path: Path, port: int, *, window: int = 10000) -> AsyncI
     creds = await asyncio.to_thread(ensure_credentials, cfg)
     kubeconfig = await asyncio.to_thread(write_kubeconfig, cfg, creds)
     store = await Store.open(str(tmp_path / "state.db"), window=window)
-    resources = new_resources(store, KINDS)
+    resources = await new_resources(store, KINDS)
     app = build_api_app(resources, KINDS, _auth_for(creds.admin_token))
     runner = web.AppRunner(app)
     await runner.setup()

@@ -21,14 +21,16 @@ from lite.errors import internal
 from lite.informer import Informer, SharedInformers
 from lite.kinds import KindRegistry
 from lite.objects import deep_copy, labels_of, name_of
-from lite.server.api.strategies.base import Strategies
 from lite.server.store.store import Store
 
 
-def new_resources(store: Store, kinds: KindRegistry) -> Any:
-    """The real in-process API registry (`Resources`) over `store`."""
+async def new_resources(store: Store, kinds: KindRegistry) -> Any:
+    """The real in-process API registry (`Resources`) over `store`, started (system namespaces exist)."""
     mod = pytest.importorskip("lite.server.api.resources", reason="lite.server.api.resources not landed yet")
-    return mod.Resources(store, kinds, Strategies())
+    strategies = pytest.importorskip("lite.server.api.strategies")
+    resources = mod.Resources(store, kinds, strategies.default_strategies())
+    await resources.start()
+    return resources
 
 KINDS = KindRegistry()
 CM = KINDS.by_gvk("", "v1", "ConfigMap")
@@ -43,7 +45,9 @@ async def open_api(tmp_path: Path, *, window: int = 10000) -> AsyncIterator[Any]
     """The real in-process API over a real SQLite store in tmp_path."""
     store = await Store.open(str(tmp_path / "state.db"), window=window)
     try:
-        yield new_resources(store, KindRegistry())
+        api = await new_resources(store, KindRegistry())
+        await api.create(NS, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+        yield api
     finally:
         await store.close()
 
@@ -140,7 +144,7 @@ async def test_list_paginated_then_watch_add_update_delete(tmp_path: Path) -> No
     async with open_api(tmp_path) as api:
         for i in range(5):
             await api.create(CM, "default", cm(f"pre{i}", a=str(i)))
-        await api.create(CM, "other", cm("elsewhere"))
+        await api.create(CM, "other", cm("elsewhere", "other"))
         ctl = Controlled(api)
         inf = Informer(cast(Client, ctl), CM, page_size=2)
         rec = Recorder()
@@ -178,7 +182,7 @@ async def test_namespace_and_label_selector_scoping(tmp_path: Path) -> None:
     async with open_api(tmp_path) as api:
         await api.create(CM, "default", cm("match", labels={"app": "web"}))
         await api.create(CM, "default", cm("nomatch", labels={"app": "db"}))
-        await api.create(CM, "other", cm("match-elsewhere", labels={"app": "web"}))
+        await api.create(CM, "other", cm("match-elsewhere", "other", labels={"app": "web"}))
         inf = Informer(api, CM, "default", label_selector="app=web")
         rec = Recorder()
         rec.attach(inf)
@@ -190,7 +194,7 @@ async def test_namespace_and_label_selector_scoping(tmp_path: Path) -> None:
             moved = deep_copy(await api.get(CM, "default", "nomatch"))
             moved["metadata"]["labels"] = {"app": "web"}
             await api.update(CM, "default", "nomatch", moved)  # starts matching
-            await api.create(CM, "other", cm("late-elsewhere", labels={"app": "web"}))
+            await api.create(CM, "other", cm("late-elsewhere", "other", labels={"app": "web"}))
             left = deep_copy(await api.get(CM, "default", "match"))
             left["metadata"]["labels"] = {"app": "gone"}
             await api.update(CM, "default", "match", left)  # stops matching
@@ -289,7 +293,7 @@ async def test_indexes_follow_updates_and_deletes(tmp_path: Path) -> None:
     async with open_api(tmp_path) as api:
         await api.create(CM, "default", cm("a", labels={"tier": "front"}))
         await api.create(CM, "default", cm("b", labels={"tier": "back"}))
-        await api.create(CM, "other", cm("c", labels={"tier": "front"}))
+        await api.create(CM, "other", cm("c", "other", labels={"tier": "front"}))
         inf = Informer(api, CM)
         inf.add_index("tier", lambda o: [labels_of(o)["tier"]] if "tier" in labels_of(o) else [])
         async with running(inf):
