@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 import orjson
 import pytest
 
-from lite.server.store import KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed
+from lite.server.store import CommitFailed, KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed
 from tests.store.conftest import pod
 
 K = "core/pods/default/a"
@@ -124,3 +125,29 @@ async def test_close_drains_and_rejects(db_path: str) -> None:
     s2 = await Store.open(db_path)
     assert s2.count("core/pods/") == 50 and s2.current_rev == 50
     await s2.close()
+
+
+async def test_failed_commit_fails_batch_and_recovers(db_path: str) -> None:
+    """Another process holding the write lock makes COMMIT fail (after SQLite's 5 s busy timeout)."""
+    s = await Store.open(db_path)
+    try:
+        rev, _ = await s.create(K, pod("a"))
+        other = sqlite3.connect(db_path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock
+        results = await asyncio.gather(
+            s.update(K, pod("a", n=1), rev),
+            s.update(K, pod("a", n=2), rev + 1),  # checked against the first one, still pending
+            return_exceptions=True,
+        )
+        other.execute("ROLLBACK")
+        other.close()
+        assert all(isinstance(r, CommitFailed) for r in results), results
+        assert s.current_rev == rev and s.get(K) is not None and s.get(K)[0] == rev  # type: ignore[index]
+        # the pending view was reset: the next write is checked against committed state, no rev gap
+        rev2, _ = await s.update(K, pod("a", n=3), rev)
+        assert rev2 == rev + 1
+    finally:
+        await s.close()
+    s = await Store.open(db_path)
+    assert s.current_rev == rev + 1 and [e.rev for e in s.watch("", 0)._replay] == [1, 2]
+    await s.close()

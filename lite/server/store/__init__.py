@@ -4,6 +4,7 @@ Used only by `lite/server/api/resources.py`; see docs/internals.md for the contr
 """
 
 from lite.server.store.errors import (
+    CommitFailed,
     Compacted,
     KeyExists,
     KeyNotFound,
@@ -16,6 +17,7 @@ from lite.server.store.store import Store, compactor
 from lite.server.store.watch import StoreEvent, Watch
 
 __all__ = [
+    "CommitFailed",
     "Compacted",
     "KeyExists",
     "KeyNotFound",

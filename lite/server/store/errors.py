@@ -53,5 +53,12 @@ class WatchDropped(StoreError):
         self.last_rev = last_rev
 
 
+class CommitFailed(StoreError):
+    """The transaction holding this write failed (disk full, file locked, ...); nothing of it was written.
+
+    Writes queued behind it fail too, since their conflict checks assumed it would land; callers retry.
+    """
+
+
 class StoreClosed(StoreError):
     """A write was submitted after close() began, or the writer failed permanently."""

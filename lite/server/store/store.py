@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from lite.server.store.errors import KeyExists, KeyNotFound, RevMismatch, StoreClosed
+from lite.server.store.errors import CommitFailed, KeyExists, KeyNotFound, RevMismatch, StoreClosed, StoreError
 from lite.server.store.index import KeyIndex
 from lite.server.store.sqlite import LogDB, Row
 from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
@@ -73,6 +73,7 @@ class Store:
         self._wake = asyncio.Event()
         self._closing = False
         self._writer: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Future[None] | None = None
         self.commits = 0  # transactions committed (group commit makes this far less than `writes`)
         self.writes = 0  # rows committed
 
@@ -109,15 +110,17 @@ class Store:
         )
 
     async def close(self) -> None:
-        """Commit everything pending, end all watches, close the file. Idempotent."""
-        if self._closing:
-            if self._writer is not None:
-                await asyncio.shield(self._writer)
-            return
+        """Commit everything pending, end all watches, close the file. Idempotent; safe to call concurrently."""
+        if self._close_task is None:
+            self._close_task = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
         self._closing = True
         self._wake.set()
         if self._writer is not None:
-            await self._writer
+            # A crashed writer was already logged and failed its writes; the file must still be closed.
+            await asyncio.gather(self._writer, return_exceptions=True)
         self._hub.close_all()
         await self._run(self._db.close)
         self._executor.shutdown(wait=True)
@@ -219,6 +222,17 @@ class Store:
     # ---- the writer ----------------------------------------------------------------------------------
 
     async def _write_loop(self) -> None:
+        try:
+            await self._write_batches()
+        except BaseException as e:
+            # Without the writer every write would wait forever: fail them all and refuse new ones.
+            self._closing = True
+            if not isinstance(e, asyncio.CancelledError):
+                log.exception("store writer crashed")
+            self._fail_all([], StoreClosed(f"store writer stopped: {e!r}"))
+            raise
+
+    async def _write_batches(self) -> None:
         while True:
             if not self._pending:
                 if self._closing:
@@ -235,7 +249,7 @@ class Store:
             await self._run(lambda: self._db.commit(rows))
         except Exception as e:
             log.error("store commit of %d rows failed: %s", len(rows), e)
-            self._fail_all(batch, e)
+            self._fail_all(batch, CommitFailed(f"commit failed: {e}"))
             return
         events = []
         for p in batch:
@@ -255,14 +269,14 @@ class Store:
             if not p.future.done():  # the submitter may have been cancelled; the write stands anyway
                 p.future.set_result((p.row.id, p.row.value))
 
-    def _fail_all(self, batch: _Batch, err: Exception) -> None:
+    def _fail_all(self, batch: _Batch, err: StoreError) -> None:
         """A failed batch invalidates everything queued behind it: fail all, reset to committed state."""
         queued, self._pending = self._pending, []
         self._overlay.clear()
         self._next_rev = self.current_rev + 1
         for p in [*batch, *queued]:
             if not p.future.done():
-                p.future.set_exception(StoreClosed(f"commit failed: {err}"))
+                p.future.set_exception(err)
 
     # ---- compaction ----------------------------------------------------------------------------------
 
