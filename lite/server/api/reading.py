@@ -1,0 +1,172 @@
+"""get and list: resourceVersion rules, label/field selectors, limit/continue pagination.
+
+resourceVersion (docs §8.1): lite serves only the current state, so "unset", "0", NotOlderThan N (N not in
+the future) and a limit-less "N" all answer the current state; an exact N (resourceVersionMatch=Exact, or
+"N" with a limit) that is not the current revision is 410 Expired; N beyond the current revision is 504
+"Too large resource version" as upstream.
+
+Continue tokens are opaque base64 of {"v", "rv", "start"}: the next page starts after the last key returned.
+Pages after the first come from the current state (not a snapshot at "rv"); the list keeps reporting the
+first page's revision. A token whose revision left the watch window is 410 Expired, as upstream's
+compacted tokens are.
+
+Invariants: a list never returns more than `limit` items; `continue` is set only when more items may follow;
+`remainingItemCount` only when no selector filtered the page (upstream rule).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+
+import orjson
+
+from lite import errors
+from lite.errors import ApiError
+from lite.kinds import Kind
+from lite.selectors import check_field_selector, field_set, parse_field_selector, parse_label_selector
+from lite.server.api.registry_base import Obj, RegistryBase
+
+Matcher = Callable[[Obj], bool]
+_EXPIRED_CONTINUE = ("The provided continue parameter is too old to display a consistent list result. You can "
+                     "start a new list without the continue parameter, or use the continue token in this "
+                     "response to retrieve the remainder of the results. Continuing with the provided token "
+                     "results in an inconsistent list - objects that were created, modified, or deleted "
+                     "between the time the first chunk was returned and now may show up in the list.")
+
+
+def parse_rv(rv: str) -> int:
+    try:
+        n = int(rv)
+    except ValueError:
+        raise errors.bad_request(f"invalid resource version: {rv!r}") from None
+    if n < 0:
+        raise errors.bad_request(f"invalid resource version: {rv!r}")
+    return n
+
+
+def too_large(rv: int, current: int) -> ApiError:
+    return ApiError(f"Too large resource version: {rv}, current: {current}", 504, "Timeout", retry_after=1,
+                    causes=[errors.Cause("ResourceVersionTooLarge", "Too large resource version")])
+
+
+def make_matcher(kind: Kind, label_selector: str, field_selector: str) -> Matcher | None:
+    """None when both selectors are empty (everything matches); 400 BadRequest on a bad selector."""
+    labels = parse_label_selector(label_selector) if label_selector else None
+    fields = parse_field_selector(field_selector) if field_selector else None
+    if fields is not None:
+        check_field_selector(kind, fields)
+    if (labels is None or labels.empty) and (fields is None or fields.empty):
+        return None
+
+    def match(obj: Obj) -> bool:
+        if labels is not None and not labels.matches((obj.get("metadata") or {}).get("labels") or {}):
+            return False
+        return fields is None or fields.matches(field_set(kind, obj))
+
+    return match
+
+
+def encode_continue(rv: int, start: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start})).decode()
+
+
+def decode_continue(token: str, prefix: str) -> tuple[int, str]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+        rv, start = int(data["rv"]), str(data["start"])
+        if data.get("v") != "meta.k8s.io/v1":
+            raise ValueError("unknown token version")
+    except (binascii.Error, ValueError, KeyError, TypeError, orjson.JSONDecodeError) as e:
+        raise errors.bad_request(f"invalid continue token: continue key is not valid: {e}") from None
+    if not start.startswith(prefix):
+        raise errors.bad_request("invalid continue token: continue key is not valid: key is outside the listed "
+                                 "range")
+    return rv, start
+
+
+def validate_list_options(rv: str, match: str, continue_: str) -> None:
+    """Upstream ValidateListOptions: 422 Invalid on ListOptions."""
+    causes = []
+    if match:
+        if not rv:
+            causes.append(errors.field_forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden "
+                                                 "unless resourceVersion is provided"))
+        if continue_:
+            causes.append(errors.field_forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden "
+                                                 "when continue is provided"))
+        if match not in ("Exact", "NotOlderThan"):
+            causes.append(errors.field_not_supported("resourceVersionMatch", match, ["Exact", "NotOlderThan", ""]))
+        if match == "Exact" and rv == "0":
+            causes.append(errors.field_forbidden("resourceVersionMatch", 'resourceVersionMatch "exact" is '
+                                                 'forbidden for resourceVersion "0"'))
+    if causes:
+        raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
+    if continue_ and rv and rv != "0":
+        raise errors.bad_request("specifying resource version is not allowed when using continue")
+
+
+class ReadMixin(RegistryBase):
+    """get / list."""
+
+    def get_object(self, kind: Kind, namespace: str, name: str, resource_version: str = "") -> Obj:
+        self.check_stored(kind)
+        if resource_version and resource_version != "0":
+            n = parse_rv(resource_version)
+            if n > self.store.current_rev:
+                raise too_large(n, self.store.current_rev)
+        return self.read(kind, namespace, name)[1]
+
+    def list_objects(self, kind: Kind, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
+                     limit: int = 0, continue_: str = "", resource_version: str = "",
+                     resource_version_match: str = "") -> Obj:
+        self.check_stored(kind)
+        if limit < 0:
+            raise errors.bad_request("limit must not be negative")
+        validate_list_options(resource_version, resource_version_match, continue_)
+        matcher = make_matcher(kind, label_selector, field_selector)
+        prefix = self.prefix(kind, self.scoped(kind, namespace))
+        start, list_rv = "", 0
+        if continue_:
+            list_rv, start = decode_continue(continue_, prefix)
+            if list_rv < self.store.oldest_rev - 1:
+                raise errors.expired(_EXPIRED_CONTINUE)
+        self._check_list_rv(resource_version, resource_version_match, limit)
+        items, rev, more, last = self._collect(kind, prefix, start, limit, matcher)
+        meta: Obj = {"resourceVersion": str(list_rv or rev)}
+        if more:
+            meta["continue"] = encode_continue(list_rv or rev, last)
+            if matcher is None:
+                meta["remainingItemCount"] = more
+        return {"apiVersion": kind.api_version, "kind": kind.list_kind, "metadata": meta, "items": items}
+
+    def _check_list_rv(self, rv: str, match: str, limit: int) -> None:
+        if not rv or rv == "0":
+            return
+        n = parse_rv(rv)
+        current = self.store.current_rev
+        exact = match == "Exact" or (not match and limit > 0)
+        if exact and n != current:
+            if n > current:
+                raise too_large(n, current)
+            raise errors.expired(f"too old resource version: {n} ({current})")
+        if n > current:
+            raise too_large(n, current)
+
+    def _collect(self, kind: Kind, prefix: str, start: str, limit: int,
+                 matcher: Matcher | None) -> tuple[list[Obj], int, int, str]:
+        """(items, rev, how many more may follow (0 = none), last key examined)."""
+        out: list[Obj] = []
+        while True:
+            want = limit - len(out) if limit else 0
+            page, rev, remaining = self.store.list(prefix, start_after=start, limit=want)
+            for key, _rev, raw in page:
+                obj = self.decode(kind, raw)
+                start = key
+                if matcher is None or matcher(obj):
+                    out.append(obj)
+            if not limit or remaining == 0:
+                return out, rev, 0, start
+            if len(out) >= limit:
+                return out, rev, remaining, start

@@ -1,0 +1,127 @@
+"""Shared state and small helpers of the generic registry (`Resources` is built on this class).
+
+Role: store keys, reading one object, decoding store bytes, strategy lookup, admission, and the final
+removal of an object (used both by DELETE and by an update that removes the last finalizer).
+
+Invariants:
+- Store keys are `"{group or 'core'}/{plural}/{namespace}/{name}"` (namespaced) or
+  `"{group or 'core'}/{plural}/{name}"`; prefixes end with `/` (docs/internals.md).
+- Objects handed out are fresh dicts decoded from the store's bytes (or the dict just written); they are
+  never kept here, so callers may do what they like with them.
+- Custom objects are stored with their storage version's apiVersion; `decode` presents them in the
+  version asked for (conversion strategy None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from lite import errors
+from lite.errors import ApiError
+from lite.kinds import Kind, KindRegistry
+from lite.server.api.strategies import Admission, Strategies, Strategy
+from lite.server.store import KeyNotFound, RevMismatch, Store
+
+Obj = dict[str, Any]
+EvictionCheck = Callable[[Obj, Obj], Awaitable[None]]
+CRD_GK = "CustomResourceDefinition.apiextensions.k8s.io"
+
+
+class RetryWrite(Exception):
+    """Internal: the object changed under a read-modify-write without a client precondition; redo it."""
+
+
+class RegistryBase:
+    """State shared by the registry's parts; see `lite.server.api.resources.Resources`."""
+
+    def __init__(self, store: Store, kinds: KindRegistry, strategies: Strategies, *,
+                 bookmark_interval: float = 60.0, eviction_check: EvictionCheck | None = None) -> None:
+        self.store = store
+        self.kinds = kinds
+        self.strategies = strategies
+        self.bookmark_interval = bookmark_interval
+        self.eviction_check = eviction_check
+
+    # ---- keys --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def scoped(kind: Kind, namespace: str) -> str:
+        return namespace if kind.namespaced else ""
+
+    @staticmethod
+    def key(kind: Kind, namespace: str, name: str) -> str:
+        group = kind.group or "core"
+        if kind.namespaced:
+            return f"{group}/{kind.plural}/{namespace}/{name}"
+        return f"{group}/{kind.plural}/{name}"
+
+    @staticmethod
+    def prefix(kind: Kind, namespace: str = "") -> str:
+        group = kind.group or "core"
+        if kind.namespaced and namespace:
+            return f"{group}/{kind.plural}/{namespace}/"
+        return f"{group}/{kind.plural}/"
+
+    # ---- reading -----------------------------------------------------------------------------------
+
+    def decode(self, kind: Kind, raw: bytes) -> Obj:
+        obj: Obj = orjson.loads(raw)
+        if kind.crd and obj.get("apiVersion") != kind.api_version:
+            obj["apiVersion"] = kind.api_version
+        return obj
+
+    def read(self, kind: Kind, namespace: str, name: str) -> tuple[int, Obj]:
+        """(mod revision, object) or 404 NotFound."""
+        got = self.store.get(self.key(kind, self.scoped(kind, namespace), name))
+        if got is None:
+            raise errors.not_found(kind.plural, name, kind.group)
+        return got[0], self.decode(kind, got[1])
+
+    def strategy(self, kind: Kind) -> Strategy:
+        return self.strategies.for_kind(kind)
+
+    def check_stored(self, kind: Kind) -> None:
+        if kind.virtual:
+            raise errors.method_not_allowed(f"{kind.resource} is served by a metrics provider, not stored")
+
+    def core_kind(self, plural: str, group: str = "", version: str = "v1") -> Kind:
+        k = self.kinds.by_resource(group, version, plural)
+        if k is None:
+            raise errors.internal(f"kind {plural}.{group} is not registered")
+        return k
+
+    # ---- admission and removal ---------------------------------------------------------------------
+
+    async def admit(self, review: Admission) -> None:
+        for hook in self.strategies.admission:
+            await hook(review)
+
+    async def remove(self, kind: Kind, key: str, final: Obj, rev: int, dry_run: bool) -> Obj:
+        """Delete the stored object at `rev`, recording `final` as its last state; returns it with the new RV."""
+        if dry_run:
+            return final
+        try:
+            new_rev, _ = await self.store.delete(key, rev, final)
+        except RevMismatch as e:
+            raise RetryWrite from e
+        except KeyNotFound as e:
+            raise errors.not_found(kind.plural, str((final.get("metadata") or {}).get("name", "")),
+                                   kind.group) from e
+        final.setdefault("metadata", {})["resourceVersion"] = str(new_rev)
+        await self.after_delete(kind, final)
+        return final
+
+    # ---- hooks the CRD part overrides --------------------------------------------------------------
+
+    async def after_write(self, kind: Kind, obj: Obj, old: Obj | None) -> None:
+        """Called after a create or update was persisted."""
+
+    async def after_delete(self, kind: Kind, obj: Obj) -> None:
+        """Called after an object was removed from the store."""
+
+
+def conflict_error(kind: Kind, name: str) -> ApiError:
+    return errors.conflict(kind.plural, name, kind.group)

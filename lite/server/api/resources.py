@@ -1,0 +1,212 @@
+"""The generic registry: `Resources` implements `lite.client.Client` with Kubernetes semantics over the Store.
+
+Like upstream's registry/generic/registry/store.go, one implementation serves every kind; per-kind behaviour
+comes from strategies (`lite.server.api.strategies`). The parts live in sibling modules:
+`reading` (get/list), `watching` (watch), `writing` (create/update/patch), `deletion` (delete,
+deletecollection), `subresources` (status, scale, binding, eviction, finalize, token); this module routes
+the Client verbs onto them and owns the CustomResourceDefinition lifecycle (Kinds registered on CRD create
+and at start-up, removed with their objects on CRD delete).
+
+The HTTP layer calls this for every request and the controllers use it in process, so its behaviour is
+lite's API behaviour. Invariants: every object returned carries apiVersion and kind; objects returned are
+never shared with the store or with other callers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from lite import errors
+from lite.client import Obj, PatchType, WatchEvent
+from lite.kinds import Kind, KindRegistry
+from lite.objects import deep_copy
+from lite.server.api.reading import ReadMixin
+from lite.server.api.registry_base import CRD_GK, EvictionCheck
+from lite.server.api.strategies import Strategies
+from lite.server.api.strategies.crd import kinds_of
+from lite.server.api.subresources import SubresourceMixin
+from lite.server.api.watching import WatchMixin
+from lite.server.store import KeyNotFound, Store
+
+log = logging.getLogger(__name__)
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class Resources(SubresourceMixin, ReadMixin, WatchMixin):
+    """`lite.client.Client` over the store. See the module docstring."""
+
+    def __init__(self, store: Store, kinds: KindRegistry, strategies: Strategies, *,
+                 bookmark_interval: float = 60.0, eviction_check: EvictionCheck | None = None) -> None:
+        super().__init__(store, kinds, strategies, bookmark_interval=bookmark_interval,
+                         eviction_check=eviction_check)
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register the Kinds of stored CRDs and create the system namespaces if they are missing."""
+        page, _, _ = self.store.list("apiextensions.k8s.io/customresourcedefinitions/")
+        crd_kind = self.core_kind("customresourcedefinitions", "apiextensions.k8s.io")
+        for _key, _rev, raw in page:
+            self._register_crd(self.decode(crd_kind, raw))
+        ns_kind = self.core_kind("namespaces")
+        for name in SYSTEM_NAMESPACES:
+            if self.store.get(self.key(ns_kind, "", name)) is None:
+                try:
+                    await self.create_object(ns_kind, "", {"metadata": {"name": name}})
+                except errors.ApiError as e:
+                    if e.code != 409:
+                        raise
+
+    # ---- Client: reads -----------------------------------------------------------------------------
+
+    async def get(self, kind: Kind, namespace: str, name: str, *, subresource: str = "") -> Obj:
+        obj = self.get_object(kind, namespace, name)
+        if not subresource or (subresource == "status" and kind.has_status()):
+            return obj
+        if subresource == "scale":
+            return self.scale_of(kind, obj)
+        raise errors.path_not_found()
+
+    async def list(self, kind: Kind, namespace: str = "", *, label_selector: str = "",
+                   field_selector: str = "", limit: int = 0, continue_: str = "",
+                   resource_version: str = "", resource_version_match: str = "") -> Obj:
+        return self.list_objects(kind, namespace, label_selector=label_selector, field_selector=field_selector,
+                                 limit=limit, continue_=continue_, resource_version=resource_version,
+                                 resource_version_match=resource_version_match)
+
+    def watch(self, kind: Kind, namespace: str = "", *, resource_version: str = "",
+              label_selector: str = "", field_selector: str = "", allow_bookmarks: bool = False,
+              timeout_seconds: float | None = None, send_initial_events: bool = False,
+              resource_version_match: str = "") -> AsyncIterator[WatchEvent]:
+        return self.watch_objects(kind, namespace, resource_version=resource_version,
+                                  label_selector=label_selector, field_selector=field_selector,
+                                  allow_bookmarks=allow_bookmarks, timeout_seconds=timeout_seconds,
+                                  send_initial_events=send_initial_events,
+                                  resource_version_match=resource_version_match)
+
+    # ---- Client: writes ----------------------------------------------------------------------------
+
+    async def create(self, kind: Kind, namespace: str, obj: Obj, *, name: str = "", subresource: str = "",
+                     dry_run: bool = False, field_manager: str = "") -> Obj:
+        body = deep_copy(obj) if isinstance(obj, dict) else obj
+        if not subresource:
+            return await self.create_object(kind, namespace, body, dry_run=dry_run)
+        self._need_subresource(kind, subresource)
+        if subresource == "binding":
+            return await self.bind(kind, namespace, name, body, dry_run)
+        if subresource == "eviction":
+            return await self.evict(kind, namespace, name, body, dry_run)
+        if subresource == "token":
+            return await self.request_token(kind, namespace, name, body)
+        raise errors.method_not_allowed(f"POST is not supported on {kind.plural}/{subresource}")
+
+    async def update(self, kind: Kind, namespace: str, name: str, obj: Obj, *, subresource: str = "",
+                     dry_run: bool = False, field_manager: str = "") -> Obj:
+        body = deep_copy(obj) if isinstance(obj, dict) else obj
+        if subresource:
+            self._need_subresource(kind, subresource)
+        if subresource == "scale":
+            return await self.update_scale(kind, namespace, name, body, dry_run)
+        if subresource == "finalize":
+            return await self.finalize_namespace(kind, name, body, dry_run)
+        if subresource not in ("", "status"):
+            raise errors.method_not_allowed(f"PUT is not supported on {kind.plural}/{subresource}")
+        return await self.update_object(kind, namespace, name, body, subresource=subresource, dry_run=dry_run)
+
+    async def patch(self, kind: Kind, namespace: str, name: str, patch: Any, *,
+                    patch_type: PatchType = "merge", subresource: str = "", dry_run: bool = False,
+                    field_manager: str = "", force: bool = False) -> Obj:
+        out, _ = await self.patch_ex(kind, namespace, name, patch, patch_type=patch_type,
+                                     subresource=subresource, dry_run=dry_run, field_manager=field_manager,
+                                     force=force)
+        return out
+
+    async def patch_ex(self, kind: Kind, namespace: str, name: str, patch: Any, *,
+                       patch_type: PatchType = "merge", subresource: str = "", dry_run: bool = False,
+                       field_manager: str = "", force: bool = False) -> tuple[Obj, bool]:
+        """PATCH that also says whether it created the object (apply on an absent object: HTTP 201)."""
+        if subresource:
+            self._need_subresource(kind, subresource)
+        if subresource == "scale":
+            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run), False
+        if subresource not in ("", "status"):
+            raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
+        return await self.patch_object(kind, namespace, name, patch, patch_type, subresource=subresource,
+                                       dry_run=dry_run)
+
+    async def delete(self, kind: Kind, namespace: str, name: str, *,
+                     propagation_policy: str | None = None, grace_period_seconds: int | None = None,
+                     preconditions: Obj | None = None, dry_run: bool = False) -> Obj:
+        out, _ = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
+                                          grace_period_seconds=grace_period_seconds,
+                                          preconditions=preconditions, dry_run=dry_run)
+        return out
+
+    async def delete_ex(self, kind: Kind, namespace: str, name: str, *,
+                        propagation_policy: str | None = None, grace_period_seconds: int | None = None,
+                        preconditions: Obj | None = None, dry_run: bool = False) -> tuple[Obj, int]:
+        """DELETE as HTTP answers it: (body, status code). A kind that upstream answers with a Status once
+        the object is gone (ConfigMaps, Deployments, ...) gets that Status here; pods, services and custom
+        objects get the object."""
+        out, deleted = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
+                                                grace_period_seconds=grace_period_seconds,
+                                                preconditions=preconditions, dry_run=dry_run)
+        if deleted and not self.strategy(kind).return_deleted_object:
+            meta = out.get("metadata") or {}
+            details = {"name": meta.get("name", ""), "group": kind.group, "kind": kind.plural,
+                       "uid": meta.get("uid", "")}
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": details}, 200
+        return out, 200
+
+    async def delete_collection(self, kind: Kind, namespace: str = "", *, label_selector: str = "",
+                                field_selector: str = "", propagation_policy: str | None = None,
+                                grace_period_seconds: int | None = None, dry_run: bool = False) -> Obj:
+        if "deletecollection" not in kind.verbs:
+            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        return await self.delete_many(kind, namespace, label_selector=label_selector,
+                                      field_selector=field_selector, propagation_policy=propagation_policy,
+                                      grace_period_seconds=grace_period_seconds, dry_run=dry_run)
+
+    @staticmethod
+    def _need_subresource(kind: Kind, subresource: str) -> None:
+        if subresource not in kind.subresources:
+            raise errors.not_found(f"{kind.plural}/{subresource}", "", kind.group)
+
+    # ---- CRD lifecycle -----------------------------------------------------------------------------
+
+    def _register_crd(self, crd: Obj) -> None:
+        for k in kinds_of(crd):
+            if k.version and k.kind and k.plural:
+                self.kinds.add(k)
+
+    def _unregister_crd(self, crd: Obj) -> None:
+        for k in kinds_of(crd):
+            existing = self.kinds.by_resource(k.group, k.version, k.plural)
+            if existing is not None and existing.crd:
+                self.kinds.remove(existing)
+
+    async def after_write(self, kind: Kind, obj: Obj, old: Obj | None) -> None:
+        if kind.gk != CRD_GK:
+            return
+        if old is not None:
+            self._unregister_crd(old)
+        self._register_crd(obj)
+
+    async def after_delete(self, kind: Kind, obj: Obj) -> None:
+        if kind.gk != CRD_GK:
+            return
+        self._unregister_crd(obj)
+        spec = obj.get("spec") or {}
+        plural = (spec.get("names") or {}).get("plural")
+        if not plural or not spec.get("group"):
+            return
+        page, _, _ = self.store.list(f"{spec['group']}/{plural}/")
+        for key, _rev, _raw in page:
+            try:
+                await self.store.delete(key, 0)
+            except KeyNotFound:
+                continue

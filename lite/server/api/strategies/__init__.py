@@ -1,0 +1,36 @@
+"""Per-kind strategies for the generic registry, and `default_strategies()` that wires the built-in ones.
+
+See `base.py` for the `Strategy` record and the order in which the registry calls it.
+"""
+
+from __future__ import annotations
+
+from lite.server.api.strategies import batch, core, crd, pods, workloads
+from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, Strategies, Strategy
+
+__all__ = ["Admission", "AdmissionHook", "GcPolicy", "Strategies", "Strategy", "default_strategies"]
+
+
+def default_strategies() -> Strategies:
+    """A fresh registry holding every built-in kind's strategy and no admission hooks."""
+    s = Strategies(custom=crd.CUSTOM)
+    for gk, strategy in {
+        "Pod": pods.POD,
+        "Service": core.SERVICE,
+        "Secret": core.SECRET,
+        "ConfigMap": core.CONFIGMAP,
+        "Namespace": core.NAMESPACE,
+        "PersistentVolumeClaim": core.PVC,
+        "PersistentVolume": core.PV,
+        "Node": core.NODE,
+        "ReplicationController": workloads.REPLICATIONCONTROLLER,
+        "Deployment.apps": workloads.DEPLOYMENT,
+        "ReplicaSet.apps": workloads.REPLICASET,
+        "StatefulSet.apps": workloads.STATEFULSET,
+        "DaemonSet.apps": workloads.DAEMONSET,
+        "Job.batch": batch.JOB,
+        "CronJob.batch": batch.CRONJOB,
+        "CustomResourceDefinition.apiextensions.k8s.io": crd.CRD,
+    }.items():
+        s.register(gk, strategy)
+    return s

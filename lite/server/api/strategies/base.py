@@ -1,0 +1,107 @@
+"""The per-kind strategy record and the registry that holds strategies and admission hooks.
+
+A `Strategy` is a bundle of small pure functions, the equivalent of upstream's RESTCreateStrategy /
+RESTUpdateStrategy / RESTDeleteStrategy for one kind. The generic registry (`lite.server.api.resources`)
+calls them in a fixed order:
+
+    create:  default -> prepare_create -> validate (+ ObjectMeta) -> admission hooks -> persist
+    update:  default -> (status kept) -> prepare_update -> validate + validate_update -> admission -> persist
+
+Invariants:
+- Strategy functions mutate only the object they are given (the new object), never `old`.
+- They never do I/O; anything that needs I/O (allocators, quota) is an async admission hook.
+- `Strategies` is an instance owned by one server; nothing here is module-level mutable state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lite.errors import Cause
+from lite.kinds import Kind
+from lite.validation import NameFn, name_is_dns_subdomain
+
+Obj = dict[str, Any]
+GcPolicy = Literal["orphan", "background", "unsupported"]
+
+
+def _noop(obj: Obj) -> None:
+    return None
+
+
+def _noop2(new: Obj, old: Obj) -> None:
+    return None
+
+
+def _ok(obj: Obj) -> list[Cause]:
+    return []
+
+
+def _ok2(new: Obj, old: Obj) -> list[Cause]:
+    return []
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Per-kind behaviour. Every field has a do-nothing default, so a kind names only what it needs."""
+
+    # SetDefaults_*: run on every create and update (upstream defaults on every decode).
+    default: Callable[[Obj], None] = _noop
+    # PrepareForCreate: status reset, admission-time defaults that apply only on create.
+    prepare_create: Callable[[Obj], None] = _noop
+    # PrepareForUpdate(new, old): e.g. keep fields that only a subresource may change.
+    prepare_update: Callable[[Obj, Obj], None] = _noop2
+    validate: Callable[[Obj], list[Cause]] = _ok
+    validate_update: Callable[[Obj, Obj], list[Cause]] = _ok2
+    name_fn: NameFn = name_is_dns_subdomain
+    # Upstream DefaultGarbageCollectionPolicy; "unsupported" = no orphan/foreground finalizers are added.
+    gc_policy: GcPolicy = "unsupported"
+    # Graceful deletion (pods): (obj, requested grace or None) -> grace period to use (0 = at once).
+    graceful: Callable[[Obj, int | None], int] | None = None
+    # Upstream Store.ReturnDeletedObject: DELETE answers the object rather than a Status.
+    return_deleted_object: bool = False
+    # Whether the spec changing bumps metadata.generation also for annotation changes (Deployment).
+    generation_on_annotations: bool = False
+
+
+@dataclass
+class Admission:
+    """One request as admission hooks see it. Hooks may mutate `obj` (CREATE/UPDATE) or raise ApiError."""
+
+    operation: Literal["CREATE", "UPDATE", "DELETE"]
+    kind: Kind
+    namespace: str
+    name: str
+    obj: Obj | None
+    old: Obj | None
+    subresource: str = ""
+    dry_run: bool = False
+
+
+AdmissionHook = Callable[[Admission], Awaitable[None]]
+
+_DEFAULT = Strategy()
+
+
+@dataclass
+class Strategies:
+    """Strategies by `Kind.gk`, a fallback for custom resources, and the ordered admission hooks."""
+
+    by_gk: dict[str, Strategy] = field(default_factory=dict)
+    custom: Strategy = _DEFAULT
+    admission: list[AdmissionHook] = field(default_factory=list)
+
+    def for_kind(self, kind: Kind) -> Strategy:
+        found = self.by_gk.get(kind.gk)
+        if found is not None:
+            return found
+        return self.custom if kind.crd else _DEFAULT
+
+    def register(self, gk: str, strategy: Strategy) -> None:
+        self.by_gk[gk] = strategy
+
+    def add_admission(self, hook: AdmissionHook) -> None:
+        """Append a hook; hooks run in the order added, after validation, before the write."""
+        self.admission.append(hook)

@@ -1,0 +1,280 @@
+"""core/v1 strategies other than pods: Service, Secret, ConfigMap, Namespace, PVC, PV, Node.
+
+Invariants: the values a Service got from allocators (clusterIP(s), nodePorts) survive an update that
+omits them (upstream `patchAllocatedValues`), so `kubectl replace`/`apply` keep them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any
+
+import orjson
+
+from lite.errors import (
+    Cause,
+    field_duplicate,
+    field_forbidden,
+    field_invalid,
+    field_not_supported,
+    field_required,
+)
+from lite.server.api.strategies.base import Obj, Strategy
+from lite.validation import is_dns1123_label, name_is_dns1035_label, name_is_dns_label
+
+SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
+_KEY_RE = re.compile(r"[-._a-zA-Z0-9]+")
+_IMMUTABLE_SET = "field is immutable when `immutable` is set"
+
+
+def _canon(v: Any) -> bytes:
+    return orjson.dumps(v, option=orjson.OPT_SORT_KEYS)
+
+
+# ---- Service -----------------------------------------------------------------------------------------
+
+
+def default_service(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    stype = spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if stype != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if stype in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    for p in spec.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+            if "port" in p:
+                p.setdefault("targetPort", p["port"])
+
+
+def prepare_create_service(obj: Obj) -> None:
+    obj["status"] = {"loadBalancer": {}}
+
+
+def prepare_update_service(new: Obj, old: Obj) -> None:
+    nspec, ospec = new.get("spec"), old.get("spec") or {}
+    if not isinstance(nspec, dict):
+        return
+    if nspec.get("type", "ClusterIP") != "ExternalName":
+        for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+            if not nspec.get(key) and ospec.get(key):
+                nspec[key] = ospec[key]
+    if nspec.get("type") in ("NodePort", "LoadBalancer"):
+        old_ports = {(p.get("port"), p.get("protocol")): p.get("nodePort") for p in ospec.get("ports") or []}
+        for p in nspec.get("ports") or []:
+            if isinstance(p, dict) and not p.get("nodePort"):
+                np = old_ports.get((p.get("port"), p.get("protocol")))
+                if np:
+                    p["nodePort"] = np
+
+
+def _validate_service_port(p: Any, path: str, stype: str, multi: bool, names: set[str]) -> list[Cause]:
+    if not isinstance(p, dict):
+        return [field_invalid(path, p, "must be an object")]
+    causes: list[Cause] = []
+    name = p.get("name") or ""
+    if multi and not name:
+        causes.append(field_required(f"{path}.name"))
+    elif name:
+        causes += [field_invalid(f"{path}.name", name, m) for m in is_dns1123_label(name)]
+        if name in names:
+            causes.append(field_duplicate(f"{path}.name", name))
+        names.add(name)
+    port = p.get("port")
+    if port is None:
+        causes.append(field_required(f"{path}.port"))
+    elif not isinstance(port, int) or not 1 <= port <= 65535:
+        causes.append(field_invalid(f"{path}.port", port, "must be between 1 and 65535, inclusive"))
+    proto = p.get("protocol", "TCP")
+    if proto not in ("SCTP", "TCP", "UDP"):
+        causes.append(field_not_supported(f"{path}.protocol", proto, ["SCTP", "TCP", "UDP"]))
+    tp = p.get("targetPort")
+    if isinstance(tp, int) and not 1 <= tp <= 65535:
+        causes.append(field_invalid(f"{path}.targetPort", tp, "must be between 1 and 65535, inclusive"))
+    if p.get("nodePort") and stype not in ("NodePort", "LoadBalancer"):
+        causes.append(field_forbidden(f"{path}.nodePort", f"may not be used when `type` is '{stype}'"))
+    return causes
+
+
+def validate_service(obj: Obj) -> list[Cause]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [field_required("spec")]
+    causes: list[Cause] = []
+    stype = spec.get("type", "ClusterIP")
+    if stype not in SERVICE_TYPES:
+        causes.append(field_not_supported("spec.type", stype, SERVICE_TYPES))
+    ports = spec.get("ports") or []
+    if stype == "ExternalName":
+        if not spec.get("externalName"):
+            causes.append(field_required("spec.externalName"))
+    elif not ports and spec.get("clusterIP") != "None":
+        causes.append(field_required("spec.ports"))
+    names: set[str] = set()
+    for i, p in enumerate(ports):
+        causes += _validate_service_port(p, f"spec.ports[{i}]", stype, len(ports) > 1, names)
+    aff = spec.get("sessionAffinity", "None")
+    if aff not in ("ClientIP", "None"):
+        causes.append(field_not_supported("spec.sessionAffinity", aff, ["ClientIP", "None"]))
+    return causes
+
+
+def validate_service_update(new: Obj, old: Obj) -> list[Cause]:
+    nspec, ospec = new.get("spec") or {}, old.get("spec") or {}
+    old_ip = ospec.get("clusterIP")
+    if old_ip and nspec.get("type") != "ExternalName" and ospec.get("type") != "ExternalName" \
+            and nspec.get("clusterIP") != old_ip:
+        return [field_invalid("spec.clusterIPs[0]", nspec.get("clusterIP", ""), "may not change once set")]
+    return []
+
+
+# ---- Secret and ConfigMap ----------------------------------------------------------------------------
+
+
+def default_secret(obj: Obj) -> None:
+    obj.setdefault("type", "Opaque")
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict):
+        data = obj.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+
+
+def _validate_keys(data: Any, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for k in (data or {}) if isinstance(data, dict) else []:
+        if not _KEY_RE.fullmatch(k) or len(k) > 253:
+            causes.append(field_invalid(path, k, "a valid config key must consist of alphanumeric characters, "
+                                        "'-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', "
+                                        "regex used for validation is '[-._a-zA-Z0-9]+')"))
+    return causes
+
+
+def validate_secret(obj: Obj) -> list[Cause]:
+    data = obj.get("data") or {}
+    causes = _validate_keys(data, "data")
+    for k, v in data.items() if isinstance(data, dict) else []:
+        try:
+            base64.b64decode(str(v), validate=True)
+        except (binascii.Error, ValueError):
+            causes.append(field_invalid(f"data[{k}]", "<secret contents redacted>", "illegal base64 data"))
+    stype = obj.get("type")
+    required = {"kubernetes.io/tls": ("tls.crt", "tls.key"),
+                "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+                "kubernetes.io/dockercfg": (".dockercfg",)}.get(str(stype), ())
+    for key in required:
+        if key not in data:
+            causes.append(field_required(f"data[{key}]"))
+    return causes
+
+
+def _immutable_data(new: Obj, old: Obj, keys: tuple[str, ...]) -> list[Cause]:
+    if not old.get("immutable"):
+        return []
+    causes = []
+    if not new.get("immutable"):
+        causes.append(field_forbidden("immutable", _IMMUTABLE_SET))
+    for key in keys:
+        if _canon(new.get(key) or {}) != _canon(old.get(key) or {}):
+            causes.append(field_forbidden(key, _IMMUTABLE_SET))
+    return causes
+
+
+def validate_secret_update(new: Obj, old: Obj) -> list[Cause]:
+    causes = _immutable_data(new, old, ("data",))
+    if new.get("type") != old.get("type"):
+        causes.append(field_invalid("type", new.get("type", ""), "field is immutable"))
+    return causes
+
+
+def validate_configmap(obj: Obj) -> list[Cause]:
+    causes = _validate_keys(obj.get("data"), "data") + _validate_keys(obj.get("binaryData"), "binaryData")
+    both = set(obj.get("data") or {}) & set(obj.get("binaryData") or {})
+    causes += [field_duplicate("data", k) for k in sorted(both)]
+    return causes
+
+
+def validate_configmap_update(new: Obj, old: Obj) -> list[Cause]:
+    return _immutable_data(new, old, ("data", "binaryData"))
+
+
+# ---- Namespace ---------------------------------------------------------------------------------------
+
+
+def default_namespace(obj: Obj) -> None:
+    # Upstream sets this label on every namespace (kubernetes.io/metadata.name = name).
+    meta = obj.setdefault("metadata", {})
+    if meta.get("name"):
+        meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+
+
+def prepare_create_namespace(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    finalizers = spec.setdefault("finalizers", [])
+    if "kubernetes" not in finalizers:
+        finalizers.append("kubernetes")
+    obj["status"] = {"phase": "Active"}
+
+
+def prepare_update_namespace(new: Obj, old: Obj) -> None:
+    # spec.finalizers change only through namespaces/finalize.
+    new.setdefault("spec", {})["finalizers"] = list((old.get("spec") or {}).get("finalizers") or [])
+
+
+# ---- Volumes -----------------------------------------------------------------------------------------
+
+
+def default_pvc(obj: Obj) -> None:
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        spec.setdefault("volumeMode", "Filesystem")
+
+
+def prepare_pending(obj: Obj) -> None:
+    obj["status"] = {"phase": "Pending"}
+
+
+def validate_pvc(obj: Obj) -> list[Cause]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [field_required("spec")]
+    causes: list[Cause] = []
+    if not spec.get("accessModes"):
+        causes.append(field_required("spec.accessModes", "Required value: at least 1 access mode is required"))
+    if not ((spec.get("resources") or {}).get("requests") or {}).get("storage"):
+        causes.append(field_required("spec.resources[storage]"))
+    return causes
+
+
+def validate_pvc_update(new: Obj, old: Obj) -> list[Cause]:
+    nspec, ospec = dict(new.get("spec") or {}), dict(old.get("spec") or {})
+    for key in ("resources", "volumeAttributesClassName"):
+        nspec.pop(key, None)
+        ospec.pop(key, None)
+    if not ospec.get("volumeName"):
+        nspec.pop("volumeName", None)
+        ospec.pop("volumeName", None)
+    if _canon(nspec) != _canon(ospec):
+        return [field_forbidden("spec", "spec is immutable after creation except resources.requests and "
+                                "volumeAttributesClassName for bound claims")]
+    return []
+
+
+SERVICE = Strategy(default=default_service, prepare_create=prepare_create_service,
+                   prepare_update=prepare_update_service, validate=validate_service,
+                   validate_update=validate_service_update, name_fn=name_is_dns1035_label,
+                   gc_policy="background", return_deleted_object=True)
+SECRET = Strategy(default=default_secret, validate=validate_secret, validate_update=validate_secret_update)
+CONFIGMAP = Strategy(validate=validate_configmap, validate_update=validate_configmap_update)
+NAMESPACE = Strategy(default=default_namespace, prepare_create=prepare_create_namespace,
+                     prepare_update=prepare_update_namespace, name_fn=name_is_dns_label)
+PVC = Strategy(default=default_pvc, prepare_create=prepare_pending, validate=validate_pvc,
+               validate_update=validate_pvc_update, return_deleted_object=True)
+PV = Strategy(prepare_create=prepare_pending, return_deleted_object=True)
+NODE = Strategy(gc_policy="background")

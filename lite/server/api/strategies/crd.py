@@ -1,0 +1,186 @@
+"""CustomResourceDefinition strategy and the Kinds a CRD serves; the strategy for custom objects.
+
+Invariants:
+- A CRD's `metadata.name` is `<spec.names.plural>.<spec.group>`; exactly one version is the storage version.
+- On create the status says the names are accepted and the CRD is established (there is no separate naming
+  controller in lite), and `status.storedVersions` holds the storage version.
+- Every served version becomes one `Kind` with `crd=True`; all versions share the store keys
+  `<group>/<plural>/...` (conversion strategy None: only apiVersion differs between versions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lite.errors import Cause, field_invalid, field_not_supported, field_required
+from lite.kinds import STD_VERBS, Kind
+from lite.objects import rfc3339
+from lite.server.api.strategies.base import Obj, Strategy
+from lite.validation import is_dns1035_label, is_dns1123_label, is_dns1123_subdomain
+
+SCOPES = ["Cluster", "Namespaced"]
+
+
+def default_crd(obj: Obj) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    names = spec.get("names")
+    if isinstance(names, dict) and names.get("kind"):
+        names.setdefault("singular", str(names["kind"]).lower())
+        names.setdefault("listKind", f"{names['kind']}List")
+    spec.setdefault("conversion", {"strategy": "None"})
+    for v in spec.get("versions") or []:
+        if isinstance(v, dict):
+            v.setdefault("served", True)
+            v.setdefault("storage", False)
+
+
+def _names_status(spec: Obj) -> Obj:
+    names = dict(spec.get("names") or {})
+    return names
+
+
+def _condition(ctype: str, reason: str, message: str) -> Obj:
+    return {"type": ctype, "status": "True", "lastTransitionTime": rfc3339(), "reason": reason,
+            "message": message}
+
+
+def prepare_create_crd(obj: Obj) -> None:
+    spec = obj.get("spec") or {}
+    storage = [v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")]
+    obj["status"] = {
+        "acceptedNames": _names_status(spec),
+        "conditions": [
+            _condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+            _condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+        "storedVersions": storage[:1],
+    }
+
+
+def prepare_update_crd(new: Obj, old: Obj) -> None:
+    # Keep storedVersions growing with the storage version, as upstream's status strategy does.
+    status = new.setdefault("status", {})
+    stored = list(status.get("storedVersions") or [])
+    for v in (new.get("spec") or {}).get("versions") or []:
+        if isinstance(v, dict) and v.get("storage") and v.get("name") not in stored:
+            stored.append(v["name"])
+    status["storedVersions"] = stored
+    status["acceptedNames"] = _names_status(new.get("spec") or {})
+
+
+def _validate_names(names: Any) -> list[Cause]:
+    if not isinstance(names, dict):
+        return [field_required("spec.names")]
+    causes: list[Cause] = []
+    for key in ("plural", "singular"):
+        value = names.get(key)
+        if key == "plural" and not value:
+            causes.append(field_required("spec.names.plural"))
+        elif value:
+            causes += [field_invalid(f"spec.names.{key}", value, m) for m in is_dns1035_label(str(value))]
+    if not names.get("kind"):
+        causes.append(field_required("spec.names.kind"))
+    if names.get("kind") and names.get("listKind") == names.get("kind"):
+        causes.append(field_invalid("spec.names.listKind", names["listKind"], "kind and listKind may not be the same"))
+    for i, short in enumerate(names.get("shortNames") or []):
+        causes += [field_invalid(f"spec.names.shortNames[{i}]", short, m) for m in is_dns1035_label(str(short))]
+    return causes
+
+
+def validate_crd(obj: Obj) -> list[Cause]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [field_required("spec")]
+    causes: list[Cause] = []
+    group = str(spec.get("group") or "")
+    if not group:
+        causes.append(field_required("spec.group"))
+    elif "." not in group:
+        causes.append(field_invalid("spec.group", group, "should be a domain with at least one dot"))
+    else:
+        causes += [field_invalid("spec.group", group, m) for m in is_dns1123_subdomain(group)]
+    names = spec.get("names")
+    causes += _validate_names(names)
+    plural = names.get("plural") if isinstance(names, dict) else ""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if plural and group and name != f"{plural}.{group}":
+        causes.append(field_invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group'))
+    scope = spec.get("scope")
+    if not scope:
+        causes.append(field_required("spec.scope"))
+    elif scope not in SCOPES:
+        causes.append(field_not_supported("spec.scope", scope, SCOPES))
+    causes += _validate_versions(spec.get("versions"))
+    return causes
+
+
+def _validate_versions(versions: Any) -> list[Cause]:
+    if not versions or not isinstance(versions, list):
+        return [field_invalid("spec.versions", versions or [],
+                              "must have exactly one version marked as storage version")]
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, v in enumerate(versions):
+        vname = str((v or {}).get("name") or "")
+        if not vname:
+            causes.append(field_required(f"spec.versions[{i}].name"))
+        else:
+            causes += [field_invalid(f"spec.versions[{i}].name", vname, m) for m in is_dns1123_label(vname)]
+            if vname in seen:
+                causes.append(Cause("FieldValueDuplicate", f'Duplicate value: "{vname}"', f"spec.versions[{i}].name"))
+            seen.add(vname)
+    if sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
+        causes.append(field_invalid("spec.versions", [v.get("name") for v in versions if isinstance(v, dict)],
+                                    "must have exactly one version marked as storage version"))
+    if not any(isinstance(v, dict) and v.get("served", True) for v in versions):
+        causes.append(field_invalid("spec.versions", "", "must have at least one served version"))
+    return causes
+
+
+def validate_crd_update(new: Obj, old: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    nspec, ospec = new.get("spec") or {}, old.get("spec") or {}
+    if nspec.get("group") != ospec.get("group"):
+        causes.append(field_invalid("spec.group", nspec.get("group"), "field is immutable"))
+    if (nspec.get("names") or {}).get("plural") != (ospec.get("names") or {}).get("plural"):
+        plural = (nspec.get("names") or {}).get("plural")
+        causes.append(field_invalid("spec.names.plural", plural, "field is immutable"))
+    return causes
+
+
+def _subresources(version: Obj) -> tuple[str, ...]:
+    sub = version.get("subresources") or {}
+    return tuple(s for s in ("status", "scale") if s in sub)
+
+
+def kinds_of(crd: Obj) -> list[Kind]:
+    """One Kind per served version, storage version first (so it is the preferred one)."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    versions = [v for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("served", True)]
+    versions.sort(key=lambda v: not v.get("storage"))
+    out = []
+    for v in versions:
+        schema = (v.get("schema") or {}).get("openAPIV3Schema") or {}
+        out.append(Kind(str(spec.get("group", "")), str(v.get("name")), str(names.get("kind")),
+                        str(names.get("plural")), spec.get("scope") == "Namespaced",
+                        tuple(names.get("shortNames") or ()), tuple(names.get("categories") or ()),
+                        _subresources(v), STD_VERBS, True, False, True, dict(schema)))
+    return out
+
+
+def scale_paths(crd: Obj, version: str) -> Obj | None:
+    """The version's `subresources.scale` (specReplicasPath, statusReplicasPath, labelSelectorPath)."""
+    for v in (crd.get("spec") or {}).get("versions") or []:
+        if isinstance(v, dict) and v.get("name") == version:
+            scale = (v.get("subresources") or {}).get("scale")
+            return dict(scale) if isinstance(scale, dict) else None
+    return None
+
+
+CRD = Strategy(default=default_crd, prepare_create=prepare_create_crd, prepare_update=prepare_update_crd,
+               validate=validate_crd, validate_update=validate_crd_update)
+# Custom objects: any object may own dependents, so the default GC policy applies (background).
+CUSTOM = Strategy(gc_policy="background", return_deleted_object=True)

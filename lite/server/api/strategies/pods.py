@@ -1,0 +1,295 @@
+"""Pod strategy: upstream SetDefaults_Pod/PodSpec/Container, admission-time defaults, validation, update rules.
+
+Also exports the pod-spec pieces (`default_pod_spec`, `validate_pod_spec`) that workload templates reuse.
+
+Invariants:
+- Defaulting only fills what is absent; it never overwrites what the user wrote.
+- `validate_pod_spec` reports field paths under the prefix it is given (`spec` or `spec.template.spec`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import orjson
+
+from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
+from lite.quantity import parse_quantity
+from lite.server.api.strategies.base import Obj, Strategy
+from lite.validation import is_dns1123_label
+
+RESTART_POLICIES = ["Always", "OnFailure", "Never"]
+DNS_POLICIES = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]
+PROTOCOLS = ["SCTP", "TCP", "UDP"]
+DEFAULT_TOLERATION_SECONDS = 300
+_NOT_READY = "node.kubernetes.io/not-ready"
+_UNREACHABLE = "node.kubernetes.io/unreachable"
+_MUTABLE_MSG = ("pod updates may not change fields other than `spec.containers[*].image`,"
+                "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                "(allow it to be set to 1 if it was previously negative)")
+
+
+def _image_pull_policy(image: str) -> str:
+    # Upstream: ":latest" or no tag (digests count as a tag) pulls Always, anything else IfNotPresent.
+    name = image.split("@", 1)[0]
+    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else ""
+    if "@" in image:
+        return "IfNotPresent"
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _default_probe(probe: Any) -> None:
+    if isinstance(probe, dict):
+        for k, v in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1),
+                     ("failureThreshold", 3)):
+            probe.setdefault(k, v)
+        http = probe.get("httpGet")
+        if isinstance(http, dict):
+            http.setdefault("path", "/")
+            http.setdefault("scheme", "HTTP")
+
+
+def default_container(c: Obj) -> None:
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    if isinstance(c.get("image"), str) and c["image"]:
+        c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
+    res = c.setdefault("resources", {})
+    # Upstream SetDefaults_Pod: requests default to limits when only limits are given.
+    if isinstance(res, dict) and isinstance(res.get("limits"), dict):
+        req = res.setdefault("requests", {})
+        for name, q in res["limits"].items():
+            req.setdefault(name, q)
+    for p in c.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+    for env in c.get("env") or []:
+        ref = (env.get("valueFrom") or {}).get("fieldRef") if isinstance(env, dict) else None
+        if isinstance(ref, dict):
+            ref.setdefault("apiVersion", "v1")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        _default_probe(c.get(probe))
+
+
+def _default_volume(v: Obj) -> None:
+    for src in ("secret", "configMap"):
+        if isinstance(v.get(src), dict):
+            v[src].setdefault("defaultMode", 420)
+    if isinstance(v.get("downwardAPI"), dict):
+        v["downwardAPI"].setdefault("defaultMode", 420)
+    if isinstance(v.get("projected"), dict):
+        v["projected"].setdefault("defaultMode", 420)
+    if isinstance(v.get("hostPath"), dict):
+        v["hostPath"].setdefault("type", "")
+
+
+def default_pod_spec(spec: Obj) -> None:
+    """Upstream SetDefaults_PodSpec + containers/volumes: also applied to workload templates."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            if isinstance(c, dict):
+                default_container(c)
+    for v in spec.get("volumes") or []:
+        if isinstance(v, dict):
+            _default_volume(v)
+
+
+def default_pod(pod: Obj) -> None:
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        default_pod_spec(spec)
+
+
+def _default_tolerations(spec: Obj) -> None:
+    """DefaultTolerationSeconds admission: tolerate not-ready/unreachable NoExecute for 300 s."""
+    tols = spec.setdefault("tolerations", [])
+    for key in (_NOT_READY, _UNREACHABLE):
+        if not any(isinstance(t, dict) and (t.get("key") == key or (not t.get("key") and
+                   t.get("operator") == "Exists")) and t.get("effect") in (None, "", "NoExecute") for t in tols):
+            tols.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                         "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
+
+
+def _quantities(c: Mapping[str, Any], which: str) -> dict[str, Fraction]:
+    out: dict[str, Fraction] = {}
+    for name, q in ((c.get("resources") or {}).get(which) or {}).items():
+        try:
+            out[name] = parse_quantity(str(q))
+        except ValueError:
+            continue
+    return out
+
+
+def qos_class(spec: Mapping[str, Any]) -> str:
+    """Upstream GetPodQOS over containers and init containers (cpu and memory only)."""
+    containers = [c for k in ("containers", "initContainers") for c in spec.get(k) or [] if isinstance(c, dict)]
+    any_set, guaranteed = False, True
+    for c in containers:
+        req = {k: v for k, v in _quantities(c, "requests").items() if k in ("cpu", "memory")}
+        lim = {k: v for k, v in _quantities(c, "limits").items() if k in ("cpu", "memory")}
+        if any(v != 0 for v in req.values()) or any(v != 0 for v in lim.values()):
+            any_set = True
+        if set(lim) != {"cpu", "memory"} or any(req.get(k, lim[k]) != lim[k] for k in lim):
+            guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def prepare_create_pod(pod: Obj) -> None:
+    spec = pod.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    # ServiceAccount and Priority admission defaults (create only, as upstream admission).
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    if not spec.get("priorityClassName"):
+        spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    _default_tolerations(spec)
+    status: Obj = {"phase": "Pending", "qosClass": qos_class(spec)}
+    pod["status"] = status
+
+
+def _validate_container(c: Any, path: str, names: set[str]) -> list[Cause]:
+    if not isinstance(c, dict):
+        return [field_invalid(path, c, "must be an object")]
+    causes: list[Cause] = []
+    name = c.get("name")
+    if not name:
+        causes.append(field_required(f"{path}.name"))
+    else:
+        causes += [field_invalid(f"{path}.name", name, m) for m in is_dns1123_label(str(name))]
+        if name in names:
+            causes.append(field_duplicate(f"{path}.name", name))
+        names.add(str(name))
+    if not c.get("image"):
+        causes.append(field_required(f"{path}.image"))
+    ports: set[tuple[Any, Any]] = set()
+    for i, p in enumerate(c.get("ports") or []):
+        pp = f"{path}.ports[{i}]"
+        cp = p.get("containerPort") if isinstance(p, dict) else None
+        if cp is None:
+            causes.append(field_required(f"{pp}.containerPort"))
+        elif not isinstance(cp, int) or not 1 <= cp <= 65535:
+            causes.append(field_invalid(f"{pp}.containerPort", cp, "must be between 1 and 65535, inclusive"))
+        proto = p.get("protocol", "TCP") if isinstance(p, dict) else "TCP"
+        if proto not in PROTOCOLS:
+            causes.append(field_not_supported(f"{pp}.protocol", proto, PROTOCOLS))
+        if (cp, proto) in ports:
+            causes.append(field_duplicate(f"{pp}", f"{cp}/{proto}"))
+        ports.add((cp, proto))
+    for i, e in enumerate(c.get("env") or []):
+        if not isinstance(e, dict) or not e.get("name"):
+            causes.append(field_required(f"{path}.env[{i}].name"))
+    for i, m in enumerate(c.get("volumeMounts") or []):
+        if not isinstance(m, dict) or not m.get("name"):
+            causes.append(field_required(f"{path}.volumeMounts[{i}].name"))
+        if not isinstance(m, dict) or not m.get("mountPath"):
+            causes.append(field_required(f"{path}.volumeMounts[{i}].mountPath"))
+    return causes
+
+
+def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str] | None = None) -> list[Cause]:
+    if not isinstance(spec, dict):
+        return [field_required(path)]
+    causes: list[Cause] = []
+    names: set[str] = set()
+    containers = spec.get("containers")
+    if not containers:
+        causes.append(field_required(f"{path}.containers"))
+    for i, c in enumerate(containers or []):
+        causes += _validate_container(c, f"{path}.containers[{i}]", names)
+    for i, c in enumerate(spec.get("initContainers") or []):
+        causes += _validate_container(c, f"{path}.initContainers[{i}]", names)
+    allowed = restart_policies or RESTART_POLICIES
+    rp = spec.get("restartPolicy")
+    if rp is not None and rp not in allowed:
+        causes.append(field_not_supported(f"{path}.restartPolicy", rp, allowed))
+    dp = spec.get("dnsPolicy")
+    if dp is not None and dp not in DNS_POLICIES:
+        causes.append(field_not_supported(f"{path}.dnsPolicy", dp, DNS_POLICIES))
+    vols: set[str] = set()
+    for i, v in enumerate(spec.get("volumes") or []):
+        vname = v.get("name") if isinstance(v, dict) else None
+        if not vname:
+            causes.append(field_required(f"{path}.volumes[{i}].name"))
+        elif vname in vols:
+            causes.append(field_duplicate(f"{path}.volumes[{i}].name", vname))
+        else:
+            vols.add(str(vname))
+    tgps = spec.get("terminationGracePeriodSeconds")
+    if tgps is not None and not isinstance(tgps, int):
+        causes.append(field_invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be an integer"))
+    return causes
+
+
+def validate_pod(pod: Obj) -> list[Cause]:
+    return validate_pod_spec(pod.get("spec"))
+
+
+def _canon(v: Any) -> bytes:
+    return orjson.dumps(v, option=orjson.OPT_SORT_KEYS)
+
+
+def validate_pod_update(new: Obj, old: Obj) -> list[Cause]:
+    """Pod spec is immutable except images, activeDeadlineSeconds, tolerations additions, scheduling gates."""
+    nspec, ospec = new.get("spec") or {}, old.get("spec") or {}
+    causes: list[Cause] = []
+    otols = [_canon(t) for t in ospec.get("tolerations") or []]
+    ntols = {_canon(t) for t in nspec.get("tolerations") or []}
+    if any(t not in ntols for t in otols):
+        causes.append(field_forbidden("spec.tolerations",
+                                      "existing toleration can not be modified except its tolerationSeconds"))
+    oads, nads = ospec.get("activeDeadlineSeconds"), nspec.get("activeDeadlineSeconds")
+    if oads is not None and (nads is None or (isinstance(nads, int) and nads > oads)):
+        causes.append(field_invalid("spec.activeDeadlineSeconds", nads,
+                                    "must be less than or equal to previous value"))
+    # Compare everything else: copy the mutable fields from the new spec onto the old one.
+    mutated = orjson.loads(orjson.dumps(ospec))
+    for key in ("containers", "initContainers"):
+        olds, news = mutated.get(key) or [], nspec.get(key) or []
+        if len(olds) == len(news):
+            for o, n in zip(olds, news, strict=True):
+                if isinstance(o, dict) and isinstance(n, dict) and "image" in n:
+                    o["image"] = n["image"]
+    for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates"):
+        if key in nspec:
+            mutated[key] = nspec[key]
+        else:
+            mutated.pop(key, None)
+    if (ospec.get("terminationGracePeriodSeconds") or 0) < 0 and nspec.get("terminationGracePeriodSeconds") == 1:
+        mutated["terminationGracePeriodSeconds"] = 1
+    if _canon(mutated) != _canon(nspec):
+        causes.append(field_forbidden("spec", _MUTABLE_MSG))
+    return causes
+
+
+def pod_grace(pod: Obj, requested: int | None) -> int:
+    """Upstream CheckGracefulDelete for pods: unbound or terminated pods go at once."""
+    spec = pod.get("spec") or {}
+    period = requested if requested is not None else int(spec.get("terminationGracePeriodSeconds") or 0)
+    if not spec.get("nodeName"):
+        period = 0
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        period = 0
+    return 1 if period < 0 else period
+
+
+POD = Strategy(
+    default=default_pod,
+    prepare_create=prepare_create_pod,
+    validate=validate_pod,
+    validate_update=validate_pod_update,
+    graceful=pod_grace,
+    return_deleted_object=True,
+)

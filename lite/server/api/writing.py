@@ -1,0 +1,339 @@
+"""Create, update and patch: the write half of the generic registry.
+
+Create: type meta and system metadata (uid, creationTimestamp, generation, namespace from the request),
+generateName, strategy defaulting/preparation/validation, namespace lifecycle (must exist, not Terminating),
+admission hooks, then one store create. Update and patch share one read-modify-write loop (`update_loop`,
+upstream's GuaranteedUpdate): a client precondition (resourceVersion in the body) gives 409 Conflict on
+mismatch; without one, a concurrent change simply re-runs the modification on the fresh object.
+
+Invariants:
+- Nothing is written when the update changes nothing (no new resourceVersion, no watch event).
+- Only spec changes move metadata.generation (for custom objects: anything outside metadata and status).
+- For kinds with a status subresource the main resource ignores status changes, and `status` writes change
+  only the status.
+- With dry_run everything runs except the store write (generateName included).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from lite import errors
+from lite.client import PatchType
+from lite.errors import ApiError, Cause
+from lite.kinds import Kind
+from lite.objects import deep_copy, new_uid, rfc3339
+from lite.patch import json_equal, json_patch, merge_patch, schema_for, strategic_merge
+from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, conflict_error
+from lite.server.api.strategies import Admission
+from lite.server.store import KeyExists, KeyNotFound, RevMismatch
+from lite.validation import validate_object_meta
+
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATED_MAX = 58
+_NAME_ATTEMPTS = 8
+_UPDATE_ATTEMPTS = 20
+_TERMINATING = "unable to create new content in namespace {} because it is being terminated"
+_SMP_UNSUPPORTED = ("the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+
+Build = Callable[[Obj], Obj]
+
+
+def generate_name(base: str) -> str:
+    return base[:_GENERATED_MAX] + "".join(random.choice(_ALPHABET) for _ in range(5))
+
+
+def _meta(obj: Any) -> Obj:
+    if not isinstance(obj, dict):
+        raise errors.bad_request("the request body must be a JSON object")
+    meta = obj.get("metadata")
+    if meta is None:
+        meta = obj["metadata"] = {}
+    if not isinstance(meta, dict):
+        raise errors.bad_request("metadata must be an object")
+    return meta
+
+
+def spec_changed(kind: Kind, new: Obj, old: Obj, annotations_too: bool) -> bool:
+    if kind.crd:
+        strip = ("metadata", "status")
+        return not json_equal({k: v for k, v in new.items() if k not in strip},
+                              {k: v for k, v in old.items() if k not in strip})
+    if not json_equal(new.get("spec"), old.get("spec")):
+        return True
+    return annotations_too and not json_equal((new.get("metadata") or {}).get("annotations"),
+                                              (old.get("metadata") or {}).get("annotations"))
+
+
+class WriteMixin(RegistryBase):
+    """create / update / patch (see the module docstring)."""
+
+    # ---- create ------------------------------------------------------------------------------------
+
+    async def create_object(self, kind: Kind, namespace: str, obj: Obj, *, dry_run: bool = False) -> Obj:
+        """POST of a whole object; `obj` is consumed (mutated and returned)."""
+        self.check_stored(kind)
+        meta = _meta(obj)
+        ns = self.scoped(kind, namespace)
+        if kind.namespaced:
+            body_ns = meta.get("namespace") or ""
+            if ns and body_ns and body_ns != ns:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace "
+                                         "sent on the request")
+            ns = ns or str(body_ns)
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        generated = not meta.get("name") and bool(meta.get("generateName"))
+        if generated:
+            meta["name"] = generate_name(str(meta["generateName"]))
+        self._init_system_meta(kind, obj, meta)
+        strategy = self.strategy(kind)
+        strategy.default(obj)
+        strategy.prepare_create(obj)
+        name = str(meta.get("name") or "")
+        causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
+        causes += strategy.validate(obj)
+        if causes:
+            raise errors.invalid(kind.kind, name, causes, kind.group)
+        if kind.namespaced:
+            self._check_namespace(kind, ns, name)
+        await self.admit(Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run))
+        return await self._insert(kind, ns, obj, generated, dry_run)
+
+    def _init_system_meta(self, kind: Kind, obj: Obj, meta: Obj) -> None:
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        meta["uid"] = new_uid()
+        meta["creationTimestamp"] = rfc3339()
+        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(k, None)
+        if kind.generation or kind.crd:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+
+    def _check_namespace(self, kind: Kind, ns: str, name: str) -> None:
+        got = self.store.get(f"core/namespaces/{ns}")
+        if got is None:
+            raise errors.not_found("namespaces", ns)
+        nsobj = self.decode(kind, got[1])
+        if (nsobj.get("metadata") or {}).get("deletionTimestamp") or \
+                (nsobj.get("status") or {}).get("phase") == "Terminating":
+            detail = _TERMINATING.format(ns)
+            who = f'{kind.resource} "{name}"' if name else kind.resource
+            raise ApiError(f"{who} is forbidden: {detail}", 403, "Forbidden", name=name, group=kind.group,
+                           kind=kind.plural,
+                           causes=[Cause("NamespaceTerminating", detail, "metadata.namespace")])
+
+    async def _insert(self, kind: Kind, ns: str, obj: Obj, generated: bool, dry_run: bool) -> Obj:
+        meta = obj["metadata"]
+        strategy = self.strategy(kind)
+        for attempt in range(_NAME_ATTEMPTS if generated else 1):
+            key = self.key(kind, ns, meta["name"])
+            exists = self.store.get(key) is not None
+            try:
+                if exists:
+                    raise KeyExists(key)
+                if dry_run:
+                    return obj
+                rev, _ = await self.store.create(key, obj)
+            except KeyExists:
+                if generated and attempt + 1 < _NAME_ATTEMPTS:
+                    meta["name"] = generate_name(str(meta["generateName"]))
+                    strategy.default(obj)
+                    continue
+                raise errors.already_exists(kind.plural, meta["name"], kind.group) from None
+            meta["resourceVersion"] = str(rev)
+            await self.after_write(kind, obj, None)
+            return obj
+        raise errors.already_exists(kind.plural, meta["name"], kind.group)  # pragma: no cover
+
+    # ---- update ------------------------------------------------------------------------------------
+
+    async def update_loop(self, kind: Kind, namespace: str, name: str, build: Build, *,
+                          subresource: str = "", dry_run: bool = False,
+                          create: Callable[[], Awaitable[Obj]] | None = None) -> tuple[Obj, bool]:
+        """Read, `build(old) -> new`, prepare/validate, write with the read revision; (object, created)."""
+        self.check_stored(kind)
+        ns = self.scoped(kind, namespace)
+        key = self.key(kind, ns, name)
+        for _ in range(_UPDATE_ATTEMPTS):
+            got = self.store.get(key)
+            if got is None:
+                if create is not None:
+                    return await create(), True
+                raise errors.not_found(kind.plural, name, kind.group)
+            rev, old = got[0], self.decode(kind, got[1])
+            new = build(old)
+            wanted = str((new.get("metadata") or {}).get("resourceVersion") or "")
+            if wanted and wanted != str(rev):
+                raise conflict_error(kind, name)
+            try:
+                return await self._write_update(kind, ns, name, key, rev, new, old, subresource, dry_run), False
+            except RetryWrite:
+                if wanted:
+                    raise conflict_error(kind, name) from None
+        raise conflict_error(kind, name)
+
+    async def _write_update(self, kind: Kind, ns: str, name: str, key: str, rev: int, new: Obj, old: Obj,
+                            subresource: str, dry_run: bool) -> Obj:
+        self.prepare_update(kind, ns, name, new, old, subresource)
+        new["metadata"]["resourceVersion"] = str(rev)
+        if json_equal(new, old):
+            return old
+        await self.admit(Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run))
+        if _should_delete_during_update(new, old):
+            return await self.remove(kind, key, new, rev, dry_run)
+        if dry_run:
+            return new
+        try:
+            new_rev, _ = await self.store.update(key, new, rev)
+        except (RevMismatch, KeyNotFound) as e:
+            raise RetryWrite from e
+        new["metadata"]["resourceVersion"] = str(new_rev)
+        await self.after_write(kind, new, old)
+        return new
+
+    def prepare_update(self, kind: Kind, ns: str, name: str, new: Obj, old: Obj, subresource: str) -> None:
+        """System metadata from `old`, status rule, strategy hooks, generation, validation (422)."""
+        meta, ometa = _meta(new), old.get("metadata") or {}
+        new["apiVersion"], new["kind"] = kind.api_version, kind.kind
+        causes: list[Cause] = []
+        for field in ("name", "namespace", "uid"):
+            if not meta.get(field) and ometa.get(field):
+                meta[field] = ometa[field]
+            elif meta.get(field, "") != ometa.get(field, ""):
+                causes.append(errors.field_invalid(f"metadata.{field}", meta.get(field), "field is immutable"))
+        for field in ("creationTimestamp", "deletionTimestamp", "generation"):
+            if field in ometa:
+                meta[field] = ometa[field]
+            else:
+                meta.pop(field, None)
+        if "deletionGracePeriodSeconds" in ometa and meta.get("deletionGracePeriodSeconds") is None:
+            meta["deletionGracePeriodSeconds"] = ometa["deletionGracePeriodSeconds"]
+        strategy = self.strategy(kind)
+        strategy.default(new)
+        if not subresource:
+            if kind.has_status():
+                if "status" in old:
+                    new["status"] = deep_copy({"s": old["status"]})["s"]
+                else:
+                    new.pop("status", None)
+            strategy.prepare_update(new, old)
+        if "generation" in ometa and spec_changed(kind, new, old, strategy.generation_on_annotations):
+            meta["generation"] = int(ometa["generation"]) + 1
+        causes += validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
+        causes += strategy.validate(new)
+        if not subresource:
+            causes += strategy.validate_update(new, old)
+        if causes:
+            raise errors.invalid(kind.kind, name, causes, kind.group)
+
+    async def update_object(self, kind: Kind, namespace: str, name: str, obj: Obj, *,
+                            subresource: str = "", dry_run: bool = False) -> Obj:
+        """PUT of the object or of its `status`; the body's resourceVersion is the precondition."""
+        meta = _meta(obj)
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on "
+                                     f"the URL ({name})")
+        if kind.namespaced and namespace and meta.get("namespace") and meta["namespace"] != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
+                                     "on the request")
+
+        def build(old: Obj) -> Obj:
+            if subresource == "status":
+                new = deep_copy(old)
+                new["status"] = deep_copy({"s": obj.get("status")})["s"]
+                if new["status"] is None:
+                    new.pop("status")
+                new["metadata"]["resourceVersion"] = meta.get("resourceVersion") or ""
+                return new
+            return deep_copy(obj)
+
+        out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run)
+        return out
+
+    # ---- patch -------------------------------------------------------------------------------------
+
+    def apply_patch(self, kind: Kind, doc: Obj, patch: Any, patch_type: PatchType) -> Obj:
+        if patch_type == "json":
+            out = json_patch(doc, patch)
+        elif patch_type == "merge":
+            out = merge_patch(doc, patch)
+        elif patch_type == "strategic":
+            if kind.crd:
+                raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
+            out = strategic_merge(doc, patch, schema_for(kind.kind, kind.group))
+        elif patch_type == "apply":
+            # Server-side apply without field ownership yet: the intent is merged like a strategic merge
+            # patch (list merge keys), or a merge patch for custom objects.
+            if kind.crd:
+                out = merge_patch(doc, patch)
+            else:
+                out = strategic_merge(doc, patch, schema_for(kind.kind, kind.group))
+        else:
+            raise errors.unsupported_media_type(f"unsupported patch type {patch_type!r}")
+        if not isinstance(out, dict):
+            raise errors.bad_request("the patched document is not an object")
+        return out
+
+    async def patch_object(self, kind: Kind, namespace: str, name: str, patch: Any, patch_type: PatchType, *,
+                           subresource: str = "", dry_run: bool = False) -> tuple[Obj, bool]:
+        """PATCH; apply patches create the object when absent. Returns (object, created)."""
+        if patch_type == "strategic" and kind.crd:
+            raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
+
+        explicit_rv = _patch_sets_rv(patch, patch_type)
+
+        def build(old: Obj) -> Obj:
+            patched = self.apply_patch(kind, old, patch, patch_type)
+            if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
+                _meta(patched)["resourceVersion"] = ""
+            if subresource == "status":
+                new = deep_copy(old)
+                if "status" in patched:
+                    new["status"] = patched["status"]
+                else:
+                    new.pop("status", None)
+                new["metadata"]["resourceVersion"] = (patched.get("metadata") or {}).get("resourceVersion")
+                return new
+            return patched
+
+        create = None
+        if patch_type == "apply" and not subresource:
+            async def create() -> Obj:
+                if not isinstance(patch, dict):
+                    raise errors.bad_request("an apply patch must be a JSON object")
+                obj = deep_copy(patch)
+                meta = _meta(obj)
+                if meta.get("name") and meta["name"] != name:
+                    raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the "
+                                             f"name on the URL ({name})")
+                meta["name"] = name
+                meta.pop("resourceVersion", None)
+                return await self.create_object(kind, namespace, obj, dry_run=dry_run)
+
+        return await self.update_loop(kind, namespace, name, build, subresource=subresource,
+                                      dry_run=dry_run, create=create)
+
+
+def _patch_sets_rv(patch: Any, patch_type: PatchType) -> bool:
+    """Whether the patch itself carries metadata.resourceVersion (then it is a precondition)."""
+    if patch_type == "json":
+        return any(isinstance(op, dict) and op.get("path") in ("/metadata/resourceVersion", "/metadata")
+                   and op.get("op") in ("add", "replace", "copy", "move") for op in patch or [])
+    meta = patch.get("metadata") if isinstance(patch, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+
+
+def _should_delete_during_update(new: Obj, old: Obj) -> bool:
+    """Upstream ShouldDeleteDuringUpdate: the last finalizer left an object already being deleted."""
+    nmeta, ometa = new.get("metadata") or {}, old.get("metadata") or {}
+    if nmeta.get("finalizers") or not ometa.get("finalizers"):
+        return False
+    return bool(nmeta.get("deletionTimestamp")) and nmeta.get("deletionGracePeriodSeconds") == 0
