@@ -109,3 +109,11 @@ async def check_acked(db_path: str, acked: list[list[str]]) -> None:
                 assert cur is not None and cur[0] >= int(parts[1])
     finally:
         await s.close()
+
+
+async def test_file_settings(store: Store, db_path: str) -> None:
+    def pragmas() -> tuple[object, ...]:
+        c = store._db.conn
+        return tuple(c.execute(f"PRAGMA {p}").fetchone()[0] for p in ("journal_mode", "synchronous", "auto_vacuum"))
+
+    assert await store._run(pragmas) == ("wal", 2, 2)  # WAL, FULL, INCREMENTAL

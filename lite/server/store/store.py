@@ -89,10 +89,14 @@ class Store:
         loop = asyncio.get_running_loop()
         try:
             db = await loop.run_in_executor(executor, LogDB, path)
-            store = cls(db, executor, window, watch_queue)
-            await store._load(window)
         except BaseException:
             executor.shutdown(wait=False)
+            raise
+        store = cls(db, executor, window, watch_queue)
+        try:
+            await store._load(window)
+        except BaseException:
+            await store._close()
             raise
         store._writer = asyncio.create_task(store._write_loop(), name="lite-store-writer")
         return store
@@ -100,7 +104,7 @@ class Store:
     async def _load(self, window: int) -> None:
         current = await self._run(lambda: list(self._db.load_current()))
         rev = await self._run(self._db.max_rev)
-        known = {rev: value for _, rev, value in current}
+        known = {r: value for _, r, value in current}
         history = await self._run(lambda: self._db.recent(window, known)) if window > 0 else []
         self._index.load_sorted(current)
         self.current_rev = rev
