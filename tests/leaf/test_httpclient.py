@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
+from liteproc import LiteServer
 
 from lite.client import Client, Obj, WatchEvent
 from lite.errors import ApiError
@@ -43,6 +45,7 @@ DEPLOY = KINDS.by_gvk("apps", "v1", "Deployment")
 assert CM is not None and NS is not None and DEPLOY is not None
 
 GUARD = 10.0  # a hang guard, never a speed assertion
+KUBECTL = "/usr/bin/kubectl"
 
 
 # -- pure: watch line parsing --
@@ -283,3 +286,50 @@ async def test_unreachable_server_is_503(free_port: int) -> None:
         with pytest.raises(ApiError) as e:
             await h.list(CM)
         assert (e.value.code, e.value.reason) == (503, "ServiceUnavailable")
+
+
+@pytest.mark.e2e
+async def test_against_real_lite_server_with_kubectl(tmp_path: Path, free_port: int) -> None:
+    """A real `lite server` process: objects kubectl writes reach an informer running over HttpClient."""
+    if not os.access(KUBECTL, os.X_OK):
+        pytest.skip(f"{KUBECTL} not installed")
+    server = LiteServer(tmp_path / "data", free_port).start()
+    try:
+        await asyncio.to_thread(server.wait_ready, 60)
+        async with HttpClient.from_kubeconfig(str(server.kubeconfig)) as h:
+            inf = Informer(h, CM, "default", label_selector="from=kubectl")
+            seen: list[str] = []
+            inf.add_handlers(on_add=lambda o: seen.append(name_of(o)),
+                             on_delete=lambda o: seen.append("-" + name_of(o)))
+            task = asyncio.create_task(inf.run())
+            try:
+                async with asyncio.timeout(GUARD):
+                    await inf.wait_synced()
+                await kubectl(server.kubeconfig, "create", "configmap", "via-kubectl", "--from-literal=k=v")
+                await kubectl(server.kubeconfig, "label", "configmap", "via-kubectl", "from=kubectl")
+                async with asyncio.timeout(GUARD):
+                    while "via-kubectl" not in seen:
+                        await asyncio.sleep(0.01)
+                got = await h.get(CM, "default", "via-kubectl")
+                assert got["data"] == {"k": "v"}
+                await kubectl(server.kubeconfig, "delete", "configmap", "via-kubectl")
+                async with asyncio.timeout(GUARD):
+                    while "-via-kubectl" not in seen:
+                        await asyncio.sleep(0.01)
+                assert seen == ["via-kubectl", "-via-kubectl"]
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    finally:
+        code = await asyncio.to_thread(server.stop)
+        assert code == 0, server.log_tail()
+
+
+async def kubectl(kubeconfig: Path, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL, "--kubeconfig", str(kubeconfig), "-n", "default", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {err.decode()}"
+    return out.decode()
