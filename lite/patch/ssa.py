@@ -51,17 +51,19 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
     previous = entries[mine[0]][1] if mine else set()
     owned = object_fields(want, schema, ignore_status=ignore_status)
 
-    conflicts = _conflicts(base, want, owned, entries, manager, schema)
+    result: dict[str, Any] = _merge(deep_copy(base), want, schema, ())
+    conflicts = _conflicts(base, result, owned, entries, manager, schema)
     if conflicts and not force:
         raise _conflict_error(conflicts, entries)
     taken = {p for _, p in conflicts}
     others = [(e, s - taken) for i, (e, s) in enumerate(entries) if i not in mine]
-
-    result: dict[str, Any] = _merge(base, want, schema, ())
     still_owned = set().union(*(s for _, s in others)) if others else set()
-    for p in sorted(previous - owned, key=len, reverse=True):
-        if not _owned_below(p, still_owned):
-            remove_path(result, p, schema)
+    removed: list[FieldPath] = []
+    for p in sorted(previous - owned, key=len):  # ancestors first: removing an item removes its fields
+        if any(p[:len(r)] == r for r in removed) or _owned_below(p, still_owned | owned):
+            continue
+        remove_path(result, p, schema)
+        removed.append(p)
 
     new_entry = {"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": now,
                  "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(owned)}
@@ -119,10 +121,11 @@ def _owned_below(p: FieldPath, owned: set[FieldPath]) -> bool:
     return any(q[:len(p)] == p for q in owned)
 
 
-def _conflicts(live: dict[str, Any], want: dict[str, Any], owned: set[FieldPath],
+def _conflicts(live: dict[str, Any], merged: dict[str, Any], owned: set[FieldPath],
                entries: list[tuple[Entry, set[FieldPath]]], manager: str,
                schema: Schema) -> list[tuple[int, FieldPath]]:
-    """(entry index, path) for every path another manager owns whose value the intent would change."""
+    """(entry index, path) for every path the intent names that another manager owns and that the merge
+    changed (upstream compares the merged object with the live one, so equal values are shared)."""
     out: list[tuple[int, FieldPath]] = []
     for i, (e, s) in enumerate(entries):
         if _is(e, manager, "Apply"):
@@ -131,7 +134,7 @@ def _conflicts(live: dict[str, Any], want: dict[str, Any], owned: set[FieldPath]
             if p[-1].startswith(("k:", "v:")):
                 continue  # list membership is shared, never a conflicting value
             current = get_path(live, p, schema)
-            if current is MISSING or not json_equal(current, get_path(want, p, schema)):
+            if current is MISSING or not json_equal(current, get_path(merged, p, schema)):
                 out.append((i, p))
     return out
 

@@ -173,3 +173,20 @@ def test_fields_v1_round_trip_and_paths() -> None:
     # server-owned metadata and status are never owned
     assert object_fields({"apiVersion": "v1", "kind": "X", "metadata": {"name": "n", "uid": "u"},
                           "status": {"a": 1}}, DEPLOY) == set()
+
+
+def test_dropped_list_item_is_removed_whole() -> None:
+    body = intent()
+    body["spec"]["template"]["spec"]["containers"].append({"name": "side", "image": "busybox", "args": ["x"]})
+    live = do_apply(None, body)
+    out = do_apply(live, intent())
+    assert [c["name"] for c in out["spec"]["template"]["spec"]["containers"]] == ["nginx"]
+
+
+def test_merge_decides_conflicts_not_the_raw_intent() -> None:
+    # an empty map in the intent merges into live labels without changing them: no conflict
+    live = do_apply(None, intent(app="web"), manager="ops")
+    body = intent()
+    body["metadata"]["labels"] = {}
+    out = do_apply(live, body)
+    assert out["metadata"]["labels"] == {"app": "web"}

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 
-from lite.patch import merge_patch, schema_for, strategic_merge
+from lite.errors import ApiError
+from lite.patch import apply, merge_patch, schema_for, strategic_merge
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -68,6 +70,9 @@ class FakeServer:
                                           "details": {"name": "web", "group": "apps", "kind": "deployments"},
                                           "message": 'deployments.apps "web" not found'}, status=404)
             return web.json_response(self.obj)
+        if path == DEPLOY_PATH and request.method == "PATCH" and \
+                request.content_type == "application/apply-patch+yaml":
+            return await self.server_side_apply(request)
         if path == DEPLOY_PATH and request.method == "PATCH" and self.obj is not None:
             ctype = request.content_type
             body = await request.json()
@@ -79,6 +84,19 @@ class FakeServer:
         return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
                                   "reason": "NotFound", "message": "the server could not find the requested "
                                   "resource"}, status=404)
+
+
+    async def server_side_apply(self, request: web.Request) -> web.Response:
+        body = yaml.safe_load(await request.text())
+        self.patches.append((request.content_type, body))
+        created = self.obj is None
+        try:
+            out = apply(self.obj, body, manager=request.query.get("fieldManager", ""),
+                        force=request.query.get("force") == "true", api_version="apps/v1",
+                        now="2026-01-01T00:00:00Z", schema=schema_for("Deployment"))
+        except ApiError as e:
+            return web.json_response(e.status(), status=e.code)
+        return web.json_response(self.stored(out), status=201 if created else 200)
 
 
 @pytest.fixture
@@ -98,15 +116,15 @@ async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[FakeServer, Any]]:
         "users": [{"name": "u", "user": {"token": "x"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "default"}}]}))
 
-    async def run(*args: str, stdin: str = "") -> str:
+    async def run(*args: str, stdin: str = "", ok: bool = True) -> str:
         assert KUBECTL is not None
         proc = await asyncio.create_subprocess_exec(
             KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"), *args,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "HOME": str(tmp_path)})
         out, err = await proc.communicate(stdin.encode())
-        assert proc.returncode == 0, err.decode()
-        return out.decode()
+        assert (proc.returncode == 0) is ok, err.decode()
+        return out.decode() if ok else err.decode()
 
     try:
         yield server, run
@@ -184,3 +202,49 @@ async def test_kubectl_apply_set_image_label_restart(kubectl: tuple[FakeServer, 
         "containers": [{"image": "busybox:1.36", "name": "side"}]}}}}
     assert server.patches[-1][1]["spec"]["template"]["spec"]["containers"][-1] == {"$patch": "delete",
                                                                                   "name": "log"}
+
+
+async def test_kubectl_server_side_apply(kubectl: tuple[FakeServer, Any]) -> None:
+    server, run = kubectl
+    rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}
+    first = manifest("nginx:1.25", [{"name": "A", "value": "1"}], {"app": "web"}, [], rolling)
+    await run("apply", "--server-side", "--validate=false", "-f", "-", stdin=first)
+    assert server.patches[0][0] == "application/apply-patch+yaml"
+    obj = server.obj
+    assert obj is not None
+    (entry,) = obj["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"]) == ("kubectl", "Apply")
+    assert entry["fieldsV1"]["f:spec"]["f:replicas"] == {}
+
+    # another manager changing replicas is refused, and kubectl shows upstream's conflict text
+    other = json.loads(first)
+    other["spec"]["replicas"] = 5
+    err = await run("apply", "--server-side", "--field-manager=ops", "--validate=false", "-f", "-",
+                    stdin=json.dumps(other), ok=False)
+    assert 'conflict with "kubectl"' in err and ".spec.replicas" in err
+    assert server.obj is not None and server.obj["spec"]["replicas"] == 2
+
+    await run("apply", "--server-side", "--force-conflicts", "--field-manager=ops", "--validate=false",
+              "-f", "-", stdin=json.dumps(other))
+    obj = server.obj
+    assert obj["spec"]["replicas"] == 5
+    managers = {e["manager"]: e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
+    assert "f:replicas" in managers["ops"]["f:spec"] and "f:replicas" not in managers["kubectl"]["f:spec"]
+
+    # the first manager drops replicas (no longer its field) and env A: env A stays because ops applied it
+    # too, while a field only kubectl owned (the label) goes
+    dropped = json.loads(manifest("nginx:1.25", [], {}, [], rolling))
+    del dropped["spec"]["replicas"]
+    await run("apply", "--server-side", "--validate=false", "-f", "-", stdin=json.dumps(dropped))
+    obj = server.obj
+    assert obj["spec"]["replicas"] == 5
+    assert obj["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
+    assert obj["metadata"]["labels"] == {"app": "web"}  # ops applied the same label: shared, so kept
+
+    # without a shared owner a dropped field is removed
+    await run("apply", "--server-side", "--validate=false", "--field-manager=ops", "-f", "-",
+              stdin=json.dumps(dropped))
+    await run("apply", "--server-side", "--validate=false", "-f", "-", stdin=json.dumps(dropped))
+    obj = server.obj
+    assert not obj["spec"]["template"]["spec"]["containers"][0].get("env")
+    assert "replicas" not in obj["spec"]
