@@ -184,9 +184,10 @@ def test_dropped_list_item_is_removed_whole() -> None:
 
 
 def test_merge_decides_conflicts_not_the_raw_intent() -> None:
-    # an empty map in the intent merges into live labels without changing them: no conflict
-    live = do_apply(None, intent(app="web"), manager="ops")
-    body = intent()
-    body["metadata"]["labels"] = {}
-    out = do_apply(live, body)
+    # an empty map merges into live labels without changing them, so owning it too is no conflict
+    empty = intent()
+    empty["metadata"]["labels"] = {}
+    live = do_apply(None, empty, manager="ops")  # ops owns `.metadata.labels` itself (an empty map)
+    live = do_apply(live, intent(app="web"), manager="x")
+    out = do_apply(live, empty)
     assert out["metadata"]["labels"] == {"app": "web"}
