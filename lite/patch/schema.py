@@ -40,27 +40,28 @@ class ListRule:
 ATOMIC = ListRule("atomic")
 
 
-def _keyed(key: str, *more: str, **defaults: Any) -> ListRule:
+def keyed(key: str, *more: str, **defaults: Any) -> ListRule:
+    """A list merged by `key` (SMP `patchMergeKey`); `more` adds SSA list-map keys, `defaults` their defaults."""
     return ListRule("merge", key, (key, *more), tuple(sorted(defaults.items())))
 
 
-_PORTS = _keyed("containerPort", "protocol", protocol="TCP")
+_PORTS = keyed("containerPort", "protocol", protocol="TCP")
 _CONTAINER = ("containers", "initContainers", "ephemeralContainers")
 
 _FIXED: dict[Path, ListRule] = {
-    ("metadata", "ownerReferences"): _keyed("uid"),
-    ("*", "metadata", "ownerReferences"): _keyed("uid"),
+    ("metadata", "ownerReferences"): keyed("uid"),
+    ("*", "metadata", "ownerReferences"): keyed("uid"),
     ("metadata", "finalizers"): ListRule("set"),
     ("*", "metadata", "finalizers"): ListRule("set"),
-    ("status", "conditions"): _keyed("type"),
-    ("*", "imagePullSecrets"): _keyed("name"),
-    ("*", "volumes"): _keyed("name"),
-    ("*", "hostAliases"): _keyed("ip"),
-    ("*", "topologySpreadConstraints"): _keyed("topologyKey", "whenUnsatisfiable"),
-    ("*", "resourceClaims"): _keyed("name"),
-    ("*", "schedulingGates"): _keyed("name"),
-    ("status", "podIPs"): _keyed("ip"),
-    ("status", "hostIPs"): _keyed("ip"),
+    ("status", "conditions"): keyed("type"),
+    ("*", "imagePullSecrets"): keyed("name"),
+    ("*", "volumes"): keyed("name"),
+    ("*", "hostAliases"): keyed("ip"),
+    ("*", "topologySpreadConstraints"): keyed("topologyKey", "whenUnsatisfiable"),
+    ("*", "resourceClaims"): keyed("name"),
+    ("*", "schedulingGates"): keyed("name"),
+    ("status", "podIPs"): keyed("ip"),
+    ("status", "hostIPs"): keyed("ip"),
 }
 
 
@@ -68,19 +69,19 @@ def _common_rules() -> dict[Path, ListRule]:
     rules = dict(_FIXED)
     for c in _CONTAINER:
         rules.update({
-            ("*", c): _keyed("name"),
+            ("*", c): keyed("name"),
             ("*", c, "ports"): _PORTS,
-            ("*", c, "env"): _keyed("name"),
-            ("*", c, "volumeMounts"): _keyed("mountPath"),
-            ("*", c, "volumeDevices"): _keyed("devicePath"),
-            ("*", c, "resizePolicy"): _keyed("resourceName"),
+            ("*", c, "env"): keyed("name"),
+            ("*", c, "volumeMounts"): keyed("mountPath"),
+            ("*", c, "volumeDevices"): keyed("devicePath"),
         })
     return rules
 
 
 _PER_KIND: dict[str, dict[Path, ListRule]] = {
-    "Service": {("spec", "ports"): _keyed("port", "protocol", protocol="TCP")},
-    "Node": {("status", "addresses"): _keyed("type"), ("spec", "taints"): ATOMIC},
+    "Service": {("spec", "ports"): keyed("port", "protocol", protocol="TCP")},
+    "Node": {("status", "addresses"): keyed("type"), ("spec", "taints"): ATOMIC,
+             ("spec", "podCIDRs"): ListRule("set")},
 }
 
 # Maps that are atomic for server-side apply (`+structType=atomic`): owned and replaced whole.

@@ -205,6 +205,9 @@ def _reencode(entries: list[tuple[Entry, set[FieldPath]]]) -> list[Entry]:
 
 
 def _store_entries(obj: dict[str, Any], entries: list[Entry]) -> None:
+    # Upstream order: by operation (Apply before Update), then time, manager, apiVersion, subresource.
+    entries = sorted(entries, key=lambda e: (e.get("operation", ""), e.get("time") or "", e.get("manager", ""),
+                                             e.get("apiVersion", ""), e.get("subresource", "")))
     meta = obj.setdefault("metadata", {})
     if entries:
         meta["managedFields"] = entries

@@ -191,3 +191,12 @@ def test_merge_decides_conflicts_not_the_raw_intent() -> None:
     live = do_apply(live, intent(app="web"), manager="x")
     out = do_apply(live, empty)
     assert out["metadata"]["labels"] == {"app": "web"}
+
+
+def test_managed_fields_sorted_like_upstream() -> None:
+    created = record_update(None, intent(replicas=1), manager="kubectl-create", api_version="apps/v1", now=T0,
+                            schema=DEPLOY)
+    out = do_apply(created, intent(replicas=1, team="a"), manager="zeta", now=T1)
+    out = do_apply(out, intent(replicas=1, team="a"), manager="alpha", now=T1)
+    assert [(e["operation"], e["manager"]) for e in out["metadata"]["managedFields"]] == [
+        ("Apply", "alpha"), ("Apply", "zeta"), ("Update", "kubectl-create")]

@@ -10,12 +10,12 @@ import yaml
 
 from lite.errors import ApiError
 from lite.patch import ATOMIC, ListRule, Schema, strategic_merge
-from lite.patch.schema import _keyed
+from lite.patch.schema import keyed
 
 MERGE_ITEM = Schema({
-    ("*", "mergingList"): _keyed("name"),
-    ("*", "retainKeysMergingList"): _keyed("name"),
-    ("*", "mergeItemPtr"): _keyed("name"),
+    ("*", "mergingList"): keyed("name"),
+    ("*", "retainKeysMergingList"): keyed("name"),
+    ("*", "mergeItemPtr"): keyed("name"),
     ("*", "mergingIntList"): ListRule("set"),
     ("*", "nonMergingList"): ATOMIC,
 })
