@@ -19,7 +19,7 @@ from aiohttp import web
 from liteproc import LiteServer
 
 from lite.client import Client, Obj, WatchEvent
-from lite.errors import ApiError
+from lite.errors import ApiError, too_many_requests
 from lite.httpclient import HttpClient, parse_watch_line
 from lite.informer import Informer
 from lite.kinds import KindRegistry
@@ -333,3 +333,37 @@ async def kubectl(kubeconfig: Path, *args: str) -> str:
     out, err = await proc.communicate()
     assert proc.returncode == 0, f"kubectl {' '.join(args)}: {err.decode()}"
     return out.decode()
+
+
+async def test_retry_after_429_and_non_status_errors(free_port: int) -> None:
+    """Answers lite itself never gives but proxies and busy servers do: 429 + Retry-After, plain-text errors."""
+    hits: list[str] = []
+
+    async def busy_then_ok(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        if len(hits) < 3:
+            return web.json_response(too_many_requests("busy", retry_after=0).status(), status=429,
+                                     headers={"Retry-After": "0"})
+        return web.json_response({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x"}})
+
+    async def bad_gateway(request: web.Request) -> web.Response:
+        return web.Response(status=502, text="upstream connect error")
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/default/configmaps/x", busy_then_ok)
+    app.router.add_get("/api/v1/namespaces/default/configmaps/y", bad_gateway)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", free_port).start()
+    try:
+        async with HttpClient(f"http://127.0.0.1:{free_port}") as h:
+            assert name_of(await h.get(CM, "default", "x")) == "x"
+            assert len(hits) == 3
+            with pytest.raises(ApiError) as e:
+                await h.get(CM, "default", "y")
+            assert (e.value.code, e.value.message) == (502, "upstream connect error")
+            with pytest.raises(ApiError) as e:
+                await h.get(CM, "default", "z")  # aiohttp's own text 404
+            assert (e.value.code, e.value.reason) == (404, "NotFound")
+    finally:
+        await runner.cleanup()

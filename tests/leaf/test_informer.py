@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -98,13 +98,17 @@ class Controlled:
         self.events_per_watch: int | None = None
         self.hold_from: int | None = None
         self.release = asyncio.Event()
+        self.after_list: Callable[[Obj], Awaitable[None]] | None = None
 
     async def list(self, kind: Any, namespace: str = "", **kw: Any) -> Obj:
         self.list_calls += 1
         if self.list_failures > 0:
             self.list_failures -= 1
             raise internal("injected list failure")
-        return await self.inner.list(kind, namespace, **kw)
+        page = await self.inner.list(kind, namespace, **kw)
+        if self.after_list is not None:
+            await self.after_list(page)
+        return page
 
     async def watch(self, kind: Any, namespace: str = "", **kw: Any) -> AsyncIterator[WatchEvent]:
         self.watch_calls += 1
@@ -260,6 +264,30 @@ async def test_relist_on_expired_watch_reports_changes_and_tombstones(tmp_path: 
             assert tomb == last_seen  # the last state the cache saw
             assert sorted(inf.keys()) == sorted(["default/keep", "default/change", "default/trigger"]
                                                 + [f"default/later{i}" for i in range(5)])
+
+
+async def test_expired_continue_token_falls_back_to_one_full_list(tmp_path: Path) -> None:
+    async with open_api(tmp_path, window=3) as api:
+        for i in range(4):
+            await api.create(CM, "default", cm(f"c{i}"))
+        ctl = Controlled(api)
+
+        async def churn(page: Obj) -> None:
+            if ctl.list_calls == 1:  # between the first and second page, the token's RV leaves the window
+                ctl.after_list = None
+                for i in range(4, 9):
+                    await api.create(CM, "default", cm(f"c{i}"))
+
+        ctl.after_list = churn
+        inf = Informer(cast(Client, ctl), CM, page_size=2)
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            assert ctl.list_calls == 3  # page 1, page 2 refused (410), then one unpaginated list
+            assert sorted(inf.keys()) == [f"default/c{i}" for i in range(9)]
+            assert sorted(rec.events) == sorted(("add", f"c{i}") for i in range(9))
 
 
 async def test_list_failures_are_retried_and_handler_failures_isolated(
