@@ -3,9 +3,9 @@
 Invariants:
 - Neither function mutates its inputs: JSON patch works on a deep copy, so a failing operation leaves
   the caller's document untouched (no partial application).
-- A malformed patch document (not a list of operation objects, unknown op, missing `path`/`value`/`from`)
-  raises 400 BadRequest; an operation that cannot apply to this document (missing path, failed `test`,
-  index out of range) raises 422 Invalid, as the API server does.
+- As the API server: a body that is not a list of objects raises 400 BadRequest, more than 10000
+  operations 413, and any operation that cannot be applied (unknown op, missing `path`/`value`/`from`,
+  missing target, failed `test`, index out of range) 422 Invalid.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from lite import errors
 from lite.objects import deep_copy
 
 _OPS = ("add", "remove", "replace", "move", "copy", "test")
+MAX_OPERATIONS = 10000
 
 
 def _unprocessable(message: str) -> errors.ApiError:
@@ -114,14 +115,14 @@ def _remove(doc: Any, path: str) -> tuple[Any, Any]:
 
 def _field(op: dict[str, Any], name: str) -> Any:
     if name not in op:
-        raise errors.bad_request(f"json patch operation {op.get('op')!r} is missing {name!r}")
+        raise _unprocessable(f"json patch operation {op.get('op')!r} is missing {name!r}")
     return op[name]
 
 
 def _apply_one(doc: Any, op: dict[str, Any]) -> Any:
     kind, path = op.get("op"), _field(op, "path")
     if not isinstance(path, str):
-        raise errors.bad_request(f"json patch path must be a string, not {path!r}")
+        raise _unprocessable(f"json patch path must be a string, not {path!r}")
     if kind == "add":
         return _add(doc, path, deep_copy({"v": _field(op, "value")})["v"])
     if kind == "remove":
@@ -148,13 +149,15 @@ def json_patch(doc: dict[str, Any], ops: Any) -> Any:
     """Apply an RFC 6902 patch to a copy of `doc` and return the result."""
     if not isinstance(ops, list):
         raise errors.bad_request("json patch must be a list of operations")
-    for op in ops:
-        if not isinstance(op, dict):
-            raise errors.bad_request(f"json patch operation must be an object, not {op!r}")
-        if op.get("op") not in _OPS:
-            raise errors.bad_request(f"Unexpected kind: {op.get('op')}")
+    if any(not isinstance(op, dict) for op in ops):
+        raise errors.bad_request("json patch operations must be objects")
+    if len(ops) > MAX_OPERATIONS:
+        raise errors.too_large(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, "
+                               f"got {len(ops)}")
     out: Any = deep_copy(doc)
     for op in ops:
+        if op.get("op") not in _OPS:
+            raise _unprocessable(f"Unexpected kind: {op.get('op')}")
         out = _apply_one(out, op)
     return out
 
