@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -121,19 +122,19 @@ async def test_never_policy(service: ImageService, registry: RegistryServer, pus
 async def test_if_not_present_does_not_repull(store_root: Path, proxy: AuthProxy, pushed_images: PushedImages) -> None:
     async with await ImageService.open(store_root, mirror_config(proxy.url)) as svc:
         await svc.ensure("busybox", "IfNotPresent")
-        assert proxy.count("manifests") == 1 and proxy.count("blobs") == 2  # config + layer
+        assert proxy.count("manifests", "HEAD") == 1 and proxy.count("manifests", "GET") == 1
+        assert proxy.count("blobs") == 2  # config + layer
         before = len(proxy.requests)
         await svc.ensure("busybox", "IfNotPresent")
         await svc.ensure("docker.io/library/busybox:latest", "IfNotPresent")
         assert len(proxy.requests) == before
-        await svc.ensure("busybox", "Always")  # re-resolves, but fetches no blob it holds
-        assert proxy.count("manifests") == 2 and proxy.count("blobs") == 2
+        await svc.ensure("busybox", "Always")  # re-resolves with a HEAD; fetches nothing it holds
+        assert proxy.requests[before:] == [("HEAD", "/v2/library/busybox/manifests/latest")]
 
 
 async def test_concurrent_pulls_share_one_download(
     store_root: Path, proxy: AuthProxy, pushed_images: PushedImages
 ) -> None:
-    import asyncio
 
     async with await ImageService.open(store_root, mirror_config(proxy.url)) as svc:
         infos = await asyncio.gather(*(svc.ensure("busybox:latest") for _ in range(5)))
@@ -255,3 +256,55 @@ def _closed_port() -> int:
     from tests.helpers.registry import free_port
 
     return free_port()
+
+
+async def test_identity_token_is_exchanged(
+    store_root: Path, registry: RegistryServer, pushed_images: PushedImages
+) -> None:
+    proxy = await AuthProxy(registry.url, bearer=("nobody", "unused"), identity_token="refresh-me").start()
+    try:
+        yaml_auth = {"configs": {proxy.host: {"auth": {"identitytoken": "refresh-me"}}}}
+        config = RegistriesConfig.from_dict(
+            {"mirrors": {"docker.io": {"endpoint": [proxy.url]}}, **yaml_auth}, disable_default_endpoint=True
+        )
+        async with await ImageService.open(store_root, config) as svc:
+            await svc.ensure("busybox")
+        (grant,) = proxy.token_requests
+        assert grant["grant_type"] == "refresh_token" and grant["scope"] == "repository:library/busybox:pull"
+    finally:
+        await proxy.stop()
+
+
+async def test_blob_redirect_followed_without_credentials(
+    store_root: Path, registry: RegistryServer, pushed_images: PushedImages
+) -> None:
+    proxy = await AuthProxy(registry.url, bearer=("u", "p"), redirect_blobs=True).start()
+    try:
+        config = RegistriesConfig.from_dict(
+            {
+                "mirrors": {"docker.io": {"endpoint": [proxy.url]}},
+                "configs": {proxy.host: {"auth": {"username": "u", "password": "p"}}},
+            },
+            disable_default_endpoint=True,
+        )
+        async with await ImageService.open(store_root, config) as svc:
+            info = await svc.ensure("busybox")
+        assert info.id == pushed_images.busybox.config().digest
+        assert proxy.redirected_auth == [None, None]  # config + layer, fetched from the other origin bare
+    finally:
+        await proxy.stop()
+
+
+async def test_cancelled_caller_does_not_break_a_shared_pull(
+    store_root: Path, proxy: AuthProxy, pushed_images: PushedImages
+) -> None:
+    async with await ImageService.open(store_root, mirror_config(proxy.url)) as svc:
+        first = asyncio.create_task(svc.ensure("busybox"))
+        second = asyncio.create_task(svc.ensure("busybox"))
+        await asyncio.sleep(0)
+        first.cancel()
+        info = await second
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    assert info.id == pushed_images.busybox.config().digest
+    assert proxy.count("blobs") == 2

@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import io
 import json
+import ssl
 import subprocess
 import tarfile
 import urllib.error
@@ -180,11 +181,12 @@ def index_of(images: list[Image], docker: bool = False) -> Blob:
 class Pusher:
     """Push to a registry at `base` (e.g. http://127.0.0.1:5000) with the distribution spec's upload flow."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, *, ca_file: Path | None = None) -> None:
         self.base = base.rstrip("/")
+        self.context = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
 
     def _open(self, req: urllib.request.Request) -> Any:
-        return urllib.request.urlopen(req, timeout=30)
+        return urllib.request.urlopen(req, timeout=30, context=self.context)
 
     def push_blob(self, repo: str, blob: Blob) -> None:
         head = urllib.request.Request(f"{self.base}/v2/{repo}/blobs/{blob.digest}", method="HEAD")

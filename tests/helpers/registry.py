@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -33,6 +34,7 @@ def free_port() -> int:
 class RegistryServer:
     proc: subprocess.Popen[bytes]
     port: int
+    scheme: str = "http"
 
     @property
     def host(self) -> str:
@@ -40,32 +42,36 @@ class RegistryServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}"
+        return f"{self.scheme}://{self.host}"
 
     @classmethod
     def available(cls) -> bool:
         return shutil.which(REGISTRY_BIN) is not None
 
     @classmethod
-    def start(cls, workdir: Path) -> RegistryServer:
+    def start(cls, workdir: Path, *, tls: tuple[Path, Path] | None = None) -> RegistryServer:
+        """Start on a free loopback port; `tls=(cert_file, key_file)` serves https instead of http."""
         port = free_port()
         (workdir / "data").mkdir(parents=True, exist_ok=True)
         config = workdir / "config.yml"
+        tls_yaml = f", tls: {{certificate: {tls[0]}, key: {tls[1]}}}" if tls else ""
         config.write_text(
             "version: 0.1\n"
             "log: {level: error, fields: {service: registry}}\n"
             f"storage: {{cache: {{blobdescriptor: inmemory}}, filesystem: {{rootdirectory: {workdir}/data}},"
             " delete: {enabled: true}}\n"
-            f"http: {{addr: '127.0.0.1:{port}', headers: {{X-Content-Type-Options: [nosniff]}}}}\n"
+            f"http: {{addr: '127.0.0.1:{port}', headers: {{X-Content-Type-Options: [nosniff]}}{tls_yaml}}}\n"
         )
         env = {**os.environ, "REGISTRY_HTTP_SECRET": secrets.token_hex(16)}
         with (workdir / "registry.log").open("wb") as log:  # the child keeps its own copy of the fd
             proc = subprocess.Popen([REGISTRY_BIN, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT, env=env)
-        server = cls(proc, port)
+        server = cls(proc, port, "https" if tls else "http")
+        context = ssl.create_default_context(cafile=None)
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         deadline = time.monotonic() + 30
         while True:
             try:
-                with urllib.request.urlopen(f"{server.url}/v2/", timeout=2) as r:
+                with urllib.request.urlopen(f"{server.url}/v2/", timeout=2, context=context) as r:
                     if r.status == 200:
                         return server
             except OSError:
@@ -92,13 +98,20 @@ class AuthProxy:
     - `bearer=(user, password)`: registry paths need `Bearer <token>`; 401 carries a Docker Hub-style
       challenge whose realm is this server's `/token`, which hands out the token to those credentials.
     - `basic=(user, password)`: registry paths need HTTP basic auth.
+    - `identity_token`: `POST /token` with `grant_type=refresh_token` and this refresh token also gets it.
     - `corrupt_blobs`: flip one byte in every blob body (the digest no longer matches).
+    - `redirect_blobs`: answer blob GETs with 307 to `http://localhost:<port>/_redirected/…` (another
+      origin, as blob storage would be), which serves them without auth and records the Authorization
+      header it got in `redirected_auth`.
     """
 
     upstream: str
     bearer: tuple[str, str] | None = None
     basic: tuple[str, str] | None = None
+    identity_token: str | None = None
     corrupt_blobs: bool = False
+    redirect_blobs: bool = False
+    redirected_auth: list[str | None] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)
     token_requests: list[dict[str, str]] = field(default_factory=list)
     token: str = field(default_factory=lambda: secrets.token_hex(8))
@@ -117,6 +130,8 @@ class AuthProxy:
     async def start(self) -> AuthProxy:
         app = web.Application()
         app.router.add_get("/token", self._token)
+        app.router.add_post("/token", self._oauth_token)
+        app.router.add_get("/_redirected/{tail:.*}", self._redirected)
         app.router.add_route("*", "/{tail:.*}", self._proxy)
         self._session = ClientSession()
         self._runner = web.AppRunner(app, access_log=None)
@@ -132,9 +147,9 @@ class AuthProxy:
         if self._session:
             await self._session.close()
 
-    def count(self, kind: str) -> int:
+    def count(self, kind: str, method: str = "") -> int:
         """Requests whose path contains `/manifests/` or `/blobs/` (kind = 'manifests' or 'blobs')."""
-        return sum(1 for _, path in self.requests if f"/{kind}/" in path)
+        return sum(1 for m, path in self.requests if f"/{kind}/" in path and method in ("", m))
 
     async def _token(self, request: web.Request) -> web.Response:
         self.token_requests.append(dict(request.query))
@@ -142,6 +157,18 @@ class AuthProxy:
         if request.headers.get("Authorization") != _basic(*self.bearer):
             return web.json_response({"errors": [{"code": "UNAUTHORIZED"}]}, status=401)
         return web.json_response({"token": self.token, "expires_in": 300})
+
+    async def _oauth_token(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        self.token_requests.append({k: str(v) for k, v in form.items()})
+        ok = form.get("grant_type") == "refresh_token" and form.get("refresh_token") == self.identity_token
+        if not ok or self.identity_token is None:
+            return web.json_response({"error": "invalid_grant"}, status=401)
+        return web.json_response({"access_token": self.token, "expires_in": 300})
+
+    async def _redirected(self, request: web.Request) -> web.StreamResponse:
+        self.redirected_auth.append(request.headers.get("Authorization"))
+        return await self._forward(request, request.path.removeprefix("/_redirected"))
 
     def _authorized(self, request: web.Request) -> bool:
         got = request.headers.get("Authorization")
@@ -162,19 +189,20 @@ class AuthProxy:
             return web.json_response(
                 {"errors": [{"code": "UNAUTHORIZED"}]}, status=401, headers={"WWW-Authenticate": challenge}
             )
+        if self.redirect_blobs and "/blobs/sha256:" in request.path and request.method == "GET":
+            raise web.HTTPTemporaryRedirect(f"http://localhost:{self.port}/_redirected{request.path}")
+        return await self._forward(request, request.path_qs)
+
+    async def _forward(self, request: web.Request, path_qs: str) -> web.StreamResponse:
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k in ("Accept",)}
         async with self._session.request(
-            request.method,
-            self.upstream + request.path_qs,
-            headers=headers,
-            data=await request.read(),
-            allow_redirects=False,
+            request.method, self.upstream + path_qs, headers=headers, data=await request.read(), allow_redirects=False
         ) as up:
             body = await up.read()
             keep = ("Content-Type", "Docker-Content-Digest", "Location")
             out = {k: v for k, v in up.headers.items() if k in keep}
-        if self.corrupt_blobs and "/blobs/" in request.path and body:
+        if self.corrupt_blobs and "/blobs/" in path_qs and body:
             body = bytes([body[0] ^ 0xFF]) + body[1:]
         return web.Response(body=body, status=up.status, headers=out)
 

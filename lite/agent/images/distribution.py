@@ -33,6 +33,7 @@ from typing import Any
 import aiohttp
 
 from lite.agent.images.errors import DigestMismatchError, ImageNotFoundError, ImagePullError
+from lite.agent.images.reference import SHA256_DIGEST
 from lite.agent.images.registries import Credentials, Endpoint, TLSConfig
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -71,7 +72,7 @@ class RegistryClient:
 
     async def get_manifest(self, ep: Endpoint, reference: str) -> Manifest:
         url = f"{self._base(ep)}/{ep.repository}/manifests/{reference}"
-        async with await self._get(ep, url, {"Accept": ACCEPT}) as resp:
+        async with await self._request("GET", ep, url, {"Accept": ACCEPT}) as resp:
             _check_status(resp, f"{ep.repository}:{reference}")
             data = await resp.content.read(MAX_MANIFEST + 1)
             media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
@@ -84,12 +85,24 @@ class RegistryClient:
             media_type = str(Manifest(data, "", digest).json().get("mediaType") or media_type)
         return Manifest(data, media_type, digest)
 
+    async def head_manifest(self, ep: Endpoint, reference: str) -> str | None:
+        """The digest a tag points at, from a HEAD (no manifest body; free of Docker Hub pull limits).
+
+        None when the registry does not say (then GET the manifest); `ImageNotFoundError` on 404.
+        """
+        url = f"{self._base(ep)}/{ep.repository}/manifests/{reference}"
+        async with await self._request("HEAD", ep, url, {"Accept": ACCEPT}) as resp:
+            if resp.status == 404:
+                _check_status(resp, f"{ep.repository}:{reference}")
+            digest = resp.headers.get("Docker-Content-Digest", "")
+            return digest if resp.status == 200 and SHA256_DIGEST.fullmatch(digest) else None
+
     async def fetch_blob(self, ep: Endpoint, digest: str, size: int, dest: Path) -> None:
         """Download blob `digest` into `dest` (an existing temp file), verified."""
         url = f"{self._base(ep)}/{ep.repository}/blobs/{digest}"
         sha, got = hashlib.sha256(), 0
         try:
-            async with await self._get(ep, url, {}) as resp:
+            async with await self._request("GET", ep, url, {}) as resp:
                 _check_status(resp, f"blob {digest}")
                 with await asyncio.to_thread(dest.open, "wb") as f:
                     buf = bytearray()
@@ -119,28 +132,30 @@ class RegistryClient:
             return "http://" + ep.base[8:]
         return ep.base
 
-    async def _get(self, ep: Endpoint, url: str, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
+    async def _request(self, method: str, ep: Endpoint, url: str, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
         scope = f"repository:{ep.repository}:pull"
         hdrs = {"User-Agent": self.user_agent, **headers}
         cached = self._tokens.get((ep.host, scope))
         if cached and cached[1] > time.monotonic():
             hdrs["Authorization"] = cached[0]
-        resp = await self._send(ep, url, hdrs)
+        resp = await self._send(method, ep, url, hdrs)
         if resp.status != 401:
             return resp
         challenge = resp.headers.get("WWW-Authenticate", "")
         resp.release()
         hdrs["Authorization"] = await self._authorize(ep, challenge, scope)
-        return await self._send(ep, url, hdrs)
+        return await self._send(method, ep, url, hdrs)
 
-    async def _send(self, ep: Endpoint, url: str, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
+    async def _send(self, method: str, ep: Endpoint, url: str, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
         self.requests += 1
         try:
-            return await self.session.get(url, headers=headers, ssl=self._ssl_for(url, ep.tls))
+            return await self.session.request(method, url, headers=headers, ssl=self._ssl_for(url, ep.tls))
+        except aiohttp.ClientConnectorCertificateError as e:
+            raise ImagePullError(f"{ep.base}: {e}") from e  # a real TLS server: never downgrade to http
         except aiohttp.ClientError as e:
             if ep.http_fallback and url.startswith("https://") and ep.host not in self._plain_http:
                 self._plain_http.add(ep.host)
-                return await self._send(ep, "http://" + url[8:], headers)
+                return await self._send(method, ep, "http://" + url[8:], headers)
             raise ImagePullError(f"{ep.base}: {type(e).__name__}: {e}") from e
 
     def _ssl_for(self, url: str, tls: TLSConfig) -> ssl.SSLContext | bool:

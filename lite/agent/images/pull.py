@@ -63,15 +63,27 @@ class Puller:
         raise ImageNotFoundError(f'failed to resolve reference "{ref}": {ref}: not found')
 
     async def _resolve_on(self, ep: Endpoint, reference: str) -> Resolved:
-        chain = [await self.client.get_manifest(ep, reference)]
+        top = reference
+        if not reference.startswith("sha256:"):
+            top = await self.client.head_manifest(ep, reference) or reference
+        chain = [await self._manifest(ep, top)]
         doc = chain[-1].json()
         while chain[-1].media_type in INDEX_TYPES or "manifests" in doc:
             if len(chain) > _MAX_INDEX_DEPTH:
                 raise ImagePullError(f"image index nesting deeper than {_MAX_INDEX_DEPTH}")
             desc = select_platform(doc, self.arch, self.variant)
-            chain.append(await self.client.get_manifest(ep, desc.digest))
+            chain.append(await self._manifest(ep, desc.digest))
             doc = chain[-1].json()
         return Resolved(ep, tuple(chain), parse_image_manifest(doc))
+
+    async def _manifest(self, ep: Endpoint, reference: str) -> Manifest:
+        """A manifest by tag from the registry, by digest from the store when it is already there."""
+        if reference.startswith("sha256:") and self.store.has_blob(reference):
+            data = await asyncio.to_thread(self.store.blob_path(reference).read_bytes)
+            doc = Manifest(data, "", reference).json()
+            media_type = str(doc.get("mediaType") or (INDEX_TYPES[0] if "manifests" in doc else ""))
+            return Manifest(data, media_type, reference)
+        return await self.client.get_manifest(ep, reference)
 
     async def fetch(self, resolved: Resolved) -> tuple[dict[str, Any], list[str]]:
         """Bring config and layers in; return (config document, diff_ids bottom first)."""

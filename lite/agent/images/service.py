@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import json
 import logging
 import os
@@ -87,7 +88,7 @@ class ImageService:
         self._puller = Puller(self.client, store, self.platform)
         self._own_session = own_session
         self._disk_usage = disk_usage
-        self._inflight: dict[str, asyncio.Future[ImageInfo]] = {}
+        self._inflight: dict[str, asyncio.Task[ImageInfo]] = {}
         self._pinned: Counter[str] = Counter()
         self._configs: dict[str, dict[str, Any]] = {}
 
@@ -108,6 +109,10 @@ class ImageService:
         return cls(store, registries or RegistriesConfig(), session, platform=platform, own_session=own)
 
     async def close(self) -> None:
+        tasks = list(self._inflight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._own_session:
             await self.session.close()
 
@@ -164,21 +169,21 @@ class ImageService:
         return await self.pull(ref, pull_secrets or ())
 
     async def pull(self, ref: ImageRef, pull_secrets: Sequence[Mapping[str, Any]] = ()) -> ImageInfo:
-        key = str(ref)
-        if key in self._inflight:
-            return await asyncio.shield(self._inflight[key])
-        fut: asyncio.Future[ImageInfo] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = fut
-        try:
-            info = await self._pull(ref, pull_secrets)
-            fut.set_result(info)
-            return info
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()  # mark retrieved: nobody else may be waiting
-            raise
-        finally:
+        """Pull now. Callers asking for the same reference with the same secrets share one pull task, which
+        finishes even if they are cancelled (the content stays useful); `close()` cancels it."""
+        key = f"{ref} {hash(json.dumps(list(pull_secrets), sort_keys=True))}"
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.create_task(self._pull(ref, pull_secrets), name=f"image pull {ref}")
+            self._inflight[key] = task
+            task.add_done_callback(functools.partial(self._pull_done, key))
+        return await asyncio.shield(task)
+
+    def _pull_done(self, key: str, task: asyncio.Task[ImageInfo]) -> None:
+        if self._inflight.get(key) is task:
             del self._inflight[key]
+        if not task.cancelled():
+            task.exception()  # retrieved here: the callers that wanted it may all be gone
 
     async def _pull(self, ref: ImageRef, pull_secrets: Sequence[Mapping[str, Any]]) -> ImageInfo:
         endpoints = self.registries.endpoints(ref, pull_secrets)
