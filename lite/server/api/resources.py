@@ -174,7 +174,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     @staticmethod
     def _need_subresource(kind: Kind, subresource: str) -> None:
         if subresource not in kind.subresources:
-            raise errors.not_found(f"{kind.plural}/{subresource}", "", kind.group)
+            raise errors.path_not_found()
 
     # ---- CRD lifecycle -----------------------------------------------------------------------------
 

@@ -1,0 +1,233 @@
+"""Resources: list selectors, pagination and resourceVersion rules; watch resume, 410, transitions, bookmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lite.client import WatchEvent
+from lite.errors import ApiError
+from lite.kinds import KindRegistry
+from lite.server.api.resources import Resources
+from lite.server.api.strategies import default_strategies
+from lite.server.store import Store
+
+KINDS = KindRegistry()
+POD = KINDS.by_resource("", "v1", "pods")
+CM = KINDS.by_resource("", "v1", "configmaps")
+NS = KINDS.by_resource("", "v1", "namespaces")
+assert POD is not None and CM is not None and NS is not None
+
+
+async def _open(tmp_path: Path, window: int = 10000) -> tuple[Store, Resources]:
+    store = await Store.open(str(tmp_path / "db.sqlite"), window=window)
+    r = Resources(store, KindRegistry(), default_strategies(), bookmark_interval=0.05)
+    await r.start()
+    return store, r
+
+
+@pytest.fixture
+async def res(tmp_path: Path) -> AsyncIterator[Resources]:
+    store, r = await _open(tmp_path)
+    try:
+        yield r
+    finally:
+        await store.close()
+
+
+def cm(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}, "data": {"k": name}}
+
+
+async def take(it: AsyncIterator[WatchEvent], n: int, timeout: float = 5) -> list[WatchEvent]:
+    out: list[WatchEvent] = []
+
+    async def run() -> None:
+        async for ev in it:
+            out.append(ev)
+            if len(out) == n:
+                return
+
+    await asyncio.wait_for(run(), timeout)
+    return out
+
+
+def names(lst: dict[str, Any]) -> list[str]:
+    return [i["metadata"]["name"] for i in lst["items"]]
+
+
+async def test_list_selectors_and_namespaces(res: Resources) -> None:
+    await res.create(NS, "", {"metadata": {"name": "other"}})
+    await res.create(CM, "default", cm("a", app="web", tier="fe"))
+    await res.create(CM, "default", cm("b", app="db"))
+    await res.create(CM, "other", cm("c", app="web"))
+    lst = await res.list(CM, "default")
+    assert lst["kind"] == "ConfigMapList" and lst["apiVersion"] == "v1" and names(lst) == ["a", "b"]
+    assert int(lst["metadata"]["resourceVersion"]) > 0 and "continue" not in lst["metadata"]
+    assert names(await res.list(CM)) == ["a", "b", "c"]
+    assert names(await res.list(CM, label_selector="app=web")) == ["a", "c"]
+    assert names(await res.list(CM, label_selector="app in (db),!tier")) == ["b"]
+    assert names(await res.list(CM, field_selector="metadata.name=c")) == ["c"]
+    assert names(await res.list(CM, field_selector="metadata.namespace!=default")) == ["c"]
+    assert (await res.list(CM, "nope"))["items"] == []
+    with pytest.raises(ApiError) as e:
+        await res.list(CM, field_selector="spec.nodeName=x")
+    assert e.value.code == 400 and "field label not supported" in e.value.message
+    with pytest.raises(ApiError) as e:
+        await res.list(CM, label_selector="a in (")
+    assert e.value.code == 400
+
+
+async def test_pod_field_selectors(res: Resources) -> None:
+    spec = {"containers": [{"name": "c", "image": "i"}]}
+    await res.create(POD, "default", {"metadata": {"name": "p1"}, "spec": {**spec, "nodeName": "n1"}})
+    await res.create(POD, "default", {"metadata": {"name": "p2"}, "spec": spec})
+    got = await res.list(POD, "", field_selector="spec.nodeName=n1,status.phase!=Succeeded")
+    assert names(got) == ["p1"]
+
+
+async def test_pagination(res: Resources) -> None:
+    for i in range(7):
+        await res.create(CM, "default", cm(f"c{i}", even=str(i % 2 == 0).lower()))
+    first = await res.list(CM, "default", limit=3)
+    assert names(first) == ["c0", "c1", "c2"]
+    assert first["metadata"]["remainingItemCount"] == 4
+    token = first["metadata"]["continue"]
+    await res.create(CM, "default", cm("c9"))  # pages after the first come from the current state
+    second = await res.list(CM, "default", limit=3, continue_=token)
+    assert names(second) == ["c3", "c4", "c5"]
+    assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    third = await res.list(CM, "default", limit=3, continue_=second["metadata"]["continue"])
+    assert names(third) == ["c6", "c9"] and "continue" not in third["metadata"]
+    # With a selector, pages are filled with matching items and carry no remainingItemCount.
+    sel = await res.list(CM, "default", limit=2, label_selector="even=true")
+    assert names(sel) == ["c0", "c2"] and "remainingItemCount" not in sel["metadata"]
+    rest = await res.list(CM, "default", limit=2, label_selector="even=true", continue_=sel["metadata"]["continue"])
+    assert names(rest) == ["c4", "c6"]
+
+
+async def test_bad_continue_and_rv_rules(res: Resources) -> None:
+    await res.create(CM, "default", cm("a"))
+    for bad in ("!!!", base64.urlsafe_b64encode(b'{"v":"x"}').decode()):
+        with pytest.raises(ApiError) as e:
+            await res.list(CM, "default", continue_=bad)
+        assert e.value.code == 400 and e.value.message.startswith("invalid continue token")
+    lst = await res.list(CM, "default")
+    rv = lst["metadata"]["resourceVersion"]
+    with pytest.raises(ApiError) as e:
+        await res.list(CM, "default", resource_version_match="Exact")
+    assert e.value.code == 422 and e.value.causes[0].field == "resourceVersionMatch"
+    assert (await res.list(CM, "default", resource_version=rv, resource_version_match="Exact"))["items"]
+    await res.create(CM, "default", cm("b"))
+    with pytest.raises(ApiError) as e:
+        await res.list(CM, "default", resource_version=rv, resource_version_match="Exact")
+    assert e.value.code == 410 and e.value.reason == "Expired"
+    with pytest.raises(ApiError) as e:  # "N" with a limit means exact
+        await res.list(CM, "default", resource_version=rv, limit=1)
+    assert e.value.code == 410
+    assert len((await res.list(CM, "default", resource_version=rv))["items"]) == 2  # not older than
+    with pytest.raises(ApiError) as e:
+        await res.list(CM, "default", resource_version="999999")
+    assert e.value.code == 504 and e.value.message.startswith("Too large resource version")
+    with pytest.raises(ApiError) as e:
+        await res.list(CM, "default", resource_version="abc")
+    assert e.value.code == 400
+    assert (await res.get(CM, "default", "a"))["metadata"]["name"] == "a"
+
+
+async def test_watch_resume_from_rv(res: Resources) -> None:
+    a = await res.create(CM, "default", cm("a"))
+    b = await res.create(CM, "default", cm("b"))
+    c = await res.create(CM, "default", cm("c"))
+    w = res.watch(CM, "default", resource_version=a["metadata"]["resourceVersion"])
+    evs = await take(w, 2)
+    assert [e.object["metadata"]["name"] for e in evs] == ["b", "c"]
+    assert [e.object["metadata"]["resourceVersion"] for e in evs] == [b["metadata"]["resourceVersion"],
+                                                                       c["metadata"]["resourceVersion"]]
+    assert all(e.type == "ADDED" for e in evs)
+    await w.aclose()  # type: ignore[attr-defined]
+
+
+async def test_watch_too_old_is_one_410_error(tmp_path: Path) -> None:
+    store, res = await _open(tmp_path, window=3)
+    try:
+        first = await res.create(CM, "default", cm("a"))
+        for i in range(6):
+            await res.create(CM, "default", cm(f"x{i}"))
+        evs = [ev async for ev in res.watch(CM, "default", resource_version=first["metadata"]["resourceVersion"])]
+        assert len(evs) == 1 and evs[0].type == "ERROR"
+        st = evs[0].object
+        assert st["code"] == 410 and st["reason"] == "Expired" and st["kind"] == "Status"
+        assert st["message"].startswith(f"too old resource version: {first['metadata']['resourceVersion']} (")
+    finally:
+        await store.close()
+
+
+async def test_watch_selector_transitions(res: Resources) -> None:
+    await res.create(CM, "default", cm("a", app="web"))
+    w = res.watch(CM, "default", label_selector="app=web")
+    assert (await take(w, 1))[0].type == "ADDED"
+    await res.create(CM, "default", cm("b", app="db"))  # never matches: no event
+    await res.patch(CM, "default", "a", {"metadata": {"labels": {"app": "db"}}})
+    await res.patch(CM, "default", "b", {"metadata": {"labels": {"app": "web"}}})
+    await res.patch(CM, "default", "b", {"data": {"k": "2"}})
+    evs = await take(w, 3)
+    assert [(e.type, e.object["metadata"]["name"]) for e in evs] == [
+        ("DELETED", "a"), ("ADDED", "b"), ("MODIFIED", "b")]
+    # The DELETED for "stops matching" carries the previous content with the event's RV.
+    assert evs[0].object["metadata"]["labels"] == {"app": "web"}
+    assert evs[0].object["metadata"]["resourceVersion"] == (await res.get(CM, "default", "a"))["metadata"][
+        "resourceVersion"]
+    await w.aclose()  # type: ignore[attr-defined]
+
+
+async def test_watch_field_selector_on_name(res: Resources) -> None:
+    await res.create(CM, "default", cm("a"))
+    await res.create(CM, "default", cm("b"))
+    w = res.watch(CM, "default", resource_version="0", field_selector="metadata.name=b")
+    evs = await take(w, 1)
+    assert evs[0].object["metadata"]["name"] == "b"
+    await res.delete(CM, "default", "a")
+    await res.delete(CM, "default", "b")
+    evs = await take(w, 1)
+    assert (evs[0].type, evs[0].object["metadata"]["name"]) == ("DELETED", "b")
+    await w.aclose()  # type: ignore[attr-defined]
+
+
+async def test_watch_bookmarks_timeout_and_initial_events(res: Resources) -> None:
+    await res.create(CM, "default", cm("a"))
+    evs = [e async for e in res.watch(CM, "default", resource_version="0", allow_bookmarks=True,
+                                      timeout_seconds=0.3)]
+    assert evs[0].type == "ADDED"
+    bookmarks = [e for e in evs[1:] if e.type == "BOOKMARK"]
+    assert bookmarks and all(e.object["kind"] == "ConfigMap" for e in bookmarks)
+    assert bookmarks[0].object["metadata"]["resourceVersion"] == evs[0].object["metadata"]["resourceVersion"]
+    # Without bookmarks, a timeout ends the stream with nothing after the initial state.
+    evs = [e async for e in res.watch(CM, "default", timeout_seconds=0.1)]
+    assert [e.type for e in evs] == ["ADDED"]
+    w = res.watch(CM, "default", send_initial_events=True, allow_bookmarks=True,
+                  resource_version_match="NotOlderThan")
+    evs = await take(w, 2)
+    assert evs[0].type == "ADDED" and evs[1].type == "BOOKMARK"
+    assert evs[1].object["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    await w.aclose()  # type: ignore[attr-defined]
+    with pytest.raises(ApiError) as e:
+        res.watch(CM, "default", send_initial_events=True, resource_version_match="Exact")
+    assert e.value.code == 422
+
+
+async def test_watch_sees_modifications_in_order(res: Resources) -> None:
+    w = res.watch(CM, "default", resource_version=str(res.store.current_rev))
+    await res.create(CM, "default", cm("a"))
+    for i in range(5):
+        await res.patch(CM, "default", "a", {"data": {"k": str(i)}})
+    evs = await take(w, 6)
+    assert [e.type for e in evs] == ["ADDED"] + ["MODIFIED"] * 5
+    rvs = [int(e.object["metadata"]["resourceVersion"]) for e in evs]
+    assert rvs == sorted(rvs) and evs[-1].object["data"] == {"k": "4"}
+    await w.aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,254 @@
+"""Resources: generateName, dryRun, patches (json/merge/strategic/apply), validation and immutable fields."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lite.errors import ApiError
+from lite.kinds import Kind, KindRegistry
+from lite.server.api.resources import Resources
+from lite.server.api.strategies import Admission, default_strategies
+from lite.server.store import Store
+
+KINDS = KindRegistry()
+
+
+def kind(plural: str, group: str = "", version: str = "v1") -> Kind:
+    k = KINDS.by_resource(group, version, plural)
+    assert k is not None
+    return k
+
+
+POD, CM, NS, SVC, SECRET = kind("pods"), kind("configmaps"), kind("namespaces"), kind("services"), kind("secrets")
+DEPLOY, JOB, PVC = kind("deployments", "apps"), kind("jobs", "batch"), kind("persistentvolumeclaims")
+
+
+@pytest.fixture
+async def res(tmp_path: Path) -> AsyncIterator[Resources]:
+    store = await Store.open(str(tmp_path / "db.sqlite"))
+    r = Resources(store, KindRegistry(), default_strategies())
+    await r.start()
+    try:
+        yield r
+    finally:
+        await store.close()
+
+
+def pod(name: str = "p", **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}], **spec}}
+
+
+def deployment(name: str = "web") -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+def fields(e: pytest.ExceptionInfo[ApiError]) -> list[str]:
+    return [c.field for c in e.value.causes]
+
+
+async def test_generate_name(res: Resources) -> None:
+    out = await res.create(CM, "default", {"metadata": {"generateName": "x" * 70}})
+    name = out["metadata"]["name"]
+    assert len(name) == 63 and name.startswith("x" * 58)
+    assert all(ch in "bcdfghjklmnpqrstvwxz2456789" for ch in name[58:])
+    out = await res.create(CM, "default", {"metadata": {"generateName": "web-"}})
+    assert out["metadata"]["name"].startswith("web-") and len(out["metadata"]["name"]) == 9
+
+
+async def test_dry_run_persists_nothing(res: Resources) -> None:
+    rev = res.store.current_rev
+    out = await res.create(POD, "default", {**pod(), "metadata": {"generateName": "p-"}}, dry_run=True)
+    assert out["metadata"]["name"].startswith("p-") and out["spec"]["restartPolicy"] == "Always"
+    await res.create(CM, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    rev = res.store.current_rev
+    await res.patch(CM, "default", "a", {"data": {"k": "w"}}, dry_run=True)
+    await res.update(CM, "default", "a", {"metadata": {"name": "a"}, "data": {"k": "z"}}, dry_run=True)
+    deleted = await res.delete(CM, "default", "a", dry_run=True)
+    assert deleted["metadata"]["name"] == "a"
+    assert res.store.current_rev == rev
+    assert (await res.get(CM, "default", "a"))["data"] == {"k": "v"}
+    assert (await res.list(POD, "default"))["items"] == []
+    with pytest.raises(ApiError) as e:
+        await res.create(CM, "default", {"metadata": {"name": "a"}}, dry_run=True)
+    assert e.value.reason == "AlreadyExists"
+
+
+async def test_patch_types(res: Resources) -> None:
+    await res.create(DEPLOY, "default", deployment())
+    out = await res.patch(DEPLOY, "default", "web", {"metadata": {"labels": {"a": "1"}}}, patch_type="merge")
+    assert out["metadata"]["labels"] == {"a": "1"} and out["metadata"]["generation"] == 1
+    out = await res.patch(DEPLOY, "default", "web", [{"op": "replace", "path": "/spec/replicas", "value": 4}],
+                          patch_type="json")
+    assert out["spec"]["replicas"] == 4 and out["metadata"]["generation"] == 2
+    smp = {"spec": {"template": {"spec": {"containers": [{"name": "side", "image": "busybox"}]}}}}
+    out = await res.patch(DEPLOY, "default", "web", smp, patch_type="strategic")
+    containers = {c["name"]: c for c in out["spec"]["template"]["spec"]["containers"]}
+    assert set(containers) == {"c", "side"} and containers["side"]["imagePullPolicy"] == "Always"
+    with pytest.raises(ApiError) as e:
+        await res.patch(DEPLOY, "default", "missing", {"spec": {}}, patch_type="merge")
+    assert e.value.code == 404
+    with pytest.raises(ApiError) as e:  # an RV inside the patch is a precondition
+        await res.patch(DEPLOY, "default", "web", {"metadata": {"resourceVersion": "1", "labels": {"b": "2"}}})
+    assert e.value.code == 409 and e.value.reason == "Conflict"
+
+
+async def test_apply_creates_then_updates(res: Resources) -> None:
+    intent = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}}
+    out, created = await res.patch_ex(CM, "default", "cfg", intent, patch_type="apply", field_manager="kubectl")
+    assert created and out["data"] == {"a": "1"} and out["metadata"]["uid"]
+    out, created = await res.patch_ex(CM, "default", "cfg", {**intent, "data": {"a": "2"}}, patch_type="apply")
+    assert not created and out["data"] == {"a": "2"}
+
+
+async def test_pod_validation(res: Resources) -> None:
+    with pytest.raises(ApiError) as e:
+        await res.create(POD, "default", {"metadata": {"name": "p"}, "spec": {}})
+    assert e.value.code == 422 and e.value.reason == "Invalid" and fields(e) == ["spec.containers"]
+    assert e.value.message.startswith('Pod "p" is invalid: spec.containers: Required value')
+    bad = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}, {"name": "c"},
+                                                             {"name": "Bad_Name", "image": "i"}]}}
+    with pytest.raises(ApiError) as e:
+        await res.create(POD, "default", bad)
+    assert fields(e) == ["spec.containers[1].name", "spec.containers[1].image", "spec.containers[2].name"]
+    assert e.value.causes[0].reason == "FieldValueDuplicate"
+    with pytest.raises(ApiError) as e:
+        await res.create(POD, "default", {**pod(), "metadata": {"name": "UPPER"}})
+    assert fields(e) == ["metadata.name"]
+
+
+async def test_deployment_validation(res: Resources) -> None:
+    d = deployment()
+    d["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    with pytest.raises(ApiError) as e:
+        await res.create(DEPLOY, "default", d)
+    assert e.value.message.startswith('Deployment.apps "web" is invalid: spec.template.metadata.labels: ')
+    assert "`selector` does not match template `labels`" in e.value.message
+    d = deployment()
+    del d["spec"]["selector"]
+    with pytest.raises(ApiError) as e:
+        await res.create(DEPLOY, "default", d)
+    assert fields(e) == ["spec.selector"]
+
+
+async def test_defaults_deployment_service_secret_job(res: Resources) -> None:
+    d = await res.create(DEPLOY, "default", deployment())
+    spec = d["spec"]
+    assert spec["replicas"] == 1 and spec["revisionHistoryLimit"] == 10 and spec["progressDeadlineSeconds"] == 600
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%",
+                                                                            "maxSurge": "25%"}}
+    assert spec["template"]["spec"]["restartPolicy"] == "Always" and d["status"] == {}
+    svc = await res.create(SVC, "default", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
+    assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["sessionAffinity"] == "None"
+    assert svc["spec"]["ports"] == [{"port": 80, "protocol": "TCP", "targetPort": 80}]
+    sec = await res.create(SECRET, "default", {"metadata": {"name": "s"}, "stringData": {"u": "admin"}})
+    assert sec["type"] == "Opaque" and sec["data"] == {"u": base64.b64encode(b"admin").decode()}
+    assert "stringData" not in sec
+    job = await res.create(JOB, "default", {"metadata": {"name": "j"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
+    uid = job["metadata"]["uid"]
+    assert job["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert job["spec"]["template"]["metadata"]["labels"]["job-name"] == "j"
+    assert job["spec"]["backoffLimit"] == 6 and job["spec"]["completions"] == 1
+
+
+async def test_service_validation_and_names(res: Resources) -> None:
+    with pytest.raises(ApiError) as e:
+        await res.create(SVC, "default", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 70000}]}})
+    assert fields(e) == ["spec.ports[0].port", "spec.ports[0].targetPort"]  # targetPort defaults to port
+    with pytest.raises(ApiError) as e:  # services need DNS-1035 names
+        await res.create(SVC, "default", {"metadata": {"name": "1abc"}, "spec": {"ports": [{"port": 80}]}})
+    assert fields(e) == ["metadata.name"]
+    with pytest.raises(ApiError) as e:
+        await res.create(NS, "", {"metadata": {"name": "a.b"}})  # namespaces need DNS-1123 labels
+    assert fields(e) == ["metadata.name"]
+
+
+async def test_immutable_fields(res: Resources) -> None:
+    d = await res.create(DEPLOY, "default", deployment())
+    d["spec"]["selector"] = {"matchLabels": {"app": "web", "x": "y"}}
+    d["spec"]["template"]["metadata"]["labels"]["x"] = "y"
+    with pytest.raises(ApiError) as e:
+        await res.update(DEPLOY, "default", "web", d)
+    assert fields(e) == ["spec.selector"] and "field is immutable" in e.value.message
+    p = await res.create(POD, "default", pod())
+    out = await res.patch(POD, "default", "p", {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}},
+                          patch_type="strategic")
+    assert out["spec"]["containers"][0]["image"] == "nginx:2"
+    with pytest.raises(ApiError) as e:
+        await res.patch(POD, "default", "p", {"spec": {"restartPolicy": "Never"}})
+    assert fields(e) == ["spec"] and "pod updates may not change fields" in e.value.message
+    with pytest.raises(ApiError) as e:
+        await res.patch(POD, "default", "p", {"metadata": {"uid": "other"}})
+    assert fields(e) == ["metadata.uid"]
+    assert p["metadata"]["uid"] == (await res.get(POD, "default", "p"))["metadata"]["uid"]
+    await res.create(CM, "default", {"metadata": {"name": "c"}, "data": {"a": "1"}, "immutable": True})
+    with pytest.raises(ApiError) as e:
+        await res.patch(CM, "default", "c", {"data": {"a": "2"}})
+    assert fields(e) == ["data"]
+    await res.create(SECRET, "default", {"metadata": {"name": "s"}})
+    with pytest.raises(ApiError) as e:
+        await res.patch(SECRET, "default", "s", {"type": "kubernetes.io/basic-auth"})
+    assert fields(e) == ["type"]
+    await res.create(SVC, "default", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}],
+                                                                          "clusterIP": "10.0.0.5"}})
+    with pytest.raises(ApiError) as e:
+        await res.patch(SVC, "default", "s", {"spec": {"clusterIP": "10.0.0.6"}})
+    assert fields(e) == ["spec.clusterIPs[0]"]
+    # An update that omits the allocated clusterIP keeps it.
+    svc = await res.update(SVC, "default", "s", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 81}]}})
+    assert svc["spec"]["clusterIP"] == "10.0.0.5"
+    pvc = {"metadata": {"name": "v"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                               "resources": {"requests": {"storage": "1Gi"}}}}
+    await res.create(PVC, "default", pvc)
+    await res.patch(PVC, "default", "v", {"spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+    with pytest.raises(ApiError) as e:
+        await res.patch(PVC, "default", "v", {"spec": {"accessModes": ["ReadWriteMany"]}})
+    assert fields(e) == ["spec"]
+
+
+async def test_namespace_terminating_forbids_create(res: Resources) -> None:
+    await res.create(NS, "", {"metadata": {"name": "gone"}})
+    out = await res.delete(NS, "", "gone")
+    assert out["status"]["phase"] == "Terminating" and out["metadata"]["deletionTimestamp"]
+    with pytest.raises(ApiError) as e:
+        await res.create(CM, "gone", {"metadata": {"name": "x"}})
+    assert e.value.code == 403 and e.value.reason == "Forbidden"
+    assert e.value.message == ('configmaps "x" is forbidden: unable to create new content in namespace gone '
+                               "because it is being terminated")
+    with pytest.raises(ApiError) as e:
+        await res.delete(NS, "", "default")
+    assert e.value.code == 403
+    # The namespace controller empties spec.finalizers through namespaces/finalize, then deletes again.
+    await res.update(NS, "", "gone", {"metadata": {"name": "gone"}, "spec": {"finalizers": []}},
+                     subresource="finalize")
+    await res.delete(NS, "", "gone")
+    with pytest.raises(ApiError) as e:
+        await res.get(NS, "", "gone")
+    assert e.value.code == 404
+
+
+async def test_admission_hooks_run_in_order(res: Resources) -> None:
+    seen: list[str] = []
+
+    async def first(a: Admission) -> None:
+        seen.append(f"1:{a.operation}:{a.name}")
+        if a.operation == "CREATE" and a.obj is not None and a.kind.kind == "Service":
+            a.obj["spec"]["clusterIP"] = "10.96.0.10"
+
+    async def second(a: Admission) -> None:
+        seen.append(f"2:{a.operation}")
+
+    res.strategies.add_admission(first)
+    res.strategies.add_admission(second)
+    svc = await res.create(SVC, "default", {"metadata": {"name": "dns"}, "spec": {"ports": [{"port": 53}]}})
+    assert svc["spec"]["clusterIP"] == "10.96.0.10"
+    await res.delete(SVC, "default", "dns")
+    assert seen == ["1:CREATE:dns", "2:CREATE", "1:DELETE:dns", "2:DELETE"]
