@@ -148,7 +148,8 @@ def validate_annotations(annotations: Any, path: str = "metadata.annotations") -
     for k, v in annotations.items():
         # Upstream lower-cases the key before checking it (annotation keys are case-insensitive here).
         causes += [field_invalid(path, k, m) for m in is_qualified_name(str(k).lower())]
-        total += len(str(k)) + len(v if isinstance(v, str) else orjson.dumps(v))
+        # Sizes are in bytes, as Go's len() counts them.
+        total += len(str(k).encode()) + len(v.encode() if isinstance(v, str) else orjson.dumps(v))
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(field_too_long(path, "", TOTAL_ANNOTATION_SIZE_LIMIT))
     return causes

@@ -112,6 +112,9 @@ def test_annotations_size() -> None:
     assert [c.reason for c in causes] == ["FieldValueTooLong"]
     assert causes[0].field == "metadata.annotations"
     assert "262144" in causes[0].message
+    # the limit counts bytes: 100k three-byte characters are too much
+    assert [c.reason for c in validate_annotations({"a": "\u20ac" * 100_000})] == ["FieldValueTooLong"]
+    assert validate_annotations({"a": "x" * 100_000}) == []
     # keys are checked case-insensitively (upstream lower-cases them)
     assert validate_annotations({"Example.COM/Key": "v"}) == []
     assert validate_annotations({"bad key": "v"})[0].field == "metadata.annotations"
