@@ -1,0 +1,346 @@
+"""ReplicaSet and ReplicationController: keep `spec.replicas` pods of the template alive (shared code).
+
+reconcile(namespace/name), as upstream `ReplicaSetController.syncReplicaSet`:
+    active pods of the namespace ──► claim (adopt matching orphans, release non-matching children)
+    ──► if expectations are satisfied and the set is not being deleted: create or delete the difference
+        (creates in slow-start batches 1, 2, 4, ...; at most `burst` per sync; deletions in upstream order)
+    ──► status (replicas, fullyLabeledReplicas, readyReplicas, availableReplicas, observedGeneration,
+        ReplicaFailure condition), written whenever it differs from the cached status
+
+Invariants:
+- Never creates (or deletes) again while earlier creations (deletions) are not yet seen in the pod cache
+  (`Expectations`), so a slow informer cannot make it overshoot.
+- Pods are created from the template with generateName `<name>-` and one controller ownerReference
+  (blockOwnerDeletion true); adoption and release patch ownerReferences with a resourceVersion precondition.
+- Handlers only enqueue owners (children via their controllerRef; orphans to every matching set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+from lite.client import Client
+from lite.errors import ApiError
+from lite.events import EventRecorder
+from lite.informer import NAMESPACE_INDEX, SharedInformers
+from lite.objects import (controller_of, deep_copy, is_deleting, key_of, labels_of, meta, name_of,
+                          namespace_of, now, owner_ref, uid_of)
+from lite.selectors import LabelSelector
+from lite.server.controllers.replicaset_pods import is_active, is_pod_available, is_pod_ready, pods_to_delete
+from lite.server.controllers.runtime import Controller, Expectations, builtin
+
+Obj = dict[str, Any]
+log = logging.getLogger("lite.controllers.replicaset")
+
+BURST_REPLICAS = 500
+
+
+async def slow_start_batch(count: int, initial: int, fn: Callable[[], Awaitable[None]]) -> int:
+    """Call `fn` `count` times in growing concurrent batches (1, 2, 4, ...); stop after a failing batch.
+
+    Returns the number of successful calls; the first error is re-raised after the count is known through
+    `SlowStartError`.
+    """
+    done, batch = 0, min(count, initial)
+    while batch > 0:
+        results = await asyncio.gather(*(fn() for _ in range(batch)), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        done += batch - len(errors)
+        if errors:
+            raise SlowStartError(done, errors[0])
+        batch = min(2 * batch, count - done)
+    return done
+
+
+class SlowStartError(Exception):
+    def __init__(self, succeeded: int, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.succeeded = succeeded
+        self.error = error
+
+
+def _namespace_terminating(e: BaseException) -> bool:
+    return isinstance(e, ApiError) and any(c.reason == "NamespaceTerminating" for c in e.causes)
+
+
+class ReplicaSetController(Controller):
+    """apps/v1 ReplicaSet; `ReplicationControllerController` changes only the kind and selector form."""
+
+    name: ClassVar[str] = "replicaset"
+    group: ClassVar[str] = "apps"
+    kind_name: ClassVar[str] = "ReplicaSet"
+    workers = 4
+
+    def __init__(self, client: Client, informers: SharedInformers, recorder: EventRecorder | None = None, *,
+                 burst: int = BURST_REPLICAS) -> None:
+        super().__init__(client, informers, recorder or EventRecorder(client, f"{self.name}-controller"))
+        self.kind = builtin(self.group, self.kind_name)
+        self.pod_kind = builtin("", "Pod")
+        self.burst = burst
+        self.expectations = Expectations()
+        self.sets = self.informer(self.kind, primary=True)
+        self.pods = self.informer(self.pod_kind)
+        self.watch_primary(self.sets)
+        self.pods.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
+
+    def on_start(self) -> None:
+        self.expectations.clear()
+
+    # -- selector and template (the parts RC does differently) --
+
+    def selector(self, rs: Obj) -> LabelSelector:
+        return LabelSelector.from_dict((rs.get("spec") or {}).get("selector"))
+
+    # -- handlers --
+
+    def _owner_key(self, pod: Obj) -> str | None:
+        ref = controller_of(pod)
+        if ref is None or ref.get("kind") != self.kind_name or \
+                str(ref.get("apiVersion", "")).rpartition("/")[0] != self.group:
+            return None
+        return f"{namespace_of(pod)}/{ref.get('name', '')}"
+
+    def _enqueue_matching(self, pod: Obj) -> None:
+        labels = labels_of(pod)
+        for rs in self.sets.by_index(NAMESPACE_INDEX, namespace_of(pod)):
+            if self.selector(rs).matches(labels):
+                self.enqueue(rs)
+
+    def _pod_added(self, pod: Obj) -> None:
+        if is_deleting(pod):
+            self._pod_deleted(pod)
+            return
+        key = self._owner_key(pod)
+        if key is not None:
+            self.expectations.creation_observed(key)
+            self.queue.add(key)
+        elif controller_of(pod) is None:
+            self._enqueue_matching(pod)
+
+    def _pod_updated(self, old: Obj, new: Obj) -> None:
+        if old is not new and is_deleting(new) and not is_deleting(old):
+            key = self._owner_key(new)
+            if key is not None:
+                self.expectations.deletion_observed(key, key_of(new))
+        old_key, new_key = self._owner_key(old), self._owner_key(new)
+        if old_key is not None and old_key != new_key:
+            self.queue.add(old_key)
+        if new_key is not None:
+            self.queue.add(new_key)
+            ready_seconds = self._min_ready_seconds(new_key)
+            if ready_seconds and is_pod_ready(new) and not is_pod_ready(old):
+                self.queue.add_after(new_key, float(ready_seconds))
+        elif controller_of(new) is None and (labels_of(old) != labels_of(new) or controller_of(old) is not None):
+            self._enqueue_matching(new)
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        key = self._owner_key(pod)
+        if key is not None:
+            self.expectations.deletion_observed(key, key_of(pod))
+            self.queue.add(key)
+
+    def _min_ready_seconds(self, key: str) -> int:
+        rs = self.sets.get(key)
+        return int((rs or {}).get("spec", {}).get("minReadySeconds") or 0)
+
+    # -- reconcile --
+
+    async def reconcile(self, key: str) -> float | None:
+        rs = self.sets.get(key)
+        if rs is None:
+            self.expectations.delete(key)
+            return None
+        needs_sync = self.expectations.satisfied(key)
+        selector = self.selector(rs)
+        active = [p for p in self.pods.by_index(NAMESPACE_INDEX, namespace_of(rs)) if is_active(p)]
+        pods = await self._claim(rs, selector, active)
+        error: ApiError | SlowStartError | None = None
+        if needs_sync and not is_deleting(rs):
+            try:
+                await self._manage(rs, key, pods)
+            except (ApiError, SlowStartError) as e:
+                error = e
+        status = await self._write_status(rs, pods, error)
+        if error is not None:
+            raise error.error if isinstance(error, SlowStartError) else error
+        min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
+        if min_ready > 0 and status.get("readyReplicas", 0) == status.get("replicas", 0) != \
+                status.get("availableReplicas", 0):
+            return float(min_ready)
+        return None
+
+    # -- adoption and release --
+
+    async def _claim(self, rs: Obj, selector: LabelSelector, pods: list[Obj]) -> list[Obj]:
+        claimed: list[Obj] = []
+        fresh_checked: bool | None = None
+        for pod in pods:
+            ref = controller_of(pod)
+            matches = selector.matches(labels_of(pod))
+            if ref is not None:
+                if ref.get("uid") != uid_of(rs):
+                    continue
+                if matches or is_deleting(rs):
+                    claimed.append(pod)
+                else:
+                    await self._set_owner_refs(pod, [r for r in meta(pod).get("ownerReferences") or []
+                                                     if r.get("uid") != uid_of(rs)])
+                continue
+            if not matches or is_deleting(pod) or is_deleting(rs):
+                continue
+            if fresh_checked is None:
+                fresh_checked = await self._still_ours(rs)
+            if not fresh_checked:
+                continue
+            refs = [*(meta(pod).get("ownerReferences") or []), owner_ref(rs)]
+            adopted = await self._set_owner_refs(pod, refs)
+            if adopted is not None:
+                claimed.append(adopted)
+        return claimed
+
+    async def _still_ours(self, rs: Obj) -> bool:
+        """Upstream's adoption recheck: the live object is the same set and is not being deleted."""
+        try:
+            live = await self.client.get(self.kind, namespace_of(rs), name_of(rs))
+        except ApiError as e:
+            if e.code == 404:
+                return False
+            raise
+        return uid_of(live) == uid_of(rs) and not is_deleting(live)
+
+    async def _set_owner_refs(self, pod: Obj, refs: list[Obj]) -> Obj | None:
+        patch = {"metadata": {"resourceVersion": meta(pod).get("resourceVersion"), "ownerReferences": refs or None}}
+        try:
+            return await self.client.patch(self.pod_kind, namespace_of(pod), name_of(pod), patch)
+        except ApiError as e:
+            if e.code in (404, 422):
+                return None
+            raise
+
+    # -- creating and deleting pods --
+
+    async def _manage(self, rs: Obj, key: str, pods: list[Obj]) -> None:
+        want = int((rs.get("spec") or {}).get("replicas", 1) or 0)
+        diff = len(pods) - want
+        if diff < 0:
+            n = min(-diff, self.burst)
+            self.expectations.expect_creations(key, n)
+            try:
+                await slow_start_batch(n, 1, lambda: self._create_pod(rs))
+            except SlowStartError as e:
+                for _ in range(n - e.succeeded):
+                    self.expectations.creation_observed(key)
+                if not _namespace_terminating(e.error):
+                    raise
+        elif diff > 0:
+            n = min(diff, self.burst)
+            victims = pods_to_delete(pods, pods, n)
+            self.expectations.expect_deletions(key, [key_of(p) for p in victims])
+            results = await asyncio.gather(*(self._delete_pod(rs, key, p) for p in victims),
+                                           return_exceptions=True)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
+
+    def pod_from_template(self, rs: Obj) -> Obj:
+        tpl = deep_copy((rs.get("spec") or {}).get("template") or {})
+        tmeta = tpl.get("metadata") or {}
+        pod_meta: Obj = {"generateName": f"{name_of(rs)}-", "namespace": namespace_of(rs),
+                         "ownerReferences": [owner_ref(rs)]}
+        for field in ("labels", "annotations", "finalizers"):
+            if tmeta.get(field):
+                pod_meta[field] = tmeta[field]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": tpl.get("spec") or {}}
+
+    async def _create_pod(self, rs: Obj) -> None:
+        try:
+            pod = await self.client.create(self.pod_kind, namespace_of(rs), self.pod_from_template(rs))
+        except ApiError as e:
+            if not _namespace_terminating(e):
+                await self.recorder.warning(rs, "FailedCreate", f"Error creating: {e.message}")
+            raise
+        await self.recorder.normal(rs, "SuccessfulCreate", f"Created pod: {name_of(pod)}")
+
+    async def _delete_pod(self, rs: Obj, key: str, pod: Obj) -> None:
+        try:
+            await self.client.delete(self.pod_kind, namespace_of(pod), name_of(pod),
+                                     preconditions={"uid": uid_of(pod)})
+        except ApiError as e:
+            self.expectations.deletion_observed(key, key_of(pod))
+            if e.code in (404, 409):
+                return
+            await self.recorder.warning(rs, "FailedDelete", f"Error deleting: {e.message}")
+            raise
+        await self.recorder.normal(rs, "SuccessfulDelete", f"Deleted pod: {name_of(pod)}")
+
+    # -- status --
+
+    def compute_status(self, rs: Obj, pods: list[Obj], error: BaseException | None) -> Obj:
+        spec = rs.get("spec") or {}
+        tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        min_ready = int(spec.get("minReadySeconds") or 0)
+        t = now()
+        status: Obj = {
+            "replicas": len(pods),
+            "fullyLabeledReplicas": sum(1 for p in pods if _has_all(labels_of(p), tlabels)),
+            "readyReplicas": sum(1 for p in pods if is_pod_ready(p)),
+            "availableReplicas": sum(1 for p in pods if is_pod_available(p, min_ready, t)),
+            "observedGeneration": meta(rs).get("generation", 0),
+        }
+        conditions = [c for c in (rs.get("status") or {}).get("conditions") or [] if c.get("type") != "ReplicaFailure"]
+        old_failure = next((c for c in (rs.get("status") or {}).get("conditions") or []
+                            if c.get("type") == "ReplicaFailure"), None)
+        if error is not None:
+            cause = error.error if isinstance(error, SlowStartError) else error
+            reason = "FailedCreate" if len(pods) < int(spec.get("replicas", 1) or 0) else "FailedDelete"
+            conditions.append(old_failure or {"type": "ReplicaFailure", "status": "True", "reason": reason,
+                                              "message": getattr(cause, "message", str(cause)),
+                                              "lastTransitionTime": _stamp(t)})
+        if conditions:
+            status["conditions"] = conditions
+        return status
+
+    async def _write_status(self, rs: Obj, pods: list[Obj], error: BaseException | None) -> Obj:
+        status = self.compute_status(rs, pods, error)
+        old = rs.get("status") or {}
+        same = all(old.get(k, 0) == v for k, v in status.items() if k != "conditions")
+        if same and (old.get("conditions") or None) == status.get("conditions"):
+            return status
+        body = {"status": {**status, "conditions": status.get("conditions")}}
+        try:
+            await self.client.patch(self.kind, namespace_of(rs), name_of(rs), body, subresource="status")
+        except ApiError as e:
+            if e.code != 404:
+                raise
+        return status
+
+
+class ReplicationControllerController(ReplicaSetController):
+    """core/v1 ReplicationController: the same controller with a map selector."""
+
+    name: ClassVar[str] = "replicationcontroller"
+    group: ClassVar[str] = ""
+    kind_name: ClassVar[str] = "ReplicationController"
+
+    def selector(self, rs: Obj) -> LabelSelector:
+        sel = (rs.get("spec") or {}).get("selector")
+        return LabelSelector.from_dict({"matchLabels": sel} if sel else None)
+
+    def _owner_key(self, pod: Obj) -> str | None:
+        ref = controller_of(pod)
+        if ref is None or ref.get("kind") != self.kind_name or ref.get("apiVersion") != "v1":
+            return None
+        return f"{namespace_of(pod)}/{ref.get('name', '')}"
+
+
+def _has_all(labels: dict[str, str], want: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in want.items())
+
+
+def _stamp(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+

@@ -1,0 +1,101 @@
+"""Pod facts the ReplicaSet and Deployment controllers share: readiness, availability, the deletion order.
+
+Pure functions over pod dicts (upstream `podutil.IsPodReady`, `IsPodAvailable`, `FilterActivePods`,
+`controller.ActivePodsWithRanks`).
+
+Invariants: nothing here does I/O or mutates a pod; `now` is passed in so results are reproducible.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from lite.objects import is_deleting, meta, parse_time
+
+Obj = dict[str, Any]
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+_PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _ready_condition(pod: Obj) -> Obj | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return dict(c)
+    return None
+
+
+def is_pod_ready(pod: Obj) -> bool:
+    c = _ready_condition(pod)
+    return c is not None and c.get("status") == "True"
+
+
+def ready_since(pod: Obj) -> dt.datetime | None:
+    c = _ready_condition(pod)
+    if c is None or c.get("status") != "True" or not c.get("lastTransitionTime"):
+        return None
+    return parse_time(str(c["lastTransitionTime"]))
+
+
+def is_pod_available(pod: Obj, min_ready_seconds: int, now: dt.datetime) -> bool:
+    """Ready for at least `min_ready_seconds` (upstream IsPodAvailable)."""
+    if not is_pod_ready(pod):
+        return False
+    if min_ready_seconds <= 0:
+        return True
+    since = ready_since(pod)
+    return since is not None and since + dt.timedelta(seconds=min_ready_seconds) <= now
+
+
+def is_active(pod: Obj) -> bool:
+    """Neither terminal nor being deleted (upstream IsPodActive)."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase not in ("Succeeded", "Failed") and not is_deleting(pod)
+
+
+def _created(pod: Obj) -> dt.datetime:
+    ts = meta(pod).get("creationTimestamp")
+    return parse_time(str(ts)) if ts else _EPOCH
+
+
+def _restarts(pod: Obj) -> int:
+    return max((int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or []),
+               default=0)
+
+
+def _cost(pod: Obj) -> int:
+    try:
+        return int((meta(pod).get("annotations") or {}).get(DELETION_COST, "0"))
+    except ValueError:
+        return 0
+
+
+def deletion_order_key(pod: Obj, rank: int) -> tuple[Any, ...]:
+    """Sort key: pods to delete first sort first (upstream ActivePodsWithRanks.Less, linear time scale).
+
+    unassigned < assigned; Pending < Unknown < Running; not ready < ready; lower deletion cost first;
+    more pods of the same owner on its node first; ready for less time first; more restarts first;
+    newer first.
+    """
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    phase = _PHASE_ORDER.get(str((pod.get("status") or {}).get("phase") or "Pending"), 0)
+    ready = is_pod_ready(pod)
+    since = ready_since(pod) if ready else None
+    return (
+        bool(node), phase, ready, _cost(pod), -rank,
+        -(since or _EPOCH).timestamp() if ready else 0.0,
+        -_restarts(pod), -_created(pod).timestamp(),
+    )
+
+
+def pods_to_delete(pods: list[Obj], related: Iterable[Obj], n: int) -> list[Obj]:
+    """The `n` pods to delete first; ranks count `related` active pods (same owner family) per node."""
+    if n >= len(pods):
+        return list(pods)
+    per_node = Counter((p.get("spec") or {}).get("nodeName") or "" for p in related if is_active(p))
+    ranked = sorted(pods, key=lambda p: deletion_order_key(p, per_node[(p.get("spec") or {}).get("nodeName") or ""]
+                                                           if (p.get("spec") or {}).get("nodeName") else 0))
+    return ranked[:n]

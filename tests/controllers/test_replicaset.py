@@ -1,0 +1,148 @@
+"""ReplicaSet / ReplicationController controller against the real in-process API."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from conftest import EVENT, POD, RC, RS, Kit, bare_pod, pod_template, replicaset
+
+from lite.objects import controller_of, labels_of, name_of, uid_of
+from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
+from lite.server.controllers.replicaset_pods import pods_to_delete
+
+
+async def test_creates_pods_from_template_with_owner_and_status(kit: Kit) -> None:
+    rs = await kit.api.create(RS, "default", replicaset("web", 3))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    pods = await kit.pods()
+    assert len(pods) == 3
+    for p in pods:
+        assert name_of(p).startswith("web-")
+        ref = controller_of(p)
+        assert ref is not None and ref["uid"] == uid_of(rs) and ref["kind"] == "ReplicaSet"
+        assert ref["blockOwnerDeletion"] is True
+        assert labels_of(p) == {"app": "web"}
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    got = await kit.api.get(RS, "default", "web")
+    assert got["status"]["replicas"] == 3
+    assert got["status"]["fullyLabeledReplicas"] == 3
+    assert got["status"]["readyReplicas"] == 0
+    assert got["status"]["availableReplicas"] == 0
+    assert got["status"]["observedGeneration"] == 1
+    events = (await kit.api.list(EVENT, "default"))["items"]
+    assert sum(e["count"] for e in events if e["reason"] == "SuccessfulCreate") == 3
+    assert all(e["involvedObject"]["uid"] == uid_of(rs) for e in events)
+
+
+async def test_expectations_prevent_double_create(kit: Kit) -> None:
+    await kit.api.create(RS, "default", replicaset("web", 2))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    # The pod cache may not have seen the creations yet; a second sync right away must not add more.
+    c.expectations.expect_creations("default/web", 2)  # as if none had been observed yet
+    await c.reconcile("default/web")
+    assert len(await kit.pods()) == 2
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    assert len(await kit.pods()) == 2
+
+
+async def test_scale_down_prefers_unready_and_unscheduled(kit: Kit) -> None:
+    await kit.api.create(RS, "default", replicaset("web", 4))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    pods = await kit.pods()
+    ready = [await kit.make_ready(p) for p in pods[:2]]
+    await kit.make_ready(pods[2], ready=False)  # scheduled, not ready; pods[3] stays unscheduled
+    await kit.api.patch(RS, "default", "web", {"spec": {"replicas": 2}})
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    left = await kit.pods()
+    assert sorted(map(name_of, left)) == sorted(map(name_of, ready))
+    events = (await kit.api.list(EVENT, "default"))["items"]
+    assert sum(e["count"] for e in events if e["reason"] == "SuccessfulDelete") == 2
+
+
+async def test_ready_and_available_with_min_ready_seconds(kit: Kit) -> None:
+    await kit.api.create(RS, "default", replicaset("web", 2, minReadySeconds=30))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    pods = await kit.pods()
+    await kit.make_ready(pods[0], since=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=60))
+    await kit.make_ready(pods[1])
+    await kit.settle(c)
+    again = await c.reconcile("default/web")
+    status = (await kit.api.get(RS, "default", "web"))["status"]
+    assert (status["readyReplicas"], status["availableReplicas"]) == (2, 1)
+    assert again == 30.0
+
+
+async def test_adopts_matching_orphans_and_releases_mismatched(kit: Kit) -> None:
+    await kit.api.create(POD, "default", bare_pod("orphan", {"app": "web"}))
+    await kit.api.create(POD, "default", bare_pod("other", {"app": "db"}))
+    rs = await kit.api.create(RS, "default", replicaset("web", 2))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    orphan = await kit.api.get(POD, "default", "orphan")
+    assert (controller_of(orphan) or {}).get("uid") == uid_of(rs)
+    assert controller_of(await kit.api.get(POD, "default", "other")) is None
+    assert len([p for p in await kit.pods() if labels_of(p) == {"app": "web"}]) == 2
+    # Relabel the adopted pod: it is released and replaced.
+    await kit.api.patch(POD, "default", "orphan", {"metadata": {"labels": {"app": "gone"}}})
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    assert controller_of(await kit.api.get(POD, "default", "orphan")) is None
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    assert len([p for p in await kit.pods() if labels_of(p) == {"app": "web"}]) == 2
+
+
+async def test_replication_controller_shares_the_code(kit: Kit) -> None:
+    await kit.api.create(RC, "default", {
+        "apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc"},
+        "spec": {"replicas": 2, "selector": {"app": "rc"}, "template": pod_template({"app": "rc"})}})
+    c = ReplicationControllerController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/rc")
+    pods = await kit.pods()
+    assert len(pods) == 2 and all((controller_of(p) or {}).get("kind") == "ReplicationController" for p in pods)
+    await kit.settle(c)
+    await c.reconcile("default/rc")
+    assert (await kit.api.get(RC, "default", "rc"))["status"]["replicas"] == 2
+
+
+async def test_burst_and_slow_start(kit: Kit) -> None:
+    await kit.api.create(RS, "default", replicaset("web", 7))
+    c = ReplicaSetController(kit.api, kit.informers, burst=5)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    assert len(await kit.pods()) == 5  # capped at the burst per sync
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    assert len(await kit.pods()) == 7
+
+
+def test_deletion_order() -> None:
+    def pod(name: str, node: str = "", phase: str = "Pending", ready: bool = False, created: str = "2024-01-01T00:00:00Z",
+            restarts: int = 0) -> dict[str, object]:
+        return {"metadata": {"name": name, "creationTimestamp": created},
+                "spec": {"nodeName": node},
+                "status": {"phase": phase, "containerStatuses": [{"restartCount": restarts}],
+                           "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                           "lastTransitionTime": created}]}}
+    pods = [pod("running-ready-old", "n1", "Running", True), pod("unscheduled"),
+            pod("pending", "n1"), pod("running-unready", "n1", "Running"),
+            pod("running-ready-new", "n1", "Running", True, "2024-02-01T00:00:00Z"),
+            pod("unknown", "n1", "Unknown")]
+    order = [name_of(p) for p in pods_to_delete(pods, pods, 5)]
+    assert order == ["unscheduled", "pending", "unknown", "running-unready", "running-ready-new"]
+    # Among equals, a pod on a node crowded with pods of the same owner goes first.
+    alone, crowded = pod("alone", "n2", "Running", True), pod("crowded", "n1", "Running", True)
+    assert [name_of(p) for p in pods_to_delete([alone, crowded], [*pods, alone, crowded], 1)] == ["crowded"]
