@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lite.server.store import Store
-
-
-def pod(name: str, ns: str = "default", **extra: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, **extra}
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 
+from store_helpers import pod
+
 from lite.server.store import Store, compactor
-from tests.store.conftest import pod
 
 
 def file_size(db_path: str) -> int:

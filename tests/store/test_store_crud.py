@@ -7,9 +7,9 @@ import sqlite3
 
 import orjson
 import pytest
+from store_helpers import pod
 
 from lite.server.store import CommitFailed, KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed
-from tests.store.conftest import pod
 
 K = "core/pods/default/a"
 

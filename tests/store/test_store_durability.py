@@ -11,9 +11,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from store_helpers import pod
 
 from lite.server.store import Store
-from tests.store.conftest import pod
 
 WRITER = Path(__file__).with_name("ack_writer.py")
 

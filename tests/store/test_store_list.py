@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from store_helpers import pod
+
 from lite.server.store import Store
-from tests.store.conftest import pod
 
 
 async def fill(store: Store) -> None:

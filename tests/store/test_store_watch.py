@@ -6,9 +6,9 @@ import asyncio
 
 import orjson
 import pytest
+from store_helpers import pod
 
 from lite.server.store import Compacted, Store, StoreEvent, Watch, WatchDropped
-from tests.store.conftest import pod
 
 
 async def take(w: Watch, n: int) -> list[StoreEvent]:
