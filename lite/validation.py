@@ -258,3 +258,34 @@ def _validate_owner_refs(refs: Any, path: str) -> list[Cause]:
         causes.append(field_invalid(path, refs, "Only one reference can have Controller set to true. Found "
                                     f'"true" in references for {" and ".join(controllers)}'))
     return causes
+
+
+_IMMUTABLE_META = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                   "deletionGracePeriodSeconds")
+
+
+def validate_object_meta_update(new: Any, old: Any, *, path: str = "metadata",
+                                require_resource_version: bool = False) -> list[Cause]:
+    """ObjectMeta checks for an update (upstream `ValidateObjectMetaAccessorUpdate`): identity fields are
+    immutable, generation never goes down, no finalizer is added while deleting, labels/annotations/
+    ownerReferences stay valid."""
+    new, old = new or {}, old or {}
+    causes: list[Cause] = []
+    if old.get("deletionTimestamp"):
+        added = sorted(set(new.get("finalizers") or []) - set(old.get("finalizers") or []))
+        if added:
+            shown = "[]string{" + ", ".join(f'"{f}"' for f in added) + "}"
+            causes.append(field_forbidden(f"{path}.finalizers", "no new finalizers can be added if the object is "
+                                          f"being deleted, found new finalizers {shown}"))
+    if require_resource_version and not new.get("resourceVersion"):
+        causes.append(field_invalid(f"{path}.resourceVersion", "", "must be specified for an update"))
+    if int(new.get("generation") or 0) < int(old.get("generation") or 0):
+        causes.append(field_invalid(f"{path}.generation", int(new.get("generation") or 0), "must not be decremented"))
+    for f in _IMMUTABLE_META:
+        if new.get(f) != old.get(f):
+            causes.append(field_invalid(f"{path}.{f}", new.get(f) if new.get(f) is not None else "",
+                                        "field is immutable"))
+    causes += validate_labels(new.get("labels"), f"{path}.labels")
+    causes += validate_annotations(new.get("annotations"), f"{path}.annotations")
+    causes += _validate_owner_refs(new.get("ownerReferences"), f"{path}.ownerReferences")
+    return causes

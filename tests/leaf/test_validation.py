@@ -17,6 +17,7 @@ from lite.validation import (
     validate_label_selector,
     validate_labels,
     validate_object_meta,
+    validate_object_meta_update,
 )
 
 SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
@@ -187,3 +188,23 @@ def test_label_selector_validation() -> None:
         ("spec.selector.matchExpressions[3].key", "FieldValueInvalid"),
         ("spec.selector.matchExpressions[4].values[1]", "FieldValueInvalid"),
     ]
+
+
+def test_object_meta_update() -> None:
+    old = {"name": "a", "namespace": "ns", "uid": "u1", "generation": 3, "creationTimestamp": "t",
+           "finalizers": ["x/y"], "resourceVersion": "5"}
+    assert validate_object_meta_update(dict(old), old) == []
+    changed = {**old, "name": "b", "uid": "u2", "generation": 2}
+    assert _fields(validate_object_meta_update(changed, old)) == [
+        ("metadata.generation", "FieldValueInvalid"), ("metadata.name", "FieldValueInvalid"),
+        ("metadata.uid", "FieldValueInvalid")]
+    assert validate_object_meta_update(changed, old)[1].message == 'Invalid value: "b": field is immutable'
+    deleting = {**old, "deletionTimestamp": "t2"}
+    causes = validate_object_meta_update({**deleting, "finalizers": ["x/y", "new/f"]}, deleting)
+    assert _fields(causes) == [("metadata.finalizers", "FieldValueForbidden")]
+    assert causes[0].message == ('Forbidden: no new finalizers can be added if the object is being deleted, '
+                                 'found new finalizers []string{"new/f"}')
+    assert validate_object_meta_update({**deleting, "finalizers": []}, deleting) == []
+    no_rv = {k: v for k, v in old.items() if k != "resourceVersion"}
+    assert _fields(validate_object_meta_update(no_rv, old, require_resource_version=True)) == [
+        ("metadata.resourceVersion", "FieldValueInvalid")]
