@@ -175,6 +175,8 @@ def _special_elements(original: list[Any], patch: list[Any], rule: ListRule) -> 
             original = [o for o in original if not json_equal(o.get(rule.merge_key), item[rule.merge_key])]
         elif directive == "replace":
             replace = True
+        elif directive == "merge":
+            raise errors.bad_request("merging lists cannot yet be specified in the patch")
         else:
             raise errors.bad_request(f"unknown patch type: {directive} in map: {item}")
     if replace:

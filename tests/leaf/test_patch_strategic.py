@@ -176,6 +176,7 @@ def test_atomic_selector_map() -> None:
     {"spec": {"containers": [{"image": "no-name"}]}},
     {"spec": {"containers": [{"$patch": "delete"}]}},
     {"spec": {"containers": [{"$patch": "bogus", "name": "c"}]}},
+    {"spec": {"containers": [{"$patch": "merge", "name": "c"}]}},
     {"spec": {"$setElementOrder/containers": "x"}},
     {"spec": {"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
               "containers": [{"name": "a"}, {"name": "b"}]}},
