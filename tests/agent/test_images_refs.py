@@ -96,6 +96,12 @@ def test_configs_credentials_and_tls() -> None:
     assert hub.credentials == Credentials(identity_token="tok")
 
 
+def test_docker_hub_configs_under_any_of_its_names() -> None:
+    cfg = RegistriesConfig.from_dict({"configs": {"docker.io": {"auth": {"username": "hub", "password": "pw"}}}})
+    (hub,) = cfg.endpoints(parse("busybox"))
+    assert hub.host == "registry-1.docker.io" and hub.credentials == Credentials("hub", "pw")
+
+
 def test_pull_secrets_take_precedence_and_match_docker_hub_aliases() -> None:
     cfg = RegistriesConfig.from_dict({"configs": {"registry-1.docker.io": {"auth": {"username": "node"}}}})
     secret = {"auths": {"https://index.docker.io/v1/": {"username": "pod", "password": "x"}}}

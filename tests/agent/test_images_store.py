@@ -12,7 +12,7 @@ import pytest
 from lite.agent.images import ImageService, mount_rootfs, unmount_rootfs
 from lite.agent.images.overlay import overlay_options
 from tests.agent.conftest import PushedImages
-from tests.helpers.images import Entry, Image, Layer, Pusher, docker_save_tar, oci_layout_tar
+from tests.helpers.images import Entry, Image, Layer, Pusher, docker_save_tar, oci_layout_tar, sha256
 from tests.helpers.registry import RegistryServer
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount)")
@@ -143,7 +143,10 @@ async def test_gc_removes_least_recently_used_unused_images(
         new = await svc.ensure(f"{registry.host}/test/filler:gc1-{fillers[1].config().digest[7:19]}")
         now = _usage(small_fs)
         assert await svc.gc(high_pct=int(now) + 1, low_pct=0, in_use={used.id}) == []  # below the threshold
+        orphan = os.urandom(1000)  # content of a failed import: no record refers to it
+        svc.store.write_blob(orphan, sha256(orphan))
         removed = await svc.gc(high_pct=int(now), low_pct=int(now) - 5, in_use={used.id})
+        assert not svc.store.has_blob(sha256(orphan))
         assert removed == [old.id]  # one image was enough to get under low_pct; the oldest went first
         assert _usage(small_fs) <= now - 5
         removed = await svc.gc(high_pct=0, low_pct=0, in_use={f"{registry.host}/test/busybox:oci"})

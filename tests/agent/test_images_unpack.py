@@ -40,6 +40,13 @@ def test_whiteouts_become_overlay_whiteouts(tmp_path: Path) -> None:
 
 @pytest.mark.root
 @needs_root
+def test_whiteout_never_hides_its_own_layer(tmp_path: Path) -> None:
+    fs = unpack(tmp_path, [Entry("a", data=b"kept"), Entry(".wh.a"), Entry(".wh.b"), Entry("b", data=b"also")])
+    assert (fs / "a").read_bytes() == b"kept" and (fs / "b").read_bytes() == b"also"
+
+
+@pytest.mark.root
+@needs_root
 def test_modes_owners_and_xattrs_kept(tmp_path: Path) -> None:
     fs = unpack(
         tmp_path,

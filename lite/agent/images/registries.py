@@ -19,7 +19,8 @@ Behaviour follows k3s/containerd:
 - rewrites (Go regexp syntax, `$1`) apply to mirror endpoints only, never to the default endpoint; the first
   rewrite that changes the repository wins;
 - an endpoint without a scheme is https; `/v2` is appended to its path unless it already ends in `/v2`;
-- credentials and TLS come from `configs[<endpoint host:port>]`; pull secrets (dockerconfigjson `auths`)
+- credentials and TLS come from `configs[<endpoint host:port>]` (for Docker Hub any of its names:
+  `docker.io`, `registry-1.docker.io`, `index.docker.io`); pull secrets (dockerconfigjson `auths`)
   that match the endpoint host take precedence, as kubelet's credentials do over the node's;
 - the default endpoint of a loopback registry falls back to plain http when TLS fails (containerd does the
   same for localhost).
@@ -130,7 +131,8 @@ class RegistriesConfig:
 
     def _endpoint(self, base: str, repository: str, secrets: Sequence[Mapping[str, Any]], is_default: bool) -> Endpoint:
         host = urlsplit(base).netloc
-        cfg = self.configs.get(host) or HostConfig()
+        keys = [host, *sorted(_DOCKER_HUB_ALIASES - {host})] if host in _DOCKER_HUB_ALIASES else [host]
+        cfg = next((self.configs[k] for k in keys if k in self.configs), HostConfig())
         creds = secret_credentials(secrets, host) or cfg.credentials
         fallback = is_default and _is_loopback(host)
         return Endpoint(base, repository, creds, cfg.tls, is_default, fallback)

@@ -258,6 +258,8 @@ class ImageService:
 
     # -- removal and garbage collection
     async def remove(self, image: str) -> None:
+        """Delete the image and whatever content no other image shares. The caller makes sure no container
+        uses it (their overlay mounts have its layers as lowerdirs)."""
         rec = self._find(image)
         if rec is None:
             raise ImageNotPresentError(f"image {image!r} is not present")
@@ -269,13 +271,18 @@ class ImageService:
         await asyncio.to_thread(self.store.delete_unreferenced, dead_blobs, dead_layers)
 
     async def gc(self, high_pct: int, low_pct: int, in_use: set[str]) -> builtins.list[str]:
-        """Free disk as kubelet's image GC does; returns the ids of the images removed."""
+        """Free disk as kubelet's image GC does; returns the ids of the images removed.
+
+        `in_use` holds ids or references of images that containers on the node use: never removed. Content
+        no image references (left by failed pulls or imports) goes first."""
         keep = {rec.id for name in in_use if (rec := self._find(name)) is not None}
         now = time.time()
         for image_id in keep:
             self.store.records[image_id].last_used = now
         if self._used_pct() < high_pct:
             return []
+        orphans = await asyncio.to_thread(self.store.orphans, set(self._pinned))
+        await asyncio.to_thread(self.store.delete_unreferenced, *orphans)
         removed: builtins.list[str] = []
         victims = sorted(
             (r for r in self.store.records.values() if r.id not in keep), key=lambda r: (r.last_used, r.pulled_at)

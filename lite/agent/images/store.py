@@ -182,6 +182,15 @@ class ContentStore:
             layers.update(rec.layers)
         return blobs, layers
 
+    def orphans(self, pinned: set[str]) -> tuple[set[str], set[str]]:
+        """Blobs and layers on disk that no record uses and nothing pinned (blocking: lists directories).
+
+        Left behind by failed imports or pulls; reclaimed by GC."""
+        blobs, layers = self.referenced()
+        on_disk_blobs = {f"sha256:{p.name}" for p in self.blobs.iterdir()}
+        on_disk_layers = {f"sha256:{p.name}" for p in self.layers.iterdir()}
+        return on_disk_blobs - blobs - pinned, on_disk_layers - layers - pinned
+
     def delete_unreferenced(self, blobs: set[str], layers: set[str]) -> None:
         """Remove the given blobs and layer dirs (blocking). The caller checked no record uses them."""
         for diff_id in layers:

@@ -8,6 +8,7 @@ Invariants:
   (chroot-style, like containerd's `fs.RootPath`); the final component is replaced, never written through.
 - OCI whiteouts become overlayfs whiteouts so layer directories stack as overlay lowerdirs: `.wh.<name>`
   → a 0/0 character device `<name>`, `.wh..wh..opq` → xattr `trusted.overlay.opaque=y` on the directory.
+  As the image spec says, a whiteout never hides an entry of its own layer.
 - Modes are kept exactly (setuid, setgid, sticky), owners are numeric, absolute symlinks stay as written,
   hardlinks must point at an earlier member of the same layer, PAX `SCHILY.xattr.*` xattrs are applied.
 - The sha256 of the uncompressed stream (the layer's diff_id) is returned; the caller compares it with the
@@ -164,8 +165,8 @@ def _extract_member(tar: tarfile.TarFile, m: tarfile.TarInfo, root: Path, dir_ti
         return 0  # aufs bookkeeping (.wh..wh.plnk etc.), meaningless for overlay
     if base.startswith(".wh."):
         target = parent / base[4:]
-        _remove(target)
-        _mknod_whiteout(target)
+        if not os.path.lexists(target):  # a whiteout hides lower layers only, never its own layer's file
+            _mknod_whiteout(target)
         return 0
     target = parent / base
     if m.isdir():
