@@ -94,6 +94,8 @@ class WriteMixin(RegistryBase):
             meta["name"] = generate_name(str(meta["generateName"]))
         self._init_system_meta(kind, obj, meta)
         strategy = self.strategy(kind)
+        if kind.crd and kind.has_status():
+            obj.pop("status", None)  # with a status subresource, create cannot set status (upstream)
         strategy.default(obj)
         strategy.prepare_create(obj)
         name = str(meta.get("name") or "")

@@ -107,6 +107,8 @@ def default_pod(pod: Obj) -> None:
     spec = pod.get("spec")
     if isinstance(spec, dict):
         default_pod_spec(spec)
+        # DefaultTolerationSeconds admission runs on create and update alike.
+        _default_tolerations(spec)
 
 
 def _default_tolerations(spec: Obj) -> None:
@@ -155,7 +157,6 @@ def prepare_create_pod(pod: Obj) -> None:
     if not spec.get("priorityClassName"):
         spec.setdefault("priority", 0)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    _default_tolerations(spec)
     status: Obj = {"phase": "Pending", "qosClass": qos_class(spec)}
     pod["status"] = status
 
