@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from lite.kinds import KindRegistry
 from lite.server.api.http import API, build_api_app
+from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
 from lite.server.store import Store
 
@@ -52,30 +52,24 @@ class Api:
         return r.status, orjson.loads(raw) if raw else None
 
 
-async def _maybe(value: Any) -> None:
-    if inspect.isawaitable(value):
-        await value
+@contextlib.asynccontextmanager
+async def serve_stack(tmp_path: Path, *, window: int = 10000) -> AsyncIterator[Api]:
+    store = await Store.open(str(tmp_path / "lite.db"), window=window)
+    try:
+        kinds = KindRegistry()
+        resources = Resources(store, kinds, default_strategies())
+        await resources.start()  # creates the system namespaces, "default" among them
+        app = build_api_app(resources, kinds, _auth, max_body_bytes=64 * 1024)
+        async with TestClient(TestServer(app)) as client:
+            yield Api(client, store)
+    finally:
+        await store.close()
 
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    mod = pytest.importorskip("lite.server.api.resources", reason="lite.server.api.resources not landed yet")
-    store = await Store.open(str(tmp_path / "lite.db"))
-    kinds = KindRegistry()
-    resources = mod.Resources(store, kinds, default_strategies())
-    await _maybe(getattr(resources, "start", lambda: None)())
-    app = build_api_app(resources, kinds, _auth, max_body_bytes=64 * 1024)
-    try:
-        async with TestClient(TestServer(app)) as client:
-            a = Api(client, store)
-            status, _ = await a.call("POST", "/api/v1/namespaces", {"metadata": {"name": "default"}})
-            assert status == 201
-            yield a
-    finally:
-        stop = getattr(resources, "stop", None) or getattr(resources, "close", None)
-        if stop is not None:
-            await _maybe(stop())
-        await store.close()
+    async with serve_stack(tmp_path) as a:
+        yield a
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:
@@ -332,10 +326,14 @@ async def test_watch_named_object_and_timeout(api: Api) -> None:
         assert b'"other"' not in rest
 
 
-async def test_watch_too_old_rv_gives_error_410(api: Api) -> None:
-    for i in range(5):
+async def test_watch_too_old_rv_gives_error_410(tmp_path: Path) -> None:
+    async with serve_stack(tmp_path, window=3) as api:  # only the last 3 events stay watchable
+        await _expect_410(api)
+
+
+async def _expect_410(api: Api) -> None:
+    for i in range(6):
         assert (await api.call("POST", PODS, pod(f"old{i}")))[0] == 201
-    await api.store.compact(1)
     async with api.client.get(f"{PODS}?watch=true&resourceVersion=1", headers=TOKEN) as resp:
         assert resp.status == 200
         ev = await _read_line(resp)

@@ -15,8 +15,10 @@ Invariants:
 from __future__ import annotations
 
 import importlib
+import inspect
 import random
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
@@ -76,9 +78,18 @@ class Target:
     watch: bool = False  # the legacy /watch/ path prefix
 
 
+PatchEx = Callable[..., Awaitable[tuple[Obj, bool]]]
+DeleteEx = Callable[..., Awaitable[tuple[Obj, int]]]
+
+
 @dataclass
 class ApiContext:
-    """Everything a handler needs; one per app (held under an AppKey, no module state)."""
+    """Everything a handler needs; one per app (held under an AppKey, no module state).
+
+    `Resources` offers a few extras beyond `Client` that only HTTP needs (found by name, so any other
+    Client still works): `patch_ex` says whether an apply created the object (201), `delete_ex` gives
+    the body and code upstream answers a DELETE with, and `watch` may take `resource_version_match`.
+    """
 
     resources: Client
     kinds: KindRegistry
@@ -88,6 +99,18 @@ class ApiContext:
     max_body_bytes: int
     streams: StreamProvider | None = None
     metrics: MetricsProvider | None = None
+    patch_ex: PatchEx | None = field(init=False, default=None)
+    delete_ex: DeleteEx | None = field(init=False, default=None)
+    watch_takes_match: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.patch_ex = getattr(self.resources, "patch_ex", None)
+        self.delete_ex = getattr(self.resources, "delete_ex", None)
+        try:
+            params = inspect.signature(self.resources.watch).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        self.watch_takes_match = "resource_version_match" in params
 
 
 def json_response(obj: Any, status: int = 200) -> web.Response:
@@ -281,11 +304,15 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
     timeout = q_int(q, "timeoutSeconds")
     # Upstream spreads watch lifetimes over 30-60 min so reconnects do not arrive all at once.
     timeout_s: float = timeout if timeout and timeout > 0 else random.uniform(1800, 3600)
+    extra: dict[str, str] = {}
+    match = q.get("resourceVersionMatch", "")
+    if match and ctx.watch_takes_match:
+        extra["resource_version_match"] = match
     events = ctx.resources.watch(
         t.kind, t.namespace, resource_version=q.get("resourceVersion", ""),
         label_selector=q.get("labelSelector", ""), field_selector=field_selector,
         allow_bookmarks=q_bool(q, "allowWatchBookmarks"), timeout_seconds=timeout_s,
-        send_initial_events=q_bool(q, "sendInitialEvents"))
+        send_initial_events=q_bool(q, "sendInitialEvents"), **extra)
     transform = None
     if negotiate.wants_table(request.headers.get("Accept", "")):
         transform = _table_transform(t.kind)
@@ -330,12 +357,14 @@ async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = ""
     force = q_bool(request.query, "force")
     if force and patch_type != "apply":
         raise bad_request("force may only be set for apply patches")
-    existed = True
-    if patch_type == "apply" and not sub:
-        existed = await _exists(ctx, t)
-    out = await ctx.resources.patch(t.kind, t.namespace, t.name, patch, patch_type=patch_type,
-                                    subresource=sub, dry_run=dry, field_manager=manager, force=force)
-    return json_response(out, 200 if existed else 201)
+    kwargs: dict[str, Any] = {"patch_type": patch_type, "subresource": sub, "dry_run": dry,
+                              "field_manager": manager, "force": force}
+    if ctx.patch_ex is not None:
+        out, created = await ctx.patch_ex(t.kind, t.namespace, t.name, patch, **kwargs)
+        return json_response(out, 201 if created else 200)
+    created = patch_type == "apply" and not sub and not await _exists(ctx, t)
+    out = await ctx.resources.patch(t.kind, t.namespace, t.name, patch, **kwargs)
+    return json_response(out, 201 if created else 200)
 
 
 async def _exists(ctx: ApiContext, t: Target) -> bool:
@@ -373,11 +402,14 @@ async def _delete(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     _need_verb(t.kind, "delete")
     opts = await _delete_options(ctx, request)
     grace = opts.get("gracePeriodSeconds")
-    out = await ctx.resources.delete(
-        t.kind, t.namespace, t.name, propagation_policy=opts.get("propagationPolicy") or None,
-        grace_period_seconds=int(grace) if grace is not None else None,
-        preconditions=opts.get("preconditions") or None, dry_run=opts["dryRun"])
-    status = 200
+    kwargs: dict[str, Any] = {
+        "propagation_policy": opts.get("propagationPolicy") or None,
+        "grace_period_seconds": int(grace) if grace is not None else None,
+        "preconditions": opts.get("preconditions") or None, "dry_run": opts["dryRun"]}
+    if ctx.delete_ex is not None:
+        out, status = await ctx.delete_ex(t.kind, t.namespace, t.name, **kwargs)
+    else:
+        out, status = await ctx.resources.delete(t.kind, t.namespace, t.name, **kwargs), 200
     # Upstream answers 202 only when the object lingers and orphanDependents=false was asked for.
     if opts.get("orphanDependents") is False and (out.get("metadata") or {}).get("deletionTimestamp"):
         status = 202
