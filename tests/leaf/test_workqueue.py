@@ -285,11 +285,9 @@ async def test_run_workers_retries_failures_with_backoff_and_forgets_on_success(
 
 
 async def test_run_workers_honours_retry_after_and_logs_failures(caplog: pytest.LogCaptureFixture) -> None:
-    q: WorkQueue[str] = WorkQueue()
-    done = asyncio.Event()
+    q: WorkQueue[str] = WorkQueue(ExponentialBackoff(60.0, 60.0))  # no retry fires during the test
 
     async def reconcile(key: str) -> float | None:
-        done.set()
         if key == "busy":
             raise too_many_requests("slow down", retry_after=30)
         raise ValueError("boom")
