@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import signal
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 
@@ -49,11 +47,6 @@ class Server:
     exit_stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
 
-async def _maybe_await(value: object) -> None:
-    if inspect.isawaitable(value):
-        await value
-
-
 async def build(config: ServerConfig) -> Server:
     """Create credentials, open the store, start the registry and build the API app (not yet listening)."""
     from lite.kinds import KindRegistry
@@ -70,10 +63,7 @@ async def build(config: ServerConfig) -> Server:
         stack.push_async_callback(store.close)
         kinds = KindRegistry()
         resources = Resources(store, kinds, default_strategies())
-        await resources.start()
-        stop = getattr(resources, "stop", None) or getattr(resources, "close", None)
-        if stop is not None:
-            stack.push_async_callback(_maybe_await_call, stop)
+        await resources.start()  # Resources owns no tasks of its own: nothing to stop but the store
         authenticate = TokenAuthenticator(creds.admin_token, creds.join_secret)
         app = build_api_app(resources, kinds, authenticate)
     except BaseException:
@@ -83,10 +73,6 @@ async def build(config: ServerConfig) -> Server:
     server.background.append(
         ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
     return server
-
-
-async def _maybe_await_call(fn: Callable[[], Any]) -> None:
-    await _maybe_await(fn())
 
 
 async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -> None:
