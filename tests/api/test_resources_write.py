@@ -104,8 +104,25 @@ async def test_apply_creates_then_updates(res: Resources) -> None:
     intent = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}}
     out, created = await res.patch_ex(CM, "default", "cfg", intent, patch_type="apply", field_manager="kubectl")
     assert created and out["data"] == {"a": "1"} and out["metadata"]["uid"]
-    out, created = await res.patch_ex(CM, "default", "cfg", {**intent, "data": {"a": "2"}}, patch_type="apply")
-    assert not created and out["data"] == {"a": "2"}
+    assert [(m["manager"], m["operation"]) for m in out["metadata"]["managedFields"]] == [("kubectl", "Apply")]
+    # A field the manager drops from its intent is removed.
+    out, created = await res.patch_ex(CM, "default", "cfg", {**intent, "data": {"b": "2"}}, patch_type="apply",
+                                      field_manager="kubectl")
+    assert not created and out["data"] == {"b": "2"}
+    # Another manager changing an applied field conflicts unless forced.
+    with pytest.raises(ApiError) as e:
+        await res.patch(CM, "default", "cfg", {**intent, "data": {"b": "3"}}, patch_type="apply",
+                        field_manager="other")
+    assert e.value.code == 409 and e.value.reason == "Conflict"
+    out = await res.patch(CM, "default", "cfg", {**intent, "data": {"b": "3"}}, patch_type="apply",
+                          field_manager="other", force=True)
+    assert out["data"] == {"b": "3"}
+    with pytest.raises(ApiError) as e:
+        await res.patch(CM, "default", "cfg", intent, patch_type="apply")
+    assert e.value.code == 400
+    # Ordinary writes with a field manager record an Update entry.
+    out = await res.patch(CM, "default", "cfg", {"metadata": {"labels": {"x": "y"}}}, field_manager="kubectl-label")
+    assert ("kubectl-label", "Update") in [(m["manager"], m["operation"]) for m in out["metadata"]["managedFields"]]
 
 
 async def test_pod_validation(res: Resources) -> None:

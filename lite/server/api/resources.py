@@ -93,7 +93,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                      dry_run: bool = False, field_manager: str = "") -> Obj:
         body = deep_copy(obj) if isinstance(obj, dict) else obj
         if not subresource:
-            return await self.create_object(kind, namespace, body, dry_run=dry_run)
+            return await self.create_object(kind, namespace, body, dry_run=dry_run, manager=field_manager)
         self._need_subresource(kind, subresource)
         if subresource == "binding":
             return await self.bind(kind, namespace, name, body, dry_run)
@@ -114,7 +114,8 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             return await self.finalize_namespace(kind, name, body, dry_run)
         if subresource not in ("", "status"):
             raise errors.method_not_allowed(f"PUT is not supported on {kind.plural}/{subresource}")
-        return await self.update_object(kind, namespace, name, body, subresource=subresource, dry_run=dry_run)
+        return await self.update_object(kind, namespace, name, body, subresource=subresource, dry_run=dry_run,
+                                        manager=field_manager)
 
     async def patch(self, kind: Kind, namespace: str, name: str, patch: Any, *,
                     patch_type: PatchType = "merge", subresource: str = "", dry_run: bool = False,
@@ -135,7 +136,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         if subresource not in ("", "status"):
             raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
         return await self.patch_object(kind, namespace, name, patch, patch_type, subresource=subresource,
-                                       dry_run=dry_run)
+                                       dry_run=dry_run, manager=field_manager, force=force)
 
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      propagation_policy: str | None = None, grace_period_seconds: int | None = None,

@@ -25,7 +25,7 @@ from lite.client import PatchType
 from lite.errors import ApiError, Cause
 from lite.kinds import Kind
 from lite.objects import deep_copy, new_uid, rfc3339
-from lite.patch import json_equal, json_patch, merge_patch, schema_for, strategic_merge
+from lite.patch import apply, json_equal, json_patch, merge_patch, record_update, schema_for, strategic_merge
 from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, conflict_error
 from lite.server.api.strategies import Admission
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
@@ -73,8 +73,10 @@ class WriteMixin(RegistryBase):
 
     # ---- create ------------------------------------------------------------------------------------
 
-    async def create_object(self, kind: Kind, namespace: str, obj: Obj, *, dry_run: bool = False) -> Obj:
-        """POST of a whole object; `obj` is consumed (mutated and returned)."""
+    async def create_object(self, kind: Kind, namespace: str, obj: Obj, *, dry_run: bool = False,
+                            manager: str = "") -> Obj:
+        """POST of a whole object; `obj` is consumed (mutated and returned). `manager` records an Update
+        entry in managedFields (empty: none, as for in-process controllers)."""
         self.check_stored(kind)
         meta = _meta(obj)
         ns = self.scoped(kind, namespace)
@@ -98,6 +100,10 @@ class WriteMixin(RegistryBase):
             obj.pop("status", None)  # with a status subresource, create cannot set status (upstream)
         strategy.default(obj)
         strategy.prepare_create(obj)
+        if manager:
+            obj = record_update(None, obj, manager=manager, api_version=kind.api_version, now=rfc3339(),
+                                schema=schema_for(kind.kind, kind.group))
+            meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
         causes += strategy.validate(obj)
@@ -158,7 +164,7 @@ class WriteMixin(RegistryBase):
     # ---- update ------------------------------------------------------------------------------------
 
     async def update_loop(self, kind: Kind, namespace: str, name: str, build: Build, *,
-                          subresource: str = "", dry_run: bool = False,
+                          subresource: str = "", dry_run: bool = False, manager: str = "",
                           create: Callable[[], Awaitable[Obj]] | None = None) -> tuple[Obj, bool]:
         """Read, `build(old) -> new`, prepare/validate, write with the read revision; (object, created)."""
         self.check_stored(kind)
@@ -176,18 +182,22 @@ class WriteMixin(RegistryBase):
             if wanted and wanted != str(rev):
                 raise conflict_error(kind, name)
             try:
-                return await self._write_update(kind, ns, name, key, rev, new, old, subresource, dry_run), False
+                out = await self._write_update(kind, ns, name, key, rev, new, old, subresource, dry_run, manager)
+                return out, False
             except RetryWrite:
                 if wanted:
                     raise conflict_error(kind, name) from None
         raise conflict_error(kind, name)
 
     async def _write_update(self, kind: Kind, ns: str, name: str, key: str, rev: int, new: Obj, old: Obj,
-                            subresource: str, dry_run: bool) -> Obj:
+                            subresource: str, dry_run: bool, manager: str) -> Obj:
         self.prepare_update(kind, ns, name, new, old, subresource)
         new["metadata"]["resourceVersion"] = str(rev)
         if json_equal(new, old):
             return old
+        if manager and not subresource:
+            new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
+                                schema=schema_for(kind.kind, kind.group))
         await self.admit(Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run))
         if _should_delete_during_update(new, old):
             return await self.remove(kind, key, new, rev, dry_run)
@@ -237,7 +247,7 @@ class WriteMixin(RegistryBase):
             raise errors.invalid(kind.kind, name, causes, kind.group)
 
     async def update_object(self, kind: Kind, namespace: str, name: str, obj: Obj, *,
-                            subresource: str = "", dry_run: bool = False) -> Obj:
+                            subresource: str = "", dry_run: bool = False, manager: str = "") -> Obj:
         """PUT of the object or of its `status`; the body's resourceVersion is the precondition."""
         meta = _meta(obj)
         if meta.get("name") and meta["name"] != name:
@@ -257,12 +267,14 @@ class WriteMixin(RegistryBase):
                 return new
             return deep_copy(obj)
 
-        out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run)
+        out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
+                                        manager=manager)
         return out
 
     # ---- patch -------------------------------------------------------------------------------------
 
-    def apply_patch(self, kind: Kind, doc: Obj, patch: Any, patch_type: PatchType) -> Obj:
+    def apply_patch(self, kind: Kind, doc: Obj, patch: Any, patch_type: PatchType, *, manager: str = "",
+                    force: bool = False) -> Obj:
         if patch_type == "json":
             out = json_patch(doc, patch)
         elif patch_type == "merge":
@@ -272,12 +284,8 @@ class WriteMixin(RegistryBase):
                 raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
             out = strategic_merge(doc, patch, schema_for(kind.kind, kind.group))
         elif patch_type == "apply":
-            # Server-side apply without field ownership yet: the intent is merged like a strategic merge
-            # patch (list merge keys), or a merge patch for custom objects.
-            if kind.crd:
-                out = merge_patch(doc, patch)
-            else:
-                out = strategic_merge(doc, patch, schema_for(kind.kind, kind.group))
+            out = apply(doc, patch, manager=manager, force=force, api_version=kind.api_version, now=rfc3339(),
+                        schema=schema_for(kind.kind, kind.group))
         else:
             raise errors.unsupported_media_type(f"unsupported patch type {patch_type!r}")
         if not isinstance(out, dict):
@@ -285,7 +293,8 @@ class WriteMixin(RegistryBase):
         return out
 
     async def patch_object(self, kind: Kind, namespace: str, name: str, patch: Any, patch_type: PatchType, *,
-                           subresource: str = "", dry_run: bool = False) -> tuple[Obj, bool]:
+                           subresource: str = "", dry_run: bool = False, manager: str = "",
+                           force: bool = False) -> tuple[Obj, bool]:
         """PATCH; apply patches create the object when absent. Returns (object, created)."""
         if patch_type == "strategic" and kind.crd:
             raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
@@ -293,7 +302,7 @@ class WriteMixin(RegistryBase):
         explicit_rv = _patch_sets_rv(patch, patch_type)
 
         def build(old: Obj) -> Obj:
-            patched = self.apply_patch(kind, old, patch, patch_type)
+            patched = self.apply_patch(kind, old, patch, patch_type, manager=manager, force=force)
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 _meta(patched)["resourceVersion"] = ""
             if subresource == "status":
@@ -311,17 +320,19 @@ class WriteMixin(RegistryBase):
             async def create() -> Obj:
                 if not isinstance(patch, dict):
                     raise errors.bad_request("an apply patch must be a JSON object")
-                obj = deep_copy(patch)
-                meta = _meta(obj)
+                meta = _meta(deep_copy(patch))
                 if meta.get("name") and meta["name"] != name:
                     raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the "
                                              f"name on the URL ({name})")
-                meta["name"] = name
-                meta.pop("resourceVersion", None)
+                obj = apply(None, patch, manager=manager, force=force, api_version=kind.api_version,
+                            now=rfc3339(), schema=schema_for(kind.kind, kind.group))
+                _meta(obj)["name"] = name
+                obj["metadata"].pop("resourceVersion", None)
                 return await self.create_object(kind, namespace, obj, dry_run=dry_run)
 
-        return await self.update_loop(kind, namespace, name, build, subresource=subresource,
-                                      dry_run=dry_run, create=create)
+        # An apply records its own managedFields entry; other patches record an Update entry.
+        return await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
+                                      manager="" if patch_type == "apply" else manager, create=create)
 
 
 def _patch_sets_rv(patch: Any, patch_type: PatchType) -> bool:
