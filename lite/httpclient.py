@@ -108,7 +108,11 @@ class HttpClient:
 
     @classmethod
     def from_kubeconfig(cls, path: str, *, context: str = "") -> HttpClient:
-        """A client for the kubeconfig's current (or named) context: server, CA, token or token file."""
+        """A client for the kubeconfig's current (or named) context: server, CA, token or token file.
+
+        Client-certificate users are not supported (lite issues tokens): they raise ValueError rather than
+        fail later with 401.
+        """
         with open(path, encoding="utf-8") as f:
             cfg: dict[str, Any] = yaml.safe_load(f) or {}
         ctx_name = context or cfg.get("current-context", "")
@@ -124,6 +128,8 @@ class HttpClient:
         if not token and user.get("tokenFile"):
             with open(os.path.join(base, user["tokenFile"]), encoding="utf-8") as f:
                 token = f.read().strip()
+        if not token and any(k.startswith("client-certificate") for k in user):
+            raise ValueError(f"{path}: client certificate authentication is not supported; use a token")
         return cls(str(cluster["server"]), token=token, ca_data=ca_data, ca_file=ca_file,
                    insecure=bool(cluster.get("insecure-skip-tls-verify")))
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 from aiohttp import web
 from liteproc import LiteServer
 
@@ -367,3 +368,27 @@ async def test_retry_after_429_and_non_status_errors(free_port: int) -> None:
             assert (e.value.code, e.value.reason) == (404, "NotFound")
     finally:
         await runner.cleanup()
+
+
+async def test_kubeconfig_token_file_ca_file_and_named_context(served: Served, tmp_path: Path) -> None:
+    kdir = tmp_path / "kube"
+    kdir.mkdir()
+    (kdir / "ca.crt").write_bytes(served.creds.ca_pem)
+    (kdir / "token").write_text(served.creds.admin_token + "\n")
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "broken",
+        "clusters": [{"name": "lite", "cluster": {"server": served.url, "certificate-authority": "ca.crt"}}],
+        "users": [{"name": "file-user", "user": {"tokenFile": "token"}},
+                  {"name": "cert-user", "user": {"client-certificate-data": "eA==", "client-key-data": "eA=="}}],
+        "contexts": [{"name": "by-files", "context": {"cluster": "lite", "user": "file-user"}},
+                     {"name": "certs", "context": {"cluster": "lite", "user": "cert-user"}}],
+    }
+    path = kdir / "config"
+    path.write_text(yaml.safe_dump(config))
+    await served.http.create(CM, "default", cm("k"))
+    async with HttpClient.from_kubeconfig(str(path), context="by-files") as h:
+        assert name_of(await h.get(CM, "default", "k")) == "k"
+    with pytest.raises(ValueError, match="no context named 'broken'"):
+        HttpClient.from_kubeconfig(str(path))
+    with pytest.raises(ValueError, match="client certificate"):
+        HttpClient.from_kubeconfig(str(path), context="certs")
