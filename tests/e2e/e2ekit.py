@@ -5,12 +5,14 @@ Not a test module; `conftest.py` builds the `Cluster` and tests import these nam
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,8 @@ class Lines:
         self.proc = proc
         self.q: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
@@ -80,7 +83,21 @@ class Cluster:
                                  f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
         return proc
 
-    def kubectl_stream(self, *args: str) -> tuple[subprocess.Popen[str], Lines]:
+    @contextlib.contextmanager
+    def kubectl_stream(self, *args: str) -> Iterator[tuple[subprocess.Popen[str], Lines]]:
+        """A long-running kubectl (e.g. `get -w`) whose output lines are read as they come; ended on exit."""
         proc = subprocess.Popen(self._argv(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True, env=self._env())
-        return proc, Lines(proc)
+        lines = Lines(proc)
+        try:
+            yield proc, lines
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            lines.thread.join(10)
+            assert proc.stdout is not None
+            proc.stdout.close()

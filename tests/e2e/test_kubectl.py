@@ -70,7 +70,7 @@ def test_version(cluster: Cluster) -> None:
     out = cluster.kubectl("version", "-o", "json").stdout
     info = json.loads(out)
     assert info["serverVersion"]["major"] == "1" and info["serverVersion"]["minor"] == "32"
-    assert info["clientVersion"]["minor"] == "32"
+    assert info["clientVersion"]["minor"].startswith("32")  # the dispatcher chose kubectl 1.32
 
 
 def test_api_resources(cluster: Cluster) -> None:
@@ -204,7 +204,7 @@ def test_create_typed_commands(cluster: Cluster) -> None:
     assert jsonpath(cluster, name, "deploy/d1", "{.spec.replicas}") == "2"
     assert jsonpath(cluster, name, "deploy/d1", "{.spec.selector.matchLabels.app}") == "d1"
     dup = cluster.kubectl("create", "configmap", "cm1", "-n", name, check=False)
-    assert dup.returncode != 0 and "AlreadyExists" in dup.stderr
+    assert dup.returncode != 0 and 'configmaps "cm1" already exists' in dup.stderr
 
 
 def test_replace(cluster: Cluster, ns: str) -> None:

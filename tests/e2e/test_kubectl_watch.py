@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-
 from e2ekit import Cluster
 
 
 def test_get_watch_shows_each_change(cluster: Cluster, ns: str) -> None:
     cluster.kubectl("create", "configmap", "w1", "-n", ns, "--from-literal=a=1")
-    proc, lines = cluster.kubectl_stream("get", "cm", "-n", ns, "-w", "--output-watch-events")
-    try:
+    with cluster.kubectl_stream("get", "cm", "-n", ns, "-w", "--output-watch-events") as (proc, lines):
         lines.wait_for(lambda s: s.split()[:2] == ["EVENT", "NAME"])
         lines.wait_for(lambda s: s.split()[:2] == ["ADDED", "w1"])
 
@@ -23,13 +20,6 @@ def test_get_watch_shows_each_change(cluster: Cluster, ns: str) -> None:
         cluster.kubectl("delete", "cm", "w2", "-n", ns)
         lines.wait_for(lambda s: s.split()[:2] == ["DELETED", "w2"])
         assert proc.poll() is None, "the watch must stay open"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
     events = [s.split()[:2] for s in lines.seen[1:]]
     assert events == [["ADDED", "w1"], ["ADDED", "w2"], ["MODIFIED", "w1"], ["DELETED", "w2"]], lines.seen
 
@@ -37,8 +27,7 @@ def test_get_watch_shows_each_change(cluster: Cluster, ns: str) -> None:
 def test_get_watch_plain_table(cluster: Cluster, ns: str) -> None:
     cluster.kubectl("create", "configmap", "p0", "-n", ns)
     cluster.kubectl("label", "cm", "p0", "-n", ns, "watched=yes")
-    proc, lines = cluster.kubectl_stream("get", "cm", "-n", ns, "-w", "-l", "watched=yes")
-    try:
+    with cluster.kubectl_stream("get", "cm", "-n", ns, "-w", "-l", "watched=yes") as (_, lines):
         lines.wait_for(lambda s: s.split()[:1] == ["p0"])  # the initial list: the watch is now open
         cluster.kubectl("create", "configmap", "p1", "-n", ns)
         cluster.kubectl("create", "configmap", "p2", "-n", ns)  # never selected: must not show
@@ -46,7 +35,4 @@ def test_get_watch_plain_table(cluster: Cluster, ns: str) -> None:
         lines.wait_for(lambda s: s.split()[:1] == ["p1"])
         cluster.kubectl("annotate", "cm", "p1", "-n", ns, "x=y")
         lines.wait_for(lambda s: s.split()[:1] == ["p1"])
-    finally:
-        proc.terminate()
-        proc.wait(10)
     assert not any(s.split()[:1] == ["p2"] for s in lines.seen), lines.seen
