@@ -8,7 +8,7 @@ import pytest
 
 from lite.server.controllers.cron import parse
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def at(s: str) -> dt.datetime:

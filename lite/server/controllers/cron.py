@@ -25,8 +25,8 @@ _MACROS = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
     "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
 }
-_MONTHS = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
-_DAYS = {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}
+_MONTHS = {m: i + 1 for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])}
+_DAYS = {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
 # (min, max, names) per field, in order.
 _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
@@ -90,10 +90,10 @@ class Schedule:
                 wall = dt.datetime.combine(day, dt.time(h, m))
                 aware = wall.replace(tzinfo=self.zone)
                 # A wall time inside a DST gap does not survive the round trip through UTC: skip it.
-                back = aware.astimezone(dt.timezone.utc).astimezone(self.zone).replace(tzinfo=None)
+                back = aware.astimezone(dt.UTC).astimezone(self.zone).replace(tzinfo=None)
                 if back != wall:
                     continue
-                return aware.astimezone(dt.timezone.utc)
+                return aware.astimezone(dt.UTC)
         return None
 
 
@@ -104,7 +104,7 @@ def _first_of_next_month(d: dt.date) -> dt.date:
 def load_zone(name: str) -> dt.tzinfo:
     """A zoneinfo zone ("" and "UTC" are UTC, "Local" is refused as upstream validation does)."""
     if name in ("", "UTC", "Etc/UTC"):
-        return dt.timezone.utc
+        return dt.UTC
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
