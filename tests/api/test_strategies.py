@@ -143,3 +143,15 @@ def test_gc_finalizers() -> None:
     assert gc_finalizers(orphan_default, [], None) == ["orphan"]
     assert gc_finalizers(orphan_default, [], "Background") == []
     assert gc_finalizers(Strategy(), [], "Orphan") == []
+
+
+def test_python_client_required_fields_are_filled() -> None:
+    pod: dict[str, Any] = {"spec": _spec({}), "status": {"containerStatuses": [{"name": "c0", "state": {}}]}}
+    pods.default_pod(pod)
+    cs = pod["status"]["containerStatuses"][0]
+    assert (cs["image"], cs["imageID"], cs["ready"], cs["restartCount"]) == ("", "", False, 0)
+    node: dict[str, Any] = {"status": {"nodeInfo": {"kubeletVersion": "v1.32.0-lite"}}}
+    core.default_node(node)
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.32.0-lite" and node["status"]["nodeInfo"]["bootID"] == ""
+    bad = {"spec": {"taints": [{"key": "k", "effect": "Sometimes"}, {"effect": "NoSchedule"}]}}
+    assert [c.field for c in core.validate_node(bad)] == ["spec.taints[0].effect", "spec.taints[1].key"]

@@ -23,6 +23,7 @@ def default_strategies() -> Strategies:
         "PersistentVolumeClaim": core.PVC,
         "PersistentVolume": core.PV,
         "Node": core.NODE,
+        "Event": core.EVENT,
         "ReplicationController": workloads.REPLICATIONCONTROLLER,
         "Deployment.apps": workloads.DEPLOYMENT,
         "ReplicaSet.apps": workloads.REPLICASET,

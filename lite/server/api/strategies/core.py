@@ -266,6 +266,42 @@ def validate_pvc_update(new: Obj, old: Obj) -> list[Cause]:
     return []
 
 
+# ---- Node and Event ----------------------------------------------------------------------------------
+
+_NODE_INFO = ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
+              "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture")
+TAINT_EFFECTS = ["NoExecute", "NoSchedule", "PreferNoSchedule"]
+
+
+def default_node(obj: Obj) -> None:
+    # V1NodeSystemInfo fields are all required by the Python client once nodeInfo is present.
+    info = (obj.get("status") or {}).get("nodeInfo")
+    if isinstance(info, dict):
+        for field in _NODE_INFO:
+            info.setdefault(field, "")
+
+
+def validate_node(obj: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, t in enumerate((obj.get("spec") or {}).get("taints") or []):
+        if not isinstance(t, dict) or not t.get("key"):
+            causes.append(field_required(f"spec.taints[{i}].key"))
+        effect = t.get("effect") if isinstance(t, dict) else None
+        if not effect:
+            causes.append(field_required(f"spec.taints[{i}].effect"))
+        elif effect not in TAINT_EFFECTS:
+            causes.append(field_not_supported(f"spec.taints[{i}].effect", effect, TAINT_EFFECTS))
+    for i, c in enumerate((obj.get("status") or {}).get("conditions") or []):
+        for field in ("type", "status"):
+            if not isinstance(c, dict) or not c.get(field):
+                causes.append(field_required(f"status.conditions[{i}].{field}"))
+    return causes
+
+
+def default_event(obj: Obj) -> None:
+    obj.setdefault("involvedObject", {})
+
+
 SERVICE = Strategy(default=default_service, prepare_create=prepare_create_service,
                    prepare_update=prepare_update_service, validate=validate_service,
                    validate_update=validate_service_update, name_fn=name_is_dns1035_label,
@@ -277,4 +313,5 @@ NAMESPACE = Strategy(default=default_namespace, prepare_create=prepare_create_na
 PVC = Strategy(default=default_pvc, prepare_create=prepare_pending, validate=validate_pvc,
                validate_update=validate_pvc_update, return_deleted_object=True)
 PV = Strategy(prepare_create=prepare_pending, return_deleted_object=True)
-NODE = Strategy(gc_policy="background")
+NODE = Strategy(default=default_node, validate=validate_node, gc_policy="background")
+EVENT = Strategy(default=default_event)

@@ -103,12 +103,25 @@ def default_pod_spec(spec: Obj) -> None:
             _default_volume(v)
 
 
+def _default_statuses(status: Obj) -> None:
+    # Fields the Python client's V1ContainerStatus requires; agents may leave them out while starting.
+    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+        for cs in status.get(key) or []:
+            if isinstance(cs, dict):
+                for field, value in (("image", ""), ("imageID", ""), ("ready", False), ("restartCount", 0)):
+                    if cs.get(field) is None:
+                        cs[field] = value
+
+
 def default_pod(pod: Obj) -> None:
     spec = pod.get("spec")
     if isinstance(spec, dict):
         default_pod_spec(spec)
         # DefaultTolerationSeconds admission runs on create and update alike.
         _default_tolerations(spec)
+    status = pod.get("status")
+    if isinstance(status, dict):
+        _default_statuses(status)
 
 
 def _default_tolerations(spec: Obj) -> None:
