@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ from lite.agent.images import ImageService, mount_rootfs, unmount_rootfs
 from lite.agent.images.overlay import overlay_options
 from tests.agent.conftest import PushedImages
 from tests.helpers.images import Entry, Image, Layer, Pusher, docker_save_tar, oci_layout_tar, sha256
+from tests.helpers.python_image import PythonImageUnavailable, python_layer
 from tests.helpers.registry import RegistryServer
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount)")
@@ -153,3 +156,36 @@ async def test_gc_removes_least_recently_used_unused_images(
         assert removed == [new.id]  # everything not in use, never the image in use
         assert [i.id for i in svc.list()] == [used.id]
         assert svc.rootfs_layers(used.id)[0].is_dir()
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@root_only
+async def test_python_image_runs_from_overlay(
+    store_root: Path, tmp_path: Path, registry: RegistryServer, busybox_layer: Layer, mounts: list[Path]
+) -> None:
+    try:
+        layer = await asyncio.to_thread(python_layer, tmp_path)
+    except PythonImageUnavailable as e:
+        pytest.skip(f"python image not buildable here: {e}")
+    await asyncio.to_thread(Pusher(registry.url).push_image, "test/python", "3.11", Image([busybox_layer, layer]))
+    async with await ImageService.open(store_root) as svc:
+        info = await svc.ensure(f"{registry.host}/test/python:3.11")
+        layers = svc.rootfs_layers(info.id)
+    upper, work, target = _dirs(tmp_path / "py", "upper", "work", "rootfs")
+    mount_rootfs(layers, upper, work, target)
+    mounts.append(target)
+    code = "import http.server, sqlite3, ssl, ctypes, asyncio, sys; print(sys.version_info[:2])"
+    proc = await asyncio.create_subprocess_exec(
+        shutil.which("chroot") or "/usr/sbin/chroot",
+        str(target),
+        "/usr/bin/python3",
+        "-c",
+        code,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip() == "(3, 11)"
