@@ -214,3 +214,19 @@ async def test_crd_validation(res: Resources) -> None:
     with pytest.raises(ApiError) as e:
         await res.create(CRD, "", bad)
     assert [c.field for c in e.value.causes] == ["spec.group"]
+
+
+async def test_crd_cannot_shadow_builtins(res: Resources) -> None:
+    leases = crd(scale=False)
+    leases["metadata"] = {"name": "leases.coordination.k8s.io"}
+    leases["spec"].update(group="coordination.k8s.io", names={"plural": "leases", "kind": "Lease"})
+    with pytest.raises(ApiError) as e:
+        await res.create(CRD, "", leases)
+    assert [c.field for c in e.value.causes] == ["metadata.annotations[api-approved.kubernetes.io]"]
+    leases["metadata"]["annotations"] = {"api-approved.kubernetes.io": "unapproved"}
+    await res.create(CRD, "", leases)
+    lease = res.kinds.by_resource("coordination.k8s.io", "v1", "leases")
+    assert lease is not None and not lease.crd
+    await res.create(lease, "default", {"metadata": {"name": "l"}, "spec": {}})
+    await res.delete(CRD, "", "leases.coordination.k8s.io")
+    assert (await res.get(lease, "default", "l"))["metadata"]["name"] == "l"

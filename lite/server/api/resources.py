@@ -181,6 +181,10 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
 
     def _register_crd(self, crd: Obj) -> None:
         for k in kinds_of(crd):
+            existing = self.kinds.by_resource(k.group, k.version, k.plural)
+            if existing is not None and not existing.crd:
+                log.warning("CRD %s would shadow built-in %s; not served", k.resource, existing.gk)
+                continue
             if k.version and k.kind and k.plural:
                 self.kinds.add(k)
 
@@ -205,6 +209,8 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         plural = (spec.get("names") or {}).get("plural")
         if not plural or not spec.get("group"):
             return
+        if any(k.group == spec["group"] and k.plural == plural and not k.crd for k in self.kinds):
+            return  # the stored objects belong to a built-in kind: never delete those
         page, _, _ = self.store.list(f"{spec['group']}/{plural}/")
         for key, _rev, _raw in page:
             try:

@@ -19,6 +19,7 @@ from lite.server.api.strategies.base import Obj, Strategy
 from lite.validation import is_dns1035_label, is_dns1123_label, is_dns1123_subdomain
 
 SCOPES = ["Cluster", "Namespaced"]
+APPROVAL = "api-approved.kubernetes.io"
 
 
 def default_crd(obj: Obj) -> None:
@@ -101,6 +102,12 @@ def validate_crd(obj: Obj) -> list[Cause]:
         causes.append(field_invalid("spec.group", group, "should be a domain with at least one dot"))
     else:
         causes += [field_invalid("spec.group", group, m) for m in is_dns1123_subdomain(group)]
+    if group.endswith((".k8s.io", ".kubernetes.io")) or group in ("k8s.io", "kubernetes.io"):
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if not annotations.get(APPROVAL):
+            causes.append(field_required(f"metadata.annotations[{APPROVAL}]", f'Required value: protected groups '
+                                         f'must have approval annotation "{APPROVAL}", see '
+                                         "https://github.com/kubernetes/enhancements/pull/1111"))
     names = spec.get("names")
     causes += _validate_names(names)
     plural = names.get("plural") if isinstance(names, dict) else ""
