@@ -231,3 +231,21 @@ async def test_watch_sees_modifications_in_order(res: Resources) -> None:
     rvs = [int(e.object["metadata"]["resourceVersion"]) for e in evs]
     assert rvs == sorted(rvs) and evs[-1].object["data"] == {"k": "4"}
     await w.aclose()  # type: ignore[attr-defined]
+
+
+async def test_watch_ends_when_dropped_or_store_closes(tmp_path: Path) -> None:
+    store = await Store.open(str(tmp_path / "db.sqlite"), watch_queue=2)
+    res = Resources(store, KindRegistry(), default_strategies())
+    await res.start()
+    w = res.watch(CM, "default", resource_version=str(store.current_rev))
+    first = asyncio.ensure_future(w.__anext__())
+    await asyncio.sleep(0)
+    for i in range(6):  # the watcher does not read: it falls behind its bound and is dropped
+        await res.create(CM, "default", cm(f"c{i}"))
+    rest = [e async for e in w]
+    got = [(await first).object["metadata"]["name"], *(e.object["metadata"]["name"] for e in rest)]
+    assert got[0] == "c0" and len(got) < 6  # ended early; the client re-watches from its last RV
+    w2 = res.watch(CM, "default")
+    assert len(await take(w2, 6)) == 6
+    await store.close()
+    assert [e async for e in w2] == []  # the store closing ends the stream
