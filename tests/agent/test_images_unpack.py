@@ -156,3 +156,12 @@ def test_zstd_refused(tmp_path: Path) -> None:
     blob.write_bytes(b"\x28\xb5\x2f\xfd" + b"\0" * 100)
     with pytest.raises(ImagePullError, match="zstd"):
         unpack_layer(blob, tmp_path)
+
+
+def test_junk_after_gzip_stream_tolerated(tmp_path: Path) -> None:
+    raw = tar_bytes([Entry("a", data=b"x")])
+    blob = tmp_path / "blob"
+    blob.write_bytes(gzip.compress(raw, mtime=0) + b"\0" * 1024)
+    (tmp_path / "fs").mkdir()
+    diff_id, _ = unpack_layer(blob, tmp_path / "fs")
+    assert diff_id == sha256(raw)

@@ -134,7 +134,8 @@ class RegistryClient:
 
     async def _request(self, method: str, ep: Endpoint, url: str, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
         scope = f"repository:{ep.repository}:pull"
-        hdrs = {"User-Agent": self.user_agent, **headers}
+        # identity: a content-encoded body would no longer hash to its digest
+        hdrs = {"User-Agent": self.user_agent, "Accept-Encoding": "identity", **headers}
         cached = self._tokens.get((ep.host, scope))
         if cached and cached[1] > time.monotonic():
             hdrs["Authorization"] = cached[0]

@@ -238,6 +238,7 @@ class ImageService:
             rec.repo_tags = old.repo_tags + [t for t in tags if t not in old.repo_tags]
             rec.repo_digests = old.repo_digests + [d for d in digests if d not in old.repo_digests]
             rec.size = max(old.size, size)
+            rec.pulled_at = old.pulled_at  # first seen: GC ties on last use break by age
         self._configs[image_id] = config
         self.store.put(rec)
         return rec
