@@ -54,7 +54,7 @@ class Kit:
                 while True:
                     lst = await self.api.list(inf.kind)
                     want = {key_of(o): rv_of(o) for o in lst["items"]}
-                    have = {k: rv_of(o) for k in inf.keys() if (o := inf.get(k)) is not None}
+                    have = {key_of(o): rv_of(o) for o in inf.list()}
                     if want == have:
                         break
                     await asyncio.sleep(0.002)

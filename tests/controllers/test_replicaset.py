@@ -74,7 +74,7 @@ async def test_ready_and_available_with_min_ready_seconds(kit: Kit) -> None:
     await kit.settle(c)
     await c.reconcile("default/web")
     pods = await kit.pods()
-    await kit.make_ready(pods[0], since=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=60))
+    await kit.make_ready(pods[0], since=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60))
     await kit.make_ready(pods[1])
     await kit.settle(c)
     again = await c.reconcile("default/web")
@@ -130,8 +130,8 @@ async def test_burst_and_slow_start(kit: Kit) -> None:
 
 
 def test_deletion_order() -> None:
-    def pod(name: str, node: str = "", phase: str = "Pending", ready: bool = False, created: str = "2024-01-01T00:00:00Z",
-            restarts: int = 0) -> dict[str, object]:
+    def pod(name: str, node: str = "", phase: str = "Pending", ready: bool = False,
+            created: str = "2024-01-01T00:00:00Z", restarts: int = 0) -> dict[str, object]:
         return {"metadata": {"name": name, "creationTimestamp": created},
                 "spec": {"nodeName": node},
                 "status": {"phase": phase, "containerStatuses": [{"restartCount": restarts}],

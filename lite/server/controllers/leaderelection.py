@@ -64,7 +64,10 @@ class LeaderElector:
 
     async def acquire(self) -> None:
         """Return once this identity holds the lease."""
-        while not await self.try_acquire_or_renew():
+        # Polling is the protocol: the lease's state lives in the API, not in a local Event.
+        while True:
+            if await self.try_acquire_or_renew():
+                break
             await asyncio.sleep(self.retry_interval)
         log.info("%s: acquired lease %s/%s", self.identity, self.namespace, self.name)
 

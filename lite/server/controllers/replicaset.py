@@ -27,8 +27,19 @@ from lite.client import Client
 from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.informer import NAMESPACE_INDEX, SharedInformers
-from lite.objects import (controller_of, deep_copy, is_deleting, key_of, labels_of, meta, name_of,
-                          namespace_of, now, owner_ref, uid_of)
+from lite.objects import (
+    controller_of,
+    deep_copy,
+    is_deleting,
+    key_of,
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    now,
+    owner_ref,
+    uid_of,
+)
 from lite.selectors import LabelSelector
 from lite.server.controllers.replicaset_pods import is_active, is_pod_available, is_pod_ready, pods_to_delete
 from lite.server.controllers.runtime import Controller, Expectations, builtin
@@ -342,5 +353,5 @@ def _has_all(labels: dict[str, str], want: dict[str, str]) -> bool:
 
 
 def _stamp(t: dt.datetime) -> str:
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
