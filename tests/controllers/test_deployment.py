@@ -235,7 +235,7 @@ async def test_progress_deadline_exceeded(kit: Kit) -> None:
     await kit.api.create(DEPLOY, "default", deployment(replicas=1, progressDeadlineSeconds=60))
     await rig.step()
     got = await rig.get()
-    stale = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    stale = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     cond = {**_cond(got, "Progressing"), "lastUpdateTime": stale.strftime("%Y-%m-%dT%H:%M:%SZ")}
     others = [c for c in got["status"]["conditions"] if c["type"] != "Progressing"]
     await kit.api.patch(DEPLOY, "default", "web", {"status": {"conditions": [*others, cond]}}, subresource="status")
