@@ -159,3 +159,21 @@ async def test_delete_collection(res: Resources) -> None:
     with pytest.raises(ApiError) as e:
         await res.delete_collection(kind("services"), "default")
     assert e.value.code == 405
+
+
+async def test_removed_hooks_see_final_removal_only(res: Resources) -> None:
+    removed: list[str] = []
+
+    async def hook(k: Kind, obj: dict[str, Any]) -> None:
+        removed.append(f"{k.plural}/{obj['metadata']['name']}")
+
+    res.strategies.add_removed_hook(hook)
+    await res.create(CM, "default", {"metadata": {"name": "a"}})
+    await res.create(CM, "default", {"metadata": {"name": "held", "finalizers": ["x.io/y"]}})
+    await res.delete(CM, "default", "a", dry_run=True)
+    assert removed == []
+    await res.delete(CM, "default", "a")
+    await res.delete(CM, "default", "held")
+    assert removed == ["configmaps/a"]
+    await res.patch(CM, "default", "held", {"metadata": {"finalizers": []}})
+    assert removed == ["configmaps/a", "configmaps/held"]

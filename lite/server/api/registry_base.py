@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from lite.kinds import Kind, KindRegistry
 from lite.server.api.strategies import Admission, Strategies, Strategy
 from lite.server.store import KeyNotFound, RevMismatch, Store
 
+log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 EvictionCheck = Callable[[Obj, Obj], Awaitable[None]]
 CRD_GK = "CustomResourceDefinition.apiextensions.k8s.io"
@@ -112,6 +114,11 @@ class RegistryBase:
                                    kind.group) from e
         final.setdefault("metadata", {})["resourceVersion"] = str(new_rev)
         await self.after_delete(kind, final)
+        for hook in self.strategies.removed:
+            try:
+                await hook(kind, final)
+            except Exception:
+                log.exception("removed-object hook failed for %s %s", kind.resource, key)
         return final
 
     # ---- hooks the CRD part overrides --------------------------------------------------------------

@@ -6,9 +6,9 @@ See `base.py` for the `Strategy` record and the order in which the registry call
 from __future__ import annotations
 
 from lite.server.api.strategies import batch, core, crd, pods, workloads
-from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, Strategies, Strategy
+from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
 
-__all__ = ["Admission", "AdmissionHook", "GcPolicy", "Strategies", "Strategy", "default_strategies"]
+__all__ = ["Admission", "AdmissionHook", "GcPolicy", "RemovedHook", "Strategies", "Strategy", "default_strategies"]
 
 
 def default_strategies() -> Strategies:

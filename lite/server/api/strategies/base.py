@@ -81,6 +81,9 @@ class Admission:
 
 
 AdmissionHook = Callable[[Admission], Awaitable[None]]
+# Told after an object left the store for good (DELETE, or the update that removed its last finalizer),
+# e.g. so an allocator releases a Service's clusterIP. Not called for dry runs. Must not raise.
+RemovedHook = Callable[[Kind, Obj], Awaitable[None]]
 
 _DEFAULT = Strategy()
 
@@ -92,6 +95,7 @@ class Strategies:
     by_gk: dict[str, Strategy] = field(default_factory=dict)
     custom: Strategy = _DEFAULT
     admission: list[AdmissionHook] = field(default_factory=list)
+    removed: list[RemovedHook] = field(default_factory=list)
 
     def for_kind(self, kind: Kind) -> Strategy:
         found = self.by_gk.get(kind.gk)
@@ -105,3 +109,6 @@ class Strategies:
     def add_admission(self, hook: AdmissionHook) -> None:
         """Append a hook; hooks run in the order added, after validation, before the write."""
         self.admission.append(hook)
+
+    def add_removed_hook(self, hook: RemovedHook) -> None:
+        self.removed.append(hook)
