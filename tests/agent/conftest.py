@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.images import BUSYBOX, Image, Layer, Pusher, busybox_entries, whiteout_entries
+from tests.helpers.images import BUSYBOX, Layer, PushedImages, Pusher, busybox_entries, push_test_images
 from tests.helpers.registry import RegistryServer
 
 
@@ -23,21 +22,6 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServe
         server.stop()
 
 
-@dataclass(frozen=True)
-class PushedImages:
-    """What `pushed_images` put into the registry (repository `test/busybox` unless said otherwise)."""
-
-    busybox: Image  # one layer, amd64
-    busybox_arm64: Image  # same layer, config says arm64
-    whiteout: Image  # busybox layer + whiteout layer
-    oci_digest: str  # test/busybox:oci  (OCI manifest)
-    docker_digest: str  # test/busybox:docker  (Docker v2 manifest)
-    index_digest: str  # test/busybox:index  (OCI index, amd64 + arm64)
-    list_digest: str  # test/busybox:list  (Docker manifest list, amd64 + arm64)
-    wh_digest: str  # test/busybox:wh  (two layers, OCI)
-    hub_digest: str  # library/busybox:latest  (for docker.io mirror tests)
-
-
 @pytest.fixture(scope="session")
 def busybox_layer() -> Layer:
     if not BUSYBOX.exists():
@@ -47,21 +31,7 @@ def busybox_layer() -> Layer:
 
 @pytest.fixture(scope="session")
 def pushed_images(registry: RegistryServer, busybox_layer: Layer) -> PushedImages:
-    push = Pusher(registry.url)
-    bb = Image([busybox_layer])
-    arm = Image([busybox_layer], arch="arm64")
-    wh = Image([busybox_layer, Layer.build(whiteout_entries())])
-    return PushedImages(
-        busybox=bb,
-        busybox_arm64=arm,
-        whiteout=wh,
-        oci_digest=push.push_image("test/busybox", "oci", bb),
-        docker_digest=push.push_image("test/busybox", "docker", bb, docker=True),
-        index_digest=push.push_index("test/busybox", "index", [arm, bb]),
-        list_digest=push.push_index("test/busybox", "list", [arm, bb], docker=True),
-        wh_digest=push.push_image("test/busybox", "wh", wh),
-        hub_digest=push.push_image("library/busybox", "latest", bb),
-    )
+    return push_test_images(Pusher(registry.url), busybox_layer)
 
 
 @pytest.fixture

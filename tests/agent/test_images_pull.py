@@ -19,7 +19,7 @@ from lite.agent.images import (
     InvalidImageNameError,
     RegistriesConfig,
 )
-from tests.agent.conftest import PushedImages
+from tests.helpers.images import PushedImages
 from tests.helpers.registry import AuthProxy, RegistryServer
 
 

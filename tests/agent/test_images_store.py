@@ -13,8 +13,7 @@ import pytest
 
 from lite.agent.images import ImageService, mount_rootfs, unmount_rootfs
 from lite.agent.images.overlay import overlay_options
-from tests.agent.conftest import PushedImages
-from tests.helpers.images import Entry, Image, Layer, Pusher, docker_save_tar, oci_layout_tar, sha256
+from tests.helpers.images import Entry, Image, Layer, PushedImages, Pusher, docker_save_tar, oci_layout_tar, sha256
 from tests.helpers.python_image import PythonImageUnavailable, python_layer
 from tests.helpers.registry import RegistryServer
 

@@ -232,6 +232,39 @@ class Pusher:
         return self.push_manifest(repo, tag, index_of(images, docker))
 
 
+@dataclass(frozen=True)
+class PushedImages:
+    """What `push_test_images` put into the registry (repository `test/busybox` unless said otherwise)."""
+
+    busybox: Image  # one layer, amd64
+    busybox_arm64: Image  # same layer, config says arm64
+    whiteout: Image  # busybox layer + whiteout layer
+    oci_digest: str  # test/busybox:oci  (OCI manifest)
+    docker_digest: str  # test/busybox:docker  (Docker v2 manifest)
+    index_digest: str  # test/busybox:index  (OCI index, amd64 + arm64)
+    list_digest: str  # test/busybox:list  (Docker manifest list, amd64 + arm64)
+    wh_digest: str  # test/busybox:wh  (two layers, OCI)
+    hub_digest: str  # library/busybox:latest  (for docker.io mirror tests)
+
+
+def push_test_images(push: Pusher, busybox_layer: Layer) -> PushedImages:
+    """Push the standard forms of the busybox test image (see `PushedImages`)."""
+    bb = Image([busybox_layer])
+    arm = Image([busybox_layer], arch="arm64")
+    wh = Image([busybox_layer, Layer.build(whiteout_entries())])
+    return PushedImages(
+        busybox=bb,
+        busybox_arm64=arm,
+        whiteout=wh,
+        oci_digest=push.push_image("test/busybox", "oci", bb),
+        docker_digest=push.push_image("test/busybox", "docker", bb, docker=True),
+        index_digest=push.push_index("test/busybox", "index", [arm, bb]),
+        list_digest=push.push_index("test/busybox", "list", [arm, bb], docker=True),
+        wh_digest=push.push_image("test/busybox", "wh", wh),
+        hub_digest=push.push_image("library/busybox", "latest", bb),
+    )
+
+
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode = len(data), 0o644
