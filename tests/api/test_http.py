@@ -359,3 +359,35 @@ async def test_shutdown_ends_open_watches(api: Api) -> None:
     assert resp.content.at_eof()
     assert len(api.client.app[API].watches) == 0
     resp.release()
+
+
+def _pb_field(num: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (all lengths here are < 128)."""
+    return bytes([num << 3 | 2, len(payload)]) + payload
+
+
+def _delete_options_pb(grace: int, policy: str) -> bytes:
+    type_meta = _pb_field(1, b"v1") + _pb_field(2, b"DeleteOptions")
+    raw = bytes([1 << 3, grace]) + _pb_field(4, policy.encode())
+    return b"k8s\x00" + _pb_field(1, type_meta) + _pb_field(2, raw)
+
+
+async def test_delete_with_protobuf_delete_options(api: Api) -> None:
+    assert (await api.call("POST", PODS, pod("pbdel")))[0] == 201
+    status, out = await api.call("DELETE", f"{PODS}/pbdel", data=_delete_options_pb(0, "Background"),
+                                 headers={**TOKEN, "Content-Type": "application/vnd.kubernetes.protobuf"})
+    assert status == 200 and out["metadata"]["name"] == "pbdel"
+    status, _ = await api.call("GET", f"{PODS}/pbdel")
+    assert status == 404  # grace 0 from the protobuf body: gone at once
+    status, err = await api.call("DELETE", f"{PODS}/x", data=_delete_options_pb(0, "Sideways"),
+                                 headers={**TOKEN, "Content-Type": "application/vnd.kubernetes.protobuf"})
+    assert (status, err["reason"]) == (400, "BadRequest")
+
+
+async def test_delete_options_from_query(api: Api) -> None:
+    assert (await api.call("POST", PODS, pod("qdel")))[0] == 201
+    status, _ = await api.call("DELETE", f"{PODS}/qdel?gracePeriodSeconds=0&propagationPolicy=Foreground")
+    assert status == 200
+    assert (await api.call("GET", f"{PODS}/qdel"))[0] == 404
+    status, err = await api.call("DELETE", f"{PODS}/qdel?gracePeriodSeconds=soon")
+    assert (status, err["reason"]) == (400, "BadRequest")
