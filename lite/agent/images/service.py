@@ -4,8 +4,8 @@ Contract:
 - `ensure(image, policy)` follows kubelet: `Never` → `ImageNeverPullError` unless present; `IfNotPresent`
   → no network when present; `Always` → always resolves the manifest (blobs already held are not fetched
   again). Failures raise typed `ImageError`s whose `reason`/message go into the container status.
-- Concurrent pulls of one reference share one pull. Blobs and layers an in-flight pull relies on are pinned:
-  `remove` and `gc` never delete them.
+- Concurrent pulls of one reference share one pull. Blobs and layers an in-flight pull or import relies on
+  are pinned through a lease (`guard.py`): `remove` and `gc` never delete them.
 - `gc` behaves like kubelet's image GC: when the store's filesystem is at or above `high_pct` used, delete
   images not in use, least recently used first, until usage is at or below `low_pct`.
 - `import_dir` imports each `*.tar`/`*.tar.gz`/`*.tgz` once (remembered by name, size and mtime).
@@ -21,8 +21,7 @@ import json
 import logging
 import os
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +36,7 @@ from lite.agent.images.errors import (
     ImageNeverPullError,
     ImageNotPresentError,
 )
+from lite.agent.images.guard import ContentGuard
 from lite.agent.images.manifests import host_platform
 from lite.agent.images.pull import Puller, Resolved
 from lite.agent.images.reference import ImageRef, parse
@@ -85,11 +85,12 @@ class ImageService:
         self.session = session
         self.platform = platform or host_platform()
         self.client = RegistryClient(session)
-        self._puller = Puller(self.client, store, self.platform)
+        self.guard = ContentGuard()
+        self._puller = Puller(self.client, store, self.guard, self.platform)
         self._own_session = own_session
         self._disk_usage = disk_usage
         self._inflight: dict[str, asyncio.Task[ImageInfo]] = {}
-        self._pinned: Counter[str] = Counter()
+        self._importing = 0
         self._configs: dict[str, dict[str, Any]] = {}
 
     @classmethod
@@ -187,27 +188,16 @@ class ImageService:
 
     async def _pull(self, ref: ImageRef, pull_secrets: Sequence[Mapping[str, Any]]) -> ImageInfo:
         endpoints = self.registries.endpoints(ref, pull_secrets)
+        lease = self.guard.lease()
         try:
-            resolved = await self._puller.resolve(ref, endpoints)
-            pins = self._pin(resolved)
-            try:
-                config, ids = await self._puller.fetch(resolved)
-                rec = self._record_pull(ref, resolved, config, ids)
-            finally:
-                self._unpin(pins)
+            resolved = await self._puller.resolve(ref, endpoints, lease)
+            config, ids = await self._puller.fetch(resolved, lease)
+            rec = self._record_pull(ref, resolved, config, ids)
         except ImageError as e:
             raise type(e)(f'failed to pull and unpack image "{ref}": {e.message}') from e
+        finally:
+            lease.release()  # after the record is written: from now on the record protects the content
         return self._info(rec)
-
-    def _pin(self, resolved: Resolved) -> builtins.list[str]:
-        im = resolved.manifest
-        pins = [m.digest for m in resolved.chain] + [im.config.digest] + [d.digest for d in im.layers]
-        self._pinned.update(pins)
-        return pins
-
-    def _unpin(self, pins: Iterable[str]) -> None:
-        self._pinned.subtract(pins)
-        self._pinned += Counter()  # drop zero counts
 
     def _record_pull(
         self, ref: ImageRef, res: Resolved, config: dict[str, Any], ids: builtins.list[str]
@@ -266,10 +256,16 @@ class ImageService:
             raise ImageNotPresentError(f"image {image!r} is not present")
         self.store.forget(rec.id)
         self._configs.pop(rec.id, None)
-        blobs, layers = self.store.referenced()
-        dead_blobs = {b for b in rec.blobs if b not in blobs and not self._pinned[b]}
-        dead_layers = {d for d in rec.layers if d not in layers and not self._pinned[d]}
-        await asyncio.to_thread(self.store.delete_unreferenced, dead_blobs, dead_layers)
+        await self._delete_unreferenced(set(rec.blobs), set(rec.layers))
+
+    async def _delete_unreferenced(self, blobs: set[str], layers: set[str]) -> None:
+        """Delete those of `blobs`/`layers` (blob digests, diff_ids) no record uses and no lease pins."""
+        used_blobs, used_layers = self.store.referenced()
+        victims = self.guard.claim((blobs - used_blobs) | (layers - used_layers))
+        try:
+            await asyncio.to_thread(self.store.delete_unreferenced, blobs & victims, layers & victims)
+        finally:
+            self.guard.release(victims)
 
     async def gc(self, high_pct: int, low_pct: int, in_use: set[str]) -> builtins.list[str]:
         """Free disk as kubelet's image GC does; returns the ids of the images removed.
@@ -282,8 +278,8 @@ class ImageService:
             self.store.records[image_id].last_used = now
         if self._used_pct() < high_pct:
             return []
-        orphans = await asyncio.to_thread(self.store.orphans, set(self._pinned))
-        await asyncio.to_thread(self.store.delete_unreferenced, *orphans)
+        if not self._inflight and not self._importing:  # an import's blobs are unreferenced for a while
+            await self._delete_unreferenced(*await asyncio.to_thread(self.store.on_disk))
         removed: builtins.list[str] = []
         victims = sorted(
             (r for r in self.store.records.values() if r.id not in keep), key=lambda r: (r.last_used, r.pulled_at)
@@ -303,23 +299,31 @@ class ImageService:
     # -- air-gap import
     async def import_archive(self, path: Path) -> builtins.list[ImageInfo]:
         """Import one docker-save or OCI-layout tarball (optionally gzipped); return the images it held."""
-        images = await asyncio.to_thread(read_archive, path, self.store, self.platform)
-        return [await self._import_one(img) for img in images]
+        self._importing += 1
+        try:
+            images = await asyncio.to_thread(read_archive, path, self.store, self.platform)
+            return [await self._import_one(img) for img in images]
+        finally:
+            self._importing -= 1
 
     async def _import_one(self, img: ArchiveImage) -> ImageInfo:
         ids = [str(i) for i in (img.config.get("rootfs") or {}).get("diff_ids") or ()]
         if len(ids) != len(img.layers):
             raise ImageImportError(f"image {img.config_digest}: {len(ids)} diff_ids for {len(img.layers)} layers")
         blobs = [*img.manifest_digests, img.config_digest, *(d.digest for d in img.layers)]
-        self._pinned.update(blobs)
+        lease = self.guard.lease()
+        lease.pin(*blobs, *ids)
         try:
+            await self.guard.settle(*blobs, *ids)
+            if not all(self.store.has_blob(b) for b in blobs):
+                raise ImageImportError(f"image {img.config_digest}: content was removed while importing; retry")
             for desc, diff_id in zip(img.layers, ids, strict=True):
                 if not self.store.has_layer(diff_id):
                     await asyncio.to_thread(self.store.unpack, diff_id, desc.digest)
             size = self.store.blob_size(img.config_digest) + sum(d.size for d in img.layers)
             rec = self._commit(img.config_digest, ids, blobs, size, img.names, [], img.config)
         finally:
-            self._unpin(blobs)
+            lease.release()
         return self._info(rec)
 
     async def import_dir(self, directory: Path) -> builtins.list[ImageInfo]:

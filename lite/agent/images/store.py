@@ -13,7 +13,8 @@ Invariants:
   unpack finished and its diff_id was verified (both are committed by an atomic rename from `tmp/`).
 - A tag belongs to at most one image record: writing a record takes its tags away from the others.
 - Records live in memory (`records`) and are written through on every change (small files, atomic replace).
-The methods that touch many files (`ingest`, `unpack`, `delete_unreferenced`) block: run them in a thread.
+The methods that touch many files (`ingest`, `unpack`, `on_disk`, `delete_unreferenced`) block: run them in
+a thread; `records` is only touched from the event loop thread.
 The others do bounded, tiny I/O.
 """
 
@@ -182,14 +183,11 @@ class ContentStore:
             layers.update(rec.layers)
         return blobs, layers
 
-    def orphans(self, pinned: set[str]) -> tuple[set[str], set[str]]:
-        """Blobs and layers on disk that no record uses and nothing pinned (blocking: lists directories).
-
-        Left behind by failed imports or pulls; reclaimed by GC."""
-        blobs, layers = self.referenced()
-        on_disk_blobs = {f"sha256:{p.name}" for p in self.blobs.iterdir()}
-        on_disk_layers = {f"sha256:{p.name}" for p in self.layers.iterdir()}
-        return on_disk_blobs - blobs - pinned, on_disk_layers - layers - pinned
+    def on_disk(self) -> tuple[set[str], set[str]]:
+        """(blob digests, diff_ids) present on disk (blocking: lists two directories)."""
+        blobs = {f"sha256:{p.name}" for p in self.blobs.iterdir()}
+        layers = {f"sha256:{p.name}" for p in self.layers.iterdir()}
+        return blobs, layers
 
     def delete_unreferenced(self, blobs: set[str], layers: set[str]) -> None:
         """Remove the given blobs and layer dirs (blocking). The caller checked no record uses them."""
