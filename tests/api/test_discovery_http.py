@@ -28,7 +28,12 @@ class _NoClient:
     """Discovery never touches the resource layer: any call here is a test failure."""
 
     def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"unexpected Client.{name} call")
+        if name not in ("get", "list", "watch", "create", "update", "patch", "delete", "delete_collection"):
+            raise AttributeError(name)
+
+        def called(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"unexpected Client.{name} call")
+        return called
 
 
 @pytest.fixture

@@ -391,3 +391,25 @@ async def test_delete_options_from_query(api: Api) -> None:
     assert (await api.call("GET", f"{PODS}/qdel"))[0] == 404
     status, err = await api.call("DELETE", f"{PODS}/qdel?gracePeriodSeconds=soon")
     assert (status, err["reason"]) == (400, "BadRequest")
+
+
+async def test_field_validation(api: Api) -> None:
+    typo = {**pod("fv"), "spc": {}}
+    status, err = await api.call("POST", f"{PODS}?fieldValidation=Strict", typo)
+    assert (status, err["reason"]) == (400, "BadRequest")
+    assert err["message"] == 'strict decoding error: unknown field "spc"'
+    bad_meta = {**pod("fv"), "metadata": {"name": "fv", "labelz": {}}}
+    status, err = await api.call("POST", f"{PODS}?fieldValidation=Strict", bad_meta)
+    assert status == 400 and 'unknown field "metadata.labelz"' in err["message"]
+    r = await api.client.post(f"{PODS}?fieldValidation=Warn", data=orjson.dumps(typo), headers=JSON)
+    assert r.status == 201 and r.headers["Warning"] == '299 - "unknown field \\"spc\\""'
+    status, _ = await api.call("POST", f"{PODS}?fieldValidation=Ignore", {**pod("fv2"), "spc": {}})
+    assert status == 201
+    status, err = await api.call("POST", f"{PODS}?fieldValidation=Loose", pod("fv3"))
+    assert (status, err["reason"]) == (400, "BadRequest")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"},
+          "immutable": False}
+    assert (await api.call("POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Strict", cm))[0] == 201
+    status, err = await api.call("PATCH", "/api/v1/namespaces/default/configmaps/c?fieldValidation=Strict",
+                                 {"spec": {}}, headers={**TOKEN, "Content-Type": "application/merge-patch+json"})
+    assert (status, err["reason"]) == (400, "BadRequest")

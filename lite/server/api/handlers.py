@@ -150,11 +150,18 @@ def dry_run(query: Any, body_value: Any = None) -> bool:
     return bool(values)
 
 
-def _write_params(query: Any) -> tuple[bool, str]:
+def _write_params(query: Any) -> tuple[bool, str, str]:
+    """(dryRun, fieldManager, fieldValidation) of a write request."""
     fv = query.get("fieldValidation", "")
     if fv not in _FIELD_VALIDATION:
         raise bad_request(f'fieldValidation "{fv}" is not supported: use Ignore, Warn or Strict')
-    return dry_run(query), query.get("fieldManager", "")
+    return dry_run(query), query.get("fieldManager", ""), fv
+
+
+def _with_warning(resp: web.Response, warning: str | None) -> web.Response:
+    if warning:
+        resp.headers["Warning"] = warning
+    return resp
 
 
 async def read_body(request: web.Request, ctx: ApiContext) -> bytes:
@@ -321,29 +328,32 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "create")
-    dry, manager = _write_params(request.query)
+    dry, manager, validation = _write_params(request.query)
     obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
     _fill_type_meta(obj, t.kind)
     _check_meta(obj, t)
+    warning = negotiate.check_fields(t.kind, obj, validation)
     out = await ctx.resources.create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
-    return json_response(out, 201)
+    return _with_warning(json_response(out, 201), warning)
 
 
 async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "update")
-    dry, manager = _write_params(request.query)
+    dry, manager, validation = _write_params(request.query)
     obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
+    warning = None
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
         _fill_type_meta(obj, t.kind)
+        warning = negotiate.check_fields(t.kind, obj, validation)
     _check_meta(obj, t)
     out = await ctx.resources.update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry,
                                      field_manager=manager)
-    return json_response(out)
+    return _with_warning(json_response(out), warning)
 
 
 async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "patch")
-    dry, manager = _write_params(request.query)
+    dry, manager, validation = _write_params(request.query)
     patch_type = negotiate.patch_type_of(request.content_type)
     body = await read_body(request, ctx)
     if not body.strip():
@@ -357,14 +367,15 @@ async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = ""
     force = q_bool(request.query, "force")
     if force and patch_type != "apply":
         raise bad_request("force may only be set for apply patches")
+    warning = None if sub == "scale" else negotiate.check_fields(t.kind, patch, validation)
     kwargs: dict[str, Any] = {"patch_type": patch_type, "subresource": sub, "dry_run": dry,
                               "field_manager": manager, "force": force}
     if ctx.patch_ex is not None:
         out, created = await ctx.patch_ex(t.kind, t.namespace, t.name, patch, **kwargs)
-        return json_response(out, 201 if created else 200)
-    created = patch_type == "apply" and not sub and not await _exists(ctx, t)
-    out = await ctx.resources.patch(t.kind, t.namespace, t.name, patch, **kwargs)
-    return json_response(out, 201 if created else 200)
+    else:
+        created = patch_type == "apply" and not sub and not await _exists(ctx, t)
+        out = await ctx.resources.patch(t.kind, t.namespace, t.name, patch, **kwargs)
+    return _with_warning(json_response(out, 201 if created else 200), warning)
 
 
 async def _exists(ctx: ApiContext, t: Target) -> bool:
@@ -442,7 +453,7 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub in POST_SUBRESOURCES:
         if method != "POST":
             raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
-        dry, manager = _write_params(request.query)
+        dry, manager, _ = _write_params(request.query)
         obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
         out = await ctx.resources.create(t.kind, t.namespace, obj, name=t.name, subresource=sub,
                                          dry_run=dry, field_manager=manager)
