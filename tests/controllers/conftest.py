@@ -128,3 +128,27 @@ def replicaset(name: str, replicas: int, labels: dict[str, str] | None = None, n
 def bare_pod(name: str, labels: dict[str, str], ns: str = "default") -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}
+
+
+@contextlib.asynccontextmanager
+async def running(*controllers: Controller) -> AsyncIterator[None]:
+    """Run the controllers' workers for real (as the manager does while leading) for the block's duration."""
+    tasks = [asyncio.create_task(c.run()) for c in controllers]
+    try:
+        yield
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+
+
+def configmap(name: str, ns: str = "default", owners: list[Obj] | None = None,
+              finalizers: list[str] | None = None) -> Obj:
+    m: Obj = {"name": name, "namespace": ns}
+    if owners:
+        m["ownerReferences"] = owners
+    if finalizers:
+        m["finalizers"] = finalizers
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": m, "data": {"k": "v"}}
