@@ -104,8 +104,9 @@ class ImageService:
     ) -> ImageService:
         store = await asyncio.to_thread(ContentStore, root)
         own = session is None
+        # trust_env: HTTP(S)_PROXY / NO_PROXY are honoured, as containerd does
         session = session or aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120), trust_env=True
         )
         return cls(store, registries or RegistriesConfig(), session, platform=platform, own_session=own)
 
