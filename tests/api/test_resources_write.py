@@ -269,3 +269,20 @@ async def test_admission_hooks_run_in_order(res: Resources) -> None:
     assert svc["spec"]["clusterIP"] == "10.96.0.10"
     await res.delete(SVC, "default", "dns")
     assert seen == ["1:CREATE:dns", "2:CREATE", "1:DELETE:dns", "2:DELETE"]
+
+
+async def test_server_side_apply_takes_over_client_side_apply(res: Resources) -> None:
+    import orjson
+
+    d = deployment()
+    d["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": orjson.dumps(d).decode()}
+    await res.create(DEPLOY, "default", d, field_manager="kubectl-client-side-apply")
+    intent = {"apiVersion": "apps/v1", "kind": "Deployment", **deployment()}
+    intent["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
+    out = await res.patch(DEPLOY, "default", "web", intent, patch_type="apply", field_manager="kubectl")
+    assert out["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:2"
+    # Another manager gets the conflict as usual.
+    intent["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:3"
+    with pytest.raises(ApiError) as e:
+        await res.patch(DEPLOY, "default", "web", intent, patch_type="apply", field_manager="helm")
+    assert e.value.code == 409

@@ -24,9 +24,9 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, now, rfc3339
 from lite.selectors import LabelSelector
 from lite.server.api.deletion import DeleteMixin
+from lite.server.api.patching import PatchMixin
 from lite.server.api.registry_base import Obj
 from lite.server.api.strategies.crd import scale_paths
-from lite.server.api.writing import WriteMixin
 
 SCALE_GKS = ("Deployment.apps", "ReplicaSet.apps", "StatefulSet.apps", "ReplicationController")
 _TOKEN_MIN, _TOKEN_DEFAULT, _TOKEN_MAX = 600, 3600, 2**32
@@ -59,7 +59,7 @@ def _set_path(obj: Obj, path: str, value: Any) -> None:
     obj[parts[-1]] = value
 
 
-class SubresourceMixin(WriteMixin, DeleteMixin):
+class SubresourceMixin(PatchMixin, DeleteMixin):
     """The subresources listed in the module docstring."""
 
     # ---- scale -------------------------------------------------------------------------------------

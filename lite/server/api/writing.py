@@ -1,4 +1,4 @@
-"""Create, update and patch: the write half of the generic registry.
+"""Create and update: the write half of the generic registry.
 
 Create: type meta and system metadata (uid, creationTimestamp, generation, namespace from the request),
 generateName, strategy defaulting/preparation/validation, namespace lifecycle (must exist, not Terminating),
@@ -21,11 +21,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lite import errors
-from lite.client import PatchType
 from lite.errors import ApiError, Cause
 from lite.kinds import Kind
 from lite.objects import deep_copy, new_uid, rfc3339
-from lite.patch import apply, json_equal, json_patch, merge_patch, record_update, schema_for, strategic_merge
+from lite.patch import json_equal, record_update, schema_for
 from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, conflict_error
 from lite.server.api.strategies import Admission
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
@@ -36,8 +35,6 @@ _GENERATED_MAX = 58
 _NAME_ATTEMPTS = 8
 _UPDATE_ATTEMPTS = 20
 _TERMINATING = "unable to create new content in namespace {} because it is being terminated"
-_SMP_UNSUPPORTED = ("the body of the request was in an unknown format - accepted media types include: "
-                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
 
 Build = Callable[[Obj], Obj]
 
@@ -46,7 +43,7 @@ def generate_name(base: str) -> str:
     return base[:_GENERATED_MAX] + "".join(random.choice(_ALPHABET) for _ in range(5))
 
 
-def _meta(obj: Any) -> Obj:
+def meta_of(obj: Any) -> Obj:
     if not isinstance(obj, dict):
         raise errors.bad_request("the request body must be a JSON object")
     meta = obj.get("metadata")
@@ -78,7 +75,7 @@ class WriteMixin(RegistryBase):
         """POST of a whole object; `obj` is consumed (mutated and returned). `manager` records an Update
         entry in managedFields (empty: none, as for in-process controllers)."""
         self.check_stored(kind)
-        meta = _meta(obj)
+        meta = meta_of(obj)
         ns = self.scoped(kind, namespace)
         if kind.namespaced:
             body_ns = meta.get("namespace") or ""
@@ -94,7 +91,7 @@ class WriteMixin(RegistryBase):
         generated = not meta.get("name") and bool(meta.get("generateName"))
         if generated:
             meta["name"] = generate_name(str(meta["generateName"]))
-        self._init_system_meta(kind, obj, meta)
+        self._init_systemmeta_of(kind, obj, meta)
         strategy = self.strategy(kind)
         if kind.crd and kind.has_status():
             obj.pop("status", None)  # with a status subresource, create cannot set status (upstream)
@@ -114,7 +111,7 @@ class WriteMixin(RegistryBase):
         await self.admit(Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run))
         return await self._insert(kind, ns, obj, generated, dry_run)
 
-    def _init_system_meta(self, kind: Kind, obj: Obj, meta: Obj) -> None:
+    def _init_systemmeta_of(self, kind: Kind, obj: Obj, meta: Obj) -> None:
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta["uid"] = new_uid()
         meta["creationTimestamp"] = rfc3339()
@@ -213,7 +210,7 @@ class WriteMixin(RegistryBase):
 
     def prepare_update(self, kind: Kind, ns: str, name: str, new: Obj, old: Obj, subresource: str) -> None:
         """System metadata from `old`, status rule, strategy hooks, generation, validation (422)."""
-        meta, ometa = _meta(new), old.get("metadata") or {}
+        meta, ometa = meta_of(new), old.get("metadata") or {}
         new["apiVersion"], new["kind"] = kind.api_version, kind.kind
         causes: list[Cause] = []
         for field in ("name", "namespace", "uid"):
@@ -249,7 +246,7 @@ class WriteMixin(RegistryBase):
     async def update_object(self, kind: Kind, namespace: str, name: str, obj: Obj, *,
                             subresource: str = "", dry_run: bool = False, manager: str = "") -> Obj:
         """PUT of the object or of its `status`; the body's resourceVersion is the precondition."""
-        meta = _meta(obj)
+        meta = meta_of(obj)
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on "
                                      f"the URL ({name})")
@@ -270,78 +267,6 @@ class WriteMixin(RegistryBase):
         out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
                                         manager=manager)
         return out
-
-    # ---- patch -------------------------------------------------------------------------------------
-
-    def apply_patch(self, kind: Kind, doc: Obj, patch: Any, patch_type: PatchType, *, manager: str = "",
-                    force: bool = False) -> Obj:
-        if patch_type == "json":
-            out = json_patch(doc, patch)
-        elif patch_type == "merge":
-            out = merge_patch(doc, patch)
-        elif patch_type == "strategic":
-            if kind.crd:
-                raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
-            out = strategic_merge(doc, patch, schema_for(kind.kind, kind.group))
-        elif patch_type == "apply":
-            out = apply(doc, patch, manager=manager, force=force, api_version=kind.api_version, now=rfc3339(),
-                        schema=schema_for(kind.kind, kind.group))
-        else:
-            raise errors.unsupported_media_type(f"unsupported patch type {patch_type!r}")
-        if not isinstance(out, dict):
-            raise errors.bad_request("the patched document is not an object")
-        return out
-
-    async def patch_object(self, kind: Kind, namespace: str, name: str, patch: Any, patch_type: PatchType, *,
-                           subresource: str = "", dry_run: bool = False, manager: str = "",
-                           force: bool = False) -> tuple[Obj, bool]:
-        """PATCH; apply patches create the object when absent. Returns (object, created)."""
-        if patch_type == "strategic" and kind.crd:
-            raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
-
-        explicit_rv = _patch_sets_rv(patch, patch_type)
-
-        def build(old: Obj) -> Obj:
-            patched = self.apply_patch(kind, old, patch, patch_type, manager=manager, force=force)
-            if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
-                _meta(patched)["resourceVersion"] = ""
-            if subresource == "status":
-                new = deep_copy(old)
-                if "status" in patched:
-                    new["status"] = patched["status"]
-                else:
-                    new.pop("status", None)
-                new["metadata"]["resourceVersion"] = (patched.get("metadata") or {}).get("resourceVersion")
-                return new
-            return patched
-
-        create = None
-        if patch_type == "apply" and not subresource:
-            async def create() -> Obj:
-                if not isinstance(patch, dict):
-                    raise errors.bad_request("an apply patch must be a JSON object")
-                meta = _meta(deep_copy(patch))
-                if meta.get("name") and meta["name"] != name:
-                    raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the "
-                                             f"name on the URL ({name})")
-                obj = apply(None, patch, manager=manager, force=force, api_version=kind.api_version,
-                            now=rfc3339(), schema=schema_for(kind.kind, kind.group))
-                _meta(obj)["name"] = name
-                obj["metadata"].pop("resourceVersion", None)
-                return await self.create_object(kind, namespace, obj, dry_run=dry_run)
-
-        # An apply records its own managedFields entry; other patches record an Update entry.
-        return await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
-                                      manager="" if patch_type == "apply" else manager, create=create)
-
-
-def _patch_sets_rv(patch: Any, patch_type: PatchType) -> bool:
-    """Whether the patch itself carries metadata.resourceVersion (then it is a precondition)."""
-    if patch_type == "json":
-        return any(isinstance(op, dict) and op.get("path") in ("/metadata/resourceVersion", "/metadata")
-                   and op.get("op") in ("add", "replace", "copy", "move") for op in patch or [])
-    meta = patch.get("metadata") if isinstance(patch, dict) else None
-    return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
 
 
 def _should_delete_during_update(new: Obj, old: Obj) -> bool:
