@@ -1,0 +1,1 @@
+"""Scheduler plugins, one module each (upstream `pkg/scheduler/framework/plugins/*`); see `framework.py`."""

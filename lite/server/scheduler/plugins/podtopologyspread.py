@@ -1,0 +1,128 @@
+"""PodTopologySpread: `whenUnsatisfiable: DoNotSchedule` constraints filter (skew = matching pods in the
+node's domain + 1 if the pod matches itself - the global minimum, must be ≤ maxSkew); `ScheduleAnyway`
+constraints score (fewer matching pods in the node's domain is better).
+
+Eligible domains come from nodes carrying every constraint's topology key and, with nodeAffinityPolicy Honor
+(the default), matching the pod's nodeSelector/required affinity; nodeTaintsPolicy Honor also drops nodes
+with untolerated taints. With fewer domains than minDomains the global minimum is 0. Upstream's system
+default constraints (for pods without constraints) are not applied.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lite.server.scheduler.framework import MAX_SCORE, Failure
+from lite.server.scheduler.plugins.nodeaffinity import required_matches
+from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, tolerated
+from lite.server.scheduler.snapshot import NodeInfo, Snapshot
+
+NAME = "PodTopologySpread"
+ERR_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
+ERR_NODE_LABEL = ERR_CONSTRAINTS + " (missing required label)"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class _Counted:
+    constraint: SpreadConstraint
+    counts: Mapping[str, int]      # topology value → matching pods
+    min_match: int
+    self_match: int
+
+
+def _has_keys(node: NodeInfo, constraints: tuple[SpreadConstraint, ...]) -> bool:
+    return all(c.topology_key in node.node.labels for c in constraints)
+
+
+def _eligible(pod: PodInfo, node: NodeInfo, c: SpreadConstraint) -> bool:
+    if c.honor_affinity and not required_matches(pod, node):
+        return False
+    return not (c.honor_taints and any(not tolerated(t, pod.tolerations) for t in node.node.hard_taints))
+
+
+def _matching(pod: PodInfo, node: NodeInfo, c: SpreadConstraint) -> int:
+    return sum(1 for p in node.pods
+               if p.namespace == pod.namespace and not p.deleting and c.selector.matches(p.labels))
+
+
+def count_domains(pod: PodInfo, nodes: list[NodeInfo] | tuple[NodeInfo, ...],
+                  constraints: tuple[SpreadConstraint, ...]) -> list[dict[str, int]]:
+    """Per constraint: topology value → matching pods, over nodes that have every key and are eligible."""
+    out: list[dict[str, int]] = [{} for _ in constraints]
+    for ni in nodes:
+        if not _has_keys(ni, constraints):
+            continue
+        for i, c in enumerate(constraints):
+            if not _eligible(pod, ni, c):
+                continue
+            value = ni.node.labels[c.topology_key]
+            out[i][value] = out[i].get(value, 0) + _matching(pod, ni, c)
+    return out
+
+
+class PodTopologySpread:
+    name = NAME
+
+    def pre_filter(self, pod: PodInfo, snap: Snapshot) -> tuple[_Counted, ...] | None:
+        hard = tuple(c for c in pod.spread if c.hard)
+        if not hard:
+            return None
+        counted = []
+        for c, counts in zip(hard, count_domains(pod, snap.nodes, hard), strict=True):
+            least = min(counts.values()) if counts and len(counts) >= c.min_domains else 0
+            counted.append(_Counted(c, counts, least, 1 if c.selector.matches(pod.labels) else 0))
+        return tuple(counted)
+
+    def filter(self, state: tuple[_Counted, ...], pod: PodInfo, node: NodeInfo) -> Failure | None:
+        labels = node.node.labels
+        for st in state:
+            value = labels.get(st.constraint.topology_key)
+            if value is None:
+                return Failure((ERR_NODE_LABEL,), unresolvable=True, plugin=NAME)
+            skew = st.counts.get(value, 0) + st.self_match - st.min_match
+            if skew > st.constraint.max_skew:
+                return Failure((ERR_CONSTRAINTS,), plugin=NAME)
+        return None
+
+    def pre_score(self, pod: PodInfo, snap: Snapshot, nodes: list[NodeInfo]
+                  ) -> tuple[tuple[SpreadConstraint, dict[str, int], float], ...] | None:
+        soft = tuple(c for c in pod.spread if not c.hard)
+        if not soft:
+            return None
+        domains: list[set[str]] = [set() for _ in soft]
+        for ni in nodes:
+            if _has_keys(ni, soft):
+                for i, c in enumerate(soft):
+                    domains[i].add(ni.node.labels[c.topology_key])
+        out = []
+        for i, c in enumerate(soft):
+            # A hostname domain is one node: counting the feasible nodes is enough (upstream does the same).
+            counts = count_domains(pod, nodes if c.topology_key == HOSTNAME else snap.nodes, (c,))[0]
+            counts = {v: n for v, n in counts.items() if v in domains[i]}
+            out.append((c, counts, math.log(len(domains[i]) + 2)))
+        return tuple(out)
+
+    def score(self, state: tuple[tuple[SpreadConstraint, dict[str, int], float], ...], pod: PodInfo,
+              node: NodeInfo) -> int:
+        labels = node.node.labels
+        total = 0.0
+        for c, counts, weight in state:
+            value = labels.get(c.topology_key)
+            if value is None:
+                return -1  # ignored node: normalised to 0
+            total += counts.get(value, 0) * weight + (c.max_skew - 1)
+        return round(total)
+
+    def normalize(self, state: object, scores: list[int]) -> None:
+        valid = [s for s in scores if s >= 0]
+        lo, hi = min(valid, default=0), max(valid, default=0)
+        for i, s in enumerate(scores):
+            if s < 0:
+                scores[i] = 0
+            elif hi == 0:
+                scores[i] = MAX_SCORE
+            else:
+                scores[i] = MAX_SCORE * (hi + lo - s) // hi

@@ -1,0 +1,339 @@
+"""PodInfo: the facts the scheduler reads from a pod, parsed once per pod version.
+
+Role: every plugin reads pods through `PodInfo`, never through the raw dict, so quantities, affinity terms
+and tolerations are parsed once (when the pod enters the queue or the cache), not once per node per cycle.
+
+Invariants:
+- A PodInfo is immutable and derived only from the pod dict (plus the priority resolved by the caller).
+- Requests follow upstream `resource.PodRequests`: max(sum of containers + restartable init containers,
+  each init container + the sidecars started before it), plus `spec.overhead`. `nonzero_cpu`/`nonzero_mem`
+  use 100m / 200Mi for a container that does not request them (upstream `GetNonzeroRequests`).
+- Requests fall back to limits per resource, as API defaulting would have set them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lite.client import Obj
+from lite.quantity import to_int, to_milli
+from lite.selectors import DOES_NOT_EXIST, EXISTS, GT, IN, LT, NOT_IN, LabelSelector, Requirement
+
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+_NODE_OPS = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST, "Gt": GT, "Lt": LT}
+CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Requested or allocatable amounts: cpu in millicores, memory/ephemeral in bytes, others as integers."""
+
+    cpu: int = 0
+    memory: int = 0
+    ephemeral: int = 0
+    scalars: tuple[tuple[str, int], ...] = ()
+
+    def plus(self, o: Resources) -> Resources:
+        return Resources(self.cpu + o.cpu, self.memory + o.memory, self.ephemeral + o.ephemeral,
+                         _merge(self.scalars, o.scalars, 1))
+
+    def minus(self, o: Resources) -> Resources:
+        return Resources(self.cpu - o.cpu, self.memory - o.memory, self.ephemeral - o.ephemeral,
+                         _merge(self.scalars, o.scalars, -1))
+
+    def scalar(self, name: str) -> int:
+        for k, v in self.scalars:
+            if k == name:
+                return v
+        return 0
+
+
+def _merge(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...], sign: int) -> tuple[tuple[str, int], ...]:
+    if not b:
+        return a
+    out = dict(a)
+    for k, v in b:
+        out[k] = out.get(k, 0) + sign * v
+    return tuple(sorted((k, v) for k, v in out.items() if v))
+
+
+def parse_resources(d: Mapping[str, Any] | None) -> Resources:
+    """A requests/allocatable dict → Resources (pods are not included; see `allowed_pods`)."""
+    if not d:
+        return Resources()
+    cpu = mem = eph = 0
+    scalars: list[tuple[str, int]] = []
+    for k, v in d.items():
+        try:
+            if k == CPU:
+                cpu = to_milli(str(v))
+            elif k == MEMORY:
+                mem = to_int(str(v))
+            elif k == EPHEMERAL:
+                eph = to_int(str(v))
+            elif k != PODS and ("/" in k or k.startswith("hugepages-")):
+                scalars.append((k, to_int(str(v))))
+        except ValueError:
+            continue
+    return Resources(cpu, mem, eph, tuple(sorted(scalars)))
+
+
+def _max(a: Resources, b: Resources) -> Resources:
+    sc = dict(a.scalars)
+    for k, v in b.scalars:
+        sc[k] = max(sc.get(k, 0), v)
+    return Resources(max(a.cpu, b.cpu), max(a.memory, b.memory), max(a.ephemeral, b.ephemeral),
+                     tuple(sorted(sc.items())))
+
+
+def _container_requests(c: Obj) -> tuple[Resources, int, int]:
+    res = c.get("resources") or {}
+    merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+    r = parse_resources(merged)
+    nz_cpu = r.cpu if CPU in merged else DEFAULT_MILLI_CPU
+    nz_mem = r.memory if MEMORY in merged else DEFAULT_MEMORY
+    return r, nz_cpu, nz_mem
+
+
+def pod_requests(spec: Obj) -> tuple[Resources, int, int]:
+    """(requests, non-zero cpu, non-zero memory) of a pod spec, upstream's init-container max rule included."""
+    total, nz_cpu, nz_mem = Resources(), 0, 0
+    for c in spec.get("containers") or []:
+        r, c_cpu, c_mem = _container_requests(c)
+        total, nz_cpu, nz_mem = total.plus(r), nz_cpu + c_cpu, nz_mem + c_mem
+    sidecars, sc_cpu, sc_mem = Resources(), 0, 0
+    init_max, init_cpu, init_mem = Resources(), 0, 0
+    for c in spec.get("initContainers") or []:
+        r, c_cpu, c_mem = _container_requests(c)
+        if c.get("restartPolicy") == "Always":
+            sidecars, sc_cpu, sc_mem = sidecars.plus(r), sc_cpu + c_cpu, sc_mem + c_mem
+            r, c_cpu, c_mem = sidecars, sc_cpu, sc_mem
+        else:
+            r, c_cpu, c_mem = r.plus(sidecars), c_cpu + sc_cpu, c_mem + sc_mem
+        init_max, init_cpu, init_mem = _max(init_max, r), max(init_cpu, c_cpu), max(init_mem, c_mem)
+    total, nz_cpu, nz_mem = total.plus(sidecars), nz_cpu + sc_cpu, nz_mem + sc_mem
+    total, nz_cpu, nz_mem = _max(total, init_max), max(nz_cpu, init_cpu), max(nz_mem, init_mem)
+    overhead = parse_resources(spec.get("overhead"))
+    return total.plus(overhead), nz_cpu + overhead.cpu, nz_mem + overhead.memory
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Obj) -> bool:
+        """Upstream `Toleration.ToleratesTaint`."""
+        if self.effect and self.effect != taint.get("effect", ""):
+            return False
+        if self.key and self.key != taint.get("key", ""):
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.operator in ("", "Equal") and self.value == str(taint.get("value", ""))
+
+
+def tolerations_of(spec: Obj) -> tuple[Toleration, ...]:
+    return tuple(Toleration(str(t.get("key", "")), str(t.get("operator", "")), str(t.get("value", "")),
+                            str(t.get("effect", ""))) for t in spec.get("tolerations") or [] if isinstance(t, dict))
+
+
+def tolerated(taint: Obj, tolerations: tuple[Toleration, ...]) -> bool:
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """One nodeSelectorTerm: all label expressions and all field expressions must match."""
+
+    labels: tuple[Requirement, ...]
+    fields: tuple[Requirement, ...]
+    valid: bool
+
+    def matches(self, node_labels: Mapping[str, str], node_name: str) -> bool:
+        if not self.valid or (not self.labels and not self.fields):
+            return False
+        if not all(r.matches(node_labels) for r in self.labels):
+            return False
+        return all(r.matches({"metadata.name": node_name}) for r in self.fields)
+
+
+def node_selector_term(d: Obj) -> NodeSelectorTerm:
+    labels: list[Requirement] = []
+    fields: list[Requirement] = []
+    valid = True
+    for out, exprs in ((labels, d.get("matchExpressions")), (fields, d.get("matchFields"))):
+        for e in exprs or []:
+            op = _NODE_OPS.get(str(e.get("operator", "")))
+            values = tuple(str(v) for v in e.get("values") or [])
+            if op is None or (op in (GT, LT) and len(values) != 1):
+                valid = False
+                continue
+            out.append(Requirement(str(e.get("key", "")), op, values))
+    return NodeSelectorTerm(tuple(labels), tuple(fields), valid)
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A PodAffinityTerm with its namespaces resolved: `all_namespaces` for an empty namespaceSelector."""
+
+    selector: LabelSelector
+    namespaces: frozenset[str]
+    ns_selector: LabelSelector | None
+    topology_key: str
+    weight: int = 0
+
+    def matches(self, pod: PodInfo, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
+        if pod.namespace not in self.namespaces:
+            sel = self.ns_selector
+            if sel is None or not sel.matches(ns_labels.get(pod.namespace)):
+                return False
+        return self.selector.matches(pod.labels)
+
+
+def _affinity_term(d: Obj, namespace: str, labels: Mapping[str, str], weight: int = 0) -> AffinityTerm | None:
+    try:
+        selector = LabelSelector.from_dict(d.get("labelSelector"))
+        for key in d.get("matchLabelKeys") or []:
+            if key in labels:
+                selector = LabelSelector((*selector.requirements, Requirement(key, IN, (labels[key],))))
+        nsd = d.get("namespaceSelector")
+        ns_sel = LabelSelector.from_dict(nsd) if nsd is not None else None
+    except Exception:
+        return None
+    namespaces = frozenset(str(n) for n in d.get("namespaces") or [])
+    if not namespaces and ns_sel is None:
+        namespaces = frozenset((namespace,))
+    return AffinityTerm(selector, namespaces, ns_sel, str(d.get("topologyKey", "")), weight)
+
+
+def _terms(aff: Obj, field_name: str, ns: str, labels: Mapping[str, str], weighted: bool) -> tuple[AffinityTerm, ...]:
+    out: list[AffinityTerm] = []
+    for t in aff.get(field_name) or []:
+        term = _affinity_term(t.get("podAffinityTerm") or {}, ns, labels, int(t.get("weight") or 0)) if weighted \
+            else _affinity_term(t, ns, labels)
+        if term is not None:
+            out.append(term)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    max_skew: int
+    topology_key: str
+    hard: bool
+    selector: LabelSelector
+    min_domains: int
+    honor_affinity: bool
+    honor_taints: bool
+
+
+def _spread_constraints(spec: Obj, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
+    out: list[SpreadConstraint] = []
+    for c in spec.get("topologySpreadConstraints") or []:
+        try:
+            selector = LabelSelector.from_dict(c.get("labelSelector"))
+        except Exception:
+            continue
+        for key in c.get("matchLabelKeys") or []:
+            if key in labels:
+                selector = LabelSelector((*selector.requirements, Requirement(key, IN, (labels[key],))))
+        out.append(SpreadConstraint(int(c.get("maxSkew") or 1), str(c.get("topologyKey", "")),
+                                    c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule", selector,
+                                    int(c.get("minDomains") or 1), c.get("nodeAffinityPolicy", "Honor") == "Honor",
+                                    c.get("nodeTaintsPolicy", "Ignore") == "Honor"))
+    return tuple(out)
+
+
+def normalized_image(name: str) -> str:
+    """Upstream ImageLocality's name normalisation: a name without tag or digest means `:latest`."""
+    last = name.rsplit("/", 1)[-1]
+    if "@" in name or ":" in last:
+        return name
+    return name + ":latest"
+
+
+def _host_ports(spec: Obj) -> tuple[tuple[str, str, int], ...]:
+    out: list[tuple[str, str, int]] = []
+    for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        for p in c.get("ports") or []:
+            hp = int(p.get("hostPort") or 0)
+            if hp > 0:
+                out.append((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    obj: Obj
+    key: str
+    uid: str
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    priority: int
+    requests: Resources
+    nonzero_cpu: int
+    nonzero_mem: int
+    host_ports: tuple[tuple[str, str, int], ...]
+    tolerations: tuple[Toleration, ...]
+    node_selector: Mapping[str, str]
+    required_node_terms: tuple[NodeSelectorTerm, ...] | None
+    preferred_node_terms: tuple[tuple[int, NodeSelectorTerm], ...]
+    affinity: tuple[AffinityTerm, ...]
+    anti_affinity: tuple[AffinityTerm, ...]
+    preferred_affinity: tuple[AffinityTerm, ...]
+    preferred_anti_affinity: tuple[AffinityTerm, ...]
+    spread: tuple[SpreadConstraint, ...]
+    images: tuple[str, ...]
+    node_name: str
+    nominated_node: str
+    preemption_policy: str
+    start_time: str
+    deleting: bool
+
+    @property
+    def has_affinity(self) -> bool:
+        return bool(self.affinity or self.anti_affinity or self.preferred_affinity or self.preferred_anti_affinity)
+
+
+def pod_info(pod: Obj, priority: int | None = None) -> PodInfo:
+    """Parse `pod`; `priority` overrides spec.priority (resolved from its PriorityClass by the caller)."""
+    m = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    ns, name = str(m.get("namespace", "")), str(m.get("name", ""))
+    labels: Mapping[str, str] = m.get("labels") or {}
+    req, nz_cpu, nz_mem = pod_requests(spec)
+    aff = spec.get("affinity") or {}
+    node_aff = aff.get("nodeAffinity") or {}
+    required = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    req_terms = None if required is None else tuple(
+        node_selector_term(t) for t in required.get("nodeSelectorTerms") or [])
+    preferred = tuple((int(p.get("weight") or 0), node_selector_term(p.get("preference") or {}))
+                      for p in node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or [])
+    pa, paa = aff.get("podAffinity") or {}, aff.get("podAntiAffinity") or {}
+    req_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
+    return PodInfo(
+        obj=pod, key=f"{ns}/{name}", uid=str(m.get("uid", "")), namespace=ns, name=name, labels=labels,
+        priority=int(spec.get("priority") or 0) if priority is None else priority,
+        requests=req, nonzero_cpu=nz_cpu, nonzero_mem=nz_mem, host_ports=_host_ports(spec),
+        tolerations=tolerations_of(spec), node_selector=spec.get("nodeSelector") or {},
+        required_node_terms=req_terms, preferred_node_terms=preferred,
+        affinity=_terms(pa, req_key, ns, labels, False), anti_affinity=_terms(paa, req_key, ns, labels, False),
+        preferred_affinity=_terms(pa, pref_key, ns, labels, True),
+        preferred_anti_affinity=_terms(paa, pref_key, ns, labels, True),
+        spread=_spread_constraints(spec, labels),
+        images=tuple(normalized_image(str(c.get("image", ""))) for c in spec.get("containers") or []
+                     if c.get("image")),
+        node_name=str(spec.get("nodeName") or ""), nominated_node=str(status.get("nominatedNodeName") or ""),
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+        start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
+        deleting=bool(m.get("deletionTimestamp")),
+    )

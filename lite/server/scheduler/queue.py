@@ -1,0 +1,217 @@
+"""The scheduling queue (upstream `internal/queue.PriorityQueue`), for one asyncio loop.
+
+Three places a pending pod can be:
+- activeQ: a heap by priority (higher first), then by the time the pod entered the queue; `pop()` waits here.
+- backoffQ: pods that failed, each until its backoff ends: 1 s doubling per attempt, capped at 10 s.
+- unschedulable: pods no node could take; they leave on `move_all()` (called for cluster events that may
+  make them schedulable: node added/changed, pod deleted, ...) or after `max_unschedulable` (5 min).
+
+Invariants:
+- A pod key is in at most one place, or "in flight" (popped, not yet `done`/`requeue`d).
+- `update` of a queued pod replaces its PodInfo in place; an unschedulable pod whose spec changed is moved
+  back (to backoffQ if still backing off, else activeQ). Updates to an in-flight pod are kept for its requeue.
+- A pod that failed while a move request happened during its cycle goes to backoffQ, not unschedulable
+  (upstream's moveRequestCycle), so an event racing with the cycle is not lost.
+- Timers are loop callbacks (no task): `flush()` moves expired backoff and stale unschedulable pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lite.server.scheduler.podinfo import PodInfo
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 10.0
+MAX_UNSCHEDULABLE = 300.0
+
+
+@dataclass
+class QueuedPod:
+    info: PodInfo
+    timestamp: float                 # when it entered the queue (the activeQ tie-breaker)
+    attempts: int = 0
+    backoff_until: float = 0.0
+    unschedulable_since: float = 0.0
+    cycle: int = 0                   # scheduling cycle in which it was popped
+    plugins: frozenset[str] = frozenset()   # filters that rejected it last time
+
+
+class SchedulingQueue:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, initial_backoff: float = INITIAL_BACKOFF,
+                 max_backoff: float = MAX_BACKOFF, max_unschedulable: float = MAX_UNSCHEDULABLE) -> None:
+        self.clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_unschedulable = max_unschedulable
+        self._pods: dict[str, QueuedPod] = {}
+        self._active: list[tuple[int, float, int, str]] = []
+        self._active_keys: set[str] = set()
+        self._backoff: dict[str, QueuedPod] = {}
+        self._unschedulable: dict[str, QueuedPod] = {}
+        self._in_flight: dict[str, QueuedPod] = {}
+        self._seq = itertools.count()
+        self._cycle = 0
+        self._move_cycle = -1
+        self._ready = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    # -- adding and removing --
+
+    def add(self, info: PodInfo) -> None:
+        """A new pending pod (or one seen again): straight to activeQ unless already queued."""
+        qp = self._pods.get(info.key)
+        if qp is not None:
+            self.update(info)
+            return
+        qp = QueuedPod(info, self.clock())
+        self._pods[info.key] = qp
+        self._push_active(qp)
+
+    def update(self, info: PodInfo) -> None:
+        qp = self._pods.get(info.key)
+        if qp is None:
+            self.add(info)
+            return
+        changed = qp.info.obj.get("spec") != info.obj.get("spec") or qp.info.labels != info.labels
+        qp.info = info
+        if info.key in self._unschedulable and changed:
+            del self._unschedulable[info.key]
+            self._requeue_backing_off(qp)
+
+    def delete(self, key: str) -> None:
+        qp = self._pods.pop(key, None)
+        if qp is None:
+            return
+        self._active_keys.discard(key)   # the heap entry goes stale and is skipped on pop
+        self._backoff.pop(key, None)
+        self._unschedulable.pop(key, None)
+        self._in_flight.pop(key, None)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._pods
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    # -- the scheduler's side --
+
+    async def pop(self) -> PodInfo:
+        """The next pod to schedule (waits). Mark it with `done` or `requeue` afterwards."""
+        while True:
+            while self._active:
+                _, _, _, key = heapq.heappop(self._active)
+                if key not in self._active_keys:
+                    continue
+                self._active_keys.discard(key)
+                qp = self._pods[key]
+                self._cycle += 1
+                qp.cycle = self._cycle
+                qp.attempts += 1
+                self._in_flight[key] = qp
+                return qp.info
+            self._ready.clear()
+            await self._ready.wait()
+
+    def done(self, key: str) -> None:
+        """The pod was bound (or will be, asynchronously): it leaves the queue."""
+        self._in_flight.pop(key, None)
+        self._pods.pop(key, None)
+
+    def requeue(self, key: str, *, unschedulable: bool, plugins: frozenset[str] = frozenset()) -> None:
+        """A failed attempt: unschedulable (no node fits; `plugins` rejected it) or an error (backoffQ)."""
+        qp = self._in_flight.pop(key, None)
+        if qp is None:
+            return
+        qp.plugins = plugins
+        qp.timestamp = self.clock()
+        qp.backoff_until = qp.timestamp + self.backoff_for(qp.attempts)
+        if unschedulable and self._move_cycle < qp.cycle:
+            qp.unschedulable_since = qp.timestamp
+            self._unschedulable[key] = qp
+            self._arm(qp.timestamp + self.max_unschedulable)
+        else:
+            self._backoff[key] = qp
+            self._arm(qp.backoff_until)
+
+    def backoff_for(self, attempts: int) -> float:
+        return min(self.initial_backoff * 2.0 ** min(max(attempts - 1, 0), 64), self.max_backoff)
+
+    def move_all(self, plugins: frozenset[str] | None = None) -> None:
+        """A cluster event that may make unschedulable pods fit: move them back (all of them, or those that
+        some of `plugins` rejected: the event can only help with those)."""
+        self._move_cycle = self._cycle
+        for key, qp in list(self._unschedulable.items()):
+            if plugins is None or qp.plugins & plugins:
+                del self._unschedulable[key]
+                self._requeue_backing_off(qp)
+
+    def flush(self) -> None:
+        """Move pods whose backoff ended, and pods unschedulable for too long."""
+        now = self.clock()
+        for key, qp in list(self._backoff.items()):
+            if qp.backoff_until <= now:
+                del self._backoff[key]
+                self._push_active(qp)
+        for key, qp in list(self._unschedulable.items()):
+            if now - qp.unschedulable_since >= self.max_unschedulable:
+                del self._unschedulable[key]
+                self._requeue_backing_off(qp)
+        nxt = min((qp.backoff_until for qp in self._backoff.values()), default=None)
+        if nxt is not None:
+            self._arm(nxt)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- inspection (tests, metrics) --
+
+    def pending(self) -> dict[str, list[str]]:
+        return {"active": sorted(self._active_keys), "backoff": sorted(self._backoff),
+                "unschedulable": sorted(self._unschedulable), "inFlight": sorted(self._in_flight)}
+
+    # -- internals --
+
+    def _requeue_backing_off(self, qp: QueuedPod) -> None:
+        if qp.backoff_until > self.clock():
+            self._backoff[qp.info.key] = qp
+            self._arm(qp.backoff_until)
+        else:
+            self._push_active(qp)
+
+    def _push_active(self, qp: QueuedPod) -> None:
+        key = qp.info.key
+        if key in self._active_keys:
+            return
+        self._active_keys.add(key)
+        heapq.heappush(self._active, (-qp.info.priority, qp.timestamp, next(self._seq), key))
+        self._ready.set()
+
+    def _arm(self, when: float) -> None:
+        """Make sure `flush` runs by `when` (one timer, moved earlier when needed)."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(when - self.clock(), 0.0)
+        at = loop.time() + delay
+        if self._timer is not None:
+            if self._timer.when() <= at:
+                return
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self.flush()
+        if self._unschedulable:
+            oldest = min(qp.unschedulable_since for qp in self._unschedulable.values())
+            self._arm(oldest + self.max_unschedulable)

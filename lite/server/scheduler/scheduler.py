@@ -1,0 +1,283 @@
+"""The scheduler: informers → queue → cycle (filter/score/select) → assume → bind, with preemption.
+
+    pods informer ──(pending, ours)──► SchedulingQueue ──pop──► Algorithm.schedule(snapshot)
+         │ (assigned)                                              │ fits             │ fits nowhere
+         ▼                                                         ▼                  ▼
+       Cache ◄──────────────── assume ─────────────────── bind task (concurrent)   preemption, status,
+       (nodes, pods, nominations)       forget on bind failure ◄─┘                  FailedScheduling event
+
+Invariants:
+- The loop never awaits the API for a pod it scheduled: binding, status updates, events and victim
+  deletion run as tasks of the scheduler's TaskGroup (binding bounded by `bind_concurrency`), so the next
+  cycle starts while earlier pods are still being written. The assumed pod holds its node's room meanwhile.
+- A pod is scheduled only by the profile whose schedulerName it names; pods being deleted are skipped.
+- Priority is `spec.priority`, or the value of its PriorityClass when admission left it unset.
+- Any API failure on the way is logged and the pod goes back to the queue with backoff; the loop survives.
+- Reads only through informers; writes only through the `lite.client.Client` (never the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any
+
+from lite.client import Client, Obj
+from lite.errors import ApiError
+from lite.events import EventRecorder
+from lite.informer import SharedInformers
+from lite.kinds import BUILTIN_KINDS, Kind
+from lite.objects import rfc3339
+from lite.selectors import LabelSelector
+from lite.server.scheduler.cycle import Algorithm, Result, fit_error_message
+from lite.server.scheduler.plugins.interpodaffinity import NAME as INTERPOD
+from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
+from lite.server.scheduler.podinfo import PodInfo, pod_info
+from lite.server.scheduler.preemption import Budget, Outcome, preempt
+from lite.server.scheduler.queue import SchedulingQueue
+from lite.server.scheduler.registry import Profile, plugins_for
+from lite.server.scheduler.snapshot import Cache
+
+log = logging.getLogger("lite.scheduler")
+
+TERMINAL = ("Succeeded", "Failed")
+POD_EVENTS_PLUGINS = frozenset((INTERPOD, SPREAD))
+
+
+def _kind(group: str, kind: str) -> Kind:
+    for k in BUILTIN_KINDS:
+        if k.group == group and k.kind == kind:
+            return k
+    raise KeyError(f"{kind}.{group}")
+
+
+def _node_sched_fields(node: Obj) -> Any:
+    m, st = node.get("metadata") or {}, node.get("status") or {}
+    return (m.get("labels"), node.get("spec"), st.get("allocatable"), st.get("images"))
+
+
+class Scheduler:
+    """One profile's scheduler. Build it with `build_scheduler`; run `run()` in the server's TaskGroup."""
+
+    def __init__(self, client: Client, informers: SharedInformers, profile: Profile, *,
+                 bind_concurrency: int = 128, scheduled_events: bool = True,
+                 rng: random.Random | None = None) -> None:
+        self.client = client
+        self.profile = profile
+        self.pod_kind, self.node_kind = _kind("", "Pod"), _kind("", "Node")
+        self.pods = informers.informer(self.pod_kind)
+        self.nodes = informers.informer(self.node_kind)
+        self.namespaces = informers.informer(_kind("", "Namespace"))
+        self.priority_classes = informers.informer(_kind("scheduling.k8s.io", "PriorityClass"))
+        self.pdbs = informers.informer(_kind("policy", "PodDisruptionBudget"))
+        self.cache = Cache()
+        self.queue = SchedulingQueue()
+        self.rng = rng or random.Random()
+        self.algorithm = Algorithm(plugins_for(profile), profile, self.rng)
+        self.recorder = EventRecorder(client, profile.scheduler_name)
+        self.scheduled_events = scheduled_events
+        self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self._tg: asyncio.TaskGroup | None = None
+        self.bound = 0
+
+    # -- running --
+
+    async def run(self) -> None:
+        """Wait for the caches, then schedule until cancelled."""
+        self._register()
+        for inf in (self.nodes, self.pods, self.namespaces, self.priority_classes, self.pdbs):
+            await inf.wait_synced()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                while True:
+                    info = await self.queue.pop()
+                    try:
+                        await self.schedule_one(info)
+                    except Exception:
+                        log.exception("scheduling %s failed", info.key)
+                        self.queue.requeue(info.key, unschedulable=False)
+        finally:
+            self._tg = None
+            self.queue.close()
+
+    def _spawn(self, coro: Any) -> None:
+        assert self._tg is not None
+        self._tg.create_task(self._guarded(coro))
+
+    @staticmethod
+    async def _guarded(coro: Any) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("scheduler task failed")
+
+    # -- one pod --
+
+    async def schedule_one(self, info: PodInfo) -> None:
+        snap = self.cache.snapshot()
+        res = self.algorithm.schedule(info, snap)
+        if res.node:
+            self.cache.assume(info, res.node)
+            self.cache.clear_nomination(info.key)
+            await self._bind_slots.acquire()
+            self._spawn(self._bind(info, res.node))
+            return
+        await asyncio.sleep(0)  # a failing pod costs a full scan: let binds and informers run
+        self._failed(info, res)
+
+    def _failed(self, info: PodInfo, res: Result) -> None:
+        post = ""
+        outcome = Outcome()
+        if res.num_nodes:
+            budgets = [b for b in (_budget(o) for o in self.pdbs.list()) if b is not None]
+            outcome = preempt(self.algorithm, info, self.cache.snapshot(), res.statuses, budgets, self.rng)
+            if not outcome.node:
+                post = f"preemption: {outcome.message}"
+        msg = fit_error_message(res.num_nodes, res.statuses, post)
+        plugins = frozenset(f.plugin for f in res.statuses.values())
+        self.queue.requeue(info.key, unschedulable=True, plugins=plugins)
+        if outcome.node:
+            self.cache.nominate(info, outcome.node)
+            for v in outcome.victims:
+                self._spawn(self._evict(info, v, outcome.node))
+        self._spawn(self._report_unschedulable(info, msg, outcome.node))
+
+    async def _bind(self, info: PodInfo, node: str) -> None:
+        try:
+            body = {"apiVersion": "v1", "kind": "Binding",
+                    "metadata": {"name": info.name, "namespace": info.namespace, "uid": info.uid},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+            await self.client.create(self.pod_kind, info.namespace, body, name=info.name, subresource="binding")
+        except ApiError as e:
+            self.cache.forget(info.key)
+            if e.code == 404:
+                self.queue.delete(info.key)
+                return
+            log.info("binding %s to %s failed: %s", info.key, node, e)
+            self.queue.requeue(info.key, unschedulable=False)
+            await self.recorder.warning(info.obj, "FailedScheduling", f"Binding rejected: {e}")
+            return
+        finally:
+            self._bind_slots.release()
+        self.queue.done(info.key)
+        self.bound += 1
+        if self.scheduled_events:
+            await self.recorder.normal(info.obj, "Scheduled", f"Successfully assigned {info.key} to {node}")
+
+    async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
+        await self.recorder.warning(info.obj, "FailedScheduling", msg)
+        current = self.pods.get(info.key) or info.obj
+        status = current.get("status") or {}
+        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        same = cond is not None and cond.get("status") == "False" and cond.get("reason") == "Unschedulable" \
+            and cond.get("message") == msg
+        if same and (not nominated or status.get("nominatedNodeName") == nominated):
+            return
+        patch: Obj = {"status": {"conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+             "lastProbeTime": None, "lastTransitionTime": rfc3339()}]}}
+        if nominated:
+            patch["status"]["nominatedNodeName"] = nominated
+        try:
+            await self.client.patch(self.pod_kind, info.namespace, info.name, patch, patch_type="strategic",
+                                    subresource="status")
+        except ApiError as e:
+            if e.code != 404:
+                log.info("status of %s not updated: %s", info.key, e)
+
+    async def _evict(self, preemptor: PodInfo, victim: PodInfo, node: str) -> None:
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                "message": f"{self.profile.scheduler_name}: preempting to accommodate a higher priority pod",
+                "lastTransitionTime": rfc3339()}
+        try:
+            await self.client.patch(self.pod_kind, victim.namespace, victim.name,
+                                    {"status": {"conditions": [cond]}}, patch_type="strategic",
+                                    subresource="status")
+            await self.client.delete(self.pod_kind, victim.namespace, victim.name)
+        except ApiError as e:
+            if e.code != 404:
+                log.warning("preempting %s failed: %s", victim.key, e)
+            return
+        await self.recorder.normal(victim.obj, "Preempted", f"Preempted by pod {preemptor.uid} on node {node}")
+
+    # -- informer events --
+
+    def _register(self) -> None:
+        self.nodes.add_handlers(on_add=self._node_added, on_update=self._node_updated,
+                                on_delete=lambda n: self.cache.remove_node(str((n.get("metadata") or {})["name"])))
+        self.namespaces.add_handlers(
+            on_add=self._namespace_set, on_update=lambda _o, n: self._namespace_set(n),
+            on_delete=lambda n: self.cache.set_namespace(str((n.get("metadata") or {}).get("name")), None))
+        self.pods.add_handlers(on_add=self._pod_set, on_update=lambda _o, n: self._pod_set(n),
+                               on_delete=self._pod_deleted)
+
+    def _node_added(self, node: Obj) -> None:
+        self.cache.set_node(node)
+        self.queue.move_all()
+
+    def _node_updated(self, old: Obj, new: Obj) -> None:
+        self.cache.set_node(new)
+        if old is not new and _node_sched_fields(old) != _node_sched_fields(new):
+            self.queue.move_all()
+
+    def _namespace_set(self, ns: Obj) -> None:
+        m = ns.get("metadata") or {}
+        self.cache.set_namespace(str(m.get("name", "")), m.get("labels") or {})
+
+    def _priority(self, pod: Obj) -> int | None:
+        spec = pod.get("spec") or {}
+        if spec.get("priority") is not None or not spec.get("priorityClassName"):
+            return None
+        pc = self.priority_classes.get(str(spec["priorityClassName"]))
+        return int(pc.get("value") or 0) if pc is not None else 0
+
+    def _pod_set(self, pod: Obj) -> None:
+        m, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        key = f"{m.get('namespace', '')}/{m.get('name', '')}"
+        node = spec.get("nodeName")
+        if node:
+            self.queue.delete(key)
+            if (pod.get("status") or {}).get("phase") in TERMINAL:
+                self._pod_deleted(pod)
+                return
+            self.cache.add_pod(pod_info(pod, self._priority(pod)), str(node))
+            self.queue.move_all(POD_EVENTS_PLUGINS)
+            return
+        if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name:
+            return
+        if m.get("deletionTimestamp") or self.cache.is_assumed(key):
+            if m.get("deletionTimestamp"):
+                self.queue.delete(key)
+            return
+        info = pod_info(pod, self._priority(pod))
+        if info.nominated_node:
+            self.cache.nominate(info, info.nominated_node)
+        self.queue.add(info)
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        m = pod.get("metadata") or {}
+        key = f"{m.get('namespace', '')}/{m.get('name', '')}"
+        self.queue.delete(key)
+        self.cache.clear_nomination(key)
+        if self.cache.node_of(key) is not None:
+            self.cache.remove_pod(key)
+            self.queue.move_all()
+
+
+def _budget(pdb: Obj) -> Budget | None:
+    try:
+        sel = LabelSelector.from_dict((pdb.get("spec") or {}).get("selector"))
+    except ApiError:
+        return None
+    return Budget(str((pdb.get("metadata") or {}).get("namespace", "")), sel,
+                  int((pdb.get("status") or {}).get("disruptionsAllowed") or 0))
+
+
+def build_scheduler(client: Client, informers: SharedInformers, *, profile: Profile | None = None,
+                    **options: Any) -> Scheduler:
+    """The scheduler for `profile` (default: default-scheduler, LeastAllocated). Run `await s.run()`."""
+    return Scheduler(client, informers, profile or Profile(), **options)
