@@ -18,8 +18,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from lite.errors import too_many_requests
 from lite.kinds import KindRegistry
 from lite.server.api.http import API, build_api_app
+from lite.server.api.registry_base import EvictionCheck
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
 from lite.server.store import Store
@@ -53,11 +55,12 @@ class Api:
 
 
 @contextlib.asynccontextmanager
-async def serve_stack(tmp_path: Path, *, window: int = 10000) -> AsyncIterator[Api]:
+async def serve_stack(tmp_path: Path, *, window: int = 10000,
+                      eviction_check: EvictionCheck | None = None) -> AsyncIterator[Api]:
     store = await Store.open(str(tmp_path / "lite.db"), window=window)
     try:
         kinds = KindRegistry()
-        resources = Resources(store, kinds, default_strategies())
+        resources = Resources(store, kinds, default_strategies(), eviction_check=eviction_check)
         await resources.start()  # creates the system namespaces, "default" among them
         app = build_api_app(resources, kinds, _auth, max_body_bytes=64 * 1024)
         async with TestClient(TestServer(app)) as client:
@@ -412,4 +415,48 @@ async def test_field_validation(api: Api) -> None:
     assert (await api.call("POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Strict", cm))[0] == 201
     status, err = await api.call("PATCH", "/api/v1/namespaces/default/configmaps/c?fieldValidation=Strict",
                                  {"spec": {}}, headers={**TOKEN, "Content-Type": "application/merge-patch+json"})
+    assert (status, err["reason"]) == (400, "BadRequest")
+
+
+async def _running_pod(api: Api, name: str) -> None:
+    assert (await api.call("POST", PODS, pod(name)))[0] == 201
+    _, live = await api.call("GET", f"{PODS}/{name}")
+    live["status"] = {"phase": "Running"}
+    assert (await api.call("PUT", f"{PODS}/{name}/status", live))[0] == 200
+
+
+EVICTION = {"kind": "Eviction", "apiVersion": "policy/v1", "metadata": {"name": "busy"}, "deleteOptions": {}}
+
+
+async def test_too_many_requests_carries_retry_after(tmp_path: Path) -> None:
+    async def pdb_blocks(pod: dict[str, Any], eviction: dict[str, Any]) -> None:
+        raise too_many_requests("Cannot evict pod as it would violate the pod's disruption budget.", 7)
+
+    async with serve_stack(tmp_path, eviction_check=pdb_blocks) as api:
+        await _running_pod(api, "busy")
+        r = await api.client.post(f"{PODS}/busy/eviction", data=orjson.dumps(EVICTION), headers=JSON)
+        assert r.status == 429 and r.headers["Retry-After"] == "7"
+        err = orjson.loads(await r.read())
+        assert (err["reason"], err["code"], err["details"]["retryAfterSeconds"]) == ("TooManyRequests", 429, 7)
+
+
+async def test_unexpected_exception_is_500_status(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(pod: dict[str, Any], eviction: dict[str, Any]) -> None:
+        raise RuntimeError("disruption check crashed")
+
+    async with serve_stack(tmp_path, eviction_check=broken) as api:
+        await _running_pod(api, "busy")
+        status, err = await api.call("POST", f"{PODS}/busy/eviction", EVICTION)
+        assert (status, err["kind"], err["reason"], err["code"]) == (500, "Status", "InternalError", 500)
+        assert "crashed" not in err["message"]  # internals stay in the log
+        assert sum("disruption check crashed" in r.exc_text for r in caplog.records if r.exc_text) == 1
+
+
+async def test_yaml_create_body(api: Api) -> None:
+    body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y1\ndata:\n  k: v\n"
+    status, out = await api.call("POST", "/api/v1/namespaces/default/configmaps", data=body,
+                                 headers={**TOKEN, "Content-Type": "application/yaml"})
+    assert status == 201 and out["data"] == {"k": "v"}
+    status, err = await api.call("POST", "/api/v1/namespaces/default/configmaps", data=b"a: [b",
+                                 headers={**TOKEN, "Content-Type": "application/yaml"})
     assert (status, err["reason"]) == (400, "BadRequest")
