@@ -237,3 +237,13 @@ async def test_metrics_provider_items(kinds: KindRegistry) -> None:
         node = await _json(r)
         assert (node["kind"], node["apiVersion"], node["usage"]["cpu"]) == ("NodeMetrics",
                                                                            "metrics.k8s.io/v1beta1", "250m")
+
+
+async def test_root_paths_and_health_subpaths(client: TestClient[web.Request, web.Application]) -> None:
+    r = await client.get("/", headers=AUTH)
+    paths = (await _json(r))["paths"]
+    assert {"/api", "/api/v1", "/apis", "/apis/apps", "/apis/apps/v1", "/version"} <= set(paths)
+    r = await client.get("/")
+    assert r.status == 401
+    r = await client.get("/readyz/ping")
+    assert (r.status, await r.text()) == (200, "ok")

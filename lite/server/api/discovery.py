@@ -89,6 +89,9 @@ class Discovery:
     def group_list(self) -> Obj:
         return self._current().group_list
 
+    def group_names(self) -> list[str]:
+        return list(self._current().groups)
+
     def group(self, name: str) -> Obj | None:
         return self._current().groups.get(name)
 

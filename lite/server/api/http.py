@@ -73,6 +73,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
     r = app.router
     for path in ("/healthz", "/livez", "/readyz"):
         r.add_route("*", path, _health)
+        r.add_route("*", path + "/{check:.*}", _health)  # e.g. /readyz/ping, as upstream
     r.add_route("*", "/version", _version)
     r.add_route("*", "/api", _api_root)
     r.add_route("*", "/api/{tail:.*}", _api_core)
@@ -80,6 +81,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
     r.add_route("*", "/apis/{tail:.*}", _apis_group)
     r.add_route("*", "/openapi/v3", _openapi_root)
     r.add_route("*", "/openapi/v3/{tail:.*}", _openapi_doc)
+    r.add_route("*", "/", _root)
     r.add_route("*", "/{tail:.*}", _unknown)
     return app
 
@@ -227,6 +229,14 @@ async def _unknown_impl(request: web.Request, ctx: ApiContext) -> web.StreamResp
     raise path_not_found()
 
 
+async def _root_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    """`GET /`: the served paths (upstream's RootPaths), for `kubectl get --raw /`."""
+    paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]
+    paths += [f"/apis/{g}" for g in ctx.discovery.group_names()]
+    paths += [k.base_path for k in ctx.kinds if k.group]
+    return json_response({"paths": sorted(set(paths))})
+
+
 _api_root = _api(_api_root_impl, methods=("GET",))
 _apis_root = _api(_apis_root_impl, methods=("GET",))
 _api_core = _api(_api_core_impl)
@@ -234,3 +244,4 @@ _apis_group = _api(_apis_group_impl)
 _openapi_root = _api(_openapi_root_impl, methods=("GET",))
 _openapi_doc = _api(_openapi_doc_impl, methods=("GET",))
 _unknown = _api(_unknown_impl)
+_root = _api(_root_impl, methods=("GET",))
