@@ -148,6 +148,19 @@ async def test_token_request(res: Resources) -> None:
     assert e.value.code == 404
 
 
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {"type": "object", "required": ["size"],
+                 "properties": {"size": {"type": "integer", "minimum": 0},
+                                "mode": {"type": "string", "enum": ["fast", "slow"], "default": "fast"},
+                                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}},
+        "status": {"type": "object", "properties": {"size": {"type": "integer"},
+                                                    "selector": {"type": "string"}}},
+    },
+}
+
+
 def crd(scale: bool = True) -> dict[str, Any]:
     sub: dict[str, Any] = {"status": {}}
     if scale:
@@ -157,7 +170,7 @@ def crd(scale: bool = True) -> dict[str, Any]:
             "spec": {"group": "example.com", "scope": "Namespaced",
                      "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
                      "versions": [{"name": "v1", "served": True, "storage": True, "subresources": sub,
-                                   "schema": {"openAPIV3Schema": {"type": "object"}}},
+                                   "schema": {"openAPIV3Schema": SCHEMA}},
                                   {"name": "v1beta1", "served": True, "storage": False}]}}
 
 
@@ -230,3 +243,28 @@ async def test_crd_cannot_shadow_builtins(res: Resources) -> None:
     await res.create(lease, "default", {"metadata": {"name": "l"}, "spec": {}})
     await res.delete(CRD, "", "leases.coordination.k8s.io")
     assert (await res.get(lease, "default", "l"))["metadata"]["name"] == "l"
+
+
+async def test_custom_objects_follow_the_schema(res: Resources) -> None:
+    await res.create(CRD, "", crd())
+    w1 = res.kinds.by_resource("example.com", "v1", "widgets")
+    assert w1 is not None
+    obj = await res.create(w1, "default", {"metadata": {"name": "w"},
+                                           "spec": {"size": 1, "unknown": 1, "extra": {"any": {"thing": 1}}},
+                                           "top": "level"})
+    assert obj["spec"] == {"size": 1, "mode": "fast", "extra": {"any": {"thing": 1}}}  # pruned and defaulted
+    assert "top" not in obj
+    with pytest.raises(ApiError) as e:
+        await res.create(w1, "default", {"metadata": {"name": "x"}, "spec": {"size": "big", "mode": "medium"}})
+    assert e.value.code == 422
+    assert [c.field for c in e.value.causes] == ["spec.size", "spec.mode"]
+    assert 'spec.size in body must be of type integer: "string"' in e.value.message
+    with pytest.raises(ApiError) as e:
+        await res.patch(w1, "default", "w", {"spec": {"size": -1}})
+    assert e.value.causes[0].message.endswith("spec.size in body should be greater than or equal to 0")
+    with pytest.raises(ApiError) as e:
+        await res.create(w1, "default", {"metadata": {"name": "y"}, "spec": {}})
+    assert [c.field for c in e.value.causes] == ["spec.size"]
+    # An unknown field alone changes nothing: no write, no generation bump.
+    same = await res.patch(w1, "default", "w", {"spec": {"bogus": True}})
+    assert same["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]

@@ -155,3 +155,23 @@ def test_python_client_required_fields_are_filled() -> None:
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.32.0-lite" and node["status"]["nodeInfo"]["bootID"] == ""
     bad = {"spec": {"taints": [{"key": "k", "effect": "Sometimes"}, {"effect": "NoSchedule"}]}}
     assert [c.field for c in core.validate_node(bad)] == ["spec.taints[0].effect", "spec.taints[1].key"]
+
+
+def test_cr_schema_lists_and_special_types() -> None:
+    from lite.server.api.strategies import crschema
+
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "ports": {"type": "array", "maxItems": 2, "items": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 3}, "port": {"x-kubernetes-int-or-string": True}}}},
+        "note": {"type": "string", "nullable": True},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}}}
+    obj = {"spec": {"ports": [{"name": "web", "port": 80, "junk": 1}, {"name": "http", "port": "x"}],
+                    "note": None, "labels": {"a": "b"}}}
+    crschema.prune_and_default(obj, schema)
+    assert obj["spec"]["ports"][0] == {"name": "web", "port": 80}
+    causes = crschema.validate(obj, schema)
+    assert [c.field for c in causes] == ["spec.ports[1].name"]
+    obj["spec"]["ports"].append({"port": True})
+    obj["spec"]["labels"] = {"a": 1}
+    fields = [c.field for c in crschema.validate(obj, schema)]
+    assert fields == ["spec.ports", "spec.ports[1].name", "spec.ports[2].port", "spec.labels.a"]

@@ -26,7 +26,7 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, new_uid, rfc3339
 from lite.patch import json_equal, record_update, schema_for
 from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, conflict_error
-from lite.server.api.strategies import Admission
+from lite.server.api.strategies import Admission, crschema
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
 
@@ -95,6 +95,7 @@ class WriteMixin(RegistryBase):
         strategy = self.strategy(kind)
         if kind.crd and kind.has_status():
             obj.pop("status", None)  # with a status subresource, create cannot set status (upstream)
+        _prune(kind, obj)
         strategy.default(obj)
         strategy.prepare_create(obj)
         if manager:
@@ -103,7 +104,7 @@ class WriteMixin(RegistryBase):
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
-        causes += strategy.validate(obj)
+        causes += strategy.validate(obj) + _schema_causes(kind, obj)
         if causes:
             raise errors.invalid(kind.kind, name, causes, kind.group)
         if kind.namespaced:
@@ -226,6 +227,7 @@ class WriteMixin(RegistryBase):
         if "deletionGracePeriodSeconds" in ometa and meta.get("deletionGracePeriodSeconds") is None:
             meta["deletionGracePeriodSeconds"] = ometa["deletionGracePeriodSeconds"]
         strategy = self.strategy(kind)
+        _prune(kind, new)
         strategy.default(new)
         if not subresource:
             if kind.has_status():
@@ -237,7 +239,7 @@ class WriteMixin(RegistryBase):
         if "generation" in ometa and spec_changed(kind, new, old, strategy.generation_on_annotations):
             meta["generation"] = int(ometa["generation"]) + 1
         causes += validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
-        causes += strategy.validate(new)
+        causes += strategy.validate(new) + _schema_causes(kind, new)
         if not subresource:
             causes += strategy.validate_update(new, old)
         if causes:
@@ -267,6 +269,16 @@ class WriteMixin(RegistryBase):
         out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
                                         manager=manager)
         return out
+
+
+def _prune(kind: Kind, obj: Obj) -> None:
+    """Custom objects: drop unknown fields and fill defaults per the CRD schema (in place)."""
+    if kind.crd and kind.schema:
+        crschema.prune_and_default(obj, kind.schema)
+
+
+def _schema_causes(kind: Kind, obj: Obj) -> list[Cause]:
+    return crschema.validate(obj, kind.schema) if kind.crd and kind.schema else []
 
 
 def _should_delete_during_update(new: Obj, old: Obj) -> bool:
