@@ -72,12 +72,18 @@ class LeaderElector:
         log.info("%s: acquired lease %s/%s", self.identity, self.namespace, self.name)
 
     async def hold(self) -> None:
-        """Renew until the lease is lost (raises LostLease) or cancelled (then releases it)."""
+        """Renew until the lease is lost (raises LostLease) or cancelled (then releases it).
+
+        Lost means: renewals kept failing for `renew_deadline`, or another holder was seen with a live lease.
+        """
         try:
             while True:
                 await asyncio.sleep(self.renew_interval)
                 deadline = time.monotonic() + self.renew_deadline
                 while not await self.try_acquire_or_renew():
+                    if not self.is_leader:  # someone else holds a live lease: stop at once
+                        log.error("%s: lease %s/%s taken over", self.identity, self.namespace, self.name)
+                        raise LostLease(f"{self.namespace}/{self.name}")
                     if time.monotonic() >= deadline:
                         self.is_leader = False
                         log.error("%s: lost lease %s/%s", self.identity, self.namespace, self.name)
