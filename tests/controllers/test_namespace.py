@@ -37,7 +37,8 @@ async def test_deleting_a_namespace_empties_it_then_removes_it(kit: Kit) -> None
     await kit.api.create(DEPLOY, "team", {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
         "spec": {"selector": {"matchLabels": {"a": "b"}},
-                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+                 "template": {"metadata": {"labels": {"a": "b"}},
+                              "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
     await kit.settle(nc)
     async with running(nc):
         await kit.api.delete(NS, "", "team")
