@@ -18,7 +18,7 @@ from lite.objects import is_deleting, meta, parse_time
 Obj = dict[str, Any]
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _ready_condition(pod: Obj) -> Obj | None:
