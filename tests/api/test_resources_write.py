@@ -286,3 +286,10 @@ async def test_server_side_apply_takes_over_client_side_apply(res: Resources) ->
     with pytest.raises(ApiError) as e:
         await res.patch(DEPLOY, "default", "web", intent, patch_type="apply", field_manager="helm")
     assert e.value.code == 409
+
+
+async def test_repeated_apply_writes_nothing(res: Resources) -> None:
+    intent = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}, "data": {"a": "1"}}
+    first = await res.patch(CM, "default", "same", intent, patch_type="apply", field_manager="kubectl")
+    again = await res.patch(CM, "default", "same", intent, patch_type="apply", field_manager="kubectl")
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]

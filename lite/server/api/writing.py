@@ -66,7 +66,7 @@ def spec_changed(kind: Kind, new: Obj, old: Obj, annotations_too: bool) -> bool:
 
 
 class WriteMixin(RegistryBase):
-    """create / update / patch (see the module docstring)."""
+    """create / update (see the module docstring)."""
 
     # ---- create ------------------------------------------------------------------------------------
 
@@ -91,7 +91,7 @@ class WriteMixin(RegistryBase):
         generated = not meta.get("name") and bool(meta.get("generateName"))
         if generated:
             meta["name"] = generate_name(str(meta["generateName"]))
-        self._init_systemmeta_of(kind, obj, meta)
+        self._init_system_meta(kind, obj, meta)
         strategy = self.strategy(kind)
         if kind.crd and kind.has_status():
             obj.pop("status", None)  # with a status subresource, create cannot set status (upstream)
@@ -112,7 +112,7 @@ class WriteMixin(RegistryBase):
         await self.admit(Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run))
         return await self._insert(kind, ns, obj, generated, dry_run)
 
-    def _init_systemmeta_of(self, kind: Kind, obj: Obj, meta: Obj) -> None:
+    def _init_system_meta(self, kind: Kind, obj: Obj, meta: Obj) -> None:
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta["uid"] = new_uid()
         meta["creationTimestamp"] = rfc3339()
@@ -191,7 +191,7 @@ class WriteMixin(RegistryBase):
                             subresource: str, dry_run: bool, manager: str) -> Obj:
         self.prepare_update(kind, ns, name, new, old, subresource)
         new["metadata"]["resourceVersion"] = str(rev)
-        if json_equal(new, old):
+        if json_equal(new, old) or _same_but_field_times(new, old):
             return old
         if manager and not subresource:
             new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
@@ -269,6 +269,19 @@ class WriteMixin(RegistryBase):
         out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
                                         manager=manager)
         return out
+
+
+def _same_but_field_times(new: Obj, old: Obj) -> bool:
+    """Equal apart from managedFields timestamps: a no-op apply writes nothing (upstream keeps the old time)."""
+    def strip(obj: Obj) -> Obj:
+        meta = dict(obj.get("metadata") or {})
+        meta["managedFields"] = [{k: v for k, v in e.items() if k != "time"} for e in meta.get("managedFields") or []
+                                 if isinstance(e, dict)]
+        return {**obj, "metadata": meta}
+
+    if not (new.get("metadata") or {}).get("managedFields"):
+        return False
+    return json_equal(strip(new), strip(old))
 
 
 def _prune(kind: Kind, obj: Obj) -> None:
