@@ -6,6 +6,7 @@ import datetime as dt
 
 from conftest import EVENT, POD, RC, RS, Kit, bare_pod, pod_template, replicaset
 
+from lite.errors import ApiError
 from lite.objects import controller_of, labels_of, name_of, uid_of
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.replicaset_pods import pods_to_delete
@@ -146,3 +147,47 @@ def test_deletion_order() -> None:
     # Among equals, a pod on a node crowded with pods of the same owner goes first.
     alone, crowded = pod("alone", "n2", "Running", True), pod("crowded", "n1", "Running", True)
     assert [name_of(p) for p in pods_to_delete([alone, crowded], [*pods, alone, crowded], 1)] == ["crowded"]
+
+
+async def test_failed_creates_stop_slow_start_and_set_replica_failure(kit: Kit) -> None:
+    from lite.errors import forbidden
+    from lite.server.api.strategies import Admission
+
+    attempts: list[str] = []
+    allow = {"n": 0}
+
+    async def quota(review: Admission) -> None:
+        if review.kind.kind == "Pod" and review.operation == "CREATE":
+            attempts.append(review.name)
+            if allow["n"] <= 0:
+                raise forbidden('pods "x" is forbidden: exceeded quota', "pods")
+            allow["n"] -= 1
+
+    kit.api.strategies.add_admission(quota)
+    await kit.api.create(RS, "default", replicaset("web", 10))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    allow["n"] = 3  # batches 1 and 2 succeed, the batch of 4 fails: no batch of 8 is tried
+    try:
+        await c.reconcile("default/web")
+    except ApiError as e:
+        assert e.code == 403
+    else:
+        raise AssertionError("the failed create must fail the sync (so it is retried)")
+    assert len(attempts) == 1 + 2 + 4
+    assert len(await kit.pods()) == 3
+    status = (await kit.api.get(RS, "default", "web"))["status"]
+    [failure] = status["conditions"]
+    assert (failure["type"], failure["reason"]) == ("ReplicaFailure", "FailedCreate")
+    assert "exceeded quota" in failure["message"]
+    warnings = [e for e in (await kit.api.list(EVENT, "default"))["items"] if e["reason"] == "FailedCreate"]
+    assert warnings and warnings[0]["type"] == "Warning"
+    # The creations that never happened were taken off the expectations: the next sync tries again.
+    await kit.settle(c)
+    assert c.expectations.pending("default/web") == (0, 0)
+    allow["n"] = 100
+    await c.reconcile("default/web")
+    assert len(await kit.pods()) == 10
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    assert "conditions" not in (await kit.api.get(RS, "default", "web"))["status"]
