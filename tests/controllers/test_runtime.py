@@ -93,6 +93,39 @@ def test_controllers_never_import_the_store() -> None:
     root = Path(__file__).resolve().parents[2] / "lite" / "server" / "controllers"
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n.startswith("lite.server.store") for n in names), path
+
+
+async def test_event_recorder_aggregates_repeats(kit: Kit) -> None:
+    from conftest import EVENT
+
+    from lite.events import EventRecorder
+
+    cm = await kit.api.create(CM, "default", configmap("target"))
+    rec = EventRecorder(kit.api, "test-controller", "host-1")
+    await rec.normal(cm, "Poked", "poked once")
+    await rec.normal(cm, "Poked", "poked once")
+    await rec.warning(cm, "Failed", "something broke")
+    events = (await kit.api.list(EVENT, "default"))["items"]
+    by_reason = {e["reason"]: e for e in events}
+    assert len(events) == 2
+    poked = by_reason["Poked"]
+    assert poked["count"] == 2 and poked["type"] == "Normal"
+    assert poked["involvedObject"] == {"kind": "ConfigMap", "name": "target", "namespace": "default",
+                                       "apiVersion": "v1", "uid": cm["metadata"]["uid"],
+                                       "resourceVersion": cm["metadata"]["resourceVersion"]}
+    assert poked["source"] == {"component": "test-controller", "host": "host-1"}
+    assert poked["firstTimestamp"] <= poked["lastTimestamp"]
+    assert by_reason["Failed"]["type"] == "Warning" and by_reason["Failed"]["count"] == 1
+    # The aggregated Event was deleted (expired): the next repeat starts a new one.
+    await kit.api.delete(EVENT, "default", poked["metadata"]["name"])
+    await rec.normal(cm, "Poked", "poked once")
+    again = [e for e in (await kit.api.list(EVENT, "default"))["items"] if e["reason"] == "Poked"]
+    assert [e["count"] for e in again] == [1]
