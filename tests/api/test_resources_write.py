@@ -293,3 +293,22 @@ async def test_repeated_apply_writes_nothing(res: Resources) -> None:
     first = await res.patch(CM, "default", "same", intent, patch_type="apply", field_manager="kubectl")
     again = await res.patch(CM, "default", "same", intent, patch_type="apply", field_manager="kubectl")
     assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+
+
+async def test_pod_priority_from_priority_class(res: Resources) -> None:
+    pc = kind("priorityclasses", "scheduling.k8s.io")
+    assert (await res.get(pc, "", "system-node-critical"))["value"] == 2000001000
+    p = await res.create(POD, "default", pod("plain"))
+    assert p["spec"]["priority"] == 0 and p["spec"]["preemptionPolicy"] == "PreemptLowerPriority"
+    await res.create(pc, "", {"metadata": {"name": "high"}, "value": 1000, "preemptionPolicy": "Never"})
+    p = await res.create(POD, "default", pod("high", priorityClassName="high"))
+    assert (p["spec"]["priority"], p["spec"]["preemptionPolicy"]) == (1000, "Never")
+    p = await res.create(POD, "default", pod("crit", priorityClassName="system-cluster-critical"))
+    assert p["spec"]["priority"] == 2000000000
+    with pytest.raises(ApiError) as e:
+        await res.create(POD, "default", pod("nope", priorityClassName="missing"))
+    assert e.value.code == 403
+    assert e.value.message == 'pods "nope" is forbidden: no PriorityClass with name missing was found'
+    await res.create(pc, "", {"metadata": {"name": "dflt"}, "value": 7, "globalDefault": True})
+    p = await res.create(POD, "default", pod("d"))
+    assert (p["spec"]["priority"], p["spec"]["priorityClassName"]) == (7, "dflt")

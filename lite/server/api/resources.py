@@ -28,11 +28,17 @@ from lite.server.api.strategies import Strategies
 from lite.server.api.strategies.crd import kinds_of
 from lite.server.api.subresources import SubresourceMixin
 from lite.server.api.watching import WatchMixin
+from lite.server.api.writing import SYSTEM_PRIORITY_CLASSES
 from lite.server.store import KeyNotFound, Store
 
 log = logging.getLogger(__name__)
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_PRIORITY_CLASS_DESCRIPTIONS = {
+    "system-node-critical": "Used for system critical pods that must not be moved from their current node.",
+    "system-cluster-critical": "Used for system critical pods that must run in the cluster, but can be moved "
+                               "to another node if necessary.",
+}
 
 
 class Resources(SubresourceMixin, ReadMixin, WatchMixin):
@@ -53,12 +59,19 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             self._register_crd(self.decode(crd_kind, raw))
         ns_kind = self.core_kind("namespaces")
         for name in SYSTEM_NAMESPACES:
-            if self.store.get(self.key(ns_kind, "", name)) is None:
-                try:
-                    await self.create_object(ns_kind, "", {"metadata": {"name": name}})
-                except errors.ApiError as e:
-                    if e.code != 409:
-                        raise
+            await self._ensure(ns_kind, {"metadata": {"name": name}})
+        pc_kind = self.core_kind("priorityclasses", "scheduling.k8s.io")
+        for name, value in SYSTEM_PRIORITY_CLASSES.items():
+            await self._ensure(pc_kind, {"metadata": {"name": name}, "value": value,
+                                         "description": _PRIORITY_CLASS_DESCRIPTIONS[name]})
+
+    async def _ensure(self, kind: Kind, obj: Obj) -> None:
+        if self.store.get(self.key(kind, "", obj["metadata"]["name"])) is None:
+            try:
+                await self.create_object(kind, "", obj)
+            except errors.ApiError as e:
+                if e.code != 409:
+                    raise
 
     # ---- Client: reads -----------------------------------------------------------------------------
 

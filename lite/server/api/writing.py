@@ -20,6 +20,8 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
+
 from lite import errors
 from lite.errors import ApiError, Cause
 from lite.kinds import Kind
@@ -30,6 +32,8 @@ from lite.server.api.strategies import Admission, crschema
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
 
+# Built-in classes upstream creates at start-up (value as upstream).
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATED_MAX = 58
 _NAME_ATTEMPTS = 8
@@ -109,6 +113,8 @@ class WriteMixin(RegistryBase):
             raise errors.invalid(kind.kind, name, causes, kind.group)
         if kind.namespaced:
             self._check_namespace(kind, ns, name)
+        if kind.gk == "Pod":
+            self._pod_priority(obj, name)
         await self.admit(Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run))
         return await self._insert(kind, ns, obj, generated, dry_run)
 
@@ -135,6 +141,33 @@ class WriteMixin(RegistryBase):
             raise ApiError(f"{who} is forbidden: {detail}", 403, "Forbidden", name=name, group=kind.group,
                            kind=kind.plural,
                            causes=[Cause("NamespaceTerminating", detail, "metadata.namespace")])
+
+    def _pod_priority(self, pod: Obj, name: str) -> None:
+        """Priority admission: spec.priority (and preemptionPolicy) from the PriorityClass, or the global
+        default class; a named class that does not exist is 403 Forbidden."""
+        spec = pod.setdefault("spec", {})
+        cls_name = str(spec.get("priorityClassName") or "")
+        cls: Obj | None = None
+        if cls_name:
+            got = self.store.get(f"scheduling.k8s.io/priorityclasses/{cls_name}")
+            if got is not None:
+                cls = orjson.loads(got[1])
+            elif cls_name in SYSTEM_PRIORITY_CLASSES:
+                cls = {"value": SYSTEM_PRIORITY_CLASSES[cls_name]}
+            else:
+                raise errors.forbidden(f'pods "{name}" is forbidden: no PriorityClass with name {cls_name} was found',
+                                       "pods", "", name)
+        else:
+            page, _, _ = self.store.list("scheduling.k8s.io/priorityclasses/")
+            defaults = [c for c in (orjson.loads(raw) for _k, _r, raw in page) if c.get("globalDefault")]
+            if defaults:
+                cls = min(defaults, key=lambda c: int(c.get("value") or 0))
+                spec["priorityClassName"] = cls.get("metadata", {}).get("name", "")
+        if cls is None:
+            spec.setdefault("priority", 0)
+            return
+        spec["priority"] = int(cls.get("value") or 0)
+        spec["preemptionPolicy"] = cls.get("preemptionPolicy") or "PreemptLowerPriority"
 
     async def _insert(self, kind: Kind, ns: str, obj: Obj, generated: bool, dry_run: bool) -> Obj:
         meta = obj["metadata"]

@@ -167,8 +167,7 @@ def prepare_create_pod(pod: Obj) -> None:
     # ServiceAccount and Priority admission defaults (create only, as upstream admission).
     spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    if not spec.get("priorityClassName"):
-        spec.setdefault("priority", 0)
+    # spec.priority comes from the PriorityClass at admission (the registry looks it up).
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     status: Obj = {"phase": "Pending", "qosClass": qos_class(spec)}
     pod["status"] = status
