@@ -308,3 +308,18 @@ async def test_cancelled_caller_does_not_break_a_shared_pull(
             await first
     assert info.id == pushed_images.busybox.config().digest
     assert proxy.count("blobs") == 2
+
+
+async def test_registry_error_body_reaches_the_message(store_root: Path, registry: RegistryServer) -> None:
+    proxy = await AuthProxy(registry.url, fail_status=429).start()
+    try:
+        async with await ImageService.open(store_root, mirror_config(proxy.url)) as svc:
+            with pytest.raises(ImagePullError) as err:
+                await svc.ensure("busybox")
+        assert str(err.value) == (
+            'failed to pull and unpack image "docker.io/library/busybox:latest": library/busybox:latest: '
+            "unexpected HTTP status 429 Too Many Requests: TOOMANYREQUESTS: You have reached your pull rate limit."
+        )
+        assert err.value.reason == "ErrImagePull"
+    finally:
+        await proxy.stop()

@@ -99,6 +99,7 @@ class AuthProxy:
       challenge whose realm is this server's `/token`, which hands out the token to those credentials.
     - `basic=(user, password)`: registry paths need HTTP basic auth.
     - `identity_token`: `POST /token` with `grant_type=refresh_token` and this refresh token also gets it.
+    - `fail_status`: answer every manifest GET with this status and a Docker Hub-style rate-limit error body.
     - `corrupt_blobs`: flip one byte in every blob body (the digest no longer matches).
     - `redirect_blobs`: answer blob GETs with 307 to `http://localhost:<port>/_redirected/…` (another
       origin, as blob storage would be), which serves them without auth and records the Authorization
@@ -110,6 +111,7 @@ class AuthProxy:
     basic: tuple[str, str] | None = None
     identity_token: str | None = None
     corrupt_blobs: bool = False
+    fail_status: int = 0
     redirect_blobs: bool = False
     redirected_auth: list[str | None] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)
@@ -189,6 +191,9 @@ class AuthProxy:
             return web.json_response(
                 {"errors": [{"code": "UNAUTHORIZED"}]}, status=401, headers={"WWW-Authenticate": challenge}
             )
+        if self.fail_status and "/manifests/" in request.path:
+            error = {"code": "TOOMANYREQUESTS", "message": "You have reached your pull rate limit."}
+            return web.json_response({"errors": [error]}, status=self.fail_status)
         if self.redirect_blobs and "/blobs/sha256:" in request.path and request.method == "GET":
             raise web.HTTPTemporaryRedirect(f"http://localhost:{self.port}/_redirected{request.path}")
         return await self._forward(request, request.path_qs)

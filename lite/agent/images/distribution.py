@@ -73,7 +73,7 @@ class RegistryClient:
     async def get_manifest(self, ep: Endpoint, reference: str) -> Manifest:
         url = f"{self._base(ep)}/{ep.repository}/manifests/{reference}"
         async with await self._request("GET", ep, url, {"Accept": ACCEPT}) as resp:
-            _check_status(resp, f"{ep.repository}:{reference}")
+            await _check_status(resp, f"{ep.repository}:{reference}")
             data = await resp.content.read(MAX_MANIFEST + 1)
             media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
         if len(data) > MAX_MANIFEST:
@@ -93,7 +93,7 @@ class RegistryClient:
         url = f"{self._base(ep)}/{ep.repository}/manifests/{reference}"
         async with await self._request("HEAD", ep, url, {"Accept": ACCEPT}) as resp:
             if resp.status == 404:
-                _check_status(resp, f"{ep.repository}:{reference}")
+                await _check_status(resp, f"{ep.repository}:{reference}")
             digest = resp.headers.get("Docker-Content-Digest", "")
             return digest if resp.status == 200 and SHA256_DIGEST.fullmatch(digest) else None
 
@@ -103,7 +103,7 @@ class RegistryClient:
         sha, got = hashlib.sha256(), 0
         try:
             async with await self._request("GET", ep, url, {}) as resp:
-                _check_status(resp, f"blob {digest}")
+                await _check_status(resp, f"blob {digest}")
                 with await asyncio.to_thread(dest.open, "wb") as f:
                     buf = bytearray()
                     async for chunk in resp.content.iter_chunked(1 << 16):
@@ -218,14 +218,30 @@ def basic_auth(creds: Credentials) -> str:
     return "Basic " + base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
 
 
-def _check_status(resp: aiohttp.ClientResponse, what: str) -> None:
+async def _check_status(resp: aiohttp.ClientResponse, what: str) -> None:
+    """Raise the error for a non-200 answer, with the registry's own error codes when it sent any."""
     if resp.status == 200:
         return
     if resp.status == 404:
         raise ImageNotFoundError(f"{what}: not found")
+    detail = await _registry_errors(resp)
     if resp.status in (401, 403):
-        raise ImagePullError(f"{what}: {'unauthorized' if resp.status == 401 else 'denied'}: HTTP {resp.status}")
-    raise ImagePullError(f"{what}: unexpected HTTP status {resp.status} {resp.reason or ''}".rstrip())
+        word = "unauthorized" if resp.status == 401 else "denied"
+        raise ImagePullError(f"{what}: {word}: HTTP {resp.status}{detail}")
+    raise ImagePullError(f"{what}: unexpected HTTP status {resp.status} {resp.reason or ''}".rstrip() + detail)
+
+
+async def _registry_errors(resp: aiohttp.ClientResponse) -> str:
+    """`: CODE: message` parts of a distribution-spec error body (e.g. Docker Hub's toomanyrequests)."""
+    if resp.request_info.method == "HEAD":
+        return ""
+    try:
+        body = json.loads(await resp.content.read(8192))
+        errors = body.get("errors") or []
+        parts = [f"{e.get('code', '')}: {e.get('message', '')}".strip(": ") for e in errors if isinstance(e, dict)]
+    except (ValueError, AttributeError, aiohttp.ClientError):
+        return ""
+    return "".join(f": {p}" for p in parts if p)
 
 
 def _ssl_context(tls: TLSConfig) -> ssl.SSLContext | bool:
