@@ -20,13 +20,17 @@ from lite.client import Client
 from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
+from lite.server.controllers.cronjob import CronJobController
+from lite.server.controllers.daemonset import DaemonSetController
 from lite.server.controllers.deployment import DeploymentController
 from lite.server.controllers.gc import GarbageCollector
+from lite.server.controllers.job import JobController
 from lite.server.controllers.leaderelection import LeaderElector
 from lite.server.controllers.namespace import NamespaceController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.runtime import Controller, ControllerManager
 from lite.server.controllers.serviceaccount import ServiceAccountController
+from lite.server.controllers.statefulset import StatefulSetController
 
 
 def default_identity() -> str:
@@ -51,6 +55,10 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         ReplicaSetController(client, informers, recorder("replicaset-controller")),
         ReplicationControllerController(client, informers, recorder("replication-controller")),
         DeploymentController(client, informers, recorder("deployment-controller")),
+        DaemonSetController(client, informers, recorder("daemonset-controller")),
+        StatefulSetController(client, informers, recorder("statefulset-controller")),
+        JobController(client, informers, recorder("job-controller")),
+        CronJobController(client, informers, recorder("cronjob-controller")),
     ]
     elector = LeaderElector(client, identity, lease_duration=lease_duration, renew_interval=renew_interval,
                             renew_deadline=renew_deadline, retry_interval=retry_interval)
