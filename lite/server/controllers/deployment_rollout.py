@@ -15,7 +15,6 @@ Invariants:
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from lite.client import Client
@@ -32,10 +31,10 @@ from lite.objects import (
     namespace_of,
     now,
     owner_ref,
-    parse_time,
     uid_of,
 )
 from lite.server.controllers import deployment_util as du
+from lite.server.controllers.deployment_progress import rollout_status, stuck_requeue
 
 Obj = dict[str, Any]
 _TERMINATING = "NamespaceTerminating"
@@ -343,40 +342,11 @@ class RolloutMixin:
     # -- status --
 
     async def sync_rollout_status(self, cached: Obj, d: Obj, all_rss: list[Obj], new_rs: Obj | None) -> float | None:
-        """Upstream syncRolloutStatus: counts, Available, Progressing (with the deadline), ReplicaFailure."""
+        """Upstream syncRolloutStatus: write the computed status; the delay is when to look again."""
         t = now()
-        status = du.calculate_status(d, all_rss, new_rs, t)
-        deadline = du.progress_deadline(d)
-        if deadline is None:
-            du.remove_condition(status, "Progressing")
-        current = du.get_condition(d.get("status") or {}, "Progressing")
-        what = f'ReplicaSet "{name_of(new_rs)}"' if new_rs is not None else "Deployment"
-        done = status["replicas"] == status["updatedReplicas"] and current is not None and \
-            current.get("reason") == du.NEW_RS_AVAILABLE
-        if deadline is not None and not done:
-            if du.complete(d, status):
-                du.set_condition(status, du.new_condition("Progressing", "True", du.NEW_RS_AVAILABLE,
-                                                          f"{what} has successfully progressed.", t))
-            elif du.progressing(d, status):
-                cond = du.new_condition("Progressing", "True", du.RS_UPDATED, f"{what} is progressing.", t)
-                if current is not None and current.get("status") == "True":
-                    cond["lastTransitionTime"] = current.get("lastTransitionTime")
-                du.remove_condition(status, "Progressing")
-                du.set_condition(status, cond)
-            elif du.timed_out(d, status, t):
-                du.set_condition(status, du.new_condition("Progressing", "False", du.TIMED_OUT,
-                                                          f"{what} has timed out progressing.", t))
-        failure = next((c for r in [*_opt(new_rs), *all_rss] for c in (r.get("status") or {}).get("conditions") or []
-                        if c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
-        if failure is not None:
-            du.set_condition(status, {"type": "ReplicaFailure", "status": "True", "reason": failure.get("reason"),
-                                      "message": failure.get("message"),
-                                      "lastUpdateTime": failure.get("lastTransitionTime"),
-                                      "lastTransitionTime": failure.get("lastTransitionTime")})
-        else:
-            du.remove_condition(status, "ReplicaFailure")
+        status = rollout_status(d, all_rss, new_rs, t)
         await self.write_status(cached, d, status)
-        return _stuck_requeue(d, status, t)
+        return stuck_requeue(d, status, t)
 
     async def write_status(self, cached: Obj | None, d: Obj, status: Obj) -> None:
         old = (cached or {}).get("status") or {}
@@ -390,17 +360,6 @@ class RolloutMixin:
             if e.code != 404:
                 raise
         d["status"] = status
-
-
-def _stuck_requeue(d: Obj, status: Obj, t: dt.datetime) -> float | None:
-    """When a rollout is still progressing, look again once its deadline could have passed."""
-    deadline = du.progress_deadline(d)
-    cond = du.get_condition(status, "Progressing")
-    if deadline is None or cond is None or cond.get("reason") in (du.NEW_RS_AVAILABLE, du.TIMED_OUT) or \
-            du.complete(d, status) or not cond.get("lastUpdateTime"):
-        return None
-    since = parse_time(str(cond["lastUpdateTime"]))
-    return max(1.0, (since + dt.timedelta(seconds=deadline) - t).total_seconds())
 
 
 def _opt(rs: Obj | None) -> list[Obj]:
