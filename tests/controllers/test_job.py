@@ -199,3 +199,14 @@ def test_index_intervals() -> None:
     assert format_indexes({0, 1, 2, 4, 6, 7}) == "0-2,4,6-7"
     assert parse_indexes("0-2,4,6-7") == {0, 1, 2, 4, 6, 7}
     assert format_indexes(set()) == "" and parse_indexes("") == set()
+
+
+async def test_deleted_job_releases_its_pods(kit: Kit) -> None:
+    await kit.api.create(JOB, "default", job("gone", parallelism=2, completions=2))
+    c = JobController(kit.api, kit.informers, clock=Clock())
+    await sync(kit, c, "gone")
+    assert len(await running(kit)) == 2
+    await kit.api.delete(JOB, "default", "gone")  # batch/v1 default: orphan the pods
+    await sync(kit, c, "gone")
+    pods = await kit.pods()
+    assert len(pods) == 2 and all(TRACKING_FINALIZER not in (meta(p).get("finalizers") or []) for p in pods)

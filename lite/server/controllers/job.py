@@ -32,7 +32,18 @@ from lite.client import Client
 from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.informer import NAMESPACE_INDEX, SharedInformers
-from lite.objects import controller_of, deep_copy, meta, name_of, namespace_of, now, owner_ref, parse_time, uid_of
+from lite.objects import (
+    controller_of,
+    deep_copy,
+    is_deleting,
+    meta,
+    name_of,
+    namespace_of,
+    now,
+    owner_ref,
+    parse_time,
+    uid_of,
+)
 from lite.server.controllers.job_status import (
     INDEX_KEY,
     JobState,
@@ -100,13 +111,15 @@ class JobController(Controller):
         if job is None:
             self.expectations.delete(key)
             self.backoff.pop(key, None)
+            await self._release_orphans(key)
             return None
         uid = uid_of(job)
         pods = [p for p in self.pods.by_index(NAMESPACE_INDEX, namespace_of(job))
                 if (controller_of(p) or {}).get("uid") == uid]
-        if finished_condition(job) is not None:
+        if finished_condition(job) is not None or is_deleting(job):
+            # Nothing will count these pods any more: their finalizers must not keep them alive.
             await self._strip_finalizers(pods, lambda p: True)
-            return await self._ttl(job)
+            return None if is_deleting(job) else await self._ttl(job)
         st = JobState(job, pods, self.clock())
         await self._count(job, key, st)
         delay = await self._decide(job, key, st)
@@ -128,6 +141,14 @@ class JobController(Controller):
         if failures:
             count, _ = self.backoff.get(key, (0, st.now))
             self.backoff[key] = (count + len(failures), max(failures))
+
+    async def _release_orphans(self, key: str) -> None:
+        """The Job is gone: drop the tracking finalizer from pods it left behind (upstream orphan cleanup)."""
+        ns, name = key.split("/", 1)
+        orphans = [p for p in self.pods.by_index(NAMESPACE_INDEX, ns)
+                   if (ref := controller_of(p)) is not None and ref.get("kind") == "Job"
+                   and ref.get("name") == name and str(ref.get("apiVersion", "")).startswith("batch/")]
+        await self._strip_finalizers(orphans, lambda p: True)
 
     async def _strip_finalizers(self, pods: list[Obj], which: Callable[[Obj], bool]) -> None:
         for pod in pods:
