@@ -188,3 +188,18 @@ async def test_python_image_runs_from_overlay(
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     assert out.decode().strip() == "(3, 11)"
+
+
+async def test_torn_record_is_dropped_at_open(
+    store_root: Path, registry: RegistryServer, pushed_images: PushedImages
+) -> None:
+    async with await ImageService.open(store_root) as svc:
+        info = await svc.ensure(f"{registry.host}/test/busybox:oci")
+    record = store_root / "images" / f"{info.id[7:]}.json"
+    record.write_text('{"id": "sha256:')  # what a crash mid-write could leave without fsync+rename
+    (store_root / "blobs" / "sha256" / f"{'0' * 64}.tmp").write_bytes(b"partial")
+    async with await ImageService.open(store_root) as svc:
+        assert svc.list() == []
+        assert not list((store_root / "blobs" / "sha256").glob("*.tmp"))
+        again = await svc.ensure(f"{registry.host}/test/busybox:oci")  # pulled again, content reused
+    assert again.id == info.id

@@ -116,6 +116,7 @@ class RegistryClient:
                             await asyncio.to_thread(f.write, bytes(buf))
                             buf.clear()
                     await asyncio.to_thread(f.write, bytes(buf))
+                    await asyncio.to_thread(_flush_sync, f)
             actual = "sha256:" + sha.hexdigest()
             if actual != digest:
                 raise DigestMismatchError(f"blob {digest}: content digest is {actual} (rejected)")
@@ -212,6 +213,11 @@ class RegistryClient:
         if not token:
             raise ImagePullError(f"{ep.host}: token response from {realm} has no token")
         return str(token), int(body.get("expires_in") or 60)
+
+
+def _flush_sync(f: Any) -> None:
+    f.flush()
+    os.fsync(f.fileno())  # a blob is trusted by its name forever: its bytes must be on disk before the rename
 
 
 def basic_auth(creds: Credentials) -> str:

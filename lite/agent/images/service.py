@@ -8,7 +8,8 @@ Contract:
   are pinned through a lease (`guard.py`): `remove` and `gc` never delete them.
 - `gc` behaves like kubelet's image GC: when the store's filesystem is at or above `high_pct` used, delete
   images not in use, least recently used first, until usage is at or below `low_pct`.
-- `import_dir` imports each `*.tar`/`*.tar.gz`/`*.tgz` once (remembered by name, size and mtime).
+- `import_dir` imports each `*.tar`/`*.tar.gz`/`*.tgz`/`*.tar.bz2`/`*.tar.xz` once (remembered by name,
+  size and mtime).
 All blocking work (unpacking, hashing, deleting trees, reading archives) runs in worker threads.
 """
 
@@ -41,11 +42,11 @@ from lite.agent.images.manifests import host_platform
 from lite.agent.images.pull import Puller, Resolved
 from lite.agent.images.reference import ImageRef, parse
 from lite.agent.images.registries import RegistriesConfig
-from lite.agent.images.store import ContentStore, ImageRecord
+from lite.agent.images.store import ContentStore, ImageRecord, write_atomic
 
 log = logging.getLogger(__name__)
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 
 
 @dataclass(frozen=True)
@@ -339,16 +340,17 @@ class ImageService:
                 log.error("image import of %s failed: %s", path, e)
                 continue
             seen[path.name] = stamp
-            tmp = state_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(seen))  # tiny
-            os.replace(tmp, state_path)
+            write_atomic(state_path, json.dumps(seen).encode())  # tiny
         return out
 
 
 def _pending_archives(
     directory: Path, state_path: Path
 ) -> tuple[dict[str, list[float]], list[tuple[Path, list[float]]]]:
-    seen: dict[str, list[float]] = json.loads(state_path.read_text()) if state_path.exists() else {}
+    try:
+        seen: dict[str, list[float]] = json.loads(state_path.read_text())
+    except (FileNotFoundError, ValueError):
+        seen = {}  # nothing imported yet, or torn by a crash: importing again is harmless
     pending = []
     for path in sorted(directory.iterdir()) if directory.is_dir() else ():
         if path.name.endswith(ARCHIVE_SUFFIXES) and path.is_file():

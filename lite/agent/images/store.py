@@ -12,7 +12,8 @@ Invariants:
 - A blob file exists only with content that hashes to its name; a layer directory exists only when its
   unpack finished and its diff_id was verified (both are committed by an atomic rename from `tmp/`).
 - A tag belongs to at most one image record: writing a record takes its tags away from the others.
-- Records live in memory (`records`) and are written through on every change (small files, atomic replace).
+- Records live in memory (`records`) and are written through on every change (small files, fsync + atomic
+  replace); a record torn by a crash is dropped at open, so its image is simply pulled again.
 The methods that touch many files (`ingest`, `unpack`, `on_disk`, `delete_unreferenced`) block: run them in
 a thread; `records` is only touched from the event loop thread.
 The others do bounded, tiny I/O.
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -31,6 +34,9 @@ from pathlib import Path
 from lite.agent.images.errors import DigestMismatchError, ImagePullError
 from lite.agent.images.reference import SHA256_DIGEST
 from lite.agent.images.unpack import unpack_layer
+
+log = logging.getLogger(__name__)
+_HEX = re.compile(r"[a-f0-9]{64}")
 
 
 @dataclass
@@ -48,6 +54,16 @@ class ImageRecord:
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ImageRecord:
         return cls(**data)  # type: ignore[arg-type]
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new content (fsync, then rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def hex_of(digest: str) -> str:
@@ -68,9 +84,16 @@ class ContentStore:
             d.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.tmp, ignore_errors=True)  # leftovers of a crash mid-download or mid-unpack
         self.tmp.mkdir()
+        for torn in [*self.blobs.glob("*.tmp"), *self.images.glob("*.tmp")]:
+            torn.unlink()
         self.records: dict[str, ImageRecord] = {}
         for path in self.images.glob("*.json"):
-            rec = ImageRecord.from_json(json.loads(path.read_text()))
+            try:
+                rec = ImageRecord.from_json(json.loads(path.read_text()))
+            except (ValueError, TypeError) as e:  # torn by a crash: forget it, the image is pulled again
+                log.warning("dropping unreadable image record %s: %s", path.name, e)
+                path.unlink()
+                continue
             self.records[rec.id] = rec
 
     # -- blobs
@@ -97,9 +120,7 @@ class ContentStore:
         if actual != digest:
             raise DigestMismatchError(f"content digest {actual} does not match {digest}")
         if not self.has_blob(digest):
-            tmp = self.temp_file()
-            tmp.write_bytes(data)
-            self.commit_blob(tmp, digest)
+            write_atomic(self.blob_path(digest), data)
 
     def ingest(self, path: Path, expected: str | None = None) -> str:
         """Hash a file and move it into the blob store (blocking). `path` must be on the store's filesystem."""
@@ -154,9 +175,7 @@ class ContentStore:
 
     def _write(self, rec: ImageRecord) -> None:
         path = self.images / f"{hex_of(rec.id)}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(rec), indent=1))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(asdict(rec), indent=1).encode())
 
     def find(self, name: str) -> ImageRecord | None:
         """Look up by image id (`sha256:…` or bare hex), normalised tag, or `name@digest`."""
@@ -185,8 +204,8 @@ class ContentStore:
 
     def on_disk(self) -> tuple[set[str], set[str]]:
         """(blob digests, diff_ids) present on disk (blocking: lists two directories)."""
-        blobs = {f"sha256:{p.name}" for p in self.blobs.iterdir()}
-        layers = {f"sha256:{p.name}" for p in self.layers.iterdir()}
+        blobs = {f"sha256:{p.name}" for p in self.blobs.iterdir() if _HEX.fullmatch(p.name)}
+        layers = {f"sha256:{p.name}" for p in self.layers.iterdir() if _HEX.fullmatch(p.name)}
         return blobs, layers
 
     def delete_unreferenced(self, blobs: set[str], layers: set[str]) -> None:
