@@ -23,14 +23,22 @@ from lite.kinds import KindRegistry
 from lite.server.controllers.cronjob import CronJobController
 from lite.server.controllers.daemonset import DaemonSetController
 from lite.server.controllers.deployment import DeploymentController
+from lite.server.controllers.disruption import DisruptionController
+from lite.server.controllers.endpoints import EndpointsController
+from lite.server.controllers.endpointslices import EndpointSliceController
 from lite.server.controllers.gc import GarbageCollector
+from lite.server.controllers.hpa import HPAController
 from lite.server.controllers.job import JobController
 from lite.server.controllers.leaderelection import LeaderElector
 from lite.server.controllers.namespace import NamespaceController
+from lite.server.controllers.nodeipam import NodeIpamController
+from lite.server.controllers.nodelifecycle import NodeLifecycleController
+from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.runtime import Controller, ControllerManager
 from lite.server.controllers.serviceaccount import ServiceAccountController
 from lite.server.controllers.statefulset import StatefulSetController
+from lite.server.controllers.taints import TaintEvictionController
 
 
 def default_identity() -> str:
@@ -59,6 +67,14 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         StatefulSetController(client, informers, recorder("statefulset-controller")),
         JobController(client, informers, recorder("job-controller")),
         CronJobController(client, informers, recorder("cronjob-controller")),
+        EndpointsController(client, informers, recorder("endpoint-controller")),
+        EndpointSliceController(client, informers, recorder("endpoint-slice-controller")),
+        NodeIpamController(client, informers, recorder("cidrAllocator")),
+        NodeLifecycleController(client, informers, recorder("node-controller")),
+        TaintEvictionController(client, informers, recorder("taint-eviction-controller")),
+        DisruptionController(client, informers, recorder("controllermanager")),
+        PodGCController(client, informers, recorder("pod-garbage-collector")),
+        HPAController(client, informers, recorder("horizontal-pod-autoscaler")),
     ]
     elector = LeaderElector(client, identity, lease_duration=lease_duration, renew_interval=renew_interval,
                             renew_deadline=renew_deadline, retry_interval=retry_interval)
