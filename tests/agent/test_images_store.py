@@ -74,8 +74,24 @@ def test_overlay_options_checked(tmp_path: Path) -> None:
         overlay_options([], tmp_path, tmp_path)
     with pytest.raises(ValueError, match="contains"):
         overlay_options([tmp_path / "a:b"], tmp_path, tmp_path)
-    with pytest.raises(ValueError, match="mount data limit"):
-        overlay_options([tmp_path / ("x" * 200)] * 30, tmp_path, tmp_path)
+
+
+@pytest.mark.root
+@root_only
+def test_deep_layer_stack_beyond_a_page_of_options(tmp_path: Path, mounts: list[Path]) -> None:
+    layers = []
+    for i in range(60):  # 60 paths of ~150 bytes: over the 4 KiB mount(2) data limit
+        layer = tmp_path / f"{'layer-with-a-long-name-' * 5}{i:03d}"
+        layer.mkdir()
+        (layer / f"f{i}").write_text(str(i))
+        (layer / "who").write_text(str(i))
+        layers.append(layer)
+    upper, work, target = _dirs(tmp_path / "c", "upper", "work", "rootfs")
+    assert len(overlay_options(layers, upper, work)) > os.sysconf("SC_PAGE_SIZE")
+    mount_rootfs(layers, upper, work, target)
+    mounts.append(target)
+    assert (target / "who").read_text() == "0"  # the first layer given is the top one
+    assert sorted(p.name for p in target.iterdir()) == sorted(["who", *(f"f{i}" for i in range(60))])
 
 
 async def test_import_docker_save_and_oci_layout(store_root: Path, tmp_path: Path, busybox_layer: Layer) -> None:
