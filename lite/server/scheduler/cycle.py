@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,12 +116,11 @@ class Algorithm:
         start = self.next_start % n
         feasible: list[NodeInfo] = []
         evaluated = 0
-        nominated = snap.nominated
-        run = self.run_filters
+        check = self._checker(states, pod, snap)
         for i in range(n):
             ni = nodes[(start + i) % n]
             evaluated += 1
-            f = self.filter_node(states, pod, ni, snap) if nominated else run(states, pod, ni)
+            f = check(ni)
             if f is None:
                 feasible.append(ni)
                 if len(feasible) >= want:
@@ -131,22 +131,27 @@ class Algorithm:
         res.evaluated = evaluated
         return feasible
 
+    def _checker(self, states: FilterStates, pod: PodInfo, snap: Snapshot) -> Callable[[NodeInfo], Failure | None]:
+        """The per-node filter function; the common one-plugin case without the loop (hot path)."""
+        if snap.nominated:
+            return lambda ni: self.filter_node(states, pod, ni, snap)
+        if len(states) == 1:
+            plugin, st = states[0]
+            fn = plugin.filter
+            return lambda ni: fn(st, pod, ni)
+        run = self.run_filters
+        return lambda ni: run(states, pod, ni)
+
     def _select(self, pod: PodInfo, snap: Snapshot, feasible: list[NodeInfo]) -> str:
         totals = [0] * len(feasible)
         for plugin, weight in self.plugins.scores:
             st = plugin.pre_score(pod, snap, feasible)
             if st is None:
                 continue
-            scores = [plugin.score(st, pod, ni) for ni in feasible]
+            batch = getattr(plugin, "score_nodes", None)
+            scores = batch(st, pod, feasible) if batch is not None else [plugin.score(st, pod, ni) for ni in feasible]
             plugin.normalize(st, scores)
-            for i, s in enumerate(scores):
-                totals[i] += s * weight
-        best, seen, choice = -1, 0, 0
-        for i, t in enumerate(totals):
-            if t > best:
-                best, seen, choice = t, 1, i
-            elif t == best:
-                seen += 1
-                if self.rng.randrange(seen) == 0:
-                    choice = i
-        return feasible[choice].name
+            totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
+        best = max(totals)
+        ties = [i for i, t in enumerate(totals) if t == best]
+        return feasible[ties[0] if len(ties) == 1 else self.rng.choice(ties)].name

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lite.client import Obj
@@ -337,3 +337,24 @@ def pod_info(pod: Obj, priority: int | None = None) -> PodInfo:
         start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
         deleting=bool(m.get("deletionTimestamp")),
     )
+
+
+_FACT_FIELDS = ("containers", "initContainers", "overhead", "affinity", "tolerations", "nodeSelector",
+                "topologySpreadConstraints", "priority", "preemptionPolicy")
+
+
+def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None) -> PodInfo:
+    """`pod_info(pod, priority)`, reusing `old`'s parsed facts when the fields they come from are unchanged
+    (status updates and the binding itself change nothing the plugins read but node and deletion)."""
+    if old is None:
+        return pod_info(pod, priority)
+    spec, old_spec = pod.get("spec") or {}, old.obj.get("spec") or {}
+    m = pod.get("metadata") or {}
+    if (m.get("labels") or {}) != old.labels or any(spec.get(f) != old_spec.get(f) for f in _FACT_FIELDS) \
+            or (priority is not None and priority != old.priority):
+        return pod_info(pod, priority)
+    status = pod.get("status") or {}
+    return replace(old, obj=pod, uid=str(m.get("uid", "")), node_name=str(spec.get("nodeName") or ""),
+                   nominated_node=str(status.get("nominatedNodeName") or ""),
+                   start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
+                   deleting=bool(m.get("deletionTimestamp")))

@@ -33,7 +33,7 @@ from lite.selectors import LabelSelector
 from lite.server.scheduler.cycle import Algorithm, Result, fit_error_message
 from lite.server.scheduler.plugins.interpodaffinity import NAME as INTERPOD
 from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
-from lite.server.scheduler.podinfo import PodInfo, pod_info
+from lite.server.scheduler.podinfo import PodInfo, pod_info, reparse
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
@@ -244,7 +244,7 @@ class Scheduler:
             if (pod.get("status") or {}).get("phase") in TERMINAL:
                 self._pod_deleted(pod)
                 return
-            self.cache.add_pod(pod_info(pod, self._priority(pod)), str(node))
+            self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod)), str(node))
             self.queue.move_all(POD_EVENTS_PLUGINS)
             return
         if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name:

@@ -37,4 +37,20 @@ class BalancedAllocation:
             fractions.append(min((used.memory + req.memory) / alloc.memory, 1.0))
         return balanced_score(fractions)
 
+    def score_nodes(self, state: bool, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+        """`score` over many nodes, same results; the two-resource case inlined."""
+        out: list[int] = []
+        rc, rm = pod.requests.cpu, pod.requests.memory
+        for n in nodes:
+            cap_c, cap_m = n.alloc_cpu, n.alloc_mem
+            if cap_c and cap_m:
+                fc = (cap_c - n.free_cpu + rc) / cap_c
+                fm = (cap_m - n.free_mem + rm) / cap_m
+                fc = 1.0 if fc > 1.0 else fc
+                fm = 1.0 if fm > 1.0 else fm
+                out.append(int((1 - abs(fc - fm) / 2) * MAX_SCORE))
+            else:
+                out.append(self.score(state, pod, n))
+        return out
+
     normalize = staticmethod(no_normalize)

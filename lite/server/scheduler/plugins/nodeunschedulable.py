@@ -16,7 +16,9 @@ class NodeUnschedulable:
     name = NAME
 
     def pre_filter(self, pod: PodInfo, snap: Snapshot) -> bool | None:
-        return None if tolerated(TAINT, pod.tolerations) else True
+        if not snap.unschedulable_nodes or tolerated(TAINT, pod.tolerations):
+            return None
+        return True
 
     def filter(self, state: bool, pod: PodInfo, node: NodeInfo) -> Failure | None:
         if node.node.unschedulable:

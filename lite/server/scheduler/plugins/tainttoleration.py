@@ -19,7 +19,7 @@ class TaintToleration:
     name = NAME
 
     def pre_filter(self, pod: PodInfo, snap: Snapshot) -> bool | None:
-        return True
+        return True if snap.tainted_nodes else None
 
     def filter(self, state: bool, pod: PodInfo, node: NodeInfo) -> Failure | None:
         for taint in node.node.hard_taints:
