@@ -122,6 +122,18 @@ async def test_import_docker_save_and_oci_layout(store_root: Path, tmp_path: Pat
         assert await svc.import_dir(drop) == []  # remembered across restarts
 
 
+async def test_import_multi_platform_oci_layout(store_root: Path, tmp_path: Path, busybox_layer: Layer) -> None:
+    amd, arm = Image([busybox_layer]), Image([busybox_layer], arch="arm64")
+    archive = tmp_path / "multi.tar"
+    oci_layout_tar(archive, [arm, amd], "registry.local/multi:1", annotation="io.containerd.image.name")
+    async with await ImageService.open(store_root, platform=("amd64", "")) as svc:
+        (info,) = await svc.import_archive(archive)
+    assert info.id == amd.config().digest and info.repo_tags == ("registry.local/multi:1",)
+    async with await ImageService.open(tmp_path / "arm-store", platform=("arm64", "")) as svc:
+        (info,) = await svc.import_archive(archive)
+    assert info.id == arm.config().digest
+
+
 async def test_bad_archive_is_skipped(store_root: Path, tmp_path: Path) -> None:
     (tmp_path / "junk.tar").write_bytes(b"not a tar at all" * 100)
     async with await ImageService.open(store_root) as svc:

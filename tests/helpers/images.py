@@ -283,16 +283,30 @@ def docker_save_tar(path: Path, image: Image, repo_tags: list[str]) -> None:
         _add(tar, "manifest.json", json.dumps(manifest).encode())
 
 
-def oci_layout_tar(path: Path, image: Image, ref_name: str, *, gz: bool = False) -> None:
-    """An OCI image layout (oci-layout, index.json, blobs/sha256/…) as a tar (gzipped when `gz`)."""
-    manifest = image.manifest()
+def oci_layout_tar(
+    path: Path,
+    image: Image | list[Image],
+    ref_name: str,
+    *,
+    gz: bool = False,
+    annotation: str = "org.opencontainers.image.ref.name",
+) -> None:
+    """An OCI image layout (oci-layout, index.json, blobs/sha256/…) as a tar (gzipped when `gz`).
+
+    A list of images is written as one multi-platform OCI index that index.json points at."""
+    images = image if isinstance(image, list) else [image]
+    top = index_of(images) if isinstance(image, list) else images[0].manifest()
     index = {
         "schemaVersion": 2,
         "mediaType": OCI_INDEX,
-        "manifests": [manifest.descriptor(annotations={"org.opencontainers.image.ref.name": ref_name})],
+        "manifests": [top.descriptor(annotations={annotation: ref_name})],
     }
+    blobs = {top.digest: top}
+    for img in images:
+        for blob in [img.manifest(), *img.blobs()]:
+            blobs[blob.digest] = blob
     with tarfile.open(path, "w:gz" if gz else "w") as tar:
         _add(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
         _add(tar, "index.json", json.dumps(index).encode())
-        for blob in [manifest, *image.blobs()]:
-            _add(tar, f"blobs/sha256/{blob.digest[7:]}", blob.data)
+        for digest, blob in sorted(blobs.items()):
+            _add(tar, f"blobs/sha256/{digest[7:]}", blob.data)
