@@ -202,3 +202,19 @@ async def test_taint_eviction_at_once_and_after_toleration_seconds(kit: Kit) -> 
     for name in ("intolerant", "plain", "forever"):
         await c.reconcile(f"default/{name}")
     assert [p["metadata"]["name"] for p in await kit.pods()] == ["forever"]
+
+
+async def test_new_node_without_status_not_schedulable_then_never_updated(kit: Kit) -> None:
+    clock = Clock()
+    await kit.api.create(NODE, "", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "fresh"}})
+    c = NodeLifecycleController(kit.api, kit.informers, grace_period=40, clock=clock.mono, now=clock.wall)
+    await kit.settle(c)
+    await c.reconcile("fresh")
+    assert taint_keys(await kit.api.get(NODE, "", "fresh")) == {(NOT_READY, "NoSchedule")}
+    clock.t = 41
+    await kit.settle(c)
+    await c.reconcile("fresh")
+    node = await kit.api.get(NODE, "", "fresh")
+    cond = next(x for x in node["status"]["conditions"] if x["type"] == "Ready")
+    assert (cond["status"], cond["reason"]) == ("Unknown", "NodeStatusNeverUpdated")
+    assert taint_keys(node) == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}

@@ -7,7 +7,8 @@ reconcile(node name), as upstream `monitorNodeHealth` + `doNoScheduleTaintingPas
                  reason NodeStatusUnknown "Kubelet stopped posting node status." (NodeStatusNeverUpdated
                  "Kubelet never posted node status." when there was no Ready condition)
     taints follow Ready: Unknown → node.kubernetes.io/unreachable, False → node.kubernetes.io/not-ready,
-                 each NoSchedule + NoExecute (timeAdded set), removed once Ready is True again;
+                 each NoSchedule + NoExecute (timeAdded set), removed once Ready is True again; no Ready
+                 condition yet → not-ready:NoSchedule only (as upstream's admission does for new nodes);
                  spec.unschedulable → node.kubernetes.io/unschedulable:NoSchedule
     Ready not True ──► pods on the node still Ready get Ready=False (upstream MarkPodsNotReady)
     otherwise requeued for when the grace period would run out.
@@ -53,10 +54,11 @@ def ensure_node_index(pods: Informer) -> None:
 
 
 def ready_status(node: Obj) -> str:
+    """The Ready condition's status; "" when the node never reported one."""
     for c in (node.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready":
             return str(c.get("status", "Unknown"))
-    return "Unknown"
+    return ""
 
 
 def wanted_taints(node: Obj, stamp: str) -> list[Obj]:
@@ -68,6 +70,8 @@ def wanted_taints(node: Obj, stamp: str) -> list[Obj]:
     want: list[tuple[str, str]] = []
     if key:
         want += [(key, "NoSchedule"), (key, "NoExecute")]
+    elif not status:  # never reported (upstream's TaintNodesByCondition admission): no scheduling yet
+        want.append((NOT_READY, "NoSchedule"))
     if spec.get("unschedulable"):
         want.append((UNSCHEDULABLE, "NoSchedule"))
     out = [t for t in have if t.get("key") not in MANAGED_TAINTS or (t.get("key"), t.get("effect")) in want]
@@ -135,7 +139,7 @@ class NodeLifecycleController(Controller):
         if silent > self.grace_period:
             node = await self._mark_unknown(node)
         node = await self._taint(node)
-        if ready_status(node) != "True":
+        if ready_status(node) in ("False", "Unknown"):
             await self._mark_pods_not_ready(key)
         return max(self.grace_period - silent, 0.0) + 1.0
 
