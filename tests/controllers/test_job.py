@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from conftest import EVENT, POD, Kit, pod_template
+from conftest import running as workers
 
 from lite.errors import ApiError
 from lite.objects import condition, controller_of, meta, name_of, uid_of
@@ -210,3 +211,19 @@ async def test_deleted_job_releases_its_pods(kit: Kit) -> None:
     await sync(kit, c, "gone")
     pods = await kit.pods()
     assert len(pods) == 2 and all(TRACKING_FINALIZER not in (meta(p).get("finalizers") or []) for p in pods)
+
+
+async def test_completes_under_its_own_workers(kit: Kit) -> None:
+    """Handlers map pod events to the Job, so the live controller drives it to Complete by itself."""
+    c = JobController(kit.api, kit.informers, clock=Clock())
+    await kit.settle(c)
+    async with workers(c):
+        await kit.api.create(JOB, "default", job("live", completions=3, parallelism=2))
+        await kit.until(lambda: _finish_running_until_complete(kit, "live"))
+    assert (await kit.api.get(JOB, "default", "live"))["status"]["succeeded"] == 3
+
+
+async def _finish_running_until_complete(kit: Kit, name: str) -> bool:
+    for p in await running(kit):
+        await finish(kit, p, "Succeeded")
+    return condition(await kit.api.get(JOB, "default", name), "Complete") is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import POD, Kit, pod_template
+from conftest import POD, Kit, pod_template, running
 
 from lite.objects import controller_of, labels_of, meta, name_of, uid_of
 from lite.server.controllers.history import HASH_LABEL
@@ -140,3 +140,23 @@ async def test_rolling_update_with_partition(kit: Kit) -> None:
     await sync(kit, c, "ru")
     st = (await kit.api.get(STS, "default", "ru"))["status"]
     assert st["currentRevision"] == st["updateRevision"] and st["updatedReplicas"] == 3
+
+
+async def test_ordered_rollout_under_its_own_workers(kit: Kit) -> None:
+    c = StatefulSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    async with running(c):
+        await kit.api.create(STS, "default", statefulset("live", 3))
+        for i in range(3):
+            await kit.until(lambda i=i: _has(kit, f"live-{i}"))
+            assert await names(kit) == [f"live-{j}" for j in range(i + 1)]  # nothing ahead of a non-Ready pod
+            await kit.make_ready(await kit.api.get(POD, "default", f"live-{i}"))
+        await kit.until(lambda: _ready(kit, "live", 3))
+
+
+async def _has(kit: Kit, name: str) -> bool:
+    return name in await names(kit)
+
+
+async def _ready(kit: Kit, name: str, n: int) -> bool:
+    return ((await kit.api.get(STS, "default", name)).get("status") or {}).get("readyReplicas") == n

@@ -42,6 +42,7 @@ from lite.objects import (
     now,
     owner_ref,
     parse_time,
+    rv_of,
     uid_of,
 )
 from lite.server.controllers.job_status import (
@@ -86,6 +87,9 @@ class JobController(Controller):
         self.expectations = Expectations()
         # Per job key: (failures since the last success, time of the last failure), as upstream backoffRecord.
         self.backoff: dict[str, tuple[int, dt.datetime]] = {}
+        # Per job key: pods whose finalizer removal was sent but is not yet in the cache. Until it is, the
+        # cache still shows them as uncounted; counting them again would count them twice.
+        self.stripped: dict[str, set[str]] = {}
         self.jobs = self.informer(self.kind, primary=True)
         self.pods = self.informer(self.pod_kind)
         self.watch_primary(self.jobs)
@@ -95,6 +99,7 @@ class JobController(Controller):
     def on_start(self) -> None:
         self.expectations.clear()
         self.backoff.clear()
+        self.stripped.clear()
 
     def _pod_added(self, pod: Obj) -> None:
         if self.enqueue_owner(pod, "Job", "batch"):
@@ -111,6 +116,7 @@ class JobController(Controller):
         if job is None:
             self.expectations.delete(key)
             self.backoff.pop(key, None)
+            self.stripped.pop(key, None)
             await self._release_orphans(key)
             return None
         uid = uid_of(job)
@@ -120,7 +126,7 @@ class JobController(Controller):
             # Nothing will count these pods any more: their finalizers must not keep them alive.
             await self._strip_finalizers(pods, lambda p: True)
             return None if is_deleting(job) else await self._ttl(job)
-        st = JobState(job, pods, self.clock())
+        st = JobState(job, pods, self.clock(), in_flight=self._in_flight(key, pods))
         await self._count(job, key, st)
         delay = await self._decide(job, key, st)
         await self._write_status(job, st)
@@ -130,11 +136,21 @@ class JobController(Controller):
 
     # -- counting terminated pods (finalizer protocol) --
 
+    def _in_flight(self, key: str, pods: list[Obj]) -> set[str]:
+        """Uids whose finalizer removal the cache has not caught up with yet."""
+        holding = {uid_of(p) for p in pods if TRACKING_FINALIZER in (meta(p).get("finalizers") or [])}
+        left = self.stripped.get(key, set()) & holding
+        self.stripped[key] = left
+        return left
+
     async def _count(self, job: Obj, key: str, st: JobState) -> None:
         newly = st.collect_uncounted()
         if newly:
-            await self._patch_status(job, {"uncountedTerminatedPods": st.uncounted_dict()})
-        await self._strip_finalizers(st.pods, lambda p: uid_of(p) in st.uncounted_uids())
+            # The resourceVersion precondition makes a reconcile working from a stale Job fail (409, retried)
+            # instead of overwriting newer counts.
+            await self._patch_status(job, st, {"uncountedTerminatedPods": st.uncounted_dict()})
+        done = await self._strip_finalizers(st.pods, lambda p: uid_of(p) in st.uncounted_uids())
+        self.stripped.setdefault(key, set()).update(done)
         failures = st.fold_uncounted()
         if st.new_successes:
             self.backoff.pop(key, None)
@@ -150,19 +166,42 @@ class JobController(Controller):
                    and ref.get("name") == name and str(ref.get("apiVersion", "")).startswith("batch/")]
         await self._strip_finalizers(orphans, lambda p: True)
 
-    async def _strip_finalizers(self, pods: list[Obj], which: Callable[[Obj], bool]) -> None:
+    async def _strip_finalizers(self, pods: list[Obj], which: Callable[[Obj], bool]) -> set[str]:
+        """Remove the tracking finalizer from the chosen pods; the uids it was removed from (or gone)."""
+        done: set[str] = set()
         for pod in pods:
+            if TRACKING_FINALIZER in (meta(pod).get("finalizers") or []) and which(pod):
+                await self._strip_one(pod)
+                done.add(uid_of(pod))
+        return done
+
+    async def _strip_one(self, pod: Obj) -> None:
+        uid = uid_of(pod)
+        for _ in range(3):
             fins = list(meta(pod).get("finalizers") or [])
-            if TRACKING_FINALIZER not in fins or not which(pod):
-                continue
+            if TRACKING_FINALIZER not in fins:
+                return
             i = fins.index(TRACKING_FINALIZER)
+            # The test op pins the index: a list changed meanwhile fails (422) and is re-read.
             ops = [{"op": "test", "path": f"/metadata/finalizers/{i}", "value": TRACKING_FINALIZER},
                    {"op": "remove", "path": f"/metadata/finalizers/{i}"}]
             try:
                 await self.client.patch(self.pod_kind, namespace_of(pod), name_of(pod), ops, patch_type="json")
+                return
             except ApiError as e:
-                if e.code != 404:
+                if e.code == 404:
+                    return
+                if e.code != 422:
                     raise
+            try:
+                pod = await self.client.get(self.pod_kind, namespace_of(pod), name_of(pod))
+            except ApiError as e:
+                if e.code == 404:
+                    return
+                raise
+            if uid_of(pod) != uid:
+                return  # a new pod of the same name: not ours to touch
+        raise RuntimeError(f"could not remove {TRACKING_FINALIZER} from pod {name_of(pod)}")
 
     # -- deciding what to do --
 
@@ -302,13 +341,15 @@ class JobController(Controller):
 
     # -- status and TTL --
 
-    async def _patch_status(self, job: Obj, status: Obj) -> None:
+    async def _patch_status(self, job: Obj, st: JobState, status: Obj) -> None:
+        body = {"metadata": {"resourceVersion": st.rv}, "status": status}
         try:
-            await self.client.patch(self.kind, namespace_of(job), name_of(job), {"status": status},
-                                    subresource="status")
+            new = await self.client.patch(self.kind, namespace_of(job), name_of(job), body, subresource="status")
         except ApiError as e:
             if e.code != 404:
                 raise
+            return
+        st.rv = rv_of(new)
 
     async def _write_status(self, job: Obj, st: JobState) -> None:
         status = st.status()
@@ -316,7 +357,7 @@ class JobController(Controller):
         if any(_clean(old.get(k)) != _clean(v) for k, v in status.items()):
             if not status["uncountedTerminatedPods"]:
                 status["uncountedTerminatedPods"] = {"succeeded": None, "failed": None}
-            await self._patch_status(job, status)
+            await self._patch_status(job, st, status)
 
     async def _ttl(self, job: Obj) -> float | None:
         cond = finished_condition(job)

@@ -98,11 +98,13 @@ def failure_reason(job: Obj, st: JobState) -> tuple[str, str] | None:
 
 
 class JobState:
-    def __init__(self, job: Obj, pods: list[Obj], t: dt.datetime) -> None:
+    def __init__(self, job: Obj, pods: list[Obj], t: dt.datetime, *, in_flight: set[str] | None = None) -> None:
         spec = job.get("spec") or {}
         status = job.get("status") or {}
         self.now = t
         self.pods = pods
+        self.rv = str(meta(job).get("resourceVersion", ""))
+        self.in_flight = in_flight or set()
         self.completions: int | None = spec.get("completions")
         self.parallelism = int(spec.get("parallelism", 1) or 0)
         self.indexed = spec.get("completionMode") == "Indexed" and self.completions is not None
@@ -134,7 +136,7 @@ class JobState:
         changed = False
         for pod in self.pods:
             uid = uid_of(pod)
-            if TRACKING not in (meta(pod).get("finalizers") or []):
+            if TRACKING not in (meta(pod).get("finalizers") or []) or uid in self.in_flight:
                 continue
             phase = _phase(pod)
             if phase == "Succeeded" and uid not in self.unc_failed:
