@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import POD, Kit, pod_template
+from conftest import POD, Kit, pod_template, running
 
 from lite.objects import labels_of, meta, name_of
 from lite.server.controllers.daemon_nodes import daemon_pod_node, should_run, tolerates
@@ -175,3 +175,20 @@ def test_should_run_table() -> None:
     assert tolerates({"key": "k", "value": "v", "effect": "NoSchedule"}, {"key": "k", "value": "v",
                                                                          "effect": "NoSchedule"})
     assert not tolerates({"key": "k", "value": "w"}, {"key": "k", "value": "v", "effect": "NoSchedule"})
+
+
+async def test_follows_nodes_under_its_own_workers(kit: Kit) -> None:
+    await node(kit, "n1")
+    c = DaemonSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    async with running(c):
+        await kit.api.create(DS, "default", daemonset("live"))
+        await kit.until(lambda: _nodes_with_pods(kit, ["n1"]))
+        await node(kit, "n2")  # a node joining gets its pod
+        await kit.until(lambda: _nodes_with_pods(kit, ["n1", "n2"]))
+        await kit.api.delete(NODE, "", "n1")  # a node leaving loses it
+        await kit.until(lambda: _nodes_with_pods(kit, ["n2"]))
+
+
+async def _nodes_with_pods(kit: Kit, want: list[str]) -> bool:
+    return sorted(await placed(kit)) == want

@@ -39,6 +39,7 @@ from lite.objects import (
     now,
     owner_ref,
     parse_time,
+    rv_of,
     uid_of,
 )
 from lite.server.controllers import cron
@@ -262,7 +263,9 @@ class CronJobController(Controller):
         if all((old.get(k) or None) == v for k, v in body.items()):
             return
         try:
-            await self.client.patch(self.kind, namespace_of(cj), name_of(cj), {"status": body},
+            # Precondition on the cached resourceVersion: a stale view must not roll lastScheduleTime back.
+            await self.client.patch(self.kind, namespace_of(cj), name_of(cj),
+                                    {"metadata": {"resourceVersion": rv_of(cj)}, "status": body},
                                     subresource="status")
         except ApiError as e:
             if e.code != 404:
