@@ -148,3 +148,12 @@ async def test_scale_down_waits_for_stabilisation(kit: Kit) -> None:
     await kit.settle(c)
     await c.reconcile("default/web")
     assert (await kit.api.get(DEPLOY, "default", "web"))["spec"]["replicas"] == 1
+
+
+async def test_missing_target_is_failed_get_scale(kit: Kit) -> None:
+    await kit.api.create(HPA, "default", hpa())
+    c = HPAController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    got = await kit.api.get(HPA, "default", "web")
+    assert (cond(got, "AbleToScale")["status"], cond(got, "AbleToScale")["reason"]) == ("False", "FailedGetScale")

@@ -26,6 +26,7 @@ from lite.client import Client
 from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.informer import NAMESPACE_INDEX, SharedInformers
+from lite.kinds import Kind
 from lite.objects import deep_copy, labels_of, meta, name_of, namespace_of, rfc3339
 from lite.quantity import format_quantity, parse_quantity
 from lite.selectors import parse_label_selector
@@ -96,16 +97,11 @@ class HPAController(Controller):
             self.history.pop(key, None)
             return None
         spec = hpa.get("spec") or {}
-        ref = spec.get("scaleTargetRef") or {}
         stamp = rfc3339()
-        try:
-            target = builtin(str(ref.get("apiVersion", "")).rpartition("/")[0], str(ref.get("kind", "")))
-            scale = await self.client.get(target, namespace_of(hpa), str(ref.get("name", "")), subresource="scale")
-        except (KeyError, ApiError) as e:
-            msg = f"the HPA controller was unable to get the target's current scale: {e}"
-            await self.recorder.warning(hpa, "FailedGetScale", msg)
-            await self._status(hpa, None, None, [], [_cond("AbleToScale", "False", "FailedGetScale", msg, stamp)])
+        got = await self._scale(hpa, stamp)
+        if got is None:
             return self.period
+        target, scale = got
         current = int((scale.get("spec") or {}).get("replicas") or 0)
         lo, hi = int(spec.get("minReplicas") or 1), int(spec.get("maxReplicas") or 1)
         conds = [_cond("AbleToScale", "True", "ReadyForNewScale", "recommended size matches current size", stamp)]
@@ -142,6 +138,19 @@ class HPAController(Controller):
             await self._rescale(hpa, target, scale, desired, reason, conds, stamp)
         await self._status(hpa, current, desired, metrics, conds, scaled=desired != current)
         return self.period
+
+    async def _scale(self, hpa: Obj, stamp: str) -> tuple[Kind, Obj] | None:
+        """The target's Kind and Scale; None (after recording AbleToScale False) when unreadable."""
+        ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+        try:
+            target = builtin(str(ref.get("apiVersion", "")).rpartition("/")[0], str(ref.get("kind", "")))
+            scale = await self.client.get(target, namespace_of(hpa), str(ref.get("name", "")), subresource="scale")
+        except (KeyError, ApiError) as e:
+            msg = f"the HPA controller was unable to get the target's current scale: {e}"
+            await self.recorder.warning(hpa, "FailedGetScale", msg)
+            await self._status(hpa, None, None, [], [_cond("AbleToScale", "False", "FailedGetScale", msg, stamp)])
+            return None
+        return target, scale
 
     @staticmethod
     def _limited(desired: int, lo: int, hi: int, stamp: str) -> Obj:
@@ -184,7 +193,7 @@ class HPAController(Controller):
                 reason = f"{res} resource {what} {'above' if r.replicas > current else 'below'} target"
         return best, current_metrics, reason
 
-    async def _rescale(self, hpa: Obj, target: Any, scale: Obj, desired: int, reason: str, conds: list[Obj],
+    async def _rescale(self, hpa: Obj, target: Kind, scale: Obj, desired: int, reason: str, conds: list[Obj],
                        stamp: str) -> None:
         new = deep_copy(scale)
         new.setdefault("spec", {})["replicas"] = desired
