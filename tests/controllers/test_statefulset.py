@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from conftest import POD, Kit, pod_template, running
@@ -160,3 +161,34 @@ async def _has(kit: Kit, name: str) -> bool:
 
 async def _ready(kit: Kit, name: str, n: int) -> bool:
     return ((await kit.api.get(STS, "default", name)).get("status") or {}).get("readyReplicas") == n
+
+
+async def test_min_ready_seconds_holds_the_next_ordinal(kit: Kit) -> None:
+    await kit.api.create(STS, "default", statefulset("slow", 2, minReadySeconds=30))
+    c = StatefulSetController(kit.api, kit.informers)
+    await sync(kit, c, "slow")
+    await kit.make_ready((await kit.pods())[0])
+    wait = await sync(kit, c, "slow")
+    assert wait is not None and 0 < wait <= 30
+    assert await names(kit) == ["slow-0"]  # Ready but not yet available
+    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60)
+    await kit.api.patch(POD, "default", "slow-0", {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": long_ago.strftime("%Y-%m-%dT%H:%M:%SZ")}]}},
+        subresource="status")
+    await sync(kit, c, "slow")
+    assert await names(kit) == ["slow-0", "slow-1"]
+
+
+async def test_on_delete_replaces_only_deleted_pods(kit: Kit) -> None:
+    await kit.api.create(STS, "default", statefulset("od", 2, updateStrategy={"type": "OnDelete"}))
+    c = StatefulSetController(kit.api, kit.informers)
+    await ready_set(kit, c, "od", 2)
+    await kit.api.patch(STS, "default", "od", {"spec": {"template": {"metadata": {"labels": {"v": "2"}}}}})
+    await sync(kit, c, "od")
+    assert all("v" not in labels_of(p) for p in await kit.pods())
+    await gone(kit, "od-1")
+    await sync(kit, c, "od")
+    assert labels_of(await kit.api.get(POD, "default", "od-1"))["v"] == "2"
+    assert "v" not in labels_of(await kit.api.get(POD, "default", "od-0"))
+    st = (await kit.api.get(STS, "default", "od"))["status"]
+    assert st["currentRevision"] != st["updateRevision"] and (st["currentReplicas"], st["updatedReplicas"]) == (1, 1)
