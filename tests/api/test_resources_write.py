@@ -312,3 +312,14 @@ async def test_pod_priority_from_priority_class(res: Resources) -> None:
     await res.create(pc, "", {"metadata": {"name": "dflt"}, "value": 7, "globalDefault": True})
     p = await res.create(POD, "default", pod("d"))
     assert (p["spec"]["priority"], p["spec"]["priorityClassName"]) == (7, "dflt")
+
+
+@pytest.mark.parametrize("body", [
+    {"metadata": {"name": 5}},
+    {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "i"}], "tolerations": "x"}},
+    {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": "x"}}]}},
+])
+async def test_wrongly_typed_fields_are_400(res: Resources, body: dict[str, Any]) -> None:
+    with pytest.raises(ApiError) as e:
+        await res.create(POD, "default", body)
+    assert e.value.code == 400 and e.value.message.startswith('Pod in version "v1" cannot be handled as a Pod: ')

@@ -14,8 +14,9 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import orjson
@@ -128,6 +129,18 @@ class RegistryBase:
 
     async def after_delete(self, kind: Kind, obj: Obj) -> None:
         """Called after an object was removed from the store."""
+
+
+@contextlib.contextmanager
+def shape_errors(kind: Kind) -> Iterator[None]:
+    """A body whose fields have the wrong JSON types (a number where a string belongs, a string where a list
+    belongs) is 400 BadRequest, as upstream's typed decoding answers, instead of crashing a strategy."""
+    try:
+        yield
+    except (TypeError, AttributeError, ValueError) as e:
+        log.info("malformed %s body: %r", kind.kind, e)
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                 f"{e}") from None
 
 
 def conflict_error(kind: Kind, name: str) -> ApiError:

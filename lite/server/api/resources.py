@@ -23,7 +23,7 @@ from lite.client import Obj, PatchType, WatchEvent
 from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
 from lite.server.api.reading import ReadMixin
-from lite.server.api.registry_base import CRD_GK, EvictionCheck
+from lite.server.api.registry_base import CRD_GK, EvictionCheck, shape_errors
 from lite.server.api.strategies import Strategies
 from lite.server.api.strategies.crd import kinds_of
 from lite.server.api.subresources import SubresourceMixin
@@ -105,6 +105,11 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def create(self, kind: Kind, namespace: str, obj: Obj, *, name: str = "", subresource: str = "",
                      dry_run: bool = False, field_manager: str = "") -> Obj:
         body = deep_copy(obj) if isinstance(obj, dict) else obj
+        with shape_errors(kind):
+            return await self._create(kind, namespace, body, name, subresource, dry_run, field_manager)
+
+    async def _create(self, kind: Kind, namespace: str, body: Obj, name: str, subresource: str, dry_run: bool,
+                      field_manager: str) -> Obj:
         if not subresource:
             return await self.create_object(kind, namespace, body, dry_run=dry_run, manager=field_manager)
         self._need_subresource(kind, subresource)
@@ -119,6 +124,11 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def update(self, kind: Kind, namespace: str, name: str, obj: Obj, *, subresource: str = "",
                      dry_run: bool = False, field_manager: str = "") -> Obj:
         body = deep_copy(obj) if isinstance(obj, dict) else obj
+        with shape_errors(kind):
+            return await self._update(kind, namespace, name, body, subresource, dry_run, field_manager)
+
+    async def _update(self, kind: Kind, namespace: str, name: str, body: Obj, subresource: str, dry_run: bool,
+                      field_manager: str) -> Obj:
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
@@ -142,6 +152,12 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                        patch_type: PatchType = "merge", subresource: str = "", dry_run: bool = False,
                        field_manager: str = "", force: bool = False) -> tuple[Obj, bool]:
         """PATCH that also says whether it created the object (apply on an absent object: HTTP 201)."""
+        with shape_errors(kind):
+            return await self._patch(kind, namespace, name, patch, patch_type, subresource, dry_run, field_manager,
+                                     force)
+
+    async def _patch(self, kind: Kind, namespace: str, name: str, patch: Any, patch_type: PatchType,
+                     subresource: str, dry_run: bool, field_manager: str, force: bool) -> tuple[Obj, bool]:
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
