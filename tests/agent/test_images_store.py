@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lite.agent.images import ImageService, mount_rootfs, unmount_rootfs
+from lite.agent.images import ImagePullError, ImageService, mount_rootfs, unmount_rootfs
 from lite.agent.images.overlay import overlay_options
 from tests.helpers.images import Entry, Image, Layer, PushedImages, Pusher, docker_save_tar, oci_layout_tar, sha256
 from tests.helpers.python_image import PythonImageUnavailable, python_layer
@@ -141,16 +141,37 @@ async def test_bad_archive_is_skipped(store_root: Path, tmp_path: Path) -> None:
         assert svc.list() == []
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A real 24 MiB tmpfs, so disk-usage thresholds are crossed by a few MiB of images."""
-    path = tmp_path / "tmpfs"
+def _tmpfs(path: Path, size: str) -> Iterator[Path]:
     path.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "lite-test-images", str(path)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "lite-test-images", str(path)], check=True)
     try:
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 24 MiB tmpfs, so disk-usage thresholds are crossed by a few MiB of images."""
+    yield from _tmpfs(tmp_path / "tmpfs", "24m")
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 1.5 MiB tmpfs: the busybox blob fits, its unpacked layer does not."""
+    yield from _tmpfs(tmp_path / "tiny", "1536k")
+
+
+@pytest.mark.root
+@root_only
+async def test_disk_full_is_an_image_pull_error(
+    tiny_fs: Path, registry: RegistryServer, pushed_images: PushedImages
+) -> None:
+    async with await ImageService.open(tiny_fs / "store") as svc:
+        with pytest.raises(ImagePullError, match="No space left on device") as err:
+            await svc.ensure(f"{registry.host}/test/busybox:oci")
+        assert err.value.reason == "ErrImagePull"
+        assert svc.list() == [] and list(svc.store.tmp.iterdir()) == []
 
 
 def _usage(path: Path) -> float:

@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import aiohttp
 
 from lite.agent.images.distribution import INDEX_TYPES, Manifest, RegistryClient
 from lite.agent.images.errors import ImageError, ImageNotFoundError, ImagePullError
@@ -31,6 +34,8 @@ from lite.agent.images.registries import Endpoint
 from lite.agent.images.store import ContentStore
 
 _MAX_INDEX_DEPTH = 4
+# network and disk failures (ENOSPC, reset connections, read timeouts): reported as ErrImagePull
+TRANSIENT_ERRORS = (OSError, aiohttp.ClientError, TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -144,10 +149,21 @@ class Puller:
 
 
 def first_image_error(eg: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first ImageError inside a task group failure, or the group itself."""
-    for exc in eg.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            exc = first_image_error(exc)
+    """The error a task group failure stands for: its first ImageError, else its first transport or disk
+    error (mapped to ErrImagePull by the caller), else the group itself."""
+    leaves = list(_leaves(eg))
+    for exc in leaves:
         if isinstance(exc, ImageError):
             return exc
+    for exc in leaves:
+        if isinstance(exc, TRANSIENT_ERRORS):
+            return exc
     return eg
+
+
+def _leaves(eg: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for exc in eg.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc

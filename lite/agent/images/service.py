@@ -36,10 +36,11 @@ from lite.agent.images.errors import (
     ImageImportError,
     ImageNeverPullError,
     ImageNotPresentError,
+    ImagePullError,
 )
 from lite.agent.images.guard import ContentGuard
 from lite.agent.images.manifests import host_platform
-from lite.agent.images.pull import Puller, Resolved
+from lite.agent.images.pull import TRANSIENT_ERRORS, Puller, Resolved
 from lite.agent.images.reference import ImageRef, parse
 from lite.agent.images.registries import RegistriesConfig
 from lite.agent.images.store import ContentStore, ImageRecord, write_atomic
@@ -197,6 +198,8 @@ class ImageService:
             rec = self._record_pull(ref, resolved, config, ids)
         except ImageError as e:
             raise type(e)(f'failed to pull and unpack image "{ref}": {e.message}') from e
+        except TRANSIENT_ERRORS as e:
+            raise ImagePullError(f'failed to pull and unpack image "{ref}": {type(e).__name__}: {e}') from e
         finally:
             lease.release()  # after the record is written: from now on the record protects the content
         return self._info(rec)
