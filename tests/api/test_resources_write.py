@@ -323,3 +323,11 @@ async def test_wrongly_typed_fields_are_400(res: Resources, body: dict[str, Any]
     with pytest.raises(ApiError) as e:
         await res.create(POD, "default", body)
     assert e.value.code == 400 and e.value.message.startswith('Pod in version "v1" cannot be handled as a Pod: ')
+
+
+async def test_status_must_be_an_object(res: Resources) -> None:
+    await res.create(POD, "default", pod("s"))
+    with pytest.raises(ApiError) as e:
+        await res.update(POD, "default", "s", {"metadata": {"name": "s"}, "status": "x"}, subresource="status")
+    assert e.value.code == 400
+    assert (await res.get(POD, "default", "s"))["status"]["phase"] == "Pending"

@@ -143,5 +143,16 @@ def shape_errors(kind: Kind) -> Iterator[None]:
                                  f"{e}") from None
 
 
+def check_shape(kind: Kind, obj: Obj) -> None:
+    """spec and status of built-in kinds are objects; anything else cannot be decoded (400)."""
+    if kind.crd:
+        return  # the CRD schema decides
+    for key in ("spec", "status"):
+        value = obj.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a '
+                                     f"{kind.kind}: {key} must be an object")
+
+
 def conflict_error(kind: Kind, name: str) -> ApiError:
     return errors.conflict(kind.plural, name, kind.group)

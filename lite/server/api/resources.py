@@ -170,9 +170,10 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      propagation_policy: str | None = None, grace_period_seconds: int | None = None,
                      preconditions: Obj | None = None, dry_run: bool = False) -> Obj:
-        out, _ = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
-                                          grace_period_seconds=grace_period_seconds,
-                                          preconditions=preconditions, dry_run=dry_run)
+        with shape_errors(kind):
+            out, _ = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
+                                              grace_period_seconds=grace_period_seconds,
+                                              preconditions=preconditions, dry_run=dry_run)
         return out
 
     async def delete_ex(self, kind: Kind, namespace: str, name: str, *,
@@ -181,9 +182,10 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         """DELETE as HTTP answers it: (body, status code). A kind that upstream answers with a Status once
         the object is gone (ConfigMaps, Deployments, ...) gets that Status here; pods, services and custom
         objects get the object."""
-        out, deleted = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
-                                                grace_period_seconds=grace_period_seconds,
-                                                preconditions=preconditions, dry_run=dry_run)
+        with shape_errors(kind):
+            out, deleted = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
+                                                    grace_period_seconds=grace_period_seconds,
+                                                    preconditions=preconditions, dry_run=dry_run)
         if deleted and not self.strategy(kind).return_deleted_object:
             meta = out.get("metadata") or {}
             details = {"name": meta.get("name", ""), "group": kind.group, "kind": kind.plural,

@@ -27,7 +27,7 @@ from lite.errors import ApiError, Cause
 from lite.kinds import Kind
 from lite.objects import deep_copy, new_uid, rfc3339
 from lite.patch import json_equal, record_update, schema_for
-from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, conflict_error
+from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, check_shape, conflict_error
 from lite.server.api.strategies import Admission, crschema
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
@@ -80,6 +80,7 @@ class WriteMixin(RegistryBase):
         entry in managedFields (empty: none, as for in-process controllers)."""
         self.check_stored(kind)
         meta = meta_of(obj)
+        check_shape(kind, obj)
         ns = self.scoped(kind, namespace)
         if kind.namespaced:
             body_ns = meta.get("namespace") or ""
@@ -245,6 +246,7 @@ class WriteMixin(RegistryBase):
     def prepare_update(self, kind: Kind, ns: str, name: str, new: Obj, old: Obj, subresource: str) -> None:
         """System metadata from `old`, status rule, strategy hooks, generation, validation (422)."""
         meta, ometa = meta_of(new), old.get("metadata") or {}
+        check_shape(kind, new)
         new["apiVersion"], new["kind"] = kind.api_version, kind.kind
         causes: list[Cause] = []
         for field in ("name", "namespace", "uid"):
