@@ -19,7 +19,7 @@ from lite.agent.images import (
     InvalidImageNameError,
     RegistriesConfig,
 )
-from tests.helpers.images import PushedImages
+from tests.helpers.images import Image, Layer, PushedImages, Pusher
 from tests.helpers.registry import AuthProxy, RegistryServer
 
 
@@ -323,3 +323,22 @@ async def test_registry_error_body_reaches_the_message(store_root: Path, registr
         assert err.value.reason == "ErrImagePull"
     finally:
         await proxy.stop()
+
+
+async def test_always_follows_a_moved_tag(
+    service: ImageService, registry: RegistryServer, busybox_layer: Layer, pushed_images: PushedImages
+) -> None:
+    push = Pusher(registry.url)
+    first, second = Image([busybox_layer], cmd=["/bin/true"]), Image([busybox_layer], cmd=["/bin/false"])
+    image = f"{registry.host}/test/moving:{first.config().digest[7:19]}"
+    tag = image.rsplit(":", 1)[1]
+    await asyncio.to_thread(push.push_image, "test/moving", tag, first)
+    old = await service.ensure(image, "Always")
+    await asyncio.to_thread(push.push_image, "test/moving", tag, second)
+    assert (await service.ensure(image, "IfNotPresent")).id == old.id  # no network: still the old one
+    new = await service.ensure(image, "Always")
+    assert new.id == second.config().digest != old.id
+    assert new.repo_tags == (image,)
+    stale = service.get(old.id)
+    assert stale is not None and stale.repo_tags == ()  # the tag moved; the old image stays until GC
+    assert service.get(image) == new
