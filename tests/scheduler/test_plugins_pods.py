@@ -1,0 +1,137 @@
+"""Table tests: InterPodAffinity and PodTopologySpread (the plugins that look at other pods)."""
+
+from __future__ import annotations
+
+from plugkit import affinity_term, info, ni, node, pod, snap, spread
+
+from lite.client import Obj
+from lite.server.scheduler.framework import Failure
+from lite.server.scheduler.plugins import interpodaffinity as ipa
+from lite.server.scheduler.plugins import podtopologyspread as pts
+from lite.server.scheduler.snapshot import NodeInfo
+
+HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
+WEB = {"app": "web"}
+
+
+def cluster(*placement: tuple[str, str, list[Obj]]) -> list[NodeInfo]:
+    """(node name, zone, pods on it)."""
+    return [ni(node(name, labels={ZONE: zone} if zone else {}), *pods) for name, zone, pods in placement]
+
+
+def filter_all(plugin: object, incoming: Obj, nodes: list[NodeInfo]) -> dict[str, str | None]:
+    p = info(incoming)
+    st = plugin.pre_filter(p, snap(*nodes))  # type: ignore[attr-defined]
+    if st is None:
+        return {n.name: "skip" for n in nodes}
+    out: dict[str, str | None] = {}
+    for n in nodes:
+        f: Failure | None = plugin.filter(st, p, n)  # type: ignore[attr-defined]
+        out[n.name] = f.reasons[0] if f else None
+    return out
+
+
+def anti(labels: dict[str, str], key: str) -> Obj:
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [affinity_term(labels, key)]}}
+
+
+def aff(labels: dict[str, str], key: str) -> Obj:
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [affinity_term(labels, key)]}}
+
+
+def test_required_anti_affinity_per_host() -> None:
+    nodes = cluster(("n1", "a", [pod("w1", labels=WEB)]), ("n2", "a", []))
+    got = filter_all(ipa.InterPodAffinity(), pod("w2", labels=WEB, affinity=anti(WEB, HOST)), nodes)
+    assert got == {"n1": ipa.ERR_ANTI_AFFINITY, "n2": None}
+
+
+def test_required_anti_affinity_per_zone_and_other_namespaces_ignored() -> None:
+    nodes = cluster(("n1", "a", [pod("w1", labels=WEB)]), ("n2", "a", []), ("n3", "b", [pod("o", labels=WEB,
+                                                                                             ns="other")]))
+    got = filter_all(ipa.InterPodAffinity(), pod("w2", labels=WEB, affinity=anti(WEB, ZONE)), nodes)
+    assert got == {"n1": ipa.ERR_ANTI_AFFINITY, "n2": ipa.ERR_ANTI_AFFINITY, "n3": None}
+
+
+def test_existing_pods_anti_affinity_keeps_matching_pods_away() -> None:
+    guard = pod("guard", labels={"app": "db"}, affinity=anti(WEB, HOST))
+    nodes = cluster(("n1", "a", [guard]), ("n2", "a", []))
+    assert filter_all(ipa.InterPodAffinity(), pod("w", labels=WEB), nodes) == \
+        {"n1": ipa.ERR_EXISTING_ANTI_AFFINITY, "n2": None}
+    assert filter_all(ipa.InterPodAffinity(), pod("x", labels={"app": "x"}), nodes) == {"n1": None, "n2": None}
+
+
+def test_required_affinity_follows_matching_pods_zone() -> None:
+    nodes = cluster(("n1", "a", [pod("db", labels={"app": "db"})]), ("n2", "a", []), ("n3", "b", []),
+                    ("n4", "", []))
+    got = filter_all(ipa.InterPodAffinity(), pod("w", labels=WEB, affinity=aff({"app": "db"}, ZONE)), nodes)
+    assert got == {"n1": None, "n2": None, "n3": ipa.ERR_AFFINITY, "n4": ipa.ERR_AFFINITY}
+
+
+def test_first_pod_with_affinity_to_itself_may_go_anywhere_with_the_label() -> None:
+    nodes = cluster(("n1", "a", []), ("n2", "", []))
+    got = filter_all(ipa.InterPodAffinity(), pod("w", labels=WEB, affinity=aff(WEB, ZONE)), nodes)
+    assert got == {"n1": None, "n2": ipa.ERR_AFFINITY}
+
+
+def test_inter_pod_affinity_skips_plain_pods() -> None:
+    assert filter_all(ipa.InterPodAffinity(), pod("w"), cluster(("n1", "a", [pod("x")]))) == {"n1": "skip"}
+
+
+def test_preferred_affinity_scores_min_max() -> None:
+    pref = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "podAffinityTerm": affinity_term({"app": "db"}, ZONE)}]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 20, "podAffinityTerm": affinity_term(WEB, HOST)}]}}
+    nodes = cluster(("n1", "a", [pod("db", labels={"app": "db"})]), ("n2", "a", [pod("w1", labels=WEB)]),
+                    ("n3", "b", []))
+    plugin, p = ipa.InterPodAffinity(), info(pod("w", labels=WEB, affinity=pref))
+    st = plugin.pre_score(p, snap(*nodes), nodes)
+    scores = [plugin.score(st, p, n) for n in nodes]
+    assert scores == [50, 30, 0]
+    plugin.normalize(st, scores)
+    assert scores == [100, 60, 0]
+
+
+def test_spread_filter_max_skew_per_zone() -> None:
+    nodes = cluster(("n1", "a", [pod("w1", labels=WEB), pod("w2", labels=WEB)]), ("n2", "b", [pod("w3", labels=WEB)]),
+                    ("n3", "c", []), ("n4", "", []))
+    got = filter_all(pts.PodTopologySpread(), pod("w", labels=WEB, topologySpreadConstraints=[spread(ZONE, WEB)]),
+                     nodes)
+    # counts a=2 b=1 c=0, min 0: a → 3 > 1, b → 2 > 1, c → 1 ok; n4 lacks the key
+    assert got == {"n1": pts.ERR_CONSTRAINTS, "n2": pts.ERR_CONSTRAINTS, "n3": None, "n4": pts.ERR_NODE_LABEL}
+
+
+def test_spread_filter_counts_only_matching_pods_and_self() -> None:
+    nodes = cluster(("n1", "a", [pod("x", labels={"app": "x"})]), ("n2", "b", []))
+    # the incoming pod does not match its own selector: skew = count - min = 0 everywhere
+    got = filter_all(pts.PodTopologySpread(), pod("w", topologySpreadConstraints=[spread(ZONE, WEB)]), nodes)
+    assert got == {"n1": None, "n2": None}
+
+
+def test_spread_min_domains_makes_global_minimum_zero() -> None:
+    nodes = cluster(("n1", "a", [pod("w1", labels=WEB)]), ("n2", "b", [pod("w2", labels=WEB)]))
+    c = spread(ZONE, WEB, minDomains=3)
+    got = filter_all(pts.PodTopologySpread(), pod("w", labels=WEB, topologySpreadConstraints=[c]), nodes)
+    assert got == {"n1": pts.ERR_CONSTRAINTS, "n2": pts.ERR_CONSTRAINTS}
+
+
+def test_spread_honors_node_affinity_for_domains() -> None:
+    nodes = cluster(("n1", "a", [pod("w1", labels=WEB)]), ("n2", "b", []))
+    # zone b is excluded by the pod's nodeSelector, so min is taken over zone a only: skew 1 ok
+    got = filter_all(pts.PodTopologySpread(), pod("w", labels=WEB, nodeSelector={ZONE: "a"},
+                                                  topologySpreadConstraints=[spread(ZONE, WEB)]), nodes)
+    assert got["n1"] is None
+
+
+def test_spread_score_prefers_emptier_domains() -> None:
+    nodes = cluster(("n1", "a", [pod("w1", labels=WEB), pod("w2", labels=WEB)]), ("n2", "b", [pod("w3", labels=WEB)]),
+                    ("n3", "c", []), ("n4", "", []))
+    plugin = pts.PodTopologySpread()
+    p = info(pod("w", labels=WEB, topologySpreadConstraints=[spread(ZONE, WEB, when="ScheduleAnyway")]))
+    assert plugin.pre_filter(p, snap(*nodes)) is None
+    st = plugin.pre_score(p, snap(*nodes), nodes)
+    scores = [plugin.score(st, p, n) for n in nodes]
+    # weight log(3 domains + 2) = 1.609: a = round(3.22) = 3, b = 2, c = 0; n4 ignored
+    assert scores == [3, 2, 0, -1]
+    plugin.normalize(st, scores)
+    assert scores == [0, 33, 100, 0]
