@@ -38,3 +38,30 @@ def test_kill_9_keeps_acknowledged_objects(tmp_path: Path) -> None:
         assert server.stop() == 0
     finally:
         server.kill()
+
+
+def test_sigterm_with_open_watches_exits_cleanly_and_keeps_data(tmp_path: Path) -> None:
+    import json
+    import urllib.request
+
+    data = tmp_path / "data"
+    server = LiteServer(data, find_free_port()).start()
+    try:
+        server.wait_ready(60)
+        assert server.request("/api/v1/namespaces/default/configmaps", "POST",
+                              {"metadata": {"name": "kept"}, "data": {"a": "b"}})[0] == 201
+        req = urllib.request.Request(server.url + "/api/v1/namespaces/default/configmaps?watch=true&"
+                                     "resourceVersion=0", headers={"Authorization": f"Bearer {server.token()}"})
+        with urllib.request.urlopen(req, context=server.ssl_context(), timeout=30) as watch:
+            first = json.loads(watch.readline())
+            assert first["type"] == "ADDED" and first["object"]["metadata"]["name"] == "kept"
+            assert server.stop(timeout=15) == 0, server.log_tail()
+            assert watch.read() == b""  # the server ended the stream rather than leaving it hanging
+        assert "Traceback" not in server.log_tail(200)
+        server = LiteServer(data, find_free_port()).start()
+        server.wait_ready(60)
+        status, obj = server.request("/api/v1/namespaces/default/configmaps/kept")
+        assert status == 200 and obj["data"] == {"a": "b"}
+        assert server.stop() == 0
+    finally:
+        server.kill()
