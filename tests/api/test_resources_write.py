@@ -331,3 +331,14 @@ async def test_status_must_be_an_object(res: Resources) -> None:
         await res.update(POD, "default", "s", {"metadata": {"name": "s"}, "status": "x"}, subresource="status")
     assert e.value.code == 400
     assert (await res.get(POD, "default", "s"))["status"]["phase"] == "Pending"
+
+
+async def test_job_with_a_foreign_generated_selector_is_rejected(res: Resources) -> None:
+    exported = {"metadata": {"name": "j"}, "spec": {
+        "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "old-uid"}},
+        "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "old-uid"}},
+                     "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}
+    with pytest.raises(ApiError) as e:
+        await res.create(JOB, "default", exported)
+    assert [c.field for c in e.value.causes] == [
+        "spec.selector", "spec.template.metadata.labels[batch.kubernetes.io/controller-uid]"]

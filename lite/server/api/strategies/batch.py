@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import orjson
 
-from lite.errors import Cause, field_not_supported, field_required
+from lite.errors import Cause, field_invalid, field_not_supported, field_required
 from lite.server.api.strategies.base import Obj, Strategy
 from lite.server.api.strategies.pods import default_pod_spec, validate_pod_spec
 from lite.server.api.strategies.workloads import immutable_selector, reset_status, validate_selected_template
@@ -49,12 +49,29 @@ def prepare_create_job(obj: Obj) -> None:
     if not isinstance(tpl, dict):
         return
     labels = tpl.setdefault("metadata", {}).setdefault("labels", {})
-    labels.update({_UID_LABEL: uid, _NAME_LABEL: name, "controller-uid": uid, "job-name": name})
-    spec["selector"] = {"matchLabels": {_UID_LABEL: uid}}
+    # Upstream generateSelector: labels the user set are kept (a wrong uid then fails validation).
+    for key, value in ((_NAME_LABEL, name), ("job-name", name), (_UID_LABEL, uid), ("controller-uid", uid)):
+        labels.setdefault(key, value)
+    selector = spec.setdefault("selector", {})
+    if isinstance(selector, dict):
+        selector.setdefault("matchLabels", {}).setdefault(_UID_LABEL, uid)
 
 
 def validate_job(obj: Obj) -> list[Cause]:
-    return validate_selected_template(obj, restart_policies=JOB_RESTART)
+    causes = validate_selected_template(obj, restart_policies=JOB_RESTART)
+    spec = obj.get("spec") or {}
+    if causes or spec.get("manualSelector"):
+        return causes
+    uid = str((obj.get("metadata") or {}).get("uid", ""))
+    selector = spec.get("selector") or {}
+    if (selector.get("matchLabels") or {}).get(_UID_LABEL) != uid:
+        causes.append(Cause("FieldValueInvalid", "Invalid value: ...: `selector` not auto-generated",
+                            "spec.selector"))
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(_UID_LABEL) != uid:
+        causes.append(field_invalid(f"spec.template.metadata.labels[{_UID_LABEL}]", labels.get(_UID_LABEL, ""),
+                                    f"must be '{uid}'"))
+    return causes
 
 
 def _canon(v: object) -> bytes:
