@@ -1,0 +1,133 @@
+"""SchedulingQueue: priority then arrival order, per-pod backoff, unschedulable parking and moves."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from plugkit import info, pod
+
+from lite.server.scheduler.queue import SchedulingQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def pop_now(q: SchedulingQueue) -> str:
+    async with asyncio.timeout(1):
+        return (await q.pop()).name
+
+
+def queue() -> tuple[SchedulingQueue, Clock]:
+    clock = Clock()
+    return SchedulingQueue(clock=clock), clock
+
+
+async def test_higher_priority_first_then_arrival_order() -> None:
+    q, clock = queue()
+    for name, prio in [("low-1", 0), ("high", 100), ("low-2", 0), ("mid", 10)]:
+        q.add(info(pod(name, priority=prio)))
+        clock.t += 1
+    assert [await pop_now(q) for _ in range(4)] == ["high", "mid", "low-1", "low-2"]
+    q.close()
+
+
+async def test_pop_waits_for_an_add() -> None:
+    q, _ = queue()
+    waiter = asyncio.create_task(q.pop())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    q.add(info(pod("p")))
+    async with asyncio.timeout(1):
+        assert (await waiter).name == "p"
+    q.close()
+
+
+def test_backoff_doubles_from_one_second_to_ten() -> None:
+    q, _ = queue()
+    assert [q.backoff_for(n) for n in range(1, 7)] == [1, 2, 4, 8, 10, 10]
+
+
+async def test_failed_pod_waits_out_its_backoff() -> None:
+    q, clock = queue()
+    q.add(info(pod("p")))
+    await pop_now(q)
+    q.requeue("default/p", unschedulable=False)
+    assert q.pending()["backoff"] == ["default/p"]
+    clock.t += 0.5
+    q.flush()
+    assert q.pending()["backoff"] == ["default/p"]
+    clock.t += 0.6
+    q.flush()
+    assert q.pending()["active"] == ["default/p"]
+    await pop_now(q)
+    q.requeue("default/p", unschedulable=False)   # second attempt: 2 s
+    clock.t += 1.5
+    q.flush()
+    assert q.pending()["backoff"] == ["default/p"]
+    q.close()
+
+
+async def test_unschedulable_pods_park_until_a_move_or_five_minutes() -> None:
+    q, clock = queue()
+    for name in ("a", "b"):
+        q.add(info(pod(name)))
+    await pop_now(q)
+    await pop_now(q)
+    q.requeue("default/a", unschedulable=True, plugins=frozenset({"NodeResourcesFit"}))
+    q.requeue("default/b", unschedulable=True, plugins=frozenset({"InterPodAffinity"}))
+    assert q.pending()["unschedulable"] == ["default/a", "default/b"]
+    clock.t += 2
+    q.move_all(frozenset({"InterPodAffinity"}))      # only helps b
+    assert q.pending() == {"active": ["default/b"], "backoff": [], "unschedulable": ["default/a"], "inFlight": []}
+    clock.t += 300
+    q.flush()
+    assert q.pending()["active"] == ["default/a", "default/b"]
+    q.close()
+
+
+async def test_move_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> None:
+    q, _ = queue()
+    q.add(info(pod("p")))
+    await pop_now(q)
+    q.move_all()                                     # a node appeared while p was being scheduled
+    q.requeue("default/p", unschedulable=True)
+    assert q.pending()["backoff"] == ["default/p"]
+    q.close()
+
+
+async def test_spec_update_moves_an_unschedulable_pod_and_delete_forgets_it() -> None:
+    q, clock = queue()
+    q.add(info(pod("p")))
+    await pop_now(q)
+    q.requeue("default/p", unschedulable=True)
+    same = pod("p")
+    same["status"] = {"conditions": [{"type": "PodScheduled", "status": "False"}]}
+    q.update(info(same))                                 # a status write changes nothing that matters
+    assert q.pending()["unschedulable"] == ["default/p"]
+    q.update(info(pod("p", labels={"x": "y"})))         # changed: back, via backoff (1 s not over yet)
+    assert q.pending()["backoff"] == ["default/p"]
+    clock.t += 1
+    q.flush()
+    assert q.pending()["active"] == ["default/p"]
+    q.delete("default/p")
+    assert len(q) == 0 and q.pending()["active"] == []
+    with pytest.raises(TimeoutError):
+        await pop_now(q)
+    q.close()
+
+
+@pytest.mark.parametrize("unschedulable", [True, False])
+async def test_requeue_of_a_deleted_pod_is_ignored(unschedulable: bool) -> None:
+    q, _ = queue()
+    q.add(info(pod("p")))
+    await pop_now(q)
+    q.delete("default/p")
+    q.requeue("default/p", unschedulable=unschedulable)
+    assert len(q) == 0
+    q.close()
