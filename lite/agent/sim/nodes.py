@@ -1,0 +1,170 @@
+"""One simulated node's control loop: register the Node, renew its Lease, post its status heartbeat.
+
+    register (create Node, or adopt the existing one) ──► post full status ──► ensure Lease
+         │
+         └─► every `lease_interval` (±10 % jitter): renew the Lease
+             every `status_interval`: post the conditions' lastHeartbeatTime (strategic merge patch)
+             paused (annotation lite.dev/sim-paused=true, or the whole simulator paused): do neither;
+             `kick()` wakes the loop at once (on resume it heartbeats immediately)
+
+Invariants: a node never writes while paused; failures (server away, conflicts) are logged once per kind
+and retried at the next tick, the loop never ends but by cancellation; a Node deleted by someone else is
+not re-created (as the kubelet, it only re-registers when restarted). The Lease is written with the
+last-read resourceVersion; a 409 re-reads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any
+
+from lite.agent.sim.model import LEASE_NAMESPACE, PodIPs, lease_object, node_object, node_status
+from lite.agent.sim.spec import NodeGroup
+from lite.client import Client
+from lite.errors import ApiError
+from lite.kinds import BUILTIN_KINDS, Kind
+from lite.objects import deep_copy, rfc3339, rfc3339_micro
+
+log = logging.getLogger("lite.agent.sim")
+
+Obj = dict[str, Any]
+PAUSED_ANNOTATION = "lite.dev/sim-paused"
+
+
+def builtin(group: str, kind: str) -> Kind:
+    for k in BUILTIN_KINDS:
+        if k.group == group and k.kind == kind and not k.virtual:
+            return k
+    raise KeyError(f"{kind}.{group}")
+
+
+NODE = builtin("", "Node")
+LEASE = builtin("coordination.k8s.io", "Lease")
+
+
+class SimNode:
+    """State and loop of one simulated node. `paused_all` is the simulator-wide pause (SIGUSR1)."""
+
+    def __init__(self, client: Client, name: str, group: NodeGroup, ip: str, *,
+                 lease_interval: float = 10.0, status_interval: float = 60.0) -> None:
+        self.client = client
+        self.name = name
+        self.group = group
+        self.ip = ip
+        self.lease_interval = lease_interval
+        self.status_interval = status_interval
+        self.uid = ""
+        self.pod_cidr = ""
+        self.ips: PodIPs | None = None
+        self.annotated_paused = False
+        self.paused_all = False
+        self.registered = asyncio.Event()
+        self._kick = asyncio.Event()
+        self._lease: Obj | None = None
+        self._since = rfc3339()
+        self._last_status = 0.0
+        self._last_error = ""
+
+    @property
+    def paused(self) -> bool:
+        return self.annotated_paused or self.paused_all
+
+    def kick(self) -> None:
+        """Wake the loop now (e.g. after a resume), resetting the status timer so it heartbeats at once."""
+        self._last_status = 0.0
+        self._kick.set()
+
+    def observe(self, node: Obj) -> bool:
+        """Take what the server says about this Node (uid, pod CIDR, pause). True when pods need a look."""
+        meta = node.get("metadata") or {}
+        self.uid = str(meta.get("uid") or self.uid)
+        was_paused = self.paused
+        self.annotated_paused = (meta.get("annotations") or {}).get(PAUSED_ANNOTATION) == "true"
+        changed = was_paused != self.paused
+        if changed:
+            log.info("node %s %s", self.name, "paused" if self.paused else "resumed")
+            self.kick()
+        cidr = str((node.get("spec") or {}).get("podCIDR") or "")
+        if cidr and cidr != self.pod_cidr:
+            self.pod_cidr = cidr
+            self.ips = PodIPs(cidr)
+            changed = True
+        return changed
+
+    def _report(self, what: str, e: Exception) -> None:
+        msg = f"{what}: {e}"
+        if msg != self._last_error:
+            log.warning("node %s: %s", self.name, msg)
+            self._last_error = msg
+
+    async def register(self) -> None:
+        """Create the Node (or adopt an existing one of that name) and post its full status."""
+        try:
+            node = await self.client.create(NODE, "", node_object(self.name, self.group))
+        except ApiError as e:
+            if e.code != 409:
+                raise
+            node = await self.client.get(NODE, "", self.name)
+        self.observe(node)
+        await self.post_status(full=True)
+        self.registered.set()
+
+    async def post_status(self, *, full: bool = False) -> None:
+        stamp = rfc3339()
+        status = node_status(self.name, self.group, self.ip, stamp, self._since)
+        if not full:
+            status = {"conditions": status["conditions"]}
+        await self.client.patch(NODE, "", self.name, {"status": status}, patch_type="strategic",
+                                subresource="status")
+        self._last_status = time.monotonic()
+
+    async def renew_lease(self) -> None:
+        now = rfc3339_micro()
+        if self._lease is None:
+            try:
+                self._lease = await self.client.get(LEASE, LEASE_NAMESPACE, self.name)
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+                lease = lease_object({"metadata": {"name": self.name, "uid": self.uid}}, now)
+                self._lease = await self.client.create(LEASE, LEASE_NAMESPACE, lease)
+                return
+        lease = deep_copy(self._lease)
+        lease["spec"]["renewTime"] = now
+        lease["spec"]["holderIdentity"] = self.name
+        try:
+            self._lease = await self.client.update(LEASE, LEASE_NAMESPACE, self.name, lease)
+        except ApiError as e:
+            self._lease = None  # re-read next time (conflict, or deleted)
+            if e.code not in (404, 409):
+                raise
+            await self.renew_lease()
+
+    async def _tick(self) -> None:
+        if not self.registered.is_set():
+            await self.register()
+        await self.renew_lease()
+        if time.monotonic() - self._last_status >= self.status_interval:
+            await self.post_status()
+        self._last_error = ""
+
+    async def run(self, start_delay: float = 0.0) -> None:
+        """The node's eternal loop (see the module docstring)."""
+        await asyncio.sleep(start_delay)
+        while True:
+            if not self.paused:
+                try:
+                    await self._tick()
+                except ApiError as e:
+                    self._report("heartbeat failed", e)
+            self._kick.clear()
+            delay = self.lease_interval * random.uniform(0.9, 1.1)
+            if not self.registered.is_set() and not self.paused:
+                delay = min(delay, 2.0)
+            try:
+                await asyncio.wait_for(self._kick.wait(), delay)
+            except TimeoutError:
+                pass
