@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--simulate", type=int, default=0, metavar="N", help="simulate N nodes (no containers)")
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    from lite.agent.sim.cli import add_simulate_flags  # cheap: argparse and the spec parser
+
+    add_simulate_flags(agent)
 
     tok = sub.add_parser("token", help="print the join token of a server data dir")
     _add_data_dir(tok)
@@ -105,6 +108,11 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
+    if args.simulate or args.node_group:
+        from lite.agent.sim import cli as sim_cli
+
+        _setup_logging(args.log_level)
+        return sim_cli.run(args, Path(args.data_dir) if args.data_dir else default_data_dir())
     print("lite agent: not implemented yet", file=sys.stderr)
     return 2
 
