@@ -268,3 +268,24 @@ async def test_custom_objects_follow_the_schema(res: Resources) -> None:
     # An unknown field alone changes nothing: no write, no generation bump.
     same = await res.patch(w1, "default", "w", {"spec": {"bogus": True}})
     assert same["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+
+
+async def test_scale_for_other_workloads(res: Resources) -> None:
+    rc = kind("replicationcontrollers")
+    await res.create(rc, "default", {"metadata": {"name": "r"}, "spec": {"replicas": 2, "template": {
+        "metadata": {"labels": {"b": "2", "a": "1"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    scale = await res.get(rc, "default", "r", subresource="scale")
+    assert scale["status"]["selector"] == "a=1,b=2" and scale["spec"]["replicas"] == 2
+    sts = kind("statefulsets", "apps")
+    body = deployment("db")
+    await res.create(sts, "default", body)
+    out = await res.patch(sts, "default", "db", {"spec": {"replicas": 4}}, subresource="scale")
+    assert out["spec"]["replicas"] == 4 and out["status"]["selector"] == "app=db"
+    ds = kind("daemonsets", "apps")
+    await res.create(ds, "default", deployment("agent"))
+    with pytest.raises(ApiError) as e:
+        await res.get(ds, "default", "agent", subresource="scale")
+    assert e.value.code == 404
+    with pytest.raises(ApiError) as e:  # DaemonSet selectors are immutable too
+        await res.patch(ds, "default", "agent", {"spec": {"selector": {"matchLabels": {"app": "x"}}}})
+    assert e.value.code == 422 and "spec.selector" in [c.field for c in e.value.causes]
