@@ -151,3 +151,15 @@ async def test_failed_commit_fails_batch_and_recovers(db_path: str) -> None:
     s = await Store.open(db_path)
     assert s.current_rev == rev + 1 and [e.rev for e in s.watch("", 0)._replay] == [1, 2]
     await s.close()
+
+
+async def test_conflict_with_a_pending_write_settles_before_raising(store: Store) -> None:
+    """A writer that loses to a pending write finds that write committed when it re-reads (no stale spin)."""
+    rev, _ = await store.create(K, pod("a"))
+    first = asyncio.ensure_future(store.update(K, pod("a", spec={"x": 1}), rev))
+    await asyncio.sleep(0)  # the first update is submitted, not yet committed
+    assert store.get(K) is not None and store.get(K)[0] == rev  # type: ignore[index]
+    with pytest.raises(RevMismatch):
+        await store.update(K, pod("a", spec={"x": 2}), rev)
+    got = store.get(K)
+    assert got is not None and got[0] == (await first)[0]

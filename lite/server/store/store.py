@@ -71,6 +71,7 @@ class Store:
         self._overlay: dict[str, tuple[int, bytes | None]] = {}
         self._pending: list[_Pending] = []
         self._wake = asyncio.Event()
+        self._committed = asyncio.Event()  # set (and replaced) after every commit or failed batch
         self._closing = False
         self._writer: asyncio.Task[None] | None = None
         self._close_task: asyncio.Future[None] | None = None
@@ -172,13 +173,14 @@ class Store:
     async def create(self, key: str, obj: dict[str, Any]) -> tuple[int, bytes]:
         latest = self._latest(key)
         if latest is not None and latest[1] is not None:
+            await self._settle(key)
             raise KeyExists(key)
         prev_rev = latest[0] if latest is not None else 0
         return await self._submit(key, obj, created=True, deleted=False, prev_rev=prev_rev, prev=None)
 
     async def update(self, key: str, obj: dict[str, Any], expected_rev: int) -> tuple[int, bytes]:
         """Replace the object; expected_rev 0 = unconditional."""
-        rev, prev = self._check_existing(key, expected_rev)
+        rev, prev = await self._check_existing(key, expected_rev)
         return await self._submit(key, obj, created=False, deleted=False, prev_rev=rev, prev=prev)
 
     async def delete(self, key: str, expected_rev: int, final: dict[str, Any] | None = None) -> tuple[int, bytes]:
@@ -187,20 +189,31 @@ class Store:
         Returns (deletion rev, final state bytes with that rev as resourceVersion). expected_rev 0 =
         unconditional.
         """
-        rev, prev = self._check_existing(key, expected_rev)
+        rev, prev = await self._check_existing(key, expected_rev)
         obj = final if final is not None else orjson.loads(prev)
         return await self._submit(key, obj, created=False, deleted=True, prev_rev=rev, prev=prev)
 
-    def _check_existing(self, key: str, expected_rev: int) -> tuple[int, bytes]:
+    async def _check_existing(self, key: str, expected_rev: int) -> tuple[int, bytes]:
         latest = self._latest(key)
         if latest is None:
             raise KeyNotFound(key)
         rev, value = latest
         if value is None:
+            await self._settle(key)
             raise KeyNotFound(key)
         if expected_rev and expected_rev != rev:
+            await self._settle(key)
             raise RevMismatch(key, rev)
         return rev, value
+
+    async def _settle(self, key: str) -> None:
+        """Before failing a write on a conflict with a *pending* write, wait until that write committed.
+
+        Readers see committed state only, so a caller that re-reads after the error must find the state the
+        conflict was about; otherwise a read-modify-write loop would spin on the same stale revision.
+        """
+        while key in self._overlay and not self._closing:
+            await self._committed.wait()
 
     async def _submit(
         self,
@@ -266,6 +279,8 @@ class Store:
                 del self._overlay[r.name]
             events.append(StoreEvent(_event_type(r), r.name, r.id, r.value, p.prev))
         self.current_rev = rows[-1].id
+        self._committed.set()
+        self._committed = asyncio.Event()
         self.commits += 1
         self.writes += len(rows)
         self._hub.publish(events)
@@ -277,6 +292,8 @@ class Store:
         """A failed batch invalidates everything queued behind it: fail all, reset to committed state."""
         queued, self._pending = self._pending, []
         self._overlay.clear()
+        self._committed.set()
+        self._committed = asyncio.Event()
         self._next_rev = self.current_rev + 1
         for p in [*batch, *queued]:
             if not p.future.done():
