@@ -28,6 +28,9 @@ def parse_quantity(s: str) -> Fraction:
     """Parse a quantity string exactly; raises ValueError on anything upstream would reject."""
     if not isinstance(s, str):
         raise ValueError(f"quantity must be a string, not {type(s).__name__}")
+    fast = _parse_simple(s)
+    if fast is not None:
+        return fast
     m = _RE.match(s.strip()) if s == s.strip() else None
     if m is None:
         raise ValueError(f"quantities must match the regular expression "
@@ -45,6 +48,26 @@ def parse_quantity(s: str) -> Fraction:
         value *= Fraction(10) ** _DECIMAL[suffix]
     value = math.ceil(value / _NANO) * _NANO
     return -value if sign == "-" else value
+
+
+def _parse_simple(s: str) -> Fraction | None:
+    """The common forms (`128Mi`, `500m`, `2`, `1G`) without the regex and Fraction(str): ~10x faster.
+
+    Only unsigned integer mantissas; every result is a whole multiple of 1n, so no rounding is needed.
+    Anything else returns None and takes the general path.
+    """
+    digits = s.rstrip("KMGTPEkmuni")  # the suffix letters, as a set
+    suffix = s[len(digits):]
+    if not digits.isdigit() or not digits.isascii():
+        return None
+    if suffix in _BINARY:
+        return Fraction(int(digits) * _BINARY[suffix])
+    exp = _DECIMAL.get(suffix)
+    if exp is None:
+        return None
+    if exp >= 0:
+        return Fraction(int(digits) * 10**exp)
+    return Fraction(int(digits), 10**-exp)
 
 
 def to_milli(q: str | Fraction | int) -> int:
