@@ -1,0 +1,68 @@
+"""The files of a container's state_dir and how they are written (atomic rename) and read.
+
+- `spec.json`   written by the agent before the shim starts.
+- `shim.json`   written by the shim once init has exec'd: shim pid, init pid, both start times (pid reuse guard).
+- `exit.json`   written by the shim when init has ended (an `ExitStatus`); the shim exits right after.
+- `shim.log`    the shim's own stderr (diagnostics only).
+- `rootfs/`     the mount point of the container's root inside init's private mount namespace.
+A reader never sees a half-written JSON file: writers use write-temp + fsync + rename.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SPEC = "spec.json"
+SHIM = "shim.json"
+EXIT = "exit.json"
+SHIM_LOG = "shim.log"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def start_time(pid: int) -> int | None:
+    """The process start time (clock ticks since boot, /proc/<pid>/stat field 22) or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+@dataclass(frozen=True)
+class ShimRecord:
+    shim_pid: int
+    init_pid: int
+    shim_start: int
+    init_start: int
+
+    def shim_alive(self) -> bool:
+        return start_time(self.shim_pid) == self.shim_start
+
+    def init_alive(self) -> bool:
+        return start_time(self.init_pid) == self.init_start
+
+    @classmethod
+    def load(cls, state_dir: Path) -> ShimRecord | None:
+        raw = read_json(state_dir / SHIM)
+        return None if raw is None else cls(**raw)
