@@ -150,3 +150,12 @@ def test_deployment_roundtrip(cluster: Cluster, ns: str) -> None:
     assert scale.spec.replicas == 2
     apps.patch_namespaced_deployment_scale("py", ns, {"spec": {"replicas": 4}})
     assert apps.read_namespaced_deployment("py", ns).spec.replicas == 4
+
+
+def test_tokens(cluster: Cluster) -> None:
+    server = cluster.server
+    join = (server.data_dir / "token").read_text().strip()
+    assert server.request("/api/v1/namespaces", token=join)[0] == 200  # agents authenticate with it
+    status, body = server.request("/api/v1/namespaces", token="not-a-token")
+    assert status == 401 and body["kind"] == "Status" and body["reason"] == "Unauthorized"
+    assert server.request("/readyz", token="not-a-token")[0] == 200  # probes need no credentials
