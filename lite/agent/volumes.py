@@ -1,0 +1,308 @@
+"""Pod volumes: turn `spec.volumes` into host directories/files and `volumeMounts` into bind mounts.
+
+Layout: `<pod_dir>/volumes/<name>`. Supported: emptyDir (medium Memory = tmpfs with sizeLimit), hostPath (with
+the `type` checks kubelet makes), configMap, secret, downwardAPI, projected (configMap/secret/downwardAPI sources).
+Content volumes are written the way kubelet's AtomicWriter does: files go into a fresh `..<stamp>` directory, the
+`..data` symlink is swapped atomically, and each top-level entry is a symlink through `..data`, so a container never
+sees a half-updated volume and a later `refresh` may update it in place.
+
+Invariants: `setup` is idempotent (an existing emptyDir keeps its content; content volumes are rewritten only when
+their payload changed); `teardown` is idempotent and unmounts tmpfs before removing. A missing non-optional
+ConfigMap/Secret or key raises `VolumeError` (kubelet's FailedMount): the pod stays ContainerCreating and retries.
+Blocking file I/O: small, bounded by the relayed objects' size; callers run `setup` in a thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lite.agent.envs import ConfigError, PodContext, field_ref, resource_ref
+from lite.agent.runtime.spec import Mount
+from lite.quantity import parse_quantity
+
+Obj = dict[str, Any]
+DEFAULT_MODE = 0o644
+
+
+class VolumeError(Exception):
+    """A volume cannot be set up yet (event reason FailedMount)."""
+
+    reason = "FailedMount"
+
+
+def _mounted(path: Path) -> bool:
+    try:
+        return os.path.ismount(path)
+    except OSError:
+        return False
+
+
+def _mount_tmpfs(path: Path, size: int) -> None:
+    from lite.agent.runtime import linux
+
+    opts = f"mode=0777,size={size}" if size else "mode=0777"
+    linux.mount("tmpfs", str(path), "tmpfs", 0, opts)
+
+
+def _umount(path: Path) -> None:
+    from lite.agent.runtime import linux
+
+    linux.umount2(str(path), 2)  # MNT_DETACH
+
+
+# ---- payloads: relative path -> (bytes, mode) ---------------------------------------------------------------
+
+Payload = dict[str, tuple[bytes, int]]
+
+
+def _items(data: dict[str, bytes], items: list[Obj] | None, mode: int, what: str, optional: bool) -> Payload:
+    out: Payload = {}
+    if not items:
+        return {k: (v, mode) for k, v in data.items()}
+    for item in items:
+        key = item.get("key", "")
+        if key not in data:
+            if optional:
+                continue
+            raise VolumeError(f'configmap references non-existent config key: {key}' if what == "configmap"
+                              else f"references non-existent secret key: {key}")
+        out[str(item.get("path") or key)] = (data[key], int(item.get("mode", mode)))
+    return out
+
+
+def _config_map_payload(src: Obj, ctx: PodContext, default_mode: int) -> Payload:
+    name = src.get("name", "")
+    optional = bool(src.get("optional"))
+    cm = ctx.config_maps.get(name)
+    if cm is None:
+        if optional:
+            return {}
+        raise VolumeError(f'configmap "{name}" not found')
+    data = {k: v.encode() for k, v in (cm.get("data") or {}).items()}
+    data.update({k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()})
+    return _items(data, src.get("items"), int(src.get("defaultMode", default_mode)), "configmap", optional)
+
+
+def _secret_payload(src: Obj, ctx: PodContext, default_mode: int, name_key: str = "secretName") -> Payload:
+    name = src.get(name_key, "")
+    optional = bool(src.get("optional"))
+    sec = ctx.secrets.get(name)
+    if sec is None:
+        if optional:
+            return {}
+        raise VolumeError(f'secret "{name}" not found')
+    data = {k: base64.b64decode(v) for k, v in (sec.get("data") or {}).items()}
+    return _items(data, src.get("items"), int(src.get("defaultMode", default_mode)), "secret", optional)
+
+
+def _downward_payload(src: Obj, pod: Obj, ctx: PodContext, default_mode: int) -> Payload:
+    mode = int(src.get("defaultMode", default_mode))
+    out: Payload = {}
+    containers = {c.get("name"): c for c in (pod.get("spec") or {}).get("containers") or []}
+    try:
+        for item in src.get("items") or []:
+            if "fieldRef" in item:
+                value = field_ref(pod, item["fieldRef"].get("fieldPath", ""), ctx)
+            else:
+                ref = item.get("resourceFieldRef") or {}
+                value = resource_ref(containers.get(ref.get("containerName"), {}), ref, ctx)
+            out[item.get("path", "")] = (value.encode(), int(item.get("mode", mode)))
+    except ConfigError as e:
+        raise VolumeError(str(e)) from e
+    return out
+
+
+def _projected_payload(src: Obj, pod: Obj, ctx: PodContext) -> Payload:
+    mode = int(src.get("defaultMode", DEFAULT_MODE))
+    out: Payload = {}
+    for s in src.get("sources") or []:
+        if "configMap" in s:
+            out.update(_config_map_payload(s["configMap"], ctx, mode))
+        elif "secret" in s:
+            out.update(_secret_payload(s["secret"], ctx, mode, name_key="name"))
+        elif "downwardAPI" in s:
+            out.update(_downward_payload(s["downwardAPI"], pod, ctx, mode))
+    return out
+
+
+def payload_of(volume: Obj, pod: Obj, ctx: PodContext) -> Payload | None:
+    """The files of a content volume, or None for emptyDir/hostPath/unsupported sources."""
+    if "configMap" in volume:
+        return _config_map_payload(volume["configMap"], ctx, DEFAULT_MODE)
+    if "secret" in volume:
+        return _secret_payload(volume["secret"], ctx, DEFAULT_MODE)
+    if "downwardAPI" in volume:
+        return _downward_payload(volume["downwardAPI"], pod, ctx, DEFAULT_MODE)
+    if "projected" in volume:
+        return _projected_payload(volume["projected"], pod, ctx)
+    return None
+
+
+# ---- atomic writer -----------------------------------------------------------------------------------------
+
+def _current(target: Path) -> Payload | None:
+    data = target / "..data"
+    if not data.is_symlink():
+        return None
+    out: Payload = {}
+    root = data.resolve()
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            out[str(p.relative_to(root))] = (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
+    return out
+
+
+def write_atomic(target: Path, payload: Payload) -> bool:
+    """Publish `payload` under `target` (AtomicWriter layout). Returns False when nothing changed."""
+    target.mkdir(parents=True, exist_ok=True)
+    if _current(target) == payload:
+        return False
+    stamp = target / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.monotonic_ns()}"
+    stamp.mkdir()
+    for rel, (content, mode) in payload.items():
+        if rel.startswith("/") or ".." in Path(rel).parts:
+            raise VolumeError(f"invalid path {rel!r} in volume item")
+        p = stamp / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(content)
+        os.chmod(p, mode)
+    os.chmod(stamp, 0o755)
+    old = (target / "..data").resolve() if (target / "..data").is_symlink() else None
+    tmp = target / "..data_tmp"
+    if tmp.is_symlink():
+        tmp.unlink()
+    tmp.symlink_to(stamp.name)
+    os.replace(tmp, target / "..data")
+    tops = {Path(rel).parts[0] for rel in payload}
+    for entry in target.iterdir():
+        if not entry.name.startswith("..") and entry.name not in tops and entry.is_symlink():
+            entry.unlink()
+    for top in tops:
+        link = target / top
+        if not link.is_symlink():
+            link.symlink_to(f"..data/{top}")
+    if old is not None and old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
+# ---- hostPath ----------------------------------------------------------------------------------------------
+
+_HOSTPATH_CHECKS: dict[str, tuple[Callable[[int], bool], str]] = {
+    "Directory": (stat.S_ISDIR, "directory"),
+    "File": (stat.S_ISREG, "file"),
+    "Socket": (stat.S_ISSOCK, "socket"),
+    "CharDevice": (stat.S_ISCHR, "character device"),
+    "BlockDevice": (stat.S_ISBLK, "block device"),
+}
+
+
+def check_host_path(path: str, kind: str) -> None:
+    """kubelet's hostPath type checks; *OrCreate types create what is missing."""
+    p = Path(path)
+    if kind == "DirectoryOrCreate":
+        p.mkdir(mode=0o755, parents=True, exist_ok=True)
+        kind = "Directory"
+    elif kind == "FileOrCreate":
+        if not p.exists():
+            p.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            p.touch(mode=0o644)
+        kind = "File"
+    if kind not in _HOSTPATH_CHECKS:
+        return
+    test, label = _HOSTPATH_CHECKS[kind]
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise VolumeError(f"hostPath type check failed: {path} is not a {label}") from None
+    if not test(st.st_mode):
+        raise VolumeError(f"hostPath type check failed: {path} is not a {label}")
+
+
+# ---- pod-level setup/teardown ------------------------------------------------------------------------------
+
+def _size_limit(empty_dir: Obj) -> int:
+    raw = empty_dir.get("sizeLimit")
+    return int(parse_quantity(str(raw))) if raw else 0
+
+
+def setup(pod: Obj, pod_dir: Path, ctx: PodContext) -> dict[str, str]:
+    """Create every volume of the pod; returns volume name -> host path. Idempotent."""
+    paths: dict[str, str] = {}
+    base = pod_dir / "volumes"
+    for vol in (pod.get("spec") or {}).get("volumes") or []:
+        name = vol.get("name", "")
+        target = base / name
+        if "hostPath" in vol:
+            hp = vol["hostPath"]
+            check_host_path(hp.get("path", ""), hp.get("type", ""))
+            paths[name] = hp.get("path", "")
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        if "emptyDir" in vol:
+            ed = vol["emptyDir"] or {}
+            if ed.get("medium") == "Memory" and not _mounted(target):
+                _mount_tmpfs(target, _size_limit(ed))
+            else:
+                os.chmod(target, 0o777)
+        else:
+            payload = payload_of(vol, pod, ctx)
+            if payload is not None:
+                write_atomic(target, payload)
+        paths[name] = str(target)
+    return paths
+
+
+def refresh(pod: Obj, pod_dir: Path, ctx: PodContext) -> list[str]:
+    """Rewrite content volumes whose source changed (ConfigMap/Secret updates); returns their names.
+    Missing optional sources become empty; errors leave the old content in place."""
+    changed: list[str] = []
+    for vol in (pod.get("spec") or {}).get("volumes") or []:
+        try:
+            payload = payload_of(vol, pod, ctx)
+        except VolumeError:
+            continue
+        if payload is not None and write_atomic(pod_dir / "volumes" / vol.get("name", ""), payload):
+            changed.append(vol.get("name", ""))
+    return changed
+
+
+def teardown(pod_dir: Path) -> None:
+    """Unmount tmpfs volumes and remove the volume tree. Idempotent; hostPaths are never touched."""
+    base = pod_dir / "volumes"
+    if not base.exists():
+        return
+    for entry in base.iterdir():
+        if _mounted(entry):
+            _umount(entry)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def container_mounts(container: Obj, volume_paths: dict[str, str]) -> list[Mount]:
+    """Bind mounts for the container's `volumeMounts` (subPath resolved under the volume, never outside it)."""
+    mounts: list[Mount] = []
+    for vm in container.get("volumeMounts") or []:
+        name = vm.get("name", "")
+        if name not in volume_paths:
+            raise VolumeError(f"volume {name!r} not found in pod spec")
+        source = volume_paths[name]
+        sub = vm.get("subPath") or ""
+        if sub:
+            if sub.startswith("/") or ".." in Path(sub).parts:
+                raise VolumeError(f"invalid subPath {sub!r}")
+            full = Path(source) / sub
+            if not full.exists():
+                full.mkdir(parents=True, exist_ok=True)
+            source = str(full.resolve())
+            if not source.startswith(str(Path(volume_paths[name]).resolve())):
+                raise VolumeError(f"subPath {sub!r} escapes volume {name!r}")
+        mounts.append(Mount(source, vm.get("mountPath", ""), readonly=bool(vm.get("readOnly"))))
+    return mounts
