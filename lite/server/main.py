@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from lite.client import Client
 from lite.server.auth import TokenAuthenticator
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
@@ -43,6 +44,8 @@ class Server:
     creds: Credentials
     app: web.Application
     ssl_context: ssl.SSLContext
+    # The in-process API (Resources) for whatever is wired next to the HTTP app (controllers, join).
+    client: Client | None = None
     background: list[tuple[str, Background]] = field(default_factory=list)
     exit_stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
@@ -69,7 +72,7 @@ async def build(config: ServerConfig) -> Server:
     except BaseException:
         await stack.aclose()
         raise
-    server = Server(config, creds, app, server_ssl_context(creds), exit_stack=stack)
+    server = Server(config, creds, app, server_ssl_context(creds), client=resources, exit_stack=stack)
     server.background.append(
         ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
     return server
