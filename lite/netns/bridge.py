@@ -1,0 +1,110 @@
+"""The node bridge that every pod's veth hangs off.
+
+Role: make sure the bridge (default `lite0`) exists in the node netns, is up, carries the pod gateway address,
+and that the node forwards and lets bridged traffic pass netfilter; remove it again.
+
+Invariants:
+- `ensure_bridge` is idempotent and converges: run it at every agent start; it never removes addresses or ports.
+- `net.ipv4.ip_forward=1` and `net.bridge.bridge-nf-call-iptables=1` are set in the node netns. The second is
+  what makes a pod → Service → pod reply on the same bridge go back through conntrack to be un-DNATed; it is a
+  per-netns knob that defaults to 1 here, but set it anyway (measured: with 0 such replies bypass conntrack).
+- Every bridge port has hairpin mode on, so a pod reaching its own Service through DNAT gets the packet back.
+- `node_netns=None` means the host netns: only the real agent passes it; tests pass a netns of their own.
+Blocking: netlink requests are async; the two sysctl writes run in a throw-away thread (`nsfs.in_netns`).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+
+from pyroute2 import AsyncIPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
+from lite.netns import nsfs
+from lite.netns.nsfs import NetnsRef
+
+log = logging.getLogger(__name__)
+
+NODE_SYSCTLS = (
+    ("net.ipv4.ip_forward", "1"),
+    ("net.bridge.bridge-nf-call-iptables", "1"),
+)
+BRPORT_MODE_HAIRPIN = 1
+
+
+async def ensure_bridge(
+    name: str = "lite0", gateway_cidr: str = "10.42.0.1/24", *, node_netns: NetnsRef = None, mtu: int = 1500
+) -> int:
+    """Bridge `name` up with `gateway_cidr`, forwarding on, hairpin on its ports; returns its ifindex."""
+    gateway = ipaddress.IPv4Interface(gateway_cidr)
+    ipr = await nsfs.open_rtnl(node_netns)
+    try:
+        index = await _ensure_link(ipr, name, mtu)
+        await _ensure_address(ipr, index, gateway)
+        for port in await bridge_ports(ipr, index):
+            await ipr.brport("set", index=port, mode=BRPORT_MODE_HAIRPIN)
+    finally:
+        ipr.close()
+    missing = await nsfs.in_netns(node_netns, _write_node_sysctls)
+    for knob in missing:
+        log.warning("sysctl %s does not exist in the node netns; Service hairpin traffic may fail", knob)
+    return index
+
+
+async def remove_bridge(name: str = "lite0", *, node_netns: NetnsRef = None) -> bool:
+    """Delete the bridge (its ports are detached, not deleted); True if it existed. Idempotent."""
+    ipr = await nsfs.open_rtnl(node_netns)
+    try:
+        found = await ipr.link_lookup(ifname=name)
+        if not found:
+            return False
+        try:
+            await ipr.link("del", index=found[0])
+        except NetlinkError as exc:
+            if exc.code != errno.ENODEV:
+                raise
+            return False
+        return True
+    finally:
+        ipr.close()
+
+
+async def bridge_ports(ipr: AsyncIPRoute, bridge_index: int) -> list[int]:
+    """The ifindexes of the links enslaved to the bridge."""
+    ports = []
+    async for link in await ipr.link("dump"):
+        if link.get("master") == bridge_index:
+            ports.append(int(link["index"]))
+    return ports
+
+
+async def _ensure_link(ipr: AsyncIPRoute, name: str, mtu: int) -> int:
+    found = await ipr.link_lookup(ifname=name)
+    if not found:
+        try:
+            await ipr.link("add", ifname=name, kind="bridge", mtu=mtu)
+        except NetlinkError as exc:
+            if exc.code != errno.EEXIST:  # another agent task created it meanwhile
+                raise
+        found = await ipr.link_lookup(ifname=name)
+    index = int(found[0])
+    await ipr.link("set", index=index, mtu=mtu, state="up")
+    return index
+
+
+async def _ensure_address(ipr: AsyncIPRoute, index: int, gateway: ipaddress.IPv4Interface) -> None:
+    async for addr in await ipr.addr("dump", index=index, family=2):
+        if addr.get("address") == str(gateway.ip) and addr["prefixlen"] == gateway.network.prefixlen:
+            return
+    try:
+        await ipr.addr("add", index=index, address=str(gateway.ip), prefixlen=gateway.network.prefixlen)
+    except NetlinkError as exc:
+        if exc.code != errno.EEXIST:
+            raise
+
+
+def _write_node_sysctls() -> list[str]:
+    """Set the node sysctls in the calling thread's netns; returns the knobs that do not exist."""
+    return [name for name, value in NODE_SYSCTLS if not nsfs.write_sysctl(name, value)]

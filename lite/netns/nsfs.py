@@ -1,0 +1,194 @@
+"""Network namespace files and netlink sockets inside namespaces, without forking.
+
+Role: the OS primitives under the rest of `lite.netns`: create a named netns file (bind mount of a fresh
+namespace, as `ip netns add` does), remove it (detach-unmount, unlink), run a small function inside a given netns
+and open an rtnetlink socket there.
+
+Invariants:
+- A namespace switch (`setns`/`unshare(CLONE_NEWNET)`) happens only in a throw-away thread created for that one
+  call, never in the event loop thread or a pooled executor thread: the network namespace is per thread, and a
+  thread left in the wrong namespace would silently send later work to the wrong place. The thread exits after the
+  call, so nothing needs switching back.
+- A netlink socket keeps the namespace it was created in for its whole life, whatever thread uses it later; so a
+  socket opened in the throw-away thread is then driven by `AsyncIPRoute` from the event loop.
+- A netns is named by `NetnsRef`: None is the current (host) namespace, a string without "/" is a name under
+  /run/netns, anything else is a path to a netns file. None is for the real agent; tests always pass their own.
+- The netns directory is made a shared mount point like iproute2 does, so unmounts propagate to mount namespaces
+  that copied it (containers created between setup and teardown).
+Blocking: every function here is tiny (a few syscalls) except `in_netns`, which takes ~0.1 ms for the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from pyroute2 import AsyncIPRoute
+
+NETNS_RUN_DIR = Path("/run/netns")
+NetnsRef = str | Path | None
+
+CLONE_NEWNET = 0x40000000
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_SHARED = 1 << 20
+MNT_DETACH = 2
+
+T = TypeVar("T")
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def netns_path(ref: NetnsRef) -> Path | None:
+    """The netns file for a reference (None stays None: the current namespace)."""
+    if ref is None:
+        return None
+    if isinstance(ref, Path) or "/" in ref:
+        return Path(ref)
+    return NETNS_RUN_DIR / ref
+
+
+def setns_path(path: Path) -> None:
+    """Move the calling thread into the netns of `path`. Only for throw-away threads (see module docstring)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _check(_libc().setns(fd, CLONE_NEWNET), f"setns {path}")
+    finally:
+        os.close(fd)
+
+
+def _run_in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """Run fn in a new thread; the returned future resolves on the running loop."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def deliver(value: T | None, exc: BaseException | None) -> None:
+        if fut.cancelled():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)  # type: ignore[arg-type]
+
+    def body() -> None:
+        try:
+            value = fn()
+        except BaseException as exc:  # handed to the awaiting task
+            loop.call_soon_threadsafe(deliver, None, exc)
+        else:
+            loop.call_soon_threadsafe(deliver, value, None)
+
+    threading.Thread(target=body, name="lite-netns", daemon=True).start()
+    return fut
+
+
+async def in_netns(ref: NetnsRef, fn: Callable[[], T]) -> T:
+    """Run the small blocking `fn` in a throw-away thread switched into the netns `ref` (None: current)."""
+    path = netns_path(ref)
+
+    def body() -> T:
+        if path is not None:
+            setns_path(path)
+        return fn()
+
+    return await asyncio.shield(_run_in_thread(body))
+
+
+def rtnl_socket_fd() -> int:
+    """A new NETLINK_ROUTE socket in the calling thread's netns, as a bare fd (owned by the caller)."""
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, socket.NETLINK_ROUTE)
+    return sock.detach()
+
+
+def rtnl_from_fd(fd: int) -> AsyncIPRoute:
+    """An AsyncIPRoute over an rtnetlink socket fd (takes ownership; close it with `.close()`)."""
+    return AsyncIPRoute(fileno=fd)
+
+
+async def open_rtnl(ref: NetnsRef) -> AsyncIPRoute:
+    """An AsyncIPRoute whose socket lives in netns `ref` (None: the current netns, no thread needed)."""
+    if ref is None:
+        return AsyncIPRoute()
+    return rtnl_from_fd(await in_netns(ref, rtnl_socket_fd))
+
+
+def ensure_netns_dir(directory: Path) -> None:
+    """Create the netns directory and make it a shared mount point, as iproute2 does (idempotent)."""
+    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if os.path.ismount(directory):
+        return
+    libc = _libc()
+    target = os.fsencode(directory)
+    # Bind the directory on itself so it is a mount point whose propagation can be made shared.
+    _check(libc.mount(target, target, b"none", MS_BIND | MS_REC, None), f"bind {directory}")
+    _check(libc.mount(b"", target, b"none", MS_SHARED | MS_REC, None), f"make-shared {directory}")
+
+
+def create_netns_here(path: Path) -> None:
+    """In a throw-away thread: unshare a new netns for this thread and pin it at `path` (must not exist)."""
+    libc = _libc()
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+    os.close(fd)
+    try:
+        _check(libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+        _check(libc.mount(b"/proc/thread-self/ns/net", os.fsencode(path), b"none", MS_BIND, None), f"bind {path}")
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def netns_file_present(path: Path) -> bool:
+    """True if a netns file (mounted or a stale leftover) exists at `path`."""
+    return os.path.lexists(path)
+
+
+def is_netns_mount(path: Path) -> bool:
+    """True if `path` is a mounted netns file (a bind mount has another device than its directory)."""
+    try:
+        return os.stat(path).st_dev != os.stat(path.parent).st_dev
+    except FileNotFoundError:
+        return False
+
+
+def remove_netns(path: Path) -> bool:
+    """Detach-unmount and unlink a netns file; True if something was there. Idempotent."""
+    existed = path.exists()
+    if is_netns_mount(path):
+        ret = _libc().umount2(os.fsencode(path), MNT_DETACH)
+        if ret != 0 and ctypes.get_errno() not in (22,):  # EINVAL: raced with another unmount
+            _check(ret, f"umount {path}")
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return existed
+
+
+def write_sysctl(name: str, value: str) -> bool:
+    """Write /proc/sys/<name> for the calling thread's netns; False if the knob does not exist here."""
+    try:
+        with open(Path("/proc/sys") / name.replace(".", "/"), "w") as f:
+            f.write(value)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def read_sysctl(name: str) -> str | None:
+    try:
+        return (Path("/proc/sys") / name.replace(".", "/")).read_text().strip()
+    except FileNotFoundError:
+        return None
