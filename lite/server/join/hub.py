@@ -1,0 +1,207 @@
+"""The join hub: node agents' sessions, and the relay of desired state to them.
+
+`JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=...)`:
+- `handle(request)` serves `GET /lite/join` (a websocket; `routes.add_join_routes` authenticates first):
+  Hello → Node registered/updated → Welcome → full resync (pods bound to the node, their ConfigMaps/Secrets,
+  deletions for reported pods no longer bound, Synced) → the session runs until the websocket closes.
+- `run()` runs the hub's informers (when it created them itself) until cancelled, then closes sessions.
+- `serve(...)` is the API layer's `StreamProvider`; `pod_metrics`/`node_metrics` its `MetricsProvider`.
+
+Invariants:
+- One session per node name: a new Hello for a connected node closes the old session first.
+- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes);
+  their handlers push changes to the affected sessions synchronously, in event order. Registering a
+  session and taking its resync snapshot happen with no await in between, so no event is missed or doubled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from lite import wire
+from lite.client import Client
+from lite.informer import Informer, SharedInformers
+from lite.kinds import KindRegistry
+from lite.objects import name_of
+from lite.server.join.intake import Intake, intake_for
+from lite.server.join.metrics import node_metrics, pod_metrics
+from lite.server.join.relay import NodeRelay
+from lite.server.join.session import NodeSession
+from lite.server.join.streams import serve_stream
+
+log = logging.getLogger("lite.server.join")
+
+Obj = dict[str, Any]
+NODE_INDEX = "lite.join/spec.nodeName"
+HELLO_TIMEOUT = 30.0
+MAX_FRAME = 64 * 1024 * 1024
+
+
+def _node_of(pod: Obj) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+class JoinHub:
+    """See the module docstring."""
+
+    def __init__(self, client: Client, kinds: KindRegistry, *, informers: SharedInformers | None = None,
+                 cluster_dns: str = "", cluster_domain: str = "cluster.local", heartbeat: float = 20.0) -> None:
+        self.client = client
+        self.kinds = kinds
+        self.intake = Intake(client, kinds)
+        self._own_informers = informers is None
+        self.informers = informers if informers is not None else SharedInformers(client)
+        self.pods = self.informers.informer(self.intake.pod)
+        self.nodes = self.informers.informer(self.intake.node)
+        self.objects: dict[str, Informer] = {}
+        for kind in ("ConfigMap", "Secret"):
+            k = kinds.by_gvk("", "v1", kind)
+            assert k is not None
+            self.objects[kind] = self.informers.informer(k)
+        self.cluster_dns = cluster_dns
+        self.cluster_domain = cluster_domain
+        self.heartbeat = heartbeat
+        self._sessions: dict[str, tuple[NodeSession, NodeRelay]] = {}
+        self._wire_handlers()
+
+    # -- informer handlers: changes to sessions --
+
+    def _wire_handlers(self) -> None:
+        with contextlib.suppress(ValueError):  # another hub on the same informers added it already
+            self.pods.add_index(NODE_INDEX, lambda p: [n] if (n := _node_of(p)) else [])
+        self.pods.add_handlers(on_add=lambda p: self._pod_changed(None, p), on_update=self._pod_changed,
+                               on_delete=self._pod_deleted)
+        for kind, inf in self.objects.items():
+            inf.add_handlers(on_add=lambda o, k=kind: self._object_changed(k, o),  # type: ignore[misc]
+                             on_update=lambda _old, o, k=kind: self._object_changed(k, o),  # type: ignore[misc]
+                             on_delete=lambda o, k=kind: self._object_changed(k, o, True))  # type: ignore[misc]
+        self.nodes.add_handlers(on_update=self._node_changed)
+
+    def _relay(self, node: str) -> NodeRelay | None:
+        pair = self._sessions.get(node)
+        return pair[1] if pair else None
+
+    def _pod_changed(self, old: Obj | None, new: Obj) -> None:
+        old_node = _node_of(old) if old is not None else ""
+        new_node = _node_of(new)
+        if old_node and old_node != new_node and (relay := self._relay(old_node)):
+            relay.remove_pod(old)  # type: ignore[arg-type]
+        if new_node and (relay := self._relay(new_node)):
+            relay.upsert_pod(new)
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        if (relay := self._relay(_node_of(pod))) is not None:
+            relay.remove_pod(pod)
+
+    def _object_changed(self, kind: str, obj: Obj, deleted: bool = False) -> None:
+        for _, relay in self._sessions.values():
+            relay.object_changed(kind, obj, deleted)
+
+    def _node_changed(self, old: Obj, new: Obj) -> None:
+        if old is not new and (old.get("spec") or {}).get("podCIDR") != (new.get("spec") or {}).get("podCIDR"):
+            pair = self._sessions.get(name_of(new))
+            if pair:
+                pair[0].emit(wire.NodeConfig(self._config(new)))
+
+    def _lookup(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self.objects[kind].get(f"{namespace}/{name}")
+
+    def _config(self, node: Obj) -> Obj:
+        spec = node.get("spec") or {}
+        return {"podCIDR": spec.get("podCIDR", ""), "podCIDRs": spec.get("podCIDRs") or [],
+                "clusterDNS": [self.cluster_dns] if self.cluster_dns else [],
+                "clusterDomain": self.cluster_domain}
+
+    # -- sessions --
+
+    def session(self, node: str) -> NodeSession | None:
+        pair = self._sessions.get(node)
+        return pair[0] if pair else None
+
+    def connected_nodes(self) -> list[str]:
+        return sorted(self._sessions)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """The /lite/join websocket (authentication is done by the route)."""
+        ws = web.WebSocketResponse(heartbeat=self.heartbeat, max_msg_size=MAX_FRAME)
+        await ws.prepare(request)
+        hello = await self._hello(ws)
+        if hello is None:
+            return ws
+        node_obj = await self.intake.register(hello)
+        for inf in (self.pods, self.nodes, *self.objects.values()):
+            await inf.wait_synced()
+        old = self._sessions.pop(hello.node, None)
+        if old is not None:
+            log.info("node %s: a new session replaces the old one", hello.node)
+            await old[0].close()
+        session = NodeSession(hello.node, ws, hello, intake_for(self.intake, hello.node))
+        relay = NodeRelay(session.emit, self._lookup)
+        # No await from here to resync: the snapshot and the handlers see the same cache state.
+        self._sessions[hello.node] = (session, relay)
+        session.emit(wire.Welcome(config=self._config(node_obj)))
+        relay.resync(self.pods.by_index(NODE_INDEX, hello.node), hello.pods)
+        log.info("node %s joined (%d pods reported)", hello.node, len(hello.pods))
+        try:
+            await session.run()
+        finally:
+            if self._sessions.get(hello.node, (None,))[0] is session:
+                del self._sessions[hello.node]
+            log.info("node %s: session ended", hello.node)
+        return ws
+
+    async def _hello(self, ws: web.WebSocketResponse) -> wire.Hello | None:
+        try:
+            frame = await ws.receive(timeout=HELLO_TIMEOUT)
+        except TimeoutError:
+            await ws.close(code=4408, message=b"no hello")
+            return None
+        if frame.type != WSMsgType.BINARY:
+            await ws.close(code=4400, message=b"expected a hello frame")
+            return None
+        try:
+            msg = wire.decode(frame.data)
+        except wire.WireError as e:
+            await ws.close(code=4400, message=str(e).encode()[:120])
+            return None
+        if not isinstance(msg, wire.Hello) or not msg.node:
+            await ws.close(code=4400, message=b"expected a hello frame")
+            return None
+        if msg.version != wire.PROTOCOL_VERSION:
+            await ws.close(code=4426, message=f"protocol version {wire.PROTOCOL_VERSION} required".encode())
+            return None
+        return msg
+
+    async def run(self) -> None:
+        """Run the hub's own informers (if it made them) until cancelled; then close every session."""
+        try:
+            if self._own_informers:
+                await self.informers.run()
+            else:
+                await asyncio.Event().wait()
+        finally:
+            for session, _ in list(self._sessions.values()):
+                await session.close()
+
+    # -- API providers --
+
+    async def serve(self, request: web.Request, kind: Any, namespace: str, name: str,
+                    subresource: str) -> web.StreamResponse:
+        """`StreamProvider`: pods/log, exec, attach, portforward through the node's session."""
+        return await serve_stream(self, request, kind, namespace, name, subresource)
+
+    def _samples(self) -> list[tuple[str, wire.Metrics]]:
+        return [(node, s.metrics) for node, (s, _) in sorted(self._sessions.items()) if s.metrics is not None]
+
+    async def pod_metrics(self, namespace: str, label_selector: str) -> list[Obj]:
+        """`MetricsProvider`: PodMetrics items from the connected agents' latest samples."""
+        return pod_metrics((m for _, m in self._samples()), self.pods, namespace, label_selector)
+
+    async def node_metrics(self, label_selector: str) -> list[Obj]:
+        """`MetricsProvider`: NodeMetrics items from the connected agents' latest samples."""
+        return node_metrics(self._samples(), self.nodes, label_selector)

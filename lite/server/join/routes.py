@@ -1,0 +1,39 @@
+"""The join route: `add_join_routes(app, hub, authenticate)` adds `GET /lite/join` (a websocket) to an app.
+
+Only callers that `authenticate` names as the node user (the join token) may join; anything else gets a
+401/403 Status before the upgrade. Add the route to the API app before it starts (aiohttp freezes routers):
+plain routes win over the API app's catch-all, as aiohttp resolves the longest matching prefix first.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from lite.errors import ApiError, forbidden, unauthorized
+from lite.server.join.hub import JoinHub
+from lite.wire import JOIN_PATH
+
+Authenticate = Callable[[web.Request], "str | Awaitable[str | None] | None"]
+NODE_USER = "node"
+
+
+def add_join_routes(app: web.Application, hub: JoinHub, authenticate: Authenticate,
+                    *, users: tuple[str, ...] = (NODE_USER,)) -> None:
+    async def join(request: web.Request) -> web.StreamResponse:
+        user = authenticate(request)
+        if inspect.isawaitable(user):
+            user = await user
+        err: ApiError | None = None
+        if not user:
+            err = unauthorized()
+        elif user not in users:
+            err = forbidden(f'User "{user}" cannot join as a node', "nodes")
+        if err is not None:
+            return web.Response(body=orjson.dumps(err.status()), status=err.code, content_type="application/json")
+        return await hub.handle(request)
+
+    app.router.add_get(JOIN_PATH, join)
