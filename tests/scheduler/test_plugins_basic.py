@@ -12,7 +12,7 @@ from lite.server.scheduler.plugins import nodeaffinity, nodename, nodeports, nod
 TAINT = {"key": "k", "value": "v", "effect": "NoSchedule"}
 
 
-def run_filter(plugin: object, p: Obj, n: Obj) -> Failure | None | str:
+def run_filter(plugin: object, p: Obj, n: Obj) -> Failure | str | None:
     pi, node_info = info(p), ni(n)
     state = plugin.pre_filter(pi, snap(node_info))  # type: ignore[attr-defined]
     if state is None:

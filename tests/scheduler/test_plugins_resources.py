@@ -48,7 +48,8 @@ FIT = noderesources.NodeResourcesFit()
 @pytest.mark.parametrize(("existing", "incoming", "node_kw", "want"), [
     ([], pod("p", cpu="1"), {}, []),
     ([pod("e", cpu="3500m")], pod("p", cpu="1"), {}, ["Insufficient cpu"]),
-    ([pod("e", cpu="3", memory="7Gi")], pod("p", cpu="2", memory="2Gi"), {}, ["Insufficient cpu", "Insufficient memory"]),
+    ([pod("e", cpu="3", memory="7Gi")], pod("p", cpu="2", memory="2Gi"), {},
+     ["Insufficient cpu", "Insufficient memory"]),
     ([pod("e")], pod("p"), {"pods": 1}, ["Too many pods"]),
     ([pod("e", cpu="4")], pod("p"), {}, []),     # requests nothing: fits a full node
     ([], pod("p", containers=[c("a", "1")], initContainers=[c("i", "5")]), {}, ["Insufficient cpu"]),

@@ -1,11 +1,17 @@
-"""The scheduler against the real API: binding, spreading, taints, FailedScheduling text, preemption."""
+"""The scheduler against the real API (Resources over SQLite in tmp_path) with real informers: binding,
+spreading, taints, waiting for a node, FailedScheduling text and condition, preemption."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import contextlib
+from collections import Counter
 
-from conftest import NODE, PC, PDB, POD, Kit, node, open_kit, pod
+from conftest import NODE, PC, POD, Kit, node, pod
+
+from lite.client import Obj
+
+TAINT = {"key": "k", "value": "v", "effect": "NoSchedule"}
 
 
 async def test_pod_lands_on_the_only_fitting_node(kit: Kit) -> None:
@@ -19,3 +25,101 @@ async def test_pod_lands_on_the_only_fitting_node(kit: Kit) -> None:
     ev = await kit.until(lambda: kit.events("p", "Scheduled"))
     assert ev[0]["message"] == "Successfully assigned default/p to big"
     assert ev[0]["source"]["component"] == "default-scheduler"
+
+
+async def test_pods_spread_over_equal_nodes(kit: Kit) -> None:
+    for i in range(3):
+        await kit.api.create(NODE, "", node(f"n{i}"))
+    await asyncio.gather(*(kit.api.create(POD, "default", pod(f"p{i}")) for i in range(9)))
+    placed = [await kit.bound(f"p{i}") for i in range(9)]
+    assert Counter(placed) == {"n0": 3, "n1": 3, "n2": 3}
+
+
+async def test_taints_are_respected_and_tolerations_allow(kit: Kit) -> None:
+    await kit.api.create(NODE, "", node("tainted", taints=[TAINT]))
+    await kit.api.create(NODE, "", node("clean", cpu="1"))
+    for i in range(3):
+        await kit.api.create(POD, "default", pod(f"p{i}"))
+    assert {await kit.bound(f"p{i}") for i in range(3)} == {"clean"}
+    await kit.api.create(POD, "default", pod("tol", cpu="2", tolerations=[{"key": "k", "operator": "Exists"}]))
+    assert await kit.bound("tol") == "tainted"
+
+
+async def test_scheduler_name_and_node_selector(kit: Kit) -> None:
+    await kit.api.create(NODE, "", node("a", labels={"disk": "ssd"}))
+    await kit.api.create(NODE, "", node("b"))
+    await kit.api.create(POD, "default", pod("other", schedulerName="someone-else"))
+    await kit.api.create(POD, "default", pod("ssd", nodeSelector={"disk": "ssd"}))
+    assert await kit.bound("ssd") == "a"
+    assert await kit.node_of("other") == ""
+
+
+async def test_failed_scheduling_event_and_condition_then_a_new_node_helps(kit: Kit) -> None:
+    await kit.api.create(NODE, "", node("a", cpu="1"))
+    await kit.api.create(NODE, "", node("b", taints=[TAINT]))
+    await kit.api.create(NODE, "", node("c", taints=[TAINT]))
+    await kit.api.create(POD, "default", pod("p", cpu="2"))
+    want = ("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {k: v}. "
+            "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+            "2 Preemption is not helpful for scheduling..")
+    ev = await kit.until(lambda: kit.events("p", "FailedScheduling"))
+    assert ev[0]["message"] == want
+    assert ev[0]["type"] == "Warning"
+
+    async def condition() -> Obj | None:
+        conds = (await kit.get_pod("p")).get("status", {}).get("conditions") or []
+        return next((c for c in conds if c["type"] == "PodScheduled"), None)
+
+    cond = await kit.until(condition)
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", want)
+    assert await kit.node_of("p") == ""
+    await kit.api.create(NODE, "", node("d", cpu="4"))
+    assert await kit.bound("p") == "d"
+
+
+async def _play_kubelet(kit: Kit) -> None:
+    """Finish graceful deletions at once, as a node agent does once containers stopped."""
+    async for ev in kit.api.watch(POD, "default"):
+        m = ev.object.get("metadata") or {}
+        if ev.type == "MODIFIED" and m.get("deletionTimestamp"):
+            with contextlib.suppress(Exception):
+                await kit.api.delete(POD, "default", m["name"], grace_period_seconds=0)
+
+
+async def test_preemption_evicts_the_lowest_priority_pod_and_binds_the_preemptor(kit: Kit) -> None:
+    for name, value in (("low", 10), ("lower", 5), ("high", 1000)):
+        await kit.api.create(PC, "", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                      "metadata": {"name": name}, "value": value})
+    await kit.api.create(NODE, "", node("a", cpu="2"))
+    await kit.api.create(POD, "default", pod("l1", cpu="1", priorityClassName="low"))
+    await kit.api.create(POD, "default", pod("l2", cpu="1", priorityClassName="lower"))
+    assert await kit.bound("l1") == "a" and await kit.bound("l2") == "a"
+    kubelet = asyncio.create_task(_play_kubelet(kit))
+    try:
+        await kit.api.create(POD, "default", pod("h", cpu="1", priorityClassName="high"))
+        assert await kit.bound("h") == "a"
+    finally:
+        kubelet.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await kubelet
+    names = {p["metadata"]["name"] for p in (await kit.api.list(POD, "default"))["items"]}
+    assert names == {"l1", "h"}
+    h = await kit.get_pod("h")
+    assert h["status"].get("nominatedNodeName") == "a"
+    ev = await kit.until(lambda: kit.events("l2", "Preempted"))
+    assert ev[0]["message"] == f"Preempted by pod {h['metadata']['uid']} on node a"
+    failed = await kit.events("h", "FailedScheduling")
+    assert failed[0]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+async def test_preemption_policy_never_waits(kit: Kit) -> None:
+    await kit.api.create(PC, "", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                  "metadata": {"name": "polite"}, "value": 1000, "preemptionPolicy": "Never"})
+    await kit.api.create(NODE, "", node("a", cpu="1"))
+    await kit.api.create(POD, "default", pod("l", cpu="1"))
+    assert await kit.bound("l") == "a"
+    await kit.api.create(POD, "default", pod("n", cpu="1", priorityClassName="polite"))
+    ev = await kit.until(lambda: kit.events("n", "FailedScheduling"))
+    assert ev[0]["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
+                                "preemption: not eligible due to preemptionPolicy=Never..")
+    assert await kit.node_of("l") == "a"
