@@ -96,6 +96,7 @@ def test_taint_toleration_score_prefers_fewer_untolerated_soft_taints() -> None:
     for tolerations, want in [([], [100, 50, 0]), ([{"key": "s0", "operator": "Exists"}], [100, 100, 0])]:
         pi = info(pod("p", tolerations=tolerations))
         st = plugin.pre_score(pi, snap(*nodes), nodes)
+        assert st is not None
         scores = [plugin.score(st, pi, n) for n in nodes]
         plugin.normalize(st, scores)
         assert scores == want
@@ -149,6 +150,7 @@ def test_node_affinity_score_sums_weights_then_scales_to_best() -> None:
              ni(node("n3"))]
     plugin = nodeaffinity.NodeAffinity()
     st = plugin.pre_score(p, snap(*nodes), nodes)
+    assert st is not None
     scores = [plugin.score(st, p, n) for n in nodes]
     assert scores == [10, 40, 0]
     plugin.normalize(st, scores)

@@ -86,6 +86,7 @@ def test_preferred_affinity_scores_min_max() -> None:
                     ("n3", "b", []))
     plugin, p = ipa.InterPodAffinity(), info(pod("w", labels=WEB, affinity=pref))
     st = plugin.pre_score(p, snap(*nodes), nodes)
+    assert st is not None
     scores = [plugin.score(st, p, n) for n in nodes]
     assert scores == [50, 30, 0]
     plugin.normalize(st, scores)
@@ -130,6 +131,7 @@ def test_spread_score_prefers_emptier_domains() -> None:
     p = info(pod("w", labels=WEB, topologySpreadConstraints=[spread(ZONE, WEB, when="ScheduleAnyway")]))
     assert plugin.pre_filter(p, snap(*nodes)) is None
     st = plugin.pre_score(p, snap(*nodes), nodes)
+    assert st is not None
     scores = [plugin.score(st, p, n) for n in nodes]
     # weight log(3 domains + 2) = 1.609: a = round(3.22) = 3, b = 2, c = 0; n4 ignored
     assert scores == [3, 2, 0, -1]

@@ -93,6 +93,7 @@ def test_balanced_allocation(existing: list[Obj], incoming: Obj, want: int) -> N
     n, p = ni(node("a", cpu="4", memory="8Gi"), *existing), info(incoming)
     st = plugin.pre_score(p, snap(n), [n])
     assert st is not None
+    assert st is not None
     assert plugin.score(st, p, n) == want
     assert plugin.score_nodes(st, p, [n]) == [want]
 
@@ -120,6 +121,7 @@ def test_image_locality_prefers_nodes_holding_big_images_scaled_by_spread() -> N
     plugin = imagelocality.ImageLocality()
     p = info(pod("p", image="registry.example/app:1"))
     st = plugin.pre_score(p, snap(*nodes), nodes)
+    assert st is not None
     # 800 MiB held by 1 of 2 nodes counts as 400 MiB: 100 * (400-23)/(1000-23) = 38
     assert [plugin.score(st, p, n) for n in nodes] == [38, 0]
     assert plugin.pre_score(info(pod("q", image="other")), snap(*nodes), nodes) is None
