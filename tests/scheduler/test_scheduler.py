@@ -123,3 +123,35 @@ async def test_preemption_policy_never_waits(kit: Kit) -> None:
     assert ev[0]["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
                                 "preemption: not eligible due to preemptionPolicy=Never..")
     assert await kit.node_of("l") == "a"
+
+
+async def test_anti_affinity_holds_for_pods_scheduled_back_to_back(kit: Kit) -> None:
+    # The second pod is decided before the first one's binding is seen by the informer: the assumed pod
+    # must already count.
+    for i in range(3):
+        await kit.api.create(NODE, "", node(f"n{i}"))
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    await asyncio.gather(*(kit.api.create(POD, "default", pod(f"w{i}", labels={"app": "web"}, affinity=anti))
+                           for i in range(4)))
+    bound = await kit.until(lambda: _bound_names(kit, 3))
+    assert len(set(bound.values())) == 3
+    ev = await kit.until(lambda: kit.events(next(n for n in ("w0", "w1", "w2", "w3") if n not in bound),
+                                            "FailedScheduling"))
+    assert ev[0]["message"].startswith("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules.")
+
+
+async def _bound_names(kit: Kit, want: int) -> dict[str, str] | None:
+    items = (await kit.api.list(POD, "default"))["items"]
+    got = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in items if p["spec"].get("nodeName")}
+    return got if len(got) >= want else None
+
+
+async def test_gated_pods_wait_for_their_gates(kit: Kit) -> None:
+    await kit.api.create(NODE, "", node("a"))
+    await kit.api.create(POD, "default", pod("g", schedulingGates=[{"name": "example.com/wait"}]))
+    await kit.api.create(POD, "default", pod("free"))
+    assert await kit.bound("free") == "a"
+    assert await kit.node_of("g") == ""
+    await kit.api.patch(POD, "default", "g", {"spec": {"schedulingGates": None}}, patch_type="merge")
+    assert await kit.bound("g") == "a"

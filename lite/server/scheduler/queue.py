@@ -10,8 +10,9 @@ Invariants:
 - A pod key is in at most one place, or "in flight" (popped, not yet `done`/`requeue`d).
 - `update` of a queued pod replaces its PodInfo in place; an unschedulable pod whose spec changed is moved
   back (to backoffQ if still backing off, else activeQ). Updates to an in-flight pod are kept for its requeue.
-- A pod that failed while a move request happened during its cycle goes to backoffQ, not unschedulable
-  (upstream's moveRequestCycle), so an event racing with the cycle is not lost.
+- A pod that failed while a (broad) move request happened during its cycle goes to backoffQ, not
+  unschedulable (upstream's moveRequestCycle), so an event racing with the cycle is not lost. The
+  scheduler's cycle itself is synchronous, so this only matters for attempts that await (binding).
 - Timers are loop callbacks (no task): `flush()` moves expired backoff and stale unschedulable pods.
 """
 
@@ -146,7 +147,8 @@ class SchedulingQueue:
     def move_all(self, plugins: frozenset[str] | None = None) -> None:
         """A cluster event that may make unschedulable pods fit: move them back (all of them, or those that
         some of `plugins` rejected: the event can only help with those)."""
-        self._move_cycle = self._cycle
+        if plugins is None:
+            self._move_cycle = self._cycle
         for key, qp in list(self._unschedulable.items()):
             if plugins is None or qp.plugins & plugins:
                 del self._unschedulable[key]

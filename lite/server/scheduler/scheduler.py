@@ -126,8 +126,8 @@ class Scheduler:
             await self._bind_slots.acquire()
             self._spawn(self._bind(info, res.node))
             return
-        await asyncio.sleep(0)  # a failing pod costs a full scan: let binds and informers run
         self._failed(info, res)
+        await asyncio.sleep(0)  # a failing pod costs a full scan: let binds and informers run
 
     def _failed(self, info: PodInfo, res: Result) -> None:
         post = ""
@@ -247,11 +247,12 @@ class Scheduler:
             self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod)), str(node))
             self.queue.move_all(POD_EVENTS_PLUGINS)
             return
-        if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name:
+        if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
+                or self.cache.is_assumed(key):
             return
-        if m.get("deletionTimestamp") or self.cache.is_assumed(key):
-            if m.get("deletionTimestamp"):
-                self.queue.delete(key)
+        if m.get("deletionTimestamp") or spec.get("schedulingGates") \
+                or (pod.get("status") or {}).get("phase") in TERMINAL:
+            self.queue.delete(key)  # not schedulable (upstream skips these before the queue)
             return
         info = pod_info(pod, self._priority(pod))
         if info.nominated_node:
