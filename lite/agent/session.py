@@ -1,0 +1,244 @@
+"""The agent's end of the join session: dial the server, say Hello, receive desired state, send reports.
+
+`JoinSession(server_url, token, node_name=..., agent=..., streams=...)`; `run()` is eternal (for a TaskGroup):
+
+    dial wss://server/lite/join ──► Hello(node, info, running pods) ──► Welcome ──► resync ──► serve
+        ▲                                                                                      │
+        └──── backoff (0.5 s doubling, capped at 30 s, jittered; reset after a Welcome) ◄───────┘ closed/failed
+
+- Desired state goes to `agent.handle(msg)` (Welcome, NodeConfig, PodUpsert, PodDelete, ObjectUpsert,
+  ObjectDelete, Synced), in order, from the reader task: handlers must only record and return quickly.
+- Reports: `post(msg)` (never blocks; usable while disconnected). The latest PodStatus per uid, NodeStatus,
+  LeaseRenew and Metrics replace older unsent ones; Events and PodFinals queue in order. All are sent after
+  the next Hello when disconnected.
+- Streams (StreamOpen & co.) go to a `StreamServer` over the given `StreamBackend`, one per connection.
+
+Invariants:
+- Reconnecting never restarts pods: an upsert identical (same uid and resourceVersion) to one already handed
+  to the agent is dropped, so a resync re-announcing running pods reaches the agent as nothing.
+- After Synced, pods this session handed over earlier that are no longer desired get a PodDelete (the
+  server only knows about pods the agent reported as running).
+- The session never raises out of `run()` except by cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import ssl
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import aiohttp
+
+from lite import wire
+from lite.agent.streams.backend import StreamBackend
+from lite.agent.streams.server import StreamServer
+
+log = logging.getLogger("lite.agent.session")
+
+Obj = dict[str, Any]
+DATA_QUEUE = 256
+MAX_FIFO = 10000
+_STREAM_IN = (wire.StreamOpen, wire.StreamData, wire.StreamClose, wire.StreamResize)
+_STREAM_OUT = (wire.StreamReady, wire.StreamData, wire.StreamClose, wire.StreamError, wire.StreamExit, wire.Pong)
+
+
+class NodeAgent(Protocol):
+    """What the session needs from the node agent (the pod runner implements it)."""
+
+    def hello_info(self) -> Obj:
+        """labels and taints (applied only when the Node is created) and `status` (a NodeStatus dict)."""
+        ...
+
+    def running_pods(self) -> dict[str, str]:
+        """uid → "namespace/name" of every pod running on this node now."""
+        ...
+
+    async def handle(self, msg: wire.Message) -> None:
+        """Desired state from the server; record it and return quickly."""
+        ...
+
+
+class JoinSession:
+    """See the module docstring."""
+
+    def __init__(self, server_url: str, token: str, *, node_name: str, agent: NodeAgent,
+                 streams: StreamBackend | None = None, ca_data: bytes | None = None, ca_file: str | None = None,
+                 insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 30.0),
+                 rand: Callable[[], float] = random.random) -> None:
+        self.url = server_url.rstrip("/") + wire.JOIN_PATH
+        self.token = token
+        self.node_name = node_name
+        self.agent = agent
+        self.backend = streams
+        self.heartbeat = heartbeat
+        self.backoff = backoff
+        self._rand = rand
+        self._ssl: ssl.SSLContext | bool = False
+        if self.url.startswith("https://") or self.url.startswith("wss://"):
+            ctx = ssl.create_default_context(cafile=ca_file, cadata=ca_data.decode() if ca_data else None)
+            if insecure:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            self._ssl = ctx
+        self._latest: OrderedDict[tuple[str, str], wire.Message] = OrderedDict()
+        self._fifo: deque[wire.Message] = deque(maxlen=MAX_FIFO)
+        self._data: asyncio.Queue[wire.Message] = asyncio.Queue(DATA_QUEUE)
+        self._wake = asyncio.Event()
+        self._seen_pods: dict[str, tuple[str, str]] = {}  # uid -> (resourceVersion, "ns/name") handed over
+        self._seen_objects: dict[tuple[str, str, str], str] = {}
+        self.connected = asyncio.Event()
+        self.config: Obj = {}
+        self.sessions = 0  # number of Welcomes received (tests and status)
+
+    # -- reports --
+
+    def post(self, msg: wire.Message) -> None:
+        """Queue a report; see the module docstring for which ones replace older unsent ones."""
+        if isinstance(msg, wire.PodStatus):
+            key = ("pod", msg.uid)
+        elif isinstance(msg, (wire.NodeStatus, wire.LeaseRenew, wire.Metrics)):
+            key = (msg.T, "")
+        else:
+            self._fifo.append(msg)
+            self._wake.set()
+            return
+        self._latest.pop(key, None)
+        self._latest[key] = msg
+        self._wake.set()
+
+    async def send(self, msg: wire.Message) -> None:
+        """Stream traffic: waits for room (backpressure); fails when not connected."""
+        if not self.connected.is_set():
+            raise ConnectionError("not connected to the server")
+        await self._data.put(msg)
+        self._wake.set()
+
+    def _next_report(self) -> wire.Message | None:
+        if self._fifo:
+            return self._fifo.popleft()
+        if self._latest:
+            return self._latest.popitem(last=False)[1]
+        if not self._data.empty():
+            return self._data.get_nowait()
+        return None
+
+    async def _writer(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while (msg := self._next_report()) is not None:
+                try:
+                    await ws.send_bytes(wire.encode(msg))
+                except (ConnectionError, RuntimeError):
+                    if not isinstance(msg, _STREAM_OUT):
+                        self.post(msg)  # keep the report for the next session
+                    raise
+
+    # -- the connection loop --
+
+    async def run(self) -> None:
+        delay = self.backoff[0]
+        async with aiohttp.ClientSession() as http:
+            while True:
+                welcomed_before = self.sessions
+                try:
+                    await self._connect_once(http)
+                except asyncio.CancelledError:
+                    raise
+                except (aiohttp.ClientError, OSError, TimeoutError, wire.WireError) as e:
+                    log.info("join session to %s: %s", self.url, e or type(e).__name__)
+                except Exception:
+                    log.exception("join session to %s failed", self.url)
+                finally:
+                    self.connected.clear()
+                if self.sessions > welcomed_before:
+                    delay = self.backoff[0]
+                await asyncio.sleep(delay * (0.5 + self._rand()))
+                delay = min(delay * 2, self.backoff[1])
+
+    async def _connect_once(self, http: aiohttp.ClientSession) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        async with http.ws_connect(self.url, headers=headers, ssl=self._ssl, heartbeat=self.heartbeat,
+                                   max_msg_size=64 * 1024 * 1024) as ws:
+            hello = wire.Hello(self.node_name, wire.PROTOCOL_VERSION, self.agent.hello_info(),
+                               self.agent.running_pods())
+            await ws.send_bytes(wire.encode(hello))
+            first = await ws.receive()
+            if first.type != aiohttp.WSMsgType.BINARY:
+                raise wire.WireError(f"the server closed the session: {first.extra or first.type.name}")
+            welcome = wire.decode(first.data)
+            if not isinstance(welcome, wire.Welcome):
+                raise wire.WireError(f"expected welcome, got {welcome.T}")
+            self.config = welcome.config
+            self.sessions += 1
+            await self.agent.handle(welcome)
+            self.connected.set()
+            self._wake.set()
+            log.info("joined %s as node %s", self.url, self.node_name)
+            await self._serve(ws)
+
+    async def _serve(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        streams = StreamServer(self.backend, self.send) if self.backend is not None else None
+        async with asyncio.TaskGroup() as tg:
+            writer = tg.create_task(self._writer(ws))
+            stream_task = tg.create_task(streams.run()) if streams is not None else None
+            try:
+                await self._read(ws, streams)
+            finally:
+                self.connected.clear()
+                writer.cancel()
+                if stream_task is not None:
+                    stream_task.cancel()
+                if streams is not None:
+                    streams.reset()
+                while not self._data.empty():  # stream traffic of this session dies with it
+                    self._data.get_nowait()
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse, streams: StreamServer | None) -> None:
+        async for frame in ws:
+            if frame.type != aiohttp.WSMsgType.BINARY:
+                continue
+            msg = wire.decode(frame.data)
+            if isinstance(msg, _STREAM_IN):
+                if streams is not None:
+                    streams.handle(msg)
+                elif isinstance(msg, wire.StreamOpen):
+                    self.post(wire.StreamError(msg.id, "this node serves no streams", 501, "NotImplemented"))
+            elif isinstance(msg, wire.Ping):
+                self.post(wire.Pong(msg.seq))
+            elif not isinstance(msg, wire.Pong):
+                for out in self._filter(msg):
+                    await self.agent.handle(out)
+
+    def _filter(self, msg: wire.Message) -> list[wire.Message]:
+        """Drop what the agent already has; turn Synced into deletes for pods no longer desired."""
+        if isinstance(msg, wire.PodUpsert):
+            meta = msg.pod.get("metadata") or {}
+            uid, rv = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+            seen = self._seen_pods.get(uid)
+            if seen is not None and seen[0] == rv and rv:
+                return []
+            self._seen_pods[uid] = (rv, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        elif isinstance(msg, wire.PodDelete):
+            self._seen_pods.pop(msg.uid, None)
+        elif isinstance(msg, wire.ObjectUpsert):
+            meta = msg.obj.get("metadata") or {}
+            key = (msg.kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+            rv = str(meta.get("resourceVersion", ""))
+            if rv and self._seen_objects.get(key) == rv:
+                return []
+            self._seen_objects[key] = rv
+        elif isinstance(msg, wire.ObjectDelete):
+            self._seen_objects.pop((msg.kind, msg.namespace, msg.name), None)
+        elif isinstance(msg, wire.Synced):
+            desired = set(msg.uids)
+            out: list[wire.Message] = []
+            for uid in [u for u in self._seen_pods if u not in desired]:
+                ns, _, name = self._seen_pods.pop(uid)[1].partition("/")
+                out.append(wire.PodDelete(uid, ns, name))
+            return [*out, msg]
+        return [msg]

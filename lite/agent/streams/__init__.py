@@ -1,0 +1,1 @@
+"""Agent side of log/exec/attach/port-forward streams opened by the server over the join session."""
