@@ -1,0 +1,118 @@
+"""What pod hooks share: `Deps` (node-wide services, built once by the agent), `PodState` (one pod, owned by its
+runner task) and `Hook`, the base class whose phases default to doing nothing.
+
+Hook contract (nomad's task-runner hooks):
+- `prerun(pod)` prepares something the containers need; it is idempotent because it runs again when an agent
+  restart adopts a running pod (it must then find and keep what exists, never rebuild it under live containers).
+- `update(pod)` sees a new version of the pod object (e.g. relayed ConfigMap/Secret changes).
+- `stop(pod)` releases what `prerun` made; idempotent, and every stop hook runs even when an earlier one failed.
+A hook raising `HookError` (or an `ImageError`/`VolumeError`/`ConfigError`) from `prerun` leaves the pod waiting
+with that reason; the runner retries with backoff. Hooks never stop containers: the runner does that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lite.agent.envs import PodContext
+from lite.agent.images import ImageService
+from lite.agent.runtime.cgroups import CgroupDriver, PodCgroup
+from lite.agent.runtime.container import ContainerHandle, Runtime
+from lite.agent.status import ContainerRecord
+from lite.netns.ipam import Ipam
+from lite.netns.nsfs import NetnsRef
+
+Obj = dict[str, Any]
+
+
+class HookError(Exception):
+    """A prerun step failed; `reason` is what the waiting containers show (e.g. FailedCreatePodSandBox)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class Deps:
+    """Node-wide services the hooks use. `objects(namespace)` returns the relayed ConfigMaps/Secrets."""
+
+    runtime: Runtime
+    images: ImageService | None
+    cgroups: CgroupDriver | None
+    ipam: Ipam | None
+    data_dir: Path
+    node_name: str
+    node_ip: str = ""
+    bridge: str = "lite0"
+    node_netns: NetnsRef = None
+    netns_dir: Path | None = None
+    cluster_dns: str = ""
+    cluster_domain: str = "cluster.local"
+    allocatable: Mapping[str, str] = field(default_factory=dict)
+    objects: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
+    event: Callable[[Obj, str, str, str], None] = lambda pod, type_, reason, msg: None
+    connect: Callable[..., Awaitable[Any]] | None = None
+
+
+@dataclass
+class PodState:
+    """One pod as its runner sees it. Only the runner task (and the hooks it calls) mutate it."""
+
+    pod: Obj
+    pod_dir: Path
+    pod_ip: str = ""
+    cgroup: PodCgroup | None = None
+    qos: str = "BestEffort"
+    volume_paths: dict[str, str] = field(default_factory=dict)
+    etc_files: dict[str, str] = field(default_factory=dict)  # /etc/hosts etc. -> host file
+    inits: list[ContainerRecord] = field(default_factory=list)
+    apps: list[ContainerRecord] = field(default_factory=list)
+    handles: dict[str, ContainerHandle] = field(default_factory=dict)
+    start_time: str = ""
+
+    @property
+    def uid(self) -> str:
+        return str(self.pod["metadata"]["uid"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.pod["metadata"].get("namespace", "default"))
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+    @property
+    def spec(self) -> Obj:
+        return dict(self.pod.get("spec") or {})
+
+    @property
+    def host_network(self) -> bool:
+        return bool(self.spec.get("hostNetwork"))
+
+    def context(self, deps: Deps) -> PodContext:
+        cms, secrets = deps.objects(self.namespace)
+        ip = deps.node_ip if self.host_network else self.pod_ip
+        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable)
+
+
+class Hook:
+    """Base: every phase is a no-op; a hook overrides only what it needs."""
+
+    name = "hook"
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+
+    async def prerun(self, st: PodState) -> None:
+        return None
+
+    async def update(self, st: PodState) -> None:
+        return None
+
+    async def stop(self, st: PodState) -> None:
+        return None

@@ -1,0 +1,158 @@
+"""From a pod's container spec to the runtime's `ContainerSpec`: image pull, argv/env, user, mounts, security.
+
+Layout under the pod dir: `containers/<name>/state` (the shim's state_dir, stable across restarts so an agent
+restart can adopt it), `containers/<name>/fs-<attempt>/{upper,work}` (a fresh writable layer per attempt, like a
+new container), `logs/<name>/<attempt>.log` (CRI format; the previous attempt serves `kubectl logs -p`).
+The container id is derived from pod uid, name and attempt, so it is stable and unique per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+from lite.agent import envs, volumes
+from lite.agent.hooks.base import Deps, Obj, PodState
+from lite.agent.images import ImageInfo
+from lite.agent.runtime.spec import ContainerSpec, Mount
+from lite.netns.files import pod_hostname
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def container_id(uid: str, name: str, attempt: int) -> str:
+    return hashlib.sha256(f"{uid}/{name}/{attempt}".encode()).hexdigest()[:32]
+
+
+def state_dir(st: PodState, name: str) -> Path:
+    return st.pod_dir / "containers" / name / "state"
+
+
+def log_path(st: PodState, name: str, attempt: int) -> Path:
+    return st.pod_dir / "logs" / name / f"{attempt}.log"
+
+
+async def ensure_image(deps: Deps, st: PodState, c: Obj) -> ImageInfo | None:
+    """Pull per imagePullPolicy (kubelet default: Always for :latest or no tag, else IfNotPresent).
+    Raises the image service's `ImageError` (reason ErrImagePull / ErrImageNeverPull / InvalidImageName)."""
+    if deps.images is None:
+        return None
+    image = str(c.get("image", ""))
+    policy: Any = c.get("imagePullPolicy") or _default_policy(image)
+    secrets = [deps.objects(st.namespace)[1].get(ref.get("name", ""), {})
+               for ref in st.spec.get("imagePullSecrets") or []]
+    return await deps.images.ensure(image, policy, [s for s in secrets if s])
+
+
+def _default_policy(image: str) -> str:
+    last = image.rsplit("/", 1)[-1]
+    if "@" in last:
+        return "IfNotPresent"
+    return "Always" if ":" not in last or last.endswith(":latest") else "IfNotPresent"
+
+
+def _image_config(info: ImageInfo | None) -> dict[str, Any]:
+    if info is None:
+        return {}
+    cfg = dict(info.config)
+    return dict(cfg.get("config") or cfg)
+
+
+def _lookup(layers: list[Path], file: str, name: str, field: int) -> int | None:
+    for layer in layers:
+        p = layer / "etc" / file
+        if p.is_file():
+            for line in p.read_text(errors="replace").splitlines():
+                parts = line.split(":")
+                if len(parts) > field and parts[0] == name and parts[field].isdigit():
+                    return int(parts[field])
+            return None
+    return None
+
+
+def resolve_user(user: str, layers: list[Path]) -> tuple[int, int]:
+    """Image `User` ("uid", "uid:gid", "name", "name:group") against the image's /etc/passwd and /etc/group."""
+    if not user:
+        return 0, 0
+    name, _, group = user.partition(":")
+    uid = int(name) if name.isdigit() else _lookup(layers, "passwd", name, 2)
+    if uid is None:
+        raise envs.ConfigError(f"unable to find user {name}: no matching entries in passwd file")
+    if group:
+        gid = int(group) if group.isdigit() else _lookup(layers, "group", group, 2)
+        if gid is None:
+            raise envs.ConfigError(f"unable to find group {group}: no matching entries in group file")
+    else:
+        gid = (_lookup(layers, "passwd", name, 3) if not name.isdigit() else None) or 0
+    return uid, gid
+
+
+def _security(st: PodState, c: Obj) -> dict[str, Any]:
+    pod_sc = st.spec.get("securityContext") or {}
+    sc = c.get("securityContext") or {}
+    return {"runAsUser": sc.get("runAsUser", pod_sc.get("runAsUser")),
+            "runAsGroup": sc.get("runAsGroup", pod_sc.get("runAsGroup")),
+            "readOnly": bool(sc.get("readOnlyRootFilesystem")),
+            "caps": sc.get("capabilities") or {},
+            "noNewPrivs": sc.get("allowPrivilegeEscalation") is False,
+            "groups": list(pod_sc.get("supplementalGroups") or []) + (
+                [pod_sc["fsGroup"]] if pod_sc.get("fsGroup") is not None else [])}
+
+
+def _fresh_fs(st: PodState, name: str, attempt: int) -> tuple[str, str]:
+    base = st.pod_dir / "containers" / name
+    for old in base.glob("fs-*"):
+        if old.name != f"fs-{attempt}":
+            shutil.rmtree(old, ignore_errors=True)
+    fs = base / f"fs-{attempt}"
+    (fs / "upper").mkdir(parents=True, exist_ok=True)
+    (fs / "work").mkdir(parents=True, exist_ok=True)
+    return str(fs / "upper"), str(fs / "work")
+
+
+def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt: int,
+               netns: str | None) -> ContainerSpec:
+    """The runtime spec for one attempt. Raises `ConfigError`/`VolumeError` (CreateContainerConfigError)."""
+    name = str(c["name"])
+    cfg = _image_config(info)
+    layers = deps.images.rootfs_layers(str(c.get("image"))) if deps.images is not None and info else []
+    own = envs.container_env(st.pod, c, st.context(deps))
+    env = envs.merge_image_env(list(cfg.get("Env") or [f"PATH={DEFAULT_PATH}"]), own)
+    env.setdefault("HOSTNAME", pod_hostname(st.pod) if not st.host_network else "")
+    argv = envs.command_line(c, list(cfg.get("Entrypoint") or []), list(cfg.get("Cmd") or []), env)
+    if not argv:
+        raise envs.ConfigError("no command specified")
+    sec = _security(st, c)
+    uid, gid = resolve_user(str(cfg.get("User") or ""), layers)
+    if sec["runAsUser"] is not None:
+        uid = int(sec["runAsUser"])
+        gid = 0 if sec["runAsGroup"] is None and not cfg.get("User") else gid
+    if sec["runAsGroup"] is not None:
+        gid = int(sec["runAsGroup"])
+    mounts = [Mount(src, dst, readonly=False) for dst, src in st.etc_files.items() if dst != "/etc/hostname"]
+    mounts += volumes.container_mounts(c, st.volume_paths)
+    upper, work = _fresh_fs(st, name, attempt) if layers else (None, None)
+    cg = st.cgroup.ensure_container(name, _container_res(c)) if st.cgroup is not None else None
+    return ContainerSpec(
+        id=container_id(st.uid, name, attempt), argv=argv, state_dir=str(state_dir(st, name)),
+        log_path=str(log_path(st, name, attempt)), rootfs_lowerdirs=[str(p) for p in layers], upperdir=upper,
+        workdir=work, netns=netns, cgroup_procs=cg.procs_paths() if cg else [], env=env,
+        cwd=str(c.get("workingDir") or cfg.get("WorkingDir") or "/"), uid=uid, gid=gid,
+        groups=[int(g) for g in sec["groups"]], hostname=pod_hostname(st.pod) if not st.host_network else "",
+        mounts=mounts, readonly_rootfs=sec["readOnly"], cap_add=list(sec["caps"].get("add") or []),
+        cap_drop=list(sec["caps"].get("drop") or []), no_new_privs=sec["noNewPrivs"],
+        tty=bool(c.get("tty")), stdin=bool(c.get("stdin")))
+
+
+def _container_res(c: Obj) -> Any:
+    from lite.agent.hooks.cgroup import container_resources
+
+    return container_resources(c)
+
+
+async def build_spec_async(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt: int,
+                           netns: str | None) -> ContainerSpec:
+    return await asyncio.to_thread(build_spec, deps, st, c, info, attempt, netns)

@@ -1,0 +1,58 @@
+"""Network hook: pod IP from the node's podCIDR (Ipam, persisted), netns + veth on the node bridge, and the pod's
+/etc/hosts, /etc/resolv.conf and /etc/hostname (bind-mounted into every container).
+
+hostNetwork pods skip the netns and IP (they get the node's address and hostname). `prerun` is idempotent: the
+Ipam gives an owner the address it already has and `setup_pod_network` keeps a complete existing network, so an
+adopted pod keeps its IP and live containers. `stop` tears the network down and releases the address. Without an
+Ipam (no podCIDR yet) the hook raises, and the runner retries until the node has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from lite.agent.hooks.base import Hook, HookError, PodState
+from lite.netns import files
+from lite.netns.nsfs import NETNS_RUN_DIR
+from lite.netns.pod import pod_netns_path, setup_pod_network, teardown_pod_network
+
+SANDBOX_REASON = "FailedCreatePodSandBox"
+
+
+class NetworkHook(Hook):
+    name = "network"
+
+    def netns_path(self, st: PodState) -> str | None:
+        if st.host_network:
+            return None
+        return str(pod_netns_path(st.uid, self.deps.netns_dir or NETNS_RUN_DIR))
+
+    async def prerun(self, st: PodState) -> None:
+        d = self.deps
+        if st.host_network:
+            st.pod_ip = d.node_ip
+        else:
+            if d.ipam is None:
+                raise HookError(SANDBOX_REASON, "the node has no podCIDR yet")
+            try:
+                ip = d.ipam.allocate(st.uid)
+                await setup_pod_network(st.uid, ip, d.ipam.gateway, d.ipam.prefixlen, bridge=d.bridge,
+                                        node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR)
+            except Exception as e:  # netlink, ipam exhaustion: surface as a sandbox failure and retry
+                raise HookError(SANDBOX_REASON, f"failed to set up pod network: {e}") from e
+            st.pod_ip = str(ip)
+        dns = [d.cluster_dns] if d.cluster_dns else []
+        written = await asyncio.to_thread(
+            files.write_pod_files, st.pod_dir / "etc", st.pod, pod_ip=st.pod_ip, node_hostname=socket.gethostname(),
+            cluster_dns=dns, cluster_domain=d.cluster_domain)
+        st.etc_files = {"/etc/hosts": str(written.hosts), "/etc/resolv.conf": str(written.resolv_conf),
+                        "/etc/hostname": str(written.hostname)}
+
+    async def stop(self, st: PodState) -> None:
+        if st.host_network:
+            return
+        d = self.deps
+        await teardown_pod_network(st.uid, node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR)
+        if d.ipam is not None:
+            d.ipam.release(st.uid)

@@ -1,0 +1,24 @@
+"""Volumes hook: materialise `spec.volumes` under the pod dir (see `lite.agent.volumes`), refresh content volumes
+when relayed ConfigMaps/Secrets change, unmount and remove them at stop. File work runs in a thread."""
+
+from __future__ import annotations
+
+import asyncio
+
+from lite.agent import volumes
+from lite.agent.hooks.base import Hook, PodState
+
+
+class VolumesHook(Hook):
+    name = "volumes"
+
+    async def prerun(self, st: PodState) -> None:
+        ctx = st.context(self.deps)
+        st.volume_paths = await asyncio.to_thread(volumes.setup, st.pod, st.pod_dir, ctx)
+
+    async def update(self, st: PodState) -> None:
+        if st.volume_paths:
+            await asyncio.to_thread(volumes.refresh, st.pod, st.pod_dir, st.context(self.deps))
+
+    async def stop(self, st: PodState) -> None:
+        await asyncio.to_thread(volumes.teardown, st.pod_dir)

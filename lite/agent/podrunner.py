@@ -1,0 +1,266 @@
+"""The pod lifecycle: one `PodRunner` task per pod, driving ordered hooks and container supervisors.
+
+    new/adopted ──► Preparing ──(prerun hooks in order: cgroup → network → volumes; a failure waits with
+        │               │        backoff and retries from that hook)
+        │               ▼
+        │          Initializing ──(init containers one by one; a failed one restarts per restartPolicy,
+        │               │          or with Never the pod is Failed)
+        │               ▼
+        │           Running ─────(app containers concurrently, each restarting per restartPolicy with
+        │               │          CrashLoopBackOff; probes drive started/ready and liveness restarts)
+        │               ▼ all app containers finished for good (Never/OnFailure)
+        │           Completed ───(stop hooks run: IP and cgroup released; status stays Succeeded/Failed)
+        │
+        └──── terminate(grace) from any state ──► Terminating: preStop + SIGTERM + SIGKILL at the deadline
+                   for every live container, then every stop hook (reverse order, all run, idempotent)
+                   ──► Final: status pushed, `on_final(pod)` so the server deletes the pod with grace 0.
+
+    agent shutdown = cancel run(): nothing is stopped; containers keep running under their shims, the records
+    stay in <pod_dir>/records.json and the next agent adopts them (never restarting a live container).
+
+Invariants: only the runner task mutates its `PodState`; status is pushed only when it changed (ignoring
+transition times); `terminate` is idempotent and may arrive at any time, also before `run` started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from lite.agent.envs import ConfigError
+from lite.agent.hooks import build_hooks
+from lite.agent.hooks.base import Deps, Hook, HookError, Obj, PodState
+from lite.agent.hooks.containers import log_path, state_dir
+from lite.agent.hooks.network import NetworkHook
+from lite.agent.hooks.supervisor import Backoff, ContainerSupervisor, stamp
+from lite.agent.images import ImageError
+from lite.agent.runtime.container import ExitStatus
+from lite.agent.status import (
+    POD_INITIALIZING,
+    ContainerRecord,
+    PodView,
+    Terminated,
+    pod_phase,
+    pod_status,
+    without_times,
+)
+from lite.agent.volumes import VolumeError
+
+log = logging.getLogger(__name__)
+RECORDS = "records.json"
+POD_FILE = "pod.json"
+PREPARE_ERRORS = (HookError, VolumeError, ConfigError, ImageError, OSError)
+
+
+def _rec_from(raw: dict[str, object]) -> ContainerRecord:
+    data = dict(raw)
+    for k in ("terminated", "last"):
+        if data.get(k):
+            data[k] = Terminated(**data[k])  # type: ignore[arg-type]
+    return ContainerRecord(**data)  # type: ignore[arg-type]
+
+
+class PodRunner:
+    def __init__(self, deps: Deps, pod: Obj, *, report: Callable[[Obj, Obj], None],
+                 on_final: Callable[[Obj], None], hooks: list[Hook] | None = None) -> None:
+        self.deps = deps
+        uid = str(pod["metadata"]["uid"])
+        self.st = PodState(pod, deps.data_dir / "pods" / uid)
+        self.hooks = hooks if hooks is not None else build_hooks(deps)
+        self.report, self.on_final = report, on_final
+        self.supervisors: dict[str, ContainerSupervisor] = {}
+        self._grace: float | None = None
+        self._terminate = asyncio.Event()
+        self._last: Obj | None = None
+        self.done = asyncio.Event()
+        self._init_records()
+
+    # ---- records ---------------------------------------------------------------------------------------
+
+    def _init_records(self) -> None:
+        spec = self.st.spec
+        saved: dict[str, dict[str, object]] = {}
+        with contextlib.suppress(FileNotFoundError, ValueError, TypeError):
+            saved = json.loads((self.st.pod_dir / RECORDS).read_text())
+        self.adopting = bool(saved)
+
+        def make(c: Obj) -> ContainerRecord:
+            raw = saved.get(str(c["name"]))
+            return _rec_from(raw) if raw else ContainerRecord(str(c["name"]), str(c.get("image", "")))
+
+        self.st.inits = [make(c) for c in spec.get("initContainers") or []]
+        self.st.apps = [make(c) for c in spec.get("containers") or []]
+        if not self.adopting:
+            for r in self.st.apps if self.st.inits else []:
+                r.waiting_reason = POD_INITIALIZING
+        self.st.start_time = str(saved.get("..start", {}).get("t", "")) if saved else ""
+
+    def _save(self) -> None:
+        data: dict[str, object] = {r.name: asdict(r) for r in [*self.st.inits, *self.st.apps]}
+        data["..start"] = {"t": self.st.start_time}
+        self.st.pod_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.st.pod_dir / f".{RECORDS}.tmp"
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.st.pod_dir / RECORDS)
+
+    def changed(self) -> None:
+        """Persist the records and push the status if it differs from the last one pushed."""
+        with contextlib.suppress(OSError):
+            self._save()
+        self.publish()
+
+    def status(self) -> Obj:
+        spec = self.st.spec
+        view = PodView(self.deps.node_ip, self.st.pod_ip, self.st.start_time,
+                       str(spec.get("restartPolicy") or "Always"), self.st.qos,
+                       list((self._last or self.st.pod.get("status") or {}).get("conditions") or []))
+        return pod_status(view, self.st.inits, self.st.apps)
+
+    def publish(self) -> None:
+        status = self.status()
+        if self._last is not None and without_times(status) == without_times(self._last):
+            return
+        self._last = status
+        self.report(self.st.pod, status)
+
+    # ---- inputs from the agent ---------------------------------------------------------------------------
+
+    def update(self, pod: Obj) -> None:
+        """A new version of the pod object (same uid)."""
+        self.st.pod = pod
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            grace = meta.get("deletionGracePeriodSeconds")
+            self.terminate(float(grace) if grace is not None else None)
+
+    def terminate(self, grace: float | None = None) -> None:
+        """Kill the pod (idempotent): a shorter grace period may only shorten an ongoing termination."""
+        if grace is not None and (self._grace is None or grace < self._grace):
+            self._grace = grace
+        self._terminate.set()
+
+    def log_path(self, container: str, previous: bool = False) -> Path | None:
+        rec = next((r for r in [*self.st.inits, *self.st.apps] if r.name == container), None)
+        if rec is None:
+            return None
+        attempt = rec.restart_count - (1 if previous else 0)
+        return log_path(self.st, container, attempt) if attempt >= 0 else None
+
+    # ---- the lifecycle -----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run the pod until it is terminated (then stop everything and report final) or cancelled (agent
+        shutdown: leave it running)."""
+        self.st.pod_dir.mkdir(parents=True, exist_ok=True)
+        (self.st.pod_dir / POD_FILE).write_text(json.dumps(self.st.pod))
+        self.st.start_time = self.st.start_time or stamp()
+        self.changed()
+        life = asyncio.create_task(self._lifecycle())
+        stop = asyncio.create_task(self._terminate.wait())
+        try:
+            await asyncio.wait({life, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if life.done() and life.exception() is not None:
+                log.error("pod %s/%s lifecycle failed", self.st.namespace, self.st.name, exc_info=life.exception())
+            await self._terminate.wait()
+        finally:
+            stop.cancel()
+            life.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await life
+        await self._kill()
+
+    async def _prepare(self) -> None:
+        backoff = Backoff(first=1.0, cap=30.0, immediate=False)
+        for hook in self.hooks:
+            while True:
+                try:
+                    await hook.prerun(self.st)
+                    break
+                except PREPARE_ERRORS as e:
+                    reason = getattr(e, "reason", "FailedCreatePodSandBox")
+                    self.deps.event(self.st.pod, "Warning", reason, str(e))
+                    for r in self.st.apps:
+                        if r.state == "waiting":
+                            r.waiting_message = str(e)
+                    self.changed()
+                    await asyncio.sleep(backoff.next())
+        self.changed()
+
+    def _supervisor(self, c: Obj, rec: ContainerRecord, init: bool) -> ContainerSupervisor:
+        netns = None if self.st.host_network else NetworkHook(self.deps).netns_path(self.st)
+        sup = ContainerSupervisor(self.deps, self.st, c, rec, netns, self.changed, init=init)
+        self.supervisors[rec.name] = sup
+        return sup
+
+    async def _adopt(self, sup: ContainerSupervisor) -> None:
+        """An agent restart: re-attach to the container if its record says it was running."""
+        if not self.adopting or sup.rec.state != "running":
+            return
+        sdir = state_dir(self.st, sup.name)
+        if not (sdir / "spec.json").exists():
+            return
+        got = await self.deps.runtime.adopt(str(sdir))
+        sup.adopted = got
+        if not isinstance(got, ExitStatus):
+            self.st.handles[sup.name] = got
+
+    async def _lifecycle(self) -> None:
+        await self._prepare()
+        policy = str(self.st.spec.get("restartPolicy") or "Always")
+        for c, rec in zip(self.st.spec.get("initContainers") or [], self.st.inits, strict=False):
+            if rec.terminated is not None and rec.terminated.exit_code == 0:
+                continue
+            sup = self._supervisor(c, rec, True)
+            await self._adopt(sup)
+            status = await sup.run("Never" if policy == "Never" else "OnFailure")
+            if status.code != 0:
+                return  # Never: the pod failed (phase computed from the records)
+        for r in self.st.apps:
+            if r.state == "waiting" and r.waiting_reason == POD_INITIALIZING:
+                r.set_waiting("ContainerCreating")
+        self.changed()
+        sups = [self._supervisor(c, rec, False) for c, rec in
+                zip(self.st.spec.get("containers") or [], self.st.apps, strict=False)]
+        for sup in sups:
+            await self._adopt(sup)
+        async with asyncio.TaskGroup() as tg:
+            for sup in sups:
+                tg.create_task(sup.run(policy))
+        if pod_phase(policy, self.st.inits, self.st.apps) in ("Succeeded", "Failed"):
+            await self._stop_hooks()
+
+    async def _stop_hooks(self) -> None:
+        for hook in reversed(self.hooks):
+            try:
+                await hook.stop(self.st)
+            except Exception:  # every stop hook runs; each logs its own failure once
+                log.exception("pod %s/%s: stop hook %s failed", self.st.namespace, self.st.name, hook.name)
+
+    async def _kill(self) -> None:
+        grace = self._grace if self._grace is not None else float(
+            self.st.spec.get("terminationGracePeriodSeconds", 30))
+        deadline = time.monotonic() + grace
+
+        async def one(name: str) -> None:
+            handle = self.st.handles.get(name)
+            sup = self.supervisors.get(name)
+            if handle is None or sup is None:
+                return
+            status = await sup.stop(handle, max(0.0, deadline - time.monotonic()))
+            sup.record_exit(status)
+
+        await asyncio.gather(*(one(n) for n in list(self.st.handles)), return_exceptions=True)
+        for r in [*self.st.inits, *self.st.apps]:
+            if r.state == "waiting" and r.last is None and r.terminated is None:
+                r.set_terminated(Terminated(137, "ContainerStatusUnknown", message="The container could not be "
+                                            "located when the pod was terminated"))
+        await self._stop_hooks()
+        self.changed()
+        self.done.set()
+        self.on_final(self.st.pod)
