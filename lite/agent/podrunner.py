@@ -145,6 +145,14 @@ class PodRunner:
             self._grace = grace
         self._terminate.set()
 
+    async def refresh(self) -> None:
+        """Relayed objects changed: let the hooks update (content volumes are rewritten atomically)."""
+        for hook in self.hooks:
+            try:
+                await hook.update(self.st)
+            except Exception:
+                log.exception("pod %s/%s: update hook %s failed", self.st.namespace, self.st.name, hook.name)
+
     def log_path(self, container: str, previous: bool = False) -> Path | None:
         rec = next((r for r in [*self.st.inits, *self.st.apps] if r.name == container), None)
         if rec is None:

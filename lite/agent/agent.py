@@ -1,0 +1,267 @@
+"""The node agent: turns the pods the server assigns to this node into running pods and reports on them.
+
+    JoinSession ──handle()──► Agent ──► PodRunner per pod uid (lite.agent.podrunner)
+        ▲                      │  ├──► node loop: LeaseRenew every 10 s, NodeStatus on change / every 60 s
+        └──────post()──────────┘  └──► metrics loop: cgroup usage → wire.Metrics every 15 s
+    streams (logs/exec/port-forward) ──► AgentStreams (lite.agent.backend)
+
+`Agent(config)`; `await agent.run()` until cancelled. At start it adopts the pods found under
+`<data-dir>/agent/pods/*/pod.json` (their containers keep running; none is restarted), before it dials the
+server; after the server's `Synced`, adopted pods that are no longer desired are killed. Cancelling `run()` is
+"the agent is shutting down": pods keep running. `handle()` only records and schedules (the session's reader
+calls it). The node network (bridge with the podCIDR's gateway, Ipam in `<data-dir>/agent/ipam.json`) is set up
+when the Welcome carries a podCIDR; pod networks wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lite import wire
+from lite.agent.backend import AgentStreams
+from lite.agent.hooks.base import Deps
+from lite.agent.metrics import PodSample, UsageSampler
+from lite.agent.node import LEASE_DURATION, LEASE_RENEW, STATUS_REFRESH, NodeReporter, default_node_ip
+from lite.agent.podrunner import POD_FILE, PodRunner
+from lite.agent.runtime.container import ProcessRuntime, Runtime
+from lite.netns.nsfs import NetnsRef
+
+log = logging.getLogger("lite.agent")
+Obj = dict[str, Any]
+METRICS_EVERY = 15.0
+NODE_CONFIG = "node-config.json"
+
+
+@dataclass
+class AgentConfig:
+    server_url: str
+    token: str
+    node_name: str = ""
+    data_dir: Path = Path("/var/lib/lite")
+    runtime: str = "namespaces"  # or "process": plain host processes, no isolation
+    ca_file: str | None = None
+    ca_data: bytes | None = None
+    insecure: bool = False
+    bridge: str = "lite0"
+    node_netns: NetnsRef = None  # tests: a netns of their own holding the bridge
+    netns_dir: Path | None = None
+    node_ip: str = ""
+    registries: Path | None = None  # k3s registries.yaml
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[Obj] = field(default_factory=list)
+    cgroup_root: str = "lite"
+    use_cgroups: bool = True
+
+
+class Agent:
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.node_name = config.node_name or socket.gethostname()
+        self.root = config.data_dir / "agent"
+        self.runners: dict[str, PodRunner] = {}
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.objects: dict[tuple[str, str, str], Obj] = {}  # (kind, namespace, name) -> ConfigMap/Secret
+        self.net_ready = asyncio.Event()
+        self.session: Any = None
+        self.deps = self._deps()
+        self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip)
+        self.sampler = UsageSampler()
+        self._tg: asyncio.TaskGroup | None = None
+        self._pending: list[Obj] = []
+
+    def _deps(self) -> Deps:
+        c = self.config
+        runtime = ProcessRuntime() if c.runtime == "process" else Runtime()
+        return Deps(runtime=runtime, images=None, cgroups=None, ipam=None, data_dir=self.root,
+                    node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
+                    node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event)
+
+    # ---- what hooks and runners call -------------------------------------------------------------------
+
+    def _objects_in(self, namespace: str) -> tuple[dict[str, Obj], dict[str, Obj]]:
+        cms = {n: o for (k, ns, n), o in self.objects.items() if k == "ConfigMap" and ns == namespace}
+        secrets = {n: o for (k, ns, n), o in self.objects.items() if k == "Secret" and ns == namespace}
+        return cms, secrets
+
+    def _post(self, msg: wire.Message) -> None:
+        if self.session is not None:
+            self.session.post(msg)
+
+    def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
+        meta = pod.get("metadata") or {}
+        self._post(wire.Event({"type": type_, "reason": reason, "message": message,
+                               "source": {"component": "kubelet", "host": self.node_name},
+                               "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": meta.get("name"),
+                                                  "namespace": meta.get("namespace"), "uid": meta.get("uid")}}))
+
+    def _report(self, pod: Obj, status: Obj) -> None:
+        meta = pod["metadata"]
+        self._post(wire.PodStatus(str(meta["uid"]), str(meta.get("namespace", "")), str(meta["name"]), status))
+
+    def _final(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        uid = str(meta["uid"])
+        self._post(wire.PodFinal(uid, str(meta.get("namespace", "")), str(meta["name"])))
+        self.runners.pop(uid, None)
+        self.tasks.pop(uid, None)
+        shutil.rmtree(self.root / "pods" / uid, ignore_errors=True)
+
+    # ---- the session's NodeAgent protocol ----------------------------------------------------------------
+
+    def hello_info(self) -> Obj:
+        return {"labels": self.config.labels, "taints": self.config.taints, "status": self.node.status()}
+
+    def running_pods(self) -> dict[str, str]:
+        return {uid: f"{r.st.namespace}/{r.st.name}" for uid, r in self.runners.items()}
+
+    async def handle(self, msg: wire.Message) -> None:
+        if isinstance(msg, (wire.Welcome, wire.NodeConfig)):
+            self._configure(msg.config)
+        elif isinstance(msg, wire.PodUpsert):
+            self._upsert(msg.pod)
+        elif isinstance(msg, wire.PodDelete):
+            runner = self.runners.get(msg.uid)
+            if runner is not None:
+                runner.terminate()
+        elif isinstance(msg, wire.ObjectUpsert):
+            meta = msg.obj.get("metadata") or {}
+            self.objects[(msg.kind, str(meta.get("namespace", "")), str(meta.get("name", "")))] = msg.obj
+            self._refresh(str(meta.get("namespace", "")))
+        elif isinstance(msg, wire.ObjectDelete):
+            self.objects.pop((msg.kind, msg.namespace, msg.name), None)
+            self._refresh(msg.namespace)
+        elif isinstance(msg, wire.Synced):
+            desired = set(msg.uids)
+            for uid, runner in list(self.runners.items()):
+                if uid not in desired:
+                    runner.terminate()
+
+    def _configure(self, config: Obj, *, save: bool = True) -> None:
+        if save:  # remembered so that a restart without the server still has the podCIDR
+            with contextlib.suppress(OSError):
+                (self.root / NODE_CONFIG).write_text(json.dumps(config))
+        self.deps.cluster_dns = str((config.get("clusterDNS") or [""])[0])
+        self.deps.cluster_domain = str(config.get("clusterDomain") or "cluster.local")
+        cidr = str(config.get("podCIDR") or "")
+        if cidr and (self.deps.ipam is None or str(self.deps.ipam.network) != cidr):
+            self._spawn("..network", self._setup_network(cidr))
+
+    async def _setup_network(self, cidr: str) -> None:
+        from lite.netns.bridge import ensure_bridge
+        from lite.netns.ipam import Ipam
+
+        ipam = await asyncio.to_thread(Ipam, self.root / "ipam.json", cidr)
+        await ensure_bridge(self.config.bridge, f"{ipam.gateway}/{ipam.prefixlen}", node_netns=self.config.node_netns)
+        self.deps.ipam = ipam
+        self.net_ready.set()
+
+    def _refresh(self, namespace: str) -> None:
+        for uid, r in list(self.runners.items()):
+            if r.st.namespace == namespace:
+                self._spawn(f"..refresh-{uid}", r.refresh())
+
+    def _upsert(self, pod: Obj) -> None:
+        uid = str(pod["metadata"]["uid"])
+        runner = self.runners.get(uid)
+        if runner is not None:
+            runner.update(pod)
+            return
+        runner = PodRunner(self.deps, pod, report=self._report, on_final=self._final)
+        self.runners[uid] = runner
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            runner.update(pod)
+        self._spawn(uid, self._run_pod(runner))
+
+    async def _run_pod(self, runner: PodRunner) -> None:
+        if not runner.st.host_network:
+            await self.net_ready.wait()
+        await runner.run()
+
+    def _spawn(self, name: str, coro: Any) -> None:
+        if self._tg is None:
+            self._pending.append({"name": name, "coro": coro})
+            return
+        task = self._tg.create_task(coro, name=name)
+        if not name.startswith(".."):
+            self.tasks[name] = task
+
+    # ---- run ---------------------------------------------------------------------------------------------
+
+    def adopt_from_disk(self) -> None:
+        """Runners for every pod found on disk (their records make them adopt, never restart, live containers)."""
+        base = self.root / "pods"
+        if not base.is_dir():
+            return
+        for d in sorted(base.iterdir()):
+            with contextlib.suppress(OSError, ValueError):
+                pod = json.loads((d / POD_FILE).read_text())
+                self._upsert(pod)
+
+    async def _open_services(self) -> None:
+        from lite.agent.images import ImageService, RegistriesConfig
+        from lite.agent.runtime.cgroups import CgroupError, detect
+
+        regs = RegistriesConfig.load(self.config.registries) if self.config.registries else RegistriesConfig()
+        self.deps.images = await ImageService.open(self.root / "images", regs)
+        self.node.image_list = self.deps.images.list
+        if self.config.use_cgroups:
+            try:
+                self.deps.cgroups = detect(self.config.cgroup_root)
+            except (CgroupError, OSError) as e:
+                log.warning("no cgroups, pods run without resource limits: %s", e)
+
+    async def run(self) -> None:
+        from lite.agent.session import JoinSession
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        await self._open_services()
+        self.session = JoinSession(self.config.server_url, self.config.token, node_name=self.node_name, agent=self,
+                                   streams=AgentStreams(lambda: self.runners), ca_data=self.config.ca_data,
+                                   ca_file=self.config.ca_file, insecure=self.config.insecure)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                with contextlib.suppress(OSError, ValueError):
+                    self._configure(json.loads((self.root / NODE_CONFIG).read_text()), save=False)
+                self.adopt_from_disk()
+                for p in self._pending:
+                    self._spawn(p["name"], p["coro"])
+                self._pending.clear()
+                tg.create_task(self.session.run(), name="..session")
+                tg.create_task(self._node_loop(), name="..node")
+                tg.create_task(self._metrics_loop(), name="..metrics")
+        finally:
+            self._tg = None
+            if self.deps.images is not None:
+                await self.deps.images.close()
+
+    async def _node_loop(self) -> None:
+        last_full = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            self._post(wire.LeaseRenew(LEASE_DURATION))
+            status = await asyncio.to_thread(self.node.status)
+            if self.node.changed(status) or loop.time() - last_full >= STATUS_REFRESH:
+                self._post(wire.NodeStatus(status))
+                last_full = loop.time()
+            await asyncio.sleep(LEASE_RENEW)
+
+    async def _metrics_loop(self) -> None:
+        while True:
+            await asyncio.sleep(METRICS_EVERY)
+            samples = [PodSample(r.st.namespace, r.st.name, r.st.cgroup, tuple(c.name for c in r.st.apps))
+                       for r in list(self.runners.values()) if r.st.cgroup is not None]
+            self._post(await asyncio.to_thread(self.sampler.sample, samples, METRICS_EVERY))
+
+
+def build_agent(config: AgentConfig) -> Agent:
+    """What `lite server` (embedded agent) and `lite agent` call; `await agent.run()` runs it."""
+    return Agent(config)
