@@ -214,8 +214,8 @@ def pod(name: str, node: str = "", **spec: Any) -> dict[str, Any]:
     return body
 
 
-async def set_running(client: Any, namespace: str, name: str) -> dict[str, Any]:
-    """Write status.phase Running with a running container `c`, as the pod runner would."""
+async def set_running(client: Any, namespace: str, name: str, *, restarted: bool = False) -> dict[str, Any]:
+    """Write status.phase Running with a running container `c` (after one restart), as the pod runner would."""
     cur = await client.get(POD, namespace, name)
     cur = {**cur, "status": {"phase": "Running", "podIP": "10.42.0.5", "hostIP": "127.0.0.1",
                              "startTime": "2026-11-22T00:00:00Z",
@@ -224,5 +224,10 @@ async def set_running(client: Any, namespace: str, name: str) -> dict[str, Any]:
                                                     "ready": True, "restartCount": 0, "started": True,
                                                     "containerID": "lite://c1",
                                                     "state": {"running": {"startedAt": "2026-11-22T00:00:00Z"}}}]}}
+    if restarted:
+        cs = cur["status"]["containerStatuses"][0]
+        cs["restartCount"] = 1
+        cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "containerID": "lite://c0",
+                                          "startedAt": "2026-11-21T23:00:00Z", "finishedAt": "2026-11-21T23:59:59Z"}}
     out: dict[str, Any] = await client.update(POD, namespace, name, cur, subresource="status")
     return out
