@@ -16,7 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -71,7 +71,7 @@ class NodeInfo:
     once per pod placed and read ~10^5 times a second). `free_*` are allocatable minus requested."""
 
     __slots__ = ("affinity_pods", "alloc_cpu", "alloc_mem", "anti_affinity_pods", "free_cpu", "free_eph", "free_mem",
-                 "free_pods",
+                 "free_pods", "memo",
                  "name", "node", "nonzero_cpu", "nonzero_mem", "pods", "requested", "used_ports")
 
     def __init__(self, node: NodeData, pods: tuple[PodInfo, ...] = (), requested: Resources = NO_RESOURCES,
@@ -94,6 +94,9 @@ class NodeInfo:
         self.free_mem = alloc.memory - requested.memory
         self.free_eph = alloc.ephemeral - requested.ephemeral
         self.free_pods = node.allowed_pods - len(pods)
+        # Score plugins may cache results here keyed by everything the result depends on besides this
+        # (immutable) NodeInfo: most nodes do not change between two cycles, so their scores do not either.
+        self.memo: dict[Hashable, int] = {}
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name}, pods={len(self.pods)}, requested={self.requested})"

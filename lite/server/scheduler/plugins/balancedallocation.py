@@ -38,19 +38,14 @@ class BalancedAllocation:
         return balanced_score(fractions)
 
     def score_nodes(self, state: bool, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
-        """`score` over many nodes, same results; the two-resource case inlined."""
+        """`score` over many nodes: same results, memoised per NodeInfo."""
+        key = (NAME, pod.requests.cpu, pod.requests.memory)
         out: list[int] = []
-        rc, rm = pod.requests.cpu, pod.requests.memory
         for n in nodes:
-            cap_c, cap_m = n.alloc_cpu, n.alloc_mem
-            if cap_c and cap_m:
-                fc = (cap_c - n.free_cpu + rc) / cap_c
-                fm = (cap_m - n.free_mem + rm) / cap_m
-                fc = 1.0 if fc > 1.0 else fc
-                fm = 1.0 if fm > 1.0 else fm
-                out.append(int((1 - abs(fc - fm) / 2) * MAX_SCORE))
-            else:
-                out.append(self.score(state, pod, n))
+            v = n.memo.get(key)
+            if v is None:
+                v = n.memo[key] = self.score(state, pod, n)
+            out.append(v)
         return out
 
     normalize = staticmethod(no_normalize)
