@@ -133,9 +133,20 @@ def enter_root(root: str) -> None:
     os.chdir("/")
 
 
+def capability_set(add: list[str], drop: list[str]) -> set[int]:
+    """Like containerd: the default set (or everything with add ALL, nothing with drop ALL), plus the named adds,
+    minus the named drops."""
+    upper = {c.upper().removeprefix("CAP_") for c in add}, {c.upper().removeprefix("CAP_") for c in drop}
+    keep = lx.cap_numbers(lx.DEFAULT_CAPABILITIES)
+    if "ALL" in upper[0]:
+        keep = lx.cap_numbers(["ALL"])
+    if "ALL" in upper[1]:
+        keep = set()
+    return (keep | lx.cap_numbers(sorted(upper[0] - {"ALL"}))) - lx.cap_numbers(sorted(upper[1] - {"ALL"}))
+
+
 def drop_privileges(spec: ContainerSpec) -> None:
-    keep = lx.cap_numbers(lx.DEFAULT_CAPABILITIES) | lx.cap_numbers(spec.cap_add)
-    keep -= lx.cap_numbers(spec.cap_drop)
+    keep = capability_set(spec.cap_add, spec.cap_drop)
     if os.getuid() == 0:
         lx.drop_bounding(keep)
         os.setgroups(spec.groups)
