@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import os
 import socket
 import threading
@@ -130,11 +131,15 @@ async def open_rtnl(ref: NetnsRef) -> AsyncIPRoute:
 def ensure_netns_dir(directory: Path) -> None:
     """Create the netns directory and make it a shared mount point, as iproute2 does (idempotent)."""
     directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-    if os.path.ismount(directory):
-        return
     libc = _libc()
     target = os.fsencode(directory)
-    # Bind the directory on itself so it is a mount point whose propagation can be made shared.
+    # Making an existing mount point shared is idempotent; EINVAL means "not a mount point yet". Never bind first
+    # on a guess: os.path.ismount cannot see a same-filesystem bind mount, and each extra bind of a shared
+    # directory onto itself doubles the mounts there (propagation), up to fs.mount-max.
+    if libc.mount(b"", target, b"none", MS_SHARED | MS_REC, None) == 0:
+        return
+    if ctypes.get_errno() != errno.EINVAL:
+        _check(-1, f"make-shared {directory}")
     _check(libc.mount(target, target, b"none", MS_BIND | MS_REC, None), f"bind {directory}")
     _check(libc.mount(b"", target, b"none", MS_SHARED | MS_REC, None), f"make-shared {directory}")
 
@@ -170,7 +175,7 @@ def remove_netns(path: Path) -> bool:
     existed = path.exists()
     if is_netns_mount(path):
         ret = _libc().umount2(os.fsencode(path), MNT_DETACH)
-        if ret != 0 and ctypes.get_errno() not in (22,):  # EINVAL: raced with another unmount
+        if ret != 0 and ctypes.get_errno() != errno.EINVAL:  # EINVAL: raced with another unmount
             _check(ret, f"umount {path}")
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
