@@ -16,6 +16,7 @@ last-read resourceVersion; a 409 re-reads it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -164,7 +165,7 @@ class SimNode:
             delay = self.lease_interval * random.uniform(0.9, 1.1)
             if not self.registered.is_set() and not self.paused:
                 delay = min(delay, 2.0)
-            try:
-                await asyncio.wait_for(self._kick.wait(), delay)
-            except TimeoutError:
-                pass
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that races its wake-up.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._kick.wait()
