@@ -66,7 +66,8 @@ class WatchEvent:
 
     def __repr__(self) -> str:
         meta = self.object.get("metadata") or {}
-        return f"WatchEvent({self.type}, {meta.get('namespace', '')}/{meta.get('name', '')}@{meta.get('resourceVersion')})"
+        where = f"{meta.get('namespace', '')}/{meta.get('name', '')}@{meta.get('resourceVersion')}"
+        return f"WatchEvent({self.type}, {where})"
 
 
 class Client(Protocol):

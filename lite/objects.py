@@ -21,19 +21,19 @@ def deep_copy(obj: Obj) -> Obj:
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def rfc3339(t: dt.datetime | None = None) -> str:
     """RFC 3339 UTC with second precision, as Kubernetes writes metav1.Time."""
     t = t or now()
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def rfc3339_micro(t: dt.datetime | None = None) -> str:
     """RFC 3339 UTC with microseconds (metav1.MicroTime, used by Leases and events.k8s.io)."""
     t = t or now()
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(s: str) -> dt.datetime:

@@ -52,12 +52,29 @@ def build_parser() -> argparse.ArgumentParser:
                      help="extra host name or IP for the serving certificate (repeatable)")
     srv.add_argument("--disable-agent", action="store_true", help="do not run a node agent in this process")
     srv.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    srv.add_argument("--service-cidr", default="10.43.0.0/16", help="ClusterIP range (default 10.43.0.0/16)")
+    srv.add_argument("--cluster-cidr", default="10.42.0.0/16",
+                     help="pod address range; each node gets a /24 of it (default 10.42.0.0/16)")
+    srv.add_argument("--service-node-port-range", default="30000-32767", help="NodePort range")
+    srv.add_argument("--advertise-address", default="", help="address the kubernetes Service points at")
+    srv.add_argument("--node-monitor-grace-period", type=float, default=40.0, metavar="SECONDS",
+                     help="seconds without a node heartbeat before the node is marked NotReady/Unknown")
+    srv.add_argument("--node-name", default="", help="node name of the embedded agent (default: host name)")
+    srv.add_argument("--runtime", choices=("namespaces", "process"), default="namespaces",
+                     help="embedded agent runtime; 'process' runs containers as plain host processes "
+                          "with NO isolation (for non-root development)")
+    srv.add_argument("--private-registry", default=None,
+                     help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
     agent.add_argument("--server", "-s", default=None, help="URL of the server, e.g. https://10.0.0.1:6443")
     agent.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None, help="join token")
     agent.add_argument("--node-name", default=None, help="node name (default: the host name)")
     agent.add_argument("--simulate", type=int, default=0, metavar="N", help="simulate N nodes (no containers)")
+    agent.add_argument("--runtime", choices=("namespaces", "process"), default="namespaces",
+                       help="'process' runs containers as plain host processes with NO isolation")
+    agent.add_argument("--private-registry", default=None,
+                       help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     from lite.agent.sim.cli import add_simulate_flags  # cheap: argparse and the spec parser
@@ -97,11 +114,21 @@ def cmd_server(args: argparse.Namespace) -> int:
         tls_sans=tuple(args.tls_san),
         disable_agent=args.disable_agent,
         log_level=args.log_level,
+        service_cidr=args.service_cidr,
+        cluster_cidr=args.cluster_cidr,
+        service_node_port_range=args.service_node_port_range,
+        advertise_address=args.advertise_address,
+        node_monitor_grace_period=args.node_monitor_grace_period,
+        node_name=args.node_name,
+        agent_runtime=args.runtime,
+        private_registry=Path(args.private_registry) if args.private_registry else None,
     )
     from lite.server import main as server_main  # the heavy imports start here
 
     try:
-        return server_main.run_until_signalled(lambda: server_main.run(config))
+        from lite.cli.agentcmd import embedded_agent
+
+        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
@@ -113,8 +140,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
         _setup_logging(args.log_level)
         return sim_cli.run(args, Path(args.data_dir) if args.data_dir else default_data_dir())
-    print("lite agent: not implemented yet", file=sys.stderr)
-    return 2
+    from lite.cli.agentcmd import run_remote
+
+    _setup_logging(args.log_level)
+    return run_remote(args, Path(args.data_dir) if args.data_dir else default_data_dir())
 
 
 def _print_file(path: Path, what: str) -> int:

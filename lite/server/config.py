@@ -85,6 +85,17 @@ class ServerConfig:
     shutdown_grace: float = 1.0
     compact_interval: float = 60.0
     compact_keep: int = 10000
+    # Cluster networking (k3s defaults).
+    service_cidr: str = "10.43.0.0/16"
+    cluster_cidr: str = "10.42.0.0/16"
+    service_node_port_range: str = "30000-32767"
+    advertise_address: str = ""  # "" = the bind address, else this host's primary address
+    # Seconds without a node Lease renewal before the node is marked Unknown (upstream's 40 s).
+    node_monitor_grace_period: float = 40.0
+    # The embedded agent (unless disable_agent).
+    node_name: str = ""
+    agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
+    private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
 
     @classmethod
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:

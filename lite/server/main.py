@@ -51,11 +51,8 @@ class Server:
 
 
 async def build(config: ServerConfig) -> Server:
-    """Create credentials, open the store, start the registry and build the API app (not yet listening)."""
-    from lite.kinds import KindRegistry
-    from lite.server.api.http import build_api_app
-    from lite.server.api.resources import Resources
-    from lite.server.api.strategies import default_strategies
+    """Create credentials, open the store, build the control plane and the API app (not yet listening)."""
+    from lite.server.controlplane import build_control_plane
     from lite.server.store import Store, compactor
 
     creds = await asyncio.to_thread(ensure_credentials, config)
@@ -64,17 +61,16 @@ async def build(config: ServerConfig) -> Server:
         config.paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         store = await Store.open(str(config.paths.db))
         stack.push_async_callback(store.close)
-        kinds = KindRegistry()
-        resources = Resources(store, kinds, default_strategies())
-        await resources.start()  # Resources owns no tasks of its own: nothing to stop but the store
         authenticate = TokenAuthenticator(creds.admin_token, creds.join_secret)
-        app = build_api_app(resources, kinds, authenticate)
+        plane = await build_control_plane(config, store, creds, authenticate)
     except BaseException:
         await stack.aclose()
         raise
-    server = Server(config, creds, app, server_ssl_context(creds), client=resources, exit_stack=stack)
+    server = Server(config, creds, plane.app, server_ssl_context(creds), client=plane.resources,
+                    exit_stack=stack)
     server.background.append(
         ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
+    server.background += plane.background
     return server
 
 
@@ -113,8 +109,14 @@ async def _guarded(name: str, start: Background) -> None:
     log.error("background task %s returned; it should run until cancelled", name)
 
 
-async def run(config: ServerConfig, *, on_ready: Callable[[], None] | None = None) -> None:
-    await serve(await build(config), on_ready=on_ready)
+async def run(config: ServerConfig, *, on_ready: Callable[[], None] | None = None,
+              extra: Callable[[Server], list[tuple[str, Background]]] | None = None) -> None:
+    """Build and serve; `extra(server)` adds background tasks (the CLI adds the embedded agent this way,
+    since the server package never imports the agent)."""
+    server = await build(config)
+    if extra is not None:
+        server.background += extra(server)
+    await serve(server, on_ready=on_ready)
 
 
 def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:

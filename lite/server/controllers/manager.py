@@ -27,12 +27,12 @@ from lite.server.controllers.disruption import DisruptionController
 from lite.server.controllers.endpoints import EndpointsController
 from lite.server.controllers.endpointslices import EndpointSliceController
 from lite.server.controllers.gc import GarbageCollector
-from lite.server.controllers.hpa import HPAController
+from lite.server.controllers.hpa import HPAController, MetricsSource
 from lite.server.controllers.job import JobController
 from lite.server.controllers.leaderelection import LeaderElector
 from lite.server.controllers.namespace import NamespaceController
-from lite.server.controllers.nodeipam import NodeIpamController
-from lite.server.controllers.nodelifecycle import NodeLifecycleController
+from lite.server.controllers.nodeipam import DEFAULT_CLUSTER_CIDR, NodeIpamController
+from lite.server.controllers.nodelifecycle import NODE_GRACE_PERIOD, NodeLifecycleController
 from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.runtime import Controller, ControllerManager
@@ -48,10 +48,18 @@ def default_identity() -> str:
 
 def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: str = "",
                              lease_duration: float = 15.0, renew_interval: float = 5.0,
-                             renew_deadline: float = 10.0, retry_interval: float = 2.0) -> ControllerManager:
-    """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry."""
+                             renew_deadline: float = 10.0, retry_interval: float = 2.0,
+                             informers: SharedInformers | None = None,
+                             cluster_cidr: str = DEFAULT_CLUSTER_CIDR,
+                             node_grace_period: float = NODE_GRACE_PERIOD,
+                             hpa_metrics: MetricsSource | None = None) -> ControllerManager:
+    """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry.
+
+    `informers` may be shared with the scheduler and the join hub (one cache per kind in the process);
+    the manager runs them either way.
+    """
     identity = identity or default_identity()
-    informers = SharedInformers(client)
+    informers = informers if informers is not None else SharedInformers(client)
 
     def recorder(component: str) -> EventRecorder:
         return EventRecorder(client, component)  # upstream controllers report no source host
@@ -69,12 +77,12 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         CronJobController(client, informers, recorder("cronjob-controller")),
         EndpointsController(client, informers, recorder("endpoint-controller")),
         EndpointSliceController(client, informers, recorder("endpoint-slice-controller")),
-        NodeIpamController(client, informers, recorder("cidrAllocator")),
-        NodeLifecycleController(client, informers, recorder("node-controller")),
+        NodeIpamController(client, informers, recorder("cidrAllocator"), cluster_cidr=cluster_cidr),
+        NodeLifecycleController(client, informers, recorder("node-controller"), grace_period=node_grace_period),
         TaintEvictionController(client, informers, recorder("taint-eviction-controller")),
         DisruptionController(client, informers, recorder("controllermanager")),
         PodGCController(client, informers, recorder("pod-garbage-collector")),
-        HPAController(client, informers, recorder("horizontal-pod-autoscaler")),
+        HPAController(client, informers, recorder("horizontal-pod-autoscaler"), metrics=hpa_metrics),
     ]
     elector = LeaderElector(client, identity, lease_duration=lease_duration, renew_interval=renew_interval,
                             renew_deadline=renew_deadline, retry_interval=retry_interval)

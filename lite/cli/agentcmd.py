@@ -1,0 +1,99 @@
+"""`lite agent` (a node agent joining a server) and the embedded agent of `lite server`.
+
+Role: the CLI is the only layer that may import both the server and the agent, so the embedded agent is
+wired here: `embedded_agent(config)` returns the background task `lite server` adds beside its control plane.
+
+Trust: a remote agent needs the cluster CA. With `--ca-file` it uses that file; otherwise, as k3s does, it
+fetches `GET /cacerts` without verification and accepts it only if its SHA-256 equals the hash carried in the
+join token (`K10<sha256>::server:<secret>`). A bare secret with no hash and no CA file is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import ssl
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+log = logging.getLogger("lite.agent")
+
+DEFAULT_REGISTRIES = Path("/etc/lite/registries.yaml")
+
+
+def _registries(path: str | Path | None) -> Path | None:
+    if path:
+        return Path(path)
+    return DEFAULT_REGISTRIES if DEFAULT_REGISTRIES.exists() else None
+
+
+def _runtime(requested: str) -> str:
+    if requested == "namespaces" and os.geteuid() != 0:
+        log.warning("not root: running containers as plain host processes (--runtime process), "
+                    "which gives NO isolation")
+        return "process"
+    return requested
+
+
+def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+    """The `extra` hook of `lite.server.main.run`: the agent for this machine, unless --disable-agent."""
+    config = server.config
+    if config.disable_agent:
+        return []
+
+    async def run() -> None:
+        from lite.agent.agent import AgentConfig, build_agent
+
+        agent = build_agent(AgentConfig(
+            server_url=config.server_url, token=server.creds.join_token, node_name=config.node_name,
+            data_dir=config.data_dir, runtime=_runtime(config.agent_runtime), ca_data=server.creds.ca_pem,
+            registries=_registries(config.private_registry)))
+        await agent.run()
+
+    return [("agent", run)]
+
+
+async def fetch_ca(server_url: str, token: str) -> bytes:
+    """The server's CA, verified against the hash in a K10 join token."""
+    from lite.server.certs import parse_join_token  # token format lives with the server's credentials
+
+    ca_hash, _ = parse_join_token(token)
+    if not ca_hash:
+        raise SystemExit("lite agent: the token carries no CA hash; pass --ca-file with the server's CA")
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # verified below by hash, as k3s does
+    async with aiohttp.ClientSession() as s, s.get(server_url.rstrip("/") + "/cacerts", ssl=ctx) as r:
+        if r.status != 200:
+            raise SystemExit(f"lite agent: GET /cacerts answered {r.status}")
+        pem = await r.read()
+    if hashlib.sha256(pem).hexdigest() != ca_hash:
+        raise SystemExit("lite agent: the server's CA does not match the hash in the join token")
+    return pem
+
+
+def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
+    """`lite agent --server URL --token T`: a node agent for this machine."""
+    from lite.agent.agent import AgentConfig, build_agent
+    from lite.server.main import run_until_signalled
+
+    if not args.server or not args.token:
+        print("lite agent: --server and --token are required")
+        return 2
+
+    ca_file = Path(args.ca_file).read_bytes() if args.ca_file else None
+
+    async def main() -> None:
+        ca = ca_file if ca_file is not None else await fetch_ca(args.server, args.token)
+        agent = build_agent(AgentConfig(
+            server_url=args.server, token=args.token, node_name=args.node_name or "", data_dir=data_dir,
+            runtime=_runtime(args.runtime), ca_data=ca, registries=_registries(args.private_registry)))
+        await agent.run()
+
+    return run_until_signalled(main)
+

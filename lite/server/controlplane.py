@@ -1,0 +1,137 @@
+"""The control plane around the API: admission plugins, controllers, scheduler, join hub, embedded agent.
+
+Role: `build_control_plane` is called by `lite.server.main.build` once the store is open. It builds the
+`Resources` with its admission hooks (Service ClusterIP/NodePort allocation, the PodDisruptionBudget eviction
+check), starts what must be ready before the port opens (system namespaces, the allocators' state, the
+`default/kubernetes` Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
+
+Invariants:
+- One `SharedInformers` is shared by the controller manager, the scheduler and the join hub, so each kind is
+  cached once in this process (pods are the big one).
+- Everything here reaches the API through the in-process `Resources` (a `lite.client.Client`); nothing but
+  `Resources` touches the store.
+- The embedded agent is not wired here (the server never imports the agent): `lite.cli` adds it, and it
+  talks to this server over its own HTTPS port like any remote agent (same code path).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from aiohttp import web
+
+from lite.informer import SharedInformers
+from lite.kinds import KindRegistry
+from lite.quantity import parse_quantity
+from lite.server.api.http import build_api_app
+from lite.server.api.resources import Resources
+from lite.server.api.strategies import default_strategies
+from lite.server.certs import Credentials
+from lite.server.config import ServerConfig
+from lite.server.controllers.disruption import EvictionCheck
+from lite.server.controllers.manager import build_controller_manager
+from lite.server.join import JoinHub, add_join_routes
+from lite.server.scheduler.scheduler import build_scheduler
+from lite.server.services.admission import ServiceAllocators
+from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
+from lite.server.store import Store
+
+log = logging.getLogger("lite.server")
+
+Background = Callable[[], Awaitable[None]]
+Authenticate = Callable[[web.Request], "str | Awaitable[str | None] | None"]
+
+
+@dataclass
+class ControlPlane:
+    """What `build_control_plane` made: the app and the tasks to run beside it."""
+
+    resources: Resources
+    app: web.Application
+    hub: JoinHub
+    background: list[tuple[str, Background]] = field(default_factory=list)
+
+
+class HubMetrics:
+    """The HPA controller's metrics source, read from what the connected agents report (no HTTP hop)."""
+
+    def __init__(self, hub: JoinHub) -> None:
+        self.hub = hub
+
+    async def pod_usage(self, namespace: str, pod_names: list[str]) -> dict[str, dict[str, Fraction]]:
+        wanted = set(pod_names)
+        out: dict[str, dict[str, Fraction]] = {}
+        for item in await self.hub.pod_metrics(namespace, ""):
+            name = str((item.get("metadata") or {}).get("name", ""))
+            if name not in wanted:
+                continue
+            total: dict[str, Fraction] = {}
+            for c in item.get("containers") or []:
+                for res, q in (c.get("usage") or {}).items():
+                    total[res] = total.get(res, Fraction(0)) + parse_quantity(str(q))
+            out[name] = total
+        return out
+
+
+async def build_control_plane(config: ServerConfig, store: Store, creds: Credentials,
+                              authenticate: Authenticate) -> ControlPlane:
+    """Resources with admission, controllers, scheduler and join hub over `store`; see the module doc."""
+    kinds = KindRegistry()
+    strategies = default_strategies()
+    evict = EvictionCheck()
+    resources = Resources(store, kinds, strategies, eviction_check=evict)
+    evict.client = resources
+    allocators = ServiceAllocators(resources, config.service_cidr, config.service_node_port_range)
+    strategies.add_admission(allocators.admit)
+    await resources.start()
+    await allocators.start()
+    api_ip = allocators.ips.nth(1)
+    advertise = config.advertise_address or _advertise_address(config)
+    await ensure_kubernetes_service(resources, api_ip, advertise, config.port)
+
+    informers = SharedInformers(resources)
+    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=allocators.ips.nth(10))
+    manager = build_controller_manager(resources, kinds=kinds, informers=informers,
+                                       cluster_cidr=config.cluster_cidr,
+                                       node_grace_period=config.node_monitor_grace_period,
+                                       hpa_metrics=HubMetrics(hub))
+    scheduler = build_scheduler(resources, informers)
+    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub)
+    add_join_routes(app, hub, authenticate)
+    app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
+    plane = ControlPlane(resources, app, hub)
+    plane.background += [
+        ("service-allocators", allocators.run),
+        ("kubernetes-service", lambda: keep_kubernetes_service(resources, api_ip, advertise, config.port)),
+        ("controller-manager", manager.run),
+        ("scheduler", scheduler.run),
+        ("join-hub", hub.run),
+    ]
+    return plane
+
+
+def _advertise_address(config: ServerConfig) -> str:
+    """The address the `kubernetes` Service's Endpoints point at: the bind address, else this host's."""
+    if config.bind_address not in ("", "0.0.0.0", "::"):
+        return config.bind_address
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            # No packet is sent: connect() on UDP only picks the route's source address.
+            s.connect(("10.255.255.255", 1))
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+def _cacerts(ca_pem: bytes) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """`GET /cacerts`, unauthenticated as on k3s: the cluster CA, which joining agents check against the
+    CA hash carried in their join token (`K10<sha256>::...`) before trusting it."""
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(body=ca_pem, content_type="application/x-pem-file")
+
+    return handler
