@@ -155,10 +155,7 @@ def _pump(spec: ContainerSpec, stdio: Stdio, init_pid: int, log: CriLogWriter) -
             break
         for key, _ in sel.select(timeout):
             if key.data == "exit":
-                sel.unregister(pidfd)
-                status = os.waitpid(init_pid, 0)[1]
-                deadline = time.monotonic() + DRAIN_SECONDS
-                continue
+                continue  # reaped below, together with any orphan (this shim is a subreaper)
             fd = int(key.fd)
             try:
                 data = os.read(fd, 65536)
@@ -171,19 +168,27 @@ def _pump(spec: ContainerSpec, stdio: Stdio, init_pid: int, log: CriLogWriter) -
             else:
                 sel.unregister(fd)
                 del stdio.readers[fd]
-        _reap_orphans(init_pid)
+        reaped = _reap(init_pid)
+        if reaped is not None and status is None:
+            status = reaped
+            sel.unregister(pidfd)
+            deadline = time.monotonic() + DRAIN_SECONDS
     os.close(pidfd)
     return status
 
 
-def _reap_orphans(init_pid: int) -> None:
+def _reap(init_pid: int) -> int | None:
+    """Reap every exited child; init's wait status if init was among them."""
+    found: int | None = None
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
-        if pid == 0 or pid == init_pid:
-            return
+            return found
+        if pid == 0:
+            return found
+        if pid == init_pid:
+            found = wait_status
 
 
 def run(state_dir: Path) -> int:
