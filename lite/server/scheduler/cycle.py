@@ -14,7 +14,6 @@ Invariants:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,37 +109,47 @@ class Algorithm:
         return res
 
     def _find_feasible(self, pod: PodInfo, snap: Snapshot, states: FilterStates, res: Result) -> list[NodeInfo]:
+        """Filter nodes from the rotating start until `want` fit. Nodes are taken in chunks of the number
+        still wanted, and each plugin filters a whole chunk at once (`filter_many` when it has one), so
+        at most `want` nodes ever fit and the order of evaluation is the same as one node at a time."""
         nodes = snap.nodes
         n = len(nodes)
         want = feasible_to_find(n, self.profile.percentage_of_nodes_to_score)
         start = self.next_start % n
+        ring = nodes[start:] + nodes[:start]
         feasible: list[NodeInfo] = []
         evaluated = 0
-        check = self._checker(states, pod, snap)
-        for i in range(n):
-            ni = nodes[(start + i) % n]
-            evaluated += 1
-            f = check(ni)
-            if f is None:
-                feasible.append(ni)
-                if len(feasible) >= want:
-                    break
-            else:
-                res.statuses[ni.name] = f
+        while evaluated < n and len(feasible) < want:
+            chunk = list(ring[evaluated:evaluated + want - len(feasible)])
+            evaluated += len(chunk)
+            feasible.extend(self._filter_chunk(states, pod, chunk, snap, res.statuses))
         self.next_start = (start + evaluated) % n
         res.evaluated = evaluated
         return feasible
 
-    def _checker(self, states: FilterStates, pod: PodInfo, snap: Snapshot) -> Callable[[NodeInfo], Failure | None]:
-        """The per-node filter function; the common one-plugin case without the loop (hot path)."""
+    def _filter_chunk(self, states: FilterStates, pod: PodInfo, chunk: list[NodeInfo], snap: Snapshot,
+                      statuses: dict[str, Failure]) -> list[NodeInfo]:
         if snap.nominated:
-            return lambda ni: self.filter_node(states, pod, ni, snap)
-        if len(states) == 1:
-            plugin, st = states[0]
-            fn = plugin.filter
-            return lambda ni: fn(st, pod, ni)
-        run = self.run_filters
-        return lambda ni: run(states, pod, ni)
+            alive: list[NodeInfo] = []
+            for ni in chunk:
+                f = self.filter_node(states, pod, ni, snap)
+                if f is None:
+                    alive.append(ni)
+                else:
+                    statuses[ni.name] = f
+            return alive
+        for plugin, st in states:
+            many = getattr(plugin, "filter_many", None)
+            results = many(st, pod, chunk) if many is not None else [plugin.filter(st, pod, ni) for ni in chunk]
+            if any(r is not None for r in results):
+                alive = []
+                for ni, f in zip(chunk, results, strict=True):
+                    if f is None:
+                        alive.append(ni)
+                    else:
+                        statuses[ni.name] = f
+                chunk = alive
+        return chunk
 
     def _select(self, pod: PodInfo, snap: Snapshot, feasible: list[NodeInfo]) -> str:
         totals = [0] * len(feasible)

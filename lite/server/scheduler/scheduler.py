@@ -169,7 +169,11 @@ class Scheduler:
             await self.recorder.normal(info.obj, "Scheduled", f"Successfully assigned {info.key} to {node}")
 
     async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
+        await self._set_unschedulable(info, msg, nominated)
         await self.recorder.warning(info.obj, "FailedScheduling", msg)
+
+    async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
+        """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so."""
         current = self.pods.get(info.key) or info.obj
         status = current.get("status") or {}
         cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
@@ -257,6 +261,8 @@ class Scheduler:
         info = pod_info(pod, self._priority(pod))
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
+        else:
+            self.cache.clear_nomination(key)
         self.queue.add(info)
 
     def _pod_deleted(self, pod: Obj) -> None:

@@ -40,12 +40,7 @@ class BalancedAllocation:
     def score_nodes(self, state: bool, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
         """`score` over many nodes: same results, memoised per NodeInfo."""
         key = (NAME, pod.requests.cpu, pod.requests.memory)
-        out: list[int] = []
-        for n in nodes:
-            v = n.memo.get(key)
-            if v is None:
-                v = n.memo[key] = self.score(state, pod, n)
-            out.append(v)
-        return out
+        return [v if (v := n.memo.get(key)) is not None else n.memo.setdefault(key, self.score(state, pod, n))
+                for n in nodes]
 
     normalize = staticmethod(no_normalize)
