@@ -318,3 +318,44 @@ async def test_process_runtime_runs_host_processes_in_cgroups(tmp_path: Path, cg
         assert status.signal == 15  # sleep has no pid-ns protection: SIGTERM kills it
     finally:
         await runtime.stop(handle, 0)
+
+
+async def test_attach_streams_output_and_stdin(box: Box) -> None:
+    spec = box.spec(["sh", "-c", "echo ready; while read line; do echo got-$line; echo err-$line >&2; done; exit 9"],
+                    stdin=True, stdin_once=True)
+    handle = await box.start(spec)
+    await wait_for_line(spec, "ready")
+    att = await box.runtime.attach(handle)
+    await att.write(b"one\n")
+    seen: dict[str, bytes] = {"stdout": b"", "stderr": b""}
+    while b"got-one" not in seen["stdout"] or b"err-one" not in seen["stderr"]:
+        chunk = await asyncio.wait_for(att.read(), 30)
+        assert chunk is not None
+        seen[chunk[0]] += chunk[1]
+    await att.close()  # stdinOnce: the first client leaving closes stdin, so `read` ends
+    status = await asyncio.wait_for(box.runtime.wait(handle), 30)
+    assert status.code == 9
+    assert ("stdout", "got-one") in log_lines(spec)
+
+
+async def test_attach_to_tty_container_resizes(box: Box) -> None:
+    spec = box.spec(["sh", "-c", "echo ready; read x; stty size; exit 0"], tty=True, stdin=True)
+    handle = await box.start(spec)
+    await wait_for_line_prefix(spec, "ready")
+    att = await box.runtime.attach(handle)
+    await att.resize(40, 120)
+    await att.write(b"go\n")
+    out = b""
+    while (chunk := await asyncio.wait_for(att.read(), 30)) is not None:
+        out += chunk[1]
+    await att.close()
+    assert b"40 120" in out
+    assert (await box.runtime.wait(handle)).code == 0
+
+
+async def wait_for_line_prefix(spec: ContainerSpec, text: str) -> None:
+    for _ in range(600):
+        if any(line.startswith(text) for line in stdout_of(log_lines(spec))):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{text!r} never appeared in {spec.log_path}")

@@ -26,11 +26,12 @@ import termios
 from dataclasses import dataclass
 from pathlib import Path
 
+from lite.agent.runtime.attach import CLOSE_STDIN, HEADER, RESIZE, STDIN, STDOUT, frame, short_path
 from lite.agent.runtime.spec import ContainerSpec, ExitStatus, Mount
 from lite.agent.runtime.state import EXIT, SHIM, SHIM_LOG, SPEC, ShimRecord, read_json, write_atomic
 
-__all__ = ["ContainerHandle", "ContainerSpec", "ContainerStartError", "ExecProcess", "ExitStatus", "Mount",
-           "ProcessRuntime", "Runtime", "shim_command"]
+__all__ = ["Attachment", "ContainerHandle", "ContainerSpec", "ContainerStartError", "ExecProcess", "ExitStatus",
+           "Mount", "ProcessRuntime", "Runtime", "shim_command"]
 
 
 class ContainerStartError(Exception):
@@ -76,6 +77,43 @@ class ExecProcess:
         if self.master_fd is not None:
             os.close(self.master_fd)
             self.master_fd = None
+
+
+class Attachment:
+    """A connection to a running container's stdio through its shim (see `attach`): output from now on, and
+    input when the container was started with `stdin`."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader, self._writer = reader, writer
+
+    async def read(self) -> tuple[str, bytes] | None:
+        """The next ("stdout" | "stderr", data) chunk; None once the container ended or we were dropped."""
+        try:
+            header = await self._reader.readexactly(HEADER.size)
+            kind, length = HEADER.unpack(header)
+            payload = await self._reader.readexactly(length)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        return ("stdout" if kind == STDOUT else "stderr"), payload
+
+    async def write(self, data: bytes) -> None:
+        self._writer.write(frame(STDIN, data))
+        await self._writer.drain()
+
+    async def close_stdin(self) -> None:
+        self._writer.write(frame(CLOSE_STDIN))
+        await self._writer.drain()
+
+    async def resize(self, rows: int, cols: int) -> None:
+        self._writer.write(frame(RESIZE, struct.pack(">HH", rows, cols)))
+        await self._writer.drain()
+
+    async def close(self) -> None:
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except ConnectionError:
+            pass
 
 
 class Runtime:
@@ -195,6 +233,12 @@ class Runtime:
         proc = await asyncio.create_subprocess_exec(
             *args, stdin=pipe if stdin else asyncio.subprocess.DEVNULL, stdout=pipe, stderr=pipe)
         return ExecProcess(proc)
+
+    async def attach(self, handle: ContainerHandle) -> Attachment:
+        """Connect to the container's stdio (served by its shim; works across agent restarts)."""
+        with short_path(handle.state_dir) as path:
+            reader, writer = await asyncio.open_unix_connection(path)
+        return Attachment(reader, writer)
 
     async def remove(self, state_dir: str) -> None:
         """Delete a finished container's state_dir (the root fs mount died with init's mount namespace)."""

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lite.agent.runtime import linux as lx
+from lite.agent.runtime.attach import AttachServer
 from lite.agent.runtime.crilog import CriLogWriter
 from lite.agent.runtime.init import drop_privileges, resolve, run_init
 from lite.agent.runtime.spec import ContainerSpec, ExitStatus
@@ -68,6 +69,7 @@ class Stdio:
     def __init__(self, spec: ContainerSpec) -> None:
         self.tty = spec.tty
         self.stdin_w: int | None = None
+        self.master = -1
         if spec.tty:
             self.master, slave = os.openpty()
             self.child = (slave, slave, slave)
@@ -140,8 +142,11 @@ def _fork_init(spec: ContainerSpec, stdio: Stdio) -> tuple[int, str]:
 
 
 def _pump(spec: ContainerSpec, stdio: Stdio, init_pid: int, log: CriLogWriter) -> int:
-    """Copy output until init has exited and the streams are drained; returns init's wait status."""
+    """Copy output (log file, attached clients) and input until init has exited and the streams are drained;
+    returns init's wait status."""
     sel = selectors.DefaultSelector()
+    attach = AttachServer(spec.state_dir, stdio.stdin_w, stdio.master if spec.tty else None, spec.stdin_once)
+    sel.register(attach.listener, selectors.EVENT_READ, "accept")
     pidfd = os.pidfd_open(init_pid)
     sel.register(pidfd, selectors.EVENT_READ, "exit")
     for fd, stream in stdio.readers.items():
@@ -157,6 +162,15 @@ def _pump(spec: ContainerSpec, stdio: Stdio, init_pid: int, log: CriLogWriter) -
             if key.data == "exit":
                 continue  # reaped below, together with any orphan (this shim is a subreaper)
             fd = int(key.fd)
+            if key.data == "accept":
+                conn = attach.accept()
+                if conn is not None:
+                    sel.register(conn, selectors.EVENT_READ, "client")
+                continue
+            if key.data == "client":
+                if not attach.readable(fd):
+                    sel.unregister(fd)
+                continue
             try:
                 data = os.read(fd, 65536)
             except BlockingIOError:
@@ -165,6 +179,8 @@ def _pump(spec: ContainerSpec, stdio: Stdio, init_pid: int, log: CriLogWriter) -
                 data = b""
             if data:
                 log.write(str(key.data), data)
+                for gone in attach.broadcast(str(key.data), data):
+                    sel.unregister(gone)
             else:
                 sel.unregister(fd)
                 del stdio.readers[fd]
@@ -174,6 +190,7 @@ def _pump(spec: ContainerSpec, stdio: Stdio, init_pid: int, log: CriLogWriter) -
             sel.unregister(pidfd)
             deadline = time.monotonic() + DRAIN_SECONDS
     os.close(pidfd)
+    attach.close()
     return status
 
 

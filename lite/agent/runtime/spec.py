@@ -57,6 +57,7 @@ class ContainerSpec:
     no_new_privs: bool = False
     tty: bool = False
     stdin: bool = False
+    stdin_once: bool = False
     log_max_bytes: int = 10 * 1024 * 1024
     log_max_files: int = 3
     isolate: bool = True  # False = ProcessRuntime: a plain host process (no namespaces, no rootfs)
