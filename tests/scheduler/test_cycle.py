@@ -120,3 +120,15 @@ def test_preempt_messages() -> None:
     high = info(pod("x", cpu="1", priority=100))
     won = preempt(algo(), high, s, algo().schedule(high, s).statuses, [])
     assert won.node == "full" and [v.name for v in won.victims] == ["p"]
+
+
+def test_large_clusters_stop_filtering_once_enough_nodes_fit_and_rotate_the_start() -> None:
+    nodes = [ni(node(f"t{i:03d}", taints=[TAINT])) for i in range(50)] + [ni(node(f"n{i:03d}")) for i in range(150)]
+    a = algo()
+    res = a.schedule(info(pod("p")), snap(*nodes))
+    assert res.evaluated == 150 and len(res.statuses) == 50    # 50 tainted + the first 100 that fit
+    assert a.next_start == 150
+    res = a.schedule(info(pod("q")), snap(*nodes))
+    # starts at n100: 50 fit, wraps into the 50 tainted ones, then 50 more fit from n000
+    assert res.evaluated == 150 and len(res.statuses) == 50
+    assert a.next_start == 100 and res.node.startswith("n")
