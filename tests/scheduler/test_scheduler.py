@@ -155,3 +155,11 @@ async def test_gated_pods_wait_for_their_gates(kit: Kit) -> None:
     assert await kit.node_of("g") == ""
     await kit.api.patch(POD, "default", "g", {"spec": {"schedulingGates": None}}, patch_type="merge")
     assert await kit.bound("g") == "a"
+
+
+async def test_no_nodes_at_all(kit: Kit) -> None:
+    await kit.api.create(POD, "default", pod("lonely"))
+    ev = await kit.until(lambda: kit.events("lonely", "FailedScheduling"))
+    assert ev[0]["message"] == "no nodes available to schedule pods"
+    await kit.api.create(NODE, "", node("first"))
+    assert await kit.bound("lonely") == "first"
