@@ -359,3 +359,16 @@ async def wait_for_line_prefix(spec: ContainerSpec, text: str) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{text!r} never appeared in {spec.log_path}")
+
+
+async def test_long_layer_stack_uses_the_new_mount_api(box: Box, tmp_path: Path) -> None:
+    layers = []
+    for i in range(60):  # about 5,000 bytes of lowerdir: more than mount(2) takes in one page
+        layer = tmp_path / "layers" / (f"{i:02d}-" + "x" * 70)
+        (layer / "etc").mkdir(parents=True)
+        (layer / "etc" / f"layer{i}").write_text(f"{i}\n")
+        layers.append(str(layer))
+    code, lines, _ = await box.run(["sh", "-c", "cat /etc/layer0 /etc/layer59; ls /bin/busybox"],
+                                   rootfs_lowerdirs=[*layers, str(box.rootfs)])
+    assert code == 0, lines
+    assert stdout_of(lines) == ["0", "59", "/bin/busybox"]

@@ -16,9 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
-from pathlib import Path
 
-from lite.agent.images import overlay
 from lite.agent.runtime import linux as lx
 from lite.agent.runtime.spec import ContainerSpec, Mount
 
@@ -68,9 +66,7 @@ def _make_target(root: str, target: str, is_dir: bool) -> str:
 def mount_rootfs(spec: ContainerSpec, root: str) -> None:
     os.makedirs(root, exist_ok=True)
     if spec.rootfs_lowerdirs and spec.upperdir and spec.workdir:
-        # the image store's helper: index=off (layers shared by containers) and stacks longer than a page
-        overlay.mount_rootfs([Path(p) for p in spec.rootfs_lowerdirs], Path(spec.upperdir), Path(spec.workdir),
-                             Path(root))
+        lx.mount_overlay(spec.rootfs_lowerdirs, spec.upperdir, spec.workdir, root)
     elif len(spec.rootfs_lowerdirs) > 1:
         lx.mount("overlay", root, "overlay", 0, "lowerdir=" + ":".join(spec.rootfs_lowerdirs))
     else:

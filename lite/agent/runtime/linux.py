@@ -37,6 +37,8 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+# the new mount API has one syscall number on every architecture
+_SYS_MOVE_MOUNT, _SYS_FSOPEN, _SYS_FSCONFIG, _SYS_FSMOUNT = 429, 430, 431, 432
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 # Capability numbers (linux/capability.h); the runtime default set follows containerd/Docker.
@@ -81,6 +83,35 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, d
 
     ret = _libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
     _check(ret, f"mount {fstype or 'bind'} {source} on {target}")
+
+
+def mount_overlay(lowerdirs: list[str], upper: str, work: str, target: str) -> None:
+    """overlay(lowerdirs top first, upper, work) at target, index=off (layers are shared by many containers).
+
+    Mirrors lite.agent.images.overlay (which the shim cannot import: its package pulls in aiohttp): one
+    mount(2) when the option string fits in a page, else the new mount API, one `lowerdir+` per layer (6.8+).
+    """
+    opts = f"lowerdir={':'.join(lowerdirs)},upperdir={upper},workdir={work},index=off"
+    if len(opts) < os.sysconf("SC_PAGE_SIZE"):
+        mount("overlay", target, "overlay", 0, opts)
+        return
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    fs = _check(libc.syscall(ctypes.c_long(_SYS_FSOPEN), b"overlay", 1), "fsopen overlay")
+    try:
+        settings = [*(("lowerdir+", p) for p in lowerdirs), ("upperdir", upper), ("workdir", work), ("index", "off")]
+        for key, value in settings:
+            _check(libc.syscall(ctypes.c_long(_SYS_FSCONFIG), fs, 1, key.encode(), os.fsencode(value), 0),
+                   f"fsconfig {key}={value}")
+        _check(libc.syscall(ctypes.c_long(_SYS_FSCONFIG), fs, 6, None, None, 0), "fsconfig create")
+        mnt = _check(libc.syscall(ctypes.c_long(_SYS_FSMOUNT), fs, 1, 0), "fsmount")
+        try:
+            _check(libc.syscall(ctypes.c_long(_SYS_MOVE_MOUNT), mnt, b"", -100, os.fsencode(target), 4),
+                   f"move_mount to {target}")
+        finally:
+            os.close(mnt)
+    finally:
+        os.close(fs)
 
 
 def umount2(target: str, flags: int = 0) -> None:
