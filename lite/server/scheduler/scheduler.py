@@ -159,7 +159,7 @@ class Scheduler:
                 return
             log.info("binding %s to %s failed: %s", info.key, node, e)
             self.queue.requeue(info.key, unschedulable=False)
-            await self.recorder.warning(info.obj, "FailedScheduling", f"Binding rejected: {e}")
+            await self.recorder.warning(info.obj, "FailedScheduling", f"Binding rejected: {e.message}")
             return
         finally:
             self._bind_slots.release()
