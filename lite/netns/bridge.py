@@ -10,7 +10,8 @@ Invariants:
   per-netns knob that defaults to 1 here, but set it anyway (measured: with 0 such replies bypass conntrack).
 - Every bridge port has hairpin mode on, so a pod reaching its own Service through DNAT gets the packet back.
 - `node_netns=None` means the host netns: only the real agent passes it; tests pass a netns of their own.
-Blocking: netlink requests are async; the two sysctl writes run in a throw-away thread (`nsfs.in_netns`).
+Blocking: netlink requests are async; the two sysctl writes are tiny and run switched into the node netns
+(`nsfs.in_netns`).
 """
 
 from __future__ import annotations

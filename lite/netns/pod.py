@@ -8,10 +8,11 @@ end `lv<13 hex of sha1(id)>` (15 chars, the kernel limit) in the node netns, ens
 pod end `eth0` with `<ip>/<prefixlen>`, `lo` up, default route via the gateway (the bridge address).
 
 Invariants:
-- Fast path without forking (measured in the runtime notes): one throw-away thread opens a netlink socket in the
+- Fast path without forking or threads (see `nsfs`): a short switched section opens a netlink socket in the
   node netns, unshares a new netns, pins it at the netns file and opens a netlink socket there; the event loop then
-  drives both sockets with AsyncIPRoute. The veth is created already in the pod netns, enslaved and up, in one
-  RTM_NEWLINK.
+  drives both sockets with AsyncIPRoute. Four round trips in all: bridge lookup; one batch creating the veth
+  straight into the pod netns, enslaved and up, plus hairpin; eth0 lookup; one batch with lo up, address, eth0 up
+  and the default route.
 - Setup is all or nothing: on failure everything it made is removed before the error propagates.
 - Setup of an already complete pod network returns it untouched (containers may be in it); an incomplete
   leftover is torn down and rebuilt.
@@ -27,18 +28,29 @@ import contextlib
 import errno
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Address
 from pathlib import Path
+from socket import AF_INET
+from typing import Any
 
 from pyroute2 import AsyncIPRoute
+from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
 from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK, RTM_NEWROUTE
+from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
+from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
+from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from lite.netns import nsfs
-from lite.netns.bridge import BRPORT_MODE_HAIRPIN
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 
 NETNS_PREFIX = "lite-"
+REQUEST = NLM_F_REQUEST | NLM_F_ACK
+CREATE = REQUEST | NLM_F_CREATE | NLM_F_EXCL
+RT_TABLE_MAIN = 254
+RTPROT_STATIC = 4
 POD_IFNAME = "eth0"
 
 
@@ -93,7 +105,7 @@ async def setup_pod_network(
             return net
         await teardown_pod_network(pod_id, node_netns=node_netns, netns_dir=netns_dir)
     nsfs.ensure_netns_dir(netns_dir)
-    node_fd, pod_fd, ns_fd = await nsfs.in_netns(node_netns, lambda: _create_netns(net.netns_path))
+    node_fd, pod_fd, ns_fd = nsfs.run_in_netns(node_netns, lambda: _create_netns(net.netns_path))
     node, pod = nsfs.rtnl_from_fd(node_fd), nsfs.rtnl_from_fd(pod_fd)
     try:
         await _add_veth(node, net, bridge, ns_fd, mtu, hairpin)
@@ -151,37 +163,74 @@ def _create_netns(path: Path) -> tuple[int, int, int]:
 
 
 async def _add_veth(node: AsyncIPRoute, net: PodNetwork, bridge: str, ns_fd: int, mtu: int, hairpin: bool) -> None:
-    found = await node.link_lookup(ifname=bridge)
-    if not found:
-        raise FileNotFoundError(errno.ENODEV, f"bridge {bridge} does not exist (ensure_bridge first)")
-    spec = {
-        "ifname": net.host_ifname,
-        "kind": "veth",
-        "peer": {"ifname": net.ifname, "net_ns_fd": ns_fd, "mtu": mtu},
-        "master": found[0],
-        "mtu": mtu,
-        "state": "up",
-    }
+    """Veth created straight into the pod netns, enslaved and up, then hairpin: one batch, one round trip."""
     try:
-        await node.link("add", **spec)
+        (br,) = await node.link("get", ifname=bridge)
+    except NetlinkError as exc:
+        if exc.code != errno.ENODEV:
+            raise
+        raise FileNotFoundError(errno.ENODEV, f"bridge {bridge} does not exist (ensure_bridge first)") from None
+    # The peer cannot be created up: the kernel opens it before the pair is linked (ENOTCONN); the pod side does.
+    peer = {"attrs": [["IFLA_IFNAME", net.ifname], ["IFLA_NET_NS_FD", ns_fd], ["IFLA_MTU", mtu]]}
+    linkinfo = {"attrs": [["IFLA_INFO_KIND", "veth"], ["IFLA_INFO_DATA", {"attrs": [["VETH_INFO_PEER", peer]]}]]}
+    up = {"index": 0, "flags": IFF_UP, "change": IFF_UP}
+    attrs = [
+        ["IFLA_IFNAME", net.host_ifname],
+        ["IFLA_MTU", mtu],
+        ["IFLA_MASTER", br["index"]],
+        ["IFLA_LINKINFO", linkinfo],
+    ]
+    slave = [["IFLA_INFO_SLAVE_KIND", "bridge"], ["IFLA_INFO_SLAVE_DATA", {"attrs": [["IFLA_BRPORT_MODE", 1]]}]]
+    hairpin_attrs = [["IFLA_IFNAME", net.host_ifname], ["IFLA_LINKINFO", {"attrs": slave}]]
+
+    def batch() -> list[Any]:  # fresh messages per send: pyroute2 stamps sequence numbers into them
+        msgs = [_msg(ifinfmsg, RTM_NEWLINK, CREATE, up, attrs)]
+        if hairpin:  # by name (index 0): RTM_NEWLINK looks the device up by IFLA_IFNAME
+            msgs.append(_msg(ifinfmsg, RTM_NEWLINK, REQUEST, {"index": 0}, hairpin_attrs))
+        return msgs
+
+    try:
+        await _batch(node, batch())
     except NetlinkError as exc:
         if exc.code != errno.EEXIST:
             raise
         # A leftover from a pod whose netns died without teardown: its name is ours (same pod id).
         await _delete_link(node, net.host_ifname)
-        await node.link("add", **spec)
-    if hairpin:
-        (link,) = await node.link("get", ifname=net.host_ifname)
-        await node.brport("set", index=link["index"], mode=BRPORT_MODE_HAIRPIN)
+        await _batch(node, batch())
 
 
 async def _configure_pod_side(pod: AsyncIPRoute, net: PodNetwork) -> None:
-    await pod.link("set", index=1, state="up")  # lo is always ifindex 1 in a new netns
+    """lo up, address, eth0 up, default route: one lookup and one batch."""
     (eth,) = await pod.link("get", ifname=net.ifname)
     index = eth["index"]
-    await pod.addr("add", index=index, address=str(net.ip), prefixlen=net.prefixlen)
-    await pod.link("set", index=index, state="up")
-    await pod.route("add", dst="0.0.0.0/0", gateway=str(net.gateway), oif=index)
+    ip = str(net.ip)
+    address = {"family": AF_INET, "prefixlen": net.prefixlen, "index": index}
+    route = {"family": AF_INET, "dst_len": 0, "table": RT_TABLE_MAIN, "proto": RTPROT_STATIC, "scope": 0, "type": 1}
+    await _batch(
+        pod,
+        [
+            _msg(ifinfmsg, RTM_NEWLINK, REQUEST, {"index": 1, "flags": IFF_UP, "change": IFF_UP}, []),  # lo is 1
+            _msg(ifaddrmsg, RTM_NEWADDR, CREATE, address, [["IFA_LOCAL", ip], ["IFA_ADDRESS", ip]]),
+            _msg(ifinfmsg, RTM_NEWLINK, REQUEST, {"index": index, "flags": IFF_UP, "change": IFF_UP}, []),
+            _msg(rtmsg, RTM_NEWROUTE, CREATE, route, [["RTA_GATEWAY", str(net.gateway)], ["RTA_OIF", index]]),
+        ],
+    )
+
+
+def _msg(cls: Any, msg_type: int, flags: int, fields: Mapping[str, Any], attrs: list[Any]) -> Any:
+    msg = cls()
+    for key, value in fields.items():
+        msg[key] = value
+    msg["attrs"] = attrs
+    msg["header"]["type"] = msg_type
+    msg["header"]["flags"] = flags
+    return msg
+
+
+async def _batch(ipr: AsyncIPRoute, messages: list[Any]) -> None:
+    """Send the requests in one sendmsg; the kernel runs them in order; raises the first NetlinkError."""
+    async for _ in ipr.nlm_request_batch(messages):
+        pass
 
 
 async def _delete_link(ipr: AsyncIPRoute, ifname: str) -> bool:

@@ -166,3 +166,26 @@ def test_netns_dir_becomes_one_shared_mount_however_often_ensured(tmp_path: Path
         assert len(mine) == 1 and any(f.startswith("shared:") for f in mine[0][6:])
     finally:
         subprocess.run(["umount", str(netns_dir)], check=False, capture_output=True)
+
+
+def own_netns() -> int:
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+async def test_the_calling_thread_keeps_its_netns(node_netns: str, prefix: str) -> None:
+    home = own_netns()
+    await bridge.ensure_bridge(node_netns=node_netns)
+    net = await pod.setup_pod_network(f"{prefix}-k", "10.42.0.3", "10.42.0.1", 24, node_netns=node_netns)
+    assert own_netns() == home
+    assert nsfs.run_in_netns(node_netns, own_netns) == os.stat(f"/run/netns/{node_netns}").st_ino
+    assert own_netns() == home
+
+    def fails() -> None:
+        nsfs.setns_path(net.netns_path)
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        nsfs.run_in_netns(node_netns, fails)
+    assert own_netns() == home
+    await pod.teardown_pod_network(net.pod_id, node_netns=node_netns)
+    assert own_netns() == home
