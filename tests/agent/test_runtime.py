@@ -225,6 +225,10 @@ async def test_cpu_and_pids_limits_apply(box: Box, cgroups: CgroupDriver) -> Non
         cpu = next(d for d in ctr.dirs() if (d / "cpu.cfs_quota_us").exists())
         assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "50000"
         assert (cpu / "cpu.shares").read_text().strip() == "512"
+    proc = await box.runtime.exec(handle, ["cat", "/proc/self/cgroup"])
+    out, _ = await proc.process.communicate()
+    assert any(line.endswith(":/" + ctr.path) for line in out.decode().splitlines() if ":memory:" in line
+               or line.startswith("0::")), out
     status = await box.runtime.stop(handle, 0)
     assert status.signal == 9 and not status.oom
     assert not pod.pids()  # killing init tore down the whole pid namespace

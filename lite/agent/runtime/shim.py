@@ -255,9 +255,9 @@ def run(state_dir: Path) -> int:
 def exec_in(req: dict[str, Any]) -> int:
     """Run req["argv"] inside the container whose init is req["init_pid"]; returns the exit code."""
     init_pid = int(req["init_pid"])
-    for procs in req.get("cgroup_procs", []):
-        with open(procs, "w") as f:
-            f.write("0")
+    # Opened now (the host cgroupfs is invisible after setns(mnt)) but written by the child only, so this
+    # helper's own memory is not charged to the container.
+    cgroup_fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in req.get("cgroup_procs", [])]
     if req.get("isolate", True):
         fds = [(os.open(f"/proc/{init_pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC), flag) for ns, flag in (
             ("ipc", lx.CLONE_NEWIPC), ("uts", lx.CLONE_NEWUTS), ("net", lx.CLONE_NEWNET),
@@ -269,6 +269,8 @@ def exec_in(req: dict[str, Any]) -> int:
     pid = os.fork()
     if pid == 0:
         try:
+            for fd in cgroup_fds:
+                os.write(fd, b"0")
             os.setsid()
             if req.get("tty"):
                 fcntl.ioctl(0, termios.TIOCSCTTY, 0)
@@ -280,6 +282,9 @@ def exec_in(req: dict[str, Any]) -> int:
         except BaseException as e:
             os.write(2, f"exec failed: {type(e).__name__}: {e}\n".encode())
             os._exit(126 if not isinstance(e, FileNotFoundError) else 127)
+
+    for fd in cgroup_fds:
+        os.close(fd)
 
     def forward(signum: int, _frame: object) -> None:
         try:
