@@ -82,7 +82,8 @@ class Agent:
         runtime = ProcessRuntime() if c.runtime == "process" else Runtime()
         return Deps(runtime=runtime, images=None, cgroups=None, ipam=None, data_dir=self.root,
                     node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
-                    node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event)
+                    node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
+                    connect=_node_connect(c.node_netns))
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 
@@ -205,7 +206,7 @@ class Agent:
                 pod = json.loads((d / POD_FILE).read_text())
                 self._upsert(pod)
 
-    async def _open_services(self) -> None:
+    async def open_services(self) -> None:
         from lite.agent.images import ImageService, RegistriesConfig
         from lite.agent.runtime.cgroups import CgroupError, detect
 
@@ -222,10 +223,16 @@ class Agent:
         from lite.agent.session import JoinSession
 
         self.root.mkdir(parents=True, exist_ok=True)
-        await self._open_services()
-        self.session = JoinSession(self.config.server_url, self.config.token, node_name=self.node_name, agent=self,
-                                   streams=AgentStreams(lambda: self.runners), ca_data=self.config.ca_data,
-                                   ca_file=self.config.ca_file, insecure=self.config.insecure)
+        await self.open_services()
+        session = JoinSession(self.config.server_url, self.config.token, node_name=self.node_name, agent=self,
+                              streams=AgentStreams(lambda: self.runners), ca_data=self.config.ca_data,
+                              ca_file=self.config.ca_file, insecure=self.config.insecure)
+        await self.serve(session)
+
+    async def serve(self, session: Any) -> None:
+        """Run with `session` (anything with `post(msg)` and an eternal `run()`) until cancelled."""
+        self.session = session
+        self.root.mkdir(parents=True, exist_ok=True)
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
@@ -235,7 +242,7 @@ class Agent:
                 for p in self._pending:
                     self._spawn(p["name"], p["coro"])
                 self._pending.clear()
-                tg.create_task(self.session.run(), name="..session")
+                tg.create_task(session.run(), name="..session")
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
         finally:
@@ -260,6 +267,37 @@ class Agent:
             samples = [PodSample(r.st.namespace, r.st.name, r.st.cgroup, tuple(c.name for c in r.st.apps))
                        for r in list(self.runners.values()) if r.st.cgroup is not None]
             self._post(await asyncio.to_thread(self.sampler.sample, samples, METRICS_EVERY))
+
+
+def _close_made(f: asyncio.Future[Any]) -> None:
+    if not f.cancelled() and f.exception() is None:
+        f.result().close()
+
+
+def _node_connect(node_netns: NetnsRef) -> Any:
+    """Probes and hooks dial pod IPs from the node netns (where the bridge is); None = the agent's own."""
+    if node_netns is None:
+        return None
+    from lite.agent.streams.netns_socket import socket_in_netns
+    from lite.netns.nsfs import netns_path
+
+    path = str(netns_path(node_netns))
+
+    async def connect(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        made = asyncio.ensure_future(asyncio.to_thread(socket_in_netns, path))
+        try:
+            sock = await asyncio.shield(made)
+        except asyncio.CancelledError:  # the thread still makes the socket: close it when it does
+            made.add_done_callback(_close_made)
+            raise
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, (host, port))
+            return await asyncio.open_connection(sock=sock)
+        except BaseException:
+            sock.close()
+            raise
+
+    return connect
 
 
 def build_agent(config: AgentConfig) -> Agent:

@@ -243,6 +243,16 @@ class PodRunner:
         if pod_phase(policy, self.st.inits, self.st.apps) in ("Succeeded", "Failed"):
             await self._stop_hooks()
 
+    async def _kill_strays(self, grace: float) -> None:
+        """A start cancelled by the termination may have launched a shim the records do not know: find every
+        live container through its state_dir and stop it (idempotent, like every stop step)."""
+        for sdir in (self.st.pod_dir / "containers").glob("*/state"):
+            if not (sdir / "spec.json").exists():
+                continue
+            got = await self.deps.runtime.adopt(str(sdir))
+            if not isinstance(got, ExitStatus):
+                await self.deps.runtime.stop(got, grace)
+
     async def _stop_hooks(self) -> None:
         for hook in reversed(self.hooks):
             try:
@@ -264,6 +274,7 @@ class PodRunner:
             sup.record_exit(status)
 
         await asyncio.gather(*(one(n) for n in list(self.st.handles)), return_exceptions=True)
+        await self._kill_strays(max(0.0, deadline - time.monotonic()))
         for r in [*self.st.inits, *self.st.apps]:
             if r.state == "waiting" and r.last is None and r.terminated is None:
                 r.set_terminated(Terminated(137, "ContainerStatusUnknown", message="The container could not be "

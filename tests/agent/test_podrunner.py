@@ -147,8 +147,9 @@ async def test_crash_loop_backoff(h: Harness) -> None:
 async def test_liveness_failure_restarts_and_readiness(h: Harness, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     c = {"name": "web", "command": ["sh", "-c", "while :; do sleep 0.1; done"],
-         "readinessProbe": {"exec": {"command": ["test", "-f", str(ready)]}, "periodSeconds": 1},
+         "readinessProbe": {"exec": {"command": ["test", "-f", str(ready)]}, "periodSeconds": 1, "timeoutSeconds": 10},
          "livenessProbe": {"exec": {"command": ["sh", "-c", f"test ! -f {tmp_path}/die"]}, "periodSeconds": 1,
+                           "timeoutSeconds": 10,
                            "failureThreshold": 1},
          }
     h.runner(_pod("u6", [c], terminationGracePeriodSeconds=1))

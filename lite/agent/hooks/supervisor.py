@@ -25,6 +25,7 @@ from lite.agent.hooks.base import Deps, Obj, PodState
 from lite.agent.images import ImageError, ImageInfo
 from lite.agent.probes import ProbeSpec, ProbeWorker, Target, probes_of, run_handler
 from lite.agent.runtime.container import ContainerHandle, ContainerStartError, ExitStatus
+from lite.agent.runtime.spec import ContainerSpec
 from lite.agent.status import (
     CRASH_LOOP,
     ERR_IMAGE_PULL,
@@ -104,11 +105,29 @@ class ContainerSupervisor:
             attempt = self.rec.restart_count
             try:
                 spec = await containers.build_spec_async(self.deps, self.st, self.c, info, attempt, self.netns)
-                return await self.deps.runtime.start(spec)
+                return await self._start_uncancelled(spec, info)
             except (ConfigError, VolumeError) as e:
                 self.rec.set_waiting(ConfigError.reason, str(e))
                 self.changed()
                 await asyncio.sleep(self.pulls.next())
+
+    async def _start_uncancelled(self, spec: ContainerSpec, info: ImageInfo | None) -> ContainerHandle:
+        """A start, once begun, completes (~10 ms) even when cancelled, and its container is recorded as
+        running: an agent restart then adopts it and a termination stops it, instead of a stray shim."""
+        start = asyncio.ensure_future(self.deps.runtime.start(spec))
+        try:
+            return await asyncio.shield(start)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                self._started(await start, info)
+            raise
+
+    def _started(self, handle: ContainerHandle, info: ImageInfo | None) -> None:
+        self.rec.container_id = f"lite://{handle.id}"
+        self.rec.image_id = info.image_ref if info else ""
+        self.rec.set_running(stamp())
+        self.st.handles[self.name] = handle
+        self.changed()
 
     async def start(self) -> ContainerHandle | ExitStatus:
         info = await self._image()
@@ -118,23 +137,21 @@ class ContainerSupervisor:
             self.rec.image_id = info.image_ref if info else ""
             self.deps.event(self.st.pod, "Warning", "Failed", f"Error: {e}")
             return ExitStatus(128, reason=f"StartError: {e}", finished_at=time.time())
-        self.rec.container_id = f"lite://{handle.id}"
-        self.rec.image_id = info.image_ref if info else ""
-        self.rec.set_running(stamp())
-        self.st.handles[self.name] = handle
+        self._started(handle, info)
         self.deps.event(self.st.pod, "Normal", "Started", f"Started container {self.name}")
-        self.changed()
         return handle
 
     async def exec(self, handle: ContainerHandle, argv: list[str], limit: float) -> tuple[int, str]:
         proc = await self.deps.runtime.exec(handle, argv)
         try:
             out, err = await asyncio.wait_for(proc.process.communicate(), limit)
-        except TimeoutError:
+        except BaseException as e:  # timeout or cancellation: never leave the exec process behind
             with contextlib.suppress(ProcessLookupError):
                 proc.process.kill()
-            await proc.wait()
-            return 1, "command timed out"
+            await asyncio.shield(proc.wait())
+            if isinstance(e, TimeoutError):
+                return 1, "command timed out"
+            raise
         return proc.process.returncode or 0, (out or b"").decode(errors="replace") + (err or b"").decode(
             errors="replace")
 
