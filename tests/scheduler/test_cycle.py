@@ -132,3 +132,10 @@ def test_large_clusters_stop_filtering_once_enough_nodes_fit_and_rotate_the_star
     # starts at n100: 50 fit, wraps into the 50 tainted ones, then 50 more fit from n000
     assert res.evaluated == 150 and len(res.statuses) == 50
     assert a.next_start == 100 and res.node.startswith("n")
+
+
+def test_most_allocated_profile_packs_nodes() -> None:
+    nodes = [ni(node("busy"), pod("e", cpu="3")), ni(node("idle"))]
+    packing = Profile(scoring_strategy="MostAllocated")
+    a = Algorithm(plugins_for(packing), packing, random.Random(1))
+    assert a.schedule(info(pod("p", cpu="500m")), snap(*nodes)).node == "busy"
