@@ -135,7 +135,9 @@ def test_large_clusters_stop_filtering_once_enough_nodes_fit_and_rotate_the_star
 
 
 def test_most_allocated_profile_packs_nodes() -> None:
-    nodes = [ni(node("busy"), pod("e", cpu="3")), ni(node("idle"))]
+    # cpu and memory in proportion, so BalancedAllocation scores both nodes 100 and only the strategy decides
+    nodes = [ni(node("busy"), pod("e", cpu="3", memory="6Gi")), ni(node("idle"))]
+    p = info(pod("p", cpu="500m", memory="1Gi"))
     packing = Profile(scoring_strategy="MostAllocated")
-    a = Algorithm(plugins_for(packing), packing, random.Random(1))
-    assert a.schedule(info(pod("p", cpu="500m")), snap(*nodes)).node == "busy"
+    assert Algorithm(plugins_for(packing), packing, random.Random(1)).schedule(p, snap(*nodes)).node == "busy"
+    assert algo().schedule(p, snap(*nodes)).node == "idle"
