@@ -20,7 +20,10 @@ POD_PIDS_LIMIT = 4096
 def _sum(containers: list[Obj], kind: str, res: str, milli: bool) -> int | None:
     total = 0
     for c in containers:
-        raw = ((c.get("resources") or {}).get(kind) or {}).get(res)
+        resources = c.get("resources") or {}
+        raw = (resources.get(kind) or {}).get(res)
+        if raw is None and kind == "requests":  # a request defaults to the limit (API defaulting)
+            raw = (resources.get("limits") or {}).get(res)
         if raw is None:
             if kind == "limits":
                 return None
