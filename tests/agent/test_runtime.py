@@ -376,3 +376,19 @@ async def test_long_layer_stack_uses_the_new_mount_api(box: Box, tmp_path: Path)
                                    rootfs_lowerdirs=[*layers, str(box.rootfs)])
     assert code == 0, lines
     assert stdout_of(lines) == ["0", "59", "/bin/busybox"]
+
+
+async def test_devices_cgroup_blocks_host_disks(box: Box, cgroups: CgroupDriver) -> None:
+    pod_dirs = cgroups.ensure_pod("lrt-dev", "BestEffort").dirs()
+    if cgroups.version != 1 or not any(d.parents[2].name == "devices" for d in pod_dirs):
+        pytest.skip("the device allow-list is written on cgroup v1 with the devices controller only")
+    disks = sorted(os.listdir("/sys/dev/block"))
+    if not disks:
+        pytest.skip("no block device on this host")
+    major, minor = disks[0].split(":")
+    ctr = cgroups.ensure_pod("lrt-dev", "BestEffort").ensure_container("app", CgroupResources())
+    _code, lines, _ = await box.run(
+        ["sh", "-c", f"mknod /tmp/disk b {major} {minor} && head -c 512 /tmp/disk >/dev/null && echo read-disk; "
+                     "echo ok > /dev/null && echo null-ok"], cgroup_procs=ctr.procs_paths())
+    assert "read-disk" not in stdout_of(lines) and "null-ok" in stdout_of(lines)
+    assert any("Operation not permitted" in text for _s, text in lines), lines

@@ -16,7 +16,10 @@ from typing import Protocol
 CFS_PERIOD_US = 100_000
 MIN_SHARES = 2
 MAX_SHARES = 262_144
-V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids")
+V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "devices")
+# runc's default device allow-list: mknod of anything, access only to the usual character devices
+V1_DEVICE_ALLOW = ("c *:* m", "b *:* m", "c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm", "c 1:9 rwm",
+                   "c 5:0 rwm", "c 5:1 rwm", "c 5:2 rwm", "c 136:* rwm", "c 10:200 rwm")
 V2_CONTROLLERS = ("cpu", "memory", "pids")
 QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 

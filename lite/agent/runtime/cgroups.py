@@ -21,6 +21,7 @@ from lite.agent.runtime.cgfs import (
     CFS_PERIOD_US,
     QOS_CLASSES,
     V1_CONTROLLERS,
+    V1_DEVICE_ALLOW,
     V2_CONTROLLERS,
     Cgroup,
     CgroupError,
@@ -82,6 +83,12 @@ class _V1:
             _write(cpu / "cpu.cfs_quota_us", "-1")
         _write(self._dir("memory", rel) / "memory.limit_in_bytes", str(res.memory_limit or -1))
         _write(self._dir("pids", rel) / "pids.max", str(res.pids_limit) if res.pids_limit else "max")
+        if container and "devices" in self.mounts:
+            # without this a container with CAP_MKNOD could open the host's disks (v2 would need a BPF program)
+            devices = self._dir("devices", rel)
+            _write(devices / "devices.deny", "a")
+            for rule in V1_DEVICE_ALLOW:
+                _write(devices / "devices.allow", rule)
 
     def stats(self, rel: str) -> CgroupStats:
         mem = self._dir("memory", rel)
