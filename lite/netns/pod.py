@@ -20,6 +20,7 @@ Invariants:
   no traffic and its address can be reused), then the netns file is unmounted and unlinked; the kernel destroys
   the namespace and both veth ends asynchronously once nothing holds it. Deleting the veth synchronously would
   cost ~30 ms (an RCU grace period); setup deletes a same-named leftover itself if it meets one.
+- Calls for one pod id must not overlap (the agent runs one runner per pod); different pods may run concurrently.
 """
 
 from __future__ import annotations
