@@ -80,6 +80,9 @@ class Target:
 
 PatchEx = Callable[..., Awaitable[tuple[Obj, bool]]]
 DeleteEx = Callable[..., Awaitable[tuple[Obj, int]]]
+Write = Callable[..., Awaitable[Obj]]
+GetEncoded = Callable[[Kind, str, str], bytes]
+ListEncoded = Callable[..., bytes]
 
 
 @dataclass
@@ -88,7 +91,9 @@ class ApiContext:
 
     `Resources` offers a few extras beyond `Client` that only HTTP needs (found by name, so any other
     Client still works): `patch_ex` says whether an apply created the object (201), `delete_ex` gives
-    the body and code upstream answers a DELETE with, and `watch` may take `resource_version_match`.
+    the body and code upstream answers a DELETE with, `watch` may take `resource_version_match`, and
+    `create_owned`/`update_owned` take over a freshly decoded JSON body instead of copying it, and
+    `get_encoded`/`list_encoded` answer with the JSON bytes (built from the stored bytes, not re-encoded).
     """
 
     resources: Client
@@ -102,8 +107,16 @@ class ApiContext:
     patch_ex: PatchEx | None = field(init=False, default=None)
     delete_ex: DeleteEx | None = field(init=False, default=None)
     watch_takes_match: bool = field(init=False, default=False)
+    create_owned: Write = field(init=False)
+    update_owned: Write = field(init=False)
+    get_encoded: GetEncoded | None = field(init=False, default=None)
+    list_encoded: ListEncoded | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        self.create_owned = getattr(self.resources, "create_owned", self.resources.create)
+        self.update_owned = getattr(self.resources, "update_owned", self.resources.update)
+        self.get_encoded = getattr(self.resources, "get_encoded", None)
+        self.list_encoded = getattr(self.resources, "list_encoded", None)
         self.patch_ex = getattr(self.resources, "patch_ex", None)
         self.delete_ex = getattr(self.resources, "delete_ex", None)
         try:
@@ -115,6 +128,11 @@ class ApiContext:
 
 def json_response(obj: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+
+def raw_json_response(body: bytes, status: int = 200) -> web.Response:
+    """A response whose body is already JSON (stored bytes, or a list built from them)."""
+    return web.Response(body=body, status=status, content_type="application/json")
 
 
 # --- query helpers ---------------------------------------------------------------------------------
@@ -275,11 +293,14 @@ async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 
 async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    table = negotiate.wants_table(request.headers.get("Accept", ""))
+    if ctx.get_encoded is not None and not (table and _tables() is not None):
+        return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name))
     obj = await ctx.resources.get(t.kind, t.namespace, t.name)
-    if negotiate.wants_table(request.headers.get("Accept", "")):
-        table = table_of(t.kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")})
-        if table is not None:
-            return json_response(table)
+    if table:
+        rows = table_of(t.kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")})
+        if rows is not None:
+            return json_response(rows)
     return json_response(obj)
 
 
@@ -289,15 +310,18 @@ async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Respons
     limit = q_int(q, "limit") or 0
     if limit < 0:
         raise bad_request("limit must not be negative")
-    out = await ctx.resources.list(
-        t.kind, t.namespace, label_selector=q.get("labelSelector", ""),
-        field_selector=q.get("fieldSelector", ""), limit=limit, continue_=q.get("continue", ""),
-        resource_version=q.get("resourceVersion", ""),
-        resource_version_match=q.get("resourceVersionMatch", ""))
-    if negotiate.wants_table(request.headers.get("Accept", "")):
-        table = table_of(t.kind, out.get("items") or [], out.get("metadata") or {})
-        if table is not None:
-            return json_response(table)
+    args: dict[str, Any] = {
+        "label_selector": q.get("labelSelector", ""), "field_selector": q.get("fieldSelector", ""), "limit": limit,
+        "continue_": q.get("continue", ""), "resource_version": q.get("resourceVersion", ""),
+        "resource_version_match": q.get("resourceVersionMatch", "")}
+    table = negotiate.wants_table(request.headers.get("Accept", ""))
+    if ctx.list_encoded is not None and not (table and _tables() is not None):
+        return raw_json_response(ctx.list_encoded(t.kind, t.namespace, **args))
+    out = await ctx.resources.list(t.kind, t.namespace, **args)
+    if table:
+        rows = table_of(t.kind, out.get("items") or [], out.get("metadata") or {})
+        if rows is not None:
+            return json_response(rows)
     return json_response(out)
 
 
@@ -333,7 +357,8 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     _fill_type_meta(obj, t.kind)
     _check_meta(obj, t)
     warning = negotiate.check_fields(t.kind, obj, validation)
-    out = await ctx.resources.create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
+    create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
+    out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
     return _with_warning(json_response(out, 201), warning)
 
 
@@ -346,8 +371,8 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
         _fill_type_meta(obj, t.kind)
         warning = negotiate.check_fields(t.kind, obj, validation)
     _check_meta(obj, t)
-    out = await ctx.resources.update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry,
-                                     field_manager=manager)
+    update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
+    out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
     return _with_warning(json_response(out), warning)
 
 

@@ -129,6 +129,13 @@ def decode_body(content_type: str, body: bytes) -> Any:
         f"the body of the request was in an unknown format - accepted media types include: {_SUPPORTED}")
 
 
+def decodes_plain_json(content_type: str) -> bool:
+    """True when `decode_body` reads this media type with orjson alone: the result then holds only fresh
+    JSON values (no YAML dates or non-string keys), so it may be handed over without a defensive copy."""
+    return content_type in (JSON, "", "application/octet-stream") or (
+        content_type in PATCH_CONTENT_TYPES and content_type != "application/apply-patch+yaml")
+
+
 def decode_object(content_type: str, body: bytes) -> dict[str, Any]:
     """A body that must be one JSON object (create, update, subresource POST)."""
     if not body:

@@ -107,6 +107,15 @@ def validate_list_options(rv: str, match: str, continue_: str) -> None:
         raise errors.bad_request("specifying resource version is not allowed when using continue")
 
 
+def _list_meta(rv: int, more: int, last: str, matcher: Matcher | None) -> Obj:
+    meta: Obj = {"resourceVersion": str(rv)}
+    if more:
+        meta["continue"] = encode_continue(rv, last)
+        if matcher is None:
+            meta["remainingItemCount"] = more
+    return meta
+
+
 class ReadMixin(RegistryBase):
     """get / list."""
 
@@ -118,9 +127,46 @@ class ReadMixin(RegistryBase):
                 raise too_large(n, self.store.current_rev)
         return self.read(kind, namespace, name)[1]
 
+    def get_encoded(self, kind: Kind, namespace: str, name: str) -> bytes:
+        """The JSON of `get_object(...)`: the stored bytes themselves unless the object needs presenting."""
+        self.check_stored(kind)
+        got = self.store.get(self.key(kind, self.scoped(kind, namespace), name))
+        if got is None:
+            raise errors.not_found(kind.plural, name, kind.group)
+        return orjson.dumps(self.decode(kind, got[1])) if kind.crd else got[1]
+
     def list_objects(self, kind: Kind, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                      limit: int = 0, continue_: str = "", resource_version: str = "",
                      resource_version_match: str = "") -> Obj:
+        prefix, start, list_rv, matcher = self._plan_list(kind, namespace, label_selector, field_selector, limit,
+                                                          continue_, resource_version, resource_version_match)
+        items, rev, more, last = self._collect(kind, prefix, start, limit, matcher)
+        meta = _list_meta(list_rv or rev, more, last, matcher)
+        return {"apiVersion": kind.api_version, "kind": kind.list_kind, "metadata": meta, "items": items}
+
+    def list_encoded(self, kind: Kind, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
+                     limit: int = 0, continue_: str = "", resource_version: str = "",
+                     resource_version_match: str = "") -> bytes:
+        """The JSON of `list_objects(...)`. Without a selector the items are the stored bytes joined as they
+        are (they are orjson's encoding of exactly the objects `list_objects` would decode from them)."""
+        prefix, start, list_rv, matcher = self._plan_list(kind, namespace, label_selector, field_selector, limit,
+                                                          continue_, resource_version, resource_version_match)
+        if matcher is not None or kind.crd:  # custom objects may be presented in another apiVersion
+            items, rev, more, last = self._collect(kind, prefix, start, limit, matcher)
+            meta = _list_meta(list_rv or rev, more, last, matcher)
+            return orjson.dumps({"apiVersion": kind.api_version, "kind": kind.list_kind, "metadata": meta,
+                                 "items": items})
+        page, rev, remaining = self.store.list(prefix, start_after=start, limit=limit)
+        last = page[-1][0] if page else start
+        meta = _list_meta(list_rv or rev, remaining if limit else 0, last, None)
+        return b"".join((b'{"apiVersion":', orjson.dumps(kind.api_version), b',"kind":', orjson.dumps(kind.list_kind),
+                         b',"metadata":', orjson.dumps(meta), b',"items":[',
+                         b",".join([raw for _key, _rev, raw in page]), b"]}"))
+
+    def _plan_list(self, kind: Kind, namespace: str, label_selector: str, field_selector: str, limit: int,
+                   continue_: str, resource_version: str,
+                   resource_version_match: str) -> tuple[str, str, int, Matcher | None]:
+        """Validate a list request: (key prefix, key to start after, revision of the continued list, matcher)."""
         self.check_stored(kind)
         if limit < 0:
             raise errors.bad_request("limit must not be negative")
@@ -133,13 +179,7 @@ class ReadMixin(RegistryBase):
             if list_rv < self.store.oldest_rev - 1:
                 raise errors.expired(_EXPIRED_CONTINUE)
         self._check_list_rv(resource_version, resource_version_match, limit)
-        items, rev, more, last = self._collect(kind, prefix, start, limit, matcher)
-        meta: Obj = {"resourceVersion": str(list_rv or rev)}
-        if more:
-            meta["continue"] = encode_continue(list_rv or rev, last)
-            if matcher is None:
-                meta["remainingItemCount"] = more
-        return {"apiVersion": kind.api_version, "kind": kind.list_kind, "metadata": meta, "items": items}
+        return prefix, start, list_rv, matcher
 
     def _check_list_rv(self, rv: str, match: str, limit: int) -> None:
         if not rv or rv == "0":

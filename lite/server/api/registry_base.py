@@ -14,9 +14,10 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
 from typing import Any
 
 import orjson
@@ -47,6 +48,26 @@ class RegistryBase:
         self.strategies = strategies
         self.bookmark_interval = bookmark_interval
         self.eviction_check = eviction_check
+        # Stored objects that every pod create reads (PriorityClasses), decoded once per revision: a
+        # revision names one immutable value, so an entry can never go stale. Read-only for its users.
+        self.decoded_by_rev: dict[int, Obj] = {}
+        self._stamp: tuple[int, str] = (-1, "")
+
+    def decoded_once(self, rev: int, raw: bytes) -> Obj:
+        """The decoded value of revision `rev` (bytes `raw`), shared: callers must not mutate it."""
+        obj = self.decoded_by_rev.get(rev)
+        if obj is None:
+            if len(self.decoded_by_rev) >= 256:  # classes are few; a bound keeps churn from growing it
+                self.decoded_by_rev.clear()
+            obj = self.decoded_by_rev[rev] = orjson.loads(raw)
+        return obj
+
+    def now_rfc3339(self) -> str:
+        """`lite.objects.rfc3339()` of the current second, formatted once per second."""
+        sec = int(time.time())
+        if sec != self._stamp[0]:
+            self._stamp = (sec, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(sec)))
+        return self._stamp[1]
 
     # ---- keys --------------------------------------------------------------------------------------
 
@@ -131,16 +152,30 @@ class RegistryBase:
         """Called after an object was removed from the store."""
 
 
-@contextlib.contextmanager
-def shape_errors(kind: Kind) -> Iterator[None]:
+class _ShapeErrors:
+    """The context manager of `shape_errors` (a plain class: every write enters one, and a generator-based
+    context manager costs several times more per use)."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(e, (TypeError, AttributeError, ValueError)):
+            kind = self.kind
+            log.info("malformed %s body: %r", kind.kind, e)
+            raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a '
+                                     f"{kind.kind}: {e}") from None
+
+
+def shape_errors(kind: Kind) -> _ShapeErrors:
     """A body whose fields have the wrong JSON types (a number where a string belongs, a string where a list
     belongs) is 400 BadRequest, as upstream's typed decoding answers, instead of crashing a strategy."""
-    try:
-        yield
-    except (TypeError, AttributeError, ValueError) as e:
-        log.info("malformed %s body: %r", kind.kind, e)
-        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
-                                 f"{e}") from None
+    return _ShapeErrors(kind)
 
 
 def check_shape(kind: Kind, obj: Obj) -> None:

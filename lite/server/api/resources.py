@@ -105,8 +105,15 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def create(self, kind: Kind, namespace: str, obj: Obj, *, name: str = "", subresource: str = "",
                      dry_run: bool = False, field_manager: str = "") -> Obj:
         body = deep_copy(obj) if isinstance(obj, dict) else obj
+        return await self.create_owned(kind, namespace, body, name=name, subresource=subresource, dry_run=dry_run,
+                                       field_manager=field_manager)
+
+    async def create_owned(self, kind: Kind, namespace: str, obj: Obj, *, name: str = "", subresource: str = "",
+                           dry_run: bool = False, field_manager: str = "") -> Obj:
+        """`create` for a caller that hands over a body of plain JSON values it just decoded and never
+        touches again (the HTTP layer): `obj` is consumed instead of copied first."""
         with shape_errors(kind):
-            return await self._create(kind, namespace, body, name, subresource, dry_run, field_manager)
+            return await self._create(kind, namespace, obj, name, subresource, dry_run, field_manager)
 
     async def _create(self, kind: Kind, namespace: str, body: Obj, name: str, subresource: str, dry_run: bool,
                       field_manager: str) -> Obj:
@@ -124,8 +131,14 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def update(self, kind: Kind, namespace: str, name: str, obj: Obj, *, subresource: str = "",
                      dry_run: bool = False, field_manager: str = "") -> Obj:
         body = deep_copy(obj) if isinstance(obj, dict) else obj
+        return await self.update_owned(kind, namespace, name, body, subresource=subresource, dry_run=dry_run,
+                                       field_manager=field_manager)
+
+    async def update_owned(self, kind: Kind, namespace: str, name: str, obj: Obj, *, subresource: str = "",
+                           dry_run: bool = False, field_manager: str = "") -> Obj:
+        """`update` that consumes `obj` instead of copying it first (see `create_owned`)."""
         with shape_errors(kind):
-            return await self._update(kind, namespace, name, body, subresource, dry_run, field_manager)
+            return await self._update(kind, namespace, name, obj, subresource, dry_run, field_manager)
 
     async def _update(self, kind: Kind, namespace: str, name: str, body: Obj, subresource: str, dry_run: bool,
                       field_manager: str) -> Obj:
