@@ -10,6 +10,7 @@ import asyncio
 import io
 import os
 import re
+import signal
 import subprocess
 import tarfile
 import uuid
@@ -392,3 +393,29 @@ async def test_devices_cgroup_blocks_host_disks(box: Box, cgroups: CgroupDriver)
                      "echo ok > /dev/null && echo null-ok"], cgroup_procs=ctr.procs_paths())
     assert "read-disk" not in stdout_of(lines) and "null-ok" in stdout_of(lines)
     assert any("Operation not permitted" in text for _s, text in lines), lines
+
+
+async def test_killed_shim_takes_the_container_down(box: Box) -> None:
+    handle = await box.start(box.spec(["sleep", "1000"]))
+    os.kill(handle.shim_pid, signal.SIGKILL)
+    status = await asyncio.wait_for(box.runtime.wait(handle), 30)
+    assert status.reason == "ShimLost" and status.code == 137
+    for _ in range(600):  # PDEATHSIG killed init; PID 1 reaps it
+        if not handle.running():
+            break
+        await asyncio.sleep(0.05)
+    assert not handle.running()
+
+
+async def test_process_runtime_exec(tmp_path: Path) -> None:
+    runtime = ProcessRuntime()
+    spec = ContainerSpec(id="lrt-pexec", argv=["sleep", "1000"], state_dir=str(tmp_path / "state"),
+                         log_path=str(tmp_path / "0.log"), env={"MARK": "lrt"}, uid=65534, gid=65534)
+    handle = await runtime.start(spec)
+    try:
+        proc = await runtime.exec(handle, ["sh", "-c", "id -u; echo $MARK; exit 6"])
+        out, _ = await proc.process.communicate()
+        assert out.decode().split() == ["65534", "lrt"] and proc.process.returncode == 6
+    finally:
+        status = await runtime.stop(handle, 5)
+    assert status.signal == signal.SIGTERM

@@ -39,14 +39,25 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def start_time(pid: int) -> int | None:
-    """The process start time (clock ticks since boot, /proc/<pid>/stat field 22) or None if it is gone."""
+def _stat(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return stat.rsplit(")", 1)[1].split()  # fields from 3 (state) on; comm may contain spaces and ")"
+
+
+def start_time(pid: int) -> int | None:
+    """The process start time (clock ticks since boot, /proc/<pid>/stat field 22) or None if it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])
+
+
+def alive(pid: int, started: int) -> bool:
+    """The same process (pid reuse guard) is still running, not a zombie."""
+    fields = _stat(pid)
+    return fields is not None and int(fields[19]) == started and fields[0] not in ("Z", "X")
 
 
 @dataclass(frozen=True)
@@ -57,10 +68,10 @@ class ShimRecord:
     init_start: int
 
     def shim_alive(self) -> bool:
-        return start_time(self.shim_pid) == self.shim_start
+        return alive(self.shim_pid, self.shim_start)
 
     def init_alive(self) -> bool:
-        return start_time(self.init_pid) == self.init_start
+        return alive(self.init_pid, self.init_start)
 
     @classmethod
     def load(cls, state_dir: Path) -> ShimRecord | None:
