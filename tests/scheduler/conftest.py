@@ -27,7 +27,7 @@ def kind(group: str, name: str) -> Kind:
     return next(k for k in BUILTIN_KINDS if k.group == group and k.kind == name)
 
 
-POD, NODE, EVENT = kind("", "Pod"), kind("", "Node"), kind("", "Event")
+POD, NODE, EVENT, SVC = kind("", "Pod"), kind("", "Node"), kind("", "Event"), kind("", "Service")
 PC, PDB = kind("scheduling.k8s.io", "PriorityClass"), kind("policy", "PodDisruptionBudget")
 
 

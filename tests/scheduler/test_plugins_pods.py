@@ -137,3 +137,23 @@ def test_spread_score_prefers_emptier_domains() -> None:
     assert scores == [3, 2, 0, -1]
     plugin.normalize(st, scores)
     assert scores == [0, 33, 100, 0]
+
+
+def test_system_default_spreading_scores_nodes_without_a_zone_too() -> None:
+    from lite.selectors import LabelSelector
+    from lite.server.scheduler.podinfo import pod_info
+
+    defaults = pts.system_default_constraints(LabelSelector.from_dict({"matchLabels": WEB}))
+    nodes = cluster(("n1", "a", [pod("w1", labels=WEB), pod("w2", labels=WEB)]), ("n2", "b", []), ("n3", "", []))
+    p = pod_info(pod("w", labels=WEB), None, defaults)
+    assert p.spread_defaulted and p.spread == defaults
+    own = pod_info(pod("w", labels=WEB, topologySpreadConstraints=[spread(ZONE, WEB)]), None, defaults)
+    assert not own.spread_defaulted and len(own.spread) == 1
+    plugin = pts.PodTopologySpread()
+    st = plugin.pre_score(p, snap(*nodes), nodes)
+    assert st is not None
+    scores = [plugin.score(st, p, n) for n in nodes]
+    # weights log(3+2) for both keys; n1: 2w+2 (host) + 2w+4 (zone) = 12.4; the others 0+2 + 0+4
+    assert scores == [12, 6, 6]
+    plugin.normalize(st, scores)
+    assert scores == [50, 100, 100]

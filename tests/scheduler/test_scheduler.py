@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections import Counter
 
-from conftest import NODE, PC, POD, Kit, node, pod
+from conftest import NODE, PC, POD, SVC, Kit, node, pod
 
 from lite.client import Obj
 
@@ -163,3 +163,18 @@ async def test_no_nodes_at_all(kit: Kit) -> None:
     assert ev[0]["message"] == "no nodes available to schedule pods"
     await kit.api.create(NODE, "", node("first"))
     assert await kit.bound("lonely") == "first"
+
+
+async def test_pods_selected_by_a_service_spread_by_default(kit: Kit) -> None:
+    # n1 is far bigger, so resources alone prefer it; it already runs three web pods.
+    await kit.api.create(NODE, "", node("n1", cpu="100", memory="200Gi"))
+    await kit.api.create(NODE, "", node("n2", cpu="4", memory="8Gi"))
+    for i in range(3):
+        await kit.api.create(POD, "default", pod(f"web-{i}", labels={"app": "web"}, nodeName="n1"))
+    await kit.api.create(POD, "default", pod("other", labels={"app": "other"}))
+    assert await kit.bound("other") == "n1"
+    await kit.api.create(SVC, "default", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                                          "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+    await kit.until(lambda: kit.scheduler is not None and len(kit.scheduler.selecting[0]) > 0)
+    await kit.api.create(POD, "default", pod("web-new", labels={"app": "web"}))
+    assert await kit.bound("web-new") == "n2"

@@ -296,14 +296,17 @@ class PodInfo:
     preemption_policy: str
     start_time: str
     deleting: bool
+    spread_defaulted: bool = False     # `spread` holds the system default constraints
 
     @property
     def has_affinity(self) -> bool:
         return bool(self.affinity or self.anti_affinity or self.preferred_affinity or self.preferred_anti_affinity)
 
 
-def pod_info(pod: Obj, priority: int | None = None) -> PodInfo:
-    """Parse `pod`; `priority` overrides spec.priority (resolved from its PriorityClass by the caller)."""
+def pod_info(pod: Obj, priority: int | None = None,
+             default_spread: tuple[SpreadConstraint, ...] = ()) -> PodInfo:
+    """Parse `pod`; `priority` overrides spec.priority (resolved from its PriorityClass by the caller);
+    `default_spread` applies when the pod has no topologySpreadConstraints of its own."""
     m = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -318,6 +321,8 @@ def pod_info(pod: Obj, priority: int | None = None) -> PodInfo:
     preferred = tuple((int(p.get("weight") or 0), node_selector_term(p.get("preference") or {}))
                       for p in node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or [])
     pa, paa = aff.get("podAffinity") or {}, aff.get("podAntiAffinity") or {}
+    spread = _spread_constraints(spec, labels)
+    defaulted = not spread and bool(default_spread)
     req_key = "requiredDuringSchedulingIgnoredDuringExecution"
     pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
     return PodInfo(
@@ -329,7 +334,7 @@ def pod_info(pod: Obj, priority: int | None = None) -> PodInfo:
         affinity=_terms(pa, req_key, ns, labels, False), anti_affinity=_terms(paa, req_key, ns, labels, False),
         preferred_affinity=_terms(pa, pref_key, ns, labels, True),
         preferred_anti_affinity=_terms(paa, pref_key, ns, labels, True),
-        spread=_spread_constraints(spec, labels),
+        spread=default_spread if defaulted else spread, spread_defaulted=defaulted,
         images=tuple(normalized_image(str(c.get("image", ""))) for c in spec.get("containers") or []
                      if c.get("image")),
         node_name=str(spec.get("nodeName") or ""), nominated_node=str(status.get("nominatedNodeName") or ""),

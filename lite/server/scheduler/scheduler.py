@@ -26,14 +26,15 @@ from typing import Any
 from lite.client import Client, Obj
 from lite.errors import ApiError
 from lite.events import EventRecorder
-from lite.informer import SharedInformers
+from lite.informer import NAMESPACE_INDEX, SharedInformers
 from lite.kinds import BUILTIN_KINDS, Kind
 from lite.objects import rfc3339
-from lite.selectors import LabelSelector
+from lite.selectors import EQUALS, LabelSelector, Requirement
 from lite.server.scheduler.cycle import Algorithm, Result, fit_error_message
 from lite.server.scheduler.plugins.interpodaffinity import NAME as INTERPOD
 from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
-from lite.server.scheduler.podinfo import PodInfo, pod_info, reparse
+from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
+from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, pod_info, reparse
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
@@ -71,6 +72,9 @@ class Scheduler:
         self.namespaces = informers.informer(_kind("", "Namespace"))
         self.priority_classes = informers.informer(_kind("scheduling.k8s.io", "PriorityClass"))
         self.pdbs = informers.informer(_kind("policy", "PodDisruptionBudget"))
+        # What selects a pod, for the default spreading of pods without constraints.
+        self.selecting = tuple(informers.informer(_kind(g, k)) for g, k in (
+            ("", "Service"), ("", "ReplicationController"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")))
         self.cache = Cache()
         self.queue = SchedulingQueue()
         self.rng = rng or random.Random()
@@ -86,7 +90,7 @@ class Scheduler:
     async def run(self) -> None:
         """Wait for the caches, then schedule until cancelled."""
         self._register()
-        for inf in (self.nodes, self.pods, self.namespaces, self.priority_classes, self.pdbs):
+        for inf in (self.nodes, self.pods, self.namespaces, self.priority_classes, self.pdbs, *self.selecting):
             await inf.wait_synced()
         try:
             async with asyncio.TaskGroup() as tg:
@@ -258,12 +262,29 @@ class Scheduler:
                 or (pod.get("status") or {}).get("phase") in TERMINAL:
             self.queue.delete(key)  # not schedulable (upstream skips these before the queue)
             return
-        info = pod_info(pod, self._priority(pod))
+        info = pod_info(pod, self._priority(pod), self._default_spread(pod))
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:
             self.cache.clear_nomination(key)
         self.queue.add(info)
+
+    def _default_spread(self, pod: Obj) -> tuple[SpreadConstraint, ...]:
+        """Upstream `DefaultSelector`: the requirements of every Service, RC, ReplicaSet and StatefulSet in
+        the pod's namespace that selects it, ANDed; no constraints when nothing selects the pod."""
+        if (pod.get("spec") or {}).get("topologySpreadConstraints"):
+            return ()
+        m = pod.get("metadata") or {}
+        labels: dict[str, str] = m.get("labels") or {}
+        if not labels:
+            return ()
+        reqs: set[Requirement] = set()
+        for inf in self.selecting:
+            for owner in inf.by_index(NAMESPACE_INDEX, str(m.get("namespace", ""))):
+                reqs |= _selecting_requirements(inf.kind.kind, owner, labels)
+        if not reqs:
+            return ()
+        return system_default_constraints(LabelSelector(tuple(sorted(reqs, key=lambda r: (r.key, r.op, r.values)))))
 
     def _pod_deleted(self, pod: Obj) -> None:
         m = pod.get("metadata") or {}
@@ -273,6 +294,21 @@ class Scheduler:
         if self.cache.node_of(key) is not None:
             self.cache.remove_pod(key)
             self.queue.move_all()
+
+
+def _selecting_requirements(kind: str, owner: Obj, labels: dict[str, str]) -> set[Requirement]:
+    selector = (owner.get("spec") or {}).get("selector")
+    if not selector:
+        return set()
+    if kind in ("Service", "ReplicationController"):  # plain label maps
+        if all(labels.get(k) == v for k, v in selector.items()):
+            return {Requirement(str(k), EQUALS, (str(v),)) for k, v in selector.items()}
+        return set()
+    try:
+        sel = LabelSelector.from_dict(selector)
+    except ApiError:
+        return set()
+    return set(sel.requirements) if not sel.empty and sel.matches(labels) else set()
 
 
 def _budget(pdb: Obj) -> Budget | None:

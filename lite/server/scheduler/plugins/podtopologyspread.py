@@ -4,8 +4,9 @@ constraints score (fewer matching pods in the node's domain is better).
 
 Eligible domains come from nodes carrying every constraint's topology key and, with nodeAffinityPolicy Honor
 (the default), matching the pod's nodeSelector/required affinity; nodeTaintsPolicy Honor also drops nodes
-with untolerated taints. With fewer domains than minDomains the global minimum is 0. Upstream's system
-default constraints (for pods without constraints) are not applied.
+with untolerated taints. With fewer domains than minDomains the global minimum is 0. Pods without
+constraints that belong to a Service/ReplicaSet/ReplicationController/StatefulSet get upstream's system
+default (soft) constraints: the scheduler builds them with `system_default_constraints`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lite.selectors import LabelSelector
 from lite.server.scheduler.framework import MAX_SCORE, Failure
 from lite.server.scheduler.plugins.nodeaffinity import required_matches
 from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, tolerated
@@ -23,6 +25,7 @@ NAME = "PodTopologySpread"
 ERR_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 ERR_NODE_LABEL = ERR_CONSTRAINTS + " (missing required label)"
 HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,19 @@ class _Counted:
     counts: Mapping[str, int]      # topology value → matching pods
     min_match: int
     self_match: int
+
+
+@dataclass(frozen=True)
+class _ScoreState:
+    require_all: bool
+    constraints: tuple[tuple[SpreadConstraint, dict[str, int], float], ...]
+
+
+def system_default_constraints(selector: LabelSelector) -> tuple[SpreadConstraint, ...]:
+    """Upstream's `systemDefaulting` for pods without constraints that belong to a Service, ReplicaSet,
+    ReplicationController or StatefulSet: spread softly per host (maxSkew 3) and per zone (maxSkew 5)."""
+    return (SpreadConstraint(3, HOSTNAME, False, selector, 1, True, False),
+            SpreadConstraint(5, ZONE, False, selector, 1, True, False))
 
 
 def _has_keys(node: NodeInfo, constraints: tuple[SpreadConstraint, ...]) -> bool:
@@ -87,32 +103,40 @@ class PodTopologySpread:
                 return Failure((ERR_CONSTRAINTS,), plugin=NAME)
         return None
 
-    def pre_score(self, pod: PodInfo, snap: Snapshot, nodes: list[NodeInfo]
-                  ) -> tuple[tuple[SpreadConstraint, dict[str, int], float], ...] | None:
+    def pre_score(self, pod: PodInfo, snap: Snapshot, nodes: list[NodeInfo]) -> _ScoreState | None:
         soft = tuple(c for c in pod.spread if not c.hard)
         if not soft:
             return None
+        # Upstream: with the system default constraints a node need not carry every key (a missing label
+        # is the empty value); with the pod's own constraints such nodes are ignored.
+        require_all = not pod.spread_defaulted
         domains: list[set[str]] = [set() for _ in soft]
         for ni in nodes:
-            if _has_keys(ni, soft):
+            if not require_all or _has_keys(ni, soft):
                 for i, c in enumerate(soft):
-                    domains[i].add(ni.node.labels[c.topology_key])
+                    domains[i].add(ni.node.labels.get(c.topology_key, ""))
         out = []
         for i, c in enumerate(soft):
+            counts: dict[str, int] = {}
             # A hostname domain is one node: counting the feasible nodes is enough (upstream does the same).
-            counts = count_domains(pod, nodes if c.topology_key == HOSTNAME else snap.nodes, (c,))[0]
-            counts = {v: n for v, n in counts.items() if v in domains[i]}
+            for ni in nodes if c.topology_key == HOSTNAME else snap.nodes:
+                if (require_all and not _has_keys(ni, soft)) or not _eligible(pod, ni, c):
+                    continue
+                value = ni.node.labels.get(c.topology_key, "")
+                if value in domains[i]:
+                    counts[value] = counts.get(value, 0) + _matching(pod, ni, c)
             out.append((c, counts, math.log(len(domains[i]) + 2)))
-        return tuple(out)
+        return _ScoreState(require_all, tuple(out))
 
-    def score(self, state: tuple[tuple[SpreadConstraint, dict[str, int], float], ...], pod: PodInfo,
-              node: NodeInfo) -> int:
+    def score(self, state: _ScoreState, pod: PodInfo, node: NodeInfo) -> int:
         labels = node.node.labels
         total = 0.0
-        for c, counts, weight in state:
+        for c, counts, weight in state.constraints:
             value = labels.get(c.topology_key)
             if value is None:
-                return -1  # ignored node: normalised to 0
+                if state.require_all:
+                    return -1  # ignored node: normalised to 0
+                value = ""
             total += counts.get(value, 0) * weight + (c.max_skew - 1)
         return round(total)
 
