@@ -163,6 +163,8 @@ async def test_pid_namespace_hostname_and_netns(box: Box, netns: str) -> None:
     assert out[1:3] == ["lrt-pod", "lrt-pod"]
     assert out[3] == "lo"  # only the netns' loopback, not the host's links
     assert int(out[4]) <= 3  # sh, ls, grep: no host process is visible
+    code, lines, _ = await box.run(["grep", "SigIgn", "/proc/self/status"])
+    assert stdout_of(lines)[0].split()[1] == "0000000000000000"  # not even SIGPIPE, which Python ignores
 
 
 async def test_readonly_rootfs_refuses_writes_but_volume_works(box: Box, tmp_path: Path) -> None:

@@ -38,6 +38,14 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signa
 DRAIN_SECONDS = 2.0
 
 
+def reset_signals() -> None:
+    """Default dispositions before execve: Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive
+    exec (a container would never die of a broken pipe)."""
+    for sig in (*FORWARDED, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
 def oom_counters(procs_paths: list[str]) -> int:
     """Sum of oom_kill counters of the container cgroups and their parents (v1 counts at the limited level)."""
     total = 0
@@ -124,8 +132,7 @@ def _fork_init(spec: ContainerSpec, stdio: Stdio) -> tuple[int, str]:
     pid = os.fork()
     if pid == 0:
         try:
-            for sig in FORWARDED:
-                signal.signal(sig, signal.SIG_DFL)
+            reset_signals()
             os.close(err_r)
             stdio.setup_child()
             run_init(spec, shim_pid)
@@ -269,6 +276,7 @@ def exec_in(req: dict[str, Any]) -> int:
     pid = os.fork()
     if pid == 0:
         try:
+            reset_signals()
             for fd in cgroup_fds:
                 os.write(fd, b"0")
             os.setsid()
