@@ -84,34 +84,25 @@ class WatchMixin(RegistryBase):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + lifetime if lifetime is not None and lifetime > 0 else None
         next_bookmark = loop.time() + self.bookmark_interval if bookmarks else None
-        pending: asyncio.Future[StoreEvent] | None = None
-        try:
-            while True:
-                now = loop.time()
-                if deadline is not None and now >= deadline:
-                    return
-                if next_bookmark is not None and now >= next_bookmark:
-                    yield self._bookmark(kind, last_rev)
-                    next_bookmark = now + self.bookmark_interval
-                    continue
-                waits = [t - now for t in (deadline, next_bookmark) if t is not None]
-                if pending is None:
-                    pending = asyncio.ensure_future(w.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=min(waits) if waits else None)
-                if not done:
-                    continue
-                fut, pending = pending, None
-                try:
-                    sev = fut.result()
-                except (StopAsyncIteration, WatchDropped):
-                    return
-                last_rev = sev.rev
-                out = self._translate(kind, sev, matcher)
-                if out is not None:
-                    yield out
-        finally:
-            if pending is not None:
-                pending.cancel()
+        while True:
+            now = loop.time()
+            if deadline is not None and now >= deadline:
+                return
+            if next_bookmark is not None and now >= next_bookmark:
+                yield self._bookmark(kind, last_rev)
+                next_bookmark = now + self.bookmark_interval
+                continue
+            wake = min((t for t in (deadline, next_bookmark) if t is not None), default=None)
+            try:
+                sev = await w.next_before(wake)
+            except (StopAsyncIteration, WatchDropped):
+                return
+            if sev is None:
+                continue
+            last_rev = sev.rev
+            out = self._translate(kind, sev, matcher)
+            if out is not None:
+                yield out
 
     def _translate(self, kind: Kind, ev: StoreEvent, matcher: Matcher | None) -> WatchEvent | None:
         if matcher is None:

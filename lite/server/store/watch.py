@@ -91,6 +91,16 @@ class Watch:
         return self
 
     async def __anext__(self) -> StoreEvent:
+        ev = await self.next_before(None)
+        assert ev is not None  # no deadline: only an event ends the wait
+        return ev
+
+    async def next_before(self, deadline: float | None) -> StoreEvent | None:
+        """The next event, or None once the loop clock reaches `deadline` (None: wait as long as it takes).
+
+        Ends like `__anext__` (StopAsyncIteration, WatchDropped). It waits on one future and a timer, not a
+        task: consumers with a deadline (timeouts, bookmarks) call this for every event of every watcher.
+        """
         while True:
             if self._replay:
                 ev = self._replay.popleft()
@@ -101,11 +111,17 @@ class Watch:
             elif self._closed:
                 raise StopAsyncIteration
             else:
-                self._waiter = asyncio.get_running_loop().create_future()
+                loop = asyncio.get_running_loop()
+                if deadline is not None and loop.time() >= deadline:
+                    return None
+                self._waiter = loop.create_future()
+                timer = loop.call_at(deadline, self._wake) if deadline is not None else None
                 try:
                     await self._waiter
                 finally:
                     self._waiter = None
+                    if timer is not None:
+                        timer.cancel()
                 continue
             self.last_rev = ev.rev
             return ev
