@@ -67,6 +67,9 @@ def cgroups() -> Iterator[CgroupDriver]:
             pod = driver.pod(uid, qos)
             pod.kill_all()
             pod.remove()
+        shims = driver.ensure_shims()
+        shims.kill_all()
+        shims.remove()
         for d in driver.pod("x", "Guaranteed").dirs():
             for sub in ("burstable", "besteffort", ""):
                 target = d.parent / sub
@@ -421,3 +424,13 @@ async def test_process_runtime_exec(tmp_path: Path) -> None:
     finally:
         status = await runtime.stop(handle, 5)
     assert status.signal == signal.SIGTERM
+
+
+async def test_shim_lives_in_its_own_cgroup(box: Box, cgroups: CgroupDriver) -> None:
+    shims = cgroups.ensure_shims()
+    ctr = cgroups.ensure_pod("lrt-shim", "BestEffort").ensure_container("app", CgroupResources())
+    handle = await box.start(box.spec(["sleep", "1000"], cgroup_procs=ctr.procs_paths(),
+                                      shim_cgroup_procs=shims.procs_paths()))
+    assert handle.shim_pid in shims.pids() and handle.shim_pid not in ctr.pids()
+    assert handle.init_pid in ctr.pids() and handle.init_pid not in shims.pids()
+    await box.runtime.stop(handle, 0)

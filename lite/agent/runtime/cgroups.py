@@ -285,6 +285,13 @@ class CgroupDriver:
         if qos == "BestEffort":
             self._b.apply(rel, CgroupResources(), container=False)
 
+    def ensure_shims(self) -> ContainerCgroup:
+        """`<root>/shims`, a leaf without limits for the container shims (`ContainerSpec.shim_cgroup_procs`)."""
+        self._b.create(self.root, leaf=False)
+        rel = f"{self.root}/shims"
+        self._b.create(rel, leaf=True)
+        return ContainerCgroup(self._b, rel)
+
     def pods(self) -> list[tuple[str, str]]:
         """(qos, pod uid) of every pod cgroup present, for garbage collection after a restart."""
         out: list[tuple[str, str]] = []

@@ -221,6 +221,10 @@ def run(state_dir: Path) -> int:
     os.setsid()
     lx.prctl(lx.PR_SET_CHILD_SUBREAPER, 1)
     spec = ContainerSpec.from_json((state_dir / SPEC).read_text())
+    for procs in spec.shim_cgroup_procs:
+        # out of the agent's cgroup: a service manager stopping the agent must not take the containers along
+        with open(procs, "w") as f:
+            f.write("0")
     init_pid = 0
 
     def forward(signum: int, _frame: object) -> None:

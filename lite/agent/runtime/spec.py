@@ -60,6 +60,7 @@ class ContainerSpec:
     stdin_once: bool = False
     log_max_bytes: int = 10 * 1024 * 1024
     log_max_files: int = 3
+    shim_cgroup_procs: list[str] = field(default_factory=list)  # where the shim itself lives (not the agent's)
     isolate: bool = True  # False = ProcessRuntime: a plain host process (no namespaces, no rootfs)
 
     def to_json(self) -> str:
