@@ -127,6 +127,15 @@ def read(path: Path) -> str:
     return path.read_text()
 
 
+def exists(path: Path) -> bool:
+    return path.exists()
+
+
+def write_spec(spec: ContainerSpec) -> None:
+    Path(spec.state_dir).mkdir(parents=True)
+    Path(spec.state_dir, "spec.json").write_text(spec.to_json())
+
+
 def stdout_of(lines: list[tuple[str, str]]) -> list[str]:
     return [text for stream, text in lines if stream == "stdout"]
 
@@ -434,3 +443,21 @@ async def test_shim_lives_in_its_own_cgroup(box: Box, cgroups: CgroupDriver) -> 
     assert handle.shim_pid in shims.pids() and handle.shim_pid not in ctr.pids()
     assert handle.init_pid in ctr.pids() and handle.init_pid not in shims.pids()
     await box.runtime.stop(handle, 0)
+
+
+async def test_adopt_while_the_shim_is_still_starting(box: Box) -> None:
+    spec = box.spec(["sleep", "1000"])
+    write_spec(spec)
+    # the agent launched the shim and died before reading its report
+    launcher = await asyncio.create_subprocess_exec(*box.runtime.command, "run", spec.state_dir,
+                                                    stdout=asyncio.subprocess.DEVNULL)
+    await launcher.wait()
+    for _ in range(600):
+        if exists(Path(spec.state_dir, "starting.json")):
+            break
+        await asyncio.sleep(0.01)
+    adopted = await box.runtime.adopt(spec.state_dir)
+    assert isinstance(adopted, ContainerHandle) and adopted.running()
+    box.handles.append(adopted)
+    status = await box.runtime.stop(adopted, 0)
+    assert status.signal == signal.SIGKILL

@@ -28,7 +28,17 @@ from pathlib import Path
 
 from lite.agent.runtime.attach import CLOSE_STDIN, HEADER, RESIZE, STDIN, STDOUT, frame, short_path
 from lite.agent.runtime.spec import ContainerSpec, ExitStatus, Mount
-from lite.agent.runtime.state import EXIT, SHIM, SHIM_LOG, SPEC, ShimRecord, read_json, write_atomic
+from lite.agent.runtime.state import (
+    EXIT,
+    SHIM,
+    SHIM_LOG,
+    SPEC,
+    STARTING,
+    ShimRecord,
+    alive,
+    read_json,
+    write_atomic,
+)
 
 __all__ = ["Attachment", "ContainerHandle", "ContainerSpec", "ContainerStartError", "ExecProcess", "ExitStatus",
            "Mount", "ProcessRuntime", "Runtime", "shim_command"]
@@ -205,6 +215,8 @@ class Runtime:
         if status is not None:
             return status
         record = ShimRecord.load(state)
+        if record is None:
+            record = await _await_starting_shim(state)
         raw = read_json(state / SPEC)
         if record is None or raw is None or not record.shim_alive():
             status = _read_exit(state)  # the shim may have finished in between
@@ -253,9 +265,27 @@ class ProcessRuntime(Runtime):
 
 def _reset_state_dir(state: Path, spec: ContainerSpec) -> None:
     state.mkdir(parents=True, exist_ok=True)
-    for name in (SHIM, EXIT):
+    for name in (SHIM, EXIT, STARTING):
         (state / name).unlink(missing_ok=True)
     write_atomic(state / SPEC, spec.to_json())
+
+
+async def _await_starting_shim(state: Path, patience: float = 60.0) -> ShimRecord | None:
+    """The agent died while a shim was starting: wait for it to finish starting (or give up and kill it)."""
+    starting = read_json(state / STARTING)
+    if starting is None:
+        return None
+    pid, started = int(starting["shim_pid"]), int(starting["shim_start"])
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    while alive(pid, started) and loop.time() < deadline:
+        record = ShimRecord.load(state)
+        if record is not None or _read_exit(state) is not None:
+            return record
+        await asyncio.sleep(0.05)
+    if alive(pid, started):
+        os.kill(pid, signal.SIGKILL)  # stuck before its init ran: nothing to adopt
+    return ShimRecord.load(state)
 
 
 def _read_exit(state: Path) -> ExitStatus | None:

@@ -1,6 +1,7 @@
 """The files of a container's state_dir and how they are written (atomic rename) and read.
 
 - `spec.json`   written by the agent before the shim starts.
+- `starting.json` written by the shim first: its pid and start time (lets a restarted agent wait for a start).
 - `shim.json`   written by the shim once init has exec'd: shim pid, init pid, both start times (pid reuse guard).
 - `exit.json`   written by the shim when init has ended (an `ExitStatus`); the shim exits right after.
 - `shim.log`    the shim's own stderr (diagnostics only).
@@ -18,6 +19,7 @@ from typing import Any
 
 SPEC = "spec.json"
 SHIM = "shim.json"
+STARTING = "starting.json"
 EXIT = "exit.json"
 SHIM_LOG = "shim.log"
 
