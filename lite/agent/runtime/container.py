@@ -7,8 +7,12 @@ then SIGKILL after the grace period (a PID-namespace init ignores SIGTERM unless
 tears down the container's pid namespace. `ProcessRuntime` runs plain host processes (no namespaces, no root fs,
 host network) through the same shim, still placed in the pod's cgroups; there signals go to init's process group.
 
-Concurrency: one `wait` per handle may be pending at a time per caller, any number of callers may wait; `stop` and
-`wait` are safe to call after the container ended. Blocking work is limited to small state_dir file reads.
+`exec` runs a helper (`shim exec`) as the agent's child that joins the container's namespaces and cgroups;
+`attach` connects to the shim's unix socket (output from now on, stdin, resize), also after an agent restart.
+In the process runtime the container's other processes outlive init: the pod's cgroup kill_all cleans them up.
+
+Concurrency: any number of callers may `wait` on one handle at once; `stop` and `wait` are safe to call after
+the container ended. Blocking work is limited to small state_dir file reads and writes.
 """
 
 from __future__ import annotations
