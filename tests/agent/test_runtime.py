@@ -461,3 +461,15 @@ async def test_adopt_while_the_shim_is_still_starting(box: Box) -> None:
     box.handles.append(adopted)
     status = await box.runtime.stop(adopted, 0)
     assert status.signal == signal.SIGKILL
+
+
+async def test_host_kernel_knobs_are_masked_or_read_only(box: Box) -> None:
+    _code, lines, _ = await box.run(["sh", "-c", "echo h > /proc/sysrq-trigger || echo sysrq-refused; "
+                                                "echo 1 > /proc/sys/vm/drop_caches || echo sys-refused; "
+                                                "wc -c < /proc/timer_list; ls /sys/firmware | wc -l"])
+    out = stdout_of(lines)
+    assert out[:2] == ["sysrq-refused", "sys-refused"]
+    assert [x.strip() for x in out[2:]] == ["0", "0"]
+    _code, lines, _ = await box.run(["sh", "-c", "test -w /proc/sys/vm/drop_caches && echo writable"],
+                                    privileged=True)
+    assert stdout_of(lines) == ["writable"]

@@ -25,6 +25,11 @@ DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
              ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx"))
 NOSUID_NODEV_NOEXEC = lx.MS_NOSUID | lx.MS_NODEV | lx.MS_NOEXEC
+# runc's defaults (what containerd gives every unprivileged container): host-wide knobs behind /proc and /sys
+MASKED_PATHS = ("/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+                "/sys/devices/virtual/powercap")
+READONLY_PATHS = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
 
 
 def secure_join(root: str, path: str) -> str:
@@ -125,6 +130,20 @@ def build_root(spec: ContainerSpec) -> str:
     return root
 
 
+def protect_proc() -> None:
+    """After pivot_root: hide MASKED_PATHS (/dev/null over files, an empty read-only tmpfs over directories)
+    and make READONLY_PATHS read-only, so container root cannot reach host-wide kernel settings."""
+    for path in MASKED_PATHS:
+        if os.path.isdir(path):
+            lx.mount("tmpfs", path, "tmpfs", lx.MS_RDONLY)
+        elif os.path.exists(path):
+            lx.mount("/dev/null", path, None, lx.MS_BIND)
+    for path in READONLY_PATHS:
+        if os.path.exists(path):
+            lx.mount(path, path, None, lx.MS_BIND | lx.MS_REC)
+            lx.mount(None, path, None, lx.MS_BIND | lx.MS_REMOUNT | lx.MS_RDONLY | lx.MS_REC)
+
+
 def enter_root(root: str) -> None:
     os.chdir(root)
     lx.pivot_root(".", ".")
@@ -177,6 +196,8 @@ def run_init(spec: ContainerSpec, shim_pid: int) -> None:
         lx.unshare(lx.CLONE_NEWNS)
         lx.mount(None, "/", None, lx.MS_REC | lx.MS_PRIVATE)
         enter_root(build_root(spec))
+        if not spec.privileged:
+            protect_proc()
         if spec.hostname:
             lx.sethostname(spec.hostname)
     cwd = spec.cwd or "/"

@@ -55,6 +55,7 @@ class ContainerSpec:
     cap_add: list[str] = field(default_factory=list)
     cap_drop: list[str] = field(default_factory=list)
     no_new_privs: bool = False
+    privileged: bool = False  # only: /proc and /sys stay unmasked (caps and devices are set separately)
     tty: bool = False
     stdin: bool = False
     stdin_once: bool = False
