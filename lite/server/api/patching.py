@@ -19,7 +19,7 @@ from lite.client import PatchType
 from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
-from lite.patch import apply, json_patch, merge_patch, object_fields, schema_for, strategic_merge
+from lite.patch import Schema, apply, json_patch, merge_patch, object_fields, strategic_merge
 from lite.patch.fieldset import path_string
 from lite.server.api.registry_base import Obj
 from lite.server.api.writing import WriteMixin, meta_of
@@ -41,9 +41,9 @@ class PatchMixin(WriteMixin):
         elif patch_type == "strategic":
             if kind.crd:
                 raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
-            out = strategic_merge(doc, patch, schema_for(kind.kind, kind.group))
+            out = strategic_merge(doc, patch, self.schema(kind))
         elif patch_type == "apply":
-            out = _apply(kind, doc, patch, manager, force)
+            out = _apply(kind, self.schema(kind), doc, patch, manager, force)
         else:
             raise errors.unsupported_media_type(f"unsupported patch type {patch_type!r}")
         if not isinstance(out, dict):
@@ -83,7 +83,7 @@ class PatchMixin(WriteMixin):
                     raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the "
                                              f"name on the URL ({name})")
                 obj = apply(None, patch, manager=manager, force=force, api_version=kind.api_version,
-                            now=rfc3339(), schema=schema_for(kind.kind, kind.group))
+                            now=rfc3339(), schema=self.schema(kind))
                 meta_of(obj)["name"] = name
                 obj["metadata"].pop("resourceVersion", None)
                 return await self.create_object(kind, namespace, obj, dry_run=dry_run)
@@ -93,10 +93,9 @@ class PatchMixin(WriteMixin):
                                       manager="" if patch_type == "apply" else manager, create=create)
 
 
-def _apply(kind: Kind, doc: Obj, intent: Any, manager: str, force: bool) -> Obj:
+def _apply(kind: Kind, schema: Schema, doc: Obj, intent: Any, manager: str, force: bool) -> Obj:
     """Server-side apply. As upstream's lastAppliedManager, `kubectl --server-side` may take over fields a
     client-side apply set (they appear in the last-applied annotation) without a conflict."""
-    schema = schema_for(kind.kind, kind.group)
     try:
         return apply(doc, intent, manager=manager, force=force, api_version=kind.api_version, now=rfc3339(),
                      schema=schema)

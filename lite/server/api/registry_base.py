@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +25,8 @@ import orjson
 from lite import errors
 from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
+from lite.patch import ListRule, Schema, schema_for
+from lite.patch.schema import Path
 from lite.server.api.strategies import Admission, Strategies, Strategy
 from lite.server.store import KeyNotFound, RevMismatch, Store
 
@@ -52,6 +54,16 @@ class RegistryBase:
         # revision names one immutable value, so an entry can never go stale. Read-only for its users.
         self.decoded_by_rev: dict[int, Obj] = {}
         self._stamp: tuple[int, str] = (-1, "")
+        self._schemas: dict[tuple[str, str], MemoSchema] = {}
+
+    def schema(self, kind: Kind) -> MemoSchema:
+        """`lite.patch.schema_for` of the kind, built once (it is immutable, and every patch needs it)."""
+        key = (kind.kind, kind.group)
+        schema = self._schemas.get(key)
+        if schema is None:
+            base = schema_for(kind.kind, kind.group)
+            schema = self._schemas[key] = MemoSchema(base.rules, base.atomic_maps)
+        return schema
 
     def decoded_once(self, rev: int, raw: bytes) -> Obj:
         """The decoded value of revision `rev` (bytes `raw`), shared: callers must not mutate it."""
@@ -150,6 +162,24 @@ class RegistryBase:
 
     async def after_delete(self, kind: Kind, obj: Obj) -> None:
         """Called after an object was removed from the store."""
+
+
+class MemoSchema(Schema):
+    """A `Schema` that remembers `list_rule` per path: the lookup scans every rule pattern, once for each
+    list a patch touches, and a kind's rules never change."""
+
+    def __init__(self, rules: Mapping[Path, ListRule], atomic_maps: tuple[Path, ...]) -> None:
+        super().__init__(rules, atomic_maps)
+        object.__setattr__(self, "_rule_of", {})  # the dataclass is frozen
+
+    def list_rule(self, path: Path) -> ListRule:
+        memo: dict[Path, ListRule] = self.__dict__["_rule_of"]
+        rule = memo.get(path)
+        if rule is None:
+            if len(memo) >= 4096:  # paths come from request bodies: keep the memo bounded
+                memo.clear()
+            rule = memo[path] = super().list_rule(path)
+        return rule
 
 
 class _ShapeErrors:
