@@ -214,6 +214,11 @@ async def test_run_as_user_and_capabilities(box: Box) -> None:
 async def test_missing_executable_is_a_start_error(box: Box) -> None:
     with pytest.raises(ContainerStartError, match="executable file not found"):
         await box.start(box.spec(["no-such-binary"]))
+    spec = box.spec(["true"], netns="/run/netns/lrt-does-not-exist")
+    with pytest.raises(ContainerStartError, match="No such file"):
+        await box.start(spec)
+    status = await box.runtime.adopt(spec.state_dir)
+    assert not isinstance(status, ContainerHandle) and status.reason.startswith("StartError")
 
 
 async def test_memory_limit_oom_is_detected(box: Box, cgroups: CgroupDriver) -> None:
