@@ -478,3 +478,19 @@ async def test_host_kernel_knobs_are_masked_or_read_only(box: Box) -> None:
     _code, lines, _ = await box.run(["sh", "-c", "test -w /proc/sys/vm/drop_caches && echo writable"],
                                     privileged=True)
     assert stdout_of(lines) == ["writable"]
+
+
+async def test_attach_large_input_is_buffered_not_lost(box: Box) -> None:
+    spec = box.spec(["sh", "-c", "echo ready; sleep 1; wc -c"], stdin=True, stdin_once=True)
+    handle = await box.start(spec)
+    await wait_for_line(spec, "ready")
+    att = await box.runtime.attach(handle)
+    for _ in range(16):
+        await att.write(b"x" * 65536)  # more than a pipe holds while the container sleeps
+    await att.close_stdin()
+    out = b""
+    while (chunk := await asyncio.wait_for(att.read(), 60)) is not None:
+        out += chunk[1]
+    await att.close()
+    assert out.split() == [b"1048576"]
+    assert (await box.runtime.wait(handle)).code == 0

@@ -3,7 +3,8 @@
 Frames both ways are `kind:u8 length:u32be payload`. Shim → client: STDOUT / STDERR output (from the moment the
 client connected; earlier output is in the log file). Client → shim: STDIN data, CLOSE_STDIN, RESIZE (rows:u16
 cols:u16, tty only). When the container ends the shim closes every connection. A client that does not keep up
-(socket buffer full) is dropped rather than stalling the container's output. With `stdin_once`, stdin is closed
+(socket buffer full) is dropped rather than stalling the container's output; input the container does not
+read yet is buffered in the shim (written without blocking). With `stdin_once`, stdin is closed
 when the first attached client goes away (Kubernetes stdinOnce).
 
 Paths longer than sun_path (108 bytes) work because both sides go through `/proc/self/fd/<dir fd>/attach.sock`.
@@ -44,6 +45,10 @@ class AttachServer:
     def __init__(self, state_dir: str, stdin_fd: int | None, tty_fd: int | None, stdin_once: bool) -> None:
         self.stdin_fd, self.tty_fd, self.stdin_once = stdin_fd, tty_fd, stdin_once
         self.clients: dict[int, tuple[socket.socket, bytearray]] = {}
+        self.pending = bytearray()
+        self.close_pending = False
+        if stdin_fd is not None:
+            os.set_blocking(stdin_fd, False)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         path = os.path.join(state_dir, SOCKET)
         if os.path.exists(path):
@@ -101,15 +106,36 @@ class AttachServer:
 
     def _input(self, kind: int, payload: bytes) -> None:
         if kind == STDIN and self.stdin_fd is not None:
-            os.write(self.stdin_fd, payload)
+            self.pending += payload
+            self.flush_stdin()
         elif kind == CLOSE_STDIN:
             self._close_stdin()
         elif kind == RESIZE and self.tty_fd is not None and len(payload) == 4:
             rows, cols = struct.unpack(">HH", payload)
             fcntl.ioctl(self.tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
+    def flush_stdin(self) -> None:
+        """Write buffered input without blocking (a container that does not read must not stall the shim)."""
+        if self.stdin_fd is None:
+            self.pending.clear()
+            return
+        while self.pending:
+            try:
+                written = os.write(self.stdin_fd, self.pending)
+            except BlockingIOError:
+                return
+            except OSError:  # the reader is gone
+                self.pending.clear()
+                return
+            del self.pending[:written]
+        if self.close_pending:
+            self._close_stdin()
+
     def _close_stdin(self) -> None:
         if self.stdin_fd is None:
+            return
+        if self.pending:
+            self.close_pending = True  # after the buffered input
             return
         if self.stdin_fd == self.tty_fd:
             os.write(self.stdin_fd, b"\x04")  # a pty has no half-close: send EOF (^D) instead

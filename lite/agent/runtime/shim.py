@@ -165,6 +165,9 @@ def _pump(spec: ContainerSpec, stdio: Stdio, init_pid: int, log: CriLogWriter) -
         timeout = None if status is None else max(0.0, deadline - time.monotonic())
         if status is not None and (not stdio.readers or timeout == 0.0):
             break
+        if attach.pending:
+            attach.flush_stdin()
+            timeout = 0.05 if timeout is None else min(timeout, 0.05)  # poll until the container reads it
         for key, _ in sel.select(timeout):
             if key.data == "exit":
                 continue  # reaped below, together with any orphan (this shim is a subreaper)
