@@ -7,7 +7,10 @@ starts, then starts the shared informers and the scheduler and times until every
 Prints pods/s bound (wall clock), pods per CPU-second of this process (the figure to trust when other work
 shares the machine), the time to sync the informers, and the spread of pods over nodes.
 
-Usage: python bench/scheduler_core.py [--nodes 1000] [--pods 10000] [--no-scheduled-events] [--profile]
+With --services, 50 Services select the pods (as in a real cluster, where pods belong to workloads), so the
+system default topology spreading is scored too.
+
+Usage: python bench/scheduler_core.py [--nodes 1000] [--pods 10000] [--services] [--no-scheduled-events] [--profile]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from lite.server.store.store import Store
 
 POD = next(k for k in BUILTIN_KINDS if k.group == "" and k.kind == "Pod")
 NODE = next(k for k in BUILTIN_KINDS if k.group == "" and k.kind == "Node")
+SVC = next(k for k in BUILTIN_KINDS if k.group == "" and k.kind == "Service")
 
 
 def make_node(i: int) -> dict[str, object]:
@@ -46,12 +50,17 @@ def make_pod(i: int) -> dict[str, object]:
                                      "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}
 
 
+def make_service(i: int) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"app-{i}", "namespace": "default"},
+            "spec": {"selector": {"app": f"app-{i}"}, "ports": [{"port": 80}]}}
+
+
 async def create_all(api: Resources, kind_objs: list[tuple[object, dict[str, object]]], concurrency: int) -> None:
     sem = asyncio.Semaphore(concurrency)
 
     async def one(kind: object, obj: dict[str, object]) -> None:
         async with sem:
-            ns = "default" if obj["kind"] == "Pod" else ""
+            ns = "" if obj["kind"] == "Node" else "default"
             await api.create(kind, ns, obj)  # type: ignore[arg-type]
 
     await asyncio.gather(*(one(k, o) for k, o in kind_objs))
@@ -64,6 +73,8 @@ async def main(args: argparse.Namespace) -> None:
         await api.start()
         t0 = time.perf_counter()
         await create_all(api, [(NODE, make_node(i)) for i in range(args.nodes)], 64)
+        if args.services:
+            await create_all(api, [(SVC, make_service(i)) for i in range(50)], 64)
         await create_all(api, [(POD, make_pod(i)) for i in range(args.pods)], 64)
         print(f"created {args.nodes} nodes and {args.pods} pods in {time.perf_counter() - t0:.1f}s")
 
@@ -109,4 +120,6 @@ if __name__ == "__main__":
     ap.add_argument("--pods", type=int, default=10000)
     ap.add_argument("--no-scheduled-events", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--services", action="store_true",
+                    help="50 Services select the pods, so upstream's default topology spreading applies")
     asyncio.run(main(ap.parse_args()))

@@ -54,20 +54,35 @@ def _has_keys(node: NodeInfo, constraints: tuple[SpreadConstraint, ...]) -> bool
 
 
 def _eligible(pod: PodInfo, node: NodeInfo, c: SpreadConstraint) -> bool:
-    if c.honor_affinity and not required_matches(pod, node):
+    if c.honor_affinity and (pod.node_selector or pod.required_node_terms is not None) \
+            and not required_matches(pod, node):
         return False
     return not (c.honor_taints and any(not tolerated(t, pod.tolerations) for t in node.node.hard_taints))
 
 
-def _matching(pod: PodInfo, node: NodeInfo, c: SpreadConstraint) -> int:
-    return sum(1 for p in node.pods
-               if p.namespace == pod.namespace and not p.deleting and c.selector.matches(p.labels))
+def _memo_key(pod: PodInfo, c: SpreadConstraint) -> str:
+    # A string: its hash is cached, so the per-node memo lookup in the hot loop stays cheap.
+    return f"{NAME}|{pod.namespace}|{int(c.selector.nothing)}|{c.selector}"
+
+
+def _matching(pod: PodInfo, node: NodeInfo, c: SpreadConstraint, key: str = "") -> int:
+    """Pods on `node` counted by `c` (same namespace, not terminating, selected); memoised on the NodeInfo
+    (immutable) under `key` when given."""
+    if key:
+        v = node.memo.get(key)
+        if v is not None:
+            return v
+    n = sum(1 for p in node.pods if p.namespace == pod.namespace and not p.deleting and c.selector.matches(p.labels))
+    if key:
+        node.memo[key] = n
+    return n
 
 
 def count_domains(pod: PodInfo, nodes: list[NodeInfo] | tuple[NodeInfo, ...],
                   constraints: tuple[SpreadConstraint, ...]) -> list[dict[str, int]]:
     """Per constraint: topology value → matching pods, over nodes that have every key and are eligible."""
     out: list[dict[str, int]] = [{} for _ in constraints]
+    keys = [_memo_key(pod, c) for c in constraints]
     for ni in nodes:
         if not _has_keys(ni, constraints):
             continue
@@ -75,7 +90,7 @@ def count_domains(pod: PodInfo, nodes: list[NodeInfo] | tuple[NodeInfo, ...],
             if not _eligible(pod, ni, c):
                 continue
             value = ni.node.labels[c.topology_key]
-            out[i][value] = out[i].get(value, 0) + _matching(pod, ni, c)
+            out[i][value] = out[i].get(value, 0) + _matching(pod, ni, c, keys[i])
     return out
 
 
@@ -118,14 +133,21 @@ class PodTopologySpread:
         out = []
         for i, c in enumerate(soft):
             counts: dict[str, int] = {}
+            key, topo, dom = _memo_key(pod, c), c.topology_key, domains[i]
+            check = require_all or (c.honor_affinity and (pod.node_selector or pod.required_node_terms is not None)) \
+                or c.honor_taints
             # A hostname domain is one node: counting the feasible nodes is enough (upstream does the same).
-            for ni in nodes if c.topology_key == HOSTNAME else snap.nodes:
-                if (require_all and not _has_keys(ni, soft)) or not _eligible(pod, ni, c):
+            for ni in nodes if topo == HOSTNAME else snap.nodes:
+                value = ni.node.labels.get(topo, "")
+                if value not in dom or (check and ((require_all and not _has_keys(ni, soft))
+                                                   or not _eligible(pod, ni, c))):
                     continue
-                value = ni.node.labels.get(c.topology_key, "")
-                if value in domains[i]:
-                    counts[value] = counts.get(value, 0) + _matching(pod, ni, c)
-            out.append((c, counts, math.log(len(domains[i]) + 2)))
+                n = ni.memo.get(key)
+                if n is None:
+                    n = _matching(pod, ni, c, key)
+                if n:
+                    counts[value] = counts.get(value, 0) + n
+            out.append((c, counts, math.log(len(dom) + 2)))
         return _ScoreState(require_all, tuple(out))
 
     def score(self, state: _ScoreState, pod: PodInfo, node: NodeInfo) -> int:
