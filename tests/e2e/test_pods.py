@@ -1,0 +1,358 @@
+"""Pods for real: a `lite server` (control plane) plus a node agent process, driven by the real kubectl.
+
+Safety: the agent runs with its bridge inside a node network namespace this module creates (a netns file under
+tmp, made with `unshare --net=FILE`), pod netns files under tmp and cgroups under a unique root, so the host's
+network is never touched. Images come from a local registry; registries.yaml mirrors docker.io to it.
+Needs root, /usr/bin/docker-registry and busybox-static; skips otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2ekit import KUBECTL, Cluster, unique
+from liteproc import LiteServer, find_free_port
+
+from tests.helpers.images import BUSYBOX, Layer, Pusher, busybox_entries, push_test_images
+from tests.helpers.registry import RegistryServer
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(600)]
+IMAGE = "busybox:1.36"  # pulled through the docker.io mirror = the test registry
+
+AGENT_MAIN = """
+import asyncio, json, sys
+from pathlib import Path
+from lite.agent.agent import AgentConfig, build_agent
+raw = json.loads(sys.argv[1])
+raw["data_dir"] = Path(raw["data_dir"]); raw["netns_dir"] = Path(raw["netns_dir"])
+raw["registries"] = Path(raw["registries"]); raw["ca_data"] = raw["ca_data"].encode()
+asyncio.run(build_agent(AgentConfig(**raw)).run())
+"""
+
+
+@dataclass
+class Node:
+    cluster: Cluster
+    base: Path
+    agent_args: list[str]
+    agent: subprocess.Popen[bytes] | None = None
+
+    def start_agent(self) -> None:
+        log = open(self.base / "agent.log", "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        self.agent = subprocess.Popen(self.agent_args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+
+    def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.cluster.kubectl(*args, **kw)
+
+    def wait(self, what: Callable[[], bool], limit: float = 90, message: str = "") -> None:
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            if what():
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"timed out: {message}\nagent log:\n{self.agent_log()}")
+
+    def agent_log(self) -> str:
+        try:
+            return "\n".join((self.base / "agent.log").read_text(errors="replace").splitlines()[-30:])
+        except FileNotFoundError:
+            return ""
+
+    def pod(self, ns: str, name: str) -> dict[str, Any]:
+        out = self.kubectl("get", "pod", "-n", ns, name, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else {}
+
+    def wait_ready(self, ns: str, name: str, limit: float = 90) -> dict[str, Any]:
+        def ready() -> bool:
+            conds = (self.pod(ns, name).get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+        self.wait(ready, limit, f"pod {ns}/{name} Ready")
+        return self.pod(ns, name)
+
+
+def _netns_file(path: Path) -> None:
+    path.touch()
+    subprocess.run(["unshare", f"--net={path}", "ip", "link", "set", "lo", "up"], check=True)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (namespaces, cgroups, netns)")
+    if not os.access(KUBECTL, os.X_OK) or not RegistryServer.available() or not BUSYBOX.exists():
+        pytest.skip("needs kubectl, docker-registry and busybox-static")
+    from kubernetes import config
+
+    base = tmp_path_factory.mktemp("pods")
+    registry = RegistryServer.start(base / "registry")
+    server = LiteServer(base / "data", find_free_port()).start()
+    node_ns = base / "node-netns"
+    netns_dir = base / "netns"
+    cgroup_root = f"lite-e2e-{uuid.uuid4().hex[:8]}"
+    n: Node | None = None
+    try:
+        server.wait_ready(60)
+        if server.request("/cacerts")[0] == 404:
+            pytest.skip("this server does not serve the join endpoint yet")
+        pushed = push_test_images(Pusher(registry.url), Layer.build(busybox_entries()))
+        Pusher(registry.url).push_image("library/busybox", "1.36", pushed.busybox)
+        regs = base / "registries.yaml"
+        regs.write_text(f'mirrors:\n  "docker.io":\n    endpoint: ["{registry.url}"]\n')
+        _netns_file(node_ns)
+        token = (base / "data" / "token").read_text().strip()
+        import base64
+
+        ca = base64.b64decode(server.config()["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+        cfg = {"server_url": server.url, "token": token, "node_name": "e2e-node", "data_dir": str(base / "agent"),
+               "node_netns": str(node_ns), "netns_dir": str(netns_dir), "registries": str(regs), "ca_data": ca,
+               "cgroup_root": cgroup_root, "node_ip": "10.99.0.1"}
+        api = config.new_client_from_config(config_file=str(server.kubeconfig), persist_config=False)
+        n = Node(Cluster(server, server.kubeconfig, base / "kube-cache", api), base,
+                 [sys.executable, "-c", AGENT_MAIN, json.dumps(cfg)])
+        n.start_agent()
+        n.wait(lambda: "True" in n.kubectl("get", "node", "e2e-node", "-o",
+                                           "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+                                           check=False).stdout, 60, "node Ready")
+        yield n
+    finally:
+        _teardown(n, server, registry)
+        _cleanup_host(node_ns, netns_dir, cgroup_root)
+
+
+def _teardown(n: Node | None, server: LiteServer, registry: RegistryServer) -> None:
+    """Every step runs whatever the previous one did (pods deleted gracefully first, then processes stopped)."""
+    if n is not None:
+        try:
+            n.kubectl("delete", "pods", "--all", "--all-namespaces", "--wait=false", check=False)
+            n.wait(lambda: not n.kubectl("get", "pods", "-A", "-o", "name", check=False).stdout.strip(), 60, "")
+        except Exception as e:  # the host cleanup below still kills whatever is left
+            print(f"pods not deleted cleanly: {e}")
+        if n.agent is not None:
+            n.agent.kill()
+            n.agent.wait()
+        n.cluster.api.close()
+    try:
+        server.stop(timeout=15)
+    finally:
+        registry.stop()
+
+
+def _cleanup_host(node_ns: Path, netns_dir: Path, cgroup_root: str) -> None:
+    """Kill whatever is left in the test's cgroups, unmount its netns files, remove its cgroups."""
+    for top in Path("/sys/fs/cgroup").glob(f"*/{cgroup_root}"):
+        for procs in top.rglob("cgroup.procs"):
+            for pid in procs.read_text().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    time.sleep(0.5)
+    for top in Path("/sys/fs/cgroup").glob(f"*/{cgroup_root}"):
+        for dirpath, _d, _f in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+    subprocess.run(["umount", "-R", "-l", str(netns_dir)], check=False, capture_output=True)
+    subprocess.run(["umount", "-l", str(node_ns)], check=False, capture_output=True)
+
+
+def _apply(n: Node, ns: str, manifest: dict[str, Any]) -> None:
+    n.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
+
+
+@pytest.fixture
+def ns(node: Node) -> str:
+    name = unique("pods")
+    node.kubectl("create", "namespace", name)
+    return name
+
+
+def _deployment(name: str, replicas: int) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                         "terminationGracePeriodSeconds": 2,
+                         "containers": [{"name": "web", "image": IMAGE,
+                                         "command": ["httpd", "-f", "-p", "80", "-h", "/www"],
+                                         "ports": [{"containerPort": 80}],
+                                         "readinessProbe": {"httpGet": {"path": "/", "port": 80},
+                                                            "periodSeconds": 1}}]}}}}
+
+
+def _pods(n: Node, ns: str, selector: str) -> list[dict[str, Any]]:
+    return list(json.loads(n.kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "json").stdout)["items"])
+
+
+def test_deployment_pods_talk_logs_exec_port_forward(node: Node, ns: str) -> None:
+    _apply(node, ns, _deployment("web", 2))
+
+    def two_ready() -> bool:
+        pods = _pods(node, ns, "app=web")
+        return len(pods) == 2 and all(any(c["type"] == "Ready" and c["status"] == "True"
+                                          for c in p["status"].get("conditions") or []) for p in pods)
+
+    node.wait(two_ready, 120, "2 ready web pods")
+    a, b = _pods(node, ns, "app=web")
+    cidr = json.loads(node.kubectl("get", "node", "e2e-node", "-o", "json").stdout)["spec"]["podCIDR"]
+    import ipaddress
+
+    for p in (a, b):
+        assert ipaddress.ip_address(p["status"]["podIP"]) in ipaddress.ip_network(cidr)
+    an, bip = a["metadata"]["name"], b["status"]["podIP"]
+    out = node.kubectl("exec", "-n", ns, an, "--", "wget", "-qO-", f"http://{bip}/")
+    assert "hello from lite" in out.stdout
+    rc = node.kubectl("exec", "-n", ns, an, "--", "sh", "-c", "exit 3", check=False)
+    assert rc.returncode == 3
+    ps = node.kubectl("exec", "-n", ns, an, "--", "ps", "-o", "pid,comm").stdout.split("\n")[1:]
+    assert len([ln for ln in ps if ln.strip()]) <= 3  # neither host processes nor the other pod's
+    assert "hello from lite" not in node.kubectl("exec", "-n", ns, an, "--", "sh", "-c",
+                                                 "ls /proc/*/root/www 2>/dev/null; true").stdout
+    # kubectl exec -it with a real tty
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(node.cluster._argv(("exec", "-it", "-n", ns, an, "--", "sh", "-c",
+                                                  "test -t 0 && test -t 1 && echo is-a-tty; exit 5")),
+                            stdin=slave, stdout=slave, stderr=slave, env=node.cluster._env())
+    os.close(slave)
+    assert proc.wait(60) == 5
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    assert b"is-a-tty" in got
+    # port-forward
+    with node.cluster.kubectl_stream("port-forward", "-n", ns, f"pod/{an}", ":80") as (_, lines):
+        line = lines.wait_for(lambda ln: "Forwarding from 127.0.0.1:" in ln, 30)
+        port = int(line.split("127.0.0.1:")[1].split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+            assert b"hello from lite" in r.read()
+    # logs -f
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ticker"}, "spec": {
+        "terminationGracePeriodSeconds": 1, "containers": [{"name": "t", "image": IMAGE, "command": [
+            "sh", "-c", "i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.2; done"]}]}})
+    node.wait(lambda: (node.pod(ns, "ticker").get("status") or {}).get("phase") == "Running", 60, "ticker")
+    with node.cluster.kubectl_stream("logs", "-f", "-n", ns, "ticker") as (_, lines):
+        lines.wait_for(lambda ln: "tick 3" in ln, 30)
+
+
+def test_init_configmap_secret_prestop_grace(node: Node, ns: str) -> None:
+    node.kubectl("create", "configmap", "-n", ns, "site", "--from-literal=index.html=from a configmap")
+    node.kubectl("create", "secret", "generic", "-n", ns, "s", "--from-literal=pw=hunter2")
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
+        "terminationGracePeriodSeconds": 4,
+        "initContainers": [{"name": "init", "image": IMAGE, "command": ["sh", "-c", "echo init > /work/order"],
+                            "volumeMounts": [{"name": "work", "mountPath": "/work"}]}],
+        "containers": [{"name": "c", "image": IMAGE, "command": ["sh", "-c",
+                        "echo app >> /work/order; trap 'sleep 1; exit 0' TERM; while :; do sleep 0.1; done"],
+                        "env": [{"name": "PW", "valueFrom": {"secretKeyRef": {"name": "s", "key": "pw"}}}],
+                        "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo prestop > /work/prestop"]}}},
+                        "volumeMounts": [{"name": "site", "mountPath": "/site"},
+                                         {"name": "work", "mountPath": "/work"}]}],
+        "volumes": [{"name": "site", "configMap": {"name": "site"}},
+                    {"name": "work", "hostPath": {"path": str(node.base / f"work-{ns}"),
+                                                  "type": "DirectoryOrCreate"}}]}})
+    node.wait_ready(ns, "p")
+    assert node.kubectl("exec", "-n", ns, "p", "--", "cat", "/site/index.html").stdout == "from a configmap"
+    assert node.kubectl("exec", "-n", ns, "p", "--", "sh", "-c", "echo $PW").stdout == "hunter2\n"
+    assert (node.base / f"work-{ns}" / "order").read_text() == "init\napp\n"
+    t0 = time.monotonic()
+    node.kubectl("delete", "pod", "-n", ns, "p", "--wait=true", timeout=60)
+    assert time.monotonic() - t0 >= 1.0  # the TERM trap's sleep ran inside the grace period
+    assert (node.base / f"work-{ns}" / "prestop").read_text() == "prestop\n"
+
+
+def test_oom_liveness_readiness_endpoints(node: Node, ns: str) -> None:
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"}, "spec": {
+        "containers": [{"name": "c", "image": IMAGE, "command": ["sh", "-c", "head -c 200m /dev/zero | tail"],
+                        "resources": {"limits": {"memory": "32Mi"}}}]}})
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "live", "labels": {"app": "live"}},
+                      "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+                          "name": "c", "image": IMAGE, "command": ["sh", "-c", "touch /tmp/ok; sleep 3600"],
+                          "livenessProbe": {"exec": {"command": ["test", "-f", "/tmp/ok"]}, "periodSeconds": 1,
+                                            "failureThreshold": 1, "timeoutSeconds": 5},
+                          "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 1,
+                                             "timeoutSeconds": 5},
+                          "ports": [{"containerPort": 80}]}]}})
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "live"},
+                      "spec": {"selector": {"app": "live"}, "ports": [{"port": 80}]}})
+
+    def cs(name: str) -> dict[str, Any]:
+        return dict(((node.pod(ns, name).get("status") or {}).get("containerStatuses") or [{}])[0])
+
+    node.wait(lambda: (cs("hog").get("lastState") or {}).get("terminated", {}).get("reason") == "OOMKilled"
+              and cs("hog")["restartCount"] >= 1, 120, "hog OOMKilled and restarted")
+    node.wait(lambda: cs("live").get("state", {}).get("running") is not None, 60, "live running")
+
+    def endpoints() -> list[Any]:
+        ep = json.loads(node.kubectl("get", "endpoints", "-n", ns, "live", "-o", "json").stdout)
+        return [a for s in ep.get("subsets") or [] for a in s.get("addresses") or []]
+
+    assert cs("live")["ready"] is False and endpoints() == []
+    node.kubectl("exec", "-n", ns, "live", "--", "touch", "/tmp/ready")
+    node.wait(lambda: len(endpoints()) == 1, 60, "endpoint after readiness")
+    node.kubectl("exec", "-n", ns, "live", "--", "rm", "/tmp/ok")
+    node.wait(lambda: cs("live").get("restartCount", 0) >= 1, 60, "liveness restart")
+
+
+def test_top_pods(node: Node, ns: str) -> None:
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy"}, "spec": {
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "c", "image": IMAGE, "command": ["sh", "-c", "while :; do :; done"],
+                        "resources": {"limits": {"cpu": "200m"}}}]}})
+    node.wait(lambda: "busy" in node.kubectl("top", "pods", "-n", ns, check=False).stdout, 90, "kubectl top pods")
+
+
+def test_agent_and_server_kill9_keep_pods(node: Node, ns: str) -> None:
+    _apply(node, ns, _deployment("keep", 1))
+    node.wait(lambda: len(_pods(node, ns, "app=keep")) == 1, 60, "keep pod")
+    name = _pods(node, ns, "app=keep")[0]["metadata"]["name"]
+    before = node.wait_ready(ns, name)
+    cid = before["status"]["containerStatuses"][0]["containerID"]
+    ip = before["status"]["podIP"]
+    assert node.agent is not None
+    node.agent.kill()
+    node.agent.wait()
+    # the pod keeps serving while the agent is gone: fetch from the node netns
+    out = subprocess.run(["nsenter", f"--net={node.base / 'node-netns'}", str(BUSYBOX), "wget", "-qO-",
+                          f"http://{ip}/"], capture_output=True, text=True, timeout=30)
+    assert "hello from lite" in out.stdout
+    node.start_agent()
+    time.sleep(5)
+    after = node.wait_ready(ns, name)
+    st = after["status"]["containerStatuses"][0]
+    assert st["containerID"] == cid and st["restartCount"] == 0 and after["status"]["podIP"] == ip
+    assert len(_pods(node, ns, "app=keep")) == 1
+    server = node.cluster.server
+    assert server.proc is not None
+    server.proc.kill()
+    server.proc.wait()
+    out = subprocess.run(["nsenter", f"--net={node.base / 'node-netns'}", str(BUSYBOX), "wget", "-qO-",
+                          f"http://{ip}/"], capture_output=True, text=True, timeout=30)
+    assert "hello from lite" in out.stdout
+    server.start()
+    server.wait_ready(60)
+    time.sleep(5)
+    again = node.wait_ready(ns, name)
+    assert again["status"]["containerStatuses"][0]["containerID"] == cid
+    assert again["status"]["containerStatuses"][0]["restartCount"] == 0
