@@ -167,7 +167,13 @@ COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubec
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["shim"]:
+        # The per-container shim (hidden): re-executed by the agent's runtime; no argparse, no heavy imports.
+        from lite.agent.runtime.shim import main as shim_main
+
+        return shim_main(words[1:])
+    args = build_parser().parse_args(words)
     return COMMANDS[args.command](args)
 
 
