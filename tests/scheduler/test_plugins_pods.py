@@ -157,3 +157,30 @@ def test_system_default_spreading_scores_nodes_without_a_zone_too() -> None:
     assert scores == [12, 6, 6]
     plugin.normalize(st, scores)
     assert scores == [50, 100, 100]
+
+
+def test_spread_scores_agree_between_the_cache_index_and_a_full_scan() -> None:
+    from lite.selectors import LabelSelector
+    from lite.server.scheduler.podinfo import pod_info
+    from lite.server.scheduler.snapshot import Cache
+
+    defaults = pts.system_default_constraints(LabelSelector.from_dict({"matchLabels": WEB}))
+    layout = [("n1", "a", 2), ("n2", "a", 0), ("n3", "b", 1), ("n4", "", 1), ("n5", "c", 0)]
+    cache = Cache()
+    for name, zone, _ in layout:
+        cache.set_node(node(name, labels={ZONE: zone} if zone else {}))
+    for name, _, count in layout:
+        for i in range(count):
+            cache.add_pod(info(pod(f"{name}-w{i}", labels=WEB)), name)
+        cache.add_pod(info(pod(f"{name}-x", labels={"app": "x"})), name)
+    indexed = cache.snapshot()
+    scanned = snap(*indexed.nodes)
+    assert indexed.label_nodes is not None and scanned.label_nodes is None
+    plugin = pts.PodTopologySpread()
+    for p in (pod_info(pod("w", labels=WEB), None, defaults),
+              pod_info(pod("w", labels=WEB, topologySpreadConstraints=[spread(ZONE, WEB, when="ScheduleAnyway")]))):
+        nodes = list(indexed.nodes)
+        a, b = plugin.pre_score(p, indexed, nodes), plugin.pre_score(p, scanned, nodes)
+        assert a is not None and b is not None
+        assert [plugin.score(a, p, n) for n in nodes] == [plugin.score(b, p, n) for n in nodes] \
+            == plugin.score_nodes(a, p, nodes)

@@ -146,6 +146,16 @@ class Snapshot:
     tainted_nodes: int = 0                         # nodes with NoSchedule/NoExecute taints
     unschedulable_nodes: int = 0
     generation: int = 0
+    # (namespace, label key, value) → nodes running such pods (with counts). A live index, not a copy: valid
+    # for the synchronous cycle that took the snapshot, and a superset after `replace` (hints, not counts).
+    label_nodes: Mapping[tuple[str, str, str], Mapping[str, int]] | None = None
+
+    def nodes_with_label(self, namespace: str, key: str, value: str) -> list[NodeInfo] | None:
+        """NodeInfos that may run a pod of `namespace` labelled key=value (None: no index, scan all)."""
+        if self.label_nodes is None:
+            return None
+        names = self.label_nodes.get((namespace, key, value)) or {}
+        return [ni for name in names if (ni := self.by_name.get(name)) is not None]
 
     def replace(self, ni: NodeInfo) -> Snapshot:
         """This snapshot with one node's info swapped (preemption dry runs)."""
@@ -156,7 +166,7 @@ class Snapshot:
         anti = self.anti_affinity_pod_count - len(self.by_name[ni.name].anti_affinity_pods) \
             + len(ni.anti_affinity_pods)
         return Snapshot(nodes, by_name, self.image_nodes, self.namespace_labels, self.nominated, aff, anti,
-                        self.tainted_nodes, self.unschedulable_nodes, -1)
+                        self.tainted_nodes, self.unschedulable_nodes, -1, self.label_nodes)
 
 
 def make_snapshot(nodes: Iterable[NodeInfo], namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
@@ -179,6 +189,7 @@ class Cache:
         self._nodes: dict[str, NodeInfo] = {}
         self._pod_node: dict[str, str] = {}
         self._infos: dict[str, PodInfo] = {}
+        self._label_nodes: dict[tuple[str, str, str], dict[str, int]] = {}
         self._orphans: dict[str, dict[str, PodInfo]] = {}
         self._assumed: set[str] = set()
         self._images: dict[str, int] = {}
@@ -246,6 +257,7 @@ class Cache:
         self._remove(p.key)
         self._pod_node[p.key] = node
         self._infos[p.key] = p
+        self._index_labels(p, node, 1)
         ni = self._nodes.get(node)
         if ni is None:
             self._orphans.setdefault(node, {})[p.key] = p
@@ -260,12 +272,25 @@ class Cache:
         node = self._pod_node.pop(key, None)
         if node is None:
             return
-        self._infos.pop(key, None)
+        gone = self._infos.pop(key, None)
+        if gone is not None:
+            self._index_labels(gone, node, -1)
         ni = self._nodes.get(node)
         if ni is not None:
             self._set(node, ni.without_pod(key))
         elif node in self._orphans:
             self._orphans[node].pop(key, None)
+
+    def _index_labels(self, p: PodInfo, node: str, sign: int) -> None:
+        for k, v in p.labels.items():
+            nodes = self._label_nodes.setdefault((p.namespace, k, v), {})
+            n = nodes.get(node, 0) + sign
+            if n > 0:
+                nodes[node] = n
+            else:
+                nodes.pop(node, None)
+                if not nodes:
+                    del self._label_nodes[(p.namespace, k, v)]
 
     def assume(self, p: PodInfo, node: str) -> None:
         self.add_pod(p, node)
@@ -315,7 +340,8 @@ class Cache:
             self._snap = Snapshot(tuple(self._nodes.values()), MappingProxyType(dict(self._nodes)),
                                   MappingProxyType(dict(self._images)), MappingProxyType(dict(self._ns_labels)),
                                   MappingProxyType({k: tuple(v.values()) for k, v in self._nominated.items() if v}),
-                                  self._aff, self._anti, self._tainted, self._cordoned, self._gen)
+                                  self._aff, self._anti, self._tainted, self._cordoned, self._gen,
+                                  MappingProxyType(self._label_nodes))
         return self._snap
 
     def __len__(self) -> int:

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lite.selectors import LabelSelector
+from lite.selectors import DOUBLE_EQUALS, EQUALS, IN, LabelSelector
 from lite.server.scheduler.framework import MAX_SCORE, Failure
 from lite.server.scheduler.plugins.nodeaffinity import required_matches
 from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, tolerated
@@ -78,6 +78,18 @@ def _matching(pod: PodInfo, node: NodeInfo, c: SpreadConstraint, key: str = "") 
     return n
 
 
+def _hint(pod: PodInfo, c: SpreadConstraint, snap: Snapshot) -> list[NodeInfo] | None:
+    """The nodes that can hold pods `c` counts, from the snapshot's label index (its most selective
+    equality requirement), or None when the selector has none."""
+    best: list[NodeInfo] | None = None
+    for r in c.selector.requirements:
+        if r.op in (EQUALS, DOUBLE_EQUALS, IN) and len(r.values) == 1:
+            got = snap.nodes_with_label(pod.namespace, r.key, r.values[0])
+            if got is not None and (best is None or len(got) < len(best)):
+                best = got
+    return best
+
+
 def count_domains(pod: PodInfo, nodes: list[NodeInfo] | tuple[NodeInfo, ...],
                   constraints: tuple[SpreadConstraint, ...]) -> list[dict[str, int]]:
     """Per constraint: topology value → matching pods, over nodes that have every key and are eligible."""
@@ -137,7 +149,15 @@ class PodTopologySpread:
             check = require_all or (c.honor_affinity and (pod.node_selector or pod.required_node_terms is not None)) \
                 or c.honor_taints
             # A hostname domain is one node: counting the feasible nodes is enough (upstream does the same).
-            for ni in nodes if topo == HOSTNAME else snap.nodes:
+            # Nodes running no pod with one of the selector's label pairs count 0 and are not visited.
+            hint = _hint(pod, c, snap)
+            source = nodes if topo == HOSTNAME else snap.nodes
+            if hint is not None and len(hint) < len(source):
+                if topo == HOSTNAME:
+                    feasible = {n.name for n in nodes}
+                    hint = [ni for ni in hint if ni.name in feasible]
+                source = hint
+            for ni in source:
                 value = ni.node.labels.get(topo, "")
                 if value not in dom or (check and ((require_all and not _has_keys(ni, soft))
                                                    or not _eligible(pod, ni, c))):
@@ -161,6 +181,25 @@ class PodTopologySpread:
                 value = ""
             total += counts.get(value, 0) * weight + (c.max_skew - 1)
         return round(total)
+
+    def score_nodes(self, state: _ScoreState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+        """`score` over many nodes, same results (loop-invariant lookups hoisted)."""
+        parts = [(c.topology_key, counts, weight, c.max_skew - 1) for c, counts, weight in state.constraints]
+        ignore = state.require_all
+        out: list[int] = []
+        for n in nodes:
+            labels = n.node.labels
+            total = 0.0
+            for key, counts, weight, extra in parts:
+                value = labels.get(key)
+                if value is None:
+                    if ignore:
+                        total = -1.0
+                        break
+                    value = ""
+                total += counts.get(value, 0) * weight + extra
+            out.append(-1 if total < 0 else round(total))
+        return out
 
     def normalize(self, state: object, scores: list[int]) -> None:
         valid = [s for s in scores if s >= 0]
