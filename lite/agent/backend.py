@@ -6,18 +6,22 @@
   (stdout carries both streams, as kubectl expects), otherwise the process's pipes are used.
 - port-forward: a TCP connection to 127.0.0.1:<port> inside the pod's network namespace (the agent's own
   namespace for hostNetwork pods).
-- attach is refused (400): containers' stdio go to their log files, not to a live terminal.
+- attach: the container's live stdio through its shim (`Runtime.attach`); output from the moment of attaching
+  (earlier output is in the log), stdin only for containers started with `stdin: true`.
 Refusals are `ApiError`s with the messages kubelet gives (pod not found, container not found / not running).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Callable
+import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from lite.agent.podrunner import PodRunner
+from lite.agent.runtime.container import Attachment, ContainerHandle, ExitStatus
 from lite.agent.runtime.container import ExecProcess as RuntimeProcess
 from lite.agent.streams import netns_socket
 from lite.agent.streams.backend import ExecProcess, LogSource, PodRef
@@ -70,6 +74,55 @@ class _PtyReadProtocol(asyncio.StreamReaderProtocol):
         super().connection_lost(None)
 
 
+class _AttachProcess:
+    """A runtime `Attachment` (framed unix socket to the shim) as an `ExecProcess`: output frames are pumped into
+    stdout/stderr readers; stdin is a socketpair whose far end is pumped into the attachment."""
+
+    def __init__(self, att: Attachment, wait: Callable[[], Awaitable[ExitStatus]]) -> None:
+        self._att, self._wait = att, wait
+        self.stdout, self.stderr = asyncio.StreamReader(), asyncio.StreamReader()
+        self.stdin: asyncio.StreamWriter | None = None
+        self._own: asyncio.StreamWriter | None = None  # our end of the stdin socketpair
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    async def open(cls, att: Attachment, wait: Callable[[], Awaitable[ExitStatus]], stdin: bool) -> _AttachProcess:
+        p = cls(att, wait)
+        p._tasks.append(asyncio.create_task(p._pump_out()))
+        if stdin:
+            ours, theirs = socket.socketpair()
+            reader, p._own = await asyncio.open_connection(sock=ours)
+            _, p.stdin = await asyncio.open_connection(sock=theirs)
+            p._tasks.append(asyncio.create_task(p._pump_in(reader)))
+        return p
+
+    async def _pump_out(self) -> None:
+        while (chunk := await self._att.read()) is not None:
+            (self.stdout if chunk[0] == "stdout" else self.stderr).feed_data(chunk[1])
+        self.stdout.feed_eof()
+        self.stderr.feed_eof()
+
+    async def _pump_in(self, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                await self._att.write(data)
+            await self._att.close_stdin()
+
+    async def wait(self) -> int:
+        try:
+            return (await self._wait()).code
+        finally:
+            for t in self._tasks:
+                t.cancel()
+            for w in (self.stdin, self._own):
+                if w is not None:
+                    w.close()
+            await self._att.close()
+
+    def resize(self, width: int, height: int) -> None:
+        self._tasks.append(asyncio.create_task(self._att.resize(height, width)))
+
+
 class AgentStreams:
     """`StreamBackend` over the agent's pod runners (`runners()` gives uid → runner)."""
 
@@ -114,8 +167,6 @@ class AgentStreams:
     async def exec(self, pod: PodRef, container: str, command: list[str], *, stdin: bool,
                    tty: bool) -> ExecProcess:
         runner, handle = self._handle_of(pod, container)
-        from lite.agent.runtime.container import ContainerHandle
-
         assert isinstance(handle, ContainerHandle)
         try:
             proc = await runner.deps.runtime.exec(handle, command, tty=tty, stdin=stdin)
@@ -129,7 +180,20 @@ class AgentStreams:
         return _Exec(proc, p.stdin, p.stdout, p.stderr)
 
     async def attach(self, pod: PodRef, container: str, *, stdin: bool, tty: bool) -> ExecProcess:
-        raise bad_request("attach is not supported by lite: use kubectl logs -f or kubectl exec")
+        runner, handle = self._handle_of(pod, container)
+        assert isinstance(handle, ContainerHandle)
+        att = None
+        for _ in range(20):  # the shim opens attach.sock right after the container started
+            try:
+                att = await runner.deps.runtime.attach(handle)
+                break
+            except FileNotFoundError:
+                await asyncio.sleep(0.1)
+            except OSError as e:
+                raise internal(f"unable to attach to container {container}: {e}") from e
+        if att is None:
+            raise internal(f"unable to attach to container {container}: the shim serves no attach socket")
+        return await _AttachProcess.open(att, lambda: runner.deps.runtime.wait(handle), stdin)
 
     async def connect(self, pod: PodRef, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         runner = self._runner(pod)

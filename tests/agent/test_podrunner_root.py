@@ -178,3 +178,20 @@ async def test_oom_killed_and_restarted(agent: tuple[Agent, Recorder], registry:
     s = await rec.until(hog["metadata"]["uid"], lambda s: _cs(s).get("restartCount", 0) >= 1
                         and (_cs(s).get("lastState") or {}).get("terminated", {}).get("reason") == "OOMKilled")
     assert _cs(s)["lastState"]["terminated"]["exitCode"] == 137
+
+
+async def test_attach_streams_live_output(agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    a, rec = agent
+    pod = _pod("talker", [{"name": "c", "image": f"{registry.host}/test/busybox:oci", "stdin": True,
+                           "command": ["sh", "-c", "while read line; do echo got $line; done"]}], hostNetwork=True)
+    await a.handle(wire.PodUpsert(pod))
+    await rec.until(pod["metadata"]["uid"], lambda s: "running" in _cs(s).get("state", {}))
+    streams = AgentStreams(lambda: a.runners)
+    proc = await streams.attach(PodRef("t", "talker", pod["metadata"]["uid"]), "c", stdin=True, tty=False)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"hello\n")
+    await proc.stdin.drain()
+    line = await asyncio.wait_for(proc.stdout.readline(), 20)
+    assert line == b"got hello\n", rec.status(pod["metadata"]["uid"])
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 20) == 0  # stdin closed: the loop ends, the container exits 0
