@@ -211,10 +211,26 @@ async def create_burst(t: Target, path: str, n: int, concurrency: int, prefix: s
     return n / el, lat
 
 
-async def paced_creates(t: Target, path: str, rate: float, seconds: float, prefix: str) -> list[float]:
+async def paced_creates(t: Target, path: str, rate: float, seconds: float, prefix: str,
+                        connections: int = 64) -> list[float]:
+    """Creates started at a fixed rate whatever the answers do (open loop); latency from start to answer.
+
+    Like a real client (client-go keeps its connections; kubectl multiplexes on HTTP/2) it uses a warm pool
+    of keep-alive connections, the same 64 as the burst test. Starting from an empty pool of 256 made
+    every request of the first second open its own TLS connection: a handshake storm (256 handshakes,
+    each costing the server about a millisecond of CPU) exactly while the server was catching up, which
+    measured the client's connection policy rather than the server. A request finding all connections
+    busy waits for one, and that wait is part of its latency.
+    """
     lat: list[float] = []
-    conn = aiohttp.TCPConnector(limit=256, ssl=t.ctx)
+    conn = aiohttp.TCPConnector(limit=connections, ssl=t.ctx)
     async with aiohttp.ClientSession(connector=conn) as s:
+        async def warm(i: int) -> None:
+            async with s.get(f"{t.url}{path}?limit=1", headers=t.headers) as r:
+                await r.read()
+
+        await asyncio.gather(*(warm(i) for i in range(connections)))
+
         async def one(i: int) -> None:
             t0 = time.perf_counter()
             async with s.post(t.url + path, data=pod_body(f"{prefix}-{i}"), headers=t.headers) as r:
