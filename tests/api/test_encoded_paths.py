@@ -1,0 +1,124 @@
+"""The byte-level fast paths of Resources answer exactly what the dict paths answer, encoded.
+
+`get_encoded`/`list_encoded` (stored bytes served as they are) must equal `orjson.dumps` of `get`/`list`
+for every option; `create_owned`/`update_owned` must behave as `create`/`update` (they only skip a copy).
+`same_json` must agree with `lite.patch.json_equal`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from lite.errors import ApiError
+from lite.kinds import Kind, KindRegistry
+from lite.patch import json_equal
+from lite.server.api.resources import Resources
+from lite.server.api.strategies import default_strategies
+from lite.server.api.writing import fast_uid, same_json
+from lite.server.store import Store
+
+
+def _kind(plural: str) -> Kind:
+    kind = KindRegistry().by_resource("", "v1", plural)
+    assert kind is not None
+    return kind
+
+
+POD, CM = _kind("pods"), _kind("configmaps")
+
+
+@pytest.fixture
+async def res(tmp_path: Path) -> AsyncIterator[Resources]:
+    store = await Store.open(str(tmp_path / "db.sqlite"))
+    r = Resources(store, KindRegistry(), default_strategies())
+    await r.start()
+    try:
+        yield r
+    finally:
+        await store.close()
+
+
+def pod(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "env": [{"name": "A", "value": "1.0"}]}]}}
+
+
+async def test_list_encoded_equals_list_for_every_page(res: Resources) -> None:
+    for i in range(7):
+        await res.create_owned(POD, "default", pod(f"p{i}", tier="web" if i % 2 else "db"))
+    await res.create(CM, "kube-system", {"metadata": {"name": "other"}})
+    cases: list[dict[str, Any]] = [{}, {"limit": 3}, {"limit": 7}, {"limit": 100}, {"label_selector": "tier=web"},
+                                   {"label_selector": "tier=web", "limit": 2}, {"field_selector": "metadata.name=p3"}]
+    for kwargs in cases:
+        for ns in ("default", "", "kube-system"):
+            token = ""
+            while True:
+                want = await res.list(POD, ns, continue_=token, **kwargs)
+                got = res.list_encoded(POD, ns, continue_=token, **kwargs)
+                assert got == orjson.dumps(want), (kwargs, ns, token)
+                token = want["metadata"].get("continue", "")
+                if not token:
+                    break
+
+
+async def test_list_encoded_raises_what_list_raises(res: Resources) -> None:
+    for kwargs in ({"limit": -1}, {"label_selector": "a in ("}, {"resource_version": "999999", "limit": 1},
+                   {"continue_": "not-a-token"}):
+        with pytest.raises(ApiError) as want:
+            await res.list(POD, "default", **kwargs)
+        with pytest.raises(ApiError) as got:
+            res.list_encoded(POD, "default", **kwargs)
+        assert got.value.status() == want.value.status()
+
+
+async def test_get_encoded_equals_get(res: Resources) -> None:
+    await res.create(POD, "default", pod("a"))
+    await res.create(CM, "default", {"metadata": {"name": "c"}, "data": {"x": "1"}})
+    assert res.get_encoded(POD, "default", "a") == orjson.dumps(await res.get(POD, "default", "a"))
+    assert res.get_encoded(CM, "default", "c") == orjson.dumps(await res.get(CM, "default", "c"))
+    with pytest.raises(ApiError) as e:
+        res.get_encoded(POD, "default", "missing")
+    assert e.value.code == 404
+
+
+async def test_owned_writes_behave_as_copying_writes(res: Resources) -> None:
+    body = pod("owned")
+    out = await res.create_owned(POD, "default", body)
+    stored = await res.get(POD, "default", "owned")
+    assert out == stored and out["metadata"]["uid"] and out["spec"]["containers"][0]["imagePullPolicy"]
+    new = dict(stored, metadata={**stored["metadata"], "labels": {"x": "y"}})
+    out = await res.update_owned(POD, "default", "owned", new)
+    assert out == await res.get(POD, "default", "owned") and out["metadata"]["labels"] == {"x": "y"}
+    # A malformed body is the same 400 either way.
+    bad: dict[str, Any] = {"metadata": {"name": "bad"}, "spec": "nope"}
+    with pytest.raises(ApiError) as want:
+        await res.create(POD, "default", bad)
+    with pytest.raises(ApiError) as got:
+        await res.create_owned(POD, "default", dict(bad))
+    assert (got.value.code, got.value.reason) == (want.value.code, want.value.reason) == (400, "BadRequest")
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    (1, 1.0), (True, 1), ({"a": 1, "b": 2}, {"b": 2, "a": 1}), ([1, {"x": True}], [1, {"x": 1}]),
+    ({"a": [1.0]}, {"a": [1]}), ("1", 1), (None, {}), ({"a": None}, {}), ([], {}), ({"a": "x"}, {"a": "x"}),
+])
+def test_same_json_agrees_with_json_equal(a: Any, b: Any) -> None:
+    assert same_json(a, b) == json_equal(a, b)
+    assert same_json(b, a) == json_equal(b, a)
+
+
+def test_fast_uid_is_a_version_4_uuid() -> None:
+    import uuid
+
+    seen: set[str] = set()
+    for _ in range(2000):
+        u = fast_uid()
+        parsed = uuid.UUID(u)
+        assert str(parsed) == u and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        seen.add(u)
+    assert len(seen) == 2000
