@@ -26,12 +26,12 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_frozen_cli_runs(frozen: Path) -> None:
-    out = subprocess.run([str(frozen), "agent", "--server", "https://127.0.0.1:1", "--token", "x"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "not implemented yet" in out.stderr
+def test_frozen_cli_runs(frozen: Path, data_dir: Path) -> None:
     helptext = subprocess.run([str(frozen), "server", "--help"], capture_output=True, text=True, timeout=60)
     assert helptext.returncode == 0 and "--https-listen-port" in helptext.stdout
+    missing = subprocess.run([str(frozen), "token", "--data-dir", str(data_dir)], capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 1 and "has `lite server` run" in missing.stderr
 
 
 @pytest.mark.slow

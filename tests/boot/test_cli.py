@@ -48,10 +48,11 @@ def test_token_and_kubeconfig_before_and_after_first_start(data_dir: Path) -> No
     assert creds.admin_token in kc.stdout and "https://127.0.0.1:7443" in kc.stdout
 
 
-def test_real_agent_is_not_implemented_yet() -> None:
-    # (`--simulate N` runs the node simulator, lite.agent.sim; a real agent comes later.)
-    out = lite("agent", "--server", "https://127.0.0.1:6443", "--token", "x", "--node-name", "n1")
-    assert out.returncode == 2 and "not implemented yet" in out.stderr
+def test_agent_flags_parse() -> None:
+    args = build_parser().parse_args(["agent", "--server", "https://10.0.0.1:6443", "--token", "K10x::server:y",
+                                      "--node-name", "n1", "--simulate", "3"])
+    assert (args.server, args.token, args.node_name, args.simulate) == ("https://10.0.0.1:6443", "K10x::server:y",
+                                                                         "n1", 3)
 
 
 def test_default_data_dir_for_root() -> None:
