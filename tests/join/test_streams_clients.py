@@ -202,24 +202,21 @@ async def test_python_client_exec_and_portforward(env: Env) -> None:
 
     v1 = _python_client(env.stack)
 
-    def run_exec() -> str:
-        out: str = stream(v1.connect_get_namespaced_pod_exec, "p", "default",
-                          command=["sh", "-c", "echo hi; echo there >&2"], stderr=True, stdin=False, stdout=True,
-                          tty=False)
-        return out
-    out = await asyncio.to_thread(run_exec)
-    assert "hi\n" in out and "there\n" in out
-
-    def run_exec_status() -> int:
-        resp = stream(v1.connect_get_namespaced_pod_exec, "p", "default", command=["sh", "-c", "exit 5"],
-                      stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    def run_exec(command: list[str]) -> tuple[str, int]:
+        # Without _preload_content=False the client never closes its websocket (a ResourceWarning here).
+        resp = stream(v1.connect_get_namespaced_pod_exec, "p", "default", command=command, stderr=True,
+                      stdin=False, stdout=True, tty=False, _preload_content=False)
         try:
             resp.run_forever(timeout=GUARD)
-            code: int = resp.returncode
+            code = int(resp.returncode)  # before read_all, which would consume the status channel too
+            return "".join(resp.read_all()), code
         finally:
             resp.close()
-        return code
-    assert await asyncio.to_thread(run_exec_status) == 5
+            # websocket-client skips closing its socket once the server closed first: close it ourselves.
+            resp.sock.shutdown()
+    out, code = await asyncio.to_thread(run_exec, ["sh", "-c", "echo hi; echo there >&2"])
+    assert "hi\n" in out and "there\n" in out and code == 0
+    assert (await asyncio.to_thread(run_exec, ["sh", "-c", "exit 5"]))[1] == 5
 
     async with echo_server() as remote:
         def run_pf() -> bytes:
@@ -232,5 +229,6 @@ async def test_python_client_exec_and_portforward(env: Env) -> None:
                 data += chunk
             sock.close()
             pf.close()
+            pf.websocket.shutdown()  # as above: the library leaves it open after the server's close
             return data
         assert await asyncio.to_thread(run_pf) == b"echo:python"
