@@ -36,7 +36,7 @@ from lite.client import Client
 from lite.controllerkit import guarded, run_workers
 from lite.informer import Informer
 from lite.objects import key_of
-from lite.workqueue import WorkQueue
+from lite.workqueue import ExponentialBackoff, WorkQueue
 
 log = logging.getLogger("lite.agent.sim")
 
@@ -63,7 +63,9 @@ class SimConfig:
 class Simulator:
     """The hollow nodes of one process. Build, then `await run()` (eternal; cancel to stop)."""
 
-    def __init__(self, client: Client, config: SimConfig) -> None:
+    def __init__(self, client: Client, config: SimConfig, *, heartbeat_client: Client | None = None) -> None:
+        """`heartbeat_client` (default `client`) carries Node registration, status and Leases: give it its
+        own connection pool so a backlog of pod writes never delays a heartbeat."""
         check_unique(list(config.groups))
         self.client = client
         self.config = config
@@ -71,14 +73,16 @@ class Simulator:
         index = 0
         for group in config.groups:
             for name in group.names():
-                self.nodes[name] = SimNode(client, name, group, node_ip(index, config.ip_base),
+                self.nodes[name] = SimNode(heartbeat_client or client, name, group, node_ip(index, config.ip_base),
                                            lease_interval=config.lease_interval,
                                            status_interval=config.status_interval)
                 index += 1
         self.pods = Informer(client, POD, field_selector="spec.nodeName!=")
         self.pods.add_index(NODE_INDEX, lambda p: [str((p.get("spec") or {}).get("nodeName") or "")])
         self.node_informer = Informer(client, NODE, label_selector="lite.dev/simulated=true")
-        self.queue: WorkQueue[str] = WorkQueue(name="sim-pods")
+        # Retries capped at 5 s (client-go's default grows to 1000 s): a pod whose write timed out on a busy
+        # server must not stay Pending for minutes after the server recovers.
+        self.queue: WorkQueue[str] = WorkQueue(ExponentialBackoff(0.05, 5.0), name="sim-pods")
         self.runner = PodRunner(client, self.pods, self.nodes, TokenBucket(config.qps, config.burst),
                                 stop_delay=config.stop_delay, default_runtime=config.default_runtime)
         self.ready = asyncio.Event()
@@ -160,10 +164,10 @@ def _bind(fn: Callable[[float], Awaitable[None]], arg: float) -> Callable[[], Aw
     return lambda: fn(arg)
 
 
-async def serve(client: Client, config: SimConfig) -> None:
+async def serve(client: Client, config: SimConfig, heartbeat_client: Client | None = None) -> None:
     """Run a simulator with signal handling: SIGUSR1/SIGUSR2 pause/resume all; SIGTERM/SIGINT stop."""
     loop = asyncio.get_running_loop()
-    sim = Simulator(client, config)
+    sim = Simulator(client, config, heartbeat_client=heartbeat_client)
     task = asyncio.current_task()
     assert task is not None
     handlers: dict[int, Callable[[], object]] = {
@@ -179,16 +183,18 @@ async def serve(client: Client, config: SimConfig) -> None:
 
 
 def run_forever(make_client: Callable[[], Client], config: SimConfig) -> int:
-    """The `lite agent --simulate` entry point: 0 after SIGTERM/SIGINT."""
+    """The `lite agent --simulate` entry point: 0 after SIGTERM/SIGINT. `make_client` is called twice: pods
+    and heartbeats get separate clients (connection pools)."""
 
     async def main() -> None:
-        client = make_client()
+        clients = [make_client(), make_client()]
         try:
-            await serve(client, config)
+            await serve(clients[0], config, clients[1])
         finally:
-            close = getattr(client, "close", None)
-            if close is not None:
-                await close()
+            for client in clients:
+                close = getattr(client, "close", None)
+                if close is not None:
+                    await close()
 
     with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
         asyncio.run(main())

@@ -92,4 +92,7 @@ def run(args: argparse.Namespace, data_dir: Path | None) -> int:
         print(f"lite agent: {e}", file=sys.stderr)
         return 2
     url, token = str(args.server), str(args.token)
-    return run_forever(lambda: HttpClient(url, token=token, ca_data=ca, user_agent="lite-agent-sim"), config)
+    # A heartbeat that waits longer than a renewal period is worthless: fail it and try the next tick.
+    timeout = max(10.0, config.lease_interval)
+    return run_forever(lambda: HttpClient(url, token=token, ca_data=ca, timeout=timeout, user_agent="lite-agent-sim"),
+                       config)

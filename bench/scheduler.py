@@ -1,0 +1,254 @@
+"""Scheduler benchmark: 1,000 simulated nodes, 10,000 pods from Deployments, against a real `lite server`.
+
+Prints (issue 3 targets in brackets): pods bound per second [>= 500/s], time from applying the Deployments
+to all pods Running [<= 60 s], server RSS at the end [<= 300 MB]; also the time to bring the nodes up and
+the simulator's RSS. The server and `lite agent --simulate` are child processes on 127.0.0.1 with a
+temporary data dir; both are stopped at the end. One watch on the pods observes binding and Running.
+
+Usage: python bench/scheduler.py [--nodes 1000] [--pods 10000] [--deployments 10] [--quick]
+(`bench/rollout.py` reuses the process helpers below.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lite.errors import ApiError
+from lite.httpclient import HttpClient
+from lite.kinds import BUILTIN_KINDS, Kind
+
+Obj = dict[str, Any]
+
+
+def kind(group: str, name: str) -> Kind:
+    return next(k for k in BUILTIN_KINDS if k.group == group and k.kind == name and not k.virtual)
+
+
+NODE, POD, NAMESPACE = kind("", "Node"), kind("", "Pod"), kind("", "Namespace")
+DEPLOYMENT = kind("apps", "Deployment")
+
+
+def lite_command() -> list[str]:
+    exe = Path(sys.executable).with_name("lite")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "lite.cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current RSS, peak RSS) of a process in MB, from /proc."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) / 1024
+    return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+@dataclass
+class Bench:
+    """A server and a simulator, both child processes, plus an admin client."""
+
+    base: Path
+    server: subprocess.Popen[bytes]
+    url: str
+    admin: HttpClient
+    sim: subprocess.Popen[bytes] | None = None
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def data(self) -> Path:
+        return self.base / "data"
+
+    def start_simulator(self, nodes: int, *extra: str) -> None:
+        token = (self.data / "token").read_text().strip()
+        log = open(self.base / "simulator.log", "ab")  # noqa: SIM115 - closed with the process's life
+        self.sim = subprocess.Popen([*lite_command(), "agent", "--simulate", str(nodes), "--server", self.url,
+                                     "--token", token, "--data-dir", str(self.data), "--log-level", "warning",
+                                     *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        self.procs.append(self.sim)
+
+    async def wait_nodes(self, count: int, timeout: float = 300.0) -> float:
+        """Seconds until `count` nodes are Ready with a pod CIDR."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if self.sim is not None and self.sim.poll() is not None:
+                raise RuntimeError(f"simulator exited {self.sim.returncode}; see {self.base}/simulator.log")
+            items = (await self.admin.list(NODE))["items"]
+            ready = sum(1 for n in items if n.get("spec", {}).get("podCIDR") and any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in n.get("status", {}).get("conditions") or []))
+            if ready >= count:
+                return time.monotonic() - start
+            await asyncio.sleep(0.5)
+        raise TimeoutError(f"only {ready}/{count} nodes Ready after {timeout}s")
+
+
+@contextlib.asynccontextmanager
+async def bench_cluster(tag: str) -> AsyncIterator[Bench]:
+    """A fresh `lite server` in a temporary dir; stopped (with the simulator) on exit."""
+    with tempfile.TemporaryDirectory(prefix=f"lite-bench-{tag}-") as tmp:
+        base = Path(tmp)
+        port = free_port()
+        log = open(base / "server.log", "ab")  # noqa: SIM115
+        server = subprocess.Popen([*lite_command(), "server", "--data-dir", str(base / "data"),
+                                   "--https-listen-port", str(port), "--bind-address", "127.0.0.1",
+                                   "--disable-agent", "--log-level", "warning",
+                                   # a /24 per node: the default /16 holds only 256 nodes
+                                   "--cluster-cidr", "10.128.0.0/12"],
+                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        kubeconfig = base / "data" / "kubeconfig.yaml"
+        try:
+            deadline = time.monotonic() + 60
+            while not kubeconfig.exists():
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"server did not start:\n{(base / 'server.log').read_text()[-2000:]}")
+                await asyncio.sleep(0.05)
+            async with HttpClient.from_kubeconfig(str(kubeconfig)) as admin:
+                bench = Bench(base, server, f"https://127.0.0.1:{port}", admin, procs=[server])
+                try:
+                    yield bench
+                finally:
+                    for p in reversed(bench.procs):
+                        code = stop(p)
+                        if code != 0:
+                            print(f"warning: {p.args[1] if len(p.args) > 1 else p.args} exited {code}",
+                                  file=sys.stderr)
+            await asyncio.sleep(0.25)
+        finally:
+            stop(server)
+
+
+def deployment(name: str, replicas: int, image: str = "registry.local/bench/app:1") -> Obj:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "app", "image": image, "resources": {
+                                      "requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
+
+
+async def create_namespace(admin: HttpClient, name: str) -> None:
+    with contextlib.suppress(ApiError):
+        await admin.create(NAMESPACE, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+@dataclass
+class PodTimes:
+    """First time (monotonic) each pod was seen bound and Running."""
+
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)
+
+
+async def track_pods(admin: HttpClient, ns: str, rv: str, times: PodTimes, want: int) -> None:
+    """Watch the namespace's pods from `rv` until `want` pods have been Running."""
+    while len(times.running) < want:
+        stream = admin.watch(POD, ns, resource_version=rv, timeout_seconds=300)
+        try:
+            async for ev in stream:
+                if ev.type == "ERROR":
+                    raise RuntimeError(f"watch failed: {ev.object}")
+                obj = ev.object
+                rv = obj["metadata"]["resourceVersion"]
+                if ev.type == "BOOKMARK" or ev.type == "DELETED":
+                    continue
+                name, now = obj["metadata"]["name"], time.monotonic()
+                times.created.setdefault(name, now)
+                if obj.get("spec", {}).get("nodeName"):
+                    times.bound.setdefault(name, now)
+                if obj.get("status", {}).get("phase") == "Running":
+                    times.running.setdefault(name, now)
+                    if len(times.running) >= want:
+                        return
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+
+async def run(nodes: int, pods: int, deployments: int) -> None:
+    per = pods // deployments
+    async with bench_cluster("scheduler") as b:
+        b.start_simulator(nodes)
+        up = await b.wait_nodes(nodes)
+        print(f"{nodes} simulated nodes Ready with pod CIDRs in {up:.1f} s")
+        await create_namespace(b.admin, "bench")
+        rv = (await b.admin.list(POD, "bench", limit=1))["metadata"]["resourceVersion"]
+        times = PodTimes()
+        cpu0 = cpu_seconds(b.server.pid), cpu_seconds(b.sim.pid) if b.sim is not None else 0.0
+        tracker = asyncio.create_task(track_pods(b.admin, "bench", rv, times, per * deployments))
+        t0 = time.monotonic()
+        for i in range(deployments):
+            await b.admin.create(DEPLOYMENT, "bench", deployment(f"d{i}", per))
+        applied = time.monotonic() - t0
+        try:
+            await asyncio.wait_for(tracker, 900)
+        except TimeoutError:
+            print(f"TIMEOUT: {len(times.bound)} bound, {len(times.running)} Running after 900 s")
+        total = len(times.bound)
+        last_bound = max(times.bound.values()) - t0 if times.bound else float("nan")
+        all_running = max(times.running.values()) - t0 if times.running else float("nan")
+        cpu1 = cpu_seconds(b.server.pid), cpu_seconds(b.sim.pid) if b.sim is not None else 0.0
+        server_rss, server_peak = rss_mb(b.server.pid)
+        sim_rss, _ = rss_mb(b.sim.pid) if b.sim is not None else (0.0, 0.0)
+        print(f"{deployments} Deployments x {per} replicas applied in {applied:.2f} s")
+        if times.created:
+            print(f"pods created: {len(times.created)} in {max(times.created.values()) - t0:.1f} s from apply")
+        print(f"pods bound: {total} in {last_bound:.1f} s from apply -> {total / last_bound:.0f} pods/s "
+              f"(target >= 500/s)")
+        print(f"apply -> all {len(times.running)} Running: {all_running:.1f} s (target <= 60 s)")
+        print(f"server RSS at the end: {server_rss:.0f} MB (peak {server_peak:.0f} MB; target <= 300 MB)")
+        print(f"simulator RSS: {sim_rss:.0f} MB")
+        print(f"CPU seconds from apply to the end: server {cpu1[0] - cpu0[0]:.1f}, simulator {cpu1[1] - cpu0[1]:.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--pods", type=int, default=10000)
+    ap.add_argument("--deployments", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="100 nodes, 1,000 pods")
+    args = ap.parse_args()
+    if args.quick:
+        args.nodes, args.pods = 100, 1000
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    asyncio.run(run(args.nodes, args.pods, args.deployments))
+
+
+if __name__ == "__main__":
+    main()
