@@ -18,6 +18,8 @@ import pytest
 from joinstack import GUARD, POD, HostBackend, Stack, TestAgent, joined, pod, serve_join, set_running
 from liteproc import find_free_port
 
+from lite.agent.session import JoinSession
+
 KUBECTL = "/usr/bin/kubectl"
 pytestmark = pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl is not installed")
 
@@ -33,6 +35,7 @@ class Env:
     stack: Stack
     backend: HostBackend
     tmp: Path
+    session: JoinSession
 
     async def kubectl(self, *args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
         proc = await asyncio.create_subprocess_exec(
@@ -57,8 +60,8 @@ async def env(tmp_path: Path, free_port: int) -> AsyncIterator[Env]:
         backend.previous[("p", "c")] = prev
         await stack.resources.create(POD, "default", pod("p", node="n1"))
         await set_running(stack.resources, "default", "p", restarted=True)
-        async with joined(stack, "n1", TestAgent(), backend):
-            yield Env(stack, backend, tmp_path)
+        async with joined(stack, "n1", TestAgent(), backend) as session:
+            yield Env(stack, backend, tmp_path, session)
 
 
 async def test_kubectl_logs_with_options(env: Env) -> None:
@@ -232,3 +235,20 @@ async def test_python_client_exec_and_portforward(env: Env) -> None:
             pf.websocket.shutdown()  # as above: the library leaves it open after the server's close
             return data
         assert await asyncio.to_thread(run_pf) == b"echo:python"
+
+
+async def test_kubectl_top_from_agent_metrics(env: Env) -> None:
+    from lite import wire
+
+    env.session.post(wire.Metrics("2026-11-22T00:00:00Z", "30s", {"cpu": "250m", "memory": "1Gi"},
+                                   [{"namespace": "default", "name": "p", "containers": [
+                                       {"name": "c", "usage": {"cpu": "1234567n", "memory": "10240Ki"}}]}]))
+    async with asyncio.timeout(GUARD):
+        while not await env.stack.hub.node_metrics(""):
+            await asyncio.sleep(0.02)
+    code, out, err = await env.kubectl("top", "pod", "p")
+    assert code == 0, err
+    assert re.search(r"^p\s+2m\s+10Mi", out, re.M), out
+    code, out, err = await env.kubectl("top", "node")
+    assert code == 0, err
+    assert re.search(r"^n1\s+250m\s+\S+\s+1024Mi", out, re.M), out
