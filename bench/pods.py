@@ -1,0 +1,182 @@
+"""Bench: 50 pods of a cached image on one node — create→Running p50/p99, pods/s, RSS, idle CPU.
+
+Runs `lite server` with its embedded agent (namespaced runtime, real cgroups and pod networks). So the host's
+network is never touched, the script re-executes itself inside a fresh network namespace (`unshare --net`)
+where the registry, the server, its `lite0` bridge and kubectl all live. Needs root, busybox-static and
+docker-registry. Prints its figures; asserts nothing about speed.
+
+    python bench/pods.py [--pods 50] [--idle 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBECTL = "/usr/bin/kubectl"
+IMAGE = "busybox:1.36"
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _shim_rss_kib(base: Path) -> tuple[int, int]:
+    count = total = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"shim\x00run" in cmd and str(base).encode() in cmd:
+            count += 1
+            total += _rss_kib(int(d.name))
+    return count, total
+
+
+class Bench:
+    def __init__(self, base: Path, pods: int) -> None:
+        self.base, self.n = base, pods
+        self.kubeconfig = base / "data" / "kubeconfig.yaml"
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        out = subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig), *args], input=input,
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {out.stderr}")
+        return out.stdout
+
+    def pods(self) -> list[dict[str, Any]]:
+        return list(json.loads(self.kubectl("get", "pods", "-n", "bench", "-o", "json"))["items"])
+
+    def wait(self, cond: Any, limit: float, what: str) -> None:
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            try:
+                if cond():
+                    return
+            except RuntimeError:
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"timed out waiting for {what}")
+
+    def manifest(self, names: list[str]) -> str:
+        return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": n, "namespace": "bench"},
+             "spec": {"terminationGracePeriodSeconds": 1, "containers": [
+                 {"name": "c", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
+                  "command": ["sh", "-c", "sleep 100000"]}]}} for n in names]})
+
+    def run_pods(self) -> dict[str, float]:
+        """Create the pods in one request and watch them (one watch, not polling, so the bench itself stays
+        cheap); a pod counts as Running when a container status says running."""
+        from kubernetes import client, config, watch
+
+        api = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+        names = [f"p{i:03d}" for i in range(self.n)]
+        seen: dict[str, float] = {}
+        created: dict[str, float] = {}
+        rv = api.list_namespaced_pod("bench").metadata.resource_version
+        t0 = time.time()
+        self.kubectl("create", "--validate=false", "-f", "-", input=self.manifest(names))
+        w = watch.Watch()
+        for ev in w.stream(api.list_namespaced_pod, "bench", resource_version=rv, timeout_seconds=600):
+            p = ev["object"]
+            name = p.metadata.name
+            created.setdefault(name, p.metadata.creation_timestamp.timestamp())
+            statuses = p.status.container_statuses or []
+            if name not in seen and any(c.state and c.state.running for c in statuses):
+                seen[name] = time.time()
+                if len(seen) == self.n:
+                    w.stop()
+        api.api_client.close()
+        lat = sorted(seen[n] - max(created.get(n, t0), t0) for n in seen)
+        return {"running": len(seen), "p50": statistics.median(lat), "p99": lat[min(len(lat) - 1, int(len(lat) * .99))],
+                "pods_per_s": len(seen) / (max(seen.values()) - t0)}
+
+
+def inner(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT))
+    from tests.helpers.images import Layer, Pusher, busybox_entries, push_test_images
+    from tests.helpers.registry import RegistryServer
+
+    base = Path(tempfile.mkdtemp(prefix="lite-bench-pods-"))
+    registry = RegistryServer.start(base / "registry")
+    pushed = push_test_images(Pusher(registry.url), Layer.build(busybox_entries()))
+    Pusher(registry.url).push_image("library/busybox", "1.36", pushed.busybox)
+    regs = base / "registries.yaml"
+    regs.write_text(f'mirrors:\n  "docker.io":\n    endpoint: ["{registry.url}"]\n')
+    port = 16443
+    log = open(base / "server.log", "ab")  # noqa: SIM115 - held by the child
+    server = subprocess.Popen([sys.executable, "-m", "lite.cli.main", "server", "--data-dir", str(base / "data"),
+                               "--https-listen-port", str(port), "--bind-address", "127.0.0.1",
+                               "--node-name", "bench-node", "--private-registry", str(regs)],
+                              stdout=log, stderr=subprocess.STDOUT)
+    b = Bench(base, args.pods)
+    try:
+        b.wait(lambda: b.kubeconfig.exists() and "True" in b.kubectl(
+            "get", "node", "bench-node", "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"),
+            120, "node Ready")
+        b.kubectl("create", "namespace", "bench")
+        # the warm-up pod pulls the image once: the 50 then use the cache
+        b.kubectl("create", "--validate=false", "-f", "-", input=b.manifest(["warm"]))
+        b.wait(lambda: any(p["status"].get("phase") == "Running" for p in b.pods()), 120, "warm-up pod")
+        b.kubectl("delete", "pod", "-n", "bench", "warm", "--wait=true")
+        res = b.run_pods()
+        rss_before = _rss_kib(server.pid)
+        shims, shim_rss = _shim_rss_kib(base)
+        cpu0, w0 = _cpu_seconds(server.pid), time.monotonic()
+        time.sleep(args.idle)
+        idle = (_cpu_seconds(server.pid) - cpu0) / (time.monotonic() - w0) * 100
+        print(f"pods Running: {res['running']}/{args.pods}")
+        print(f"create→Running: p50 {res['p50']:.2f} s, p99 {res['p99']:.2f} s; {res['pods_per_s']:.1f} pods/s")
+        print(f"RSS lite server (embedded agent, {args.pods} pods): {rss_before / 1024:.1f} MiB; "
+              f"{shims} shims: {shim_rss / 1024:.1f} MiB total")
+        print(f"idle CPU of lite server over {args.idle} s: {idle:.2f} % of one core")
+    finally:
+        try:
+            b.kubectl("delete", "pods", "-n", "bench", "--all", "--wait=true")
+        except RuntimeError as e:
+            print(f"cleanup: {e}")
+        server.terminate()
+        server.wait(30)
+        log.close()
+        registry.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", type=int, default=50)
+    ap.add_argument("--idle", type=float, default=60.0)
+    ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.inner:
+        inner(args)
+        return
+    if os.geteuid() != 0:
+        raise SystemExit("bench/pods.py needs root")
+    cmd = f"ip link set lo up && exec {sys.executable} {__file__} --inner --pods {args.pods} --idle {args.idle}"
+    raise SystemExit(subprocess.call(["unshare", "--net", "sh", "-c", cmd], cwd=ROOT))
+
+
+if __name__ == "__main__":
+    main()
