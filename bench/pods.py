@@ -161,6 +161,17 @@ def inner(args: argparse.Namespace) -> None:
         server.wait(30)
         log.close()
         registry.stop()
+        _remove_empty_cgroups("lite")
+
+
+def _remove_empty_cgroups(root: str) -> None:
+    """The embedded agent's QoS cgroups (`lite/burstable`, `lite/besteffort`) outlive its pods: remove them."""
+    for top in Path("/sys/fs/cgroup").glob(f"*/{root}"):
+        for dirpath, _d, _f in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError as e:
+                print(f"cgroup {dirpath} left: {e}")
 
 
 def main() -> None:
