@@ -11,6 +11,8 @@
 - Reports: `post(msg)` (never blocks; usable while disconnected). The latest PodStatus per uid, NodeStatus,
   LeaseRenew and Metrics replace older unsent ones; Events and PodFinals queue in order. All are sent after
   the next Hello when disconnected.
+- Heartbeats: websocket pings both ways (aiohttp `heartbeat`), and a LeaseRenew every `lease_interval`
+  seconds while connected (the Node's lease, which node lifecycle watches).
 - Streams (StreamOpen & co.) go to a `StreamServer` over the given `StreamBackend`, one per connection.
 
 Invariants:
@@ -68,6 +70,7 @@ class JoinSession:
     def __init__(self, server_url: str, token: str, *, node_name: str, agent: NodeAgent,
                  streams: StreamBackend | None = None, ca_data: bytes | None = None, ca_file: str | None = None,
                  insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 30.0),
+                 lease_interval: float = 10.0, lease_duration: int = 40,
                  rand: Callable[[], float] = random.random) -> None:
         self.url = server_url.rstrip("/") + wire.JOIN_PATH
         self.token = token
@@ -76,6 +79,8 @@ class JoinSession:
         self.backend = streams
         self.heartbeat = heartbeat
         self.backoff = backoff
+        self.lease_interval = lease_interval
+        self.lease_duration = lease_duration
         self._rand = rand
         self._ssl: ssl.SSLContext | bool = False
         if self.url.startswith("https://") or self.url.startswith("wss://"):
@@ -185,18 +190,27 @@ class JoinSession:
         streams = StreamServer(self.backend, self.send) if self.backend is not None else None
         async with asyncio.TaskGroup() as tg:
             writer = tg.create_task(self._writer(ws))
+            lease = tg.create_task(self._renew_lease()) if self.lease_interval > 0 else None
             stream_task = tg.create_task(streams.run()) if streams is not None else None
             try:
                 await self._read(ws, streams)
             finally:
                 self.connected.clear()
                 writer.cancel()
+                if lease is not None:
+                    lease.cancel()
                 if stream_task is not None:
                     stream_task.cancel()
                 if streams is not None:
                     streams.reset()
                 while not self._data.empty():  # stream traffic of this session dies with it
                     self._data.get_nowait()
+
+    async def _renew_lease(self) -> None:
+        """The node heartbeat: renew kube-node-lease/<node> while the session is up."""
+        while True:
+            self.post(wire.LeaseRenew(self.lease_duration))
+            await asyncio.sleep(self.lease_interval)
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse, streams: StreamServer | None) -> None:
         async for frame in ws:

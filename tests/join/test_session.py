@@ -42,6 +42,23 @@ async def test_registration_creates_node_keeps_spec_and_welcomes(stack: Stack) -
         assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
         assert session.config["clusterDNS"] == ["10.43.0.10"]
         assert session.config["clusterDomain"] == "cluster.local"
+        assert session.config["podCIDR"] == ""
+        # The node IPAM controller assigns a podCIDR later: the agent is told.
+        await stack.resources.patch(NODE, "", "n1", {"spec": {"podCIDR": "10.42.3.0/24",
+                                                             "podCIDRs": ["10.42.3.0/24"]}})
+        await agent.wait_for(lambda: any(isinstance(m, wire.NodeConfig) for m in agent.messages))
+        cfg = next(m for m in agent.messages if isinstance(m, wire.NodeConfig)).config
+        assert cfg["podCIDR"] == "10.42.3.0/24" and cfg["podCIDRs"] == ["10.42.3.0/24"]
+        # The lease is renewed while connected (the node's heartbeat).
+        lease = await stack.resources.get(LEASE, "kube-node-lease", "n1") if await _has_lease(stack) else None
+        assert lease is not None and lease["spec"]["holderIdentity"] == "n1"
+        # Deleted while connected: the next status report registers the Node again.
+        await stack.resources.delete(NODE, "", "n1")
+        session.post(wire.NodeStatus({"conditions": [{"type": "Ready", "status": "True"}]}))
+
+        async def back() -> bool:
+            return bool(await stack.resources.get(NODE, "", "n1"))
+        await eventually(back, "node re-registered")
         # Someone else cordons the node and changes its taints: a later session keeps that spec.
         await stack.resources.patch(NODE, "", "n1", {"spec": {"unschedulable": True, "taints": []}})
     agent.labels = {"lite.test/role": "changed"}
@@ -50,6 +67,13 @@ async def test_registration_creates_node_keeps_spec_and_welcomes(stack: Stack) -
         assert node["spec"].get("unschedulable") is True
         assert not node["spec"].get("taints")
         assert node["metadata"]["labels"]["lite.test/role"] == "edge"
+
+
+async def _has_lease(stack: Stack) -> bool:
+    async def have() -> bool:
+        return bool(await stack.resources.get(LEASE, "kube-node-lease", "n1"))
+    await eventually(have, "lease")
+    return True
 
 
 async def test_join_needs_the_join_token(stack: Stack) -> None:

@@ -140,7 +140,7 @@ class JoinHub:
         if old is not None:
             log.info("node %s: a new session replaces the old one", hello.node)
             await old[0].close()
-        session = NodeSession(hello.node, ws, hello, intake_for(self.intake, hello.node))
+        session = NodeSession(hello.node, ws, hello, intake_for(self.intake, hello))
         relay = NodeRelay(session.emit, self._lookup)
         # No await from here to resync: the snapshot and the handlers see the same cache state.
         self._sessions[hello.node] = (session, relay)
@@ -185,8 +185,12 @@ class JoinHub:
             else:
                 await asyncio.Event().wait()
         finally:
-            for session, _ in list(self._sessions.values()):
-                await session.close()
+            await self.close()
+
+    async def close(self) -> None:
+        """Close every agent session (agents redial later); `add_join_routes` calls it in on_shutdown."""
+        for session, _ in list(self._sessions.values()):
+            await session.close()
 
     # -- API providers --
 

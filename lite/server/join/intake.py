@@ -183,13 +183,18 @@ class Intake:
 Apply = Callable[[wire.Message], Awaitable[None]]
 
 
-def intake_for(intake: Intake, node: str) -> Apply:
+def intake_for(intake: Intake, hello: wire.Hello) -> Apply:
     """The handler of one node's reports (agent → server messages that write to the API)."""
+    node = hello.node
+
     async def apply(msg: wire.Message) -> None:
         if isinstance(msg, wire.PodStatus):
             await intake.pod_status(msg)
         elif isinstance(msg, wire.NodeStatus):
-            await intake.node_status(node, msg.status)
+            if await intake.node_status(node, msg.status) is None:
+                # The Node was deleted while its agent is connected: register it again, as a kubelet does.
+                await intake.register(hello)
+                await intake.node_status(node, msg.status)
         elif isinstance(msg, wire.LeaseRenew):
             await intake.renew_lease(node, msg)
         elif isinstance(msg, wire.Event):

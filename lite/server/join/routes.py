@@ -1,8 +1,9 @@
 """The join route: `add_join_routes(app, hub, authenticate)` adds `GET /lite/join` (a websocket) to an app.
 
 Only callers that `authenticate` names as the node user (the join token) may join; anything else gets a
-401/403 Status before the upgrade. Add the route to the API app before it starts (aiohttp freezes routers):
-plain routes win over the API app's catch-all, as aiohttp resolves the longest matching prefix first.
+401/403 Status before the upgrade. Agent sessions are closed in the app's on_shutdown. Add the route to the
+API app before it starts (aiohttp freezes routers): plain routes win over the API app's catch-all, as aiohttp
+resolves the longest matching prefix first.
 """
 
 from __future__ import annotations
@@ -36,4 +37,8 @@ def add_join_routes(app: web.Application, hub: JoinHub, authenticate: Authentica
             return web.Response(body=orjson.dumps(err.status()), status=err.code, content_type="application/json")
         return await hub.handle(request)
 
+    async def close_sessions(_: web.Application) -> None:
+        await hub.close()
+
     app.router.add_get(JOIN_PATH, join)
+    app.on_shutdown.append(close_sessions)
