@@ -195,3 +195,23 @@ async def test_attach_streams_live_output(agent: tuple[Agent, Recorder], registr
     assert line == b"got hello\n", rec.status(pod["metadata"]["uid"])
     proc.stdin.close()
     assert await asyncio.wait_for(proc.wait(), 20) == 0  # stdin closed: the loop ends, the container exits 0
+
+
+async def test_image_pull_backoff_and_undesired_pods_stop(agent: tuple[Agent, Recorder],
+                                                          registry: RegistryServer) -> None:
+    a, rec = agent
+    bad = _pod("bad", [{"name": "c", "image": f"{registry.host}/test/nope:1", "command": ["true"]}],
+               hostNetwork=True)
+    await a.handle(wire.PodUpsert(bad))
+    uid = bad["metadata"]["uid"]
+    s = await rec.until(uid, lambda s: _cs(s).get("state", {}).get("waiting", {}).get("reason") == "ErrImagePull")
+    assert s["phase"] == "Pending"
+    s = await rec.until(uid, lambda s: _cs(s)["state"]["waiting"]["reason"] == "ImagePullBackOff", 30)
+    assert "Back-off pulling image" in _cs(s)["state"]["waiting"]["message"]
+    await a.handle(wire.Synced([]))  # the server's full desired set no longer has it: killed, reported final
+    for _ in range(100):
+        if any(isinstance(m, wire.PodFinal) and m.uid == uid for m in rec.posted):
+            break
+        await asyncio.sleep(0.1)
+    assert any(isinstance(m, wire.PodFinal) and m.uid == uid for m in rec.posted)
+    assert uid not in a.runners
