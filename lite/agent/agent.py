@@ -113,7 +113,8 @@ class Agent:
         self._post(wire.PodFinal(uid, str(meta.get("namespace", "")), str(meta["name"])))
         self.runners.pop(uid, None)
         self.tasks.pop(uid, None)
-        shutil.rmtree(self.root / "pods" / uid, ignore_errors=True)
+        # logs and emptyDirs may be large: delete them off the loop
+        self._spawn(f"..rm-{uid}", asyncio.to_thread(shutil.rmtree, self.root / "pods" / uid, True))
 
     # ---- the session's NodeAgent protocol ----------------------------------------------------------------
 
