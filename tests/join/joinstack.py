@@ -184,7 +184,8 @@ class HostBackend:
         return HostProcess(proc)
 
     async def attach(self, pod: PodRef, container: str, *, stdin: bool, tty: bool) -> ExecProcess:
-        raise bad_request("attach is not served by the host backend")
+        # Stands in for the container's main process: greets, then echoes stdin until EOF.
+        return await self.exec(pod, container, ["sh", "-c", "echo attached; cat"], stdin=stdin, tty=tty)
 
     async def connect(self, pod: PodRef, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await open_connection("", port)

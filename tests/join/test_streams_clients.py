@@ -127,6 +127,14 @@ async def test_exec_refused_for_a_pod_that_is_not_running(env: Env) -> None:
     await set_running(env.stack.resources, "default", "elsewhere")
     code, _, err = await env.kubectl("exec", "elsewhere", "--", "true")
     assert code != 0 and 'node agent of node "n2" is not connected' in err
+    code, _, err = await env.kubectl("logs", "elsewhere")
+    assert code != 0 and 'node agent of node "n2" is not connected' in err
+
+
+async def test_kubectl_attach_with_stdin(env: Env) -> None:
+    code, out, err = await env.kubectl("attach", "-i", "p", stdin=b"typed in\n")
+    assert code == 0, err
+    assert out == "attached\ntyped in\n"
 
 
 @contextlib.asynccontextmanager
