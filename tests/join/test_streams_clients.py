@@ -162,13 +162,16 @@ async def _roundtrip(port: int, payload: bytes) -> bytes:
     return data
 
 
-async def test_kubectl_port_forward(env: Env) -> None:
+@pytest.mark.parametrize("websockets", ["true", "false"])
+async def test_kubectl_port_forward(env: Env, websockets: str) -> None:
+    """SPDY tunnelled in a websocket (1.31+ default), and raw SPDY on the upgraded connection (1.29/1.30)."""
     local = find_free_port()
     async with echo_server() as remote:
         proc = await asyncio.create_subprocess_exec(
             KUBECTL, "--kubeconfig", str(env.stack.kubeconfig), "--cache-dir", str(env.tmp / "kcache"), "-n",
             "default", "port-forward", "pod/p", f"{local}:{remote}", "--address", "127.0.0.1",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "KUBECTL_PORT_FORWARD_WEBSOCKETS": websockets})
         assert proc.stdout is not None
         try:
             async with asyncio.timeout(GUARD):

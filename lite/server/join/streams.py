@@ -25,6 +25,7 @@ from lite.objects import parse_time
 from lite.server.api.handlers import q_bool, q_int
 from lite.server.join.exec_ws import serve_exec
 from lite.server.join.portforward import serve_portforward
+from lite.server.join.rawspdy import is_spdy_upgrade, serve_raw_spdy
 from lite.server.join.tunnel import AgentStream
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ async def serve_stream(hub: JoinHub, request: web.Request, kind: Kind, namespace
     base: Obj = {"namespace": namespace, "name": name, "uid": pod["metadata"].get("uid", "")}
     if subresource == "portforward":
         session = _session(hub, node, name)
+        if is_spdy_upgrade(request):
+            return await serve_raw_spdy(request, session, base)
         return await serve_portforward(request, session, base)
     container = pick_container(pod, request.query.get("container", ""))
     base["container"] = container
