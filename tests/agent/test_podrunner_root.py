@@ -215,3 +215,21 @@ async def test_image_pull_backoff_and_undesired_pods_stop(agent: tuple[Agent, Re
         await asyncio.sleep(0.1)
     assert any(isinstance(m, wire.PodFinal) and m.uid == uid for m in rec.posted)
     assert uid not in a.runners
+
+
+async def test_security_context_reaches_the_process(agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    a, rec = agent
+    pod = _pod("sec", [{"name": "c", "image": f"{registry.host}/test/busybox:oci", "command": ["sh", "-c", (
+        "id -u; id -g; touch /rootfs-write 2>/dev/null && echo writable || echo read-only; "
+        "grep CapEff /proc/self/status; echo $GREETING")],
+        "env": [{"name": "NAME", "value": "lite"}, {"name": "GREETING", "value": "hi $(NAME)"}],
+        "securityContext": {"runAsUser": 65534, "runAsGroup": 65534, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}}}], restartPolicy="Never", hostNetwork=True)
+    await a.handle(wire.PodUpsert(pod))
+    s = await rec.until(pod["metadata"]["uid"], lambda s: s["phase"] in ("Succeeded", "Failed"))
+    assert s["phase"] == "Succeeded", s
+    log = a.runners[pod["metadata"]["uid"]].log_path("c")
+    assert log is not None
+    out = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines()]
+    assert out[:3] == ["65534", "65534", "read-only"], out
+    assert out[3].split()[1] == "0000000000000000" and out[4] == "hi lite"
