@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
 import signal
 import subprocess
 import time
@@ -337,18 +336,17 @@ async def test_restarted_simulator_adopts_running_pods(server: LiteServer, admin
 
 # ---- the command ---------------------------------------------------------------------------------------
 
-def _agent(server: LiteServer, *args: str) -> subprocess.Popen[bytes]:
-    token = (server.data_dir / "token").read_text().strip()
+def _agent(server: LiteServer, *args: str, token: str = "") -> subprocess.Popen[bytes]:
+    token = token or (server.data_dir / "token").read_text().strip()
     return subprocess.Popen([*lite_command(), "agent", "--server", server.url, "--token", token, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 def test_cli_registers_nodes_and_stops_on_sigterm(server: LiteServer, tmp_path: Path) -> None:
     p = prefix()
-    ca = tmp_path / "ca.crt"
-    ca.write_bytes(_ca(server))
-    proc = _agent(server, "--simulate", "2", "--node-prefix", p, "--ca-file", str(ca), "--cpu", "8",
-                  "--node-group", f"count=1;prefix={p}-g;labels=role=edge")
+    # No CA file and no server data dir: the CA comes from /cacerts, pinned by the join token's hash.
+    proc = _agent(server, "--simulate", "2", "--node-prefix", p, "--data-dir", str(tmp_path / "empty"),
+                  "--cpu", "8", "--node-group", f"count=1;prefix={p}-g;labels=role=edge")
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -371,12 +369,18 @@ def test_cli_registers_nodes_and_stops_on_sigterm(server: LiteServer, tmp_path: 
 
 
 def test_cli_refuses_a_ca_that_does_not_match_the_token(server: LiteServer, tmp_path: Path) -> None:
+    token = (server.data_dir / "token").read_text().strip()
+    empty = str(tmp_path / "empty")
     wrong = tmp_path / "wrong.crt"
     wrong.write_bytes(_ca(server) + b"\n")
     proc = _agent(server, "--simulate", "1", "--ca-file", str(wrong))
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2 and b"does not match the join token" in out, out
-    proc = _agent(server, "--simulate", "1", "--data-dir", str(tmp_path / "nothing-here"))
+    forged = "K10" + "0" * 64 + "::" + token.split("::", 1)[1]  # a hash /cacerts cannot match
+    proc = _agent(server, "--simulate", "1", "--data-dir", empty, token=forged)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and b"/cacerts) does not match" in out, out
+    bare = token.split("::server:", 1)[1]  # no hash to pin a fetched CA
+    proc = _agent(server, "--simulate", "1", "--data-dir", empty, token=bare)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2 and b"no CA" in out, out
-    assert os.path.exists(server.data_dir / "server" / "tls" / "ca.crt")
