@@ -292,6 +292,16 @@ def decode(frame: bytes) -> Message:
     return msg
 
 
+def pod_fingerprint(pod: Obj) -> bytes:
+    """What a node acts on: the pod minus status and bookkeeping metadata (resourceVersion, managedFields).
+
+    Two versions with equal fingerprints differ only in what the agent itself reports, so neither side
+    needs to pass the second one on."""
+    meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
+    body = {k: v for k, v in pod.items() if k not in ("status", "metadata")}
+    return msgpack.packb([sorted(meta.items()), sorted(body.items())], use_bin_type=True)  # type: ignore[no-any-return]
+
+
 def stream_error_status(message: str, code: int, reason: str) -> Obj:
     """The Kubernetes Status dict for a failed stream."""
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,

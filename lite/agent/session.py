@@ -16,8 +16,9 @@
 - Streams (StreamOpen & co.) go to a `StreamServer` over the given `StreamBackend`, one per connection.
 
 Invariants:
-- Reconnecting never restarts pods: an upsert identical (same uid and resourceVersion) to one already handed
-  to the agent is dropped, so a resync re-announcing running pods reaches the agent as nothing.
+- Reconnecting never restarts pods: an upsert equal (same uid and `wire.pod_fingerprint`: only status or
+  resourceVersion differ) to one already handed to the agent is dropped, so a resync re-announcing running
+  pods reaches the agent as nothing.
 - After Synced, pods this session handed over earlier that are no longer desired get a PodDelete (the
   server only knows about pods the agent reported as running).
 - The session never raises out of `run()` except by cancellation.
@@ -93,7 +94,7 @@ class JoinSession:
         self._fifo: deque[wire.Message] = deque(maxlen=MAX_FIFO)
         self._data: asyncio.Queue[wire.Message] = asyncio.Queue(DATA_QUEUE)
         self._wake = asyncio.Event()
-        self._seen_pods: dict[str, tuple[str, str]] = {}  # uid -> (resourceVersion, "ns/name") handed over
+        self._seen_pods: dict[str, tuple[bytes, str]] = {}  # uid -> (pod_fingerprint, "ns/name") handed over
         self._seen_objects: dict[tuple[str, str, str], str] = {}
         self.connected = asyncio.Event()
         self.config: Obj = {}
@@ -232,11 +233,11 @@ class JoinSession:
         """Drop what the agent already has; turn Synced into deletes for pods no longer desired."""
         if isinstance(msg, wire.PodUpsert):
             meta = msg.pod.get("metadata") or {}
-            uid, rv = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+            uid, fp = str(meta.get("uid", "")), wire.pod_fingerprint(msg.pod)
             seen = self._seen_pods.get(uid)
-            if seen is not None and seen[0] == rv and rv:
+            if seen is not None and seen[0] == fp:
                 return []
-            self._seen_pods[uid] = (rv, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+            self._seen_pods[uid] = (fp, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         elif isinstance(msg, wire.PodDelete):
             self._seen_pods.pop(msg.uid, None)
         elif isinstance(msg, wire.ObjectUpsert):

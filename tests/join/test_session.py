@@ -8,7 +8,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from joinstack import CM, EVENT, GUARD, LEASE, NODE, POD, SECRET, Stack, TestAgent, joined, pod, serve_join
+from joinstack import CM, EVENT, GUARD, LEASE, NODE, POD, SECRET, Stack, TestAgent, joined, pod, serve_join, set_running
 
 from lite import wire
 from lite.errors import ApiError
@@ -164,14 +164,18 @@ async def test_reconnect_resyncs_without_duplicate_starts(stack: Stack) -> None:
         assert server_session is not None
         # While disconnected: pod b is deleted, pod c is bound.
         await server_session.close()
+        a_uid = next(u for u, k in uids.items() if k == "default/a")
+        upserts_a = sum(isinstance(m, wire.PodUpsert) and m.pod["metadata"]["uid"] == a_uid for m in agent.messages)
+        await set_running(r, "default", "a")  # a new resourceVersion, same spec
         await r.delete(POD, "default", "b", grace_period_seconds=0)
         await r.create(POD, "default", pod("c", node="n1"))
         async with asyncio.timeout(GUARD):
             while session.sessions == first_sessions or not session.connected.is_set():
                 await asyncio.sleep(0.02)
         await agent.wait_for(lambda: sorted(agent.running.values()) == ["default/a", "default/c"])
-        a_uid = next(u for u, k in uids.items() if k == "default/a")
-        assert agent.starts[a_uid] == 1  # never restarted
+        assert agent.starts[a_uid] == 1  # never restarted, and not even told again
+        assert upserts_a == sum(isinstance(m, wire.PodUpsert) and m.pod["metadata"]["uid"] == a_uid
+                                for m in agent.messages)
         assert all(n == 1 for n in agent.starts.values())
         assert any(isinstance(m, wire.Synced) for m in agent.messages)
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import orjson
-
 from lite import wire
 from lite.objects import name_of, namespace_of, uid_of
+from lite.wire import pod_fingerprint
 
 Obj = dict[str, Any]
 Ref = tuple[str, str, str]  # (kind, namespace, name)
@@ -67,13 +66,6 @@ def pod_refs(pod: Obj) -> set[Ref]:
         if ips.get("name"):
             names.add(("Secret", ips["name"]))
     return {(kind, ns, name) for kind, name in names}
-
-
-def pod_fingerprint(pod: Obj) -> bytes:
-    """Everything the agent acts on: the pod minus status and bookkeeping metadata."""
-    meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
-    body = {k: v for k, v in pod.items() if k not in ("status", "metadata")}
-    return orjson.dumps({"m": meta, "b": body}, option=orjson.OPT_SORT_KEYS)
 
 
 class NodeRelay:
