@@ -1,0 +1,55 @@
+"""netns_socket: a connection opened into a network namespace reaches a server that listens only there."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from lite.agent.streams.netns_socket import open_connection
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2")]
+
+SERVER = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept(); c.sendall(b"inside:" + c.recv(100)); c.close()
+"""
+
+
+async def test_connection_reaches_a_port_inside_the_namespace() -> None:
+    name = f"lite-join-test-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        server = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", SERVER],
+                                  stdout=subprocess.PIPE)
+        try:
+            assert server.stdout is not None
+            port = int(await asyncio.to_thread(server.stdout.readline))
+            # Not reachable from the host's namespace ...
+            with pytest.raises(OSError):
+                await open_connection("", port)
+            # ... but from inside the pod's namespace, and the agent's threads stay where they were.
+            before = os.readlink("/proc/thread-self/ns/net")
+            reader, writer = await open_connection(f"/run/netns/{name}", port)
+            writer.write(b"hi")
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(), 10) == b"inside:hi"
+            writer.close()
+            await writer.wait_closed()
+            assert os.readlink("/proc/thread-self/ns/net") == before
+        finally:
+            server.kill()
+            server.wait()
+            if server.stdout is not None:
+                server.stdout.close()
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=False)
