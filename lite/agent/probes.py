@@ -169,4 +169,6 @@ class ProbeWorker:
             ok, self.last_message = await run_handler(self.spec.handler, self.target, self.spec.timeout)
             if self.observe(ok):
                 self.on_change(self.spec, ok)
+                if self.spec.kind == "startup" and ok:
+                    return  # a startup probe stops once it succeeded (kubelet)
             await asyncio.sleep(self.spec.period)

@@ -187,3 +187,19 @@ async def test_agent_restart_adopts_without_restarting(tmp_path: Path) -> None:
             os.kill(pid, 0)
             await asyncio.sleep(0.05)
     await h2.close()
+
+
+async def test_startup_probe_gates_started_and_previous_log(h: Harness, tmp_path: Path) -> None:
+    up = tmp_path / "up"
+    c = {"name": "slow", "command": ["sh", "-c", "echo attempt; while :; do sleep 0.1; done"],
+         "startupProbe": {"exec": {"command": ["test", "-f", str(up)]}, "periodSeconds": 1, "failureThreshold": 30,
+                          "timeoutSeconds": 10}}
+    r = h.runner(_pod("u8", [c], terminationGracePeriodSeconds=1))
+    s = await h.until(_running)
+    await asyncio.sleep(1.5)
+    s = h.statuses[-1]
+    assert _cs(s)["started"] is False and _cs(s)["ready"] is False
+    up.touch()
+    s = await h.until(lambda s: _cs(s)["started"] is True)
+    assert _cs(s)["ready"] is True  # no readiness probe: ready once started
+    assert r.log_path("slow", previous=True) is None

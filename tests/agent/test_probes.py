@@ -100,3 +100,16 @@ async def test_worker_flips_and_waits_for_gate() -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert flips == [True]
+
+
+async def test_startup_worker_stops_after_success() -> None:
+    calls: list[int] = []
+
+    async def exec_fn(argv: list[str], limit: float) -> tuple[int, str]:
+        calls.append(1)
+        return 0, ""
+
+    w = ProbeWorker(ProbeSpec("startup", {"exec": {"command": ["x"]}}, period=0.01), Target("", {}, exec_fn),
+                    lambda s, ok: None)
+    await asyncio.wait_for(w.run(), 5)  # returns by itself
+    assert w.result is True and len(calls) == 1

@@ -172,11 +172,12 @@ class ContainerSupervisor:
         gate = asyncio.Event()
         specs = probes_of(self.c) if not self.init else []
         target = self.target(handle)
+        # without a readiness probe a container is ready once started (after its startup probe, if any)
+        ready_when_started = not any(p.kind == "readiness" for p in specs) and not self.init
         if not any(p.kind == "startup" for p in specs):
             self.rec.started = True
             gate.set()
-        if not any(p.kind == "readiness" for p in specs) and not self.init:
-            self.rec.ready = True
+        self.rec.ready = ready_when_started and self.rec.started
         self.changed()
 
         def on_change(spec: ProbeSpec, ok: bool) -> None:
@@ -184,6 +185,7 @@ class ContainerSupervisor:
                 self.rec.ready = ok
             elif spec.kind == "startup" and ok:
                 self.rec.started = True
+                self.rec.ready = ready_when_started
                 gate.set()
             elif not ok:
                 self.deps.event(self.st.pod, "Warning", "Unhealthy", f"{spec.kind.capitalize()} probe failed")
