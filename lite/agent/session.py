@@ -139,10 +139,12 @@ class JoinSession:
             while (msg := self._next_report()) is not None:
                 try:
                     await ws.send_bytes(wire.encode(msg))
-                except (ConnectionError, RuntimeError):
+                except (ConnectionError, RuntimeError) as e:
                     if not isinstance(msg, _STREAM_OUT):
                         self.post(msg)  # keep the report for the next session
-                    raise
+                    log.info("join session: send failed (%s); reconnecting", e)
+                    await ws.close()  # ends the reader, hence this connection
+                    return
 
     # -- the connection loop --
 
