@@ -183,8 +183,14 @@ class Agent:
         self._spawn(uid, self._run_pod(runner))
 
     async def _run_pod(self, runner: PodRunner) -> None:
-        if not runner.st.host_network:
-            await self.net_ready.wait()
+        """Pod networks need the node network (podCIDR); a pod deleted meanwhile still runs its kill path."""
+        if not runner.st.host_network and not self.net_ready.is_set():
+            waits = [asyncio.ensure_future(self.net_ready.wait()), asyncio.ensure_future(runner.terminating.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
         await runner.run()
 
     def _spawn(self, name: str, coro: Any) -> None:

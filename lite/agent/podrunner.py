@@ -139,6 +139,10 @@ class PodRunner:
             grace = meta.get("deletionGracePeriodSeconds")
             self.terminate(float(grace) if grace is not None else None)
 
+    @property
+    def terminating(self) -> asyncio.Event:
+        return self._terminate
+
     def terminate(self, grace: float | None = None) -> None:
         """Kill the pod (idempotent): a shorter grace period may only shorten an ongoing termination."""
         if grace is not None and (self._grace is None or grace < self._grace):

@@ -233,3 +233,30 @@ async def test_security_context_reaches_the_process(agent: tuple[Agent, Recorder
     out = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines()]
     assert out[:3] == ["65534", "65534", "read-only"], out
     assert out[3].split()[1] == "0000000000000000" and out[4] == "hi lite"
+
+
+async def test_pod_deleted_before_the_node_has_a_pod_cidr(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (netns)")
+    node_ns = tmp_path / "node-netns"
+    node_ns.touch()
+    subprocess.run(["unshare", f"--net={node_ns}", "true"], check=True)
+    try:
+        a = Agent(AgentConfig(server_url="https://127.0.0.1:1", token="t", node_name="n1", data_dir=tmp_path / "d",
+                              runtime="process", use_cgroups=False, node_netns=str(node_ns),
+                              netns_dir=tmp_path / "netns", node_ip="10.9.9.9"))
+        rec = Recorder()
+        task = asyncio.create_task(a.serve(rec))
+        pod = _pod("early", [{"name": "c", "image": "busybox", "command": ["true"]}])
+        await a.handle(wire.PodUpsert(pod))  # no Welcome with a podCIDR yet: the pod waits for the network
+        await asyncio.sleep(0.2)
+        await a.handle(wire.PodDelete(pod["metadata"]["uid"], "t", "early"))
+        for _ in range(100):
+            if any(isinstance(m, wire.PodFinal) for m in rec.posted):
+                break
+            await asyncio.sleep(0.1)
+        assert any(isinstance(m, wire.PodFinal) and m.uid == pod["metadata"]["uid"] for m in rec.posted)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    finally:
+        subprocess.run(["umount", "-l", str(node_ns)], check=False)
