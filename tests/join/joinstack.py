@@ -168,6 +168,14 @@ class HostBackend:
     logs: dict[tuple[str, str], Path] = field(default_factory=dict)  # (pod, container) -> CRI log file
     previous: dict[tuple[str, str], Path] = field(default_factory=dict)
     still_running: bool = False
+    procs: list[asyncio.subprocess.Process] = field(default_factory=list)
+
+    async def kill_all(self) -> None:
+        """Exec processes outlive a dropped stream (as upstream): the test reaps them."""
+        for proc in self.procs:
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
 
     def log_source(self, pod: PodRef, container: str, *, previous: bool) -> LogSource:
         table = self.previous if previous else self.logs
@@ -181,6 +189,7 @@ class HostBackend:
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        self.procs.append(proc)
         return HostProcess(proc)
 
     async def attach(self, pod: PodRef, container: str, *, stdin: bool, tty: bool) -> ExecProcess:

@@ -60,8 +60,11 @@ async def env(tmp_path: Path, free_port: int) -> AsyncIterator[Env]:
         backend.previous[("p", "c")] = prev
         await stack.resources.create(POD, "default", pod("p", node="n1"))
         await set_running(stack.resources, "default", "p", restarted=True)
-        async with joined(stack, "n1", TestAgent(), backend) as session:
-            yield Env(stack, backend, tmp_path, session)
+        try:
+            async with joined(stack, "n1", TestAgent(), backend) as session:
+                yield Env(stack, backend, tmp_path, session)
+        finally:
+            await backend.kill_all()
 
 
 async def test_kubectl_logs_with_options(env: Env) -> None:
@@ -263,3 +266,24 @@ async def test_kubectl_top_from_agent_metrics(env: Env) -> None:
     code, out, err = await env.kubectl("top", "node")
     assert code == 0, err
     assert re.search(r"^n1\s+250m\s+\S+\s+1024Mi", out, re.M), out
+
+
+async def test_exec_ends_with_an_error_when_the_agent_drops(env: Env) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL, "--kubeconfig", str(env.stack.kubeconfig), "--cache-dir", str(env.tmp / "kcache"), "-n",
+        "default", "exec", "p", "--", "sh", "-c", "echo started; exec sleep 60",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        async with asyncio.timeout(GUARD):
+            assert await proc.stdout.readline() == b"started\n"
+            server_side = env.stack.hub.session("n1")
+            assert server_side is not None
+            await server_side.close()
+            err = await proc.stderr.read()
+            assert await proc.wait() != 0
+        assert b"node agent disconnected" in err
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
