@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import ClassVar
 
-from conftest import CM, Kit, configmap, running
+from conftest import CM, EVENT, Kit, configmap, running
 
 from lite.informer import SharedInformers
 from lite.objects import owner_ref
@@ -104,8 +104,6 @@ def test_controllers_never_import_the_store() -> None:
 
 
 async def test_event_recorder_aggregates_repeats(kit: Kit) -> None:
-    from conftest import EVENT
-
     from lite.events import EventRecorder
 
     cm = await kit.api.create(CM, "default", configmap("target"))
