@@ -16,7 +16,9 @@ Flow (server ⇐ agent after the websocket opens):
 Streams: the server sends StreamOpen(id, kind, params); the agent answers StreamReady or StreamError, then
 StreamData flows on channels (exec/attach: 0 stdin, 1 stdout, 2 stderr; log and port-forward: 1 from the
 agent, 0 to it). StreamClose(id, channel) half-closes one channel (channel -1: the whole stream, either side);
-StreamExit(id, code, message) ends an exec/attach with the process's exit status.
+StreamExit(id, code, message) ends an exec/attach with the process's exit status. Flow control: the agent
+sends at most STREAM_WINDOW bytes of a stream's output beyond what the server acknowledged (StreamAck), so a
+slow client slows its own stream, never the session or the server's memory.
 
 Invariants: `PROTOCOL_VERSION` goes up whenever a message changes incompatibly; unknown message types and
 missing fields raise `WireError` (the session is then closed); extra fields are ignored so a newer peer
@@ -40,6 +42,7 @@ Obj = dict[str, Any]
 StreamKind = Literal["log", "exec", "attach", "portforward"]
 STREAM_KINDS: frozenset[str] = frozenset({"log", "exec", "attach", "portforward"})
 WHOLE_STREAM = -1
+STREAM_WINDOW = 1024 * 1024
 
 
 class WireError(ValueError):
@@ -217,6 +220,16 @@ class StreamData:
 
 
 @dataclass(frozen=True)
+class StreamAck:
+    """Server → agent: the client consumed `size` more bytes of this stream's output (flow control: the
+    agent keeps at most STREAM_WINDOW bytes per stream unacknowledged)."""
+
+    T: ClassVar[str] = "stream_ack"
+    id: int
+    size: int
+
+
+@dataclass(frozen=True)
 class StreamResize:
     T: ClassVar[str] = "stream_resize"
     id: int
@@ -256,11 +269,11 @@ class StreamExit:
 
 Message = (Hello | Welcome | NodeConfig | PodUpsert | PodDelete | Synced | ObjectUpsert | ObjectDelete | PodStatus
            | NodeStatus | LeaseRenew | Event | PodFinal | Metrics | Ping | Pong | StreamOpen | StreamReady
-           | StreamData | StreamResize | StreamClose | StreamError | StreamExit)
+           | StreamData | StreamAck | StreamResize | StreamClose | StreamError | StreamExit)
 
 _TYPES: Mapping[str, type[Any]] = MappingProxyType({cls.T: cls for cls in (
     Hello, Welcome, NodeConfig, PodUpsert, PodDelete, Synced, ObjectUpsert, ObjectDelete, PodStatus, NodeStatus,
-    LeaseRenew, Event, PodFinal, Metrics, Ping, Pong, StreamOpen, StreamReady, StreamData, StreamResize,
+    LeaseRenew, Event, PodFinal, Metrics, Ping, Pong, StreamOpen, StreamReady, StreamData, StreamAck, StreamResize,
     StreamClose, StreamError, StreamExit)})
 
 

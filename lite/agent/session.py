@@ -45,7 +45,7 @@ log = logging.getLogger("lite.agent.session")
 Obj = dict[str, Any]
 DATA_QUEUE = 256
 MAX_FIFO = 10000
-_STREAM_IN = (wire.StreamOpen, wire.StreamData, wire.StreamClose, wire.StreamResize)
+_STREAM_IN = (wire.StreamOpen, wire.StreamData, wire.StreamClose, wire.StreamResize, wire.StreamAck)
 _STREAM_OUT = (wire.StreamReady, wire.StreamData, wire.StreamClose, wire.StreamError, wire.StreamExit, wire.Pong)
 
 

@@ -30,6 +30,9 @@ LOG = (b"2026-11-22T10:00:00.000000001Z stdout F first line\n"
        b"2026-11-22T10:00:03.000000000Z stdout F last line\n")
 
 
+BIG = bytes(range(256)) * (6 * 4096)  # 6 MiB
+
+
 @dataclass
 class Env:
     stack: Stack
@@ -145,7 +148,7 @@ async def echo_server() -> AsyncIterator[int]:
     """A loopback TCP server answering `echo:<what it read>` and closing."""
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         data = await reader.read(65536)
-        writer.write(b"echo:" + data)
+        writer.write(b"echo:" + (BIG if data == b"big" else data))
         await writer.drain()
         writer.close()
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
@@ -182,6 +185,9 @@ async def test_kubectl_port_forward(env: Env, websockets: str) -> None:
                 assert b"Forwarding from 127.0.0.1" in line, (line, await proc.stderr.read())  # type: ignore[union-attr]
                 assert await _roundtrip(local, b"one") == b"echo:one"
                 assert await _roundtrip(local, b"two" * 10000) == b"echo:" + b"two" * 10000
+                # Much more than the stream window: the agent must wait for acknowledgements, not stall.
+                big = await _roundtrip(local, b"big")
+                assert big == b"echo:" + BIG
         finally:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()

@@ -12,7 +12,8 @@ Per stream kind:
                 the pod side's EOF ends the stream with StreamClose(WHOLE)
 A refusal or failure before StreamReady is a StreamError carrying the backend's ApiError code/message.
 
-Invariants: every message of a stream is sent in order; after StreamExit/StreamClose(WHOLE)/StreamError
+Invariants: every message of a stream is sent in order; at most `wire.STREAM_WINDOW` bytes of a stream's
+output are unacknowledged (StreamAck) at any time; after StreamExit/StreamClose(WHOLE)/StreamError
 nothing more is sent for that id; a StreamClose(WHOLE) from the server cancels the stream's task.
 """
 
@@ -41,6 +42,19 @@ class _Stream:
         self.params = msg.params
         self.inbox: asyncio.Queue[wire.StreamData | wire.StreamClose | wire.StreamResize] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
+        self.credit = wire.STREAM_WINDOW
+        self.credited = asyncio.Event()
+
+    def ack(self, size: int) -> None:
+        self.credit += size
+        self.credited.set()
+
+    async def spend(self, size: int) -> None:
+        """Wait until the server has room for `size` more bytes of output (flow control)."""
+        while self.credit <= 0:
+            self.credited.clear()
+            await self.credited.wait()
+        self.credit -= size
 
     @property
     def pod(self) -> PodRef:
@@ -63,10 +77,13 @@ class StreamServer:
             self._streams[msg.id] = stream
             self._pending.put_nowait(stream)
             return
-        if not isinstance(msg, (wire.StreamData, wire.StreamClose, wire.StreamResize)):
+        if not isinstance(msg, (wire.StreamData, wire.StreamClose, wire.StreamResize, wire.StreamAck)):
             return
         st = self._streams.get(msg.id)
         if st is None:
+            return
+        if isinstance(msg, wire.StreamAck):
+            st.ack(msg.size)
             return
         if isinstance(msg, wire.StreamClose) and msg.channel == wire.WHOLE_STREAM:
             self._streams.pop(msg.id, None)
@@ -120,6 +137,7 @@ class StreamServer:
         opts = LogOptions.from_params(st.params)
         await self._send(wire.StreamReady(st.id))
         async for chunk in read_log(src.path, opts, src.running):
+            await st.spend(len(chunk))
             await self._send(wire.StreamData(st.id, 1, chunk))
         await self._send(wire.StreamClose(st.id, wire.WHOLE_STREAM))
 
@@ -137,7 +155,7 @@ class StreamServer:
         await self._send(wire.StreamReady(st.id))
         async with asyncio.TaskGroup() as tg:
             inbox = tg.create_task(self._exec_inbox(st, proc))
-            outs = [tg.create_task(self._copy_out(st.id, ch, r))
+            outs = [tg.create_task(self._copy_out(st, ch, r))
                     for ch, r in ((1, proc.stdout), (2, proc.stderr)) if r is not None]
             await asyncio.gather(*outs)
             code = await proc.wait()
@@ -159,9 +177,10 @@ class StreamServer:
             elif isinstance(msg, wire.StreamClose) and msg.channel == 0:
                 stdin.close()
 
-    async def _copy_out(self, sid: int, channel: int, reader: asyncio.StreamReader) -> None:
+    async def _copy_out(self, st: _Stream, channel: int, reader: asyncio.StreamReader) -> None:
         while chunk := await reader.read(READ):
-            await self._send(wire.StreamData(sid, channel, chunk))
+            await st.spend(len(chunk))
+            await self._send(wire.StreamData(st.id, channel, chunk))
 
     # -- port-forward --
 
@@ -176,7 +195,7 @@ class StreamServer:
             await self._send(wire.StreamReady(st.id))
             async with asyncio.TaskGroup() as tg:
                 inbox = tg.create_task(self._pf_inbox(st, writer))
-                await self._copy_out(st.id, 1, reader)
+                await self._copy_out(st, 1, reader)
                 inbox.cancel()
             await self._send(wire.StreamClose(st.id, wire.WHOLE_STREAM))
         finally:

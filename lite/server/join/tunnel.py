@@ -8,8 +8,9 @@ Invariants:
 - `ready()` returns once the agent accepted the stream, or raises the agent's refusal as an `ApiError`
   (so HTTP answers carry a proper Status before any upgrade).
 - After the session ends, `next()` yields a StreamError ("node agent disconnected"), never blocks forever.
-- Incoming messages are queued without bound: the agent session's reader must never block on one slow
-  client. Senders await the session's write, which applies the websocket's backpressure.
+- Incoming messages are queued without blocking the session's reader; their size is bounded by flow
+  control: `next()` acknowledges the output the consumer took (StreamAck), and the agent never has more than
+  `wire.STREAM_WINDOW` bytes unacknowledged. Senders await the session's write (websocket backpressure).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from lite import wire
 from lite.errors import ApiError
 
 Send = Callable[[wire.Message], Awaitable[None]]
+ACK_BATCH = 64 * 1024
 StreamMsg = wire.StreamData | wire.StreamClose | wire.StreamError | wire.StreamExit | wire.StreamReady
 
 
@@ -34,6 +36,7 @@ class AgentStream:
         self._on_done = on_done
         self._queue: asyncio.Queue[StreamMsg] = asyncio.Queue()
         self._closed = False
+        self._consumed = 0  # output bytes handed to the consumer and not yet acknowledged
 
     def deliver(self, msg: StreamMsg) -> None:
         self._queue.put_nowait(msg)
@@ -47,7 +50,14 @@ class AgentStream:
         raise ApiError(f"the node agent answered the stream with {msg.T}", 500, "InternalError")
 
     async def next(self) -> StreamMsg:
-        return await self._queue.get()
+        """The next message; calling it again means the consumer is done with the previous one."""
+        if self._consumed and (self._consumed >= ACK_BATCH or self._queue.empty()) and not self._closed:
+            size, self._consumed = self._consumed, 0
+            await self._send(wire.StreamAck(self.id, size))
+        msg = await self._queue.get()
+        if isinstance(msg, wire.StreamData):
+            self._consumed += len(msg.data)
+        return msg
 
     async def write(self, channel: int, data: bytes) -> None:
         if data and not self._closed:
