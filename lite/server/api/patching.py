@@ -25,6 +25,7 @@ from lite.server.api.registry_base import Obj
 from lite.server.api.writing import WriteMixin, meta_of
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+_STATUS_VIEW = frozenset({"apiVersion", "kind", "metadata", "status"})
 _SMP_UNSUPPORTED = ("the body of the request was in an unknown format - accepted media types include: "
                     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
 
@@ -59,8 +60,15 @@ class PatchMixin(WriteMixin):
 
         explicit_rv = _patch_sets_rv(patch, patch_type)
 
+        # A status patch keeps only the patched status (and resourceVersion). When the patch names nothing but
+        # those parts, merging it into them alone gives the same result as into the whole object, and skips
+        # copying the spec inside the merge (the scheduler sends one such patch per pending pod).
+        status_view = subresource == "status" and patch_type in ("merge", "strategic") and \
+            isinstance(patch, dict) and all(k in _STATUS_VIEW for k in patch)
+
         def build(old: Obj) -> Obj:
-            patched = self.apply_patch(kind, old, patch, patch_type, manager=manager, force=force)
+            doc = {k: v for k, v in old.items() if k in _STATUS_VIEW} if status_view else old
+            patched = self.apply_patch(kind, doc, patch, patch_type, manager=manager, force=force)
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
             if subresource == "status":
