@@ -40,11 +40,12 @@ class Env:
     tmp: Path
     session: JoinSession
 
-    async def kubectl(self, *args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
+    async def kubectl(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+                      ) -> tuple[int, str, str]:
         proc = await asyncio.create_subprocess_exec(
             KUBECTL, "--kubeconfig", str(self.stack.kubeconfig), "--cache-dir", str(self.tmp / "kcache"),
             "-n", "default", *args, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})})
         async with asyncio.timeout(60):
             out, err = await proc.communicate(stdin)
         assert proc.returncode is not None
@@ -112,16 +113,19 @@ async def test_kubectl_logs_follow_until_the_container_stops(env: Env) -> None:
     assert rest == b"halfdone\n"
 
 
-async def test_kubectl_exec_exit_code_stdin_and_stderr(env: Env) -> None:
-    code, out, err = await env.kubectl("exec", "p", "--", "sh", "-c", "exit 3")
+@pytest.mark.parametrize("websockets", ["true", "false"])
+async def test_kubectl_exec_exit_code_stdin_and_stderr(env: Env, websockets: str) -> None:
+    """WebSocket v5 (1.30+ default), and SPDY on the upgraded connection (1.29, or websockets off)."""
+    mode = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": websockets}
+    code, out, err = await env.kubectl("exec", "p", "--", "sh", "-c", "exit 3", env=mode)
     assert code == 3, err
     assert "command terminated with exit code 3" in err
-    code, out, err = await env.kubectl("exec", "-i", "p", "--", "sh", "-c", "tr a-z A-Z")
+    code, out, err = await env.kubectl("exec", "-i", "p", "--", "sh", "-c", "tr a-z A-Z", env=mode)
     assert code == 0, err
     code, out, err = await env.kubectl("exec", "-i", "p", "--", "sh", "-c", "tr a-z A-Z",
-                                       stdin=b"hello from stdin\n")
+                                       stdin=b"hello from stdin\n", env=mode)
     assert (code, out) == (0, "HELLO FROM STDIN\n"), err
-    code, out, err = await env.kubectl("exec", "p", "--", "sh", "-c", "echo out; echo err >&2")
+    code, out, err = await env.kubectl("exec", "p", "--", "sh", "-c", "echo out; echo err >&2", env=mode)
     assert (code, out, err) == (0, "out\n", "err\n")
 
 

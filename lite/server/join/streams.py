@@ -25,7 +25,7 @@ from lite.objects import parse_time
 from lite.server.api.handlers import q_bool, q_int
 from lite.server.join.exec_ws import serve_exec
 from lite.server.join.portforward import serve_portforward
-from lite.server.join.rawspdy import is_spdy_upgrade, serve_raw_spdy
+from lite.server.join.rawspdy import is_spdy_upgrade, serve_raw_spdy, serve_spdy_exec
 from lite.server.join.tunnel import AgentStream
 
 if TYPE_CHECKING:
@@ -140,7 +140,14 @@ async def serve_stream(hub: JoinHub, request: web.Request, kind: Kind, namespace
             raise bad_request("you must specify at least 1 command")
     if not (params["stdin"] or params["stdout"] or params["stderr"]):
         raise bad_request("you must specify at least 1 of stdin, stdout, stderr")
-    return await serve_exec(request, session.open_stream(subresource, params), tty=bool(params["tty"]))
+    stream = session.open_stream(subresource, params)
+    if is_spdy_upgrade(request):
+        try:
+            await stream.ready()
+            return await serve_spdy_exec(request, stream, params)
+        finally:
+            await stream.close()
+    return await serve_exec(request, stream, tty=bool(params["tty"]))
 
 
 def _session(hub: JoinHub, node: str, pod: str) -> Any:
