@@ -87,6 +87,19 @@ async def test_join_needs_the_join_token(stack: Stack) -> None:
             assert e.value.status == code
 
 
+async def test_a_hello_of_another_protocol_version_is_refused(stack: Stack) -> None:
+    import ssl
+    ctx = ssl.create_default_context(cadata=stack.creds.ca_pem.decode())
+    async with aiohttp.ClientSession() as http, http.ws_connect(
+            stack.url + wire.JOIN_PATH, ssl=ctx, headers={"Authorization": f"Bearer {stack.creds.join_token}"}) as ws:
+        await ws.send_bytes(wire.encode(wire.Hello("n9", version=wire.PROTOCOL_VERSION + 1)))
+        msg = await ws.receive(timeout=GUARD)
+        assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == 4426
+    assert stack.hub.connected_nodes() == []
+    with pytest.raises(ApiError):
+        await stack.resources.get(NODE, "", "n9")
+
+
 async def test_pods_relayed_on_bind_with_configmaps_and_status_written_back(stack: Stack) -> None:
     r = stack.resources
     await r.create(CM, "default", {"metadata": {"name": "cfg"}, "data": {"k": "v1"}})
