@@ -232,6 +232,10 @@ async def run(nodes: int, pods: int, deployments: int) -> None:
         print(f"pods bound: {total} in {last_bound:.1f} s from apply -> {total / last_bound:.0f} pods/s "
               f"(target >= 500/s)")
         print(f"apply -> all {len(times.running)} Running: {all_running:.1f} s (target <= 60 s)")
+        lag = sorted(times.running[n] - times.bound[n] for n in times.running if n in times.bound)
+        if lag:
+            print(f"bound -> Running (simulated kubelet): p50 {lag[len(lag) // 2]:.2f} s, "
+                  f"p99 {lag[len(lag) * 99 // 100]:.2f} s")
         print(f"server RSS at the end: {server_rss:.0f} MB (peak {server_peak:.0f} MB; target <= 300 MB)")
         print(f"simulator RSS: {sim_rss:.0f} MB")
         print(f"CPU seconds from apply to the end: server {cpu1[0] - cpu0[0]:.1f}, simulator {cpu1[1] - cpu0[1]:.1f}")

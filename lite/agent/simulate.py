@@ -155,9 +155,23 @@ class Simulator:
                                            name="sim-pods"))
                 self.ready.set()
                 log.info("simulating %d nodes; %d bound pods in cache", len(self.nodes), len(self.pods))
+                tg.create_task(self._report(), name="sim-stats")
                 await asyncio.Event().wait()
         finally:
             self.queue.shut_down()
+
+
+    async def _report(self, every: float = 30.0) -> None:
+        """Log activity now and then: what a slow server makes pile up shows here."""
+        last = self.runner.writes
+        while True:
+            await asyncio.sleep(every)
+            writes = self.runner.writes
+            if writes != last or len(self.queue):
+                log.info("pods: %d running here, %d writes (%.0f/s), %d queued; %d nodes paused",
+                         len(self.runner.states), writes, (writes - last) / every, len(self.queue),
+                         sum(n.paused for n in self.nodes.values()))
+            last = writes
 
 
 def _bind(fn: Callable[[float], Awaitable[None]], arg: float) -> Callable[[], Awaitable[None]]:
