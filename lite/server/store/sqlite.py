@@ -88,23 +88,26 @@ class LogDB:
         """The newest `limit` rows, oldest first, cut at the newest gap so that they are contiguous.
 
         `known` maps revs to values already in memory (the live rows); those objects are reused so the
-        window and the index share one copy of each value instead of doubling memory at open.
+        window and the index share one copy of each value instead of doubling memory at open. A row's prev
+        value is shared with the window's copy when the superseded row is in the window (the usual case);
+        only the others are read, by id: joining every row to its predecessor read each blob twice.
         """
         cur = self.conn.execute(
-            "SELECT l.id, l.name, l.created, l.deleted, l.prev_revision, l.value, p.value "
-            "FROM log l LEFT JOIN log p ON p.id = l.prev_revision ORDER BY l.id DESC LIMIT ?",
-            (limit,),
-        )
-        out: list[HistoryRow] = []
-        for rid, name, created, deleted, prev_rev, value, prev_value in cur:
-            if out and rid != out[-1].row.id - 1:
+            "SELECT id, name, created, deleted, prev_revision, value FROM log ORDER BY id DESC LIMIT ?", (limit,))
+        rows: list[Row] = []
+        for rid, name, created, deleted, prev_rev, value in cur:
+            if rows and rid != rows[-1].id - 1:
                 break  # compaction left a gap: older rows cannot be replayed without holes
-            row = Row(rid, name, bool(created), bool(deleted), prev_rev, known.get(rid, value))
-            out.append(HistoryRow(row, None if created or prev_value is None else prev_value))
-        out.reverse()
-        # Rows are read newest first, so a row's prev value is only known once the older row is read: share it.
-        by_rev = {h.row.id: h.row.value for h in out}
-        return [HistoryRow(h.row, by_rev.get(h.row.prev_revision, h.prev_value)) if h.prev_value else h for h in out]
+            rows.append(Row(rid, name, bool(created), bool(deleted), prev_rev, known.get(rid, value)))
+        rows.reverse()
+        by_rev = {r.id: r.value for r in rows}
+        outside = sorted({r.prev_revision for r in rows if not r.created and r.prev_revision not in by_rev})
+        for i in range(0, len(outside), 500):
+            chunk = outside[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            by_rev.update(self.conn.execute(f"SELECT id, value FROM log WHERE id IN ({marks})", chunk))
+        # A superseded row that compaction removed has no value: its event carries prev None.
+        return [HistoryRow(r, None if r.created else by_rev.get(r.prev_revision)) for r in rows]
 
     def commit(self, rows: Sequence[Row]) -> None:
         """Append `rows` and update `current`, all in one durable transaction."""
