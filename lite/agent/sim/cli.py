@@ -23,11 +23,12 @@ log = logging.getLogger("lite.agent.sim")
 
 
 def add_simulate_flags(p: argparse.ArgumentParser) -> None:
-    """Flags of the simulate mode (the caller defines --server, --token, --simulate, --data-dir)."""
+    """Flags of the simulate mode (the caller defines --server, --token, --simulate, --data-dir).
+    `--ca-file` serves the real agent as well."""
+    p.add_argument("--ca-file", default=None,
+                   help="CA certificate of the server (default: /cacerts checked against the join token's hash; "
+                        "simulated nodes first try <data-dir>/server/tls/ca.crt)")
     g = p.add_argument_group("simulated nodes (--simulate N)")
-    g.add_argument("--ca-file", default=None,
-                   help="CA certificate of the server (default: <data-dir>/server/tls/ca.crt if present, "
-                        "else /cacerts checked against the join token's hash)")
     g.add_argument("--node-prefix", default="sim", help="simulated nodes are named <prefix>-<i> (default sim)")
     g.add_argument("--cpu", default="4", help="cpu capacity per simulated node (default 4)")
     g.add_argument("--memory", default="8Gi", help="memory capacity per simulated node (default 8Gi)")
