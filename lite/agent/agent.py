@@ -254,6 +254,7 @@ class Agent:
                 tg.create_task(self._metrics_loop(), name="..metrics")
         finally:
             self._tg = None
+            await asyncio.to_thread(self.deps.runtime.close)  # the shim zygote; shims and containers stay
             if self.deps.images is not None:
                 await self.deps.images.close()
 

@@ -43,6 +43,7 @@ from lite.agent.runtime.state import (
     read_json,
     write_atomic,
 )
+from lite.agent.runtime.zygote import ZygoteClient
 
 __all__ = ["Attachment", "ContainerHandle", "ContainerSpec", "ContainerStartError", "ExecProcess", "ExitStatus",
            "Mount", "ProcessRuntime", "Runtime", "shim_command"]
@@ -137,22 +138,22 @@ class Runtime:
 
     def __init__(self, command: list[str] | None = None) -> None:
         self.command = command or shim_command()
+        # the default shim is forked from a warm zygote; a custom command (tests, wrappers) is exec'd per start
+        self.zygote: ZygoteClient | None = ZygoteClient() if command is None else None
 
     def _prepare(self, spec: ContainerSpec) -> ContainerSpec:
         return spec if spec.isolate == self.isolate else dataclasses.replace(spec, isolate=self.isolate)
+
+    def close(self) -> None:
+        """Stop the zygote (containers and their shims keep running)."""
+        if self.zygote is not None:
+            self.zygote.close()
 
     async def start(self, spec: ContainerSpec) -> ContainerHandle:
         spec = self._prepare(spec)
         state = Path(spec.state_dir)
         await asyncio.to_thread(_reset_state_dir, state, spec)
-        shim_log = os.open(state / SHIM_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *self.command, "run", str(state), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=shim_log)
-        finally:
-            os.close(shim_log)
-        out, _ = await proc.communicate()
+        out, how = await self._launch(state)
         try:
             report = json.loads(out.decode().strip() or "{}")
         except json.JSONDecodeError:
@@ -162,8 +163,27 @@ class Runtime:
         record = ShimRecord.load(state)
         if record is None or "init_pid" not in report:
             tail = (state / SHIM_LOG).read_text(errors="replace")[-2000:]
-            raise ContainerStartError(f"shim failed to start (exit {proc.returncode}): {tail}")
+            raise ContainerStartError(f"shim failed to start ({how}): {tail}")
         return ContainerHandle(spec.id, spec.state_dir, record.shim_pid, record.init_pid, record, spec)
+
+    async def _launch(self, state: Path) -> tuple[bytes, str]:
+        """Start the shim on `state`; its report line (and how it ended, for errors)."""
+        if self.zygote is not None:
+            try:
+                fd = self.zygote.launch(str(state))
+            except OSError:
+                self.zygote = None  # no zygote can be started here: one process per shim from now on
+            else:
+                return await _read_to_eof(fd), "zygote fork"
+        shim_log = os.open(state / SHIM_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.command, "run", str(state), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=shim_log)
+        finally:
+            os.close(shim_log)
+        out, _ = await proc.communicate()
+        return out, f"exit {proc.returncode}"
 
     async def wait(self, handle: ContainerHandle) -> ExitStatus:
         """Until the container has ended; its `ExitStatus` (also after an agent restart, via the state_dir)."""
@@ -295,6 +315,24 @@ async def _await_starting_shim(state: Path, patience: float = 60.0) -> ShimRecor
 def _read_exit(state: Path) -> ExitStatus | None:
     raw = read_json(state / EXIT)
     return None if raw is None else ExitStatus(**raw)
+
+
+async def _read_to_eof(fd: int) -> bytes:
+    """Everything written to the pipe `fd` until its writers closed it; closes `fd`."""
+    chunks: list[bytes] = []
+    try:
+        os.set_blocking(fd, False)
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                await _readable(fd)
+                continue
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
 
 
 async def _readable(fd: int) -> None:

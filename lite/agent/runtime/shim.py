@@ -6,6 +6,7 @@
   reports `{"shim_pid", "init_pid"}` or `{"error"}` as one JSON line on its stdout (a pipe the agent reads to EOF).
   Then it copies init's stdout/stderr (or pty) into the CRI log, forwards TERM/INT/HUP/QUIT/USR1/USR2/WINCH to
   init, reaps orphans, and when init ends writes `exit.json` (code, signal, oom) and exits.
+`lite shim zygote <fd>`: the fork-server that runs `run` in forks of one warm process (see `zygote`).
 `lite shim exec <json>`: joins a running container (cgroups, then ipc/uts/net/pid/mnt namespaces of its init),
   forks, and runs argv there with the caller's stdio; exits with the child's code (128+signal when killed).
 
@@ -319,7 +320,11 @@ def main(argv: list[str]) -> int:
         return run(Path(argv[1]))
     if len(argv) == 2 and argv[0] == "exec":
         return exec_in(json.loads(argv[1]))
-    print("usage: lite shim run <state_dir> | lite shim exec <json>", file=sys.stderr)
+    if len(argv) == 2 and argv[0] == "zygote" and argv[1].isdigit():
+        from lite.agent.runtime.zygote import serve
+
+        return serve(int(argv[1]))
+    print("usage: lite shim run <state_dir> | lite shim exec <json> | lite shim zygote <fd>", file=sys.stderr)
     return 2
 
 
