@@ -7,10 +7,10 @@
              paused (annotation lite.dev/sim-paused=true, or the whole simulator paused): do neither;
              `kick()` wakes the loop at once (on resume it heartbeats immediately)
 
-Invariants: a node never writes while paused; failures (server away, conflicts) are logged once per kind
-and retried at the next tick, the loop never ends but by cancellation; a Node deleted by someone else is
-not re-created (as the kubelet, it only re-registers when restarted). The Lease is written with the
-last-read resourceVersion; a 409 re-reads it.
+Invariants: a node never writes while paused; failures (server away, timeouts) are logged once per kind
+and retried within ~2 s, the loop never ends but by cancellation; a Node deleted by someone else is not
+re-created (as the kubelet, it only re-registers when restarted). The Lease is renewed by a merge patch of
+renewTime (no read-modify-write), created when missing.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from lite.agent.sim.spec import NodeGroup
 from lite.client import Client
 from lite.errors import ApiError
 from lite.kinds import BUILTIN_KINDS, Kind
-from lite.objects import deep_copy, rfc3339, rfc3339_micro
+from lite.objects import rfc3339, rfc3339_micro
 
 log = logging.getLogger("lite.agent.sim")
 
@@ -64,7 +64,7 @@ class SimNode:
         self.paused_all = False
         self.registered = asyncio.Event()
         self._kick = asyncio.Event()
-        self._lease: Obj | None = None
+        self._lease_exists = False
         self._since = rfc3339()
         self._last_status = 0.0
         self._last_error = ""
@@ -123,26 +123,26 @@ class SimNode:
         self._last_status = time.monotonic()
 
     async def renew_lease(self) -> None:
+        """Renew (or create) the Lease. A merge patch of renewTime: one request even when an earlier write
+        timed out on our side but landed on the server (an update would then conflict and need a re-read)."""
         now = rfc3339_micro()
-        if self._lease is None:
+        if not self._lease_exists:
             try:
-                self._lease = await self.client.get(LEASE, LEASE_NAMESPACE, self.name)
-            except ApiError as e:
-                if e.code != 404:
-                    raise
-                lease = lease_object({"metadata": {"name": self.name, "uid": self.uid}}, now)
-                self._lease = await self.client.create(LEASE, LEASE_NAMESPACE, lease)
+                await self.client.create(LEASE, LEASE_NAMESPACE,
+                                         lease_object({"metadata": {"name": self.name, "uid": self.uid}}, now))
+                self._lease_exists = True
                 return
-        lease = deep_copy(self._lease)
-        lease["spec"]["renewTime"] = now
-        lease["spec"]["holderIdentity"] = self.name
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+                self._lease_exists = True
         try:
-            self._lease = await self.client.update(LEASE, LEASE_NAMESPACE, self.name, lease)
+            await self.client.patch(LEASE, LEASE_NAMESPACE, self.name,
+                                    {"spec": {"renewTime": now, "holderIdentity": self.name}})
         except ApiError as e:
-            self._lease = None  # re-read next time (conflict, or deleted)
-            if e.code not in (404, 409):
-                raise
-            await self.renew_lease()
+            if e.code == 404:  # deleted (e.g. with its Node): create it again next time
+                self._lease_exists = False
+            raise
 
     async def _tick(self) -> None:
         if not self.registered.is_set():
@@ -156,15 +156,18 @@ class SimNode:
         """The node's eternal loop (see the module docstring)."""
         await asyncio.sleep(start_delay)
         while True:
+            failed = False
             if not self.paused:
                 try:
                     await self._tick()
                 except ApiError as e:
                     self._report("heartbeat failed", e)
+                    failed = True
             self._kick.clear()
             delay = self.lease_interval * random.uniform(0.9, 1.1)
-            if not self.registered.is_set() and not self.paused:
-                delay = min(delay, 2.0)
+            if failed or (not self.registered.is_set() and not self.paused):
+                # As the kubelet, retry a failed heartbeat soon rather than a whole period later.
+                delay = min(delay, 2.0 * random.uniform(0.5, 1.0))
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that races its wake-up.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
