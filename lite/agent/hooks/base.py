@@ -12,6 +12,7 @@ with that reason; the runner retries with backoff. Hooks never stop containers: 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,8 @@ class HookError(Exception):
 
 @dataclass
 class Deps:
-    """Node-wide services the hooks use. `objects(namespace)` returns the relayed ConfigMaps/Secrets."""
+    """Node-wide services the hooks use. `objects(namespace)` returns the relayed ConfigMaps/Secrets.
+    `ipam_lock` serialises the Ipam (not thread-safe), which the network hook uses from worker threads."""
 
     runtime: Runtime
     images: ImageService | None
@@ -56,6 +58,7 @@ class Deps:
     objects: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
     event: Callable[[Obj, str, str, str], None] = lambda pod, type_, reason, msg: None
     connect: Callable[..., Awaitable[Any]] | None = None
+    ipam_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass

@@ -5,12 +5,17 @@ hostNetwork pods skip the netns and IP (they get the node's address and hostname
 Ipam gives an owner the address it already has and `setup_pod_network` keeps a complete existing network, so an
 adopted pod keeps its IP and live containers. `stop` tears the network down and releases the address. Without an
 Ipam (no podCIDR yet) the hook raises, and the runner retries until the node has one.
+
+Setup and teardown run in a worker thread (with a loop of its own for the netlink sockets): creating a netns,
+a veth and the Ipam's fsync'd write block in the kernel for milliseconds to tens of ms under load, which on the
+agent's loop would stall every other pod (and, embedded, the API server). The Ipam is used under `ipam_lock`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+from ipaddress import IPv4Address
 
 from lite.agent.hooks.base import Hook, HookError, PodState
 from lite.netns import files
@@ -36,9 +41,7 @@ class NetworkHook(Hook):
             if d.ipam is None:
                 raise HookError(SANDBOX_REASON, "the node has no podCIDR yet")
             try:
-                ip = d.ipam.allocate(st.uid)
-                await setup_pod_network(st.uid, ip, d.ipam.gateway, d.ipam.prefixlen, bridge=d.bridge,
-                                        node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR)
+                ip = await asyncio.to_thread(self._setup, st.uid)
             except Exception as e:  # netlink, ipam exhaustion: surface as a sandbox failure and retry
                 raise HookError(SANDBOX_REASON, f"failed to set up pod network: {e}") from e
             st.pod_ip = str(ip)
@@ -49,10 +52,24 @@ class NetworkHook(Hook):
         st.etc_files = {"/etc/hosts": str(written.hosts), "/etc/resolv.conf": str(written.resolv_conf),
                         "/etc/hostname": str(written.hostname)}
 
+    def _setup(self, uid: str) -> IPv4Address:
+        """Thread body: the pod's address and network (see the module docstring)."""
+        d = self.deps
+        assert d.ipam is not None
+        with d.ipam_lock:
+            ip = d.ipam.allocate(uid)
+        asyncio.run(setup_pod_network(uid, ip, d.ipam.gateway, d.ipam.prefixlen, bridge=d.bridge,
+                                      node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR))
+        return ip
+
+    def _teardown(self, uid: str) -> None:
+        d = self.deps
+        asyncio.run(teardown_pod_network(uid, node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR))
+        if d.ipam is not None:
+            with d.ipam_lock:
+                d.ipam.release(uid)
+
     async def stop(self, st: PodState) -> None:
         if st.host_network:
             return
-        d = self.deps
-        await teardown_pod_network(st.uid, node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR)
-        if d.ipam is not None:
-            d.ipam.release(st.uid)
+        await asyncio.to_thread(self._teardown, st.uid)
