@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -79,6 +80,10 @@ class PodRunner:
         self._terminate = asyncio.Event()
         self._last: Obj | None = None
         self.done = asyncio.Event()
+        self._dirty = self._flush_pending = False
+        self._seq = self._written = 0
+        self._write_lock = threading.Lock()
+        self._writer_task: asyncio.Future[None] | None = None
         self._init_records()
 
     # ---- records ---------------------------------------------------------------------------------------
@@ -101,18 +106,62 @@ class PodRunner:
                 r.waiting_reason = POD_INITIALIZING
         self.st.start_time = str(saved.get("..start", {}).get("t", "")) if saved else ""
 
-    def _save(self) -> None:
+    def _records_text(self) -> str:
         data: dict[str, object] = {r.name: asdict(r) for r in [*self.st.inits, *self.st.apps]}
         data["..start"] = {"t": self.st.start_time}
-        self.st.pod_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.st.pod_dir / f".{RECORDS}.tmp"
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.st.pod_dir / RECORDS)
+        return json.dumps(data)
+
+    def _write_records(self, seq: int, text: str) -> None:
+        """Write one snapshot unless a newer one is already on disk (writes may come from a thread)."""
+        with self._write_lock:
+            if seq <= self._written:
+                return
+            self.st.pod_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.st.pod_dir / f".{RECORDS}.tmp"
+            tmp.write_text(text)
+            tmp.replace(self.st.pod_dir / RECORDS)
+            self._written = seq
+
+    def _snapshot(self) -> tuple[int, str]:
+        self._seq += 1
+        self._dirty = False
+        return self._seq, self._records_text()
+
+    async def _writer(self) -> None:
+        try:
+            while self._dirty:
+                seq, text = self._snapshot()
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(self._write_records, seq, text)
+        finally:
+            self._writer_task = None
 
     def changed(self) -> None:
-        """Persist the records and push the status if it differs from the last one pushed."""
-        with contextlib.suppress(OSError):
-            self._save()
+        """The records changed: push the status if it differs from the last one pushed, and persist the records.
+        Changes made in one step of the loop are coalesced into one status push (`call_soon`, no delay) and the
+        file is written off the loop, latest snapshot last; `flush()` writes synchronously."""
+        self._dirty = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        if not self._flush_pending:
+            self._flush_pending = True
+            loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_pending = False
+        self.publish()
+        if self._dirty and self._writer_task is None:
+            self._writer_task = asyncio.ensure_future(self._writer())
+
+    def flush(self) -> None:
+        """Persist the records and push the status now (before a final report, and when the agent stops)."""
+        if self._dirty:
+            seq, text = self._snapshot()
+            with contextlib.suppress(OSError):
+                self._write_records(seq, text)
         self.publish()
 
     def status(self) -> Obj:
@@ -164,13 +213,16 @@ class PodRunner:
         attempt = rec.restart_count - (1 if previous else 0)
         return log_path(self.st, container, attempt) if attempt >= 0 else None
 
+    def _write_pod_file(self, text: str) -> None:
+        self.st.pod_dir.mkdir(parents=True, exist_ok=True)
+        (self.st.pod_dir / POD_FILE).write_text(text)
+
     # ---- the lifecycle -----------------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Run the pod until it is terminated (then stop everything and report final) or cancelled (agent
         shutdown: leave it running)."""
-        self.st.pod_dir.mkdir(parents=True, exist_ok=True)
-        (self.st.pod_dir / POD_FILE).write_text(json.dumps(self.st.pod))
+        await asyncio.to_thread(self._write_pod_file, json.dumps(self.st.pod))
         self.st.start_time = self.st.start_time or stamp()
         self.changed()
         life = asyncio.create_task(self._lifecycle())
@@ -185,6 +237,7 @@ class PodRunner:
             life.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await life
+            self.flush()  # also when cancelled (agent shutdown): the next agent adopts from these records
         await self._kill()
 
     async def _prepare(self) -> None:
@@ -284,6 +337,7 @@ class PodRunner:
                 r.set_terminated(Terminated(137, "ContainerStatusUnknown", message="The container could not be "
                                             "located when the pod was terminated"))
         await self._stop_hooks()
-        self.changed()
+        self._dirty = True
+        self.flush()  # the final status goes out before PodFinal
         self.done.set()
         self.on_final(self.st.pod)
