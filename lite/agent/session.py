@@ -9,8 +9,8 @@
 - Desired state goes to `agent.handle(msg)` (Welcome, NodeConfig, PodUpsert, PodDelete, ObjectUpsert,
   ObjectDelete, Synced), in order, from the reader task: handlers must only record and return quickly.
 - Reports: `post(msg)` (never blocks; usable while disconnected). The latest PodStatus per uid, NodeStatus,
-  LeaseRenew and Metrics replace older unsent ones; Events and PodFinals queue in order. All are sent after
-  the next Hello when disconnected.
+  LeaseRenew and Metrics replace older unsent ones and go out first; Events and PodFinals queue in order.
+  All are sent after the next Hello when disconnected.
 - Heartbeats: websocket pings both ways (aiohttp `heartbeat`), and a LeaseRenew every `lease_interval`
   seconds while connected (the Node's lease, which node lifecycle watches).
 - Streams (StreamOpen & co.) go to a `StreamServer` over the given `StreamBackend`, one per connection.
@@ -124,10 +124,12 @@ class JoinSession:
         self._wake.set()
 
     def _next_report(self) -> wire.Message | None:
-        if self._fifo:
-            return self._fifo.popleft()
+        # statuses first: a burst of Events must not delay a Running report, and a pod's final status then
+        # precedes its PodFinal (after which the server drops reports about it)
         if self._latest:
             return self._latest.popitem(last=False)[1]
+        if self._fifo:
+            return self._fifo.popleft()
         if not self._data.empty():
             return self._data.get_nowait()
         return None
