@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="extra host name or IP for the serving certificate (repeatable)")
     srv.add_argument("--disable-agent", action="store_true", help="do not run a node agent in this process")
     srv.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    srv.add_argument("--disable-scheduler", action="store_true", help="do not run the scheduler in this process")
+    srv.add_argument("--disable-controller-manager", action="store_true",
+                     help="do not run the controllers in this process")
     srv.add_argument("--service-cidr", default="10.43.0.0/16", help="ClusterIP range (default 10.43.0.0/16)")
     srv.add_argument("--cluster-cidr", default="10.42.0.0/16",
                      help="pod address range; each node gets a /24 of it (default 10.42.0.0/16)")
@@ -114,6 +117,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         tls_sans=tuple(args.tls_san),
         disable_agent=args.disable_agent,
         log_level=args.log_level,
+        disable_scheduler=args.disable_scheduler,
+        disable_controller_manager=args.disable_controller_manager,
         service_cidr=args.service_cidr,
         cluster_cidr=args.cluster_cidr,
         service_node_port_range=args.service_node_port_range,

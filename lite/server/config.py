@@ -92,6 +92,9 @@ class ServerConfig:
     advertise_address: str = ""  # "" = the bind address, else this host's primary address
     # Seconds without a node Lease renewal before the node is marked Unknown (upstream's 40 s).
     node_monitor_grace_period: float = 40.0
+    # Control-plane roles, as k3s's --disable-scheduler / --disable-controller-manager.
+    disable_scheduler: bool = False
+    disable_controller_manager: bool = False
     # The embedded agent (unless disable_agent).
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation

@@ -107,10 +107,13 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     plane.background += [
         ("service-allocators", allocators.run),
         ("kubernetes-service", lambda: keep_kubernetes_service(resources, api_ip, advertise, config.port)),
-        ("controller-manager", manager.run),
-        ("scheduler", scheduler.run),
         ("join-hub", hub.run),
     ]
+    # The controller manager runs the shared informers, so without it they run on their own.
+    plane.background.append(("informers", informers.run) if config.disable_controller_manager
+                            else ("controller-manager", manager.run))
+    if not config.disable_scheduler:
+        plane.background.append(("scheduler", scheduler.run))
     return plane
 
 
