@@ -55,8 +55,25 @@ from lite.agent.volumes import VolumeError
 
 log = logging.getLogger(__name__)
 RECORDS = "records.json"
+# Pending details of a starting pod (its first status, then its IP) are pushed this much later, unless a
+# transition (a container running) supersedes them first: a start burst then costs the API server about one
+# status write per pod instead of three. Transitions are never delayed.
+COALESCE_DETAILS = 0.25
 POD_FILE = "pod.json"
 PREPARE_ERRORS = (HookError, VolumeError, ConfigError, ImageError, OSError)
+
+
+def _states(status: Obj) -> list[tuple[object, ...]]:
+    return [(c.get("name"), next(iter(c.get("state") or {}), None), c.get("ready"), c.get("started"))
+            for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]]
+
+
+def _transition(last: Obj | None, status: Obj) -> bool:
+    """A change that is pushed at once: phase, a container's state (waiting/running/terminated), ready or
+    started. Other changes (the pod IP, a waiting reason or message) may wait `COALESCE_DETAILS`."""
+    before = last or {"phase": "Pending"}
+    return bool(before.get("phase") != status.get("phase") or (last is not None and _states(last) != _states(status))
+                or (last is None and any(s[1] not in (None, "waiting") for s in _states(status))))
 
 
 def _rec_from(raw: dict[str, object]) -> ContainerRecord:
@@ -84,6 +101,7 @@ class PodRunner:
         self._seq = self._written = 0
         self._write_lock = threading.Lock()
         self._writer_task: asyncio.Future[None] | None = None
+        self._deferred: asyncio.TimerHandle | None = None
         self._init_records()
 
     # ---- records ---------------------------------------------------------------------------------------
@@ -152,7 +170,11 @@ class PodRunner:
 
     def _flush_soon(self) -> None:
         self._flush_pending = False
-        self.publish()
+        status = self.status()
+        if _transition(self._last, status):
+            self.publish(status)
+        elif self._deferred is None:  # a detail (pod IP, waiting reason): pushed a little later, or superseded
+            self._deferred = asyncio.get_running_loop().call_later(COALESCE_DETAILS, self._publish_deferred)
         if self._dirty and self._writer_task is None:
             self._writer_task = asyncio.ensure_future(self._writer())
 
@@ -171,8 +193,13 @@ class PodRunner:
                        list((self._last or self.st.pod.get("status") or {}).get("conditions") or []))
         return pod_status(view, self.st.inits, self.st.apps)
 
-    def publish(self) -> None:
-        status = self.status()
+    def _publish_deferred(self) -> None:
+        self._deferred = None
+        self.publish()
+
+    def publish(self, status: Obj | None = None) -> None:
+        """Push the status now if it differs from the last one pushed."""
+        status = status if status is not None else self.status()
         if self._last is not None and without_times(status) == without_times(self._last):
             return
         self._last = status
