@@ -23,6 +23,11 @@ Invariants:
   included); only a 410 (watch ERROR event or error answer) or another ERROR event forces a relist.
 - `run()` never ends except by cancellation: failures are logged and retried with backoff.
 - Late handlers get `on_add` for every object already cached, as client-go's `AddEventHandler` does.
+- An optional `transform` maps each listed or watched object before it enters the cache (client-go's
+  `SetTransform`); it must return a new object rather than mutate its argument. `strip_managed_fields` is
+  client-go's `TransformStripManagedFields` (kube-scheduler and kube-controller-manager use it); it is
+  opt-in here because an in-process update built from a stripped object drops the stored managedFields
+  (upstream's apiserver keeps them when an update omits them).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from lite.objects import key_of, namespace_of, rv_of
 log = logging.getLogger("lite.informer")
 
 IndexFunc = Callable[[Obj], Iterable[str]]
+Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
 
 
@@ -59,6 +65,15 @@ def namespace_index(obj: Obj) -> list[str]:
     return [namespace_of(obj)]
 
 
+def strip_managed_fields(obj: Obj) -> Obj:
+    """client-go's `TransformStripManagedFields`: the object without `metadata.managedFields` (a shallow
+    copy when there were any; the argument is never mutated)."""
+    m = obj.get("metadata")
+    if not isinstance(m, dict) or "managedFields" not in m:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in m.items() if k != "managedFields"}}
+
+
 class _Relist(Exception):
     """The watch cannot resume: list again."""
 
@@ -68,8 +83,9 @@ class Informer:
 
     def __init__(self, client: Client, kind: Kind, namespace: str = "", *, label_selector: str = "",
                  field_selector: str = "", resync: float = 0.0, page_size: int = 500,
-                 watch_timeout: tuple[float, float] = (300.0, 600.0)) -> None:
+                 watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None) -> None:
         self.client = client
+        self.transform = transform
         self.kind = kind
         self.namespace = namespace if kind.namespaced else ""
         self.label_selector = label_selector
@@ -126,6 +142,11 @@ class Informer:
         self._indices[name] = {}
         for key, obj in self._cache.items():
             self._index_one(name, key, obj)
+
+    def ensure_index(self, name: str, fn: IndexFunc) -> None:
+        """`add_index` unless an index of that name exists already (controllers sharing an informer)."""
+        if name not in self._indexers:
+            self.add_index(name, fn)
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
         return [self._cache[k] for k in sorted(self.index_keys(name, value))]
@@ -202,6 +223,8 @@ class Informer:
                 self._call(h.on_delete, obj)
 
     def _with_type(self, obj: Obj) -> Obj:
+        if self.transform is not None:
+            obj = self.transform(obj)
         if "kind" in obj and "apiVersion" in obj:
             return obj
         return {"apiVersion": self.kind.api_version, "kind": self.kind.kind, **obj}
@@ -352,12 +375,14 @@ class SharedInformers:
 
     `informer(...)` returns the existing informer for those arguments or creates it; `run()` runs every
     informer created so far and any created later, until cancelled. A smaller non-zero `resync` asked by a
-    later caller lowers the shared informer's resync period.
+    later caller lowers the shared informer's resync period. `transform` (e.g. `strip_managed_fields`)
+    applies to every informer.
     """
 
-    def __init__(self, client: Client, *, page_size: int = 500) -> None:
+    def __init__(self, client: Client, *, page_size: int = 500, transform: Transform | None = None) -> None:
         self.client = client
         self.page_size = page_size
+        self.transform = transform
         self._informers: dict[tuple[Hashable, ...], Informer] = {}
         self._changed = asyncio.Event()
 
@@ -367,7 +392,8 @@ class SharedInformers:
         inf = self._informers.get(key)
         if inf is None:
             inf = Informer(self.client, kind, namespace, label_selector=label_selector,
-                           field_selector=field_selector, resync=resync, page_size=self.page_size)
+                           field_selector=field_selector, resync=resync, page_size=self.page_size,
+                           transform=self.transform)
             self._informers[key] = inf
             self._changed.set()
         elif resync > 0 and (inf.resync <= 0 or resync < inf.resync):

@@ -41,7 +41,16 @@ from lite.objects import (
     uid_of,
 )
 from lite.selectors import LabelSelector
-from lite.server.controllers.replicaset_pods import is_active, is_pod_available, is_pod_ready, pods_to_delete
+from lite.server.controllers.replicaset_pods import (
+    CONTROLLER_UID_INDEX,
+    ORPHAN_INDEX,
+    controller_uid_index,
+    is_active,
+    is_pod_available,
+    is_pod_ready,
+    orphan_index,
+    pods_to_delete,
+)
 from lite.server.controllers.runtime import Controller, Expectations, builtin
 
 Obj = dict[str, Any]
@@ -95,6 +104,8 @@ class ReplicaSetController(Controller):
         self.expectations = Expectations()
         self.sets = self.informer(self.kind, primary=True)
         self.pods = self.informer(self.pod_kind)
+        for name, fn in ((CONTROLLER_UID_INDEX, controller_uid_index), (ORPHAN_INDEX, orphan_index)):
+            self.pods.ensure_index(name, fn)
         self.watch_primary(self.sets)
         self.pods.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
 
@@ -167,8 +178,7 @@ class ReplicaSetController(Controller):
             return None
         needs_sync = self.expectations.satisfied(key)
         selector = self.selector(rs)
-        active = [p for p in self.pods.by_index(NAMESPACE_INDEX, namespace_of(rs)) if is_active(p)]
-        pods = await self._claim(rs, selector, active)
+        pods = await self._claim(rs, selector, self._candidates(rs))
         error: ApiError | SlowStartError | None = None
         if needs_sync and not is_deleting(rs):
             try:
@@ -185,6 +195,19 @@ class ReplicaSetController(Controller):
         return None
 
     # -- adoption and release --
+
+    def _candidates(self, rs: Obj) -> list[Obj]:
+        """The active pods `_claim` can take: those this set controls and the namespace's orphans (pods
+        controlled by anything else are skipped by the claim anyway), in key order as a namespace scan."""
+        keys = self.pods.index_keys(CONTROLLER_UID_INDEX, uid_of(rs))
+        keys |= self.pods.index_keys(ORPHAN_INDEX, namespace_of(rs))
+        ns = namespace_of(rs)
+        out = []
+        for k in sorted(keys):
+            p = self.pods.get(k)
+            if p is not None and namespace_of(p) == ns and is_active(p):
+                out.append(p)
+        return out
 
     async def _claim(self, rs: Obj, selector: LabelSelector, pods: list[Obj]) -> list[Obj]:
         claimed: list[Obj] = []

@@ -19,6 +19,24 @@ Obj = dict[str, Any]
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# Pod informer indices shared by the ReplicaSet and ReplicationController controllers: a sync reads only
+# its own pods (by controller uid) and the namespace's orphans, not every pod of the namespace.
+CONTROLLER_UID_INDEX = "lite.controllers/controller-uid"
+ORPHAN_INDEX = "lite.controllers/orphans-by-namespace"
+
+
+def controller_uid_index(pod: Obj) -> list[str]:
+    for ref in meta(pod).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return [str(ref.get("uid", ""))]
+    return []
+
+
+def orphan_index(pod: Obj) -> list[str]:
+    m = meta(pod)
+    if any(ref.get("controller") for ref in m.get("ownerReferences") or []):
+        return []
+    return [str(m.get("namespace", ""))]
 
 
 def _ready_condition(pod: Obj) -> Obj | None:
