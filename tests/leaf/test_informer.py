@@ -18,7 +18,7 @@ import pytest
 from lite.client import Client, Obj, WatchEvent
 from lite.controllerkit import Backoff
 from lite.errors import internal
-from lite.informer import Informer, SharedInformers
+from lite.informer import Informer, SharedInformers, strip_managed_fields
 from lite.kinds import KindRegistry
 from lite.objects import deep_copy, labels_of, name_of
 from lite.server.store.store import Store
@@ -408,3 +408,25 @@ async def test_non_expired_error_event_forces_relist(tmp_path: Path) -> None:
             await eventually(lambda: ctl.list_calls == 2)
             await api.create(CM, "default", cm("b"))
             await eventually(lambda: inf.get("default/b") is not None)
+
+
+async def test_shared_informers_with_the_strip_transform_cache_no_managed_fields(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        stored = await api.create(CM, "default", cm("a", x="1"), field_manager="tester")
+        assert stored["metadata"].get("managedFields")
+        stripped, kept = SharedInformers(api, transform=strip_managed_fields), SharedInformers(api)
+        stripped.informer(CM), kept.informer(CM)
+        async with running(stripped), running(kept):
+            async with asyncio.timeout(GUARD):
+                await stripped.wait_synced()
+                await kept.wait_synced()
+            assert "managedFields" not in (stripped.informer(CM).get("default/a") or {"metadata": {}})["metadata"]
+            await api.patch(CM, "default", "a", {"data": {"x": "2"}}, field_manager="tester")
+            await eventually(lambda: (stripped.informer(CM).get("default/a") or {}).get("data") == {"x": "2"})
+            await eventually(lambda: (kept.informer(CM).get("default/a") or {}).get("data") == {"x": "2"})
+            cached = stripped.informer(CM).get("default/a")
+            assert cached is not None and "managedFields" not in cached["metadata"]
+            assert cached["metadata"]["name"] == "a" and cached["kind"] == "ConfigMap"
+            assert (kept.informer(CM).get("default/a") or {})["metadata"].get("managedFields")
+            # the client's object is not mutated by the transform
+            assert (await api.get(CM, "default", "a"))["metadata"].get("managedFields")
