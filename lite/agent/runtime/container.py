@@ -171,8 +171,11 @@ class Runtime:
         if self.zygote is not None:
             try:
                 fd = self.zygote.launch(str(state))
-            except OSError:
-                self.zygote = None  # no zygote can be started here: one process per shim from now on
+            except BlockingIOError:
+                pass  # the zygote is stuck or far behind: this shim is exec'd
+            except OSError:  # no zygote can be started here: one process per shim from now on
+                self.zygote.close()
+                self.zygote = None
             else:
                 return await _read_to_eof(fd), "zygote fork"
         shim_log = os.open(state / SHIM_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)

@@ -114,12 +114,13 @@ class ZygoteClient:
             raise
         finally:
             theirs.close()
+        ours.setblocking(False)  # a stuck zygote must never block the agent's loop: its queue fills instead
         self._sock = ours
         return ours
 
     def launch(self, state_dir: str) -> int:
         """Ask for a shim on `state_dir`; returns the read end of its report pipe (the caller closes it).
-        Raises OSError when no zygote can take the request."""
+        Raises BlockingIOError when the zygote is too far behind, another OSError when none can be started."""
         r, w = os.pipe2(os.O_CLOEXEC)
         try:
             with self._lock:
@@ -128,6 +129,8 @@ class ZygoteClient:
                     try:
                         socket.send_fds(sock, [state_dir.encode()], [w])
                         break
+                    except BlockingIOError:
+                        raise  # alive but behind: this start goes another way, the zygote stays
                     except OSError:
                         self._drop()
                         if attempt:
