@@ -184,3 +184,50 @@ def test_spread_scores_agree_between_the_cache_index_and_a_full_scan() -> None:
         assert a is not None and b is not None
         assert [plugin.score(a, p, n) for n in nodes] == [plugin.score(b, p, n) for n in nodes] \
             == plugin.score_nodes(a, p, nodes)
+
+
+def test_spread_tallies_follow_every_cache_change_and_agree_with_a_full_scan() -> None:
+    import random
+
+    from lite.selectors import LabelSelector
+    from lite.server.scheduler.podinfo import pod_info
+    from lite.server.scheduler.snapshot import Cache, make_snapshot
+
+    rng = random.Random(7)
+    anchored = pts.system_default_constraints(LabelSelector.from_dict({"matchLabels": WEB}))
+    loose = pts.system_default_constraints(LabelSelector.from_dict(
+        {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "x"]}]}))
+    incoming = [pod_info(pod("w", labels=WEB), None, defaults) for defaults in (anchored, loose)]
+    plugin = pts.PodTopologySpread()
+    cache = Cache()
+    names = [f"n{i}" for i in range(8)]
+    placed: list[str] = []
+    checked = 0
+    for step in range(400):
+        op = rng.randrange(7)
+        if op == 0:  # a node appears or is relabelled (zone moves, or disappears)
+            zone = rng.choice(["a", "b", ""])
+            cache.set_node(node(rng.choice(names), labels={ZONE: zone} if zone else {}))
+        elif op == 1 and len(cache) > 1:
+            cache.remove_node(rng.choice(names))
+        elif op in (2, 3):  # a pod lands (some in another namespace, some terminating, some not selected)
+            labels = WEB if rng.random() < 0.7 else {"app": "x"}
+            obj = pod(f"p{step}", labels=labels, ns=rng.choice(["default", "default", "other"]))
+            if rng.random() < 0.15:
+                obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            (cache.assume if op == 3 else cache.add_pod)(info(obj), rng.choice(names))
+            placed.append(f"{obj['metadata']['namespace']}/p{step}")
+        elif op == 4 and placed:
+            cache.remove_pod(placed.pop(rng.randrange(len(placed))))
+        elif op == 5 and placed:
+            cache.forget(rng.choice(placed))
+        live = cache.snapshot()
+        if not live.nodes:
+            continue
+        scanned = make_snapshot(live.nodes)
+        feasible = [n for n in live.nodes if rng.random() < 0.7] or list(live.nodes)
+        for p in incoming:
+            a, b = plugin.pre_score(p, live, feasible), plugin.pre_score(p, scanned, feasible)
+            assert a == b
+        checked += 1
+    assert checked > 300 and len(cache.spread) == 2

@@ -23,6 +23,7 @@ from typing import Any
 
 from lite.client import Obj
 from lite.server.scheduler.podinfo import PodInfo, Resources, parse_resources
+from lite.server.scheduler.spreadcount import SpreadIndex
 
 NO_RESOURCES = Resources()
 NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE = "NoSchedule", "NoExecute", "PreferNoSchedule"
@@ -149,6 +150,8 @@ class Snapshot:
     # (namespace, label key, value) → nodes running such pods (with counts). A live index, not a copy: valid
     # for the synchronous cycle that took the snapshot, and a superset after `replace` (hints, not counts).
     label_nodes: Mapping[tuple[str, str, str], Mapping[str, int]] | None = None
+    # The cache's live topology-spread tallies: valid only while `spread.current() == generation`.
+    spread: SpreadIndex | None = None
 
     def nodes_with_label(self, namespace: str, key: str, value: str) -> list[NodeInfo] | None:
         """NodeInfos that may run a pod of `namespace` labelled key=value (None: no index, scan all)."""
@@ -201,6 +204,14 @@ class Cache:
         self._cordoned = 0
         self._gen = 0
         self._snap: Snapshot | None = None
+        self.spread = SpreadIndex(self._labels_of, self._assigned, lambda: self._gen)
+
+    def _labels_of(self, node: str) -> Mapping[str, str] | None:
+        ni = self._nodes.get(node)
+        return ni.node.labels if ni is not None else None
+
+    def _assigned(self) -> Iterable[tuple[PodInfo, str]]:
+        return ((p, self._pod_node[k]) for k, p in self._infos.items())
 
     # -- nodes --
 
@@ -214,6 +225,7 @@ class Cache:
             pods = self._orphans.pop(nd.name, {})
             self._set(nd.name, build_node_info(nd, pods.values()))
         self._count_images(nd, 1)
+        self.spread.node_changed(nd.name, old.node.labels if old is not None else None, nd.labels)
 
     def remove_node(self, name: str) -> None:
         old = self._nodes.get(name)
@@ -221,6 +233,7 @@ class Cache:
             return
         self._count_images(old.node, -1)
         self._set(name, None)
+        self.spread.node_changed(name, old.node.labels, None)
         if old.pods:
             self._orphans[name] = {p.key: p for p in old.pods}
 
@@ -258,6 +271,7 @@ class Cache:
         self._pod_node[p.key] = node
         self._infos[p.key] = p
         self._index_labels(p, node, 1)
+        self.spread.pod_changed(p, node, 1)
         ni = self._nodes.get(node)
         if ni is None:
             self._orphans.setdefault(node, {})[p.key] = p
@@ -275,6 +289,7 @@ class Cache:
         gone = self._infos.pop(key, None)
         if gone is not None:
             self._index_labels(gone, node, -1)
+            self.spread.pod_changed(gone, node, -1)
         ni = self._nodes.get(node)
         if ni is not None:
             self._set(node, ni.without_pod(key))
@@ -341,7 +356,7 @@ class Cache:
                                   MappingProxyType(dict(self._images)), MappingProxyType(dict(self._ns_labels)),
                                   MappingProxyType({k: tuple(v.values()) for k, v in self._nominated.items() if v}),
                                   self._aff, self._anti, self._tainted, self._cordoned, self._gen,
-                                  MappingProxyType(self._label_nodes))
+                                  MappingProxyType(self._label_nodes), self.spread)
         return self._snap
 
     def __len__(self) -> int:

@@ -20,6 +20,7 @@ from lite.server.scheduler.framework import MAX_SCORE, Failure
 from lite.server.scheduler.plugins.nodeaffinity import required_matches
 from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, tolerated
 from lite.server.scheduler.snapshot import NodeInfo, Snapshot
+from lite.server.scheduler.spreadcount import SpreadIndex
 
 NAME = "PodTopologySpread"
 ERR_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
@@ -106,6 +107,25 @@ def count_domains(pod: PodInfo, nodes: list[NodeInfo] | tuple[NodeInfo, ...],
     return out
 
 
+def _tallied(pod: PodInfo, c: SpreadConstraint, spread: SpreadIndex, nodes: list[NodeInfo],
+             dom: set[str]) -> dict[str, int]:
+    """pre_score's counts for a constraint without eligibility checks, from the cache's tallies: the same
+    numbers as visiting the nodes (hostname: the feasible nodes; other keys: every node in `dom`)."""
+    t = spread.tally(pod.namespace, c.selector)
+    topo = c.topology_key
+    counts: dict[str, int] = {}
+    if topo == HOSTNAME:
+        per_node = t.per_node
+        for ni in nodes:
+            n = per_node.get(ni.name)
+            if n:
+                value = ni.node.labels.get(topo, "")
+                counts[value] = counts.get(value, 0) + n
+        return counts
+    totals = spread.domain(t, topo)
+    return {v: n for v in dom if (n := totals.get(v))}
+
+
 class PodTopologySpread:
     name = NAME
 
@@ -148,6 +168,9 @@ class PodTopologySpread:
             key, topo, dom = _memo_key(pod, c), c.topology_key, domains[i]
             check = require_all or (c.honor_affinity and (pod.node_selector or pod.required_node_terms is not None)) \
                 or c.honor_taints
+            if not check and snap.spread is not None and snap.spread.current() == snap.generation:
+                out.append((c, _tallied(pod, c, snap.spread, nodes, dom), math.log(len(dom) + 2)))
+                continue
             # A hostname domain is one node: counting the feasible nodes is enough (upstream does the same).
             # Nodes running no pod with one of the selector's label pairs count 0 and are not visited.
             hint = _hint(pod, c, snap)
