@@ -206,8 +206,11 @@ def test_spread_tallies_follow_every_cache_change_and_agree_with_a_full_scan() -
     for step in range(400):
         op = rng.randrange(7)
         if op == 0:  # a node appears or is relabelled (zone moves, or disappears)
-            zone = rng.choice(["a", "b", ""])
-            cache.set_node(node(rng.choice(names), labels={ZONE: zone} if zone else {}))
+            zone, name = rng.choice(["a", "b", ""]), rng.choice(names)
+            labels = {ZONE: zone} if zone else {}
+            if rng.random() < 0.8:  # mostly unique hostnames, sometimes none or a shared one
+                labels[HOST] = name if rng.random() < 0.9 else "shared"
+            cache.set_node(node(name, labels=labels))
         elif op == 1 and len(cache) > 1:
             cache.remove_node(rng.choice(names))
         elif op in (2, 3):  # a pod lands (some in another namespace, some terminating, some not selected)

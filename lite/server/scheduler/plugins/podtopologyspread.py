@@ -116,6 +116,8 @@ def _tallied(pod: PodInfo, c: SpreadConstraint, spread: SpreadIndex, nodes: list
     counts: dict[str, int] = {}
     if topo == HOSTNAME:
         per_node = t.per_node
+        if len(dom) == len(nodes):  # one feasible node per hostname value: no sums needed
+            return {ni.node.labels.get(topo, ""): n for ni in nodes if (n := per_node.get(ni.name))}
         for ni in nodes:
             n = per_node.get(ni.name)
             if n:
@@ -157,11 +159,14 @@ class PodTopologySpread:
         # Upstream: with the system default constraints a node need not carry every key (a missing label
         # is the empty value); with the pod's own constraints such nodes are ignored.
         require_all = not pod.spread_defaulted
-        domains: list[set[str]] = [set() for _ in soft]
-        for ni in nodes:
-            if not require_all or _has_keys(ni, soft):
-                for i, c in enumerate(soft):
-                    domains[i].add(ni.node.labels.get(c.topology_key, ""))
+        if require_all:
+            domains: list[set[str]] = [set() for _ in soft]
+            for ni in nodes:
+                if _has_keys(ni, soft):
+                    for i, c in enumerate(soft):
+                        domains[i].add(ni.node.labels.get(c.topology_key, ""))
+        else:
+            domains = [{ni.node.labels.get(c.topology_key, "") for ni in nodes} for c in soft]
         out = []
         for i, c in enumerate(soft):
             counts: dict[str, int] = {}
@@ -209,6 +214,15 @@ class PodTopologySpread:
         """`score` over many nodes, same results (loop-invariant lookups hoisted)."""
         parts = [(c.topology_key, counts, weight, c.max_skew - 1) for c, counts, weight in state.constraints]
         ignore = state.require_all
+        if not ignore:  # every node scores: one pass per constraint, summed in the same order as `score`
+            totals = [0.0] * len(nodes)
+            for key, counts, weight, extra in parts:
+                if counts:
+                    totals = [t + (counts.get(n.node.labels.get(key, ""), 0) * weight + extra)
+                              for t, n in zip(totals, nodes, strict=True)]
+                else:
+                    totals = [t + (0 * weight + extra) for t in totals]
+            return [round(t) for t in totals]
         out: list[int] = []
         for n in nodes:
             labels = n.node.labels
@@ -227,6 +241,9 @@ class PodTopologySpread:
     def normalize(self, state: object, scores: list[int]) -> None:
         valid = [s for s in scores if s >= 0]
         lo, hi = min(valid, default=0), max(valid, default=0)
+        if hi and len(valid) == len(scores):  # the common case, as one comprehension
+            scores[:] = [MAX_SCORE * (hi + lo - s) // hi for s in scores]
+            return
         for i, s in enumerate(scores):
             if s < 0:
                 scores[i] = 0
