@@ -213,7 +213,7 @@ class ReplicaSetController(Controller):
         claimed: list[Obj] = []
         fresh_checked: bool | None = None
         for pod in pods:
-            ref = controller_of(pod)
+            ref = _controller_ref(pod)
             matches = selector.matches(labels_of(pod))
             if ref is not None:
                 if ref.get("uid") != uid_of(rs):
@@ -318,11 +318,17 @@ class ReplicaSetController(Controller):
         tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         min_ready = int(spec.get("minReadySeconds") or 0)
         t = now()
+        labeled = ready = available = 0
+        for p in pods:  # one pass: this runs on every sync over every pod of the set
+            labeled += _has_all(labels_of(p), tlabels)
+            if is_pod_ready(p):
+                ready += 1
+                available += min_ready <= 0 or is_pod_available(p, min_ready, t)
         status: Obj = {
             "replicas": len(pods),
-            "fullyLabeledReplicas": sum(1 for p in pods if _has_all(labels_of(p), tlabels)),
-            "readyReplicas": sum(1 for p in pods if is_pod_ready(p)),
-            "availableReplicas": sum(1 for p in pods if is_pod_available(p, min_ready, t)),
+            "fullyLabeledReplicas": labeled,
+            "readyReplicas": ready,
+            "availableReplicas": available,
             "observedGeneration": meta(rs).get("generation", 0),
         }
         conditions = [c for c in (rs.get("status") or {}).get("conditions") or [] if c.get("type") != "ReplicaFailure"]
@@ -369,6 +375,14 @@ class ReplicationControllerController(ReplicaSetController):
         if ref is None or ref.get("kind") != self.kind_name or ref.get("apiVersion") != "v1":
             return None
         return f"{namespace_of(pod)}/{ref.get('name', '')}"
+
+
+def _controller_ref(pod: Obj) -> Obj | None:
+    """`controller_of` without the copy (the claim loop only reads it)."""
+    for ref in meta(pod).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref  # type: ignore[no-any-return]
+    return None
 
 
 def _has_all(labels: dict[str, str], want: dict[str, str]) -> bool:

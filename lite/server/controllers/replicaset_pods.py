@@ -40,9 +40,10 @@ def orphan_index(pod: Obj) -> list[str]:
 
 
 def _ready_condition(pod: Obj) -> Obj | None:
+    c: Obj
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready":
-            return dict(c)
+            return c  # read-only: callers never change it (pods are shared informer objects)
     return None
 
 
