@@ -55,9 +55,9 @@ from lite.agent.volumes import VolumeError
 
 log = logging.getLogger(__name__)
 RECORDS = "records.json"
-# Pending details of a starting pod (its first status, then its IP) are pushed this much later, unless a
-# transition (a container running) supersedes them first: a start burst then costs the API server about one
-# status write per pod instead of three. Transitions are never delayed.
+# Details of a pod's status (its IP, waiting reasons) are pushed this much later unless a transition (a
+# container running) supersedes them first: a start burst then costs the API server two status writes per
+# pod instead of three. Transitions (and a pod's first status) are never delayed.
 COALESCE_DETAILS = 0.25
 POD_FILE = "pod.json"
 PREPARE_ERRORS = (HookError, VolumeError, ConfigError, ImageError, OSError)
@@ -69,11 +69,10 @@ def _states(status: Obj) -> list[tuple[object, ...]]:
 
 
 def _transition(last: Obj | None, status: Obj) -> bool:
-    """A change that is pushed at once: phase, a container's state (waiting/running/terminated), ready or
-    started. Other changes (the pod IP, a waiting reason or message) may wait `COALESCE_DETAILS`."""
-    before = last or {"phase": "Pending"}
-    return bool(before.get("phase") != status.get("phase") or (last is not None and _states(last) != _states(status))
-                or (last is None and any(s[1] not in (None, "waiting") for s in _states(status))))
+    """A change that is pushed at once: the first status, phase, a container's state (waiting/running/
+    terminated), ready or started. Other changes (the pod IP, a waiting reason or message) may wait
+    `COALESCE_DETAILS`."""
+    return last is None or last.get("phase") != status.get("phase") or _states(last) != _states(status)
 
 
 def _rec_from(raw: dict[str, object]) -> ContainerRecord:
