@@ -177,7 +177,7 @@ def inner(args: argparse.Namespace) -> None:
         print(f"create→Running: p50 {res['p50']:.3f} s, p99 {res['p99']:.3f} s; {res['pods_per_s']:.1f} pods/s "
               f"(kubectl create took {res['create_s']:.2f} s, all Running after {res['all_s']:.2f} s)")
         print(f"RSS lite server (embedded agent, {args.pods} pods): {rss_before / 1024:.1f} MiB; "
-              f"{shims} shims + zygote: RSS {shim_rss / 1024:.1f} MiB total, PSS {shim_pss / 1024:.1f} MiB total")
+              f"{shims - 1} shims + zygote: RSS {shim_rss / 1024:.1f} MiB total, PSS {shim_pss / 1024:.1f} MiB total")
         print(f"idle CPU of lite server over {args.idle} s: {idle:.2f} % of one core")
     finally:
         try:
