@@ -27,6 +27,7 @@ from lite.server.join.tunnel import AgentStream, StreamMsg, disconnected
 log = logging.getLogger("lite.server.join")
 
 DATA_QUEUE = 256
+INTAKE_CONCURRENCY = 16  # pods whose reports are written at once (each write is a group-committed store write)
 
 
 class NodeSession:
@@ -129,14 +130,42 @@ class NodeSession:
                 self._reports.put_nowait(msg)
 
     async def _intake(self) -> None:
-        while True:
-            msg = await self._reports.get()
-            try:
-                await self._apply(msg)
-            except ApiError as e:
-                log.warning("node %s: %s not applied: %s", self.node, msg.T, e)
-            except Exception:
-                log.exception("node %s: %s not applied", self.node, msg.T)
+        """Apply reports: in order per pod, different pods concurrently, and only the newest pending status.
+
+        Each apply is a committed write (a few ms); applied one after another, 50 pods starting together
+        waited ~180 ms in this queue. A pod's PodFinal is never coalesced away and never overtakes its
+        status; node-level reports (node status, lease, events) keep their own order under one key.
+        """
+        pending: dict[str, list[wire.Message]] = {}
+        slots = asyncio.Semaphore(INTAKE_CONCURRENCY)
+
+        async def drain(key: str) -> None:
+            async with slots:
+                while queue := pending.get(key):
+                    msg = queue.pop(0)
+                    await self._apply_one(msg)
+                pending.pop(key, None)
+
+        async with asyncio.TaskGroup() as tg:
+            while True:
+                msg = await self._reports.get()
+                key = f"pod/{msg.uid}" if isinstance(msg, (wire.PodStatus, wire.PodFinal)) else "node"
+                queue = pending.get(key)
+                if queue is None:
+                    pending[key] = [msg]
+                    tg.create_task(drain(key))
+                elif isinstance(msg, wire.PodStatus) and queue and isinstance(queue[-1], wire.PodStatus):
+                    queue[-1] = msg  # a newer full status supersedes one not yet written
+                else:
+                    queue.append(msg)
+
+    async def _apply_one(self, msg: wire.Message) -> None:
+        try:
+            await self._apply(msg)
+        except ApiError as e:
+            log.warning("node %s: %s not applied: %s", self.node, msg.T, e)
+        except Exception:
+            log.exception("node %s: %s not applied", self.node, msg.T)
 
     def end(self) -> None:
         """Mark the session over and fail its open streams (idempotent)."""
