@@ -430,3 +430,28 @@ async def test_shared_informers_with_the_strip_transform_cache_no_managed_fields
             assert (kept.informer(CM).get("default/a") or {})["metadata"].get("managedFields")
             # the client's object is not mutated by the transform
             assert (await api.get(CM, "default", "a"))["metadata"].get("managedFields")
+
+
+async def test_shared_informers_share_equal_parts_and_keep_objects_equal(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        for name in ("a", "b"):
+            await api.create(CM, "default", cm(name, labels={"app": "x", "tier": "web"}, v="1"))
+        await api.create(CM, "default", cm("c", labels={"app": "y"}, v="1"))
+        factory = SharedInformers(api)
+        inf = factory.informer(CM, "default")
+        async with running(factory):
+            async with asyncio.timeout(GUARD):
+                await factory.wait_synced()
+            a, b, c = (inf.get(f"default/{n}") for n in "abc")
+            assert a is not None and b is not None and c is not None
+            assert a["metadata"]["labels"] is b["metadata"]["labels"]
+            assert c["metadata"]["labels"] == {"app": "y"} and c["metadata"]["labels"] is not a["metadata"]["labels"]
+            for name, cached in (("a", a), ("b", b), ("c", c)):
+                assert cached == await api.get(CM, "default", name)
+        plain = SharedInformers(api, transform=None)
+        raw = plain.informer(CM, "default")
+        async with running(plain):
+            async with asyncio.timeout(GUARD):
+                await plain.wait_synced()
+            x, y = raw.get("default/a"), raw.get("default/b")
+            assert x is not None and y is not None and x["metadata"]["labels"] is not y["metadata"]["labels"]
