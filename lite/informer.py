@@ -81,9 +81,10 @@ def strip_managed_fields(obj: Obj) -> Obj:
 
 
 class ShareCommonParts:
-    """A transform that makes equal parts of objects one shared object: each dict/list value of `spec`, and
-    `metadata.labels`, `annotations` and `ownerReferences`, are looked up by their JSON encoding among the
-    last `limit` distinct parts seen. Objects are rebuilt shallowly; the argument is never mutated."""
+    """A transform that makes equal parts of objects one shared object: each dict/list value of `spec`,
+    `metadata.labels`, `annotations` and `ownerReferences`, and each of `status.conditions`, are looked up
+    by their JSON encoding among the last `limit` distinct parts seen. Objects are rebuilt shallowly; the
+    argument is never mutated."""
 
     META_PARTS = ("labels", "annotations", "ownerReferences")
 
@@ -115,6 +116,11 @@ class ShareCommonParts:
         m = obj.get("metadata")
         if isinstance(m, dict):
             out["metadata"] = {k: self.share(v) if k in self.META_PARTS and v else v for k, v in m.items()}
+        status = obj.get("status")
+        conditions = status.get("conditions") if isinstance(status, dict) else None
+        if isinstance(status, dict) and isinstance(conditions, list) and conditions:
+            # conditions written in the same second are equal across many objects
+            out["status"] = {**status, "conditions": [self.share(c) for c in conditions]}
         return out
 
 

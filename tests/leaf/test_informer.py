@@ -455,3 +455,24 @@ async def test_shared_informers_share_equal_parts_and_keep_objects_equal(tmp_pat
                 await plain.wait_synced()
             x, y = raw.get("default/a"), raw.get("default/b")
             assert x is not None and y is not None and x["metadata"]["labels"] is not y["metadata"]["labels"]
+
+
+def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() -> None:
+    from lite.informer import ShareCommonParts
+
+    def pod(name: str, stamp: str) -> Obj:
+        return {"metadata": {"name": name, "labels": {"app": "x"}},
+                "spec": {"nodeName": name, "containers": [{"name": "c", "image": "i"}], "securityContext": {}},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                               "lastTransitionTime": stamp}]}}
+
+    share = ShareCommonParts(limit=3)
+    originals = [pod("a", "t1"), pod("b", "t1"), pod("c", "t2")]
+    before = deep_copy(originals)
+    a, b, c = (share(p) for p in originals)
+    assert originals == before and [a, b, c] == before  # equal content, arguments untouched
+    assert a["spec"]["containers"] is b["spec"]["containers"] is c["spec"]["containers"]
+    assert a["status"]["conditions"][0] is b["status"]["conditions"][0]
+    assert c["status"]["conditions"][0] is not a["status"]["conditions"][0]
+    assert a["spec"] is not originals[0]["spec"] and a["metadata"]["labels"] is b["metadata"]["labels"]
+    assert len(share) <= 3  # bounded: the oldest parts are forgotten
