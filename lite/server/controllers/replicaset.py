@@ -93,7 +93,7 @@ class ReplicaSetController(Controller):
     name: ClassVar[str] = "replicaset"
     group: ClassVar[str] = "apps"
     kind_name: ClassVar[str] = "ReplicaSet"
-    workers = 4
+    workers = 5  # kube-controller-manager --concurrent-replicaset-syncs default
 
     def __init__(self, client: Client, informers: SharedInformers, recorder: EventRecorder | None = None, *,
                  burst: int = BURST_REPLICAS) -> None:
