@@ -342,3 +342,18 @@ async def test_job_with_a_foreign_generated_selector_is_rejected(res: Resources)
         await res.create(JOB, "default", exported)
     assert [c.field for c in e.value.causes] == [
         "spec.selector", "spec.template.metadata.labels[batch.kubernetes.io/controller-uid]"]
+
+
+async def test_update_without_managed_fields_keeps_them_and_empty_object_clears(res: Resources) -> None:
+    """Upstream: a PUT that leaves managedFields out keeps the stored entries; `[{}]` removes them."""
+    cm = {"metadata": {"name": "mf"}, "data": {"a": "1"}}
+    created = await res.create(CM, "default", cm, field_manager="creator")
+    assert [e["manager"] for e in created["metadata"]["managedFields"]] == ["creator"]
+    body = {"metadata": {"name": "mf", "resourceVersion": created["metadata"]["resourceVersion"]},
+            "data": {"a": "2"}}
+    updated = await res.update(CM, "default", "mf", body)
+    assert [e["manager"] for e in updated["metadata"]["managedFields"]] == ["creator"]
+    assert updated["data"] == {"a": "2"}
+    body = {"metadata": {"name": "mf", "managedFields": [{}]}, "data": {"a": "3"}}
+    cleared = await res.update(CM, "default", "mf", body)
+    assert "managedFields" not in cleared["metadata"]

@@ -325,11 +325,23 @@ class WriteMixin(RegistryBase):
                     new.pop("status")
                 new["metadata"]["resourceVersion"] = meta.get("resourceVersion") or ""
                 return new
-            return deep_copy(obj)
+            return _keep_managed_fields(deep_copy(obj), old)
 
         out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
                                         manager=manager)
         return out
+
+
+def _keep_managed_fields(new: Obj, old: Obj) -> Obj:
+    """An update that leaves managedFields out (or empty) keeps the stored ones, as upstream does, so clients
+    that strip them from their caches erase nobody's ownership; `[{}]` is upstream's way to clear them."""
+    meta = new.setdefault("metadata", {})
+    fields = meta.get("managedFields")
+    if not fields and (old.get("metadata") or {}).get("managedFields"):
+        meta["managedFields"] = old["metadata"]["managedFields"]
+    elif fields == [{}]:
+        meta.pop("managedFields", None)
+    return new
 
 
 def _same_but_field_times(new: Obj, old: Obj) -> bool:
