@@ -25,7 +25,6 @@ import logging
 from typing import Any, ClassVar
 
 from lite.client import Client
-from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.informer import NAMESPACE_INDEX, SharedInformers
 from lite.objects import (
@@ -33,15 +32,13 @@ from lite.objects import (
     deep_copy,
     is_deleting,
     labels_of,
-    meta,
-    name_of,
     namespace_of,
     now,
-    owner_ref,
     uid_of,
 )
 from lite.selectors import LabelSelector
 from lite.server.controllers import deployment_util as du
+from lite.server.controllers.controllerref import adopt, release, still_ours
 from lite.server.controllers.deployment_rollout import RolloutMixin
 from lite.server.controllers.runtime import Controller, builtin
 
@@ -159,36 +156,17 @@ class DeploymentController(RolloutMixin, Controller):
                 if matches or is_deleting(d):
                     owned.append(rs)
                 elif not is_deleting(rs):
-                    await self._set_owner_refs(rs, [r for r in meta(rs).get("ownerReferences") or []
-                                                    if r.get("uid") != uid_of(d)])
+                    await release(self.client, self.rs_kind, rs, d)
                 continue
             if not matches or is_deleting(rs) or is_deleting(d):
                 continue
             if checked is None:
-                checked = await self._still_ours(d)
+                checked = await still_ours(self.client, self.kind, d)
             if checked:
-                adopted = await self._set_owner_refs(rs, [*(meta(rs).get("ownerReferences") or []), owner_ref(d)])
+                adopted = await adopt(self.client, self.rs_kind, rs, d)
                 if adopted is not None:
                     owned.append(adopted)
         return owned
-
-    async def _still_ours(self, d: Obj) -> bool:
-        try:
-            live = await self.client.get(self.kind, namespace_of(d), name_of(d))
-        except ApiError as e:
-            if e.code == 404:
-                return False
-            raise
-        return uid_of(live) == uid_of(d) and not is_deleting(live)
-
-    async def _set_owner_refs(self, rs: Obj, refs: list[Obj]) -> Obj | None:
-        patch = {"metadata": {"resourceVersion": meta(rs).get("resourceVersion"), "ownerReferences": refs or None}}
-        try:
-            return await self.client.patch(self.rs_kind, namespace_of(rs), name_of(rs), patch)
-        except ApiError as e:
-            if e.code in (404, 422):
-                return None
-            raise
 
 
 def _opt(rs: Obj | None) -> list[Obj]:

@@ -41,6 +41,7 @@ from lite.objects import (
     uid_of,
 )
 from lite.selectors import LabelSelector
+from lite.server.controllers.controllerref import adopt, release, still_ours
 from lite.server.controllers.replicaset_pods import (
     CONTROLLER_UID_INDEX,
     ORPHAN_INDEX,
@@ -221,39 +222,18 @@ class ReplicaSetController(Controller):
                 if matches or is_deleting(rs):
                     claimed.append(pod)
                 else:
-                    await self._set_owner_refs(pod, [r for r in meta(pod).get("ownerReferences") or []
-                                                     if r.get("uid") != uid_of(rs)])
+                    await release(self.client, self.pod_kind, pod, rs)
                 continue
             if not matches or is_deleting(pod) or is_deleting(rs):
                 continue
             if fresh_checked is None:
-                fresh_checked = await self._still_ours(rs)
+                fresh_checked = await still_ours(self.client, self.kind, rs)
             if not fresh_checked:
                 continue
-            refs = [*(meta(pod).get("ownerReferences") or []), owner_ref(rs)]
-            adopted = await self._set_owner_refs(pod, refs)
+            adopted = await adopt(self.client, self.pod_kind, pod, rs)
             if adopted is not None:
                 claimed.append(adopted)
         return claimed
-
-    async def _still_ours(self, rs: Obj) -> bool:
-        """Upstream's adoption recheck: the live object is the same set and is not being deleted."""
-        try:
-            live = await self.client.get(self.kind, namespace_of(rs), name_of(rs))
-        except ApiError as e:
-            if e.code == 404:
-                return False
-            raise
-        return uid_of(live) == uid_of(rs) and not is_deleting(live)
-
-    async def _set_owner_refs(self, pod: Obj, refs: list[Obj]) -> Obj | None:
-        patch = {"metadata": {"resourceVersion": meta(pod).get("resourceVersion"), "ownerReferences": refs or None}}
-        try:
-            return await self.client.patch(self.pod_kind, namespace_of(pod), name_of(pod), patch)
-        except ApiError as e:
-            if e.code in (404, 422):
-                return None
-            raise
 
     # -- creating and deleting pods --
 
