@@ -168,16 +168,22 @@ class Runtime:
 
     async def _launch(self, state: Path) -> tuple[bytes, str]:
         """Start the shim on `state`; its report line (and how it ended, for errors)."""
-        if self.zygote is not None:
+        for _ in (0, 1):
+            if self.zygote is None:
+                break
             try:
                 fd = self.zygote.launch(str(state))
             except BlockingIOError:
-                pass  # the zygote is stuck or far behind: this shim is exec'd
+                break  # the zygote is stuck or far behind: this shim is exec'd
             except OSError:  # no zygote can be started here: one process per shim from now on
                 self.zygote.close()
                 self.zygote = None
-            else:
-                return await _read_to_eof(fd), "zygote fork"
+                break
+            out = await _read_to_eof(fd)
+            if out or self.zygote.alive():
+                return out, "zygote fork"
+            # The zygote died with this request queued (it was killed): no shim was forked; ask a new one.
+            self.zygote.close()
         shim_log = os.open(state / SHIM_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             proc = await asyncio.create_subprocess_exec(

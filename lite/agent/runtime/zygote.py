@@ -159,6 +159,11 @@ class ZygoteClient:
         with self._lock:
             self._drop()
 
+    def alive(self) -> bool:
+        """Whether the zygote process is running (a killed one may have swallowed a queued request)."""
+        with self._lock:
+            return self._proc is not None and self._proc.poll() is None
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
