@@ -145,24 +145,15 @@ class _Conn:
     done: bool = False
 
 
-class SpdyPortForward:
+class SpdyPortForward(spdy.SpdySession):
     """The server side of kubectl's port-forward SPDY session; `feed` it the client's bytes."""
 
     def __init__(self, send: Callable[[bytes], Awaitable[None]], session: Any, base: Obj) -> None:
-        self._send = send
+        super().__init__(send)
         self._session = session
         self._base = base
-        self._reader = spdy.SpdyReader()
-        self._writer = spdy.SpdyWriter()
-        self._lock = asyncio.Lock()
         self._conns: dict[str, _Conn] = {}
         self._by_sid: dict[int, _Conn] = {}
-
-    async def _out(self, build: Callable[[], bytes | list[bytes]]) -> None:
-        async with self._lock:
-            frames = build()
-            for frame in frames if isinstance(frames, list) else [frames]:
-                await self._send(frame)
 
     async def feed(self, chunk: bytes) -> bool:
         """Handle the client's bytes; False once the client said GOAWAY."""

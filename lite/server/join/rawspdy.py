@@ -131,26 +131,17 @@ async def serve_spdy_exec(request: web.Request, stream: AgentStream, params: Obj
     return await _takeover(request, EXEC_PROTOCOL, run)
 
 
-class _SpdyExec:
+class _SpdyExec(spdy.SpdySession):
     def __init__(self, send: Send, stream: AgentStream, expected: set[str], tty: bool) -> None:
-        self._send = send
+        super().__init__(send)
         self._stream = stream
         self._expected = expected
         self._tty = tty
-        self._reader = spdy.SpdyReader()
-        self._writer = spdy.SpdyWriter()
-        self._lock = asyncio.Lock()
         self._sids: dict[str, int] = {}
         self._types: dict[int, str] = {}
         self._resize = json.JSONDecoder()
         self._resize_buf = ""
         self._pump: asyncio.Task[None] | None = None
-
-    async def _out(self, build: Callable[[], bytes | list[bytes]]) -> None:
-        async with self._lock:
-            frames = build()
-            for frame in frames if isinstance(frames, list) else [frames]:
-                await self._send(frame)
 
     async def feed(self, chunk: bytes) -> bool:
         for frame in self._reader.feed(chunk):

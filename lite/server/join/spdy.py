@@ -11,8 +11,10 @@ Pure and synchronous (zlib work is tiny: a few hundred bytes per stream).
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 # The SPDY/3 header-compression dictionary (draft 3, section 2.6.10.1): length-prefixed words, then a tail.
@@ -178,3 +180,21 @@ class SpdyWriter:
             flags = FLAG_FIN if fin and i == len(chunks) - 1 else 0
             frames.append(struct.pack(">II", stream_id & 0x7FFFFFFF, (flags << 24) | len(chunk)) + chunk)
         return frames
+
+
+class SpdySession:
+    """What both server-side SPDY sessions (exec, port-forward) share: one reader and one writer (each holding
+    its direction's compression context) and a lock, so frames built and sent under it never interleave and
+    the compression contexts stay in frame order."""
+
+    def __init__(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+        self._send = send
+        self._reader = SpdyReader()
+        self._writer = SpdyWriter()
+        self._lock = asyncio.Lock()
+
+    async def _out(self, build: Callable[[], bytes | list[bytes]]) -> None:
+        async with self._lock:
+            frames = build()
+            for frame in frames if isinstance(frames, list) else [frames]:
+                await self._send(frame)
