@@ -7,8 +7,6 @@ for every option; `create_owned`/`update_owned` must behave as `create`/`update`
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,9 +16,7 @@ from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.patch import json_equal
 from lite.server.api.resources import Resources
-from lite.server.api.strategies import default_strategies
 from lite.server.api.writing import fast_uid, same_json
-from lite.server.store import Store
 
 
 def _kind(plural: str) -> Kind:
@@ -32,15 +28,6 @@ def _kind(plural: str) -> Kind:
 POD, CM = _kind("pods"), _kind("configmaps")
 
 
-@pytest.fixture
-async def res(tmp_path: Path) -> AsyncIterator[Resources]:
-    store = await Store.open(str(tmp_path / "db.sqlite"))
-    r = Resources(store, KindRegistry(), default_strategies())
-    await r.start()
-    try:
-        yield r
-    finally:
-        await store.close()
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.server.api.resources import Resources
-from lite.server.api.strategies import default_strategies
-from lite.server.store import Store
 
 KINDS = KindRegistry()
 
@@ -26,15 +23,6 @@ POD, CM, NS = kind("pods"), kind("configmaps"), kind("namespaces")
 DEPLOY, SVC, SECRET = kind("deployments", "apps"), kind("services"), kind("secrets")
 
 
-@pytest.fixture
-async def res(tmp_path: Path) -> AsyncIterator[Resources]:
-    store = await Store.open(str(tmp_path / "db.sqlite"))
-    r = Resources(store, KindRegistry(), default_strategies(), bookmark_interval=0.05)
-    await r.start()
-    try:
-        yield r
-    finally:
-        await store.close()
 
 
 def pod(name: str = "p", **labels: str) -> dict:

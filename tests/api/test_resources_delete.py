@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +10,6 @@ from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.objects import parse_time
 from lite.server.api.resources import Resources
-from lite.server.api.strategies import default_strategies
-from lite.server.store import Store
 
 KINDS = KindRegistry()
 
@@ -27,15 +23,6 @@ def kind(plural: str, group: str = "", version: str = "v1") -> Kind:
 POD, CM, DEPLOY, JOB = kind("pods"), kind("configmaps"), kind("deployments", "apps"), kind("jobs", "batch")
 
 
-@pytest.fixture
-async def res(tmp_path: Path) -> AsyncIterator[Resources]:
-    store = await Store.open(str(tmp_path / "db.sqlite"))
-    r = Resources(store, KindRegistry(), default_strategies())
-    await r.start()
-    try:
-        yield r
-    finally:
-        await store.close()
 
 
 def pod(name: str, node: str = "", **extra: Any) -> dict[str, Any]:

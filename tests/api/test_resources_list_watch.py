@@ -31,13 +31,6 @@ async def _open(tmp_path: Path, window: int = 10000) -> tuple[Store, Resources]:
     return store, r
 
 
-@pytest.fixture
-async def res(tmp_path: Path) -> AsyncIterator[Resources]:
-    store, r = await _open(tmp_path)
-    try:
-        yield r
-    finally:
-        await store.close()
 
 
 def cm(name: str, **labels: str) -> dict[str, Any]:

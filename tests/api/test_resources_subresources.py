@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +34,6 @@ async def _open(path: Path, **kw: Any) -> tuple[Store, Resources]:
     return store, r
 
 
-@pytest.fixture
-async def res(tmp_path: Path) -> AsyncIterator[Resources]:
-    store, r = await _open(tmp_path)
-    try:
-        yield r
-    finally:
-        await store.close()
 
 
 def deployment(name: str = "web", replicas: int = 2) -> dict[str, Any]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +10,7 @@ import pytest
 from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.server.api.resources import Resources
-from lite.server.api.strategies import Admission, default_strategies
-from lite.server.store import Store
+from lite.server.api.strategies import Admission
 
 KINDS = KindRegistry()
 
@@ -28,15 +25,6 @@ POD, CM, NS, SVC, SECRET = kind("pods"), kind("configmaps"), kind("namespaces"),
 DEPLOY, JOB, PVC = kind("deployments", "apps"), kind("jobs", "batch"), kind("persistentvolumeclaims")
 
 
-@pytest.fixture
-async def res(tmp_path: Path) -> AsyncIterator[Resources]:
-    store = await Store.open(str(tmp_path / "db.sqlite"))
-    r = Resources(store, KindRegistry(), default_strategies())
-    await r.start()
-    try:
-        yield r
-    finally:
-        await store.close()
 
 
 def pod(name: str = "p", **spec: Any) -> dict[str, Any]:
