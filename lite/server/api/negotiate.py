@@ -23,6 +23,7 @@ import yaml
 from lite.client import PATCH_CONTENT_TYPES, PatchType
 from lite.errors import ApiError, bad_request, unsupported_media_type
 from lite.kinds import Kind
+from lite.server.api.params import check_delete_body
 
 JSON = "application/json"
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
@@ -152,12 +153,7 @@ def decode_delete_options(content_type: str, body: bytes) -> dict[str, Any]:
         return {}
     if content_type == PROTOBUF:
         return decode_protobuf(body, delete_options=True)
-    obj = decode_body(content_type, body)
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise bad_request("DeleteOptions must be a JSON object")
-    return obj
+    return check_delete_body(decode_body(content_type, body))
 
 
 # --- strict field validation (top level and metadata; nested fields are not described here) -------------

@@ -28,6 +28,7 @@ from lite.errors import ApiError, Cause
 from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import json_equal, record_update
+from lite.server.api.params import stored_resource_version
 from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, check_shape, conflict_error
 from lite.server.api.strategies import Admission, crschema
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
@@ -114,8 +115,7 @@ class WriteMixin(RegistryBase):
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
-        if meta.get("resourceVersion"):
-            raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        _clear_resource_version(kind, meta)
         generated = not meta.get("name") and bool(meta.get("generateName"))
         if generated:
             meta["name"] = generate_name(str(meta["generateName"]))
@@ -330,6 +330,18 @@ class WriteMixin(RegistryBase):
         out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
                                         manager=manager)
         return out
+
+
+def _clear_resource_version(kind: Kind, meta: Obj) -> None:
+    """A create may not name a revision: a positive integer is refused (400), anything else that upstream's
+    versioner cannot read as one ("abc", "0", "-5") is dropped, as the apiserver's store does."""
+    rv = meta.pop("resourceVersion", None)
+    if rv is not None and not isinstance(rv, str):
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                 f"json: cannot unmarshal {type(rv).__name__} into Go struct field "
+                                 "ObjectMeta.metadata.resourceVersion of type string")
+    if stored_resource_version(rv):
+        raise errors.bad_request("resourceVersion should not be set on objects to be created")
 
 
 def _keep_managed_fields(new: Obj, old: Obj) -> Obj:
