@@ -335,12 +335,6 @@ YAML_CASES = [
        body=b"metadata:\n  name: y4\n  annotations:\n    at: 2001-12-14t21:59:43.10-05:00\n    day: 2002-12-14\n",
        ctype=YAML, created=f"{CM}/y4",
        expect={"metadata.annotations.at": "2001-12-14t21:59:43.10-05:00", "metadata.annotations.day": "2002-12-14"}),
-    ok("yaml-set", "POST", CM, 201, ctype=YAML, created=f"{CM}/y5", body=b"metadata: {name: y5}\ndata: !!set {p, q}\n",
-       expect={"data": {"p": "", "q": ""}}),
-    bad("yaml-huge-int-replicas", "POST", f"{APPS}/deployments", ctype=YAML,
-        body=b"metadata: {name: y7}\nspec:\n  replicas: 123456789012345678901234567890\n"
-             b"  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n"
-             b"    spec: {containers: [{name: c, image: i}]}\n"),
     bad("yaml-null-key", "POST", CM, body=b"metadata: {name: y8}\ndata:\n  ~: x\n", ctype=YAML),
     bad("yaml-inf", "POST", CM, body=b"metadata: {name: y9}\ndata:\n  k: .inf\n", ctype=YAML),
     bad("yaml-nan", "POST", CM, body=b"metadata: {name: y10}\ndata:\n  k: .nan\n", ctype=YAML),

@@ -18,11 +18,11 @@ import importlib
 from typing import Any
 
 import orjson
-import yaml
 
 from lite.client import PATCH_CONTENT_TYPES, PatchType
 from lite.errors import ApiError, bad_request, unsupported_media_type
 from lite.kinds import Kind
+from lite.server.api import yamlbody
 from lite.server.api.params import check_delete_body
 
 JSON = "application/json"
@@ -32,11 +32,6 @@ DISCOVERY_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscovery
 TABLE_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 _SUPPORTED = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
-
-try:  # the C loader is ~10x faster; fall back to the pure-Python one where libyaml is missing
-    _YamlLoader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _YamlLoader = yaml.SafeLoader
 
 
 def wants_discovery_v2(accept: str) -> bool:
@@ -88,15 +83,13 @@ def decode_json(body: bytes) -> Any:
 
 
 def decode_yaml(body: bytes) -> Any:
-    """YAML (JSON is YAML: the orjson fast path covers what kubectl actually sends)."""
+    """YAML (JSON is YAML: the orjson fast path covers what kubectl actually sends), read as upstream's
+    sigs.k8s.io/yaml reads it (`yamlbody`)."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         pass
-    try:
-        return yaml.load(body, Loader=_YamlLoader)
-    except yaml.YAMLError as e:
-        raise bad_request(f"error decoding YAML request body: {e}") from None
+    return yamlbody.load(body)
 
 
 def decode_protobuf(body: bytes, *, delete_options: bool = False) -> dict[str, Any]:
