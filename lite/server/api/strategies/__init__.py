@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from lite.server.api.strategies import batch, core, crd, pods, workloads
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
+from lite.server.api.strategies.statusints import with_status_ints
 
 __all__ = ["Admission", "AdmissionHook", "GcPolicy", "RemovedHook", "Strategies", "Strategy", "default_strategies"]
 
@@ -32,6 +33,8 @@ def default_strategies() -> Strategies:
         "Job.batch": batch.JOB,
         "CronJob.batch": batch.CRONJOB,
         "CustomResourceDefinition.apiextensions.k8s.io": crd.CRD,
+        "HorizontalPodAutoscaler.autoscaling": Strategy(),
+        "PodDisruptionBudget.policy": Strategy(),
     }.items():
-        s.register(gk, strategy)
+        s.register(gk, with_status_ints(gk, strategy))
     return s
