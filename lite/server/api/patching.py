@@ -22,7 +22,7 @@ from lite.objects import deep_copy, rfc3339
 from lite.patch import Schema, apply, json_patch, merge_patch, object_fields, strategic_merge
 from lite.patch.fieldset import path_string
 from lite.server.api.registry_base import Obj
-from lite.server.api.writing import WriteMixin, meta_of
+from lite.server.api.writing import WriteMixin, meta_of, status_write
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _STATUS_VIEW = frozenset({"apiVersion", "kind", "metadata", "status"})
@@ -72,11 +72,7 @@ class PatchMixin(WriteMixin):
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
             if subresource == "status":
-                new = deep_copy(old)
-                if "status" in patched:
-                    new["status"] = patched["status"]
-                else:
-                    new.pop("status", None)
+                new = status_write(self.strategy(kind), old, patched)
                 new["metadata"]["resourceVersion"] = (patched.get("metadata") or {}).get("resourceVersion")
                 return new
             return patched

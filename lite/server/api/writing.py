@@ -30,7 +30,7 @@ from lite.objects import deep_copy, rfc3339
 from lite.patch import json_equal, record_update
 from lite.server.api.params import stored_resource_version
 from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, check_shape, conflict_error
-from lite.server.api.strategies import Admission, crschema
+from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
 
@@ -297,7 +297,8 @@ class WriteMixin(RegistryBase):
                 else:
                     new.pop("status", None)
             strategy.prepare_update(new, old)
-        if "generation" in ometa and spec_changed(kind, new, old, strategy.generation_on_annotations):
+        annotations_too = strategy.generation_on_annotations and not subresource  # status writes keep it
+        if "generation" in ometa and spec_changed(kind, new, old, annotations_too):
             meta["generation"] = int(ometa["generation"]) + 1
         causes += validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
         causes += strategy.validate(new) + _schema_causes(kind, new)
@@ -319,10 +320,7 @@ class WriteMixin(RegistryBase):
 
         def build(old: Obj) -> Obj:
             if subresource == "status":
-                new = deep_copy(old)
-                new["status"] = deep_copy({"s": obj.get("status")})["s"]
-                if new["status"] is None:
-                    new.pop("status")
+                new = status_write(self.strategy(kind), old, deep_copy(obj))
                 new["metadata"]["resourceVersion"] = meta.get("resourceVersion") or ""
                 return new
             return _keep_managed_fields(deep_copy(obj), old)
@@ -330,6 +328,25 @@ class WriteMixin(RegistryBase):
         out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
                                         manager=manager)
         return out
+
+
+def status_write(strategy: Strategy, old: Obj, body: Obj) -> Obj:
+    """What a write to `status` makes of `old`: the body's status (none when it has none) and, where the
+    kind's status strategy accepts them (upstream's Deployment: annotations, e.g. the controller's revision),
+    the body's annotations; nothing else. `body` is consumed."""
+    new = deep_copy(old)
+    status = body.get("status")
+    if status is None:
+        new.pop("status", None)
+    else:
+        new["status"] = status
+    if strategy.status_takes_annotations:
+        annotations = (body.get("metadata") or {}).get("annotations")
+        if annotations:
+            new["metadata"]["annotations"] = annotations
+        else:
+            new["metadata"].pop("annotations", None)
+    return new
 
 
 def _clear_resource_version(kind: Kind, meta: Obj) -> None:
