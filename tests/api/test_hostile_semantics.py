@@ -198,6 +198,8 @@ QUERY_CASES = [
     bad("watch-timeout-word", "GET", f"{CM}?watch=true&timeoutSeconds=soon", "invalid syntax"),
     bad("watch-timeout-underscore", "GET", f"{CM}?watch=true&timeoutSeconds=1_0", "invalid syntax"),
     bad("watch-rv-word", "GET", f"{CM}?watch=true&resourceVersion=abc&timeoutSeconds=1", "invalid resource version"),
+    invalid("list-send-initial-events", "GET", f"{CM}?sendInitialEvents=true",
+            "sendInitialEvents is forbidden for list"),
     ok("pretty-anything", "GET", f"{CM}?pretty=maybe", expect={"kind": "ConfigMapList"}),
     ok("unknown-parameter", "GET", f"{CM}?bogus=1", expect={"kind": "ConfigMapList"}),
 ]
@@ -257,6 +259,17 @@ DELETE_CASES = [
     invalid("deletecollection-policy-bogus", "DELETE", f"{CM}?propagationPolicy=Bogus",
             "propagationPolicy: Unsupported value"),
     ok("deletecollection-dryrun", "DELETE", f"{CM}?dryRun=All"),
+    bad("deletecollection-timeout", "DELETE", f"{CM}?timeoutSeconds=x", "invalid syntax"),
+    bad("deletecollection-rv", "DELETE", f"{CM}?resourceVersion=abc", "invalid resource version"),
+    bad("evict-dryrun-string", "POST", f"{NS}/pods/victim/eviction", "Eviction.deleteOptions.dryRun",
+        body=j({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "victim"},
+                "deleteOptions": {"dryRun": "All"}})),
+    bad("evict-grace-string", "POST", f"{NS}/pods/victim/eviction", "Eviction.deleteOptions.gracePeriodSeconds",
+        body=j({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "victim"},
+                "deleteOptions": {"gracePeriodSeconds": "x"}})),
+    invalid("evict-policy-bogus", "POST", f"{NS}/pods/victim/eviction", "propagationPolicy",
+            body=j({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "victim"},
+                    "deleteOptions": {"propagationPolicy": "Bogus"}})),
 ]
 
 LONG_MANAGER = "m" * 129

@@ -276,6 +276,7 @@ async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response
 async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "list")
     q = request.query
+    params.check_list_query(q)
     limit = max(q_int(q, "limit") or 0, 0)  # upstream takes a negative limit as none
     args: dict[str, Any] = {
         "label_selector": q.get("labelSelector", ""), "field_selector": q.get("fieldSelector", ""), "limit": limit,
@@ -420,7 +421,7 @@ async def _delete(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
 async def _delete_collection(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "deletecollection")
     q = request.query
-    q_int(q, "limit")  # ListOptions are decoded (and refused when malformed) even where unused
+    params.check_list_query(q)  # ListOptions are decoded (and refused when malformed) even where unused
     opts = await _delete_options(ctx, request)
     grace = opts.get("gracePeriodSeconds")
     out = await ctx.resources.delete_collection(

@@ -114,6 +114,17 @@ def stored_resource_version(value: Any) -> int:
     return 0
 
 
+def check_list_query(query: Mapping[str, str]) -> None:
+    """The ListOptions of a list or deletecollection: its numbers and resourceVersion must parse (400), and
+    `sendInitialEvents` is for watches only (422, upstream ValidateListOptions)."""
+    query_int(query, "limit")
+    query_int(query, "timeoutSeconds")
+    parse_resource_version(query.get("resourceVersion", ""))
+    if "sendInitialEvents" in query:
+        raise errors.invalid("ListOptions", "", [errors.field_forbidden(
+            "sendInitialEvents", "sendInitialEvents is forbidden for list")], "meta.k8s.io")
+
+
 # --- options validation (apimachinery meta/v1/validation) ----------------------------------------------
 
 def _dry_run_causes(values: list[Any]) -> list[Cause]:
@@ -169,10 +180,10 @@ def _go_type_of(value: Any) -> str:
 
 def _unmarshal_error(value: Any, path: str, go_type: str) -> ApiError:
     return errors.bad_request(f"json: cannot unmarshal {_go_type_of(value)} into Go struct field "
-                              f"DeleteOptions.{path} of type {go_type}")
+                              f"{path} of type {go_type}")
 
 
-def _check_delete_field(name: str, value: Any) -> None:
+def _check_delete_field(name: str, value: Any, where: str) -> None:
     go_type = _DELETE_FIELDS[name]
     if value is None:
         return  # null leaves a Go pointer or slice nil
@@ -186,7 +197,7 @@ def _check_delete_field(name: str, value: Any) -> None:
         if isinstance(value, list):
             for item in value:
                 if not isinstance(item, str):
-                    raise _unmarshal_error(item, name, "string")
+                    raise _unmarshal_error(item, f"{where}.{name}", "string")
             return
         ok = False
     else:  # preconditions
@@ -194,24 +205,27 @@ def _check_delete_field(name: str, value: Any) -> None:
             for key, want in _PRECONDITION_FIELDS.items():
                 v = value.get(key)
                 if v is not None and not isinstance(v, str):
-                    raise _unmarshal_error(v, f"{name}.{key}", want)
+                    raise _unmarshal_error(v, f"{where}.{name}.{key}", want)
             return
         ok = False
     if not ok:
-        raise _unmarshal_error(value, name, go_type)
+        raise _unmarshal_error(value, f"{where}.{name}", go_type)
 
 
-def check_delete_body(body: Any) -> dict[str, Any]:
-    """A decoded DELETE body as upstream's typed decoding accepts it (null means no options); 400 otherwise.
-    Unknown fields are ignored, as the non-strict decoder does."""
+def check_delete_body(body: Any, where: str = "DeleteOptions") -> dict[str, Any]:
+    """A decoded DELETE body (or the `deleteOptions` of an Eviction: `where` is then its Go path) as
+    upstream's typed decoding accepts it (null means no options); 400 otherwise. Unknown fields are
+    ignored, as the non-strict decoder does."""
     if body is None:
         return {}
     if not isinstance(body, dict):
+        if where != "DeleteOptions":
+            raise _unmarshal_error(body, where, "v1.DeleteOptions")
         raise errors.bad_request(f"json: cannot unmarshal {_go_type_of(body)} into Go value of type "
                                  "v1.DeleteOptions")
     for name in _DELETE_FIELDS:
         if name in body:
-            _check_delete_field(name, body[name])
+            _check_delete_field(name, body[name], where)
     kind = body.get("kind")
     if kind and kind != "DeleteOptions":
         raise errors.bad_request(f'no kind "{kind}" is registered for version "{body.get("apiVersion") or ""}": '
