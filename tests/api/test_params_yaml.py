@@ -129,9 +129,21 @@ def test_validate_delete_options(opts: dict[str, Any], field: str) -> None:
     (b"k: !!set {p, q}\n", {"k": {"p": None, "q": None}}),
     (b"at: 2001-12-14t21:59:43.10-05:00\nday: 2002-12-14\n",
      {"at": "2001-12-14t21:59:43.10-05:00", "day": "2002-12-14"}),
-    (b"n: 123456789012345678901234567890\n", {"n": 1.2345678901234568e29}),
-    (b"n: 18446744073709551615\nm: -9223372036854775808\n", {"n": 2**64 - 1, "m": -(2**63)}),
+    (b"v: 123456789012345678901234567890\n", {"v": 1.2345678901234568e29}),
+    (b"v: 18446744073709551615\nm: -9223372036854775808\n", {"v": 2**64 - 1, "m": -(2**63)}),
     (b"- 1\n- {2: x}\n", [1, {"2": "x"}]),
+    # plain scalars as go-yaml v2 resolves them, not as PyYAML does
+    (b"a: y\nb: N\nc: off\n", {"a": True, "b": False, "c": False}),
+    (b"y: x\n", {"true": "x"}),
+    (b"a: 0o17\nb: 0x1F\nc: 017\nd: -0b101\ne: 1_000\nf: +1\n",
+     {"a": 15, "b": 31, "c": 15, "d": -5, "e": 1000, "f": 1}),
+    (b"a: 1e3\nb: .5\nc: 1.\nd: 08\ne: 1.5e-3\n", {"a": 1000.0, "b": 0.5, "c": 1.0, "d": 8.0, "e": 0.0015}),
+    (b"a: 1:20\nb: 1e400\nc: .\nd: 0x\ne: 1__\n", {"a": "1:20", "b": "1e400", "c": ".", "d": "0x", "e": 1}),
+    (b"a: 9223372036854775808\nb: -9223372036854775809\n", {"a": 2**63, "b": -9.223372036854776e18}),
+    (b"a: !!int '0x10'\nb: !!str 5\nc: !!float 5\nd: !!bool y\ne: '5'\n", {"a": 16, "b": "5", "c": 5.0, "d": True,
+                                                                           "e": "5"}),
+    (b"<<: {b: 1}\nc: 2\n", {"b": 1, "c": 2}),
+    (b"a: ~\nb: null\nc:\n", {"a": None, "b": None, "c": None}),
 ])
 def test_yaml_like_upstream(text: bytes, want: Any) -> None:
     assert yamlbody.load(text) == want
@@ -139,7 +151,8 @@ def test_yaml_like_upstream(text: bytes, want: Any) -> None:
 
 @pytest.mark.parametrize("text", [
     b"~: x\n", b"? [a]\n: x\n", b"k: .inf\n", b"k: -.inf\n", b"k: .nan\n", b"k: !!binary '%%%'\n",
-    b"k: !!python/name:os.system\n", b"a: [\n", b"a: 1\n---\nb: 2\n",
+    b"k: !!python/name:os.system\n", b"a: [\n", b"a: 1\n---\nb: 2\n", b"k: !!int 1:20\n", b"k: !!float abc\n",
+    b"k: !!bool maybe\n",
 ])
 def test_yaml_refused(text: bytes) -> None:
     with pytest.raises(ApiError) as e:

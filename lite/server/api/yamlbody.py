@@ -6,8 +6,8 @@ upstream's conversions instead of Python's:
   a key that is itself a collection is refused;
 - timestamps stay the text they were written as (PyYAML would make datetimes);
 - `!!binary` becomes the decoded bytes as text (invalid UTF-8 replaced), `!!set` a map of nulls;
-- integers beyond 64 bits become floats, as go-yaml resolves them; `.inf` and `.nan` cannot be JSON
-  and are refused.
+- plain scalars are resolved as go-yaml resolves them (`yamlscalars`: `y`/`n` booleans, `0o17`, `1e3`,
+  `1:20` as text); integers beyond 64 bits become floats; `.inf` and `.nan` cannot be JSON and are refused.
 
 Invariants: pure, no I/O; every refusal is a 400 BadRequest `ApiError`; the result only holds dict, list,
 str, int (within 64 bits), float (finite), bool and None, so it always encodes as JSON.
@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from lite import errors
+from lite.server.api import yamlscalars
 
 _MAX_UINT64 = (1 << 64) - 1
 _MIN_INT64 = -(1 << 63)
@@ -34,7 +35,24 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
 
 
 class _Loader(_Base):  # type: ignore[misc]
-    """The safe loader with go-yaml's readings of timestamps, `!!binary` and `!!set` (module docstring)."""
+    """The safe loader with go-yaml's readings of plain scalars, timestamps, `!!binary` and `!!set`."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode and implicit[0]:
+            tag = yamlscalars.resolve(value)
+            if tag is not None:
+                return tag
+        return super().resolve(kind, value, implicit)
+
+
+def _scalar(parse: Any, what: str) -> Any:
+    def construct(loader: Any, node: Any) -> Any:
+        text = str(loader.construct_scalar(node))
+        value = parse(text)
+        if value is None:
+            raise ValueError(f"cannot decode {text!r} as {what}")
+        return value
+    return construct
 
 
 def _binary(loader: Any, node: Any) -> bytes:
@@ -45,6 +63,9 @@ def _binary(loader: Any, node: Any) -> bytes:
         raise ValueError("!!binary value contains invalid base64 data") from None
 
 
+_Loader.add_constructor(yamlscalars.INT, _scalar(yamlscalars.parse_int, "an integer"))
+_Loader.add_constructor(yamlscalars.FLOAT, _scalar(yamlscalars.parse_float, "a float"))
+_Loader.add_constructor(yamlscalars.BOOL, _scalar(yamlscalars.parse_bool, "a boolean"))
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
 _Loader.add_constructor("tag:yaml.org,2002:binary", _binary)
 _Loader.add_constructor("tag:yaml.org,2002:set", lambda loader, node: loader.construct_mapping(node, deep=True))
