@@ -97,3 +97,14 @@ def test_impersonation_is_refused(cluster: Cluster, ns: str) -> None:
     with pytest.raises(ApiException) as e:
         client.CoreV1Api(cluster.api).list_namespaced_config_map(ns, _headers={"Impersonate-User": "alice"})
     assert e.value.status == 403
+
+
+def test_kubectl_server_dry_runs_and_cascades(cluster: Cluster, ns: str) -> None:
+    """kubectl's DeleteOptions and write options pass upstream's validation and mean what they say."""
+    cluster.kubectl("create", "configmap", "dry", "-n", ns, "--from-literal=a=b", "--dry-run=server")
+    assert cluster.kubectl("get", "configmap", "dry", "-n", ns, check=False).returncode != 0
+    cluster.kubectl("create", "configmap", "keep", "-n", ns, "--from-literal=a=b")
+    cluster.kubectl("delete", "configmap", "keep", "-n", ns, "--dry-run=server")
+    cluster.kubectl("get", "configmap", "keep", "-n", ns)
+    cluster.kubectl("delete", "configmap", "keep", "-n", ns, "--cascade=orphan", "--grace-period=0")
+    assert cluster.kubectl("get", "configmap", "keep", "-n", ns, check=False).returncode != 0
