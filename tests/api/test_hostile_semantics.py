@@ -378,6 +378,7 @@ YAML_CASES = [
     bad("yaml-list", "POST", CM, body=b"- a\n- b\n", ctype=YAML),
     bad("yaml-scalar", "POST", CM, body=b"just text\n", ctype=YAML),
     bad("yaml-python-tag", "POST", CM, body=b"metadata: !!python/object:os.system {}\n", ctype=YAML),
+    bad("yaml-nested-too-deep", "POST", CM, body=b"metadata: {name: y13}\ndata: " + b"[" * 600 + b"]" * 600, ctype=YAML),
     bad("yaml-binary-not-base64", "POST", CM, body=b"metadata: {name: y11}\ndata:\n  k: !!binary '%%%'\n", ctype=YAML),
     ok("yaml-apply-int-key", "PATCH", f"{CM}/y12?fieldManager=t", 201, ctype=APPLY, created=f"{CM}/y12",
        body=b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: y12}\ndata:\n  7: seven\n", expect={"data.7": "seven"}),

@@ -152,7 +152,8 @@ def test_yaml_like_upstream(text: bytes, want: Any) -> None:
 @pytest.mark.parametrize("text", [
     b"~: x\n", b"? [a]\n: x\n", b"k: .inf\n", b"k: -.inf\n", b"k: .nan\n", b"k: !!binary '%%%'\n",
     b"k: !!python/name:os.system\n", b"a: [\n", b"a: 1\n---\nb: 2\n", b"k: !!int 1:20\n", b"k: !!float abc\n",
-    b"k: !!bool maybe\n",
+    b"k: !!bool maybe\n", b"a: " + b"[" * 500 + b"]" * 500,
+    b"a:\n" + b"".join(b" " * i + b"- x:\n" for i in range(1, 600)),
 ])
 def test_yaml_refused(text: bytes) -> None:
     with pytest.raises(ApiError) as e:

@@ -74,12 +74,13 @@ _Loader.add_constructor("tag:yaml.org,2002:set", lambda loader, node: loader.con
 def load(body: bytes) -> Any:
     """One YAML document as JSON values (see the module docstring); 400 BadRequest when it is not valid."""
     try:
-        raw = yaml.load(body, Loader=_Loader)
+        return to_json(yaml.load(body, Loader=_Loader))
     except yaml.YAMLError as e:
         raise errors.bad_request(f"error decoding YAML request body: {e}") from None
     except ValueError as e:  # e.g. a malformed !!binary payload inside the constructor
         raise errors.bad_request(f"error decoding YAML request body: {e}") from None
-    return to_json(raw)
+    except RecursionError:  # the constructors and `to_json` recurse once per nesting level
+        raise errors.bad_request("error decoding YAML request body: the document is nested too deeply") from None
 
 
 def _key(key: Any) -> str:
