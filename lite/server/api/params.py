@@ -72,6 +72,16 @@ def parse_int64(value: str, func: str = "ParseInt") -> int:
     return n
 
 
+def parse_uint64(value: str) -> int:
+    """`strconv.ParseUint(value, 10, 64)`; raises ValueError with Go's message."""
+    if not _UNSIGNED.fullmatch(value):
+        raise ValueError(f"strconv.ParseUint: parsing {go_quote(value)}: invalid syntax")
+    n = int(value)
+    if n > UINT64_MAX:
+        raise ValueError(f"strconv.ParseUint: parsing {go_quote(value)}: value out of range")
+    return n
+
+
 def query_int(query: Mapping[str, str], name: str) -> int | None:
     """An int64 query parameter (None when absent); 400 BadRequest when it does not parse."""
     value = query.get(name)
@@ -95,15 +105,11 @@ def parse_resource_version(rv: str) -> int:
     """A resourceVersion parameter: "" and "0" are 0, else `strconv.ParseUint`; 400 when it does not parse."""
     if rv in ("", "0"):
         return 0
-    detail = ""
-    if not _UNSIGNED.fullmatch(rv):
-        detail = f"strconv.ParseUint: parsing {go_quote(rv)}: invalid syntax"
-    elif int(rv) > UINT64_MAX:
-        detail = f"strconv.ParseUint: parsing {go_quote(rv)}: value out of range"
-    if detail:
+    try:
+        return parse_uint64(rv)
+    except ValueError as e:
         raise errors.bad_request(f"invalid resource version: resourceVersion: Invalid value: {go_quote(rv)}: "
-                                 f"{detail}")
-    return int(rv)
+                                 f"{e}") from None
 
 
 def stored_resource_version(value: Any) -> int:

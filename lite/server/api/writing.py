@@ -28,7 +28,7 @@ from lite.errors import ApiError, Cause
 from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import json_equal, record_update
-from lite.server.api.params import stored_resource_version
+from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
 from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, check_shape, conflict_error
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
@@ -236,7 +236,7 @@ class WriteMixin(RegistryBase):
                 raise errors.not_found(kind.plural, name, kind.group)
             rev, old = got[0], self.decode(kind, got[1])
             new = build(old)
-            wanted = str((new.get("metadata") or {}).get("resourceVersion") or "")
+            wanted = precondition(kind, (new.get("metadata") or {}).get("resourceVersion"))
             if wanted and wanted != str(rev):
                 raise conflict_error(kind, name)
             try:
@@ -347,6 +347,23 @@ def status_write(strategy: Strategy, old: Obj, body: Obj) -> Obj:
         else:
             new["metadata"].pop("annotations", None)
     return new
+
+
+def precondition(kind: Kind, value: Any) -> str:
+    """The revision an update names in `metadata.resourceVersion` ("" for none), read as upstream's versioner
+    reads it: an unsigned integer, where 0 means an unconditional update. Anything else is refused with 400
+    (upstream fails there with a 500 carrying the same parse error)."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                 f"json: cannot unmarshal {type(value).__name__} into Go struct field "
+                                 "ObjectMeta.metadata.resourceVersion of type string")
+    try:
+        n = parse_uint64(value)
+    except ValueError as e:
+        raise errors.bad_request(f"resourceVersion: Invalid value: {go_quote(value)}: {e}") from None
+    return str(n) if n else ""
 
 
 def _clear_resource_version(kind: Kind, meta: Obj) -> None:
