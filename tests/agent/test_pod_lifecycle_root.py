@@ -14,6 +14,7 @@ from lite import wire
 from lite.agent.agent import Agent
 from tests.agent import test_podrunner_root as base
 from tests.agent.test_podrunner_root import Recorder, _cs, _pod
+from tests.helpers.images import Image, Layer, docker_save_tar
 from tests.helpers.registry import RegistryServer
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
@@ -80,3 +81,16 @@ async def test_active_deadline_fails_the_pod_and_can_be_set_on_a_running_pod(age
     await a.handle(wire.PodUpsert(updated))
     s = await rec.until(later["metadata"]["uid"], lambda s: s["phase"] == "Failed", limit=30)
     assert s["reason"] == "DeadlineExceeded"
+
+
+async def test_an_image_archive_dropped_into_agent_images_is_imported_and_runs(
+        agent: tuple[Agent, Recorder], busybox_layer: Layer) -> None:
+    """The README's air gap: a `docker save` tarball in <data-dir>/agent/images/ becomes a runnable image."""
+    a, rec = agent
+    image = Image([busybox_layer], cmd=["sh", "-c", "echo from the archive; sleep 1000"])
+    drop = a.config.data_dir / "agent" / "images"
+    await asyncio.to_thread(docker_save_tar, drop / "airgap.tar", image, ["airgap.local/app:1"])
+    p = _pod("airgap", [{"name": "c", "image": "airgap.local/app:1", "imagePullPolicy": "Never"}])
+    await a.handle(wire.PodUpsert(p))
+    s = await rec.until(p["metadata"]["uid"], lambda s: s["phase"] == "Running", limit=60)
+    assert _cs(s)["imageID"]
