@@ -224,6 +224,7 @@ class Agent:
         if self.config.use_cgroups:
             try:
                 self.deps.cgroups = detect(self.config.cgroup_root)
+                log.info("using %s", self.deps.cgroups.describe())
             except (CgroupError, OSError) as e:
                 log.warning("no cgroups, pods run without resource limits: %s", e)
 
