@@ -94,3 +94,33 @@ async def test_an_image_archive_dropped_into_agent_images_is_imported_and_runs(
     await a.handle(wire.PodUpsert(p))
     s = await rec.until(p["metadata"]["uid"], lambda s: s["phase"] == "Running", limit=60)
     assert _cs(s)["imageID"]
+
+
+async def test_a_finished_pod_keeps_its_ip_and_stays_finished_across_an_agent_restart(
+        agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    a, rec = agent
+    p = _pod("done", [_busybox(registry, ["true"])], restartPolicy="Never")
+    await a.handle(wire.PodUpsert(p))
+    uid = p["metadata"]["uid"]
+    first = await rec.until(uid, lambda s: s["phase"] == "Succeeded" and bool(s.get("podIP")))
+    await a.handle(wire.PodUpsert(_pod("other", [_busybox(registry, ["sleep", "1000"])])))  # may take the freed IP
+
+    # A new agent starts on the same data dir and adopts what it finds there (the old one's runner of this
+    # finished pod is idle; the one of the running pod adopts, never restarts).
+    again = Agent(a.config)
+    rec2 = Recorder()
+    await again.open_services()
+    serving = asyncio.create_task(again.serve(rec2))
+    try:
+        await again.handle(wire.Welcome(config={"podCIDR": base.CIDR, "clusterDomain": "cluster.local"}))
+        await again.handle(wire.PodUpsert(p))
+        s = await rec2.until(uid, lambda s: s["phase"] == "Succeeded")
+        assert s.get("podIP") == first["podIP"]
+        assert _cs(s)["state"]["terminated"]["reason"] == "Completed" and _cs(s)["restartCount"] == 0
+    finally:
+        for r in list(again.runners.values()):
+            if r.st.uid == uid:
+                r.terminate(0)
+                await asyncio.wait_for(r.done.wait(), 30)
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
