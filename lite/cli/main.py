@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
-    agent.add_argument("--server", "-s", default=None, help="URL of the server, e.g. https://10.0.0.1:6443")
+    agent.add_argument("--server", "-s", default=os.environ.get("LITE_URL") or None,
+                       help="URL of the server, e.g. https://10.0.0.1:6443 (default: $LITE_URL)")
     agent.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None, help="join token")
     agent.add_argument("--node-name", default=None, help="node name (default: the host name)")
     agent.add_argument("--simulate", type=int, default=0, metavar="N", help="simulate N nodes (no containers)")
@@ -131,12 +132,17 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_runtime=args.runtime,
         private_registry=Path(args.private_registry) if args.private_registry else None,
     )
+    from lite.sdnotify import notify
     from lite.server import main as server_main  # the heavy imports start here
 
     try:
         from lite.cli.agentcmd import embedded_agent
 
-        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent))
+        def ready() -> None:
+            notify("READY=1")  # for a systemd unit of Type=notify: the API serves now
+
+        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent,
+                                                                       on_ready=ready))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
