@@ -27,6 +27,13 @@ def _add_data_dir(p: argparse.ArgumentParser) -> None:
                    help=f"state directory (default {default_data_dir()})")
 
 
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", default=None, metavar="FILE",
+                   help="config file of flag names and values (default $LITE_CONFIG_FILE, else "
+                        "/etc/lite/config.yaml, plus FILE.d/*.yaml); LITE_<FLAG> variables set flags too; "
+                        "flags on the command line win")
+
+
 def _port(value: str) -> int:
     port = int(value)
     if not 0 < port < 65536:
@@ -40,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     srv = sub.add_parser("server", help="run the control plane (API server, controllers, scheduler)")
+    _add_config(srv)
     _add_data_dir(srv)
     srv.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     srv.add_argument("--https-listen-port", type=_port, default=DEFAULT_PORT,
@@ -79,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'process' runs containers as plain host processes with NO isolation")
     agent.add_argument("--private-registry", default=None,
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     from lite.agent.sim.cli import add_simulate_flags  # cheap: argparse and the spec parser
@@ -201,7 +210,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lite.agent.runtime.shim import main as shim_main
 
         return shim_main(words[1:])
-    args = build_parser().parse_args(words)
+    from lite.cli.configfile import ConfigError, expand
+
+    parser = build_parser()
+    try:
+        words = expand(parser, words, os.environ)
+    except ConfigError as e:
+        print(f"lite: {e}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(words)
     return COMMANDS[args.command](args)
 
 
