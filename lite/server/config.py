@@ -104,6 +104,10 @@ class ServerConfig:
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
+    # Scheduled store snapshots (k3s's etcd-snapshot schedule): cron, how many to keep, or none at all.
+    snapshot_cron: str = "0 */12 * * *"
+    snapshot_retention: int = 5
+    disable_snapshots: bool = False
 
     @classmethod
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:
