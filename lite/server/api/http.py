@@ -38,6 +38,7 @@ from lite.server.api.handlers import (
     json_response,
 )
 from lite.server.api.openapi import OpenAPI
+from lite.server.api.requestuser import CURRENT_USER, user_info
 from lite.server.api.watchstream import WatchRegistry
 
 __all__ = ["API", "USER", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
@@ -127,6 +128,7 @@ async def _authenticate(request: web.Request) -> None:
     if not user:
         raise unauthorized()
     request[USER] = str(user)
+    CURRENT_USER.set(user_info(str(user)))
 
 
 async def _health(request: web.Request) -> web.Response:
