@@ -30,6 +30,8 @@ from lite.quantity import parse_quantity
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
+from lite.server.api.strategies.certificates import subject_restriction
+from lite.server.bootstrap import ensure_bootstrap_objects
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
 from lite.server.controllers.disruption import EvictionCheck
@@ -87,7 +89,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     evict.client = resources
     allocators = ServiceAllocators(resources, config.service_cidr, config.service_node_port_range)
     strategies.add_admission(allocators.admit)
+    strategies.add_admission(subject_restriction)
     await resources.start()
+    await ensure_bootstrap_objects(resources, kinds)
     await allocators.start()
     api_ip = allocators.ips.nth(1)
     advertise = config.advertise_address or _advertise_address(config)

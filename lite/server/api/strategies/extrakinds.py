@@ -153,6 +153,17 @@ def prepare_create_apiservice(obj: Obj) -> None:
     obj["status"] = {}
 
 
+def apiservice_name(name: str, prefix: bool) -> list[str]:
+    """Upstream ValidateAPIServiceName: `<version>.<group>`, the group empty only for core (`v1.`)."""
+    version, dot, group = name.partition(".")
+    if not dot:
+        return ["must be of the form version.group"]
+    errs = is_dns1035_label(version)
+    if group:
+        errs += is_dns1123_subdomain(group)
+    return errs
+
+
 def _priority(spec: dict[str, Any], field: str, top: int) -> list[Cause]:
     v = spec.get(field)
     if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v > top:
@@ -204,4 +215,4 @@ def validate_apiservice(obj: Obj) -> list[Cause]:
 RUNTIMECLASS = Strategy(validate=validate_runtimeclass, validate_update=validate_runtimeclass_update)
 CSISTORAGECAPACITY = Strategy(validate=validate_capacity, validate_update=validate_capacity_update)
 APISERVICE = Strategy(default=default_apiservice, prepare_create=prepare_create_apiservice,
-                      validate=validate_apiservice)
+                      validate=validate_apiservice, name_fn=apiservice_name)
