@@ -6,6 +6,7 @@ context of the API listener.
 
 Invariants:
 - Everything is created once and reused on restart: the CA and the admin token never change for a data dir.
+  The client CA (`tls/client-ca.{crt,key}`) signs client certificates issued through CSRs.
   The serving certificate is re-issued (by the same CA) only when its SAN list changes or it nears expiry.
 - Secrets (keys, tokens, kubeconfigs) are written atomically with mode 0600; directories are 0700.
 - The join token has the k3s shape `K10<sha256 of the CA PEM>::server:<secret>`, so an agent given only the
@@ -49,6 +50,9 @@ class Credentials:
     serving_key: Path
     admin_token: str
     join_token: str  # full K10 form, what `lite token` prints
+    # The client CA that signs CertificateSigningRequests for kubernetes.io/kube-apiserver-client.
+    client_ca_cert: Path | None = None
+    client_ca_key: Path | None = None
 
     @property
     def join_secret(self) -> str:
@@ -99,6 +103,9 @@ def ensure_credentials(config: ServerConfig) -> Credentials:
     if not (ca_cert.exists() and ca_key.exists()):
         _write_ca(ca_cert, ca_key)
     ca_pem = ca_cert.read_bytes()
+    client_crt, client_key = paths.tls / "client-ca.crt", paths.tls / "client-ca.key"
+    if not (client_crt.exists() and client_key.exists()):
+        _write_ca(client_crt, client_key, "lite-client-ca")
     crt, key, meta = paths.tls / "serving.crt", paths.tls / "serving.key", paths.tls / "serving.json"
     sans = serving_sans(config)
     if _serving_stale(crt, key, meta, sans):
@@ -106,7 +113,7 @@ def ensure_credentials(config: ServerConfig) -> Credentials:
     admin = _ensure_secret(paths.admin_token)
     join = _join_token(config, ca_pem)
     return Credentials(ca_pem=ca_pem, ca_cert=ca_cert, serving_cert=crt, serving_key=key,
-                       admin_token=admin, join_token=join)
+                       admin_token=admin, join_token=join, client_ca_cert=client_crt, client_ca_key=client_key)
 
 
 def _ensure_secret(path: Path) -> str:
@@ -145,7 +152,7 @@ def _serving_stale(crt: Path, key: Path, meta: Path, sans: list[str]) -> bool:
     return bool(info.get("sans") != sans or renew_at < dt.datetime.now(dt.UTC).timestamp())
 
 
-def _write_ca(cert_path: Path, key_path: Path) -> None:
+def _write_ca(cert_path: Path, key_path: Path, cn: str = "lite-server-ca") -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -153,7 +160,7 @@ def _write_ca(cert_path: Path, key_path: Path) -> None:
 
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"lite-server-ca@{int(now.timestamp())}")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{cn}@{int(now.timestamp())}")])
     cert = (
         x509.CertificateBuilder()
         .subject_name(name).issuer_name(name).public_key(key.public_key())

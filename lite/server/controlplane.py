@@ -34,6 +34,7 @@ from lite.server.api.strategies.certificates import subject_restriction
 from lite.server.bootstrap import ensure_bootstrap_objects
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
+from lite.server.controllers.csrsigning import ClientCA
 from lite.server.controllers.disruption import EvictionCheck
 from lite.server.controllers.manager import build_controller_manager
 from lite.server.join import JoinHub, add_join_routes
@@ -102,7 +103,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
-                                       hpa_metrics=HubMetrics(hub))
+                                       hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds))
     scheduler = build_scheduler(resources, informers)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub)
     add_join_routes(app, hub, authenticate)
@@ -119,6 +120,13 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     if not config.disable_scheduler:
         plane.background.append(("scheduler", scheduler.run))
     return plane
+
+
+def _client_ca(creds: Credentials) -> ClientCA | None:
+    """The client CA the CSR signer uses (two small files, read once at start)."""
+    if creds.client_ca_cert is None or creds.client_ca_key is None:
+        return None
+    return ClientCA(creds.client_ca_cert.read_bytes(), creds.client_ca_key.read_bytes())
 
 
 def _advertise_address(config: ServerConfig) -> str:
