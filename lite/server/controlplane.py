@@ -29,6 +29,7 @@ from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
+from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
 from lite.server.bootstrap import ensure_bootstrap_objects
@@ -91,6 +92,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     allocators = ServiceAllocators(resources, config.service_cidr, config.service_node_port_range)
     strategies.add_admission(allocators.admit)
     strategies.add_admission(subject_restriction)
+    rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
+    if rc_kind is not None:
+        strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
     await allocators.start()
