@@ -27,6 +27,7 @@ from aiohttp import web
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
+from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
@@ -109,7 +110,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds))
     scheduler = build_scheduler(resources, informers)
-    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub)
+    aggregator = Aggregator(resources, kinds)
+    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator)
     add_join_routes(app, hub, authenticate)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
     plane = ControlPlane(resources, app, hub)
@@ -117,6 +119,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("service-allocators", allocators.run),
         ("kubernetes-service", lambda: keep_kubernetes_service(resources, api_ip, advertise, config.port)),
         ("join-hub", hub.run),
+        ("aggregator", aggregator.run),
     ]
     # The controller manager runs the shared informers, so without it they run on their own.
     plane.background.append(("informers", informers.run) if config.disable_controller_manager

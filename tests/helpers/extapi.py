@@ -1,0 +1,115 @@
+"""A small extension API server for aggregation tests: one group-version (`widgets.lite.test/v1` unless told
+otherwise) with one namespaced resource `widgets`, served over TLS on 127.0.0.1 from a thread with its own event loop.
+
+It answers discovery (`/apis/widgets.lite.test/v1`), lists and gets of widgets whose annotations echo the
+X-Remote-User/X-Remote-Group headers it received, and a watch that sends two ADDED events and then ends;
+every request's headers are recorded in `seen` so tests can check what the aggregator forwarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import threading
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tests.helpers.tls import Pki, make_pki
+
+
+def _widget(name: str, ns: str, request: web.Request) -> dict[str, Any]:
+    parts = request.path.split("/")
+    annotations = {"remote-user": request.headers.get("X-Remote-User", ""),
+                   "remote-groups": ",".join(request.headers.getall("X-Remote-Group", []))}
+    return {"apiVersion": f"{parts[2]}/{parts[3]}", "kind": "Widget",
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations}}
+
+
+class ExtensionServer:
+    def __init__(self, directory: Path, service_dns: str, group: str = "widgets.lite.test",
+                 version: str = "v1") -> None:
+        self.group, self.version = group, version
+        self.pki: Pki = make_pki(directory, (service_dns,))
+        self.seen: list[dict[str, str]] = []
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.pki.ca_file.read_bytes()
+
+    def start(self) -> ExtensionServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("extension server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._serve())
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        gv = f"{self.group}/{self.version}"
+        app.router.add_get(f"/apis/{self.group}", self._group)
+        app.router.add_get(f"/apis/{gv}", self._resources)
+        app.router.add_get(f"/apis/{gv}/namespaces/{{ns}}/widgets", self._list)
+        app.router.add_get(f"/apis/{gv}/namespaces/{{ns}}/widgets/{{name}}", self._get)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.pki.cert_file, self.pki.key_file)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ctx)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    def _record(self, request: web.Request) -> None:
+        self.seen.append({k: v for k, v in request.headers.items()})
+
+    async def _group(self, request: web.Request) -> web.Response:
+        self._record(request)
+        gv = {"groupVersion": f"{self.group}/{self.version}", "version": self.version}
+        return web.json_response({"kind": "APIGroup", "apiVersion": "v1", "name": self.group, "versions": [gv],
+                                  "preferredVersion": gv})
+
+    async def _resources(self, request: web.Request) -> web.Response:
+        self._record(request)
+        gv = f"{self.group}/{self.version}"
+        return web.json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+            {"name": "widgets", "singularName": "widget", "namespaced": True, "kind": "Widget",
+             "verbs": ["get", "list", "watch"], "shortNames": ["wdg"]}]})
+
+    async def _list(self, request: web.Request) -> web.StreamResponse:
+        self._record(request)
+        ns = request.match_info["ns"]
+        if request.query.get("watch") in ("1", "true"):
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            await resp.prepare(request)
+            for name in ("w1", "w2"):
+                line = json.dumps({"type": "ADDED", "object": _widget(name, ns, request)}) + "\n"
+                await resp.write(line.encode())
+                await asyncio.sleep(0.05)
+            await resp.write_eof()
+            return resp
+        return web.json_response({"kind": "WidgetList", "apiVersion": f"{self.group}/{self.version}",
+                                  "metadata": {"resourceVersion": "1"},
+                                  "items": [_widget("w1", ns, request)]})
+
+    async def _get(self, request: web.Request) -> web.Response:
+        self._record(request)
+        return web.json_response(_widget(request.match_info["name"], request.match_info["ns"], request))
