@@ -137,6 +137,13 @@ def prepare_subresource(subresource: str, new: Obj, old: Obj) -> None:
 
 # ---- validation ------------------------------------------------------------------------------------
 
+def csr_name(name: str, prefix: bool) -> list[str]:
+    """Upstream ValidateCertificateRequestName accepts any name; only the path-segment rules apply."""
+    if not prefix and name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in "/%" if c in name]
+
+
 def validate_signer_name(name: Any, path: str = "spec.signerName") -> list[Cause]:
     if not name:
         return [field_required(path, "signerName must be provided")]
@@ -307,7 +314,7 @@ def validate_subresource(subresource: str, new: Obj, old: Obj) -> list[Cause]:
 
 CSR = Strategy(prepare_create=prepare_create, prepare_update=prepare_update, validate=validate,
                validate_update=validate_update, prepare_subresource=prepare_subresource,
-               validate_subresource=validate_subresource)
+               validate_subresource=validate_subresource, name_fn=csr_name)
 
 
 # ---- admission -------------------------------------------------------------------------------------
