@@ -72,3 +72,28 @@ def test_local_apiservices_and_api_resources(cluster: Cluster) -> None:
     for line in ("certificatesigningrequests", "csistoragecapacities", "runtimeclasses", "apiservices",
                  "flowschemas", "prioritylevelconfigurations"):
         assert line in resources
+
+
+def test_runtimeclass_admission_with_kubectl_and_python_client(cluster: Cluster, ns: str) -> None:
+    from kubernetes import client
+
+    name = unique("rc")
+    node = client.NodeV1Api(cluster.api)
+    node.create_runtime_class(client.V1RuntimeClass(
+        metadata=client.V1ObjectMeta(name=name), handler="runc", overhead=client.V1Overhead(pod_fixed={"cpu": "50m"}),
+        scheduling=client.V1Scheduling(node_selector={"lite.test/sandbox": "yes"})))
+    assert node.read_runtime_class(name).handler == "runc"
+    assert name in cluster.kubectl("get", "runtimeclasses").stdout
+
+    def pod(pod_name: str, rc: str) -> str:
+        return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name, "namespace": ns},
+                           "spec": {"runtimeClassName": rc, "containers": [{"name": "c", "image": "busybox"}]}})
+
+    refused = cluster.kubectl("create", "-f", "-", input=pod("p1", "missing-" + name), check=False)
+    assert refused.returncode != 0
+    assert f'pods "p1" is forbidden: pod rejected: RuntimeClass "missing-{name}" not found' in refused.stderr
+    cluster.kubectl("create", "-f", "-", input=pod("p2", name))
+    got = client.CoreV1Api(cluster.api).read_namespaced_pod("p2", ns)
+    assert got.spec.overhead == {"cpu": "50m"}
+    assert got.spec.node_selector == {"lite.test/sandbox": "yes"}
+    node.delete_runtime_class(name)
