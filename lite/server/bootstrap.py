@@ -4,7 +4,8 @@ local APIService per built-in group-version (`service: null`, Available with rea
 
 `ensure_bootstrap_objects(client, kinds)` runs once at start, before the port opens. It creates what is
 missing and leaves what exists: an APIService a user replaced (say `v1beta1.metrics.k8s.io` pointing at an
-installed metrics-server) stays as the user wrote it. Idempotent; concurrent servers racing on one data dir
+installed metrics-server) stays as the user wrote it. Afterwards the aggregator keeps them (and CRD groups') in
+place (`lite.server.aggregator`). Idempotent; concurrent servers racing on one data dir
 cannot happen (one process owns it), and a 409 from a create is taken as "already there".
 """
 
@@ -65,16 +66,17 @@ def flow_schemas() -> list[Obj]:
             schema("catch-all", 10000, [_group("system:unauthenticated"), _group("system:authenticated")], True)]
 
 
-def local_apiservice(group: str, version: str) -> Obj:
-    """The local APIService upstream registers for a built-in group-version."""
+def local_apiservice(group: str, version: str, managed: str = "onstart") -> Obj:
+    """The local APIService upstream registers for a served group-version (`managed` "true" for CRD groups)."""
     gmin, vprio = PRIORITIES.get(group, (1000, 15))
-    return {"metadata": {"name": f"{version}.{group}", "labels": {AUTOMANAGED: "onstart"}},
+    return {"metadata": {"name": f"{version}.{group}", "labels": {AUTOMANAGED: managed}},
             "spec": {"group": group, "version": version, "groupPriorityMinimum": gmin, "versionPriority": vprio,
                      "service": None}}
 
 
-LOCAL_STATUS = {"conditions": [{"type": "Available", "status": "True", "reason": "Local",
-                                "message": "Local APIServices are always available"}]}
+def local_status() -> Obj:
+    return {"conditions": [{"type": "Available", "status": "True", "lastTransitionTime": rfc3339(),
+                            "reason": "Local", "message": "Local APIServices are always available"}]}
 
 
 async def _create_missing(client: Client, kind: Kind, obj: Obj) -> Obj | None:
@@ -114,6 +116,5 @@ async def ensure_bootstrap_objects(client: Client, kinds: KindRegistry) -> None:
             continue
         created = await _create_missing(client, svc_kind, local_apiservice(group, version))
         if created is not None:
-            conds = [{**c, "lastTransitionTime": rfc3339()} for c in LOCAL_STATUS["conditions"]]
-            created["status"] = {"conditions": conds}
+            created["status"] = local_status()
             await client.update(svc_kind, "", created["metadata"]["name"], created, subresource="status")

@@ -40,8 +40,8 @@ def apiservice(ns: str, ca: bytes, group: str, version: str) -> dict[str, object
 def wait_available(cluster: Cluster, name: str, want: str, timeout: float = 30) -> str:
     deadline = time.monotonic() + timeout
     while True:
-        out = cluster.kubectl("get", "apiservice", name, "--no-headers").stdout
-        if out.split()[2].startswith(want) or time.monotonic() > deadline:
+        out = cluster.kubectl("get", "apiservice", name, "--no-headers", check=False).stdout
+        if (out and out.split()[2].startswith(want)) or time.monotonic() > deadline:
             return out
         time.sleep(0.3)
 
@@ -97,3 +97,26 @@ def test_installed_metrics_server_replaces_builtin_metrics(cluster: Cluster, ns:
         server.stop()
     doc = json.loads(cluster.kubectl("get", "--raw", "/apis/metrics.k8s.io/v1beta1").stdout)
     assert sorted(r["name"] for r in doc["resources"]) == ["nodes", "pods"]
+
+
+def test_crd_groups_get_a_local_apiservice(cluster: Cluster) -> None:
+    group = "gadgets.lite.test"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"gadgets.{group}"},
+           "spec": {"group": group, "scope": "Namespaced",
+                    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
+    try:
+        assert "True" in wait_available(cluster, f"v1.{group}", "True")
+        got = json.loads(cluster.kubectl("get", "apiservice", f"v1.{group}", "-o", "json").stdout)
+        assert got["spec"]["service"] is None
+        assert got["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"] == "true"
+    finally:
+        cluster.kubectl("delete", "crd", f"gadgets.{group}")
+    deadline = time.monotonic() + 30
+    while f"v1.{group}" in cluster.kubectl("get", "apiservices").stdout:
+        assert time.monotonic() < deadline, "the CRD's APIService was not removed"
+        time.sleep(0.3)

@@ -9,6 +9,9 @@ available, what they serve (for discovery), and the routing of their requests to
   and asked for `/apis/<group>/<version>`; the `Available` condition is written through `/status` when it
   changes (reasons Passed, ServiceNotFound, ServicePortError, EndpointsNotFound, MissingEndpoints,
   FailedDiscoveryCheck), and the resource lists of the available ones are kept for discovery.
+- Every served group-version without an APIService gets a local one (label
+  `kube-aggregator.kubernetes.io/automanaged`: `onstart` for built-ins, `true` for CRD groups); a `true` one
+  whose CRD is gone is deleted (upstream's autoregister and crd-autoregister controllers).
 - `discovery_state()` gives (generation, remote group-versions, claimed group-versions) to `Discovery`, which
   merges the available remote ones and hides any local kinds of a claimed group-version (so an installed
   metrics-server's `v1beta1.metrics.k8s.io` replaces lite's built-in metrics).
@@ -36,6 +39,7 @@ from lite.kinds import Kind, KindRegistry
 from lite.objects import rfc3339
 from lite.server.aggregator.proxy import UNAVAILABLE, proxy, ssl_context
 from lite.server.aggregator.resolve import Backend, Unavailable, backend, service_ref
+from lite.server.bootstrap import AUTOMANAGED, local_apiservice, local_status
 
 log = logging.getLogger("lite.aggregator")
 Obj = dict[str, Any]
@@ -80,6 +84,7 @@ class Aggregator:
     def __init__(self, client: Client, kinds: KindRegistry, *, interval: float = 5.0,
                  check_timeout: float = 5.0) -> None:
         self.client = client
+        self.kinds = kinds
         self.apiservices = _kind(kinds, "apiregistration.k8s.io", "apiservices")
         self.services = _kind(kinds, "", "services")
         self.endpoints = _kind(kinds, "", "endpoints")
@@ -172,6 +177,7 @@ class Aggregator:
     async def sync(self) -> None:
         """One pass over every APIService: check the remote ones, publish the discovery state."""
         listed = await self.client.list(self.apiservices)
+        await self._autoregister(listed.get("items") or [])
         remote: list[RemoteGroupVersion] = []
         claimed: set[tuple[str, str]] = set()
         for item in listed.get("items") or []:
@@ -188,6 +194,36 @@ class Aggregator:
         if state != (self._remote, self._claimed):
             self._remote, self._claimed = state
             self._generation += 1
+
+    async def _autoregister(self, items: list[Obj]) -> None:
+        """Upstream's autoregister controllers: every served group-version (built-in or from a CRD) has a
+        local APIService; one registered for a CRD that is gone is removed."""
+        have = {str((i.get("metadata") or {}).get("name")): i for i in items}
+        served = set(self.kinds.group_versions())
+        for group, version in sorted(served):
+            name = f"{version}.{group}"
+            if name in have:
+                continue
+            crd = any(k.crd for k in self.kinds if (k.group, k.version) == (group, version))
+            obj = local_apiservice(group, version, "true" if crd else "onstart")
+            try:
+                created = await self.client.create(self.apiservices, "", {
+                    "apiVersion": self.apiservices.api_version, "kind": self.apiservices.kind, **obj})
+                created["status"] = local_status()
+                await self.client.update(self.apiservices, "", name, created, subresource="status")
+            except errors.ApiError as e:
+                if e.code != 409:
+                    raise
+        for name, item in have.items():
+            spec = item.get("spec") or {}
+            if ((item.get("metadata") or {}).get("labels") or {}).get(AUTOMANAGED) == "true" \
+                    and service_ref(item) is None \
+                    and (str(spec.get("group") or ""), str(spec.get("version") or "")) not in served:
+                try:
+                    await self.client.delete(self.apiservices, "", name)
+                except errors.ApiError as e:
+                    if e.code != 404:
+                        raise
 
     async def _check(self, apiservice: Obj) -> Obj | None:
         """Probe one remote APIService, write its Available condition; its APIResourceList if available."""
