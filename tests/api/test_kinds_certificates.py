@@ -140,11 +140,11 @@ async def test_system_masters_refused_for_the_client_signer() -> None:
     await subject_restriction(Admission("CREATE", k, "", "other", other, None))
 
 
-def _ca() -> ClientCA:
+def _ca(now: dt.datetime | None = None) -> ClientCA:
     from cryptography.hazmat.primitives import hashes, serialization
 
     key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-client-ca")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(1).not_valid_before(now - dt.timedelta(days=1))
@@ -161,8 +161,8 @@ def _approved(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_signed_certificate_carries_subject_usage_and_expiry() -> None:
-    ca = _ca()
     now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    ca = _ca(now)
     body = _approved(csr_body("s", cn="bob", orgs=("dev", "ops"), usages=["digital signature", "client auth"],
                               seconds=3600))
     cert = x509.load_pem_x509_certificate(sign_request(body, ca, now))
@@ -175,6 +175,18 @@ def test_signed_certificate_carries_subject_usage_and_expiry() -> None:
     assert cert.extensions.get_extension_for_class(x509.KeyUsage).value.digital_signature
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     cert.verify_directly_issued_by(ca_cert)
+
+
+def test_long_lived_certificates_are_not_extended_by_the_backdate() -> None:
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    cert = x509.load_pem_x509_certificate(sign_request(_approved(csr_body("l", seconds=86400)), _ca(now), now))
+    assert cert.not_valid_after_utc - cert.not_valid_before_utc == dt.timedelta(days=1)
+
+
+def test_expired_ca_refuses() -> None:
+    now = dt.datetime.now(dt.UTC) + dt.timedelta(days=60)
+    with pytest.raises(ValueError, match="refusing to sign a certificate that expired in the past"):
+        sign_request(_approved(csr_body("e")), _ca(), now)
 
 
 def test_expiry_is_capped_by_the_ca() -> None:

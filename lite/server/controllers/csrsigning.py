@@ -2,8 +2,9 @@
 
 reconcile(name): a CertificateSigningRequest that is Approved, not Failed, has no certificate yet and names
 the kube-apiserver-client signer gets one, signed by the cluster's client CA: subject (CN, O, ...) and public
-key from the request, key usages and `client auth` from `spec.usages`, valid from five minutes ago for
-min(expirationSeconds, one year), never past the CA's own expiry. Usages a client certificate may not have
+key (and SANs) from the request, key usages and `client auth` from `spec.usages`, valid from five minutes ago
+for min(expirationSeconds, one year) (less the five minutes when that is 8 hours or more, as upstream's
+PermissiveSigningPolicy), never past the CA's own expiry. Usages a client certificate may not have
 (or no `client auth`) give a `Failed` condition (reason SignerValidationFailure) instead, as upstream.
 
 Other signer names are left alone: `kubernetes.io/kube-apiserver-client-kubelet` and
@@ -33,6 +34,7 @@ Obj = dict[str, Any]
 API_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client"
 DEFAULT_TTL = dt.timedelta(days=365)  # upstream --cluster-signing-duration default
 BACKDATE = dt.timedelta(minutes=5)
+SHORT = dt.timedelta(hours=8)  # shorter certificates keep their whole lifetime after now (not backdated)
 _OPTIONAL_USAGES = ("digital signature", "key encipherment")
 
 
@@ -88,7 +90,10 @@ def sign_request(csr: Obj, ca: ClientCA, now: dt.datetime, max_ttl: dt.timedelta
     seconds = spec.get("expirationSeconds")
     if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
         ttl = min(ttl, dt.timedelta(seconds=seconds))
-    not_after = min(now + ttl, ca_cert.not_valid_after_utc)
+    signer_end = ca_cert.not_valid_after_utc
+    if now >= signer_end:
+        raise ValueError(f"refusing to sign a certificate that expired in the past: NotAfter={signer_end}")
+    not_after = min(now + ttl if ttl < SHORT else now + ttl - BACKDATE, signer_end)
     key_usage = x509.KeyUsage(digital_signature="digital signature" in usages,
                               key_encipherment="key encipherment" in usages, content_commitment=False,
                               data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
@@ -105,6 +110,11 @@ def sign_request(csr: Obj, ca: ClientCA, now: dt.datetime, max_ttl: dt.timedelta
     )
     if key_usage.digital_signature or key_usage.key_encipherment:
         builder = builder.add_extension(key_usage, critical=True)
+    try:  # SANs of the request are carried over, as upstream's signer does
+        sans = req.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        builder = builder.add_extension(sans, critical=False)
+    except x509.ExtensionNotFound:
+        pass
     cert = builder.sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
     return cert.public_bytes(serialization.Encoding.PEM)
 
