@@ -16,14 +16,16 @@ available, what they serve (for discovery), and the routing of their requests to
   merges the available remote ones and hides any local kinds of a claimed group-version (so an installed
   metrics-server's `v1beta1.metrics.k8s.io` replaces lite's built-in metrics).
 
-Invariants: the only mutable state is the last sync's result, replaced whole (never mutated in place) and
-owned by this instance; one aiohttp session per instance, closed by `close()`.
+Invariants: the only mutable state is the last sync's result, replaced whole (never mutated in place), and a
+bounded cache of client TLS contexts, both owned by this instance; one aiohttp session per instance, closed
+by `close()`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from lite.server.aggregator.resolve import Backend, Unavailable, backend, servic
 from lite.server.bootstrap import AUTOMANAGED, local_apiservice, local_status
 
 log = logging.getLogger("lite.aggregator")
+_TLS_CACHE = 64
 Obj = dict[str, Any]
 
 
@@ -95,6 +98,7 @@ class Aggregator:
         self._generation = 0
         self._wake = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
+        self._tls: dict[tuple[bytes, bool], ssl.SSLContext] = {}
 
     # ---- discovery and routing -------------------------------------------------------------------
 
@@ -128,7 +132,17 @@ class Aggregator:
         return found
 
     async def proxy(self, request: web.Request, b: Backend) -> web.StreamResponse:
-        return await proxy(self.session(), request, b)
+        return await proxy(self.session(), request, b, self.tls(b))
+
+    def tls(self, b: Backend) -> ssl.SSLContext:
+        """One client TLS context per (caBundle, insecure), so pooled connections are reused."""
+        key = (b.ca_pem, b.insecure)
+        ctx = self._tls.get(key)
+        if ctx is None:
+            if len(self._tls) >= _TLS_CACHE:
+                self._tls.clear()
+            ctx = self._tls[key] = ssl_context(b)
+        return ctx
 
     # ---- availability ----------------------------------------------------------------------------
 
@@ -237,7 +251,7 @@ class Aggregator:
             url = f"https://{found.host}:{found.port}{path}"
             try:
                 timeout = aiohttp.ClientTimeout(total=self.check_timeout)
-                async with self.session().get(url, ssl=ssl_context(found), server_hostname=found.server_name,
+                async with self.session().get(url, ssl=self.tls(found), server_hostname=found.server_name,
                                               timeout=timeout) as resp:
                     body = await resp.read()
                     if not 200 <= resp.status < 300:

@@ -51,14 +51,16 @@ def forward_headers(headers: Mapping[str, str]) -> list[tuple[str, str]]:
     return out
 
 
-async def proxy(session: aiohttp.ClientSession, request: web.Request, b: Backend,
+async def proxy(session: aiohttp.ClientSession, request: web.Request, b: Backend, tls: ssl.SSLContext,
                 connect_timeout: float = 5.0) -> web.StreamResponse:
+    """Forward `request` to `b` over `tls` (reuse one context per backend CA: the session pools connections
+    per context, so a fresh context per request would cost a TLS handshake each time)."""
     url = f"https://{b.host}:{b.port}{request.rel_url}"
     body = request.content if request.can_read_body else None
     timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout, sock_connect=connect_timeout)
     try:
         upstream = await session.request(request.method, url, headers=forward_headers(request.headers), data=body,
-                                         ssl=ssl_context(b), server_hostname=b.server_name, timeout=timeout,
+                                         ssl=tls, server_hostname=b.server_name, timeout=timeout,
                                          allow_redirects=False, auto_decompress=False)
     except (TimeoutError, aiohttp.ClientError, OSError, ssl.SSLError) as e:
         raise errors.service_unavailable(f"{UNAVAILABLE}: {type(e).__name__}") from None
