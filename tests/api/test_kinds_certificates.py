@@ -218,3 +218,10 @@ def test_which_requests_the_signer_takes(conds: list[Any], signer: str, wanted: 
     body = csr_body("w", signer=signer)
     body["status"] = {"conditions": conds}
     assert wants_signing(body) is wanted
+
+
+async def test_list_by_signer_name(res: Resources) -> None:
+    await res.create(kind(res), "", csr_body("a1"))
+    await res.create(kind(res), "", csr_body("a2", signer="example.com/other"))
+    got = await res.list(kind(res), field_selector="spec.signerName=example.com/other")
+    assert [i["metadata"]["name"] for i in got["items"]] == ["a2"]
