@@ -225,3 +225,13 @@ async def test_list_by_signer_name(res: Resources) -> None:
     await res.create(kind(res), "", csr_body("a2", signer="example.com/other"))
     got = await res.list(kind(res), field_selector="spec.signerName=example.com/other")
     assert [i["metadata"]["name"] for i in got["items"]] == ["a2"]
+
+
+def test_discovery_lists_approval_as_writable() -> None:
+    from lite.kinds import KindRegistry
+    from lite.server.api.discovery import Discovery
+
+    doc = Discovery(KindRegistry()).resource_list("certificates.k8s.io/v1")
+    assert doc is not None
+    approval = next(r for r in doc["resources"] if r["name"] == "certificatesigningrequests/approval")
+    assert approval["verbs"] == ["get", "patch", "update"] and approval["kind"] == "CertificateSigningRequest"

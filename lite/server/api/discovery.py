@@ -27,6 +27,7 @@ Obj = dict[str, Any]
 # subresource -> (group, version, kind or "" for the parent's kind, verbs)
 _SUBRESOURCES: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "status": ("", "", "", ("get", "patch", "update")),
+    "approval": ("", "", "", ("get", "patch", "update")),
     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
     "eviction": ("policy", "v1", "Eviction", ("create",)),
     "binding": ("", "v1", "Binding", ("create",)),
