@@ -1,6 +1,7 @@
 """Objects upstream's apiserver keeps in every cluster for the kinds lite added in issue 7: the mandatory
-flowcontrol configuration (FlowSchemas and PriorityLevelConfigurations `exempt` and `catch-all`) and one
-local APIService per built-in group-version (`service: null`, Available with reason Local).
+flowcontrol configuration (FlowSchemas and PriorityLevelConfigurations `exempt` and `catch-all`), one
+local APIService per built-in group-version (`service: null`, Available with reason Local), and the
+`kube-system/extension-apiserver-authentication` ConfigMap extension API servers read.
 
 `ensure_bootstrap_objects(client, kinds)` runs once at start, before the port opens. It creates what is
 missing and leaves what exists: an APIService a user replaced (say `v1beta1.metrics.k8s.io` pointing at an
@@ -118,3 +119,34 @@ async def ensure_bootstrap_objects(client: Client, kinds: KindRegistry) -> None:
         if created is not None:
             created["status"] = local_status()
             await client.update(svc_kind, "", created["metadata"]["name"], created, subresource="status")
+
+
+EXTENSION_AUTH = ("kube-system", "extension-apiserver-authentication")
+
+
+def extension_auth_data(client_ca_pem: str, front_proxy_ca_pem: str) -> dict[str, str]:
+    """What upstream publishes for extension API servers: which CA signs client certificates, and how to
+    trust the aggregator's X-Remote-* headers (its front-proxy client certificate)."""
+    return {"client-ca-file": client_ca_pem, "requestheader-client-ca-file": front_proxy_ca_pem,
+            "requestheader-allowed-names": '["front-proxy-client"]',
+            "requestheader-username-headers": '["X-Remote-User"]',
+            "requestheader-group-headers": '["X-Remote-Group"]',
+            "requestheader-extra-headers-prefix": '["X-Remote-Extra-"]'}
+
+
+async def ensure_extension_auth(client: Client, kinds: KindRegistry, data: dict[str, str]) -> None:
+    """Create or refresh `kube-system/extension-apiserver-authentication` with `data`."""
+    cm = _kind(kinds, "", "configmaps")
+    if cm is None:
+        return
+    ns, name = EXTENSION_AUTH
+    try:
+        current = await client.get(cm, ns, name)
+    except ApiError as e:
+        if e.code != 404:
+            raise
+        await client.create(cm, ns, {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": name, "namespace": ns}, "data": data})
+        return
+    if current.get("data") != data:
+        await client.update(cm, ns, name, {**current, "data": data})

@@ -33,7 +33,7 @@ from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
-from lite.server.bootstrap import ensure_bootstrap_objects
+from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
 from lite.server.controllers.csrsigning import ClientCA
@@ -98,6 +98,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
+    if creds.client_ca_cert is not None and creds.front_proxy_ca is not None:
+        await ensure_extension_auth(resources, kinds, extension_auth_data(
+            creds.client_ca_cert.read_text(), creds.front_proxy_ca.read_text()))
     await allocators.start()
     api_ip = allocators.ips.nth(1)
     advertise = config.advertise_address or _advertise_address(config)
@@ -110,7 +113,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds))
     scheduler = build_scheduler(resources, informers)
-    aggregator = Aggregator(resources, kinds)
+    proxy_cert = (str(creds.front_proxy_cert), str(creds.front_proxy_key)) \
+        if creds.front_proxy_cert is not None and creds.front_proxy_key is not None else None
+    aggregator = Aggregator(resources, kinds, client_cert=proxy_cert)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator)
     add_join_routes(app, hub, authenticate)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))

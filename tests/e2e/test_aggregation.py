@@ -46,9 +46,18 @@ def wait_available(cluster: Cluster, name: str, want: str, timeout: float = 30) 
         time.sleep(0.3)
 
 
+def extension_auth(cluster: Cluster) -> dict[str, str]:
+    cm = json.loads(cluster.kubectl("get", "configmap", "-n", "kube-system", "extension-apiserver-authentication",
+                                    "-o", "json").stdout)
+    return cm["data"]  # type: ignore[no-any-return]
+
+
 @pytest.fixture
-def ext(tmp_path: Path, ns: str) -> Iterator[ExtensionServer]:
-    server = ExtensionServer(tmp_path, f"{SVC}.{ns}.svc").start()
+def ext(tmp_path: Path, ns: str, cluster: Cluster) -> Iterator[ExtensionServer]:
+    """An extension server that, like one built on k8s.io/apiserver, trusts only the front-proxy CA that
+    lite publishes in kube-system/extension-apiserver-authentication."""
+    server = ExtensionServer(tmp_path, f"{SVC}.{ns}.svc",
+                             client_ca=extension_auth(cluster)["requestheader-client-ca-file"]).start()
     yield server
     server.stop()
 
@@ -63,6 +72,8 @@ def test_extension_api_is_served_through_lite(cluster: Cluster, ns: str, ext: Ex
         annotations = listed["items"][0]["metadata"]["annotations"]
         assert annotations == {"remote-user": "admin", "remote-groups": "system:masters,system:authenticated"}
         assert all("Authorization" not in h and "authorization" not in h for h in ext.seen)
+        allowed = json.loads(extension_auth(cluster)["requestheader-allowed-names"])
+        assert ext.peers and set(ext.peers) <= set(allowed)
         watched = cluster.kubectl("get", "--raw", f"/apis/{group}/v1/namespaces/{ns}/widgets?watch=1").stdout
         assert [json.loads(line)["object"]["metadata"]["name"] for line in watched.splitlines()] == ["w1", "w2"]
         resources = cluster.kubectl("api-resources", "--api-group", group).stdout

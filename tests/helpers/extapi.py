@@ -3,7 +3,9 @@ otherwise) with one namespaced resource `widgets`, served over TLS on 127.0.0.1 
 
 It answers discovery (`/apis/widgets.lite.test/v1`), lists and gets of widgets whose annotations echo the
 X-Remote-User/X-Remote-Group headers it received, and a watch that sends two ADDED events and then ends;
-every request's headers are recorded in `seen` so tests can check what the aggregator forwarded.
+every request's headers are recorded in `seen` so tests can check what the aggregator forwarded. Given a
+`client_ca`, it requires client certificates signed by it, as an extension server trusting the aggregator's
+front-proxy certificate does, and records their CNs in `peers`.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ def _widget(name: str, ns: str, request: web.Request) -> dict[str, Any]:
 
 class ExtensionServer:
     def __init__(self, directory: Path, service_dns: str, group: str = "widgets.lite.test",
-                 version: str = "v1") -> None:
+                 version: str = "v1", client_ca: str | None = None) -> None:
         self.group, self.version = group, version
+        self.client_ca = client_ca  # when set, clients must present a certificate signed by it
+        self.peers: list[str] = []  # the CN of each client certificate presented
         self.pki: Pki = make_pki(directory, (service_dns,))
         self.seen: list[dict[str, str]] = []
         self.port = 0
@@ -72,6 +76,9 @@ class ExtensionServer:
         app.router.add_get(f"/apis/{gv}/namespaces/{{ns}}/widgets/{{name}}", self._get)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.pki.cert_file, self.pki.key_file)
+        if self.client_ca is not None:
+            ctx.load_verify_locations(cadata=self.client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ctx)
@@ -80,6 +87,9 @@ class ExtensionServer:
 
     def _record(self, request: web.Request) -> None:
         self.seen.append({k: v for k, v in request.headers.items()})
+        peer = request.transport.get_extra_info("peercert") if request.transport is not None else None
+        for rdn in (peer or {}).get("subject", ()):
+            self.peers += [value for key, value in rdn if key == "commonName"]
 
     async def _group(self, request: web.Request) -> web.Response:
         self._record(request)

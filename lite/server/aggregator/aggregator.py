@@ -85,7 +85,7 @@ class Aggregator:
     """See the module docstring. `client` is the in-process registry."""
 
     def __init__(self, client: Client, kinds: KindRegistry, *, interval: float = 5.0,
-                 check_timeout: float = 5.0) -> None:
+                 check_timeout: float = 5.0, client_cert: tuple[str, str] | None = None) -> None:
         self.client = client
         self.kinds = kinds
         self.apiservices = _kind(kinds, "apiregistration.k8s.io", "apiservices")
@@ -99,6 +99,7 @@ class Aggregator:
         self._wake = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
         self._tls: dict[tuple[bytes, bool], ssl.SSLContext] = {}
+        self.client_cert = client_cert  # (cert file, key file) presented to backends
 
     # ---- discovery and routing -------------------------------------------------------------------
 
@@ -141,7 +142,7 @@ class Aggregator:
         if ctx is None:
             if len(self._tls) >= _TLS_CACHE:
                 self._tls.clear()
-            ctx = self._tls[key] = ssl_context(b)
+            ctx = self._tls[key] = ssl_context(b, self.client_cert)
         return ctx
 
     # ---- availability ----------------------------------------------------------------------------

@@ -27,9 +27,12 @@ _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-autho
 UNAVAILABLE = "the server is currently unable to handle the request"
 
 
-def ssl_context(b: Backend) -> ssl.SSLContext:
-    """TLS to the backend: its caBundle (else system trust), or no verification when insecure."""
+def ssl_context(b: Backend, client_cert: tuple[str, str] | None = None) -> ssl.SSLContext:
+    """TLS to the backend: its caBundle (else system trust), or no verification when insecure; presenting
+    the front-proxy client certificate when there is one."""
     ctx = ssl.create_default_context(cadata=b.ca_pem.decode("latin-1") if b.ca_pem else None)
+    if client_cert is not None:
+        ctx.load_cert_chain(*client_cert)
     if b.insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
