@@ -79,6 +79,10 @@ def test_extension_api_is_served_through_lite(cluster: Cluster, ns: str, ext: Ex
         resources = cluster.kubectl("api-resources", "--api-group", group).stdout
         assert "widgets" in resources and "wdg" in resources and f"{group}/v1" in resources
         assert "w1" in cluster.kubectl("get", "widgets", "-n", ns).stdout
+        posted = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "big"}, "data": "x" * 100000}
+        out = cluster.kubectl("create", "--raw", f"/apis/{group}/v1/namespaces/{ns}/widgets", "-f", "-",
+                              input=json.dumps(posted))
+        assert json.loads(out.stdout) == posted  # the body went through whole
         groups = json.loads(cluster.kubectl("get", "--raw", "/apis").stdout)
         assert group in [g["name"] for g in groups["groups"]]
 

@@ -1,8 +1,8 @@
 """A small extension API server for aggregation tests: one group-version (`widgets.lite.test/v1` unless told
 otherwise) with one namespaced resource `widgets`, served over TLS on 127.0.0.1 from a thread with its own event loop.
 
-It answers discovery (`/apis/widgets.lite.test/v1`), lists and gets of widgets whose annotations echo the
-X-Remote-User/X-Remote-Group headers it received, and a watch that sends two ADDED events and then ends;
+It answers discovery (`/apis/widgets.lite.test/v1`), creates (echoed back), lists and gets of widgets whose
+annotations echo the X-Remote-User/X-Remote-Group headers it received, and a watch that sends two ADDED events and then ends;
 every request's headers are recorded in `seen` so tests can check what the aggregator forwarded. Given a
 `client_ca`, it requires client certificates signed by it, as an extension server trusting the aggregator's
 front-proxy certificate does, and records their CNs in `peers`.
@@ -73,6 +73,7 @@ class ExtensionServer:
         app.router.add_get(f"/apis/{self.group}", self._group)
         app.router.add_get(f"/apis/{gv}", self._resources)
         app.router.add_get(f"/apis/{gv}/namespaces/{{ns}}/widgets", self._list)
+        app.router.add_post(f"/apis/{gv}/namespaces/{{ns}}/widgets", self._create)
         app.router.add_get(f"/apis/{gv}/namespaces/{{ns}}/widgets/{{name}}", self._get)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.pki.cert_file, self.pki.key_file)
@@ -119,6 +120,11 @@ class ExtensionServer:
         return web.json_response({"kind": "WidgetList", "apiVersion": f"{self.group}/{self.version}",
                                   "metadata": {"resourceVersion": "1"},
                                   "items": [_widget("w1", ns, request)]})
+
+    async def _create(self, request: web.Request) -> web.Response:
+        """Echo the posted object back with 201, as a create would answer."""
+        self._record(request)
+        return web.json_response(await request.json(), status=201)
 
     async def _get(self, request: web.Request) -> web.Response:
         self._record(request)
