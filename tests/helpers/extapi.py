@@ -1,12 +1,12 @@
 """A small extension API server for aggregation tests: one group-version (`widgets.lite.test/v1` unless told
-otherwise) with one namespaced resource `widgets`, served over TLS on 127.0.0.1 from a thread with its own event loop.
+otherwise) with one namespaced resource `widgets`, served over TLS on 127.0.0.1 from a thread with its own
+event loop.
 
 It answers discovery (`/apis/widgets.lite.test/v1`), creates (echoed back), lists and gets of widgets whose
-annotations echo the X-Remote-User/X-Remote-Group headers it received, and a watch that sends two ADDED events and then ends;
-every request's headers are recorded in `seen` so tests can check what the aggregator forwarded. Given a
-`client_ca`, it requires client certificates signed by it, as an extension server trusting the aggregator's
-front-proxy certificate does, and records their CNs in `peers`.
-"""
+annotations echo the X-Remote-User/X-Remote-Group headers it received, and a watch that sends two ADDED
+events and then ends; every request's headers are recorded in `seen` so tests can check what the aggregator
+forwarded. Given a `client_ca`, it requires client certificates signed by it, as an extension server
+trusting the aggregator's front-proxy certificate does, and records their CNs in `peers`."""
 
 from __future__ import annotations
 
