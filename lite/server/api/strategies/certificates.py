@@ -21,7 +21,7 @@ from typing import Any
 
 from lite import errors
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
-from lite.objects import rfc3339
+from lite.objects import deep_copy, rfc3339
 from lite.server.api.requestuser import current_user
 from lite.server.api.strategies.base import Admission, Obj, Strategy
 from lite.validation import is_dns1123_label, is_dns1123_subdomain
@@ -103,7 +103,7 @@ def prepare_create(obj: Obj) -> None:
 
 def prepare_update(new: Obj, old: Obj) -> None:
     if "spec" in old:
-        new["spec"] = old["spec"]
+        new["spec"] = deep_copy(old["spec"])
     else:
         new.pop("spec", None)
 
@@ -125,7 +125,7 @@ def prepare_subresource(subresource: str, new: Obj, old: Obj) -> None:
     prepare_update(new, old)
     if subresource == "approval":
         conds = (new.get("status") or {}).get("conditions") if isinstance(new.get("status"), dict) else None
-        status = dict(old.get("status") or {})
+        status = deep_copy(old.get("status") or {})
         if conds is None:
             status.pop("conditions", None)
         else:
