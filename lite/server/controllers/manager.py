@@ -21,6 +21,7 @@ from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.server.controllers.cronjob import CronJobController
+from lite.server.controllers.csrcleaner import CSRCleanerController
 from lite.server.controllers.csrsigning import ClientCA, CSRSigningController
 from lite.server.controllers.daemonset import DaemonSetController
 from lite.server.controllers.deployment import DeploymentController
@@ -85,6 +86,7 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         DisruptionController(client, informers, recorder("controllermanager")),
         PodGCController(client, informers, recorder("pod-garbage-collector")),
         HPAController(client, informers, recorder("horizontal-pod-autoscaler"), metrics=hpa_metrics),
+        CSRCleanerController(client, informers, recorder("csrcleaner")),
     ]
     if client_ca is not None:
         signing = recorder("certificatesigningrequest-signing-controller")
