@@ -97,3 +97,18 @@ def test_forwarded_headers_carry_the_user_not_the_credentials() -> None:
         CURRENT_USER.reset(token)
     assert out == [("Accept", "application/json"), ("X-Remote-User", "admin"),
                    ("X-Remote-Group", "system:masters"), ("X-Remote-Group", "system:authenticated")]
+
+
+def test_openapi_index_lists_remote_and_drops_claimed_local() -> None:
+    import orjson
+
+    from lite.server.aggregator import RemoteGroupVersion
+    from lite.server.aggregator.aggregator import openapi_root_with
+
+    root = orjson.dumps({"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=A"},
+                                   "apis/metrics.k8s.io/v1beta1": {"serverRelativeURL": "/x"}}})
+    assert openapi_root_with(root, (), frozenset()) == root
+    remote = (RemoteGroupVersion("x.io", "v1", 1000, 15, {}),)
+    out = orjson.loads(openapi_root_with(root, remote, frozenset({("x.io", "v1"), ("metrics.k8s.io", "v1beta1")})))
+    assert out["paths"] == {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=A"},
+                            "apis/x.io/v1": {"serverRelativeURL": "/openapi/v3/apis/x.io/v1"}}

@@ -83,6 +83,11 @@ def test_extension_api_is_served_through_lite(cluster: Cluster, ns: str, ext: Ex
         out = cluster.kubectl("create", "--raw", f"/apis/{group}/v1/namespaces/{ns}/widgets", "-f", "-",
                               input=json.dumps(posted))
         assert json.loads(out.stdout) == posted  # the body went through whole
+        index = json.loads(cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]
+        assert f"apis/{group}/v1" in index
+        widget = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w9", "namespace": ns}}
+        created = cluster.kubectl("create", "-f", "-", input=json.dumps(widget))  # kubectl reads the remote doc
+        assert "widget.widgets.lite.test/w9 created" in created.stdout
         groups = json.loads(cluster.kubectl("get", "--raw", "/apis").stdout)
         assert group in [g["name"] for g in groups["groups"]]
 

@@ -72,6 +72,7 @@ class ExtensionServer:
         gv = f"{self.group}/{self.version}"
         app.router.add_get(f"/apis/{self.group}", self._group)
         app.router.add_get(f"/apis/{gv}", self._resources)
+        app.router.add_get(f"/openapi/v3/apis/{gv}", self._openapi)
         app.router.add_get(f"/apis/{gv}/namespaces/{{ns}}/widgets", self._list)
         app.router.add_post(f"/apis/{gv}/namespaces/{{ns}}/widgets", self._create)
         app.router.add_get(f"/apis/{gv}/namespaces/{{ns}}/widgets/{{name}}", self._get)
@@ -120,6 +121,23 @@ class ExtensionServer:
         return web.json_response({"kind": "WidgetList", "apiVersion": f"{self.group}/{self.version}",
                                   "metadata": {"resourceVersion": "1"},
                                   "items": [_widget("w1", ns, request)]})
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        """A minimal OpenAPI v3 document: the widget schema and a patch operation that takes fieldValidation,
+        which is what kubectl looks for before creating with server-side validation."""
+        self._record(request)
+        gvk = {"group": self.group, "version": self.version, "kind": "Widget"}
+        ref = {"$ref": "#/components/schemas/test.Widget"}
+        patch = {"operationId": "patchWidget", "x-kubernetes-action": "patch", "x-kubernetes-group-version-kind": gvk,
+                "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}],
+                "requestBody": {"content": {"application/merge-patch+json": {"schema": {"type": "object"}}}},
+                 "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": ref}}}}}
+        path = f"/apis/{self.group}/{self.version}/namespaces/{{namespace}}/widgets/{{name}}"
+        return web.json_response({"openapi": "3.0.0", "info": {"title": "widgets", "version": "v1"},
+                                  "paths": {path: {"patch": patch}},
+                                  "components": {"schemas": {"test.Widget": {
+                                      "type": "object", "x-kubernetes-group-version-kind": [gvk],
+                                      "x-kubernetes-preserve-unknown-fields": True}}}})
 
     async def _create(self, request: web.Request) -> web.Response:
         """Echo the posted object back with 201, as a create would answer."""

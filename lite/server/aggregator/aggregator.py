@@ -76,6 +76,21 @@ def available_condition(old: Obj, ok: bool, reason: str, message: str) -> Obj:
             "message": message}
 
 
+def openapi_root_with(root: bytes, remote: tuple[RemoteGroupVersion, ...],
+                      claimed: frozenset[tuple[str, str]]) -> bytes:
+    """The `/openapi/v3` index with the remote group-versions added (their documents are proxied) and the
+    local documents of claimed group-versions dropped."""
+    if not remote and not claimed:
+        return root
+    doc = orjson.loads(root)
+    paths = doc.setdefault("paths", {})
+    for group, version in claimed:
+        paths.pop(f"apis/{group}/{version}", None)
+    for r in remote:
+        paths[f"apis/{r.group}/{r.version}"] = {"serverRelativeURL": f"/openapi/v3/apis/{r.group}/{r.version}"}
+    return orjson.dumps(doc)
+
+
 def is_available(apiservice: Obj) -> bool:
     return any(isinstance(c, dict) and c.get("type") == "Available" and c.get("status") == "True"
                for c in (apiservice.get("status") or {}).get("conditions") or [])

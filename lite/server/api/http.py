@@ -28,6 +28,7 @@ from lite.client import Client
 from lite.errors import ApiError, path_not_found, unauthorized
 from lite.kinds import KindRegistry
 from lite.server.aggregator import Aggregator
+from lite.server.aggregator.aggregator import openapi_root_with
 from lite.server.api import negotiate
 from lite.server.api.discovery import Discovery
 from lite.server.api.handlers import (
@@ -226,10 +227,21 @@ def route(kinds: KindRegistry, group: str, version: str, rest: list[str]) -> Tar
 
 
 async def _openapi_root_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
-    return web.Response(body=ctx.openapi.root(), content_type="application/json")
+    body = ctx.openapi.root()
+    aggregator = request.app.get(AGGREGATOR)
+    if aggregator is not None:
+        _, remote, claimed = aggregator.discovery_state()
+        body = openapi_root_with(body, remote, claimed)
+    return web.Response(body=body, content_type="application/json")
 
 
 async def _openapi_doc_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    parts = _split(request.match_info["tail"])
+    aggregator = request.app.get(AGGREGATOR)
+    if aggregator is not None and len(parts) == 3 and parts[0] == "apis":
+        backend = await aggregator.backend_for(parts[1], parts[2])
+        if backend is not None:  # an extension server's own document, as upstream aggregates them
+            return await aggregator.proxy(request, backend)
     doc = ctx.openapi.document(request.match_info["tail"])
     if doc is None:
         raise path_not_found()
