@@ -292,3 +292,19 @@ async def test_apiservice_create_ignores_status(client: TestClient[web.Request, 
     code, out = await _call(client, "POST", APISVCS, body)
     assert code == 201 and out["status"] == {}
     assert out["spec"]["service"]["port"] == 443
+
+
+async def test_unusable_ca_bundle_is_503_not_500(client: TestClient[web.Request, web.Application]) -> None:
+    for path, body in (("/api/v1/namespaces/default/services", {"metadata": {"name": "ext"}, "spec": {
+            "ports": [{"name": "https", "port": 443}]}}),
+            ("/api/v1/namespaces/default/endpoints", {"metadata": {"name": "ext"}, "subsets": [{
+                "addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": 9}]}]}),
+            (APISVCS, apisvc(caBundle=b64(b"not a certificate")))):
+        code, out = await _call(client, "POST", path, body)
+        assert code == 201, out
+    obj = out
+    obj["status"] = {"conditions": [{"type": "Available", "status": "True", "reason": "Forged"}]}
+    code, _ = await _call(client, "PUT", f"{APISVCS}/v1.h.example.com/status", obj)
+    assert code == 200
+    code, out = await _call(client, "GET", "/apis/h.example.com/v1/namespaces/default/things", None)
+    assert (code, out["reason"]) == (503, "ServiceUnavailable")

@@ -148,7 +148,11 @@ class Aggregator:
         return found
 
     async def proxy(self, request: web.Request, b: Backend) -> web.StreamResponse:
-        return await proxy(self.session(), request, b, self.tls(b))
+        try:
+            tls = self.tls(b)
+        except (ssl.SSLError, ValueError, OSError):  # a caBundle that is no PEM: nothing can be reached
+            raise errors.service_unavailable(UNAVAILABLE) from None
+        return await proxy(self.session(), request, b, tls)
 
     def tls(self, b: Backend) -> ssl.SSLContext:
         """One client TLS context per (caBundle, insecure), so pooled connections are reused."""
@@ -180,6 +184,8 @@ class Aggregator:
                     await self.sync()
                 except errors.ApiError as e:
                     log.warning("aggregator: sync failed: %s", e)
+                except Exception:  # one odd APIService must not stop the availability checks of the others
+                    log.exception("aggregator: sync failed")
                 try:
                     await asyncio.wait_for(self._wake.wait(), self.interval)
                 except TimeoutError:
@@ -200,7 +206,7 @@ class Aggregator:
                 rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
                 async for _event in self.client.watch(self.apiservices, resource_version=rv):
                     self._wake.set()
-            except errors.ApiError:
+            except Exception:  # compacted, dropped or failed: relist after a pause
                 await asyncio.sleep(1.0)
             self._wake.set()
 

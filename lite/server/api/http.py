@@ -77,6 +77,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
     app[AUTH] = authenticate
     if aggregator is not None:
         app[AGGREGATOR] = aggregator
+        app.on_cleanup.append(_close_aggregator)
     app.on_shutdown.append(_close_watches)
     r = app.router
     for path in ("/healthz", "/livez", "/readyz"):
@@ -92,6 +93,10 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
     r.add_route("*", "/", _root)
     r.add_route("*", "/{tail:.*}", _unknown)
     return app
+
+
+async def _close_aggregator(app: web.Application) -> None:
+    await app[AGGREGATOR].close()  # its proxy connections go with the app
 
 
 async def _close_watches(app: web.Application) -> None:
