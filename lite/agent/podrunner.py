@@ -102,6 +102,7 @@ class PodRunner:
         self._terminate = asyncio.Event()
         self._spec_changed = asyncio.Event()
         self._expired = False  # activeDeadlineSeconds passed: containers stopped, phase Failed
+        self._finished = False  # containers done for good and stop hooks run (Completed or DeadlineExceeded)
         self._last: Obj | None = None
         self.done = asyncio.Event()
         self._dirty = self._flush_pending = False
@@ -129,11 +130,19 @@ class PodRunner:
         if not self.adopting:
             for r in self.st.apps if self.st.inits else []:
                 r.waiting_reason = POD_INITIALIZING
-        self.st.start_time = str(saved.get("..start", {}).get("t", "")) if saved else ""
+        start: dict[str, object] = dict(saved.get("..start") or {}) if saved else {}
+        self.st.start_time = str(start.get("t", ""))
+        # A pod that had finished (its containers done for good, its IP and cgroup released) stays finished
+        # across an agent restart: same IP in its status, nothing set up or started again.
+        self._finished = bool(start.get("done"))
+        self._expired = bool(start.get("expired"))
+        if self._finished:
+            self.st.pod_ip = str(start.get("ip", ""))
 
     def _records_text(self) -> str:
         data: dict[str, object] = {r.name: asdict(r) for r in [*self.st.inits, *self.st.apps]}
-        data["..start"] = {"t": self.st.start_time}
+        data["..start"] = {"t": self.st.start_time, "ip": self.st.pod_ip, "done": self._finished,
+                           "expired": self._expired}
         return json.dumps(data)
 
     def _write_records(self, seq: int, text: str) -> None:
@@ -262,9 +271,9 @@ class PodRunner:
         await asyncio.to_thread(self._write_pod_file, json.dumps(self.st.pod))
         self.st.start_time = self.st.start_time or stamp()
         self.changed()
-        life = asyncio.create_task(self._lifecycle())
+        life = asyncio.create_task(self._lifecycle() if not self._finished else asyncio.sleep(0))
         stop = asyncio.create_task(self._terminate.wait())
-        deadline = asyncio.create_task(self._deadline())
+        deadline = asyncio.create_task(self._deadline() if not self._finished else asyncio.Event().wait())
         try:
             await asyncio.wait({life, stop, deadline}, return_when=asyncio.FIRST_COMPLETED)
             if life.done() and life.exception() is not None:
@@ -304,6 +313,7 @@ class PodRunner:
         await self._stop_containers(float(self.st.spec.get("terminationGracePeriodSeconds", 30)))
         self._expired = True
         await self._stop_hooks()
+        self._finished = True
         self._dirty = True
         self.flush()
 
@@ -366,6 +376,8 @@ class PodRunner:
                 tg.create_task(sup.run(policy))
         if pod_phase(policy, self.st.inits, self.st.apps) in ("Succeeded", "Failed"):
             await self._stop_hooks()
+            self._finished = True
+            self.changed()
 
     async def _kill_strays(self, grace: float) -> None:
         """A start cancelled by the termination may have launched a shim the records do not know: find every

@@ -1,4 +1,4 @@
-"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`.
+"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`.
 
 Role: parse k3s-style flags, configure logging, and hand over to the server (or agent) wiring. The flags
 and their defaults are the user-facing contract documented in README.md.
@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_dir(tok)
     kc = sub.add_parser("kubeconfig", help="print the admin kubeconfig of a server data dir")
     _add_data_dir(kc)
+    ka = sub.add_parser("killall", help="stop every pod of a data dir and remove their processes, mounts, "
+                                        "network namespaces, links, nftables tables and cgroups")
+    _add_data_dir(ka)
     return parser
 
 
@@ -168,7 +171,21 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     return _print_file(ServerConfig.create(args.data_dir).paths.admin_kubeconfig, "kubeconfig")
 
 
-COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig}
+def cmd_killall(args: argparse.Namespace) -> int:
+    from lite.agent.killall import killall
+
+    if os.geteuid() != 0:
+        print("lite killall: must run as root", file=sys.stderr)
+        return 1
+    report = killall(Path(args.data_dir) if args.data_dir else default_data_dir())
+    print(report.summary())
+    for err in report.errors:
+        print(f"lite killall: {err}", file=sys.stderr)
+    return 1 if report.errors else 0
+
+
+COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
+            "killall": cmd_killall}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from lite import wire
 from lite.agent.agent import Agent
 from tests.agent import test_podrunner_root as base
 from tests.agent.test_podrunner_root import Recorder, _cs, _pod
+from tests.helpers.images import Image, Layer, docker_save_tar
 from tests.helpers.registry import RegistryServer
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
@@ -80,3 +81,70 @@ async def test_active_deadline_fails_the_pod_and_can_be_set_on_a_running_pod(age
     await a.handle(wire.PodUpsert(updated))
     s = await rec.until(later["metadata"]["uid"], lambda s: s["phase"] == "Failed", limit=30)
     assert s["reason"] == "DeadlineExceeded"
+
+
+async def test_an_image_archive_dropped_into_agent_images_is_imported_and_runs(
+        agent: tuple[Agent, Recorder], busybox_layer: Layer) -> None:
+    """The README's air gap: a `docker save` tarball in <data-dir>/agent/images/ becomes a runnable image."""
+    a, rec = agent
+    image = Image([busybox_layer], cmd=["sh", "-c", "echo from the archive; sleep 1000"])
+    drop = a.config.data_dir / "agent" / "images"
+    await asyncio.to_thread(docker_save_tar, drop / "airgap.tar", image, ["airgap.local/app:1"])
+    p = _pod("airgap", [{"name": "c", "image": "airgap.local/app:1", "imagePullPolicy": "Never"}])
+    await a.handle(wire.PodUpsert(p))
+    s = await rec.until(p["metadata"]["uid"], lambda s: s["phase"] == "Running", limit=60)
+    assert _cs(s)["imageID"]
+
+
+async def test_a_finished_pod_keeps_its_ip_and_stays_finished_across_an_agent_restart(
+        agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    a, rec = agent
+    p = _pod("done", [_busybox(registry, ["true"])], restartPolicy="Never")
+    await a.handle(wire.PodUpsert(p))
+    uid = p["metadata"]["uid"]
+    first = await rec.until(uid, lambda s: s["phase"] == "Succeeded" and bool(s.get("podIP")))
+    await a.handle(wire.PodUpsert(_pod("other", [_busybox(registry, ["sleep", "1000"])])))  # may take the freed IP
+
+    # A new agent starts on the same data dir and adopts what it finds there (the old one's runner of this
+    # finished pod is idle; the one of the running pod adopts, never restarts).
+    again = Agent(a.config)
+    rec2 = Recorder()
+    await again.open_services()
+    serving = asyncio.create_task(again.serve(rec2))
+    try:
+        await again.handle(wire.Welcome(config={"podCIDR": base.CIDR, "clusterDomain": "cluster.local"}))
+        await again.handle(wire.PodUpsert(p))
+        s = await rec2.until(uid, lambda s: s["phase"] == "Succeeded")
+        assert s.get("podIP") == first["podIP"]
+        assert _cs(s)["state"]["terminated"]["reason"] == "Completed" and _cs(s)["restartCount"] == 0
+    finally:
+        for r in list(again.runners.values()):
+            if r.st.uid == uid:
+                r.terminate(0)
+                await asyncio.wait_for(r.done.wait(), 30)
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+
+
+async def test_termination_messages(agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    """terminationMessagePath (default and custom, a non-root user, the 4 KiB cap) and FallbackToLogsOnError
+    (the log's last 80 lines when the file is empty and the exit is not 0)."""
+    a, rec = agent
+    lines = "; ".join(f"echo line{i}" for i in range(100))
+    cases = {
+        "default": (_busybox(registry, ["sh", "-c", "printf bye > /dev/termination-log; exit 1"]), "bye"),
+        "custom": ({**_busybox(registry, ["sh", "-c", "printf 'as 1000' > /tmp/msg"]),
+                    "terminationMessagePath": "/tmp/msg", "securityContext": {"runAsUser": 1000}}, "as 1000"),
+        "capped": (_busybox(registry, ["sh", "-c", "printf '%5000s' | tr ' ' x > /dev/termination-log"]),
+                   "x" * 4096),
+        "fallback": ({**_busybox(registry, ["sh", "-c", f"{lines}; exit 2"]),
+                      "terminationMessagePolicy": "FallbackToLogsOnError"},
+                     "".join(f"line{i}\n" for i in range(20, 100))),
+        "file-only": (_busybox(registry, ["sh", "-c", "echo in the log; exit 2"]), None),
+    }
+    pods = {name: _pod(f"msg-{name}", [c], restartPolicy="Never") for name, (c, _) in cases.items()}
+    for p in pods.values():
+        await a.handle(wire.PodUpsert(p))
+    for name, (_c, want) in cases.items():
+        s = await rec.until(pods[name]["metadata"]["uid"], lambda s: s["phase"] in ("Succeeded", "Failed"))
+        assert _cs(s)["state"]["terminated"].get("message") == want, name
