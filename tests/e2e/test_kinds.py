@@ -97,3 +97,29 @@ def test_runtimeclass_admission_with_kubectl_and_python_client(cluster: Cluster,
     assert got.spec.overhead == {"cpu": "50m"}
     assert got.spec.node_selector == {"lite.test/sandbox": "yes"}
     node.delete_runtime_class(name)
+
+
+def test_csr_with_the_python_client(cluster: Cluster) -> None:
+    from kubernetes import client
+
+    from tests.helpers.csr import make_csr
+
+    api = client.CertificatesV1Api(cluster.api)
+    name = unique("csr")
+    pem, _ = make_csr("dave")
+    api.create_certificate_signing_request(client.V1CertificateSigningRequest(
+        metadata=client.V1ObjectMeta(name=name), spec=client.V1CertificateSigningRequestSpec(
+            request=base64.b64encode(pem).decode(), signer_name="kubernetes.io/kube-apiserver-client",
+            usages=["client auth"], expiration_seconds=600)))
+    csr = api.read_certificate_signing_request(name)
+    assert csr.spec.username == "admin" and "system:masters" in csr.spec.groups
+    csr.status = client.V1CertificateSigningRequestStatus(conditions=[client.V1CertificateSigningRequestCondition(
+        type="Approved", status="True", reason="PythonClient", message="approved in a test")])
+    api.replace_certificate_signing_request_approval(name, csr)
+    deadline = time.monotonic() + 20
+    while not (csr := api.read_certificate_signing_request(name)).status.certificate:
+        assert time.monotonic() < deadline, "no certificate issued"
+        time.sleep(0.2)
+    cert = x509.load_pem_x509_certificate(base64.b64decode(csr.status.certificate))
+    assert (cert.not_valid_after_utc - cert.not_valid_before_utc).total_seconds() == 600 + 300
+    assert [c.type for c in csr.status.conditions] == ["Approved"]
