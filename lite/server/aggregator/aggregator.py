@@ -137,6 +137,8 @@ class Aggregator:
         return backend(apiservice, svc, eps)
 
     async def backend_for(self, group: str, version: str) -> Backend | None:
+        if not group:
+            return None
         apiservice = await self._get(self.apiservices, "", f"{version}.{group}")
         if apiservice is None or service_ref(apiservice) is None:
             return None
@@ -218,9 +220,9 @@ class Aggregator:
         claimed: set[tuple[str, str]] = set()
         for item in listed.get("items") or []:
             spec = item.get("spec") or {}
-            if service_ref(item) is None:
-                continue
             group, version = str(spec.get("group") or ""), str(spec.get("version") or "")
+            if service_ref(item) is None or not group:  # the legacy core API (/api/v1) is never aggregated
+                continue
             claimed.add((group, version))
             resources = await self._check(item)
             if resources is not None:
