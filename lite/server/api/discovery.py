@@ -12,6 +12,9 @@ Invariants:
   group-version they really answer with, e.g. `pods/eviction` as policy/v1 Eviction: `kubectl drain`
   looks for exactly that entry.
 - A group's preferred version is the first of its versions in registry order.
+- With a `remote` state (the aggregator's), the available remote group-versions are merged in from their
+  own APIResourceLists and the local kinds of every group-version a remote APIService claims are left out;
+  the cache key includes the remote state's generation.
 """
 
 from __future__ import annotations
