@@ -9,6 +9,8 @@ Data dir layout (created with mode 0700 on first start):
     <data-dir>/kubeconfig.yaml           admin kubeconfig, unless --write-kubeconfig points elsewhere
     <data-dir>/server/db/state.db        the SQLite store
     <data-dir>/server/tls/ca.{crt,key}   cluster CA
+    <data-dir>/server/tls/client-ca.{crt,key}  client CA (signs kube-apiserver-client CSRs)
+    <data-dir>/server/tls/front-proxy-{ca,client}.{crt,key}  the aggregator's client identity
     <data-dir>/server/tls/serving.{crt,key}, serving.sans
     <data-dir>/server/cred/admin.token   admin bearer token (mode 0600)
     <data-dir>/server/cred/admin.kubeconfig  copy of the kubeconfig that `lite kubeconfig` prints
