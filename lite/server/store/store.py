@@ -11,7 +11,10 @@ Write path (all on the event loop except the COMMIT itself):
    then resolves the writers' futures: an acknowledged write is durable, readable, and already on watches.
 
 If a COMMIT fails, that batch and every write queued behind it fail (they were checked against the failed
-ones), and the pending view is reset to the committed state.
+ones), and the pending view is reset to the committed state: the index, `current_rev` and the watch stream
+are untouched and the next write reuses the failed revisions, so they stay gapless. A full disk fails writes
+with `StoreFull` (logged once when it starts and once when writes succeed again); nothing else changes, so
+the store recovers by itself as soon as a commit fits. `open` raises `StoreCorrupt` for a damaged file.
 
 The writer task is owned by the store (started in `open`, awaited in `close`); `compactor` is the one loop
 that the server runs in its own TaskGroup.
@@ -20,6 +23,7 @@ that the server runs in its own TaskGroup.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +32,16 @@ from typing import Any, TypeVar
 
 import orjson
 
-from lite.server.store.errors import CommitFailed, KeyExists, KeyNotFound, RevMismatch, StoreClosed, StoreError
+from lite.server.store import faults
+from lite.server.store.errors import (
+    CommitFailed,
+    KeyExists,
+    KeyNotFound,
+    RevMismatch,
+    StoreClosed,
+    StoreError,
+    StoreFull,
+)
 from lite.server.store.index import KeyIndex
 from lite.server.store.sqlite import LogDB, Row
 from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
@@ -75,6 +88,7 @@ class Store:
         self._closing = False
         self._writer: asyncio.Task[None] | None = None
         self._close_task: asyncio.Future[None] | None = None
+        self.full = False  # the last commit failed for want of disk space (cleared by the next good one)
         self.commits = 0  # transactions committed (group commit makes this far less than `writes`)
         self.writes = 0  # rows committed
 
@@ -84,20 +98,23 @@ class Store:
     async def open(cls, path: str, *, window: int = 10000, watch_queue: int = 1000) -> Store:
         """Open or create the file, load the current state and seed the watch window from the newest rows.
 
-        `watch_queue` bounds each watcher's backlog of live events before it is dropped.
+        `watch_queue` bounds each watcher's backlog of live events before it is dropped. A damaged file
+        raises StoreCorrupt (nothing is written to it).
         """
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lite-store")
         loop = asyncio.get_running_loop()
         try:
             db = await loop.run_in_executor(executor, LogDB, path)
-        except BaseException:
+        except BaseException as e:
             executor.shutdown(wait=False)
+            _raise_corrupt(e, path)
             raise
         store = cls(db, executor, window, watch_queue)
         try:
             await store._load(window)
-        except BaseException:
+        except BaseException as e:
             await store._close()
+            _raise_corrupt(e, path)
             raise
         store._writer = asyncio.create_task(store._write_loop(), name="lite-store-writer")
         return store
@@ -265,9 +282,13 @@ class Store:
         try:
             await self._run(lambda: self._db.commit(rows))
         except Exception as e:
-            log.error("store commit of %d rows failed: %s", len(rows), e)
-            self._fail_all(batch, CommitFailed(f"commit failed: {e}"))
+            err = await self._run(functools.partial(faults.commit_error, e, self._db.path))
+            self._note_failure(len(rows), err)
+            self._fail_all(batch, err)
             return
+        if self.full:
+            self.full = False
+            log.warning("store writable again: a commit succeeded after the disk was full")
         events = []
         for p in batch:
             r = p.row
@@ -287,6 +308,16 @@ class Store:
         for p in batch:
             if not p.future.done():  # the submitter may have been cancelled; the write stands anyway
                 p.future.set_result((p.row.id, p.row.value))
+
+    def _note_failure(self, rows: int, err: CommitFailed) -> None:
+        """Log a failed commit; a full disk only when it starts, since every retry would say the same."""
+        if not isinstance(err, StoreFull):
+            log.error("store commit of %d rows failed: %s", rows, err)
+        elif not self.full:
+            self.full = True
+            log.error("%s", err)
+        else:
+            log.debug("store commit of %d rows refused: still full", rows)
 
     def _fail_all(self, batch: _Batch, err: StoreError) -> None:
         """A failed batch invalidates everything queued behind it: fail all, reset to committed state."""
@@ -315,6 +346,13 @@ class Store:
     async def stats(self) -> tuple[int, int]:
         """(log rows, free pages) of the file: for tests and benchmarks."""
         return await self._run(self._db.counts)
+
+
+def _raise_corrupt(exc: BaseException, path: str) -> None:
+    """Raise StoreCorrupt from `exc` if `exc` (raised opening `path`) means the file is damaged."""
+    corrupt = faults.open_error(exc, path)
+    if corrupt is not None:
+        raise corrupt from exc
 
 
 def _event_type(row: Row) -> EventType:
