@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "with NO isolation (for non-root development)")
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    srv.add_argument("--check-db", action="store_true",
+                     help="run SQLite's integrity check on the store of --data-dir, print the result and exit "
+                          "(0 ok, 1 damaged); does not start the server")
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
     agent.add_argument("--server", "-s", default=None, help="URL of the server, e.g. https://10.0.0.1:6443")
@@ -107,6 +110,10 @@ def _setup_logging(level: str) -> None:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    if args.check_db:
+        from lite.cli.checkdb import check_db
+
+        return check_db(ServerConfig.create(args.data_dir).paths.db)
     _setup_logging(args.log_level)
     config = ServerConfig.create(
         args.data_dir,
@@ -128,7 +135,10 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_runtime=args.runtime,
         private_registry=Path(args.private_registry) if args.private_registry else None,
     )
+    import sqlite3
+
     from lite.server import main as server_main  # the heavy imports start here
+    from lite.server.store import StoreCorrupt, StoreError
 
     try:
         from lite.cli.agentcmd import embedded_agent
@@ -136,6 +146,14 @@ def cmd_server(args: argparse.Namespace) -> int:
         return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
+        return 1
+    except StoreCorrupt as e:  # a damaged state.db: say what and how to restore, no traceback
+        from lite.cli.checkdb import damaged_message
+
+        logging.getLogger("lite").error("%s", damaged_message(Path(e.path), e.detail))
+        return 1
+    except (StoreError, sqlite3.Error) as e:  # e.g. the disk is full before start-up is done
+        logging.getLogger("lite").error("lite server: cannot use the store %s: %s", config.paths.db, e)
         return 1
 
 
