@@ -13,6 +13,7 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
+import orjson
 import pytest
 from store_helpers import pod
 
@@ -191,3 +192,64 @@ def test_summary_keeps_the_first_findings_on_one_line() -> None:
     report = ["*** in database main ***\nPage 4: bad\nPage 5: bad", "Page 6: bad", "Page 7: bad"]
     assert faults.summary(report) == "Page 4: bad; Page 5: bad; Page 6: bad (and more)"
     assert faults.summary(["file is not a database"]) == "file is not a database"
+
+
+async def test_failed_batch_fails_only_itself_and_writes_that_assumed_it(db_path: str) -> None:
+    """Writes queued behind a failing batch: those on its keys fail with it, the others commit, renumbered."""
+    import threading
+
+    s = await Store.open(db_path)
+    try:
+        kept, _ = await s.create("core/configmaps/default/kept", pod("kept"))
+        w = s.watch("", kept)
+        real_commit, gate, calls = s._db.commit, threading.Event(), []
+
+        def commit(rows: list[object]) -> None:  # the real commit; the first one waits, then hits a full file
+            calls.append(len(rows))
+            if len(calls) > 1:
+                return real_commit(rows)  # type: ignore[arg-type]
+            gate.wait(10)
+            (pages,) = s._db.conn.execute("PRAGMA page_count").fetchone()
+            s._db.conn.execute(f"PRAGMA max_page_count={pages}").fetchone()
+            try:
+                return real_commit(rows)  # type: ignore[arg-type]
+            finally:
+                s._db.conn.execute("PRAGMA max_page_count=1073741823").fetchone()
+
+        s._db.commit = commit  # type: ignore[method-assign]
+        big = asyncio.ensure_future(s.create("core/configmaps/default/big", pod("big", data={"x": BIG})))
+        while not calls:  # the writer took the batch [big] and is committing it
+            await asyncio.sleep(0.01)
+        queued = [
+            asyncio.ensure_future(s.update("core/configmaps/default/big", pod("big", data={"x": "1"}), 0)),
+            asyncio.ensure_future(s.create("core/configmaps/default/b", pod("b", data={"v": "0"}))),
+            asyncio.ensure_future(s.update("core/configmaps/default/b", pod("b", data={"v": "1"}), 0)),
+            asyncio.ensure_future(s.delete("core/configmaps/default/kept", 0)),
+            asyncio.ensure_future(s.create("core/configmaps/default/kept", pod("kept", data={"v": "again"}))),
+        ]
+        await asyncio.sleep(0.05)
+        gate.set()
+        with pytest.raises(StoreFull):
+            await big
+        results = await asyncio.gather(*queued, return_exceptions=True)
+        assert isinstance(results[0], StoreFull)  # it was checked against the create that failed
+        revs = [r[0] for r in results[1:]]  # type: ignore[index]
+        assert revs == [kept + 1, kept + 2, kept + 3, kept + 4], results  # gapless, in submission order
+        for (rev, raw) in results[1:]:  # type: ignore[misc]
+            assert orjson.loads(raw)["metadata"]["resourceVersion"] == str(rev)
+        assert s.current_rev == kept + 4 and s.get("core/configmaps/default/big") is None
+        evs = [await asyncio.wait_for(anext(w), 5) for _ in range(4)]
+        assert [(e.type, e.key.rsplit("/", 1)[1], e.rev) for e in evs] == [
+            ("ADDED", "b", kept + 1), ("MODIFIED", "b", kept + 2), ("DELETED", "kept", kept + 3),
+            ("ADDED", "kept", kept + 4)]
+        assert evs[1].prev == results[1][1]  # type: ignore[index]  # the update replaced b as committed
+        w.close()
+    finally:
+        await s.close()
+    s = await Store.open(db_path)
+    try:  # the file agrees, and its history is gapless (the whole window replays)
+        assert s.current_rev == kept + 4 and s.oldest_rev == 1
+        assert orjson.loads(s.get("core/configmaps/default/b")[1])["data"] == {"v": "1"}  # type: ignore[index]
+        assert orjson.loads(s.get("core/configmaps/default/kept")[1])["data"] == {"v": "again"}  # type: ignore[index]
+    finally:
+        await s.close()

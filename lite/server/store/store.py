@@ -10,9 +10,10 @@ Write path (all on the event loop except the COMMIT itself):
 3. After COMMIT the writer updates the index and `current_rev`, publishes the events to watchers, and only
    then resolves the writers' futures: an acknowledged write is durable, readable, and already on watches.
 
-If a COMMIT fails, that batch and every write queued behind it fail (they were checked against the failed
-ones), and the pending view is reset to the committed state: the index, `current_rev` and the watch stream
-are untouched and the next write reuses the failed revisions, so they stay gapless. A full disk fails writes
+If a COMMIT fails, exactly that batch fails, plus any write queued behind it on a key the batch wrote (it
+was checked against a write that did not happen); the index, `current_rev` and the watch stream are
+untouched. The other queued writes are renumbered from the committed revision and go in the next batch, so
+revisions stay gapless. A full disk fails writes
 with `StoreFull` (logged once when it starts and once when writes succeed again); nothing else changes, so
 the store recovers by itself as soon as a commit fits. `open` raises `StoreCorrupt` for a damaged file.
 
@@ -284,7 +285,7 @@ class Store:
         except Exception as e:
             err = await self._run(functools.partial(faults.commit_error, e, self._db.path))
             self._note_failure(len(rows), err)
-            self._fail_all(batch, err)
+            self._fail_batch(batch, err)
             return
         if self.full:
             self.full = False
@@ -318,6 +319,41 @@ class Store:
             log.error("%s", err)
         else:
             log.debug("store commit of %d rows refused: still full", rows)
+
+    def _fail_batch(self, batch: _Batch, err: CommitFailed) -> None:
+        """Fail the batch and the queued writes that were checked against it; requeue every other one.
+
+        A queued write on a key that the batch (or a queued write failed before it) wrote assumed that write
+        happened, so it fails with the same error. The others are still valid against the committed state plus
+        the queued writes kept before them: they are renumbered from current_rev + 1, so revisions stay gapless,
+        and re-encoded with their new resourceVersion (their callers have seen nothing of them yet).
+        """
+        queued, self._pending = self._pending, []
+        self._overlay.clear()
+        self._next_rev = self.current_rev + 1
+        failed = {p.row.name for p in batch}
+        renumbered: dict[int, tuple[int, bytes]] = {}  # old rev of a kept write -> (new rev, new value)
+        for p in batch:
+            if not p.future.done():
+                p.future.set_exception(err)
+        for p in queued:
+            r = p.row
+            if r.name in failed:
+                if not p.future.done():
+                    p.future.set_exception(err)
+                continue
+            rev = self._next_rev
+            self._next_rev = rev + 1
+            value = _encode(orjson.loads(r.value), rev)
+            prev_rev, prev = renumbered.get(r.prev_revision, (r.prev_revision, p.prev))
+            renumbered[r.id] = (rev, value)
+            self._overlay[r.name] = (rev, None if r.deleted else value)
+            row = Row(rev, r.name, r.created, r.deleted, prev_rev, value)
+            self._pending.append(_Pending(row, None if r.created else prev, p.future))
+        self._committed.set()
+        self._committed = asyncio.Event()
+        if self._pending:
+            self._wake.set()
 
     def _fail_all(self, batch: _Batch, err: StoreError) -> None:
         """A failed batch invalidates everything queued behind it: fail all, reset to committed state."""
