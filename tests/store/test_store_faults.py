@@ -8,9 +8,13 @@ files are real store files with bytes overwritten or cut off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hashlib
+import logging
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -253,3 +257,41 @@ async def test_failed_batch_fails_only_itself_and_writes_that_assumed_it(db_path
         assert orjson.loads(s.get("core/configmaps/default/kept")[1])["data"] == {"v": "again"}  # type: ignore[index]
     finally:
         await s.close()
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+async def test_compactor_on_a_full_disk_logs_one_line_and_keeps_going(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A real full file system (a 4 MiB tmpfs, filled): compaction, which must grow the WAL, fails quietly."""
+    from lite.server.store import compactor
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "lite-faults-test", str(mnt)], check=True, timeout=30)
+    try:
+        s = await Store.open(str(mnt / "state.db"))
+        try:
+            rev, _ = await s.create("core/configmaps/default/a", pod("a", data={"x": BIG}))
+            for i in range(3):
+                rev, _ = await s.update("core/configmaps/default/a", pod("a", data={"x": BIG + str(i)}), rev)
+            await s._run(lambda: s._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+            with (mnt / "filler").open("wb", buffering=0) as f, contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\0" * 4096)
+            with caplog.at_level(logging.DEBUG, logger="lite.server.store.store"):
+                task = asyncio.create_task(compactor(s, 0.01, 0))
+                while not any("compaction" in r.message for r in caplog.records):
+                    await asyncio.sleep(0.01)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            msgs = [r for r in caplog.records if "compaction" in r.message]
+            assert msgs[0].levelname == "WARNING" and "the disk is full" in msgs[0].message, msgs
+            assert msgs[0].exc_info is None  # no traceback
+            (mnt / "filler").unlink()
+            assert await s.compact(0) > 0  # space is back: it works again
+        finally:
+            await s.close()
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True, timeout=30)

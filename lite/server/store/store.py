@@ -400,13 +400,17 @@ def _event_type(row: Row) -> EventType:
 async def compactor(store: Store, interval: float, keep: int) -> None:
     """Compact every `interval` seconds keeping `keep` revisions; for the server's TaskGroup. Never returns.
 
-    A failed compaction is logged and retried next round: it must not take the server down.
+    A failed compaction is logged and retried next round: it must not take the server down. On a full disk
+    it fails like any write (it must grow the WAL first); that is one line, not a traceback a minute.
     """
     while True:
         await asyncio.sleep(interval)
         try:
             removed = await store.compact(keep)
-        except Exception:
-            log.exception("store compaction failed")
+        except Exception as e:
+            if faults.is_full(faults.primary_code(e), None, None):
+                log.warning("store compaction skipped: the disk is full (%s)", e)
+            else:
+                log.exception("store compaction failed")
         else:
             log.debug("store compaction removed %d rows at rev %d", removed, store.current_rev)
