@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2ekit import KUBECTL
 from liteproc import LiteServer, find_free_port, lite_command
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -173,6 +174,26 @@ def _fill(mnt: Path) -> Path:
     return filler
 
 
+def _clients_see_507(server: LiteServer, tmp_path: Path, name: str) -> None:
+    """kubectl and the official Python client show the Status as it is: reason, code and message."""
+    manifest = json.dumps(_cm(name, 256 << 10))
+    if os.access(KUBECTL, os.X_OK):
+        r = subprocess.run([KUBECTL, "--kubeconfig", str(server.kubeconfig), "--cache-dir", str(tmp_path / "kc"),
+                            "create", "-f", "-"], input=manifest, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "Error from server (InsufficientStorage)" in r.stderr and "the store is full" in r.stderr, r.stderr
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=str(server.kubeconfig), persist_config=False)
+    try:
+        with pytest.raises(client.ApiException) as info:
+            client.CoreV1Api(api).create_namespaced_config_map("default", json.loads(manifest))
+        assert info.value.status == 507
+        assert json.loads(info.value.body)["reason"] == "InsufficientStorage"
+    finally:
+        api.close()
+
+
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_full_disk_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> None:
@@ -202,6 +223,7 @@ def test_full_disk_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> N
                 assert "the store is full" in refused["message"] and "writes are refused" in refused["message"]
                 # Still full: another write is refused the same way, and the server is fine.
                 assert server.request(CMS, "POST", _cm(failed, 256 << 10), timeout=30)[0] == 507
+                _clients_see_507(server, tmp_path, failed)
                 # Reads go on.
                 assert server.request(f"{CMS}/before")[0] == 200
                 assert server.request(f"{CMS}/{failed}")[0] == 404
@@ -224,7 +246,8 @@ def test_full_disk_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> N
                 assert seen == [("ADDED", n) for n in [*acked, "after", failed]]
             assert server.stop() == 0
             log = server.log_path.read_text(errors="replace")
-            assert log.count("the store is full") == 1, log[-3000:]  # said once, not per retry
+            # The store says it once, not per refused commit (clients such as the lease renewer log their own).
+            assert log.count("lite.server.store.store: the store is full") == 1, log[-3000:]
             assert "store writable again" in log and "Traceback" not in log
 
             check = _lite("server", "--check-db", "--data-dir", str(mnt))
