@@ -259,3 +259,28 @@ def test_full_disk_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> N
             assert server.stop() == 0
         finally:
             server.kill()
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_start_on_a_full_disk_says_so_and_starts_once_space_is_freed(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "mnt", "16m") as mnt:
+        server = LiteServer(mnt, find_free_port()).start()
+        try:
+            server.wait_ready(60)
+            assert server.request(CMS, "POST", _cm("kept"))[0] == 201
+            assert server.stop() == 0
+            filler = _fill(mnt)
+            server = LiteServer(mnt, find_free_port()).start()
+            assert server.proc is not None
+            code = server.proc.wait(60)
+            out = server.log_tail(20)
+            assert code == 1 and "Traceback" not in out, out
+            assert "is full" in out and "free space on it and start lite again" in out, out
+            filler.unlink()
+            server = LiteServer(mnt, find_free_port()).start()
+            server.wait_ready(60)
+            assert server.request(f"{CMS}/kept")[0] == 200
+            assert server.stop() == 0
+        finally:
+            server.kill()

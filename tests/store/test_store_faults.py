@@ -295,3 +295,24 @@ async def test_compactor_on_a_full_disk_logs_one_line_and_keeps_going(
             await s.close()
     finally:
         subprocess.run(["umount", str(mnt)], check=True, timeout=30)
+
+
+def _sqlite_error(code: int, text: str) -> sqlite3.Error:
+    e = sqlite3.OperationalError(text)
+    e.sqlite_errorcode = code
+    return e
+
+
+@pytest.mark.parametrize(("exc", "expected"), [
+    (_sqlite_error(faults.SQLITE_NOTADB, "file is not a database"), StoreCorrupt),
+    (_sqlite_error(faults.SQLITE_CORRUPT | (1 << 8), "database disk image is malformed"), StoreCorrupt),
+    (_sqlite_error(faults.SQLITE_FULL, "database or disk is full"), StoreFull),
+    (_sqlite_error(14, "unable to open database file"), None),  # CANTOPEN: a permission or path problem
+    (_sqlite_error(faults.SQLITE_IOERR | (3 << 8), "disk I/O error"), None),  # tmp_path has space left
+    (ValueError("not from SQLite"), None),
+])
+def test_open_error(tmp_path: Path, exc: BaseException, expected: type | None) -> None:
+    got = faults.open_error(exc, str(tmp_path / "state.db"))
+    assert (None if got is None else type(got)) is expected
+    if got is not None:
+        assert str(tmp_path / "state.db") in str(got)

@@ -2,12 +2,13 @@
 
 Role: the store's commit path asks `commit_error` what a failed COMMIT means (a full disk becomes
 `StoreFull`, anything else `CommitFailed`); `Store.open` asks `open_error` whether an exception raised while
-opening means the file is damaged (`StoreCorrupt`); `lite server --check-db` runs `integrity_check`.
+opening means the file is damaged (`StoreCorrupt`) or the disk is full (`StoreFull`); `lite server
+--check-db` runs `integrity_check`.
 
 Invariants: the decisions (`primary_code`, `is_full`, `is_corruption`, `verdict`) are pure and table-tested;
-`free_bytes`, `quick_check` and `integrity_check` touch the file system and block, so they run on the store's
-thread or in the CLI, never on the event loop. Nothing here writes to the store file: the checks open it
-read-only or use the caller's connection for reads only.
+`quick_check` and `integrity_check` read the whole file and block, so they run on the store's thread or in
+the CLI, never on the event loop; `free_bytes` is one statvfs(), small enough for either. Nothing here
+writes to the store file: the checks open it read-only or use the caller's connection for reads only.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ LOW_SPACE_BYTES = 1 << 20
 
 FULL_MESSAGE = ("the store is full: the disk holding {path} has no space left, so writes are refused "
                 "until space is freed (reads and watches are still served)")
+
+
+OPEN_FULL_MESSAGE = ("the disk holding {path} is full, so the store cannot be opened (SQLite must write its "
+                     "journal even to read); free space on it and start lite again")
 
 
 def primary_code(exc: BaseException) -> int | None:
@@ -80,9 +85,17 @@ def commit_error(exc: BaseException, path: str) -> CommitFailed:
 
 
 def open_error(exc: BaseException, path: str) -> StoreError | None:
-    """A StoreCorrupt for an exception raised while opening or loading `path`, if it means damage."""
-    if isinstance(exc, sqlite3.DatabaseError) and is_corruption(primary_code(exc)):
+    """StoreCorrupt or StoreFull for an exception raised opening or loading `path`, if it means either.
+
+    Blocks for one statvfs() when SQLite reports an I/O error (tiny: callable from the event loop).
+    """
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = primary_code(exc)
+    if is_corruption(code):
         return StoreCorrupt(path, str(exc))
+    if is_full(code, None, free_bytes(path) if code == SQLITE_IOERR else None):
+        return StoreFull(OPEN_FULL_MESSAGE.format(path=path) + f" ({exc})")
     return None
 
 

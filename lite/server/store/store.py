@@ -100,7 +100,7 @@ class Store:
         """Open or create the file, load the current state and seed the watch window from the newest rows.
 
         `watch_queue` bounds each watcher's backlog of live events before it is dropped. A damaged file
-        raises StoreCorrupt (nothing is written to it).
+        raises StoreCorrupt (nothing is written to it), a full disk StoreFull.
         """
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lite-store")
         loop = asyncio.get_running_loop()
@@ -108,14 +108,14 @@ class Store:
             db = await loop.run_in_executor(executor, LogDB, path)
         except BaseException as e:
             executor.shutdown(wait=False)
-            _raise_corrupt(e, path)
+            _raise_open_fault(e, path)
             raise
         store = cls(db, executor, window, watch_queue)
         try:
             await store._load(window)
         except BaseException as e:
             await store._close()
-            _raise_corrupt(e, path)
+            _raise_open_fault(e, path)
             raise
         store._writer = asyncio.create_task(store._write_loop(), name="lite-store-writer")
         return store
@@ -384,11 +384,11 @@ class Store:
         return await self._run(self._db.counts)
 
 
-def _raise_corrupt(exc: BaseException, path: str) -> None:
-    """Raise StoreCorrupt from `exc` if `exc` (raised opening `path`) means the file is damaged."""
-    corrupt = faults.open_error(exc, path)
-    if corrupt is not None:
-        raise corrupt from exc
+def _raise_open_fault(exc: BaseException, path: str) -> None:
+    """Raise StoreCorrupt/StoreFull from `exc` if `exc` (raised opening `path`) means a damaged file/full disk."""
+    fault = faults.open_error(exc, path)
+    if fault is not None:
+        raise fault from exc
 
 
 def _event_type(row: Row) -> EventType:
