@@ -81,10 +81,22 @@ def _deploy(name: str) -> dict[str, Any]:
                                   "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
 
 
+_CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com", "annotations": PAD},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]}}
+WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
 SEED = [(f"{NS}/configmaps", _cm("cm", tier="x")), (f"{NS}/configmaps", _cm("cm2", tier="x")),
-        (f"{NS}/pods", _pod("p")), (f"{NS}/pods", _pod("ev")), (DEPLOYS, _deploy("d"))]
+        (f"{NS}/pods", _pod("p")), (f"{NS}/pods", _pod("ev")), (DEPLOYS, _deploy("d")),
+        ("/api/v1/namespaces", {"metadata": {"name": "doomed", "annotations": PAD}}),
+        ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _CRD),
+        (WIDGETS, {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": PAD})]
 READS = [f"{NS}/configmaps/cm", f"{NS}/configmaps", f"{NS}/pods/p", f"{NS}/pods", f"{DEPLOYS}/d",
-         f"{DEPLOYS}/d/scale", "/api/v1/namespaces"]
+         f"{DEPLOYS}/d/scale", "/api/v1/namespaces", "/api/v1/namespaces/doomed", f"{NS}/secrets",
+         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", f"{WIDGETS}/w", WIDGETS]
 
 _DEPLOY_STATUS = {**_deploy("d"), "status": {"replicas": 1, "observedGeneration": 1}}
 _BINDING = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
@@ -111,6 +123,19 @@ WRITES: list[tuple[str, str, str, Any, str]] = [
     ("scale", "PATCH", f"{DEPLOYS}/d/scale", {"spec": {"replicas": 5}}, MERGE),
     ("binding", "POST", f"{NS}/pods/p/binding", _BINDING, JSON),
     ("eviction", "POST", f"{NS}/pods/ev/eviction", _EVICTION, JSON),
+    ("delete-namespace", "DELETE", "/api/v1/namespaces/doomed", None, JSON),
+    ("create-secret", "POST", f"{NS}/secrets",
+     {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": PAD}, JSON),
+    ("create-service", "POST", f"{NS}/services",
+     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "annotations": PAD},
+      "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}}}, JSON),
+    ("create-crd", "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+     {**_CRD, "metadata": {"name": "gadgets.example.com", "annotations": PAD},
+      "spec": {**_CRD["spec"], "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"}}}, JSON),
+    ("custom-object-create", "POST", WIDGETS,
+     {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"}, "spec": PAD}, JSON),
+    ("custom-object-patch", "PATCH", f"{WIDGETS}/w", {"spec": {"more": "m"}}, MERGE),
+    ("custom-object-delete", "DELETE", f"{WIDGETS}/w", None, JSON),
 ]
 
 
