@@ -15,6 +15,7 @@ import logging
 import os
 import sqlite3
 import subprocess
+import threading
 from pathlib import Path
 
 import orjson
@@ -198,29 +199,33 @@ def test_summary_keeps_the_first_findings_on_one_line() -> None:
     assert faults.summary(["file is not a database"]) == "file is not a database"
 
 
+def _first_commit_fails_when_let_go(s: Store) -> tuple[threading.Event, list[int]]:
+    """Make the store's next commit wait for the returned event, then run on a file that may not grow."""
+    real_commit, gate, calls = s._db.commit, threading.Event(), []
+
+    def commit(rows: list[object]) -> None:  # the real commit; the first one waits, then hits a full file
+        calls.append(len(rows))
+        if len(calls) > 1:
+            return real_commit(rows)  # type: ignore[arg-type]
+        gate.wait(10)
+        (pages,) = s._db.conn.execute("PRAGMA page_count").fetchone()
+        s._db.conn.execute(f"PRAGMA max_page_count={pages}").fetchone()
+        try:
+            return real_commit(rows)  # type: ignore[arg-type]
+        finally:
+            s._db.conn.execute("PRAGMA max_page_count=1073741823").fetchone()
+
+    s._db.commit = commit  # type: ignore[method-assign]
+    return gate, calls
+
+
 async def test_failed_batch_fails_only_itself_and_writes_that_assumed_it(db_path: str) -> None:
     """Writes queued behind a failing batch: those on its keys fail with it, the others commit, renumbered."""
-    import threading
-
     s = await Store.open(db_path)
     try:
         kept, _ = await s.create("core/configmaps/default/kept", pod("kept"))
         w = s.watch("", kept)
-        real_commit, gate, calls = s._db.commit, threading.Event(), []
-
-        def commit(rows: list[object]) -> None:  # the real commit; the first one waits, then hits a full file
-            calls.append(len(rows))
-            if len(calls) > 1:
-                return real_commit(rows)  # type: ignore[arg-type]
-            gate.wait(10)
-            (pages,) = s._db.conn.execute("PRAGMA page_count").fetchone()
-            s._db.conn.execute(f"PRAGMA max_page_count={pages}").fetchone()
-            try:
-                return real_commit(rows)  # type: ignore[arg-type]
-            finally:
-                s._db.conn.execute("PRAGMA max_page_count=1073741823").fetchone()
-
-        s._db.commit = commit  # type: ignore[method-assign]
+        gate, calls = _first_commit_fails_when_let_go(s)
         big = asyncio.ensure_future(s.create("core/configmaps/default/big", pod("big", data={"x": BIG})))
         while not calls:  # the writer took the batch [big] and is committing it
             await asyncio.sleep(0.01)
@@ -316,3 +321,40 @@ def test_open_error(tmp_path: Path, exc: BaseException, expected: type | None) -
     assert (None if got is None else type(got)) is expected
     if got is not None:
         assert str(tmp_path / "state.db") in str(got)
+
+
+@pytest.mark.parametrize("second", ["create", "update-expecting-committed-rev", "delete-expecting-committed-rev"])
+async def test_a_conflict_with_a_write_that_then_fails_is_judged_again(db_path: str, second: str) -> None:
+    """A write refused only because of a pending write that then failed is not refused: it goes ahead."""
+    s = await Store.open(db_path)
+    try:
+        key = "core/configmaps/default/a"
+        if second == "create":
+            first = s.create(key, pod("a", data={"x": BIG}))
+            rev = 0
+        else:
+            rev, _ = await s.create(key, pod("a"))
+            first = s.update(key, pod("a", data={"x": BIG}), rev)
+        gate, calls = _first_commit_fails_when_let_go(s)
+        pending = asyncio.ensure_future(first)
+        while not calls:
+            await asyncio.sleep(0.01)
+        if second == "create":  # KeyExists against the pending create, unless that fails
+            later = asyncio.ensure_future(s.create(key, pod("a", data={"v": "second"})))
+        elif second.startswith("update"):  # RevMismatch against the pending update, unless that fails
+            later = asyncio.ensure_future(s.update(key, pod("a", data={"v": "second"}), rev))
+        else:
+            later = asyncio.ensure_future(s.delete(key, rev))
+        await asyncio.sleep(0.05)
+        gate.set()
+        with pytest.raises(StoreFull):
+            await pending
+        new_rev, raw = await later
+        assert new_rev == (rev or 0) + 1
+        got = s.get(key)
+        if second.startswith("delete"):
+            assert got is None
+        else:
+            assert got == (new_rev, raw) and orjson.loads(raw)["data"] == {"v": "second"}
+    finally:
+        await s.close()

@@ -13,9 +13,10 @@ Write path (all on the event loop except the COMMIT itself):
 If a COMMIT fails, exactly that batch fails, plus any write queued behind it on a key the batch wrote (it
 was checked against a write that did not happen); the index, `current_rev` and the watch stream are
 untouched. The other queued writes are renumbered from the committed revision and go in the next batch, so
-revisions stay gapless. A full disk fails writes
-with `StoreFull` (logged once when it starts and once when writes succeed again); nothing else changes, so
-the store recovers by itself as soon as a commit fits. `open` raises `StoreCorrupt` for a damaged file.
+revisions stay gapless, and a write that was waiting to report a conflict with a pending write is judged
+again if a batch failed meanwhile. A full disk fails writes with `StoreFull` (logged once when it starts and
+once when writes succeed again); nothing else changes, so the store recovers by itself as soon as a commit
+fits. `open` raises `StoreCorrupt` for a damaged file and `StoreFull` when the disk is too full to open it.
 
 The writer task is owned by the store (started in `open`, awaited in `close`); `compactor` is the one loop
 that the server runs in its own TaskGroup.
@@ -90,6 +91,7 @@ class Store:
         self._writer: asyncio.Task[None] | None = None
         self._close_task: asyncio.Future[None] | None = None
         self.full = False  # the last commit failed for want of disk space (cleared by the next good one)
+        self.failed_batches = 0
         self.commits = 0  # transactions committed (group commit makes this far less than `writes`)
         self.writes = 0  # rows committed
 
@@ -190,9 +192,10 @@ class Store:
 
     async def create(self, key: str, obj: dict[str, Any]) -> tuple[int, bytes]:
         latest = self._latest(key)
-        if latest is not None and latest[1] is not None:
-            await self._settle(key)
-            raise KeyExists(key)
+        while latest is not None and latest[1] is not None:
+            if not await self._settle(key):
+                raise KeyExists(key)
+            latest = self._latest(key)  # the pending write it conflicted with failed: judge again
         prev_rev = latest[0] if latest is not None else 0
         return await self._submit(key, obj, created=True, deleted=False, prev_rev=prev_rev, prev=None)
 
@@ -212,26 +215,31 @@ class Store:
         return await self._submit(key, obj, created=False, deleted=True, prev_rev=rev, prev=prev)
 
     async def _check_existing(self, key: str, expected_rev: int) -> tuple[int, bytes]:
-        latest = self._latest(key)
-        if latest is None:
-            raise KeyNotFound(key)
-        rev, value = latest
-        if value is None:
-            await self._settle(key)
-            raise KeyNotFound(key)
-        if expected_rev and expected_rev != rev:
-            await self._settle(key)
-            raise RevMismatch(key, rev)
-        return rev, value
+        while True:
+            latest = self._latest(key)
+            if latest is None:
+                raise KeyNotFound(key)
+            rev, value = latest
+            if value is not None and not (expected_rev and expected_rev != rev):
+                return rev, value
+            if not await self._settle(key):
+                raise KeyNotFound(key) if value is None else RevMismatch(key, rev)
+            # the pending write it conflicted with failed: judge again against what is committed
 
-    async def _settle(self, key: str) -> None:
-        """Before failing a write on a conflict with a *pending* write, wait until that write committed.
+    async def _settle(self, key: str) -> bool:
+        """Before failing a write on a conflict with a *pending* write, wait until that write is decided.
 
         Readers see committed state only, so a caller that re-reads after the error must find the state the
-        conflict was about; otherwise a read-modify-write loop would spin on the same stale revision.
+        conflict was about; otherwise a read-modify-write loop would spin on the same stale revision. Returns
+        True if a batch failed meanwhile (perhaps the very write it conflicted with), so that the caller judges
+        again against what is committed instead of reporting a conflict that may be gone.
         """
+        if key not in self._overlay:
+            return False  # the conflict is with committed state
+        failures = self.failed_batches
         while key in self._overlay and not self._closing:
             await self._committed.wait()
+        return self.failed_batches != failures and key not in self._overlay
 
     async def _submit(
         self,
@@ -328,6 +336,7 @@ class Store:
         the queued writes kept before them: they are renumbered from current_rev + 1, so revisions stay gapless,
         and re-encoded with their new resourceVersion (their callers have seen nothing of them yet).
         """
+        self.failed_batches += 1
         queued, self._pending = self._pending, []
         self._overlay.clear()
         self._next_rev = self.current_rev + 1
