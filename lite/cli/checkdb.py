@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-MAX_REPORT_LINES = 50
+MAX_REPORT_LINES = 20
 
 
 def recovery_advice(db: Path) -> str:
