@@ -57,6 +57,11 @@ class DataDir:
         return self.root / "server" / "tls"
 
     @property
+    def manifests(self) -> Path:
+        """Manifests applied at start and on change (k3s's server/manifests)."""
+        return self.root / "server" / "manifests"
+
+    @property
     def cred(self) -> Path:
         return self.root / "server" / "cred"
 

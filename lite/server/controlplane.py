@@ -35,6 +35,7 @@ from lite.server.config import ServerConfig
 from lite.server.controllers.disruption import EvictionCheck
 from lite.server.controllers.manager import build_controller_manager
 from lite.server.join import JoinHub, add_join_routes
+from lite.server.manifests import ManifestDeployer
 from lite.server.scheduler.scheduler import build_scheduler
 from lite.server.services.admission import ServiceAllocators
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
@@ -108,6 +109,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("service-allocators", allocators.run),
         ("kubernetes-service", lambda: keep_kubernetes_service(resources, api_ip, advertise, config.port)),
         ("join-hub", hub.run),
+        ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
     ]
     # The controller manager runs the shared informers, so without it they run on their own.
     plane.background.append(("informers", informers.run) if config.disable_controller_manager
