@@ -29,7 +29,7 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import json_equal, record_update
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
-from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, check_shape, conflict_error
+from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
@@ -297,6 +297,8 @@ class WriteMixin(RegistryBase):
                 else:
                     new.pop("status", None)
             strategy.prepare_update(new, old)
+        else:
+            strategy.prepare_subresource(subresource, new, old)
         annotations_too = strategy.generation_on_annotations and not subresource  # status writes keep it
         if "generation" in ometa and spec_changed(kind, new, old, annotations_too):
             meta["generation"] = int(ometa["generation"]) + 1
@@ -304,6 +306,8 @@ class WriteMixin(RegistryBase):
         causes += strategy.validate(new) + _schema_causes(kind, new)
         if not subresource:
             causes += strategy.validate_update(new, old)
+        else:
+            causes += strategy.validate_subresource(subresource, new, old)
         if causes:
             raise errors.invalid(kind.kind, name, causes, kind.group)
 
@@ -319,7 +323,7 @@ class WriteMixin(RegistryBase):
                                      "on the request")
 
         def build(old: Obj) -> Obj:
-            if subresource == "status":
+            if subresource in STATUS_LIKE:
                 new = status_write(self.strategy(kind), old, deep_copy(obj))
                 new["metadata"]["resourceVersion"] = meta.get("resourceVersion") or ""
                 return new
