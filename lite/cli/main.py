@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         if verb == "delete":
             p.add_argument("names", nargs="+", metavar="NAME")
 
+    cert = sub.add_parser("certificate", help="check or rotate the server's certificates")
+    cert_sub = cert.add_subparsers(dest="certificate_command", metavar="SUBCOMMAND", required=True)
+    for verb, text in (("check", "list the certificates and when they expire"),
+                       ("rotate", "re-issue the leaf certificates (serving, front-proxy client) from the same CAs")):
+        _add_data_dir(cert_sub.add_parser(verb, help=text))
+
     tok = sub.add_parser("token", help="print the join token of a server data dir")
     _add_data_dir(tok)
     kc = sub.add_parser("kubeconfig", help="print the admin kubeconfig of a server data dir")
@@ -274,6 +280,25 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_certificate(args: argparse.Namespace) -> int:
+    from lite.server.certcheck import inspect, rotate
+
+    config = ServerConfig.create(args.data_dir)
+    if not config.paths.tls.is_dir():
+        print(f"lite certificate: no certificates at {config.paths.tls}; has `lite server` run with this data "
+              "dir?", file=sys.stderr)
+        return 1
+    if args.certificate_command == "rotate":
+        rotated, _ = rotate(config)
+        print(f"rotated {', '.join(rotated) or 'nothing'}; restart lite server to serve the new certificates")
+        return 0
+    print(f"{'File':<26} {'Subject':<28} {'Expires':<21} {'Days':>6}  Note")
+    for c in inspect(config.paths.tls):
+        note = "CA" if c.is_ca else ("renewed at the next start" if c.renews_at_start else "")
+        print(f"{c.file:<26} {c.subject[:28]:<28} {c.not_after:%Y-%m-%dT%H:%M:%SZ} {c.days_left:>7.0f}  {note}")
+    return 0
+
+
 def cmd_killall(args: argparse.Namespace) -> int:
     from lite.agent.killall import killall
 
@@ -288,7 +313,7 @@ def cmd_killall(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
-            "killall": cmd_killall, "snapshot": cmd_snapshot}
+            "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
