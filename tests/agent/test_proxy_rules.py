@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lite.agent.proxy import rules
-from lite.agent.proxy.endpoints import Endpoint, ServicePort, service_ports
+from lite.agent.proxy.endpoints import Endpoint, ServicePort, service_ports, stale_udp
 from lite.agent.proxy.rules import ProxyConfig, translate
 from lite.netns.nftstate import Table
 
@@ -381,3 +381,57 @@ def test_an_endpoint_change_touches_only_that_service() -> None:
     changed = {n for n in after.chains if before.chains.get(n) != after.chains[n]}
     assert changed == {chain("svc", a), ep_chain(a, "10.42.0.3")}
     assert elements(before, "service-ips") == elements(after, "service-ips")
+
+
+# ---- stale UDP conntrack ------------------------------------------------------------------------------------
+DNS_PORTS = [{"name": "dns", "port": 53, "protocol": "UDP", "nodePort": 30053}]
+DNS_SLICE_PORTS = [{"name": "dns", "port": 5353, "protocol": "UDP"}]
+
+
+def dns_ports(*endpoints: Obj, **spec: Any) -> list[ServicePort]:
+    return service_ports([svc("dns", ports=DNS_PORTS, **spec)], [eps("dns", *endpoints, ports=DNS_SLICE_PORTS)])
+
+
+STALE_CASES: list[tuple[str, list[ServicePort], list[ServicePort], set[tuple[str, int]], set[tuple[str, int]]]] = [
+    ("nothing changed", dns_ports(ep("10.42.0.2")), dns_ports(ep("10.42.0.2")), set(), set()),
+    (
+        "endpoint removed",
+        dns_ports(ep("10.42.0.2"), ep("10.42.0.3")),
+        dns_ports(ep("10.42.0.2")),
+        {("10.42.0.3", 5353)},
+        set(),
+    ),
+    (
+        "endpoint no longer ready",
+        dns_ports(ep("10.42.0.2"), ep("10.42.0.3")),
+        dns_ports(ep("10.42.0.2"), ep("10.42.0.3", ready=False)),
+        {("10.42.0.3", 5353)},
+        set(),
+    ),
+    ("service removed", dns_ports(ep("10.42.0.2")), [], {("10.42.0.2", 5353)}, set()),
+    ("first endpoint appears", dns_ports(), dns_ports(ep("10.42.0.2")), set(), {("10.43.0.10", 53)}),
+    ("new service with endpoints", [], dns_ports(ep("10.42.0.2")), set(), {("10.43.0.10", 53)}),
+    (
+        "first endpoint of a NodePort with an external IP",
+        dns_ports(type="NodePort", externalIPs=["192.0.2.5"]),
+        dns_ports(ep("10.42.0.2"), type="NodePort", externalIPs=["192.0.2.5"]),
+        set(),
+        {("10.43.0.10", 53), ("192.0.2.5", 53), ("10.99.0.1", 30053)},
+    ),
+    (
+        "TCP services never need it",
+        service_ports([svc("web")], [eps("web", ep("10.42.0.2"))]),
+        service_ports([svc("web")], []),
+        set(),
+        set(),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "endpoints", "services"), [c[1:] for c in STALE_CASES], ids=[c[0] for c in STALE_CASES]
+)
+def test_stale_udp(
+    old: list[ServicePort], new: list[ServicePort], endpoints: set[tuple[str, int]], services: set[tuple[str, int]]
+) -> None:
+    assert stale_udp(old, new, NODE, CONFIG.node_ips) == (endpoints, services)

@@ -163,3 +163,32 @@ def _is_ipv4(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def stale_udp(
+    old: Iterable[ServicePort], new: Iterable[ServicePort], node: str, node_ips: Iterable[str] = ()
+) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+    """UDP conntrack entries to delete after moving from `old` to `new` service ports.
+
+    Returns (endpoints, service addresses): endpoints (ip, port) that received traffic before and no longer do;
+    service addresses (ip, port: ClusterIP, external IPs, node IP:nodePort) of UDP ports that had no endpoint
+    before and have one now, whose rejected flows would otherwise keep bypassing the new DNAT.
+    """
+    before = {sp.id: sp for sp in old if sp.protocol == "udp"}
+    endpoints: set[tuple[str, int]] = set()
+    services: set[tuple[str, int]] = set()
+    now = {sp.id: sp for sp in new if sp.protocol == "udp"}
+    for sid, sp in before.items():
+        gone = _targets(sp, node) - (_targets(now[sid], node) if sid in now else set())
+        endpoints.update(gone)
+    for sid, sp in now.items():
+        if sp.cluster_endpoints() and (sid not in before or not before[sid].cluster_endpoints()):
+            services.add((sp.cluster_ip, sp.port))
+            services.update((ip, sp.port) for ip in sp.external_ips)
+            if sp.node_port:
+                services.update((ip, sp.node_port) for ip in node_ips)
+    return endpoints, services
+
+
+def _targets(sp: ServicePort, node: str) -> set[tuple[str, int]]:
+    return {(e.ip, e.port) for e in sp.cluster_endpoints() + sp.local_endpoints(node)}
