@@ -13,7 +13,7 @@ The table (`ip lite` by default):
                   sources → svc, node sources → masquerade + svc, others → local (source IP preserved) or drop
     ep-H-<id>__<ip>/<port>  [hairpin: own source → masquerade mark] [affinity update] dnat
     filter-input / -forward / -output (ct state new) ─► @no-endpoint-services, @no-endpoint-nodeports:
-                  a service without endpoints is rejected at once (ICMP port unreachable = ECONNREFUSED),
+                  a service without endpoints is rejected at once (TCP reset, ICMP port unreachable otherwise),
                   one whose Local policy has no local endpoint drops.
     nat-postrouting ─► masquerading: packets carrying mark 0x4000 are masqueraded (fully-random).
 
@@ -108,7 +108,9 @@ def base_chains() -> dict[str, Chain]:
                 "masquerade fully-random",
             )
         ),
-        "reject-chain": Chain(("reject",)),
+        # A TCP reset for TCP: measured here, the ICMP port-unreachable answer to a forwarded SYN was often
+        # lost or rate-limited (per-peer ICMP limit), so clients waited for SYN retransmits instead of failing.
+        "reject-chain": Chain(("meta l4proto tcp reject with tcp reset", "reject")),
     }
 
 
