@@ -230,21 +230,18 @@ def test_cluster_ip_balances_over_ready_endpoints() -> None:
     table = translate([web], [eps("web", ep("10.42.0.2"), ep("10.42.0.3"))], CONFIG)
     assert elements(table, "service-ips") == {"10.43.0.10 . tcp . 80": f"goto {chain('svc', web)}"}
     assert elements(table, "no-endpoint-services") == {}
-    a, b = ep_chain(web, "10.42.0.2"), ep_chain(web, "10.42.0.3")
     assert rules_of(table, chain("svc", web)) == (
         "ip daddr 10.43.0.10 tcp dport 80 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
-        f"numgen random mod 2 vmap {{ 0 : goto {a}, 1 : goto {b} }}",
+        "meta l4proto tcp dnat ip addr . port to numgen random mod 2 map "
+        "{ 0 : 10.42.0.2 . 8080, 1 : 10.42.0.3 . 8080 }",
     )
-    assert rules_of(table, a) == (
-        "ip saddr 10.42.0.2 jump mark-for-masquerade",
-        "meta l4proto tcp dnat to 10.42.0.2:8080",
-    )
+    assert not any(name.startswith("ep-") for name in table.chains)  # no chain per endpoint without affinity
 
 
-def test_single_endpoint_is_a_plain_goto() -> None:
+def test_single_endpoint_is_a_plain_dnat() -> None:
     web = svc("web")
     table = translate([web], [eps("web", ep("10.42.0.2"))], CONFIG)
-    assert rules_of(table, chain("svc", web))[-1] == f"goto {ep_chain(web, '10.42.0.2')}"
+    assert rules_of(table, chain("svc", web))[-1] == "meta l4proto tcp dnat to 10.42.0.2:8080"
 
 
 def test_no_endpoints_rejects_and_builds_no_service_chain() -> None:
@@ -265,7 +262,7 @@ def test_udp_service() -> None:
         [dns], [eps("dns", ep("10.42.0.2"), ports=[{"name": "dns", "port": 5353, "protocol": "UDP"}])], CONFIG
     )
     assert elements(table, "service-ips") == {"10.43.0.10 . udp . 53": f"goto {chain('svc', dns)}"}
-    assert rules_of(table, ep_chain(dns, "10.42.0.2", 5353))[-1] == "meta l4proto udp dnat to 10.42.0.2:5353"
+    assert rules_of(table, chain("svc", dns))[-1] == "meta l4proto udp dnat to 10.42.0.2:5353"
 
 
 def test_node_port_goes_through_the_external_chain_with_masquerade() -> None:
@@ -298,7 +295,7 @@ def test_external_traffic_policy_local_keeps_outside_clients_on_local_endpoints(
         f"fib saddr type local goto {chain('svc', web)}",
         f"goto {chain('local', web)}",
     )
-    assert rules_of(table, chain("local", web)) == (f"goto {ep_chain(web, '10.42.0.2')}",)
+    assert rules_of(table, chain("local", web)) == ("meta l4proto tcp dnat to 10.42.0.2:8080",)
     assert "numgen random mod 2" in rules_of(table, chain("svc", web))[-1]
 
 
@@ -316,10 +313,10 @@ def test_internal_traffic_policy_local_uses_only_local_endpoints() -> None:
     assert elements(table, "service-ips") == {"10.43.0.10 . tcp . 80": f"goto {chain('local', web)}"}
     assert rules_of(table, chain("local", web)) == (
         "ip daddr 10.43.0.10 tcp dport 80 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
-        f"goto {ep_chain(web, '10.42.0.2')}",
+        "meta l4proto tcp dnat to 10.42.0.2:8080",
     )
     assert chain("svc", web) not in table.chains
-    assert ep_chain(web, "10.42.1.2") not in table.chains
+    assert elements(table, "hairpin") == {"10.42.0.2 . 10.42.0.2": ""}
 
 
 def test_internal_traffic_policy_local_without_local_endpoints_drops() -> None:
@@ -343,17 +340,18 @@ def test_client_ip_affinity_uses_a_timed_set_per_endpoint() -> None:
     assert f"update @{sets[0]} {{ ip saddr }}" in rules_of(table, ep_chain(web, "10.42.0.2"))
 
 
-def test_every_endpoint_chain_marks_hairpin_traffic() -> None:
+def test_every_endpoint_in_use_is_a_hairpin_pair() -> None:
     web = svc("web")
-    table = translate([web], [eps("web", ep("10.42.0.2"), ep("10.42.0.3"))], CONFIG)
-    for ip in ("10.42.0.2", "10.42.0.3"):
-        assert rules_of(table, ep_chain(web, ip))[0] == f"ip saddr {ip} jump mark-for-masquerade"
+    table = translate([web], [eps("web", ep("10.42.0.2"), ep("10.42.0.3"), ep("10.42.0.4", ready=False))], CONFIG)
+    assert elements(table, "hairpin") == {"10.42.0.2 . 10.42.0.2": "", "10.42.0.3 . 10.42.0.3": ""}
+    assert table.sets["hairpin"].type == "ipv4_addr . ipv4_addr"
+    assert rules_of(table, "masquerading")[0] == "ct status dnat ip saddr . ip daddr @hairpin jump mark-for-masquerade"
 
 
 def test_without_cluster_cidr_no_off_cluster_masquerade_rule() -> None:
     web = svc("web")
     table = translate([web], [eps("web", ep("10.42.0.2"))], ProxyConfig(NODE, ()))
-    assert rules_of(table, chain("svc", web)) == (f"goto {ep_chain(web, '10.42.0.2')}",)
+    assert rules_of(table, chain("svc", web)) == ("meta l4proto tcp dnat to 10.42.0.2:8080",)
     assert elements(table, "nodeport-ips") == {}
 
 
@@ -362,7 +360,7 @@ def test_kubernetes_service_reaches_the_api_server_address() -> None:
     slices = [eps("kubernetes", ep("10.99.0.1", node=""), ports=[{"name": "https", "port": 6443, "protocol": "TCP"}])]
     table = translate([api], slices, CONFIG)
     assert elements(table, "service-ips") == {"10.43.0.1 . tcp . 443": f"goto {chain('svc', api)}"}
-    assert rules_of(table, ep_chain(api, "10.99.0.1", 6443))[-1] == "meta l4proto tcp dnat to 10.99.0.1:6443"
+    assert rules_of(table, chain("svc", api))[-1] == "meta l4proto tcp dnat to 10.99.0.1:6443"
 
 
 def test_names_are_unique_per_service_port_and_stable() -> None:
@@ -370,6 +368,9 @@ def test_names_are_unique_per_service_port_and_stable() -> None:
     slices = [eps("a", ep("10.42.0.2")), eps("b", ep("10.42.0.2"))]
     t1 = translate([a, b], slices, CONFIG)
     assert chain("svc", a) != chain("svc", b) and ep_chain(a, "10.42.0.2") != ep_chain(b, "10.42.0.2")
+    assert rules.affinity_set(sp_of(a), Endpoint("10.42.0.2", 8080)) != rules.affinity_set(
+        sp_of(b), Endpoint("10.42.0.2", 8080)
+    )
     assert t1 == translate([b, a], list(reversed(slices)), CONFIG)
     assert all(len(name) < 256 for name in t1.chains)
 
@@ -379,8 +380,9 @@ def test_an_endpoint_change_touches_only_that_service() -> None:
     before = translate([a, b], [eps("a", ep("10.42.0.2")), eps("b", ep("10.42.0.5"))], CONFIG)
     after = translate([a, b], [eps("a", ep("10.42.0.2"), ep("10.42.0.3")), eps("b", ep("10.42.0.5"))], CONFIG)
     changed = {n for n in after.chains if before.chains.get(n) != after.chains[n]}
-    assert changed == {chain("svc", a), ep_chain(a, "10.42.0.3")}
+    assert changed == {chain("svc", a)}
     assert elements(before, "service-ips") == elements(after, "service-ips")
+    assert set(elements(after, "hairpin")) - set(elements(before, "hairpin")) == {"10.42.0.3 . 10.42.0.3"}
 
 
 # ---- stale UDP conntrack ------------------------------------------------------------------------------------

@@ -180,6 +180,15 @@ async def test_a_pod_reaches_the_cluster_ip_and_requests_spread_over_both_endpoi
     assert {a.split()[1] for a in answers} == {"10.42.0.4"}  # pod to service: client IP preserved
 
 
+async def test_client_ip_affinity_keeps_a_client_on_one_endpoint(cluster: Cluster) -> None:
+    cluster.proxier.set_service(svc("sticky", "10.43.0.13", sessionAffinity="ClientIP"))
+    cluster.proxier.set_slice(slice_("sticky", "10.42.0.2", "10.42.0.3"))
+    await cluster.sync()
+    answers = get(cluster.pods["c"], *["http://10.43.0.13/"] * 16)
+    assert len(answers) == 16 and len({a.split()[0] for a in answers}) == 1, answers
+    assert answers[0].split()[0] in ("pod-a", "pod-b")
+
+
 async def test_a_service_without_endpoints_refuses_at_once(cluster: Cluster) -> None:
     cluster.proxier.set_service(svc("empty", "10.43.0.11", type="NodePort"))
     await cluster.sync()

@@ -76,20 +76,36 @@ def service_ports(services: Iterable[Obj], slices: Iterable[Obj]) -> list[Servic
     """Every proxied service port, with its endpoints from `slices`."""
     by_service: dict[tuple[str, str], list[Obj]] = {}
     for s in slices:
-        meta = s.get("metadata") or {}
-        owner = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
-        if owner and s.get("addressType", "IPv4") == "IPv4":
-            by_service.setdefault((meta.get("namespace") or "default", owner), []).append(s)
+        owner = slice_owner(s)
+        if owner is not None:
+            by_service.setdefault(owner, []).append(s)
     out: list[ServicePort] = []
     for svc in sorted(services, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
-        meta, spec = svc["metadata"], svc.get("spec") or {}
-        cluster_ip = spec.get("clusterIP") or ""
-        if spec.get("type") == "ExternalName" or not _is_ipv4(cluster_ip):
-            continue
-        key = (meta.get("namespace") or "default", meta["name"])
-        for port in spec.get("ports") or []:
-            out.append(_service_port(key, svc, port, by_service.get(key, [])))
+        out += ports_of(svc, by_service.get(object_key(svc), []))
     return out
+
+
+def object_key(obj: Obj) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "default", meta["name"])
+
+
+def slice_owner(s: Obj) -> tuple[str, str] | None:
+    """(namespace, service name) of the Service an IPv4 EndpointSlice belongs to, or None."""
+    meta = s.get("metadata") or {}
+    owner = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
+    if not owner or s.get("addressType", "IPv4") != "IPv4":
+        return None
+    return (meta.get("namespace") or "default", str(owner))
+
+
+def ports_of(svc: Obj, slices: Iterable[Obj]) -> list[ServicePort]:
+    """The proxied ports of one Service, given the slices that belong to it (none if it is not proxied)."""
+    spec = svc.get("spec") or {}
+    if spec.get("type") == "ExternalName" or not _is_ipv4(spec.get("clusterIP") or ""):
+        return []
+    own = list(slices)
+    return [_service_port(object_key(svc), svc, port, own) for port in spec.get("ports") or []]
 
 
 def _service_port(key: tuple[str, str], svc: Obj, port: Obj, slices: list[Obj]) -> ServicePort:
