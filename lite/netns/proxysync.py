@@ -58,6 +58,10 @@ class TableSyncer:
         self.last_commands = commands.count("\n")
         return True
 
+    def close(self) -> None:
+        """Release the libnftables context (the table stays in the kernel)."""
+        self._nft.close()
+
     async def delete(self) -> bool:
         """Remove the whole table (uninstall, tests); True if it existed."""
         self._known = False

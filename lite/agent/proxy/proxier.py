@@ -143,8 +143,11 @@ class Proxier:
         return changed
 
     async def run(self) -> None:
-        """Sync whenever something changed, at most once per `min_interval`; until cancelled."""
-        self._dirty.set()  # the first sync reconciles whatever table a previous agent left
+        """Sync whenever something changed, at most once per `min_interval`; until cancelled.
+
+        Nothing is synced before the first change is recorded: a restarted agent leaves the kernel's table as
+        it is until it knows the state again; that first sync then reconciles it (see `TableSyncer`).
+        """
         while True:
             await self._dirty.wait()
             wait = self._last_sync + self.min_interval - time.monotonic()
