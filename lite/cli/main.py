@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "with NO isolation (for non-root development)")
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    srv.add_argument("--service-proxy", action="store_true",
+                     help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
     agent.add_argument("--server", "-s", default=None, help="URL of the server, e.g. https://10.0.0.1:6443")
@@ -78,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'process' runs containers as plain host processes with NO isolation")
     agent.add_argument("--private-registry", default=None,
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    agent.add_argument("--service-proxy", action="store_true",
+                       help="proxy Services with nftables (table 'ip lite' in this host's netns)")
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     from lite.agent.sim.cli import add_simulate_flags  # cheap: argparse and the spec parser
@@ -126,6 +130,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_monitor_grace_period=args.node_monitor_grace_period,
         node_name=args.node_name,
         agent_runtime=args.runtime,
+        agent_service_proxy=args.service_proxy,
         private_registry=Path(args.private_registry) if args.private_registry else None,
     )
     from lite.server import main as server_main  # the heavy imports start here

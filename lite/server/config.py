@@ -98,6 +98,7 @@ class ServerConfig:
     # The embedded agent (unless disable_agent).
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
+    agent_service_proxy: bool = False  # the embedded agent programs Services into nftables (table ip lite)
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
 
     @classmethod
