@@ -282,6 +282,8 @@ class Agent:
             self._tg = None
             if self.proxy is not None:  # the rules stay in the kernel: a restarted agent reconciles them
                 await asyncio.to_thread(self.proxy.proxier.syncer.close)
+                if self.proxy.proxier.health is not None:
+                    await self.proxy.proxier.health.close()
             await asyncio.to_thread(self.deps.runtime.close)  # the shim zygote; shims and containers stay
             if self.deps.images is not None:
                 await self.deps.images.close()
@@ -338,6 +340,7 @@ def _node_connect(node_netns: NetnsRef) -> Any:
 
 def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str) -> ProxyFeed:
     """The service proxy of this node: one nftables table `ip lite` in the node netns."""
+    from lite.agent.proxy.healthcheck import HealthServers
     from lite.agent.proxy.proxier import Proxier
     from lite.agent.proxy.rules import ProxyConfig
     from lite.netns.nftables import AsyncNft
@@ -345,7 +348,7 @@ def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str) -> ProxyFeed:
 
     node_ips = tuple(ip for ip in (node_ip,) if ip and not ip.startswith("127."))
     proxier = Proxier(ProxyConfig(node_name, node_ips, config.cluster_cidr), TableSyncer(AsyncNft(config.node_netns)),
-                      netns=config.node_netns)
+                      netns=config.node_netns, health=HealthServers(config.node_netns))
     return ProxyFeed(proxier)
 
 

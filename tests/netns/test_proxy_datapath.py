@@ -10,6 +10,7 @@ Services: 10.43.0.0/16 routed on the node via lite0 (the service-CIDR route).
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from conftest import ip, needs_root
 
+from lite.agent.proxy.healthcheck import HealthServers
 from lite.agent.proxy.proxier import Proxier
 from lite.agent.proxy.rules import ProxyConfig
 from lite.netns import bridge, nftables, pod, routes
@@ -56,11 +58,13 @@ srv.serve_forever()
 """
 
 CLIENT = """
-import socket, sys, urllib.request
+import socket, sys, urllib.error, urllib.request
 out = []
 for url in sys.argv[2:]:
     try:
-        out.append(urllib.request.urlopen(url, timeout=float(sys.argv[1])).read().decode())
+        out.append(urllib.request.urlopen(url, timeout=float(sys.argv[1])).read().decode().replace("\\n", " "))
+    except urllib.error.HTTPError as exc:
+        out.append(f"HTTP {exc.code}")
     except OSError as exc:
         reason = getattr(exc, "reason", exc)
         out.append(type(reason).__name__)
@@ -238,6 +242,28 @@ async def test_external_traffic_policy_local_preserves_the_client_address(cluste
     cluster.proxier.set_slice(slice_("web", "10.42.0.2"))
     await cluster.sync()
     assert get(cluster.outside, f"http://{NODE_IP}:30080/") == [f"pod-a {OUTSIDE_IP}"]
+
+
+async def test_health_check_node_port_answers_for_local_endpoints(cluster: Cluster) -> None:
+    health = HealthServers(cluster.node)
+    cluster.proxier.health = health
+    try:
+        spec = {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "healthCheckNodePort": 32100}
+        cluster.proxier.set_service(svc("lb", "10.43.0.20", **spec))
+        cluster.proxier.set_slice(slice_("lb", "10.42.0.2"))
+        await cluster.sync()
+        url = f"http://{NODE_IP}:32100/healthz"
+        (body,) = await asyncio.to_thread(get, cluster.outside, url)
+        assert json.loads(body)["localEndpoints"] == 1
+        cluster.proxier.set_slice(slice_("lb", "10.42.1.9", node="n2"))
+        await cluster.sync()
+        assert await asyncio.to_thread(get, cluster.outside, url) == ["HTTP 503"]  # no local endpoint
+        cluster.proxier.delete_service("default", "lb")
+        await cluster.sync()
+        assert health.ports == []
+        assert await asyncio.to_thread(get, cluster.outside, url, timeout=20) == ["ConnectionRefusedError"]
+    finally:
+        await health.close()
 
 
 async def test_udp_flow_moves_to_the_new_endpoint_once_the_old_one_is_gone(cluster: Cluster) -> None:

@@ -53,6 +53,7 @@ class ServicePort:
     affinity_timeout: int = 0  # seconds; 0 = no ClientIP affinity
     internal_local: bool = False  # internalTrafficPolicy: Local
     external_local: bool = False  # externalTrafficPolicy: Local (NodePort/LoadBalancer)
+    health_check_node_port: int = 0  # answered by the agent when external_local (see healthcheck)
     endpoints: tuple[Endpoint, ...] = ()
 
     @property
@@ -133,6 +134,7 @@ def _service_port(key: tuple[str, str], svc: Obj, port: Obj, slices: list[Obj]) 
         affinity_timeout=affinity,
         internal_local=spec.get("internalTrafficPolicy") == "Local",
         external_local=has_external and spec.get("externalTrafficPolicy") == "Local",
+        health_check_node_port=int(spec.get("healthCheckNodePort") or 0) if spec.get("type") == "LoadBalancer" else 0,
         endpoints=_endpoints(slices, port_name, protocol),
     )
 

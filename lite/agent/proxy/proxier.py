@@ -3,7 +3,8 @@
     set_service / delete_service / set_slice / delete_slice / replace ──► state + dirty flag
                                                                           │ (at most one sync per min_interval)
     run() ──► sync_once(): rules.translate(state) ─► TableSyncer.sync (ONE transaction, diff only)
-                          └► conntrack: delete UDP flows of endpoints that went away (endpoints.stale_udp)
+                          ├► conntrack: delete UDP flows of endpoints that went away (endpoints.stale_udp)
+                          └► healthCheckNodePort listeners (healthcheck.HealthServers), if given
 
 Invariants:
 - Callers only record objects (cheap, never blocking); `run` does the work. A burst of changes within
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lite.agent.proxy.endpoints import ServicePort, object_key, ports_of, slice_owner, stale_udp
+from lite.agent.proxy.healthcheck import HealthServers, wanted
 from lite.agent.proxy.rules import Fragment, ProxyConfig, assemble, fragment
 from lite.netns import conntrack
 from lite.netns.nftstate import Table
@@ -47,6 +49,7 @@ class Proxier:
         min_interval: float = 1.0,
         retry_interval: float = 5.0,
         clear_conntrack: bool = True,
+        health: HealthServers | None = None,
     ) -> None:
         self.config = config
         self.syncer = syncer
@@ -54,6 +57,7 @@ class Proxier:
         self.min_interval = min_interval
         self.retry_interval = retry_interval
         self.clear_conntrack = clear_conntrack
+        self.health = health
         self._services: dict[Key, Obj] = {}
         self._slices: dict[Key, Obj] = {}
         self._owner: dict[Key, Key] = {}  # slice → its service
@@ -140,6 +144,8 @@ class Proxier:
         self.synced += 1
         if self.clear_conntrack and (endpoints or services):
             await conntrack.delete_udp_flows(self.netns, endpoints=endpoints, services=services)
+        if self.health is not None:
+            await self.health.update(wanted(ports, self.config.node_name))
         return changed
 
     async def run(self) -> None:
