@@ -266,6 +266,46 @@ async def test_health_check_node_port_answers_for_local_endpoints(cluster: Clust
         await health.close()
 
 
+async def test_external_ips_and_load_balancer_ingress_from_an_outside_client(cluster: Cluster) -> None:
+    ip("-n", cluster.outside, "route", "add", "192.0.2.0/24", "via", NODE_IP)
+    cluster.proxier.set_service(svc("ext", "10.43.0.30", externalIPs=["192.0.2.10"]))
+    cluster.proxier.set_slice(slice_("ext", "10.42.0.3"))
+    lb = {
+        **svc("lb", "10.43.0.31", type="LoadBalancer"),
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.11"}]}},
+    }
+    cluster.proxier.set_service(lb)
+    cluster.proxier.set_slice(slice_("lb", "10.42.0.2"))
+    await cluster.sync()
+    assert get(cluster.outside, "http://192.0.2.10/", "http://192.0.2.11/") == ["pod-b 10.42.0.1", "pod-a 10.42.0.1"]
+
+
+async def test_the_kubernetes_service_reaches_the_api_server_on_the_node(
+    cluster: Cluster, servers: list[subprocess.Popen[str]]
+) -> None:
+    code = "import http.server as h; h.HTTPServer(('0.0.0.0', 6443), h.SimpleHTTPRequestHandler).serve_forever()"
+    servers.append(subprocess.Popen(["ip", "netns", "exec", cluster.node, sys.executable, "-c", code]))
+    api = {
+        "metadata": {"namespace": "default", "name": "kubernetes"},
+        "spec": {"clusterIP": "10.43.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]},
+    }
+    slice_meta = {"namespace": "default", "name": "kubernetes", "labels": {"kubernetes.io/service-name": "kubernetes"}}
+    cluster.proxier.set_service(api)
+    cluster.proxier.set_slice(
+        {
+            "metadata": slice_meta,
+            "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [NODE_IP]}],
+        }
+    )
+    await cluster.sync()
+    for _ in range(100):  # the stand-in API server may still be starting
+        answer = get(cluster.pods["c"], "http://10.43.0.1:443/", timeout=5)
+        if answer != ["ConnectionRefusedError"]:
+            break
+    assert answer[0].startswith("<!DOCTYPE HTML")
+
+
 async def test_udp_flow_moves_to_the_new_endpoint_once_the_old_one_is_gone(cluster: Cluster) -> None:
     cluster.proxier.set_service(svc("dns", "10.43.0.53"))
     cluster.proxier.set_slice(slice_("dns", "10.42.0.2"))
