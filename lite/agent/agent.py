@@ -34,11 +34,12 @@ from lite.agent.podrunner import POD_FILE, PodRunner
 from lite.agent.proxy.feed import KINDS as PROXY_KINDS
 from lite.agent.proxy.feed import ProxyFeed
 from lite.agent.runtime.container import ProcessRuntime, Runtime
-from lite.netns.nsfs import NetnsRef
+from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 
 log = logging.getLogger("lite.agent")
 Obj = dict[str, Any]
 METRICS_EVERY = 15.0
+IMPORT_EVERY = 5.0  # how soon an image archive dropped into <data-dir>/agent/images/ is imported
 NODE_CONFIG = "node-config.json"
 
 
@@ -239,14 +240,20 @@ class Agent:
 
     async def open_services(self) -> None:
         from lite.agent.images import ImageService, RegistriesConfig
+        from lite.agent.killall import HostRecord
         from lite.agent.runtime.cgroups import CgroupError, detect
 
+        c = self.config
+        node_netns = str(c.node_netns) if isinstance(c.node_netns, str | Path) else None
+        await asyncio.to_thread(HostRecord(c.cgroup_root, str(c.netns_dir or NETNS_RUN_DIR), node_netns,
+                                           c.bridge).save, self.root)
         regs = RegistriesConfig.load(self.config.registries) if self.config.registries else RegistriesConfig()
         self.deps.images = await ImageService.open(self.root / "images", regs)
         self.node.image_list = self.deps.images.list
         if self.config.use_cgroups:
             try:
                 self.deps.cgroups = detect(self.config.cgroup_root)
+                log.info("using %s", self.deps.cgroups.describe())
             except (CgroupError, OSError) as e:
                 log.warning("no cgroups, pods run without resource limits: %s", e)
 
@@ -276,6 +283,7 @@ class Agent:
                 tg.create_task(session.run(), name="..session")
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
+                tg.create_task(self._import_loop(), name="..images")
                 if self.proxy is not None:
                     tg.create_task(self.proxy.proxier.run(), name="..proxy")
         finally:
@@ -298,6 +306,18 @@ class Agent:
                 self._post(wire.NodeStatus(status))
                 last_full = loop.time()
             await asyncio.sleep(LEASE_RENEW)
+
+    async def _import_loop(self) -> None:
+        """Air gap (k3s's agent/images): archives in <data-dir>/agent/images/ are imported at start and, when
+        added or changed later, within IMPORT_EVERY seconds; each archive once (ImageService remembers)."""
+        while True:
+            if self.deps.images is not None:
+                try:
+                    for info in await self.deps.images.import_dir(self.root / "images"):
+                        log.info("imported image %s (%s)", ", ".join(info.repo_tags) or info.id, info.id)
+                except OSError as e:
+                    log.warning("image import from %s failed: %s", self.root / "images", e)
+            await asyncio.sleep(IMPORT_EVERY)
 
     async def _metrics_loop(self) -> None:
         while True:

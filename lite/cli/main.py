@@ -1,4 +1,4 @@
-"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`.
+"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`.
 
 Role: parse k3s-style flags, configure logging, and hand over to the server (or agent) wiring. The flags
 and their defaults are the user-facing contract documented in README.md.
@@ -27,6 +27,13 @@ def _add_data_dir(p: argparse.ArgumentParser) -> None:
                    help=f"state directory (default {default_data_dir()})")
 
 
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", default=None, metavar="FILE",
+                   help="config file of flag names and values (default $LITE_CONFIG_FILE, else "
+                        "/etc/lite/config.yaml, plus FILE.d/*.yaml); LITE_<FLAG> variables set flags too; "
+                        "flags on the command line win")
+
+
 def _port(value: str) -> int:
     port = int(value)
     if not 0 < port < 65536:
@@ -40,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     srv = sub.add_parser("server", help="run the control plane (API server, controllers, scheduler)")
+    _add_config(srv)
     _add_data_dir(srv)
     srv.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     srv.add_argument("--https-listen-port", type=_port, default=DEFAULT_PORT,
@@ -72,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
-    agent.add_argument("--server", "-s", default=None, help="URL of the server, e.g. https://10.0.0.1:6443")
+    agent.add_argument("--server", "-s", default=os.environ.get("LITE_URL") or None,
+                       help="URL of the server, e.g. https://10.0.0.1:6443 (default: $LITE_URL)")
     agent.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None, help="join token")
     agent.add_argument("--node-name", default=None, help="node name (default: the host name)")
     agent.add_argument("--simulate", type=int, default=0, metavar="N", help="simulate N nodes (no containers)")
@@ -82,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
     agent.add_argument("--service-proxy", action="store_true",
                        help="proxy Services with nftables (table 'ip lite' in this host's netns)")
+    _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     from lite.agent.sim.cli import add_simulate_flags  # cheap: argparse and the spec parser
@@ -92,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_dir(tok)
     kc = sub.add_parser("kubeconfig", help="print the admin kubeconfig of a server data dir")
     _add_data_dir(kc)
+    ka = sub.add_parser("killall", help="stop every pod of a data dir and remove their processes, mounts, "
+                                        "network namespaces, links, nftables tables and cgroups")
+    _add_data_dir(ka)
     return parser
 
 
@@ -133,12 +146,17 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_service_proxy=args.service_proxy,
         private_registry=Path(args.private_registry) if args.private_registry else None,
     )
+    from lite.sdnotify import notify
     from lite.server import main as server_main  # the heavy imports start here
 
     try:
         from lite.cli.agentcmd import embedded_agent
 
-        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent))
+        def ready() -> None:
+            notify("READY=1")  # for a systemd unit of Type=notify: the API serves now
+
+        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent,
+                                                                       on_ready=ready))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
@@ -173,7 +191,21 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     return _print_file(ServerConfig.create(args.data_dir).paths.admin_kubeconfig, "kubeconfig")
 
 
-COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig}
+def cmd_killall(args: argparse.Namespace) -> int:
+    from lite.agent.killall import killall
+
+    if os.geteuid() != 0:
+        print("lite killall: must run as root", file=sys.stderr)
+        return 1
+    report = killall(Path(args.data_dir) if args.data_dir else default_data_dir())
+    print(report.summary())
+    for err in report.errors:
+        print(f"lite killall: {err}", file=sys.stderr)
+    return 1 if report.errors else 0
+
+
+COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
+            "killall": cmd_killall}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,7 +215,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lite.agent.runtime.shim import main as shim_main
 
         return shim_main(words[1:])
-    args = build_parser().parse_args(words)
+    from lite.cli.configfile import ConfigError, expand
+
+    parser = build_parser()
+    try:
+        words = expand(parser, words, os.environ)
+    except ConfigError as e:
+        print(f"lite: {e}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(words)
     return COMMANDS[args.command](args)
 
 
