@@ -92,7 +92,8 @@ class Agent:
         return Deps(runtime=runtime, images=None, cgroups=None, ipam=None, data_dir=self.root,
                     node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
-                    connect=_node_connect(c.node_netns))
+                    connect=_node_connect(c.node_netns),
+                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)))
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 

@@ -78,6 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
     srv.add_argument("--service-proxy", action="store_true",
                      help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
+    srv.add_argument("--snapshot-schedule-cron", default="0 */12 * * *", metavar="CRON",
+                     help="when to snapshot the store into <data-dir>/server/snapshots (default every 12 hours)")
+    srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
+                     help="scheduled snapshots to keep (default 5)")
+    srv.add_argument("--disable-snapshots", action="store_true", help="no scheduled snapshots")
+    srv.add_argument("--cluster-reset", action="store_true",
+                     help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
+    srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
+                     help="the snapshot file to restore (the server must be stopped)")
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
     agent.add_argument("--server", "-s", default=os.environ.get("LITE_URL") or None,
@@ -97,6 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     from lite.agent.sim.cli import add_simulate_flags  # cheap: argparse and the spec parser
 
     add_simulate_flags(agent)
+
+    snap = sub.add_parser("snapshot", help="save, list, delete or prune store snapshots")
+    snap_sub = snap.add_subparsers(dest="snapshot_command", metavar="SUBCOMMAND", required=True)
+    for verb, text in (("save", "take a snapshot now"), ("ls", "list snapshots"),
+                       ("delete", "delete snapshots by name"), ("prune", "keep only the newest snapshots")):
+        p = snap_sub.add_parser(verb, aliases=["list"] if verb == "ls" else [], help=text)
+        _add_data_dir(p)
+        if verb in ("save", "prune"):
+            p.add_argument("--name", default="lite-snapshot", help="snapshot name prefix (default lite-snapshot)")
+        if verb == "prune":
+            p.add_argument("--snapshot-retention", type=int, default=5, metavar="N", help="how many to keep")
+        if verb == "delete":
+            p.add_argument("names", nargs="+", metavar="NAME")
 
     tok = sub.add_parser("token", help="print the join token of a server data dir")
     _add_data_dir(tok)
@@ -145,7 +167,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
         private_registry=Path(args.private_registry) if args.private_registry else None,
+        snapshot_cron=args.snapshot_schedule_cron,
+        snapshot_retention=args.snapshot_retention,
+        disable_snapshots=args.disable_snapshots,
     )
+    if args.cluster_reset or args.cluster_reset_restore_path:
+        return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
     from lite.sdnotify import notify
     from lite.server import main as server_main  # the heavy imports start here
 
@@ -191,6 +218,49 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     return _print_file(ServerConfig.create(args.data_dir).paths.admin_kubeconfig, "kubeconfig")
 
 
+def _cluster_reset(data_dir: Path, reset: bool, restore_path: str | None) -> int:
+    from lite.server.snapshots import SnapshotError, restore
+
+    if not (reset and restore_path):
+        print("lite server: --cluster-reset needs --cluster-reset-restore-path FILE (a snapshot), and the other "
+              "way round", file=sys.stderr)
+        return 2
+    try:
+        aside = restore(data_dir, Path(restore_path))
+    except (SnapshotError, OSError) as e:
+        print(f"lite server: restore failed: {e}", file=sys.stderr)
+        return 1
+    print(f"restored the store from {restore_path} (the previous database is at {aside}); "
+          "start lite server again without --cluster-reset")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from lite.server import snapshots as snaps
+
+    data_dir = Path(args.data_dir).expanduser().absolute() if args.data_dir else default_data_dir()
+    try:
+        if args.snapshot_command == "save":
+            s = snaps.save(data_dir, args.name)
+            print(f"saved snapshot {s.name} ({s.size} bytes) to {s.path}")
+        elif args.snapshot_command in ("ls", "list"):
+            print(f"{'Name':<48} {'Size':>12} Created")
+            for s in snaps.list_snapshots(data_dir):
+                print(f"{s.name:<48} {s.size:>12} {s.created_at}")
+        elif args.snapshot_command == "delete":
+            missing = snaps.delete(data_dir, args.names)
+            for name in missing:
+                print(f"lite snapshot: no snapshot {name}", file=sys.stderr)
+            return 1 if missing else 0
+        else:
+            for name in snaps.prune(data_dir, args.snapshot_retention, args.name):
+                print(f"deleted snapshot {name}")
+    except (snaps.SnapshotError, OSError) as e:
+        print(f"lite snapshot: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_killall(args: argparse.Namespace) -> int:
     from lite.agent.killall import killall
 
@@ -205,7 +275,7 @@ def cmd_killall(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
-            "killall": cmd_killall}
+            "killall": cmd_killall, "snapshot": cmd_snapshot}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

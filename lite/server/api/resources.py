@@ -23,7 +23,7 @@ from lite.client import Obj, PatchType, WatchEvent
 from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
 from lite.server.api.reading import ReadMixin
-from lite.server.api.registry_base import CRD_GK, EvictionCheck, shape_errors
+from lite.server.api.registry_base import CRD_GK, STATUS_LIKE, EvictionCheck, shape_errors
 from lite.server.api.strategies import Strategies
 from lite.server.api.strategies.crd import kinds_of
 from lite.server.api.subresources import SubresourceMixin
@@ -77,7 +77,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
 
     async def get(self, kind: Kind, namespace: str, name: str, *, subresource: str = "") -> Obj:
         obj = self.get_object(kind, namespace, name)
-        if not subresource or (subresource == "status" and kind.has_status()):
+        if not subresource or (subresource in STATUS_LIKE and subresource in kind.subresources):
             return obj
         if subresource == "scale":
             return self.scale_of(kind, obj)
@@ -148,7 +148,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             return await self.update_scale(kind, namespace, name, body, dry_run)
         if subresource == "finalize":
             return await self.finalize_namespace(kind, name, body, dry_run)
-        if subresource not in ("", "status"):
+        if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PUT is not supported on {kind.plural}/{subresource}")
         return await self.update_object(kind, namespace, name, body, subresource=subresource, dry_run=dry_run,
                                         manager=field_manager)
@@ -175,7 +175,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             self._need_subresource(kind, subresource)
         if subresource == "scale":
             return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run), False
-        if subresource not in ("", "status"):
+        if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
         return await self.patch_object(kind, namespace, name, patch, patch_type, subresource=subresource,
                                        dry_run=dry_run, manager=field_manager, force=force)
