@@ -188,3 +188,24 @@ async def test_delete_udp_flows_removes_only_the_named_ones(node_netns: str, anf
     assert await conntrack.delete_udp_flows(node_netns, endpoints=[("127.0.0.1", 5353)]) == 1
     assert await count_udp(node_netns) == 1
     assert await conntrack.delete_udp_flows(node_netns) == 0
+
+
+async def test_proxier_retries_a_failed_sync_and_keeps_its_state(anft: AsyncNft, node_netns: str) -> None:
+    broken = AsyncNft(node_netns)
+    broken.close()  # every transaction through it fails
+    proxier = Proxier(CONFIG, TableSyncer(broken), netns=node_netns, min_interval=0, retry_interval=0.05)
+    proxier.set_service(svc("a", "10.43.0.10"))
+    proxier.set_slice(slice_("a", "10.42.0.2"))
+    task = asyncio.create_task(proxier.run())
+    try:
+        async with asyncio.timeout(20):  # a hang guard, not a speed check
+            while proxier.last_error is None:
+                await asyncio.sleep(0.01)
+            assert proxier.synced == 0
+            proxier.syncer = TableSyncer(anft)  # the cause goes away: the next retry applies the recorded state
+            while proxier.synced < 1:
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert proxier.last_error is None and "10.42.0.2:8080" in kernel_table(node_netns)
