@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
     srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
                      help="the snapshot file to restore (the server must be stopped)")
+    srv.add_argument("--check-db", action="store_true",
+                     help="run SQLite's integrity check on the store of --data-dir, print the result and exit "
+                          "(0 ok, 1 damaged); does not start the server")
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
     agent.add_argument("--server", "-s", default=os.environ.get("LITE_URL") or None,
@@ -146,6 +149,10 @@ def _setup_logging(level: str) -> None:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    if args.check_db:
+        from lite.cli.checkdb import check_db
+
+        return check_db(ServerConfig.create(args.data_dir).paths.db)
     _setup_logging(args.log_level)
     config = ServerConfig.create(
         args.data_dir,
@@ -173,8 +180,11 @@ def cmd_server(args: argparse.Namespace) -> int:
     )
     if args.cluster_reset or args.cluster_reset_restore_path:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
+    import sqlite3
+
     from lite.sdnotify import notify
     from lite.server import main as server_main  # the heavy imports start here
+    from lite.server.store import StoreCorrupt, StoreError
 
     try:
         from lite.cli.agentcmd import embedded_agent
@@ -186,6 +196,14 @@ def cmd_server(args: argparse.Namespace) -> int:
                                                                        on_ready=ready))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
+        return 1
+    except StoreCorrupt as e:  # a damaged state.db: say what and how to restore, no traceback
+        from lite.cli.checkdb import damaged_message
+
+        logging.getLogger("lite").error("%s", damaged_message(Path(e.path), e.detail))
+        return 1
+    except (StoreError, sqlite3.Error) as e:  # e.g. the disk is full before start-up is done
+        logging.getLogger("lite").error("lite server: cannot use the store %s: %s", config.paths.db, e)
         return 1
 
 

@@ -24,6 +24,7 @@ from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
 from lite.server.api.reading import ReadMixin
 from lite.server.api.registry_base import CRD_GK, STATUS_LIKE, EvictionCheck, shape_errors
+from lite.server.api.storefaults import store_faults
 from lite.server.api.strategies import Strategies
 from lite.server.api.strategies.crd import kinds_of
 from lite.server.api.subresources import SubresourceMixin
@@ -112,7 +113,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                            dry_run: bool = False, field_manager: str = "") -> Obj:
         """`create` for a caller that hands over a body of plain JSON values it just decoded and never
         touches again (the HTTP layer): `obj` is consumed instead of copied first."""
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             return await self._create(kind, namespace, obj, name, subresource, dry_run, field_manager)
 
     async def _create(self, kind: Kind, namespace: str, body: Obj, name: str, subresource: str, dry_run: bool,
@@ -137,7 +138,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def update_owned(self, kind: Kind, namespace: str, name: str, obj: Obj, *, subresource: str = "",
                            dry_run: bool = False, field_manager: str = "") -> Obj:
         """`update` that consumes `obj` instead of copying it first (see `create_owned`)."""
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             return await self._update(kind, namespace, name, obj, subresource, dry_run, field_manager)
 
     async def _update(self, kind: Kind, namespace: str, name: str, body: Obj, subresource: str, dry_run: bool,
@@ -165,7 +166,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                        patch_type: PatchType = "merge", subresource: str = "", dry_run: bool = False,
                        field_manager: str = "", force: bool = False) -> tuple[Obj, bool]:
         """PATCH that also says whether it created the object (apply on an absent object: HTTP 201)."""
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             return await self._patch(kind, namespace, name, patch, patch_type, subresource, dry_run, field_manager,
                                      force)
 
@@ -183,7 +184,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      propagation_policy: str | None = None, grace_period_seconds: int | None = None,
                      preconditions: Obj | None = None, dry_run: bool = False) -> Obj:
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             out, _ = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
                                               grace_period_seconds=grace_period_seconds,
                                               preconditions=preconditions, dry_run=dry_run)
@@ -195,7 +196,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         """DELETE as HTTP answers it: (body, status code). A kind that upstream answers with a Status once
         the object is gone (ConfigMaps, Deployments, ...) gets that Status here; pods, services and custom
         objects get the object."""
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             out, deleted = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
                                                     grace_period_seconds=grace_period_seconds,
                                                     preconditions=preconditions, dry_run=dry_run)
@@ -212,9 +213,10 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                                 grace_period_seconds: int | None = None, dry_run: bool = False) -> Obj:
         if "deletecollection" not in kind.verbs:
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
-        return await self.delete_many(kind, namespace, label_selector=label_selector,
-                                      field_selector=field_selector, propagation_policy=propagation_policy,
-                                      grace_period_seconds=grace_period_seconds, dry_run=dry_run)
+        with store_faults():
+            return await self.delete_many(kind, namespace, label_selector=label_selector,
+                                          field_selector=field_selector, propagation_policy=propagation_policy,
+                                          grace_period_seconds=grace_period_seconds, dry_run=dry_run)
 
     @staticmethod
     def _need_subresource(kind: Kind, subresource: str) -> None:
