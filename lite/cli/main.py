@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "with NO isolation (for non-root development)")
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    srv.add_argument("--service-proxy", action="store_true",
+                     help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
     srv.add_argument("--snapshot-schedule-cron", default="0 */12 * * *", metavar="CRON",
                      help="when to snapshot the store into <data-dir>/server/snapshots (default every 12 hours)")
     srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
@@ -99,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'process' runs containers as plain host processes with NO isolation")
     agent.add_argument("--private-registry", default=None,
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    agent.add_argument("--service-proxy", action="store_true",
+                       help="proxy Services with nftables (table 'ip lite' in this host's netns)")
     _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
@@ -174,6 +178,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_monitor_grace_period=args.node_monitor_grace_period,
         node_name=args.node_name,
         agent_runtime=args.runtime,
+        agent_service_proxy=args.service_proxy,
         private_registry=Path(args.private_registry) if args.private_registry else None,
         snapshot_cron=args.snapshot_schedule_cron,
         snapshot_retention=args.snapshot_retention,
