@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lite import logthrottle
+from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "with NO isolation (for non-root development)")
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    _add_connection_flags(srv)
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
     agent.add_argument("--server", "-s", default=None, help="URL of the server, e.g. https://10.0.0.1:6443")
@@ -91,6 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_connection_flags(srv: argparse.ArgumentParser) -> None:
+    srv.add_argument("--tls-handshake-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="close a connection whose TLS handshake takes longer (default 10)")
+    srv.add_argument("--request-header-timeout", type=float, default=32.0, metavar="SECONDS",
+                     help="close a connection whose request head takes longer to arrive (default 32)")
+    srv.add_argument("--idle-timeout", type=float, default=90.0, metavar="SECONDS",
+                     help="close a connection idle between requests for longer (default 90)")
+    srv.add_argument("--max-connections-per-address", type=int, default=256, metavar="N",
+                     help="refuse connections beyond N open from one client address (default 256; 0: no cap)")
+    srv.add_argument("--max-connections", type=int, default=0, metavar="N",
+                     help="refuse connections beyond N open in all (default 0: the open-file limit less a reserve)")
+    srv.add_argument("--log-repeat-window", type=float, default=10.0, metavar="SECONDS",
+                     help="log at most 5 copies of one message per window, then a count of those dropped "
+                          "(default 10; 0: log everything)")
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -100,14 +119,15 @@ def _version() -> str:
         return "0.1.0"
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, repeat_window: float = 10.0) -> RepeatFilter:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
     if level != "debug":  # aiohttp's per-request chatter is noise at info
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    return logthrottle.install(repeat_window)
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    _setup_logging(args.log_level)
+    repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
         args.data_dir,
         bind_address=args.bind_address,
@@ -127,13 +147,21 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_name=args.node_name,
         agent_runtime=args.runtime,
         private_registry=Path(args.private_registry) if args.private_registry else None,
+        tls_handshake_timeout=args.tls_handshake_timeout,
+        request_header_timeout=args.request_header_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connections_per_address=args.max_connections_per_address,
+        max_connections=args.max_connections,
     )
     from lite.server import main as server_main  # the heavy imports start here
 
     try:
         from lite.cli.agentcmd import embedded_agent
 
-        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent))
+        def extra(server: server_main.Server) -> list[tuple[str, server_main.Background]]:
+            return [*embedded_agent(server), ("log-repeat-flush", lambda: logthrottle.flush_every(repeats))]
+
+        return server_main.run_until_signalled(lambda: server_main.run(config, extra=extra))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
