@@ -139,7 +139,8 @@ def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt
     return ContainerSpec(
         id=container_id(st.uid, name, attempt), argv=argv, state_dir=str(state_dir(st, name)),
         log_path=str(log_path(st, name, attempt)), rootfs_lowerdirs=[str(p) for p in layers], upperdir=upper,
-        workdir=work, netns=netns, cgroup_procs=cg.procs_paths() if cg else [], env=env,
+        workdir=work, netns=netns, cgroup_procs=cg.procs_paths() if cg else [],
+        shim_cgroup_procs=deps.cgroups.ensure_shims().procs_paths() if deps.cgroups is not None else [], env=env,
         cwd=str(c.get("workingDir") or cfg.get("WorkingDir") or "/"), uid=uid, gid=gid,
         groups=[int(g) for g in sec["groups"]], hostname=pod_hostname(st.pod) if not st.host_network else "",
         mounts=mounts, readonly_rootfs=sec["readOnly"], cap_add=list(sec["caps"].get("add") or []),
