@@ -6,9 +6,11 @@ Prints, never asserts (issue 7 targets in brackets):
   run [< 100 ms], and the server's RSS before and after [< 300 MB];
 - 2,000 idle TCP connections (no TLS, no token) from 127.0.0.2 while a client on 127.0.0.1 does GETs:
   its p50/p99 latency, next to the same client with no idle connections, same run [p99 < 100 ms];
-  and how many of the 2,000 the server kept.
+  and how many of the 2,000 the server kept;
+- 200 slowloris connections (TLS, a request head trickled forever) from 127.0.0.4: how many are still
+  open after the header timeout (3 s in this run), and GET p99 meanwhile.
 
-Usage: python bench/hostile.py [--idle 2000] [--gets 300] [--sections patch,yaml,idle]
+Usage: python bench/hostile.py [--idle 2000] [--gets 300] [--sections patch,yaml,idle,slowloris]
 Importable: `main(argv)` runs the named `SECTIONS` (each `async (Target) -> list[str]` of report lines)
 against one server, so another benchmark (e.g. hostile_watch.py) can add its own sections.
 Traffic goes only to 127.0.0.0/8; the server is a child process stopped at the end.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import socket
+import ssl
 import sys
 import tempfile
 import time
@@ -163,13 +166,50 @@ async def section_idle(t: Target, idle: int = 2000, gets: int = 300) -> list[str
             f"RSS {rss0:.0f} -> {rss1:.0f} MB"]
 
 
-SECTIONS: dict[str, Section] = {"patch": section_patch, "yaml": section_yaml, "idle": section_idle}
+HEADER_TIMEOUT = 3.0  # the bench server's --request-header-timeout
+
+
+async def section_slowloris(t: Target, conns: int = 200) -> list[str]:
+    """`conns` TLS connections from 127.0.0.4 trickling a request head that never ends."""
+    port = int(t.url.rsplit(":", 1)[1])
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    writers: list[asyncio.StreamWriter] = []
+    for _ in range(conns):
+        try:
+            _, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, local_addr=("127.0.0.4", 0))
+        except OSError:
+            continue
+        w.write(b"GET /api HTTP/1.1\r\nHost: x\r\n")
+        writers.append(w)
+    started = time.perf_counter()
+    during: list[float] = []
+    open_early = -1
+    while time.perf_counter() - started < HEADER_TIMEOUT + 2:
+        for w in writers:
+            if not w.is_closing():
+                w.write(b"X-Slow: 1\r\n")
+        during += await _gets(t, 10)
+        if open_early < 0 and time.perf_counter() - started >= 1:
+            open_early = sum(not w.is_closing() for w in writers)
+        await asyncio.sleep(0.5)
+    open_late = sum(not w.is_closing() for w in writers)
+    for w in writers:
+        w.close()
+    return [f"slowloris: {len(writers)} connections trickling a head from 127.0.0.4: open after 1s {open_early}, "
+            f"after {HEADER_TIMEOUT + 2:.0f}s {open_late} (header timeout {HEADER_TIMEOUT:.0f}s); "
+            f"GET p99 meanwhile {ms(pct(during, 99))}"]
+
+
+SECTIONS: dict[str, Section] = {"patch": section_patch, "yaml": section_yaml, "idle": section_idle,
+                                "slowloris": section_slowloris}
 
 
 async def run(names: list[str], flags: tuple[str, ...] = (), sections: dict[str, Section] | None = None) -> None:
     table = sections or SECTIONS
     with tempfile.TemporaryDirectory(prefix="lite-hostile-") as tmp:
-        t, _ = await start_lite(Path(tmp) / "data", *API_ONLY, *flags)
+        t, _ = await start_lite(Path(tmp) / "data", *API_ONLY, "--request-header-timeout", str(HEADER_TIMEOUT),
+                                *flags)
         try:
             print(f"lite server pid {t.proc.pid}, RSS at start {rss_mb(t.proc.pid):.0f} MB")
             for name in names:
