@@ -349,3 +349,33 @@ def test_check_depth_on_values_orjson_cannot_encode() -> None:
         deep = [deep]
     with pytest.raises(Exception, match="maximum depth"):
         bodylimits.check_depth(deep)
+
+
+async def test_object_stored_over_the_cap_before_it_existed_may_shrink_not_grow(tmp_path: Path) -> None:
+    """An object written before the 1.5 MiB cap (here: straight into the store) keeps its finalizers and
+    metadata writable so it can be deleted, but no write may make it bigger."""
+    from lite.errors import ApiError
+
+    store = await Store.open(str(tmp_path / "lite.db"))
+    try:
+        kinds = KindRegistry()
+        res = Resources(store, kinds, default_strategies())
+        await res.start()
+        cm = kinds.by_resource("", "v1", "configmaps")
+        assert cm is not None
+        await store.create("core/configmaps/default/old", {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "old", "namespace": "default", "uid": "u1", "finalizers": ["example.com/keep"],
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "data": {"a": "x" * (2 * MIB)}})
+        with pytest.raises(ApiError) as e:
+            await res.patch(cm, "default", "old", {"metadata": {"labels": {"grow": "yes"}}})
+        assert (e.value.code, e.value.reason) == (413, "RequestEntityTooLarge")
+        out = await res.patch(cm, "default", "old", {"metadata": {"finalizers": None}})
+        assert "finalizers" not in out["metadata"]
+        await res.delete(cm, "default", "old")
+        with pytest.raises(ApiError) as e:
+            await res.get(cm, "default", "old")
+        assert e.value.code == 404
+    finally:
+        await store.close()

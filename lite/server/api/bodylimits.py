@@ -15,7 +15,7 @@ request body itself is capped at 3 MiB by the HTTP layer; these bound what the b
 - Stored size: no object whose JSON encoding exceeds `MAX_OBJECT_BYTES` (1.5 MiB, etcd's default
   `--max-request-bytes`) is written, however it was produced (create, update, any patch type,
   subresource); refused as 413 RequestEntityTooLarge with etcd's words, which is what kube-apiserver
-  answers when etcd refuses the write.
+  answers when etcd refuses the write. An object already over it (stored before the cap) may shrink.
 
 Invariants: pure functions, no I/O, no recursion over the input (a hostile document cannot exhaust the
 Python stack here); every refusal is an `ApiError` naming the limit.
@@ -152,11 +152,24 @@ def object_too_large(size: int, limit: int = MAX_OBJECT_BYTES) -> ApiError:
                     f"encoded; at most {limit} bytes are stored)", 413, "RequestEntityTooLarge")
 
 
-def check_object_size(obj: Any, limit: int = MAX_OBJECT_BYTES) -> None:
-    """413 when the JSON encoding of `obj` is over `limit` bytes (what the store would write)."""
+def _encoded_size(obj: Any) -> int | None:
     try:
-        size = len(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
+        return len(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
     except orjson.JSONEncodeError:  # not JSON at all: the shape checks after this one refuse it
+        return None
+
+
+def check_object_size(obj: Any, limit: int = MAX_OBJECT_BYTES, *, old: Any = None) -> None:
+    """413 when the JSON encoding of `obj` is over `limit` bytes (what the store would write).
+
+    With `old` (an update), an object already over the limit (stored before the cap existed) may still be
+    written as long as it does not grow: its finalizers and status must stay writable, or it could never go.
+    """
+    size = _encoded_size(obj)
+    if size is None or size <= limit:
         return
-    if size > limit:
-        raise object_too_large(size, limit)
+    if old is not None:
+        before = _encoded_size(old)
+        if before is not None and size <= before:
+            return
+    raise object_too_large(size, limit)

@@ -71,7 +71,7 @@ class PatchMixin(WriteMixin):
         def build(old: Obj) -> Obj:
             doc = {k: v for k, v in old.items() if k in _STATUS_VIEW} if status_view else old
             patched = self.apply_patch(kind, doc, patch, patch_type, manager=manager, force=force)
-            check_object_size(patched)  # refuse a grown object before validating or merging any further
+            check_object_size(patched, old=old)  # refuse a grown object before validating or merging more
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
             if subresource == "status":

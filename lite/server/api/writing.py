@@ -13,7 +13,7 @@ Invariants:
   only the status.
 - With dry_run everything runs except the store write (generateName included).
 - No object over `bodylimits.MAX_OBJECT_BYTES` (1.5 MiB of JSON) is written, whatever produced it: 413
-  before admission, dry run or not.
+  before admission, dry run or not (an update may still shrink an object stored over it before the cap).
 """
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ class WriteMixin(RegistryBase):
         if manager and not subresource:
             new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
                                 schema=self.schema(kind))
-        check_object_size(new)
+        check_object_size(new, old=old)
         await self.admit(Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run))
         if _should_delete_during_update(new, old):
             return await self.remove(kind, key, new, rev, dry_run)
