@@ -19,7 +19,8 @@ Idle connections (none in flight, nothing arriving; also a connection that never
 closed by aiohttp's own keep-alive timer, set to `idle_timeout`. The defaults are kube-apiserver's: a
 32 s header timeout (ReadHeaderTimeout) and a 90 s idle timeout (IdleTimeout).
 
-Invariants: a connection is counted from accept until it is closed, exactly once; no data is lost
+Invariants: a connection is counted from accept until it is closed, exactly once (also when a handler took
+the transport over and swallowed its connection_lost); no data is lost
 between the handshake and aiohttp (it is buffered until the handler is attached); everything runs on
 the event loop, nothing blocks.
 """
@@ -47,6 +48,7 @@ log = logging.getLogger("lite.server.listener")
 HANDLER_ARGS: dict[str, Any] = {"max_line_size": 16 * 1024, "max_field_size": 16 * 1024, "max_headers": 128}
 FD_RESERVE = 256  # descriptors kept free for the store, the agent, logs and outgoing connections
 NOFILE_CEILING = 1 << 20
+REAP_DELAY = 1.0  # seconds given to a closed transport's own connection_lost before counting it out
 
 
 class AddressCounts:
@@ -242,6 +244,14 @@ class _Conn(asyncio.Protocol):
 
     def request_finished(self) -> None:
         self._busy = False
+        if self._tls is not None and self._tls.is_closing() and not self._closed:
+            # A handler that took the transport over (raw SPDY upgrades point it at their own protocol) gets
+            # its connection_lost; once the handler is done, a closed transport must still be counted out.
+            asyncio.get_running_loop().call_later(REAP_DELAY, self._reap)
+
+    def _reap(self) -> None:
+        if not self._closed:
+            self.connection_lost(None)
 
 
 class Listener:
