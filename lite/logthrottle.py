@@ -1,8 +1,9 @@
 """Rate limiting of repeated log lines: a flood of one message costs a few lines, not megabytes a second.
 
 Role: `RepeatFilter` is a `logging.Filter` for the process's handlers. Records are grouped by what makes
-them "the same message": logger name, level, the unformatted message template (so "refused %s" with a
-thousand different addresses is one message) and the exception type. In each window of `window`
+them "the same message": logger name, level, exception type and, for warnings and errors, the unformatted
+message template (so "refused %s" with a thousand different addresses is one message); below WARNING only
+exact repeats group, so bursts of distinct routine events are logged in full. In each window of `window`
 seconds, the first `burst` records of a group pass; the rest are counted and dropped. The next record
 of that group after the window passes with "(N similar messages suppressed in the last Ws)" appended,
 so the log says what was dropped; `flush()` emits those summaries without waiting for one.
@@ -48,7 +49,10 @@ class RepeatFilter(logging.Filter):
     @staticmethod
     def key(record: logging.LogRecord) -> Key:
         exc = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else ""
-        return record.name, record.levelno, str(record.msg), exc
+        # Warnings and errors group by template (a flood varies in its arguments); routine lines only when
+        # they are exact repeats, so a burst of distinct events (pods started) is still logged in full.
+        text = str(record.msg) if record.levelno >= logging.WARNING else record.getMessage()
+        return record.name, record.levelno, text, exc
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.window <= 0 or getattr(record, "repeat_summary", False):

@@ -77,3 +77,9 @@ def test_disabled_and_bounded() -> None:
     for i in range(100):
         small.filter(_record(f"message {i}"))
     assert len(small._groups) == 3
+
+
+def test_routine_lines_group_only_when_identical() -> None:
+    flt = RepeatFilter(10, 1, clock=Clock())
+    assert all(flt.filter(_record("pod %s started", i, level=logging.INFO)) for i in range(50))
+    assert not flt.filter(_record("pod %s started", 0, level=logging.INFO))  # an exact repeat
