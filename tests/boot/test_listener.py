@@ -47,12 +47,17 @@ async def _hello(request: web.Request) -> web.Response:
 
 
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[Listener, int, ssl.SSLContext]]:
+def limits() -> ConnectionLimits:
+    return ConnectionLimits()
+
+
+@pytest.fixture
+async def served(tmp_path: Path, limits: ConnectionLimits) -> AsyncIterator[tuple[Listener, int, ssl.SSLContext]]:
     pki = make_pki(tmp_path)
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(pki.cert_file, pki.key_file)
     client_ctx = ssl.create_default_context(cafile=str(pki.ca_file))
-    listener = Listener(server_ctx, ConnectionLimits(), max_total=1000)
+    listener = Listener(server_ctx, limits, max_total=1000)
     app = web.Application()
     app.middlewares.append(listener.middleware)
     app.router.add_get("/takeover", _takeover)
@@ -97,3 +102,23 @@ async def test_taken_over_connection_counted_out(served: tuple[Listener, int, ss
     writer.transport.abort()  # gone mid-session: only the handler's protocol hears of it
     await _counted_out(listener)
     assert listener.conns == {}
+
+
+@pytest.mark.parametrize("limits", [ConnectionLimits(max_total=3, per_address=0)])
+async def test_total_cap_refuses_before_tls(served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    listener, port, ctx = served
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+    reader, _ = await asyncio.open_connection("127.0.0.1", port)
+    async with asyncio.timeout(GUARD):
+        try:
+            assert await reader.read() == b""  # refused: closed without a byte of TLS
+        except ConnectionResetError:
+            pass
+    assert listener.counts.total == 3
+    for _, w in held:
+        w.close()
+    await _counted_out(listener)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+    writer.write(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+    writer.close()
