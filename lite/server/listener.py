@@ -7,7 +7,8 @@ Role: `Listener` accepts TCP connections for the aiohttp application and, for ea
    connection costs one accept and one close: an idle-connection flood from one address cannot lock out
    the others, nor exhaust the file descriptors (`raise_nofile_limit` lifts the soft limit to the hard
    one at start, and `max_total` keeps a reserve below it for the store and the agent);
-2. runs the TLS handshake itself (`loop.start_tls`), aborted after `handshake_timeout`;
+2. waits for the client's first byte (until then a connection holds no TLS state, only its socket),
+   then runs the TLS handshake (`loop.connect_accepted_socket`); both within `handshake_timeout`;
 3. hands the TLS stream to an aiohttp request handler (`StatusRequestHandler`: a request aiohttp cannot
    parse, such as one with an oversized header, is answered with a Kubernetes Status, not plain text);
 4. aborts it when a request head has been arriving for longer than `header_timeout` (slowloris). The
@@ -20,16 +21,17 @@ closed by aiohttp's own keep-alive timer, set to `idle_timeout`. The defaults ar
 32 s header timeout (ReadHeaderTimeout) and a 90 s idle timeout (IdleTimeout).
 
 Invariants: a connection is counted from accept until it is closed, exactly once (also when a handler took
-the transport over and swallowed its connection_lost); no data is lost
-between the handshake and aiohttp (it is buffered until the handler is attached); everything runs on
-the event loop, nothing blocks.
+the transport over and swallowed its connection_lost); the aiohttp handler is attached before the first
+decrypted byte arrives; everything runs on the event loop, nothing blocks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import resource
+import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -114,91 +116,35 @@ class StatusRequestHandler(RequestHandler):
 
 
 class _Conn(asyncio.Protocol):
-    """One accepted connection: count, handshake, then a transparent pipe into the aiohttp handler."""
+    """One connection past its TLS handshake: a transparent pipe into the aiohttp handler, plus the header
+    timer and the count."""
 
-    def __init__(self, listener: Listener) -> None:
+    def __init__(self, listener: Listener, addr: str) -> None:
         self._l = listener
-        self._addr: str | None = None  # set once counted in
+        self._addr: str | None = addr  # None once counted out
         self._tls: asyncio.Transport | None = None
         self._inner: RequestHandler | None = None
-        self._pending: list[bytes] = []
-        self._eof = False
         self._closed = False
         self._busy = False
         self._head_timer: asyncio.TimerHandle | None = None
 
-    # -- from the TCP transport (before the handshake) or the TLS transport (after it) --
-
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        tcp = transport
-        assert isinstance(tcp, asyncio.Transport)
-        peer = tcp.get_extra_info("peername")
-        addr = str(peer[0]) if peer else ""
-        refusal = self._l.counts.admit(addr)
-        if refusal is not None:
-            self._closed = True
-            log.warning("refused a connection from %s: %s", addr, refusal)
-            tcp.abort()
-            return
-        self._addr = addr
-        tcp.pause_reading()  # the ClientHello is for the TLS layer, not for this protocol
-        self._l.handshakes.add(asyncio.get_running_loop().create_task(self._handshake(tcp)))
-
-    async def _handshake(self, tcp: asyncio.Transport) -> None:
-        task = asyncio.current_task()
-        try:
-            if self._closed or tcp.is_closing():
-                return
-            loop = asyncio.get_running_loop()
-            try:
-                tls = await loop.start_tls(tcp, self, self._l.ssl_context, server_side=True,
-                                           ssl_handshake_timeout=self._l.limits.handshake_timeout)
-            except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as e:
-                log.debug("TLS handshake with %s failed: %r", self._addr, e)
-                tcp.abort()
-                self._lost()
-                return
-            except asyncio.CancelledError:
-                tcp.abort()
-                self._lost()
-                raise
-            if tls is None or self._closed:
-                return
-            self._tls = tls
-            self._attach(tls)
-        finally:
-            if task is not None:
-                self._l.handshakes.discard(task)
-
-    def _attach(self, tls: asyncio.Transport) -> None:
-        inner = self._l.make_handler()
-        self._inner = inner
+        assert isinstance(transport, asyncio.Transport)
+        self._tls = transport
+        inner = self._inner = self._l.make_handler()
         self._l.conns[inner] = self
-        inner.connection_made(tls)
-        pending, self._pending = self._pending, []
-        for chunk in pending:
-            self._feed(chunk)
-        if self._eof:
-            inner.eof_received()
+        inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        if self._inner is None:
-            self._pending.append(data)
-        else:
-            self._feed(data)
-
-    def _feed(self, data: bytes) -> None:
         assert self._inner is not None
-        if not self._busy and self._head_timer is None and self._tls is not None:
+        if not self._busy and self._head_timer is None:
             self._head_timer = asyncio.get_running_loop().call_later(
                 self._l.limits.header_timeout, self._head_expired)
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        if self._inner is None:
-            self._eof = True
-            return True  # keep the transport open until the handler is attached
-        self._inner.eof_received()  # aiohttp's returns None: the transport closes itself
+        if self._inner is not None:
+            self._inner.eof_received()  # aiohttp's returns None: the transport closes itself
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -269,12 +215,51 @@ class Listener:
         return StatusRequestHandler(self.server, loop=asyncio.get_running_loop(),
                                     keepalive_timeout=self.limits.idle_timeout, **HANDLER_ARGS)
 
-    def protocol(self) -> asyncio.Protocol:
-        return _Conn(self)
+    async def start(self, host: str | None, port: int, *, backlog: int = 1024) -> Listening:
+        """Listen on `host` (None: every address, IPv4 and IPv6) and accept until `close()`."""
+        sock = _listen_socket(host, port, backlog)
+        task = asyncio.get_running_loop().create_task(self._accept(sock), name="lite-api-accept")
+        return Listening(sock, task)
 
-    async def start(self, host: str | None, port: int, *, backlog: int = 1024) -> asyncio.Server:
+    async def _accept(self, listening: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        return await loop.create_server(self.protocol, host, port, reuse_address=True, backlog=backlog)
+        while True:
+            try:
+                sock, peer = await loop.sock_accept(listening)
+            except OSError as e:
+                if e.errno in _ACCEPT_TRANSIENT:
+                    continue
+                # Out of descriptors or memory: wait a moment rather than spin (asyncio's servers do the same).
+                log.error("accepting a connection failed: %s; retrying in 1s", e)
+                await asyncio.sleep(1)
+                continue
+            addr = _address(peer)
+            refusal = self.counts.admit(addr)
+            if refusal is not None:
+                log.warning("refused a connection from %s: %s", addr, refusal)
+                sock.close()
+                continue
+            task = loop.create_task(self._handshake(sock, addr))
+            self.handshakes.add(task)
+            task.add_done_callback(self.handshakes.discard)
+
+    async def _handshake(self, sock: socket.socket, addr: str) -> None:
+        """Wait for the client's first byte (an idle socket costs no TLS state), then shake hands; the
+        whole of it within the handshake timeout."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.limits.handshake_timeout):
+                await _readable(loop, sock)
+                await loop.connect_accepted_socket(lambda: _Conn(self, addr), sock, ssl=self.ssl_context,
+                                                   ssl_handshake_timeout=self.limits.handshake_timeout)
+        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
+            log.debug("TLS handshake with %s failed: %r", addr, e)
+            sock.close()
+            self.counts.release(addr)
+        except asyncio.CancelledError:
+            sock.close()
+            self.counts.release(addr)
+            raise
 
     def abort_handshakes(self) -> None:
         for task in list(self.handshakes):
@@ -292,3 +277,52 @@ class Listener:
             return await handler(request)
         finally:
             conn.request_finished()
+
+
+class Listening:
+    """A listening socket and its accept task; `close()` stops accepting (open connections stay)."""
+
+    def __init__(self, sock: socket.socket, task: asyncio.Task[None]) -> None:
+        self.sock, self._task = sock, task
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    def close(self) -> None:
+        self._task.cancel()
+        self.sock.close()
+
+
+_ACCEPT_TRANSIENT = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNABORTED, errno.EPROTO, errno.EINTR})
+
+
+def _listen_socket(host: str | None, port: int, backlog: int) -> socket.socket:
+    if host is None and socket.has_dualstack_ipv6():
+        sock = socket.create_server(("", port), family=socket.AF_INET6, backlog=backlog, dualstack_ipv6=True)
+    else:
+        family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
+        sock = socket.create_server((host or "", port), family=family, backlog=backlog)
+    sock.setblocking(False)
+    return sock
+
+
+def _address(peer: Any) -> str:
+    """The client's IP; an IPv4 client of a dual-stack socket is counted as its IPv4 address."""
+    host = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+    return host.removeprefix("::ffff:") if "." in host else host
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = sock.fileno()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)

@@ -67,7 +67,7 @@ async def served(tmp_path: Path, limits: ConnectionLimits) -> AsyncIterator[tupl
     listener.server = runner.server
     srv = await listener.start("127.0.0.1", 0)
     try:
-        yield listener, srv.sockets[0].getsockname()[1], client_ctx
+        yield listener, srv.port, client_ctx
     finally:
         srv.close()
         listener.abort_handshakes()
