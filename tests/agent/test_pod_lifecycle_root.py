@@ -124,3 +124,27 @@ async def test_a_finished_pod_keeps_its_ip_and_stays_finished_across_an_agent_re
                 await asyncio.wait_for(r.done.wait(), 30)
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
+
+
+async def test_termination_messages(agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    """terminationMessagePath (default and custom, a non-root user, the 4 KiB cap) and FallbackToLogsOnError
+    (the log's last 80 lines when the file is empty and the exit is not 0)."""
+    a, rec = agent
+    lines = "; ".join(f"echo line{i}" for i in range(100))
+    cases = {
+        "default": (_busybox(registry, ["sh", "-c", "printf bye > /dev/termination-log; exit 1"]), "bye"),
+        "custom": ({**_busybox(registry, ["sh", "-c", "printf 'as 1000' > /tmp/msg"]),
+                    "terminationMessagePath": "/tmp/msg", "securityContext": {"runAsUser": 1000}}, "as 1000"),
+        "capped": (_busybox(registry, ["sh", "-c", "printf '%5000s' | tr ' ' x > /dev/termination-log"]),
+                   "x" * 4096),
+        "fallback": ({**_busybox(registry, ["sh", "-c", f"{lines}; exit 2"]),
+                      "terminationMessagePolicy": "FallbackToLogsOnError"},
+                     "".join(f"line{i}\n" for i in range(20, 100))),
+        "file-only": (_busybox(registry, ["sh", "-c", "echo in the log; exit 2"]), None),
+    }
+    pods = {name: _pod(f"msg-{name}", [c], restartPolicy="Never") for name, (c, _) in cases.items()}
+    for p in pods.values():
+        await a.handle(wire.PodUpsert(p))
+    for name, (_c, want) in cases.items():
+        s = await rec.until(pods[name]["metadata"]["uid"], lambda s: s["phase"] in ("Succeeded", "Failed"))
+        assert _cs(s)["state"]["terminated"].get("message") == want, name

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lite.agent import envs, volumes
+from lite.agent import envs, termination, volumes
 from lite.agent.hooks.base import Deps, Obj, PodState
 from lite.agent.images import ImageInfo
 from lite.agent.runtime.spec import ContainerSpec, Mount
@@ -134,6 +134,9 @@ def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt
         gid = int(sec["runAsGroup"])
     mounts = [Mount(src, dst, readonly=False) for dst, src in st.etc_files.items() if dst != "/etc/hostname"]
     mounts += volumes.container_mounts(c, st.volume_paths)
+    msg_file = termination.message_file(st.pod_dir / "containers" / name, attempt)
+    termination.prepare(msg_file)
+    mounts.append(Mount(str(msg_file), str(c.get("terminationMessagePath") or termination.DEFAULT_PATH)))
     upper, work = _fresh_fs(st, name, attempt) if layers else (None, None)
     cg = st.cgroup.ensure_container(name, _container_res(c)) if st.cgroup is not None else None
     return ContainerSpec(
