@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "with NO isolation (for non-root development)")
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    srv.add_argument("--service-proxy", action="store_true",
+                     help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
     srv.add_argument("--snapshot-schedule-cron", default="0 */12 * * *", metavar="CRON",
                      help="when to snapshot the store into <data-dir>/server/snapshots (default every 12 hours)")
     srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
@@ -102,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'process' runs containers as plain host processes with NO isolation")
     agent.add_argument("--private-registry", default=None,
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    agent.add_argument("--service-proxy", action="store_true",
+                       help="proxy Services with nftables (table 'ip lite' in this host's netns)")
     _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
@@ -121,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--snapshot-retention", type=int, default=5, metavar="N", help="how many to keep")
         if verb == "delete":
             p.add_argument("names", nargs="+", metavar="NAME")
+
+    cert = sub.add_parser("certificate", help="check or rotate the server's certificates")
+    cert_sub = cert.add_subparsers(dest="certificate_command", metavar="SUBCOMMAND", required=True)
+    for verb, text in (("check", "list the certificates and when they expire"),
+                       ("rotate", "re-issue the leaf certificates (serving, front-proxy client) from the same CAs")):
+        _add_data_dir(cert_sub.add_parser(verb, help=text))
 
     tok = sub.add_parser("token", help="print the join token of a server data dir")
     _add_data_dir(tok)
@@ -188,6 +198,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_monitor_grace_period=args.node_monitor_grace_period,
         node_name=args.node_name,
         agent_runtime=args.runtime,
+        agent_service_proxy=args.service_proxy,
         private_registry=Path(args.private_registry) if args.private_registry else None,
         tls_handshake_timeout=args.tls_handshake_timeout,
         request_header_timeout=args.request_header_timeout,
@@ -301,6 +312,25 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_certificate(args: argparse.Namespace) -> int:
+    from lite.server.certcheck import inspect, rotate
+
+    config = ServerConfig.create(args.data_dir)
+    if not config.paths.tls.is_dir():
+        print(f"lite certificate: no certificates at {config.paths.tls}; has `lite server` run with this data "
+              "dir?", file=sys.stderr)
+        return 1
+    if args.certificate_command == "rotate":
+        rotated, _ = rotate(config)
+        print(f"rotated {', '.join(rotated) or 'nothing'}; restart lite server to serve the new certificates")
+        return 0
+    print(f"{'File':<26} {'Subject':<28} {'Expires':<21} {'Days':>6}  Note")
+    for c in inspect(config.paths.tls):
+        note = "CA" if c.is_ca else ("renewed at the next start" if c.renews_at_start else "")
+        print(f"{c.file:<26} {c.subject[:28]:<28} {c.not_after:%Y-%m-%dT%H:%M:%SZ} {c.days_left:>7.0f}  {note}")
+    return 0
+
+
 def cmd_killall(args: argparse.Namespace) -> int:
     from lite.agent.killall import killall
 
@@ -315,7 +345,7 @@ def cmd_killall(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
-            "killall": cmd_killall, "snapshot": cmd_snapshot}
+            "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -116,6 +116,7 @@ class ServerConfig:
     # The embedded agent (unless disable_agent).
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
+    agent_service_proxy: bool = False  # the embedded agent programs Services into nftables (table ip lite)
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
     # Scheduled store snapshots (k3s's etcd-snapshot schedule): cron, how many to keep, or none at all.
     snapshot_cron: str = "0 */12 * * *"
