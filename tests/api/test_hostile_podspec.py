@@ -469,8 +469,8 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("cronjob-volname", cronjob(None, {"volumes": [{"name": "A", "emptyDir": {}}]}),
      "spec.jobTemplate.spec.template.spec.volumes[0].name", LABEL),
     ("rc-volname", {"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc"},
-                    "spec": {"selector": {"app": "x"}, "template": {"metadata": {"labels": {"app": "x"}},
-                                                                    "spec": vol({"name": "/x", "emptyDir": {}})["spec"]}}},
+                    "spec": {"selector": {"app": "x"}, "template": {
+                        "metadata": {"labels": {"app": "x"}}, "spec": vol({"name": "/x", "emptyDir": {}})["spec"]}}},
      f"{T}.volumes[0].name", LABEL),
     # -- workload-level rules
     ("deploy-replicas", workload("Deployment", {"replicas": -1}), "spec.replicas", "greater than or equal to 0"),
