@@ -157,7 +157,7 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("downward-defaultmode", vol({"downwardAPI": {"defaultMode": 0o6755}}), f"{V0}.downwardAPI.defaultMode", MODE),
     ("downward-item-mode", vol({"downwardAPI": {"items": [{"path": "n", "mode": 0o4444,
                                                            "fieldRef": {"fieldPath": "metadata.name"}}]}}),
-     f"{V0}.downwardAPI.items[0].mode", MODE),
+     f"{V0}.downwardAPI.mode", MODE),  # upstream reports item errors on the source, not on items[i]
     ("projected-defaultmode", vol({"projected": {"defaultMode": 0o4755, "sources": []}}),
      f"{V0}.projected.defaultMode", MODE),
     ("projected-item-mode", vol({"projected": {"sources": [{"configMap": {"name": "c", "items": [
@@ -178,30 +178,30 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
      f"{V0}.secret.items[0].path", "must not contain '..'"),
     ("downward-path-traversal", vol({"downwardAPI": {"items": [{"path": "../../x",
                                                                 "fieldRef": {"fieldPath": "metadata.name"}}]}}),
-     f"{V0}.downwardAPI.items[0].path", "must not contain '..'"),
+     f"{V0}.downwardAPI.path", "must not contain '..'"),
     ("downward-path-absolute", vol({"downwardAPI": {"items": [{"path": "/x",
                                                                "fieldRef": {"fieldPath": "metadata.name"}}]}}),
-     f"{V0}.downwardAPI.items[0].path", "must be a relative path"),
+     f"{V0}.downwardAPI.path", "must be a relative path"),
     ("projected-path-traversal", vol({"projected": {"sources": [{"secret": {"name": "s", "items": [
         {"key": "k", "path": "../../x"}]}}]}}), f"{V0}.projected.sources[0].secret.items[0].path",
      "must not contain '..'"),
     ("projected-token-path", vol({"projected": {"sources": [{"serviceAccountToken": {"path": "/token"}}]}}),
-     f"{V0}.projected.sources[0].serviceAccountToken.path", "must be a relative path"),
+     f"{V0}.projected.path", "must be a relative path"),  # upstream's path for a token's path
     ("projected-token-short", vol({"projected": {"sources": [{"serviceAccountToken": {
         "path": "t", "expirationSeconds": 60}}]}}),
      f"{V0}.projected.sources[0].serviceAccountToken.expirationSeconds", "less than 10 minutes"),
     ("projected-duplicate-path", vol({"projected": {"sources": [
         {"configMap": {"name": "a", "items": [{"key": "k", "path": "f"}]}},
         {"secret": {"name": "b", "items": [{"key": "k", "path": "f"}]}}]}}),
-     f"{V0}.projected.sources[1].secret.items[0].path", "conflicting duplicate paths"),
-    ("projected-empty-source", vol({"projected": {"sources": [{}]}}), f"{V0}.projected.sources[0]",
-     "Required value"),
+     f"{V0}.projected", "conflicting duplicate paths"),
+    ("projected-two-kinds", vol({"projected": {"sources": [{"configMap": {"name": "a"}, "secret": {"name": "b"}}]}}),
+     f"{V0}.projected.sources[0]", "may not specify more than 1 volume type"),
     ("subpath-traversal", vol({"emptyDir": {}}, {"subPath": "../../../../etc"}),
-     f"{C0}.volumeMounts[0].subPath", "must not contain '..'"),
-    ("subpath-absolute", vol({"emptyDir": {}}, {"subPath": "/etc"}), f"{C0}.volumeMounts[0].subPath",
+     f"{C0}.volumeMounts.subPath", "must not contain '..'"),  # upstream: no index here
+    ("subpath-absolute", vol({"emptyDir": {}}, {"subPath": "/etc"}), f"{C0}.volumeMounts.subPath",
      "must be a relative path"),
     ("subpathexpr-traversal", vol({"emptyDir": {}}, {"subPathExpr": "../$(POD_NAME)"}),
-     f"{C0}.volumeMounts[0].subPathExpr", "must not contain '..'"),
+     f"{C0}.volumeMounts.subPathExpr", "must not contain '..'"),
     ("subpath-and-expr", vol({"emptyDir": {}}, {"subPath": "a", "subPathExpr": "b"}),
      f"{C0}.volumeMounts[0].subPathExpr", "mutually exclusive"),
     ("hostpath-backsteps", vol({"hostPath": {"path": "/var/../etc"}}), f"{V0}.hostPath.path",
@@ -225,10 +225,10 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
      "Required value"),
     ("nfs-relative", vol({"nfs": {"server": "s", "path": "x"}}), f"{V0}.nfs.path", "must be an absolute path"),
     ("downward-bad-field", vol({"downwardAPI": {"items": [{"path": "x", "fieldRef": {"fieldPath": "spec.nodeName"}}]}}),
-     f"{V0}.downwardAPI.items[0].fieldRef.fieldPath", "Unsupported value"),
+     f"{V0}.downwardAPI.fieldRef.fieldPath", "Unsupported value"),
     ("downward-resource-no-container", vol({"downwardAPI": {"items": [
         {"path": "x", "resourceFieldRef": {"resource": "limits.cpu"}}]}}),
-     f"{V0}.downwardAPI.items[0].resourceFieldRef.containerName", "Required value"),
+     f"{V0}.downwardAPI.resourceFieldRef.containerName", "Required value"),
     ("mount-unknown-volume", pod(None, {"volumeMounts": [{"name": "nope", "mountPath": "/x"}]}),
      f"{C0}.volumeMounts[0].name", 'Not found: "nope"'),
     ("mount-no-path", vol({"emptyDir": {}}, {"mountPath": ""}), f"{C0}.volumeMounts[0].mountPath",
@@ -237,7 +237,9 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
         {"name": "v", "mountPath": "/a"}, {"name": "v", "mountPath": "/a"}]}),
      f"{C0}.volumeMounts[1].mountPath", "must be unique"),
     ("mount-propagation", vol({"emptyDir": {}}, {"mountPropagation": "Sideways"}),
-     f"{C0}.volumeMounts[0].mountPropagation", "Unsupported value"),
+     f"{C0}.volumeMounts.mountPropagation", "Unsupported value"),
+    ("mount-bidirectional", vol({"emptyDir": {}}, {"mountPropagation": "Bidirectional"}),
+     f"{C0}.volumeMounts.mountPropagation", "available only to privileged containers"),
     # -- containers
     ("no-containers", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}},
      "spec.containers", "Required value"),
@@ -252,7 +254,7 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
      "must not have leading or trailing whitespace"),
     ("pull-policy", pod(None, {"imagePullPolicy": "Sometimes"}), f"{C0}.imagePullPolicy", "Unsupported value"),
     ("termination-message-policy", pod(None, {"terminationMessagePolicy": "Never"}),
-     f"{C0}.terminationMessagePolicy", "must be 'File' or 'FallbackToLogsOnError'"),
+     f"{C0}.terminationMessagePolicy", 'supported values: "File", "FallbackToLogsOnError"'),
     ("container-restart-policy", pod(None, {"restartPolicy": "Always"}), f"{C0}.restartPolicy",
      "may not be set for non-init containers"),
     ("init-restart-policy", pod({"initContainers": [{"name": "i", "image": "a", "restartPolicy": "Never"}]}),
@@ -293,16 +295,24 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
         "fieldRef": {"fieldPath": "metadata.name"}, "secretKeyRef": {"name": "s", "key": "k"}}}]}),
      f"{C0}.env[0].valueFrom", "may not have more than one field specified at a time"),
     ("env-fieldpath", pod(None, {"env": [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "spec.secret"}}}]}),
+     f"{C0}.env[0].valueFrom.fieldRef.fieldPath", "field label not supported: spec.secret"),
+    ("env-fieldpath-phase", pod(None, {"env": [{"name": "A", "valueFrom": {"fieldRef": {
+        "fieldPath": "status.phase"}}}]}),
      f"{C0}.env[0].valueFrom.fieldRef.fieldPath", "Unsupported value"),
+    ("env-fieldpath-subscript", pod(None, {"env": [{"name": "A", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.name['x']"}}}]}), f"{C0}.env[0].valueFrom.fieldRef.fieldPath",
+     "does not support subscript"),
+    ("env-label-subscript", pod(None, {"env": [{"name": "A", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.labels['bad key']"}}}]}), f"{C0}.env[0].valueFrom.fieldRef", "name part"),
     ("env-resource", pod(None, {"env": [{"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.gpu"}}}]}),
      f"{C0}.env[0].valueFrom.resourceFieldRef.resource", "Unsupported value"),
     ("env-cm-key", pod(None, {"env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "a/b"}}}]}),
      f"{C0}.env[0].valueFrom.configMapKeyRef.key", "a valid config key"),
     ("env-secret-name", pod(None, {"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"key": "k"}}}]}),
-     f"{C0}.env[0].valueFrom.secretKeyRef.name", "Required value"),
-    ("envfrom-none", pod(None, {"envFrom": [{}]}), f"{C0}.envFrom[0]", "must specify one of"),
+     f"{C0}.env[0].valueFrom.secretKeyRef.name", "RFC 1123 subdomain"),
+    ("envfrom-none", pod(None, {"envFrom": [{}]}), f"{C0}.envFrom", "must specify one of"),
     ("envfrom-both", pod(None, {"envFrom": [{"configMapRef": {"name": "a"}, "secretRef": {"name": "b"}}]}),
-     f"{C0}.envFrom[0]", "may not have more than one field"),
+     f"{C0}.envFrom", "may not have more than one field"),
     ("envfrom-prefix", pod(None, {"envFrom": [{"prefix": "A=", "configMapRef": {"name": "a"}}]}),
      f"{C0}.envFrom[0].prefix", "printable ASCII"),
     ("envfrom-name", pod(None, {"envFrom": [{"configMapRef": {"name": "Bad_Name"}}]}),
@@ -338,7 +348,7 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("probe-http-scheme", pod(None, {"readinessProbe": {"httpGet": {"port": 80, "scheme": "FTP"}}}),
      f"{C0}.readinessProbe.httpGet.scheme", "Unsupported value"),
     ("probe-http-header", pod(None, {"readinessProbe": {"httpGet": {"port": 80, "httpHeaders": [
-        {"name": "Bad Header", "value": "x"}]}}}), f"{C0}.readinessProbe.httpGet.httpHeaders[0].name",
+        {"name": "Bad Header", "value": "x"}]}}}), f"{C0}.readinessProbe.httpGet.httpHeaders",
      "a valid HTTP header"),
     ("probe-tcp-port", pod(None, {"startupProbe": {"tcpSocket": {"port": 99999}}}),
      f"{C0}.startupProbe.tcpSocket.port", PORT),
@@ -385,7 +395,48 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
      "RFC 1123 subdomain"),
     ("node-name", pod({"nodeName": "../node"}), "spec.nodeName", "RFC 1123 subdomain"),
     ("active-deadline-zero", pod({"activeDeadlineSeconds": 0}), "spec.activeDeadlineSeconds",
-     "must be between 1 and 4294967295, inclusive"),
+     "must be between 1 and 2147483647, inclusive"),
+    ("active-deadline-huge", pod({"activeDeadlineSeconds": 2**31}), "spec.activeDeadlineSeconds",
+     "must be between 1 and 2147483647, inclusive"),
+    ("priority-class-name", pod({"priorityClassName": "Very_High"}), "spec.priorityClassName", "RFC 1123 subdomain"),
+    ("preemption-policy", pod({"preemptionPolicy": "Always"}), "spec.preemptionPolicy", "Unsupported value"),
+    ("os-name", pod({"os": {"name": "plan9"}}), "spec.os.name", "Unsupported value"),
+    ("sysctl-name", pod({"securityContext": {"sysctls": [{"name": "net..ipv4", "value": "1"}]}}),
+     "spec.securityContext.sysctls[0].name", "must have at most 253 characters and match regex"),
+    ("sysctl-dup", pod({"securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"},
+                                                        {"name": "kernel.shm_rmid_forced", "value": "0"}]}}),
+     "spec.securityContext.sysctls[1].name", "Duplicate value"),
+    ("seccomp-localhost-escape", pod(None, {"securityContext": {"seccompProfile": {
+        "type": "Localhost", "localhostProfile": "../../etc/shadow"}}}),
+     f"{C0}.securityContext.seccompProfile.localhostProfile", "must not contain '..'"),
+    ("host-port-conflict", pod({"containers": [
+        {"name": "a", "image": "i", "ports": [{"containerPort": 80, "hostPort": 8080}]},
+        {"name": "b", "image": "i", "ports": [{"containerPort": 81, "hostPort": 8080}]}]}),
+     "spec.containers[1].ports[0].hostPort", 'Duplicate value: "TCP//8080"'),
+    ("readiness-termination-grace", pod(None, {"readinessProbe": {"exec": {"command": ["a"]},
+                                                                  "terminationGracePeriodSeconds": 5}}),
+     f"{C0}.readinessProbe.terminationGracePeriodSeconds", "must not be set for readinessProbes"),
+    ("prestop-sleep-too-long", pod({"terminationGracePeriodSeconds": 10}, {"lifecycle": {"preStop": {
+        "sleep": {"seconds": 60}}}}), f"{C0}.lifecycle.preStop.sleep",
+     "must be greater than 0 and less than terminationGracePeriodSeconds (10)"),
+    ("match-fields-key", pod({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}]}}}}),
+     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+     ".matchFields[0].key", "not a valid field selector key"),
+    ("pod-affinity-namespace", pod({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "zone", "namespaces": ["Bad_NS"]}]}}}),
+     "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespace", LABEL),
+    ("spread-dup", pod({"topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"},
+        {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}),
+     "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}", 'Duplicate value: "{zone, DoNotSchedule}"'),
+    ("spread-min-domains", pod({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                                                "whenUnsatisfiable": "ScheduleAnyway",
+                                                                "minDomains": 2}]}),
+     "spec.topologySpreadConstraints[0].minDomains",
+     "can only use minDomains if whenUnsatisfiable=DoNotSchedule, not ScheduleAnyway"),
+    ("dns-option-name", pod({"dnsConfig": {"options": [{"value": "2"}]}}), "spec.dnsConfig.options[0]",
+     "Required value: must not be empty"),
     ("node-selector-key", pod({"nodeSelector": {"bad key": "x"}}), "spec.nodeSelector", "name part"),
     ("node-selector-value", pod({"nodeSelector": {"k": "bad value"}}), "spec.nodeSelector", "a valid label"),
     ("host-alias-ip", pod({"hostAliases": [{"ip": "999.1.1.1", "hostnames": ["a"]}]}), "spec.hostAliases[0].ip",
@@ -394,8 +445,10 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
      "spec.hostAliases[0].hostnames[0]", "RFC 1123 subdomain"),
     ("readiness-gate", pod({"readinessGates": [{"conditionType": "bad type"}]}),
      "spec.readinessGates[0].conditionType", "name part"),
-    ("scheduling-gate", pod({"schedulingGates": [{"name": "bad gate!"}]}), "spec.schedulingGates[0].name",
+    ("scheduling-gate", pod({"schedulingGates": [{"name": "bad gate!"}]}), "spec.schedulingGates[0]",
      "name part"),
+    ("scheduling-gate-dup", pod({"schedulingGates": [{"name": "a"}, {"name": "a"}]}), "spec.schedulingGates[1]",
+     "Duplicate value"),
     # -- tolerations
     ("toleration-operator", pod({"tolerations": [{"key": "k", "operator": "Maybe"}]}),
      "spec.tolerations[0].operator", "Unsupported value"),
@@ -463,7 +516,7 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
      "Required value"),
     ("sts-subpath", tmpl("StatefulSet", {"volumes": [{"name": "v", "emptyDir": {}}]},
                          {"volumeMounts": [{"name": "v", "mountPath": "/v", "subPath": "../.."}]}),
-     f"{T}.containers[0].volumeMounts[0].subPath", "must not contain '..'"),
+     f"{T}.containers[0].volumeMounts.subPath", "must not contain '..'"),
     ("job-item-path", tmpl("Job", {"volumes": [{"name": "v", "secret": {"secretName": "s", "items": [
         {"key": "k", "path": "/etc/shadow"}]}}]}), f"{T}.volumes[0].secret.items[0].path", "must be a relative path"),
     ("cronjob-volname", cronjob(None, {"volumes": [{"name": "A", "emptyDir": {}}]}),
@@ -634,3 +687,42 @@ async def test_valid_objects_are_accepted(client: TestClient[web.Request, web.Ap
     assert r.status == 201, await r.json()
     r = await client.delete(f"{url}/{body['metadata']['name']}?gracePeriodSeconds=0", headers=TOKEN)
     assert r.status == 200
+
+
+# Pod updates: (id, patch to a running pod's spec, field, message fragment).
+UPDATES: list[tuple[str, Obj, str, str]] = [
+    ("add-container", {"containers": [{"name": "c", "image": "busybox"}, {"name": "d", "image": "busybox"}]},
+     "spec.containers", "pod updates may not add or remove containers"),
+    ("deadline-raised", {"activeDeadlineSeconds": 120}, "spec.activeDeadlineSeconds",
+     "must be less than or equal to previous value"),
+    ("deadline-removed", {"activeDeadlineSeconds": None}, "spec.activeDeadlineSeconds",
+     "Invalid value: null: must not update from a positive integer to nil value"),
+    ("gate-added", {"schedulingGates": [{"name": "example.com/a"}, {"name": "example.com/new"}]},
+     "spec.schedulingGates[1].name", "only deletion is allowed, but found new scheduling gate 'example.com/new'"),
+    ("toleration-changed", {"tolerations": [{"key": "k", "operator": "Equal", "value": "other"}]},
+     "spec.tolerations", "existing toleration can not be modified except its tolerationSeconds"),
+    ("restart-policy-changed", {"restartPolicy": "Never"}, "spec", "pod updates may not change fields"),
+    ("volume-renamed", {"volumes": [{"name": "../../x", "emptyDir": {}}]}, "spec.volumes[0].name", LABEL),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "field", "fragment"), UPDATES, ids=[u[0] for u in UPDATES])
+async def test_pod_update_rules(client: TestClient[web.Request, web.Application], case: str, spec: Obj,
+                                field: str, fragment: str) -> None:
+    url = "/api/v1/namespaces/default/pods"
+    body = pod({"activeDeadlineSeconds": 60, "schedulingGates": [{"name": "example.com/a"}],
+                "tolerations": [{"key": "k", "operator": "Equal", "value": "v"}],
+                "volumes": [{"name": "v", "emptyDir": {}}]})
+    body["metadata"]["name"] = f"upd-{case}"
+    r = await client.post(url, data=orjson.dumps(body), headers=TOKEN)
+    assert r.status == 201, await r.json()
+    before = await r.json()
+    patch_headers = {**TOKEN, "Content-Type": "application/merge-patch+json"}
+    r = await client.patch(f"{url}/upd-{case}", data=orjson.dumps({"spec": spec}), headers=patch_headers)
+    status = await r.json()
+    assert (r.status, status["reason"]) == (422, "Invalid"), status
+    causes = [(c.get("field"), c["message"]) for c in status["details"]["causes"]]
+    assert any(f == field and fragment in m for f, m in causes), causes
+    after = await (await client.get(f"{url}/upd-{case}", headers=TOKEN)).json()
+    assert after["spec"] == before["spec"] and after["metadata"]["resourceVersion"] == \
+        before["metadata"]["resourceVersion"]

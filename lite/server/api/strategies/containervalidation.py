@@ -17,8 +17,12 @@ from fractions import Fraction
 from typing import Any
 
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
-from lite.server.api.strategies.volumevalidation import RESOURCE_FIELDS, parse_quantity_or_raise
-from lite.validation import is_dns1123_label, is_dns1123_subdomain, is_qualified_name
+from lite.server.api.strategies.volumevalidation import (
+    field_selector_causes,
+    parse_quantity_or_raise,
+    resource_field_causes,
+)
+from lite.validation import is_dns1123_label, is_dns1123_subdomain, is_qualified_name, name_is_dns_subdomain
 from lite.valuerules import (
     NEGATIVE_MSG,
     as_dict,
@@ -38,12 +42,11 @@ from lite.valuerules import (
 PROTOCOLS = ["SCTP", "TCP", "UDP"]
 PULL_POLICIES = ["Always", "IfNotPresent", "Never"]
 MOUNT_PROPAGATION = ["Bidirectional", "HostToContainer", "None"]
-ENV_FIELD_PATHS = ["metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
-                   "metadata.uid", "spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs",
-                   "status.podIP", "status.podIPs"]
+ENV_FIELD_PATHS = ["metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+                   "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"]
 SCHEMES = ["HTTP", "HTTPS"]
 SECCOMP_TYPES = ["Localhost", "RuntimeDefault", "Unconfined"]
-_TMP_MSG = "must be 'File' or 'FallbackToLogsOnError'"
+_TMP = ["File", "FallbackToLogsOnError"]
 _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _ONE_FIELD = "may not have more than one field specified at a time"
 
@@ -55,6 +58,8 @@ def validate_containers(spec: Mapping[str, Any], path: str, volumes: set[str], f
     containers = as_list(spec.get("containers"))
     if not containers:
         causes.append(field_required(f"{path}.containers"))
+    grace = spec.get("terminationGracePeriodSeconds")
+    grace = grace if is_int(grace) else 30
     for key, init in (("initContainers", True), ("containers", False), ("ephemeralContainers", False)):
         for i, c in enumerate(as_list(spec.get(key))):
             p = f"{path}.{key}[{i}]"
@@ -62,8 +67,29 @@ def validate_containers(spec: Mapping[str, Any], path: str, volumes: set[str], f
                 causes.append(field_invalid(p, c, "must be an object"))
                 continue
             causes += _name(c, p, names)
-            causes += _container(c, p, volumes, for_pod)
+            restartable = not init or c.get("restartPolicy") == "Always"
+            causes += _container(c, p, volumes, for_pod, grace, probes=restartable)
             causes += _restart_rules(c, p, init, key)
+    # Upstream checks host port conflicts across app containers, and per init container (they run one by one).
+    causes += _host_port_conflicts(as_list(spec.get("containers")), f"{path}.containers")
+    for i, c in enumerate(as_list(spec.get("initContainers"))):
+        causes += _host_port_conflicts([c], f"{path}.initContainers", offset=i)
+    return causes
+
+
+def _host_port_conflicts(containers: list[Any], path: str, offset: int = 0) -> list[Cause]:
+    seen: set[str] = set()
+    causes: list[Cause] = []
+    for ci, c in enumerate(containers, start=offset):
+        for pi, port in enumerate(as_list(as_dict(c).get("ports"))):
+            port = as_dict(port)
+            hp = port.get("hostPort")
+            if not hp:
+                continue
+            key = f"{port.get('protocol', 'TCP')}/{port.get('hostIP', '')}/{hp}"
+            if key in seen:
+                causes.append(field_duplicate(f"{path}[{ci}].ports[{pi}].hostPort", key))
+            seen.add(key)
     return causes
 
 
@@ -96,12 +122,11 @@ def _restart_rules(c: Mapping[str, Any], path: str, init: bool, key: str) -> lis
             if c.get(f) is not None:
                 causes.append(field_forbidden(f"{path}.{f}", "may not be set for init containers without "
                                               "restartPolicy=Always"))
-    elif c.get("readinessProbe") is not None:
-        causes.append(field_forbidden(f"{path}.readinessProbe", "may not be set for init containers"))
     return causes
 
 
-def _container(c: Mapping[str, Any], path: str, volumes: set[str], for_pod: bool) -> list[Cause]:
+def _container(c: Mapping[str, Any], path: str, volumes: set[str], for_pod: bool, grace: int,
+               probes: bool) -> list[Cause]:
     causes: list[Cause] = []
     image = c.get("image")
     if not image:
@@ -112,21 +137,25 @@ def _container(c: Mapping[str, Any], path: str, volumes: set[str], for_pod: bool
     if pp is not None and pp not in PULL_POLICIES:
         causes.append(field_not_supported(f"{path}.imagePullPolicy", pp, PULL_POLICIES))
     tmp = c.get("terminationMessagePolicy")
-    if tmp is not None and tmp not in ("File", "FallbackToLogsOnError"):
-        causes.append(field_invalid(f"{path}.terminationMessagePolicy", tmp, _TMP_MSG))
+    if tmp is not None and tmp not in _TMP:
+        causes.append(field_not_supported(f"{path}.terminationMessagePolicy", tmp, _TMP))
     causes += _ports(c.get("ports"), f"{path}.ports")
     causes += _env(c.get("env"), f"{path}.env")
     causes += _env_from(c.get("envFrom"), f"{path}.envFrom")
-    causes += _mounts(c.get("volumeMounts"), f"{path}.volumeMounts", volumes)
+    privileged = as_dict(c.get("securityContext")).get("privileged") is True
+    causes += _mounts(c.get("volumeMounts"), f"{path}.volumeMounts", volumes, privileged)
     causes += validate_resources(c.get("resources"), f"{path}.resources")
+    causes += _security_context(c.get("securityContext"), f"{path}.securityContext")
+    if not probes:
+        return causes
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         if c.get(probe) is not None:
-            causes += _probe(as_dict(c.get(probe)), f"{path}.{probe}", probe != "readinessProbe")
+            causes += _probe(as_dict(c.get(probe)), f"{path}.{probe}", probe, grace)
     lifecycle = as_dict(c.get("lifecycle"))
     for hook in ("postStart", "preStop"):
         if lifecycle.get(hook) is not None:
-            causes += _handler(as_dict(lifecycle[hook]), f"{path}.lifecycle.{hook}", lifecycle_hook=True)
-    return causes + _security_context(c.get("securityContext"), f"{path}.securityContext")
+            causes += _handler(as_dict(lifecycle[hook]), f"{path}.lifecycle.{hook}", grace, lifecycle_hook=True)
+    return causes
 
 
 def _ports(ports: Any, path: str) -> list[Cause]:
@@ -175,45 +204,41 @@ def _env(env: Any, path: str) -> list[Cause]:
 
 
 def _env_source(e: Mapping[str, Any], path: str) -> list[Cause]:
+    """Upstream `validateEnvVarValueFrom`: every given source is checked, then exactly one must be given."""
     vf = as_dict(e.get("valueFrom"))
     kinds = [k for k in ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef") if vf.get(k) is not None]
     causes: list[Cause] = []
+    for k in kinds:
+        ref = vf.get(k)
+        if k == "fieldRef":
+            causes += field_selector_causes(ref, ENV_FIELD_PATHS, f"{path}.fieldRef")
+        elif k == "resourceFieldRef":
+            causes += resource_field_causes(ref, f"{path}.resourceFieldRef", volume=False)
+        else:
+            causes += _key_selector(as_dict(ref), f"{path}.{k}")
     if not kinds:
         causes.append(field_invalid(path, "", "must specify one of: `fieldRef`, `resourceFieldRef`, "
                                     "`configMapKeyRef` or `secretKeyRef`"))
+    elif e.get("value"):
+        causes.append(field_invalid(path, "", "may not be specified when `value` is not empty"))
     elif len(kinds) > 1:
         causes.append(field_invalid(path, "", _ONE_FIELD))
-    if e.get("value"):
-        causes.append(field_invalid(path, "", "may not be specified when `value` is not empty"))
-    if len(kinds) != 1:
-        return causes
-    k, ref = kinds[0], as_dict(vf.get(kinds[0]))
-    if k == "fieldRef":
-        fp = str(ref.get("fieldPath") or "")
-        base = fp.split("[", 1)[0] if fp.startswith(("metadata.labels[", "metadata.annotations[")) else fp
-        if not fp:
-            causes.append(field_required(f"{path}.fieldRef.fieldPath"))
-        elif base not in ENV_FIELD_PATHS or fp in ("metadata.labels", "metadata.annotations"):
-            causes.append(field_not_supported(f"{path}.fieldRef.fieldPath", fp, ENV_FIELD_PATHS))
-    elif k == "resourceFieldRef":
-        res = ref.get("resource")
-        if not res:
-            causes.append(field_required(f"{path}.resourceFieldRef.resource"))
-        elif res not in RESOURCE_FIELDS and not str(res).startswith(("limits.hugepages-", "requests.hugepages-")):
-            causes.append(field_not_supported(f"{path}.resourceFieldRef.resource", res, RESOURCE_FIELDS))
+    return causes
+
+
+def _key_selector(ref: Mapping[str, Any], path: str) -> list[Cause]:
+    name = str(ref.get("name") or "")
+    causes = [field_invalid(f"{path}.name", name, m) for m in is_dns1123_subdomain(name)]
+    key = ref.get("key")
+    if not key:
+        causes.append(field_required(f"{path}.key"))
     else:
-        sp = f"{path}.{k}"
-        if not ref.get("name"):
-            causes.append(field_required(f"{sp}.name"))
-        key = ref.get("key")
-        if not key:
-            causes.append(field_required(f"{sp}.key"))
-        else:
-            causes += [field_invalid(f"{sp}.key", key, m) for m in is_config_map_key(str(key))]
+        causes += [field_invalid(f"{path}.key", key, m) for m in is_config_map_key(str(key))]
     return causes
 
 
 def _env_from(env_from: Any, path: str) -> list[Cause]:
+    # Upstream reports a missing or doubled source on `envFrom` itself, not on the item's index.
     causes: list[Cause] = []
     for i, e in enumerate(as_list(env_from)):
         p = f"{path}[{i}]"
@@ -222,20 +247,21 @@ def _env_from(env_from: Any, path: str) -> list[Cause]:
         if prefix:
             causes += [field_invalid(f"{p}.prefix", prefix, m) for m in is_env_var_name(str(prefix))]
         kinds = [k for k in ("configMapRef", "secretRef") if e.get(k) is not None]
-        if not kinds:
-            causes.append(field_invalid(p, "", "must specify one of: `configMapRef` or `secretRef`"))
-        elif len(kinds) > 1:
-            causes.append(field_invalid(p, "", _ONE_FIELD))
         for k in kinds:
             name = as_dict(e.get(k)).get("name")
             if not name:
                 causes.append(field_required(f"{p}.{k}.name"))
             else:
-                causes += [field_invalid(f"{p}.{k}.name", name, m) for m in is_dns1123_subdomain(str(name))]
+                causes += [field_invalid(f"{p}.{k}.name", name, m) for m in name_is_dns_subdomain(str(name), True)]
+        if not kinds:
+            causes.append(field_invalid(path, "", "must specify one of: `configMapRef` or `secretRef`"))
+        elif len(kinds) > 1:
+            causes.append(field_invalid(path, "", _ONE_FIELD))
     return causes
 
 
-def _mounts(mounts: Any, path: str, volumes: set[str]) -> list[Cause]:
+def _mounts(mounts: Any, path: str, volumes: set[str], privileged: bool) -> list[Cause]:
+    # Upstream reports subPath, subPathExpr and mountPropagation on `volumeMounts.<field>` (no index).
     causes: list[Cause] = []
     seen: set[str] = set()
     for i, m in enumerate(as_list(mounts)):
@@ -244,26 +270,29 @@ def _mounts(mounts: Any, path: str, volumes: set[str]) -> list[Cause]:
         name = m.get("name")
         if not name:
             causes.append(field_required(f"{p}.name"))
-        elif name not in volumes:
-            causes.append(Cause("FieldValueNotFound", f'Not found: "{name}"', f"{p}.name"))
+        if name not in volumes:
+            causes.append(Cause("FieldValueNotFound", f'Not found: "{name or ""}"', f"{p}.name"))
         mp = m.get("mountPath")
         if not mp:
             causes.append(field_required(f"{p}.mountPath"))
-        elif mp in seen:
+        if mp in seen:
             causes.append(field_invalid(f"{p}.mountPath", mp, "must be unique"))
-        else:
-            seen.add(str(mp))
+        seen.add(str(mp))
         sub, expr = m.get("subPath"), m.get("subPathExpr")
         if sub:
-            causes += local_descending_path_causes(str(sub), f"{p}.subPath")
+            causes += local_descending_path_causes(str(sub), f"{path}.subPath")
         if expr:
             if sub:
                 causes.append(field_invalid(f"{p}.subPathExpr", expr, "subPathExpr and subPath are mutually "
                                             "exclusive"))
-            causes += local_descending_path_causes(str(expr), f"{p}.subPathExpr")
+            causes += local_descending_path_causes(str(expr), f"{path}.subPathExpr")
         prop = m.get("mountPropagation")
-        if prop is not None and prop not in MOUNT_PROPAGATION:
-            causes.append(field_not_supported(f"{p}.mountPropagation", prop, MOUNT_PROPAGATION))
+        if prop is not None:
+            if prop not in MOUNT_PROPAGATION:
+                causes.append(field_not_supported(f"{path}.mountPropagation", prop, MOUNT_PROPAGATION))
+            elif prop == "Bidirectional" and not privileged:
+                causes.append(field_forbidden(f"{path}.mountPropagation", "Bidirectional mount propagation is "
+                                              "available only to privileged containers"))
     return causes
 
 
@@ -305,21 +334,25 @@ def _resource_name(name: str, path: str) -> list[Cause]:
     return []
 
 
-def _probe(probe: Mapping[str, Any], path: str, success_must_be_one: bool) -> list[Cause]:
-    causes = _handler(probe, path, lifecycle_hook=False)
+def _probe(probe: Mapping[str, Any], path: str, kind: str, grace: int) -> list[Cause]:
+    causes = _handler(probe, path, grace, lifecycle_hook=False)
     for f in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
         causes += non_negative_causes(probe.get(f), f"{path}.{f}")
-    st = probe.get("successThreshold")
-    if success_must_be_one and is_int(st) and st != 1:
-        causes.append(field_invalid(f"{path}.successThreshold", st, "must be 1"))
     tgps = probe.get("terminationGracePeriodSeconds")
     if tgps is not None and (not is_int(tgps) or tgps <= 0):
         causes.append(field_invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be greater than 0"))
+    st = probe.get("successThreshold")
+    if kind != "readinessProbe" and is_int(st) and st != 1:
+        causes.append(field_invalid(f"{path}.successThreshold", st, "must be 1"))
+    if kind == "readinessProbe" and tgps is not None:
+        causes.append(field_invalid(f"{path}.terminationGracePeriodSeconds", tgps,
+                                    "must not be set for readinessProbes"))
     return causes
 
 
-def _handler(h: Mapping[str, Any], path: str, *, lifecycle_hook: bool) -> list[Cause]:
-    kinds = ["exec", "httpGet", "tcpSocket"] + (["sleep"] if lifecycle_hook else ["grpc"])
+def _handler(h: Mapping[str, Any], path: str, grace: int, *, lifecycle_hook: bool) -> list[Cause]:
+    kinds = ["exec", "httpGet", "tcpSocket", "grpc"] if not lifecycle_hook else ["exec", "httpGet", "tcpSocket",
+                                                                                  "sleep"]
     present = [k for k in kinds if h.get(k) is not None]
     if not present:
         return [field_required(path, "Required value: must specify a handler type")]
@@ -334,18 +367,19 @@ def _handler(h: Mapping[str, Any], path: str, *, lifecycle_hook: bool) -> list[C
         scheme = body.get("scheme")
         if scheme is not None and scheme not in SCHEMES:
             causes.append(field_not_supported(f"{p}.scheme", scheme, SCHEMES))
-        for i, hdr in enumerate(as_list(body.get("httpHeaders"))):
+        for hdr in as_list(body.get("httpHeaders")):
             hn = str(as_dict(hdr).get("name") or "")
-            causes += [field_invalid(f"{p}.httpHeaders[{i}].name", hn, m) for m in is_http_header_name(hn)]
+            causes += [field_invalid(f"{p}.httpHeaders", hn, m) for m in is_http_header_name(hn)]
     elif k == "tcpSocket":
         causes += port_num_or_name_causes(body.get("port"), f"{p}.port")
     elif k == "grpc":
         port = body.get("port")
         causes += [field_invalid(f"{p}.port", port, m) for m in is_valid_port_num(port)]
-    elif k == "sleep":
+    else:
         secs = body.get("seconds")
-        if not is_int(secs) or secs <= 0:
-            causes.append(field_invalid(f"{p}.seconds", secs, "must be greater than 0"))
+        if not is_int(secs) or secs <= 0 or secs > grace:
+            causes.append(field_invalid(p, secs, "must be greater than 0 and less than "
+                                        f"terminationGracePeriodSeconds ({grace})"))
     return causes
 
 
@@ -373,14 +407,19 @@ def seccomp_causes(profile: Any, path: str) -> list[Cause]:
         return []
     profile = as_dict(profile)
     ptype = profile.get("type")
+    causes: list[Cause] = []
     if not ptype:
-        return [field_required(f"{path}.type")]
-    if ptype not in SECCOMP_TYPES:
-        return [field_not_supported(f"{path}.type", ptype, SECCOMP_TYPES)]
-    if ptype == "Localhost" and not profile.get("localhostProfile"):
-        return [field_required(f"{path}.localhostProfile", "Required value: must be set when seccomp type is "
-                               "Localhost")]
-    if ptype != "Localhost" and profile.get("localhostProfile"):
-        return [field_invalid(f"{path}.localhostProfile", profile["localhostProfile"],
-                              "can only be set when seccomp type is Localhost")]
-    return []
+        causes.append(field_required(f"{path}.type", "Required value: type is required when seccompProfile is set"))
+    elif ptype not in SECCOMP_TYPES:
+        causes.append(field_not_supported(f"{path}.type", ptype, SECCOMP_TYPES))
+    local = profile.get("localhostProfile")
+    if ptype == "Localhost":
+        if local is None:
+            causes.append(field_required(f"{path}.localhostProfile", "Required value: must be set when seccomp "
+                                         "type is Localhost"))
+        else:
+            causes += local_descending_path_causes(str(local), f"{path}.localhostProfile")
+    elif local is not None:
+        causes.append(field_invalid(f"{path}.localhostProfile", local, "can only be set when seccomp type is "
+                                    "Localhost"))
+    return causes

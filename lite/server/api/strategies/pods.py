@@ -193,10 +193,22 @@ def validate_pod_update(new: Obj, old: Obj) -> list[Cause]:
     if any(t not in ntols for t in otols):
         causes.append(field_forbidden("spec.tolerations",
                                       "existing toleration can not be modified except its tolerationSeconds"))
+    for key in ("containers", "initContainers"):
+        if len(nspec.get(key) or []) != len(ospec.get(key) or []):
+            return [*causes, field_forbidden(f"spec.{key}", "pod updates may not add or remove containers")]
     oads, nads = ospec.get("activeDeadlineSeconds"), nspec.get("activeDeadlineSeconds")
-    if oads is not None and (nads is None or (isinstance(nads, int) and nads > oads)):
+    if oads is not None and nads is None:
+        causes.append(Cause("FieldValueInvalid", "Invalid value: null: must not update from a positive integer to "
+                            "nil value", "spec.activeDeadlineSeconds"))
+    elif oads is not None and isinstance(nads, int) and nads > oads:
         causes.append(field_invalid("spec.activeDeadlineSeconds", nads,
                                     "must be less than or equal to previous value"))
+    old_gates = {g.get("name") for g in ospec.get("schedulingGates") or [] if isinstance(g, dict)}
+    for i, g in enumerate(nspec.get("schedulingGates") or []):
+        name = g.get("name") if isinstance(g, dict) else None
+        if name not in old_gates:
+            causes.append(field_forbidden(f"spec.schedulingGates[{i}].name",
+                                          f"only deletion is allowed, but found new scheduling gate '{name}'"))
     # Compare everything else: copy the mutable fields from the new spec onto the old one.
     mutated = orjson.loads(orjson.dumps(ospec))
     for key in ("containers", "initContainers"):

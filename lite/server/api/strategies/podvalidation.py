@@ -11,10 +11,11 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from lite.errors import Cause, field_forbidden, field_invalid, field_not_supported, field_required
+from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.server.api.strategies.containervalidation import seccomp_causes, validate_containers
 from lite.server.api.strategies.volumevalidation import validate_volumes
 from lite.validation import (
@@ -44,6 +45,14 @@ NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FS_GROUP_POLICIES = ["OnRootMismatch", "Always"]
 MAX_DNS_NAMESERVERS = 3
 MAX_DNS_SEARCHES = 32
+MAX_DNS_SEARCH_CHARS = 2048
+MAX_INT32 = 2147483647
+PREEMPTION_POLICIES = ["PreemptLowerPriority", "Never"]
+OS_NAMES = ["linux", "windows"]
+NODE_INCLUSION = ["Honor", "Ignore"]
+_SYSCTL_SEGMENT = "[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
+_SYSCTL_FMT = "(" + _SYSCTL_SEGMENT + "[\\./])*" + _SYSCTL_SEGMENT
+_SYSCTL_RE = re.compile(_SYSCTL_FMT)
 
 
 def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str] | None = None,
@@ -64,13 +73,19 @@ def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str]
         v = spec.get(f)
         if v:
             causes += [field_invalid(f"{path}.{f}", v, m) for m in is_dns1123_label(str(v))]
-    for f in ("serviceAccountName", "nodeName"):
+    for f in ("serviceAccountName", "nodeName", "priorityClassName", "runtimeClassName"):
         v = spec.get(f)
         if v:
             causes += [field_invalid(f"{path}.{f}", v, m) for m in is_dns1123_subdomain(str(v))]
     ads = spec.get("activeDeadlineSeconds")
-    if ads is not None and (not is_int(ads) or not 1 <= ads <= 4294967295):
-        causes.append(field_invalid(f"{path}.activeDeadlineSeconds", ads, in_range(1, 4294967295)))
+    if ads is not None and (not is_int(ads) or not 1 <= ads <= MAX_INT32):
+        causes.append(field_invalid(f"{path}.activeDeadlineSeconds", ads, in_range(1, MAX_INT32)))
+    pp = spec.get("preemptionPolicy")
+    if pp is not None and pp not in PREEMPTION_POLICIES:
+        causes.append(field_not_supported(f"{path}.preemptionPolicy", pp, PREEMPTION_POLICIES))
+    os_name = as_dict(spec.get("os")).get("name") if spec.get("os") is not None else None
+    if spec.get("os") is not None and os_name not in OS_NAMES:
+        causes.append(field_not_supported(f"{path}.os.name", os_name or "", OS_NAMES))
     tgps = spec.get("terminationGracePeriodSeconds")
     if tgps is not None and not is_int(tgps):
         causes.append(field_invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be an integer"))
@@ -83,9 +98,13 @@ def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str]
     for i, g in enumerate(as_list(spec.get("readinessGates"))):
         ct = str(as_dict(g).get("conditionType") or "")
         causes += [field_invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in is_qualified_name(ct)]
+    gates: set[str] = set()
     for i, g in enumerate(as_list(spec.get("schedulingGates"))):
         n = str(as_dict(g).get("name") or "")
-        causes += [field_invalid(f"{path}.schedulingGates[{i}].name", n, m) for m in is_qualified_name(n)]
+        causes += [field_invalid(f"{path}.schedulingGates[{i}]", n, m) for m in is_qualified_name(n)]
+        if n in gates:
+            causes.append(field_duplicate(f"{path}.schedulingGates[{i}]", n))
+        gates.add(n)
     return causes
 
 
@@ -141,13 +160,32 @@ def _node_selector_requirement(r: Any, path: str) -> list[Cause]:
     return causes + [field_invalid(f"{path}.key", key, m) for m in is_qualified_name(key)]
 
 
+def _node_field_requirement(r: Any, path: str) -> list[Cause]:
+    """Upstream `ValidateNodeFieldSelectorRequirement`: only `metadata.name`, In/NotIn with one value."""
+    r = as_dict(r)
+    op, values = r.get("operator"), as_list(r.get("values"))
+    causes: list[Cause] = []
+    if op in ("In", "NotIn"):
+        if len(values) != 1:
+            causes.append(field_required(f"{path}.values", "Required value: must be only one value when "
+                                         "`operator` is 'In' or 'NotIn' for node field selector"))
+    else:
+        causes.append(field_invalid(f"{path}.operator", op, "not a valid selector operator"))
+    if r.get("key") != "metadata.name":
+        causes.append(field_invalid(f"{path}.key", r.get("key", ""), "not a valid field selector key"))
+    else:
+        for i, v in enumerate(values):
+            causes += [field_invalid(f"{path}.values[{i}]", v, m) for m in is_dns1123_subdomain(str(v))]
+    return causes
+
+
 def _node_selector_term(term: Any, path: str) -> list[Cause]:
     term = as_dict(term)
     causes: list[Cause] = []
     for i, r in enumerate(as_list(term.get("matchExpressions"))):
         causes += _node_selector_requirement(r, f"{path}.matchExpressions[{i}]")
     for i, r in enumerate(as_list(term.get("matchFields"))):
-        causes += _node_selector_requirement(r, f"{path}.matchFields[{i}]")
+        causes += _node_field_requirement(r, f"{path}.matchFields[{i}]")
     return causes
 
 
@@ -191,45 +229,42 @@ def _pod_affinity_term(term: Any, path: str) -> list[Cause]:
     term = as_dict(term)
     causes = validate_label_selector(term.get("labelSelector"), f"{path}.labelSelector")
     causes += validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector")
-    for i, ns in enumerate(as_list(term.get("namespaces"))):
-        causes += [field_invalid(f"{path}.namespaces[{i}]", ns, m) for m in is_dns1123_label(str(ns))]
+    for ns in as_list(term.get("namespaces")):  # upstream reports these on `namespace`, without an index
+        causes += [field_invalid(f"{path}.namespace", ns, m) for m in is_dns1123_label(str(ns))]
     tk = str(term.get("topologyKey") or "")
     if not tk:
         causes.append(field_required(f"{path}.topologyKey", "Required value: can not be empty"))
-    else:
-        causes += [field_invalid(f"{path}.topologyKey", tk, m) for m in is_qualified_name(tk)]
-    return causes
+    return causes + [field_invalid(f"{path}.topologyKey", tk, m) for m in is_qualified_name(tk)]
 
 
 def _spread(constraints: Any, path: str) -> list[Cause]:
+    """Upstream `validateTopologySpreadConstraints`."""
     causes: list[Cause] = []
-    seen: set[tuple[str, str]] = set()
-    for i, c in enumerate(as_list(constraints)):
+    items = [as_dict(c) for c in as_list(constraints)]
+    for i, c in enumerate(items):
         p = f"{path}[{i}]"
-        c = as_dict(c)
         skew = c.get("maxSkew", 0)
         if not is_int(skew) or skew <= 0:
             causes.append(field_invalid(f"{p}.maxSkew", skew, NOT_POSITIVE_MSG))
-        tk = str(c.get("topologyKey") or "")
+        tk = c.get("topologyKey") or ""
         if not tk:
             causes.append(field_required(f"{p}.topologyKey", "Required value: can not be empty"))
-        else:
-            causes += [field_invalid(f"{p}.topologyKey", tk, m) for m in is_qualified_name(tk)]
-        wu = c.get("whenUnsatisfiable")
-        if not wu:
-            causes.append(field_required(f"{p}.whenUnsatisfiable"))
-        elif wu not in UNSATISFIABLE:
+        wu = c.get("whenUnsatisfiable") or ""
+        if wu not in UNSATISFIABLE:
             causes.append(field_not_supported(f"{p}.whenUnsatisfiable", wu, UNSATISFIABLE))
+        if any(o.get("topologyKey") == c.get("topologyKey") and o.get("whenUnsatisfiable") == c.get(
+                "whenUnsatisfiable") for o in items[i + 1:]):
+            causes.append(field_duplicate(f"{p}.{{topologyKey, whenUnsatisfiable}}", f"{{{tk}, {wu}}}"))
         md = c.get("minDomains")
         if md is not None:
             causes += positive_causes(md, f"{p}.minDomains")
             if wu != "DoNotSchedule":
                 causes.append(field_invalid(f"{p}.minDomains", md, "can only use minDomains if "
-                                            "whenUnsatisfiable=DoNotSchedule, not " + str(wu or "")))
-        pair = (tk, str(wu or ""))
-        if tk and wu and pair in seen:
-            causes.append(Cause("FieldValueDuplicate", f'Duplicate value: "{{{tk}, {wu}}}"', f"{p}"))
-        seen.add(pair)
+                                            f"whenUnsatisfiable=DoNotSchedule, not {wu}"))
+        for f in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            pol = c.get(f)
+            if pol is not None and pol not in NODE_INCLUSION:
+                causes.append(field_not_supported(f"{p}.{f}", pol, NODE_INCLUSION))
         causes += validate_label_selector(c.get("labelSelector"), f"{p}.labelSelector")
     return causes
 
@@ -243,8 +278,8 @@ def _dns_config(cfg: Any, policy: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
     servers = as_list(cfg.get("nameservers"))
     if policy == "None" and not servers:
-        causes.append(field_required(f"{path}.nameservers", "Required value: must provide at least one DNS "
-                                     "nameserver when `dnsPolicy` is None"))
+        return [field_required(f"{path}.nameservers", "Required value: must provide at least one DNS "
+                               "nameserver when `dnsPolicy` is None")]
     if len(servers) > MAX_DNS_NAMESERVERS:
         causes.append(field_invalid(f"{path}.nameservers", servers, f"must not have more than "
                                     f"{MAX_DNS_NAMESERVERS} nameservers"))
@@ -254,6 +289,9 @@ def _dns_config(cfg: Any, policy: Any, path: str) -> list[Cause]:
     if len(searches) > MAX_DNS_SEARCHES:
         causes.append(field_invalid(f"{path}.searches", searches, f"must not have more than {MAX_DNS_SEARCHES} "
                                     "search paths"))
+    if len(" ".join(str(x) for x in searches)) > MAX_DNS_SEARCH_CHARS:
+        causes.append(field_invalid(f"{path}.searches", searches, f"must not have more than "
+                                    f"{MAX_DNS_SEARCH_CHARS} characters (including spaces) in the search list"))
     for i, s in enumerate(searches):
         name = str(s)
         if name != ".":
@@ -261,7 +299,7 @@ def _dns_config(cfg: Any, policy: Any, path: str) -> list[Cause]:
                        for m in is_dns1123_subdomain(name[:-1] if name.endswith(".") else name)]
     for i, o in enumerate(as_list(cfg.get("options"))):
         if not as_dict(o).get("name"):
-            causes.append(field_required(f"{path}.options[{i}]", "Required value: Option.Name must not be empty"))
+            causes.append(field_required(f"{path}.options[{i}]", "Required value: must not be empty"))
     return causes
 
 
@@ -286,7 +324,15 @@ def _pod_security_context(sc: Any, path: str) -> list[Cause]:
     pol = sc.get("fsGroupChangePolicy")
     if pol is not None and pol not in FS_GROUP_POLICIES:
         causes.append(field_not_supported(f"{path}.fsGroupChangePolicy", pol, FS_GROUP_POLICIES))
+    seen: set[str] = set()
     for i, s in enumerate(as_list(sc.get("sysctls"))):
-        if not as_dict(s).get("name"):
+        name = str(as_dict(s).get("name") or "")
+        if not name:
             causes.append(field_required(f"{path}.sysctls[{i}].name"))
+        elif len(name) > 253 or not _SYSCTL_RE.fullmatch(name):
+            causes.append(field_invalid(f"{path}.sysctls[{i}].name", name, "must have at most 253 characters and "
+                                        f"match regex ^{_SYSCTL_FMT}$"))
+        elif name in seen:
+            causes.append(field_duplicate(f"{path}.sysctls[{i}].name", name))
+        seen.add(name)
     return causes + seccomp_causes(sc.get("seccompProfile"), f"{path}.seccompProfile")

@@ -16,7 +16,7 @@ from typing import Any
 
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.quantity import parse_quantity
-from lite.validation import is_dns1123_label
+from lite.validation import is_dns1123_label, is_qualified_name
 from lite.valuerules import (
     as_dict,
     as_list,
@@ -31,6 +31,11 @@ HOST_PATH_TYPES = ["", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCre
                    "Socket"]
 VOLUME_FIELD_PATHS = ["metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
                       "metadata.uid"]
+# What upstream's ConvertDownwardAPIFieldLabel knows for v1 (anything else fails conversion first).
+CONVERTIBLE_FIELD_PATHS = frozenset(("metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
+                                     "metadata.uid", "spec.nodeName", "spec.restartPolicy", "spec.serviceAccountName",
+                                     "spec.schedulerName", "status.phase", "status.hostIP", "status.hostIPs",
+                                     "status.podIP", "status.podIPs", "spec.host"))
 RESOURCE_FIELDS = ["limits.cpu", "limits.ephemeral-storage", "limits.memory", "requests.cpu",
                    "requests.ephemeral-storage", "requests.memory"]
 # Every volume source of core/v1 Volume: exactly one must be set.
@@ -111,6 +116,7 @@ def parse_quantity_or_raise(q: Any) -> Fraction:
 
 
 def _key_to_paths(items: Any, path: str) -> list[Cause]:
+    """Upstream `validateKeyToPath` for each item (paths `<path>[i].key|path|mode`)."""
     causes: list[Cause] = []
     for i, it in enumerate(as_list(items)):
         p = f"{path}[{i}]"
@@ -119,8 +125,7 @@ def _key_to_paths(items: Any, path: str) -> list[Cause]:
             causes.append(field_required(f"{p}.key"))
         if not it.get("path"):
             causes.append(field_required(f"{p}.path"))
-        else:
-            causes += local_path_causes(str(it["path"]), f"{p}.path")
+        causes += local_path_causes(str(it.get("path") or ""), f"{p}.path")
         causes += file_mode_causes(it.get("mode"), f"{p}.mode")
     return causes
 
@@ -135,97 +140,128 @@ def _named_source(name_key: str) -> Any:
     return check
 
 
-def _downward_items(items: Any, path: str, in_projection: bool = False) -> list[Cause]:
+def field_selector_causes(ref: Any, allowed: list[str], path: str) -> list[Cause]:
+    """Upstream `validateObjectFieldSelector`: a supported fieldPath, labels/annotations with a subscript."""
+    fp = str(as_dict(ref).get("fieldPath") or "")
+    if not fp:
+        return [field_required(f"{path}.fieldPath")]
+    base, subscript = split_subscript(fp)
+    if subscript is not None:
+        if base not in ("metadata.annotations", "metadata.labels"):
+            return [field_invalid(f"{path}.fieldPath", fp, "error converting fieldPath: field label does not "
+                                  f"support subscript: {fp}")]
+        key = subscript.lower() if base == "metadata.annotations" else subscript
+        return [field_invalid(path, key, m) for m in is_qualified_name(key)]
+    if fp not in CONVERTIBLE_FIELD_PATHS:
+        return [field_invalid(f"{path}.fieldPath", fp, f"error converting fieldPath: field label not supported: {fp}")]
+    if fp not in allowed:
+        return [field_not_supported(f"{path}.fieldPath", fp, allowed)]
+    return []
+
+
+def split_subscript(fp: str) -> tuple[str, str | None]:
+    """Upstream `SplitMaybeSubscriptedPath`: `metadata.labels['app']` -> ("metadata.labels", "app")."""
+    if not fp.endswith("']"):
+        return fp, None
+    head, sep, sub = fp[:-2].partition("['")
+    return (head, sub) if sep and head else (fp, None)
+
+
+def resource_field_causes(ref: Any, path: str, volume: bool) -> list[Cause]:
+    """Upstream `validateContainerResourceFieldSelector` (containerName is required only in volumes)."""
+    ref = as_dict(ref)
+    res = ref.get("resource")
+    if volume and not ref.get("containerName"):
+        return [field_required(f"{path}.containerName")]
+    if not res:
+        return [field_required(f"{path}.resource")]
+    if res not in RESOURCE_FIELDS and not str(res).startswith(("limits.hugepages-", "requests.hugepages-")):
+        return [field_not_supported(f"{path}.resource", res, RESOURCE_FIELDS)]
+    return []
+
+
+def _downward_file(it: Any, path: str) -> list[Cause]:
+    """Upstream `validateDownwardAPIVolumeFile`, which reports on the source's path, not the item's index."""
+    it = as_dict(it)
     causes: list[Cause] = []
-    for i, it in enumerate(as_list(items)):
-        p = f"{path}[{i}]"
-        it = as_dict(it)
-        if not it.get("path"):
-            causes.append(field_required(f"{p}.path"))
-        else:
-            causes += local_path_causes(str(it["path"]), f"{p}.path")
-        causes += file_mode_causes(it.get("mode"), f"{p}.mode")
-        fref, rref = it.get("fieldRef"), it.get("resourceFieldRef")
-        if fref is not None and rref is not None:
-            causes.append(field_invalid(p, "resource", "fieldRef and resourceFieldRef can not be specified "
+    if not it.get("path"):
+        causes.append(field_required(f"{path}.path"))
+    causes += local_path_causes(str(it.get("path") or ""), f"{path}.path")
+    fref, rref = it.get("fieldRef"), it.get("resourceFieldRef")
+    if fref is not None:
+        causes += field_selector_causes(fref, VOLUME_FIELD_PATHS, f"{path}.fieldRef")
+        if rref is not None:
+            causes.append(field_invalid(path, "resource", "fieldRef and resourceFieldRef can not be specified "
                                         "simultaneously"))
-        elif fref is not None:
-            fp = str(as_dict(fref).get("fieldPath") or "")
-            base = fp.split("[", 1)[0] if fp.startswith(("metadata.labels[", "metadata.annotations[")) else fp
-            if not fp:
-                causes.append(field_required(f"{p}.fieldRef.fieldPath"))
-            elif base not in VOLUME_FIELD_PATHS:
-                causes.append(field_not_supported(f"{p}.fieldRef.fieldPath", fp, VOLUME_FIELD_PATHS))
-        elif rref is not None:
-            rref = as_dict(rref)
-            if not rref.get("containerName"):
-                causes.append(field_required(f"{p}.resourceFieldRef.containerName"))
-            res = rref.get("resource")
-            if not res:
-                causes.append(field_required(f"{p}.resourceFieldRef.resource"))
-            elif res not in RESOURCE_FIELDS and not str(res).startswith(("limits.hugepages-",
-                                                                          "requests.hugepages-")):
-                causes.append(field_not_supported(f"{p}.resourceFieldRef.resource", res, RESOURCE_FIELDS))
-        else:
-            causes.append(field_required(p, "Required value: one of fieldRef and resourceFieldRef is required"))
-    return causes
+    elif rref is not None:
+        causes += resource_field_causes(rref, f"{path}.resourceFieldRef", volume=True)
+    else:
+        causes.append(field_required(path, "Required value: one of fieldRef and resourceFieldRef is required"))
+    return causes + file_mode_causes(it.get("mode"), f"{path}.mode")
 
 
 def _downward_api(src: Any, path: str) -> list[Cause]:
     causes = file_mode_causes(src.get("defaultMode"), f"{path}.defaultMode")
-    return causes + _downward_items(src.get("items"), f"{path}.items")
+    for it in as_list(src.get("items")):
+        causes += _downward_file(it, path)
+    return causes
 
 
 def _projected(src: Any, path: str) -> list[Cause]:
+    """Upstream `validateProjectionSources` (duplicate paths reported on the projected volume itself)."""
     causes = file_mode_causes(src.get("defaultMode"), f"{path}.defaultMode")
     seen: set[str] = set()
+
+    def claim(file: str, shown: Any) -> None:
+        if file in seen:
+            causes.append(field_invalid(path, shown, "conflicting duplicate paths"))
+        seen.add(file)
+
     for i, s in enumerate(as_list(src.get("sources"))):
         p = f"{path}.sources[{i}]"
         s = as_dict(s)
         kinds = [k for k in ("secret", "configMap", "downwardAPI", "serviceAccountToken", "clusterTrustBundle")
                  if s.get(k) is not None]
-        if not kinds:
-            causes.append(field_required(p, "Required value: must specify exactly 1 of secret, configMap, "
-                                         "downwardAPI, serviceAccountToken or clusterTrustBundle"))
-            continue
-        causes += [field_forbidden(f"{p}.{k}", "may not specify more than 1 volume type") for k in kinds[1:]]
-        k = kinds[0]
-        sub = as_dict(s.get(k))
-        if k in ("secret", "configMap"):
-            sp = f"{p}.{k}"
-            if not sub.get("name"):
-                causes.append(field_required(f"{sp}.name"))
-            causes += _key_to_paths(sub.get("items"), f"{sp}.items")
-            files = [str(as_dict(it).get("path") or "") for it in as_list(sub.get("items"))]
-        elif k == "downwardAPI":
-            causes += _downward_items(sub.get("items"), f"{p}.downwardAPI.items", True)
-            files = [str(as_dict(it).get("path") or "") for it in as_list(sub.get("items"))]
-        else:
-            causes += _token_source(sub, f"{p}.{k}")
-            files = [str(sub.get("path") or "")]
-        for j, f in enumerate(files):
-            if f and f in seen:
-                where = f"{p}.{k}.path" if k in ("serviceAccountToken", "clusterTrustBundle") \
-                    else f"{p}.{k}.items[{j}].path"
-                causes.append(field_invalid(where, f, "conflicting duplicate paths"))
-            seen.add(f)
+        for k in kinds:
+            sub = as_dict(s.get(k))
+            if k in ("secret", "configMap"):
+                if not sub.get("name"):
+                    causes.append(field_required(f"{p}.{k}.name"))
+                causes += _key_to_paths(sub.get("items"), f"{p}.{k}.items")
+                for it in as_list(sub.get("items")):
+                    if as_dict(it).get("path"):
+                        claim(str(as_dict(it)["path"]), sub.get("name", ""))
+            elif k == "downwardAPI":
+                for it in as_list(sub.get("items")):
+                    causes += _downward_file(it, f"{p}.downwardAPI")
+                    if as_dict(it).get("path"):
+                        claim(str(as_dict(it)["path"]), as_dict(it)["path"])
+            elif k == "serviceAccountToken":
+                causes += _token_source(sub, p, path)
+            else:
+                if not sub.get("path"):
+                    causes.append(field_required(f"{p}.clusterTrustBundlePEM.path"))
+                causes += local_path_causes(str(sub.get("path") or ""), f"{p}.clusterTrustBundlePEM.path")
+                claim(str(sub.get("path") or ""), sub.get("path", ""))
+        if len(kinds) > 1:
+            causes.append(field_forbidden(p, "may not specify more than 1 volume type"))
     return causes
 
 
-def _token_source(src: Any, path: str) -> list[Cause]:
+def _token_source(src: Any, source_path: str, volume_path: str) -> list[Cause]:
+    # Upstream reports the token's path on the projected volume (`projected.path`), not on the source.
     causes: list[Cause] = []
-    if not src.get("path"):
-        causes.append(field_required(f"{path}.path"))
-    else:
-        causes += local_path_causes(str(src["path"]), f"{path}.path")
     exp = src.get("expirationSeconds")
+    tp = f"{source_path}.serviceAccountToken.expirationSeconds"
     if exp is not None:
         if not is_int(exp) or exp < _MIN_TOKEN_SECONDS:
-            causes.append(field_invalid(f"{path}.expirationSeconds", exp,
-                                        "may not specify a duration less than 10 minutes"))
+            causes.append(field_invalid(tp, exp, "may not specify a duration less than 10 minutes"))
         elif exp > 1 << 32:
-            causes.append(field_invalid(f"{path}.expirationSeconds", exp,
-                                        "may not specify a duration larger than 2^32 seconds"))
+            causes.append(field_invalid(tp, exp, "may not specify a duration larger than 2^32 seconds"))
+    if not src.get("path"):
+        causes.append(field_required(f"{volume_path}.path"))
+    else:
+        causes += local_path_causes(str(src["path"]), f"{volume_path}.path")
     return causes
 
 
@@ -239,10 +275,10 @@ def _nfs(src: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
     if not src.get("server"):
         causes.append(field_required(f"{path}.server"))
-    np = src.get("path")
+    np = str(src.get("path") or "")
     if not np:
         causes.append(field_required(f"{path}.path"))
-    elif not str(np).startswith("/"):
+    if not np.startswith("/"):
         causes.append(field_invalid(f"{path}.path", np, "must be an absolute path"))
     return causes
 
