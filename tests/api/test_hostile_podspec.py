@@ -565,6 +565,8 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("cm-key-dotdata", cm(data={"..data": "x"}), "data[..data]", "must not start with '..'"),
     ("cm-key-slash", cm(data={"a/b": "x"}), "data[a/b]", "a valid config key"),
     ("cm-binary-key", cm(binaryData={"../x": "eA=="}), "binaryData[../x]", "a valid config key"),
+    ("cm-data-and-binary", cm(data={"k": "x"}, binaryData={"k": "eA=="}), "data[k]",
+     'Invalid value: "k": duplicate of key present in binaryData'),
     ("secret-key-dotdot", secret(data={"..": "eA=="}), "data[..]", "must not be '..'"),
     ("secret-key-slash", secret(data={"../../etc/passwd": "eA=="}), "data[../../etc/passwd]", "a valid config key"),
     ("svc-port", svc({"ports": [{"port": 0}]}), "spec.ports[0].port", PORT),

@@ -191,7 +191,7 @@ def validate_secret_update(new: Obj, old: Obj) -> list[Cause]:
 def validate_configmap(obj: Obj) -> list[Cause]:
     causes = _validate_keys(obj.get("data"), "data") + _validate_keys(obj.get("binaryData"), "binaryData")
     both = set(obj.get("data") or {}) & set(obj.get("binaryData") or {})
-    causes += [field_duplicate("data", k) for k in sorted(both)]
+    causes += [field_invalid(f"data[{k}]", k, "duplicate of key present in binaryData") for k in sorted(both)]
     return causes
 
 
