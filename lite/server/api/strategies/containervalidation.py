@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
+from lite.server.api.strategies.securityvalidation import container_security_causes
 from lite.server.api.strategies.volumevalidation import (
     field_selector_causes,
     parse_quantity_or_raise,
@@ -27,7 +28,6 @@ from lite.valuerules import (
     NEGATIVE_MSG,
     as_dict,
     as_list,
-    id_causes,
     is_config_map_key,
     is_env_var_name,
     is_http_header_name,
@@ -45,7 +45,6 @@ MOUNT_PROPAGATION = ["Bidirectional", "HostToContainer", "None"]
 ENV_FIELD_PATHS = ["metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
                    "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"]
 SCHEMES = ["HTTP", "HTTPS"]
-SECCOMP_TYPES = ["Localhost", "RuntimeDefault", "Unconfined"]
 _TMP = ["File", "FallbackToLogsOnError"]
 _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _ONE_FIELD = "may not have more than one field specified at a time"
@@ -145,7 +144,7 @@ def _container(c: Mapping[str, Any], path: str, volumes: set[str], for_pod: bool
     privileged = as_dict(c.get("securityContext")).get("privileged") is True
     causes += _mounts(c.get("volumeMounts"), f"{path}.volumeMounts", volumes, privileged)
     causes += validate_resources(c.get("resources"), f"{path}.resources")
-    causes += _security_context(c.get("securityContext"), f"{path}.securityContext")
+    causes += container_security_causes(c.get("securityContext"), f"{path}.securityContext")
     if not probes:
         return causes
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
@@ -380,46 +379,4 @@ def _handler(h: Mapping[str, Any], path: str, grace: int, *, lifecycle_hook: boo
         if not is_int(secs) or secs <= 0 or secs > grace:
             causes.append(field_invalid(p, secs, "must be greater than 0 and less than "
                                         f"terminationGracePeriodSeconds ({grace})"))
-    return causes
-
-
-def _security_context(sc: Any, path: str) -> list[Cause]:
-    if sc is None:
-        return []
-    sc = as_dict(sc)
-    causes = id_causes(sc.get("runAsUser"), f"{path}.runAsUser") + id_causes(sc.get("runAsGroup"),
-                                                                              f"{path}.runAsGroup")
-    if sc.get("privileged") is True and sc.get("allowPrivilegeEscalation") is False:
-        causes.append(field_invalid(path, "", "cannot set `allowPrivilegeEscalation` to false and `privileged` "
-                                    "to true"))
-    adds = as_list(as_dict(sc.get("capabilities")).get("add"))
-    if sc.get("allowPrivilegeEscalation") is False and "CAP_SYS_ADMIN" in adds:
-        causes.append(field_invalid(path, "", "cannot set `allowPrivilegeEscalation` to false and "
-                                    "`capabilities.Add` CAP_SYS_ADMIN"))
-    pm = sc.get("procMount")
-    if pm is not None and pm not in ("Default", "Unmasked"):
-        causes.append(field_not_supported(f"{path}.procMount", pm, ["Default", "Unmasked"]))
-    return causes + seccomp_causes(sc.get("seccompProfile"), f"{path}.seccompProfile")
-
-
-def seccomp_causes(profile: Any, path: str) -> list[Cause]:
-    if profile is None:
-        return []
-    profile = as_dict(profile)
-    ptype = profile.get("type")
-    causes: list[Cause] = []
-    if not ptype:
-        causes.append(field_required(f"{path}.type", "Required value: type is required when seccompProfile is set"))
-    elif ptype not in SECCOMP_TYPES:
-        causes.append(field_not_supported(f"{path}.type", ptype, SECCOMP_TYPES))
-    local = profile.get("localhostProfile")
-    if ptype == "Localhost":
-        if local is None:
-            causes.append(field_required(f"{path}.localhostProfile", "Required value: must be set when seccomp "
-                                         "type is Localhost"))
-        else:
-            causes += local_descending_path_causes(str(local), f"{path}.localhostProfile")
-    elif local is not None:
-        causes.append(field_invalid(f"{path}.localhostProfile", local, "can only be set when seccomp type is "
-                                    "Localhost"))
     return causes

@@ -11,12 +11,12 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
-from lite.server.api.strategies.containervalidation import seccomp_causes, validate_containers
+from lite.server.api.strategies.containervalidation import validate_containers
+from lite.server.api.strategies.securityvalidation import pod_security_causes
 from lite.server.api.strategies.volumevalidation import validate_volumes
 from lite.validation import (
     is_dns1123_label,
@@ -30,7 +30,6 @@ from lite.valuerules import (
     NOT_POSITIVE_MSG,
     as_dict,
     as_list,
-    id_causes,
     in_range,
     is_int,
     is_valid_ip,
@@ -42,7 +41,6 @@ DNS_POLICIES = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]
 TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 UNSATISFIABLE = ["DoNotSchedule", "ScheduleAnyway"]
 NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
-FS_GROUP_POLICIES = ["Always", "OnRootMismatch"]
 MAX_DNS_NAMESERVERS = 3
 MAX_DNS_SEARCHES = 32
 MAX_DNS_SEARCH_CHARS = 2048
@@ -50,9 +48,6 @@ MAX_INT32 = 2147483647
 PREEMPTION_POLICIES = ["PreemptLowerPriority", "Never"]
 OS_NAMES = ["linux", "windows"]
 NODE_INCLUSION = ["Honor", "Ignore"]
-_SYSCTL_SEGMENT = "[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
-_SYSCTL_FMT = "(" + _SYSCTL_SEGMENT + "[\\./])*" + _SYSCTL_SEGMENT
-_SYSCTL_RE = re.compile(_SYSCTL_FMT)
 
 
 def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str] | None = None,
@@ -94,7 +89,7 @@ def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str]
     causes += _affinity(as_dict(spec.get("affinity")), f"{path}.affinity")
     causes += _spread(spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints")
     causes += _host_aliases(spec.get("hostAliases"), f"{path}.hostAliases")
-    causes += _pod_security_context(spec.get("securityContext"), f"{path}.securityContext")
+    causes += pod_security_causes(spec.get("securityContext"), f"{path}.securityContext")
     for i, g in enumerate(as_list(spec.get("readinessGates"))):
         ct = str(as_dict(g).get("conditionType") or "")
         causes += [field_invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in is_qualified_name(ct)]
@@ -312,27 +307,3 @@ def _host_aliases(aliases: Any, path: str) -> list[Cause]:
         for j, h in enumerate(as_list(a.get("hostnames"))):
             causes += [field_invalid(f"{path}[{i}].hostnames[{j}]", h, m) for m in is_dns1123_subdomain(str(h))]
     return causes
-
-
-def _pod_security_context(sc: Any, path: str) -> list[Cause]:
-    sc = as_dict(sc)
-    causes: list[Cause] = []
-    for f in ("runAsUser", "runAsGroup", "fsGroup"):
-        causes += id_causes(sc.get(f), f"{path}.{f}")
-    for i, g in enumerate(as_list(sc.get("supplementalGroups"))):
-        causes += id_causes(g, f"{path}.supplementalGroups[{i}]")
-    pol = sc.get("fsGroupChangePolicy")
-    if pol is not None and pol not in FS_GROUP_POLICIES:
-        causes.append(field_not_supported(f"{path}.fsGroupChangePolicy", pol, FS_GROUP_POLICIES))
-    seen: set[str] = set()
-    for i, s in enumerate(as_list(sc.get("sysctls"))):
-        name = str(as_dict(s).get("name") or "")
-        if not name:
-            causes.append(field_required(f"{path}.sysctls[{i}].name"))
-        elif len(name) > 253 or not _SYSCTL_RE.fullmatch(name):
-            causes.append(field_invalid(f"{path}.sysctls[{i}].name", name, "must have at most 253 characters and "
-                                        f"match regex ^{_SYSCTL_FMT}$"))
-        elif name in seen:
-            causes.append(field_duplicate(f"{path}.sysctls[{i}].name", name))
-        seen.add(name)
-    return causes + seccomp_causes(sc.get("seccompProfile"), f"{path}.seccompProfile")
