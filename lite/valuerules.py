@@ -37,7 +37,7 @@ _HEADER_RE = re.compile(_HEADER_FMT)
 
 def as_dict(v: Any) -> Mapping[str, Any]:
     """`v` when it is an object, else an empty one (wrong JSON types are the schema check's to report)."""
-    return v if isinstance(v, Mapping) else {}
+    return v if isinstance(v, dict) else {}  # decoded JSON: dict (a plain type check is ~4x cheaper than Mapping)
 
 
 def as_list(v: Any) -> list[Any]:

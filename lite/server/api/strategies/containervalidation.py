@@ -325,6 +325,8 @@ def _qstr(q: Any) -> str:
 
 
 def _resource_name(name: str, path: str) -> list[Cause]:
+    if name in _STANDARD_RESOURCES:
+        return []
     errs = is_qualified_name(name)
     if errs:
         return [field_invalid(path, name, m) for m in errs]

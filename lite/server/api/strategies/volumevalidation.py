@@ -44,6 +44,7 @@ VOLUME_SOURCES = ("hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockS
                   "downwardAPI", "fc", "azureFile", "configMap", "vsphereVolume", "quobyte", "azureDisk",
                   "photonPersistentDisk", "projected", "portworxVolume", "scaleIO", "storageos", "csi", "ephemeral",
                   "image")
+_SOURCE_ORDER = {s: i for i, s in enumerate(VOLUME_SOURCES)}
 _MIN_TOKEN_SECONDS = 600
 
 
@@ -71,7 +72,7 @@ def validate_volumes(volumes: Any, path: str) -> tuple[list[Cause], set[str]]:
 
 
 def validate_volume_source(v: dict[str, Any], path: str) -> list[Cause]:
-    present = [s for s in VOLUME_SOURCES if v.get(s) is not None]
+    present = sorted((k for k in v if k in _SOURCE_ORDER and v[k] is not None), key=_SOURCE_ORDER.__getitem__)
     if not present:
         return [field_required(path, "Required value: must specify a volume type")]
     causes = [field_forbidden(f"{path}.{s}", "may not specify more than 1 volume type") for s in present[1:]]
