@@ -61,6 +61,12 @@ def prepare_update_service(new: Obj, old: Obj) -> None:
     nspec, ospec = new.get("spec"), old.get("spec") or {}
     if not isinstance(nspec, dict):
         return
+    # Upstream dropTypeDependentFields: leaving NodePort/LoadBalancer drops an unchanged externalTrafficPolicy
+    # (its default), which validation refuses on services that are not externally accessible.
+    external = ("NodePort", "LoadBalancer")
+    if ospec.get("type") in external and nspec.get("type") not in external and \
+            nspec.get("externalTrafficPolicy") == ospec.get("externalTrafficPolicy"):
+        nspec.pop("externalTrafficPolicy", None)
     if nspec.get("type", "ClusterIP") != "ExternalName":
         for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
             if not nspec.get(key) and ospec.get(key):
