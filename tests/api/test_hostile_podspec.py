@@ -125,6 +125,17 @@ def pvc(spec: Obj) -> Obj:
             "spec": _merge({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}, spec)}
 
 
+def pdb(spec: Obj) -> Obj:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb"},
+            "spec": {"selector": {"matchLabels": {"app": "x"}}, **spec}}
+
+
+def hpa(spec: Obj) -> Obj:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "hpa"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                     "maxReplicas": 3, **spec}}
+
+
 S = "spec"
 C0 = "spec.containers[0]"
 V0 = "spec.volumes[0]"
@@ -592,12 +603,26 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("pvc-storage-negative", pvc({"resources": {"requests": {"storage": "-1Gi"}}}),
      "spec.resources.requests[storage]", "greater than or equal to 0"),
     ("pvc-storage-garbage", pvc({"resources": {"requests": {"storage": "big"}}}), None, QUANTITY),
+    ("pdb-both", pdb({"minAvailable": 1, "maxUnavailable": 1}), "spec",
+     "minAvailable and maxUnavailable cannot be both set"),
+    ("pdb-percent", pdb({"minAvailable": "150%"}), "spec.minAvailable", "must not be greater than 100%"),
+    ("pdb-garbage", pdb({"maxUnavailable": "lots"}), "spec.maxUnavailable", "a valid percent string"),
+    ("pdb-negative", pdb({"minAvailable": -1}), "spec.minAvailable", "must be greater than or equal to 0"),
+    ("pdb-policy", pdb({"minAvailable": 1, "unhealthyPodEvictionPolicy": "Never"}),
+     "spec.unhealthyPodEvictionPolicy", "Unsupported value"),
+    ("hpa-min", hpa({"minReplicas": 0}), "spec.minReplicas", "must be greater than or equal to 1"),
+    ("hpa-max", hpa({"maxReplicas": 0}), "spec.maxReplicas", "must be greater than 0"),
+    ("hpa-max-below-min", hpa({"minReplicas": 5, "maxReplicas": 2}), "spec.maxReplicas",
+     "must be greater than or equal to `minReplicas`"),
+    ("hpa-target", hpa({"scaleTargetRef": {"kind": "Deployment", "name": ""}}), "spec.scaleTargetRef.name",
+     "Required value"),
 ]
 
 _PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets",
             "PersistentVolumeClaim": "persistentvolumeclaims", "ReplicationController": "replicationcontrollers",
             "Deployment": "deployments", "ReplicaSet": "replicasets", "DaemonSet": "daemonsets",
-            "StatefulSet": "statefulsets", "Job": "jobs", "CronJob": "cronjobs", "Namespace": "namespaces"}
+            "StatefulSet": "statefulsets", "Job": "jobs", "CronJob": "cronjobs", "Namespace": "namespaces",
+            "PodDisruptionBudget": "poddisruptionbudgets", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
 
 
 def _collection(body: Obj) -> str:
@@ -679,6 +704,8 @@ VALID: list[tuple[str, Obj]] = [
                      "ports": [{"name": "web", "port": 80, "targetPort": "http"}]})),
     ("configmap", cm(data={"a.conf": "x", ".hidden": "y", "KEY_1": "z"})),
     ("namespace", ns(["kubernetes", "example.com/cleanup"])),
+    ("pdb", pdb({"maxUnavailable": "25%"})),
+    ("hpa", hpa({"minReplicas": 1, "maxReplicas": 5})),
 ]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from lite.errors import Cause, field_invalid, field_not_supported, field_required
 from lite.server.api.strategies.volumevalidation import quantity_sign
 from lite.server.controllers import cron
-from lite.validation import is_dns1123_subdomain, is_qualified_name, validate_labels
+from lite.validation import is_dns1123_subdomain, is_qualified_name, validate_label_selector, validate_labels
 from lite.valuerules import (
     NEGATIVE_MSG,
     NOT_POSITIVE_MSG,
@@ -38,6 +38,7 @@ POD_MANAGEMENT = ["OrderedReady", "Parallel"]
 STS_UPDATE = ["OnDelete", "RollingUpdate"]
 DS_UPDATE = ["OnDelete", "RollingUpdate"]
 COMPLETION_MODES = ["Indexed", "NonIndexed"]
+EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
 _PERCENT = re.compile(r"[0-9]+%")
 _STANDARD_FINALIZERS = ("kubernetes",)
 
@@ -225,3 +226,36 @@ def cronjob_causes(obj: Mapping[str, Any]) -> list[Cause]:
         causes += non_negative_causes(spec.get(f), f"spec.{f}")
     jt = as_dict(as_dict(spec.get("jobTemplate")).get("spec"))
     return causes + job_spec_causes(jt, "spec.jobTemplate.spec")
+
+
+def pdb_causes(obj: Mapping[str, Any]) -> list[Cause]:
+    """policy/v1 PodDisruptionBudget (the disruption controller computes with these values)."""
+    spec = as_dict(obj.get("spec"))
+    causes: list[Cause] = []
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        causes.append(field_invalid("spec", "", "minAvailable and maxUnavailable cannot be both set"))
+    for f in ("minAvailable", "maxUnavailable"):
+        causes += _int_or_percent(spec.get(f), f"spec.{f}")
+    causes += validate_label_selector(spec.get("selector"), "spec.selector")
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in EVICTION_POLICIES:
+        causes.append(field_not_supported("spec.unhealthyPodEvictionPolicy", policy, EVICTION_POLICIES))
+    return causes
+
+
+def hpa_causes(obj: Mapping[str, Any]) -> list[Cause]:
+    """autoscaling/v2 HorizontalPodAutoscaler replica bounds and target (the HPA controller reads them)."""
+    spec = as_dict(obj.get("spec"))
+    causes: list[Cause] = []
+    ref = as_dict(spec.get("scaleTargetRef"))
+    for f in ("kind", "name"):
+        if not ref.get(f):
+            causes.append(field_required(f"spec.scaleTargetRef.{f}"))
+    lo, hi = spec.get("minReplicas"), spec.get("maxReplicas")
+    if lo is not None and (not is_int(lo) or lo < 1):
+        causes.append(field_invalid("spec.minReplicas", lo, "must be greater than or equal to 1"))
+    if not is_int(hi) or hi < 1:
+        causes.append(field_invalid("spec.maxReplicas", hi if hi is not None else 0, "must be greater than 0"))
+    elif is_int(lo) and hi < lo:
+        causes.append(field_invalid("spec.maxReplicas", hi, "must be greater than or equal to `minReplicas`"))
+    return causes
