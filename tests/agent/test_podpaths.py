@@ -178,3 +178,19 @@ def test_container_names_never_leave_the_pod_dir(pod_dir: Path) -> None:
             log_path(st, bad, 0)
         with pytest.raises(podpaths.UnsafePath):
             state_dir(st, bad)
+
+
+def test_agent_refuses_a_pod_whose_uid_is_a_path(tmp_path: Path) -> None:
+    """The uid names `<data>/agent/pods/<uid>`, which the agent creates and later removes with rmtree."""
+    from lite.agent.agent import Agent, AgentConfig
+
+    agent = Agent(AgentConfig(server_url="https://127.0.0.1:1", token="t", node_name="n1", data_dir=tmp_path / "d",
+                              runtime="process", use_cgroups=False, node_ip="10.9.9.9"))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("x")
+    for uid in ("../../../victim", "..", "a/b"):
+        pod = {"metadata": {"name": "p", "namespace": "ns", "uid": uid}, "spec": {"containers": [{"name": "c"}]}}
+        agent._upsert(pod)
+        assert agent.runners == {} and agent._pending == []
+    assert (victim / "keep").read_text() == "x"
