@@ -536,6 +536,10 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
                     "spec": {"selector": {"app": "x"}, "template": {
                         "metadata": {"labels": {"app": "x"}}, "spec": vol({"name": "/x", "emptyDir": {}})["spec"]}}},
      f"{T}.volumes[0].name", LABEL),
+    ("rc-selector", {"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc"},
+                     "spec": {"selector": {"app": "bad value"}, "template": {
+                         "metadata": {"labels": {"app": "bad value"}}, "spec": pod()["spec"]}}},
+     "spec.selector", "a valid label must be an empty string or consist of alphanumeric characters"),
     # -- workload-level rules
     ("deploy-replicas", workload("Deployment", {"replicas": -1}), "spec.replicas", "greater than or equal to 0"),
     ("deploy-min-ready", workload("Deployment", {"minReadySeconds": -1}), "spec.minReadySeconds",

@@ -177,7 +177,9 @@ def validate_rc(obj: Obj) -> list[Cause]:
         causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_map(tlabels)}: `selector` does not "
                             "match template `labels`", "spec.template.metadata.labels"))
     if tpl is not None:
+        causes += validate_labels((tpl.get("metadata") or {}).get("labels"), "spec.template.metadata.labels")
         causes += validate_pod_spec(tpl.get("spec"), "spec.template.spec", ["Always"])
+    causes += validate_labels(sel if isinstance(sel, dict) else None, "spec.selector")
     return causes
 
 
