@@ -49,7 +49,7 @@ _MIN_TOKEN_SECONDS = 600
 
 
 def validate_volumes(volumes: Any, path: str) -> tuple[list[Cause], set[str]]:
-    """The causes and the set of valid volume names (for volumeMounts)."""
+    """The causes and the names of the valid volumes (upstream: a mount of an invalid volume is also NotFound)."""
     causes: list[Cause] = []
     names: set[str] = set()
     for i, v in enumerate(as_list(volumes)):
@@ -58,16 +58,19 @@ def validate_volumes(volumes: Any, path: str) -> tuple[list[Cause], set[str]]:
             causes.append(field_invalid(p, v, "must be an object"))
             continue
         name = v.get("name")
+        own = validate_volume_source(v, p)
         if not name:
-            causes.append(field_required(f"{p}.name"))
-        elif not isinstance(name, str) or (errs := is_dns1123_label(name)):
-            msgs = errs if isinstance(name, str) else ["must be a string"]
-            causes += [field_invalid(f"{p}.name", name, m) for m in msgs]
-        elif name in names:
-            causes.append(field_duplicate(f"{p}.name", name))
+            own.append(field_required(f"{p}.name"))
+        elif not isinstance(name, str):
+            own.append(field_invalid(f"{p}.name", name, "must be a string"))
         else:
-            names.add(name)
-        causes += validate_volume_source(v, p)
+            own += [field_invalid(f"{p}.name", name, m) for m in is_dns1123_label(name)]
+            if name in names:
+                own.append(field_duplicate(f"{p}.name", name))
+        if own:
+            causes += own
+        else:
+            names.add(str(name))
     return causes, names
 
 
