@@ -591,6 +591,8 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("svc-node-port", svc({"type": "NodePort", "ports": [{"port": 80, "nodePort": 70000}]}),
      "spec.ports[0].nodePort", PORT),
     ("svc-type", svc({"type": "Magic"}), "spec.type", "Unsupported value"),
+    ("svc-dup-port", svc({"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 80}]}), "spec.ports[1]",
+     'Duplicate value: core.ServicePort{Name:"", Protocol:"TCP", AppProtocol:(*string)(nil), Port:80'),
     ("svc-traffic-policy", svc({"type": "NodePort", "externalTrafficPolicy": "Nearest"}),
      "spec.externalTrafficPolicy", "Unsupported value"),
     ("svc-internal-policy", svc({"internalTrafficPolicy": "Nearest"}), "spec.internalTrafficPolicy",

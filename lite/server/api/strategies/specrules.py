@@ -61,8 +61,15 @@ def service_causes(obj: Mapping[str, Any]) -> list[Cause]:
     spec = as_dict(obj.get("spec"))
     stype = spec.get("type", "ClusterIP")
     causes = validate_labels(spec.get("selector"), "spec.selector")
+    seen: set[tuple[Any, Any]] = set()
     for i, p in enumerate(as_list(spec.get("ports"))):
         p = as_dict(p)
+        key = (p.get("protocol", "TCP"), p.get("port"))
+        if key in seen:  # upstream shows the (protocol, port) key as the Go struct it compares
+            shown = (f'core.ServicePort{{Name:"", Protocol:"{key[0]}", AppProtocol:(*string)(nil), Port:{key[1]}, '
+                     'TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:""}, NodePort:0}')
+            causes.append(Cause("FieldValueDuplicate", f"Duplicate value: {shown}", f"spec.ports[{i}]"))
+        seen.add(key)
         if "targetPort" in p and not is_int(p["targetPort"]):
             causes += port_num_or_name_causes(p["targetPort"], f"spec.ports[{i}].targetPort")
         np = p.get("nodePort")
