@@ -549,8 +549,12 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("deploy-surge-both-zero", workload("Deployment", {"strategy": {"rollingUpdate": {"maxSurge": 0,
                                                                                       "maxUnavailable": 0}}}),
      "spec.strategy.rollingUpdate.maxUnavailable", "may not be 0 when `maxSurge` is 0"),
-    ("deploy-surge-percent", workload("Deployment", {"strategy": {"rollingUpdate": {"maxSurge": "150%"}}}),
-     "spec.strategy.rollingUpdate.maxSurge", "must not be greater than 100%"),
+    ("deploy-unavailable-percent", workload("Deployment", {"strategy": {"rollingUpdate": {
+        "maxUnavailable": "150%"}}}), "spec.strategy.rollingUpdate.maxUnavailable", "must not be greater than 100%"),
+    ("deploy-progress-zero", workload("Deployment", {"progressDeadlineSeconds": 0}), "spec.progressDeadlineSeconds",
+     "must be greater than minReadySeconds"),
+    ("deploy-recreate-rolling", workload("Deployment", {"strategy": {"type": "Recreate", "rollingUpdate": {
+        "maxSurge": 1}}}), "spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"),
     ("deploy-surge-garbage", workload("Deployment", {"strategy": {"rollingUpdate": {"maxSurge": "lots"}}}),
      "spec.strategy.rollingUpdate.maxSurge", "a valid percent string"),
     ("sts-pod-management", workload("StatefulSet", {"podManagementPolicy": "Random"}), "spec.podManagementPolicy",
@@ -703,7 +707,7 @@ VALID: list[tuple[str, Obj]] = [
         "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
         "securityContext": {"runAsGroup": 0, "seccompProfile": {"type": "RuntimeDefault"}},
     })),
-    ("deployment", workload("Deployment", {"strategy": {"rollingUpdate": {"maxSurge": "100%",
+    ("deployment", workload("Deployment", {"strategy": {"rollingUpdate": {"maxSurge": "200%",
                                                                           "maxUnavailable": 0}}})),
     ("cronjob", cronjob({"schedule": "*/5 * * * *", "timeZone": "Europe/Paris"})),
     ("service", svc({"type": "NodePort", "externalTrafficPolicy": "Local",

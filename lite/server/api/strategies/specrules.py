@@ -117,14 +117,14 @@ def pvc_causes(obj: Mapping[str, Any]) -> list[Cause]:
     return causes
 
 
-def _int_or_percent(v: Any, path: str) -> list[Cause]:
-    """Upstream `ValidatePositiveIntOrPercent` (+ a percentage may not exceed 100%)."""
+def _int_or_percent(v: Any, path: str, capped: bool = True) -> list[Cause]:
+    """Upstream `ValidatePositiveIntOrPercent`, and `IsNotMoreThan100Percent` when `capped`."""
     if v is None:
         return []
     if is_int(v):
         return non_negative_causes(v, path)
     if isinstance(v, str) and _PERCENT.fullmatch(v):
-        if int(v[:-1]) > 100:
+        if capped and int(v[:-1]) > 100:
             return [field_invalid(path, v, "must not be greater than 100%")]
         return []
     return [field_invalid(path, v, "a valid percent string must be a numeric string followed by an ending '%' "
@@ -140,8 +140,8 @@ def deployment_causes(obj: Mapping[str, Any]) -> list[Cause]:
     causes = non_negative_causes(spec.get("minReadySeconds"), "spec.minReadySeconds")
     pds = spec.get("progressDeadlineSeconds")
     if pds is not None:
-        causes += positive_causes(pds, "spec.progressDeadlineSeconds")
-        mrs = spec.get("minReadySeconds")
+        causes += non_negative_causes(pds, "spec.progressDeadlineSeconds")
+        mrs = spec.get("minReadySeconds") or 0
         if is_int(pds) and is_int(mrs) and pds <= mrs:
             causes.append(field_invalid("spec.progressDeadlineSeconds", pds, "must be greater than "
                                         "minReadySeconds"))
@@ -153,7 +153,7 @@ def deployment_causes(obj: Mapping[str, Any]) -> list[Cause]:
                             "'Recreate'", base))
     if ru:
         causes += _int_or_percent(ru.get("maxUnavailable"), f"{base}.maxUnavailable")
-        causes += _int_or_percent(ru.get("maxSurge"), f"{base}.maxSurge")
+        causes += _int_or_percent(ru.get("maxSurge"), f"{base}.maxSurge", capped=False)  # a surge may exceed 100%
         if _is_zero(ru.get("maxUnavailable")) and _is_zero(ru.get("maxSurge")):
             causes.append(field_invalid(f"{base}.maxUnavailable", ru.get("maxUnavailable"),
                                         "may not be 0 when `maxSurge` is 0"))
