@@ -574,6 +574,8 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("cronjob-schedule", cronjob({"schedule": "61 * * * *"}), "spec.schedule", "above maximum"),
     ("cronjob-schedule-words", cronjob({"schedule": "every day"}), "spec.schedule", "expected exactly 5 fields"),
     ("cronjob-timezone", cronjob({"timeZone": "Mars/Olympus"}), "spec.timeZone", "unknown time zone"),
+    ("cronjob-tz-in-schedule", cronjob({"schedule": "CRON_TZ=Europe/Paris 0 * * * *"}), "spec.schedule",
+     "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"),
     ("cronjob-deadline", cronjob({"startingDeadlineSeconds": -1}), "spec.startingDeadlineSeconds",
      "greater than or equal to 0"),
     ("cronjob-history", cronjob({"successfulJobsHistoryLimit": -1}), "spec.successfulJobsHistoryLimit",
