@@ -622,6 +622,9 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("pdb-negative", pdb({"minAvailable": -1}), "spec.minAvailable", "must be greater than or equal to 0"),
     ("pdb-policy", pdb({"minAvailable": 1, "unhealthyPodEvictionPolicy": "Never"}),
      "spec.unhealthyPodEvictionPolicy", "Unsupported value"),
+    ("node-pod-cidr", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+                       "spec": {"podCIDRs": ["10.42.0.0/24", "not-a-cidr"]}},
+     "spec.podCIDRs[1]", 'Invalid value: []string{"10.42.0.0/24", "not-a-cidr"}: must be valid CIDR'),
     ("hpa-min", hpa({"minReplicas": 0}), "spec.minReplicas", "must be greater than or equal to 1"),
     ("hpa-max", hpa({"maxReplicas": 0}), "spec.maxReplicas", "must be greater than 0"),
     ("hpa-max-below-min", hpa({"minReplicas": 5, "maxReplicas": 2}), "spec.maxReplicas",
@@ -634,13 +637,15 @@ _PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Se
             "PersistentVolumeClaim": "persistentvolumeclaims", "ReplicationController": "replicationcontrollers",
             "Deployment": "deployments", "ReplicaSet": "replicasets", "DaemonSet": "daemonsets",
             "StatefulSet": "statefulsets", "Job": "jobs", "CronJob": "cronjobs", "Namespace": "namespaces",
-            "PodDisruptionBudget": "poddisruptionbudgets", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
+            "PodDisruptionBudget": "poddisruptionbudgets", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+            "Node": "nodes"}
 
 
 def _collection(body: Obj) -> str:
     api, plural = body["apiVersion"], _PLURALS[body["kind"]]
     prefix = f"/api/{api}" if api == "v1" else f"/apis/{api}"
-    return f"{prefix}/{plural}" if body["kind"] == "Namespace" else f"{prefix}/namespaces/default/{plural}"
+    cluster_scoped = body["kind"] in ("Namespace", "Node")
+    return f"{prefix}/{plural}" if cluster_scoped else f"{prefix}/namespaces/default/{plural}"
 
 
 @pytest.mark.parametrize(("case", "body", "field", "fragment"), CASES, ids=[c[0] for c in CASES])

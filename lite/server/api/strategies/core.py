@@ -296,7 +296,7 @@ def validate_node(obj: Obj) -> list[Cause]:
         for field in ("type", "status"):
             if not isinstance(c, dict) or not c.get(field):
                 causes.append(field_required(f"status.conditions[{i}].{field}"))
-    return causes
+    return causes + specrules.node_causes(obj)
 
 
 def default_event(obj: Obj) -> None:

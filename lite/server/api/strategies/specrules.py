@@ -9,6 +9,7 @@ them); a quantity that does not parse raises ValueError (a 400 decode error upst
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -272,4 +273,19 @@ def hpa_causes(obj: Mapping[str, Any]) -> list[Cause]:
         causes.append(field_invalid("spec.maxReplicas", hi if hi is not None else 0, "must be greater than 0"))
     elif is_int(lo) and hi < lo:
         causes.append(field_invalid("spec.maxReplicas", hi, "must be greater than or equal to `minReplicas`"))
+    return causes
+
+
+def node_causes(obj: Mapping[str, Any]) -> list[Cause]:
+    """spec.podCIDRs are CIDRs (agents build the pod network from them); podCIDR is podCIDRs[0] in v1."""
+    spec = as_dict(obj.get("spec"))
+    cidrs = as_list(spec.get("podCIDRs")) or ([spec["podCIDR"]] if spec.get("podCIDR") else [])
+    shown = "[]string{" + ", ".join(f'"{c}"' for c in cidrs) + "}"
+    causes: list[Cause] = []
+    for i, cidr in enumerate(cidrs):
+        try:
+            ipaddress.ip_network(str(cidr), strict=False)
+        except ValueError:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {shown}: must be valid CIDR",
+                                f"spec.podCIDRs[{i}]"))
     return causes
