@@ -722,6 +722,10 @@ VALID: list[tuple[str, Obj]] = [
     ("configmap", cm(data={"a.conf": "x", ".hidden": "y", "KEY_1": "z"})),
     ("namespace", ns(["kubernetes", "example.com/cleanup"])),
     ("pdb", pdb({"maxUnavailable": "25%"})),
+    # Upstream checks image whitespace only on pods (templates keep it for backward compatibility).
+    ("template-image-whitespace", tmpl("Deployment", None, {"image": "nginx "})),
+    ("sidecar-with-readiness", pod({"initContainers": [{"name": "side", "image": "i", "restartPolicy": "Always",
+                                                       "readinessProbe": {"exec": {"command": ["true"]}}}]})),
     ("hpa", hpa({"minReplicas": 1, "maxReplicas": 5})),
 ]
 
