@@ -66,6 +66,11 @@ def _umount(path: Path) -> None:
 Payload = dict[str, tuple[bytes, int]]
 
 
+def _or(value: Any, default: int) -> Any:
+    """A mode field, or the default when it is absent or null."""
+    return default if value is None else value
+
+
 def _items(data: dict[str, bytes], items: list[Obj] | None, mode: int, what: str, optional: bool) -> Payload:
     out: Payload = {}
     if not items:
@@ -79,7 +84,7 @@ def _items(data: dict[str, bytes], items: list[Obj] | None, mode: int, what: str
             raise VolumeError(f'configmap references non-existent config key: {key}' if what == "configmap"
                               else f"references non-existent secret key: {key}")
         rel = podpaths.relative(item.get("path") or key, f"{what} item path")
-        out[str(rel)] = (data[key], podpaths.file_mode(item.get("mode", mode), f"{what} item mode"))
+        out[str(rel)] = (data[key], podpaths.file_mode(_or(item.get("mode"), mode), f"{what} item mode"))
     return out
 
 
@@ -93,7 +98,7 @@ def _config_map_payload(src: Obj, ctx: PodContext, default_mode: int) -> Payload
         raise VolumeError(f'configmap "{name}" not found')
     data = {k: v.encode() for k, v in (cm.get("data") or {}).items()}
     data.update({k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()})
-    mode = podpaths.file_mode(src.get("defaultMode", default_mode), "configMap defaultMode")
+    mode = podpaths.file_mode(_or(src.get("defaultMode"), default_mode), "configMap defaultMode")
     return _items(data, src.get("items"), mode, "configmap", optional)
 
 
@@ -106,12 +111,12 @@ def _secret_payload(src: Obj, ctx: PodContext, default_mode: int, name_key: str 
             return {}
         raise VolumeError(f'secret "{name}" not found')
     data = {k: base64.b64decode(v) for k, v in (sec.get("data") or {}).items()}
-    mode = podpaths.file_mode(src.get("defaultMode", default_mode), "secret defaultMode")
+    mode = podpaths.file_mode(_or(src.get("defaultMode"), default_mode), "secret defaultMode")
     return _items(data, src.get("items"), mode, "secret", optional)
 
 
 def _downward_payload(src: Obj, pod: Obj, ctx: PodContext, default_mode: int) -> Payload:
-    mode = podpaths.file_mode(src.get("defaultMode", default_mode), "downwardAPI defaultMode")
+    mode = podpaths.file_mode(_or(src.get("defaultMode"), default_mode), "downwardAPI defaultMode")
     out: Payload = {}
     containers = {c.get("name"): c for c in (pod.get("spec") or {}).get("containers") or []}
     try:
@@ -122,14 +127,14 @@ def _downward_payload(src: Obj, pod: Obj, ctx: PodContext, default_mode: int) ->
                 ref = item.get("resourceFieldRef") or {}
                 value = resource_ref(containers.get(ref.get("containerName"), {}), ref, ctx)
             rel = podpaths.relative(item.get("path", ""), "downwardAPI item path")
-            out[str(rel)] = (value.encode(), podpaths.file_mode(item.get("mode", mode), "downwardAPI item mode"))
+            out[str(rel)] = (value.encode(), podpaths.file_mode(_or(item.get("mode"), mode), "downwardAPI item mode"))
     except ConfigError as e:
         raise VolumeError(str(e)) from e
     return out
 
 
 def _projected_payload(src: Obj, pod: Obj, ctx: PodContext) -> Payload:
-    mode = podpaths.file_mode(src.get("defaultMode", DEFAULT_MODE), "projected defaultMode")
+    mode = podpaths.file_mode(_or(src.get("defaultMode"), DEFAULT_MODE), "projected defaultMode")
     out: Payload = {}
     for s in src.get("sources") or []:
         if "configMap" in s:
