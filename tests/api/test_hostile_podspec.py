@@ -625,6 +625,11 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
     ("node-pod-cidr", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
                        "spec": {"podCIDRs": ["10.42.0.0/24", "not-a-cidr"]}},
      "spec.podCIDRs[1]", 'Invalid value: []string{"10.42.0.0/24", "not-a-cidr"}: must be valid CIDR'),
+    ("pc-too-high", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "pc"},
+                     "value": 2000000000}, "value", "maximum allowed value of a user defined priority is 1000000000"),
+    ("system-pc-name", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",  # the id is the name
+                        "metadata": {"name": "system-mine"}, "value": 5}, "metadata.name",
+     "priority class names with 'system-' prefix are reserved for system use only"),
     ("hpa-min", hpa({"minReplicas": 0}), "spec.minReplicas", "must be greater than or equal to 1"),
     ("hpa-max", hpa({"maxReplicas": 0}), "spec.maxReplicas", "must be greater than 0"),
     ("hpa-max-below-min", hpa({"minReplicas": 5, "maxReplicas": 2}), "spec.maxReplicas",
@@ -638,13 +643,13 @@ _PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Se
             "Deployment": "deployments", "ReplicaSet": "replicasets", "DaemonSet": "daemonsets",
             "StatefulSet": "statefulsets", "Job": "jobs", "CronJob": "cronjobs", "Namespace": "namespaces",
             "PodDisruptionBudget": "poddisruptionbudgets", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
-            "Node": "nodes"}
+            "Node": "nodes", "PriorityClass": "priorityclasses"}
 
 
 def _collection(body: Obj) -> str:
     api, plural = body["apiVersion"], _PLURALS[body["kind"]]
     prefix = f"/api/{api}" if api == "v1" else f"/apis/{api}"
-    cluster_scoped = body["kind"] in ("Namespace", "Node")
+    cluster_scoped = body["kind"] in ("Namespace", "Node", "PriorityClass")
     return f"{prefix}/{plural}" if cluster_scoped else f"{prefix}/namespaces/default/{plural}"
 
 

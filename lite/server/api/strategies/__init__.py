@@ -34,6 +34,7 @@ def default_strategies() -> Strategies:
         "CustomResourceDefinition.apiextensions.k8s.io": crd.CRD,
         "PodDisruptionBudget.policy": Strategy(validate=specrules.pdb_causes),
         "HorizontalPodAutoscaler.autoscaling": Strategy(validate=specrules.hpa_causes),
+        "PriorityClass.scheduling.k8s.io": Strategy(validate=specrules.priorityclass_causes),
     }.items():
         s.register(gk, strategy)
     return s

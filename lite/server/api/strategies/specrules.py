@@ -289,3 +289,33 @@ def node_causes(obj: Mapping[str, Any]) -> list[Cause]:
             causes.append(Cause("FieldValueInvalid", f"Invalid value: {shown}: must be valid CIDR",
                                 f"spec.podCIDRs[{i}]"))
     return causes
+
+
+# Upstream's fixed system classes (scheduling.SystemPriorityClasses) and the highest user-definable value.
+_SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+HIGHEST_USER_PRIORITY = 1000000000
+
+
+def priorityclass_causes(obj: Mapping[str, Any]) -> list[Cause]:
+    """scheduling.k8s.io PriorityClass: the value every pod's priority admission copies."""
+    name = str(as_dict(obj.get("metadata")).get("name") or "")
+    value = obj.get("value")
+    causes: list[Cause] = []
+    if name.startswith("system-"):
+        err = ""
+        if name not in _SYSTEM_PRIORITY:
+            err = f"{name} is not a known system priority class"
+        elif value != _SYSTEM_PRIORITY[name]:
+            err = f"value of {name} PriorityClass must be {_SYSTEM_PRIORITY[name]}"
+        elif obj.get("globalDefault"):
+            err = f"globalDefault of {name} PriorityClass must be false"
+        if err:
+            causes.append(Cause("FieldValueForbidden", "Forbidden: priority class names with 'system-' prefix are "
+                                f"reserved for system use only. error: {err}", "metadata.name"))
+    elif is_int(value) and value > HIGHEST_USER_PRIORITY:
+        causes.append(Cause("FieldValueForbidden", "Forbidden: maximum allowed value of a user defined priority "
+                            f"is {HIGHEST_USER_PRIORITY}", "value"))
+    policy = obj.get("preemptionPolicy")
+    if policy is not None and policy not in ("PreemptLowerPriority", "Never"):
+        causes.append(field_not_supported("preemptionPolicy", policy, ["PreemptLowerPriority", "Never"]))
+    return causes
