@@ -33,6 +33,7 @@ from lite.patch import json_equal, record_update
 from lite.server.api.bodylimits import check_object_size
 from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
 from lite.server.api.strategies import Admission, crschema
+from lite.server.api.strategies.base import ratcheted_causes
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
 
@@ -307,7 +308,7 @@ class WriteMixin(RegistryBase):
         if "generation" in ometa and spec_changed(kind, new, old, strategy.generation_on_annotations):
             meta["generation"] = int(ometa["generation"]) + 1
         causes += validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
-        causes += strategy.validate(new) + _schema_causes(kind, new)
+        causes += ratcheted_causes(strategy.validate, new, old) + _schema_causes(kind, new)
         if not subresource:
             causes += strategy.validate_update(new, old)
         else:
