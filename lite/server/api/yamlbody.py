@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from lite import errors
-from lite.server.api import yamlscalars
+from lite.server.api import bodylimits, yamlscalars
 
 _MAX_UINT64 = (1 << 64) - 1
 _MIN_INT64 = -(1 << 63)
@@ -74,7 +74,8 @@ _Loader.add_constructor("tag:yaml.org,2002:set", lambda loader, node: loader.con
 def load(body: bytes) -> Any:
     """One YAML document as JSON values (see the module docstring); 400 BadRequest when it is not valid."""
     try:
-        return to_json(yaml.load(body, Loader=_Loader))
+        # Measured on its node graph before it is built: aliases must not expand into gigabytes (bodylimits).
+        return to_json(bodylimits.load_yaml(body, _Loader))
     except yaml.YAMLError as e:
         raise errors.bad_request(f"error decoding YAML request body: {e}") from None
     except ValueError as e:  # e.g. a malformed !!binary payload inside the constructor
