@@ -1,0 +1,293 @@
+"""Type checks of request bodies against upstream's OpenAPI schemas, as Go's typed JSON decoding does them.
+
+Role: a pure checker. `compile_schemas(schemas)` turns upstream component schemas (the reduced 1.32 data,
+see `builtin_schemas`) into `Node` trees once; `check(node, obj)` walks one object and reports what
+upstream's decoder would: the first wrong JSON type (upstream stops there: `json: cannot unmarshal string into
+Go struct field DeploymentSpec.spec.replicas of type int32`), a bad quantity or timestamp, and every unknown
+field with its strict-decoding path (`spec.template.spec.containers[0].imagePullPolcy`).
+
+Invariants:
+- A JSON null is never a type error (Go decodes it as "leave the zero value").
+- Type-error paths are Go's: the JSON names of struct fields only (no list indices, no map keys), after the
+  name of the innermost Go struct; unknown-field paths carry `[i]` indices and map keys, as sigs.k8s.io/json's
+  strict errors do.
+- Nodes are immutable after compilation and shared by all requests; `check` only reads them. With
+  `prune=True` unknown fields are deleted from the object (upstream's typed decode drops them).
+- Keys starting with `$` (strategic-merge directives) are skipped when `directives=True`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from lite.quantity import parse_quantity
+
+Obj = dict[str, Any]
+
+ANY, STRUCT, MAP, ARRAY, STRING, INT32, INT64, FLOAT, BOOL, QUANTITY, INTSTR, TIME, MICROTIME, BYTES = range(14)
+
+QUANTITY_ERROR = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+_INT_RANGE = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1), INTSTR: (-(2**31), 2**31 - 1)}
+_REF = "#/components/schemas/"
+_SPECIAL = {
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": QUANTITY,
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": INTSTR,
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Time": TIME,
+    "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": MICROTIME,
+    "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1": ANY,
+    "io.k8s.apimachinery.pkg.runtime.RawExtension": ANY,
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON": ANY,
+}
+
+
+@dataclass(eq=False)
+class Node:
+    """One compiled schema: what JSON it takes and the Go type name upstream's messages use."""
+
+    tag: int
+    go: str = ""  # the Go type name: "string", "int32", "[]v1.Container", "v1.PodSpec"
+    props: dict[str, Node] = field(default_factory=dict)  # STRUCT fields
+    item: Node | None = None  # ARRAY element / MAP value
+
+
+@dataclass
+class Report:
+    """What one check found."""
+
+    type_error: str | None = None
+    unknown: list[str] = field(default_factory=list)
+
+
+class _TypeError(Exception):
+    pass
+
+
+def go_name(schema_name: str) -> str:
+    """`io.k8s.api.core.v1.PodSpec` -> `v1.PodSpec` (package name and type, as Go prints it)."""
+    parts = schema_name.split(".")
+    return ".".join(parts[-2:])
+
+
+class Compiler:
+    """Compiles component schemas into shared `Node`s, each named schema once (recursion-safe)."""
+
+    def __init__(self, schemas: dict[str, Any]) -> None:
+        self._schemas = schemas
+        self._named: dict[str, Node] = {}
+
+    def named(self, name: str) -> Node:
+        node = self._named.get(name)
+        if node is not None:
+            return node
+        if name in _SPECIAL:
+            node = Node(_SPECIAL[name], "int32" if _SPECIAL[name] == INTSTR else "string")
+            self._named[name] = node
+            return node
+        node = Node(ANY, go_name(name))
+        self._named[name] = node  # before filling in: schemas may refer to themselves
+        self._fill(node, self._schemas.get(name) or {}, struct_name=True)
+        return node
+
+    def inline(self, schema: Any) -> Node:
+        if not isinstance(schema, dict):
+            return Node(ANY)
+        ref = _ref_of(schema)
+        if ref:
+            return self.named(ref)
+        node = Node(ANY)
+        self._fill(node, schema, struct_name=False)
+        return node
+
+    def _fill(self, node: Node, schema: Obj, *, struct_name: bool) -> None:
+        if schema.get("x-kubernetes-preserve-unknown-fields") or schema.get("x-kubernetes-embedded-resource"):
+            node.tag = ANY
+            return
+        if schema.get("x-kubernetes-int-or-string") or schema.get("format") == "int-or-string":
+            node.tag, node.go = INTSTR, "int32"
+            return
+        typ = schema.get("type")
+        fmt = schema.get("format", "")
+        if typ == "object" or "properties" in schema:
+            if "properties" in schema:
+                node.tag = STRUCT
+                if not struct_name:
+                    node.go = "struct"
+                node.props = {k: self.inline(v) for k, v in schema["properties"].items()}
+            elif isinstance(schema.get("additionalProperties"), dict):
+                node.tag = MAP
+                node.item = self.inline(schema["additionalProperties"])
+                node.go = f"map[string]{node.item.go or 'interface {}'}"
+            else:
+                node.tag = ANY  # a bare object (FieldsV1 and the like) takes anything
+        elif typ == "array":
+            node.tag = ARRAY
+            node.item = self.inline(schema.get("items"))
+            node.go = f"[]{node.item.go or 'interface {}'}"
+        elif typ == "string":
+            node.tag, node.go = (BYTES, "[]uint8") if fmt == "byte" else (STRING, "string")
+        elif typ == "integer":
+            node.tag, node.go = (INT32, "int32") if fmt == "int32" else (INT64, "int64")
+        elif typ == "number":
+            node.tag, node.go = FLOAT, "float64"
+        elif typ == "boolean":
+            node.tag, node.go = BOOL, "bool"
+
+
+def _ref_of(schema: Obj) -> str:
+    ref = schema.get("$ref")
+    if not ref and isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:
+        ref = (schema["allOf"][0] or {}).get("$ref")
+    return ref[len(_REF):] if isinstance(ref, str) and ref.startswith(_REF) else ""
+
+
+def json_kind(value: Any) -> str:
+    """The JSON kind word Go's decoder puts in its messages."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return f"number {value}"
+    if isinstance(value, float):
+        return f"number {value!r}"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _plain_kind(value: Any) -> str:
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else json_kind(value)
+
+
+class _Walk:
+    __slots__ = ("directives", "prune", "report", "to_drop")
+
+    def __init__(self, prune: bool, directives: bool) -> None:
+        self.prune = prune
+        self.directives = directives
+        self.report = Report()
+        self.to_drop: list[tuple[Obj, str]] = []
+
+    def fail(self, value: Any, struct: str, gopath: str, go: str, plain: bool = True) -> None:
+        what = _plain_kind(value) if plain else json_kind(value)
+        where = f"Go struct field {struct}.{gopath}" if gopath else "Go value"
+        self.report.type_error = f"json: cannot unmarshal {what} into {where} of type {go}"
+        raise _TypeError
+
+    def walk(self, node: Node, value: Any, struct: str, gopath: str, spath: str) -> None:
+        if value is None:
+            return
+        tag = node.tag
+        if tag == STRUCT:
+            if not isinstance(value, dict):
+                self.fail(value, struct, gopath, node.go)
+            props = node.props
+            inner = node.go.rpartition(".")[2] or struct
+            for key, sub in value.items():
+                child = props.get(key)
+                if child is None:
+                    if self.directives and key.startswith("$"):
+                        continue
+                    self.report.unknown.append(f"{spath}.{key}" if spath else key)
+                    if self.prune:
+                        self.to_drop.append((value, key))
+                    continue
+                if child.tag != ANY and sub is not None:
+                    self.walk(child, sub, inner, f"{gopath}.{key}" if gopath else key,
+                              f"{spath}.{key}" if spath else key)
+        elif tag == STRING:
+            if not isinstance(value, str):
+                self.fail(value, struct, gopath, "string")
+        elif tag == ARRAY:
+            if not isinstance(value, list):
+                self.fail(value, struct, gopath, node.go)
+            item = node.item
+            if item is not None and item.tag != ANY:
+                for i, sub in enumerate(value):
+                    if sub is not None:
+                        self.walk(item, sub, struct, gopath, f"{spath}[{i}]")
+        elif tag == MAP:
+            if not isinstance(value, dict):
+                self.fail(value, struct, gopath, node.go)
+            item = node.item
+            if item is not None and item.tag != ANY:
+                for key, sub in value.items():
+                    if sub is not None:
+                        self.walk(item, sub, struct, gopath, f"{spath}.{key}")
+        else:
+            self.scalar(node, value, struct, gopath)
+
+    def scalar(self, node: Node, value: Any, struct: str, gopath: str) -> None:
+        tag = node.tag
+        if tag in (INT32, INT64, INTSTR):
+            if tag == INTSTR and isinstance(value, str):
+                return
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                self.fail(value, struct, gopath, node.go)
+            lo, hi = _INT_RANGE[tag]
+            if isinstance(value, float) or not lo <= value <= hi:
+                self.fail(value, struct, gopath, node.go, plain=False)
+        elif tag == BOOL:
+            if not isinstance(value, bool):
+                self.fail(value, struct, gopath, "bool")
+        elif tag == FLOAT:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                self.fail(value, struct, gopath, "float64")
+        elif tag == QUANTITY:
+            text = value if isinstance(value, str) else (
+                str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "")
+            try:
+                parse_quantity(text)
+            except ValueError:
+                self.report.type_error = QUANTITY_ERROR
+                raise _TypeError from None
+        elif tag in (TIME, MICROTIME):
+            if not isinstance(value, str):
+                self.fail(value, struct, gopath, "string")
+            if value and not _TIME_RE.match(value):
+                layout = "2006-01-02T15:04:05Z07:00" if tag == TIME else "2006-01-02T15:04:05.000000Z07:00"
+                self.report.type_error = f'parsing time "{value}" as "{layout}": cannot parse "{value}" as "2006"'
+                raise _TypeError
+        elif tag == BYTES and not isinstance(value, str):
+            self.fail(value, struct, gopath, "[]uint8")
+
+
+def check(node: Node, obj: Any, *, prune: bool = False, directives: bool = False,
+          at: tuple[str, str, str] | None = None) -> Report:
+    """Check `obj` against `node` (see the module docstring). With `prune`, unknown fields are removed from
+    `obj` when no type error was found. `at` is (struct, Go path, strict path) of a value inside an object
+    (from `at_pointer`); by default `obj` is a whole object of `node`'s type."""
+    w = _Walk(prune, directives)
+    struct, gopath, spath = at or (node.go.rpartition(".")[2], "", "")
+    try:
+        w.walk(node, obj, struct, gopath, spath)
+    except _TypeError:
+        return w.report
+    for parent, key in w.to_drop:
+        parent.pop(key, None)
+    return w.report
+
+
+def at_pointer(node: Node, tokens: list[str]) -> tuple[Node | None, tuple[str, str, str]]:
+    """The node a JSON pointer (as tokens) leads to, with (struct, Go path, strict path) for `check`; the node
+    is None when the pointer names an unknown field (its strict path is then the unknown field)."""
+    struct, gopath, spath = node.go.rpartition(".")[2], "", ""
+    for tok in tokens:
+        if node.tag == STRUCT:
+            child = node.props.get(tok)
+            spath = f"{spath}.{tok}" if spath else tok
+            if child is None:
+                return None, (struct, gopath, spath)
+            struct = node.go.rpartition(".")[2] or struct
+            gopath = f"{gopath}.{tok}" if gopath else tok
+            node = child
+        elif node.tag == ARRAY and node.item is not None:
+            node, spath = node.item, f"{spath}[{tok}]"
+        elif node.tag == MAP and node.item is not None:
+            node, spath = node.item, f"{spath}.{tok}"
+        else:
+            return Node(ANY), (struct, gopath, spath)
+    return node, (struct, gopath, spath)
