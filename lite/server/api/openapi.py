@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from lite.kinds import Kind, KindRegistry
+from lite.server.api.builtin_schemas import BuiltinSchemas
 
 Obj = dict[str, Any]
 
@@ -42,8 +43,9 @@ class _Docs:
 class OpenAPI:
     """OpenAPI v3 documents for one registry, rebuilt whenever its kinds change."""
 
-    def __init__(self, kinds: KindRegistry) -> None:
+    def __init__(self, kinds: KindRegistry, schemas: BuiltinSchemas | None = None) -> None:
         self._kinds = kinds
+        self.schemas = schemas if schemas is not None else BuiltinSchemas()
         self._key: tuple[int, ...] = ()
         self._held: tuple[Kind, ...] = ()  # keeps the keyed objects alive so ids stay unique
         self._docs: _Docs | None = None
