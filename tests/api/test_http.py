@@ -400,7 +400,8 @@ async def test_field_validation(api: Api) -> None:
     typo = {**pod("fv"), "spc": {}}
     status, err = await api.call("POST", f"{PODS}?fieldValidation=Strict", typo)
     assert (status, err["reason"]) == (400, "BadRequest")
-    assert err["message"] == 'Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spc"'
+    assert err["message"] == ('Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+                              'unknown field "spc"')
     bad_meta = {**pod("fv"), "metadata": {"name": "fv", "labelz": {}}}
     status, err = await api.call("POST", f"{PODS}?fieldValidation=Strict", bad_meta)
     assert status == 400 and 'unknown field "metadata.labelz"' in err["message"]

@@ -119,7 +119,9 @@ class Compiler:
             elif isinstance(schema.get("additionalProperties"), dict):
                 node.tag = MAP
                 node.item = self.inline(schema["additionalProperties"])
-                node.go = f"map[string]{node.item.go or 'interface {}'}"
+                # every quantity map upstream has is a core/v1 ResourceList (map[ResourceName]Quantity)
+                node.go = "v1.ResourceList" if node.item.tag == QUANTITY else \
+                    f"map[string]{node.item.go or 'interface {}'}"
             else:
                 node.tag = ANY  # a bare object (FieldsV1 and the like) takes anything
         elif typ == "array":
