@@ -1,0 +1,67 @@
+"""The real kubectl against upstream's schemas: strict field validation, wrong types and `kubectl explain`."""
+
+from __future__ import annotations
+
+import json
+
+from e2ekit import Cluster
+
+
+def _deployment(name: str, ns: str, extra_spec: str = "", container_extra: str = "") -> str:
+    return f"""apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  replicas: 1
+{extra_spec}  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+      - name: c
+        image: nginx
+{container_extra}"""
+
+
+def test_apply_with_a_typo_fails_as_upstream(cluster: Cluster, ns: str) -> None:
+    manifest = _deployment("typo", ns, "  replica: 3\n", "        imagePullPolcy: Always\n")
+    out = cluster.kubectl("apply", "-f", "-", input=manifest, check=False)
+    assert out.returncode != 0
+    assert ('Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: '
+            'unknown field "spec.replica", unknown field "spec.template.spec.containers[0].imagePullPolcy"'
+            in out.stderr), out.stderr
+    assert cluster.kubectl("get", "deploy", "typo", "-n", ns, check=False).returncode != 0
+    # --validate=false sends fieldValidation=Ignore: the object is created and the unknown fields dropped
+    cluster.kubectl("apply", "--validate=false", "-f", "-", input=manifest)
+    got = json.loads(cluster.kubectl("get", "deploy", "typo", "-n", ns, "-o", "json").stdout)
+    assert "replica" not in got["spec"]
+    assert "imagePullPolcy" not in got["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_apply_update_with_a_typo_fails(cluster: Cluster, ns: str) -> None:
+    cluster.kubectl("apply", "-f", "-", input=_deployment("upd", ns))
+    out = cluster.kubectl("apply", "-f", "-", input=_deployment("upd", ns, "  replica: 3\n"), check=False)
+    assert out.returncode != 0 and 'strict decoding error: unknown field "spec.replica"' in out.stderr, out.stderr
+
+
+def test_wrong_type_is_refused(cluster: Cluster, ns: str) -> None:
+    manifest = _deployment("wt", ns).replace("replicas: 1", 'replicas: "two"')
+    out = cluster.kubectl("create", "-f", "-", input=manifest, check=False)
+    assert out.returncode != 0
+    assert ("json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"
+            in out.stderr), out.stderr
+
+
+def test_explain_prints_upstream_descriptions(cluster: Cluster) -> None:
+    out = cluster.kubectl("explain", "deploy.spec").stdout
+    assert "Specification of the desired behavior of the Deployment." in out, out
+    assert "Number of desired pods. This is a pointer to distinguish between explicit" in out, out
+    assert "revisionHistoryLimit" in out and "progressDeadlineSeconds" in out
+    out = cluster.kubectl("explain", "pods.spec.containers", "--recursive").stdout
+    assert "imagePullPolicy" in out and "livenessProbe" in out and "successThreshold" in out, out
+    out = cluster.kubectl("explain", "configmap.data").stdout
+    assert "Data contains the configuration data." in out, out
