@@ -84,7 +84,7 @@ def json_duplicates(raw: bytes, decoded: Any) -> list[str]:
 class _DupLoader(yaml.SafeLoader):
     """SafeLoader that records repeated mapping keys instead of keeping the last silently."""
 
-    found: list[str]
+    found: list[tuple[int, str]]
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -92,7 +92,8 @@ class _DupLoader(yaml.SafeLoader):
             if isinstance(key_node, yaml.ScalarNode):
                 key = key_node.value
                 if key in seen and key != "<<":
-                    self.found.append(f'line {key_node.start_mark.line + 1}: key "{key}" already set in map')
+                    line = key_node.start_mark.line + 1
+                    self.found.append((line, f'line {line}: key "{key}" already set in map'))
                 seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -107,4 +108,4 @@ def yaml_duplicates(raw: bytes) -> list[str]:
         return []
     finally:
         loader.dispose()
-    return loader.found
+    return [text for _, text in sorted(loader.found)]  # outer mappings are built first: report by line
