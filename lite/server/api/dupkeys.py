@@ -2,7 +2,7 @@
 
 Role: orjson (the fast decoder) silently keeps the last of duplicate keys, as Go's decoder does; upstream's
 strict decoding reports them (`duplicate field "metadata.name"`). `duplicates(raw, obj)` answers that
-without slowing the common case: a C-speed count of the key-like `"...":` sequences in the raw bytes is
+without slowing the common case: a C-speed count of the key-like `":` sequences in the raw bytes is
 compared with the number of keys in the decoded object, and only when the text holds more (a duplicate, or
 a string value that contains `":`) is the body parsed again by the stdlib decoder, which sees every key.
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-_KEYISH = re.compile(rb'(?<!\\)"\s*:')
-_ESCAPED_BACKSLASH_KEY = re.compile(rb'\\\\"\s*:')
+_SPACED_KEY = re.compile(rb'"[ \t\r\n]+:')
+_SPACES_AFTER_QUOTE = (b'" ', b'"\t', b'"\n', b'"\r')
 
 
 class _Pairs(dict[str, Any]):
@@ -44,15 +44,27 @@ def _pairs(items: list[tuple[str, Any]]) -> _Pairs:
 
 
 def _count_keys(value: Any) -> int:
+    """Keys in a decoded JSON value (dicts and lists only; a plain recursion is the fastest walk)."""
     n = 0
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            n += len(v)
-            stack.extend(x for x in v.values() if isinstance(x, (dict, list)))
-        elif isinstance(v, list):
-            stack.extend(x for x in v if isinstance(x, (dict, list)))
+    if type(value) is dict:
+        n = len(value)
+        items: Any = value.values()
+    else:
+        items = value
+    for x in items:
+        t = type(x)
+        if t is dict or t is list:
+            n += _count_keys(x)
+    return n
+
+
+def _keyish(raw: bytes) -> int:
+    """An upper bound of the keys in a JSON text: `":` sequences, less those whose quote is escaped (`\\":`
+    inside a string), plus those where the escape was itself an escaped backslash (`\\\\":`, a key ending in
+    a backslash); with whitespace before a colon, those too (over-counting is safe, under-counting is not)."""
+    n = raw.count(b'":') - raw.count(b'\\":') + raw.count(b'\\\\":')
+    if any(p in raw for p in _SPACES_AFTER_QUOTE):
+        n += len(_SPACED_KEY.findall(raw))
     return n
 
 
@@ -69,8 +81,7 @@ def _paths(value: Any, path: str, out: list[str]) -> None:
 
 def json_duplicates(raw: bytes, decoded: Any) -> list[str]:
     """Paths of duplicate keys in a JSON body (`decoded` is what orjson made of it), in document order."""
-    keyish = len(_KEYISH.findall(raw)) + len(_ESCAPED_BACKSLASH_KEY.findall(raw))
-    if keyish <= _count_keys(decoded):
+    if not isinstance(decoded, (dict, list)) or _keyish(raw) <= _count_keys(decoded):
         return []
     try:
         full = json.loads(raw, object_pairs_hook=_pairs)
