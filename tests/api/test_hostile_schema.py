@@ -373,3 +373,61 @@ async def test_embedded_json_strings_are_not_duplicates(api: Api) -> None:
     body["metadata"]["annotations"] = {"last": orjson.dumps(deploy("emb")).decode(), "odd": 'a\\":b'}
     status, out, headers = await api.call("POST", f"{APPS}/deployments?fieldValidation=Strict", body)
     assert status == 201 and "Warning" not in headers, out
+
+
+WIDGET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {"type": "object", "properties": {"size": {"type": "integer"},
+                                                  "extra": {"type": "object",
+                                                            "x-kubernetes-preserve-unknown-fields": True}}},
+    },
+}
+WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
+
+
+async def test_custom_resources_get_unknown_fields_from_their_schema(api: Api) -> None:
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": WIDGET_SCHEMA}}]}}
+    status, out, _ = await api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    assert status == 201, out
+    body = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "labelz": {}},
+            "spec": {"size": 1, "sise": 2, "extra": {"free": True}}}
+    status, err, _ = await api.call("POST", f"{WIDGETS}?fieldValidation=Strict", body)
+    assert (status, err["reason"]) == (400, "BadRequest")
+    assert err["message"] == cannot("Widget", 'strict decoding error: unknown field "metadata.labelz", '
+                                              'unknown field "spec.sise"')
+    status, out, headers = await api.call("POST", WIDGETS, body)
+    assert status == 201 and out["spec"] == {"size": 1, "extra": {"free": True}}
+    assert headers.getall("Warning") == ['299 - "unknown field \\"metadata.labelz\\""',
+                                         '299 - "unknown field \\"spec.sise\\""']
+
+
+async def test_subresource_bodies_are_checked_against_their_own_types(api: Api) -> None:
+    assert (await api.call("POST", f"{APPS}/deployments", deploy("sc")))[0] == 201
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "sc"},
+             "spec": {"replicas": "3"}}
+    status, err, _ = await api.call("PUT", f"{APPS}/deployments/sc/scale", scale)
+    assert (status, err["reason"]) == (400, "BadRequest")
+    assert err["message"] == cannot("Scale", go("string", "ScaleSpec.spec.replicas", "int32"))
+    status, err, _ = await api.call("PATCH", f"{APPS}/deployments/sc/scale?fieldValidation=Strict",
+                                    {"spec": {"replica": 3}},
+                                    headers={**TOKEN, "Content-Type": "application/merge-patch+json"})
+    assert (status, err["reason"]) == (422, "Invalid") and 'unknown field "spec.replica"' in err["message"]
+    assert (await api.call("POST", f"{NS}/pods", pod("ev")))[0] == 201
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "ev"},
+                "deleteOptions": {"gracePeriodSeconds": "now"}}
+    status, err, _ = await api.call("POST", f"{NS}/pods/ev/eviction", eviction)
+    assert (status, err["reason"]) == (400, "BadRequest")
+    assert err["message"] == cannot("Eviction", go("string", "DeleteOptions.deleteOptions.gracePeriodSeconds",
+                                                   "int64"))
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "ev"}, "target": "node-1"}
+    status, err, _ = await api.call("POST", f"{NS}/pods/ev/binding", binding)
+    assert (status, err["reason"]) == (400, "BadRequest")
+    assert err["message"] == cannot("Binding", go("string", "Binding.target", "v1.ObjectReference"))
+    _, live, _ = await api.call("GET", f"{NS}/pods/ev")
+    assert not live["spec"].get("nodeName")

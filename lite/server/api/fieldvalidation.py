@@ -13,8 +13,8 @@ return the warnings to send:
   directive (upstream's typed patch conversion refuses them; upstream answers that with a 500, lite with 400).
 
 Invariants:
-- Only built-in kinds with an upstream schema are type-checked; custom resources keep their own structural
-  schema (`strategies/crschema.py`), and get only the duplicate-key check here.
+- Only built-in kinds with an upstream schema are type-checked; custom resources get unknown fields (from
+  their CRD's structural schema) and duplicate keys here, their types stay with `strategies/crschema.py`.
 - Duplicate detection runs only for Strict and Warn and costs one regex count when there is none.
 - The body is mutated only to drop unknown fields (it is freshly decoded and owned by the request).
 """
@@ -30,9 +30,27 @@ from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.dupkeys import json_duplicates, yaml_duplicates
-from lite.server.api.typecheck import ANY, Report, at_pointer, check
+from lite.server.api.typecheck import ANY, Node, Report, at_pointer, check
 
 STRICT, WARN, IGNORE = "Strict", "Warn", "Ignore"
+
+
+# Subresources whose bodies are another type than the parent kind: (group, version, kind).
+_BODY_TYPES = {"scale": ("autoscaling", "v1", "Scale"), "binding": ("", "v1", "Binding"),
+               "eviction": ("policy", "v1", "Eviction"), "token": ("authentication.k8s.io", "v1", "TokenRequest")}
+
+
+def body_kind(kind: Kind, subresource: str, body: Any = None) -> Kind:
+    """The type a request body has: the parent kind, or a subresource's own type (the body's apiVersion
+    decides between versions, e.g. an Eviction in policy/v1beta1 is not checked against policy/v1)."""
+    known = _BODY_TYPES.get(subresource)
+    if known is None:
+        return kind
+    group, version, name = known
+    av = body.get("apiVersion") if isinstance(body, dict) else None
+    if isinstance(av, str) and av:
+        group, _, version = av.rpartition("/")
+    return Kind(group, version, name, "", kind.namespaced)
 
 
 def directive(value: str) -> str:
@@ -59,8 +77,8 @@ def check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: by
                content_type: str = "") -> list[str]:
     """Create/update body; returns the warnings (see the module docstring)."""
     mode = directive(mode)
-    node = schemas.node(kind)
-    report = check(node, obj, prune=mode != STRICT) if node is not None else Report()
+    node, types = _node(schemas, kind)
+    report = check(node, obj, prune=mode != STRICT, types=types) if node is not None else Report()
     if report.type_error:
         raise _cannot_handle(kind, report.type_error)
     if mode == IGNORE:
@@ -76,16 +94,16 @@ def check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: str
                 raw: bytes | None = None, content_type: str = "", namespace: str = "", name: str = "") -> list[str]:
     """A patch body of any type; returns the warnings (see the module docstring)."""
     mode = directive(mode)
-    node = schemas.node(kind)
+    node, types = _node(schemas, kind)
     dups = _duplicates(raw, patch, content_type) if mode != IGNORE else []
     if patch_type == "apply":
-        return _check_apply(node, kind, patch, mode, dups, namespace, name)
+        return _check_apply(node, kind, patch, mode, dups, namespace, name, types)
     if node is None:
         report = Report()
     elif patch_type == "json":
-        report = _check_json_patch(node, patch, prune=mode != STRICT)
+        report = _check_json_patch(node, patch, prune=mode != STRICT, types=types)
     else:
-        report = check(node, patch, prune=mode != STRICT, directives=patch_type == "strategic")
+        report = check(node, patch, prune=mode != STRICT, directives=patch_type == "strategic", types=types)
     shown = go_repr(patch) if patch_type == "strategic" else orjson.dumps(patch).decode()
     if report.type_error:
         raise errors.invalid("", "", [errors.field_invalid("patch", shown, report.type_error)])
@@ -98,10 +116,17 @@ def check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: str
     return problems
 
 
-def _check_apply(node: Any, kind: Kind, patch: Any, mode: str, dups: list[str], namespace: str,
-                 name: str) -> list[str]:
+def _node(schemas: BuiltinSchemas, kind: Kind) -> tuple[Node | None, bool]:
+    """The tree to check `kind` against, and whether types are checked (not for custom resources)."""
+    if kind.crd:
+        return schemas.crd_node(kind), False
+    return schemas.node(kind), True
+
+
+def _check_apply(node: Node | None, kind: Kind, patch: Any, mode: str, dups: list[str], namespace: str,
+                 name: str, types: bool) -> list[str]:
     if node is not None:
-        report = check(node, patch)
+        report = check(node, patch, types=types)
         where = f"{namespace}/{name}" if namespace else name
         prefix = f"failed to create typed patch object ({where}; {kind.api_version}, Kind={kind.kind}): "
         if report.type_error:
@@ -114,7 +139,7 @@ def _check_apply(node: Any, kind: Kind, patch: Any, mode: str, dups: list[str], 
     return dups
 
 
-def _check_json_patch(node: Any, ops: Any, *, prune: bool) -> Report:
+def _check_json_patch(node: Node, ops: Any, *, prune: bool, types: bool) -> Report:
     """Each value a JSON patch writes is checked against the schema at its path (`-` appends to a list)."""
     out = Report()
     if not isinstance(ops, list):
@@ -129,7 +154,7 @@ def _check_json_patch(node: Any, ops: Any, *, prune: bool) -> Report:
             continue
         if target.tag == ANY:
             continue
-        got = check(target, op.get("value"), prune=prune, at=at)
+        got = check(target, op.get("value"), prune=prune, at=at, types=types)
         out.unknown += got.unknown
         if got.type_error:
             out.type_error = got.type_error
@@ -139,7 +164,7 @@ def _check_json_patch(node: Any, ops: Any, *, prune: bool) -> Report:
     return out
 
 
-def _names_unknown(node: Any, op: dict[str, Any]) -> bool:
+def _names_unknown(node: Node, op: dict[str, Any]) -> bool:
     if op.get("op") not in ("add", "replace") or not isinstance(op.get("path"), str):
         return False
     tokens = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]

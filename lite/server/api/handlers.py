@@ -370,11 +370,10 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
     dry, manager, validation = _write_params(request.query)
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
-    warning: list[str] = []
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
         _fill_type_meta(obj, t.kind)
-        warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw,
-                                             request.content_type)
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub), obj,
+                                         validation, raw, request.content_type)
     _check_meta(obj, t)
     update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
     out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
@@ -397,9 +396,9 @@ async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = ""
     force = q_bool(request.query, "force")
     if force and patch_type != "apply":
         raise bad_request("force may only be set for apply patches")
-    warning = [] if sub == "scale" else fieldvalidation.check_patch(
-        ctx.openapi.schemas, t.kind, patch, patch_type, validation, raw=body, content_type=request.content_type,
-        namespace=t.namespace, name=t.name)
+    warning = fieldvalidation.check_patch(
+        ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub), patch, patch_type, validation, raw=body,
+        content_type=request.content_type, namespace=t.namespace, name=t.name)
     kwargs: dict[str, Any] = {"patch_type": patch_type, "subresource": sub, "dry_run": dry,
                               "field_manager": manager, "force": force}
     if ctx.patch_ex is not None:
@@ -485,11 +484,14 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub in POST_SUBRESOURCES:
         if method != "POST":
             raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
-        dry, manager, _ = _write_params(request.query)
-        obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
+        dry, manager, validation = _write_params(request.query)
+        raw = await read_body(request, ctx)
+        obj = negotiate.decode_object(request.content_type, raw)
+        warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj),
+                                             obj, validation, raw, request.content_type)
         out = await ctx.resources.create(t.kind, t.namespace, obj, name=t.name, subresource=sub,
                                          dry_run=dry, field_manager=manager)
-        return json_response(out, 201)
+        return _with_warning(json_response(out, 201), warning)
     if method == "GET":
         return json_response(await ctx.resources.get(t.kind, t.namespace, t.name, subresource=sub))
     if method == "PUT":

@@ -74,9 +74,12 @@ def go_name(schema_name: str) -> str:
 class Compiler:
     """Compiles component schemas into shared `Node`s, each named schema once (recursion-safe)."""
 
-    def __init__(self, schemas: dict[str, Any]) -> None:
+    def __init__(self, schemas: dict[str, Any], *, structural: bool = False) -> None:
         self._schemas = schemas
         self._named: dict[str, Node] = {}
+        # CRD (structural) schemas: an object without properties keeps no field, where upstream's built-in
+        # schemas use such objects for "anything" (FieldsV1 and the like)
+        self._structural = structural
 
     def named(self, name: str) -> Node:
         node = self._named.get(name)
@@ -122,6 +125,8 @@ class Compiler:
                 # every quantity map upstream has is a core/v1 ResourceList (map[ResourceName]Quantity)
                 node.go = "v1.ResourceList" if node.item.tag == QUANTITY else \
                     f"map[string]{node.item.go or 'interface {}'}"
+            elif self._structural:
+                node.tag = STRUCT
             else:
                 node.tag = ANY  # a bare object (FieldsV1 and the like) takes anything
         elif typ == "array":
@@ -165,15 +170,19 @@ def _plain_kind(value: Any) -> str:
 
 
 class _Walk:
-    __slots__ = ("directives", "prune", "report", "to_drop")
+    __slots__ = ("directives", "prune", "report", "to_drop", "types")
 
-    def __init__(self, prune: bool, directives: bool) -> None:
+    def __init__(self, prune: bool, directives: bool, types: bool) -> None:
         self.prune = prune
         self.directives = directives
+        self.types = types
         self.report = Report()
         self.to_drop: list[tuple[Obj, str]] = []
 
     def fail(self, value: Any, struct: str, gopath: str, go: str, plain: bool = True) -> None:
+        """Record the type error and stop the walk; without type checks, only skip the value."""
+        if not self.types:
+            return
         what = _plain_kind(value) if plain else json_kind(value)
         where = f"Go struct field {struct}.{gopath}" if gopath else "Go value"
         self.report.type_error = f"json: cannot unmarshal {what} into {where} of type {go}"
@@ -185,7 +194,7 @@ class _Walk:
         tag = node.tag
         if tag == STRUCT:
             if not isinstance(value, dict):
-                self.fail(value, struct, gopath, node.go)
+                return self.fail(value, struct, gopath, node.go)
             props = node.props
             inner = node.go.rpartition(".")[2] or struct
             for key, sub in value.items():
@@ -205,7 +214,7 @@ class _Walk:
                 self.fail(value, struct, gopath, "string")
         elif tag == ARRAY:
             if not isinstance(value, list):
-                self.fail(value, struct, gopath, node.go)
+                return self.fail(value, struct, gopath, node.go)
             item = node.item
             if item is not None and item.tag != ANY:
                 for i, sub in enumerate(value):
@@ -213,14 +222,15 @@ class _Walk:
                         self.walk(item, sub, struct, gopath, f"{spath}[{i}]")
         elif tag == MAP:
             if not isinstance(value, dict):
-                self.fail(value, struct, gopath, node.go)
+                return self.fail(value, struct, gopath, node.go)
             item = node.item
             if item is not None and item.tag != ANY:
                 for key, sub in value.items():
                     if sub is not None:
                         self.walk(item, sub, struct, gopath, f"{spath}.{key}")
-        else:
+        elif self.types:
             self.scalar(node, value, struct, gopath)
+        return None
 
     def scalar(self, node: Node, value: Any, struct: str, gopath: str) -> None:
         tag = node.tag
@@ -257,12 +267,14 @@ class _Walk:
             self.fail(value, struct, gopath, "[]uint8")
 
 
-def check(node: Node, obj: Any, *, prune: bool = False, directives: bool = False,
+def check(node: Node, obj: Any, *, prune: bool = False, directives: bool = False, types: bool = True,
           at: tuple[str, str, str] | None = None) -> Report:
     """Check `obj` against `node` (see the module docstring). With `prune`, unknown fields are removed from
-    `obj` when no type error was found. `at` is (struct, Go path, strict path) of a value inside an object
-    (from `at_pointer`); by default `obj` is a whole object of `node`'s type."""
-    w = _Walk(prune, directives)
+    `obj` when no type error was found. With `types=False` only unknown fields are looked for (values of the
+    wrong shape are skipped, as for custom resources, whose types their CRD validation checks). `at` is
+    (struct, Go path, strict path) of a value inside an object (from `at_pointer`); by default `obj` is a whole
+    object of `node`'s type."""
+    w = _Walk(prune, directives, types)
     struct, gopath, spath = at or (node.go.rpartition(".")[2], "", "")
     try:
         w.walk(node, obj, struct, gopath, spath)
