@@ -169,6 +169,23 @@ def _plain_kind(value: Any) -> str:
     return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else json_kind(value)
 
 
+def _plainly_fine(tag: int, value: Any) -> bool:
+    """A quick yes for the usual scalar values (no range or format to look at)."""
+    if tag == STRING:
+        return type(value) is str
+    if tag == ANY:
+        return True
+    if tag == BOOL:
+        return value is True or value is False
+    if tag == INT32:
+        return type(value) is int and -2147483648 <= value <= 2147483647
+    return False
+
+
+def _all_str(values: Any) -> bool:
+    return all(type(v) is str for v in values)
+
+
 class _Walk:
     __slots__ = ("directives", "prune", "report", "to_drop", "types")
 
@@ -206,9 +223,10 @@ class _Walk:
                     if self.prune:
                         self.to_drop.append((value, key))
                     continue
-                if child.tag != ANY and sub is not None:
-                    self.walk(child, sub, inner, f"{gopath}.{key}" if gopath else key,
-                              f"{spath}.{key}" if spath else key)
+                if sub is None or _plainly_fine(child.tag, sub):
+                    continue  # the common case, without building the paths
+                self.walk(child, sub, inner, f"{gopath}.{key}" if gopath else key,
+                          f"{spath}.{key}" if spath else key)
         elif tag == STRING:
             if not isinstance(value, str):
                 self.fail(value, struct, gopath, "string")
@@ -216,7 +234,7 @@ class _Walk:
             if not isinstance(value, list):
                 return self.fail(value, struct, gopath, node.go)
             item = node.item
-            if item is not None and item.tag != ANY:
+            if item is not None and item.tag != ANY and not (item.tag == STRING and _all_str(value)):
                 for i, sub in enumerate(value):
                     if sub is not None:
                         self.walk(item, sub, struct, gopath, f"{spath}[{i}]")
@@ -224,7 +242,7 @@ class _Walk:
             if not isinstance(value, dict):
                 return self.fail(value, struct, gopath, node.go)
             item = node.item
-            if item is not None and item.tag != ANY:
+            if item is not None and item.tag != ANY and not (item.tag == STRING and _all_str(value.values())):
                 for key, sub in value.items():
                     if sub is not None:
                         self.walk(item, sub, struct, gopath, f"{spath}.{key}")
