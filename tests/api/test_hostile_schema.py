@@ -405,6 +405,11 @@ async def test_custom_resources_get_unknown_fields_from_their_schema(api: Api) -
     assert status == 201 and out["spec"] == {"size": 1, "extra": {"free": True}}
     assert headers.getall("Warning") == ['299 - "unknown field \\"metadata.labelz\\""',
                                          '299 - "unknown field \\"spec.sise\\""']
+    # metadata fields of the wrong type are dropped from custom resources (upstream DropMalformedFields)
+    bad_meta = {"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w2", "annotations": {"a": 1}, "labels": {"ok": "yes"}}, "spec": {"size": 1}}
+    status, out, _ = await api.call("POST", WIDGETS, bad_meta)
+    assert status == 201 and "annotations" not in out["metadata"] and out["metadata"]["labels"] == {"ok": "yes"}
 
 
 async def test_subresource_bodies_are_checked_against_their_own_types(api: Api) -> None:

@@ -84,6 +84,12 @@ class BuiltinSchemas:
         out: dict[str, Any] = self._load()["params"]
         return out
 
+    def object_meta(self) -> Node | None:
+        """The compiled tree of upstream's ObjectMeta."""
+        self._load()
+        assert self._compiler is not None
+        return self._compiler.named(OBJECT_META)
+
     def crd_node(self, kind: Kind) -> Node | None:
         """The unknown-field tree of a custom resource's structural schema (None without a schema)."""
         schema = kind.schema

@@ -78,6 +78,8 @@ def check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: by
     """Create/update body; returns the warnings (see the module docstring)."""
     mode = directive(mode)
     node, types = _node(schemas, kind)
+    if kind.crd and isinstance(obj, dict):
+        _drop_malformed_meta(schemas, obj)
     report = check(node, obj, prune=mode != STRICT, types=types) if node is not None else Report()
     if report.type_error:
         raise _cannot_handle(kind, report.type_error)
@@ -121,6 +123,18 @@ def _node(schemas: BuiltinSchemas, kind: Kind) -> tuple[Node | None, bool]:
     if kind.crd:
         return schemas.crd_node(kind), False
     return schemas.node(kind), True
+
+
+def _drop_malformed_meta(schemas: BuiltinSchemas, obj: dict[str, Any]) -> None:
+    """Custom resources: metadata fields of the wrong type are dropped, one by one, as upstream's
+    GetObjectMetaWithOptions(DropMalformedFields) does, so a bad annotation never reaches the store."""
+    meta = obj.get("metadata")
+    node = schemas.object_meta()
+    if not isinstance(meta, dict) or node is None:
+        return
+    for key in [k for k, v in meta.items() if v is not None and k in node.props]:
+        if check(node, {key: meta[key]}).type_error:
+            del meta[key]
 
 
 def _check_apply(node: Node | None, kind: Kind, patch: Any, mode: str, dups: list[str], namespace: str,
