@@ -294,7 +294,8 @@ async def test_apply_with_unknown_field_fails_whatever_the_directive(api: Api) -
             headers={**TOKEN, "Content-Type": "application/apply-patch+yaml"})
         assert (status, err["reason"]) == (400, "BadRequest")
         assert err["message"] == ("failed to create typed patch object (default/ap; apps/v1, Kind=Deployment): "
-                                  ".spec.template.spec.containers[0].imagePullPolcy: field not declared in schema")
+                                  '.spec.template.spec.containers[name="c"].imagePullPolcy: field not declared in '
+                                  "schema")
     assert (await api.call("GET", f"{APPS}/deployments/ap"))[0] == 404
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from lite.server.api.dupkeys import json_duplicates, yaml_duplicates
 from lite.server.api.fieldvalidation import go_repr
-from lite.server.api.typecheck import Compiler, Node, at_pointer, check
+from lite.server.api.typecheck import Compiler, Node, at_pointer, check, ssa_path
 
 R = "#/components/schemas/"
 SCHEMAS: dict[str, Any] = {
@@ -30,8 +30,10 @@ SCHEMAS: dict[str, Any] = {
         "limits": {"type": "object", "additionalProperties": {
             "$ref": f"{R}io.k8s.apimachinery.pkg.api.resource.Quantity"}},
         "when": {"$ref": f"{R}io.k8s.apimachinery.pkg.apis.meta.v1.Time"},
-        "items": {"type": "array", "items": {"$ref": f"{R}io.k8s.api.demo.v1.Item"}},
-        "tags": {"type": "array", "items": {"type": "string"}},
+        "items": {"type": "array", "items": {"$ref": f"{R}io.k8s.api.demo.v1.Item"},
+                  "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+        "plain": {"type": "array", "items": {"$ref": f"{R}io.k8s.api.demo.v1.Item"}},
         "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
         "child": {"$ref": f"{R}io.k8s.api.demo.v1.ThingSpec"},  # recursion
     }},
@@ -201,3 +203,13 @@ def test_yaml_duplicates_name_lines() -> None:
 ])
 def test_go_repr(value: Any, want: str) -> None:
     assert go_repr(value) == want
+
+
+@pytest.mark.parametrize(("obj", "strict", "want"), [
+    ({"spec": {"items": [{"key": "a"}, {"key": "b", "kee": 1}]}}, "spec.items[1].kee", '.spec.items[key="b"].kee'),
+    ({"spec": {"plain": [{"kee": 1}]}}, "spec.plain[0].kee", ".spec.plain[0].kee"),
+    ({"spec": {"tags": ["x"]}}, "spec.tags[0]", '.spec.tags[="x"]'),
+    ({"spek": 1}, "spek", ".spek"),
+])
+def test_ssa_paths(thing: Node, obj: Any, strict: str, want: str) -> None:
+    assert ssa_path(thing, obj, strict) == want

@@ -65,3 +65,11 @@ def test_explain_prints_upstream_descriptions(cluster: Cluster) -> None:
     assert "imagePullPolicy" in out and "livenessProbe" in out and "successThreshold" in out, out
     out = cluster.kubectl("explain", "configmap.data").stdout
     assert "Data contains the configuration data." in out, out
+
+
+def test_server_side_apply_names_the_undeclared_field(cluster: Cluster, ns: str) -> None:
+    manifest = _deployment("ssa", ns, "", "        imagePullPolcy: Always\n")
+    out = cluster.kubectl("apply", "--server-side", "-f", "-", input=manifest, check=False)
+    assert out.returncode != 0
+    assert ('.spec.template.spec.containers[name="c"].imagePullPolcy: field not declared in schema'
+            in out.stderr), out.stderr

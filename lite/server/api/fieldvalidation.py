@@ -30,7 +30,7 @@ from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.dupkeys import json_duplicates, yaml_duplicates
-from lite.server.api.typecheck import ANY, Node, Report, at_pointer, check
+from lite.server.api.typecheck import ANY, Node, Report, at_pointer, check, ssa_path
 
 STRICT, WARN, IGNORE = "Strict", "Warn", "Ignore"
 
@@ -146,7 +146,7 @@ def _check_apply(node: Node | None, kind: Kind, patch: Any, mode: str, dups: lis
         if report.type_error:
             raise errors.bad_request(prefix + report.type_error)
         if report.unknown:
-            raise errors.bad_request(prefix + ", ".join(f".{p}: field not declared in schema"
+            raise errors.bad_request(prefix + ", ".join(f"{ssa_path(node, patch, p)}: field not declared in schema"
                                                         for p in report.unknown))
     if dups and mode == STRICT:
         raise errors.bad_request("error strict decoding YAML: " + ", ".join(dups))

@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,7 @@ class Node:
     go: str = ""  # the Go type name: "string", "int32", "[]v1.Container", "v1.PodSpec"
     props: dict[str, Node] = field(default_factory=dict)  # STRUCT fields
     item: Node | None = None  # ARRAY element / MAP value
+    keys: tuple[str, ...] = ()  # ARRAY: x-kubernetes-list-map-keys ("set" lists: ("",))
 
 
 @dataclass
@@ -131,6 +133,8 @@ class Compiler:
                 node.tag = ANY  # a bare object (FieldsV1 and the like) takes anything
         elif typ == "array":
             node.tag = ARRAY
+            node.keys = tuple(schema.get("x-kubernetes-list-map-keys") or ()) or (
+                ("",) if schema.get("x-kubernetes-list-type") == "set" else ())
             node.item = self.inline(schema.get("items"))
             node.go = f"[]{node.item.go or 'interface {}'}"
         elif typ == "string":
@@ -323,3 +327,41 @@ def at_pointer(node: Node, tokens: list[str]) -> tuple[Node | None, tuple[str, s
         else:
             return Node(ANY), (struct, gopath, spath)
     return node, (struct, gopath, spath)
+
+
+_STEP = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
+
+
+def ssa_path(node: Node, obj: Any, strict_path: str) -> str:
+    """A strict path (`spec.containers[0].x`) as server-side apply names it (`.spec.containers[name="c"].x`):
+    elements of associative lists by their keys, of sets by their value, others by index."""
+    out = []
+    value: Any = obj
+    cur: Node | None = node
+    for m in _STEP.finditer(strict_path):
+        index, key = m.group(1), m.group(2)
+        if index is not None:
+            i = int(index)
+            elem = value[i] if isinstance(value, list) and i < len(value) else None
+            keys = cur.keys if cur is not None else ()
+            if keys == ("",) and elem is not None:
+                out.append(f"[={_json(elem)}]")
+            elif keys and isinstance(elem, dict):
+                out.append("[" + ",".join(f"{k}={_json(elem.get(k))}" for k in keys if k in elem) + "]")
+            else:
+                out.append(f"[{i}]")
+            value, cur = elem, cur.item if cur is not None else None
+        else:
+            out.append(f".{key}")
+            value = value.get(key) if isinstance(value, dict) else None
+            if cur is not None and cur.tag == STRUCT:
+                cur = cur.props.get(key)
+            elif cur is not None and cur.tag == MAP:
+                cur = cur.item
+            else:
+                cur = None
+    return "".join(out)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
