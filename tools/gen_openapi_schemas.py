@@ -12,13 +12,20 @@ Output: `lite/server/api/openapi_v1_32.json.gz`, gzip of one JSON object:
 - `params`: upstream's query/path parameter objects by name (their descriptions are what kubectl shows).
 - `kinds`: "group/version/Kind" -> schema name, from x-kubernetes-group-version-kind.
 
-Run: python3 tools/gen_openapi_schemas.py DIR [OUT]
+- `gotypes`: schema name -> {property: Go type as Go's decoder names it in errors} for the properties whose
+  Go type is a named non-struct type (`[]v1.FinalizerName`, `v1.PullPolicy`, `v1.ResourceList`, `types.UID`),
+  which the OpenAPI types alone cannot tell. Read from the Go sources when GO_DIR is given: a directory with
+  kubernetes/api's `<group>/<version>/types.go` under `api/` and kubernetes/apimachinery's
+  `pkg/apis/meta/v1/types.go` under `apimachinery/` (tag v0.32.9, matching 1.32).
+
+Run: python3 tools/gen_openapi_schemas.py DIR [OUT] [GO_DIR]
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,6 +50,76 @@ def reduce(schema: Any) -> Any:
             out[key] = [reduce(v) for v in value]
         else:
             out[key] = value
+    return out
+
+
+_IMPORT = re.compile(r'^\s*(\w+\s+)?"([\w./-]+)"', re.M)
+_TYPE = re.compile(r"^type (\w+) (.+?)\s*(\{|$)", re.M)
+_FIELD = re.compile(r'^\t(\w+)?\s*([\w.\[\]*]+)\s+`json:"([^",]*)[^`]*`', re.M)
+_BUILTIN = {"string", "bool", "int", "int32", "int64", "float32", "float64", "byte", "uint8", "uint32", "uint64"}
+
+
+class GoPackage:
+    """The struct fields and named types of one Go package's types.go."""
+
+    def __init__(self, source: str, name: str) -> None:
+        self.name = name
+        self.aliases = {(m.group(1) or "").strip() or m.group(2).rsplit("/", 1)[-1]: m.group(2).rsplit("/", 1)[-1]
+                        for m in _IMPORT.finditer(source.split(")", 1)[0])}
+        self.kinds: dict[str, str] = {m.group(1): m.group(2).strip() for m in _TYPE.finditer(source)}
+        self.fields: dict[str, list[tuple[str, str]]] = {}  # struct -> [(json name or "" for inline, type)]
+        for block in re.finditer(r"^type (\w+) struct \{\n(.*?)^\}", source, re.M | re.S):
+            self.fields[block.group(1)] = [(f.group(3), f.group(2)) for f in _FIELD.finditer(block.group(2))]
+
+    def go_name(self, expr: str) -> str:
+        """A Go type expression as reflect prints it (pointers dropped: the decoder reports the element)."""
+        expr = expr.lstrip("*")
+        if expr.startswith("[]"):
+            return "[]" + ("uint8" if expr == "[]byte" else self.go_name(expr[2:]))
+        if expr.startswith("map["):
+            key, value = expr[4:].split("]", 1)
+            return f"map[{self.go_name(key)}]{self.go_name(value)}"
+        if expr in _BUILTIN:
+            return expr
+        if "." in expr:
+            alias, name = expr.split(".", 1)
+            return f"{self.aliases.get(alias, alias)}.{name}"
+        return f"{self.name}.{expr}"
+
+    def is_named_scalar(self, expr: str) -> bool:
+        """Whether a type expression involves a named type of this package that is not a struct."""
+        base = expr.lstrip("*[]")
+        if base.startswith("map["):
+            return True
+        if base in _BUILTIN or "." in base:
+            return base in ("types.UID",)
+        return base in self.kinds and not self.kinds[base].startswith("struct")
+
+
+def go_types(go_dir: Path, schemas: dict[str, Any]) -> dict[str, dict[str, str]]:
+    packages: dict[str, GoPackage] = {}
+    for path in sorted((go_dir / "api").rglob("types.go")):
+        rel = path.parent.relative_to(go_dir / "api")
+        packages[f"io.k8s.api.{'.'.join(rel.parts)}"] = GoPackage(path.read_text(), rel.parts[-1])
+    meta = go_dir / "apimachinery" / "pkg" / "apis" / "meta" / "v1" / "types.go"
+    if meta.exists():
+        packages["io.k8s.apimachinery.pkg.apis.meta.v1"] = GoPackage(meta.read_text(), "v1")
+    out: dict[str, dict[str, str]] = {}
+    for name, schema in schemas.items():
+        prefix, _, struct = name.rpartition(".")
+        pkg = packages.get(prefix)
+        if pkg is None or struct not in pkg.fields:
+            continue
+        found: dict[str, str] = {}
+        todo = [struct]
+        while todo:  # inline (embedded) structs add their fields to the outer one
+            for json_name, expr in pkg.fields.get(todo.pop(), []):
+                if not json_name:
+                    todo.append(expr.lstrip("*"))
+                elif json_name in schema.get("properties", {}) and pkg.is_named_scalar(expr):
+                    found[json_name] = pkg.go_name(expr)
+        if found:
+            out[name] = dict(sorted(found.items()))
     return out
 
 
@@ -75,11 +152,12 @@ def main() -> None:
                 for p in op.get("parameters", []) if isinstance(op, dict) else []:
                     if isinstance(p, dict) and "name" in p:
                         params.setdefault(p["name"], p)
+    gotypes = go_types(Path(sys.argv[3]), schemas) if len(sys.argv) > 3 else {}
     data = {"version": "v1.32", "schemas": dict(sorted(schemas.items())), "params": dict(sorted(params.items())),
-            "kinds": dict(sorted(kinds.items()))}
+            "kinds": dict(sorted(kinds.items())), "gotypes": gotypes}
     raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
     out.write_bytes(gzip.compress(raw, 9, mtime=0))
-    print(f"{len(schemas)} schemas, {len(params)} parameters, {len(kinds)} kinds: "
+    print(f"{len(schemas)} schemas, {len(params)} parameters, {len(kinds)} kinds, {len(gotypes)} with Go types: "
           f"{len(raw)} bytes JSON, {out.stat().st_size} bytes gzip -> {out}")
 
 

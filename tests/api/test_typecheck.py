@@ -213,3 +213,13 @@ def test_go_repr(value: Any, want: str) -> None:
 ])
 def test_ssa_paths(thing: Node, obj: Any, strict: str, want: str) -> None:
     assert ssa_path(thing, obj, strict) == want
+
+
+def test_named_go_types_from_the_go_sources() -> None:
+    go_types = {"io.k8s.api.demo.v1.ThingSpec": {"name": "v1.ThingName", "tags": "[]v1.Tag", "items": "[]v1.Nope"}}
+    thing = Compiler(SCHEMAS, go_types=go_types).named("io.k8s.api.demo.v1.Thing")
+    assert check(thing, {"spec": {"name": 1}}).type_error == _at("spec.name", "number", "v1.ThingName")
+    assert check(thing, {"spec": {"tags": "x"}}).type_error == _at("spec.tags", "string", "[]v1.Tag")
+    assert check(thing, {"spec": {"tags": [1]}}).type_error == _at("spec.tags", "number", "v1.Tag")
+    # the element of a list of structs keeps its own (shared) name
+    assert check(thing, {"spec": {"items": [1]}}).type_error == _at("spec.items", "number", "v1.Item")

@@ -44,7 +44,7 @@ class BuiltinSchemas:
         if self._data is None:
             raw = importlib.resources.files("lite.server.api").joinpath(DATA_FILE).read_bytes()
             self._data = orjson.loads(gzip.decompress(raw))
-            self._compiler = Compiler(self._data["schemas"])
+            self._compiler = Compiler(self._data["schemas"], go_types=self._data.get("gotypes"))
         return self._data
 
     def schema_name(self, kind: Kind) -> str:

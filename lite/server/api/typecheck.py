@@ -76,8 +76,10 @@ def go_name(schema_name: str) -> str:
 class Compiler:
     """Compiles component schemas into shared `Node`s, each named schema once (recursion-safe)."""
 
-    def __init__(self, schemas: dict[str, Any], *, structural: bool = False) -> None:
+    def __init__(self, schemas: dict[str, Any], *, structural: bool = False,
+                 go_types: dict[str, dict[str, str]] | None = None) -> None:
         self._schemas = schemas
+        self._go_types = go_types or {}
         self._named: dict[str, Node] = {}
         # CRD (structural) schemas: an object without properties keeps no field, where upstream's built-in
         # schemas use such objects for "anything" (FieldsV1 and the like)
@@ -93,8 +95,24 @@ class Compiler:
             return node
         node = Node(ANY, go_name(name))
         self._named[name] = node  # before filling in: schemas may refer to themselves
-        self._fill(node, self._schemas.get(name) or {}, struct_name=True)
+        schema = self._schemas.get(name) or {}
+        self._fill(node, schema, struct_name=True)
+        self._name_go_types(node, schema, self._go_types.get(name, {}))
         return node
+
+    @staticmethod
+    def _name_go_types(node: Node, schema: Obj, names: dict[str, str]) -> None:
+        """Give properties of named Go types (`[]v1.FinalizerName`, `v1.PullPolicy`) their Go names; only
+        inline property nodes are touched (a `$ref` node is shared and already named)."""
+        for prop, go in names.items():
+            child = node.props.get(prop)
+            if child is None or _ref_of((schema.get("properties") or {}).get(prop) or {}):
+                continue
+            child.go = go
+            item_schema = ((schema.get("properties") or {}).get(prop) or {}).get("items")
+            if child.tag == ARRAY and child.item is not None and go.startswith("[]") and \
+                    isinstance(item_schema, dict) and not _ref_of(item_schema):
+                child.item.go = go[2:]
 
     def inline(self, schema: Any) -> Node:
         if not isinstance(schema, dict):
@@ -233,7 +251,7 @@ class _Walk:
                           f"{spath}.{key}" if spath else key)
         elif tag == STRING:
             if not isinstance(value, str):
-                self.fail(value, struct, gopath, "string")
+                self.fail(value, struct, gopath, node.go)
         elif tag == ARRAY:
             if not isinstance(value, list):
                 return self.fail(value, struct, gopath, node.go)
@@ -266,10 +284,10 @@ class _Walk:
                 self.fail(value, struct, gopath, node.go, plain=False)
         elif tag == BOOL:
             if not isinstance(value, bool):
-                self.fail(value, struct, gopath, "bool")
+                self.fail(value, struct, gopath, node.go)
         elif tag == FLOAT:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                self.fail(value, struct, gopath, "float64")
+                self.fail(value, struct, gopath, node.go)
         elif tag == QUANTITY:
             text = value if isinstance(value, str) else (
                 str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "")
@@ -286,7 +304,7 @@ class _Walk:
                 self.report.type_error = f'parsing time "{value}" as "{layout}": cannot parse "{value}" as "2006"'
                 raise _TypeError
         elif tag == BYTES and not isinstance(value, str):
-            self.fail(value, struct, gopath, "[]uint8")
+            self.fail(value, struct, gopath, node.go)
 
 
 def check(node: Node, obj: Any, *, prune: bool = False, directives: bool = False, types: bool = True,
