@@ -133,6 +133,8 @@ TYPE_CASES: list[tuple[str, str, dict[str, Any], str]] = [
      cannot("Pod", go("object", "PodSpec.spec.containers", "[]v1.Container"))),
     ("container-string", f"{NS}/pods", with_(pod(), "spec.containers", ["nginx"]),
      cannot("Pod", go("string", "PodSpec.spec.containers", "v1.Container"))),
+    ("metadata-string", f"{NS}/pods", with_(pod(), "metadata", "p"),
+     cannot("Pod", go("string", "Pod.metadata", "v1.ObjectMeta"))),
     ("finalizers-string", f"{NS}/pods", with_(pod(), "metadata.finalizers", "x"),
      cannot("Pod", go("string", "ObjectMeta.metadata.finalizers", "[]string"))),
     ("annotation-number", f"{NS}/pods", with_(pod(), "metadata.annotations", {"a": 1}),
@@ -242,7 +244,8 @@ TYPE_CASES: list[tuple[str, str, dict[str, Any], str]] = [
 
 
 def _name_of(path: str, body: dict[str, Any]) -> str:
-    return f"{path}/{body['metadata']['name']}"
+    meta = body["metadata"]
+    return f"{path}/{meta['name'] if isinstance(meta, dict) else meta}"
 
 
 @pytest.mark.parametrize(("case", "path", "body", "message"), TYPE_CASES, ids=[c[0] for c in TYPE_CASES])

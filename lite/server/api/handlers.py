@@ -358,8 +358,8 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     _fill_type_meta(obj, t.kind)
-    _check_meta(obj, t)
     warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
+    _check_meta(obj, t)
     create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
     return _with_warning(json_response(out, 201), warning)
