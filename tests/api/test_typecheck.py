@@ -144,9 +144,10 @@ def test_prune_does_nothing_when_a_type_error_stops_the_walk(thing: Node) -> Non
 
 
 def test_directives_are_skipped_only_when_asked(thing: Node) -> None:
-    patch = {"spec": {"$setElementOrder/items": [{"key": "a"}], "items": [{"key": "a", "$patch": "delete"}]}}
+    patch = {"spec": {"$setElementOrder/items": [{"key": "a"}], "items": [{"key": "a", "$patch": "delete"}],
+                      "gone": None}}
     assert check(thing, patch, directives=True).unknown == []
-    assert check(thing, patch).unknown == ["spec.$setElementOrder/items", "spec.items[0].$patch"]
+    assert check(thing, patch).unknown == ["spec.$setElementOrder/items", "spec.items[0].$patch", "spec.gone"]
 
 
 POINTERS: list[tuple[list[str], Any, str | None, list[str]]] = [

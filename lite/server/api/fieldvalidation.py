@@ -105,7 +105,7 @@ def check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: str
     elif patch_type == "json":
         report = _check_json_patch(node, patch, prune=mode != STRICT, types=types)
     else:
-        report = check(node, patch, prune=mode != STRICT, directives=patch_type == "strategic", types=types)
+        report = check(node, patch, prune=mode != STRICT, directives=True, types=types)
     shown = go_repr(patch) if patch_type == "strategic" else orjson.dumps(patch).decode()
     if report.type_error:
         raise errors.invalid("", "", [errors.field_invalid("patch", shown, report.type_error)])

@@ -13,7 +13,8 @@ Invariants:
   strict errors do.
 - Nodes are immutable after compilation and shared by all requests; `check` only reads them. With
   `prune=True` unknown fields are deleted from the object (upstream's typed decode drops them).
-- Keys starting with `$` (strategic-merge directives) are skipped when `directives=True`.
+- With `directives=True` (patch bodies) keys starting with `$` (strategic-merge directives) and unknown keys
+  set to null (a merge patch removing what cannot be there) are not reported.
 """
 
 from __future__ import annotations
@@ -239,8 +240,8 @@ class _Walk:
             for key, sub in value.items():
                 child = props.get(key)
                 if child is None:
-                    if self.directives and key.startswith("$"):
-                        continue
+                    if self.directives and (key.startswith("$") or sub is None):
+                        continue  # a patch directive, or a patch removing a field that is not there
                     self.report.unknown.append(f"{spath}.{key}" if spath else key)
                     if self.prune:
                         self.to_drop.append((value, key))
