@@ -37,6 +37,7 @@ from lite.netns.nsfs import NetnsRef
 log = logging.getLogger("lite.agent")
 Obj = dict[str, Any]
 METRICS_EVERY = 15.0
+IMPORT_EVERY = 5.0  # how soon an image archive dropped into <data-dir>/agent/images/ is imported
 NODE_CONFIG = "node-config.json"
 
 
@@ -223,6 +224,7 @@ class Agent:
         if self.config.use_cgroups:
             try:
                 self.deps.cgroups = detect(self.config.cgroup_root)
+                log.info("using %s", self.deps.cgroups.describe())
             except (CgroupError, OSError) as e:
                 log.warning("no cgroups, pods run without resource limits: %s", e)
 
@@ -252,6 +254,7 @@ class Agent:
                 tg.create_task(session.run(), name="..session")
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
+                tg.create_task(self._import_loop(), name="..images")
         finally:
             self._tg = None
             await asyncio.to_thread(self.deps.runtime.close)  # the shim zygote; shims and containers stay
@@ -268,6 +271,18 @@ class Agent:
                 self._post(wire.NodeStatus(status))
                 last_full = loop.time()
             await asyncio.sleep(LEASE_RENEW)
+
+    async def _import_loop(self) -> None:
+        """Air gap (k3s's agent/images): archives in <data-dir>/agent/images/ are imported at start and, when
+        added or changed later, within IMPORT_EVERY seconds; each archive once (ImageService remembers)."""
+        while True:
+            if self.deps.images is not None:
+                try:
+                    for info in await self.deps.images.import_dir(self.root / "images"):
+                        log.info("imported image %s (%s)", ", ".join(info.repo_tags) or info.id, info.id)
+                except OSError as e:
+                    log.warning("image import from %s failed: %s", self.root / "images", e)
+            await asyncio.sleep(IMPORT_EVERY)
 
     async def _metrics_loop(self) -> None:
         while True:
