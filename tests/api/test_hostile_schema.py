@@ -378,7 +378,23 @@ async def test_duplicate_keys_in_yaml(api: Api) -> None:
     status, err, _ = await api.call("POST", f"{NS}/configmaps?fieldValidation=Strict", data=body,
                                     headers={**TOKEN, "Content-Type": "application/yaml"})
     assert (status, err["reason"]) == (400, "BadRequest")
-    assert err["message"] == cannot("ConfigMap", 'strict decoding error: line 7: key "a" already set in map')
+    assert err["message"] == cannot("ConfigMap", "strict decoding error: error converting YAML to JSON: yaml: "
+                                                 'unmarshal errors:\n  line 7: key "a" already set in map')
+    status, out, headers = await api.call("POST", f"{NS}/configmaps", data=body,
+                                          headers={**TOKEN, "Content-Type": "application/yaml"})
+    assert status == 201 and out["data"] == {"a": "y"}
+    assert headers.getall("Warning") == ['299 - "line 7: key \\"a\\" already set in map"']
+
+
+async def test_duplicate_keys_in_apply_patches(api: Api) -> None:
+    body = (b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ap"},\n'
+            b'"data":{"a":"x","a":"y"}}')
+    status, err, _ = await api.call("PATCH", f"{NS}/configmaps/ap?fieldManager=t&fieldValidation=Strict", data=body,
+                                    headers={**TOKEN, "Content-Type": "application/apply-patch+yaml"})
+    assert (status, err["reason"]) == (400, "BadRequest")
+    assert err["message"] == ("error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n"
+                              '  line 2: key "a" already set in map')
+    assert (await api.call("GET", f"{NS}/configmaps/ap"))[0] == 404
 
 
 async def test_embedded_json_strings_are_not_duplicates(api: Api) -> None:

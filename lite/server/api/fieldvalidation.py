@@ -58,15 +58,24 @@ def directive(value: str) -> str:
     return value or WARN
 
 
-def _duplicates(raw: bytes | None, decoded: Any, content_type: str) -> list[str]:
+_YAML_ERRORS = "error converting YAML to JSON: yaml: unmarshal errors:\n  "
+
+
+def _duplicates(raw: bytes | None, decoded: Any, content_type: str, *, as_yaml: bool = False) -> tuple[list[str], bool]:
+    """The duplicate keys of a body: (problems, whether they are YAML errors). JSON bodies name fields
+    (`duplicate field "spec.replicas"`); YAML bodies, and apply patches (which upstream reads with a YAML
+    parser even when they are JSON), name lines (`line 4: key "replicas" already set in map`)."""
     if raw is None:
-        return []
-    stripped = raw.lstrip()
-    if stripped[:1] in (b"{", b"["):
-        return [f'duplicate field "{p}"' for p in json_duplicates(raw, decoded)]
+        return [], False
+    if raw.lstrip()[:1] in (b"{", b"["):
+        found = json_duplicates(raw, decoded)
+        if found and as_yaml:
+            return yaml_duplicates(raw), True
+        return [f'duplicate field "{p}"' for p in found], False
     if "yaml" in content_type:
-        return yaml_duplicates(raw)
-    return []
+        lines = yaml_duplicates(raw)
+        return lines, bool(lines)
+    return [], False
 
 
 def _cannot_handle(kind: Kind, detail: str) -> ApiError:
@@ -85,8 +94,10 @@ def check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: by
         raise _cannot_handle(kind, report.type_error)
     if mode == IGNORE:
         return []
-    problems = [f'unknown field "{p}"' for p in report.unknown]
-    problems += _duplicates(raw, obj, content_type)
+    dups, from_yaml = _duplicates(raw, obj, content_type)
+    if from_yaml and mode == STRICT:  # upstream's YAML-to-JSON step fails before the fields are looked at
+        raise _cannot_handle(kind, "strict decoding error: " + _YAML_ERRORS + "\n  ".join(dups))
+    problems = [f'unknown field "{p}"' for p in report.unknown] + dups
     if problems and mode == STRICT:
         raise _cannot_handle(kind, "strict decoding error: " + ", ".join(problems))
     return problems
@@ -97,7 +108,7 @@ def check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: str
     """A patch body of any type; returns the warnings (see the module docstring)."""
     mode = directive(mode)
     node, types = _node(schemas, kind)
-    dups = _duplicates(raw, patch, content_type) if mode != IGNORE else []
+    dups = _duplicates(raw, patch, content_type, as_yaml=patch_type == "apply")[0] if mode != IGNORE else []
     if patch_type == "apply":
         return _check_apply(node, kind, patch, mode, dups, namespace, name, types)
     if node is None:
@@ -149,7 +160,7 @@ def _check_apply(node: Node | None, kind: Kind, patch: Any, mode: str, dups: lis
             raise errors.bad_request(prefix + ", ".join(f"{ssa_path(node, patch, p)}: field not declared in schema"
                                                         for p in report.unknown))
     if dups and mode == STRICT:
-        raise errors.bad_request("error strict decoding YAML: " + ", ".join(dups))
+        raise errors.bad_request("error strict decoding YAML: " + _YAML_ERRORS + "\n  ".join(dups))
     return dups
 
 
