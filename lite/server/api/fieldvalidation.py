@@ -15,7 +15,8 @@ return the warnings to send:
 Invariants:
 - Only built-in kinds with an upstream schema are type-checked; custom resources get unknown fields (from
   their CRD's structural schema) and duplicate keys here, their types stay with `strategies/crschema.py`.
-- Duplicate detection runs only for Strict and Warn and costs one regex count when there is none.
+- Duplicate detection runs only for Strict and Warn and costs a few byte counts when there is none.
+- Subresource bodies are checked against their own type (`body_kind`: Scale, Binding, Eviction, TokenRequest).
 - The body is mutated only to drop unknown fields (it is freshly decoded and owned by the request).
 """
 
@@ -33,7 +34,6 @@ from lite.server.api.dupkeys import json_duplicates, yaml_duplicates
 from lite.server.api.typecheck import ANY, Node, Report, at_pointer, check, ssa_path
 
 STRICT, WARN, IGNORE = "Strict", "Warn", "Ignore"
-
 
 # Subresources whose bodies are another type than the parent kind: (group, version, kind).
 _BODY_TYPES = {"scale": ("autoscaling", "v1", "Scale"), "binding": ("", "v1", "Binding"),

@@ -1,7 +1,8 @@
 """Type checks of request bodies against upstream's OpenAPI schemas, as Go's typed JSON decoding does them.
 
-Role: a pure checker. `compile_schemas(schemas)` turns upstream component schemas (the reduced 1.32 data,
-see `builtin_schemas`) into `Node` trees once; `check(node, obj)` walks one object and reports what
+Role: a pure checker. `Compiler(schemas).named(name)` turns upstream component schemas (the reduced 1.32
+data, see `builtin_schemas`) into shared `Node` trees once (recursion-safe, with the Go type names of named
+fields from `go_types`); `check(node, obj)` walks one object and reports what
 upstream's decoder would: the first wrong JSON type (upstream stops there: `json: cannot unmarshal string into
 Go struct field DeploymentSpec.spec.replicas of type int32`), a bad quantity or timestamp, and every unknown
 field with its strict-decoding path (`spec.template.spec.containers[0].imagePullPolcy`).
@@ -11,10 +12,11 @@ Invariants:
 - Type-error paths are Go's: the JSON names of struct fields only (no list indices, no map keys), after the
   name of the innermost Go struct; unknown-field paths carry `[i]` indices and map keys, as sigs.k8s.io/json's
   strict errors do.
-- Nodes are immutable after compilation and shared by all requests; `check` only reads them. With
+- Nodes are not changed after compilation and are shared by all requests; `check` only reads them. With
   `prune=True` unknown fields are deleted from the object (upstream's typed decode drops them).
 - With `directives=True` (patch bodies) keys starting with `$` (strategic-merge directives) and unknown keys
   set to null (a merge patch removing what cannot be there) are not reported.
+- `ssa_path` renders a strict path as server-side apply does (`.spec.containers[name="c"].x`).
 """
 
 from __future__ import annotations
