@@ -4,12 +4,13 @@ Role: one `BuiltinSchemas` per server (built once, shared by the HTTP layer and 
 `openapi_v1_32.json.gz` (made by `tools/gen_openapi_schemas.py` from upstream's `api/openapi-spec/v3`
 documents; see that script) on first use and offers:
 - `node(kind)`: the compiled type-check tree (`lite.server.api.typecheck.Node`) of a built-in kind;
-- `schema_name(kind)`, `schemas()`, `params()`: the raw component schemas and parameter objects that
+- `schema_name(kind)`, `openapi_data()`: the raw component schemas and parameter objects that
   `/openapi/v3` serves (so `kubectl explain` prints upstream's descriptions).
 
 Invariants:
 - Loading and compiling happen once per instance, lazily (start-up does not pay for them; the first write
-  does, a few tens of milliseconds); everything handed out is shared and must not be mutated.
+  does, a few tens of milliseconds); only the compiled trees stay in memory (under 1 MB); everything handed
+  out is shared and must not be mutated.
 - Kinds upstream does not publish have no node. Custom resources get `crd_node`: their CRD's structural
   schema compiled for unknown fields only (their types are the CRD validation's business), with upstream's
   ObjectMeta for `metadata`; it is cached per schema object (a CRD update brings a new one).
@@ -35,24 +36,33 @@ class BuiltinSchemas:
     """See the module docstring."""
 
     def __init__(self) -> None:
-        self._data: dict[str, Any] | None = None
-        self._compiler: Compiler | None = None
-        self._nodes: dict[str, Node | None] = {}
+        self._kinds: dict[str, str] | None = None  # "group/version/Kind" -> schema name
+        self._nodes: dict[str, Node] = {}
+        self._object_meta: Node | None = None
         self._crd: dict[int, tuple[object, Node]] = {}
 
-    def _load(self) -> dict[str, Any]:
-        if self._data is None:
-            raw = importlib.resources.files("lite.server.api").joinpath(DATA_FILE).read_bytes()
-            self._data = orjson.loads(gzip.decompress(raw))
-            self._compiler = Compiler(self._data["schemas"], go_types=self._data.get("gotypes"))
-        return self._data
+    @staticmethod
+    def _read() -> dict[str, Any]:
+        raw = importlib.resources.files("lite.server.api").joinpath(DATA_FILE).read_bytes()
+        data: dict[str, Any] = orjson.loads(gzip.decompress(raw))
+        return data
+
+    def _compiled(self) -> dict[str, str]:
+        """Compile every published kind once; the schemas themselves (~3 MB as Python objects, mostly
+        descriptions) are not kept: `openapi_data` reads them again when documents are built."""
+        if self._kinds is None:
+            data = self._read()
+            compiler = Compiler(data["schemas"], go_types=data.get("gotypes"))
+            self._nodes = {key: compiler.named(name) for key, name in data["kinds"].items()}
+            self._object_meta = compiler.named(OBJECT_META)
+            self._kinds = data["kinds"]
+        return self._kinds
 
     def schema_name(self, kind: Kind) -> str:
         """Upstream's component name for a built-in kind ("" for custom or unpublished kinds)."""
         if kind.crd or kind.virtual:
             return ""
-        name: str = self._load()["kinds"].get(f"{kind.group}/{kind.version}/{kind.kind}", "")
-        return name
+        return self._compiled().get(f"{kind.group}/{kind.version}/{kind.kind}", "")
 
     def node(self, kind: Kind) -> Node | None:
         """The compiled type-check tree of `kind`, or None when it is not a published built-in kind."""
@@ -62,33 +72,18 @@ class BuiltinSchemas:
 
     def node_for(self, group: str, version: str, kind_name: str) -> Node | None:
         """The compiled tree of any published type (a subresource body such as autoscaling/v1 Scale)."""
-        key = f"{group}/{version}/{kind_name}"
-        if key in self._nodes:
-            return self._nodes[key]
-        name: str = self._load()["kinds"].get(key, "")
-        node = None
-        if name:
-            self._load()
-            assert self._compiler is not None
-            node = self._compiler.named(name)
-        self._nodes[key] = node
-        return node
+        self._compiled()
+        return self._nodes.get(f"{group}/{version}/{kind_name}")
 
-    def schemas(self) -> dict[str, Any]:
-        """All component schemas by name (shared: do not mutate)."""
-        out: dict[str, Any] = self._load()["schemas"]
-        return out
-
-    def params(self) -> dict[str, Any]:
-        """Upstream's parameter objects by name (shared: do not mutate)."""
-        out: dict[str, Any] = self._load()["params"]
-        return out
+    def openapi_data(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(all component schemas by name, upstream's parameter objects by name), freshly read."""
+        data = self._read()
+        return data["schemas"], data["params"]
 
     def object_meta(self) -> Node | None:
         """The compiled tree of upstream's ObjectMeta."""
-        self._load()
-        assert self._compiler is not None
-        return self._compiler.named(OBJECT_META)
+        self._compiled()
+        return self._object_meta
 
     def crd_node(self, kind: Kind) -> Node | None:
         """The unknown-field tree of a custom resource's structural schema (None without a schema)."""
@@ -98,12 +93,11 @@ class BuiltinSchemas:
         held = self._crd.get(id(schema))
         if held is not None and held[0] is schema:
             return held[1]
-        self._load()
-        assert self._compiler is not None
         node = Compiler({}, structural=True).inline(schema)
-        if node.tag == STRUCT:
+        meta = self.object_meta()
+        if node.tag == STRUCT and meta is not None:
             node.props = {**node.props, "apiVersion": Node(STRING, "string"), "kind": Node(STRING, "string"),
-                          "metadata": self._compiler.named(OBJECT_META)}
+                          "metadata": meta}
         if len(self._crd) >= _CRD_CACHE:
             self._crd.clear()
         self._crd[id(schema)] = (schema, node)

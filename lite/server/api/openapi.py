@@ -71,13 +71,15 @@ class OpenAPI:
         by_path: dict[str, bytes] = {}
         index: Obj = {}
         cache: dict[str, tuple[tuple[int, ...], bytes]] = {}
+        upstream: tuple[dict[str, Any], dict[str, Any]] | None = None  # read only when a document changed
         for path in sorted(by_gv, key=lambda p: (not p.startswith("api/"), p)):
             key = tuple(id(k) for k in by_gv[path])
             held = self._by_gv.get(path)
             if held is not None and held[0] == key:
                 doc = held[1]
             else:
-                doc = orjson.dumps(_document(by_gv[path], self.schemas), option=orjson.OPT_SORT_KEYS)
+                upstream = upstream or self.schemas.openapi_data()
+                doc = orjson.dumps(_document(by_gv[path], self.schemas, *upstream), option=orjson.OPT_SORT_KEYS)
             cache[path] = (key, doc)
             by_path[path] = doc
             digest = hashlib.sha512(doc).hexdigest()[:64].upper()
@@ -132,12 +134,10 @@ def _closure(names: set[str], upstream: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _document(kinds: list[Kind], builtin: BuiltinSchemas) -> Obj:
+def _document(kinds: list[Kind], builtin: BuiltinSchemas, upstream: dict[str, Any], params: dict[str, Any]) -> Obj:
     paths: Obj = {}
     schemas: Obj = {}
     wanted: set[str] = set(_ALWAYS)
-    upstream = builtin.schemas()
-    params = builtin.params()
     for k in kinds:
         name = builtin.schema_name(k)
         if name:
