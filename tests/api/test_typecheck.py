@@ -224,3 +224,14 @@ def test_named_go_types_from_the_go_sources() -> None:
     assert check(thing, {"spec": {"tags": [1]}}).type_error == _at("spec.tags", "number", "v1.Tag")
     # the element of a list of structs keeps its own (shared) name
     assert check(thing, {"spec": {"items": [1]}}).type_error == _at("spec.items", "number", "v1.Item")
+
+
+@pytest.mark.parametrize("obj", [
+    {"spec": {"items": [{"key": "a", "kee": {"x": 1}}], "free": {"a": {"b": [{"c": 1}]}}, "limits": {"cpu": "1"}}},
+    {"spek": {"a": {"b": 1}}, "labels": {"a": "b", "c": "d"}, "spec": {"tags": ["a"], "child": {"child": {}}}},
+    {"spec": {"plain": [None, {"key": "x"}], "on": True, "name": "n"}},
+])
+def test_the_walk_counts_every_key(thing: Node, obj: Any) -> None:
+    """The duplicate-key screening trusts this count: it must never exceed the real number of keys."""
+    from lite.server.api.typecheck import count_keys
+    assert check(thing, obj).keys == count_keys(obj)

@@ -22,8 +22,9 @@ from typing import Any
 
 import yaml
 
+from lite.server.api.typecheck import count_keys
+
 _SPACED_KEY = re.compile(rb'"[ \t\r\n]+:')
-_SPACES_AFTER_QUOTE = (b'" ', b'"\t', b'"\n', b'"\r')
 
 
 class _Pairs(dict[str, Any]):
@@ -43,27 +44,12 @@ def _pairs(items: list[tuple[str, Any]]) -> _Pairs:
     return out
 
 
-def _count_keys(value: Any) -> int:
-    """Keys in a decoded JSON value (dicts and lists only; a plain recursion is the fastest walk)."""
-    n = 0
-    if type(value) is dict:
-        n = len(value)
-        items: Any = value.values()
-    else:
-        items = value
-    for x in items:
-        t = type(x)
-        if t is dict or t is list:
-            n += _count_keys(x)
-    return n
-
-
 def _keyish(raw: bytes) -> int:
     """An upper bound of the keys in a JSON text: `":` sequences, less those whose quote is escaped (`\\":`
     inside a string), plus those where the escape was itself an escaped backslash (`\\\\":`, a key ending in
     a backslash); with whitespace before a colon, those too (over-counting is safe, under-counting is not)."""
     n = raw.count(b'":') - raw.count(b'\\":') + raw.count(b'\\\\":')
-    if any(p in raw for p in _SPACES_AFTER_QUOTE):
+    if b'" ' in raw or b'"\n' in raw or b'"\t' in raw or b'"\r' in raw:
         n += len(_SPACED_KEY.findall(raw))
     return n
 
@@ -79,9 +65,13 @@ def _paths(value: Any, path: str, out: list[str]) -> None:
             _paths(v, f"{path}[{i}]", out)
 
 
-def json_duplicates(raw: bytes, decoded: Any) -> list[str]:
-    """Paths of duplicate keys in a JSON body (`decoded` is what orjson made of it), in document order."""
-    if not isinstance(decoded, (dict, list)) or _keyish(raw) <= _count_keys(decoded):
+def json_duplicates(raw: bytes, decoded: Any, keys: int = -1) -> list[str]:
+    """Paths of duplicate keys in a JSON body (`decoded` is what orjson made of it), in document order.
+    `keys` is the number of keys in `decoded` when the caller counted them already (never more than there
+    are: fewer only costs the slow check)."""
+    if not isinstance(decoded, (dict, list)):
+        return []
+    if _keyish(raw) <= (keys if keys >= 0 else count_keys(decoded)):
         return []
     try:
         full = json.loads(raw, object_pairs_hook=_pairs)

@@ -61,14 +61,15 @@ def directive(value: str) -> str:
 _YAML_ERRORS = "error converting YAML to JSON: yaml: unmarshal errors:\n  "
 
 
-def _duplicates(raw: bytes | None, decoded: Any, content_type: str, *, as_yaml: bool = False) -> tuple[list[str], bool]:
+def _duplicates(raw: bytes | None, decoded: Any, content_type: str, *, as_yaml: bool = False,
+                keys: int = -1) -> tuple[list[str], bool]:
     """The duplicate keys of a body: (problems, whether they are YAML errors). JSON bodies name fields
     (`duplicate field "spec.replicas"`); YAML bodies, and apply patches (which upstream reads with a YAML
     parser even when they are JSON), name lines (`line 4: key "replicas" already set in map`)."""
     if raw is None:
         return [], False
     if raw.lstrip()[:1] in (b"{", b"["):
-        found = json_duplicates(raw, decoded)
+        found = json_duplicates(raw, decoded, keys)
         if found and as_yaml:
             return yaml_duplicates(raw), True
         return [f'duplicate field "{p}"' for p in found], False
@@ -94,7 +95,7 @@ def check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: by
         raise _cannot_handle(kind, report.type_error)
     if mode == IGNORE:
         return []
-    dups, from_yaml = _duplicates(raw, obj, content_type)
+    dups, from_yaml = _duplicates(raw, obj, content_type, keys=report.keys)
     if from_yaml and mode == STRICT:  # upstream's YAML-to-JSON step fails before the fields are looked at
         raise _cannot_handle(kind, "strict decoding error: " + _YAML_ERRORS + "\n  ".join(dups))
     problems = [f'unknown field "{p}"' for p in report.unknown] + dups

@@ -54,6 +54,7 @@ class Node:
     tag: int
     go: str = ""  # the Go type name: "string", "int32", "[]v1.Container", "v1.PodSpec"
     props: dict[str, Node] = field(default_factory=dict)  # STRUCT fields
+    plain: dict[str, type] = field(default_factory=dict)  # STRUCT fields that are plain strings or booleans
     item: Node | None = None  # ARRAY element / MAP value
     keys: tuple[str, ...] = ()  # ARRAY: x-kubernetes-list-map-keys ("set" lists: ("",))
 
@@ -64,6 +65,7 @@ class Report:
 
     type_error: str | None = None
     unknown: list[str] = field(default_factory=list)
+    keys: int = -1  # the number of object keys in the checked value (-1: not counted), see dupkeys
 
 
 class _TypeError(Exception):
@@ -142,6 +144,8 @@ class Compiler:
                 if not struct_name:
                     node.go = "struct"
                 node.props = {k: self.inline(v) for k, v in schema["properties"].items()}
+                node.plain = {k: str if c.tag == STRING else bool for k, c in node.props.items()
+                              if c.tag in (STRING, BOOL)}
             elif isinstance(schema.get("additionalProperties"), dict):
                 node.tag = MAP
                 node.item = self.inline(schema["additionalProperties"])
@@ -195,13 +199,7 @@ def _plain_kind(value: Any) -> str:
 
 
 def _plainly_fine(tag: int, value: Any) -> bool:
-    """A quick yes for the usual scalar values (no range or format to look at)."""
-    if tag == STRING:
-        return type(value) is str
-    if tag == ANY:
-        return True
-    if tag == BOOL:
-        return value is True or value is False
+    """A quick yes for the usual int32 values (strings and booleans have `Node.plain`)."""
     if tag == INT32:
         return type(value) is int and -2147483648 <= value <= 2147483647
     return False
@@ -211,13 +209,29 @@ def _all_str(values: Any) -> bool:
     return all(type(v) is str for v in values)
 
 
+def count_keys(value: Any) -> int:
+    """Keys in a decoded JSON value (dicts and lists only; a plain recursion is the fastest walk)."""
+    n = 0
+    if type(value) is dict:
+        n = len(value)
+        items: Any = value.values()
+    else:
+        items = value
+    for x in items:
+        t = type(x)
+        if t is dict or t is list:
+            n += count_keys(x)
+    return n
+
+
 class _Walk:
-    __slots__ = ("directives", "prune", "report", "to_drop", "types")
+    __slots__ = ("directives", "keys", "prune", "report", "to_drop", "types")
 
     def __init__(self, prune: bool, directives: bool, types: bool) -> None:
         self.prune = prune
         self.directives = directives
         self.types = types
+        self.keys = 0  # object keys seen, for the duplicate-key screening (counting while walking is cheaper)
         self.report = Report()
         self.to_drop: list[tuple[Obj, str]] = []
 
@@ -237,19 +251,31 @@ class _Walk:
         if tag == STRUCT:
             if not isinstance(value, dict):
                 return self.fail(value, struct, gopath, node.go)
-            props = node.props
+            props, plain = node.props, node.plain
             inner = node.go.rpartition(".")[2] or struct
+            self.keys += len(value)
             for key, sub in value.items():
+                kind = plain.get(key)
+                if kind is not None and type(sub) is kind:
+                    continue  # the common case, without building the paths
                 child = props.get(key)
                 if child is None:
+                    if type(sub) is dict or type(sub) is list:
+                        self.keys += count_keys(sub)
                     if self.directives and (key.startswith("$") or sub is None):
                         continue  # a patch directive, or a patch removing a field that is not there
                     self.report.unknown.append(f"{spath}.{key}" if spath else key)
                     if self.prune:
                         self.to_drop.append((value, key))
                     continue
-                if sub is None or _plainly_fine(child.tag, sub):
-                    continue  # the common case, without building the paths
+                if sub is None:
+                    continue
+                if child.tag == ANY:
+                    if type(sub) is dict or type(sub) is list:
+                        self.keys += count_keys(sub)
+                    continue
+                if _plainly_fine(child.tag, sub):
+                    continue
                 self.walk(child, sub, inner, f"{gopath}.{key}" if gopath else key,
                           f"{spath}.{key}" if spath else key)
         elif tag == STRING:
@@ -259,7 +285,9 @@ class _Walk:
             if not isinstance(value, list):
                 return self.fail(value, struct, gopath, node.go)
             item = node.item
-            if item is not None and item.tag != ANY and not (item.tag == STRING and _all_str(value)):
+            if item is None or item.tag == ANY:
+                self.keys += count_keys(value)
+            elif not (item.tag == STRING and _all_str(value)):
                 for i, sub in enumerate(value):
                     if sub is not None:
                         self.walk(item, sub, struct, gopath, f"{spath}[{i}]")
@@ -267,7 +295,12 @@ class _Walk:
             if not isinstance(value, dict):
                 return self.fail(value, struct, gopath, node.go)
             item = node.item
-            if item is not None and item.tag != ANY and not (item.tag == STRING and _all_str(value.values())):
+            if item is None or item.tag == ANY:
+                self.keys += count_keys(value)
+            elif item.tag == STRING and _all_str(value.values()):
+                self.keys += len(value)
+            else:
+                self.keys += len(value)
                 for key, sub in value.items():
                     if sub is not None:
                         self.walk(item, sub, struct, gopath, f"{spath}.{key}")
@@ -323,6 +356,7 @@ def check(node: Node, obj: Any, *, prune: bool = False, directives: bool = False
         w.walk(node, obj, struct, gopath, spath)
     except _TypeError:
         return w.report
+    w.report.keys = w.keys
     for parent, key in w.to_drop:
         parent.pop(key, None)
     return w.report
