@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from e2ekit import Cluster
+from kubernetes import client
 
 
 def _deployment(name: str, ns: str, extra_spec: str = "", container_extra: str = "") -> str:
@@ -73,3 +74,35 @@ def test_server_side_apply_names_the_undeclared_field(cluster: Cluster, ns: str)
     assert out.returncode != 0
     assert ('.spec.template.spec.containers[name="c"].imagePullPolcy: field not declared in schema'
             in out.stderr), out.stderr
+
+
+def test_number_annotation_is_refused_and_the_python_client_lists_fine(cluster: Cluster, ns: str) -> None:
+    """A number as an annotation value used to be stored and then broke the typed Python client's list of the
+    whole namespace; now the write is refused, and `--validate=warn` (fieldValidation=Warn) prints one
+    warning per unknown field and drops it."""
+    pod = f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: ann
+  namespace: {ns}
+  annotations:
+    a: {{value}}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    imagePullPolcy: Always
+"""
+    # kubectl refuses it itself, with the very message the server gives; a raw client gets it from the server
+    out = cluster.kubectl("create", "-f", "-", input=pod.replace("{value}", "1"), check=False)
+    detail = "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.annotations of type string"
+    assert out.returncode != 0 and detail in out.stderr, out.stderr
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ann", "annotations": {"a": 1}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    status, err = cluster.server.request(f"/api/v1/namespaces/{ns}/pods", "POST", body)
+    assert (status, err["reason"], err["message"]) == (
+        400, "BadRequest", f'Pod in version "v1" cannot be handled as a Pod: {detail}')
+    out = cluster.kubectl("create", "--validate=warn", "-f", "-", input=pod.replace("{value}", '"1"'))
+    assert 'Warning: unknown field "spec.containers[0].imagePullPolcy"' in out.stderr, out.stderr
+    pods = client.CoreV1Api(cluster.api).list_namespaced_pod(ns).items
+    assert [p.metadata.name for p in pods] == ["ann"] and pods[0].metadata.annotations == {"a": "1"}
