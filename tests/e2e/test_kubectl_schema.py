@@ -106,3 +106,25 @@ spec:
     assert 'Warning: unknown field "spec.containers[0].imagePullPolcy"' in out.stderr, out.stderr
     pods = client.CoreV1Api(cluster.api).list_namespaced_pod(ns).items
     assert [p.metadata.name for p in pods] == ["ann"] and pods[0].metadata.annotations == {"a": "1"}
+
+
+METADATA_CASES = [
+    ("finalizers", "x"), ("labels", ["a"]), ("labels", {"a": 1.5}), ("annotations", {"a": True}),
+    ("ownerReferences", {"a": "b"}), ("uid", 7), ("creationTimestamp", 5), ("generation", "x"),
+    ("managedFields", "x"), ("deletionGracePeriodSeconds", "x"), ("resourceVersion", 5),
+    ("ownerReferences", [{"apiVersion": "v1", "kind": "X", "name": "n", "uid": "u", "controller": "yes"}]),
+]
+
+
+def test_metadata_type_errors_match_kubectls_own_decoder(cluster: Cluster) -> None:
+    """kubectl decodes `metadata` with upstream's Go types before sending anything: its message is the
+    oracle for the server's (which must say the same after `<Kind> ... cannot be handled as a <Kind>: `)."""
+    for field, value in METADATA_CASES:
+        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "meta", field: value}}
+        out = cluster.kubectl("create", "-f", "-", input=json.dumps(obj), check=False)
+        assert out.returncode != 0
+        expected = out.stderr.strip().removeprefix('error: unable to decode "STDIN": ')
+        assert expected.startswith("json: cannot unmarshal"), out.stderr
+        status, err = cluster.server.request("/api/v1/namespaces/default/configmaps", "POST", obj)
+        assert (status, err["message"]) == (
+            400, f'ConfigMap in version "v1" cannot be handled as a ConfigMap: {expected}'), (field, value)
