@@ -465,3 +465,56 @@ async def test_subresource_bodies_are_checked_against_their_own_types(api: Api) 
     assert err["message"] == cannot("Binding", go("string", "Binding.target", "v1.ObjectReference"))
     _, live, _ = await api.call("GET", f"{NS}/pods/ev")
     assert not live["spec"].get("nodeName")
+
+
+def _wrong_value(tag: int) -> Any:
+    """A value of the wrong JSON type for a field of this kind (None: the field takes anything)."""
+    from lite.server.api import typecheck as tc
+    return {tc.STRING: 5, tc.BYTES: 5, tc.TIME: 5, tc.MICROTIME: True, tc.INT32: "x", tc.INT64: "x",
+            tc.FLOAT: "x", tc.BOOL: "x", tc.STRUCT: "x", tc.ARRAY: {"a": 1}, tc.MAP: ["x"], tc.QUANTITY: "lots",
+            tc.INTSTR: True}.get(tag)
+
+
+def _sweep_cases() -> list[tuple[str, str, str, Any]]:
+    """(kind, field path, top-level key, wrong value) for every top-level and spec field of every served
+    built-in kind that can be created."""
+    from lite.server.api.builtin_schemas import BuiltinSchemas
+    schemas = BuiltinSchemas()
+    out: list[tuple[str, str, str, Any]] = []
+    for kind in KindRegistry():
+        node = schemas.node(kind)
+        if node is None or "create" not in kind.verbs or kind.kind in ("Binding",):
+            continue
+        for name, child in node.props.items():
+            if name in ("apiVersion", "kind", "metadata"):
+                continue
+            value = _wrong_value(child.tag)
+            if value is not None:
+                out.append((kind.gk, name, name, value))
+            if name == "spec" and child.tag == 1:  # STRUCT
+                for sub, grandchild in child.props.items():
+                    value = _wrong_value(grandchild.tag)
+                    if value is not None:
+                        out.append((kind.gk, f"spec.{sub}", "spec", {sub: value}))
+    return out
+
+
+async def test_every_field_of_every_kind_refuses_a_wrong_type(api: Api) -> None:
+    """One request per case (a few hundred), in one test so the stack is built once."""
+    cases = _sweep_cases()
+    assert len(cases) > 200
+    kinds = {k.gk: k for k in KindRegistry()}
+    failures = []
+    for gk, path, key, value in cases:
+        kind = kinds[gk]
+        collection = kind.path("default") if kind.namespaced else kind.path()
+        body = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": "sweep"}, key: value}
+        status, err, _ = await api.call("POST", collection, body)
+        prefix = f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+        message = err.get("message", "") if isinstance(err, dict) else ""
+        detail = message[len(prefix):]
+        ok = (status == 400 and err.get("reason") == "BadRequest" and message.startswith(prefix)
+              and (detail == QUANTITY or f".{path} of type " in detail or "parsing time" in detail))
+        if not ok or (await api.call("GET", f"{collection}/sweep"))[0] != 404:
+            failures.append((gk, path, status, message))
+    assert not failures, failures[:10]
