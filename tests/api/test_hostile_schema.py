@@ -518,3 +518,15 @@ async def test_every_field_of_every_kind_refuses_a_wrong_type(api: Api) -> None:
         if not ok or (await api.call("GET", f"{collection}/sweep"))[0] != 404:
             failures.append((gk, path, status, message))
     assert not failures, failures[:10]
+
+
+async def test_thousands_of_unknown_fields_give_bounded_warnings(api: Api) -> None:
+    body = pod("many")
+    body["spec"].update({f"x\r\n{i:05d}" + "y" * 200: i for i in range(3000)})
+    status, out, headers = await api.call("POST", f"{NS}/pods", body)
+    assert status == 201, out
+    warnings = headers.getall("Warning")  # upstream's bound: 4 Ki characters, each cut to 256 past that
+    assert len(warnings) == 18 and sum(len(w) for w in warnings) < 6 * 1024
+    assert not any("\n" in w or "\r" in w for w in warnings)
+    _, stored, _ = await api.call("GET", f"{NS}/pods/many")
+    assert not any(k.startswith("x") for k in stored["spec"])

@@ -235,3 +235,13 @@ def test_the_walk_counts_every_key(thing: Node, obj: Any) -> None:
     """The duplicate-key screening trusts this count: it must never exceed the real number of keys."""
     from lite.server.api.typecheck import count_keys
     assert check(thing, obj).keys == count_keys(obj)
+
+
+def test_warning_headers_are_bounded_and_safe() -> None:
+    from lite.server.api.fieldvalidation import warning_headers
+    assert warning_headers(['unknown field "a"', 'unknown field "a"']) == ['299 - "unknown field \\"a\\""']
+    assert warning_headers(["x\r\ny\\"]) == ['299 - "x  y\\\\"']
+    many = [f"unknown field \"{i:05d}{'p' * 300}\"" for i in range(100)]
+    out = warning_headers(many)
+    assert len(out) == 16 and 4096 <= sum(len(h) for h in out) < 4096 + 16 * 20  # 16 cut to 256 each
+    assert all(len(h) <= 256 + len('299 - ""') + 8 for h in out)

@@ -197,6 +197,30 @@ def _names_unknown(node: Node, op: dict[str, Any]) -> bool:
     return at_pointer(node, tokens)[0] is None
 
 
+_WARNINGS_TOTAL = 4 * 1024  # upstream's warning recorder: total runes before it starts truncating
+_WARNING_ITEM = 256  # and the runes each warning keeps once it does
+
+
+def warning_headers(texts: list[str]) -> list[str]:
+    """`Warning` header values for warnings, bounded as upstream's recorder bounds them: duplicates once;
+    when all of them exceed 4 Ki characters, each is cut to 256 and they stop once 4 Ki are written. Line
+    breaks become spaces (as Go's HTTP server writes header values), quotes and backslashes are escaped."""
+    unique = list(dict.fromkeys(texts))
+    if sum(len(t) for t in unique) > _WARNINGS_TOTAL:
+        cut, written = [], 0
+        for t in unique:
+            if written >= _WARNINGS_TOTAL:
+                break
+            cut.append(t[:_WARNING_ITEM])
+            written += len(cut[-1])
+        unique = cut
+    out = []
+    for t in unique:
+        t = t.replace("\r", " ").replace("\n", " ").replace("\\", "\\\\").replace('"', '\\"')
+        out.append(f'299 - "{t}"')
+    return out
+
+
 def go_repr(value: Any) -> str:
     """A decoded JSON value as Go's `%+v` prints a map[string]interface{} (how upstream shows a strategic
     merge patch in its errors): `map[spec:map[replicas:3]]`."""

@@ -178,9 +178,8 @@ def _write_params(query: Any) -> tuple[bool, str, str]:
 
 def _with_warning(resp: web.Response, warnings: list[str]) -> web.Response:
     """One `Warning: 299 - "..."` header per warning, as upstream sends them (kubectl prints each)."""
-    for text in warnings:
-        quoted = text.replace("\\", "\\\\").replace('"', '\\"')
-        resp.headers.add("Warning", f'299 - "{quoted}"')
+    for value in fieldvalidation.warning_headers(warnings):
+        resp.headers.add("Warning", value)
     return resp
 
 
@@ -372,7 +371,7 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
     obj = negotiate.decode_object(request.content_type, raw)
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
         _fill_type_meta(obj, t.kind)
-    warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub), obj,
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj), obj,
                                          validation, raw, request.content_type)
     _check_meta(obj, t)
     update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
