@@ -530,3 +530,13 @@ async def test_thousands_of_unknown_fields_give_bounded_warnings(api: Api) -> No
     assert not any("\n" in w or "\r" in w for w in warnings)
     _, stored, _ = await api.call("GET", f"{NS}/pods/many")
     assert not any(k.startswith("x") for k in stored["spec"])
+
+
+async def test_deep_nesting_is_a_400_not_a_crash(api: Api) -> None:
+    # a CRD validation schema nested past what a recursive walk can follow
+    raw = (b'{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"x"},'
+           b'"spec":{"versions":[{"name":"v1","schema":{"openAPIV3Schema":' + b'{"properties":{"a":' * 500 + b"{}"
+           + b"}}" * 500 + b"}}]}}")
+    status, err, _ = await api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", data=raw)
+    assert (status, err["reason"]) == (400, "BadRequest")
+    assert err["message"].endswith("cannot be handled as a CustomResourceDefinition: json: exceeded max depth")

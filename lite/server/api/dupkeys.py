@@ -54,15 +54,17 @@ def _keyish(raw: bytes) -> int:
     return n
 
 
-def _paths(value: Any, path: str, out: list[str]) -> None:
-    if isinstance(value, dict):
-        for k in getattr(value, "dups", ()):
-            out.append(f"{path}.{k}" if path else k)
-        for k, v in value.items():
-            _paths(v, f"{path}.{k}" if path else k, out)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _paths(v, f"{path}[{i}]", out)
+def _paths(value: Any, out: list[str]) -> None:
+    """Paths of the recorded duplicates, in document order (an explicit stack: nesting may be deep)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, dict):
+            out.extend(f"{path}.{k}" if path else k for k in getattr(v, "dups", ()))
+            stack.extend((x, f"{path}.{k}" if path else k) for k, x in reversed(v.items())
+                         if isinstance(x, (dict, list)))
+        elif isinstance(v, list):
+            stack.extend((x, f"{path}[{i}]") for i, x in reversed(list(enumerate(v))) if isinstance(x, (dict, list)))
 
 
 def json_duplicates(raw: bytes, decoded: Any, keys: int = -1) -> list[str]:
@@ -75,10 +77,10 @@ def json_duplicates(raw: bytes, decoded: Any, keys: int = -1) -> list[str]:
         return []
     try:
         full = json.loads(raw, object_pairs_hook=_pairs)
-    except ValueError:
+    except (ValueError, RecursionError):  # too deep for the stdlib decoder: the check is skipped
         return []
     out: list[str] = []
-    _paths(full, "", out)
+    _paths(full, out)
     return out
 
 
@@ -105,7 +107,7 @@ def yaml_duplicates(raw: bytes) -> list[str]:
     loader.found = []
     try:
         loader.get_single_data()
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return []
     finally:
         loader.dispose()

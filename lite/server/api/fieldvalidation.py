@@ -58,6 +58,7 @@ def directive(value: str) -> str:
     return value or WARN
 
 
+_TOO_DEEP = "json: exceeded max depth"
 _YAML_ERRORS = "error converting YAML to JSON: yaml: unmarshal errors:\n  "
 
 
@@ -86,7 +87,14 @@ def _cannot_handle(kind: Kind, detail: str) -> ApiError:
 def check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: bytes | None = None,
                content_type: str = "") -> list[str]:
     """Create/update body; returns the warnings (see the module docstring)."""
-    mode = directive(mode)
+    try:
+        return _check_body(schemas, kind, obj, directive(mode), raw, content_type)
+    except RecursionError:  # a recursive schema (CRD validation schemas) nested beyond the interpreter's stack
+        raise _cannot_handle(kind, _TOO_DEEP) from None
+
+
+def _check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: bytes | None,
+                content_type: str) -> list[str]:
     node, types = _node(schemas, kind)
     if kind.crd and isinstance(obj, dict):
         _drop_malformed_meta(schemas, obj)
@@ -107,7 +115,14 @@ def check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: by
 def check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: str, mode: str, *,
                 raw: bytes | None = None, content_type: str = "", namespace: str = "", name: str = "") -> list[str]:
     """A patch body of any type; returns the warnings (see the module docstring)."""
-    mode = directive(mode)
+    try:
+        return _check_patch(schemas, kind, patch, patch_type, directive(mode), raw, content_type, namespace, name)
+    except RecursionError:
+        raise _cannot_handle(kind, _TOO_DEEP) from None
+
+
+def _check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: str, mode: str, raw: bytes | None,
+                 content_type: str, namespace: str, name: str) -> list[str]:
     node, types = _node(schemas, kind)
     dups = _duplicates(raw, patch, content_type, as_yaml=patch_type == "apply")[0] if mode != IGNORE else []
     if patch_type == "apply":

@@ -209,8 +209,11 @@ def _all_str(values: Any) -> bool:
     return all(type(v) is str for v in values)
 
 
-def count_keys(value: Any) -> int:
-    """Keys in a decoded JSON value (dicts and lists only; a plain recursion is the fastest walk)."""
+def count_keys(value: Any, depth: int = 0) -> int:
+    """Keys in a decoded JSON value (dicts and lists only). A plain recursion is the fastest walk; past a
+    depth of 200 an explicit stack takes over, so hostile nesting cannot exhaust the interpreter's stack."""
+    if depth > 200:
+        return _count_keys_deep(value)
     n = 0
     if type(value) is dict:
         n = len(value)
@@ -220,7 +223,20 @@ def count_keys(value: Any) -> int:
     for x in items:
         t = type(x)
         if t is dict or t is list:
-            n += count_keys(x)
+            n += count_keys(x, depth + 1)
+    return n
+
+
+def _count_keys_deep(value: Any) -> int:
+    n = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            n += len(v)
+            stack.extend(x for x in v.values() if type(x) is dict or type(x) is list)
+        elif type(v) is list:
+            stack.extend(x for x in v if type(x) is dict or type(x) is list)
     return n
 
 
