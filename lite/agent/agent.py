@@ -32,7 +32,7 @@ from lite.agent.metrics import PodSample, UsageSampler
 from lite.agent.node import LEASE_DURATION, LEASE_RENEW, STATUS_REFRESH, NodeReporter, default_node_ip
 from lite.agent.podrunner import POD_FILE, PodRunner
 from lite.agent.runtime.container import ProcessRuntime, Runtime
-from lite.netns.nsfs import NetnsRef
+from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 
 log = logging.getLogger("lite.agent")
 Obj = dict[str, Any]
@@ -84,7 +84,8 @@ class Agent:
         return Deps(runtime=runtime, images=None, cgroups=None, ipam=None, data_dir=self.root,
                     node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
-                    connect=_node_connect(c.node_netns))
+                    connect=_node_connect(c.node_netns),
+                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)))
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 
@@ -216,8 +217,13 @@ class Agent:
 
     async def open_services(self) -> None:
         from lite.agent.images import ImageService, RegistriesConfig
+        from lite.agent.killall import HostRecord
         from lite.agent.runtime.cgroups import CgroupError, detect
 
+        c = self.config
+        node_netns = str(c.node_netns) if isinstance(c.node_netns, str | Path) else None
+        await asyncio.to_thread(HostRecord(c.cgroup_root, str(c.netns_dir or NETNS_RUN_DIR), node_netns,
+                                           c.bridge).save, self.root)
         regs = RegistriesConfig.load(self.config.registries) if self.config.registries else RegistriesConfig()
         self.deps.images = await ImageService.open(self.root / "images", regs)
         self.node.image_list = self.deps.images.list

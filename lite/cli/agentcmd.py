@@ -80,6 +80,7 @@ async def fetch_ca(server_url: str, token: str) -> bytes:
 def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
     """`lite agent --server URL --token T`: a node agent for this machine."""
     from lite.agent.agent import AgentConfig, build_agent
+    from lite.sdnotify import notify
     from lite.server.main import run_until_signalled
 
     if not args.server or not args.token:
@@ -93,6 +94,7 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
         agent = build_agent(AgentConfig(
             server_url=args.server, token=args.token, node_name=args.node_name or "", data_dir=data_dir,
             runtime=_runtime(args.runtime), ca_data=ca, registries=_registries(args.private_registry)))
+        notify("READY=1")  # the server's CA is verified and the agent starts: systemd may go on
         await agent.run()
 
     return run_until_signalled(main)

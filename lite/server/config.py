@@ -9,6 +9,8 @@ Data dir layout (created with mode 0700 on first start):
     <data-dir>/kubeconfig.yaml           admin kubeconfig, unless --write-kubeconfig points elsewhere
     <data-dir>/server/db/state.db        the SQLite store
     <data-dir>/server/tls/ca.{crt,key}   cluster CA
+    <data-dir>/server/tls/client-ca.{crt,key}  client CA (signs kube-apiserver-client CSRs)
+    <data-dir>/server/tls/front-proxy-{ca,client}.{crt,key}  the aggregator's client identity
     <data-dir>/server/tls/serving.{crt,key}, serving.sans
     <data-dir>/server/cred/admin.token   admin bearer token (mode 0600)
     <data-dir>/server/cred/admin.kubeconfig  copy of the kubeconfig that `lite kubeconfig` prints
@@ -57,6 +59,11 @@ class DataDir:
         return self.root / "server" / "tls"
 
     @property
+    def manifests(self) -> Path:
+        """Manifests applied at start and on change (k3s's server/manifests)."""
+        return self.root / "server" / "manifests"
+
+    @property
     def cred(self) -> Path:
         return self.root / "server" / "cred"
 
@@ -99,6 +106,10 @@ class ServerConfig:
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
+    # Scheduled store snapshots (k3s's etcd-snapshot schedule): cron, how many to keep, or none at all.
+    snapshot_cron: str = "0 */12 * * *"
+    snapshot_retention: int = 5
+    disable_snapshots: bool = False
 
     @classmethod
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:

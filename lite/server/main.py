@@ -72,6 +72,11 @@ async def build(config: ServerConfig) -> Server:
     server.background.append(
         ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
     server.background += plane.background
+    if not config.disable_snapshots:
+        from lite.server.snapshots import run_schedule
+
+        server.background.append(("snapshots", lambda: run_schedule(
+            config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name)))
     return server
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 from e2ekit import KUBECTL, Cluster, unique
-from liteproc import LiteServer, find_free_port
+from liteproc import LiteServer, find_free_port, lite_command
 
 from tests.helpers.images import BUSYBOX, Layer, Pusher, busybox_entries, push_test_images
 from tests.helpers.registry import RegistryServer
@@ -131,7 +130,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         yield n
     finally:
         _teardown(n, server, registry)
-        _cleanup_host(node_ns, netns_dir, cgroup_root)
+        _cleanup_host(base / "agent", node_ns, netns_dir)
 
 
 def _teardown(n: Node | None, server: LiteServer, registry: RegistryServer) -> None:
@@ -152,22 +151,10 @@ def _teardown(n: Node | None, server: LiteServer, registry: RegistryServer) -> N
         registry.stop()
 
 
-def _cleanup_host(node_ns: Path, netns_dir: Path, cgroup_root: str) -> None:
-    """Kill whatever is left in the test's cgroups, unmount its netns files, remove its cgroups."""
-    for top in Path("/sys/fs/cgroup").glob(f"*/{cgroup_root}"):
-        for procs in top.rglob("cgroup.procs"):
-            for pid in procs.read_text().split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-    time.sleep(0.5)
-    for top in Path("/sys/fs/cgroup").glob(f"*/{cgroup_root}"):
-        for dirpath, _d, _f in sorted(os.walk(top), key=lambda w: -len(w[0])):
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
+def _cleanup_host(agent_data: Path, node_ns: Path, netns_dir: Path) -> None:
+    """`lite killall` on the agent's data dir (every pod process, mount, netns, link and cgroup), then the
+    test's own netns files. What killall misses, the session's closing check reports."""
+    subprocess.run([*lite_command(), "killall", "--data-dir", str(agent_data)], check=False, timeout=120)
     subprocess.run(["umount", "-R", "-l", str(netns_dir)], check=False, capture_output=True)
     subprocess.run(["umount", "-l", str(node_ns)], check=False, capture_output=True)
 

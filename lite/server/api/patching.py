@@ -21,7 +21,7 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import Schema, apply, json_patch, merge_patch, object_fields, strategic_merge
 from lite.patch.fieldset import path_string
-from lite.server.api.registry_base import Obj
+from lite.server.api.registry_base import STATUS_LIKE, Obj
 from lite.server.api.writing import WriteMixin, meta_of
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -63,7 +63,7 @@ class PatchMixin(WriteMixin):
         # A status patch keeps only the patched status (and resourceVersion). When the patch names nothing but
         # those parts, merging it into them alone gives the same result as into the whole object, and skips
         # copying the spec inside the merge (the scheduler sends one such patch per pending pod).
-        status_view = subresource == "status" and patch_type in ("merge", "strategic") and \
+        status_view = subresource in STATUS_LIKE and patch_type in ("merge", "strategic") and \
             isinstance(patch, dict) and all(k in _STATUS_VIEW for k in patch)
 
         def build(old: Obj) -> Obj:
@@ -71,7 +71,7 @@ class PatchMixin(WriteMixin):
             patched = self.apply_patch(kind, doc, patch, patch_type, manager=manager, force=force)
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
-            if subresource == "status":
+            if subresource in STATUS_LIKE:
                 new = deep_copy(old)
                 if "status" in patched:
                     new["status"] = patched["status"]

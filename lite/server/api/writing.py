@@ -28,7 +28,7 @@ from lite.errors import ApiError, Cause
 from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import json_equal, record_update
-from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite, check_shape, conflict_error
+from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
 from lite.server.api.strategies import Admission, crschema
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
@@ -297,12 +297,16 @@ class WriteMixin(RegistryBase):
                 else:
                     new.pop("status", None)
             strategy.prepare_update(new, old)
+        else:
+            strategy.prepare_subresource(subresource, new, old)
         if "generation" in ometa and spec_changed(kind, new, old, strategy.generation_on_annotations):
             meta["generation"] = int(ometa["generation"]) + 1
         causes += validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
         causes += strategy.validate(new) + _schema_causes(kind, new)
         if not subresource:
             causes += strategy.validate_update(new, old)
+        else:
+            causes += strategy.validate_subresource(subresource, new, old)
         if causes:
             raise errors.invalid(kind.kind, name, causes, kind.group)
 
@@ -318,7 +322,7 @@ class WriteMixin(RegistryBase):
                                      "on the request")
 
         def build(old: Obj) -> Obj:
-            if subresource == "status":
+            if subresource in STATUS_LIKE:
                 new = deep_copy(old)
                 new["status"] = deep_copy({"s": obj.get("status")})["s"]
                 if new["status"] is None:

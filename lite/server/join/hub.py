@@ -59,8 +59,8 @@ class JoinHub:
         self.pods = self.informers.informer(self.intake.pod)
         self.nodes = self.informers.informer(self.intake.node)
         self.objects: dict[str, Informer] = {}
-        for kind in ("ConfigMap", "Secret"):
-            k = kinds.by_gvk("", "v1", kind)
+        for group, kind in (("", "ConfigMap"), ("", "Secret"), ("node.k8s.io", "RuntimeClass")):
+            k = kinds.by_gvk(group, "v1", kind)
             assert k is not None
             self.objects[kind] = self.informers.informer(k)
         self.cluster_dns = cluster_dns
@@ -109,7 +109,7 @@ class JoinHub:
                 pair[0].emit(wire.NodeConfig(self._config(new)))
 
     def _lookup(self, kind: str, namespace: str, name: str) -> Obj | None:
-        return self.objects[kind].get(f"{namespace}/{name}")
+        return self.objects[kind].get(f"{namespace}/{name}" if namespace else name)
 
     def _config(self, node: Obj) -> Obj:
         spec = node.get("spec") or {}

@@ -20,6 +20,8 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from lite.server.store.faults import quick_check
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS log (
     id INTEGER PRIMARY KEY,
@@ -60,16 +62,24 @@ class LogDB:
     """One connection to the store file. Not thread-safe: use from one thread only."""
 
     def __init__(self, path: str) -> None:
+        """Open (or create) the file; raises StoreCorrupt, leaving the file untouched, if it is damaged."""
+        self.path = path
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a batch is exactly one transaction.
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         c = self.conn
-        # auto_vacuum only takes effect if set before the first table exists (or after a full VACUUM).
-        c.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        c.execute("PRAGMA journal_mode=WAL")
-        c.execute("PRAGMA synchronous=FULL")
-        # Without a limit the -wal file keeps its high-water size forever.
-        c.execute("PRAGMA journal_size_limit=8388608")
-        c.executescript(SCHEMA)
+        try:
+            # Before anything writes: a damaged file must be reported as it was found.
+            quick_check(c, path)
+            # auto_vacuum only takes effect if set before the first table exists (or after a full VACUUM).
+            c.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA synchronous=FULL")
+            # Without a limit the -wal file keeps its high-water size forever.
+            c.execute("PRAGMA journal_size_limit=8388608")
+            c.executescript(SCHEMA)
+        except BaseException:
+            c.close()
+            raise
 
     def close(self) -> None:
         self.conn.close()

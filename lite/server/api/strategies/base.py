@@ -6,6 +6,7 @@ calls them in a fixed order:
 
     create:  default -> prepare_create -> validate (+ ObjectMeta) -> admission hooks -> persist
     update:  default -> (status kept) -> prepare_update -> validate + validate_update -> admission -> persist
+    status:  default -> prepare_subresource -> validate + validate_subresource -> admission -> persist
 
 Invariants:
 - Strategy functions mutate only the object they are given (the new object), never `old`.
@@ -43,6 +44,14 @@ def _ok2(new: Obj, old: Obj) -> list[Cause]:
     return []
 
 
+def _noop3(subresource: str, new: Obj, old: Obj) -> None:
+    return None
+
+
+def _ok3(subresource: str, new: Obj, old: Obj) -> list[Cause]:
+    return []
+
+
 @dataclass(frozen=True)
 class Strategy:
     """Per-kind behaviour. Every field has a do-nothing default, so a kind names only what it needs."""
@@ -55,6 +64,10 @@ class Strategy:
     prepare_update: Callable[[Obj, Obj], None] = _noop2
     validate: Callable[[Obj], list[Cause]] = _ok
     validate_update: Callable[[Obj, Obj], list[Cause]] = _ok2
+    # A status-like subresource write (`status`, `approval`): (subresource, new, old), after the generic
+    # rule copied the body's status onto the stored object; narrows what that subresource may change.
+    prepare_subresource: Callable[[str, Obj, Obj], None] = _noop3
+    validate_subresource: Callable[[str, Obj, Obj], list[Cause]] = _ok3
     name_fn: NameFn = name_is_dns_subdomain
     # Upstream DefaultGarbageCollectionPolicy; "unsupported" = no orphan/foreground finalizers are added.
     gc_policy: GcPolicy = "unsupported"
