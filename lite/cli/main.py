@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lite import logthrottle
+from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -76,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "with NO isolation (for non-root development)")
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    srv.add_argument("--service-proxy", action="store_true",
+                     help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
     srv.add_argument("--snapshot-schedule-cron", default="0 */12 * * *", metavar="CRON",
                      help="when to snapshot the store into <data-dir>/server/snapshots (default every 12 hours)")
     srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
@@ -88,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--check-db", action="store_true",
                      help="run SQLite's integrity check on the store of --data-dir, print the result and exit "
                           "(0 ok, 1 damaged); does not start the server")
+    _add_connection_flags(srv)
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
     agent.add_argument("--server", "-s", default=os.environ.get("LITE_URL") or None,
@@ -99,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'process' runs containers as plain host processes with NO isolation")
     agent.add_argument("--private-registry", default=None,
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    agent.add_argument("--service-proxy", action="store_true",
+                       help="proxy Services with nftables (table 'ip lite' in this host's netns)")
     _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
@@ -119,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         if verb == "delete":
             p.add_argument("names", nargs="+", metavar="NAME")
 
+    cert = sub.add_parser("certificate", help="check or rotate the server's certificates")
+    cert_sub = cert.add_subparsers(dest="certificate_command", metavar="SUBCOMMAND", required=True)
+    for verb, text in (("check", "list the certificates and when they expire"),
+                       ("rotate", "re-issue the leaf certificates (serving, front-proxy client) from the same CAs")):
+        _add_data_dir(cert_sub.add_parser(verb, help=text))
+
     tok = sub.add_parser("token", help="print the join token of a server data dir")
     _add_data_dir(tok)
     kc = sub.add_parser("kubeconfig", help="print the admin kubeconfig of a server data dir")
@@ -127,6 +140,22 @@ def build_parser() -> argparse.ArgumentParser:
                                         "network namespaces, links, nftables tables and cgroups")
     _add_data_dir(ka)
     return parser
+
+
+def _add_connection_flags(srv: argparse.ArgumentParser) -> None:
+    srv.add_argument("--tls-handshake-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="close a connection whose TLS handshake takes longer (default 10)")
+    srv.add_argument("--request-header-timeout", type=float, default=32.0, metavar="SECONDS",
+                     help="close a connection whose request head takes longer to arrive (default 32)")
+    srv.add_argument("--idle-timeout", type=float, default=90.0, metavar="SECONDS",
+                     help="close a connection idle between requests for longer (default 90)")
+    srv.add_argument("--max-connections-per-address", type=int, default=256, metavar="N",
+                     help="refuse connections beyond N open from one client address (default 256; 0: no cap)")
+    srv.add_argument("--max-connections", type=int, default=0, metavar="N",
+                     help="refuse connections beyond N open in all (default 0: the open-file limit less a reserve)")
+    srv.add_argument("--log-repeat-window", type=float, default=10.0, metavar="SECONDS",
+                     help="log at most 5 copies of one message per window, then a count of those dropped "
+                          "(default 10; 0: log everything)")
 
 
 def _version() -> str:
@@ -138,10 +167,11 @@ def _version() -> str:
         return "0.1.0"
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, repeat_window: float = 10.0) -> RepeatFilter:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
     if level != "debug":  # aiohttp's per-request chatter is noise at info
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    return logthrottle.install(repeat_window)
 
 
 def cmd_server(args: argparse.Namespace) -> int:
@@ -149,7 +179,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         from lite.cli.checkdb import check_db
 
         return check_db(ServerConfig.create(args.data_dir).paths.db)
-    _setup_logging(args.log_level)
+    repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
         args.data_dir,
         bind_address=args.bind_address,
@@ -168,7 +198,13 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_monitor_grace_period=args.node_monitor_grace_period,
         node_name=args.node_name,
         agent_runtime=args.runtime,
+        agent_service_proxy=args.service_proxy,
         private_registry=Path(args.private_registry) if args.private_registry else None,
+        tls_handshake_timeout=args.tls_handshake_timeout,
+        request_header_timeout=args.request_header_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connections_per_address=args.max_connections_per_address,
+        max_connections=args.max_connections,
         snapshot_cron=args.snapshot_schedule_cron,
         snapshot_retention=args.snapshot_retention,
         disable_snapshots=args.disable_snapshots,
@@ -184,11 +220,13 @@ def cmd_server(args: argparse.Namespace) -> int:
     try:
         from lite.cli.agentcmd import embedded_agent
 
+        def extra(server: server_main.Server) -> list[tuple[str, server_main.Background]]:
+            return [*embedded_agent(server), ("log-repeat-flush", lambda: logthrottle.flush_every(repeats))]
+
         def ready() -> None:
             notify("READY=1")  # for a systemd unit of Type=notify: the API serves now
 
-        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent,
-                                                                       on_ready=ready))
+        return server_main.run_until_signalled(lambda: server_main.run(config, extra=extra, on_ready=ready))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
@@ -274,6 +312,25 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_certificate(args: argparse.Namespace) -> int:
+    from lite.server.certcheck import inspect, rotate
+
+    config = ServerConfig.create(args.data_dir)
+    if not config.paths.tls.is_dir():
+        print(f"lite certificate: no certificates at {config.paths.tls}; has `lite server` run with this data "
+              "dir?", file=sys.stderr)
+        return 1
+    if args.certificate_command == "rotate":
+        rotated, _ = rotate(config)
+        print(f"rotated {', '.join(rotated) or 'nothing'}; restart lite server to serve the new certificates")
+        return 0
+    print(f"{'File':<26} {'Subject':<28} {'Expires':<21} {'Days':>6}  Note")
+    for c in inspect(config.paths.tls):
+        note = "CA" if c.is_ca else ("renewed at the next start" if c.renews_at_start else "")
+        print(f"{c.file:<26} {c.subject[:28]:<28} {c.not_after:%Y-%m-%dT%H:%M:%SZ} {c.days_left:>7.0f}  {note}")
+    return 0
+
+
 def cmd_killall(args: argparse.Namespace) -> int:
     from lite.agent.killall import killall
 
@@ -288,7 +345,7 @@ def cmd_killall(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
-            "killall": cmd_killall, "snapshot": cmd_snapshot}
+            "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

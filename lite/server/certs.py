@@ -36,7 +36,7 @@ from lite.server.config import ServerConfig
 
 CA_DAYS = 3650
 SERVING_DAYS = 365
-RENEW_BEFORE_DAYS = 30
+RENEW_BEFORE_DAYS = 90  # k3s's rule: leaf certificates this close to expiry are renewed at start
 TOKEN_PREFIX = "K10"
 FRONT_PROXY_CLIENT = "front-proxy-client"
 IN_CLUSTER_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
@@ -118,7 +118,7 @@ def ensure_credentials(config: ServerConfig) -> Credentials:
     if not (fp_ca.exists() and fp_ca_key.exists()):
         _write_ca(fp_ca, fp_ca_key, "lite-front-proxy-ca")
         fp_crt.unlink(missing_ok=True)
-    if not (fp_crt.exists() and fp_key.exists()):
+    if not (fp_crt.exists() and fp_key.exists()) or expires_within(fp_crt, RENEW_BEFORE_DAYS):
         _write_client(fp_ca, fp_ca_key, fp_crt, fp_key, FRONT_PROXY_CLIENT)
     crt, key, meta = paths.tls / "serving.crt", paths.tls / "serving.key", paths.tls / "serving.json"
     sans = serving_sans(config)
@@ -165,6 +165,17 @@ def _serving_stale(crt: Path, key: Path, meta: Path, sans: list[str]) -> bool:
         return True
     renew_at = float(info.get("not_after", 0)) - RENEW_BEFORE_DAYS * 86400
     return bool(info.get("sans") != sans or renew_at < dt.datetime.now(dt.UTC).timestamp())
+
+
+def expires_within(crt: Path, days: float) -> bool:
+    """The certificate at `crt` ends within `days` (or cannot be read: then it must be made again)."""
+    from cryptography import x509
+
+    try:
+        cert = x509.load_pem_x509_certificate(crt.read_bytes())
+    except (OSError, ValueError):
+        return True
+    return cert.not_valid_after_utc - dt.datetime.now(dt.UTC) < dt.timedelta(days=days)
 
 
 def _write_ca(cert_path: Path, key_path: Path, cn: str = "lite-server-ca") -> None:
@@ -235,8 +246,10 @@ def _write_serving(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, meta:
     write_private(meta, json.dumps({"sans": sans, "not_after": not_after.timestamp()}).encode())
 
 
-def _write_client(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, cn: str) -> None:
-    """A client certificate (clientAuth) for `cn`, signed by the given CA, valid as long as the CA."""
+def _write_client(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, cn: str,
+                  not_after: dt.datetime | None = None) -> None:
+    """A client certificate (clientAuth) for `cn`, signed by the given CA, valid as long as the CA (or until
+    `not_after`)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -252,7 +265,8 @@ def _write_client(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, cn: st
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
         .issuer_name(ca.subject).public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(ca.not_valid_after_utc)
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(min(not_after, ca.not_valid_after_utc) if not_after else ca.not_valid_after_utc)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False)

@@ -39,6 +39,7 @@ from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.runtime import Controller, ControllerManager
 from lite.server.controllers.serviceaccount import ServiceAccountController
+from lite.server.controllers.servicelb import ServiceLBController
 from lite.server.controllers.statefulset import StatefulSetController
 from lite.server.controllers.taints import TaintEvictionController
 
@@ -80,6 +81,7 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         CronJobController(client, informers, recorder("cronjob-controller")),
         EndpointsController(client, informers, recorder("endpoint-controller")),
         EndpointSliceController(client, informers, recorder("endpoint-slice-controller")),
+        ServiceLBController(client, informers, recorder("service-lb-controller")),
         NodeIpamController(client, informers, recorder("cidrAllocator"), cluster_cidr=cluster_cidr),
         NodeLifecycleController(client, informers, recorder("node-controller"), grace_period=node_grace_period),
         TaintEvictionController(client, informers, recorder("taint-eviction-controller")),

@@ -164,6 +164,21 @@ class LogDB:
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return int(removed)
 
+    def size_cut(self, factor: float, floor: int) -> int:
+        """The lowest id compaction must keep so that superseded history holds at most
+        max(floor, factor x live bytes); 0 when all of it fits. Live rows are never counted as history."""
+        c = self.conn
+        (live,) = c.execute("SELECT COALESCE(SUM(length(value)), 0) FROM log "
+                            "WHERE id IN (SELECT id FROM current)").fetchone()
+        budget = max(floor, int(factor * int(live)))
+        total = 0
+        for row_id, size in c.execute("SELECT id, length(value) FROM log WHERE id NOT IN (SELECT id FROM current) "
+                                      "ORDER BY id DESC"):
+            total += int(size)
+            if total > budget:
+                return int(row_id) + 1
+        return 0
+
     def counts(self) -> tuple[int, int]:
         """(log rows, free pages): for tests and benchmarks."""
         (rows,) = self.conn.execute("SELECT COUNT(*) FROM log").fetchone()

@@ -50,6 +50,10 @@ from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Compaction by size: superseded history is kept within max(HISTORY_FLOOR, HISTORY_FACTOR x live bytes), so
+# store files settle within ~5x the live data whatever the revision budget (`keep`) would allow.
+HISTORY_FACTOR = 2.0
+HISTORY_FLOOR = 1 << 20
 
 
 @dataclass(slots=True)
@@ -377,16 +381,24 @@ class Store:
 
     # ---- compaction ----------------------------------------------------------------------------------
 
-    async def compact(self, keep: int) -> int:
-        """Drop superseded rows and tombstones older than current_rev - keep; vacuum. Returns rows removed.
+    async def compact(self, keep: int, *, history_factor: float = HISTORY_FACTOR,
+                      history_floor: int = HISTORY_FLOOR) -> int:
+        """Drop superseded rows and tombstones older than current_rev - keep, and beyond that as many of the
+        oldest as it takes to keep the superseded history within max(history_floor, history_factor x live
+        bytes); vacuum. Returns rows removed.
 
         Runs on the writer thread, so it is serialised with commits. Watches are unaffected (they are
-        served from memory); after a restart the replayable window is at most `keep` revisions deep.
+        served from memory); after a restart the replayable window is at most `keep` revisions deep (less
+        when large objects changed often: a restarted watcher far behind then relists after a 410).
         """
-        below = max(0, self.current_rev - max(0, keep))
-        if below <= 0:
-            return 0
-        return await self._run(lambda: self._db.compact(below))
+        newest = self.current_rev
+        by_revs = max(0, newest - max(0, keep))
+
+        def work() -> int:
+            below = min(newest, max(by_revs, self._db.size_cut(history_factor, history_floor)))
+            return self._db.compact(below) if below > 0 else 0
+
+        return await self._run(work)
 
     async def stats(self) -> tuple[int, int]:
         """(log rows, free pages) of the file: for tests and benchmarks."""
