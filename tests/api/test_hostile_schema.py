@@ -539,4 +539,5 @@ async def test_deep_nesting_is_a_400_not_a_crash(api: Api) -> None:
            + b"}}" * 500 + b"}}]}}")
     status, err, _ = await api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", data=raw)
     assert (status, err["reason"]) == (400, "BadRequest")
-    assert err["message"].endswith("cannot be handled as a CustomResourceDefinition: json: exceeded max depth")
+    # the decoder's depth limit (bodylimits) or, past it, the checker's own guard
+    assert "depth" in err["message"], err["message"]
