@@ -245,3 +245,21 @@ def test_warning_headers_are_bounded_and_safe() -> None:
     out = warning_headers(many)
     assert len(out) == 16 and 4096 <= sum(len(h) for h in out) < 4096 + 16 * 20  # 16 cut to 256 each
     assert all(len(h) <= 256 + len('299 - ""') + 8 for h in out)
+
+
+def test_a_recursive_schema_followed_too_deep_is_a_400() -> None:
+    """Behind the decoder's depth limit, the checker still never crashes on a deep recursive schema."""
+    from lite.errors import ApiError
+    from lite.kinds import KindRegistry
+    from lite.server.api.builtin_schemas import BuiltinSchemas
+    from lite.server.api.fieldvalidation import check_body
+    crd = next(k for k in KindRegistry() if k.kind == "CustomResourceDefinition")
+    schema: dict[str, Any] = {}
+    cur = schema
+    for _ in range(600):
+        cur["properties"] = {"a": {}}
+        cur = cur["properties"]["a"]
+    body = {"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}}
+    with pytest.raises(ApiError) as e:
+        check_body(BuiltinSchemas(), crd, body, "Strict")
+    assert e.value.code == 400 and e.value.message.endswith("json: exceeded max depth")
