@@ -1,0 +1,135 @@
+"""The ResourceQuota controller: keeps `status.hard` = `spec.hard` and `status.used` = a recount.
+
+reconcile(quota key):
+    gone                                   ──► nothing
+    recount every name of spec.hard over the namespace's objects (pods, services and PVCs from the shared
+      informers; other kinds, e.g. `count/deployments.apps`, by one list through the API), pods filtered
+      by the quota's scopes (`lite.server.quota.usage`)
+    status differs                         ──► one RV-guarded status write (409: requeued at once)
+
+Events that requeue a namespace's quotas: the quota itself, any pod / Service / PVC change, and any object
+leaving the store (`removed`, wired as a `Strategies` removed-hook: that is how a deleted Deployment lowers
+`count/deployments.apps` without an informer per kind). Creates need no event: admission charged them.
+
+Race with admission (upstream has it too): admission raises `status.used` before the object is stored, so a
+recount that runs in between sees one object too few. So while admission charged this namespace within
+`settle` seconds, a recount never lowers a value (it keeps the higher one and requeues after `settle`).
+
+Invariants: reconcile is level-triggered and idempotent; status is written only when it differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+from typing import Any, ClassVar
+
+from lite import errors
+from lite.client import Client
+from lite.events import EventRecorder
+from lite.informer import SharedInformers
+from lite.kinds import Kind, KindRegistry
+from lite.objects import deep_copy, key_of, namespace_of
+from lite.server.controllers.runtime import Controller, builtin
+from lite.server.quota import usage as u
+
+Obj = dict[str, Any]
+SETTLE = 3.0
+BY_NAMESPACE = "namespace"
+
+
+def tally(quota: Obj, kind: Kind, objects: Iterable[Obj], now: dt.datetime) -> u.Usage:
+    """What `objects` of `kind` use of the names in `quota`'s spec.hard (scopes applied)."""
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    out: u.Usage = {}
+    for obj in objects:
+        if not u.matches(quota, kind, obj):
+            continue
+        for k, v in u.charge(u.object_usage(kind, obj, now), hard).items():
+            out[k] = out.get(k, Fraction(0)) + v
+    return out
+
+
+def recount(quota: Obj, counted: dict[str, Fraction], old_used: dict[str, Fraction], keep_higher: bool) -> Obj:
+    """The status the quota should have: hard from spec, used for every hard name (0 if nothing uses it);
+    with `keep_higher`, no value goes below `old_used`."""
+    hard_raw = (quota.get("spec") or {}).get("hard") or {}
+    used = {k: counted.get(k, Fraction(0)) for k in hard_raw}
+    if keep_higher:
+        used = {k: max(v, old_used.get(k, v)) for k, v in used.items()}
+    return {"hard": dict(hard_raw), "used": u.format_usage(used, hard_raw)}
+
+
+def kinds_needed(quota: Obj, kinds: Iterable[Kind]) -> list[Kind]:
+    """The namespaced kinds whose objects some name of spec.hard counts."""
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    return [k for k in kinds if k.namespaced and not k.virtual and any(u.tracks(k, h) for h in hard)]
+
+
+class ResourceQuotaController(Controller):
+    name: ClassVar[str] = "resourcequota"
+    workers = 2
+
+    def __init__(self, client: Client, informers: SharedInformers, kinds: KindRegistry,
+                 recorder: EventRecorder | None = None, *,
+                 last_charge: Callable[[str], float] = lambda _ns: 0.0, settle: float = SETTLE) -> None:
+        super().__init__(client, informers, recorder or EventRecorder(client, "resourcequota-controller"))
+        self.kinds = kinds
+        self.last_charge = last_charge
+        self.settle = settle
+        self.kind = builtin("", "ResourceQuota")
+        self.quotas = self.informer(self.kind, primary=True)
+        self.quotas.ensure_index(BY_NAMESPACE, lambda o: [namespace_of(o)])
+        self.watch_primary(self.quotas)
+        self.cached: dict[str, Any] = {}
+        for gk in ("Pod", "Service", "PersistentVolumeClaim"):
+            inf = self.informer(builtin("", gk))
+            inf.ensure_index(BY_NAMESPACE, lambda o: [namespace_of(o)])
+            inf.add_handlers(on_add=self._touch, on_update=lambda _o, n: self._touch(n), on_delete=self._touch)
+            self.cached[gk] = inf
+
+    def _touch(self, obj: Obj) -> None:
+        for q in self.quotas.by_index(BY_NAMESPACE, namespace_of(obj)):
+            self.queue.add(key_of(q))
+
+    async def removed(self, kind: Kind, obj: Obj) -> None:
+        """Strategies removed-hook: an object of any kind left the store; recount its namespace's quotas."""
+        if kind.namespaced and kind.gk != "ResourceQuota":
+            self._touch(obj)
+
+    async def _objects(self, kind: Kind, ns: str) -> list[Obj]:
+        inf = self.cached.get(kind.gk) if kind.group == "" else None
+        if inf is not None:
+            return list(inf.by_index(BY_NAMESPACE, ns))
+        return list((await self.client.list(kind, ns))["items"])
+
+    async def reconcile(self, key: str) -> float | None:
+        quota = self.quotas.get(key)
+        if quota is None:
+            return None
+        ns, _, name = key.partition("/")
+        now = dt.datetime.now(dt.UTC)
+        counted: dict[str, Fraction] = {}
+        for kind in kinds_needed(quota, self.kinds):
+            for k, v in tally(quota, kind, await self._objects(kind, ns), now).items():
+                counted[k] = counted.get(k, Fraction(0)) + v
+        status = quota.get("status") or {}
+        old_used = u.resource_list(status.get("used"))
+        since = asyncio.get_running_loop().time() - self.last_charge(ns)
+        recent = since < self.settle
+        want = recount(quota, counted, old_used, keep_higher=recent)
+        lowered_later = recent and any(counted.get(k, Fraction(0)) < v for k, v in old_used.items())
+        if want != {"hard": status.get("hard"), "used": status.get("used")}:
+            body = deep_copy(quota)
+            body["status"] = {**status, **want}
+            try:
+                await self.client.update(self.kind, ns, name, body, subresource="status")
+            except errors.ApiError as e:
+                if e.code == 409:
+                    return 0.05
+                if e.code == 404:
+                    return None
+                raise
+        return self.settle - since if lowered_later else None
