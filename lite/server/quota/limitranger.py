@@ -25,9 +25,9 @@ from typing import Any
 from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
-from lite.quantity import canonical, parse_quantity
+from lite.quantity import canonical, format_quantity, parse_quantity
 from lite.server.api.strategies import Admission
-from lite.server.quota.usage import pod_effective, resource_list
+from lite.server.quota.usage import pod_effective
 
 Obj = dict[str, Any]
 ANNOTATION = "kubernetes.io/limit-ranger"
@@ -94,10 +94,12 @@ def _container_word(field: str) -> str:
 
 
 def _q(v: Any) -> Fraction:
-    return parse_quantity(str(v))
+    return v if isinstance(v, Fraction) else parse_quantity(str(v))
 
 
 def _show(v: Any) -> str:
+    if isinstance(v, Fraction):  # a sum (Pod items): binary when it is a whole number of KiB, as memory is
+        return format_quantity(v, binary=v.denominator == 1 and v % 1024 == 0)
     return canonical(str(v))
 
 
@@ -169,7 +171,8 @@ def pod_violations(limit_range: Obj, pod: Obj) -> list[str]:
 
 def pvc_violations(limit_range: Obj, pvc: Obj) -> list[str]:
     out: list[str] = []
-    req = resource_list(((pvc.get("spec") or {}).get("resources") or {}).get("requests"))
+    raw = ((pvc.get("spec") or {}).get("resources") or {}).get("requests")
+    req = raw if isinstance(raw, dict) else {}
     for item in _items(limit_range, "PersistentVolumeClaim"):
         out += [_min("PersistentVolumeClaim", k, v, req, {}) for k, v in sorted((item.get("min") or {}).items())]
         out += [_max_request("PersistentVolumeClaim", k, v, req) for k, v in sorted((item.get("max") or {}).items())]
