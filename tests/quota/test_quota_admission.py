@@ -123,3 +123,23 @@ async def test_a_concurrent_status_write_is_retried_not_lost(api: Api) -> None:
     assert e.value.code == 409
     await api.res.create(POD, "default", pod("b"))
     assert await used(api, "q") == {"pods": "2"}
+
+
+async def test_a_charge_is_announced_before_its_status_write(api: Api) -> None:
+    """The controller's recount must see a charge under way before the quota changes (else it could write
+    the old count back over the first charge of a namespace, and a later create would go over)."""
+    await quota(api, "q", {"pods": "3"})
+    seen: list[float] = []
+    real = api.res
+
+    class Spy:
+        async def list(self, kind: Any, ns: str) -> Any:
+            return await real.list(kind, ns)
+
+        async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
+            seen.append(api.quota.last_charge(ns))
+            return await real.update(kind, ns, name, obj, **kw)
+
+    api.quota.client = Spy()  # type: ignore[assignment]
+    await api.res.create(POD, "default", pod("a"))
+    assert len(seen) == 1 and seen[0] > 0

@@ -36,7 +36,7 @@ from lite.server.controllers.runtime import Controller, builtin
 from lite.server.quota import usage as u
 
 Obj = dict[str, Any]
-SETTLE = 3.0
+SETTLE = 5.0
 BY_NAMESPACE = "namespace"
 
 

@@ -114,6 +114,9 @@ class QuotaAdmission:
             quotas = [q for q in (await self.client.list(self.kind, ns))["items"]
                       if pending is None or q["metadata"]["name"] in pending]
             changed = self._evaluate(quotas, batch)
+            if changed:
+                # before the write: a recount racing it must already see that a charge is under way
+                self._charged_at[ns] = asyncio.get_running_loop().time()
             results = await asyncio.gather(*(self._write(q) for q in changed))
             conflicted = {q["metadata"]["name"] for q, ok in zip(changed, results, strict=True) if not ok}
             if any(results):
