@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Api
 
 from lite import errors
 from lite.server.controllers.runtime import builtin
 from lite.server.quota import limitranger as lr
+from tests.helpers.quota_api import Api, open_api
 
 POD, LR, PVC = builtin("", "Pod"), builtin("", "LimitRange"), builtin("", "PersistentVolumeClaim")
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with open_api(tmp_path) as a:
+        yield a
 
 
 def limits(*items: dict[str, Any]) -> dict[str, Any]:
@@ -83,7 +91,7 @@ def test_pvc_rules() -> None:
     assert lr.aggregate(["a", "b"]) == "[a, b]"
 
 
-async def test_admission_defaults_and_refuses(api: Api) -> None:
+async def test_admission_defaults_and_refuses(api: Any) -> None:
     await api.res.create(LR, "default", {"metadata": {"name": "mem"}, "spec": {"limits": [
         {"type": "Container", "max": {"memory": "512Mi"}, "default": {"memory": "256Mi"}}]}})
     stored = await api.res.get(LR, "default", "mem")
@@ -100,7 +108,7 @@ async def test_admission_defaults_and_refuses(api: Api) -> None:
     assert (await api.res.list(POD, "default"))["items"][0]["metadata"]["name"] == "p"
 
 
-async def test_admission_checks_pvcs_and_ignores_other_namespaces(api: Api) -> None:
+async def test_admission_checks_pvcs_and_ignores_other_namespaces(api: Any) -> None:
     await api.res.create(LR, "default", {"metadata": {"name": "st"}, "spec": {"limits": [
         {"type": "PersistentVolumeClaim", "max": {"storage": "1Gi"}}]}})
     claim = {"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Api
 
 from lite import errors
 from lite.server.controllers.runtime import builtin
+from tests.helpers.quota_api import Api, open_api
 
 POD, RQ, DEPLOY = builtin("", "Pod"), builtin("", "ResourceQuota"), builtin("apps", "Deployment")
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with open_api(tmp_path) as a:
+        yield a
 
 
 def pod(name: str, **resources: Any) -> dict[str, Any]:
@@ -19,7 +27,7 @@ def pod(name: str, **resources: Any) -> dict[str, Any]:
             "spec": {"containers": [{"name": "c", "image": "x", "resources": resources}]}}
 
 
-async def quota(api: Api, name: str, hard: dict[str, str], ns: str = "default", used: dict[str, str] | None = None,
+async def quota(api: Any, name: str, hard: dict[str, str], ns: str = "default", used: dict[str, str] | None = None,
                 **spec: Any) -> None:
     """A quota with its status filled in as the controller would (admission judges status.hard/used)."""
     await api.res.create(RQ, ns, {"metadata": {"name": name}, "spec": {"hard": hard, **spec}})
@@ -28,23 +36,23 @@ async def quota(api: Api, name: str, hard: dict[str, str], ns: str = "default", 
     await api.res.update(RQ, ns, name, body, subresource="status")
 
 
-async def used(api: Api, name: str, ns: str = "default") -> dict[str, str]:
+async def used(api: Any, name: str, ns: str = "default") -> dict[str, str]:
     return dict((await api.res.get(RQ, ns, name))["status"]["used"])
 
 
-async def refused(api: Api, obj: dict[str, Any], kind: Any = POD, **kw: Any) -> str:
+async def refused(api: Any, obj: dict[str, Any], kind: Any = POD, **kw: Any) -> str:
     with pytest.raises(errors.ApiError) as e:
         await api.res.create(kind, "default", obj, **kw)
     assert e.value.code == 403 and e.value.reason == "Forbidden"
     return e.value.message
 
 
-async def test_a_quota_without_status_restricts_nothing(api: Api) -> None:
+async def test_a_quota_without_status_restricts_nothing(api: Any) -> None:
     await api.res.create(RQ, "default", {"metadata": {"name": "q"}, "spec": {"hard": {"pods": "0"}}})
     await api.res.create(POD, "default", pod("a"))
 
 
-async def test_charges_then_refuses_with_upstreams_message(api: Api) -> None:
+async def test_charges_then_refuses_with_upstreams_message(api: Any) -> None:
     await quota(api, "q", {"pods": "2", "requests.cpu": "1", "requests.memory": "1Gi"})
     await api.res.create(POD, "default", pod("a", requests={"cpu": "300m", "memory": "256Mi"}))
     assert await used(api, "q") == {"pods": "1", "requests.cpu": "300m", "requests.memory": "256Mi"}
@@ -57,19 +65,19 @@ async def test_charges_then_refuses_with_upstreams_message(api: Api) -> None:
     assert msg == 'pods "d" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'
 
 
-async def test_cpu_quota_requires_every_container_to_state_it(api: Api) -> None:
+async def test_cpu_quota_requires_every_container_to_state_it(api: Any) -> None:
     await quota(api, "compute", {"requests.cpu": "4", "limits.memory": "1Gi"})
     msg = await refused(api, pod("p", requests={"cpu": "1"}))
     assert msg == 'pods "p" is forbidden: failed quota: compute: must specify limits.memory for: c'
 
 
-async def test_status_unknown_when_used_lacks_a_tracked_resource(api: Api) -> None:
+async def test_status_unknown_when_used_lacks_a_tracked_resource(api: Any) -> None:
     await quota(api, "q", {"pods": "5"}, used={})
     msg = await refused(api, pod("p"))
     assert msg == 'pods "p" is forbidden: status unknown for quota: q, resources: pods'
 
 
-async def test_scopes_select_pods(api: Api) -> None:
+async def test_scopes_select_pods(api: Any) -> None:
     await quota(api, "be", {"pods": "1"}, scopes=["BestEffort"])
     await api.res.create(POD, "default", pod("burst-1", requests={"cpu": "1"}))
     await api.res.create(POD, "default", pod("burst-2", requests={"cpu": "1"}))
@@ -77,13 +85,13 @@ async def test_scopes_select_pods(api: Api) -> None:
     assert "exceeded quota: be" in await refused(api, pod("be-2"))
 
 
-async def test_dry_run_is_judged_but_charges_nothing(api: Api) -> None:
+async def test_dry_run_is_judged_but_charges_nothing(api: Any) -> None:
     await quota(api, "q", {"pods": "1"})
     await api.res.create(POD, "default", pod("dry"), dry_run=True)
     assert await used(api, "q") == {"pods": "0"}
 
 
-async def test_counts_any_kind(api: Api) -> None:
+async def test_counts_any_kind(api: Any) -> None:
     await quota(api, "q", {"count/deployments.apps": "1"})
     dep = {"metadata": {"name": "d1"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
         "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
@@ -94,7 +102,7 @@ async def test_counts_any_kind(api: Api) -> None:
                    'used: count/deployments.apps=1, limited: count/deployments.apps=1')
 
 
-async def test_concurrent_creates_never_exceed_the_quota(api: Api) -> None:
+async def test_concurrent_creates_never_exceed_the_quota(api: Any) -> None:
     await quota(api, "pods", {"pods": "10"})
     await quota(api, "cpu", {"requests.cpu": "20"})  # a second quota written in the same batches
 
@@ -113,7 +121,7 @@ async def test_concurrent_creates_never_exceed_the_quota(api: Api) -> None:
     assert await used(api, "cpu") == {"requests.cpu": "10"}
 
 
-async def test_a_concurrent_status_write_is_retried_not_lost(api: Api) -> None:
+async def test_a_concurrent_status_write_is_retried_not_lost(api: Any) -> None:
     await quota(api, "q", {"pods": "3"})
     racing = await api.res.get(RQ, "default", "q")
     await api.res.create(POD, "default", pod("a"))
@@ -125,7 +133,7 @@ async def test_a_concurrent_status_write_is_retried_not_lost(api: Api) -> None:
     assert await used(api, "q") == {"pods": "2"}
 
 
-async def test_a_charge_is_announced_before_its_status_write(api: Api) -> None:
+async def test_a_charge_is_announced_before_its_status_write(api: Any) -> None:
     """The controller's recount must see a charge under way before the quota changes (else it could write
     the old count back over the first charge of a namespace, and a later create would go over)."""
     await quota(api, "q", {"pods": "3"})

@@ -7,9 +7,10 @@ reconcile(quota key):
       by the quota's scopes (`lite.server.quota.usage`)
     status differs                         ──► one RV-guarded status write (409: requeued at once)
 
-Events that requeue a namespace's quotas: the quota itself, any pod / Service / PVC change, and any object
-leaving the store (`removed`, wired as a `Strategies` removed-hook: that is how a deleted Deployment lowers
-`count/deployments.apps` without an informer per kind). Creates need no event: admission charged them.
+Events that requeue a namespace's quotas: the quota created or its spec changed, a pod / Service / PVC
+update that changes its usage (a pod finishing, a Service changing type), and any object leaving the store (`removed`, wired as a `Strategies` removed-hook: that is how a deleted Deployment lowers
+`count/deployments.apps` without an informer per kind). Creates need no event: admission charged them,
+and recounting on each would make N creates cost O(N^2).
 
 Race with admission (upstream has it too): admission raises `status.used` before the object is stored, so a
 recount that runs in between sees one object too few. So while admission charged this namespace within
@@ -82,13 +83,30 @@ class ResourceQuotaController(Controller):
         self.kind = builtin("", "ResourceQuota")
         self.quotas = self.informer(self.kind, primary=True)
         self.quotas.ensure_index(BY_NAMESPACE, lambda o: [namespace_of(o)])
-        self.watch_primary(self.quotas)
+        self.quotas.add_handlers(on_add=self.enqueue, on_update=self._quota_changed)
         self.cached: dict[str, Any] = {}
         for gk in ("Pod", "Service", "PersistentVolumeClaim"):
-            inf = self.informer(builtin("", gk))
+            kind = builtin("", gk)
+            inf = self.informer(kind)
             inf.ensure_index(BY_NAMESPACE, lambda o: [namespace_of(o)])
-            inf.add_handlers(on_add=self._touch, on_update=lambda _o, n: self._touch(n), on_delete=self._touch)
+            inf.add_handlers(on_update=self._usage_changed(kind), on_delete=self._touch)
             self.cached[gk] = inf
+
+    def _quota_changed(self, old: Obj, new: Obj) -> None:
+        """Only a spec change, or a status that does not mirror spec.hard, needs a recount (not the status
+        writes of admission and of this controller, which would otherwise recount on every create)."""
+        status = new.get("status") or {}
+        if old.get("spec") != new.get("spec") or status.get("hard") != (new.get("spec") or {}).get("hard"):
+            self.enqueue(new)
+
+    def _usage_changed(self, kind: Kind) -> Callable[[Obj, Obj], None]:
+        """Creates are charged by admission; an update matters only when it changes what the object uses
+        (a pod finishing, a Service changing type) — upstream's replenishment rule."""
+        def handler(old: Obj, new: Obj) -> None:
+            now = dt.datetime.now(dt.UTC)
+            if u.object_usage(kind, old, now) != u.object_usage(kind, new, now):
+                self._touch(new)
+        return handler
 
     def _touch(self, obj: Obj) -> None:
         for q in self.quotas.by_index(BY_NAMESPACE, namespace_of(obj)):

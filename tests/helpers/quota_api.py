@@ -1,12 +1,12 @@
-"""A real `Resources` over a real SQLite store with the LimitRange and ResourceQuota admission hooks."""
+"""A real `Resources` over a real SQLite store with the LimitRange and ResourceQuota admission hooks (the
+`api` fixture of tests/quota; imported by those modules, so no conftest name clashes with other dirs)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from lite.kinds import KindRegistry
 from lite.server.api.resources import Resources
@@ -23,8 +23,8 @@ class Api:
     quota: QuotaAdmission
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
+@contextlib.asynccontextmanager
+async def open_api(tmp_path: Path) -> AsyncIterator[Api]:
     store = await Store.open(str(tmp_path / "db.sqlite"))
     kinds = KindRegistry()
     strategies = default_strategies()
