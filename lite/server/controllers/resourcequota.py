@@ -8,7 +8,8 @@ reconcile(quota key):
     status differs                         ──► one RV-guarded status write (409: requeued at once)
 
 Events that requeue a namespace's quotas: the quota created or its spec changed, a pod / Service / PVC
-update that changes its usage (a pod finishing, a Service changing type), and any object leaving the store (`removed`, wired as a `Strategies` removed-hook: that is how a deleted Deployment lowers
+update that changes its usage (a pod finishing, a Service changing type), and any object leaving the store
+(`removed`, wired as a `Strategies` removed-hook: that is how a deleted Deployment lowers
 `count/deployments.apps` without an informer per kind). Creates need no event: admission charged them,
 and recounting on each would make N creates cost O(N^2).
 

@@ -28,7 +28,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -50,7 +50,7 @@ class _Request:
     usage: u.Usage
     done: asyncio.Future[None]
     error: errors.ApiError | None = None
-    charged: set[str] = field(default_factory=set)
+    have: list[tuple[str, frozenset[str]]] | None = None  # u.stated(pod), computed once per request
 
 
 class QuotaAdmission:
@@ -171,7 +171,9 @@ class QuotaAdmission:
                  delta: u.Usage) -> errors.ApiError | None:
         name = str(q["metadata"]["name"])
         if r.review.kind.gk == "Pod":
-            missing = u.missing_requirements(hard, r.review.obj or {})
+            if r.have is None:
+                r.have = u.stated(r.review.obj or {})
+            missing = u.missing_requirements(hard, r.review.obj or {}, r.have)
             if missing:
                 return self._forbidden(r, f"failed quota: {name}: {missing}")
         unknown = sorted(k for k in delta if k not in ((q.get("status") or {}).get("used") or {}))

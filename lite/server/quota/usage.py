@@ -274,22 +274,32 @@ def pretty(usage: Mapping[str, Fraction], like: Mapping[str, Any] | None = None)
 VALIDATED = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
 
 
-def missing_requirements(hard: Mapping[str, Any], pod: Obj) -> str:
+def stated(pod: Obj) -> list[tuple[str, frozenset[str]]]:
+    """(container name, the VALIDATED names it states) for every container and init container."""
+    out: list[tuple[str, frozenset[str]]] = []
+    for field in ("containers", "initContainers"):
+        for c in _containers(pod, field):
+            res = c.get("resources") or {}
+            have: set[str] = set()
+            for name in res.get("requests") or {}:
+                have |= {str(name), f"requests.{name}"}
+            for name in res.get("limits") or {}:
+                have.add(f"limits.{name}")
+            out.append((str(c.get("name", "")), frozenset(have)))
+    return out
+
+
+def missing_requirements(hard: Mapping[str, Any], pod: Obj,
+                         have: list[tuple[str, frozenset[str]]] | None = None) -> str:
     """Upstream's pod Constraints: when a quota tracks cpu or memory, every container must state them.
-    Returns '' or the `must specify ...` text."""
+    Returns '' or the `must specify ...` text. `have` is `stated(pod)` when the caller already has it."""
     required = {k for k in VALIDATED if k in hard}
     if not required:
         return ""
     missing: dict[str, set[str]] = {}
-    for field in ("containers", "initContainers"):
-        for c in _containers(pod, field):
-            have: set[str] = set()
-            for name in _requirements(c, "requests"):
-                have |= {name, f"requests.{name}"}
-            for name in _requirements(c, "limits"):
-                have.add(f"limits.{name}")
-            for res in required - have:
-                missing.setdefault(res, set()).add(str(c.get("name", "")))
+    for name, got in have if have is not None else stated(pod):
+        for res in required - got:
+            missing.setdefault(res, set()).add(name)
     if not missing:
         return ""
     return "must specify " + "; ".join(f"{r} for: {','.join(sorted(missing[r]))}" for r in sorted(missing))
