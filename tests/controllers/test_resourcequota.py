@@ -11,6 +11,7 @@ from conftest import DEPLOY, POD, Kit, bare_pod, running
 
 from lite.server.controllers.resourcequota import ResourceQuotaController, recount, tally
 from lite.server.controllers.runtime import builtin
+from lite.server.quota.admission import QuotaAdmission
 
 RQ, SVC = builtin("", "ResourceQuota"), builtin("", "Service")
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -69,7 +70,9 @@ async def test_status_follows_creates_and_deletes(kit: Kit) -> None:
 
 async def test_recount_does_not_lower_usage_while_admission_is_charging(kit: Kit) -> None:
     charged = {"default": 0.0}
-    c = ResourceQuotaController(kit.api, kit.informers, kit.kinds, last_charge=lambda ns: charged[ns], settle=30)
+    admission = QuotaAdmission(kit.api, RQ)
+    admission.last_charge = lambda ns: charged[ns]  # type: ignore[method-assign]
+    c = ResourceQuotaController(kit.api, kit.informers, kit.kinds, admission=admission, settle=30)
     await kit.api.create(RQ, "default", quota("q", {"pods": "5"}))
     body = await kit.api.get(RQ, "default", "q")
     body["status"] = {"hard": {"pods": "5"}, "used": {"pods": "2"}}  # two pods paid for, not yet stored

@@ -151,3 +151,32 @@ async def test_a_charge_is_announced_before_its_status_write(api: Any) -> None:
     api.quota.client = Spy()  # type: ignore[assignment]
     await api.res.create(POD, "default", pod("a"))
     assert len(seen) == 1 and seen[0] > 0
+
+
+async def test_a_charge_whose_write_lost_a_race_is_added_again(api: Any) -> None:
+    """An outside status write that gets in first makes admission's write fail with 409 after the request was
+    answered; the charge is then added to the fresh `used`, not lost."""
+    await quota(api, "q", {"pods": "5"})
+    real = api.res
+    lost: list[int] = []
+
+    class Racer:
+        async def list(self, kind: Any, ns: str) -> Any:
+            return await real.list(kind, ns)
+
+        async def get(self, kind: Any, ns: str, name: str) -> Any:
+            return await real.get(kind, ns, name)
+
+        async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
+            if not lost:  # someone else sets used=3 first; admission's write now carries a stale RV
+                lost.append(1)
+                other = await real.get(kind, ns, name)
+                other["status"]["used"] = {"pods": "3"}
+                await real.update(kind, ns, name, other, subresource="status")
+            return await real.update(kind, ns, name, obj, **kw)
+
+    api.quota.client = Racer()  # type: ignore[assignment]
+    await api.res.create(POD, "default", pod("a"))
+    async with asyncio.timeout(10):
+        while await used(api, "q") != {"pods": "4"}:
+            await asyncio.sleep(0.01)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
 
 from lite.client import Client
 from lite.events import EventRecorder
@@ -38,7 +37,7 @@ from lite.server.controllers.nodeipam import DEFAULT_CLUSTER_CIDR, NodeIpamContr
 from lite.server.controllers.nodelifecycle import NODE_GRACE_PERIOD, NodeLifecycleController
 from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
-from lite.server.controllers.resourcequota import ResourceQuotaController
+from lite.server.controllers.resourcequota import QuotaWriter, ResourceQuotaController
 from lite.server.controllers.runtime import Controller, ControllerManager
 from lite.server.controllers.serviceaccount import ServiceAccountController
 from lite.server.controllers.servicelb import ServiceLBController
@@ -59,7 +58,7 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
                              node_grace_period: float = NODE_GRACE_PERIOD,
                              hpa_metrics: MetricsSource | None = None,
                              client_ca: ClientCA | None = None,
-                             quota_last_charge: Callable[[str], float] | None = None) -> ControllerManager:
+                             quota_admission: QuotaWriter | None = None) -> ControllerManager:
     """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry.
 
     `informers` may be shared with the scheduler and the join hub (one cache per kind in the process);
@@ -93,7 +92,7 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         HPAController(client, informers, recorder("horizontal-pod-autoscaler"), metrics=hpa_metrics),
         CSRCleanerController(client, informers, recorder("csrcleaner")),
         ResourceQuotaController(client, informers, kinds, recorder("resource-quota-controller"),
-                                last_charge=quota_last_charge or (lambda _ns: 0.0)),
+                                admission=quota_admission),
     ]
     if client_ca is not None:
         signing = recorder("certificatesigningrequest-signing-controller")

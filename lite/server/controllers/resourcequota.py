@@ -13,9 +13,11 @@ update that changes its usage (a pod finishing, a Service changing type), and an
 `count/deployments.apps` without an informer per kind). Creates need no event: admission charged them,
 and recounting on each would make N creates cost O(N^2).
 
-Race with admission (upstream has it too): admission raises `status.used` before the object is stored, so a
-recount that runs in between sees one object too few. So while admission charged this namespace within
-`settle` seconds, a recount never lowers a value (it keeps the higher one and requeues after `settle`).
+Writes go through the admission's `write_status` (in turn with its charges in that namespace), so a recount
+never overwrites a charge. Race with admission (upstream has it too): admission raises `status.used` before
+the object is stored, so a recount that runs in between sees one object too few. So while admission charged
+this namespace within `settle` seconds, a recount never lowers a value (it keeps the higher one and requeues
+after `settle`).
 
 Invariants: reconcile is level-triggered and idempotent; status is written only when it differs.
 """
@@ -24,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from lite import errors
 from lite.client import Client
@@ -40,6 +42,15 @@ from lite.server.quota import usage as u
 Obj = dict[str, Any]
 SETTLE = 5.0
 BY_NAMESPACE = "namespace"
+
+
+class QuotaWriter(Protocol):
+    """What the quota admission offers the controller (`lite.server.quota.admission.QuotaAdmission`)."""
+
+    def last_charge(self, namespace: str) -> float: ...
+
+    def write_status(self, namespace: str, name: str,
+                     build: Callable[[Obj], Obj | None]) -> Awaitable[None]: ...
 
 
 def tally(quota: Obj, kind: Kind, objects: Iterable[Obj], now: dt.datetime) -> u.Usage:
@@ -76,10 +87,10 @@ class ResourceQuotaController(Controller):
 
     def __init__(self, client: Client, informers: SharedInformers, kinds: KindRegistry,
                  recorder: EventRecorder | None = None, *,
-                 last_charge: Callable[[str], float] = lambda _ns: 0.0, settle: float = SETTLE) -> None:
+                 admission: QuotaWriter | None = None, settle: float = SETTLE) -> None:
         super().__init__(client, informers, recorder or EventRecorder(client, "resourcequota-controller"))
         self.kinds = kinds
-        self.last_charge = last_charge
+        self.admission = admission
         self.settle = settle
         self.kind = builtin("", "ResourceQuota")
         self.quotas = self.informer(self.kind, primary=True)
@@ -134,21 +145,32 @@ class ResourceQuotaController(Controller):
         for kind in kinds_needed(quota, self.kinds):
             for k, v in tally(quota, kind, await self._objects(kind, ns), now).items():
                 counted[k] = counted.get(k, Fraction(0)) + v
-        status = quota.get("status") or {}
-        old_used = u.resource_list(status.get("used"))
-        since = asyncio.get_running_loop().time() - self.last_charge(ns)
-        recent = since < self.settle
-        want = recount(quota, counted, old_used, keep_higher=recent)
-        lowered_later = recent and any(counted.get(k, Fraction(0)) < v for k, v in old_used.items())
-        if want != {"hard": status.get("hard"), "used": status.get("used")}:
-            body = deep_copy(quota)
+        loop = asyncio.get_running_loop()
+        last = self.admission.last_charge(ns) if self.admission is not None else 0.0
+        recent = loop.time() - last < self.settle
+
+        def build(fresh: Obj) -> Obj | None:
+            status = fresh.get("status") or {}
+            want = recount(fresh, counted, u.resource_list(status.get("used")), keep_higher=recent)
+            if want == {"hard": status.get("hard"), "used": status.get("used")}:
+                return None
+            body = deep_copy(fresh)
             body["status"] = {**status, **want}
-            try:
-                await self.client.update(self.kind, ns, name, body, subresource="status")
-            except errors.ApiError as e:
-                if e.code == 409:
-                    return 0.05
-                if e.code == 404:
-                    return None
-                raise
-        return self.settle - since if lowered_later else None
+            return body
+
+        try:
+            if self.admission is not None:
+                await self.admission.write_status(ns, name, build)  # in turn with admission's charges
+            else:
+                body = build(quota)
+                if body is not None:
+                    await self.client.update(self.kind, ns, name, body, subresource="status")
+        except errors.ApiError as e:
+            if e.code == 409:
+                return 0.05
+            if e.code == 404:
+                return None
+            raise
+        old_used = u.resource_list((quota.get("status") or {}).get("used"))
+        lowered_later = recent and any(counted.get(k, Fraction(0)) < v for k, v in old_used.items())
+        return self.settle - (loop.time() - last) if lowered_later else None

@@ -1,16 +1,24 @@
-"""ResourceQuota admission: refuse a create that would go over a quota, and charge the quota before the write.
+"""ResourceQuota admission: refuse a create that would go over a quota, and charge the quota for it.
 
-Upstream's `plugin/pkg/admission/resourcequota` design, kept: the quota's `status.used` is raised with an
-optimistic-concurrency status update of the ResourceQuota *before* the object is stored, so two creates
-can never both spend the last unit (the store's resourceVersion check is the compare-and-swap; a 409 means
-re-read and judge again). Requests of one namespace are queued and judged in batches by one worker task per
-namespace, so N concurrent creates cost one status write per quota, not N racing ones:
+Upstream's `plugin/pkg/admission/resourcequota` design, kept: a quota's `status.used` is raised with an
+optimistic-concurrency status update of the ResourceQuota, so two creates can never both spend the last unit
+(the store's resourceVersion check is the compare-and-swap). Requests of one namespace are queued and judged in
+batches by one worker task per namespace, so N concurrent creates cost one status write per quota:
 
     admit(CREATE) ─ usage of the object ─ no quota tracks it? → allow
-                  └ enqueue on the namespace ─ worker: read quotas → judge each request in order against
-                    status.hard / status.used (+ what earlier requests of the batch took) → write the new
-                    status.used of each changed quota (RV-guarded) → 409: re-read those quotas, judge again
-                    → answer every request (allow, or 403 `exceeded quota: ...`)
+                  └ enqueue on the namespace; the worker, per batch:
+                      status jobs of the controller (`write_status`), each read fresh and written RV-guarded
+                      read quotas → judge each request in order against status.hard / status.used (+ what
+                        the batch's earlier requests took) → answer every request (allow, or 403)
+                      → start the RV-guarded status writes: they join the admitted objects in one commit
+                      → wait for them to commit before reading the quotas again; a write that lost to an
+                        outside status write is redone as "add this batch's charge to the fresh used"
+
+Why answering before the writes commit is safe: the worker is the only writer of its namespace's quota
+status (the controller writes through `write_status`, in turn) and never reads before its previous writes
+committed, so its compare-and-swap cannot lose except to a status write from outside (`kubectl replace
+--subresource status`); then usage is corrected by adding the charge again, and only a create racing that
+outside write could go over `hard`.
 
 Facts from upstream: admission judges against `status.hard` (a quota the controller has not yet filled in
 restricts nothing), a tracked resource missing from `status.used` is `status unknown for quota`, a quota on
@@ -41,7 +49,7 @@ from lite.server.quota import usage as u
 
 Obj = dict[str, Any]
 log = logging.getLogger("lite.quota")
-ATTEMPTS = 8
+ATTEMPTS = 8  # status jobs: tries against outside writes to the same quota
 
 
 @dataclass
@@ -53,6 +61,13 @@ class _Request:
     have: list[tuple[str, frozenset[str]]] | None = None  # u.stated(pod), computed once per request
 
 
+@dataclass
+class _Job:
+    name: str
+    build: Callable[[Obj], Obj | None]
+    done: asyncio.Future[None]
+
+
 class QuotaAdmission:
     """The admission hook (`admit`) of one server over the in-process client."""
 
@@ -61,7 +76,7 @@ class QuotaAdmission:
         self.client = client
         self.kind = quota_kind
         self.now = now
-        self._queues: dict[str, list[_Request]] = {}
+        self._queues: dict[str, list[_Request | _Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._charged_at: dict[str, float] = {}
 
@@ -80,63 +95,109 @@ class QuotaAdmission:
             return
         req = _Request(review, usage, asyncio.get_running_loop().create_future())
         self._queues.setdefault(review.namespace, []).append(req)
-        if review.namespace not in self._workers:
-            self._workers[review.namespace] = asyncio.create_task(self._drain(review.namespace),
-                                                                  name=f"quota-admission-{review.namespace}")
+        self._start(review.namespace)
         await req.done
         if req.error is not None:
             raise req.error
 
+    async def write_status(self, namespace: str, name: str, build: Callable[[Obj], Obj | None]) -> None:
+        """Run `build(fresh quota) -> quota to write | None` and write its result (RV-guarded, retried on 409),
+        in turn with this namespace's admission batches, so the quota controller never races a charge."""
+        job = _Job(name, build, asyncio.get_running_loop().create_future())
+        self._queues.setdefault(namespace, []).append(job)
+        self._start(namespace)
+        await job.done
+
+    def _start(self, ns: str) -> None:
+        if ns not in self._workers:
+            self._workers[ns] = asyncio.create_task(self._drain(ns), name=f"quota-admission-{ns}")
+
     async def _drain(self, ns: str) -> None:
+        """The namespace's worker: status jobs, then a batch of requests, until nothing waits."""
         try:
             while self._queues.get(ns):
                 batch = self._queues.pop(ns)
+                for job in batch:
+                    if isinstance(job, _Job):
+                        await self._run_job(ns, job)
+                requests = [r for r in batch if isinstance(r, _Request)]
+                inflight: list[tuple[Obj, u.Usage, asyncio.Task[bool]]] = []
                 try:
-                    await self._judge(ns, batch)
+                    inflight = await self._judge(ns, requests)
                 except errors.ApiError as e:
-                    for r in batch:
+                    for r in requests:
                         r.error = r.error or e
                 except Exception as e:
                     log.exception("quota admission failed in %s", ns)
-                    for r in batch:
+                    for r in requests:
                         r.error = r.error or errors.internal(f"quota admission: {e}")
-                for r in batch:
+                for r in requests:
                     if not r.done.done():
                         r.done.set_result(None)
+                await self._settle(ns, inflight)
         finally:
             self._workers.pop(ns, None)
-            self._queues.pop(ns, None)
+            for left in self._queues.pop(ns, []):
+                if not left.done.done():
+                    left.done.set_exception(errors.internal("quota admission stopped"))
 
-    async def _judge(self, ns: str, batch: list[_Request]) -> None:
-        pending: set[str] | None = None  # quota names still to write; None: all of them
-        conflicted: set[str] = set()
-        for _ in range(ATTEMPTS):
-            quotas = [q for q in (await self.client.list(self.kind, ns))["items"]
-                      if pending is None or q["metadata"]["name"] in pending]
-            changed = self._evaluate(quotas, batch)
-            if changed:
-                # before the write: a recount racing it must already see that a charge is under way
-                self._charged_at[ns] = asyncio.get_running_loop().time()
-            results = await asyncio.gather(*(self._write(q) for q in changed))
-            conflicted = {q["metadata"]["name"] for q, ok in zip(changed, results, strict=True) if not ok}
-            if any(results):
-                self._charged_at[ns] = asyncio.get_running_loop().time()
-            if not conflicted:
-                return
-            pending = conflicted
+    async def _judge(self, ns: str, batch: list[_Request]) -> list[tuple[Obj, u.Usage, asyncio.Task[bool]]]:
+        """Judge the batch, answer its requests, and start the status writes that charge it.
+
+        The answers go out before the writes start, so the admitted objects reach the store's queue first
+        and the writes join them in the same commit (one fsync for the batch, as without quotas). That is
+        safe because nothing else writes these quotas' status meanwhile: this worker waits for the writes
+        to commit before it reads the quotas again, and the controller writes through `write_status`, in
+        turn. A write that fails anyway (someone wrote the status from outside) is redone by `_settle`."""
+        quotas = (await self.client.list(self.kind, ns))["items"]
+        changed = self._evaluate(quotas, batch)
+        if changed:
+            # before the answers: a recount must already see that a charge is under way
+            self._charged_at[ns] = asyncio.get_running_loop().time()
         for r in batch:
-            r.error = r.error or errors.forbidden(
-                f"{_who(r.review)} is forbidden: unable to update status of the quotas {', '.join(sorted(conflicted))}",
-                r.review.kind.plural, r.review.kind.group, r.review.name)
+            r.done.set_result(None)
+        return [(q, delta, asyncio.create_task(self._write(q))) for q, delta in changed]
 
-    def _evaluate(self, quotas: list[Obj], batch: list[_Request]) -> list[Obj]:
-        """Judge the batch in order against `quotas`; return the quotas whose used grew (copies, new used)."""
+    async def _settle(self, ns: str, inflight: list[tuple[Obj, u.Usage, asyncio.Task[bool]]]) -> None:
+        """Wait for the batch's status writes to commit before the next batch reads the quotas; a write that
+        lost to an outside status write is redone as a plain addition to the quota's fresh `used`."""
+        for q, delta, task in inflight:
+            try:
+                ok = await task
+            except Exception as e:  # a failed commit: the batch's objects failed with it, most likely
+                log.warning("quota %s/%s: status write failed: %r", ns, q["metadata"]["name"], e)
+                continue
+            if not ok:
+                self._queues.setdefault(ns, []).insert(0, _Job(str(q["metadata"]["name"]), _adder(delta),
+                                                               asyncio.get_running_loop().create_future()))
+        if inflight:
+            self._charged_at[ns] = asyncio.get_running_loop().time()
+
+    async def _run_job(self, ns: str, job: _Job) -> None:
+        try:
+            for _ in range(ATTEMPTS):
+                try:
+                    fresh = await self.client.get(self.kind, ns, job.name)
+                except errors.ApiError as e:
+                    if e.code == 404:
+                        break
+                    raise
+                body = job.build(fresh)
+                if body is None or await self._write(body):
+                    break
+            job.done.set_result(None)
+        except Exception as e:
+            job.done.set_exception(e)
+
+    def _evaluate(self, quotas: list[Obj], batch: list[_Request]) -> list[tuple[Obj, u.Usage]]:
+        """Judge the batch in order against `quotas`; return the quotas whose used grew (copies with the new
+        used) with what the batch added to each."""
         state: list[tuple[Obj, u.Usage, u.Usage, Obj]] = []
         for q in sorted(quotas, key=lambda q: str(q["metadata"]["name"])):
             status = q.get("status") or {}
             hard_raw = status.get("hard") or {}
             state.append((q, u.resource_list(hard_raw), u.resource_list(status.get("used")), hard_raw))
-        grown: set[int] = set()
+        grown: dict[int, u.Usage] = {}
         for r in batch:
             if r.error is not None:
                 continue
@@ -155,16 +216,17 @@ class QuotaAdmission:
                 continue
             for i, delta in takes:
                 used = state[i][2]
+                added = grown.setdefault(i, {})
                 for k, v in delta.items():
                     used[k] = used.get(k, Fraction(0)) + v
-                grown.add(i)
-        out: list[Obj] = []
+                    added[k] = added.get(k, Fraction(0)) + v
+        out: list[tuple[Obj, u.Usage]] = []
         for i in sorted(grown):
             q, _hard, used, hard_raw = state[i]
             new = deep_copy(q)
             new.setdefault("status", {})["used"] = {
                 **(q.get("status") or {}).get("used", {}), **u.format_usage(used, hard_raw)}
-            out.append(new)
+            out.append((new, grown[i]))
         return out
 
     def _refusal(self, r: _Request, q: Obj, hard: u.Usage, used: u.Usage, hard_raw: Obj,
@@ -203,6 +265,18 @@ class QuotaAdmission:
                 return e.code == 404  # a deleted quota restricts nothing any more
             raise
         return True
+
+
+def _adder(delta: u.Usage) -> Callable[[Obj], Obj | None]:
+    """A status job adding `delta` to a quota's used (a charge whose first write lost a race)."""
+    def build(fresh: Obj) -> Obj | None:
+        status = fresh.setdefault("status", {})
+        used = u.resource_list(status.get("used"))
+        for k, v in delta.items():
+            used[k] = used.get(k, Fraction(0)) + v
+        status["used"] = {**(status.get("used") or {}), **u.format_usage(used, status.get("hard"))}
+        return fresh
+    return build
 
 
 def _who(review: Admission) -> str:
