@@ -19,6 +19,9 @@ the object is stored, so a recount that runs in between sees one object too few.
 this namespace within `settle` seconds, a recount never lowers a value (it keeps the higher one and requeues
 after `settle`).
 
+Every quota is recounted again after `RESYNC` (upstream's 5 minutes): a create that admission charged and
+that then failed (name taken, commit failed) is given back then.
+
 Invariants: reconcile is level-triggered and idempotent; status is written only when it differs.
 """
 
@@ -41,6 +44,7 @@ from lite.server.quota import usage as u
 
 Obj = dict[str, Any]
 SETTLE = 5.0
+RESYNC = 300.0  # upstream's full recount period: catches charges for creates that then failed
 BY_NAMESPACE = "namespace"
 
 
@@ -173,4 +177,4 @@ class ResourceQuotaController(Controller):
             raise
         old_used = u.resource_list((quota.get("status") or {}).get("used"))
         lowered_later = recent and any(counted.get(k, Fraction(0)) < v for k, v in old_used.items())
-        return self.settle - (loop.time() - last) if lowered_later else None
+        return self.settle - (loop.time() - last) if lowered_later else RESYNC
