@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -59,6 +60,39 @@ class _Request:
     done: asyncio.Future[None]
     error: errors.ApiError | None = None
     have: list[tuple[str, frozenset[str]]] | None = None  # u.stated(pod), computed once per request
+    nano: dict[str, int] | None = None  # usage in nano-units, computed once per request
+
+
+NANO = 10**9
+
+
+def _to_nano(usage: u.Usage) -> dict[str, int]:
+    return {k: math.ceil(v * NANO) for k, v in usage.items()}
+
+
+def _from_nano(values: dict[str, int]) -> u.Usage:
+    return {k: Fraction(v, NANO) for k, v in values.items()}
+
+
+@dataclass
+class _Quota:
+    """One quota while a batch is judged: status parsed once, running `used`, what the batch `added`."""
+
+    obj: Obj
+    name: str
+    scoped: bool
+    hard_raw: Obj
+    used_raw: Obj
+    hard: dict[str, int]
+    used: dict[str, int]
+    added: dict[str, int]
+
+    @classmethod
+    def of(cls, q: Obj) -> _Quota:
+        status = q.get("status") or {}
+        hard_raw, used_raw = status.get("hard") or {}, status.get("used") or {}
+        return cls(q, str(q["metadata"]["name"]), bool(u.quota_scopes(q)), hard_raw, used_raw,
+                   _to_nano(u.resource_list(hard_raw)), _to_nano(u.resource_list(used_raw)), {})
 
 
 @dataclass
@@ -191,63 +225,59 @@ class QuotaAdmission:
 
     def _evaluate(self, quotas: list[Obj], batch: list[_Request]) -> list[tuple[Obj, u.Usage]]:
         """Judge the batch in order against `quotas`; return the quotas whose used grew (copies with the new
-        used) with what the batch added to each."""
-        state: list[tuple[Obj, u.Usage, u.Usage, Obj]] = []
-        for q in sorted(quotas, key=lambda q: str(q["metadata"]["name"])):
-            status = q.get("status") or {}
-            hard_raw = status.get("hard") or {}
-            state.append((q, u.resource_list(hard_raw), u.resource_list(status.get("used")), hard_raw))
-        grown: dict[int, u.Usage] = {}
+        used) with what the batch added to each. Sums are in integer nano-units (exact: upstream keeps no
+        finer unit), which is what keeps a batch cheap next to Fraction arithmetic."""
+        state = [_Quota.of(q) for q in sorted(quotas, key=lambda q: str(q["metadata"]["name"]))]
         for r in batch:
             if r.error is not None:
                 continue
-            takes: list[tuple[int, u.Usage]] = []
-            for i, (q, hard, used, hard_raw) in enumerate(state):
-                if not u.matches(q, r.review.kind, r.review.obj or {}):
+            if r.nano is None:
+                r.nano = _to_nano(r.usage)
+            takes: list[tuple[_Quota, dict[str, int]]] = []
+            for q in state:
+                if q.scoped and not u.matches(q.obj, r.review.kind, r.review.obj or {}):
                     continue
-                delta = u.charge(r.usage, hard)
+                delta = {k: v for k, v in r.nano.items() if k in q.hard}
                 if not delta:
                     continue
-                r.error = self._refusal(r, q, hard, used, hard_raw, delta)
+                r.error = self._refusal(r, q, delta)
                 if r.error is not None:
                     break
-                takes.append((i, delta))
+                takes.append((q, delta))
             if r.error is not None or r.review.dry_run:
                 continue
-            for i, delta in takes:
-                used = state[i][2]
-                added = grown.setdefault(i, {})
+            for q, delta in takes:
                 for k, v in delta.items():
-                    used[k] = used.get(k, Fraction(0)) + v
-                    added[k] = added.get(k, Fraction(0)) + v
+                    q.used[k] = q.used.get(k, 0) + v
+                    q.added[k] = q.added.get(k, 0) + v
         out: list[tuple[Obj, u.Usage]] = []
-        for i in sorted(grown):
-            q, _hard, used, hard_raw = state[i]
-            new = deep_copy(q)
-            new.setdefault("status", {})["used"] = {
-                **(q.get("status") or {}).get("used", {}), **u.format_usage(used, hard_raw)}
-            out.append((new, grown[i]))
+        for q in state:
+            if not q.added:
+                continue
+            new = deep_copy(q.obj)
+            status = new.setdefault("status", {})
+            status["used"] = {**(status.get("used") or {}), **u.format_usage(_from_nano(q.used), q.hard_raw)}
+            out.append((new, _from_nano(q.added)))
         return out
 
-    def _refusal(self, r: _Request, q: Obj, hard: u.Usage, used: u.Usage, hard_raw: Obj,
-                 delta: u.Usage) -> errors.ApiError | None:
-        name = str(q["metadata"]["name"])
+    def _refusal(self, r: _Request, q: _Quota, delta: dict[str, int]) -> errors.ApiError | None:
         if r.review.kind.gk == "Pod":
             if r.have is None:
                 r.have = u.stated(r.review.obj or {})
-            missing = u.missing_requirements(hard, r.review.obj or {}, r.have)
+            missing = u.missing_requirements(q.hard, r.review.obj or {}, r.have)
             if missing:
-                return self._forbidden(r, f"failed quota: {name}: {missing}")
-        unknown = sorted(k for k in delta if k not in ((q.get("status") or {}).get("used") or {}))
+                return self._forbidden(r, f"failed quota: {q.name}: {missing}")
+        unknown = sorted(k for k in delta if k not in q.used_raw)
         if unknown:
-            return self._forbidden(r, f"status unknown for quota: {name}, resources: {','.join(unknown)}")
-        over = u.exceeded(used, delta, hard)
+            return self._forbidden(r, f"status unknown for quota: {q.name}, resources: {','.join(unknown)}")
+        over = sorted(k for k, v in delta.items() if q.used.get(k, 0) + v > q.hard[k])
         if not over:
             return None
-        requested = u.pretty({k: delta[k] for k in over}, hard_raw)
-        spent = u.pretty({k: used.get(k, Fraction(0)) for k in over}, hard_raw)
-        limited = u.pretty({k: hard[k] for k in over}, hard_raw)
-        return self._forbidden(r, f"exceeded quota: {name}, requested: {requested}, used: {spent}, limited: {limited}")
+        requested = u.pretty(_from_nano({k: delta[k] for k in over}), q.hard_raw)
+        spent = u.pretty(_from_nano({k: q.used.get(k, 0) for k in over}), q.hard_raw)
+        limited = u.pretty(_from_nano({k: q.hard[k] for k in over}), q.hard_raw)
+        return self._forbidden(r, f"exceeded quota: {q.name}, requested: {requested}, used: {spent}, "
+                                  f"limited: {limited}")
 
     @staticmethod
     def _forbidden(r: _Request, detail: str) -> errors.ApiError:
