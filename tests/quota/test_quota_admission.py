@@ -180,3 +180,20 @@ async def test_a_charge_whose_write_lost_a_race_is_added_again(api: Any) -> None
     async with asyncio.timeout(10):
         while await used(api, "q") != {"pods": "4"}:
             await asyncio.sleep(0.01)
+
+
+async def test_an_update_is_charged_what_it_adds(api: Any) -> None:
+    svc_kind = builtin("", "Service")
+    await quota(api, "q", {"services": "5", "services.loadbalancers": "0", "services.nodeports": "2"})
+    await api.res.create(svc_kind, "default", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
+    s = await api.res.get(svc_kind, "default", "s")
+    s["spec"]["type"] = "LoadBalancer"
+    with pytest.raises(errors.ApiError) as e:
+        await api.res.update(svc_kind, "default", "s", s)
+    assert e.value.code == 403 and e.value.message == (
+        'services "s" is forbidden: exceeded quota: q, requested: services.loadbalancers=1, '
+        'used: services.loadbalancers=0, limited: services.loadbalancers=0')
+    s = await api.res.get(svc_kind, "default", "s")
+    s["spec"]["type"] = "NodePort"
+    await api.res.update(svc_kind, "default", "s", s)
+    assert await used(api, "q") == {"services": "1", "services.loadbalancers": "0", "services.nodeports": "1"}

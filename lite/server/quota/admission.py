@@ -23,8 +23,9 @@ outside write could go over `hard`.
 Facts from upstream: admission judges against `status.hard` (a quota the controller has not yet filled in
 restricts nothing), a tracked resource missing from `status.used` is `status unknown for quota`, a quota on
 cpu/memory requires every container to state them (`failed quota: <name>: must specify ...`), scoped quotas
-see only the pods they select, dry runs are judged and charge nothing. Only CREATE is charged; updates that
-change usage (a Service's type, a PVC's size) are corrected by the quota controller's recount.
+see only the pods they select, dry runs are judged and charge nothing. CREATE is charged its usage; an UPDATE
+of a Service or PVC is charged what it adds (a Service turning NodePort/LoadBalancer, a PVC asking for more
+storage); what an update gives back is returned by the controller's recount.
 
 Invariants: one `QuotaAdmission` per server; `last_charge(ns)` tells the quota controller when admission
 last raised a quota of `ns`, so a recount never lowers usage that a create still in flight has paid for.
@@ -64,6 +65,8 @@ class _Request:
 
 
 NANO = 10**9
+# Kinds whose usage an update can raise (a Service becoming NodePort/LoadBalancer, a PVC asking for more).
+GROWS = ("Service", "PersistentVolumeClaim")
 
 
 def _to_nano(usage: u.Usage) -> dict[str, int]:
@@ -119,12 +122,17 @@ class QuotaAdmission:
         return self._charged_at.get(namespace, 0.0)
 
     async def admit(self, review: Admission) -> None:
-        if review.operation != "CREATE" or review.subresource or review.obj is None or not review.namespace:
+        if review.subresource or review.obj is None or not review.namespace:
+            return
+        if review.operation != "CREATE" and not (review.operation == "UPDATE" and review.kind.gk in GROWS):
             return
         quotas = (await self.client.list(self.kind, review.namespace))["items"]
         if not quotas:
             return
         usage = u.object_usage(review.kind, review.obj, self.now())
+        if review.old is not None:  # an update is charged what it adds (upstream: non-negative delta)
+            before = u.object_usage(review.kind, review.old, self.now())
+            usage = {k: v - before.get(k, Fraction(0)) for k, v in usage.items() if v > before.get(k, Fraction(0))}
         if not any(k in ((q.get("status") or {}).get("hard") or {}) for q in quotas for k in usage):
             return
         req = _Request(review, usage, asyncio.get_running_loop().create_future())
