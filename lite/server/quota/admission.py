@@ -9,8 +9,9 @@ batches by one worker task per namespace, so N concurrent creates cost one statu
                   └ enqueue on the namespace; the worker, per batch:
                       status jobs of the controller (`write_status`), each read fresh and written RV-guarded
                       read quotas → judge each request in order against status.hard / status.used (+ what
-                        the batch's earlier requests took) → answer every request (allow, or 403)
-                      → start the RV-guarded status writes: they join the admitted objects in one commit
+                        the batch's earlier requests took) → start the RV-guarded status writes, then
+                        answer every request (allow, or 403): the writes reach the store first and share
+                        one commit with the admitted objects
                       → wait for them to commit before reading the quotas again; a write that lost to an
                         outside status write is redone as "add this batch's charge to the fresh used"
 
@@ -184,21 +185,24 @@ class QuotaAdmission:
                     left.done.set_exception(errors.internal("quota admission stopped"))
 
     async def _judge(self, ns: str, batch: list[_Request]) -> list[tuple[Obj, u.Usage, asyncio.Task[bool]]]:
-        """Judge the batch, answer its requests, and start the status writes that charge it.
+        """Judge the batch, start the status writes that charge it, and answer its requests.
 
-        The answers go out before the writes start, so the admitted objects reach the store's queue first
-        and the writes join them in the same commit (one fsync for the batch, as without quotas). That is
-        safe because nothing else writes these quotas' status meanwhile: this worker waits for the writes
-        to commit before it reads the quotas again, and the controller writes through `write_status`, in
-        turn. A write that fails anyway (someone wrote the status from outside) is redone by `_settle`."""
+        The answers go out without waiting for the writes' commit, so the admitted objects join the writes
+        in the same commit (one fsync for the batch, as without quotas). That is safe because nothing else
+        writes these quotas' status meanwhile: this worker waits for the writes to commit before it reads
+        the quotas again, and the controller writes through `write_status`, in turn. A write that fails
+        anyway (someone wrote the status from outside) is redone by `_settle`."""
         quotas = (await self.client.list(self.kind, ns))["items"]
         changed = self._evaluate(quotas, batch)
         if changed:
             # before the answers: a recount must already see that a charge is under way
             self._charged_at[ns] = asyncio.get_running_loop().time()
+        # The writes are started first, so each reaches the store's queue ahead of the objects it pays for
+        # (the loop runs tasks in the order they became ready), and the store commits them together.
+        inflight = [(q, delta, asyncio.create_task(self._write(q))) for q, delta in changed]
         for r in batch:
             r.done.set_result(None)
-        return [(q, delta, asyncio.create_task(self._write(q))) for q, delta in changed]
+        return inflight
 
     async def _settle(self, ns: str, inflight: list[tuple[Obj, u.Usage, asyncio.Task[bool]]]) -> None:
         """Wait for the batch's status writes to commit before the next batch reads the quotas; a write that
