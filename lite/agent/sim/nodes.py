@@ -66,6 +66,9 @@ class SimNode:
         self._kick = asyncio.Event()
         self._lease_exists = False
         self._since = rfc3339()
+        self._posted_ready: bool | None = None  # the Ready status last posted (None: not yet)
+        self._registered_at = 0.0
+        self._warned_no_cidr = False
         self._last_status = 0.0
         self._last_error = ""
 
@@ -93,6 +96,8 @@ class SimNode:
             self.pod_cidr = cidr
             self.ips = PodIPs(cidr)
             changed = True
+            if self._posted_ready is False:
+                self.kick()  # post Ready=True now rather than at the next status interval
         return changed
 
     def _report(self, what: str, e: Exception) -> None:
@@ -114,13 +119,28 @@ class SimNode:
         self.registered.set()
 
     async def post_status(self, *, full: bool = False) -> None:
+        """Ready is False until the node has a podCIDR (pods bound to it could never get an IP)."""
         stamp = rfc3339()
-        status = node_status(self.name, self.group, self.ip, stamp, self._since)
+        ready = self.ips is not None
+        if self._posted_ready is not None and ready != self._posted_ready:
+            self._since = stamp
+        if not ready:
+            self._warn_no_cidr()
+        status = node_status(self.name, self.group, self.ip, stamp, self._since, ready)
         if not full:
             status = {"conditions": status["conditions"]}
         await self.client.patch(NODE, "", self.name, {"status": status}, patch_type="strategic",
                                 subresource="status")
         self._last_status = time.monotonic()
+        self._posted_ready = ready
+
+    def _warn_no_cidr(self) -> None:
+        if not self._registered_at:
+            self._registered_at = time.monotonic()
+        elif not self._warned_no_cidr and time.monotonic() - self._registered_at > 10.0:
+            self._warned_no_cidr = True
+            log.warning("node %s still has no podCIDR (cluster CIDR full? see its CIDRNotAvailable events); "
+                        "it stays NotReady", self.name)
 
     async def renew_lease(self) -> None:
         """Renew (or create) the Lease. A merge patch of renewTime: one request even when an earlier write
