@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 STD_VERBS: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NO_COLLECTION_DELETE: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
 READ_VERBS: tuple[str, ...] = ("get", "list")
+WATCH_VERBS: tuple[str, ...] = ("get", "list", "watch")
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,21 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     # apiextensions.k8s.io/v1
     _k("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
        short=("crd", "crds"), sub=("status",), gen=True),
+    # certificates.k8s.io/v1
+    _k("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
+       short=("csr",), sub=("status", "approval")),
+    # storage.k8s.io/v1
+    _k("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities"),
+    # node.k8s.io/v1
+    _k("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
+    # apiregistration.k8s.io/v1
+    _k("apiregistration.k8s.io", "v1", "APIService", "apiservices", False, cats=("api-extensions",),
+       sub=("status",)),
+    # flowcontrol.apiserver.k8s.io/v1: lite serves upstream's mandatory objects read-only
+    _k("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "flowschemas", False,
+       verbs=WATCH_VERBS, gen=True),
+    _k("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations", False,
+       verbs=WATCH_VERBS, gen=True),
     # metrics.k8s.io/v1beta1: virtual, served from node metrics (issue 4)
     _k("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", verbs=READ_VERBS, virtual=True),
     _k("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=READ_VERBS, virtual=True),

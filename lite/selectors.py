@@ -373,6 +373,8 @@ def _kind_fields(kind: Kind, obj: Mapping[str, Any]) -> dict[str, str]:
         return {"status.replicas": str(int(status.get("replicas") or 0))}
     if key == ("batch", "Job"):
         return {"status.successful": str(int(status.get("succeeded") or 0))}
+    if key == ("certificates.k8s.io", "CertificateSigningRequest"):
+        return {"spec.signerName": str(spec.get("signerName", ""))}
     return {}
 
 
@@ -390,6 +392,7 @@ def supported_fields(kind: Kind) -> tuple[str, ...]:
         ("", "Pod"): _POD_FIELDS, ("", "Event"): _EVENT_FIELDS, ("", "Secret"): ("type",),
         ("", "ReplicationController"): ("status.replicas",), ("apps", "ReplicaSet"): ("status.replicas",),
         ("batch", "Job"): ("status.successful",),
+        ("certificates.k8s.io", "CertificateSigningRequest"): ("spec.signerName",),
     }
     # Nodes and Namespaces register their own conversion, which omits metadata.namespace.
     if (kind.group, kind.kind) == ("", "Node"):

@@ -105,10 +105,10 @@ class Synced:
 
 @dataclass(frozen=True)
 class ObjectUpsert:
-    """Server → agent: a ConfigMap or Secret that a pod of this node references."""
+    """Server → agent: a ConfigMap, Secret or RuntimeClass that a pod of this node references."""
 
     T: ClassVar[str] = "object_upsert"
-    kind: str  # "ConfigMap" | "Secret"
+    kind: str  # "ConfigMap" | "Secret" | "RuntimeClass" (cluster-scoped: namespace "")
     obj: Obj
 
 

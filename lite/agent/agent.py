@@ -26,17 +26,21 @@ from pathlib import Path
 from typing import Any
 
 from lite import wire
+from lite.agent import podpaths
 from lite.agent.backend import AgentStreams
 from lite.agent.hooks.base import Deps
 from lite.agent.metrics import PodSample, UsageSampler
 from lite.agent.node import LEASE_DURATION, LEASE_RENEW, STATUS_REFRESH, NodeReporter, default_node_ip
 from lite.agent.podrunner import POD_FILE, PodRunner
+from lite.agent.proxy.feed import KINDS as PROXY_KINDS
+from lite.agent.proxy.feed import ProxyFeed
 from lite.agent.runtime.container import ProcessRuntime, Runtime
-from lite.netns.nsfs import NetnsRef
+from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 
 log = logging.getLogger("lite.agent")
 Obj = dict[str, Any]
 METRICS_EVERY = 15.0
+IMPORT_EVERY = 5.0  # how soon an image archive dropped into <data-dir>/agent/images/ is imported
 NODE_CONFIG = "node-config.json"
 
 
@@ -59,6 +63,9 @@ class AgentConfig:
     taints: list[Obj] = field(default_factory=list)
     cgroup_root: str = "lite"
     use_cgroups: bool = True
+    service_proxy: bool = False  # program Services into nftables (lite.agent.proxy) in the node netns
+    service_cidr: str = "10.43.0.0/16"
+    cluster_cidr: str = ""  # all pods' CIDR: sources outside it reaching a ClusterIP are masqueraded
 
 
 class Agent:
@@ -76,6 +83,9 @@ class Agent:
         self.sampler = UsageSampler()
         self._tg: asyncio.TaskGroup | None = None
         self._pending: list[Obj] = []
+        self.proxy: ProxyFeed | None = None
+        if config.service_proxy:
+            self.proxy = _proxy_feed(config, self.node_name, self.deps.node_ip)
 
     def _deps(self) -> Deps:
         c = self.config
@@ -83,7 +93,8 @@ class Agent:
         return Deps(runtime=runtime, images=None, cgroups=None, ipam=None, data_dir=self.root,
                     node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
-                    connect=_node_connect(c.node_netns))
+                    connect=_node_connect(c.node_netns),
+                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)))
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 
@@ -119,12 +130,23 @@ class Agent:
     # ---- the session's NodeAgent protocol ----------------------------------------------------------------
 
     def hello_info(self) -> Obj:
-        return {"labels": self.config.labels, "taints": self.config.taints, "status": self.node.status()}
+        info: Obj = {"labels": self.config.labels, "taints": self.config.taints, "status": self.node.status()}
+        if self.proxy is not None:
+            info["serviceProxy"] = True
+        return info
 
     def running_pods(self) -> dict[str, str]:
         return {uid: f"{r.st.namespace}/{r.st.name}" for uid, r in self.runners.items()}
 
     async def handle(self, msg: wire.Message) -> None:
+        if isinstance(msg, (wire.ObjectUpsert, wire.ObjectDelete)) and msg.kind in PROXY_KINDS:
+            if self.proxy is not None:
+                self.proxy.handle(msg)
+            return
+        if isinstance(msg, wire.Welcome) and self.proxy is not None:
+            self.proxy.begin_resync()
+        if isinstance(msg, wire.Synced) and self.proxy is not None:
+            self.proxy.synced()
         if isinstance(msg, (wire.Welcome, wire.NodeConfig)):
             self._configure(msg.config)
         elif isinstance(msg, wire.PodUpsert):
@@ -162,6 +184,11 @@ class Agent:
 
         ipam = await asyncio.to_thread(Ipam, self.root / "ipam.json", cidr)
         await ensure_bridge(self.config.bridge, f"{ipam.gateway}/{ipam.prefixlen}", node_netns=self.config.node_netns)
+        if self.proxy is not None:  # node processes reach ClusterIPs even without a default route
+            from lite.netns.routes import ensure_service_route
+
+            await ensure_service_route(self.config.service_cidr, bridge=self.config.bridge, gateway=str(ipam.gateway),
+                                       node_netns=self.config.node_netns)
         self.deps.ipam = ipam
         self.net_ready.set()
 
@@ -172,6 +199,11 @@ class Agent:
 
     def _upsert(self, pod: Obj) -> None:
         uid = str(pod["metadata"]["uid"])
+        if not podpaths.is_component(uid):
+            # The uid names the pod's directory (created, then removed with rmtree): never a path.
+            log.error("refusing pod %s/%s: uid %r is not a plain name", pod["metadata"].get("namespace", ""),
+                      pod["metadata"].get("name", ""), uid)
+            return
         runner = self.runners.get(uid)
         if runner is not None:
             runner.update(pod)
@@ -215,14 +247,20 @@ class Agent:
 
     async def open_services(self) -> None:
         from lite.agent.images import ImageService, RegistriesConfig
+        from lite.agent.killall import HostRecord
         from lite.agent.runtime.cgroups import CgroupError, detect
 
+        c = self.config
+        node_netns = str(c.node_netns) if isinstance(c.node_netns, str | Path) else None
+        await asyncio.to_thread(HostRecord(c.cgroup_root, str(c.netns_dir or NETNS_RUN_DIR), node_netns,
+                                           c.bridge).save, self.root)
         regs = RegistriesConfig.load(self.config.registries) if self.config.registries else RegistriesConfig()
         self.deps.images = await ImageService.open(self.root / "images", regs)
         self.node.image_list = self.deps.images.list
         if self.config.use_cgroups:
             try:
                 self.deps.cgroups = detect(self.config.cgroup_root)
+                log.info("using %s", self.deps.cgroups.describe())
             except (CgroupError, OSError) as e:
                 log.warning("no cgroups, pods run without resource limits: %s", e)
 
@@ -252,8 +290,15 @@ class Agent:
                 tg.create_task(session.run(), name="..session")
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
+                tg.create_task(self._import_loop(), name="..images")
+                if self.proxy is not None:
+                    tg.create_task(self.proxy.proxier.run(), name="..proxy")
         finally:
             self._tg = None
+            if self.proxy is not None:  # the rules stay in the kernel: a restarted agent reconciles them
+                await asyncio.to_thread(self.proxy.proxier.syncer.close)
+                if self.proxy.proxier.health is not None:
+                    await self.proxy.proxier.health.close()
             await asyncio.to_thread(self.deps.runtime.close)  # the shim zygote; shims and containers stay
             if self.deps.images is not None:
                 await self.deps.images.close()
@@ -268,6 +313,18 @@ class Agent:
                 self._post(wire.NodeStatus(status))
                 last_full = loop.time()
             await asyncio.sleep(LEASE_RENEW)
+
+    async def _import_loop(self) -> None:
+        """Air gap (k3s's agent/images): archives in <data-dir>/agent/images/ are imported at start and, when
+        added or changed later, within IMPORT_EVERY seconds; each archive once (ImageService remembers)."""
+        while True:
+            if self.deps.images is not None:
+                try:
+                    for info in await self.deps.images.import_dir(self.root / "images"):
+                        log.info("imported image %s (%s)", ", ".join(info.repo_tags) or info.id, info.id)
+                except OSError as e:
+                    log.warning("image import from %s failed: %s", self.root / "images", e)
+            await asyncio.sleep(IMPORT_EVERY)
 
     async def _metrics_loop(self) -> None:
         while True:
@@ -306,6 +363,20 @@ def _node_connect(node_netns: NetnsRef) -> Any:
             raise
 
     return connect
+
+
+def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str) -> ProxyFeed:
+    """The service proxy of this node: one nftables table `ip lite` in the node netns."""
+    from lite.agent.proxy.healthcheck import HealthServers
+    from lite.agent.proxy.proxier import Proxier
+    from lite.agent.proxy.rules import ProxyConfig
+    from lite.netns.nftables import AsyncNft
+    from lite.netns.proxysync import TableSyncer
+
+    node_ips = tuple(ip for ip in (node_ip,) if ip and not ip.startswith("127."))
+    proxier = Proxier(ProxyConfig(node_name, node_ips, config.cluster_cidr), TableSyncer(AsyncNft(config.node_netns)),
+                      netns=config.node_netns, health=HealthServers(config.node_netns))
+    return ProxyFeed(proxier)
 
 
 def build_agent(config: AgentConfig) -> Agent:

@@ -11,6 +11,9 @@
         │               ▼ all app containers finished for good (Never/OnFailure)
         │           Completed ───(stop hooks run: IP and cgroup released; status stays Succeeded/Failed)
         │
+        ├──── spec.activeDeadlineSeconds past startTime (also set or shortened later) ──► DeadlineExceeded:
+        │          every container stopped as on terminate, stop hooks run, phase Failed; the pod stays
+        │
         └──── terminate(grace) from any state ──► Terminating: preStop + SIGTERM + SIGKILL at the deadline
                    for every live container, then every stop hook (reverse order, all run, idempotent)
                    ──► Final: status pushed, `on_final(pod)` so the server deletes the pod with grace 0.
@@ -34,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from lite.agent import podpaths
 from lite.agent.envs import ConfigError
 from lite.agent.hooks import build_hooks
 from lite.agent.hooks.base import Deps, Hook, HookError, Obj, PodState
@@ -43,10 +47,13 @@ from lite.agent.hooks.supervisor import Backoff, ContainerSupervisor, stamp
 from lite.agent.images import ImageError
 from lite.agent.runtime.container import ExitStatus
 from lite.agent.status import (
+    DEADLINE_EXCEEDED,
+    DEADLINE_MESSAGE,
     POD_INITIALIZING,
     ContainerRecord,
     PodView,
     Terminated,
+    deadline_remaining,
     pod_phase,
     pod_status,
     without_times,
@@ -94,6 +101,9 @@ class PodRunner:
         self.supervisors: dict[str, ContainerSupervisor] = {}
         self._grace: float | None = None
         self._terminate = asyncio.Event()
+        self._spec_changed = asyncio.Event()
+        self._expired = False  # activeDeadlineSeconds passed: containers stopped, phase Failed
+        self._finished = False  # containers done for good and stop hooks run (Completed or DeadlineExceeded)
         self._last: Obj | None = None
         self.done = asyncio.Event()
         self._dirty = self._flush_pending = False
@@ -121,11 +131,19 @@ class PodRunner:
         if not self.adopting:
             for r in self.st.apps if self.st.inits else []:
                 r.waiting_reason = POD_INITIALIZING
-        self.st.start_time = str(saved.get("..start", {}).get("t", "")) if saved else ""
+        start: dict[str, object] = dict(saved.get("..start") or {}) if saved else {}
+        self.st.start_time = str(start.get("t", ""))
+        # A pod that had finished (its containers done for good, its IP and cgroup released) stays finished
+        # across an agent restart: same IP in its status, nothing set up or started again.
+        self._finished = bool(start.get("done"))
+        self._expired = bool(start.get("expired"))
+        if self._finished:
+            self.st.pod_ip = str(start.get("ip", ""))
 
     def _records_text(self) -> str:
         data: dict[str, object] = {r.name: asdict(r) for r in [*self.st.inits, *self.st.apps]}
-        data["..start"] = {"t": self.st.start_time}
+        data["..start"] = {"t": self.st.start_time, "ip": self.st.pod_ip, "done": self._finished,
+                           "expired": self._expired}
         return json.dumps(data)
 
     def _write_records(self, seq: int, text: str) -> None:
@@ -190,6 +208,8 @@ class PodRunner:
         view = PodView(self.deps.node_ip, self.st.pod_ip, self.st.start_time,
                        str(spec.get("restartPolicy") or "Always"), self.st.qos,
                        list((self._last or self.st.pod.get("status") or {}).get("conditions") or []))
+        if self._expired:
+            view.failed, view.reason, view.message = True, DEADLINE_EXCEEDED, DEADLINE_MESSAGE
         return pod_status(view, self.st.inits, self.st.apps)
 
     def _publish_deferred(self) -> None:
@@ -209,6 +229,7 @@ class PodRunner:
     def update(self, pod: Obj) -> None:
         """A new version of the pod object (same uid)."""
         self.st.pod = pod
+        self._spec_changed.set()  # activeDeadlineSeconds may have been set or shortened
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             grace = meta.get("deletionGracePeriodSeconds")
@@ -234,7 +255,7 @@ class PodRunner:
 
     def log_path(self, container: str, previous: bool = False) -> Path | None:
         rec = next((r for r in [*self.st.inits, *self.st.apps] if r.name == container), None)
-        if rec is None:
+        if rec is None or not podpaths.is_component(container):
             return None
         attempt = rec.restart_count - (1 if previous else 0)
         return log_path(self.st, container, attempt) if attempt >= 0 else None
@@ -251,20 +272,51 @@ class PodRunner:
         await asyncio.to_thread(self._write_pod_file, json.dumps(self.st.pod))
         self.st.start_time = self.st.start_time or stamp()
         self.changed()
-        life = asyncio.create_task(self._lifecycle())
+        life = asyncio.create_task(self._lifecycle() if not self._finished else asyncio.sleep(0))
         stop = asyncio.create_task(self._terminate.wait())
+        deadline = asyncio.create_task(self._deadline() if not self._finished else asyncio.Event().wait())
         try:
-            await asyncio.wait({life, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({life, stop, deadline}, return_when=asyncio.FIRST_COMPLETED)
             if life.done() and life.exception() is not None:
                 log.error("pod %s/%s lifecycle failed", self.st.namespace, self.st.name, exc_info=life.exception())
+            if deadline.done() and not stop.done() and not life.done():
+                life.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await life
+                await self._expire()
+            deadline.cancel()
             await self._terminate.wait()
         finally:
             stop.cancel()
             life.cancel()
+            deadline.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await life
             self.flush()  # also when cancelled (agent shutdown): the next agent adopts from these records
         await self._kill()
+
+    async def _deadline(self) -> None:
+        """Returns once the pod has been active longer than spec.activeDeadlineSeconds (which a pod update
+        may set or shorten at any time); never returns while it has none."""
+        while True:
+            self._spec_changed.clear()
+            remaining = deadline_remaining(self.st.spec, self.st.start_time, time.time())
+            if remaining is not None and remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._spec_changed.wait(), remaining)
+
+    async def _expire(self) -> None:
+        """kubelet's active-deadline kill: stop every container (grace as on a delete), release the pod's
+        resources, and report phase Failed with reason DeadlineExceeded; the pod object stays."""
+        log.info("pod %s/%s: active deadline exceeded", self.st.namespace, self.st.name)
+        self.deps.event(self.st.pod, "Normal", DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+        await self._stop_containers(float(self.st.spec.get("terminationGracePeriodSeconds", 30)))
+        self._expired = True
+        await self._stop_hooks()
+        self._finished = True
+        self._dirty = True
+        self.flush()
 
     async def _prepare(self) -> None:
         backoff = Backoff(first=1.0, cap=30.0, immediate=False)
@@ -325,6 +377,8 @@ class PodRunner:
                 tg.create_task(sup.run(policy))
         if pod_phase(policy, self.st.inits, self.st.apps) in ("Succeeded", "Failed"):
             await self._stop_hooks()
+            self._finished = True
+            self.changed()
 
     async def _kill_strays(self, grace: float) -> None:
         """A start cancelled by the termination may have launched a shim the records do not know: find every
@@ -346,6 +400,19 @@ class PodRunner:
     async def _kill(self) -> None:
         grace = self._grace if self._grace is not None else float(
             self.st.spec.get("terminationGracePeriodSeconds", 30))
+        await self._stop_containers(grace)
+        for r in [*self.st.inits, *self.st.apps]:
+            if r.state == "waiting" and r.last is None and r.terminated is None:
+                r.set_terminated(Terminated(137, "ContainerStatusUnknown", message="The container could not be "
+                                            "located when the pod was terminated"))
+        await self._stop_hooks()
+        self._dirty = True
+        self.flush()  # the final status goes out before PodFinal
+        self.done.set()
+        self.on_final(self.st.pod)
+
+    async def _stop_containers(self, grace: float) -> None:
+        """Stop every live container within `grace` seconds (idempotent), strays included."""
         deadline = time.monotonic() + grace
 
         async def one(name: str) -> None:
@@ -358,12 +425,3 @@ class PodRunner:
 
         await asyncio.gather(*(one(n) for n in list(self.st.handles)), return_exceptions=True)
         await self._kill_strays(max(0.0, deadline - time.monotonic()))
-        for r in [*self.st.inits, *self.st.apps]:
-            if r.state == "waiting" and r.last is None and r.terminated is None:
-                r.set_terminated(Terminated(137, "ContainerStatusUnknown", message="The container could not be "
-                                            "located when the pod was terminated"))
-        await self._stop_hooks()
-        self._dirty = True
-        self.flush()  # the final status goes out before PodFinal
-        self.done.set()
-        self.on_final(self.st.pod)

@@ -13,13 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lite.objects import rfc3339
+from lite.objects import parse_time, rfc3339
 
 Obj = dict[str, Any]
 
 # waiting reasons
 CONTAINER_CREATING = "ContainerCreating"
 POD_INITIALIZING = "PodInitializing"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 CRASH_LOOP = "CrashLoopBackOff"
 ERR_IMAGE_PULL = "ErrImagePull"
 IMAGE_PULL_BACKOFF = "ImagePullBackOff"
@@ -234,10 +236,24 @@ class PodView:
     previous_conditions: list[Obj] = field(default_factory=list)
     message: str = ""
     reason: str = ""
+    failed: bool = False  # the pod as a whole failed (active deadline), whatever its containers say
+
+
+def deadline_remaining(spec: Obj, start_time: str, now: float) -> float | None:
+    """Seconds left before `spec.activeDeadlineSeconds` counted from the pod's startTime (<= 0: past);
+    None when the pod has no deadline or has not started."""
+    secs = spec.get("activeDeadlineSeconds")
+    if secs is None or not start_time or isinstance(secs, bool) or not isinstance(secs, int | float):
+        return None
+    try:
+        started = parse_time(start_time).timestamp()
+    except ValueError:
+        return None
+    return started + float(secs) - now
 
 
 def pod_status(view: PodView, inits: list[ContainerRecord], apps: list[ContainerRecord]) -> Obj:
-    phase = pod_phase(view.restart_policy, inits, apps)
+    phase = "Failed" if view.failed else pod_phase(view.restart_policy, inits, apps)
     status: Obj = {
         "phase": phase,
         "conditions": pod_conditions(phase, inits, apps, view.previous_conditions),
@@ -250,7 +266,9 @@ def pod_status(view: PodView, inits: list[ContainerRecord], apps: list[Container
         "qosClass": view.qos,
     }
     if inits:
-        status["initContainerStatuses"] = [container_status(r) for r in inits]
+        # kubelet: a completed init container is ready
+        status["initContainerStatuses"] = [{**container_status(r), "ready": r.ready or _init_done(r)}
+                                           for r in inits]
     if view.reason:
         status["reason"], status["message"] = view.reason, view.message
     return {k: v for k, v in status.items() if v is not None}

@@ -52,7 +52,8 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
         agent = build_agent(AgentConfig(
             server_url=config.server_url, token=server.creds.join_token, node_name=config.node_name,
             data_dir=config.data_dir, runtime=_runtime(config.agent_runtime), ca_data=server.creds.ca_pem,
-            registries=_registries(config.private_registry)))
+            registries=_registries(config.private_registry), service_proxy=config.agent_service_proxy,
+            service_cidr=config.service_cidr, cluster_cidr=config.cluster_cidr))
         await agent.run()
 
     return [("agent", run)]
@@ -80,6 +81,7 @@ async def fetch_ca(server_url: str, token: str) -> bytes:
 def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
     """`lite agent --server URL --token T`: a node agent for this machine."""
     from lite.agent.agent import AgentConfig, build_agent
+    from lite.sdnotify import notify
     from lite.server.main import run_until_signalled
 
     if not args.server or not args.token:
@@ -92,7 +94,9 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
         ca = ca_file if ca_file is not None else await fetch_ca(args.server, args.token)
         agent = build_agent(AgentConfig(
             server_url=args.server, token=args.token, node_name=args.node_name or "", data_dir=data_dir,
-            runtime=_runtime(args.runtime), ca_data=ca, registries=_registries(args.private_registry)))
+            runtime=_runtime(args.runtime), ca_data=ca, registries=_registries(args.private_registry),
+            service_proxy=bool(getattr(args, "service_proxy", False))))
+        notify("READY=1")  # the server's CA is verified and the agent starts: systemd may go on
         await agent.run()
 
     return run_until_signalled(main)

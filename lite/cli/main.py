@@ -1,4 +1,4 @@
-"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`.
+"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`.
 
 Role: parse k3s-style flags, configure logging, and hand over to the server (or agent) wiring. The flags
 and their defaults are the user-facing contract documented in README.md.
@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lite import logthrottle
+from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -25,6 +27,13 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 def _add_data_dir(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", "-d", default=None,
                    help=f"state directory (default {default_data_dir()})")
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", default=None, metavar="FILE",
+                   help="config file of flag names and values (default $LITE_CONFIG_FILE, else "
+                        "/etc/lite/config.yaml, plus FILE.d/*.yaml); LITE_<FLAG> variables set flags too; "
+                        "flags on the command line win")
 
 
 def _port(value: str) -> int:
@@ -40,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     srv = sub.add_parser("server", help="run the control plane (API server, controllers, scheduler)")
+    _add_config(srv)
     _add_data_dir(srv)
     srv.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     srv.add_argument("--https-listen-port", type=_port, default=DEFAULT_PORT,
@@ -68,9 +78,25 @@ def build_parser() -> argparse.ArgumentParser:
                           "with NO isolation (for non-root development)")
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    srv.add_argument("--service-proxy", action="store_true",
+                     help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
+    srv.add_argument("--snapshot-schedule-cron", default="0 */12 * * *", metavar="CRON",
+                     help="when to snapshot the store into <data-dir>/server/snapshots (default every 12 hours)")
+    srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
+                     help="scheduled snapshots to keep (default 5)")
+    srv.add_argument("--disable-snapshots", action="store_true", help="no scheduled snapshots")
+    srv.add_argument("--cluster-reset", action="store_true",
+                     help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
+    srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
+                     help="the snapshot file to restore (the server must be stopped)")
+    srv.add_argument("--check-db", action="store_true",
+                     help="run SQLite's integrity check on the store of --data-dir, print the result and exit "
+                          "(0 ok, 1 damaged); does not start the server")
+    _add_connection_flags(srv)
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
-    agent.add_argument("--server", "-s", default=None, help="URL of the server, e.g. https://10.0.0.1:6443")
+    agent.add_argument("--server", "-s", default=os.environ.get("LITE_URL") or None,
+                       help="URL of the server, e.g. https://10.0.0.1:6443 (default: $LITE_URL)")
     agent.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None, help="join token")
     agent.add_argument("--node-name", default=None, help="node name (default: the host name)")
     agent.add_argument("--simulate", type=int, default=0, metavar="N", help="simulate N nodes (no containers)")
@@ -78,17 +104,58 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'process' runs containers as plain host processes with NO isolation")
     agent.add_argument("--private-registry", default=None,
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
+    agent.add_argument("--service-proxy", action="store_true",
+                       help="proxy Services with nftables (table 'ip lite' in this host's netns)")
+    _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     from lite.agent.sim.cli import add_simulate_flags  # cheap: argparse and the spec parser
 
     add_simulate_flags(agent)
 
+    snap = sub.add_parser("snapshot", help="save, list, delete or prune store snapshots")
+    snap_sub = snap.add_subparsers(dest="snapshot_command", metavar="SUBCOMMAND", required=True)
+    for verb, text in (("save", "take a snapshot now"), ("ls", "list snapshots"),
+                       ("delete", "delete snapshots by name"), ("prune", "keep only the newest snapshots")):
+        p = snap_sub.add_parser(verb, aliases=["list"] if verb == "ls" else [], help=text)
+        _add_data_dir(p)
+        if verb in ("save", "prune"):
+            p.add_argument("--name", default="lite-snapshot", help="snapshot name prefix (default lite-snapshot)")
+        if verb == "prune":
+            p.add_argument("--snapshot-retention", type=int, default=5, metavar="N", help="how many to keep")
+        if verb == "delete":
+            p.add_argument("names", nargs="+", metavar="NAME")
+
+    cert = sub.add_parser("certificate", help="check or rotate the server's certificates")
+    cert_sub = cert.add_subparsers(dest="certificate_command", metavar="SUBCOMMAND", required=True)
+    for verb, text in (("check", "list the certificates and when they expire"),
+                       ("rotate", "re-issue the leaf certificates (serving, front-proxy client) from the same CAs")):
+        _add_data_dir(cert_sub.add_parser(verb, help=text))
+
     tok = sub.add_parser("token", help="print the join token of a server data dir")
     _add_data_dir(tok)
     kc = sub.add_parser("kubeconfig", help="print the admin kubeconfig of a server data dir")
     _add_data_dir(kc)
+    ka = sub.add_parser("killall", help="stop every pod of a data dir and remove their processes, mounts, "
+                                        "network namespaces, links, nftables tables and cgroups")
+    _add_data_dir(ka)
     return parser
+
+
+def _add_connection_flags(srv: argparse.ArgumentParser) -> None:
+    srv.add_argument("--tls-handshake-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="close a connection whose TLS handshake takes longer (default 10)")
+    srv.add_argument("--request-header-timeout", type=float, default=32.0, metavar="SECONDS",
+                     help="close a connection whose request head takes longer to arrive (default 32)")
+    srv.add_argument("--idle-timeout", type=float, default=90.0, metavar="SECONDS",
+                     help="close a connection idle between requests for longer (default 90)")
+    srv.add_argument("--max-connections-per-address", type=int, default=256, metavar="N",
+                     help="refuse connections beyond N open from one client address (default 256; 0: no cap)")
+    srv.add_argument("--max-connections", type=int, default=0, metavar="N",
+                     help="refuse connections beyond N open in all (default 0: the open-file limit less a reserve)")
+    srv.add_argument("--log-repeat-window", type=float, default=10.0, metavar="SECONDS",
+                     help="log at most 5 copies of one message per window, then a count of those dropped "
+                          "(default 10; 0: log everything)")
 
 
 def _version() -> str:
@@ -100,14 +167,19 @@ def _version() -> str:
         return "0.1.0"
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, repeat_window: float = 10.0) -> RepeatFilter:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
     if level != "debug":  # aiohttp's per-request chatter is noise at info
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    return logthrottle.install(repeat_window)
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    _setup_logging(args.log_level)
+    if args.check_db:
+        from lite.cli.checkdb import check_db
+
+        return check_db(ServerConfig.create(args.data_dir).paths.db)
+    repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
         args.data_dir,
         bind_address=args.bind_address,
@@ -126,16 +198,45 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_monitor_grace_period=args.node_monitor_grace_period,
         node_name=args.node_name,
         agent_runtime=args.runtime,
+        agent_service_proxy=args.service_proxy,
         private_registry=Path(args.private_registry) if args.private_registry else None,
+        tls_handshake_timeout=args.tls_handshake_timeout,
+        request_header_timeout=args.request_header_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connections_per_address=args.max_connections_per_address,
+        max_connections=args.max_connections,
+        snapshot_cron=args.snapshot_schedule_cron,
+        snapshot_retention=args.snapshot_retention,
+        disable_snapshots=args.disable_snapshots,
     )
+    if args.cluster_reset or args.cluster_reset_restore_path:
+        return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
+    import sqlite3
+
+    from lite.sdnotify import notify
     from lite.server import main as server_main  # the heavy imports start here
+    from lite.server.store import StoreCorrupt, StoreError
 
     try:
         from lite.cli.agentcmd import embedded_agent
 
-        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent))
+        def extra(server: server_main.Server) -> list[tuple[str, server_main.Background]]:
+            return [*embedded_agent(server), ("log-repeat-flush", lambda: logthrottle.flush_every(repeats))]
+
+        def ready() -> None:
+            notify("READY=1")  # for a systemd unit of Type=notify: the API serves now
+
+        return server_main.run_until_signalled(lambda: server_main.run(config, extra=extra, on_ready=ready))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
+        return 1
+    except StoreCorrupt as e:  # a damaged state.db: say what and how to restore, no traceback
+        from lite.cli.checkdb import damaged_message
+
+        logging.getLogger("lite").error("%s", damaged_message(Path(e.path), e.detail))
+        return 1
+    except (StoreError, sqlite3.Error) as e:  # e.g. the disk is full before start-up is done
+        logging.getLogger("lite").error("lite server: cannot use the store %s: %s", config.paths.db, e)
         return 1
 
 
@@ -168,7 +269,83 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     return _print_file(ServerConfig.create(args.data_dir).paths.admin_kubeconfig, "kubeconfig")
 
 
-COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig}
+def _cluster_reset(data_dir: Path, reset: bool, restore_path: str | None) -> int:
+    from lite.server.snapshots import SnapshotError, restore
+
+    if not (reset and restore_path):
+        print("lite server: --cluster-reset needs --cluster-reset-restore-path FILE (a snapshot), and the other "
+              "way round", file=sys.stderr)
+        return 2
+    try:
+        aside = restore(data_dir, Path(restore_path))
+    except (SnapshotError, OSError) as e:
+        print(f"lite server: restore failed: {e}", file=sys.stderr)
+        return 1
+    print(f"restored the store from {restore_path} (the previous database is at {aside}); "
+          "start lite server again without --cluster-reset")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from lite.server import snapshots as snaps
+
+    data_dir = Path(args.data_dir).expanduser().absolute() if args.data_dir else default_data_dir()
+    try:
+        if args.snapshot_command == "save":
+            s = snaps.save(data_dir, args.name)
+            print(f"saved snapshot {s.name} ({s.size} bytes) to {s.path}")
+        elif args.snapshot_command in ("ls", "list"):
+            print(f"{'Name':<48} {'Size':>12} Created")
+            for s in snaps.list_snapshots(data_dir):
+                print(f"{s.name:<48} {s.size:>12} {s.created_at}")
+        elif args.snapshot_command == "delete":
+            missing = snaps.delete(data_dir, args.names)
+            for name in missing:
+                print(f"lite snapshot: no snapshot {name}", file=sys.stderr)
+            return 1 if missing else 0
+        else:
+            for name in snaps.prune(data_dir, args.snapshot_retention, args.name):
+                print(f"deleted snapshot {name}")
+    except (snaps.SnapshotError, OSError) as e:
+        print(f"lite snapshot: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_certificate(args: argparse.Namespace) -> int:
+    from lite.server.certcheck import inspect, rotate
+
+    config = ServerConfig.create(args.data_dir)
+    if not config.paths.tls.is_dir():
+        print(f"lite certificate: no certificates at {config.paths.tls}; has `lite server` run with this data "
+              "dir?", file=sys.stderr)
+        return 1
+    if args.certificate_command == "rotate":
+        rotated, _ = rotate(config)
+        print(f"rotated {', '.join(rotated) or 'nothing'}; restart lite server to serve the new certificates")
+        return 0
+    print(f"{'File':<26} {'Subject':<28} {'Expires':<21} {'Days':>6}  Note")
+    for c in inspect(config.paths.tls):
+        note = "CA" if c.is_ca else ("renewed at the next start" if c.renews_at_start else "")
+        print(f"{c.file:<26} {c.subject[:28]:<28} {c.not_after:%Y-%m-%dT%H:%M:%SZ} {c.days_left:>7.0f}  {note}")
+    return 0
+
+
+def cmd_killall(args: argparse.Namespace) -> int:
+    from lite.agent.killall import killall
+
+    if os.geteuid() != 0:
+        print("lite killall: must run as root", file=sys.stderr)
+        return 1
+    report = killall(Path(args.data_dir) if args.data_dir else default_data_dir())
+    print(report.summary())
+    for err in report.errors:
+        print(f"lite killall: {err}", file=sys.stderr)
+    return 1 if report.errors else 0
+
+
+COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
+            "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -178,7 +355,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lite.agent.runtime.shim import main as shim_main
 
         return shim_main(words[1:])
-    args = build_parser().parse_args(words)
+    from lite.cli.configfile import ConfigError, expand
+
+    parser = build_parser()
+    try:
+        words = expand(parser, words, os.environ)
+    except ConfigError as e:
+        print(f"lite: {e}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(words)
     return COMMANDS[args.command](args)
 
 

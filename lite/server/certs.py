@@ -6,6 +6,9 @@ context of the API listener.
 
 Invariants:
 - Everything is created once and reused on restart: the CA and the admin token never change for a data dir.
+  The client CA (`tls/client-ca.{crt,key}`) signs client certificates issued through CSRs; the front-proxy
+  CA (`tls/front-proxy-ca.*`) signs `tls/front-proxy-client.*`, which the aggregator presents to extension
+  API servers (they trust its X-Remote-* headers through `kube-system/extension-apiserver-authentication`).
   The serving certificate is re-issued (by the same CA) only when its SAN list changes or it nears expiry.
 - Secrets (keys, tokens, kubeconfigs) are written atomically with mode 0600; directories are 0700.
 - The join token has the k3s shape `K10<sha256 of the CA PEM>::server:<secret>`, so an agent given only the
@@ -33,8 +36,9 @@ from lite.server.config import ServerConfig
 
 CA_DAYS = 3650
 SERVING_DAYS = 365
-RENEW_BEFORE_DAYS = 30
+RENEW_BEFORE_DAYS = 90  # k3s's rule: leaf certificates this close to expiry are renewed at start
 TOKEN_PREFIX = "K10"
+FRONT_PROXY_CLIENT = "front-proxy-client"
 IN_CLUSTER_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
                     "kubernetes.default.svc.cluster.local")
 
@@ -49,6 +53,13 @@ class Credentials:
     serving_key: Path
     admin_token: str
     join_token: str  # full K10 form, what `lite token` prints
+    # The client CA that signs CertificateSigningRequests for kubernetes.io/kube-apiserver-client.
+    client_ca_cert: Path | None = None
+    client_ca_key: Path | None = None
+    # The aggregator's front-proxy CA and the client certificate it presents to extension API servers.
+    front_proxy_ca: Path | None = None
+    front_proxy_cert: Path | None = None
+    front_proxy_key: Path | None = None
 
     @property
     def join_secret(self) -> str:
@@ -99,6 +110,16 @@ def ensure_credentials(config: ServerConfig) -> Credentials:
     if not (ca_cert.exists() and ca_key.exists()):
         _write_ca(ca_cert, ca_key)
     ca_pem = ca_cert.read_bytes()
+    client_crt, client_key = paths.tls / "client-ca.crt", paths.tls / "client-ca.key"
+    if not (client_crt.exists() and client_key.exists()):
+        _write_ca(client_crt, client_key, "lite-client-ca")
+    fp_ca, fp_ca_key = paths.tls / "front-proxy-ca.crt", paths.tls / "front-proxy-ca.key"
+    fp_crt, fp_key = paths.tls / "front-proxy-client.crt", paths.tls / "front-proxy-client.key"
+    if not (fp_ca.exists() and fp_ca_key.exists()):
+        _write_ca(fp_ca, fp_ca_key, "lite-front-proxy-ca")
+        fp_crt.unlink(missing_ok=True)
+    if not (fp_crt.exists() and fp_key.exists()) or expires_within(fp_crt, RENEW_BEFORE_DAYS):
+        _write_client(fp_ca, fp_ca_key, fp_crt, fp_key, FRONT_PROXY_CLIENT)
     crt, key, meta = paths.tls / "serving.crt", paths.tls / "serving.key", paths.tls / "serving.json"
     sans = serving_sans(config)
     if _serving_stale(crt, key, meta, sans):
@@ -106,7 +127,8 @@ def ensure_credentials(config: ServerConfig) -> Credentials:
     admin = _ensure_secret(paths.admin_token)
     join = _join_token(config, ca_pem)
     return Credentials(ca_pem=ca_pem, ca_cert=ca_cert, serving_cert=crt, serving_key=key,
-                       admin_token=admin, join_token=join)
+                       admin_token=admin, join_token=join, client_ca_cert=client_crt, client_ca_key=client_key,
+                       front_proxy_ca=fp_ca, front_proxy_cert=fp_crt, front_proxy_key=fp_key)
 
 
 def _ensure_secret(path: Path) -> str:
@@ -145,7 +167,18 @@ def _serving_stale(crt: Path, key: Path, meta: Path, sans: list[str]) -> bool:
     return bool(info.get("sans") != sans or renew_at < dt.datetime.now(dt.UTC).timestamp())
 
 
-def _write_ca(cert_path: Path, key_path: Path) -> None:
+def expires_within(crt: Path, days: float) -> bool:
+    """The certificate at `crt` ends within `days` (or cannot be read: then it must be made again)."""
+    from cryptography import x509
+
+    try:
+        cert = x509.load_pem_x509_certificate(crt.read_bytes())
+    except (OSError, ValueError):
+        return True
+    return cert.not_valid_after_utc - dt.datetime.now(dt.UTC) < dt.timedelta(days=days)
+
+
+def _write_ca(cert_path: Path, key_path: Path, cn: str = "lite-server-ca") -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -153,7 +186,7 @@ def _write_ca(cert_path: Path, key_path: Path) -> None:
 
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"lite-server-ca@{int(now.timestamp())}")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{cn}@{int(now.timestamp())}")])
     cert = (
         x509.CertificateBuilder()
         .subject_name(name).issuer_name(name).public_key(key.public_key())
@@ -211,6 +244,37 @@ def _write_serving(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, meta:
                                               serialization.NoEncryption()))
     write_private(crt, cert.public_bytes(serialization.Encoding.PEM))
     write_private(meta, json.dumps({"sans": sans, "not_after": not_after.timestamp()}).encode())
+
+
+def _write_client(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, cn: str,
+                  not_after: dt.datetime | None = None) -> None:
+    """A client certificate (clientAuth) for `cn`, signed by the given CA, valid as long as the CA (or until
+    `not_after`)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca = x509.load_pem_x509_certificate(ca_cert.read_bytes())
+    signer = serialization.load_pem_private_key(ca_key.read_bytes(), password=None)
+    assert isinstance(signer, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+        .issuer_name(ca.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(min(not_after, ca.not_valid_after_utc) if not_after else ca.not_valid_after_utc)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False)
+        .sign(signer, hashes.SHA256())
+    )
+    write_private(key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    write_private(crt, cert.public_bytes(serialization.Encoding.PEM))
 
 
 def kubeconfig_text(server_url: str, ca_pem: bytes, token: str) -> str:

@@ -9,6 +9,8 @@ Data dir layout (created with mode 0700 on first start):
     <data-dir>/kubeconfig.yaml           admin kubeconfig, unless --write-kubeconfig points elsewhere
     <data-dir>/server/db/state.db        the SQLite store
     <data-dir>/server/tls/ca.{crt,key}   cluster CA
+    <data-dir>/server/tls/client-ca.{crt,key}  client CA (signs kube-apiserver-client CSRs)
+    <data-dir>/server/tls/front-proxy-{ca,client}.{crt,key}  the aggregator's client identity
     <data-dir>/server/tls/serving.{crt,key}, serving.sans
     <data-dir>/server/cred/admin.token   admin bearer token (mode 0600)
     <data-dir>/server/cred/admin.kubeconfig  copy of the kubeconfig that `lite kubeconfig` prints
@@ -57,6 +59,11 @@ class DataDir:
         return self.root / "server" / "tls"
 
     @property
+    def manifests(self) -> Path:
+        """Manifests applied at start and on change (k3s's server/manifests)."""
+        return self.root / "server" / "manifests"
+
+    @property
     def cred(self) -> Path:
         return self.root / "server" / "cred"
 
@@ -67,6 +74,17 @@ class DataDir:
     @property
     def admin_kubeconfig(self) -> Path:
         return self.cred / "admin.kubeconfig"
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Limits of the API port's listener (`lite.server.listener`); timeouts in seconds."""
+
+    handshake_timeout: float = 10.0
+    header_timeout: float = 32.0
+    idle_timeout: float = 90.0
+    per_address: int = 256  # 0: no per-address cap
+    max_total: int = 0  # 0: the soft RLIMIT_NOFILE less a reserve
 
 
 @dataclass(frozen=True)
@@ -98,12 +116,29 @@ class ServerConfig:
     # The embedded agent (unless disable_agent).
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
+    agent_service_proxy: bool = False  # the embedded agent programs Services into nftables (table ip lite)
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
+    # Scheduled store snapshots (k3s's etcd-snapshot schedule): cron, how many to keep, or none at all.
+    snapshot_cron: str = "0 */12 * * *"
+    snapshot_retention: int = 5
+    disable_snapshots: bool = False
+    # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).
+    tls_handshake_timeout: float = 10.0
+    request_header_timeout: float = 32.0
+    idle_timeout: float = 90.0
+    max_connections_per_address: int = 256  # 0: unlimited
+    max_connections: int = 0  # 0: the open-file limit less a reserve
 
     @classmethod
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:
         root = Path(data_dir).expanduser() if data_dir else default_data_dir()
         return cls(data_dir=root.absolute(), **kw)  # type: ignore[arg-type]
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(handshake_timeout=self.tls_handshake_timeout,
+                                header_timeout=self.request_header_timeout, idle_timeout=self.idle_timeout,
+                                per_address=self.max_connections_per_address, max_total=self.max_connections)
 
     @property
     def paths(self) -> DataDir:

@@ -27,14 +27,20 @@ from aiohttp import web
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
+from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
+from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.strategies import default_strategies
+from lite.server.api.strategies.certificates import subject_restriction
+from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
+from lite.server.controllers.csrsigning import ClientCA
 from lite.server.controllers.disruption import EvictionCheck
 from lite.server.controllers.manager import build_controller_manager
 from lite.server.join import JoinHub, add_join_routes
+from lite.server.manifests import ManifestDeployer
 from lite.server.scheduler.scheduler import build_scheduler
 from lite.server.services.admission import ServiceAllocators
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
@@ -87,7 +93,15 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     evict.client = resources
     allocators = ServiceAllocators(resources, config.service_cidr, config.service_node_port_range)
     strategies.add_admission(allocators.admit)
+    strategies.add_admission(subject_restriction)
+    rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
+    if rc_kind is not None:
+        strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
     await resources.start()
+    await ensure_bootstrap_objects(resources, kinds)
+    if creds.client_ca_cert is not None and creds.front_proxy_ca is not None:
+        await ensure_extension_auth(resources, kinds, extension_auth_data(
+            creds.client_ca_cert.read_text(), creds.front_proxy_ca.read_text()))
     await allocators.start()
     api_ip = allocators.ips.nth(1)
     advertise = config.advertise_address or _advertise_address(config)
@@ -98,9 +112,12 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
-                                       hpa_metrics=HubMetrics(hub))
+                                       hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds))
     scheduler = build_scheduler(resources, informers)
-    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub)
+    proxy_cert = (str(creds.front_proxy_cert), str(creds.front_proxy_key)) \
+        if creds.front_proxy_cert is not None and creds.front_proxy_key is not None else None
+    aggregator = Aggregator(resources, kinds, client_cert=proxy_cert)
+    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator)
     add_join_routes(app, hub, authenticate)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
     plane = ControlPlane(resources, app, hub)
@@ -108,6 +125,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("service-allocators", allocators.run),
         ("kubernetes-service", lambda: keep_kubernetes_service(resources, api_ip, advertise, config.port)),
         ("join-hub", hub.run),
+        ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
+        ("aggregator", aggregator.run),
     ]
     # The controller manager runs the shared informers, so without it they run on their own.
     plane.background.append(("informers", informers.run) if config.disable_controller_manager
@@ -115,6 +134,13 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     if not config.disable_scheduler:
         plane.background.append(("scheduler", scheduler.run))
     return plane
+
+
+def _client_ca(creds: Credentials) -> ClientCA | None:
+    """The client CA the CSR signer uses (two small files, read once at start)."""
+    if creds.client_ca_cert is None or creds.client_ca_key is None:
+        return None
+    return ClientCA(creds.client_ca_cert.read_bytes(), creds.client_ca_key.read_bytes())
 
 
 def _advertise_address(config: ServerConfig) -> str:

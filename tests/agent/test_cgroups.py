@@ -49,6 +49,15 @@ def test_parse_mountinfo_separate_cpu_and_cpuacct(tmp_path: Path) -> None:
                   "memory": Path("/sys/fs/cgroup/memory"), "pids": Path("/sys/fs/cgroup/pids")}
 
 
+def test_the_driver_says_which_version_and_controllers_it_uses(tmp_path: Path) -> None:
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    v2 = detect(root="lite", mountinfo=HYBRID.format(unified=tmp_path))
+    assert v2.describe() == f"cgroup v2 at {tmp_path} (controllers: cpuset cpu io memory pids), pods under lite/"
+    (tmp_path / "cgroup.controllers").write_text("\n")
+    v1 = detect(root="lite", mountinfo=HYBRID.format(unified=tmp_path))
+    assert v1.describe().startswith("cgroup v1 (cpu at /sys/fs/cgroup/cpu") and "memory at " in v1.describe()
+
+
 def test_detect_prefers_v2_only_with_its_controllers(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("hugetlb\n")
     assert detect(mountinfo=HYBRID.format(unified=tmp_path)).version == 1

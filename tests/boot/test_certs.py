@@ -113,3 +113,21 @@ def test_ssl_context_is_tls12_plus_http11_only(tmp_path: Path) -> None:
     import ssl
 
     assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_client_and_front_proxy_cas_are_created_once(tmp_path: Path) -> None:
+    cfg = ServerConfig.create(tmp_path / "d", port=7443)
+    creds = ensure_credentials(cfg)
+    files = [creds.client_ca_cert, creds.client_ca_key, creds.front_proxy_ca, creds.front_proxy_cert,
+             creds.front_proxy_key]
+    assert all(f is not None and f.exists() and _mode(f) == 0o600 for f in files)
+    assert creds.client_ca_cert is not None and creds.front_proxy_ca is not None and creds.front_proxy_cert is not None
+    client_ca = x509.load_pem_x509_certificate(creds.client_ca_cert.read_bytes())
+    assert client_ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    proxy = x509.load_pem_x509_certificate(creds.front_proxy_cert.read_bytes())
+    proxy.verify_directly_issued_by(x509.load_pem_x509_certificate(creds.front_proxy_ca.read_bytes()))
+    assert proxy.subject.rfc4514_string() == "CN=front-proxy-client"
+    before = [f.read_bytes() for f in files if f is not None]
+    again = ensure_credentials(cfg)
+    assert [f.read_bytes() for f in (again.client_ca_cert, again.client_ca_key, again.front_proxy_ca,
+                                     again.front_proxy_cert, again.front_proxy_key) if f is not None] == before

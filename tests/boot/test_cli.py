@@ -60,3 +60,9 @@ def test_default_data_dir_for_root() -> None:
 
     expected = Path("/var/lib/lite") if os.geteuid() == 0 else Path.home() / ".lite"
     assert ServerConfig.create().data_dir == expected
+
+
+@pytest.mark.parametrize("command", ["server", "agent"])
+def test_service_proxy_is_opt_in(command: str) -> None:
+    assert build_parser().parse_args([command]).service_proxy is False
+    assert build_parser().parse_args([command, "--service-proxy"]).service_proxy is True

@@ -135,3 +135,22 @@ async def _pod_count(kit: Kit, n: int) -> bool:
 
 async def _rs_replicas(kit: Kit, n: int) -> bool:
     return ((await kit.api.get(RS, "default", "web")).get("status") or {}).get("replicas") == n
+
+
+async def test_foreground_keeps_a_dependent_that_has_another_valid_owner(kit: Kit) -> None:
+    """Upstream attemptToDeleteItem: a dependent with a solid owner only loses its references to the owner
+    in foreground deletion (and any dangling ones); it is not deleted, and the owner is not kept waiting."""
+    gc = GarbageCollector(kit.api, kit.informers, kit.kinds)
+    going = await kit.api.create(RS, "default", replicaset("going", 0))
+    staying = await kit.api.create(RS, "default", replicaset("staying", 0))
+    owners = [owner_ref(going), owner_ref(staying, controller=False)]
+    await kit.api.create(CM, "default", configmap("shared", owners=owners))
+    await kit.api.create(CM, "default", configmap("only", owners=[owner_ref(going)]))
+    await kit.settle(gc)
+    async with running(gc):
+        await kit.api.delete(RS, "default", "going", propagation_policy="Foreground")
+        await kit.until(lambda: _gone(kit, RS, "going"))
+        await kit.until(lambda: _gone(kit, CM, "only"))
+        shared = await kit.api.get(CM, "default", "shared")
+        assert not shared["metadata"].get("deletionTimestamp")
+        assert [r["uid"] for r in shared["metadata"]["ownerReferences"]] == [uid_of(staying)]

@@ -227,3 +227,29 @@ async def _finish_running_until_complete(kit: Kit, name: str) -> bool:
     for p in await running(kit):
         await finish(kit, p, "Succeeded")
     return condition(await kit.api.get(JOB, "default", name), "Complete") is not None
+
+
+async def test_adopts_a_matching_orphan_and_releases_a_pod_that_stops_matching(kit: Kit) -> None:
+    """Upstream getPodsForJob claims pods: matching orphans are adopted (controllerRef and the tracking
+    finalizer added); owned pods whose labels stop matching the selector are released (both removed)."""
+    j = await kit.api.create(JOB, "default", job("claim", completions=2, parallelism=2))
+    labels = j["spec"]["template"]["metadata"]["labels"]
+    c = JobController(kit.api, kit.informers, clock=Clock())
+    orphan = await kit.api.create(POD, "default", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stray", "labels": dict(labels)},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}})
+    await sync(kit, c, "claim")
+    adopted = await kit.api.get(POD, "default", "stray")
+    assert (controller_of(adopted) or {}).get("uid") == uid_of(j)
+    assert TRACKING_FINALIZER in meta(adopted)["finalizers"]
+    assert len(await kit.pods()) == 2  # the adopted pod counts: only one more was created
+    assert uid_of(adopted) == uid_of(orphan)
+
+    await kit.api.patch(POD, "default", "stray", {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": None,
+                                                                          "controller-uid": None}}})
+    await sync(kit, c, "claim")
+    released = await kit.api.get(POD, "default", "stray")
+    assert controller_of(released) is None
+    assert TRACKING_FINALIZER not in (meta(released).get("finalizers") or [])
+    owned = [p for p in await kit.pods() if (controller_of(p) or {}).get("uid") == uid_of(j)]
+    assert len(owned) == 2  # a replacement for the released pod

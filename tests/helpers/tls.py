@@ -24,7 +24,7 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def make_pki(directory: Path) -> Pki:
+def make_pki(directory: Path, dns_names: tuple[str, ...] = ()) -> Pki:
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (
@@ -40,7 +40,8 @@ def make_pki(directory: Path) -> Pki:
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    san = x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    san = x509.SubjectAlternativeName([x509.DNSName("localhost"), *(x509.DNSName(d) for d in dns_names),
+                                       x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name("127.0.0.1"))

@@ -124,7 +124,7 @@ class TestAgent:
             self.running.pop(msg.uid, None)
         elif isinstance(msg, wire.ObjectUpsert):
             m = msg.obj["metadata"]
-            self.objects[(msg.kind, m["namespace"], m["name"])] = msg.obj
+            self.objects[(msg.kind, m.get("namespace", ""), m["name"])] = msg.obj  # RuntimeClass: cluster-scoped
         elif isinstance(msg, wire.ObjectDelete):
             self.objects.pop((msg.kind, msg.namespace, msg.name), None)
         self.changed.set()

@@ -88,3 +88,29 @@ async def test_file_bounded_under_endless_updates(db_path: str) -> None:
     assert rows < 100_000 // 4  # the loop really ran during the writes
     assert final_rows <= 1100 and free == 0
     assert final < 4 * 2**20, final
+
+
+async def test_history_is_bounded_by_size_as_well_as_by_revisions(db_path: str) -> None:
+    """Issue 10's burst: many large updates to a few objects. Counting revisions alone keeps them all (the
+    default keeps 10,000), so the file grew to ~25x its live data; compaction by size keeps the history within
+    twice the live bytes, so after one round the files are within 5x the live data."""
+    s = await Store.open(db_path, window=1000)
+    padding = "y" * 20_000
+    try:
+        revs = {}
+        for i in range(50):
+            key = f"core/configmaps/default/c{i}"
+            revs[key], _ = await s.create(key, {"metadata": {"name": key}, "data": {"n": "0", "pad": padding}})
+        for n in range(1, 41):
+            for key in list(revs):
+                obj = {"metadata": {"name": key}, "data": {"n": str(n), "pad": padding}}
+                revs[key], _ = await s.update(key, obj, revs[key])
+        live = sum(len(s.get(k)[1]) for k in revs)  # type: ignore[index]
+        burst = file_size(db_path)
+        await s.compact(10_000)  # the default revision budget would keep every one of these 2,050 rows
+        settled = file_size(db_path)
+    finally:
+        await s.close()
+    print(f"live {live} B; after the burst {burst} B; after one compaction {settled} B")
+    assert burst > 20 * live  # the scenario really produces the bloat
+    assert settled <= 5 * live, (settled, live)

@@ -57,6 +57,8 @@ class Deps:
     allocatable: Mapping[str, str] = field(default_factory=dict)
     objects: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
     event: Callable[[Obj, str, str, str], None] = lambda pod, type_, reason, msg: None
+    # The relayed RuntimeClass of that name, or None.
+    runtime_class: Callable[[str], Obj | None] = lambda name: None
     connect: Callable[..., Awaitable[Any]] | None = None
     ipam_lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lite.agent import envs, volumes
+from lite.agent import envs, podpaths, termination, volumes
 from lite.agent.hooks.base import Deps, Obj, PodState
 from lite.agent.images import ImageInfo
 from lite.agent.runtime.spec import ContainerSpec, Mount
@@ -28,11 +28,13 @@ def container_id(uid: str, name: str, attempt: int) -> str:
 
 
 def state_dir(st: PodState, name: str) -> Path:
-    return st.pod_dir / "containers" / name / "state"
+    """Raises `podpaths.UnsafePath` for a container name that is not one directory entry."""
+    return st.pod_dir / "containers" / podpaths.component(name, "container name") / "state"
 
 
 def log_path(st: PodState, name: str, attempt: int) -> Path:
-    return st.pod_dir / "logs" / name / f"{attempt}.log"
+    """Raises `podpaths.UnsafePath` for a container name that is not one directory entry."""
+    return st.pod_dir / "logs" / podpaths.component(name, "container name") / f"{attempt}.log"
 
 
 async def ensure_image(deps: Deps, st: PodState, c: Obj) -> ImageInfo | None:
@@ -117,6 +119,8 @@ def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt
                netns: str | None) -> ContainerSpec:
     """The runtime spec for one attempt. Raises `ConfigError`/`VolumeError` (CreateContainerConfigError)."""
     name = str(c["name"])
+    if not podpaths.is_component(name):  # it names directories under the pod dir (second line behind the API)
+        raise envs.ConfigError(f"container name {name!r} would leave the pod directory")
     cfg = _image_config(info)
     layers = deps.images.rootfs_layers(str(c.get("image"))) if deps.images is not None and info else []
     own = envs.container_env(st.pod, c, st.context(deps))
@@ -134,12 +138,16 @@ def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt
         gid = int(sec["runAsGroup"])
     mounts = [Mount(src, dst, readonly=False) for dst, src in st.etc_files.items() if dst != "/etc/hostname"]
     mounts += volumes.container_mounts(c, st.volume_paths)
+    msg_file = termination.message_file(st.pod_dir / "containers" / name, attempt)
+    termination.prepare(msg_file)
+    mounts.append(Mount(str(msg_file), str(c.get("terminationMessagePath") or termination.DEFAULT_PATH)))
     upper, work = _fresh_fs(st, name, attempt) if layers else (None, None)
     cg = st.cgroup.ensure_container(name, _container_res(c)) if st.cgroup is not None else None
     return ContainerSpec(
         id=container_id(st.uid, name, attempt), argv=argv, state_dir=str(state_dir(st, name)),
         log_path=str(log_path(st, name, attempt)), rootfs_lowerdirs=[str(p) for p in layers], upperdir=upper,
-        workdir=work, netns=netns, cgroup_procs=cg.procs_paths() if cg else [], env=env,
+        workdir=work, netns=netns, cgroup_procs=cg.procs_paths() if cg else [],
+        shim_cgroup_procs=deps.cgroups.ensure_shims().procs_paths() if deps.cgroups is not None else [], env=env,
         cwd=str(c.get("workingDir") or cfg.get("WorkingDir") or "/"), uid=uid, gid=gid,
         groups=[int(g) for g in sec["groups"]], hostname=pod_hostname(st.pod) if not st.host_network else "",
         mounts=mounts, readonly_rootfs=sec["readOnly"], cap_add=list(sec["caps"].get("add") or []),

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from lite.agent import termination
 from lite.agent.envs import ConfigError
 from lite.agent.hooks import containers
 from lite.agent.hooks.base import Deps, Obj, PodState
@@ -34,6 +35,7 @@ from lite.agent.status import (
     Terminated,
     terminated_reason,
 )
+from lite.agent.termination import termination_message
 from lite.agent.volumes import VolumeError
 
 log = logging.getLogger(__name__)
@@ -241,6 +243,10 @@ class ContainerSupervisor:
             reason, message = "StartError", status.reason.partition(": ")[2]
         else:
             reason, message = terminated_reason(status.code, status.oom), status.reason
+            attempt = self.rec.restart_count
+            message = termination_message(
+                self.c, termination.message_file(self.st.pod_dir / "containers" / self.name, attempt),
+                containers.log_path(self.st, self.name, attempt), status.code) or message
         self.rec.set_terminated(Terminated(status.code, reason, started, stamp(status.finished_at or None),
                                            status.signal, message, self.rec.container_id))
         self.st.handles.pop(self.name, None)

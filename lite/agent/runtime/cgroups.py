@@ -258,6 +258,16 @@ class CgroupDriver:
     def version(self) -> int:
         return self._b.version
 
+    def describe(self) -> str:
+        """One line for the agent's log: the version, where each hierarchy is and which controllers it has."""
+        if isinstance(self._b, _V1):
+            where = ", ".join(f"{c} at {m}" for c, m in sorted(self._b.mounts.items()))
+            return f"cgroup v1 ({where}), pods under {self.root}/"
+        if isinstance(self._b, _V2):
+            ctrls = _read(self._b.mount / "cgroup.controllers").split()
+            return f"cgroup v2 at {self._b.mount} (controllers: {' '.join(ctrls)}), pods under {self.root}/"
+        return f"cgroup v{self.version}, pods under {self.root}/"
+
     def _pod_rel(self, pod_uid: str, qos: str) -> str:
         if not pod_uid or "/" in pod_uid or pod_uid.startswith("."):
             raise CgroupError(f"invalid pod uid {pod_uid!r}")

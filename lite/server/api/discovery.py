@@ -12,12 +12,16 @@ Invariants:
   group-version they really answer with, e.g. `pods/eviction` as policy/v1 Eviction: `kubectl drain`
   looks for exactly that entry.
 - A group's preferred version is the first of its versions in registry order.
+- With a `remote` state (the aggregator's), the available remote group-versions are merged in from their
+  own APIResourceLists and the local kinds of every group-version a remote APIService claims are left out;
+  the cache key includes the remote state's generation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from lite.kinds import Kind, KindRegistry
 
@@ -26,6 +30,7 @@ Obj = dict[str, Any]
 # subresource -> (group, version, kind or "" for the parent's kind, verbs)
 _SUBRESOURCES: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "status": ("", "", "", ("get", "patch", "update")),
+    "approval": ("", "", "", ("get", "patch", "update")),
     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
     "eviction": ("policy", "v1", "Eviction", ("create",)),
     "binding": ("", "v1", "Binding", ("create",)),
@@ -61,18 +66,36 @@ class _Docs:
     resource_lists: dict[str, Obj]  # keyed by groupVersion ("v1", "apps/v1")
 
 
-class Discovery:
-    """Discovery documents for one registry, rebuilt whenever its kinds change."""
+class RemoteGV(Protocol):
+    """A group-version an extension API server serves (see `lite.server.aggregator`)."""
 
-    def __init__(self, kinds: KindRegistry) -> None:
+    @property
+    def group(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def resources(self) -> Obj: ...
+
+
+# () -> (generation, available remote group-versions, group-versions claimed by remote APIServices)
+RemoteState = Callable[[], tuple[int, Sequence[RemoteGV], frozenset[tuple[str, str]]]]
+
+
+class Discovery:
+    """Discovery documents for one registry (plus aggregated remote APIs), rebuilt whenever either changes."""
+
+    def __init__(self, kinds: KindRegistry, remote: RemoteState | None = None) -> None:
         self._kinds = kinds
-        self._key: tuple[Kind, ...] = ()
+        self._remote = remote
+        self._key: tuple[tuple[Kind, ...], int] = ((), -1)
         self._docs: _Docs | None = None
 
     def _current(self) -> _Docs:
-        key = tuple(self._kinds)
+        gen, remote, claimed = self._remote() if self._remote is not None else (0, (), frozenset())
+        key = (tuple(self._kinds), gen)
         if self._docs is None or key != self._key:
-            self._docs = _build(key)
+            local = tuple(k for k in key[0] if (k.group, k.version) not in claimed)
+            self._docs = _build(local, remote)
             self._key = key
         return self._docs
 
@@ -107,18 +130,21 @@ def _versions_by_group(kinds: tuple[Kind, ...]) -> dict[str, dict[str, list[Kind
     return out
 
 
-def _build(kinds: tuple[Kind, ...]) -> _Docs:
-    by_group = _versions_by_group(kinds)
+def _build(kinds: tuple[Kind, ...], remote: Sequence[RemoteGV] = ()) -> _Docs:
+    by_group: dict[str, dict[str, list[Kind] | Obj]] = dict(_versions_by_group(kinds))  # type: ignore[arg-type]
+    for r in remote:  # an extension server's APIResourceList stands in for the local kinds
+        by_group.setdefault(r.group, {})[r.version] = r.resources
     groups: dict[str, Obj] = {}
     lists: dict[str, Obj] = {}
     v2_groups: list[Obj] = []
     core_v2: Obj = {"metadata": {}, "versions": []}
     for group in sorted(by_group, key=lambda g: (g != "", g)):
         versions = by_group[group]
-        v2_versions = [_v2_version(v, ks) for v, ks in versions.items()]
+        v2_versions = [_v2_version(v, ks) if isinstance(ks, list) else v2_version(v, ks)
+                       for v, ks in versions.items()]
         for v, ks in versions.items():
             gv = f"{group}/{v}" if group else v
-            lists[gv] = _resource_list(gv, ks)
+            lists[gv] = _resource_list(gv, ks) if isinstance(ks, list) else _remote_list(gv, ks)
         if not group:
             core_v2["versions"] = v2_versions
             continue
@@ -164,6 +190,11 @@ def _v2_resource(k: Kind) -> Obj:
     return r
 
 
+def _remote_list(group_version: str, resources: Obj) -> Obj:
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+            "resources": list(resources.get("resources") or [])}
+
+
 def _resource_list(group_version: str, kinds: list[Kind]) -> Obj:
     resources: list[Obj] = []
     for k in sorted(kinds, key=lambda k: k.plural):
@@ -184,3 +215,32 @@ def _resource_list(group_version: str, kinds: list[Kind]) -> Obj:
             resources.append(s)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
             "resources": resources}
+
+
+def v2_version(version: str, resource_list: Obj) -> Obj:
+    """One aggregated-discovery version entry built from a legacy APIResourceList."""
+    by_name: dict[str, Obj] = {}
+    subs: list[tuple[str, str, Obj]] = []
+    for r in resource_list.get("resources") or []:
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            continue
+        parent, _, sub = r["name"].partition("/")
+        if sub:
+            subs.append((parent, sub, r))
+            continue
+        entry: Obj = {"resource": parent, "singularResource": str(r.get("singularName") or ""),
+                      "responseKind": {"group": "", "version": "", "kind": str(r.get("kind") or "")},
+                      "scope": "Namespaced" if r.get("namespaced") else "Cluster",
+                      "verbs": list(r.get("verbs") or [])}
+        for src, dst in (("shortNames", "shortNames"), ("categories", "categories")):
+            if r.get(src):
+                entry[dst] = list(r[src])
+        by_name[parent] = entry
+    for parent, sub, r in subs:
+        if parent in by_name:
+            by_name[parent].setdefault("subresources", []).append({
+                "subresource": sub, "responseKind": {"group": str(r.get("group") or ""),
+                                                     "version": str(r.get("version") or ""),
+                                                     "kind": str(r.get("kind") or "")},
+                "verbs": list(r.get("verbs") or [])})
+    return {"version": version, "freshness": "Current", "resources": [by_name[k] for k in sorted(by_name)]}

@@ -27,6 +27,8 @@ from aiohttp import web
 from lite.client import Client
 from lite.errors import ApiError, path_not_found, unauthorized
 from lite.kinds import KindRegistry
+from lite.server.aggregator import Aggregator
+from lite.server.aggregator.aggregator import openapi_root_with
 from lite.server.api import negotiate
 from lite.server.api.discovery import Discovery
 from lite.server.api.handlers import (
@@ -38,6 +40,7 @@ from lite.server.api.handlers import (
     json_response,
 )
 from lite.server.api.openapi import OpenAPI
+from lite.server.api.requestuser import CURRENT_USER, user_info
 from lite.server.api.watchstream import WatchRegistry
 
 __all__ = ["API", "USER", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
@@ -49,6 +52,7 @@ Authenticate = Callable[[web.Request], "str | Awaitable[str | None] | None"]
 API: web.AppKey[ApiContext] = web.AppKey("lite_api", ApiContext)
 AUTH: web.AppKey[Authenticate] = web.AppKey("lite_api_auth")
 USER: web.RequestKey[str] = web.RequestKey("lite_user", str)  # the authenticated user name
+AGGREGATOR: web.AppKey[Aggregator] = web.AppKey("lite_aggregator", Aggregator)
 
 VERSION_INFO = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.0+lite", "gitCommit": "0000000000000000000000000000000000000000",
@@ -61,14 +65,19 @@ _DISCOVERY_HEADERS = {"Content-Type": negotiate.DISCOVERY_V2, "Vary": "Accept"}
 
 def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenticate, *,
                   max_body_bytes: int = 3 * 1024 * 1024, streams: StreamProvider | None = None,
-                  metrics: MetricsProvider | None = None) -> web.Application:
-    """The API server's aiohttp application (the caller runs it, with TLS, on its own runner)."""
+                  metrics: MetricsProvider | None = None, aggregator: Aggregator | None = None) -> web.Application:
+    """The API server's aiohttp application (the caller runs it, with TLS, on its own runner). With an
+    `aggregator`, group-versions registered by remote APIServices are proxied and merged into discovery."""
     # aiohttp refuses larger bodies itself; handlers turn that into a 413 Status.
     app = web.Application(client_max_size=max_body_bytes)
-    app[API] = ApiContext(resources=resources, kinds=kinds, discovery=Discovery(kinds), openapi=OpenAPI(kinds),
+    remote = aggregator.discovery_state if aggregator is not None else None
+    app[API] = ApiContext(resources=resources, kinds=kinds, discovery=Discovery(kinds, remote), openapi=OpenAPI(kinds),
                           watches=WatchRegistry(), max_body_bytes=max_body_bytes, streams=streams,
                           metrics=metrics)
     app[AUTH] = authenticate
+    if aggregator is not None:
+        app[AGGREGATOR] = aggregator
+        app.on_cleanup.append(_close_aggregator)
     app.on_shutdown.append(_close_watches)
     r = app.router
     for path in ("/healthz", "/livez", "/readyz"):
@@ -84,6 +93,10 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
     r.add_route("*", "/", _root)
     r.add_route("*", "/{tail:.*}", _unknown)
     return app
+
+
+async def _close_aggregator(app: web.Application) -> None:
+    await app[AGGREGATOR].close()  # its proxy connections go with the app
 
 
 async def _close_watches(app: web.Application) -> None:
@@ -127,6 +140,7 @@ async def _authenticate(request: web.Request) -> None:
     if not user:
         raise unauthorized()
     request[USER] = str(user)
+    CURRENT_USER.set(user_info(str(user)))
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -169,6 +183,11 @@ async def _apis_group_impl(request: web.Request, ctx: ApiContext) -> web.StreamR
         if doc is None:
             raise path_not_found()
         return json_response(doc)
+    aggregator = request.app.get(AGGREGATOR)
+    if aggregator is not None:
+        backend = await aggregator.backend_for(parts[0], parts[1])
+        if backend is not None:
+            return await aggregator.proxy(request, backend)
     return await _resource_or_list(request, ctx, parts[0], parts[1], parts[2:])
 
 
@@ -213,10 +232,21 @@ def route(kinds: KindRegistry, group: str, version: str, rest: list[str]) -> Tar
 
 
 async def _openapi_root_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
-    return web.Response(body=ctx.openapi.root(), content_type="application/json")
+    body = ctx.openapi.root()
+    aggregator = request.app.get(AGGREGATOR)
+    if aggregator is not None:
+        _, remote, claimed = aggregator.discovery_state()
+        body = openapi_root_with(body, remote, claimed)
+    return web.Response(body=body, content_type="application/json")
 
 
 async def _openapi_doc_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    parts = _split(request.match_info["tail"])
+    aggregator = request.app.get(AGGREGATOR)
+    if aggregator is not None and len(parts) == 3 and parts[0] == "apis":
+        backend = await aggregator.backend_for(parts[1], parts[2])
+        if backend is not None:  # an extension server's own document, as upstream aggregates them
+            return await aggregator.proxy(request, backend)
     doc = ctx.openapi.document(request.match_info["tail"])
     if doc is None:
         raise path_not_found()

@@ -344,6 +344,7 @@ _SPECIAL: Mapping[str, Callable[[bytes], Any]] = MappingProxyType({
     "apis.meta.v1.FieldsV1": _raw_json,
     "authentication.v1.ExtraValue": _string_list,
     "authorization.v1.ExtraValue": _string_list,
+    "certificates.v1.ExtraValue": _string_list,
 })
 
 __all__ = ["MAGIC", "decode", "decode_delete_options"]

@@ -25,6 +25,7 @@ ROOTS: Final[dict[str, str]] = {
     "authorization.k8s.io/v1/SelfSubjectRulesReview": "authorization.v1.SelfSubjectRulesReview",
     "authorization.k8s.io/v1/SubjectAccessReview": "authorization.v1.SubjectAccessReview",
     "batch/v1/CronJob": "batch.v1.CronJob",
+    "certificates.k8s.io/v1/CertificateSigningRequest": "certificates.v1.CertificateSigningRequest",
     "batch/v1/Job": "batch.v1.Job",
     "meta/v1/DeleteOptions": "apis.meta.v1.DeleteOptions",
     "policy/v1/Eviction": "policy.v1.Eviction",
@@ -1223,6 +1224,26 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
         1: ("observedGeneration", "int64"), 2: ("disruptedPods", "map:apis.meta.v1.Time"),
         3: ("disruptionsAllowed", "*int32"), 4: ("currentHealthy", "*int32"), 5: ("desiredHealthy", "*int32"),
         6: ("expectedPods", "*int32"), 7: ("conditions", "[]apis.meta.v1.Condition"),
+    },
+    "certificates.v1.CertificateSigningRequest": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "certificates.v1.CertificateSigningRequestSpec"),
+        3: ("status", "certificates.v1.CertificateSigningRequestStatus"),
+    },
+    "certificates.v1.CertificateSigningRequestCondition": {
+        1: ("type", "*string"), 2: ("reason", "string"), 3: ("message", "string"),
+        4: ("lastUpdateTime", "apis.meta.v1.Time"), 5: ("lastTransitionTime", "apis.meta.v1.Time"),
+        6: ("status", "*string"),
+    },
+    "certificates.v1.CertificateSigningRequestSpec": {
+        1: ("request", "*bytes"), 2: ("username", "string"), 3: ("uid", "string"), 4: ("groups", "[]string"),
+        5: ("usages", "[]string"), 6: ("extra", "map:certificates.v1.ExtraValue"), 7: ("signerName", "*string"),
+        8: ("expirationSeconds", "*int32"),
+    },
+    "certificates.v1.CertificateSigningRequestStatus": {
+        1: ("conditions", "[]certificates.v1.CertificateSigningRequestCondition"), 2: ("certificate", "bytes"),
+    },
+    "certificates.v1.ExtraValue": {
+        1: ("items", "[]string"),
     },
     "runtime.RawExtension": {
         1: ("raw", "*bytes"),

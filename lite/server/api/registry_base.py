@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 EvictionCheck = Callable[[Obj, Obj], Awaitable[None]]
 CRD_GK = "CustomResourceDefinition.apiextensions.k8s.io"
+# Subresources whose writes replace only the status (the strategy's `prepare_subresource` narrows further:
+# a CertificateSigningRequest's `approval` keeps all but status.conditions).
+STATUS_LIKE = ("status", "approval")
 
 
 class RetryWrite(Exception):

@@ -23,7 +23,8 @@ from lite.client import Obj, PatchType, WatchEvent
 from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
 from lite.server.api.reading import ReadMixin
-from lite.server.api.registry_base import CRD_GK, EvictionCheck, shape_errors
+from lite.server.api.registry_base import CRD_GK, STATUS_LIKE, EvictionCheck, shape_errors
+from lite.server.api.storefaults import store_faults
 from lite.server.api.strategies import Strategies
 from lite.server.api.strategies.crd import kinds_of
 from lite.server.api.subresources import SubresourceMixin
@@ -77,7 +78,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
 
     async def get(self, kind: Kind, namespace: str, name: str, *, subresource: str = "") -> Obj:
         obj = self.get_object(kind, namespace, name)
-        if not subresource or (subresource == "status" and kind.has_status()):
+        if not subresource or (subresource in STATUS_LIKE and subresource in kind.subresources):
             return obj
         if subresource == "scale":
             return self.scale_of(kind, obj)
@@ -112,7 +113,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                            dry_run: bool = False, field_manager: str = "") -> Obj:
         """`create` for a caller that hands over a body of plain JSON values it just decoded and never
         touches again (the HTTP layer): `obj` is consumed instead of copied first."""
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             return await self._create(kind, namespace, obj, name, subresource, dry_run, field_manager)
 
     async def _create(self, kind: Kind, namespace: str, body: Obj, name: str, subresource: str, dry_run: bool,
@@ -137,7 +138,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def update_owned(self, kind: Kind, namespace: str, name: str, obj: Obj, *, subresource: str = "",
                            dry_run: bool = False, field_manager: str = "") -> Obj:
         """`update` that consumes `obj` instead of copying it first (see `create_owned`)."""
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             return await self._update(kind, namespace, name, obj, subresource, dry_run, field_manager)
 
     async def _update(self, kind: Kind, namespace: str, name: str, body: Obj, subresource: str, dry_run: bool,
@@ -148,7 +149,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             return await self.update_scale(kind, namespace, name, body, dry_run)
         if subresource == "finalize":
             return await self.finalize_namespace(kind, name, body, dry_run)
-        if subresource not in ("", "status"):
+        if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PUT is not supported on {kind.plural}/{subresource}")
         return await self.update_object(kind, namespace, name, body, subresource=subresource, dry_run=dry_run,
                                         manager=field_manager)
@@ -165,7 +166,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                        patch_type: PatchType = "merge", subresource: str = "", dry_run: bool = False,
                        field_manager: str = "", force: bool = False) -> tuple[Obj, bool]:
         """PATCH that also says whether it created the object (apply on an absent object: HTTP 201)."""
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             return await self._patch(kind, namespace, name, patch, patch_type, subresource, dry_run, field_manager,
                                      force)
 
@@ -175,7 +176,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             self._need_subresource(kind, subresource)
         if subresource == "scale":
             return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run), False
-        if subresource not in ("", "status"):
+        if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
         return await self.patch_object(kind, namespace, name, patch, patch_type, subresource=subresource,
                                        dry_run=dry_run, manager=field_manager, force=force)
@@ -183,7 +184,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      propagation_policy: str | None = None, grace_period_seconds: int | None = None,
                      preconditions: Obj | None = None, dry_run: bool = False) -> Obj:
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             out, _ = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
                                               grace_period_seconds=grace_period_seconds,
                                               preconditions=preconditions, dry_run=dry_run)
@@ -195,7 +196,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         """DELETE as HTTP answers it: (body, status code). A kind that upstream answers with a Status once
         the object is gone (ConfigMaps, Deployments, ...) gets that Status here; pods, services and custom
         objects get the object."""
-        with shape_errors(kind):
+        with shape_errors(kind), store_faults():
             out, deleted = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
                                                     grace_period_seconds=grace_period_seconds,
                                                     preconditions=preconditions, dry_run=dry_run)
@@ -212,9 +213,10 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                                 grace_period_seconds: int | None = None, dry_run: bool = False) -> Obj:
         if "deletecollection" not in kind.verbs:
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
-        return await self.delete_many(kind, namespace, label_selector=label_selector,
-                                      field_selector=field_selector, propagation_policy=propagation_policy,
-                                      grace_period_seconds=grace_period_seconds, dry_run=dry_run)
+        with store_faults():
+            return await self.delete_many(kind, namespace, label_selector=label_selector,
+                                          field_selector=field_selector, propagation_policy=propagation_policy,
+                                          grace_period_seconds=grace_period_seconds, dry_run=dry_run)
 
     @staticmethod
     def _need_subresource(kind: Kind, subresource: str) -> None:

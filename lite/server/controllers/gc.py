@@ -7,9 +7,10 @@ uids its objects name as owners; CRD kinds are added when their CustomResourceDe
 reconcile(key):
 - object being deleted with the `orphan` finalizer → remove the ownerReferences pointing at it from every
   dependent, then remove the finalizer (Orphan propagation);
-- object being deleted with `foregroundDeletion` → delete its dependents (Foreground for those that have
-  dependents themselves, Background otherwise); once no dependent with blockOwnerDeletion is left, remove
-  the finalizer (Foreground propagation);
+- object being deleted with `foregroundDeletion` → judge each dependent by all its owners (the next rule, with
+  this owner counting as gone): one with another solid owner only loses the reference, the others are deleted
+  (Foreground for those that have dependents themselves); once no dependent with blockOwnerDeletion still
+  references it, remove the finalizer (Foreground propagation);
 - object with ownerReferences → classify each owner (absent by uid: dangling; being deleted in foreground:
   waiting; else solid). No solid owner left → delete the object (its own finalizers pick the policy,
   Background by default); some solid → drop the dangling/waiting references (Background propagation is
@@ -148,20 +149,23 @@ class GarbageCollector(Controller):
             await self._patch_refs(kind, dep, refs)
 
     async def _foreground(self, kind: Kind, owner: Obj) -> float | None:
+        """Each dependent is judged by all its owners (upstream attemptToDeleteItem): one that has another,
+        solid owner only loses its reference to this one and does not hold it back; the others are deleted."""
         blocking = 0
         for dep_kind, dep in self.dependents(uid_of(owner)):
             ref: Obj = next((r for r in meta(dep).get("ownerReferences") or [] if r.get("uid") == uid_of(owner)), {})
+            if not is_deleting(dep) and await self._check_owners(dep_kind, dep) == "released":
+                continue
             if ref.get("blockOwnerDeletion"):
                 blocking += 1
-            if not is_deleting(dep):
-                policy = "Foreground" if self.dependents(uid_of(dep)) else None
-                await self._delete(dep_kind, dep, policy)
         if blocking:
             return RECHECK
         await self._remove_finalizer(kind, owner, FOREGROUND)
         return None
 
-    async def _check_owners(self, kind: Kind, obj: Obj) -> None:
+    async def _check_owners(self, kind: Kind, obj: Obj) -> str:
+        """"kept" (every owner solid), "released" (references to absent or foreground-deleting owners
+        dropped, a solid one remains) or "deleted" (no solid owner left: deletion requested)."""
         solid, gone = 0, []
         for ref in meta(obj).get("ownerReferences") or []:
             state = await self._owner_state(obj, ref)
@@ -170,12 +174,12 @@ class GarbageCollector(Controller):
             else:
                 gone.append((ref, state))
         if not gone:
-            return
+            return "kept"
         if solid:
             bad = {r.get("uid") for r, _ in gone}
             await self._patch_refs(kind, obj, [r for r in meta(obj).get("ownerReferences") or []
                                                if r.get("uid") not in bad])
-            return
+            return "released"
         fins = meta(obj).get("finalizers") or []
         if any(state == "waiting" for _, state in gone) and self.dependents(uid_of(obj)):
             policy: str | None = "Foreground"
@@ -183,6 +187,7 @@ class GarbageCollector(Controller):
             policy = "Orphan" if ORPHAN in fins else "Foreground" if FOREGROUND in fins else "Background"
         log.info("gc: deleting %s %s/%s: owners gone", kind.kind, namespace_of(obj), name_of(obj))
         await self._delete(kind, obj, policy)
+        return "deleted"
 
     async def _owner_state(self, obj: Obj, ref: Obj) -> str:
         """"solid", "waiting" (owner in foreground deletion) or "dangling" (absent, checked live)."""

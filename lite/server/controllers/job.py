@@ -45,6 +45,7 @@ from lite.objects import (
     rv_of,
     uid_of,
 )
+from lite.server.controllers.job_claim import claim_pods, job_selector
 from lite.server.controllers.job_status import (
     INDEX_KEY,
     JobState,
@@ -105,9 +106,20 @@ class JobController(Controller):
         if self.enqueue_owner(pod, "Job", "batch"):
             ref = controller_of(pod) or {}
             self.expectations.creation_observed(f"{namespace_of(pod)}/{ref.get('name', '')}")
+        elif controller_of(pod) is None:
+            self._enqueue_matching(pod)
 
     def _pod_changed(self, pod: Obj) -> None:
-        self.enqueue_owner(pod, "Job", "batch")
+        if not self.enqueue_owner(pod, "Job", "batch") and controller_of(pod) is None:
+            self._enqueue_matching(pod)
+
+    def _enqueue_matching(self, pod: Obj) -> None:
+        """An orphan: every Job of its namespace whose selector matches may adopt it."""
+        labels = meta(pod).get("labels") or {}
+        for job in self.jobs.by_index(NAMESPACE_INDEX, namespace_of(pod)):
+            sel = job_selector(job)
+            if sel is not None and sel.matches(labels):
+                self.enqueue(job)
 
     # -- reconcile --
 
@@ -120,12 +132,13 @@ class JobController(Controller):
             await self._release_orphans(key)
             return None
         uid = uid_of(job)
-        pods = [p for p in self.pods.by_index(NAMESPACE_INDEX, namespace_of(job))
-                if (controller_of(p) or {}).get("uid") == uid]
+        candidates = [p for p in self.pods.by_index(NAMESPACE_INDEX, namespace_of(job))
+                      if (ref := controller_of(p)) is None or ref.get("uid") == uid]
         if finished_condition(job) is not None or is_deleting(job):
             # Nothing will count these pods any more: their finalizers must not keep them alive.
-            await self._strip_finalizers(pods, lambda p: True)
+            await self._strip_finalizers([p for p in candidates if controller_of(p) is not None], lambda p: True)
             return None if is_deleting(job) else await self._ttl(job)
+        pods = await claim_pods(self.client, self.kind, self.pod_kind, job, candidates, TRACKING_FINALIZER)
         st = JobState(job, pods, self.clock(), in_flight=self._in_flight(key, pods))
         await self._count(job, key, st)
         delay = await self._decide(job, key, st)

@@ -21,6 +21,8 @@ from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.server.controllers.cronjob import CronJobController
+from lite.server.controllers.csrcleaner import CSRCleanerController
+from lite.server.controllers.csrsigning import ClientCA, CSRSigningController
 from lite.server.controllers.daemonset import DaemonSetController
 from lite.server.controllers.deployment import DeploymentController
 from lite.server.controllers.disruption import DisruptionController
@@ -37,6 +39,7 @@ from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.runtime import Controller, ControllerManager
 from lite.server.controllers.serviceaccount import ServiceAccountController
+from lite.server.controllers.servicelb import ServiceLBController
 from lite.server.controllers.statefulset import StatefulSetController
 from lite.server.controllers.taints import TaintEvictionController
 
@@ -52,7 +55,8 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
                              informers: SharedInformers | None = None,
                              cluster_cidr: str = DEFAULT_CLUSTER_CIDR,
                              node_grace_period: float = NODE_GRACE_PERIOD,
-                             hpa_metrics: MetricsSource | None = None) -> ControllerManager:
+                             hpa_metrics: MetricsSource | None = None,
+                             client_ca: ClientCA | None = None) -> ControllerManager:
     """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry.
 
     `informers` may be shared with the scheduler and the join hub (one cache per kind in the process);
@@ -77,13 +81,18 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         CronJobController(client, informers, recorder("cronjob-controller")),
         EndpointsController(client, informers, recorder("endpoint-controller")),
         EndpointSliceController(client, informers, recorder("endpoint-slice-controller")),
+        ServiceLBController(client, informers, recorder("service-lb-controller")),
         NodeIpamController(client, informers, recorder("cidrAllocator"), cluster_cidr=cluster_cidr),
         NodeLifecycleController(client, informers, recorder("node-controller"), grace_period=node_grace_period),
         TaintEvictionController(client, informers, recorder("taint-eviction-controller")),
         DisruptionController(client, informers, recorder("controllermanager")),
         PodGCController(client, informers, recorder("pod-garbage-collector")),
         HPAController(client, informers, recorder("horizontal-pod-autoscaler"), metrics=hpa_metrics),
+        CSRCleanerController(client, informers, recorder("csrcleaner")),
     ]
+    if client_ca is not None:
+        signing = recorder("certificatesigningrequest-signing-controller")
+        controllers.append(CSRSigningController(client, informers, signing, ca=client_ca))
     elector = LeaderElector(client, identity, lease_duration=lease_duration, renew_interval=renew_interval,
                             renew_deadline=renew_deadline, retry_interval=retry_interval)
     return ControllerManager(client, informers, controllers, elector=elector)

@@ -1,19 +1,32 @@
-"""exec and attach over WebSocket, subprotocols `v5.channel.k8s.io` and `v4.channel.k8s.io`.
+"""exec and attach over WebSocket, every subprotocol kubectl and the client libraries use.
 
-Framing: each binary message is one channel byte and a payload. Client → server: 0 stdin, 4 resize
-(`{"Width":w,"Height":h}`), 255 CLOSE (v5: `[255, channel]`, stdin EOF). Server → client: 1 stdout,
-2 stderr (never with a TTY: clients then merge output), 3 one Status at the end, then a normal close.
+| subprotocol | frames | error channel (3) |
+|---|---|---|
+| `v5.channel.k8s.io` | binary | JSON Status, Success too; client may send CLOSE `[255, channel]` (stdin EOF) |
+| `v4.channel.k8s.io` | binary | JSON Status, Success too |
+| `v4.base64.channel.k8s.io` | text | as v4 |
+| `channel.k8s.io` (also none asked for) | binary | only on failure, the message as plain text |
+| `base64.channel.k8s.io` | text | as `channel.k8s.io` |
+
+Framing: binary messages are one channel byte and a payload; text (base64) messages are the channel as an ASCII
+digit and the payload in standard base64, both ways. Client → server: 0 stdin, 4 resize
+(`{"Width":w,"Height":h}`). Server → client: 1 stdout, 2 stderr (never with a TTY: clients then merge output),
+3 the end as above, then a normal close. As the kubelet does, the server first sends an empty message on the
+lowest open output channel (stdout, else stderr, else error) to say the stream is established.
 
 Invariants:
 - The agent's stream is ready (container found, process started) before the upgrade, so refusals are
   ordinary HTTP Status answers.
-- All output the agent sent is forwarded before the channel-3 Status; the agent's stream is always closed.
+- All output the agent sent is forwarded before the end on channel 3; the agent's stream is always closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -23,9 +36,53 @@ from lite import wire
 from lite.errors import bad_request
 from lite.server.join.tunnel import AgentStream
 
-PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 MAX_MESSAGE = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Subprotocol:
+    """How one channel subprotocol frames data and ends a stream."""
+
+    version: int  # 1 (plain-text error on failure only), 4 (JSON Status always), 5 (v4 plus CLOSE)
+    base64: bool
+
+    def frame(self, channel: int, payload: bytes) -> bytes | str:
+        if self.base64:
+            return chr(ord("0") + channel) + base64.b64encode(payload).decode()
+        return bytes([channel]) + payload
+
+    def unframe(self, msg: bytes | str) -> tuple[int, bytes] | None:
+        """(channel, payload) of a client message; None for an empty or undecodable one."""
+        if self.base64:
+            if not isinstance(msg, str) or not msg:
+                return None
+            try:
+                return ord(msg[0]) - ord("0"), base64.b64decode(msg[1:], validate=True)
+            except (binascii.Error, ValueError):
+                return None
+        if not isinstance(msg, bytes) or not msg:
+            return None
+        return msg[0], msg[1:]
+
+    def end(self, status: dict[str, Any]) -> bytes | None:
+        """The channel-3 payload for the stream's end; None when this version sends nothing."""
+        if self.version >= 4:
+            return orjson.dumps(status)
+        if status.get("status") == "Success":
+            return None
+        return str(status.get("message", "")).encode()
+
+
+# In the order a server prefers them; the client's order decides (the first it offers that is here).
+SUBPROTOCOLS = {
+    "v5.channel.k8s.io": Subprotocol(5, False),
+    "v4.channel.k8s.io": Subprotocol(4, False),
+    "v4.base64.channel.k8s.io": Subprotocol(4, True),
+    "channel.k8s.io": Subprotocol(1, False),
+    "base64.channel.k8s.io": Subprotocol(1, True),
+}
+PROTOCOLS = tuple(SUBPROTOCOLS)
 
 
 def exit_status(code: int, message: str = "") -> dict[str, Any]:
@@ -41,34 +98,47 @@ def failure_status(message: str, reason: str = "InternalError", code: int = 500)
     return {"metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
 
 
-async def serve_exec(request: web.Request, stream: AgentStream, *, tty: bool) -> web.StreamResponse:
+async def serve_exec(request: web.Request, stream: AgentStream, *, tty: bool, stdout: bool = True,
+                     stderr: bool = True) -> web.StreamResponse:
     try:
         ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=MAX_MESSAGE, autoping=True)
         if not ws.can_prepare(request).ok:
             raise bad_request("Upgrade request required: exec and attach need a websocket (v5.channel.k8s.io)")
         await stream.ready()
         await ws.prepare(request)
-        v5 = ws.ws_protocol == "v5.channel.k8s.io"
-        out = asyncio.create_task(_agent_to_client(ws, stream, tty))
+        proto = SUBPROTOCOLS.get(ws.ws_protocol or "channel.k8s.io", SUBPROTOCOLS["channel.k8s.io"])
+        first = STDOUT if stdout else STDERR if stderr and not tty else ERROR
+        await _send(ws, proto, first, b"")
+        out = asyncio.create_task(_agent_to_client(ws, stream, tty, proto))
         try:
-            await _client_to_agent(ws, stream, v5)
+            await _client_to_agent(ws, stream, proto)
         finally:
             if not out.done():
                 # The client went away first: stop reading; the agent learns it from the close below.
                 out.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, ConnectionResetError):
                 await out
         return ws
     finally:
         await stream.close()
 
 
-async def _client_to_agent(ws: web.WebSocketResponse, stream: AgentStream, v5: bool) -> None:
+async def _send(ws: web.WebSocketResponse, proto: Subprotocol, channel: int, payload: bytes) -> None:
+    frame = proto.frame(channel, payload)
+    if isinstance(frame, str):
+        await ws.send_str(frame)
+    else:
+        await ws.send_bytes(frame)
+
+
+async def _client_to_agent(ws: web.WebSocketResponse, stream: AgentStream, proto: Subprotocol) -> None:
     async for msg in ws:
-        if msg.type != WSMsgType.BINARY or not msg.data:
+        if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
             continue
-        data: bytes = msg.data
-        channel, payload = data[0], data[1:]
+        got = proto.unframe(msg.data)
+        if got is None:
+            continue
+        channel, payload = got
         if channel == STDIN:
             await stream.write(STDIN, payload)
         elif channel == RESIZE:
@@ -77,23 +147,25 @@ async def _client_to_agent(ws: web.WebSocketResponse, stream: AgentStream, v5: b
                 await stream.resize(int(size.get("Width", 0)), int(size.get("Height", 0)))
             except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                 continue
-        elif channel == CLOSE and v5 and payload[:1] == bytes([STDIN]):
+        elif channel == CLOSE and proto.version >= 5 and payload[:1] == bytes([STDIN]):
             await stream.close_channel(STDIN)
 
 
-async def _agent_to_client(ws: web.WebSocketResponse, stream: AgentStream, tty: bool) -> None:
+async def _agent_to_client(ws: web.WebSocketResponse, stream: AgentStream, tty: bool, proto: Subprotocol) -> None:
     status: dict[str, Any] | None = None
     while status is None:
         msg = await stream.next()
         if isinstance(msg, wire.StreamData):
             channel = STDOUT if tty else msg.channel
             if channel in (STDOUT, STDERR):
-                await ws.send_bytes(bytes([channel]) + msg.data)
+                await _send(ws, proto, channel, msg.data)
         elif isinstance(msg, wire.StreamExit):
             status = exit_status(msg.code, msg.message)
         elif isinstance(msg, wire.StreamError):
             status = failure_status(msg.message, msg.reason, msg.code)
         elif isinstance(msg, wire.StreamClose) and msg.channel == wire.WHOLE_STREAM:
             status = exit_status(0)
-    await ws.send_bytes(bytes([ERROR]) + orjson.dumps(status))
+    end = proto.end(status)
+    if end is not None:
+        await _send(ws, proto, ERROR, end)
     await ws.close()

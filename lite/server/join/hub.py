@@ -9,7 +9,8 @@
 
 Invariants:
 - One session per node name: a new Hello for a connected node closes the old session first.
-- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes);
+- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes; and
+  Services/EndpointSlices for agents that run a service proxy, `proxyrelay`);
   their handlers push changes to the affected sessions synchronously, in event order. Registering a
   session and taking its resync snapshot happen with no await in between, so no event is missed or doubled.
 """
@@ -30,6 +31,7 @@ from lite.kinds import KindRegistry
 from lite.objects import name_of
 from lite.server.join.intake import Intake, intake_for
 from lite.server.join.metrics import node_metrics, pod_metrics
+from lite.server.join.proxyrelay import ServiceRelay, wants_services
 from lite.server.join.relay import NodeRelay
 from lite.server.join.session import NodeSession
 from lite.server.join.streams import serve_stream
@@ -59,8 +61,8 @@ class JoinHub:
         self.pods = self.informers.informer(self.intake.pod)
         self.nodes = self.informers.informer(self.intake.node)
         self.objects: dict[str, Informer] = {}
-        for kind in ("ConfigMap", "Secret"):
-            k = kinds.by_gvk("", "v1", kind)
+        for group, kind in (("", "ConfigMap"), ("", "Secret"), ("node.k8s.io", "RuntimeClass")):
+            k = kinds.by_gvk(group, "v1", kind)
             assert k is not None
             self.objects[kind] = self.informers.informer(k)
         self.cluster_dns = cluster_dns
@@ -68,6 +70,8 @@ class JoinHub:
         self.heartbeat = heartbeat
         self._sessions: dict[str, tuple[NodeSession, NodeRelay]] = {}
         self._wire_handlers()
+        self._proxy_nodes: set[str] = set()  # nodes whose agent runs a service proxy
+        self.services = ServiceRelay(self.informers, kinds, self._proxy_emitters)
 
     # -- informer handlers: changes to sessions --
 
@@ -81,6 +85,9 @@ class JoinHub:
                              on_update=lambda _old, o, k=kind: self._object_changed(k, o),  # type: ignore[misc]
                              on_delete=lambda o, k=kind: self._object_changed(k, o, True))  # type: ignore[misc]
         self.nodes.add_handlers(on_update=self._node_changed)
+
+    def _proxy_emitters(self) -> list[Any]:
+        return [s.emit for node, (s, _) in self._sessions.items() if node in self._proxy_nodes]
 
     def _relay(self, node: str) -> NodeRelay | None:
         pair = self._sessions.get(node)
@@ -109,7 +116,7 @@ class JoinHub:
                 pair[0].emit(wire.NodeConfig(self._config(new)))
 
     def _lookup(self, kind: str, namespace: str, name: str) -> Obj | None:
-        return self.objects[kind].get(f"{namespace}/{name}")
+        return self.objects[kind].get(f"{namespace}/{name}" if namespace else name)
 
     def _config(self, node: Obj) -> Obj:
         spec = node.get("spec") or {}
@@ -136,6 +143,8 @@ class JoinHub:
         node_obj = await self.intake.register(hello)
         for inf in (self.pods, self.nodes, *self.objects.values()):
             await inf.wait_synced()
+        if wants_services(hello):
+            await self.services.wait_synced()
         old = self._sessions.pop(hello.node, None)
         if old is not None:
             log.info("node %s: a new session replaces the old one", hello.node)
@@ -145,6 +154,10 @@ class JoinHub:
         # No await from here to resync: the snapshot and the handlers see the same cache state.
         self._sessions[hello.node] = (session, relay)
         session.emit(wire.Welcome(config=self._config(node_obj)))
+        self._proxy_nodes.discard(hello.node)
+        if wants_services(hello):
+            self._proxy_nodes.add(hello.node)
+            self.services.resync(session.emit)  # before Synced: see proxyrelay
         relay.resync(self.pods.by_index(NODE_INDEX, hello.node), hello.pods)
         log.info("node %s joined (%d pods reported)", hello.node, len(hello.pods))
         try:

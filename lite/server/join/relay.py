@@ -1,4 +1,4 @@
-"""What one node's agent must be told: its pods and the ConfigMaps/Secrets they reference.
+"""What one node's agent must be told: its pods and the ConfigMaps/Secrets (and RuntimeClass) they reference.
 
 `NodeRelay` holds, per connected node, which pods and objects were sent, and turns cache changes into wire
 messages (through `emit`). It is synchronous: informer handlers call it directly, in event order.
@@ -65,7 +65,10 @@ def pod_refs(pod: Obj) -> set[Ref]:
     for ips in spec.get("imagePullSecrets") or []:
         if ips.get("name"):
             names.add(("Secret", ips["name"]))
-    return {(kind, ns, name) for kind, name in names}
+    refs = {(kind, ns, name) for kind, name in names}
+    if spec.get("runtimeClassName"):
+        refs.add(("RuntimeClass", "", str(spec["runtimeClassName"])))
+    return refs
 
 
 class NodeRelay:

@@ -2,7 +2,8 @@
 
 `serve_stream(hub, request, kind, namespace, name, subresource)` reads the pod, checks what upstream's API
 server and kubelet check (a host assigned, the container valid, started, running), finds the node's session
-and hands over to the protocol module: chunked text here for logs, `exec_ws` for exec/attach,
+and hands over to the protocol module: chunked text or WebSocket messages (`binary.k8s.io`,
+`base64.binary.k8s.io`) here for logs, `exec_ws` for exec/attach,
 `portforward` for port-forward.
 
 Invariants:
@@ -14,6 +15,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -147,7 +151,8 @@ async def serve_stream(hub: JoinHub, request: web.Request, kind: Kind, namespace
             return await serve_spdy_exec(request, stream, params)
         finally:
             await stream.close()
-    return await serve_exec(request, stream, tty=bool(params["tty"]))
+    return await serve_exec(request, stream, tty=bool(params["tty"]), stdout=bool(params["stdout"]),
+                            stderr=bool(params["stderr"]))
 
 
 def _session(hub: JoinHub, node: str, pod: str) -> Any:
@@ -159,24 +164,48 @@ def _session(hub: JoinHub, node: str, pod: str) -> Any:
     return session
 
 
+# Logs over WebSocket (upstream's wsstream reader protocols): each chunk one message, binary or base64 text.
+LOG_PROTOCOLS = ("binary.k8s.io", "base64.binary.k8s.io")
+
+
 async def serve_log(request: web.Request, stream: AgentStream) -> web.StreamResponse:
+    """Chunked text/plain, or WebSocket messages when the client asks to upgrade. A client that goes away
+    mid-stream (`kubectl logs p | head`) ends the stream quietly: that is not a server error."""
     try:
         await stream.ready()
+        ws = web.WebSocketResponse(protocols=LOG_PROTOCOLS, autoping=True)
+        if ws.can_prepare(request).ok:
+            await ws.prepare(request)
+            b64 = ws.ws_protocol == "base64.binary.k8s.io"
+            with contextlib.suppress(ConnectionResetError):
+                await _pump_log(request, stream, lambda data: ws.send_str(base64.b64encode(data).decode()) if b64
+                                else ws.send_bytes(data))
+                await ws.close()
+            return ws
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
-        while True:
-            try:
-                msg = await asyncio.wait_for(stream.next(), CLIENT_CHECK)
-            except TimeoutError:
-                if request.transport is None or request.transport.is_closing():
-                    return resp
-                continue
-            if isinstance(msg, wire.StreamData):
-                await resp.write(msg.data)
-            elif isinstance(msg, (wire.StreamClose, wire.StreamExit, wire.StreamError)):
-                break
-        await resp.write_eof()
+        try:
+            await _pump_log(request, stream, resp.write)
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass  # the client closed its end; nothing is left to tell it
         return resp
     finally:
         await stream.close()
+
+
+async def _pump_log(request: web.Request, stream: AgentStream,
+                    send: Callable[[bytes], Awaitable[None]]) -> None:
+    """Forward the agent's log chunks until the stream ends or the client is gone."""
+    while True:
+        try:
+            msg = await asyncio.wait_for(stream.next(), CLIENT_CHECK)
+        except TimeoutError:
+            if request.transport is None or request.transport.is_closing():
+                return
+            continue
+        if isinstance(msg, wire.StreamData):
+            await send(msg.data)
+        elif isinstance(msg, (wire.StreamClose, wire.StreamExit, wire.StreamError)):
+            return

@@ -10,7 +10,9 @@ from lite.server.store.errors import (
     KeyNotFound,
     RevMismatch,
     StoreClosed,
+    StoreCorrupt,
     StoreError,
+    StoreFull,
     WatchDropped,
 )
 from lite.server.store.store import Store, compactor
@@ -24,8 +26,10 @@ __all__ = [
     "RevMismatch",
     "Store",
     "StoreClosed",
+    "StoreCorrupt",
     "StoreError",
     "StoreEvent",
+    "StoreFull",
     "Watch",
     "WatchDropped",
     "compactor",

@@ -2,7 +2,9 @@
 
 These are storage-level facts, not Kubernetes errors: the API layer (`lite/server/api/resources.py`) maps them
 to `ApiError`s (KeyExists -> 409 AlreadyExists, KeyNotFound -> 404, RevMismatch -> 409 Conflict,
-Compacted -> 410 Gone, WatchDropped -> the consumer re-watches from its last revision).
+Compacted -> 410 Gone, WatchDropped -> the consumer re-watches from its last revision, StoreFull -> 507,
+CommitFailed -> 500, StoreClosed -> 503; see `lite/server/api/storefaults.py`). StoreCorrupt is raised by
+`Store.open` only and ends start-up (the CLI prints it; see `lite/server/store/faults.py`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,23 @@ class CommitFailed(StoreError):
 
     Writes queued behind it fail too, since their conflict checks assumed it would land; callers retry.
     """
+
+
+class StoreFull(CommitFailed):
+    """The commit failed because the disk (or file system quota) holding the store is full.
+
+    Nothing of the batch was written; reads and watches go on from memory, and writes succeed again by
+    themselves once space is freed (each batch simply tries again).
+    """
+
+
+class StoreCorrupt(StoreError):
+    """The store file is damaged or is not a lite store (raised by `Store.open`; nothing was changed)."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.detail = detail
 
 
 class StoreClosed(StoreError):

@@ -20,6 +20,8 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from lite.server.store.faults import quick_check
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS log (
     id INTEGER PRIMARY KEY,
@@ -60,16 +62,24 @@ class LogDB:
     """One connection to the store file. Not thread-safe: use from one thread only."""
 
     def __init__(self, path: str) -> None:
+        """Open (or create) the file; raises StoreCorrupt, leaving the file untouched, if it is damaged."""
+        self.path = path
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a batch is exactly one transaction.
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         c = self.conn
-        # auto_vacuum only takes effect if set before the first table exists (or after a full VACUUM).
-        c.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        c.execute("PRAGMA journal_mode=WAL")
-        c.execute("PRAGMA synchronous=FULL")
-        # Without a limit the -wal file keeps its high-water size forever.
-        c.execute("PRAGMA journal_size_limit=8388608")
-        c.executescript(SCHEMA)
+        try:
+            # Before anything writes: a damaged file must be reported as it was found.
+            quick_check(c, path)
+            # auto_vacuum only takes effect if set before the first table exists (or after a full VACUUM).
+            c.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA synchronous=FULL")
+            # Without a limit the -wal file keeps its high-water size forever.
+            c.execute("PRAGMA journal_size_limit=8388608")
+            c.executescript(SCHEMA)
+        except BaseException:
+            c.close()
+            raise
 
     def close(self) -> None:
         self.conn.close()
@@ -153,6 +163,21 @@ class LogDB:
         # Move the freed pages into the main file and shrink the WAL back (journal_size_limit caps it).
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return int(removed)
+
+    def size_cut(self, factor: float, floor: int) -> int:
+        """The lowest id compaction must keep so that superseded history holds at most
+        max(floor, factor x live bytes); 0 when all of it fits. Live rows are never counted as history."""
+        c = self.conn
+        (live,) = c.execute("SELECT COALESCE(SUM(length(value)), 0) FROM log "
+                            "WHERE id IN (SELECT id FROM current)").fetchone()
+        budget = max(floor, int(factor * int(live)))
+        total = 0
+        for row_id, size in c.execute("SELECT id, length(value) FROM log WHERE id NOT IN (SELECT id FROM current) "
+                                      "ORDER BY id DESC"):
+            total += int(size)
+            if total > budget:
+                return int(row_id) + 1
+        return 0
 
     def counts(self) -> tuple[int, int]:
         """(log rows, free pages): for tests and benchmarks."""

@@ -10,8 +10,13 @@ Write path (all on the event loop except the COMMIT itself):
 3. After COMMIT the writer updates the index and `current_rev`, publishes the events to watchers, and only
    then resolves the writers' futures: an acknowledged write is durable, readable, and already on watches.
 
-If a COMMIT fails, that batch and every write queued behind it fail (they were checked against the failed
-ones), and the pending view is reset to the committed state.
+If a COMMIT fails, exactly that batch fails, plus any write queued behind it on a key the batch wrote (it
+was checked against a write that did not happen); the index, `current_rev` and the watch stream are
+untouched. The other queued writes are renumbered from the committed revision and go in the next batch, so
+revisions stay gapless, and a write that was waiting to report a conflict with a pending write is judged
+again if a batch failed meanwhile. A full disk fails writes with `StoreFull` (logged once when it starts and
+once when writes succeed again); nothing else changes, so the store recovers by itself as soon as a commit
+fits. `open` raises `StoreCorrupt` for a damaged file and `StoreFull` when the disk is too full to open it.
 
 The writer task is owned by the store (started in `open`, awaited in `close`); `compactor` is the one loop
 that the server runs in its own TaskGroup.
@@ -20,6 +25,7 @@ that the server runs in its own TaskGroup.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,13 +34,26 @@ from typing import Any, TypeVar
 
 import orjson
 
-from lite.server.store.errors import CommitFailed, KeyExists, KeyNotFound, RevMismatch, StoreClosed, StoreError
+from lite.server.store import faults
+from lite.server.store.errors import (
+    CommitFailed,
+    KeyExists,
+    KeyNotFound,
+    RevMismatch,
+    StoreClosed,
+    StoreError,
+    StoreFull,
+)
 from lite.server.store.index import KeyIndex
 from lite.server.store.sqlite import LogDB, Row
 from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Compaction by size: superseded history is kept within max(HISTORY_FLOOR, HISTORY_FACTOR x live bytes), so
+# store files settle within ~5x the live data whatever the revision budget (`keep`) would allow.
+HISTORY_FACTOR = 2.0
+HISTORY_FLOOR = 1 << 20
 
 
 @dataclass(slots=True)
@@ -76,6 +95,8 @@ class Store:
         self._closing = False
         self._writer: asyncio.Task[None] | None = None
         self._close_task: asyncio.Future[None] | None = None
+        self.full = False  # the last commit failed for want of disk space (cleared by the next good one)
+        self.failed_batches = 0
         self.commits = 0  # transactions committed (group commit makes this far less than `writes`)
         self.writes = 0  # rows committed
 
@@ -87,20 +108,23 @@ class Store:
         """Open or create the file, load the current state and seed the watch window from the newest rows.
 
         The window holds at most `window` events and `window_bytes` bytes; `watch_queue` and
-        `watch_queue_bytes` bound each watcher's backlog of live events before it is dropped.
+        `watch_queue_bytes` bound each watcher's backlog of live events before it is dropped. A damaged
+        file raises StoreCorrupt (nothing is written to it), a full disk StoreFull.
         """
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lite-store")
         loop = asyncio.get_running_loop()
         try:
             db = await loop.run_in_executor(executor, LogDB, path)
-        except BaseException:
+        except BaseException as e:
             executor.shutdown(wait=False)
+            _raise_open_fault(e, path)
             raise
         store = cls(db, executor, window, watch_queue, window_bytes, watch_queue_bytes)
         try:
             await store._load(window)
-        except BaseException:
+        except BaseException as e:
             await store._close()
+            _raise_open_fault(e, path)
             raise
         store._writer = asyncio.create_task(store._write_loop(), name="lite-store-writer")
         return store
@@ -179,9 +203,10 @@ class Store:
 
     async def create(self, key: str, obj: dict[str, Any]) -> tuple[int, bytes]:
         latest = self._latest(key)
-        if latest is not None and latest[1] is not None:
-            await self._settle(key)
-            raise KeyExists(key)
+        while latest is not None and latest[1] is not None:
+            if not await self._settle(key):
+                raise KeyExists(key)
+            latest = self._latest(key)  # the pending write it conflicted with failed: judge again
         prev_rev = latest[0] if latest is not None else 0
         return await self._submit(key, obj, created=True, deleted=False, prev_rev=prev_rev, prev=None)
 
@@ -201,26 +226,31 @@ class Store:
         return await self._submit(key, obj, created=False, deleted=True, prev_rev=rev, prev=prev)
 
     async def _check_existing(self, key: str, expected_rev: int) -> tuple[int, bytes]:
-        latest = self._latest(key)
-        if latest is None:
-            raise KeyNotFound(key)
-        rev, value = latest
-        if value is None:
-            await self._settle(key)
-            raise KeyNotFound(key)
-        if expected_rev and expected_rev != rev:
-            await self._settle(key)
-            raise RevMismatch(key, rev)
-        return rev, value
+        while True:
+            latest = self._latest(key)
+            if latest is None:
+                raise KeyNotFound(key)
+            rev, value = latest
+            if value is not None and not (expected_rev and expected_rev != rev):
+                return rev, value
+            if not await self._settle(key):
+                raise KeyNotFound(key) if value is None else RevMismatch(key, rev)
+            # the pending write it conflicted with failed: judge again against what is committed
 
-    async def _settle(self, key: str) -> None:
-        """Before failing a write on a conflict with a *pending* write, wait until that write committed.
+    async def _settle(self, key: str) -> bool:
+        """Before failing a write on a conflict with a *pending* write, wait until that write is decided.
 
         Readers see committed state only, so a caller that re-reads after the error must find the state the
-        conflict was about; otherwise a read-modify-write loop would spin on the same stale revision.
+        conflict was about; otherwise a read-modify-write loop would spin on the same stale revision. Returns
+        True if a batch failed meanwhile (perhaps the very write it conflicted with), so that the caller judges
+        again against what is committed instead of reporting a conflict that may be gone.
         """
+        if key not in self._overlay:
+            return False  # the conflict is with committed state
+        failures = self.failed_batches
         while key in self._overlay and not self._closing:
             await self._committed.wait()
+        return self.failed_batches != failures and key not in self._overlay
 
     async def _submit(
         self,
@@ -272,9 +302,13 @@ class Store:
         try:
             await self._run(lambda: self._db.commit(rows))
         except Exception as e:
-            log.error("store commit of %d rows failed: %s", len(rows), e)
-            self._fail_all(batch, CommitFailed(f"commit failed: {e}"))
+            err = await self._run(functools.partial(faults.commit_error, e, self._db.path))
+            self._note_failure(len(rows), err)
+            self._fail_batch(batch, err)
             return
+        if self.full:
+            self.full = False
+            log.warning("store writable again: a commit succeeded after the disk was full")
         events = []
         for p in batch:
             r = p.row
@@ -295,6 +329,52 @@ class Store:
             if not p.future.done():  # the submitter may have been cancelled; the write stands anyway
                 p.future.set_result((p.row.id, p.row.value))
 
+    def _note_failure(self, rows: int, err: CommitFailed) -> None:
+        """Log a failed commit; a full disk only when it starts, since every retry would say the same."""
+        if not isinstance(err, StoreFull):
+            log.error("store commit of %d rows failed: %s", rows, err)
+        elif not self.full:
+            self.full = True
+            log.error("%s", err)
+        else:
+            log.debug("store commit of %d rows refused: still full", rows)
+
+    def _fail_batch(self, batch: _Batch, err: CommitFailed) -> None:
+        """Fail the batch and the queued writes that were checked against it; requeue every other one.
+
+        A queued write on a key that the batch (or a queued write failed before it) wrote assumed that write
+        happened, so it fails with the same error. The others are still valid against the committed state plus
+        the queued writes kept before them: they are renumbered from current_rev + 1, so revisions stay gapless,
+        and re-encoded with their new resourceVersion (their callers have seen nothing of them yet).
+        """
+        self.failed_batches += 1
+        queued, self._pending = self._pending, []
+        self._overlay.clear()
+        self._next_rev = self.current_rev + 1
+        failed = {p.row.name for p in batch}
+        renumbered: dict[int, tuple[int, bytes]] = {}  # old rev of a kept write -> (new rev, new value)
+        for p in batch:
+            if not p.future.done():
+                p.future.set_exception(err)
+        for p in queued:
+            r = p.row
+            if r.name in failed:
+                if not p.future.done():
+                    p.future.set_exception(err)
+                continue
+            rev = self._next_rev
+            self._next_rev = rev + 1
+            value = _encode(orjson.loads(r.value), rev)
+            prev_rev, prev = renumbered.get(r.prev_revision, (r.prev_revision, p.prev))
+            renumbered[r.id] = (rev, value)
+            self._overlay[r.name] = (rev, None if r.deleted else value)
+            row = Row(rev, r.name, r.created, r.deleted, prev_rev, value)
+            self._pending.append(_Pending(row, None if r.created else prev, p.future))
+        self._committed.set()
+        self._committed = asyncio.Event()
+        if self._pending:
+            self._wake.set()
+
     def _fail_all(self, batch: _Batch, err: StoreError) -> None:
         """A failed batch invalidates everything queued behind it: fail all, reset to committed state."""
         queued, self._pending = self._pending, []
@@ -308,20 +388,35 @@ class Store:
 
     # ---- compaction ----------------------------------------------------------------------------------
 
-    async def compact(self, keep: int) -> int:
-        """Drop superseded rows and tombstones older than current_rev - keep; vacuum. Returns rows removed.
+    async def compact(self, keep: int, *, history_factor: float = HISTORY_FACTOR,
+                      history_floor: int = HISTORY_FLOOR) -> int:
+        """Drop superseded rows and tombstones older than current_rev - keep, and beyond that as many of the
+        oldest as it takes to keep the superseded history within max(history_floor, history_factor x live
+        bytes); vacuum. Returns rows removed.
 
         Runs on the writer thread, so it is serialised with commits. Watches are unaffected (they are
-        served from memory); after a restart the replayable window is at most `keep` revisions deep.
+        served from memory); after a restart the replayable window is at most `keep` revisions deep (less
+        when large objects changed often: a restarted watcher far behind then relists after a 410).
         """
-        below = max(0, self.current_rev - max(0, keep))
-        if below <= 0:
-            return 0
-        return await self._run(lambda: self._db.compact(below))
+        newest = self.current_rev
+        by_revs = max(0, newest - max(0, keep))
+
+        def work() -> int:
+            below = min(newest, max(by_revs, self._db.size_cut(history_factor, history_floor)))
+            return self._db.compact(below) if below > 0 else 0
+
+        return await self._run(work)
 
     async def stats(self) -> tuple[int, int]:
         """(log rows, free pages) of the file: for tests and benchmarks."""
         return await self._run(self._db.counts)
+
+
+def _raise_open_fault(exc: BaseException, path: str) -> None:
+    """Raise StoreCorrupt/StoreFull from `exc` if `exc` (raised opening `path`) means a damaged file/full disk."""
+    fault = faults.open_error(exc, path)
+    if fault is not None:
+        raise fault from exc
 
 
 def _event_type(row: Row) -> EventType:
@@ -333,13 +428,17 @@ def _event_type(row: Row) -> EventType:
 async def compactor(store: Store, interval: float, keep: int) -> None:
     """Compact every `interval` seconds keeping `keep` revisions; for the server's TaskGroup. Never returns.
 
-    A failed compaction is logged and retried next round: it must not take the server down.
+    A failed compaction is logged and retried next round: it must not take the server down. On a full disk
+    it fails like any write (it must grow the WAL first); that is one line, not a traceback a minute.
     """
     while True:
         await asyncio.sleep(interval)
         try:
             removed = await store.compact(keep)
-        except Exception:
-            log.exception("store compaction failed")
+        except Exception as e:
+            if faults.is_full(faults.primary_code(e), None, None):
+                log.warning("store compaction skipped: the disk is full (%s)", e)
+            else:
+                log.exception("store compaction failed")
         else:
             log.debug("store compaction removed %d rows at rev %d", removed, store.current_rev)

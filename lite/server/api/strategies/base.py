@@ -6,6 +6,7 @@ calls them in a fixed order:
 
     create:  default -> prepare_create -> validate (+ ObjectMeta) -> admission hooks -> persist
     update:  default -> (status kept) -> prepare_update -> validate + validate_update -> admission -> persist
+    status:  default -> prepare_subresource -> validate + validate_subresource -> admission -> persist
 
 Invariants:
 - Strategy functions mutate only the object they are given (the new object), never `old`.
@@ -43,6 +44,14 @@ def _ok2(new: Obj, old: Obj) -> list[Cause]:
     return []
 
 
+def _noop3(subresource: str, new: Obj, old: Obj) -> None:
+    return None
+
+
+def _ok3(subresource: str, new: Obj, old: Obj) -> list[Cause]:
+    return []
+
+
 @dataclass(frozen=True)
 class Strategy:
     """Per-kind behaviour. Every field has a do-nothing default, so a kind names only what it needs."""
@@ -55,6 +64,10 @@ class Strategy:
     prepare_update: Callable[[Obj, Obj], None] = _noop2
     validate: Callable[[Obj], list[Cause]] = _ok
     validate_update: Callable[[Obj, Obj], list[Cause]] = _ok2
+    # A status-like subresource write (`status`, `approval`): (subresource, new, old), after the generic
+    # rule copied the body's status onto the stored object; narrows what that subresource may change.
+    prepare_subresource: Callable[[str, Obj, Obj], None] = _noop3
+    validate_subresource: Callable[[str, Obj, Obj], list[Cause]] = _ok3
     name_fn: NameFn = name_is_dns_subdomain
     # Upstream DefaultGarbageCollectionPolicy; "unsupported" = no orphan/foreground finalizers are added.
     gc_policy: GcPolicy = "unsupported"
@@ -112,3 +125,30 @@ class Strategies:
 
     def add_removed_hook(self, hook: RemovedHook) -> None:
         self.removed.append(hook)
+
+
+def ratcheted_causes(validate: Callable[[Obj], list[Cause]], new: Obj, old: Obj | None) -> list[Cause]:
+    """`validate(new)`, less the causes `old` already had: an object stored before a rule existed (an older
+    lite wrote it) stays updatable — status, labels, finalizer removal — while an update cannot add a new
+    problem. A ValueError (an undecodable value, 400) that `old` raises too is ratcheted the same way."""
+    try:
+        causes = validate(new)
+    except ValueError:
+        if old is None or _decodes(validate, old):
+            raise
+        return []
+    if not causes or old is None:
+        return causes
+    try:
+        before = set(validate(old))
+    except ValueError:
+        return causes
+    return [c for c in causes if c not in before]
+
+
+def _decodes(validate: Callable[[Obj], list[Cause]], obj: Obj) -> bool:
+    try:
+        validate(obj)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,42 @@
+"""Who is making the current API request, for the few places upstream reads it from the request context.
+
+Role: the HTTP layer sets `CURRENT_USER` once it has authenticated a request; code that upstream runs with the
+request's user info (the CertificateSigningRequest strategy fills spec.username/groups from it, the
+aggregation proxy passes it on as X-Remote-User/X-Remote-Group) reads it with `current_user()`.
+
+Invariants:
+- `CURRENT_USER` is a `ContextVar`: each aiohttp request runs in its own task and so sees only its own
+  value; in-process callers (controllers) see None. It is the only module-level object here and holds no
+  state of its own.
+- Groups follow upstream's conventions for the users lite's authenticator knows: the admin is in
+  `system:masters`, agents are nodes; every authenticated user is in `system:authenticated`.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+AUTHENTICATED = "system:authenticated"
+_GROUPS = {"admin": ("system:masters",), "node": ("system:nodes",)}
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    """An authenticated user as upstream's `user.Info` describes one."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+
+
+CURRENT_USER: ContextVar[UserInfo | None] = ContextVar("lite_current_user", default=None)
+
+
+def user_info(name: str) -> UserInfo:
+    """The UserInfo of a user name the authenticator returned."""
+    return UserInfo(name, (*_GROUPS.get(name, ()), AUTHENTICATED))
+
+
+def current_user() -> UserInfo | None:
+    return CURRENT_USER.get()

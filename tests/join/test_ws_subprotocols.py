@@ -1,0 +1,146 @@
+"""exec, attach and logs over WebSocket with each subprotocol, driven by a raw aiohttp WebSocket client.
+
+What each must look like on the wire is upstream's (apimachinery wsstream, the kubelet's remotecommand):
+`channel.k8s.io` sends nothing on the error channel for a success and plain text for a failure; the v4
+variants a JSON Status either way; the base64 variants carry the channel as an ASCII digit and base64 text;
+logs are plain binary or base64 messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from joinstack import GUARD, POD, HostBackend, Stack, TestAgent, joined, pod, serve_join, set_running
+
+LOG = (b"2026-11-22T10:00:00.000000001Z stdout F first line\n"
+       b"2026-11-22T10:00:01.000000000Z stdout F second line\n")
+EXEC = "/api/v1/namespaces/default/pods/p/exec"
+
+
+@dataclass
+class Env:
+    stack: Stack
+    http: aiohttp.ClientSession
+    ssl: ssl.SSLContext
+
+    async def ws(self, path: str, query: list[tuple[str, str]], protocols: tuple[str, ...]
+                 ) -> aiohttp.ClientWebSocketResponse:
+        headers = {"Authorization": f"Bearer {self.stack.creds.admin_token}"}
+        return await self.http.ws_connect(f"{self.stack.url}{path}", params=query, protocols=protocols,
+                                          headers=headers, ssl=self.ssl,
+                                          timeout=aiohttp.ClientWSTimeout(ws_close=GUARD))
+
+
+@pytest.fixture
+async def env(tmp_path: Path, free_port: int) -> AsyncIterator[Env]:
+    async with serve_join(tmp_path, free_port) as stack:
+        backend = HostBackend()
+        log = tmp_path / "c-0.log"
+        log.write_bytes(LOG)
+        backend.logs[("p", "c")] = log
+        await stack.resources.create(POD, "default", pod("p", node="n1"))
+        await set_running(stack.resources, "default", "p")
+        ctx = ssl.create_default_context(cadata=stack.creds.ca_pem.decode())
+        try:
+            async with joined(stack, "n1", TestAgent(), backend), aiohttp.ClientSession() as http:
+                yield Env(stack, http, ctx)
+        finally:
+            await backend.kill_all()
+
+
+def _cmd(script: str) -> list[tuple[str, str]]:
+    return [("command", "sh"), ("command", "-c"), ("command", script), ("stdout", "1"), ("stderr", "1")]
+
+
+async def _collect(ws: aiohttp.ClientWebSocketResponse, b64: bool) -> list[tuple[int, bytes]]:
+    """Every (channel, payload) the server sent until it closed."""
+    out: list[tuple[int, bytes]] = []
+    async with asyncio.timeout(GUARD):
+        async for msg in ws:
+            if b64:
+                assert msg.type == aiohttp.WSMsgType.TEXT, msg
+                out.append((ord(msg.data[0]) - ord("0"), base64.b64decode(msg.data[1:])))
+            else:
+                assert msg.type == aiohttp.WSMsgType.BINARY, msg
+                out.append((msg.data[0], msg.data[1:]))
+    return out
+
+
+def _channel(frames: list[tuple[int, bytes]], n: int) -> bytes:
+    return b"".join(p for c, p in frames if c == n)
+
+
+@pytest.mark.parametrize("protocol", ["v4.channel.k8s.io", "v4.base64.channel.k8s.io", "v5.channel.k8s.io"])
+async def test_v4_family_ends_with_a_json_status_on_success_and_failure(env: Env, protocol: str) -> None:
+    b64 = "base64" in protocol
+    ws = await env.ws(EXEC, _cmd("echo out; echo err >&2"), (protocol,))
+    assert ws.protocol == protocol
+    frames = await _collect(ws, b64)
+    assert frames[0] == (1, b"")  # the kubelet's "stream established" message on the lowest output channel
+    assert _channel(frames, 1) == b"out\n" and _channel(frames, 2) == b"err\n"
+    assert orjson.loads(_channel(frames, 3)) == {"metadata": {}, "status": "Success"}
+
+    ws = await env.ws(EXEC, _cmd("exit 7"), (protocol,))
+    status: dict[str, Any] = orjson.loads(_channel(await _collect(ws, b64), 3))
+    assert status["status"] == "Failure" and status["reason"] == "NonZeroExitCode"
+    assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "7"}]
+
+
+@pytest.mark.parametrize("protocol", ["channel.k8s.io", "base64.channel.k8s.io"])
+async def test_pre_v4_sends_nothing_on_success_and_plain_text_on_failure(env: Env, protocol: str) -> None:
+    b64 = protocol.startswith("base64")
+    ws = await env.ws(EXEC, _cmd("echo out"), (protocol,))
+    assert ws.protocol == protocol
+    frames = await _collect(ws, b64)
+    assert _channel(frames, 1) == b"out\n"
+    assert all(c != 3 for c, _ in frames)  # a success leaves the error channel silent
+
+    ws = await env.ws(EXEC, _cmd("exit 3"), (protocol,))
+    assert _channel(await _collect(ws, b64), 3) == b"command terminated with non-zero exit code: exit status 3"
+
+
+async def test_client_order_picks_the_subprotocol_and_base64_stdin_reaches_the_process(env: Env) -> None:
+    query = [("command", "cat"), ("stdin", "1"), ("stdout", "1")]
+    ws = await env.ws(EXEC, query, ("base64.channel.k8s.io", "v4.channel.k8s.io"))
+    assert ws.protocol == "base64.channel.k8s.io"
+    first = await ws.receive(timeout=GUARD)
+    assert first.data == "1"  # channel 1, empty payload
+    await ws.send_str("0" + base64.b64encode(b"hello\n").decode())
+    msg = await ws.receive(timeout=GUARD)
+    assert msg.data[0] == "1" and base64.b64decode(msg.data[1:]) == b"hello\n"
+    await ws.close()
+
+
+@pytest.mark.parametrize("protocol", ["binary.k8s.io", "base64.binary.k8s.io"])
+async def test_logs_over_websocket(env: Env, protocol: str) -> None:
+    ws = await env.ws("/api/v1/namespaces/default/pods/p/log", [], (protocol,))
+    assert ws.protocol == protocol
+    data = b""
+    async for msg in ws:
+        data += base64.b64decode(msg.data) if protocol.startswith("base64") else msg.data
+    assert data == b"first line\nsecond line\n"
+
+
+async def test_a_log_reader_that_goes_away_is_no_server_error(env: Env, tmp_path: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """`kubectl logs p | head`: the client closes mid-stream; the server must end the stream quietly."""
+    line = b"2026-11-22T10:00:02.000000000Z stdout F " + b"x" * 1000 + b"\n"
+    (tmp_path / "c-0.log").write_bytes(LOG + line * 20000)  # ~20 MB: far more than the socket buffers
+    headers = {"Authorization": f"Bearer {env.stack.creds.admin_token}"}
+    async with env.http.get(f"{env.stack.url}/api/v1/namespaces/default/pods/p/log", params={"follow": "true"},
+                            headers=headers, ssl=env.ssl) as resp:
+        assert resp.status == 200
+        assert (await resp.content.readexactly(64)).startswith(b"first line")
+        resp.connection.transport.abort()  # type: ignore[union-attr]
+    await asyncio.sleep(1.0)
+    errors = [r for r in caplog.records if r.levelno >= 40]
+    assert not errors, [r.getMessage() for r in errors]
