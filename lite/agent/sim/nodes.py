@@ -67,6 +67,7 @@ class SimNode:
         self._lease_exists = False
         self._since = rfc3339()
         self._posted_ready: bool | None = None  # the Ready status last posted (None: not yet)
+        self._ready_stale = False  # the podCIDR arrived after the status was computed: post it again now
         self._registered_at = 0.0
         self._warned_no_cidr = False
         self._last_status = 0.0
@@ -96,8 +97,9 @@ class SimNode:
             self.pod_cidr = cidr
             self.ips = PodIPs(cidr)
             changed = True
-            if self._posted_ready is False:
-                self.kick()  # post Ready=True now rather than at the next status interval
+            if self._posted_ready is not True:
+                self._ready_stale = True  # post Ready=True now rather than at the next status interval
+                self._kick.set()
         return changed
 
     def _report(self, what: str, e: Exception) -> None:
@@ -121,6 +123,7 @@ class SimNode:
     async def post_status(self, *, full: bool = False) -> None:
         """Ready is False until the node has a podCIDR (pods bound to it could never get an IP)."""
         stamp = rfc3339()
+        self._ready_stale = False
         ready = self.ips is not None
         if self._posted_ready is not None and ready != self._posted_ready:
             self._since = stamp
@@ -168,13 +171,15 @@ class SimNode:
         if not self.registered.is_set():
             await self.register()
         await self.renew_lease()
-        if time.monotonic() - self._last_status >= self.status_interval:
+        if self._ready_stale or time.monotonic() - self._last_status >= self.status_interval:
             await self.post_status()
         self._last_error = ""
 
     async def run(self, start_delay: float = 0.0) -> None:
         """The node's eternal loop (see the module docstring)."""
-        await asyncio.sleep(start_delay)
+        with contextlib.suppress(TimeoutError):  # spread over the period, but a podCIDR arriving ends the wait
+            async with asyncio.timeout(start_delay):
+                await self._kick.wait()
         while True:
             failed = False
             if not self.paused:
@@ -183,7 +188,9 @@ class SimNode:
                 except ApiError as e:
                     self._report("heartbeat failed", e)
                     failed = True
-            self._kick.clear()
+            # a podCIDR that arrived during this tick must not wait a whole period (but never spin)
+            if self.paused or failed or not self._ready_stale:
+                self._kick.clear()
             delay = self.lease_interval * random.uniform(0.9, 1.1)
             if failed or (not self.registered.is_set() and not self.paused):
                 # As the kubelet, retry a failed heartbeat soon rather than a whole period later.
