@@ -46,6 +46,15 @@ NODE = builtin("", "Node")
 LEASE = builtin("coordination.k8s.io", "Lease")
 
 
+def _tainted_not_ready(node: Obj) -> Obj:
+    """Register tainted not-ready:NoSchedule (upstream's TaintNodesByCondition admission does this for every
+    new Node): a node that never gets a podCIDR, hence never Ready, must not take pods in the moment before
+    node lifecycle taints it. Node lifecycle removes the taint once the node reports Ready."""
+    spec = node.setdefault("spec", {})
+    spec["taints"] = [*(spec.get("taints") or []), {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    return node
+
+
 class SimNode:
     """State and loop of one simulated node. `paused_all` is the simulator-wide pause (SIGUSR1)."""
 
@@ -111,7 +120,7 @@ class SimNode:
     async def register(self) -> None:
         """Create the Node (or adopt an existing one of that name) and post its full status."""
         try:
-            node = await self.client.create(NODE, "", node_object(self.name, self.group))
+            node = await self.client.create(NODE, "", _tainted_not_ready(node_object(self.name, self.group)))
         except ApiError as e:
             if e.code != 409:
                 raise
