@@ -58,6 +58,7 @@ class Prepared:
     nscount: int
     arcount: int
     tail: bytes
+    cname: str = ""  # the target when the answer is a CNAME (the server chases it for other types)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,15 @@ def encode_name(name: str) -> bytes:
             raise ValueError(f"bad DNS label in {name!r}")
         out += bytes((len(raw),)) + raw
     return bytes(out + b"\0")
+
+
+def decode_name(wire: bytes) -> str:
+    """An uncompressed wire name back to text (lower-cased, no trailing dot)."""
+    labels, pos = [], 0
+    while wire[pos]:
+        labels.append(wire[pos + 1: pos + 1 + wire[pos]].decode("latin-1").lower())
+        pos += 1 + wire[pos]
+    return ".".join(labels)
 
 
 def rr(name: str | None, rtype: int, rdata: bytes, ttl: int = TTL) -> bytes:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from dataclasses import replace
 
 from lite.agent.dns.records import (
     AAAA,
@@ -34,6 +35,7 @@ from lite.agent.dns.records import (
     NameType,
     Obj,
     Prepared,
+    decode_name,
     encode_name,
     object_key,
     prepare,
@@ -194,4 +196,7 @@ def _prepare(nt: NameType, entries: Iterable[Entry]) -> Prepared:
         rdatas.update(dict.fromkeys(e.rdatas))
         extra.update(dict.fromkeys(e.additional))
     additional = [rr(n, t, d) for n, t, d in extra if t in (1, AAAA)]
-    return prepare(NOERROR, [(nt[1], d) for d in rdatas], (), additional)
+    prepared = prepare(NOERROR, [(nt[1], d) for d in rdatas], (), additional)
+    if nt[1] == CNAME:
+        return replace(prepared, cname=decode_name(next(iter(rdatas))))
+    return prepared
