@@ -113,6 +113,12 @@ class ClusterZone:
         for svc in services:
             self.set_service(svc)
 
+    def rezone(self, zone: str) -> ClusterZone:
+        """The same objects under another cluster domain."""
+        other = ClusterZone(zone)
+        other.replace(self._services.values(), self._slices.values())
+        return other
+
     def _unlink(self, key: Key) -> Key | None:
         owner = self._slice_owner.pop(key, None)
         if owner is not None:
