@@ -168,3 +168,15 @@ async def test_dig_asks_over_udp_and_tcp(server: DnsServer) -> None:
                                                    "many.default.svc.cluster.local"], capture_output=True,
                                   text=True, timeout=10, check=True)
     assert " tc" in out.stdout.split("flags:")[1].split(";")[0]
+
+
+async def test_udp_answers_follow_zone_changes(server: DnsServer) -> None:
+    query = dns.message.make_query("web.default.svc.cluster.local.", "A")
+    for expected in (["10.43.0.20"], ["10.43.0.21"], []):
+        query.id = (query.id + 1) % 65536  # the same question again: served from the memo unless the zone changed
+        msg = await dns.asyncquery.udp(query, server.address[0], port=server.address[1], timeout=3)
+        assert ips(msg) == expected and msg.id == query.id
+        if expected == ["10.43.0.20"]:
+            server.zone.set_service(svc("web", "10.43.0.21"))
+        else:
+            server.zone.delete_service("default", "web")

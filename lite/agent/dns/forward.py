@@ -105,6 +105,11 @@ class Forwarder:
             reply.header.id = query.header.id
         return reply
 
+    def expires(self, name: str, qtype: int, qclass: int) -> float | None:
+        """When the cached answer for (name, type, class) expires (time.monotonic()), None if none is cached."""
+        cached = self._cache.get((name, qtype, qclass))
+        return cached.expires if cached is not None else None
+
     async def _ask(self, query: DNSRecord) -> DNSRecord | None:
         for upstream in self.upstreams:
             try:

@@ -6,7 +6,11 @@
         └─ None (not the zone's) ──► Forwarder (cache, upstream) on a task; SERVFAIL if nobody answers
 
 Invariants:
-- The hot path is synchronous: a dictionary lookup and a few bytes joined; no parsing library, no task.
+- The hot path is synchronous: a dictionary lookup and a few bytes joined; no parsing library, no task. A
+  UDP query seen before (same bytes after the ID) is answered from a memo of whole responses, cleared whenever
+  the zone changes (`ClusterZone.generation`) and when it reaches MEMO_SIZE entries. Relayed answers that
+  the forwarder holds in its cache are memoised the same way for at most RELAY_MEMO_SECONDS (within their
+  TTL), so their TTLs are at most that much too high.
 - Responses echo the asker's ID, question (letter case included) and RD; RA is set; answers from the zone
   are authoritative (AA). A query carrying EDNS gets an OPT record back (payload 1232) and may receive up to
   its advertised size over UDP (at least 512, at most 4096); anything larger is sent truncated (TC, question
@@ -23,9 +27,9 @@ import contextlib
 import logging
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 from dnslib import EDNS0, QTYPE, DNSRecord
 from dnslib.dns import DNSError
@@ -41,6 +45,8 @@ QR, AA, TC, RD, RA = 0x8000, 0x0400, 0x0200, 0x0100, 0x0080
 OPT, ANY = 41, 255
 EDNS_SIZE = 1232
 OPT_RR = b"\0" + struct.pack("!HHIH", OPT, EDNS_SIZE, 0, 0)
+MEMO_SIZE = 20000
+RELAY_MEMO_SECONDS = 1.0
 SocketFactory = Callable[[int], socket.socket]  # socket type (SOCK_DGRAM / SOCK_STREAM) → an unbound socket
 
 
@@ -113,7 +119,12 @@ class DnsServer:
         self.zone = zone
         self.forwarder = forwarder
         self.max_pending = max_pending
-        self._udp: asyncio.DatagramTransport | None = None
+        self._udp: _UdpReader | None = None
+        self._memo: dict[bytes, bytes] = {}  # UDP query minus its ID → response minus its ID (zone answers)
+        self._memo_generation = -1
+        # UDP query minus its ID → (valid until, relayed response minus its ID): cached upstream answers served
+        # without parsing; RELAY_MEMO_SECONDS bounds how stale their TTLs get (then re-rendered from the cache)
+        self._relayed: dict[bytes, tuple[float, bytes]] = {}
         self._tcp: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -123,7 +134,6 @@ class DnsServer:
     async def start(self, host: str, port: int = 53, *, make_socket: SocketFactory | None = None) -> None:
         """Listen on UDP and TCP host:port (port 0: one free port for both); `make_socket` e.g. in another netns."""
         make = make_socket or (lambda kind: socket.socket(socket.AF_INET, kind))
-        loop = asyncio.get_running_loop()
         udp = make(socket.SOCK_DGRAM)
         tcp = make(socket.SOCK_STREAM)
         try:
@@ -134,8 +144,8 @@ class DnsServer:
             tcp.listen(128)
             udp.setblocking(False)
             tcp.setblocking(False)
-            self._udp, _ = await loop.create_datagram_endpoint(lambda: _UdpServer(self), sock=udp)
             self._tcp = await asyncio.start_server(self._serve_tcp, sock=tcp)
+            self._udp = _UdpReader(self, udp)
         except BaseException:
             udp.close()
             tcp.close()
@@ -164,13 +174,32 @@ class DnsServer:
 
         `limit` is the UDP size limit to apply, None over TCP.
         """
+        if limit is not None:
+            if self._memo_generation != self.zone.generation:
+                self._memo.clear()
+                self._relayed.clear()
+                self._memo_generation = self.zone.generation
+            hit = self._memo.get(data[2:])
+            if hit is not None:
+                return data[:2] + hit, None
+            relayed = self._relayed.get(data[2:])
+            if relayed is not None:
+                if relayed[0] > time.monotonic():
+                    return data[:2] + relayed[1], None
+                del self._relayed[data[2:]]
         q = parse_question(data)
         if q is None:
             return error_reply(data), None
         p = self.zone.lookup(q.name, q.qtype) if q.qclass == 1 else None
         if p is None or (p.cname and q.qtype not in (CNAME, ANY)):
             return None, q
-        return render(data, q, p, 65535 if limit is None else udp_limit(q)), None
+        if limit is None:
+            return render(data, q, p, 65535), None
+        reply = render(data, q, p, udp_limit(q))
+        if len(self._memo) >= MEMO_SIZE:
+            self._memo.clear()
+        self._memo[data[2:]] = reply[2:]
+        return reply, None
 
     async def answer_later(self, data: bytes, q: Question, limit: int | None, depth: int = 0) -> bytes:
         """The forwarded (or CNAME-chased) answer; SERVFAIL when no upstream answers."""
@@ -231,7 +260,13 @@ class DnsServer:
 
         async def work() -> None:
             try:
-                send(await self.answer_later(data, q, limit))
+                wire = await self.answer_later(data, q, limit)
+                send(wire)
+                expires = self.forwarder.expires(q.name, q.qtype, q.qclass) if self.forwarder is not None else None
+                if limit is not None and expires is not None and self.zone.lookup(q.name, q.qtype) is None:
+                    if len(self._relayed) >= MEMO_SIZE:
+                        self._relayed.clear()
+                    self._relayed[data[2:]] = (min(expires, time.monotonic() + RELAY_MEMO_SECONDS), wire[2:])
             except Exception:
                 log.exception("DNS query for %s failed", q.name)
 
@@ -261,21 +296,48 @@ class DnsServer:
                 await writer.wait_closed()
 
 
-class _UdpServer(asyncio.DatagramProtocol):
-    def __init__(self, server: DnsServer) -> None:
+class _UdpReader:
+    """The UDP socket, read straight from the loop's selector: each wake-up drains up to BATCH datagrams.
+
+    (asyncio's datagram transport reads one datagram per loop iteration; draining amortises the select call
+    and the callback dispatch over a burst, which is most of the cost per query.) Sends never block: a reply
+    the socket buffer cannot take is dropped, as a lost UDP packet would be, and the client retries.
+    """
+
+    BATCH = 64
+
+    def __init__(self, server: DnsServer, sock: socket.socket) -> None:
         self.server = server
-        self.transport: asyncio.DatagramTransport | None = None
+        self.sock = sock
+        self.closed = False
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._readable)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.DatagramTransport, transport)
+    def _readable(self) -> None:
+        sock, server = self.sock, self.server
+        for _ in range(self.BATCH):
+            try:
+                data, addr = sock.recvfrom(65535)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                continue  # an ICMP error queued on the socket: nothing to answer
+            reply, q = server.answer_now(data, 512)
+            if reply is not None:
+                self._send(reply, addr)
+            elif q is not None:
+                server.forward(data, q, 512, self._sender(addr))
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        reply, q = self.server.answer_now(data, 512)
-        transport = self.transport
-        if transport is None:
+    def _sender(self, addr: tuple[str, int]) -> Callable[[bytes], None]:
+        return lambda wire: self._send(wire, addr)
+
+    def _send(self, wire: bytes, addr: tuple[str, int]) -> None:
+        if self.closed:
             return
-        if reply is not None:
-            transport.sendto(reply, addr)
-        elif q is not None:
-            self.server.forward(data, q, 512, lambda wire: None if transport.is_closing() else transport.sendto(
-                wire, addr))
+        with contextlib.suppress(OSError):
+            self.sock.sendto(wire, addr)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            asyncio.get_running_loop().remove_reader(self.sock.fileno())
+            self.sock.close()

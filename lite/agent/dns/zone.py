@@ -61,6 +61,7 @@ class ClusterZone:
         self._entries: dict[NameType, dict[Key, Entry]] = {}
         self._answers: dict[NameType, Prepared] = {}
         self._nodes: dict[str, int] = {}
+        self.generation = 0  # bumped by every change of an answer: caches of rendered answers compare it
         self._nodata = prepare(NOERROR, (), (self._soa,))
         self._nxdomain = prepare(NXDOMAIN, (), (self._soa,))
         version = f"dns-version.{self.zone}"
@@ -137,6 +138,7 @@ class ClusterZone:
         for nt in old.keys() | new.keys():
             if old.get(nt) == new.get(nt):
                 continue
+            self.generation += 1
             holders = self._entries.setdefault(nt, {})
             was = bool(holders)
             if nt in new:
