@@ -180,3 +180,13 @@ async def test_udp_answers_follow_zone_changes(server: DnsServer) -> None:
             server.zone.set_service(svc("web", "10.43.0.21"))
         else:
             server.zone.delete_service("default", "web")
+
+
+async def test_cached_upstream_answers_carry_edns_only_when_asked(server: DnsServer) -> None:
+    with_edns = await tcp(server, "www.example.test.", use_edns=0, payload=1232)
+    assert with_edns.edns == 0 and ips(with_edns) == ["192.0.2.10"]
+    for _ in range(2):
+        plain = await tcp(server, "www.example.test.")
+        assert plain.edns == -1 and ips(plain) == ["192.0.2.10"]
+    again = await tcp(server, "www.example.test.", use_edns=0, payload=1232)
+    assert again.edns == 0 and len(again.additional) == 0

@@ -8,7 +8,7 @@ compression, odd records) to learn their TTL and rcode, and kept in a cache keye
 Invariants:
 - A cached answer lives for its smallest TTL (answers), or the SOA's negative TTL (NXDOMAIN/NODATA, RFC 2308),
   capped at `max_ttl`; SERVFAIL, REFUSED and answers without any TTL are not cached. A cache hit is served
-  with its TTLs reduced by its age and the asker's message ID.
+  with its TTLs reduced by its age and the asker's message ID; callers always get a copy of what is cached.
 - The cache is bounded (`max_entries`, oldest dropped first); expired entries are dropped when met.
 - An upstream that does not answer within `timeout` is skipped for this query; when none answers the caller
   gets None and sends SERVFAIL. Replies whose ID or question do not match a pending query are ignored.
@@ -102,7 +102,7 @@ class Forwarder:
                 if len(self._cache) >= self.max_entries:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[key] = Cached(now + ttl, now, reply)
-            reply.header.id = query.header.id
+            return _aged(reply, query, 0)  # a copy: callers may change what they get, never the cached one
         return reply
 
     def expires(self, name: str, qtype: int, qclass: int) -> float | None:
