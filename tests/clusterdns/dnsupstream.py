@@ -1,5 +1,8 @@
 """An upstream resolver the cluster DNS tests start themselves (never a real one), and small helpers.
 
+(A helper module, not conftest.py: every test directory's conftest is the module `conftest`, and runs naming
+several directories would hand the netns tests this one.)
+
 The upstream is dnslib's threaded server with a fixed resolver, bound to a loopback address of its own.
 """
 
@@ -7,10 +10,13 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dnslib import QTYPE, RCODE, RR, SOA, A, DNSRecord
-from dnslib.server import BaseResolver
+from dnslib.server import BaseResolver, DNSLogger
+from dnslib.server import DNSServer as LibServer
 
 UPSTREAM_HOST = "127.0.53.2"
 
@@ -44,3 +50,20 @@ def free_port(host: str) -> int:
         s.bind((host, 0))
         port: int = s.getsockname()[1]
         return port
+
+
+@contextmanager
+def running_upstream() -> Iterator[tuple[FixedUpstream, int]]:
+    """The upstream on UPSTREAM_HOST:<free port>, UDP and TCP, until the block ends."""
+    resolver = FixedUpstream()
+    port = free_port(UPSTREAM_HOST)
+    quiet = DNSLogger(log="-request,-reply,-truncated,-error,-recv,-send,-data", logf=lambda _: None)
+    servers = [LibServer(resolver, address=UPSTREAM_HOST, port=port, tcp=tcp, logger=quiet) for tcp in (False, True)]
+    for s in servers:
+        s.start_thread()
+    try:
+        yield resolver, port
+    finally:
+        for s in servers:
+            s.stop()
+            s.server.server_close()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dnsupstream import UPSTREAM_HOST, FixedUpstream
+from dnsupstream import UPSTREAM_HOST, FixedUpstream, running_upstream
 
 from lite import wire
 from lite.agent.agent import Agent, AgentConfig
@@ -48,6 +48,18 @@ for ask in (dns.query.udp, dns.query.tcp):
     r = ask(q, sys.argv[3], timeout=5)
     print(ask.__name__, sorted(rd.to_text() for rs in r.answer for rd in rs))
 """
+
+
+@pytest.fixture(scope="module")
+def upstream_servers() -> Iterator[tuple[FixedUpstream, int]]:
+    with running_upstream() as running:
+        yield running
+
+
+@pytest.fixture
+def upstream(upstream_servers: tuple[FixedUpstream, int]) -> tuple[FixedUpstream, int]:
+    upstream_servers[0].asked.clear()
+    return upstream_servers
 
 
 def ip(*args: str) -> None:

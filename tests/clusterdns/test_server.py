@@ -11,7 +11,7 @@ import shutil
 import socket
 import struct
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import dns.asyncquery
@@ -21,13 +21,25 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import pytest
-from dnsupstream import UPSTREAM_HOST, FixedUpstream, free_port
+from dnsupstream import UPSTREAM_HOST, FixedUpstream, free_port, running_upstream
 
 from lite.agent.dns.forward import Forwarder
 from lite.agent.dns.server import DnsServer
 from lite.agent.dns.zone import ClusterZone
 
 Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def upstream_servers() -> Iterator[tuple[FixedUpstream, int]]:
+    with running_upstream() as running:
+        yield running
+
+
+@pytest.fixture
+def upstream(upstream_servers: tuple[FixedUpstream, int]) -> tuple[FixedUpstream, int]:
+    upstream_servers[0].asked.clear()
+    return upstream_servers
 
 
 def svc(name: str, cluster_ip: str, **spec: Any) -> Obj:
