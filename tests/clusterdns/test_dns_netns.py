@@ -11,6 +11,7 @@ The pod resolves with glibc (Python's getaddrinfo) through the resolv.conf lite 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import shutil
@@ -172,3 +173,22 @@ async def test_a_pod_resolves_services_headless_pods_srv_and_external_names(
     await agent.handle(wire.ObjectDelete("Service", "default", "web"))
     out = await asyncio.to_thread(in_pod, netns, sys.executable, "-c", RESOLVE, "web")
     assert out.splitlines() == ["web gaierror"], out
+
+
+def test_killall_removes_the_cluster_dns_address(prefix: str, tmp_path: Path) -> None:
+    from lite.agent.killall import HostRecord, killall
+    from lite.netns.dnsaddr import ensure_dns_address
+
+    node = f"{prefix}-node"
+    ip("netns", "add", node)
+    asyncio.run(ensure_dns_address(CLUSTER_DNS, node_netns=node))
+    agent_root = tmp_path / "data" / "agent"
+    HostRecord(cgroup_root=f"{prefix}-none", netns_dir=str(tmp_path / "netns"), node_netns=f"/run/netns/{node}",
+               bridge=f"{prefix}-br").save(agent_root)
+    (agent_root / "node-config.json").write_text(json.dumps({"clusterDNS": [CLUSTER_DNS]}))
+    addrs = ["ip", "-n", node, "-o", "addr", "show", "dev", "lo"]
+    assert CLUSTER_DNS in subprocess.run(addrs, capture_output=True, text=True, check=True).stdout
+    report = killall(tmp_path / "data")
+    assert report.addresses == 1 and not report.errors, report
+    assert CLUSTER_DNS not in subprocess.run(addrs, capture_output=True, text=True, check=True).stdout
+    assert killall(tmp_path / "data").addresses == 0  # idempotent
