@@ -202,3 +202,10 @@ async def test_cached_upstream_answers_carry_edns_only_when_asked(server: DnsSer
         assert plain.edns == -1 and ips(plain) == ["192.0.2.10"]
     again = await tcp(server, "www.example.test.", use_edns=0, payload=1232)
     assert again.edns == 0 and len(again.additional) == 0
+
+
+async def test_external_name_chase_for_other_types(server: DnsServer) -> None:
+    for qtype in ("AAAA", "TXT", "TYPE65000"):
+        msg = await udp(server, "ext.default.svc.cluster.local.", qtype)
+        assert msg.rcode() == dns.rcode.NXDOMAIN  # what the upstream says about www.example.test for that type
+        assert [dns.rdatatype.to_text(rs.rdtype) for rs in msg.answer] == ["CNAME"]

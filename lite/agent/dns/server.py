@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dnslib import EDNS0, QTYPE, DNSRecord
+from dnslib import EDNS0, DNSQuestion, DNSRecord
 from dnslib.dns import DNSError
 
 from lite.agent.dns.forward import Forwarder
@@ -236,7 +236,7 @@ class DnsServer:
         """The CNAME answer followed by the answer for its target (from the zone or upstream)."""
         own = DNSRecord.parse(render(data, Question(q.ident, q.flags, q.name, q.qtype, q.qclass, q.end, 0), p,
                                      65535))
-        sub_query = DNSRecord.question(p.cname, QTYPE.get(q.qtype, q.qtype))
+        sub_query = DNSRecord(q=DNSQuestion(p.cname, q.qtype))
         sub_query.header.rd = 1
         sub_data = sub_query.pack()
         sq = parse_question(sub_data)
