@@ -209,3 +209,15 @@ async def test_external_name_chase_for_other_types(server: DnsServer) -> None:
         msg = await udp(server, "ext.default.svc.cluster.local.", qtype)
         assert msg.rcode() == dns.rcode.NXDOMAIN  # what the upstream says about www.example.test for that type
         assert [dns.rdatatype.to_text(rs.rdtype) for rs in msg.answer] == ["CNAME"]
+
+
+async def test_a_failure_while_answering_is_servfail_not_silence(server: DnsServer,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(query: Any) -> None:  # fault injection: a bug in the forwarding path
+        raise RuntimeError("boom")
+
+    assert server.forwarder is not None
+    monkeypatch.setattr(server.forwarder, "resolve", broken)
+    for ask in (udp, tcp):
+        msg = await ask(server, "other.example.test.")
+        assert msg.rcode() == dns.rcode.SERVFAIL

@@ -17,6 +17,7 @@ Invariants:
   only) so the client retries over TCP. TCP answers are never truncated.
 - Malformed queries with a readable header get FORMERR, other opcodes NOTIMP; responses and runts are dropped.
 - At most `max_pending` forwarded queries are in flight; beyond that queries are answered SERVFAIL at once.
+  A failure while answering (a bug) is logged and answered SERVFAIL, never left to the client's timeout.
 - `close` cancels the in-flight work and closes every socket and connection it opened.
 """
 
@@ -108,6 +109,10 @@ def render(data: bytes, q: Question, p: Prepared, limit: int) -> bytes:
     if len(out) <= limit:
         return out
     return HEADER.pack(q.ident, flags | TC, 1, 0, 0, 1 if q.edns else 0) + data[12 : q.end] + opt
+
+
+def servfail(data: bytes, q: Question) -> bytes:
+    return HEADER.pack(q.ident, QR | (q.flags & RD) | RA | SERVFAIL, 1, 0, 0, 0) + data[12 : q.end]
 
 
 def udp_limit(q: Question) -> int:
@@ -255,7 +260,7 @@ class DnsServer:
     def forward(self, data: bytes, q: Question, limit: int | None, send: Callable[[bytes], None]) -> None:
         """Answer `data` on a task (`send` gets the response); SERVFAIL at once when too much is pending."""
         if len(self._tasks) >= self.max_pending:
-            send(HEADER.pack(q.ident, QR | (q.flags & RD) | RA | SERVFAIL, 1, 0, 0, 0) + data[12 : q.end])
+            send(servfail(data, q))
             return
 
         async def work() -> None:
@@ -269,6 +274,7 @@ class DnsServer:
                     self._relayed[data[2:]] = (min(expires, time.monotonic() + RELAY_MEMO_SECONDS), wire[2:])
             except Exception:
                 log.exception("DNS query for %s failed", q.name)
+                send(servfail(data, q))
 
         task = asyncio.get_running_loop().create_task(work())
         self._tasks.add(task)
@@ -283,7 +289,11 @@ class DnsServer:
                     data = await reader.readexactly(size)
                 reply, q = self.answer_now(data, None)
                 if reply is None and q is not None:
-                    reply = await self.answer_later(data, q, None)
+                    try:
+                        reply = await self.answer_later(data, q, None)
+                    except Exception:
+                        log.exception("DNS query for %s failed", q.name)
+                        reply = servfail(data, q)
                 if reply:
                     writer.write(struct.pack("!H", len(reply)) + reply)
                     await writer.drain()
