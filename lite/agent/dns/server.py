@@ -177,7 +177,8 @@ class DnsServer:
     def answer_now(self, data: bytes, limit: int | None) -> tuple[bytes | None, Question | None]:
         """(response, None) when answered at once or dropped; (None, question) when it must go upstream.
 
-        `limit` is the UDP size limit to apply, None over TCP.
+        `limit` None means TCP (no size limit, no memo); any number means UDP, whose size limit is 512 bytes
+        or the query's EDNS payload size.
         """
         if limit is not None:
             if self._memo_generation != self.zone.generation:
