@@ -221,3 +221,15 @@ async def test_a_failure_while_answering_is_servfail_not_silence(server: DnsServ
     for ask in (udp, tcp):
         msg = await ask(server, "other.example.test.")
         assert msg.rcode() == dns.rcode.SERVFAIL
+
+
+async def test_cached_upstream_answers_age(server: DnsServer, upstream: tuple[FixedUpstream, int]) -> None:
+    assert (await udp(server, "www.example.test.")).answer[0].ttl == 30
+    assert server.forwarder is not None
+    for entry in server.forwarder._cache.values():
+        entry.stored -= 10  # as if cached ten seconds ago
+    for ask in (udp, tcp):
+        msg = await ask(server, "WWW.Example.test.", use_edns=0)
+        assert msg.answer[0].ttl == 20 and ips(msg) == ["192.0.2.10"] and msg.edns == 0
+        assert msg.question[0].name.to_text() == "WWW.Example.test."
+    assert upstream[0].asked == ["www.example.test. A"]

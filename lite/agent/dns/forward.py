@@ -6,6 +6,8 @@ and again over TCP when the UDP answer comes back truncated. Answers are parsed 
 compression, odd records) to learn their TTL and rcode, and kept in a cache keyed by (name, type, class).
 
 Invariants:
+- `fresh` gives the server a cached answer already packed (ID 0, no OPT) with the offsets of its TTLs, so a
+  cache hit is served by patching bytes on the hot path, without parsing or a task.
 - A cached answer lives for its smallest TTL (answers), or the SOA's negative TTL (NXDOMAIN/NODATA, RFC 2308),
   capped at `max_ttl`; SERVFAIL, REFUSED and answers without any TTL are not cached. A cache hit is served
   with its TTLs reduced by its age and the asker's message ID; callers always get a copy of what is cached.
@@ -41,6 +43,18 @@ class Cached:
     expires: float
     stored: float
     record: DNSRecord
+    wire: bytes = b""  # the record packed with ID 0 and without OPT, for `fresh` callers that patch bytes
+    question_end: int = 0  # offset just after the question in `wire`
+    ttl_offsets: tuple[int, ...] = ()  # where the TTL of each record sits in `wire`
+
+    @classmethod
+    def of(cls, record: DNSRecord, expires: float, stored: float) -> Cached:
+        bare = DNSRecord.parse(record.pack())
+        bare.header.id = 0
+        bare.ar = [r for r in bare.ar if r.rtype != QTYPE.OPT]
+        wire = bare.pack()
+        end, offsets = ttl_offsets(wire)
+        return cls(expires, stored, record, wire, end, tuple(offsets))
 
 
 class _UdpClient(asyncio.DatagramProtocol):
@@ -101,14 +115,17 @@ class Forwarder:
             if ttl > 0:
                 if len(self._cache) >= self.max_entries:
                     self._cache.pop(next(iter(self._cache)))
-                self._cache[key] = Cached(now + ttl, now, reply)
+                self._cache[key] = Cached.of(reply, now + ttl, now)
             return _aged(reply, query, 0)  # a copy: callers may change what they get, never the cached one
         return reply
 
-    def expires(self, name: str, qtype: int, qclass: int) -> float | None:
-        """When the cached answer for (name, type, class) expires (time.monotonic()), None if none is cached."""
+    def fresh(self, name: str, qtype: int, qclass: int, now: float) -> Cached | None:
+        """The cached answer for (lower-cased name, type, class) if it has not expired (a hit), else None."""
         cached = self._cache.get((name, qtype, qclass))
-        return cached.expires if cached is not None else None
+        if cached is None or cached.expires <= now:
+            return None
+        self.hits += 1
+        return cached
 
     async def _ask(self, query: DNSRecord) -> DNSRecord | None:
         for upstream in self.upstreams:
@@ -174,6 +191,32 @@ def cache_ttl(reply: DNSRecord, max_ttl: int) -> int:
         return min(min(int(r.ttl) for r in reply.rr), max_ttl)
     soas = [min(int(r.ttl), int(r.rdata.times[-1])) for r in reply.auth if r.rtype == QTYPE.SOA]
     return min(min(soas), max_ttl) if soas else 0
+
+
+def ttl_offsets(wire: bytes) -> tuple[int, list[int]]:
+    """(end of the question section, offsets of the TTL field of every non-OPT record) of a well-formed message."""
+    qd, an, ns, ar = struct.unpack_from("!HHHH", wire, 4)
+    pos = 12
+    for _ in range(qd):
+        pos = _skip_name(wire, pos) + 4
+    end, offsets = pos, []
+    for _ in range(an + ns + ar):
+        pos = _skip_name(wire, pos)
+        rtype, _, _, rdlen = struct.unpack_from("!HHIH", wire, pos)
+        if rtype != QTYPE.OPT:
+            offsets.append(pos + 4)
+        pos += 10 + rdlen
+    return end, offsets
+
+
+def _skip_name(wire: bytes, pos: int) -> int:
+    while True:
+        n = wire[pos]
+        if n == 0:
+            return pos + 1
+        if n & 0xC0 == 0xC0:
+            return pos + 2
+        pos += 1 + n
 
 
 def _aged(record: DNSRecord, query: DNSRecord, age: int) -> DNSRecord:

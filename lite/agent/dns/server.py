@@ -8,9 +8,9 @@
 Invariants:
 - The hot path is synchronous: a dictionary lookup and a few bytes joined; no parsing library, no task. A
   UDP query seen before (same bytes after the ID) is answered from a memo of whole responses, cleared whenever
-  the zone changes (`ClusterZone.generation`) and when it reaches MEMO_SIZE entries. Relayed answers that
-  the forwarder holds in its cache are memoised the same way for at most RELAY_MEMO_SECONDS (within their
-  TTL), so their TTLs are at most that much too high.
+  the zone changes (`ClusterZone.generation`) and when it reaches MEMO_SIZE entries. An upstream answer the
+  forwarder holds in its cache is served on the hot path too: its packed bytes with the asker's ID, flags and
+  question, TTLs reduced by its age (`render_cached`); only misses go to a task.
 - Responses echo the asker's ID, question (letter case included) and RD; RA is set; answers from the zone
   are authoritative (AA). A query carrying EDNS gets an OPT record back (payload 1232) and may receive up to
   its advertised size over UDP (at least 512, at most 4096); anything larger is sent truncated (TC, question
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from dnslib import EDNS0, DNSQuestion, DNSRecord
 from dnslib.dns import DNSError
 
-from lite.agent.dns.forward import Forwarder
+from lite.agent.dns.forward import Cached, Forwarder
 from lite.agent.dns.records import CNAME, NOERROR, SERVFAIL, Prepared
 from lite.agent.dns.zone import ClusterZone
 
@@ -47,7 +47,6 @@ OPT, ANY = 41, 255
 EDNS_SIZE = 1232
 OPT_RR = b"\0" + struct.pack("!HHIH", OPT, EDNS_SIZE, 0, 0)
 MEMO_SIZE = 20000
-RELAY_MEMO_SECONDS = 1.0
 SocketFactory = Callable[[int], socket.socket]  # socket type (SOCK_DGRAM / SOCK_STREAM) → an unbound socket
 
 
@@ -111,6 +110,25 @@ def render(data: bytes, q: Question, p: Prepared, limit: int) -> bytes:
     return HEADER.pack(q.ident, flags | TC, 1, 0, 0, 1 if q.edns else 0) + data[12 : q.end] + opt
 
 
+def render_cached(data: bytes, q: Question, c: Cached, limit: int) -> bytes:
+    """A cached upstream answer for `data`: the asker's ID, RD and question; RA; no AA; TTLs aged; OPT if asked."""
+    out = bytearray(c.wire)
+    age = int(time.monotonic() - c.stored)
+    if age:
+        for off in c.ttl_offsets:
+            struct.pack_into("!I", out, off, max(0, struct.unpack_from("!I", out, off)[0] - age))
+    flags = (struct.unpack_from("!H", out, 2)[0] & ~(AA | RD | TC)) | (q.flags & RD) | RA
+    struct.pack_into("!HH", out, 0, q.ident, flags)
+    out[12 : c.question_end] = data[12 : q.end]  # same name and type: same length, the asker's letter case
+    if q.edns:
+        out += OPT_RR
+        struct.pack_into("!H", out, 10, struct.unpack_from("!H", out, 10)[0] + 1)
+    if len(out) <= limit:
+        return bytes(out)
+    opt = OPT_RR if q.edns else b""
+    return HEADER.pack(q.ident, flags | TC, 1, 0, 0, 1 if q.edns else 0) + data[12 : q.end] + opt
+
+
 def servfail(data: bytes, q: Question) -> bytes:
     return HEADER.pack(q.ident, QR | (q.flags & RD) | RA | SERVFAIL, 1, 0, 0, 0) + data[12 : q.end]
 
@@ -127,9 +145,6 @@ class DnsServer:
         self._udp: _UdpReader | None = None
         self._memo: dict[bytes, bytes] = {}  # UDP query minus its ID → response minus its ID (zone answers)
         self._memo_generation = -1
-        # UDP query minus its ID → (valid until, relayed response minus its ID): cached upstream answers served
-        # without parsing; RELAY_MEMO_SECONDS bounds how stale their TTLs get (then re-rendered from the cache)
-        self._relayed: dict[bytes, tuple[float, bytes]] = {}
         self._tcp: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -183,20 +198,18 @@ class DnsServer:
         if limit is not None:
             if self._memo_generation != self.zone.generation:
                 self._memo.clear()
-                self._relayed.clear()
                 self._memo_generation = self.zone.generation
             hit = self._memo.get(data[2:])
             if hit is not None:
                 return data[:2] + hit, None
-            relayed = self._relayed.get(data[2:])
-            if relayed is not None:
-                if relayed[0] > time.monotonic():
-                    return data[:2] + relayed[1], None
-                del self._relayed[data[2:]]
         q = parse_question(data)
         if q is None:
             return error_reply(data), None
         p = self.zone.lookup(q.name, q.qtype) if q.qclass == 1 else None
+        if p is None and self.forwarder is not None:
+            cached = self.forwarder.fresh(q.name, q.qtype, q.qclass, time.monotonic())
+            if cached is not None:
+                return render_cached(data, q, cached, 65535 if limit is None else udp_limit(q)), None
         if p is None or (p.cname and q.qtype not in (CNAME, ANY)):
             return None, q
         if limit is None:
@@ -266,13 +279,7 @@ class DnsServer:
 
         async def work() -> None:
             try:
-                wire = await self.answer_later(data, q, limit)
-                send(wire)
-                expires = self.forwarder.expires(q.name, q.qtype, q.qclass) if self.forwarder is not None else None
-                if limit is not None and expires is not None and self.zone.lookup(q.name, q.qtype) is None:
-                    if len(self._relayed) >= MEMO_SIZE:
-                        self._relayed.clear()
-                    self._relayed[data[2:]] = (min(expires, time.monotonic() + RELAY_MEMO_SECONDS), wire[2:])
+                send(await self.answer_later(data, q, limit))
             except Exception:
                 log.exception("DNS query for %s failed", q.name)
                 send(servfail(data, q))
