@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
     srv.add_argument("--service-proxy", action="store_true",
                      help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
+    srv.add_argument("--cluster-dns", default="", metavar="IP",
+                     help="cluster DNS IP given to pods (default: the 10th address of --service-cidr, 10.43.0.10)")
+    srv.add_argument("--cluster-domain", default="cluster.local", help="cluster domain (default cluster.local)")
+    srv.add_argument("--resolv-conf", default=None, metavar="FILE",
+                     help="embedded agent: resolv.conf whose nameservers the cluster DNS forwards to "
+                          "(default /etc/resolv.conf)")
     srv.add_argument("--snapshot-schedule-cron", default="0 */12 * * *", metavar="CRON",
                      help="when to snapshot the store into <data-dir>/server/snapshots (default every 12 hours)")
     srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
@@ -106,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
     agent.add_argument("--service-proxy", action="store_true",
                        help="proxy Services with nftables (table 'ip lite' in this host's netns)")
+    agent.add_argument("--resolv-conf", default=None, metavar="FILE",
+                       help="resolv.conf whose nameservers the cluster DNS forwards to (default /etc/resolv.conf)")
     _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
@@ -199,6 +207,9 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
+        cluster_dns=args.cluster_dns,
+        cluster_domain=args.cluster_domain,
+        resolv_conf=Path(args.resolv_conf) if args.resolv_conf else None,
         private_registry=Path(args.private_registry) if args.private_registry else None,
         tls_handshake_timeout=args.tls_handshake_timeout,
         request_header_timeout=args.request_header_timeout,
