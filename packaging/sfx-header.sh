@@ -1,0 +1,35 @@
+#!/bin/sh
+# lite: one file to ship. This shell header is followed by a gzip'd tar of the PyInstaller onedir build; the
+# first run unpacks it once into a directory named by the payload's SHA-256 and every run then execs the
+# unpacked `lite` (a shell start plus one exec: the onedir's start-up, not an unpack per start as PyInstaller's
+# onefile mode does). The directory persists, so container shims and the zygote, which re-exec
+# sys.executable (the unpacked binary), outlive the agent that started them.
+#
+# Where: $LITE_UNPACK_DIR, else /var/lib/lite/.bin for root, else ${XDG_CACHE_HOME:-~/.cache}/lite/bin.
+# Unpacking goes to a temp dir beside the target, then one rename: a concurrent start either sees the whole
+# tree or unpacks its own copy and throws it away. Built by packaging/sfx.sh (fills in the two values below).
+LITE_PAYLOAD_SHA256=@@HASH@@
+LITE_PAYLOAD_OFFSET=@@OFFSET@@
+if [ -n "${LITE_UNPACK_DIR:-}" ]; then
+    base=$LITE_UNPACK_DIR
+elif [ "$(id -u)" -eq 0 ]; then
+    base=/var/lib/lite/.bin
+else
+    base=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/lite/bin
+fi
+dir=$base/$LITE_PAYLOAD_SHA256
+if [ ! -x "$dir/lite/lite" ]; then
+    self=$0
+    case $self in */*) ;; *) self=$(command -v -- "$self") ;; esac
+    mkdir -p "$base" || exit 1
+    tmp=$(mktemp -d "$base/.unpack.XXXXXX") || exit 1
+    if ! tail -c "+$LITE_PAYLOAD_OFFSET" "$self" | tar -xzf - -C "$tmp"; then
+        rm -rf "$tmp"
+        echo "lite: cannot unpack $self into $base" >&2
+        exit 1
+    fi
+    chmod 0755 "$tmp"
+    mv -T "$tmp" "$dir" 2>/dev/null || [ -x "$dir/lite/lite" ] || { echo "lite: cannot create $dir" >&2; exit 1; }
+    rm -rf "$tmp"
+fi
+exec "$dir/lite/lite" "$@"
