@@ -95,7 +95,9 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
         agent = build_agent(AgentConfig(
             server_url=args.server, token=args.token, node_name=args.node_name or "", data_dir=data_dir,
             runtime=_runtime(args.runtime), ca_data=ca, registries=_registries(args.private_registry),
-            service_proxy=bool(getattr(args, "service_proxy", False))))
+            service_proxy=bool(getattr(args, "service_proxy", False)), node_ip=args.node_ip,
+            node_netns=args.node_netns, netns_dir=Path(args.netns_dir) if args.netns_dir else None,
+            cgroup_root=args.cgroup_root))
         notify("READY=1")  # the server's CA is verified and the agent starts: systemd may go on
         await agent.run()
 

@@ -103,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
     agent.add_argument("--service-proxy", action="store_true",
                        help="proxy Services with nftables (table 'ip lite' in this host's netns)")
+    agent.add_argument("--node-ip", default="", help="the node's address (default: the host's first address)")
+    # For tests and nested setups (the frozen executable's pod test): keep the bridge, pod netns files and
+    # cgroups apart from the host's defaults.
+    agent.add_argument("--node-netns", default=None, help=argparse.SUPPRESS)
+    agent.add_argument("--netns-dir", default=None, help=argparse.SUPPRESS)
+    agent.add_argument("--cgroup-root", default="lite", help=argparse.SUPPRESS)
     _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
