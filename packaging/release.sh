@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY="${1:-${PYTHON:-python3}}"
 DIST="${DIST_DIR:-dist}"
 [ "${SKIP_BUILD:-0}" = 1 ] || bash packaging/build.sh "$PY"
-version=$("$DIST/bin/lite" --version | awk '{print $2}')
+version=$("$DIST/lite/lite" --version | awk '{print $2}')  # the onedir: running the one file would unpack it
 case $(uname -m) in
     x86_64) arch=amd64 ;;
     aarch64 | arm64) arch=arm64 ;;
