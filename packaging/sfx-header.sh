@@ -22,6 +22,10 @@ if [ ! -x "$dir/lite/lite" ]; then
     self=$0
     case $self in */*) ;; *) self=$(command -v -- "$self") ;; esac
     mkdir -p "$base" || exit 1
+    if command -v sha256sum >/dev/null 2>&1; then  # a truncated or altered file must not be run
+        got=$(tail -c "+$LITE_PAYLOAD_OFFSET" "$self" | sha256sum | cut -c1-64)
+        [ "$got" = "$LITE_PAYLOAD_SHA256" ] || { echo "lite: $self is damaged (payload sha256 $got)" >&2; exit 1; }
+    fi
     tmp=$(mktemp -d "$base/.unpack.XXXXXX") || exit 1
     if ! tail -c "+$LITE_PAYLOAD_OFFSET" "$self" | tar -xzf - -C "$tmp"; then
         rm -rf "$tmp"
@@ -29,7 +33,10 @@ if [ ! -x "$dir/lite/lite" ]; then
         exit 1
     fi
     chmod 0755 "$tmp"
-    mv -T "$tmp" "$dir" 2>/dev/null || [ -x "$dir/lite/lite" ] || { echo "lite: cannot create $dir" >&2; exit 1; }
-    rm -rf "$tmp"
+    if ! mv -T "$tmp" "$dir" 2>/dev/null && [ ! -e "$dir" ]; then
+        mv "$tmp" "$dir"  # a mv without -T; the target is still free
+    fi
+    rm -rf "$tmp"  # left only when another start won the rename
+    [ -x "$dir/lite/lite" ] || { echo "lite: cannot create $dir" >&2; exit 1; }
 fi
 exec "$dir/lite/lite" "$@"

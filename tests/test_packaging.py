@@ -85,6 +85,25 @@ def test_one_file_unpacks_once_and_runs_every_subcommand(built: Built, tmp_path:
         assert "must run as root" in _run([exe, "killall", "--data-dir", data]).stderr
 
 
+def test_concurrent_first_starts_and_a_damaged_file(built: Built, tmp_path: Path) -> None:
+    """Starts racing to unpack all run and leave one tree; a file whose payload changed refuses to run."""
+    env = {**os.environ, "LITE_UNPACK_DIR": str(tmp_path / "race")}
+    procs = [subprocess.Popen([str(built.onefile), "--version"], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0] and all(o.startswith("lite ") for o in outs), outs
+    assert len(list((tmp_path / "race").iterdir())) == 1  # one tree, no temp dir left
+    bad = tmp_path / "lite"
+    data = bytearray(built.onefile.read_bytes())
+    data[-1000] ^= 0xFF  # inside the gzip'd payload
+    bad.write_bytes(bytes(data))
+    bad.chmod(0o755)
+    env["LITE_UNPACK_DIR"] = str(tmp_path / "bad")
+    done = _run([bad, "--version"], env=env)
+    assert done.returncode == 1 and "is damaged" in done.stderr, done
+    assert not list((tmp_path / "bad").iterdir())
+
+
 def test_zygote_runs_from_the_one_file(built: Built) -> None:
     """The runtime starts the zygote as `<sys.executable> shim zygote <fd>`: frozen, sys.executable is the
     unpacked binary; the zygote serves until the agent's end of the socket closes."""
