@@ -78,11 +78,36 @@ def test_one_file_unpacks_once_and_runs_every_subcommand(built: Built, tmp_path:
     assert missing.returncode == 1 and "has `lite server` run" in missing.stderr
     shim = _run([exe, "shim"])  # the hidden subcommand the runtime execs: usage, no argparse
     assert shim.returncode == 2 and "lite shim run <state_dir>" in shim.stderr
-    if os.geteuid() == 0:
-        killall = _run([exe, "killall", "--data-dir", data])
-        assert killall.returncode == 0, killall.stderr
-    else:
+    if os.geteuid() != 0:
         assert "must run as root" in _run([exe, "killall", "--data-dir", data]).stderr
+
+
+@pytest.mark.root
+def test_killall_runs_host_tools_without_the_bundled_libraries(built: Built, tmp_path: Path) -> None:
+    """`lite killall` from the file, on a data dir whose host record names a netns, cgroup root and bridge of
+    this test only; its `nft` is a stand-in that records the environment it got: the frozen bootloader's
+    LD_LIBRARY_PATH (the bundled libs) and `_PYI_*` markers must not reach host tools."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    data, node_ns, fake = tmp_path / "data", tmp_path / "node-netns", tmp_path / "fakebin"
+    (data / "agent").mkdir(parents=True)
+    node_ns.touch()
+    subprocess.run(["unshare", f"--net={node_ns}", "true"], check=True)
+    try:
+        (data / "agent" / "host.json").write_text(json.dumps({
+            "cgroup_root": f"lite-pkg-{uuid.uuid4().hex[:8]}", "netns_dir": str(tmp_path / "netns"),
+            "node_netns": str(node_ns), "bridge": "litepkg0"}))
+        fake.mkdir()
+        (fake / "nft").write_text(f'#!/bin/sh\nenv > {tmp_path}/nft.env\necho \'{{"nftables": []}}\'\n')
+        (fake / "nft").chmod(0o755)
+        env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+        killall = _run([built.onefile, "killall", "--data-dir", data], env=env)
+        assert killall.returncode == 0, killall.stdout + killall.stderr
+        seen = dict(line.split("=", 1) for line in (tmp_path / "nft.env").read_text().splitlines() if "=" in line)
+        assert not [k for k in seen if k.startswith("_PYI_")], seen
+        assert str(built.unpack) not in seen.get("LD_LIBRARY_PATH", ""), seen
+    finally:
+        subprocess.run(["umount", "-l", str(node_ns)], check=False, capture_output=True)
 
 
 def test_concurrent_first_starts_and_a_damaged_file(built: Built, tmp_path: Path) -> None:
