@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lite import wire
+from lite.agent import podpaths
 from lite.agent.backend import AgentStreams
 from lite.agent.hooks.base import Deps
 from lite.agent.metrics import PodSample, UsageSampler
@@ -198,6 +199,11 @@ class Agent:
 
     def _upsert(self, pod: Obj) -> None:
         uid = str(pod["metadata"]["uid"])
+        if not podpaths.is_component(uid):
+            # The uid names the pod's directory (created, then removed with rmtree): never a path.
+            log.error("refusing pod %s/%s: uid %r is not a plain name", pod["metadata"].get("namespace", ""),
+                      pod["metadata"].get("name", ""), uid)
+            return
         runner = self.runners.get(uid)
         if runner is not None:
             runner.update(pod)

@@ -84,7 +84,7 @@ def killall(data_dir: Path) -> Report:
     report = Report()
     pods = sorted(p for p in (agent_root / "pods").glob("*") if p.is_dir())
     report.processes += _kill_shims(pods)
-    report.processes += _kill_cgroup_tree(host.cgroup_root)
+    report.processes += kill_cgroup_tree(host.cgroup_root)
     report.mounts += _unmount_below(data_dir.resolve())
     for pod in pods:
         try:
@@ -98,7 +98,7 @@ def killall(data_dir: Path) -> Report:
     except OSError as e:
         report.errors.append(f"bridge {host.bridge}: {e}")
     report.nft_tables += _remove_nft_tables(host.node_netns)
-    report.cgroups += _remove_cgroup_tree(host.cgroup_root)
+    report.cgroups += remove_cgroup_tree(host.cgroup_root)
     return report
 
 
@@ -135,7 +135,7 @@ def _cgroup_tops(root: str) -> list[Path]:
     return [t for t in tops if t.is_dir()]
 
 
-def _kill_cgroup_tree(root: str) -> int:
+def kill_cgroup_tree(root: str) -> int:
     """SIGKILL every process in the tree until it is empty (a forking process gets a few rounds)."""
     killed: set[int] = set()
     for _ in range(50):
@@ -154,7 +154,7 @@ def _kill_cgroup_tree(root: str) -> int:
     return len(killed)
 
 
-def _remove_cgroup_tree(root: str) -> int:
+def remove_cgroup_tree(root: str) -> int:
     n = 0
     for top in _cgroup_tops(root):
         for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda w: -len(w[0])):

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from lite.agent import podpaths
 from lite.agent.envs import ConfigError
 from lite.agent.hooks import build_hooks
 from lite.agent.hooks.base import Deps, Hook, HookError, Obj, PodState
@@ -254,7 +255,7 @@ class PodRunner:
 
     def log_path(self, container: str, previous: bool = False) -> Path | None:
         rec = next((r for r in [*self.st.inits, *self.st.apps] if r.name == container), None)
-        if rec is None:
+        if rec is None or not podpaths.is_component(container):
             return None
         attempt = rec.restart_count - (1 if previous else 0)
         return log_path(self.st, container, attempt) if attempt >= 0 else None

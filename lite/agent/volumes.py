@@ -6,8 +6,11 @@ Content volumes are written the way kubelet's AtomicWriter does: files go into a
 `..data` symlink is swapped atomically, and each top-level entry is a symlink through `..data`, so a container never
 sees a half-updated volume and a later `refresh` may update it in place.
 
-Invariants: `setup` is idempotent (an existing emptyDir keeps its content; content volumes are rewritten only when
-their payload changed); `teardown` is idempotent and unmounts tmpfs before removing. A missing non-optional
+Invariants: nothing is created, written or mounted outside `<pod_dir>/volumes/<name>` (hostPath aside): names,
+item paths and subPaths go through `lite.agent.podpaths` (the second line behind API validation), and file modes
+above 0777 are refused, so no setuid/setgid/sticky file is ever written. `setup` is idempotent (an existing
+emptyDir keeps its content; content volumes are rewritten only when their payload changed); `teardown` is
+idempotent and unmounts tmpfs before removing. A missing non-optional
 ConfigMap/Secret or key raises `VolumeError` (kubelet's FailedMount): the pod stays ContainerCreating and retries.
 Blocking file I/O: small, bounded by the relayed objects' size; callers run `setup` in a thread.
 """
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lite.agent import podpaths
 from lite.agent.envs import ConfigError, PodContext, field_ref, resource_ref
 from lite.agent.runtime.spec import Mount
 from lite.quantity import parse_quantity
@@ -62,10 +66,16 @@ def _umount(path: Path) -> None:
 Payload = dict[str, tuple[bytes, int]]
 
 
+def _or(value: Any, default: int) -> Any:
+    """A mode field, or the default when it is absent or null."""
+    return default if value is None else value
+
+
 def _items(data: dict[str, bytes], items: list[Obj] | None, mode: int, what: str, optional: bool) -> Payload:
     out: Payload = {}
     if not items:
-        return {k: (v, mode) for k, v in data.items()}
+        # Keys become file names: a key such as '..' or '..data' would leave or clobber the volume.
+        return {str(podpaths.relative(k, f"{what} key")): (v, mode) for k, v in data.items()}
     for item in items:
         key = item.get("key", "")
         if key not in data:
@@ -73,7 +83,8 @@ def _items(data: dict[str, bytes], items: list[Obj] | None, mode: int, what: str
                 continue
             raise VolumeError(f'configmap references non-existent config key: {key}' if what == "configmap"
                               else f"references non-existent secret key: {key}")
-        out[str(item.get("path") or key)] = (data[key], int(item.get("mode", mode)))
+        rel = podpaths.relative(item.get("path") or key, f"{what} item path")
+        out[str(rel)] = (data[key], podpaths.file_mode(_or(item.get("mode"), mode), f"{what} item mode"))
     return out
 
 
@@ -87,7 +98,8 @@ def _config_map_payload(src: Obj, ctx: PodContext, default_mode: int) -> Payload
         raise VolumeError(f'configmap "{name}" not found')
     data = {k: v.encode() for k, v in (cm.get("data") or {}).items()}
     data.update({k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()})
-    return _items(data, src.get("items"), int(src.get("defaultMode", default_mode)), "configmap", optional)
+    mode = podpaths.file_mode(_or(src.get("defaultMode"), default_mode), "configMap defaultMode")
+    return _items(data, src.get("items"), mode, "configmap", optional)
 
 
 def _secret_payload(src: Obj, ctx: PodContext, default_mode: int, name_key: str = "secretName") -> Payload:
@@ -99,11 +111,12 @@ def _secret_payload(src: Obj, ctx: PodContext, default_mode: int, name_key: str 
             return {}
         raise VolumeError(f'secret "{name}" not found')
     data = {k: base64.b64decode(v) for k, v in (sec.get("data") or {}).items()}
-    return _items(data, src.get("items"), int(src.get("defaultMode", default_mode)), "secret", optional)
+    mode = podpaths.file_mode(_or(src.get("defaultMode"), default_mode), "secret defaultMode")
+    return _items(data, src.get("items"), mode, "secret", optional)
 
 
 def _downward_payload(src: Obj, pod: Obj, ctx: PodContext, default_mode: int) -> Payload:
-    mode = int(src.get("defaultMode", default_mode))
+    mode = podpaths.file_mode(_or(src.get("defaultMode"), default_mode), "downwardAPI defaultMode")
     out: Payload = {}
     containers = {c.get("name"): c for c in (pod.get("spec") or {}).get("containers") or []}
     try:
@@ -113,14 +126,15 @@ def _downward_payload(src: Obj, pod: Obj, ctx: PodContext, default_mode: int) ->
             else:
                 ref = item.get("resourceFieldRef") or {}
                 value = resource_ref(containers.get(ref.get("containerName"), {}), ref, ctx)
-            out[item.get("path", "")] = (value.encode(), int(item.get("mode", mode)))
+            rel = podpaths.relative(item.get("path", ""), "downwardAPI item path")
+            out[str(rel)] = (value.encode(), podpaths.file_mode(_or(item.get("mode"), mode), "downwardAPI item mode"))
     except ConfigError as e:
         raise VolumeError(str(e)) from e
     return out
 
 
 def _projected_payload(src: Obj, pod: Obj, ctx: PodContext) -> Payload:
-    mode = int(src.get("defaultMode", DEFAULT_MODE))
+    mode = podpaths.file_mode(_or(src.get("defaultMode"), DEFAULT_MODE), "projected defaultMode")
     out: Payload = {}
     for s in src.get("sources") or []:
         if "configMap" in s:
@@ -133,7 +147,8 @@ def _projected_payload(src: Obj, pod: Obj, ctx: PodContext) -> Payload:
 
 
 def payload_of(volume: Obj, pod: Obj, ctx: PodContext) -> Payload | None:
-    """The files of a content volume, or None for emptyDir/hostPath/unsupported sources."""
+    """The files of a content volume, or None for emptyDir/hostPath/unsupported sources. Raises VolumeError
+    for a missing source and `UnsafePath` for an item path or mode that would leave the volume."""
     if "configMap" in volume:
         return _config_map_payload(volume["configMap"], ctx, DEFAULT_MODE)
     if "secret" in volume:
@@ -168,12 +183,12 @@ def write_atomic(target: Path, payload: Payload) -> bool:
     stamp = target / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.monotonic_ns()}"
     stamp.mkdir()
     for rel, (content, mode) in payload.items():
-        if rel.startswith("/") or ".." in Path(rel).parts:
-            raise VolumeError(f"invalid path {rel!r} in volume item")
-        p = stamp / rel
+        p = stamp / podpaths.relative(rel, "volume item path")
         p.parent.mkdir(parents=True, exist_ok=True)
+        if not podpaths.inside(stamp, p.parent):
+            raise podpaths.UnsafePath(f"volume item path {rel!r} would leave its volume")
         p.write_bytes(content)
-        os.chmod(p, mode)
+        os.chmod(p, podpaths.file_mode(mode, "volume item mode"))
     os.chmod(stamp, 0o755)
     old = (target / "..data").resolve() if (target / "..data").is_symlink() else None
     tmp = target / "..data_tmp"
@@ -235,11 +250,19 @@ def _size_limit(empty_dir: Obj) -> int:
 
 
 def setup(pod: Obj, pod_dir: Path, ctx: PodContext) -> dict[str, str]:
-    """Create every volume of the pod; returns volume name -> host path. Idempotent."""
+    """Create every volume of the pod; returns volume name -> host path. Idempotent. A name, item path or
+    mode that would leave the pod directory raises VolumeError before anything of that volume is made."""
+    try:
+        return _setup(pod, pod_dir, ctx)
+    except podpaths.UnsafePath as e:
+        raise VolumeError(str(e)) from None
+
+
+def _setup(pod: Obj, pod_dir: Path, ctx: PodContext) -> dict[str, str]:
     paths: dict[str, str] = {}
     base = pod_dir / "volumes"
     for vol in (pod.get("spec") or {}).get("volumes") or []:
-        name = vol.get("name", "")
+        name = podpaths.component(vol.get("name", ""), "volume name")
         target = base / name
         if "hostPath" in vol:
             hp = vol["hostPath"]
@@ -267,11 +290,12 @@ def refresh(pod: Obj, pod_dir: Path, ctx: PodContext) -> list[str]:
     changed: list[str] = []
     for vol in (pod.get("spec") or {}).get("volumes") or []:
         try:
+            name = podpaths.component(vol.get("name", ""), "volume name")
             payload = payload_of(vol, pod, ctx)
-        except VolumeError:
+            if payload is not None and write_atomic(pod_dir / "volumes" / name, payload):
+                changed.append(name)
+        except (VolumeError, podpaths.UnsafePath):
             continue
-        if payload is not None and write_atomic(pod_dir / "volumes" / vol.get("name", ""), payload):
-            changed.append(vol.get("name", ""))
     return changed
 
 
@@ -296,13 +320,17 @@ def container_mounts(container: Obj, volume_paths: dict[str, str]) -> list[Mount
         source = volume_paths[name]
         sub = vm.get("subPath") or ""
         if sub:
-            if sub.startswith("/") or ".." in Path(sub).parts:
-                raise VolumeError(f"invalid subPath {sub!r}")
-            full = Path(source) / sub
+            try:
+                full = Path(source) / podpaths.relative(sub, "subPath")
+            except podpaths.UnsafePath:
+                raise VolumeError(f"invalid subPath {sub!r}: it would leave volume {name!r}") from None
+            # Check before creating: a symlink the container left in the volume must not make us mkdir outside.
+            if not podpaths.inside(Path(source), full):
+                raise VolumeError(f"subPath {sub!r} escapes volume {name!r}")
             if not full.exists():
                 full.mkdir(parents=True, exist_ok=True)
-            source = str(full.resolve())
-            if not source.startswith(str(Path(volume_paths[name]).resolve())):
+            if not podpaths.inside(Path(source), full):
                 raise VolumeError(f"subPath {sub!r} escapes volume {name!r}")
+            source = str(full.resolve())
         mounts.append(Mount(source, vm.get("mountPath", ""), readonly=bool(vm.get("readOnly"))))
     return mounts

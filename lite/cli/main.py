@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lite import logthrottle
+from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -90,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--check-db", action="store_true",
                      help="run SQLite's integrity check on the store of --data-dir, print the result and exit "
                           "(0 ok, 1 damaged); does not start the server")
+    _add_connection_flags(srv)
 
     agent = sub.add_parser("agent", help="run a node agent joined to a server")
     agent.add_argument("--server", "-s", default=os.environ.get("LITE_URL") or None,
@@ -145,6 +148,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_connection_flags(srv: argparse.ArgumentParser) -> None:
+    srv.add_argument("--tls-handshake-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="close a connection whose TLS handshake takes longer (default 10)")
+    srv.add_argument("--request-header-timeout", type=float, default=32.0, metavar="SECONDS",
+                     help="close a connection whose request head takes longer to arrive (default 32)")
+    srv.add_argument("--idle-timeout", type=float, default=90.0, metavar="SECONDS",
+                     help="close a connection idle between requests for longer (default 90)")
+    srv.add_argument("--max-connections-per-address", type=int, default=256, metavar="N",
+                     help="refuse connections beyond N open from one client address (default 256; 0: no cap)")
+    srv.add_argument("--max-connections", type=int, default=0, metavar="N",
+                     help="refuse connections beyond N open in all (default 0: the open-file limit less a reserve)")
+    srv.add_argument("--log-repeat-window", type=float, default=10.0, metavar="SECONDS",
+                     help="log at most 5 copies of one message per window, then a count of those dropped "
+                          "(default 10; 0: log everything)")
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -154,10 +173,11 @@ def _version() -> str:
         return "0.1.0"
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, repeat_window: float = 10.0) -> RepeatFilter:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
     if level != "debug":  # aiohttp's per-request chatter is noise at info
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    return logthrottle.install(repeat_window)
 
 
 def cmd_server(args: argparse.Namespace) -> int:
@@ -165,7 +185,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         from lite.cli.checkdb import check_db
 
         return check_db(ServerConfig.create(args.data_dir).paths.db)
-    _setup_logging(args.log_level)
+    repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
         args.data_dir,
         bind_address=args.bind_address,
@@ -186,6 +206,11 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
         private_registry=Path(args.private_registry) if args.private_registry else None,
+        tls_handshake_timeout=args.tls_handshake_timeout,
+        request_header_timeout=args.request_header_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connections_per_address=args.max_connections_per_address,
+        max_connections=args.max_connections,
         snapshot_cron=args.snapshot_schedule_cron,
         snapshot_retention=args.snapshot_retention,
         disable_snapshots=args.disable_snapshots,
@@ -201,11 +226,13 @@ def cmd_server(args: argparse.Namespace) -> int:
     try:
         from lite.cli.agentcmd import embedded_agent
 
+        def extra(server: server_main.Server) -> list[tuple[str, server_main.Background]]:
+            return [*embedded_agent(server), ("log-repeat-flush", lambda: logthrottle.flush_every(repeats))]
+
         def ready() -> None:
             notify("READY=1")  # for a systemd unit of Type=notify: the API serves now
 
-        return server_main.run_until_signalled(lambda: server_main.run(config, extra=embedded_agent,
-                                                                       on_ready=ready))
+        return server_main.run_until_signalled(lambda: server_main.run(config, extra=extra, on_ready=ready))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1

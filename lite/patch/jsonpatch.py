@@ -6,17 +6,23 @@ Invariants:
 - As the API server: a body that is not a list of objects raises 400 BadRequest, more than 10000
   operations 413, and any operation that cannot be applied (unknown op, missing `path`/`value`/`from`,
   missing target, failed `test`, index out of range) 422 Invalid.
+- Bounded growth: `copy` operations may add at most `MAX_COPY_BYTES` (the JSON size of what they copy,
+  summed over the patch; 3 MiB as kube-apiserver's JSONPatchMaxCopyBytes), else 422 before the copy is
+  made. Without it a 1.5 KB patch of copies doubling the document exhausts memory in seconds.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from lite import errors
 from lite.objects import deep_copy
 
 _OPS = ("add", "remove", "replace", "move", "copy", "test")
 MAX_OPERATIONS = 10000
+MAX_COPY_BYTES = 3 * 1024 * 1024
 
 
 def _unprocessable(message: str) -> errors.ApiError:
@@ -119,7 +125,14 @@ def _field(op: dict[str, Any], name: str) -> Any:
     return op[name]
 
 
-def _apply_one(doc: Any, op: dict[str, Any]) -> Any:
+def _copy_size(value: Any) -> int:
+    try:
+        return len(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):  # not plain JSON (e.g. from YAML): a Python-side estimate
+        return len(repr(value))
+
+
+def _apply_one(doc: Any, op: dict[str, Any], budget: list[int]) -> Any:
     kind, path = op.get("op"), _field(op, "path")
     if not isinstance(path, str):
         raise _unprocessable(f"json patch path must be a string, not {path!r}")
@@ -137,7 +150,12 @@ def _apply_one(doc: Any, op: dict[str, Any]) -> Any:
         return doc
     src = _field(op, "from")
     if kind == "copy":
-        return _add(doc, path, deep_copy({"v": _get(doc, src)})["v"])
+        value = _get(doc, src)
+        budget[0] += _copy_size(value)
+        if budget[0] > budget[1]:
+            raise _unprocessable(f"Unable to complete the copy, the accumulated size increase of copy is "
+                                 f"{budget[0]}, exceeding the limit {budget[1]}")
+        return _add(doc, path, deep_copy({"v": value})["v"])
     # move
     if path != src and path.startswith(src + "/"):
         raise _unprocessable(f"move operation cannot move {src!r} into its own child {path!r}")
@@ -145,7 +163,7 @@ def _apply_one(doc: Any, op: dict[str, Any]) -> Any:
     return _add(doc, path, value)
 
 
-def json_patch(doc: dict[str, Any], ops: Any) -> Any:
+def json_patch(doc: dict[str, Any], ops: Any, *, max_copy_bytes: int = MAX_COPY_BYTES) -> Any:
     """Apply an RFC 6902 patch to a copy of `doc` and return the result."""
     if not isinstance(ops, list):
         raise errors.bad_request("json patch must be a list of operations")
@@ -155,10 +173,11 @@ def json_patch(doc: dict[str, Any], ops: Any) -> Any:
         raise errors.too_large(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, "
                                f"got {len(ops)}")
     out: Any = deep_copy(doc)
+    budget = [0, max_copy_bytes]  # bytes copied so far, limit
     for op in ops:
         if op.get("op") not in _OPS:
             raise _unprocessable(f"Unexpected kind: {op.get('op')}")
-        out = _apply_one(out, op)
+        out = _apply_one(out, op, budget)
     return out
 
 

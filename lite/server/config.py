@@ -77,6 +77,17 @@ class DataDir:
 
 
 @dataclass(frozen=True)
+class ConnectionLimits:
+    """Limits of the API port's listener (`lite.server.listener`); timeouts in seconds."""
+
+    handshake_timeout: float = 10.0
+    header_timeout: float = 32.0
+    idle_timeout: float = 90.0
+    per_address: int = 256  # 0: no per-address cap
+    max_total: int = 0  # 0: the soft RLIMIT_NOFILE less a reserve
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """Everything `lite server` needs to start. Build it with `ServerConfig.create` to get the defaults."""
 
@@ -111,11 +122,23 @@ class ServerConfig:
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5
     disable_snapshots: bool = False
+    # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).
+    tls_handshake_timeout: float = 10.0
+    request_header_timeout: float = 32.0
+    idle_timeout: float = 90.0
+    max_connections_per_address: int = 256  # 0: unlimited
+    max_connections: int = 0  # 0: the open-file limit less a reserve
 
     @classmethod
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:
         root = Path(data_dir).expanduser() if data_dir else default_data_dir()
         return cls(data_dir=root.absolute(), **kw)  # type: ignore[arg-type]
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(handshake_timeout=self.tls_handshake_timeout,
+                                header_timeout=self.request_header_timeout, idle_timeout=self.idle_timeout,
+                                per_address=self.max_connections_per_address, max_total=self.max_connections)
 
     @property
     def paths(self) -> DataDir:

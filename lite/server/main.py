@@ -4,7 +4,8 @@ Role: the composition root of `lite server`. It owns no behaviour of its own bey
 shutdown order and the long-lived background tasks.
 
 Start-up: credentials (CA, serving cert, tokens) → Store.open → Resources.start → build_api_app →
-aiohttp runner on a TLS site → kubeconfig written (so a kubeconfig on disk means the port is open).
+RLIMIT_NOFILE raised → aiohttp runner behind the connection-limiting TLS `Listener` → kubeconfig written
+(so a kubeconfig on disk means the port is open).
 Shutdown (the root task is cancelled, e.g. by SIGTERM): the TaskGroup cancels the background tasks, the
 runner stops listening and gives open requests `shutdown_grace` seconds (the API app closes its watches in
 `on_shutdown`), then Resources stops and the store commits what is pending and closes. Everything opened is
@@ -31,6 +32,7 @@ from lite.client import Client
 from lite.server.auth import TokenAuthenticator
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
+from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
 
 log = logging.getLogger("lite.server")
 
@@ -84,14 +86,22 @@ async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -
     """Listen with TLS and run the background tasks until cancelled; then shut everything down."""
     config = server.config
     async with server.exit_stack:
+        limits = config.connection_limits
+        before, nofile = raise_nofile_limit()
+        if nofile != before:
+            log.info("raised the open-file limit from %d to %d", before, nofile)
+        listener = Listener(server.ssl_context, limits, max_total=max(nofile - FD_RESERVE, 64))
+        server.app.middlewares.insert(0, listener.middleware)
         runner = web.AppRunner(server.app, handle_signals=False, access_log=None,
-                               shutdown_timeout=config.shutdown_grace)
+                               shutdown_timeout=config.shutdown_grace, keepalive_timeout=limits.idle_timeout,
+                               **HANDLER_ARGS)
         await runner.setup()
         server.exit_stack.push_async_callback(runner.cleanup)
+        listener.server = runner.server
         host = None if config.bind_address in ("", "0.0.0.0", "::") else config.bind_address
-        site = web.TCPSite(runner, host, config.port, ssl_context=server.ssl_context,
-                           reuse_address=True, backlog=1024)
-        await site.start()
+        listening = await listener.start(host, config.port)
+        server.exit_stack.callback(listener.abort_handshakes)
+        server.exit_stack.callback(listening.close)  # first thing at shutdown: stop accepting
         path = await asyncio.to_thread(write_kubeconfig, config, server.creds)
         log.info("lite server listening on %s:%d; kubeconfig written to %s",
                  config.bind_address, config.port, path)

@@ -23,6 +23,7 @@ import pytest
 from lite import wire
 from lite.agent.agent import Agent, AgentConfig
 from lite.agent.backend import AgentStreams
+from lite.agent.killall import kill_cgroup_tree, remove_cgroup_tree
 from lite.agent.streams.backend import PodRef
 from tests.helpers.images import PushedImages
 from tests.helpers.registry import RegistryServer
@@ -108,9 +109,10 @@ async def agent(tmp_path: Path, registry: RegistryServer, pushed_images: PushedI
 
 
 def _remove_cgroup_root(root: str) -> None:
-    for top in Path("/sys/fs/cgroup").glob(f"*/{root}"):
-        for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda w: -len(w[0])):
-            os.rmdir(dirpath)
+    """Whatever is left in the test's cgroup root (shims live in <root>/shims and may still be exiting) is
+    killed, then the tree is removed; the session's closing check reports anything that stays."""
+    kill_cgroup_tree(root)
+    remove_cgroup_tree(root)
 
 
 async def _exec(a: Agent, pod: Obj, argv: list[str], container: str = "c") -> tuple[int, str]:

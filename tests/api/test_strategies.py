@@ -109,7 +109,7 @@ def test_go_selector_format() -> None:
 def test_secret_rules() -> None:
     tls = {"type": "kubernetes.io/tls", "data": {"tls.crt": "YQ=="}}
     assert [c.field for c in core.validate_secret(tls)] == ["data[tls.key]"]
-    assert [c.field for c in core.validate_secret({"data": {"bad key": "YQ=="}})] == ["data"]
+    assert [c.field for c in core.validate_secret({"data": {"bad key": "YQ=="}})] == ["data[bad key]"]
     assert [c.field for c in core.validate_secret({"data": {"k": "not base64!"}})] == ["data[k]"]
     old = {"type": "Opaque", "immutable": True, "data": {"a": "YQ=="}}
     new = {"type": "Opaque", "immutable": False, "data": {"a": "Yg=="}}

@@ -110,3 +110,30 @@ def test_merge_patch_does_not_mutate() -> None:
     out = merge_patch(target, {"a": {"c": 2}})
     out["keep"]["x"].append(2)
     assert target == {"a": {"b": 1}, "keep": {"x": [1]}}
+
+
+# Upstream's json-patch counts the JSON size of every copied value against AccumulatedCopySizeLimit.
+@pytest.mark.parametrize(("copies", "limit", "refused"), [
+    (1, 100, False),   # '"AAAAAAAAAA"' is 12 bytes
+    (8, 100, False),   # 96 bytes
+    (9, 100, True),    # 108 bytes
+    (30, 3 * 1024 * 1024, False),
+    (84, 1000, True),   # 1008 bytes
+    (83, 1000, False),  # 996 bytes
+])
+def test_json_patch_copy_budget(copies: int, limit: int, refused: bool) -> None:
+    ops = [{"op": "copy", "from": "/a/0", "path": "/a/-"} for _ in range(copies)]
+    doc = {"a": ["A" * 10]}
+    if refused:
+        with pytest.raises(ApiError) as e:
+            json_patch(doc, ops, max_copy_bytes=limit)
+        assert e.value.code == 422 and "accumulated size increase of copy" in e.value.message
+    else:
+        assert len(json_patch(doc, ops, max_copy_bytes=limit)["a"]) == copies + 1
+
+
+def test_json_patch_doubling_copies_stop_at_the_budget() -> None:
+    ops = [{"op": "copy", "from": "/d", "path": f"/d/c{i}"} for i in range(64)]
+    with pytest.raises(ApiError) as e:
+        json_patch({"d": {"x": "y" * 1024}}, ops)
+    assert e.value.code == 422 and "exceeding the limit 3145728" in e.value.message

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lite.agent import envs, termination, volumes
+from lite.agent import envs, podpaths, termination, volumes
 from lite.agent.hooks.base import Deps, Obj, PodState
 from lite.agent.images import ImageInfo
 from lite.agent.runtime.spec import ContainerSpec, Mount
@@ -28,11 +28,13 @@ def container_id(uid: str, name: str, attempt: int) -> str:
 
 
 def state_dir(st: PodState, name: str) -> Path:
-    return st.pod_dir / "containers" / name / "state"
+    """Raises `podpaths.UnsafePath` for a container name that is not one directory entry."""
+    return st.pod_dir / "containers" / podpaths.component(name, "container name") / "state"
 
 
 def log_path(st: PodState, name: str, attempt: int) -> Path:
-    return st.pod_dir / "logs" / name / f"{attempt}.log"
+    """Raises `podpaths.UnsafePath` for a container name that is not one directory entry."""
+    return st.pod_dir / "logs" / podpaths.component(name, "container name") / f"{attempt}.log"
 
 
 async def ensure_image(deps: Deps, st: PodState, c: Obj) -> ImageInfo | None:
@@ -117,6 +119,8 @@ def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt
                netns: str | None) -> ContainerSpec:
     """The runtime spec for one attempt. Raises `ConfigError`/`VolumeError` (CreateContainerConfigError)."""
     name = str(c["name"])
+    if not podpaths.is_component(name):  # it names directories under the pod dir (second line behind the API)
+        raise envs.ConfigError(f"container name {name!r} would leave the pod directory")
     cfg = _image_config(info)
     layers = deps.images.rootfs_layers(str(c.get("image"))) if deps.images is not None and info else []
     own = envs.container_env(st.pod, c, st.context(deps))

@@ -23,6 +23,7 @@ import yaml
 from lite.client import PATCH_CONTENT_TYPES, PatchType
 from lite.errors import ApiError, bad_request, unsupported_media_type
 from lite.kinds import Kind
+from lite.server.api import bodylimits
 
 JSON = "application/json"
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
@@ -93,7 +94,8 @@ def decode_yaml(body: bytes) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
-        return yaml.load(body, Loader=_YamlLoader)
+        # Measured before it is built: aliases must not expand into gigabytes (see bodylimits).
+        return bodylimits.load_yaml(body, _YamlLoader)
     except yaml.YAMLError as e:
         raise bad_request(f"error decoding YAML request body: {e}") from None
 
@@ -116,15 +118,23 @@ def decode_protobuf(body: bytes, *, delete_options: bool = False) -> dict[str, A
 
 
 def decode_body(content_type: str, body: bytes) -> Any:
-    """Decode a POST/PUT (or patch) body by media type. An empty Content-Type is taken as JSON."""
+    """Decode a POST/PUT (or patch) body by media type. An empty Content-Type is taken as JSON.
+
+    Whatever the media type, the result nests at most `bodylimits.MAX_DEPTH` containers (else 400). The raw
+    bracket count is a valid shortcut for JSON text; YAML that is not JSON had its depth measured on the node
+    graph by `decode_yaml` already."""
     if content_type in (JSON, "", "application/octet-stream") or content_type in PATCH_CONTENT_TYPES:
-        if content_type == "application/apply-patch+yaml":
-            return decode_yaml(body)
-        return decode_json(body)
+        out = decode_yaml(body) if content_type == "application/apply-patch+yaml" else decode_json(body)
+        bodylimits.check_depth(out, raw=body)
+        return out
     if content_type in YAML_TYPES:
-        return decode_yaml(body)
+        out = decode_yaml(body)
+        bodylimits.check_depth(out, raw=body)
+        return out
     if content_type == PROTOBUF:
-        return decode_protobuf(body)
+        out = decode_protobuf(body)
+        bodylimits.check_depth(out)
+        return out
     raise unsupported_media_type(
         f"the body of the request was in an unknown format - accepted media types include: {_SUPPORTED}")
 

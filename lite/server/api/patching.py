@@ -3,6 +3,7 @@
 - A resourceVersion inside the patch is a precondition (409 Conflict on mismatch); without one a concurrent
   write simply re-applies the patch to the new state.
 - Strategic merge patches on custom objects are 415 UnsupportedMediaType (no schema), as upstream.
+- A patched object over 1.5 MiB of JSON is refused (413) at once, before anything else looks at it.
 - Apply patches create the object when it is absent (the caller answers 201) and keep field ownership in
   managedFields (`lite.patch.apply`); `kubectl --server-side` may take over fields that a client-side apply
   set (upstream lastAppliedManager).
@@ -21,6 +22,7 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import Schema, apply, json_patch, merge_patch, object_fields, strategic_merge
 from lite.patch.fieldset import path_string
+from lite.server.api.bodylimits import check_object_size
 from lite.server.api.registry_base import STATUS_LIKE, Obj
 from lite.server.api.writing import WriteMixin, meta_of
 
@@ -69,6 +71,7 @@ class PatchMixin(WriteMixin):
         def build(old: Obj) -> Obj:
             doc = {k: v for k, v in old.items() if k in _STATUS_VIEW} if status_view else old
             patched = self.apply_patch(kind, doc, patch, patch_type, manager=manager, force=force)
+            check_object_size(patched, old=old)  # refuse a grown object before validating or merging more
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
             if subresource in STATUS_LIKE:

@@ -12,6 +12,8 @@ Invariants:
 - For kinds with a status subresource the main resource ignores status changes, and `status` writes change
   only the status.
 - With dry_run everything runs except the store write (generateName included).
+- No object over `bodylimits.MAX_OBJECT_BYTES` (1.5 MiB of JSON) is written, whatever produced it: 413
+  before admission, dry run or not (an update may still shrink an object stored over it before the cap).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from lite.errors import ApiError, Cause
 from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import json_equal, record_update
+from lite.server.api.bodylimits import check_object_size
 from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
 from lite.server.api.strategies import Admission, crschema
+from lite.server.api.strategies.base import ratcheted_causes
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
 
@@ -139,6 +143,7 @@ class WriteMixin(RegistryBase):
             self._check_namespace(kind, ns, name)
         if kind.gk == "Pod":
             self._pod_priority(obj, name)
+        check_object_size(obj)
         await self.admit(Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run))
         return await self._insert(kind, ns, obj, generated, dry_run)
 
@@ -256,6 +261,7 @@ class WriteMixin(RegistryBase):
         if manager and not subresource:
             new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
                                 schema=self.schema(kind))
+        check_object_size(new, old=old)
         await self.admit(Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run))
         if _should_delete_during_update(new, old):
             return await self.remove(kind, key, new, rev, dry_run)
@@ -302,7 +308,7 @@ class WriteMixin(RegistryBase):
         if "generation" in ometa and spec_changed(kind, new, old, strategy.generation_on_annotations):
             meta["generation"] = int(ometa["generation"]) + 1
         causes += validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
-        causes += strategy.validate(new) + _schema_causes(kind, new)
+        causes += ratcheted_causes(strategy.validate, new, old) + _schema_causes(kind, new)
         if not subresource:
             causes += strategy.validate_update(new, old)
         else:

@@ -5,7 +5,7 @@ See `base.py` for the `Strategy` record and the order in which the registry call
 
 from __future__ import annotations
 
-from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, workloads
+from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, specrules, workloads
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
 
 __all__ = ["Admission", "AdmissionHook", "GcPolicy", "RemovedHook", "Strategies", "Strategy", "default_strategies"]
@@ -32,6 +32,9 @@ def default_strategies() -> Strategies:
         "Job.batch": batch.JOB,
         "CronJob.batch": batch.CRONJOB,
         "CustomResourceDefinition.apiextensions.k8s.io": crd.CRD,
+        "PodDisruptionBudget.policy": Strategy(validate=specrules.pdb_causes),
+        "HorizontalPodAutoscaler.autoscaling": Strategy(validate=specrules.hpa_causes),
+        "PriorityClass.scheduling.k8s.io": Strategy(validate=specrules.priorityclass_causes),
         "CertificateSigningRequest.certificates.k8s.io": certificates.CSR,
         "RuntimeClass.node.k8s.io": extrakinds.RUNTIMECLASS,
         "CSIStorageCapacity.storage.k8s.io": extrakinds.CSISTORAGECAPACITY,

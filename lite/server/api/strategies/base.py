@@ -125,3 +125,30 @@ class Strategies:
 
     def add_removed_hook(self, hook: RemovedHook) -> None:
         self.removed.append(hook)
+
+
+def ratcheted_causes(validate: Callable[[Obj], list[Cause]], new: Obj, old: Obj | None) -> list[Cause]:
+    """`validate(new)`, less the causes `old` already had: an object stored before a rule existed (an older
+    lite wrote it) stays updatable — status, labels, finalizer removal — while an update cannot add a new
+    problem. A ValueError (an undecodable value, 400) that `old` raises too is ratcheted the same way."""
+    try:
+        causes = validate(new)
+    except ValueError:
+        if old is None or _decodes(validate, old):
+            raise
+        return []
+    if not causes or old is None:
+        return causes
+    try:
+        before = set(validate(old))
+    except ValueError:
+        return causes
+    return [c for c in causes if c not in before]
+
+
+def _decodes(validate: Callable[[Obj], list[Cause]], obj: Obj) -> bool:
+    try:
+        validate(obj)
+    except ValueError:
+        return False
+    return True

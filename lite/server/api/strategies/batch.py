@@ -9,6 +9,7 @@ from __future__ import annotations
 import orjson
 
 from lite.errors import Cause, field_invalid, field_not_supported, field_required
+from lite.server.api.strategies import specrules
 from lite.server.api.strategies.base import Obj, Strategy
 from lite.server.api.strategies.pods import default_pod_spec, validate_pod_spec
 from lite.server.api.strategies.workloads import immutable_selector, reset_status, validate_selected_template
@@ -58,7 +59,7 @@ def prepare_create_job(obj: Obj) -> None:
 
 
 def validate_job(obj: Obj) -> list[Cause]:
-    causes = validate_selected_template(obj, restart_policies=JOB_RESTART)
+    causes = validate_selected_template(obj, restart_policies=JOB_RESTART) + specrules.job_causes(obj)
     spec = obj.get("spec") or {}
     if causes or spec.get("manualSelector"):
         return causes
@@ -121,7 +122,7 @@ def validate_cronjob(obj: Obj) -> list[Cause]:
         causes.append(field_required("spec.jobTemplate.spec.template"))
     else:
         causes += validate_pod_spec(tpl.get("spec"), "spec.jobTemplate.spec.template.spec", JOB_RESTART)
-    return causes
+    return causes + specrules.cronjob_causes(obj)
 
 
 # batch/v1 Jobs orphan their pods by default (upstream keeps this for backwards compatibility).

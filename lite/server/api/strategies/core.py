@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from typing import Any
 
 import orjson
@@ -21,11 +20,12 @@ from lite.errors import (
     field_not_supported,
     field_required,
 )
+from lite.server.api.strategies import specrules
 from lite.server.api.strategies.base import Obj, Strategy
+from lite.server.api.strategies.volumevalidation import config_key_causes
 from lite.validation import is_dns1123_label, name_is_dns1035_label, name_is_dns_label
 
 SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
-_KEY_RE = re.compile(r"[-._a-zA-Z0-9]+")
 _IMMUTABLE_SET = "field is immutable when `immutable` is set"
 
 
@@ -61,6 +61,12 @@ def prepare_update_service(new: Obj, old: Obj) -> None:
     nspec, ospec = new.get("spec"), old.get("spec") or {}
     if not isinstance(nspec, dict):
         return
+    # Upstream dropTypeDependentFields: leaving NodePort/LoadBalancer drops an unchanged externalTrafficPolicy
+    # (its default), which validation refuses on services that are not externally accessible.
+    external = ("NodePort", "LoadBalancer")
+    if ospec.get("type") in external and nspec.get("type") not in external and \
+            nspec.get("externalTrafficPolicy") == ospec.get("externalTrafficPolicy"):
+        nspec.pop("externalTrafficPolicy", None)
     if nspec.get("type", "ClusterIP") != "ExternalName":
         for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
             if not nspec.get(key) and ospec.get(key):
@@ -122,7 +128,7 @@ def validate_service(obj: Obj) -> list[Cause]:
     aff = spec.get("sessionAffinity", "None")
     if aff not in ("ClientIP", "None"):
         causes.append(field_not_supported("spec.sessionAffinity", aff, ["ClientIP", "None"]))
-    return causes
+    return causes + specrules.service_causes(obj)
 
 
 def validate_service_update(new: Obj, old: Obj) -> list[Cause]:
@@ -147,13 +153,8 @@ def default_secret(obj: Obj) -> None:
 
 
 def _validate_keys(data: Any, path: str) -> list[Cause]:
-    causes: list[Cause] = []
-    for k in (data or {}) if isinstance(data, dict) else []:
-        if not _KEY_RE.fullmatch(k) or len(k) > 253:
-            causes.append(field_invalid(path, k, "a valid config key must consist of alphanumeric characters, "
-                                        "'-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', "
-                                        "regex used for validation is '[-._a-zA-Z0-9]+')"))
-    return causes
+    # Keys become file names in configMap/secret volumes: upstream IsConfigMapKey, field `data[<key>]`.
+    return config_key_causes(data, path)
 
 
 def validate_secret(obj: Obj) -> list[Cause]:
@@ -196,7 +197,7 @@ def validate_secret_update(new: Obj, old: Obj) -> list[Cause]:
 def validate_configmap(obj: Obj) -> list[Cause]:
     causes = _validate_keys(obj.get("data"), "data") + _validate_keys(obj.get("binaryData"), "binaryData")
     both = set(obj.get("data") or {}) & set(obj.get("binaryData") or {})
-    causes += [field_duplicate("data", k) for k in sorted(both)]
+    causes += [field_invalid(f"data[{k}]", k, "duplicate of key present in binaryData") for k in sorted(both)]
     return causes
 
 
@@ -249,7 +250,7 @@ def validate_pvc(obj: Obj) -> list[Cause]:
         causes.append(field_required("spec.accessModes", "Required value: at least 1 access mode is required"))
     if not ((spec.get("resources") or {}).get("requests") or {}).get("storage"):
         causes.append(field_required("spec.resources[storage]"))
-    return causes
+    return causes + specrules.pvc_causes(obj)
 
 
 def validate_pvc_update(new: Obj, old: Obj) -> list[Cause]:
@@ -295,7 +296,7 @@ def validate_node(obj: Obj) -> list[Cause]:
         for field in ("type", "status"):
             if not isinstance(c, dict) or not c.get(field):
                 causes.append(field_required(f"status.conditions[{i}].{field}"))
-    return causes
+    return causes + specrules.node_causes(obj)
 
 
 def default_event(obj: Obj) -> None:
@@ -309,7 +310,8 @@ SERVICE = Strategy(default=default_service, prepare_create=prepare_create_servic
 SECRET = Strategy(default=default_secret, validate=validate_secret, validate_update=validate_secret_update)
 CONFIGMAP = Strategy(validate=validate_configmap, validate_update=validate_configmap_update)
 NAMESPACE = Strategy(default=default_namespace, prepare_create=prepare_create_namespace,
-                     prepare_update=prepare_update_namespace, name_fn=name_is_dns_label)
+                     prepare_update=prepare_update_namespace, name_fn=name_is_dns_label,
+                     validate=specrules.namespace_causes)
 PVC = Strategy(default=default_pvc, prepare_create=prepare_pending, validate=validate_pvc,
                validate_update=validate_pvc_update, return_deleted_object=True)
 PV = Strategy(prepare_create=prepare_pending, return_deleted_object=True)

@@ -15,14 +15,11 @@ from typing import Any
 
 import orjson
 
-from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
+from lite.errors import Cause, field_forbidden, field_invalid
 from lite.quantity import parse_quantity
+from lite.server.api.strategies import podvalidation
 from lite.server.api.strategies.base import Obj, Strategy
-from lite.validation import is_dns1123_label
 
-RESTART_POLICIES = ["Always", "OnFailure", "Never"]
-DNS_POLICIES = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]
-PROTOCOLS = ["SCTP", "TCP", "UDP"]
 DEFAULT_TOLERATION_SECONDS = 300
 _NOT_READY = "node.kubernetes.io/not-ready"
 _UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -173,81 +170,14 @@ def prepare_create_pod(pod: Obj) -> None:
     pod["status"] = status
 
 
-def _validate_container(c: Any, path: str, names: set[str]) -> list[Cause]:
-    if not isinstance(c, dict):
-        return [field_invalid(path, c, "must be an object")]
-    causes: list[Cause] = []
-    name = c.get("name")
-    if not name:
-        causes.append(field_required(f"{path}.name"))
-    else:
-        causes += [field_invalid(f"{path}.name", name, m) for m in is_dns1123_label(str(name))]
-        if name in names:
-            causes.append(field_duplicate(f"{path}.name", name))
-        names.add(str(name))
-    if not c.get("image"):
-        causes.append(field_required(f"{path}.image"))
-    ports: set[tuple[Any, Any]] = set()
-    for i, p in enumerate(c.get("ports") or []):
-        pp = f"{path}.ports[{i}]"
-        cp = p.get("containerPort") if isinstance(p, dict) else None
-        if cp is None:
-            causes.append(field_required(f"{pp}.containerPort"))
-        elif not isinstance(cp, int) or not 1 <= cp <= 65535:
-            causes.append(field_invalid(f"{pp}.containerPort", cp, "must be between 1 and 65535, inclusive"))
-        proto = p.get("protocol", "TCP") if isinstance(p, dict) else "TCP"
-        if proto not in PROTOCOLS:
-            causes.append(field_not_supported(f"{pp}.protocol", proto, PROTOCOLS))
-        if (cp, proto) in ports:
-            causes.append(field_duplicate(f"{pp}", f"{cp}/{proto}"))
-        ports.add((cp, proto))
-    for i, e in enumerate(c.get("env") or []):
-        if not isinstance(e, dict) or not e.get("name"):
-            causes.append(field_required(f"{path}.env[{i}].name"))
-    for i, m in enumerate(c.get("volumeMounts") or []):
-        if not isinstance(m, dict) or not m.get("name"):
-            causes.append(field_required(f"{path}.volumeMounts[{i}].name"))
-        if not isinstance(m, dict) or not m.get("mountPath"):
-            causes.append(field_required(f"{path}.volumeMounts[{i}].mountPath"))
-    return causes
-
-
-def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str] | None = None) -> list[Cause]:
-    if not isinstance(spec, dict):
-        return [field_required(path)]
-    causes: list[Cause] = []
-    names: set[str] = set()
-    containers = spec.get("containers")
-    if not containers:
-        causes.append(field_required(f"{path}.containers"))
-    for i, c in enumerate(containers or []):
-        causes += _validate_container(c, f"{path}.containers[{i}]", names)
-    for i, c in enumerate(spec.get("initContainers") or []):
-        causes += _validate_container(c, f"{path}.initContainers[{i}]", names)
-    allowed = restart_policies or RESTART_POLICIES
-    rp = spec.get("restartPolicy")
-    if rp is not None and rp not in allowed:
-        causes.append(field_not_supported(f"{path}.restartPolicy", rp, allowed))
-    dp = spec.get("dnsPolicy")
-    if dp is not None and dp not in DNS_POLICIES:
-        causes.append(field_not_supported(f"{path}.dnsPolicy", dp, DNS_POLICIES))
-    vols: set[str] = set()
-    for i, v in enumerate(spec.get("volumes") or []):
-        vname = v.get("name") if isinstance(v, dict) else None
-        if not vname:
-            causes.append(field_required(f"{path}.volumes[{i}].name"))
-        elif vname in vols:
-            causes.append(field_duplicate(f"{path}.volumes[{i}].name", vname))
-        else:
-            vols.add(str(vname))
-    tgps = spec.get("terminationGracePeriodSeconds")
-    if tgps is not None and not isinstance(tgps, int):
-        causes.append(field_invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be an integer"))
-    return causes
+def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str] | None = None,
+                      for_pod: bool = False) -> list[Cause]:
+    """Upstream `ValidatePodSpec` (see `podvalidation`); `for_pod` adds the checks only pods get."""
+    return podvalidation.validate_pod_spec(spec, path, restart_policies, for_pod)
 
 
 def validate_pod(pod: Obj) -> list[Cause]:
-    return validate_pod_spec(pod.get("spec"))
+    return validate_pod_spec(pod.get("spec"), for_pod=True)
 
 
 def _canon(v: Any) -> bytes:
@@ -263,10 +193,22 @@ def validate_pod_update(new: Obj, old: Obj) -> list[Cause]:
     if any(t not in ntols for t in otols):
         causes.append(field_forbidden("spec.tolerations",
                                       "existing toleration can not be modified except its tolerationSeconds"))
+    for key in ("containers", "initContainers"):
+        if len(nspec.get(key) or []) != len(ospec.get(key) or []):
+            return [*causes, field_forbidden(f"spec.{key}", "pod updates may not add or remove containers")]
     oads, nads = ospec.get("activeDeadlineSeconds"), nspec.get("activeDeadlineSeconds")
-    if oads is not None and (nads is None or (isinstance(nads, int) and nads > oads)):
+    if oads is not None and nads is None:
+        causes.append(Cause("FieldValueInvalid", "Invalid value: null: must not update from a positive integer to "
+                            "nil value", "spec.activeDeadlineSeconds"))
+    elif oads is not None and isinstance(nads, int) and nads > oads:
         causes.append(field_invalid("spec.activeDeadlineSeconds", nads,
                                     "must be less than or equal to previous value"))
+    old_gates = {g.get("name") for g in ospec.get("schedulingGates") or [] if isinstance(g, dict)}
+    for i, g in enumerate(nspec.get("schedulingGates") or []):
+        name = g.get("name") if isinstance(g, dict) else None
+        if name not in old_gates:
+            causes.append(field_forbidden(f"spec.schedulingGates[{i}].name",
+                                          f"only deletion is allowed, but found new scheduling gate '{name}'"))
     # Compare everything else: copy the mutable fields from the new spec onto the old one.
     mutated = orjson.loads(orjson.dumps(ospec))
     for key in ("containers", "initContainers"):

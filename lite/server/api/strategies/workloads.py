@@ -15,6 +15,7 @@ import orjson
 
 from lite.errors import Cause, field_invalid, field_not_supported, field_required
 from lite.selectors import LabelSelector
+from lite.server.api.strategies import specrules
 from lite.server.api.strategies.base import Obj, Strategy
 from lite.server.api.strategies.pods import default_pod_spec, validate_pod_spec
 from lite.validation import validate_label_selector, validate_labels
@@ -176,7 +177,9 @@ def validate_rc(obj: Obj) -> list[Cause]:
         causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_map(tlabels)}: `selector` does not "
                             "match template `labels`", "spec.template.metadata.labels"))
     if tpl is not None:
+        causes += validate_labels((tpl.get("metadata") or {}).get("labels"), "spec.template.metadata.labels")
         causes += validate_pod_spec(tpl.get("spec"), "spec.template.spec", ["Always"])
+    causes += validate_labels(sel if isinstance(sel, dict) else None, "spec.selector")
     return causes
 
 
@@ -194,11 +197,19 @@ def _validate_deployment(obj: Obj) -> list[Cause]:
     strategy = (spec.get("strategy") or {}).get("type")
     if strategy not in (None, "RollingUpdate", "Recreate"):
         causes.append(field_not_supported("spec.strategy.type", strategy, ["Recreate", "RollingUpdate"]))
-    return causes
+    return causes + specrules.deployment_causes(obj)
 
 
 def _validate_apps(obj: Obj) -> list[Cause]:
     return validate_selected_template(obj, restart_policies=["Always"])
+
+
+def _validate_statefulset(obj: Obj) -> list[Cause]:
+    return _validate_apps(obj) + specrules.statefulset_causes(obj)
+
+
+def _validate_daemonset(obj: Obj) -> list[Cause]:
+    return _validate_apps(obj) + specrules.daemonset_causes(obj)
 
 
 DEPLOYMENT = Strategy(default=default_deployment, prepare_create=reset_status, validate=_validate_deployment,
@@ -206,9 +217,9 @@ DEPLOYMENT = Strategy(default=default_deployment, prepare_create=reset_status, v
                       generation_on_annotations=True)
 REPLICASET = Strategy(default=default_replicaset, prepare_create=reset_status, validate=_validate_apps,
                       validate_update=immutable_selector, gc_policy="background")
-STATEFULSET = Strategy(default=default_statefulset, prepare_create=reset_status, validate=_validate_apps,
+STATEFULSET = Strategy(default=default_statefulset, prepare_create=reset_status, validate=_validate_statefulset,
                        validate_update=immutable_selector, gc_policy="background")
-DAEMONSET = Strategy(default=default_daemonset, prepare_create=reset_status, validate=_validate_apps,
+DAEMONSET = Strategy(default=default_daemonset, prepare_create=reset_status, validate=_validate_daemonset,
                      validate_update=immutable_selector, gc_policy="background")
 REPLICATIONCONTROLLER = Strategy(default=default_rc, prepare_create=reset_status, validate=validate_rc,
                                  gc_policy="background")

@@ -1,0 +1,124 @@
+"""`lite.server.listener.Listener` in process, on 127.0.0.1: every connection is counted out when it closes,
+including one whose transport a handler took over (as raw SPDY upgrades do) while the client went away."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from helpers.tls import make_pki
+
+from lite.server.config import ConnectionLimits
+from lite.server.listener import Listener
+
+GUARD = 10.0
+
+
+class _Swallow(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+
+async def _takeover(request: web.Request) -> web.StreamResponse:
+    transport = request.transport
+    assert transport is not None
+    original, raw = transport.get_protocol(), _Swallow()
+    transport.set_protocol(raw)
+    resp = web.StreamResponse(status=101, headers={"Connection": "Upgrade", "Upgrade": "test/1"})
+    resp.force_close()
+    try:
+        await resp.prepare(request)
+        await asyncio.wait_for(raw.lost, GUARD)  # the client goes away mid-session
+    finally:
+        transport.set_protocol(original)
+    return resp
+
+
+async def _hello(request: web.Request) -> web.Response:
+    return web.Response(text="hi")
+
+
+@pytest.fixture
+def limits() -> ConnectionLimits:
+    return ConnectionLimits()
+
+
+@pytest.fixture
+async def served(tmp_path: Path, limits: ConnectionLimits) -> AsyncIterator[tuple[Listener, int, ssl.SSLContext]]:
+    pki = make_pki(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(pki.cert_file, pki.key_file)
+    client_ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+    listener = Listener(server_ctx, limits, max_total=1000)
+    app = web.Application()
+    app.middlewares.append(listener.middleware)
+    app.router.add_get("/takeover", _takeover)
+    app.router.add_get("/hello", _hello)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    listener.server = runner.server
+    srv = await listener.start("127.0.0.1", 0)
+    try:
+        yield listener, srv.port, client_ctx
+    finally:
+        srv.close()
+        listener.abort_handshakes()
+        await runner.cleanup()
+
+
+async def _counted_out(listener: Listener) -> None:
+    async with asyncio.timeout(GUARD):
+        while listener.counts.total:
+            await asyncio.sleep(0.05)
+
+
+async def test_connections_counted_out(served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    listener, port, ctx = served
+    for _ in range(3):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+        writer.write(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        writer.close()
+    _, silent = await asyncio.open_connection("127.0.0.1", port)  # plain TCP, closed before any TLS
+    silent.close()
+    await _counted_out(listener)
+    assert listener.conns == {}
+
+
+async def test_taken_over_connection_counted_out(served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    listener, port, ctx = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+    writer.write(b"GET /takeover HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
+    assert listener.counts.open_from("127.0.0.1") == 1
+    writer.transport.abort()  # gone mid-session: only the handler's protocol hears of it
+    await _counted_out(listener)
+    assert listener.conns == {}
+
+
+@pytest.mark.parametrize("limits", [ConnectionLimits(max_total=3, per_address=0)])
+async def test_total_cap_refuses_before_tls(served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    listener, port, ctx = served
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+    reader, _ = await asyncio.open_connection("127.0.0.1", port)
+    async with asyncio.timeout(GUARD):
+        try:
+            assert await reader.read() == b""  # refused: closed without a byte of TLS
+        except ConnectionResetError:
+            pass
+    assert listener.counts.total == 3
+    for _, w in held:
+        w.close()
+    await _counted_out(listener)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+    writer.write(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+    writer.close()
