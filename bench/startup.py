@@ -126,26 +126,27 @@ def main() -> None:
         sizes = {"onedir (dist/lite/lite)": dist / "lite", "sfx one file, unpacked": dist / "bin" / "lite",
                  "PyInstaller onefile": dist / "lite-pyi-onefile"}
         print("\nsizes: " + ", ".join(f"{k}: {_du(v) / 1e6:.1f} MB" for k, v in sizes.items()))
+        # Round-robin: each run measures every variant once, so a change of load hits all columns alike.
         first_unpack: list[float] = []
         first_ready: list[float] = []
+        rows: dict[str, tuple[list[float], list[float], list[float]]] = {
+            name: ([], [], []) for name in variants}  # --version, fresh dir, existing dir
+        sfx = variants["sfx one file, unpacked"]
         for i in range(args.runs):
             shutil.rmtree(unpack, ignore_errors=True)
-            first_unpack.append(_version_time(variants["sfx one file, unpacked"], env))
+            first_unpack.append(_version_time(sfx, env))
             shutil.rmtree(unpack, ignore_errors=True)
-            first_ready.append(_to_ready(variants["sfx one file, unpacked"], tmp / f"first-{i}", env))
-        rows: list[tuple[str, list[float], list[float], list[float]]] = []
-        for name, cmd in variants.items():
-            version, fresh, again = [], [], []
-            for i in range(args.runs):
+            first_ready.append(_to_ready(sfx, tmp / f"first-{i}", env))
+            for j, (name, cmd) in enumerate(variants.items()):
+                version, fresh, again = rows[name]
                 version.append(_version_time(cmd, env))
-                data = tmp / f"data-{len(rows)}-{i}"
+                data = tmp / f"data-{j}-{i}"
                 fresh.append(_to_ready(cmd, data, env))
                 again.append(_to_ready(cmd, data, env))
-            rows.append((name, version, fresh, again))
         print(f"\n{args.runs} runs each, min / median (load average {os.getloadavg()[0]:.1f}, "
               f"{os.cpu_count()} CPUs)")
         print(f"{'':32} {'--version':>18} {'readyz, fresh dir':>20} {'readyz, existing dir':>20}")
-        for name, version, fresh, again in rows:
+        for name, (version, fresh, again) in rows.items():
             print(f"{name:32} {_fmt(version):>18} {_fmt(fresh):>20} {_fmt(again):>20}")
         print(f"{'sfx one file, first run (unpack)':32} {_fmt(first_unpack):>18} {_fmt(first_ready):>20}")
     finally:
