@@ -2,6 +2,9 @@
 # Make the one-file `lite`: packaging/sfx-header.sh followed by a gzip'd tar of a onedir build.
 # Usage: packaging/sfx.sh ONEDIR OUT   (ONEDIR holds lite/lite, e.g. dist/lite; OUT is the file to write)
 # The output is reproducible for a given onedir (sorted names, fixed owner and mtime, gzip -n).
+# Why not PyInstaller's onefile: it unpacks into a fresh /tmp/_MEI* on every start (each `lite`, each shim
+# or zygote exec pays ~0.2 s more; bench/startup.py) and deletes it when that process exits, while shims
+# must outlive the agent. Unpacked once, this file starts as fast as the onedir.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$1" && pwd)
