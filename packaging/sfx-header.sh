@@ -5,7 +5,8 @@
 # onefile mode does). The directory persists, so container shims and the zygote, which re-exec
 # sys.executable (the unpacked binary), outlive the agent that started them.
 #
-# Where: $LITE_UNPACK_DIR, else /var/lib/lite/.bin for root, else ${XDG_CACHE_HOME:-~/.cache}/lite/bin.
+# Where: $LITE_UNPACK_DIR, else /var/lib/lite/.bin for root, else ${XDG_CACHE_HOME:-$HOME/.cache}/lite/bin
+# (never a shared default such as /tmp).
 # Unpacking goes to a temp dir beside the target, then one rename: a concurrent start either sees the whole
 # tree or unpacks its own copy and throws it away. Built by packaging/sfx.sh (fills in the two values below).
 LITE_PAYLOAD_SHA256=@@HASH@@
@@ -14,8 +15,11 @@ if [ -n "${LITE_UNPACK_DIR:-}" ]; then
     base=$LITE_UNPACK_DIR
 elif [ "$(id -u)" -eq 0 ]; then
     base=/var/lib/lite/.bin
-else
-    base=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/lite/bin
+elif [ -n "${XDG_CACHE_HOME:-}" ] || [ -n "${HOME:-}" ]; then
+    base=${XDG_CACHE_HOME:-$HOME/.cache}/lite/bin
+else  # never a shared default such as /tmp: another user could plant a tree there
+    echo "lite: set HOME or LITE_UNPACK_DIR (where to unpack this executable)" >&2
+    exit 1
 fi
 dir=$base/$LITE_PAYLOAD_SHA256
 if [ ! -x "$dir/lite/lite" ]; then
