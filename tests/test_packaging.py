@@ -221,42 +221,55 @@ def _unpacked_shims(unpack: Path) -> list[int]:
 
 
 @pytest.mark.root
-def test_one_file_server_and_agent_run_a_pod(built: Built, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["embedded", "joined"])
+def test_one_file_runs_a_pod(built: Built, tmp_path: Path, mode: str) -> None:
+    """`lite server` from the file runs a pod with its embedded agent ("embedded"), or a `lite agent` from the
+    file joins it with the join token ("joined"). The agent keeps its bridge in a netns this test made."""
     if os.geteuid() != 0:
         pytest.skip("needs root (namespaces, cgroups, netns)")
     if not os.access(KUBECTL, os.X_OK) or not RegistryServer.available() or not BUSYBOX.exists():
         pytest.skip("needs kubectl, docker-registry and busybox-static")
     exe = str(built.onefile)
     registry = RegistryServer.start(tmp_path / "registry")
-    server = LiteServer(tmp_path / "data", find_free_port(), command=[exe]).start()
-    node_ns, netns_dir, agent_data = tmp_path / "node-netns", tmp_path / "netns", tmp_path / "agent"
+    server = LiteServer(tmp_path / "data", find_free_port(), command=[exe])
+    node_ns, netns_dir = tmp_path / "node-netns", tmp_path / "netns"
+    agent_data = tmp_path / ("data" if mode == "embedded" else "agent")
     agent: subprocess.Popen[bytes] | None = None
-    agent_log = tmp_path / "agent.log"
+    agent_log = server.log_path if mode == "embedded" else tmp_path / "agent.log"
 
     def tail() -> str:
         return agent_log.read_text(errors="replace")[-3000:] if agent_log.exists() else ""
 
     try:
-        server.wait_ready(60)
         pushed = push_test_images(Pusher(registry.url), Layer.build(busybox_entries()))
         Pusher(registry.url).push_image("library/busybox", "1.36", pushed.busybox)
         regs = tmp_path / "registries.yaml"
         regs.write_text(f'mirrors:\n  "docker.io":\n    endpoint: ["{registry.url}"]\n')
         node_ns.touch()
         subprocess.run(["unshare", f"--net={node_ns}", "ip", "link", "set", "lo", "up"], check=True)
+        node = ["--node-name", "pkg-node", "--private-registry", str(regs), "--node-ip", "10.99.0.1",
+                "--node-netns", str(node_ns), "--netns-dir", str(netns_dir),
+                "--cgroup-root", f"lite-pkg-{uuid.uuid4().hex[:8]}"]
+        if mode == "embedded":
+            with open(server.log_path, "ab") as log:
+                server.proc = subprocess.Popen(
+                    [exe, "server", "--data-dir", str(server.data_dir), "--https-listen-port", str(server.port),
+                     "--bind-address", "127.0.0.1", *node], stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL)
+            agent = server.proc
+            server.wait_ready(60)
+        else:
+            server.start().wait_ready(60)
+            join_token = (tmp_path / "data" / "token").read_text().strip()
+            with open(agent_log, "ab") as log:
+                agent = subprocess.Popen([exe, "agent", "--server", server.url, "--token", join_token,
+                                          "--data-dir", str(agent_data), *node],
+                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         kc = server.kubeconfig
-        join_token = (tmp_path / "data" / "token").read_text().strip()
-        with open(agent_log, "ab") as log:
-            agent = subprocess.Popen(
-                [exe, "agent", "--server", server.url, "--token", join_token, "--node-name", "pkg-node",
-                 "--data-dir", str(agent_data), "--private-registry", str(regs), "--node-ip", "10.99.0.1",
-                 "--node-netns", str(node_ns), "--netns-dir", str(netns_dir),
-                 "--cgroup-root", f"lite-pkg-{uuid.uuid4().hex[:8]}"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         running = agent
 
         def node_ready() -> bool:
-            assert running.poll() is None, "lite agent exited:\n" + tail()
+            assert running.poll() is None, f"the {mode} agent exited:\n" + tail()
             return "True" in _kubectl(kc, "get", "node", "pkg-node", "-o",
                                       "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
                                       check=False).stdout
@@ -278,7 +291,7 @@ def test_one_file_server_and_agent_run_a_pod(built: Built, tmp_path: Path) -> No
         assert _kubectl(kc, "exec", "frozen", "--", "echo", "exec-ok").stdout.strip() == "exec-ok"
         assert _unpacked_shims(built.unpack), "no shim runs from the unpacked executable"
         agent.terminate()
-        assert agent.wait(timeout=30) is not None
+        agent.wait(timeout=30)
         assert _unpacked_shims(built.unpack), "the shim died with the agent (shims must outlive it)"
         killall = _run([exe, "killall", "--data-dir", agent_data], timeout=120)
         assert killall.returncode == 0, killall.stdout + killall.stderr
@@ -288,7 +301,8 @@ def test_one_file_server_and_agent_run_a_pod(built: Built, tmp_path: Path) -> No
             agent.kill()
             agent.wait()
         try:
-            server.stop(timeout=15)
+            if server.proc is not None:
+                server.stop(timeout=15)
         finally:
             registry.stop()
             _run([exe, "killall", "--data-dir", agent_data], timeout=120)

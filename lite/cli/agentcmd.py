@@ -53,7 +53,9 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
             server_url=config.server_url, token=server.creds.join_token, node_name=config.node_name,
             data_dir=config.data_dir, runtime=_runtime(config.agent_runtime), ca_data=server.creds.ca_pem,
             registries=_registries(config.private_registry), service_proxy=config.agent_service_proxy,
-            service_cidr=config.service_cidr, cluster_cidr=config.cluster_cidr))
+            service_cidr=config.service_cidr, cluster_cidr=config.cluster_cidr, node_ip=config.agent_node_ip,
+            node_netns=config.agent_node_netns, netns_dir=config.agent_netns_dir,
+            cgroup_root=config.agent_cgroup_root))
         await agent.run()
 
     return [("agent", run)]
