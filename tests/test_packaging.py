@@ -158,6 +158,12 @@ def test_server_serves_snapshots_and_tokens(built: Built, data_dir: Path, free_p
         status, nss = server.request("/api/v1/namespaces")
         assert status == 200 and nss["kind"] == "NamespaceList"
         assert server.request("/api/v1/namespaces", token="wrong")[0] == 401
+        # upstream's OpenAPI schemas are package data: the frozen build must carry them
+        typo = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": 1}}
+        status, err = server.request("/api/v1/namespaces/default/configmaps", "POST", typo)
+        assert status == 400 and "cannot unmarshal number" in err["message"], err
+        status, doc = server.request("/openapi/v3/api/v1")
+        assert status == 200 and "io.k8s.api.core.v1.PodSpec" in doc["components"]["schemas"]
     finally:
         code = server.stop(timeout=15)
     assert code == 0, server.log_tail()
