@@ -123,6 +123,10 @@ class ServerConfig:
     cluster_dns: str = ""
     cluster_domain: str = "cluster.local"
     resolv_conf: Path | None = None
+    agent_node_ip: str = ""  # "" = the host's first address
+    agent_node_netns: str | None = None  # tests: a netns file holding the bridge (lite agent's --node-netns)
+    agent_netns_dir: Path | None = None  # pod netns files; None = /var/run/netns
+    agent_cgroup_root: str = "lite"
     # Scheduled store snapshots (k3s's etcd-snapshot schedule): cron, how many to keep, or none at all.
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5
