@@ -39,8 +39,10 @@ from lite.server.config import ServerConfig
 from lite.server.controllers.csrsigning import ClientCA
 from lite.server.controllers.disruption import EvictionCheck
 from lite.server.controllers.manager import build_controller_manager
+from lite.server.controllers.resourcequota import ResourceQuotaController
 from lite.server.join import JoinHub, add_join_routes
 from lite.server.manifests import ManifestDeployer
+from lite.server.quota.wiring import add_quota_admission
 from lite.server.scheduler.scheduler import build_scheduler
 from lite.server.services.admission import ServiceAllocators
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
@@ -97,6 +99,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
     if rc_kind is not None:
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
+    quota = add_quota_admission(resources, strategies)
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
     if creds.client_ca_cert is not None and creds.front_proxy_ca is not None:
@@ -108,11 +111,16 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     await ensure_kubernetes_service(resources, api_ip, advertise, config.port)
 
     informers = SharedInformers(resources)
-    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=allocators.ips.nth(10))
+    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=config.cluster_dns or allocators.ips.nth(10),
+                  cluster_domain=config.cluster_domain)
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
-                                       hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds))
+                                       hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
+                                       quota_admission=quota)
+    rq = manager.controller("resourcequota")
+    if isinstance(rq, ResourceQuotaController):
+        strategies.add_removed_hook(rq.removed)
     scheduler = build_scheduler(resources, informers)
     proxy_cert = (str(creds.front_proxy_cert), str(creds.front_proxy_key)) \
         if creds.front_proxy_cert is not None and creds.front_proxy_key is not None else None

@@ -103,10 +103,9 @@ async def test_a_finished_pod_keeps_its_ip_and_stays_finished_across_an_agent_re
     await a.handle(wire.PodUpsert(p))
     uid = p["metadata"]["uid"]
     first = await rec.until(uid, lambda s: s["phase"] == "Succeeded" and bool(s.get("podIP")))
-    await a.handle(wire.PodUpsert(_pod("other", [_busybox(registry, ["sleep", "1000"])])))  # may take the freed IP
 
     # A new agent starts on the same data dir and adopts what it finds there (the old one's runner of this
-    # finished pod is idle; the one of the running pod adopts, never restarts).
+    # finished pod is idle, and no other pod is on disk for the two agents to contend for).
     again = Agent(a.config)
     rec2 = Recorder()
     await again.open_services()

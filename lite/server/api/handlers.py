@@ -34,7 +34,7 @@ from lite.errors import (
     too_large,
 )
 from lite.kinds import Kind, KindRegistry
-from lite.server.api import negotiate
+from lite.server.api import fieldvalidation, negotiate
 from lite.server.api.discovery import Discovery
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
@@ -176,9 +176,10 @@ def _write_params(query: Any) -> tuple[bool, str, str]:
     return dry_run(query), query.get("fieldManager", ""), fv
 
 
-def _with_warning(resp: web.Response, warning: str | None) -> web.Response:
-    if warning:
-        resp.headers["Warning"] = warning
+def _with_warning(resp: web.Response, warnings: list[str]) -> web.Response:
+    """One `Warning: 299 - "..."` header per warning, as upstream sends them (kubectl prints each)."""
+    for value in fieldvalidation.warning_headers(warnings):
+        resp.headers.add("Warning", value)
     return resp
 
 
@@ -353,10 +354,11 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "create")
     dry, manager, validation = _write_params(request.query)
-    obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
+    raw = await read_body(request, ctx)
+    obj = negotiate.decode_object(request.content_type, raw)
     _fill_type_meta(obj, t.kind)
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
     _check_meta(obj, t)
-    warning = negotiate.check_fields(t.kind, obj, validation)
     create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
     return _with_warning(json_response(out, 201), warning)
@@ -365,11 +367,12 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
 async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "update")
     dry, manager, validation = _write_params(request.query)
-    obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
-    warning = None
+    raw = await read_body(request, ctx)
+    obj = negotiate.decode_object(request.content_type, raw)
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
         _fill_type_meta(obj, t.kind)
-        warning = negotiate.check_fields(t.kind, obj, validation)
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj), obj,
+                                         validation, raw, request.content_type)
     _check_meta(obj, t)
     update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
     out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
@@ -392,7 +395,9 @@ async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = ""
     force = q_bool(request.query, "force")
     if force and patch_type != "apply":
         raise bad_request("force may only be set for apply patches")
-    warning = None if sub == "scale" else negotiate.check_fields(t.kind, patch, validation)
+    warning = fieldvalidation.check_patch(
+        ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub), patch, patch_type, validation, raw=body,
+        content_type=request.content_type, namespace=t.namespace, name=t.name)
     kwargs: dict[str, Any] = {"patch_type": patch_type, "subresource": sub, "dry_run": dry,
                               "field_manager": manager, "force": force}
     if ctx.patch_ex is not None:
@@ -478,11 +483,14 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub in POST_SUBRESOURCES:
         if method != "POST":
             raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
-        dry, manager, _ = _write_params(request.query)
-        obj = negotiate.decode_object(request.content_type, await read_body(request, ctx))
+        dry, manager, validation = _write_params(request.query)
+        raw = await read_body(request, ctx)
+        obj = negotiate.decode_object(request.content_type, raw)
+        warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj),
+                                             obj, validation, raw, request.content_type)
         out = await ctx.resources.create(t.kind, t.namespace, obj, name=t.name, subresource=sub,
                                          dry_run=dry, field_manager=manager)
-        return json_response(out, 201)
+        return _with_warning(json_response(out, 201), warning)
     if method == "GET":
         return json_response(await ctx.resources.get(t.kind, t.namespace, t.name, subresource=sub))
     if method == "PUT":

@@ -22,7 +22,6 @@ import yaml
 
 from lite.client import PATCH_CONTENT_TYPES, PatchType
 from lite.errors import ApiError, bad_request, unsupported_media_type
-from lite.kinds import Kind
 from lite.server.api import bodylimits
 
 JSON = "application/json"
@@ -168,56 +167,3 @@ def decode_delete_options(content_type: str, body: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise bad_request("DeleteOptions must be a JSON object")
     return obj
-
-
-# --- strict field validation (top level and metadata; nested fields are not described here) -------------
-
-_COMMON = frozenset({"apiVersion", "kind", "metadata"})
-_SPEC_STATUS = _COMMON | {"spec", "status"}
-_TOP_LEVEL: dict[str, frozenset[str]] = {
-    "ConfigMap": _COMMON | {"data", "binaryData", "immutable"},
-    "Secret": _COMMON | {"data", "stringData", "type", "immutable"},
-    "Endpoints": _COMMON | {"subsets"},
-    "ServiceAccount": _COMMON | {"secrets", "imagePullSecrets", "automountServiceAccountToken"},
-    "Event": _COMMON | {"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
-                        "count", "type", "eventTime", "series", "action", "related", "reportingComponent",
-                        "reportingInstance"},
-    "Event.events.k8s.io": _COMMON | {"eventTime", "series", "reportingController", "reportingInstance", "action",
-                                      "reason", "regarding", "related", "note", "type", "deprecatedSource",
-                                      "deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount"},
-    "ControllerRevision.apps": _COMMON | {"data", "revision"},
-    "EndpointSlice.discovery.k8s.io": _COMMON | {"addressType", "endpoints", "ports"},
-    "PriorityClass.scheduling.k8s.io": _COMMON | {"value", "globalDefault", "description", "preemptionPolicy"},
-}
-_OBJECT_META = frozenset({
-    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
-    "ownerReferences", "finalizers", "managedFields"})
-
-
-def unknown_fields(kind: Kind, obj: dict[str, Any]) -> list[str]:
-    """Top-level and `metadata` fields the kind does not have (custom resources are not checked here).
-
-    Keys starting with `$` are strategic-merge directives, not fields.
-    """
-    if kind.crd or kind.virtual:
-        return []
-    allowed = _TOP_LEVEL.get(kind.gk, _SPEC_STATUS)
-    out = [k for k in obj if k not in allowed and not k.startswith("$")]
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        out += [f"metadata.{k}" for k in meta if k not in _OBJECT_META and not k.startswith("$")]
-    return out
-
-
-def check_fields(kind: Kind, obj: Any, mode: str) -> str | None:
-    """Apply `fieldValidation`: Strict raises 400, Warn returns the Warning header value, Ignore nothing."""
-    if mode not in ("Strict", "Warn") or not isinstance(obj, dict):
-        return None
-    unknown = unknown_fields(kind, obj)
-    if not unknown:
-        return None
-    if mode == "Strict":
-        listed = ", ".join(f'unknown field "{f}"' for f in unknown)
-        raise bad_request(f"strict decoding error: {listed}")
-    return ", ".join(f'299 - "unknown field \\"{f}\\""' for f in unknown)

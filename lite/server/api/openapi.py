@@ -1,11 +1,12 @@
-"""A small OpenAPI v3 description of the served kinds: enough for kubectl, not a full schema.
+"""OpenAPI v3 documents of the served kinds: upstream's 1.32 schemas and upstream-shaped paths.
 
 Role: `/openapi/v3` lists every served group-version with a content hash; `/openapi/v3/<gv path>` is an
-OpenAPI 3 document whose `paths` hold, per kind, the object path item with a `patch` operation carrying
-`x-kubernetes-group-version-kind` and an inline `fieldValidation` query parameter. kubectl's `-f`
-commands only check that this parameter exists for the kind (then send `fieldValidation=Strict` and
-leave validation to the server). `components.schemas` holds one open object schema per kind, tagged with
-its GVK, so `kubectl explain` has something to print; CRD kinds use their own structural schema.
+OpenAPI 3 document whose `paths` are upstream's for the served kinds and verbs (collection, all-namespaces
+list, object, status and scale; path and query parameters, request bodies, response codes: see
+`openapi_paths`) and whose `components.schemas` hold upstream's schemas of those kinds, their lists and
+everything they refer to (`builtin_schemas`), so `kubectl explain` prints upstream's descriptions and
+kubectl's `-f` commands find the `fieldValidation` parameter (then send `fieldValidation=Strict`). CRD kinds
+(and kinds upstream does not publish) use their own structural schema and a generated list schema.
 
 Invariants:
 - Documents are derived from the registry at call time and cached on the identity of its kinds (a CRD
@@ -23,14 +24,10 @@ from typing import Any
 import orjson
 
 from lite.kinds import Kind, KindRegistry
+from lite.server.api.builtin_schemas import BuiltinSchemas
+from lite.server.api.openapi_paths import path_items
 
 Obj = dict[str, Any]
-
-_FIELD_VALIDATION: Obj = {
-    "name": "fieldValidation", "in": "query", "uniqueItems": True, "schema": {"type": "string"},
-    "description": "Ignore, Warn or Strict: how the server treats unknown or duplicate fields.",
-}
-_QUERY = ("dryRun", "fieldManager", "force")
 
 
 @dataclass(frozen=True)
@@ -40,19 +37,22 @@ class _Docs:
 
 
 class OpenAPI:
-    """OpenAPI v3 documents for one registry, rebuilt whenever its kinds change."""
+    """OpenAPI v3 documents for one registry; a group-version's document is rebuilt only when its kinds
+    change (a CRD update re-renders its own group-version, not the ~1 MB core one)."""
 
-    def __init__(self, kinds: KindRegistry) -> None:
+    def __init__(self, kinds: KindRegistry, schemas: BuiltinSchemas | None = None) -> None:
         self._kinds = kinds
+        self.schemas = schemas if schemas is not None else BuiltinSchemas()
         self._key: tuple[int, ...] = ()
         self._held: tuple[Kind, ...] = ()  # keeps the keyed objects alive so ids stay unique
         self._docs: _Docs | None = None
+        self._by_gv: dict[str, tuple[tuple[int, ...], bytes]] = {}
 
     def _current(self) -> _Docs:
         held = tuple(self._kinds)
         key = tuple(id(k) for k in held)
         if self._docs is None or key != self._key:
-            self._docs = _build(held)
+            self._docs = self._build(held)
             self._key, self._held = key, held
         return self._docs
 
@@ -64,19 +64,28 @@ class OpenAPI:
         """The document for `api/v1` or `apis/<group>/<version>`, or None when not served."""
         return self._current().by_path.get(gv_path.strip("/"))
 
-
-def _build(kinds: tuple[Kind, ...]) -> _Docs:
-    by_gv: dict[str, list[Kind]] = {}
-    for k in kinds:
-        by_gv.setdefault(k.base_path.lstrip("/"), []).append(k)
-    by_path: dict[str, bytes] = {}
-    index: Obj = {}
-    for path in sorted(by_gv, key=lambda p: (not p.startswith("api/"), p)):
-        doc = orjson.dumps(_document(by_gv[path]), option=orjson.OPT_SORT_KEYS)
-        by_path[path] = doc
-        digest = hashlib.sha512(doc).hexdigest()[:64].upper()
-        index[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
-    return _Docs(root=orjson.dumps({"paths": index}), by_path=by_path)
+    def _build(self, kinds: tuple[Kind, ...]) -> _Docs:
+        by_gv: dict[str, list[Kind]] = {}
+        for k in kinds:
+            by_gv.setdefault(k.base_path.lstrip("/"), []).append(k)
+        by_path: dict[str, bytes] = {}
+        index: Obj = {}
+        cache: dict[str, tuple[tuple[int, ...], bytes]] = {}
+        upstream: tuple[dict[str, Any], dict[str, Any]] | None = None  # read only when a document changed
+        for path in sorted(by_gv, key=lambda p: (not p.startswith("api/"), p)):
+            key = tuple(id(k) for k in by_gv[path])
+            held = self._by_gv.get(path)
+            if held is not None and held[0] == key:
+                doc = held[1]
+            else:
+                upstream = upstream or self.schemas.openapi_data()
+                doc = orjson.dumps(_document(by_gv[path], self.schemas, *upstream), option=orjson.OPT_SORT_KEYS)
+            cache[path] = (key, doc)
+            by_path[path] = doc
+            digest = hashlib.sha512(doc).hexdigest()[:64].upper()
+            index[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
+        self._by_gv = cache
+        return _Docs(root=orjson.dumps({"paths": index}), by_path=by_path)
 
 
 def schema_name(k: Kind) -> str:
@@ -92,23 +101,57 @@ def _gvk(k: Kind) -> Obj:
     return {"group": k.group, "version": k.version, "kind": k.kind}
 
 
-def _document(kinds: list[Kind]) -> Obj:
+_META = "io.k8s.apimachinery.pkg.apis.meta.v1."
+_ALWAYS = (f"{_META}Status", f"{_META}DeleteOptions", f"{_META}Patch", f"{_META}ListMeta")
+_REF = "#/components/schemas/"
+
+
+def _refs(value: Any, out: set[str]) -> None:
+    if isinstance(value, dict):
+        ref = value.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_REF):
+            out.add(ref[len(_REF):])
+        for v in value.values():
+            if isinstance(v, (dict, list)):
+                _refs(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _refs(v, out)
+
+
+def _closure(names: set[str], upstream: dict[str, Any]) -> dict[str, Any]:
+    """The named upstream schemas and every schema they refer to, transitively."""
+    out: dict[str, Any] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in out or name not in upstream:
+            continue
+        out[name] = upstream[name]
+        found: set[str] = set()
+        _refs(upstream[name], found)
+        todo.extend(found - out.keys())
+    return out
+
+
+def _document(kinds: list[Kind], builtin: BuiltinSchemas, upstream: dict[str, Any], params: dict[str, Any]) -> Obj:
     paths: Obj = {}
     schemas: Obj = {}
+    wanted: set[str] = set(_ALWAYS)
     for k in kinds:
-        ref = {"$ref": f"#/components/schemas/{schema_name(k)}"}
-        schemas[schema_name(k)] = _schema(k)
-        name_param = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-        params = [name_param]
-        if k.namespaced:
-            params.append({"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}})
-        item_path = k.path("{namespace}", "{name}")
-        paths[item_path] = {"parameters": params, **_item_ops(k, ref)}
-        collection = k.path("{namespace}") if k.namespaced else k.path()
-        paths[collection] = {
-            "get": _op(k, "list", ref),
-            **({"post": _op(k, "post", ref)} if "create" in k.verbs else {}),
-        }
+        name = builtin.schema_name(k)
+        if name:
+            wanted.add(name)
+            list_name = builtin.schema_name(_list_kind(k)) or name
+            wanted.add(list_name)
+            if "scale" in k.subresources:
+                wanted.add("io.k8s.api.autoscaling.v1.Scale")
+        else:
+            name, list_name = schema_name(k), schema_name(k) + "List"
+            schemas[name] = _schema(k)
+            schemas[list_name] = _list_schema(k, name)
+        paths.update(path_items(k, f"{_REF}{name}", f"{_REF}{list_name}", params))
+    schemas.update(_closure(wanted, upstream))
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.32.0"},
@@ -117,30 +160,26 @@ def _document(kinds: list[Kind]) -> Obj:
     }
 
 
-def _item_ops(k: Kind, ref: Obj) -> Obj:
-    ops: Obj = {"get": _op(k, "get", ref)}
-    if "update" in k.verbs:
-        ops["put"] = _op(k, "put", ref)
-    if "patch" in k.verbs:
-        ops["patch"] = _op(k, "patch", ref)
-    if "delete" in k.verbs:
-        ops["delete"] = _op(k, "delete", ref)
-    return ops
+def _list_kind(k: Kind) -> Kind:
+    return Kind(k.group, k.version, k.list_kind, k.plural, k.namespaced)
 
 
-def _op(k: Kind, action: str, ref: Obj) -> Obj:
-    op: Obj = {
-        "operationId": f"{action}{k.kind}",
-        "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": _gvk(k),
-        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": ref}}}},
+def _list_schema(k: Kind, item: str) -> Obj:
+    return {
+        "description": f"{k.list_kind} is a list of {k.kind}",
+        "type": "object",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this "
+                                                           "representation of an object."},
+            "items": {"type": "array", "description": f"List of {k.plural}.",
+                      "items": {"$ref": f"{_REF}{item}"}},
+            "kind": {"type": "string", "description": "Kind is a string value representing the REST resource "
+                                                      "this object represents."},
+            "metadata": {"allOf": [{"$ref": f"{_REF}{_META}ListMeta"}], "description": "Standard list metadata."},
+        },
+        "x-kubernetes-group-version-kind": [{"group": k.group, "version": k.version, "kind": k.list_kind}],
     }
-    if action in ("patch", "put", "post"):
-        op["parameters"] = [dict(_FIELD_VALIDATION)] + [
-            {"name": q, "in": "query", "schema": {"type": "string"}} for q in _QUERY]
-        media = "application/merge-patch+json" if action == "patch" else "application/json"
-        op["requestBody"] = {"content": {media: {"schema": ref if action != "patch" else {"type": "object"}}}}
-    return op
 
 
 def _schema(k: Kind) -> Obj:

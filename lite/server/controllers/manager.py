@@ -37,6 +37,7 @@ from lite.server.controllers.nodeipam import DEFAULT_CLUSTER_CIDR, NodeIpamContr
 from lite.server.controllers.nodelifecycle import NODE_GRACE_PERIOD, NodeLifecycleController
 from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
+from lite.server.controllers.resourcequota import QuotaWriter, ResourceQuotaController
 from lite.server.controllers.runtime import Controller, ControllerManager
 from lite.server.controllers.serviceaccount import ServiceAccountController
 from lite.server.controllers.servicelb import ServiceLBController
@@ -56,7 +57,8 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
                              cluster_cidr: str = DEFAULT_CLUSTER_CIDR,
                              node_grace_period: float = NODE_GRACE_PERIOD,
                              hpa_metrics: MetricsSource | None = None,
-                             client_ca: ClientCA | None = None) -> ControllerManager:
+                             client_ca: ClientCA | None = None,
+                             quota_admission: QuotaWriter | None = None) -> ControllerManager:
     """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry.
 
     `informers` may be shared with the scheduler and the join hub (one cache per kind in the process);
@@ -89,6 +91,8 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         PodGCController(client, informers, recorder("pod-garbage-collector")),
         HPAController(client, informers, recorder("horizontal-pod-autoscaler"), metrics=hpa_metrics),
         CSRCleanerController(client, informers, recorder("csrcleaner")),
+        ResourceQuotaController(client, informers, kinds, recorder("resource-quota-controller"),
+                                admission=quota_admission),
     ]
     if client_ca is not None:
         signing = recorder("certificatesigningrequest-signing-controller")

@@ -1,0 +1,1 @@
+"""ResourceQuota and LimitRange: usage, admission, controller."""

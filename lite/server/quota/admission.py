@@ -1,0 +1,326 @@
+"""ResourceQuota admission: refuse a create that would go over a quota, and charge the quota for it.
+
+Upstream's `plugin/pkg/admission/resourcequota` design, kept: a quota's `status.used` is raised with an
+optimistic-concurrency status update of the ResourceQuota, so two creates can never both spend the last unit
+(the store's resourceVersion check is the compare-and-swap). Requests of one namespace are queued and judged in
+batches by one worker task per namespace, so N concurrent creates cost one status write per quota:
+
+    admit(CREATE) ─ usage of the object ─ no quota tracks it? → allow
+                  └ enqueue on the namespace; the worker, per batch:
+                      status jobs of the controller (`write_status`), each read fresh and written RV-guarded
+                      read quotas → judge each request in order against status.hard / status.used (+ what
+                        the batch's earlier requests took) → start the RV-guarded status writes, then
+                        answer every request (allow, or 403): the writes reach the store first and share
+                        one commit with the admitted objects
+                      → wait for them to commit before reading the quotas again; a write that lost to an
+                        outside status write is redone as "add this batch's charge to the fresh used"
+
+Why answering before the writes commit is safe: the worker is the only writer of its namespace's quota
+status (the controller writes through `write_status`, in turn) and never reads before its previous writes
+committed, so its compare-and-swap cannot lose except to a status write from outside (`kubectl replace
+--subresource status`); then usage is corrected by adding the charge again, and only a create racing that
+outside write could go over `hard`.
+
+Facts from upstream: admission judges against `status.hard` (a quota the controller has not yet filled in
+restricts nothing), a tracked resource missing from `status.used` is `status unknown for quota`, a quota on
+cpu/memory requires every container to state them (`failed quota: <name>: must specify ...`), scoped quotas
+see only the pods they select, dry runs are judged and charge nothing. CREATE is charged its usage; an UPDATE
+of a Service or PVC is charged what it adds (a Service turning NodePort/LoadBalancer, a PVC asking for more
+storage); what an update gives back is returned by the controller's recount.
+
+Invariants: one `QuotaAdmission` per server; `last_charge(ns)` tells the quota controller when admission
+last raised a quota of `ns`, so a recount never lowers usage that a create still in flight has paid for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from lite import errors
+from lite.client import Client
+from lite.kinds import Kind
+from lite.objects import deep_copy
+from lite.server.api.strategies import Admission
+from lite.server.quota import usage as u
+
+Obj = dict[str, Any]
+log = logging.getLogger("lite.quota")
+ATTEMPTS = 8  # status jobs: tries against outside writes to the same quota
+
+
+@dataclass
+class _Request:
+    review: Admission
+    usage: u.Usage
+    done: asyncio.Future[None]
+    error: errors.ApiError | None = None
+    have: list[tuple[str, frozenset[str]]] | None = None  # u.stated(pod), computed once per request
+    nano: dict[str, int] | None = None  # usage in nano-units, computed once per request
+
+
+NANO = 10**9
+# Kinds whose usage an update can raise (a Service becoming NodePort/LoadBalancer, a PVC asking for more).
+GROWS = ("Service", "PersistentVolumeClaim")
+
+
+def _to_nano(usage: u.Usage) -> dict[str, int]:
+    return {k: math.ceil(v * NANO) for k, v in usage.items()}
+
+
+def _from_nano(values: dict[str, int]) -> u.Usage:
+    return {k: Fraction(v, NANO) for k, v in values.items()}
+
+
+@dataclass
+class _Quota:
+    """One quota while a batch is judged: status parsed once, running `used`, what the batch `added`."""
+
+    obj: Obj
+    name: str
+    scoped: bool
+    hard_raw: Obj
+    used_raw: Obj
+    hard: dict[str, int]
+    used: dict[str, int]
+    added: dict[str, int]
+
+    @classmethod
+    def of(cls, q: Obj) -> _Quota:
+        status = q.get("status") or {}
+        hard_raw, used_raw = status.get("hard") or {}, status.get("used") or {}
+        return cls(q, str(q["metadata"]["name"]), bool(u.quota_scopes(q)), hard_raw, used_raw,
+                   _to_nano(u.resource_list(hard_raw)), _to_nano(u.resource_list(used_raw)), {})
+
+
+@dataclass
+class _Job:
+    name: str
+    build: Callable[[Obj], Obj | None]
+    done: asyncio.Future[None]
+
+
+class QuotaAdmission:
+    """The admission hook (`admit`) of one server over the in-process client."""
+
+    def __init__(self, client: Client, quota_kind: Kind,
+                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+        self.client = client
+        self.kind = quota_kind
+        self.now = now
+        self._queues: dict[str, list[_Request | _Job]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._charged_at: dict[str, float] = {}
+
+    def last_charge(self, namespace: str) -> float:
+        """Loop time of the last charge in `namespace` (0.0: never)."""
+        return self._charged_at.get(namespace, 0.0)
+
+    async def admit(self, review: Admission) -> None:
+        if review.subresource or review.obj is None or not review.namespace:
+            return
+        if review.operation != "CREATE" and not (review.operation == "UPDATE" and review.kind.gk in GROWS):
+            return
+        quotas = (await self.client.list(self.kind, review.namespace))["items"]
+        if not quotas:
+            return
+        usage = u.object_usage(review.kind, review.obj, self.now())
+        if review.old is not None:  # an update is charged what it adds (upstream: non-negative delta)
+            before = u.object_usage(review.kind, review.old, self.now())
+            usage = {k: v - before.get(k, Fraction(0)) for k, v in usage.items() if v > before.get(k, Fraction(0))}
+        if not any(k in ((q.get("status") or {}).get("hard") or {}) for q in quotas for k in usage):
+            return
+        req = _Request(review, usage, asyncio.get_running_loop().create_future())
+        self._queues.setdefault(review.namespace, []).append(req)
+        self._start(review.namespace)
+        await req.done
+        if req.error is not None:
+            raise req.error
+
+    async def write_status(self, namespace: str, name: str, build: Callable[[Obj], Obj | None]) -> None:
+        """Run `build(fresh quota) -> quota to write | None` and write its result (RV-guarded, retried on 409),
+        in turn with this namespace's admission batches, so the quota controller never races a charge."""
+        job = _Job(name, build, asyncio.get_running_loop().create_future())
+        self._queues.setdefault(namespace, []).append(job)
+        self._start(namespace)
+        await job.done
+
+    def _start(self, ns: str) -> None:
+        if ns not in self._workers:
+            self._workers[ns] = asyncio.create_task(self._drain(ns), name=f"quota-admission-{ns}")
+
+    async def _drain(self, ns: str) -> None:
+        """The namespace's worker: status jobs, then a batch of requests, until nothing waits."""
+        try:
+            while self._queues.get(ns):
+                batch = self._queues.pop(ns)
+                for job in batch:
+                    if isinstance(job, _Job):
+                        await self._run_job(ns, job)
+                requests = [r for r in batch if isinstance(r, _Request)]
+                inflight: list[tuple[Obj, u.Usage, asyncio.Task[bool]]] = []
+                try:
+                    inflight = await self._judge(ns, requests)
+                except errors.ApiError as e:
+                    for r in requests:
+                        r.error = r.error or e
+                except Exception as e:
+                    log.exception("quota admission failed in %s", ns)
+                    for r in requests:
+                        r.error = r.error or errors.internal(f"quota admission: {e}")
+                for r in requests:
+                    if not r.done.done():
+                        r.done.set_result(None)
+                await self._settle(ns, inflight)
+        finally:
+            self._workers.pop(ns, None)
+            for left in self._queues.pop(ns, []):
+                if not left.done.done():
+                    left.done.set_exception(errors.internal("quota admission stopped"))
+
+    async def _judge(self, ns: str, batch: list[_Request]) -> list[tuple[Obj, u.Usage, asyncio.Task[bool]]]:
+        """Judge the batch, start the status writes that charge it, and answer its requests.
+
+        The answers go out without waiting for the writes' commit, so the admitted objects join the writes
+        in the same commit (one fsync for the batch, as without quotas). That is safe because nothing else
+        writes these quotas' status meanwhile: this worker waits for the writes to commit before it reads
+        the quotas again, and the controller writes through `write_status`, in turn. A write that fails
+        anyway (someone wrote the status from outside) is redone by `_settle`."""
+        quotas = (await self.client.list(self.kind, ns))["items"]
+        changed = self._evaluate(quotas, batch)
+        if changed:
+            # before the answers: a recount must already see that a charge is under way
+            self._charged_at[ns] = asyncio.get_running_loop().time()
+        # The writes are started first, so each reaches the store's queue ahead of the objects it pays for
+        # (the loop runs tasks in the order they became ready), and the store commits them together.
+        inflight = [(q, delta, asyncio.create_task(self._write(q))) for q, delta in changed]
+        for r in batch:
+            r.done.set_result(None)
+        return inflight
+
+    async def _settle(self, ns: str, inflight: list[tuple[Obj, u.Usage, asyncio.Task[bool]]]) -> None:
+        """Wait for the batch's status writes to commit before the next batch reads the quotas; a write that
+        lost to an outside status write is redone as a plain addition to the quota's fresh `used`."""
+        for q, delta, task in inflight:
+            try:
+                ok = await task
+            except Exception as e:  # a failed commit: the batch's objects failed with it, most likely
+                log.warning("quota %s/%s: status write failed: %r", ns, q["metadata"]["name"], e)
+                continue
+            if not ok:
+                self._queues.setdefault(ns, []).insert(0, _Job(str(q["metadata"]["name"]), _adder(delta),
+                                                               asyncio.get_running_loop().create_future()))
+        if inflight:
+            self._charged_at[ns] = asyncio.get_running_loop().time()
+
+    async def _run_job(self, ns: str, job: _Job) -> None:
+        try:
+            for _ in range(ATTEMPTS):
+                try:
+                    fresh = await self.client.get(self.kind, ns, job.name)
+                except errors.ApiError as e:
+                    if e.code == 404:
+                        break
+                    raise
+                body = job.build(fresh)
+                if body is None or await self._write(body):
+                    break
+            job.done.set_result(None)
+        except Exception as e:
+            job.done.set_exception(e)
+
+    def _evaluate(self, quotas: list[Obj], batch: list[_Request]) -> list[tuple[Obj, u.Usage]]:
+        """Judge the batch in order against `quotas`; return the quotas whose used grew (copies with the new
+        used) with what the batch added to each. Sums are in integer nano-units (exact: upstream keeps no
+        finer unit), which is what keeps a batch cheap next to Fraction arithmetic."""
+        state = [_Quota.of(q) for q in sorted(quotas, key=lambda q: str(q["metadata"]["name"]))]
+        for r in batch:
+            if r.error is not None:
+                continue
+            if r.nano is None:
+                r.nano = _to_nano(r.usage)
+            takes: list[tuple[_Quota, dict[str, int]]] = []
+            for q in state:
+                if q.scoped and not u.matches(q.obj, r.review.kind, r.review.obj or {}):
+                    continue
+                delta = {k: v for k, v in r.nano.items() if k in q.hard}
+                if not delta:
+                    continue
+                r.error = self._refusal(r, q, delta)
+                if r.error is not None:
+                    break
+                takes.append((q, delta))
+            if r.error is not None or r.review.dry_run:
+                continue
+            for q, delta in takes:
+                for k, v in delta.items():
+                    q.used[k] = q.used.get(k, 0) + v
+                    q.added[k] = q.added.get(k, 0) + v
+        out: list[tuple[Obj, u.Usage]] = []
+        for q in state:
+            if not q.added:
+                continue
+            new = deep_copy(q.obj)
+            status = new.setdefault("status", {})
+            status["used"] = {**(status.get("used") or {}), **u.format_usage(_from_nano(q.used), q.hard_raw)}
+            out.append((new, _from_nano(q.added)))
+        return out
+
+    def _refusal(self, r: _Request, q: _Quota, delta: dict[str, int]) -> errors.ApiError | None:
+        if r.review.kind.gk == "Pod":
+            if r.have is None:
+                r.have = u.stated(r.review.obj or {})
+            missing = u.missing_requirements(q.hard, r.review.obj or {}, r.have)
+            if missing:
+                return self._forbidden(r, f"failed quota: {q.name}: {missing}")
+        unknown = sorted(k for k in delta if k not in q.used_raw)
+        if unknown:
+            return self._forbidden(r, f"status unknown for quota: {q.name}, resources: {','.join(unknown)}")
+        over = sorted(k for k, v in delta.items() if q.used.get(k, 0) + v > q.hard[k])
+        if not over:
+            return None
+        requested = u.pretty(_from_nano({k: delta[k] for k in over}), q.hard_raw)
+        spent = u.pretty(_from_nano({k: q.used.get(k, 0) for k in over}), q.hard_raw)
+        limited = u.pretty(_from_nano({k: q.hard[k] for k in over}), q.hard_raw)
+        return self._forbidden(r, f"exceeded quota: {q.name}, requested: {requested}, used: {spent}, "
+                                  f"limited: {limited}")
+
+    @staticmethod
+    def _forbidden(r: _Request, detail: str) -> errors.ApiError:
+        kind = r.review.kind
+        return errors.forbidden(f"{_who(r.review)} is forbidden: {detail}", kind.plural, kind.group, r.review.name)
+
+    async def _write(self, quota: Obj) -> bool:
+        """The RV-guarded status write; False on a conflict (someone else changed the quota)."""
+        meta = quota["metadata"]
+        try:
+            await self.client.update(self.kind, str(meta["namespace"]), str(meta["name"]), quota,
+                                     subresource="status")
+        except errors.ApiError as e:
+            if e.code in (404, 409):
+                return e.code == 404  # a deleted quota restricts nothing any more
+            raise
+        return True
+
+
+def _adder(delta: u.Usage) -> Callable[[Obj], Obj | None]:
+    """A status job adding `delta` to a quota's used (a charge whose first write lost a race)."""
+    def build(fresh: Obj) -> Obj | None:
+        status = fresh.setdefault("status", {})
+        used = u.resource_list(status.get("used"))
+        for k, v in delta.items():
+            used[k] = used.get(k, Fraction(0)) + v
+        status["used"] = {**(status.get("used") or {}), **u.format_usage(used, status.get("hard"))}
+        return fresh
+    return build
+
+
+def _who(review: Admission) -> str:
+    plural = review.kind.plural if not review.kind.group else f"{review.kind.plural}.{review.kind.group}"
+    return f'{plural} "{review.name}"' if review.name else plural

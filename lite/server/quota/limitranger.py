@@ -1,0 +1,212 @@
+"""LimitRange admission (upstream `plugin/pkg/admission/limitranger`): defaults, then min/max/ratio checks.
+
+    pod CREATE ─ for each LimitRange of the namespace: fill in container (and init container) requests and
+                 limits from the Container item's defaultRequest / default (recording what was set in the
+                 `kubernetes.io/limit-ranger` annotation)
+               └ then check every LimitRange: Container items per container (min, max, maxLimitRequestRatio),
+                 Pod items against the pod's effective requests/limits
+    PVC CREATE/UPDATE ─ PersistentVolumeClaim items: min and max of spec.resources.requests
+
+A failed check is 403 Forbidden, `<resource> "<name>" is forbidden: <reason>` with upstream's reason texts,
+several reasons joined as `[a, b]`. A LimitRange item is defaulted as upstream stores it
+(`SetDefaults_LimitRangeItem`: default ← max, defaultRequest ← default, defaultRequest ← min) — `item_defaults`,
+also used as the LimitRange strategy's defaulting so `kubectl describe limits` shows the values applied.
+
+Invariants: the check functions are pure over JSON dicts; pod updates and subresources are not judged
+(containers' resources cannot change on update).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from lite import errors
+from lite.client import Client
+from lite.kinds import Kind
+from lite.quantity import canonical, format_quantity, parse_quantity
+from lite.server.api.strategies import Admission
+from lite.server.quota.usage import pod_effective
+
+Obj = dict[str, Any]
+ANNOTATION = "kubernetes.io/limit-ranger"
+
+
+def item_defaults(item: Obj) -> None:
+    """SetDefaults_LimitRangeItem for a Container item, in place."""
+    if item.get("type") != "Container":
+        return
+    default = item.setdefault("default", {})
+    request = item.setdefault("defaultRequest", {})
+    for k, v in (item.get("max") or {}).items():
+        default.setdefault(k, v)
+    for k, v in default.items():
+        request.setdefault(k, v)
+    for k, v in (item.get("min") or {}).items():
+        request.setdefault(k, v)
+
+
+def default_limit_range(obj: Obj) -> None:
+    for item in (obj.get("spec") or {}).get("limits") or []:
+        if isinstance(item, dict):
+            item_defaults(item)
+
+
+def _items(limit_range: Obj, kind: str) -> list[Obj]:
+    out = []
+    for item in (limit_range.get("spec") or {}).get("limits") or []:
+        if isinstance(item, dict) and item.get("type") == kind:
+            item = dict(item)
+            item_defaults(item)
+            out.append(item)
+    return out
+
+
+def apply_defaults(limit_range: Obj, pod: Obj) -> None:
+    """Fill in each container's missing requests/limits from the Container items; annotate what was set."""
+    defaults: dict[str, dict[str, Any]] = {"requests": {}, "limits": {}}
+    for item in _items(limit_range, "Container"):
+        defaults["requests"].update(item.get("defaultRequest") or {})
+        defaults["limits"].update(item.get("default") or {})
+    if not defaults["requests"] and not defaults["limits"]:
+        return
+    notes: list[str] = []
+    spec = pod.setdefault("spec", {})
+    for field in ("containers", "initContainers"):
+        for c in spec.get(field) or []:
+            if not isinstance(c, dict):
+                continue
+            res = c.setdefault("resources", {})
+            for which, word in (("requests", "request"), ("limits", "limit")):
+                have = res.get(which) if isinstance(res.get(which), dict) else None
+                added = sorted(k for k in defaults[which] if have is None or k not in have)
+                if added:
+                    res[which] = {**(have or {}), **{k: canonical(str(defaults[which][k])) for k in added}}
+                    notes.append(f"{', '.join(added)} {word} for {_container_word(field)} {c.get('name', '')}")
+    if notes:
+        meta = pod.setdefault("metadata", {})
+        meta.setdefault("annotations", {})[ANNOTATION] = "LimitRanger plugin set: " + "; ".join(notes)
+
+
+def _container_word(field: str) -> str:
+    return "init container" if field == "initContainers" else "container"
+
+
+def _q(v: Any) -> Fraction:
+    return v if isinstance(v, Fraction) else parse_quantity(str(v))
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, Fraction):  # a sum (Pod items): binary when it is a whole number of KiB, as memory is
+        return format_quantity(v, binary=v.denominator == 1 and v % 1024 == 0)
+    return canonical(str(v))
+
+
+def _min(kind: str, name: str, enforced: Any, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+    if name not in req:
+        return f"minimum {name} usage per {kind} is {_show(enforced)}.  No request is specified"
+    if _q(req[name]) < _q(enforced):
+        return f"minimum {name} usage per {kind} is {_show(enforced)}, but request is {_show(req[name])}"
+    if name in lim and _q(lim[name]) < _q(enforced):
+        return f"minimum {name} usage per {kind} is {_show(enforced)}, but limit is {_show(lim[name])}"
+    return ""
+
+
+def _max(kind: str, name: str, enforced: Any, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+    if name not in lim:
+        return f"maximum {name} usage per {kind} is {_show(enforced)}.  No limit is specified"
+    if _q(lim[name]) > _q(enforced):
+        return f"maximum {name} usage per {kind} is {_show(enforced)}, but limit is {_show(lim[name])}"
+    if name in req and _q(req[name]) > _q(enforced):
+        return f"maximum {name} usage per {kind} is {_show(enforced)}, but request is {_show(req[name])}"
+    return ""
+
+
+def _max_request(kind: str, name: str, enforced: Any, req: Mapping[str, Any]) -> str:
+    if name not in req:
+        return f"maximum {name} usage per {kind} is {_show(enforced)}.  No request is specified"
+    if _q(req[name]) > _q(enforced):
+        return f"maximum {name} usage per {kind} is {_show(enforced)}, but request is {_show(req[name])}"
+    return ""
+
+
+def _ratio(kind: str, name: str, enforced: Any, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+    head = f"{name} max limit to request ratio per {kind} is {_show(enforced)}"
+    r = _q(req[name]) if name in req else Fraction(0)
+    lv = _q(lim[name]) if name in lim else Fraction(0)
+    if r == 0:
+        return f"{head}, but no request is specified or request is 0"
+    if lv == 0:
+        return f"{head}, but no limit is specified or limit is 0"
+    if lv / r > _q(enforced):
+        return f"{head}, but provided ratio is {float(lv / r):f}"
+    return ""
+
+
+def _check(item: Obj, kind: str, req: Mapping[str, Any], lim: Mapping[str, Any]) -> list[str]:
+    out = [_min(kind, k, v, req, lim) for k, v in sorted((item.get("min") or {}).items())]
+    out += [_max(kind, k, v, req, lim) for k, v in sorted((item.get("max") or {}).items())]
+    out += [_ratio(kind, k, v, req, lim) for k, v in sorted((item.get("maxLimitRequestRatio") or {}).items())]
+    return [m for m in out if m]
+
+
+def pod_violations(limit_range: Obj, pod: Obj) -> list[str]:
+    """Every min/max/ratio rule of `limit_range` the (defaulted) pod breaks, in upstream's order."""
+    out: list[str] = []
+    spec = pod.get("spec") or {}
+    for item in (limit_range.get("spec") or {}).get("limits") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "Container":
+            for field in ("containers", "initContainers"):
+                for c in spec.get(field) or []:
+                    res = (c.get("resources") or {}) if isinstance(c, dict) else {}
+                    out += _check(item, "Container", res.get("requests") or {}, res.get("limits") or {})
+        elif item.get("type") == "Pod":
+            req, lim = pod_effective(pod, "requests"), pod_effective(pod, "limits")
+            out += _check(item, "Pod", req, lim)
+    return out
+
+
+def pvc_violations(limit_range: Obj, pvc: Obj) -> list[str]:
+    out: list[str] = []
+    raw = ((pvc.get("spec") or {}).get("resources") or {}).get("requests")
+    req = raw if isinstance(raw, dict) else {}
+    for item in _items(limit_range, "PersistentVolumeClaim"):
+        out += [_min("PersistentVolumeClaim", k, v, req, {}) for k, v in sorted((item.get("min") or {}).items())]
+        out += [_max_request("PersistentVolumeClaim", k, v, req) for k, v in sorted((item.get("max") or {}).items())]
+    return [m for m in out if m]
+
+
+def aggregate(messages: list[str]) -> str:
+    """utilerrors.NewAggregate's text: one message alone, several as `[a, b]`."""
+    return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+
+
+class LimitRanger:
+    """The admission hook over the in-process client; `kind` is core/v1 LimitRange."""
+
+    def __init__(self, client: Client, kind: Kind) -> None:
+        self.client = client
+        self.kind = kind
+
+    async def admit(self, review: Admission) -> None:
+        gk, obj = review.kind.gk, review.obj
+        if review.subresource or obj is None or not review.namespace or gk not in ("Pod", "PersistentVolumeClaim"):
+            return
+        if gk == "Pod" and review.operation != "CREATE":
+            return
+        ranges = (await self.client.list(self.kind, review.namespace))["items"]
+        if not ranges:
+            return
+        ranges.sort(key=lambda r: str(r["metadata"]["name"]))
+        if gk == "Pod":
+            for lr in ranges:
+                apply_defaults(lr, obj)
+        for lr in ranges:
+            problems = pod_violations(lr, obj) if gk == "Pod" else pvc_violations(lr, obj)
+            if problems:
+                plural = review.kind.plural
+                who = f'{plural} "{review.name}"' if review.name else plural
+                raise errors.forbidden(f"{who} is forbidden: {aggregate(problems)}", plural, "", review.name)

@@ -1,0 +1,35 @@
+"""Registering LimitRange and ResourceQuota admission on a `Resources`' strategies (one call from the
+control plane). Order matters as upstream: LimitRanger (mutating: defaults) before ResourceQuota (validating:
+charges what the defaulted object will use)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from lite.client import Client
+from lite.server.api.strategies import Strategies, Strategy
+from lite.server.controllers.runtime import builtin
+from lite.server.quota.admission import QuotaAdmission
+from lite.server.quota.limitranger import LimitRanger, default_limit_range
+
+Obj = dict[str, Any]
+
+
+def add_quota_admission(client: Client, strategies: Strategies) -> QuotaAdmission:
+    """Add the LimitRange defaulting strategy and both admission hooks; returns the quota admission."""
+    known = strategies.by_gk.get("LimitRange")
+    if known is None:
+        strategies.register("LimitRange", Strategy(default=default_limit_range))
+    else:  # keep another module's LimitRange strategy (validation), adding the item defaults to it
+        first = known.default
+
+        def default(obj: Obj) -> None:
+            first(obj)
+            default_limit_range(obj)
+
+        strategies.register("LimitRange", dataclasses.replace(known, default=default))
+    strategies.add_admission(LimitRanger(client, builtin("", "LimitRange")).admit)
+    quota = QuotaAdmission(client, builtin("", "ResourceQuota"))
+    strategies.add_admission(quota.admit)
+    return quota

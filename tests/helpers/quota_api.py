@@ -1,0 +1,37 @@
+"""A real `Resources` over a real SQLite store with the LimitRange and ResourceQuota admission hooks (the
+`api` fixture of tests/quota; imported by those modules, so no conftest name clashes with other dirs)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from lite.kinds import KindRegistry
+from lite.server.api.resources import Resources
+from lite.server.api.strategies import default_strategies
+from lite.server.quota.admission import QuotaAdmission
+from lite.server.quota.wiring import add_quota_admission
+from lite.server.store import Store
+
+
+@dataclass
+class Api:
+    res: Resources
+    kinds: KindRegistry
+    quota: QuotaAdmission
+
+
+@contextlib.asynccontextmanager
+async def open_api(tmp_path: Path) -> AsyncIterator[Api]:
+    store = await Store.open(str(tmp_path / "db.sqlite"))
+    kinds = KindRegistry()
+    strategies = default_strategies()
+    res = Resources(store, kinds, strategies)
+    quota = add_quota_admission(res, strategies)
+    await res.start()
+    try:
+        yield Api(res, kinds, quota)
+    finally:
+        await store.close()

@@ -1,0 +1,199 @@
+"""ResourceQuota admission over a real Resources and store: 403 texts, charging, scopes, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lite import errors
+from lite.server.controllers.runtime import builtin
+from tests.helpers.quota_api import Api, open_api
+
+POD, RQ, DEPLOY = builtin("", "Pod"), builtin("", "ResourceQuota"), builtin("apps", "Deployment")
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with open_api(tmp_path) as a:
+        yield a
+
+
+def pod(name: str, **resources: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": resources}]}}
+
+
+async def quota(api: Any, name: str, hard: dict[str, str], ns: str = "default", used: dict[str, str] | None = None,
+                **spec: Any) -> None:
+    """A quota with its status filled in as the controller would (admission judges status.hard/used)."""
+    await api.res.create(RQ, ns, {"metadata": {"name": name}, "spec": {"hard": hard, **spec}})
+    body = await api.res.get(RQ, ns, name)
+    body["status"] = {"hard": hard, "used": used if used is not None else {k: "0" for k in hard}}
+    await api.res.update(RQ, ns, name, body, subresource="status")
+
+
+async def used(api: Any, name: str, ns: str = "default") -> dict[str, str]:
+    return dict((await api.res.get(RQ, ns, name))["status"]["used"])
+
+
+async def refused(api: Any, obj: dict[str, Any], kind: Any = POD, **kw: Any) -> str:
+    with pytest.raises(errors.ApiError) as e:
+        await api.res.create(kind, "default", obj, **kw)
+    assert e.value.code == 403 and e.value.reason == "Forbidden"
+    return e.value.message
+
+
+async def test_a_quota_without_status_restricts_nothing(api: Any) -> None:
+    await api.res.create(RQ, "default", {"metadata": {"name": "q"}, "spec": {"hard": {"pods": "0"}}})
+    await api.res.create(POD, "default", pod("a"))
+
+
+async def test_charges_then_refuses_with_upstreams_message(api: Any) -> None:
+    await quota(api, "q", {"pods": "2", "requests.cpu": "1", "requests.memory": "1Gi"})
+    await api.res.create(POD, "default", pod("a", requests={"cpu": "300m", "memory": "256Mi"}))
+    assert await used(api, "q") == {"pods": "1", "requests.cpu": "300m", "requests.memory": "256Mi"}
+    msg = await refused(api, pod("b", requests={"cpu": "800m", "memory": "256Mi"}))
+    assert msg == ('pods "b" is forbidden: exceeded quota: q, requested: requests.cpu=800m, '
+                   'used: requests.cpu=300m, limited: requests.cpu=1')
+    await api.res.create(POD, "default", pod("c", requests={"cpu": "700m", "memory": "768Mi"}))
+    assert await used(api, "q") == {"pods": "2", "requests.cpu": "1", "requests.memory": "1Gi"}
+    msg = await refused(api, pod("d", requests={"cpu": "0", "memory": "0"}))
+    assert msg == 'pods "d" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'
+
+
+async def test_cpu_quota_requires_every_container_to_state_it(api: Any) -> None:
+    await quota(api, "compute", {"requests.cpu": "4", "limits.memory": "1Gi"})
+    msg = await refused(api, pod("p", requests={"cpu": "1"}))
+    assert msg == 'pods "p" is forbidden: failed quota: compute: must specify limits.memory for: c'
+
+
+async def test_status_unknown_when_used_lacks_a_tracked_resource(api: Any) -> None:
+    await quota(api, "q", {"pods": "5"}, used={})
+    msg = await refused(api, pod("p"))
+    assert msg == 'pods "p" is forbidden: status unknown for quota: q, resources: pods'
+
+
+async def test_scopes_select_pods(api: Any) -> None:
+    await quota(api, "be", {"pods": "1"}, scopes=["BestEffort"])
+    await api.res.create(POD, "default", pod("burst-1", requests={"cpu": "1"}))
+    await api.res.create(POD, "default", pod("burst-2", requests={"cpu": "1"}))
+    await api.res.create(POD, "default", pod("be-1"))
+    assert "exceeded quota: be" in await refused(api, pod("be-2"))
+
+
+async def test_dry_run_is_judged_but_charges_nothing(api: Any) -> None:
+    await quota(api, "q", {"pods": "1"})
+    await api.res.create(POD, "default", pod("dry"), dry_run=True)
+    assert await used(api, "q") == {"pods": "0"}
+
+
+async def test_counts_any_kind(api: Any) -> None:
+    await quota(api, "q", {"count/deployments.apps": "1"})
+    dep = {"metadata": {"name": "d1"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+        "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    await api.res.create(DEPLOY, "default", dep)
+    dep["metadata"]["name"] = "d2"
+    msg = await refused(api, dep, DEPLOY)
+    assert msg == ('deployments.apps "d2" is forbidden: exceeded quota: q, requested: count/deployments.apps=1, '
+                   'used: count/deployments.apps=1, limited: count/deployments.apps=1')
+
+
+async def test_concurrent_creates_never_exceed_the_quota(api: Any) -> None:
+    await quota(api, "pods", {"pods": "10"})
+    await quota(api, "cpu", {"requests.cpu": "20"})  # a second quota written in the same batches
+
+    async def create(i: int) -> bool:
+        try:
+            await api.res.create(POD, "default", pod(f"p{i}", requests={"cpu": "1"}))
+            return True
+        except errors.ApiError as e:
+            assert e.code == 403, e.message
+            return False
+
+    results = await asyncio.gather(*(create(i) for i in range(50)))
+    assert sum(results) == 10
+    assert len((await api.res.list(POD, "default"))["items"]) == 10
+    assert await used(api, "pods") == {"pods": "10"}
+    assert await used(api, "cpu") == {"requests.cpu": "10"}
+
+
+async def test_a_concurrent_status_write_is_retried_not_lost(api: Any) -> None:
+    await quota(api, "q", {"pods": "3"})
+    racing = await api.res.get(RQ, "default", "q")
+    await api.res.create(POD, "default", pod("a"))
+    racing["status"]["used"] = {"pods": "1"}  # stale RV: must be refused, not overwrite admission's charge
+    with pytest.raises(errors.ApiError) as e:
+        await api.res.update(RQ, "default", "q", racing, subresource="status")
+    assert e.value.code == 409
+    await api.res.create(POD, "default", pod("b"))
+    assert await used(api, "q") == {"pods": "2"}
+
+
+async def test_a_charge_is_announced_before_its_status_write(api: Any) -> None:
+    """The controller's recount must see a charge under way before the quota changes (else it could write
+    the old count back over the first charge of a namespace, and a later create would go over)."""
+    await quota(api, "q", {"pods": "3"})
+    seen: list[float] = []
+    real = api.res
+
+    class Spy:
+        async def list(self, kind: Any, ns: str) -> Any:
+            return await real.list(kind, ns)
+
+        async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
+            seen.append(api.quota.last_charge(ns))
+            return await real.update(kind, ns, name, obj, **kw)
+
+    api.quota.client = Spy()  # type: ignore[assignment]
+    await api.res.create(POD, "default", pod("a"))
+    assert len(seen) == 1 and seen[0] > 0
+
+
+async def test_a_charge_whose_write_lost_a_race_is_added_again(api: Any) -> None:
+    """An outside status write that gets in first makes admission's write fail with 409 after the request was
+    answered; the charge is then added to the fresh `used`, not lost."""
+    await quota(api, "q", {"pods": "5"})
+    real = api.res
+    lost: list[int] = []
+
+    class Racer:
+        async def list(self, kind: Any, ns: str) -> Any:
+            return await real.list(kind, ns)
+
+        async def get(self, kind: Any, ns: str, name: str) -> Any:
+            return await real.get(kind, ns, name)
+
+        async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
+            if not lost:  # someone else sets used=3 first; admission's write now carries a stale RV
+                lost.append(1)
+                other = await real.get(kind, ns, name)
+                other["status"]["used"] = {"pods": "3"}
+                await real.update(kind, ns, name, other, subresource="status")
+            return await real.update(kind, ns, name, obj, **kw)
+
+    api.quota.client = Racer()  # type: ignore[assignment]
+    await api.res.create(POD, "default", pod("a"))
+    async with asyncio.timeout(10):
+        while await used(api, "q") != {"pods": "4"}:
+            await asyncio.sleep(0.01)
+
+
+async def test_an_update_is_charged_what_it_adds(api: Any) -> None:
+    svc_kind = builtin("", "Service")
+    await quota(api, "q", {"services": "5", "services.loadbalancers": "0", "services.nodeports": "2"})
+    await api.res.create(svc_kind, "default", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
+    s = await api.res.get(svc_kind, "default", "s")
+    s["spec"]["type"] = "LoadBalancer"
+    with pytest.raises(errors.ApiError) as e:
+        await api.res.update(svc_kind, "default", "s", s)
+    assert e.value.code == 403 and e.value.message == (
+        'services "s" is forbidden: exceeded quota: q, requested: services.loadbalancers=1, '
+        'used: services.loadbalancers=0, limited: services.loadbalancers=0')
+    s = await api.res.get(svc_kind, "default", "s")
+    s["spec"]["type"] = "NodePort"
+    await api.res.update(svc_kind, "default", "s", s)
+    assert await used(api, "q") == {"services": "1", "services.loadbalancers": "0", "services.nodeports": "1"}

@@ -1,0 +1,133 @@
+"""Pure tables: what a pod, Service, PVC or other object costs against a quota, and which scopes match."""
+
+from __future__ import annotations
+
+import datetime as dt
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from lite.kinds import BUILTIN_KINDS, Kind
+from lite.server.quota import usage as u
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def kind(group: str, name: str) -> Kind:
+    return next(k for k in BUILTIN_KINDS if k.group == group and k.kind == name)
+
+
+POD, SVC, PVC = kind("", "Pod"), kind("", "Service"), kind("", "PersistentVolumeClaim")
+
+
+def pod(*containers: dict[str, Any], init: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+    cs = [{"name": f"c{i}", "image": "x", "resources": r} for i, r in enumerate(containers)]
+    body: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"containers": cs, **spec}}
+    if init is not None:
+        body["spec"]["initContainers"] = init
+    return body
+
+
+@pytest.mark.parametrize("obj,want", [
+    (pod({}), {"count/pods": 1, "pods": 1}),
+    (pod({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1"}},
+         {"requests": {"cpu": "250m"}}),
+     {"count/pods": 1, "pods": 1, "cpu": Fraction(35, 100), "requests.cpu": Fraction(35, 100),
+      "memory": 64 * 2**20, "requests.memory": 64 * 2**20, "limits.cpu": 1}),
+    # an init container bigger than the sum is the floor; a sidecar adds to the sum
+    (pod({"requests": {"cpu": "100m"}},
+         init=[{"name": "i", "resources": {"requests": {"cpu": "500m"}}},
+               {"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "50m"}}}]),
+     {"count/pods": 1, "pods": 1, "cpu": Fraction(1, 2), "requests.cpu": Fraction(1, 2)}),
+    (pod({"requests": {"ephemeral-storage": "1Gi"}}),
+     {"count/pods": 1, "pods": 1, "ephemeral-storage": 2**30, "requests.ephemeral-storage": 2**30}),
+    # a finished pod keeps only its object count
+    ({**pod({"requests": {"cpu": "1"}}), "status": {"phase": "Succeeded"}}, {"count/pods": 1}),
+])
+def test_pod_usage(obj: dict[str, Any], want: dict[str, Any]) -> None:
+    assert u.object_usage(POD, obj, NOW) == {k: Fraction(v) for k, v in want.items()}
+
+
+def test_pod_past_its_deletion_grace_uses_no_compute() -> None:
+    p = pod({"requests": {"cpu": "1"}})
+    p["metadata"].update(deletionTimestamp="2025-12-31T23:59:00Z", deletionGracePeriodSeconds=30)
+    assert u.object_usage(POD, p, NOW) == {"count/pods": 1}
+    p["metadata"]["deletionGracePeriodSeconds"] = 3600
+    assert u.object_usage(POD, p, NOW)["pods"] == 1
+
+
+@pytest.mark.parametrize("spec,want", [
+    ({"ports": [{"port": 80}]}, {"count/services": 1, "services": 1}),
+    ({"type": "NodePort", "ports": [{"port": 80}, {"port": 81}]},
+     {"count/services": 1, "services": 1, "services.nodeports": 2}),
+    ({"type": "LoadBalancer", "ports": [{"port": 80}]},
+     {"count/services": 1, "services": 1, "services.nodeports": 1, "services.loadbalancers": 1}),
+])
+def test_service_usage(spec: dict[str, Any], want: dict[str, int]) -> None:
+    assert u.object_usage(SVC, {"spec": spec}, NOW) == want
+
+
+def test_pvc_usage_per_storage_class() -> None:
+    got = u.object_usage(PVC, {"spec": {"storageClassName": "fast",
+                                        "resources": {"requests": {"storage": "2Gi"}}}}, NOW)
+    assert got == {"count/persistentvolumeclaims": 1, "persistentvolumeclaims": 1, "requests.storage": 2 * 2**30,
+                   "fast.storageclass.storage.k8s.io/persistentvolumeclaims": 1,
+                   "fast.storageclass.storage.k8s.io/requests.storage": 2 * 2**30}
+
+
+def test_other_kinds_count_by_resource_and_group() -> None:
+    assert u.object_usage(kind("apps", "Deployment"), {}, NOW) == {"count/deployments.apps": 1}
+    assert u.object_usage(kind("", "ConfigMap"), {}, NOW) == {"count/configmaps": 1, "configmaps": 1}
+    assert u.tracks(kind("apps", "Deployment"), "count/deployments.apps")
+    assert not u.tracks(kind("apps", "Deployment"), "pods")
+    assert u.tracks(POD, "limits.memory") and not u.tracks(POD, "requests.storage")
+
+
+BE = pod({})
+BURST = pod({"requests": {"cpu": "1"}})
+TERM = pod({}, activeDeadlineSeconds=30)
+HIGH = pod({}, priorityClassName="high")
+
+
+@pytest.mark.parametrize("quota_spec,obj,want", [
+    ({}, BE, True),
+    ({"scopes": ["BestEffort"]}, BE, True),
+    ({"scopes": ["BestEffort"]}, BURST, False),
+    ({"scopes": ["NotBestEffort"]}, BURST, True),
+    ({"scopes": ["Terminating"]}, TERM, True),
+    ({"scopes": ["Terminating"]}, BE, False),
+    ({"scopes": ["NotTerminating"]}, BE, True),
+    ({"scopes": ["NotTerminating", "BestEffort"]}, TERM, False),
+    ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In",
+                                              "values": ["high"]}]}}, HIGH, True),
+    ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In",
+                                              "values": ["high"]}]}}, BE, False),
+    ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn",
+                                              "values": ["high"]}]}}, BE, True),
+    ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]}}, HIGH, True),
+    ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]}},
+     HIGH, False),
+])
+def test_scopes(quota_spec: dict[str, Any], obj: dict[str, Any], want: bool) -> None:
+    assert u.matches({"spec": quota_spec}, POD, obj) is want
+
+
+def test_scoped_quota_never_matches_other_kinds() -> None:
+    assert not u.matches({"spec": {"scopes": ["NotTerminating"]}}, SVC, {"spec": {}})
+
+
+def test_exceeded_and_pretty() -> None:
+    hard = {"pods": Fraction(2), "requests.memory": Fraction(2**30)}
+    assert u.exceeded({"pods": Fraction(2)}, {"pods": Fraction(1)}, hard) == ["pods"]
+    assert u.exceeded({"pods": Fraction(1)}, {"pods": Fraction(1)}, hard) == []
+    assert u.pretty({"requests.memory": Fraction(2**29), "pods": Fraction(1)}, {"requests.memory": "1Gi"}) \
+        == "pods=1,requests.memory=512Mi"
+    assert u.pretty({"cpu": Fraction(3, 2)}) == "cpu=1500m"
+
+
+def test_missing_requirements() -> None:
+    p = pod({"requests": {"cpu": "1"}}, {})
+    assert u.missing_requirements({"pods": "3"}, p) == ""
+    assert u.missing_requirements({"requests.cpu": "2", "limits.memory": "1Gi"}, p) == \
+        "must specify limits.memory for: c0,c1; requests.cpu for: c1"
