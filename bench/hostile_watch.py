@@ -150,13 +150,13 @@ async def _bounded(n: int, concurrency: int, fn: Callable[[], Awaitable[None]]) 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def main() -> None:
+async def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--updates", type=int, default=2000)
     ap.add_argument("--stalled", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--reconnects", type=int, default=1000)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     print("1 MiB ConfigMap updates:")
     await big_updates(args.updates, 0)
     await big_updates(args.updates, args.stalled)
