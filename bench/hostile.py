@@ -8,9 +8,11 @@ Prints, never asserts (issue 7 targets in brackets):
   its p50/p99 latency, next to the same client with no idle connections, same run [p99 < 100 ms];
   and how many of the 2,000 the server kept;
 - 200 slowloris connections (TLS, a request head trickled forever) from 127.0.0.4: how many are still
-  open after the header timeout (3 s in this run), and GET p99 meanwhile.
+  open after the header timeout (3 s in this run), and GET p99 meanwhile;
+- then (section `watch`) bench/hostile_watch.py: RSS through 2,000 updates of a 1 MiB ConfigMap with 4
+  stalled watchers and through 10 x 1,000 watch reconnects, each next to its same-run baseline [< 300 MB].
 
-Usage: python bench/hostile.py [--idle 2000] [--gets 300] [--sections patch,yaml,idle,slowloris]
+Usage: python bench/hostile.py [--idle 2000] [--gets 300] [--sections patch,yaml,idle,slowloris,watch]
 Importable: `main(argv)` runs the named `SECTIONS` (each `async (Target) -> list[str]` of report lines)
 against one server, so another benchmark (e.g. hostile_watch.py) can add its own sections.
 Traffic goes only to 127.0.0.0/8; the server is a child process stopped at the end.
@@ -223,13 +225,19 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--idle", type=int, default=2000)
     p.add_argument("--gets", type=int, default=300)
-    p.add_argument("--sections", default=",".join(SECTIONS))
+    p.add_argument("--sections", default=",".join([*SECTIONS, "watch"]),
+                   help="comma-separated; 'watch' runs bench/hostile_watch.py (memory under watch load) after the rest")
     args = p.parse_args(argv)
 
     async def idle(t: Target) -> list[str]:
         return await section_idle(t, args.idle, args.gets)
 
-    asyncio.run(run(args.sections.split(","), sections={**SECTIONS, "idle": idle}))
+    names = args.sections.split(",")
+    asyncio.run(run([n for n in names if n != "watch"], sections={**SECTIONS, "idle": idle}))
+    if "watch" in names:
+        import hostile_watch  # bench/ is on sys.path when run as a script
+
+        asyncio.run(hostile_watch.main([]))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Build the frozen `lite` executable (PyInstaller onedir) into dist/lite/lite.
+# Build the `lite` executable: the PyInstaller onedir (dist/lite/lite), then the one file to ship
+# (dist/bin/lite: a shell header plus the onedir as a gzip'd tar, unpacked once per version; packaging/sfx.sh).
 # Usage: packaging/build.sh [python]   (default: $PYTHON, else the python on PATH; needs pyinstaller installed)
 # DIST_DIR and WORK_DIR override the output (default dist/) and scratch (default build/pyinstaller) dirs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${1:-${PYTHON:-python3}}"
+DIST="${DIST_DIR:-dist}"
+rm -rf "$DIST/lite" "$DIST/bin/lite"
 "$PY" -m PyInstaller --noconfirm --clean --log-level WARN \
-    --distpath "${DIST_DIR:-dist}" --workpath "${WORK_DIR:-build/pyinstaller}" packaging/lite.spec
-echo "built ${DIST_DIR:-dist}/lite/lite ($(du -sh "${DIST_DIR:-dist}/lite" | cut -f1))"
+    --distpath "$DIST" --workpath "${WORK_DIR:-build/pyinstaller}" packaging/lite.spec
+echo "built $DIST/lite/lite ($(du -sh "$DIST/lite" | cut -f1) unpacked)"
+bash packaging/sfx.sh "$DIST/lite" "$DIST/bin/lite"

@@ -6,7 +6,8 @@
 #
 # Environment:
 #   INSTALL_LITE_EXEC        flags for `lite server` / `lite agent` (e.g. "--disable-agent --tls-san lb.example")
-#   INSTALL_LITE_BIN         the executable to install (default: ./lite beside this script, else `lite` on PATH)
+#   INSTALL_LITE_BIN         the executable to install (default: ./lite beside this script, else `lite` on PATH);
+#                            ./lite is checked against ./sha256sum when that file is there (release tarballs)
 #   INSTALL_LITE_BIN_DIR     where lite, lite-killall.sh and lite-uninstall.sh go (default /usr/local/bin)
 #   INSTALL_LITE_SYSTEMD_DIR where the unit and its env file go (default /etc/systemd/system)
 #   INSTALL_LITE_SKIP_START  true: write everything, do not enable or start the service
@@ -41,6 +42,14 @@ if [ -z "$SRC" ]; then
     if [ -x "$HERE/lite" ]; then SRC=$HERE/lite; else SRC=$(command -v lite || true); fi
 fi
 [ -n "$SRC" ] && [ -x "$SRC" ] || fatal "no lite executable: set INSTALL_LITE_BIN or put 'lite' beside install.sh"
+# A release tarball carries `sha256sum` beside lite and this script: the executable installed must match it.
+if [ -f "$HERE/sha256sum" ] && [ "$(readlink -f "$SRC")" = "$(readlink -f "$HERE/lite" 2>/dev/null || true)" ]; then
+    want=$(awk '$2 == "lite" || $2 == "*lite" {print $1}' "$HERE/sha256sum")
+    [ -n "$want" ] || fatal "$HERE/sha256sum has no line for lite"
+    got=$(sha256sum "$SRC" | cut -d' ' -f1)
+    [ "$got" = "$want" ] || fatal "checksum mismatch: $SRC has sha256 $got, $HERE/sha256sum says $want"
+    info "Verified the sha256 of $SRC"
+fi
 [ "$(id -u)" -eq 0 ] || [ -n "${INSTALL_LITE_BIN_DIR:-}" ] || fatal "run as root (or set INSTALL_LITE_BIN_DIR)"
 
 mkdir -p "$BIN_DIR" "$SYSTEMD_DIR"

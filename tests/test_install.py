@@ -103,3 +103,28 @@ def test_lite_server_tells_systemd_it_is_ready(tmp_path: Path, monkeypatch: pyte
             assert status == 200  # READY=1 comes once it serves
         finally:
             server.stop(timeout=15)
+
+
+def test_install_checks_the_release_checksum(tmp_path: Path) -> None:
+    """A release tarball's layout (lite, install.sh, sha256sum): a matching lite installs, a changed one does
+    not, and nothing is written then."""
+    rel = tmp_path / "release"
+    rel.mkdir()
+    shutil.copy(INSTALL, rel / "install.sh")
+    (rel / "lite").write_text("#!/bin/sh\necho lite 9.9.9\n")
+    (rel / "lite").chmod(0o755)
+    subprocess.run("sha256sum lite > sha256sum", shell=True, cwd=rel, check=True)
+
+    def install(dest: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], "INSTALL_LITE_BIN_DIR": str(tmp_path / dest / "bin"),
+               "INSTALL_LITE_SYSTEMD_DIR": str(tmp_path / dest / "systemd"), "INSTALL_LITE_SKIP_START": "true"}
+        return subprocess.run(["sh", str(rel / "install.sh")], env=env, capture_output=True, text=True, timeout=60)
+
+    ok = install("good")
+    assert ok.returncode == 0 and "Verified the sha256" in ok.stdout, ok.stderr
+    assert (tmp_path / "good" / "bin" / "lite").read_bytes() == (rel / "lite").read_bytes()
+    with open(rel / "lite", "a") as f:
+        f.write("# changed after the checksum\n")
+    bad = install("bad")
+    assert bad.returncode == 1 and "checksum mismatch" in bad.stderr, bad
+    assert not (tmp_path / "bad").exists()

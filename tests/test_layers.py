@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LITE = ROOT / "lite"
-THIRD_PARTY = {"aiohttp", "aiosqlite", "msgpack", "pyroute2", "yaml", "cryptography", "orjson", "multidict",
+THIRD_PARTY = {"aiohttp", "aiosqlite", "msgpack", "pyroute2", "yaml", "cryptography", "orjson", "dnslib", "multidict",
                "yarl"}
 TOP_PACKAGES = ("lite.server", "lite.agent", "lite.netns", "lite.cli")
 

@@ -28,6 +28,7 @@ from typing import Any
 from lite import wire
 from lite.agent import podpaths
 from lite.agent.backend import AgentStreams
+from lite.agent.dns.node import NodeDns
 from lite.agent.hooks.base import Deps
 from lite.agent.metrics import PodSample, UsageSampler
 from lite.agent.node import LEASE_DURATION, LEASE_RENEW, STATUS_REFRESH, NodeReporter, default_node_ip
@@ -66,6 +67,7 @@ class AgentConfig:
     service_proxy: bool = False  # program Services into nftables (lite.agent.proxy) in the node netns
     service_cidr: str = "10.43.0.0/16"
     cluster_cidr: str = ""  # all pods' CIDR: sources outside it reaching a ClusterIP are masqueraded
+    resolv_conf: Path = Path("/etc/resolv.conf")  # the cluster DNS forwards other names to these nameservers
 
 
 class Agent:
@@ -84,8 +86,10 @@ class Agent:
         self._tg: asyncio.TaskGroup | None = None
         self._pending: list[Obj] = []
         self.proxy: ProxyFeed | None = None
-        if config.service_proxy:
-            self.proxy = _proxy_feed(config, self.node_name, self.deps.node_ip)
+        self.dns: NodeDns | None = None
+        if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
+            self.dns = NodeDns(node_netns=config.node_netns, resolv_conf=config.resolv_conf)
+            self.proxy = _proxy_feed(config, self.node_name, self.deps.node_ip, self.dns)
 
     def _deps(self) -> Deps:
         c = self.config
@@ -174,6 +178,8 @@ class Agent:
                 (self.root / NODE_CONFIG).write_text(json.dumps(config))
         self.deps.cluster_dns = str((config.get("clusterDNS") or [""])[0])
         self.deps.cluster_domain = str(config.get("clusterDomain") or "cluster.local")
+        if self.dns is not None and self.deps.cluster_dns:
+            self._spawn("..dns", self._configure_dns(self.deps.cluster_dns, self.deps.cluster_domain))
         cidr = str(config.get("podCIDR") or "")
         if cidr and (self.deps.ipam is None or str(self.deps.ipam.network) != cidr):
             self._spawn("..network", self._setup_network(cidr))
@@ -191,6 +197,13 @@ class Agent:
                                        node_netns=self.config.node_netns)
         self.deps.ipam = ipam
         self.net_ready.set()
+
+    async def _configure_dns(self, cluster_dns: str, cluster_domain: str) -> None:
+        assert self.dns is not None
+        try:
+            await self.dns.configure(cluster_dns, cluster_domain)
+        except Exception as exc:  # netlink or bind failures: pods keep working, names will not resolve
+            log.error("cluster DNS cannot serve on %s:53: %s", cluster_dns, exc)
 
     def _refresh(self, namespace: str) -> None:
         for uid, r in list(self.runners.items()):
@@ -295,6 +308,8 @@ class Agent:
                     tg.create_task(self.proxy.proxier.run(), name="..proxy")
         finally:
             self._tg = None
+            if self.dns is not None:
+                await self.dns.close()
             if self.proxy is not None:  # the rules stay in the kernel: a restarted agent reconciles them
                 await asyncio.to_thread(self.proxy.proxier.syncer.close)
                 if self.proxy.proxier.health is not None:
@@ -365,7 +380,7 @@ def _node_connect(node_netns: NetnsRef) -> Any:
     return connect
 
 
-def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str) -> ProxyFeed:
+def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str, dns: NodeDns) -> ProxyFeed:
     """The service proxy of this node: one nftables table `ip lite` in the node netns."""
     from lite.agent.proxy.healthcheck import HealthServers
     from lite.agent.proxy.proxier import Proxier
@@ -376,7 +391,7 @@ def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str) -> ProxyFeed:
     node_ips = tuple(ip for ip in (node_ip,) if ip and not ip.startswith("127."))
     proxier = Proxier(ProxyConfig(node_name, node_ips, config.cluster_cidr), TableSyncer(AsyncNft(config.node_netns)),
                       netns=config.node_netns, health=HealthServers(config.node_netns))
-    return ProxyFeed(proxier)
+    return ProxyFeed(proxier, dns)
 
 
 def build_agent(config: AgentConfig) -> Agent:

@@ -8,7 +8,8 @@ directories under `<data-dir>/agent/pods/`. In order:
    matches, so a reused pid is never hit), then whatever is left in the cgroup tree of the cgroup root;
 2. every mount below the data dir (container roots, emptyDir tmpfs, volumes), deepest first, lazily;
 3. each pod's network: its host veth and its netns file (`<netns-dir>/lite-<uid>`);
-4. the bridge and any lite nftables table in the node's network namespace;
+4. the bridge, any lite nftables table and the cluster DNS address (from `node-config.json`) in the node's
+   network namespace;
 5. the cgroup root, bottom up, in every hierarchy.
 
 Invariants: idempotent (a second run finds nothing and says so); touches only what this data dir names (pods
@@ -30,6 +31,7 @@ from typing import Any
 
 from lite.agent.runtime.state import SHIM, alive, read_json
 from lite.netns.bridge import remove_bridge
+from lite.netns.dnsaddr import remove_dns_address
 from lite.netns.nsfs import NETNS_RUN_DIR
 from lite.netns.pod import teardown_pod_network
 
@@ -68,12 +70,14 @@ class Report:
     links: int = 0
     nft_tables: int = 0
     cgroups: int = 0
+    addresses: int = 0
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         parts = [f"{self.processes} processes killed", f"{self.mounts} mounts removed",
                  f"{self.netns} pod networks removed", f"{self.links} links removed",
-                 f"{self.nft_tables} nftables tables removed", f"{self.cgroups} cgroups removed"]
+                 f"{self.nft_tables} nftables tables removed", f"{self.cgroups} cgroups removed",
+                 f"{self.addresses} addresses removed"]
         return ", ".join(parts)
 
 
@@ -98,8 +102,19 @@ def killall(data_dir: Path) -> Report:
     except OSError as e:
         report.errors.append(f"bridge {host.bridge}: {e}")
     report.nft_tables += _remove_nft_tables(host.node_netns)
+    for ip in _cluster_dns(agent_root):
+        try:
+            report.addresses += asyncio.run(remove_dns_address(ip, node_netns=_netns(host)))
+        except Exception as e:  # netlink errors are not OSErrors
+            report.errors.append(f"cluster DNS address {ip}: {e}")
     report.cgroups += remove_cgroup_tree(host.cgroup_root)
     return report
+
+
+def _cluster_dns(agent_root: Path) -> list[str]:
+    """The cluster DNS IPs the agent was told (its saved node config), which it put on lo of the node netns."""
+    raw = read_json(agent_root / "node-config.json") or {}
+    return [str(ip) for ip in raw.get("clusterDNS") or [] if ip]
 
 
 def _netns(host: HostRecord) -> Any:

@@ -43,6 +43,15 @@ def _port(value: str) -> int:
     return port
 
 
+def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
+    """The agent's place on its host: its address, and (hidden; for tests and nested setups such as the frozen
+    executable's pod test) a netns of its own for the bridge, the pod netns dir and the cgroup root."""
+    p.add_argument("--node-ip", default="", help="the node's address (default: the host's first address)")
+    p.add_argument("--node-netns", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--netns-dir", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cgroup-root", default="lite", help=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lite", description="A lightweight Kubernetes-compatible orchestrator.")
     parser.add_argument("--version", action="version", version=f"lite {_version()}")
@@ -76,10 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--runtime", choices=("namespaces", "process"), default="namespaces",
                      help="embedded agent runtime; 'process' runs containers as plain host processes "
                           "with NO isolation (for non-root development)")
+    _add_node_host_flags(srv)
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
     srv.add_argument("--service-proxy", action="store_true",
                      help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
+    srv.add_argument("--cluster-dns", default="", metavar="IP",
+                     help="cluster DNS IP given to pods (default: the 10th address of --service-cidr, 10.43.0.10)")
+    srv.add_argument("--cluster-domain", default="cluster.local", help="cluster domain (default cluster.local)")
+    srv.add_argument("--resolv-conf", default=None, metavar="FILE",
+                     help="embedded agent: resolv.conf whose nameservers the cluster DNS forwards to "
+                          "(default /etc/resolv.conf)")
     srv.add_argument("--snapshot-schedule-cron", default="0 */12 * * *", metavar="CRON",
                      help="when to snapshot the store into <data-dir>/server/snapshots (default every 12 hours)")
     srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
@@ -106,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
     agent.add_argument("--service-proxy", action="store_true",
                        help="proxy Services with nftables (table 'ip lite' in this host's netns)")
+    agent.add_argument("--resolv-conf", default=None, metavar="FILE",
+                       help="resolv.conf whose nameservers the cluster DNS forwards to (default /etc/resolv.conf)")
+    _add_node_host_flags(agent)
     _add_config(agent)
     _add_data_dir(agent)
     agent.add_argument("--log-level", choices=LOG_LEVELS, default="info")
@@ -199,7 +218,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
+        cluster_dns=args.cluster_dns,
+        cluster_domain=args.cluster_domain,
+        resolv_conf=Path(args.resolv_conf) if args.resolv_conf else None,
         private_registry=Path(args.private_registry) if args.private_registry else None,
+        agent_node_ip=args.node_ip, agent_node_netns=args.node_netns,
+        agent_netns_dir=Path(args.netns_dir) if args.netns_dir else None, agent_cgroup_root=args.cgroup_root,
         tls_handshake_timeout=args.tls_handshake_timeout,
         request_header_timeout=args.request_header_timeout,
         idle_timeout=args.idle_timeout,

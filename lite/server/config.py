@@ -118,6 +118,15 @@ class ServerConfig:
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
     agent_service_proxy: bool = False  # the embedded agent programs Services into nftables (table ip lite)
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
+    # Cluster DNS (served by each agent with a service proxy): its IP ("" = the service CIDR's 10th address),
+    # domain, and the resolv.conf whose nameservers get the other names (None = /etc/resolv.conf).
+    cluster_dns: str = ""
+    cluster_domain: str = "cluster.local"
+    resolv_conf: Path | None = None
+    agent_node_ip: str = ""  # "" = the host's first address
+    agent_node_netns: str | None = None  # tests: a netns file holding the bridge (lite agent's --node-netns)
+    agent_netns_dir: Path | None = None  # pod netns files; None = /var/run/netns
+    agent_cgroup_root: str = "lite"
     # Scheduled store snapshots (k3s's etcd-snapshot schedule): cron, how many to keep, or none at all.
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5

@@ -111,7 +111,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     await ensure_kubernetes_service(resources, api_ip, advertise, config.port)
 
     informers = SharedInformers(resources)
-    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=allocators.ips.nth(10))
+    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=config.cluster_dns or allocators.ips.nth(10),
+                  cluster_domain=config.cluster_domain)
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,

@@ -189,6 +189,13 @@ async def give_cidrs(admin: HttpClient, names: list[str], second_octet: int) -> 
     return out
 
 
+async def _ready_node(admin: HttpClient, name: str) -> Obj | None:
+    node = await admin.get(NODE, "", name)
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or [])
+    registering = [t for t in node["spec"].get("taints") or [] if t["key"] == "node.kubernetes.io/not-ready"]
+    return node if ready and node["spec"].get("podCIDR") and not registering else None
+
+
 def pod(name: str, node: str, *, policy: str = "Always", annotations: dict[str, str] | None = None) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "annotations": annotations or {}},
@@ -207,7 +214,8 @@ async def test_nodes_register_with_capacity_labels_taints_and_leases(server: Lit
     tainted = NodeGroup(1, prefix=f"{p}-t", taints=(("dedicated", "infra", "NoSchedule"),))
     async with simulator(server, plain, tainted) as sim:
         assert sorted(sim.nodes) == [f"{p}-0", f"{p}-1", f"{p}-t-0"]
-        node = await admin.get(NODE, "", f"{p}-0")
+        # Ready once node IPAM gave it a podCIDR (NotReady before: no pod network yet), and then untainted
+        node = await wait_for(lambda: _ready_node(admin, f"{p}-0"), "node Ready with a podCIDR")
         assert node["status"]["capacity"] == {"cpu": "2", "memory": "4Gi", "pods": "20",
                                               "ephemeral-storage": "100Gi"}
         assert node["status"]["allocatable"] == node["status"]["capacity"]

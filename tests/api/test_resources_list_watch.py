@@ -126,7 +126,7 @@ async def test_bad_continue_and_rv_rules(res: Resources) -> None:
     assert len((await res.list(CM, "default", resource_version=rv))["items"]) == 2  # not older than
     with pytest.raises(ApiError) as e:
         await res.list(CM, "default", resource_version="999999")
-    assert e.value.code == 504 and e.value.message.startswith("Too large resource version")
+    assert e.value.code == 504 and e.value.message.startswith("Timeout: Too large resource version")
     with pytest.raises(ApiError) as e:
         await res.list(CM, "default", resource_version="abc")
     assert e.value.code == 400

@@ -38,6 +38,7 @@ from lite.agent.agent import AgentConfig, build_agent
 raw = json.loads(sys.argv[1])
 raw["data_dir"] = Path(raw["data_dir"]); raw["netns_dir"] = Path(raw["netns_dir"])
 raw["registries"] = Path(raw["registries"]); raw["ca_data"] = raw["ca_data"].encode()
+raw["resolv_conf"] = Path(raw["resolv_conf"])
 asyncio.run(build_agent(AgentConfig(**raw)).run())
 """
 
@@ -112,6 +113,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         Pusher(registry.url).push_image("library/busybox", "1.36", pushed.busybox)
         regs = base / "registries.yaml"
         regs.write_text(f'mirrors:\n  "docker.io":\n    endpoint: ["{registry.url}"]\n')
+        resolv = base / "resolv.conf"  # the cluster DNS forwards other names here: a loopback nobody serves
+        resolv.write_text("nameserver 127.0.53.53\n")
         _netns_file(node_ns)
         token = (base / "data" / "token").read_text().strip()
         import base64
@@ -119,7 +122,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         ca = base64.b64decode(server.config()["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
         cfg = {"server_url": server.url, "token": token, "node_name": "e2e-node", "data_dir": str(base / "agent"),
                "node_netns": str(node_ns), "netns_dir": str(netns_dir), "registries": str(regs), "ca_data": ca,
-               "cgroup_root": cgroup_root, "node_ip": "10.99.0.1", "service_proxy": True}
+               "cgroup_root": cgroup_root, "node_ip": "10.99.0.1", "service_proxy": True,
+               "resolv_conf": str(resolv)}
         api = config.new_client_from_config(config_file=str(server.kubeconfig), persist_config=False)
         n = Node(Cluster(server, server.kubeconfig, base / "kube-cache", api), base,
                  [sys.executable, "-c", AGENT_MAIN, json.dumps(cfg)])
@@ -365,3 +369,33 @@ def test_service_cluster_ip_from_the_node_and_a_pod(node: Node, ns: str) -> None
     node.kubectl("scale", "deployment", "-n", ns, "svcweb", "--replicas=0")
     node.wait(lambda: "refused" in _node_wget(node, f"http://{cip}:8080/").stderr.lower(), 90,
               "no endpoints: refused")
+
+
+def test_cluster_dns_from_a_pod(node: Node, ns: str) -> None:
+    """The agent's cluster DNS at 10.43.0.10: a ClusterIP, a headless Service and a StatefulSet pod's name."""
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "dnsweb"},
+                      "spec": {"selector": {"app": "dnsweb"}, "ports": [{"name": "http", "port": 8080}]}})
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nginx"},
+                      "spec": {"clusterIP": "None", "selector": {"app": "sts"},
+                               "ports": [{"name": "web", "port": 80}]}})
+    _apply(node, ns, {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"}, "spec": {
+        "serviceName": "nginx", "replicas": 2, "selector": {"matchLabels": {"app": "sts"}},
+        "template": {"metadata": {"labels": {"app": "sts"}}, "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": IMAGE, "command": ["sleep", "3600"]}]}}}})
+    cip = node.kubectl("get", "service", "-n", ns, "dnsweb", "-o", "jsonpath={.spec.clusterIP}").stdout.strip()
+    node.wait(lambda: len(_pods(node, ns, "app=sts")) == 2, 120, "2 StatefulSet pods")
+    for pod in ("web-0", "web-1"):
+        node.wait_ready(ns, pod)
+    ips = sorted(p["status"]["podIP"] for p in _pods(node, ns, "app=sts"))
+
+    def ask(name: str) -> str:
+        out = node.kubectl("exec", "-n", ns, "web-0", "--", "nslookup", name, check=False)
+        return out.stdout + out.stderr
+
+    node.wait(lambda: cip in ask("dnsweb"), 60, "dnsweb resolves to its ClusterIP")
+    assert cip in ask(f"dnsweb.{ns}.svc.cluster.local")
+    node.wait(lambda: all(ip in ask("nginx") for ip in ips), 60, "the headless Service gives every pod IP")
+    web1 = next(p["status"]["podIP"] for p in _pods(node, ns, "app=sts") if p["metadata"]["name"] == "web-1")
+    assert web1 in ask(f"web-1.nginx.{ns}.svc.cluster.local")
+    assert "NXDOMAIN" in ask(f"nope.{ns}.svc.cluster.local")

@@ -103,16 +103,17 @@ async def test_slow_watcher_dropped(db_path: str) -> None:
             await s.create(f"core/pods/default/p{i}", pod(f"p{i}"))
         await asyncio.wait_for(consumer, 5)
         assert got == list(range(1, 21))
-        # the slow one gets what was queued before the overflow, then WatchDropped with its position
+        # the slow one's queue was freed when it overflowed: it gets WatchDropped with its position (it
+        # had read nothing), so a consumer that never reads again pins no events
         delivered = []
         with pytest.raises(WatchDropped) as err:
             async for ev in slow:
                 delivered.append(ev.rev)
-        assert delivered == [1, 2, 3, 4, 5] and err.value.last_rev == 5
+        assert delivered == [] and err.value.last_rev == 0
         assert s._hub.watcher_count() == 1
         # the consumer resumes from its last rev without loss
         again = s.watch("core/pods/", err.value.last_rev)
-        assert [e.rev for e in await take(again, 15)] == list(range(6, 21))
+        assert [e.rev for e in await take(again, 20)] == list(range(1, 21))
         again.close()
         fast.close()
         assert s._hub.watcher_count() == 0
@@ -142,3 +143,47 @@ async def test_many_watchers_fan_out(store: Store) -> None:
     assert all(not w._queue for w in others)
     for w in [*watchers, *others]:
         w.close()
+
+
+def big(name: str, kib: int, n: int = 0) -> dict[str, object]:
+    return {**pod(name), "data": {"blob": "x" * (kib * 1024), "n": n}}
+
+
+async def test_window_is_capped_in_bytes(db_path: str) -> None:
+    """Large objects: the window keeps what fits in `window_bytes`, not `window` events (issue 7 item 3)."""
+    s = await Store.open(db_path, window=10000, window_bytes=1 << 20)
+    try:
+        rev = 0
+        for i in range(40):  # 40 updates of a 100 KiB object: ~4 MiB of events, 1 MiB kept
+            rev, _ = await (s.create("core/configmaps/default/big", big("big", 100)) if i == 0
+                            else s.update("core/configmaps/default/big", big("big", 100, i), rev))
+        assert s.current_rev - s.oldest_rev + 1 in range(5, 11)  # about 1 MiB of 100 KiB events
+        with pytest.raises(Compacted):
+            s.watch("core/configmaps/", 1)
+        w = s.watch("core/configmaps/", s.oldest_rev - 1)  # the oldest replayable point still works
+        assert [e.rev for e in await take(w, s.current_rev - s.oldest_rev + 1)] == list(
+            range(s.oldest_rev, s.current_rev + 1))
+        w.close()
+        # one event larger than the whole cap still stays (the newest event is always kept)
+        rev, _ = await s.update("core/configmaps/default/big", big("big", 2048), rev)
+        assert s.oldest_rev == s.current_rev == rev
+    finally:
+        await s.close()
+
+
+async def test_queue_capped_in_bytes_and_freed_when_dropped(db_path: str) -> None:
+    s = await Store.open(db_path, watch_queue=1000, watch_queue_bytes=512 << 10)
+    try:
+        start = s.current_rev
+        stalled = s.watch("core/configmaps/", start)  # never reads
+        rev, _ = await s.create("core/configmaps/default/big", big("big", 100))
+        for i in range(10):
+            rev, _ = await s.update("core/configmaps/default/big", big("big", 100, i), rev)
+        # ~6 events fit in 512 KiB: it was dropped long before 1,000 events, and holds none of them now
+        assert s.watcher_count() == 0
+        assert not stalled._queue and stalled._queued_bytes == 0
+        with pytest.raises(WatchDropped) as err:
+            await anext(stalled)
+        assert err.value.last_rev == start
+    finally:
+        await s.close()

@@ -9,11 +9,13 @@ Invariants:
   previous state, so the rules the kernel holds stay untouched meanwhile (and across an agent restart: the
   proxier does not sync before its first state arrives).
 - Outside a resync each message is applied at once (the proxier folds bursts into one sync).
+- Further sinks with the proxier's recording methods (the node's cluster DNS) get exactly the same calls.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from lite import wire
 from lite.agent.proxy.proxier import Proxier
@@ -22,9 +24,18 @@ KINDS = frozenset({"Service", "EndpointSlice"})
 Key = tuple[str, str]
 
 
+class Sink(Protocol):
+    def set_service(self, obj: dict[str, Any]) -> None: ...
+    def delete_service(self, namespace: str, name: str) -> None: ...
+    def set_slice(self, obj: dict[str, Any]) -> None: ...
+    def delete_slice(self, namespace: str, name: str) -> None: ...
+    def replace(self, services: Iterable[dict[str, Any]], slices: Iterable[dict[str, Any]]) -> None: ...
+
+
 class ProxyFeed:
-    def __init__(self, proxier: Proxier) -> None:
+    def __init__(self, proxier: Proxier, *also: Sink) -> None:
         self.proxier = proxier
+        self.sinks: tuple[Sink, ...] = (proxier, *also)
         self._resync: dict[str, dict[Key, dict[str, Any]]] | None = None
 
     def begin_resync(self) -> None:
@@ -32,7 +43,8 @@ class ProxyFeed:
 
     def synced(self) -> None:
         if self._resync is not None:
-            self.proxier.replace(self._resync["Service"].values(), self._resync["EndpointSlice"].values())
+            for sink in self.sinks:
+                sink.replace(self._resync["Service"].values(), self._resync["EndpointSlice"].values())
             self._resync = None
 
     def handle(self, msg: wire.ObjectUpsert | wire.ObjectDelete) -> None:
@@ -41,13 +53,17 @@ class ProxyFeed:
             key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
             if self._resync is not None:
                 self._resync[msg.kind][key] = msg.obj
-            elif msg.kind == "Service":
-                self.proxier.set_service(msg.obj)
-            else:
-                self.proxier.set_slice(msg.obj)
+                return
+            for sink in self.sinks:
+                if msg.kind == "Service":
+                    sink.set_service(msg.obj)
+                else:
+                    sink.set_slice(msg.obj)
         elif self._resync is not None:
             self._resync[msg.kind].pop((msg.namespace, msg.name), None)
-        elif msg.kind == "Service":
-            self.proxier.delete_service(msg.namespace, msg.name)
         else:
-            self.proxier.delete_slice(msg.namespace, msg.name)
+            for sink in self.sinks:
+                if msg.kind == "Service":
+                    sink.delete_service(msg.namespace, msg.name)
+                else:
+                    sink.delete_slice(msg.namespace, msg.name)

@@ -49,8 +49,13 @@ def node_object(name: str, group: NodeGroup) -> Obj:
             "spec": spec}
 
 
-def node_conditions(stamp: str, since: str) -> list[Obj]:
-    """The four kubelet conditions of a healthy node; `since` is when they last changed."""
+NETWORK_NOT_READY = ("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                     "message:Network plugin returns error: cni plugin not initialized")
+
+
+def node_conditions(stamp: str, since: str, network_ready: bool = True) -> list[Obj]:
+    """The four kubelet conditions; `since` is when they last changed. Without a pod network (no podCIDR
+    yet) Ready is False as a kubelet's whose CNI plugin is not initialised, so nothing is scheduled there."""
     def cond(ctype: str, status: str, reason: str, message: str) -> Obj:
         return {"type": ctype, "status": status, "reason": reason, "message": message,
                 "lastHeartbeatTime": stamp, "lastTransitionTime": since}
@@ -58,11 +63,12 @@ def node_conditions(stamp: str, since: str) -> list[Obj]:
         cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
         cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
         cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+        cond("Ready", "True", "KubeletReady", "kubelet is posting ready status") if network_ready
+        else cond("Ready", "False", "KubeletNotReady", NETWORK_NOT_READY),
     ]
 
 
-def node_status(name: str, group: NodeGroup, ip: str, stamp: str, since: str) -> Obj:
+def node_status(name: str, group: NodeGroup, ip: str, stamp: str, since: str, network_ready: bool = True) -> Obj:
     """A full Node status: capacity = allocatable, addresses, nodeInfo, conditions."""
     resources = group.resources()
     return {
@@ -76,7 +82,7 @@ def node_status(name: str, group: NodeGroup, ip: str, stamp: str, since: str) ->
             "containerRuntimeVersion": RUNTIME_VERSION, "kubeletVersion": KUBELET_VERSION,
             "kubeProxyVersion": KUBELET_VERSION, "operatingSystem": "linux", "architecture": "amd64",
         },
-        "conditions": node_conditions(stamp, since),
+        "conditions": node_conditions(stamp, since, network_ready),
     }
 
 

@@ -46,6 +46,15 @@ NODE = builtin("", "Node")
 LEASE = builtin("coordination.k8s.io", "Lease")
 
 
+def _tainted_not_ready(node: Obj) -> Obj:
+    """Register tainted not-ready:NoSchedule (upstream's TaintNodesByCondition admission does this for every
+    new Node): a node that never gets a podCIDR, hence never Ready, must not take pods in the moment before
+    node lifecycle taints it. Node lifecycle removes the taint once the node reports Ready."""
+    spec = node.setdefault("spec", {})
+    spec["taints"] = [*(spec.get("taints") or []), {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    return node
+
+
 class SimNode:
     """State and loop of one simulated node. `paused_all` is the simulator-wide pause (SIGUSR1)."""
 
@@ -66,6 +75,10 @@ class SimNode:
         self._kick = asyncio.Event()
         self._lease_exists = False
         self._since = rfc3339()
+        self._posted_ready: bool | None = None  # the Ready status last posted (None: not yet)
+        self._ready_stale = False  # the podCIDR arrived after the status was computed: post it again now
+        self._registered_at = 0.0
+        self._warned_no_cidr = False
         self._last_status = 0.0
         self._last_error = ""
 
@@ -93,6 +106,9 @@ class SimNode:
             self.pod_cidr = cidr
             self.ips = PodIPs(cidr)
             changed = True
+            if self._posted_ready is not True:
+                self._ready_stale = True  # post Ready=True now rather than at the next status interval
+                self._kick.set()
         return changed
 
     def _report(self, what: str, e: Exception) -> None:
@@ -104,7 +120,7 @@ class SimNode:
     async def register(self) -> None:
         """Create the Node (or adopt an existing one of that name) and post its full status."""
         try:
-            node = await self.client.create(NODE, "", node_object(self.name, self.group))
+            node = await self.client.create(NODE, "", _tainted_not_ready(node_object(self.name, self.group)))
         except ApiError as e:
             if e.code != 409:
                 raise
@@ -114,13 +130,29 @@ class SimNode:
         self.registered.set()
 
     async def post_status(self, *, full: bool = False) -> None:
+        """Ready is False until the node has a podCIDR (pods bound to it could never get an IP)."""
         stamp = rfc3339()
-        status = node_status(self.name, self.group, self.ip, stamp, self._since)
+        self._ready_stale = False
+        ready = self.ips is not None
+        if self._posted_ready is not None and ready != self._posted_ready:
+            self._since = stamp
+        if not ready:
+            self._warn_no_cidr()
+        status = node_status(self.name, self.group, self.ip, stamp, self._since, ready)
         if not full:
             status = {"conditions": status["conditions"]}
         await self.client.patch(NODE, "", self.name, {"status": status}, patch_type="strategic",
                                 subresource="status")
         self._last_status = time.monotonic()
+        self._posted_ready = ready
+
+    def _warn_no_cidr(self) -> None:
+        if not self._registered_at:
+            self._registered_at = time.monotonic()
+        elif not self._warned_no_cidr and time.monotonic() - self._registered_at > 10.0:
+            self._warned_no_cidr = True
+            log.warning("node %s still has no podCIDR (cluster CIDR full? see its CIDRNotAvailable events); "
+                        "it stays NotReady", self.name)
 
     async def renew_lease(self) -> None:
         """Renew (or create) the Lease. A merge patch of renewTime: one request even when an earlier write
@@ -148,13 +180,15 @@ class SimNode:
         if not self.registered.is_set():
             await self.register()
         await self.renew_lease()
-        if time.monotonic() - self._last_status >= self.status_interval:
+        if self._ready_stale or time.monotonic() - self._last_status >= self.status_interval:
             await self.post_status()
         self._last_error = ""
 
     async def run(self, start_delay: float = 0.0) -> None:
         """The node's eternal loop (see the module docstring)."""
-        await asyncio.sleep(start_delay)
+        with contextlib.suppress(TimeoutError):  # spread over the period, but a podCIDR arriving ends the wait
+            async with asyncio.timeout(start_delay):
+                await self._kick.wait()
         while True:
             failed = False
             if not self.paused:
@@ -163,7 +197,9 @@ class SimNode:
                 except ApiError as e:
                     self._report("heartbeat failed", e)
                     failed = True
-            self._kick.clear()
+            # a podCIDR that arrived during this tick must not wait a whole period (but never spin)
+            if self.paused or failed or not self._ready_stale:
+                self._kick.clear()
             delay = self.lease_interval * random.uniform(0.9, 1.1)
             if failed or (not self.registered.is_set() and not self.paused):
                 # As the kubelet, retry a failed heartbeat soon rather than a whole period later.

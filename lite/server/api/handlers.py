@@ -316,7 +316,7 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
     transform = None
     if negotiate.wants_table(request.headers.get("Accept", "")):
         transform = _table_transform(t.kind)
-    return await serve_watch(request, events, ctx.watches, transform)
+    return await serve_watch(request, events, ctx.watches, transform, timeout_s)
 
 
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:

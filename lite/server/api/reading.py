@@ -43,7 +43,8 @@ def parse_rv(rv: str) -> int:
 
 
 def too_large(rv: int, current: int) -> ApiError:
-    return ApiError(f"Too large resource version: {rv}, current: {current}", 504, "Timeout", retry_after=1,
+    # upstream storage.NewTooLargeResourceVersionError: NewTimeoutError prefixes "Timeout: "
+    return ApiError(f"Timeout: Too large resource version: {rv}, current: {current}", 504, "Timeout", retry_after=1,
                     causes=[errors.Cause("ResourceVersionTooLarge", "Too large resource version")])
 
 

@@ -4,7 +4,10 @@
   same revision (the state and the watch start are taken without yielding to the loop: nothing is lost or
   repeated). With sendInitialEvents a BOOKMARK annotated `k8s.io/initial-events-end` closes the snapshot.
 - RV "N": only changes after N. N older than the window: one ERROR event (Status 410 Expired,
-  "too old resource version: N (M)") and the stream ends.
+  "too old resource version: N (M)") and the stream ends. N newer than the store: 504 "Timeout: Too large
+  resource version: N, current: M" (cause ResourceVersionTooLarge, retryAfterSeconds 1) before any stream,
+  as get and list; no acknowledged write can carry such an RV, and a watch from it would silently skip
+  every event up to N.
 - Selectors are applied per event with the previous state: an object that stops matching is sent as DELETED
   (its previous content at the event's RV), one that starts matching as ADDED.
 - Bookmarks every `bookmark_interval` seconds when allowed, carrying the last revision seen on the resource.
@@ -23,7 +26,7 @@ from lite import errors
 from lite.client import WatchEvent
 from lite.errors import ApiError, expired
 from lite.kinds import Kind
-from lite.server.api.reading import Matcher, make_matcher, parse_rv
+from lite.server.api.reading import Matcher, make_matcher, parse_rv, too_large
 from lite.server.api.registry_base import Obj, RegistryBase
 from lite.server.store import Compacted, StoreEvent, Watch, WatchDropped
 
@@ -49,6 +52,8 @@ class WatchMixin(RegistryBase):
                 "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
                 if send_initial_events else "resourceVersionMatch is forbidden for watch")], "meta.k8s.io")
         after = parse_rv(resource_version) if resource_version not in ("", "0") else -1
+        if after > self.store.current_rev:
+            raise too_large(after, self.store.current_rev)
         prefix = self.prefix(kind, self.scoped(kind, namespace))
         return self._stream(kind, prefix, after, matcher, allow_bookmarks, timeout_seconds, send_initial_events)
 

@@ -11,6 +11,11 @@ Invariants:
   stream ends. HTTP status is 200 once the stream started, as upstream.
 - The stream ends when the iterator ends (timeoutSeconds, server timeout, dropped slow watcher), when the
   client goes away, or when `WatchRegistry.close_all` runs at shutdown; the iterator is always closed.
+- Bounded life and memory whatever the client does: `lifetime` (timeoutSeconds) ends the response even
+  while a write is blocked on a client that stopped reading; a single write blocked longer than
+  `WatchRegistry.write_timeout` means the client is stalled and its connection is aborted (it re-watches,
+  as client-go does when the apiserver closes an unresponsive watcher); a client that disconnected is
+  noticed within `WatchRegistry.disconnect_check` seconds even on an idle resource, and its watch released.
 """
 
 from __future__ import annotations
@@ -41,11 +46,16 @@ _PREFIX = {t: b'{"type":"' + t.encode() + b'","object":'
 
 
 class WatchRegistry:
-    """The open watch streams of one app, so shutdown can end them instead of waiting for timeouts."""
+    """The open watch streams of one app, so shutdown can end them instead of waiting for timeouts.
 
-    def __init__(self) -> None:
+    `write_timeout` and `disconnect_check` (seconds) are the stall and disconnect bounds of every stream.
+    """
+
+    def __init__(self, *, write_timeout: float = 30.0, disconnect_check: float = 1.0) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
+        self.write_timeout = write_timeout
+        self.disconnect_check = disconnect_check
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -82,13 +92,16 @@ async def _aclose(it: AsyncIterator[WatchEvent]) -> None:
 
 
 async def serve_watch(request: web.Request, events: AsyncIterator[WatchEvent], registry: WatchRegistry,
-                      transform: ObjectTransform | None = None) -> web.StreamResponse:
+                      transform: ObjectTransform | None = None, lifetime: float | None = None) -> web.StreamResponse:
     """Stream `events` as the response to `request`. Raises ApiError only before the stream starts."""
     task = asyncio.current_task()
     assert task is not None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + lifetime if lifetime is not None and lifetime > 0 else None
     first: asyncio.Future[WatchEvent] = asyncio.ensure_future(anext(events))
     resp = web.StreamResponse(headers={"Content-Type": "application/json"})
     registry.add(task)
+    gone = _Disconnect(request, task, registry.disconnect_check)
     try:
         done, _ = await asyncio.wait({first}, timeout=_FIRST_EVENT_WAIT)
         if first in done:
@@ -97,18 +110,26 @@ async def serve_watch(request: web.Request, events: AsyncIterator[WatchEvent], r
                 raise exc
         resp.enable_chunked_encoding()
         await resp.prepare(request)
-        await _pump(resp, first, events, transform)
-        await resp.write_eof()
+        ended = await _pump(resp, first, events, transform, _Deadlines(deadline, registry.write_timeout))
+        try:
+            if ended:
+                async with asyncio.timeout(registry.write_timeout):
+                    await resp.write_eof()
+        except TimeoutError:
+            ended = False
+        if not ended:
+            _abort(request)  # stalled: nothing more can be written; the client re-watches
     except asyncio.CancelledError:
-        if not registry.closing:
+        if not (registry.closing or gone.cancelled):
             raise
-        task.uncancel()  # our own shutdown cancel: end the response cleanly instead
-        if resp.prepared:
+        task.uncancel()  # our own cancel (shutdown, or the client left): end the response quietly instead
+        if resp.prepared and not gone.cancelled:
             with contextlib.suppress(ConnectionError):
                 await resp.write_eof()
     except ConnectionError:
         pass  # the client went away; nothing more to say
     finally:
+        gone.stop()
         registry.discard(task)
         if not first.done():
             first.cancel()
@@ -116,22 +137,76 @@ async def serve_watch(request: web.Request, events: AsyncIterator[WatchEvent], r
     return resp
 
 
-async def _pump(resp: web.StreamResponse, first: asyncio.Future[WatchEvent],
-                events: AsyncIterator[WatchEvent], transform: ObjectTransform | None) -> None:
+class _Disconnect:
+    """A timer that checks every `interval` seconds whether the client's connection is gone, and if so
+    cancels the handler: an idle watch would otherwise wait for its next event to notice."""
+
+    def __init__(self, request: web.Request, task: asyncio.Task[Any], interval: float) -> None:
+        self.request, self.task, self.interval = request, task, interval
+        self.cancelled = False
+        self._handle: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(interval, self._check)
+
+    def _check(self) -> None:
+        transport = self.request.transport
+        if transport is None or transport.is_closing():
+            self.cancelled = True
+            self._handle = None
+            self.task.cancel()
+            return
+        self._handle = asyncio.get_running_loop().call_later(self.interval, self._check)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+def _abort(request: web.Request) -> None:
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+class _Deadlines:
+    """When a write must have finished: the stream's end (timeoutSeconds) or `write_timeout` from now."""
+
+    def __init__(self, end: float | None, write_timeout: float) -> None:
+        self.end, self.write_timeout = end, write_timeout
+
+    def for_write(self) -> float:
+        limit = asyncio.get_running_loop().time() + self.write_timeout
+        return limit if self.end is None else min(limit, self.end)
+
+
+async def _write(resp: web.StreamResponse, data: bytes, deadlines: _Deadlines) -> bool:
+    """Write one event; False if it could not be written in time (the client stopped reading)."""
+    try:
+        async with asyncio.timeout_at(deadlines.for_write()):
+            await resp.write(data)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _pump(resp: web.StreamResponse, first: asyncio.Future[WatchEvent], events: AsyncIterator[WatchEvent],
+                transform: ObjectTransform | None, deadlines: _Deadlines) -> bool:
+    """Write events until the iterator ends (True) or a write is stalled past its deadline (False)."""
     try:
         ev = await first
     except StopAsyncIteration:
-        return
+        return True
     try:
         while True:
-            await resp.write(encode_event(ev, transform))
+            if not await _write(resp, encode_event(ev, transform), deadlines):
+                return False
             ev = await anext(events)
     except StopAsyncIteration:
-        return
+        return True
     except ApiError as e:
-        await resp.write(error_event(e))
+        return await _write(resp, error_event(e), deadlines)
     except (asyncio.CancelledError, ConnectionError):
         raise
     except Exception:
         log.exception("watch stream failed")
-        await resp.write(error_event(internal("an error on the server prevented the watch from continuing")))
+        return await _write(resp, error_event(internal("an error on the server prevented the watch from "
+                                                       "continuing")), deadlines)

@@ -79,11 +79,12 @@ def _encode(obj: dict[str, Any], rev: int) -> bytes:
 class Store:
     """See the module docstring and docs/internals.md for the contract."""
 
-    def __init__(self, db: LogDB, executor: ThreadPoolExecutor, window: int, watch_queue: int) -> None:
+    def __init__(self, db: LogDB, executor: ThreadPoolExecutor, window: int, watch_queue: int,
+                 window_bytes: int = 64 << 20, watch_queue_bytes: int = 16 << 20) -> None:
         self._db = db
         self._executor = executor
         self._index = KeyIndex()
-        self._hub = WatchHub(window, watch_queue)
+        self._hub = WatchHub(window, watch_queue, window_bytes, watch_queue_bytes)
         self.current_rev = 0
         self._next_rev = 1
         # key -> (rev, value or None if deleted) for writes queued or committing but not yet applied.
@@ -102,11 +103,13 @@ class Store:
     # ---- lifecycle -------------------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, path: str, *, window: int = 10000, watch_queue: int = 1000) -> Store:
+    async def open(cls, path: str, *, window: int = 10000, watch_queue: int = 1000, window_bytes: int = 64 << 20,
+                   watch_queue_bytes: int = 16 << 20) -> Store:
         """Open or create the file, load the current state and seed the watch window from the newest rows.
 
-        `watch_queue` bounds each watcher's backlog of live events before it is dropped. A damaged file
-        raises StoreCorrupt (nothing is written to it), a full disk StoreFull.
+        The window holds at most `window` events and `window_bytes` bytes; `watch_queue` and
+        `watch_queue_bytes` bound each watcher's backlog of live events before it is dropped. A damaged
+        file raises StoreCorrupt (nothing is written to it), a full disk StoreFull.
         """
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lite-store")
         loop = asyncio.get_running_loop()
@@ -116,7 +119,7 @@ class Store:
             executor.shutdown(wait=False)
             _raise_open_fault(e, path)
             raise
-        store = cls(db, executor, window, watch_queue)
+        store = cls(db, executor, window, watch_queue, window_bytes, watch_queue_bytes)
         try:
             await store._load(window)
         except BaseException as e:
@@ -134,7 +137,7 @@ class Store:
         self._index.load_sorted(current)
         self.current_rev = rev
         self._next_rev = rev + 1
-        self._hub.events.extend(
+        self._hub.remember(
             StoreEvent(_event_type(h.row), h.row.name, h.row.id, h.row.value, h.prev_value) for h in history
         )
 
@@ -180,6 +183,10 @@ class Store:
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def watcher_count(self) -> int:
+        """Live watches (for tests and benchmarks)."""
+        return self._hub.watcher_count()
 
     def watch(self, prefix: str, after_rev: int) -> Watch:
         """Events for keys under `prefix` with rev > after_rev; raises Compacted if those left the window."""

@@ -1,11 +1,15 @@
 """Watch fan-out from an in-memory window of recent events.
 
-- `EventWindow` keeps the last `window` committed events in revision order, contiguous (every rev from
-  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it.
+- The window keeps the most recent committed events in revision order, contiguous (every rev from
+  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it. It is capped in
+  events (`window`) and in bytes (`window_bytes`, see `event_size`): 1 MiB objects cannot pin
+  10,000 MiB. The newest event always stays, so `oldest_rev` never passes the current revision + 1.
 - Watchers are indexed by resource prefix ("group/plural/"): publishing an event touches only the watchers
   of that resource (plus the rare watcher of a shorter prefix), so 100+ watchers cost little per write.
-- A watcher's live queue is bounded; a watcher that falls further behind is ended with `WatchDropped`
-  instead of blocking the writer or growing without limit (the kine rule). Replay at watch start is not
+- A watcher's live queue is bounded in events (`queue_bound`) and bytes (`queue_bytes`); a watcher that
+  falls further behind is ended with `WatchDropped` instead of blocking the writer or growing without limit
+  (the kine rule; the client re-watches from its last RV, or relists on 410). Dropping frees its queue at
+  once: a consumer that never reads again must not keep the events alive. Replay at watch start is not
   counted against the bound: it is a list of references into the window, not copies.
 
 Everything here runs on the event loop thread; `publish` is called by the writer task right after COMMIT.
@@ -37,6 +41,12 @@ class StoreEvent:
     prev: bytes | None
 
 
+def event_size(ev: StoreEvent) -> int:
+    """Bytes an event holds on to. `prev` is not counted: it is the same bytes object as the value of the
+    key's previous event (or of the index), so counting it would count most bytes twice."""
+    return len(ev.value) + 100
+
+
 def resource_prefix(key: str) -> str:
     """ "core/pods/ns/name" -> "core/pods/"; "" if the key has fewer than two segments."""
     first = key.find("/")
@@ -58,6 +68,7 @@ class Watch:
         self._hub = hub
         self._replay: deque[StoreEvent] = deque(replay)
         self._queue: deque[StoreEvent] = deque()
+        self._queued_bytes = 0
         self._waiter: asyncio.Future[None] | None = None
         self._dropped = False
         self._closed = False
@@ -66,11 +77,17 @@ class Watch:
         """Queue a live event; False if that overflowed the bound (the watch is then dropped)."""
         if ev.rev <= self._after:
             return True
-        if len(self._queue) >= self._hub.queue_bound:
+        size = event_size(ev)
+        if self._queue and (len(self._queue) >= self._hub.queue_bound
+                            or self._queued_bytes + size > self._hub.queue_bytes):
             self._dropped = True
+            self._queue.clear()
+            self._replay.clear()
+            self._queued_bytes = 0
             self._wake()
             return False
         self._queue.append(ev)
+        self._queued_bytes += size
         self._wake()
         return True
 
@@ -106,6 +123,7 @@ class Watch:
                 ev = self._replay.popleft()
             elif self._queue:
                 ev = self._queue.popleft()
+                self._queued_bytes -= event_size(ev)
             elif self._dropped:
                 raise WatchDropped(self.last_rev)
             elif self._closed:
@@ -138,9 +156,14 @@ class Watch:
 class WatchHub:
     """The event window and the registry of live watchers."""
 
-    def __init__(self, window: int, queue_bound: int) -> None:
-        self.events: deque[StoreEvent] = deque(maxlen=max(1, window))
+    def __init__(self, window: int, queue_bound: int, window_bytes: int = 64 << 20,
+                 queue_bytes: int = 16 << 20) -> None:
+        self.events: deque[StoreEvent] = deque()
+        self.window = max(1, window)
+        self.window_bytes = window_bytes
+        self.events_bytes = 0
         self.queue_bound = queue_bound
+        self.queue_bytes = queue_bytes
         self._by_resource: dict[str, set[Watch]] = {}
         self._broad: set[Watch] = set()  # prefixes shorter than "group/plural/"
 
@@ -172,9 +195,17 @@ class WatchHub:
             if not bucket:
                 del self._by_resource[res]
 
+    def remember(self, events: Iterable[StoreEvent]) -> None:
+        """Append events to the window, then trim it to its caps (keeping at least the newest event)."""
+        for ev in events:
+            self.events.append(ev)
+            self.events_bytes += event_size(ev)
+        while len(self.events) > 1 and (len(self.events) > self.window or self.events_bytes > self.window_bytes):
+            self.events_bytes -= event_size(self.events.popleft())
+
     def publish(self, events: list[StoreEvent]) -> None:
         """Append committed events to the window and push them to matching watchers."""
-        self.events.extend(events)
+        self.remember(events)
         for ev in events:
             bucket = self._by_resource.get(resource_prefix(ev.key), ())
             for targets in (bucket, self._broad):

@@ -1,0 +1,60 @@
+"""`lite server --cluster-dns/--cluster-domain` reach the agents: a real server process and a real JoinSession."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liteproc import LiteServer, find_free_port
+
+from lite import wire
+from lite.agent.session import JoinSession
+
+pytestmark = [pytest.mark.e2e]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.welcomed = asyncio.Event()
+
+    def hello_info(self) -> dict[str, Any]:
+        return {"labels": {}, "taints": [], "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}}
+
+    def running_pods(self) -> dict[str, str]:
+        return {}
+
+    async def handle(self, msg: wire.Message) -> None:
+        if isinstance(msg, wire.Welcome):
+            self.welcomed.set()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Any:
+    srv = LiteServer(tmp_path / "data", find_free_port(),
+                     extra=("--cluster-dns", "10.43.0.53", "--cluster-domain", "k8s.test")).start()
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        assert srv.proc is not None
+        srv.proc.terminate()
+        srv.proc.wait(30)
+
+
+async def test_agents_are_told_the_cluster_dns_and_domain(server: LiteServer) -> None:
+    token = (server.data_dir / "token").read_text().strip()
+    ca = base64.b64decode(server.config()["clusters"][0]["cluster"]["certificate-authority-data"])
+    agent = Recorder()
+    session = JoinSession(server.url, token, node_name="flags-n1", agent=agent, ca_data=ca, backoff=(0.05, 0.5))
+    task = asyncio.create_task(session.run())
+    try:
+        async with asyncio.timeout(30):
+            await agent.welcomed.wait()
+        assert session.config["clusterDNS"] == ["10.43.0.53"]
+        assert session.config["clusterDomain"] == "k8s.test"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
