@@ -54,7 +54,8 @@ async def test_list_encoded_equals_list_for_every_page(res: Resources) -> None:
 
 
 async def test_list_encoded_raises_what_list_raises(res: Resources) -> None:
-    for kwargs in ({"limit": -1}, {"label_selector": "a in ("}, {"resource_version": "999999", "limit": 1},
+    for kwargs in ({"resource_version": "abc"},
+                   {"label_selector": "a in ("}, {"resource_version": "999999", "limit": 1},
                    {"continue_": "not-a-token"}):
         with pytest.raises(ApiError) as want:
             await res.list(POD, "default", **kwargs)

@@ -154,7 +154,7 @@ async def test_body_errors(api: Api) -> None:
     assert (status, err["reason"], err["code"]) == (422, "Invalid", 422)
     assert err["details"]["causes"]
     status, err = await api.call("POST", f"{PODS}?dryRun=Sometimes", pod("a"))
-    assert (status, err["reason"]) == (400, "BadRequest")
+    assert (status, err["reason"]) == (422, "Invalid")  # upstream ValidateCreateOptions
 
 
 async def test_unauthenticated_and_unknown(api: Api) -> None:
@@ -384,7 +384,7 @@ async def test_delete_with_protobuf_delete_options(api: Api) -> None:
     assert status == 404  # grace 0 from the protobuf body: gone at once
     status, err = await api.call("DELETE", f"{PODS}/x", data=_delete_options_pb(0, "Sideways"),
                                  headers={**TOKEN, "Content-Type": "application/vnd.kubernetes.protobuf"})
-    assert (status, err["reason"]) == (400, "BadRequest")
+    assert (status, err["reason"]) == (422, "Invalid")  # upstream ValidateDeleteOptions
 
 
 async def test_delete_options_from_query(api: Api) -> None:
@@ -410,7 +410,7 @@ async def test_field_validation(api: Api) -> None:
     status, _ = await api.call("POST", f"{PODS}?fieldValidation=Ignore", {**pod("fv2"), "spc": {}})
     assert status == 201
     status, err = await api.call("POST", f"{PODS}?fieldValidation=Loose", pod("fv3"))
-    assert (status, err["reason"]) == (400, "BadRequest")
+    assert (status, err["reason"]) == (422, "Invalid")  # upstream ValidateCreateOptions
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"},
           "immutable": False}
     assert (await api.call("POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Strict", cm))[0] == 201

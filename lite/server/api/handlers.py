@@ -34,7 +34,7 @@ from lite.errors import (
     too_large,
 )
 from lite.kinds import Kind, KindRegistry
-from lite.server.api import fieldvalidation, negotiate
+from lite.server.api import fieldvalidation, negotiate, params
 from lite.server.api.discovery import Discovery
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
@@ -43,9 +43,6 @@ Obj = dict[str, Any]
 
 STREAM_SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward", "proxy"})
 POST_SUBRESOURCES = frozenset({"binding", "eviction", "token"})
-_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
-_FALSE = frozenset({"0", "f", "F", "false", "FALSE", "False"})
-_FIELD_VALIDATION = frozenset({"", "Ignore", "Warn", "Strict"})
 
 
 class StreamProvider(Protocol):
@@ -138,42 +135,13 @@ def raw_json_response(body: bytes, status: int = 200) -> web.Response:
 # --- query helpers ---------------------------------------------------------------------------------
 
 def q_bool(query: Any, name: str) -> bool:
-    v = query.get(name)
-    if v is None or v == "":
-        return False
-    if v in _TRUE:
-        return True
-    if v in _FALSE:
-        return False
-    raise bad_request(f'invalid boolean value for {name}: "{v}"')
+    """A boolean query parameter, read as upstream does (see `params.query_bool`)."""
+    return params.query_bool(query, name)
 
 
 def q_int(query: Any, name: str) -> int | None:
-    v = query.get(name)
-    if v is None or v == "":
-        return None
-    try:
-        return int(v)
-    except ValueError:
-        raise bad_request(f'invalid integer value for {name}: "{v}"') from None
-
-
-def dry_run(query: Any, body_value: Any = None) -> bool:
-    values = list(query.getall("dryRun", ()))
-    if isinstance(body_value, list):
-        values += body_value
-    for v in values:
-        if v != "All":
-            raise bad_request(f'Invalid dryRun value "{v}": supported values: "All"')
-    return bool(values)
-
-
-def _write_params(query: Any) -> tuple[bool, str, str]:
-    """(dryRun, fieldManager, fieldValidation) of a write request."""
-    fv = query.get("fieldValidation", "")
-    if fv not in _FIELD_VALIDATION:
-        raise bad_request(f'fieldValidation "{fv}" is not supported: use Ignore, Warn or Strict')
-    return dry_run(query), query.get("fieldManager", ""), fv
+    """An int64 query parameter (None when absent); 400 BadRequest unless `strconv.ParseInt` takes it."""
+    return params.query_int(query, name)
 
 
 def _with_warning(resp: web.Response, warnings: list[str]) -> web.Response:
@@ -294,6 +262,7 @@ async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 
 async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    params.parse_resource_version(request.query.get("resourceVersion", ""))  # served from the current state
     table = negotiate.wants_table(request.headers.get("Accept", ""))
     if ctx.get_encoded is not None and not (table and _tables() is not None):
         return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name))
@@ -308,9 +277,8 @@ async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response
 async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "list")
     q = request.query
-    limit = q_int(q, "limit") or 0
-    if limit < 0:
-        raise bad_request("limit must not be negative")
+    params.check_list_query(q)
+    limit = max(q_int(q, "limit") or 0, 0)  # upstream takes a negative limit as none
     args: dict[str, Any] = {
         "label_selector": q.get("labelSelector", ""), "field_selector": q.get("fieldSelector", ""), "limit": limit,
         "continue_": q.get("continue", ""), "resource_version": q.get("resourceVersion", ""),
@@ -353,7 +321,7 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "create")
-    dry, manager, validation = _write_params(request.query)
+    dry, manager, validation = params.write_options(request.query, "Create")
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     _fill_type_meta(obj, t.kind)
@@ -366,7 +334,7 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
 
 async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "update")
-    dry, manager, validation = _write_params(request.query)
+    dry, manager, validation = params.write_options(request.query, "Update")
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
@@ -381,8 +349,8 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
 
 async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "patch")
-    dry, manager, validation = _write_params(request.query)
     patch_type = negotiate.patch_type_of(request.content_type)
+    dry, manager, validation = params.write_options(request.query, "Patch", patch_type)
     body = await read_body(request, ctx)
     if not body.strip():
         raise bad_request("the patch body is empty")
@@ -393,8 +361,6 @@ async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = ""
     elif not isinstance(patch, dict):
         raise bad_request("the patch body must be a JSON object")
     force = q_bool(request.query, "force")
-    if force and patch_type != "apply":
-        raise bad_request("force may only be set for apply patches")
     warning = fieldvalidation.check_patch(
         ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub), patch, patch_type, validation, raw=body,
         content_type=request.content_type, namespace=t.namespace, name=t.name)
@@ -419,6 +385,7 @@ async def _exists(ctx: ApiContext, t: Target) -> bool:
 
 
 async def _delete_options(ctx: ApiContext, request: web.Request) -> Obj:
+    """DeleteOptions from the body (typed as upstream decodes it) and the query, validated (422)."""
     body = await read_body(request, ctx) if request.can_read_body else b""
     opts = negotiate.decode_delete_options(request.content_type, body)
     q = request.query
@@ -429,13 +396,12 @@ async def _delete_options(ctx: ApiContext, request: web.Request) -> Obj:
         opts["gracePeriodSeconds"] = grace
     if "orphanDependents" in q:
         opts["orphanDependents"] = q_bool(q, "orphanDependents")
+    if "dryRun" in q:
+        opts["dryRun"] = [*(opts.get("dryRun") or []), *q.getall("dryRun")]
+    params.validate_delete_options(opts)
     if opts.get("orphanDependents") is not None and not opts.get("propagationPolicy"):
         opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
-    policy = opts.get("propagationPolicy")
-    if policy not in (None, "", "Orphan", "Background", "Foreground"):
-        raise bad_request(f'Unsupported propagationPolicy "{policy}": supported values: '
-                          f'"Orphan", "Background", "Foreground"')
-    opts["dryRun"] = dry_run(q, opts.get("dryRun"))
+    opts["dryRun"] = bool(opts.get("dryRun"))
     return opts
 
 
@@ -459,8 +425,9 @@ async def _delete(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
 
 async def _delete_collection(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "deletecollection")
-    opts = await _delete_options(ctx, request)
     q = request.query
+    params.check_list_query(q)  # ListOptions are decoded (and refused when malformed) even where unused
+    opts = await _delete_options(ctx, request)
     grace = opts.get("gracePeriodSeconds")
     out = await ctx.resources.delete_collection(
         t.kind, t.namespace, label_selector=q.get("labelSelector", ""),
@@ -483,7 +450,7 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub in POST_SUBRESOURCES:
         if method != "POST":
             raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
-        dry, manager, validation = _write_params(request.query)
+        dry, manager, validation = params.write_options(request.query, "Create")
         raw = await read_body(request, ctx)
         obj = negotiate.decode_object(request.content_type, raw)
         warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj),

@@ -9,8 +9,9 @@ Invariants:
 - Every non-2xx answer under an API path is a JSON `Status` whose `code` equals the HTTP status;
   `ApiError` becomes that Status here and nowhere else; unexpected exceptions become a 500
   InternalError (logged once, here).
-- Health probes and `/version` answer without authentication; everything else needs `authenticate` to
-  name a user (else 401 Unauthorized).
+- Health probes and `/version` (also `/version/`) answer without authentication; everything else needs
+  `authenticate` to name a user (else 401 Unauthorized) and is refused when it asks for impersonation
+  (`impersonation.py`: lite does not impersonate, and must not silently serve the caller instead).
 - App state lives under typed `web.AppKey`s; open watch streams are ended in `on_shutdown`, so a
   SIGTERM does not wait for their timeouts.
 """
@@ -29,7 +30,7 @@ from lite.errors import ApiError, path_not_found, unauthorized
 from lite.kinds import KindRegistry
 from lite.server.aggregator import Aggregator
 from lite.server.aggregator.aggregator import openapi_root_with
-from lite.server.api import negotiate
+from lite.server.api import impersonation, negotiate
 from lite.server.api.discovery import Discovery
 from lite.server.api.handlers import (
     ApiContext,
@@ -84,6 +85,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
         r.add_route("*", path, _health)
         r.add_route("*", path + "/{check:.*}", _health)  # e.g. /readyz/ping, as upstream
     r.add_route("*", "/version", _version)
+    r.add_route("*", "/version/", _version)  # served by the apiserver too; some clients call exactly this
     r.add_route("*", "/api", _api_root)
     r.add_route("*", "/api/{tail:.*}", _api_core)
     r.add_route("*", "/apis", _apis_root)
@@ -139,6 +141,9 @@ async def _authenticate(request: web.Request) -> None:
         user = await user
     if not user:
         raise unauthorized()
+    refused = impersonation.refusal(request.headers, str(user))
+    if refused is not None:
+        raise refused
     request[USER] = str(user)
     CURRENT_USER.set(user_info(str(user)))
 

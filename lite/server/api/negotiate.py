@@ -18,11 +18,11 @@ import importlib
 from typing import Any
 
 import orjson
-import yaml
 
 from lite.client import PATCH_CONTENT_TYPES, PatchType
 from lite.errors import ApiError, bad_request, unsupported_media_type
-from lite.server.api import bodylimits
+from lite.server.api import bodylimits, yamlbody
+from lite.server.api.params import check_delete_body
 
 JSON = "application/json"
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
@@ -31,11 +31,6 @@ DISCOVERY_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscovery
 TABLE_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 _SUPPORTED = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
-
-try:  # the C loader is ~10x faster; fall back to the pure-Python one where libyaml is missing
-    _YamlLoader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _YamlLoader = yaml.SafeLoader
 
 
 def wants_discovery_v2(accept: str) -> bool:
@@ -87,16 +82,13 @@ def decode_json(body: bytes) -> Any:
 
 
 def decode_yaml(body: bytes) -> Any:
-    """YAML (JSON is YAML: the orjson fast path covers what kubectl actually sends)."""
+    """YAML (JSON is YAML: the orjson fast path covers what kubectl actually sends), read as upstream's
+    sigs.k8s.io/yaml reads it (`yamlbody`)."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         pass
-    try:
-        # Measured before it is built: aliases must not expand into gigabytes (see bodylimits).
-        return bodylimits.load_yaml(body, _YamlLoader)
-    except yaml.YAMLError as e:
-        raise bad_request(f"error decoding YAML request body: {e}") from None
+    return yamlbody.load(body)  # measured by bodylimits before it is built (aliases, depth)
 
 
 def decode_protobuf(body: bytes, *, delete_options: bool = False) -> dict[str, Any]:
@@ -161,9 +153,4 @@ def decode_delete_options(content_type: str, body: bytes) -> dict[str, Any]:
         return {}
     if content_type == PROTOBUF:
         return decode_protobuf(body, delete_options=True)
-    obj = decode_body(content_type, body)
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise bad_request("DeleteOptions must be a JSON object")
-    return obj
+    return check_delete_body(decode_body(content_type, body))

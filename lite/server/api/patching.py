@@ -24,7 +24,7 @@ from lite.patch import Schema, apply, json_patch, merge_patch, object_fields, st
 from lite.patch.fieldset import path_string
 from lite.server.api.bodylimits import check_object_size
 from lite.server.api.registry_base import STATUS_LIKE, Obj
-from lite.server.api.writing import WriteMixin, meta_of
+from lite.server.api.writing import WriteMixin, meta_of, status_write
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _STATUS_VIEW = frozenset({"apiVersion", "kind", "metadata", "status"})
@@ -75,11 +75,7 @@ class PatchMixin(WriteMixin):
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
             if subresource in STATUS_LIKE:
-                new = deep_copy(old)
-                if "status" in patched:
-                    new["status"] = patched["status"]
-                else:
-                    new.pop("status", None)
+                new = status_write(self.strategy(kind), old, patched)
                 new["metadata"]["resourceVersion"] = (patched.get("metadata") or {}).get("resourceVersion")
                 return new
             return patched

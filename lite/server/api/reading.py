@@ -26,6 +26,7 @@ from lite import errors
 from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.selectors import check_field_selector, field_set, parse_field_selector, parse_label_selector
+from lite.server.api.params import INT64_MAX, parse_resource_version
 from lite.server.api.registry_base import Obj, RegistryBase
 
 Matcher = Callable[[Obj], bool]
@@ -37,13 +38,8 @@ _EXPIRED_CONTINUE = ("The provided continue parameter is too old to display a co
 
 
 def parse_rv(rv: str) -> int:
-    try:
-        n = int(rv)
-    except ValueError:
-        raise errors.bad_request(f"invalid resource version: {rv!r}") from None
-    if n < 0:
-        raise errors.bad_request(f"invalid resource version: {rv!r}")
-    return n
+    """A resourceVersion parameter as upstream's `strconv.ParseUint` reads it (400 BadRequest otherwise)."""
+    return parse_resource_version(rv)
 
 
 def too_large(rv: int, current: int) -> ApiError:
@@ -74,13 +70,24 @@ def encode_continue(rv: int, start: str) -> str:
 
 
 def decode_continue(token: str, prefix: str) -> tuple[int, str]:
+    """(revision, start key) of a continue token, checked as upstream's storage.DecodeContinue: the
+    revision a positive int64, the start key non-empty and inside the listed range (400 otherwise)."""
+    invalid = "invalid continue token: continue key is not valid"
     try:
         data = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-        rv, start = int(data["rv"]), str(data["start"])
-        if data.get("v") != "meta.k8s.io/v1":
-            raise ValueError("unknown token version")
-    except (binascii.Error, ValueError, KeyError, TypeError, orjson.JSONDecodeError) as e:
-        raise errors.bad_request(f"invalid continue token: continue key is not valid: {e}") from None
+    except (binascii.Error, ValueError) as e:
+        raise errors.bad_request(f"{invalid}: {e}") from None
+    if not isinstance(data, dict):
+        raise errors.bad_request(f"{invalid}: the token is not a JSON object")
+    if data.get("v") != "meta.k8s.io/v1":
+        raise errors.bad_request(f"{invalid}: server does not recognize this encoded version")
+    rv, start = data.get("rv"), data.get("start")
+    if not isinstance(rv, int) or isinstance(rv, bool) or not isinstance(start, str) or rv > INT64_MAX:
+        raise errors.bad_request(f"{invalid}: malformed revision or start key")
+    if rv <= 0:
+        raise errors.bad_request(f"{invalid}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    if not start:
+        raise errors.bad_request(f"{invalid}: encoded start key empty (version meta.k8s.io/v1)")
     if not start.startswith(prefix):
         raise errors.bad_request("invalid continue token: continue key is not valid: key is outside the listed "
                                  "range")
@@ -169,8 +176,7 @@ class ReadMixin(RegistryBase):
                    resource_version_match: str) -> tuple[str, str, int, Matcher | None]:
         """Validate a list request: (key prefix, key to start after, revision of the continued list, matcher)."""
         self.check_stored(kind)
-        if limit < 0:
-            raise errors.bad_request("limit must not be negative")
+        limit = max(limit, 0)  # upstream takes a negative limit as none
         validate_list_options(resource_version, resource_version_match, continue_)
         matcher = make_matcher(kind, label_selector, field_selector)
         prefix = self.prefix(kind, self.scoped(kind, namespace))

@@ -24,6 +24,7 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, now, rfc3339
 from lite.selectors import LabelSelector
 from lite.server.api.deletion import DeleteMixin
+from lite.server.api.params import check_delete_body, validate_delete_options
 from lite.server.api.patching import PatchMixin
 from lite.server.api.registry_base import Obj
 from lite.server.api.strategies.crd import scale_paths
@@ -180,8 +181,10 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
         emeta = (eviction.get("metadata") or {}) if isinstance(eviction, dict) else {}
         if emeta.get("name") and emeta["name"] != name:
             raise errors.bad_request("name in URL does not match name in Eviction object")
+        opts = check_delete_body(eviction.get("deleteOptions"), "Eviction.deleteOptions") \
+            if isinstance(eviction, dict) else {}
+        validate_delete_options(opts)
         _, pod = self.read(kind, namespace, name)
-        opts = (eviction.get("deleteOptions") or {}) if isinstance(eviction, dict) else {}
         exempt = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Pending") or \
             (pod.get("metadata") or {}).get("deletionTimestamp")
         if self.eviction_check is not None and not exempt:

@@ -31,8 +31,9 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import json_equal, record_update
 from lite.server.api.bodylimits import check_object_size
+from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
 from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
-from lite.server.api.strategies import Admission, crschema
+from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
@@ -118,8 +119,7 @@ class WriteMixin(RegistryBase):
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
-        if meta.get("resourceVersion"):
-            raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        _clear_resource_version(kind, meta)
         generated = not meta.get("name") and bool(meta.get("generateName"))
         if generated:
             meta["name"] = generate_name(str(meta["generateName"]))
@@ -241,7 +241,7 @@ class WriteMixin(RegistryBase):
                 raise errors.not_found(kind.plural, name, kind.group)
             rev, old = got[0], self.decode(kind, got[1])
             new = build(old)
-            wanted = str((new.get("metadata") or {}).get("resourceVersion") or "")
+            wanted = precondition(kind, (new.get("metadata") or {}).get("resourceVersion"))
             if wanted and wanted != str(rev):
                 raise conflict_error(kind, name)
             try:
@@ -305,7 +305,8 @@ class WriteMixin(RegistryBase):
             strategy.prepare_update(new, old)
         else:
             strategy.prepare_subresource(subresource, new, old)
-        if "generation" in ometa and spec_changed(kind, new, old, strategy.generation_on_annotations):
+        annotations_too = strategy.generation_on_annotations and not subresource  # status writes keep it
+        if "generation" in ometa and spec_changed(kind, new, old, annotations_too):
             meta["generation"] = int(ometa["generation"]) + 1
         causes += validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
         causes += ratcheted_causes(strategy.validate, new, old) + _schema_causes(kind, new)
@@ -329,10 +330,7 @@ class WriteMixin(RegistryBase):
 
         def build(old: Obj) -> Obj:
             if subresource in STATUS_LIKE:
-                new = deep_copy(old)
-                new["status"] = deep_copy({"s": obj.get("status")})["s"]
-                if new["status"] is None:
-                    new.pop("status")
+                new = status_write(self.strategy(kind), old, deep_copy(obj))
                 new["metadata"]["resourceVersion"] = meta.get("resourceVersion") or ""
                 return new
             return _keep_managed_fields(deep_copy(obj), old)
@@ -340,6 +338,54 @@ class WriteMixin(RegistryBase):
         out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
                                         manager=manager)
         return out
+
+
+def status_write(strategy: Strategy, old: Obj, body: Obj) -> Obj:
+    """What a write to `status` makes of `old`: the body's status (none when it has none) and, where the
+    kind's status strategy accepts them (upstream's Deployment: annotations, e.g. the controller's revision),
+    the body's annotations; nothing else. `body` is consumed."""
+    new = deep_copy(old)
+    status = body.get("status")
+    if status is None:
+        new.pop("status", None)
+    else:
+        new["status"] = status
+    if strategy.status_takes_annotations:
+        annotations = (body.get("metadata") or {}).get("annotations")
+        if annotations:
+            new["metadata"]["annotations"] = annotations
+        else:
+            new["metadata"].pop("annotations", None)
+    return new
+
+
+def precondition(kind: Kind, value: Any) -> str:
+    """The revision an update names in `metadata.resourceVersion` ("" for none), read as upstream's versioner
+    reads it: an unsigned integer, where 0 means an unconditional update. Anything else is refused with 400
+    (upstream fails there with a 500 carrying the same parse error)."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                 f"json: cannot unmarshal {type(value).__name__} into Go struct field "
+                                 "ObjectMeta.metadata.resourceVersion of type string")
+    try:
+        n = parse_uint64(value)
+    except ValueError as e:
+        raise errors.bad_request(f"resourceVersion: Invalid value: {go_quote(value)}: {e}") from None
+    return str(n) if n else ""
+
+
+def _clear_resource_version(kind: Kind, meta: Obj) -> None:
+    """A create may not name a revision: a positive integer is refused (400), anything else that upstream's
+    versioner cannot read as one ("abc", "0", "-5") is dropped, as the apiserver's store does."""
+    rv = meta.pop("resourceVersion", None)
+    if rv is not None and not isinstance(rv, str):
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                 f"json: cannot unmarshal {type(rv).__name__} into Go struct field "
+                                 "ObjectMeta.metadata.resourceVersion of type string")
+    if stored_resource_version(rv):
+        raise errors.bad_request("resourceVersion should not be set on objects to be created")
 
 
 def _keep_managed_fields(new: Obj, old: Obj) -> Obj:

@@ -138,8 +138,10 @@ class RolloutMixin:
     async def _set_revision(self, d: Obj, revision: str) -> None:
         if du.annotations_of(d).get(du.REVISION) == revision:
             return
+        # Through status, as upstream's controller does (UpdateStatus): the annotation is no spec change, so the
+        # generation kubectl apply created stays 1.
         patched = await self.client.patch(self.kind, namespace_of(d), name_of(d),
-                                          {"metadata": {"annotations": {du.REVISION: revision}}})
+                                          {"metadata": {"annotations": {du.REVISION: revision}}}, subresource="status")
         m = d.setdefault("metadata", {})
         m.setdefault("annotations", {})[du.REVISION] = revision
         m["generation"] = meta(patched).get("generation", m.get("generation"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, specrules, workloads
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
+from lite.server.api.strategies.statusints import with_status_ints
 
 __all__ = ["Admission", "AdmissionHook", "GcPolicy", "RemovedHook", "Strategies", "Strategy", "default_strategies"]
 
@@ -40,5 +41,5 @@ def default_strategies() -> Strategies:
         "CSIStorageCapacity.storage.k8s.io": extrakinds.CSISTORAGECAPACITY,
         "APIService.apiregistration.k8s.io": extrakinds.APISERVICE,
     }.items():
-        s.register(gk, strategy)
+        s.register(gk, with_status_ints(gk, strategy))
     return s

@@ -77,6 +77,9 @@ class Strategy:
     return_deleted_object: bool = False
     # Whether the spec changing bumps metadata.generation also for annotation changes (Deployment).
     generation_on_annotations: bool = False
+    # Whether a write to `status` also takes the body's annotations (upstream's Deployment status strategy
+    # keeps only spec and labels from the old object; the controller records its revision that way).
+    status_takes_annotations: bool = False
 
 
 @dataclass

@@ -14,6 +14,7 @@ import orjson
 
 from lite.errors import (
     Cause,
+    bad_request,
     field_duplicate,
     field_forbidden,
     field_invalid,
@@ -145,11 +146,50 @@ def validate_service_update(new: Obj, old: Obj) -> list[Cause]:
 
 def default_secret(obj: Obj) -> None:
     obj.setdefault("type", "Opaque")
+    _canonical_base64(obj, "data", "Secret")
     string_data = obj.pop("stringData", None)
     if isinstance(string_data, dict):
         data = obj.setdefault("data", {})
         for k, v in string_data.items():
             data[k] = base64.b64encode(str(v).encode()).decode()
+
+
+def default_configmap(obj: Obj) -> None:
+    _canonical_base64(obj, "binaryData", "ConfigMap")
+
+
+_B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def go_base64(text: str) -> str | None:
+    """The canonical base64 of what Go's `base64.StdEncoding` decodes from `text` (it skips CR and LF), or
+    None when Go would refuse it. Upstream stores the bytes, so its answers carry this canonical form."""
+    try:
+        return base64.b64encode(base64.b64decode(text.replace("\r", "").replace("\n", ""), validate=True)).decode()
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _bad_byte(text: str) -> int:
+    """Where Go reports a base64 error: the first character outside the alphabet, else the end."""
+    return next((i for i, ch in enumerate(text) if ch not in _B64_ALPHABET and ch not in "\r\n="), len(text))
+
+
+def _canonical_base64(obj: Obj, key: str, kind: str) -> None:
+    """Byte fields ([]byte in Go) arrive as base64: decode them as Go does, 400 BadRequest when that fails
+    (upstream's decoding error), and keep the canonical encoding."""
+    data = obj.get(key)
+    if not isinstance(data, dict):
+        return
+    for k, v in data.items():
+        if not isinstance(v, str):
+            continue
+        canonical = go_base64(v)
+        if canonical is None:
+            raise bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: illegal base64 data at '
+                              f"input byte {_bad_byte(v)}")
+        if canonical != v:
+            data[k] = canonical
 
 
 def _validate_keys(data: Any, path: str) -> list[Cause]:
@@ -308,7 +348,7 @@ SERVICE = Strategy(default=default_service, prepare_create=prepare_create_servic
                    validate_update=validate_service_update, name_fn=name_is_dns1035_label,
                    gc_policy="background", return_deleted_object=True)
 SECRET = Strategy(default=default_secret, validate=validate_secret, validate_update=validate_secret_update)
-CONFIGMAP = Strategy(validate=validate_configmap, validate_update=validate_configmap_update)
+CONFIGMAP = Strategy(default=default_configmap, validate=validate_configmap, validate_update=validate_configmap_update)
 NAMESPACE = Strategy(default=default_namespace, prepare_create=prepare_create_namespace,
                      prepare_update=prepare_update_namespace, name_fn=name_is_dns_label,
                      validate=specrules.namespace_causes)
