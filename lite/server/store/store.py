@@ -99,6 +99,7 @@ class Store:
         self.failed_batches = 0
         self.commits = 0  # transactions committed (group commit makes this far less than `writes`)
         self.writes = 0  # rows committed
+        self.on_commit: Callable[[int], None] | None = None  # told the row count of every committed batch
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -324,6 +325,8 @@ class Store:
         self._committed = asyncio.Event()
         self.commits += 1
         self.writes += len(rows)
+        if self.on_commit is not None:
+            self.on_commit(len(rows))
         self._hub.publish(events)
         for p in batch:
             if not p.future.done():  # the submitter may have been cancelled; the write stands anyway
@@ -406,6 +409,11 @@ class Store:
             return self._db.compact(below) if below > 0 else 0
 
         return await self._run(work)
+
+    @property
+    def path(self) -> str:
+        """The store file's path."""
+        return self._db.path
 
     async def stats(self) -> tuple[int, int]:
         """(log rows, free pages) of the file: for tests and benchmarks."""
