@@ -114,12 +114,21 @@ class ServerMetrics:
         self.batch_size = Histogram("lite_store_commit_batch_size",
                                     "Rows written per store transaction (group commit).",
                                     buckets=BATCH_BUCKETS, registry=self.registry)
+        self._counters: dict[tuple[RequestLabels, int], Counter] = {}
+        self._latencies: dict[RequestLabels, Histogram] = {}
         self.registry.register(_ScrapeTime(store_path, store_stats, queue_depths))
 
     def observe(self, labels: RequestLabels, code: int, seconds: float) -> None:
-        """Count one finished request and its latency."""
-        self.requests.labels(*labels, "apiserver", str(code)).inc()
-        self.latency.labels(*labels, "apiserver").observe(seconds)
+        """Count one finished request and its latency (the labelled children are looked up once per series:
+        the vocabulary is bounded, see the module doc)."""
+        counter = self._counters.get((labels, code))
+        if counter is None:
+            counter = self._counters[(labels, code)] = self.requests.labels(*labels, "apiserver", str(code))
+        hist = self._latencies.get(labels)
+        if hist is None:
+            hist = self._latencies[labels] = self.latency.labels(*labels, "apiserver")
+        counter.inc()
+        hist.observe(seconds)
 
     def watch_started(self, labels: RequestLabels) -> None:
         self.longrunning.labels(*labels, "apiserver").inc()
