@@ -42,7 +42,7 @@ from lite.server.controllers.manager import build_controller_manager
 from lite.server.controllers.resourcequota import ResourceQuotaController
 from lite.server.join import JoinHub, add_join_routes
 from lite.server.manifests import ManifestDeployer
-from lite.server.metrics import ServerMetrics
+from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.quota.wiring import add_quota_admission
 from lite.server.scheduler.scheduler import build_scheduler
 from lite.server.services.admission import ServiceAllocators
@@ -126,7 +126,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     proxy_cert = (str(creds.front_proxy_cert), str(creds.front_proxy_key)) \
         if creds.front_proxy_cert is not None and creds.front_proxy_key is not None else None
     aggregator = Aggregator(resources, kinds, client_cert=proxy_cert)
-    prom = ServerMetrics(store_path=store.path, store_stats=lambda: (store.commits, store.writes),
+    prom = ServerMetrics(store_path=store.path,
+                         store_stats=lambda: StoreTotals(store.commits, store.writes, store.compactions,
+                                                         store.compacted_rows),
                          queue_depths=lambda: [(c.name, len(c.queue)) for c in manager.controllers])
     store.on_commit = prom.committed
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom)

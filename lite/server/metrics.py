@@ -7,6 +7,8 @@ collectors fill. `request_labels` is the pure translation of a request (method, 
 Invariants:
 - No module-level state: every family lives in the registry a `ServerMetrics` owns, never in the process-wide
   default registry, so two servers in one process (tests) never mix their numbers.
+- Store and work-queue families are read from the objects' own counters (`StoreTotals`, queue lengths)
+  when scraped, except the commit batch-size histogram, fed by the store's `on_commit` hook.
 - The hot path does one dict lookup for the kind check, one counter increment and one histogram observation
   per request; file sizes, commit totals and work-queue depths are read only when `/metrics` is scraped.
 - Label values come from a fixed vocabulary or from the served kinds (`is_served`), never from arbitrary
@@ -35,8 +37,17 @@ CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
 APPLY_PATCH = "application/apply-patch+yaml"
 
 IsServed = Callable[[str, str, str], bool]
-StoreStats = Callable[[], tuple[int, int]]  # (transactions committed, rows committed)
 QueueDepths = Callable[[], Iterable[tuple[str, int]]]  # (controller name, keys waiting)
+
+
+class StoreTotals(NamedTuple):
+    commits: int  # transactions committed
+    rows: int  # rows committed
+    compactions: int  # compaction passes
+    compacted_rows: int  # rows they removed
+
+
+StoreStats = Callable[[], StoreTotals]
 
 
 class RequestLabels(NamedTuple):
@@ -161,9 +172,13 @@ class _ScrapeTime(Collector):
                 size.add_metric((label,), float(_file_size(self.store_path + suffix)))
             yield size
         if self.store_stats is not None:
-            commits, rows = self.store_stats()
-            yield CounterMetricFamily("lite_store_commits", "Store transactions committed.", value=commits)
-            yield CounterMetricFamily("lite_store_rows_written", "Store rows committed.", value=rows)
+            t = self.store_stats()
+            yield CounterMetricFamily("lite_store_commits", "Store transactions committed.", value=t.commits)
+            yield CounterMetricFamily("lite_store_rows_written", "Store rows committed.", value=t.rows)
+            yield CounterMetricFamily("lite_store_compactions", "Store compaction passes finished.",
+                                      value=t.compactions)
+            yield CounterMetricFamily("lite_store_compacted_rows", "Rows removed by store compaction.",
+                                      value=t.compacted_rows)
         if self.queue_depths is not None:
             depth = GaugeMetricFamily("workqueue_depth", "Current depth of workqueue", labels=("name",))
             for name, n in self.queue_depths():

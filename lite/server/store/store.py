@@ -99,6 +99,8 @@ class Store:
         self.failed_batches = 0
         self.commits = 0  # transactions committed (group commit makes this far less than `writes`)
         self.writes = 0  # rows committed
+        self.compactions = 0  # compaction passes finished
+        self.compacted_rows = 0  # rows those passes removed
         self.on_commit: Callable[[int], None] | None = None  # told the row count of every committed batch
 
     # ---- lifecycle -------------------------------------------------------------------------------------
@@ -408,7 +410,10 @@ class Store:
             below = min(newest, max(by_revs, self._db.size_cut(history_factor, history_floor)))
             return self._db.compact(below) if below > 0 else 0
 
-        return await self._run(work)
+        removed = await self._run(work)
+        self.compactions += 1
+        self.compacted_rows += removed
+        return removed
 
     @property
     def path(self) -> str:
