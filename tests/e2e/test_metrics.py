@@ -47,7 +47,7 @@ def test_families_present(cluster: Cluster) -> None:
     families, samples = scrape(cluster)
     for fam in ("apiserver_request", "apiserver_request_duration_seconds", "apiserver_longrunning_requests",
                 "lite_store_commit_batch_size", "lite_store_file_size_bytes", "lite_store_commits",
-                "lite_store_rows_written", "workqueue_depth"):
+                "lite_store_rows_written", "lite_store_compactions", "workqueue_depth"):
         assert fam in families, fam
     assert value(samples, "lite_store_file_size_bytes", file="db") > 0
     assert value(samples, "apiserver_request_total", verb="LIST", resource="namespaces", scope="cluster") >= 1
@@ -90,7 +90,7 @@ def test_open_watch_in_longrunning_gauge(cluster: Cluster, ns: str) -> None:
     server = cluster.server
     labels = {"verb": "WATCH", "resource": "secrets", "scope": "namespace"}
     base = value(scrape(cluster)[1], "apiserver_longrunning_requests", **labels)
-    req = urllib.request.Request(f"{server.url}/api/v1/namespaces/{ns}/secrets?watch=true&timeoutSeconds=60")
+    req = urllib.request.Request(f"{server.url}/api/v1/namespaces/{ns}/secrets?watch=1&timeoutSeconds=60")
     req.add_header("Authorization", f"Bearer {server.token()}")
     resp = urllib.request.urlopen(req, context=server.ssl_context(), timeout=30)
     try:

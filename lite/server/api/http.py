@@ -45,6 +45,7 @@ from lite.server.api.handlers import (
     json_response,
 )
 from lite.server.api.openapi import OpenAPI
+from lite.server.api.params import query_bool
 from lite.server.api.requestuser import CURRENT_USER, user_info
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.metrics import ServerMetrics, request_labels
@@ -132,7 +133,7 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
         start = time.perf_counter()
         ctx = request.app[API]
         prom = request.app[PROM]
-        labels = request_labels(request.method, request.path, request.query.get("watch", "") in ("true", "1"),
+        labels = request_labels(request.method, request.path, query_bool(request.query, "watch"),
                                 request.headers.get("Content-Type", ""),
                                 lambda g, v, r: ctx.kinds.by_resource(g, v, r) is not None)
         watching = labels.verb == "WATCH"
