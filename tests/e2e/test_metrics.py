@@ -104,3 +104,15 @@ def test_open_watch_in_longrunning_gauge(cluster: Cluster, ns: str) -> None:
         time.sleep(0.2)
     total = value(scrape(cluster)[1], "apiserver_request_total", code="200", **labels)
     assert total >= 1
+
+
+def test_kubectl_get_raw_metrics(cluster: Cluster) -> None:
+    out = cluster.kubectl("get", "--raw", "/metrics").stdout
+    families = {fam.name for fam in text_string_to_metric_families(out)}
+    assert {"apiserver_request", "workqueue_depth"} <= families
+    # kubectl's own GET of /metrics is a non-resource request: counted under its method, no resource labels.
+    again = cluster.kubectl("get", "--raw", "/metrics").stdout
+    want = {"verb": "GET", "group": "", "version": "", "resource": "", "subresource": "", "scope": "",
+            "component": "apiserver", "code": "200"}
+    assert any(s.name == "apiserver_request_total" and s.labels == want and s.value >= 1
+               for fam in text_string_to_metric_families(again) for s in fam.samples)
