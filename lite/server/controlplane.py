@@ -131,6 +131,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                                          store.compacted_rows),
                          queue_depths=lambda: [(c.name, len(c.queue)) for c in manager.controllers])
     store.on_commit = prom.committed
+    scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
+                                                                           scheduler.profile.scheduler_name)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom)
     add_join_routes(app, hub, authenticate)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))

@@ -29,6 +29,8 @@ from prometheus_client.registry import Collector
 # Upstream's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
 LATENCY_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
                    10.0, 15.0, 20.0, 30.0, 45.0, 60.0)
+# Upstream's scheduling attempt buckets: exponential from 1 ms, factor 2, 15 of them.
+ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 # Subresources lite serves; anything else is reported as "" (the request gets a 404 anyway).
 SUBRESOURCES = frozenset({"status", "scale", "binding", "eviction", "log", "exec", "attach", "portforward",
@@ -125,6 +127,12 @@ class ServerMetrics:
         self.batch_size = Histogram("lite_store_commit_batch_size",
                                     "Rows written per store transaction (group commit).",
                                     buckets=BATCH_BUCKETS, registry=self.registry)
+        self.attempts = Counter("scheduler_schedule_attempts",
+                                "Number of attempts to schedule pods, by the result.", ("result", "profile"),
+                                registry=self.registry)
+        self.attempt_latency = Histogram("scheduler_scheduling_attempt_duration_seconds",
+                                         "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+                                         ("result", "profile"), buckets=ATTEMPT_BUCKETS, registry=self.registry)
         self._counters: dict[tuple[RequestLabels, int], Counter] = {}
         self._latencies: dict[RequestLabels, Histogram] = {}
         self.registry.register(_ScrapeTime(store_path, store_stats, queue_depths))
@@ -150,6 +158,11 @@ class ServerMetrics:
     def committed(self, rows: int) -> None:
         """The store's commit hook: one transaction of `rows` rows is durable."""
         self.batch_size.observe(rows)
+
+    def scheduling_attempt(self, result: str, seconds: float, profile: str = "default-scheduler") -> None:
+        """The scheduler's attempt hook."""
+        self.attempts.labels(result, profile).inc()
+        self.attempt_latency.labels(result, profile).observe(seconds)
 
     def exposition(self) -> bytes:
         """The text format body of a scrape."""

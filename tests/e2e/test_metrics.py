@@ -116,3 +116,21 @@ def test_kubectl_get_raw_metrics(cluster: Cluster) -> None:
             "component": "apiserver", "code": "200"}
     assert any(s.name == "apiserver_request_total" and s.labels == want and s.value >= 1
                for fam in text_string_to_metric_families(again) for s in fam.samples)
+
+
+def test_scheduling_attempts_counted(cluster: Cluster, ns: str) -> None:
+    def attempts() -> float:
+        return value(scrape(cluster)[1], "scheduler_schedule_attempts_total", profile="default-scheduler")
+
+    before = attempts()
+    pod = {"metadata": {"name": unique("p")},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}], "nodeSelector": {"metrics-test": "none"}}}
+    status, body = cluster.server.request(f"/api/v1/namespaces/{ns}/pods", "POST", pod)
+    assert status == 201, body
+    deadline = time.monotonic() + 30
+    while attempts() <= before:  # the pod fits no node (the selector matches none): an unschedulable attempt
+        assert time.monotonic() < deadline, "no scheduling attempt counted for a new pod"
+        time.sleep(0.2)
+    _, samples = scrape(cluster)
+    assert value(samples, "scheduler_schedule_attempts_total", result="unschedulable") >= 1
+    assert value(samples, "scheduler_scheduling_attempt_duration_seconds_count", result="unschedulable") >= 1
