@@ -238,7 +238,7 @@ class PodRunner:
         volume files at once (the hooks' `update`), as kubelet does on its next sync."""
         old = self.st.pod.get("metadata") or {}
         self.st.pod = pod
-        if _downward_changed(old, pod.get("metadata") or {}) and not self._terminate.is_set():
+        if _downward_changed(old, pod.get("metadata") or {}) and not (self._terminate.is_set() or self._finished):
             with contextlib.suppress(RuntimeError):  # no running loop: nothing is set up yet to refresh
                 self._refreshes.add(task := asyncio.get_running_loop().create_task(self.refresh()))
                 task.add_done_callback(self._refreshes.discard)
@@ -406,11 +406,12 @@ class PodRunner:
                 await self.deps.runtime.stop(got, grace)
 
     async def _stop_hooks(self) -> None:
-        for hook in reversed(self.hooks):
-            try:
-                await hook.stop(self.st)
-            except Exception:  # every stop hook runs; each logs its own failure once
-                log.exception("pod %s/%s: stop hook %s failed", self.st.namespace, self.st.name, hook.name)
+        async with self._refresh_lock:  # a refresh never rewrites a volume while it is being torn down
+            for hook in reversed(self.hooks):
+                try:
+                    await hook.stop(self.st)
+                except Exception:  # every stop hook runs; each logs its own failure once
+                    log.exception("pod %s/%s: stop hook %s failed", self.st.namespace, self.st.name, hook.name)
 
     async def _kill(self) -> None:
         grace = self._grace if self._grace is not None else float(

@@ -133,3 +133,15 @@ async def test_bad_sub_path_expr_waits_with_an_event_until_fixed(h: Harness) -> 
     cms["where"] = {"data": {"DIR": "logs/web"}}  # the next attempt (10 s backoff) expands it safely
     await h.until(lambda s: "running" in _cs(s).get("state", {}), limit=30)
     assert (r.st.pod_dir / "volumes" / "work" / "logs" / "web").is_dir()
+
+
+async def test_a_label_update_after_the_pod_finished_writes_no_volume(h: Harness) -> None:
+    pod = _pod("dwdone", [{"name": "c", "command": ["true"]}], restartPolicy="Never",
+               volumes=[{"name": "info", "downwardAPI": {"items": [
+                   {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}])
+    r = h.runner(pod)
+    await h.until(lambda s: s["phase"] == "Succeeded")
+    await _until(lambda: not (r.st.pod_dir / "volumes").exists(), 5)  # stop hooks tore the volumes down
+    r.update({**pod, "metadata": {**pod["metadata"], "labels": {"late": "yes"}}})
+    await asyncio.sleep(0.5)
+    assert not (r.st.pod_dir / "volumes").exists()

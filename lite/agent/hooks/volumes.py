@@ -25,4 +25,5 @@ class VolumesHook(Hook):
             await asyncio.to_thread(volumes.refresh, st.pod, st.pod_dir, st.context(self.deps))
 
     async def stop(self, st: PodState) -> None:
+        st.volume_paths = {}  # a later refresh (the runner serialises it with stop) then writes nothing
         await asyncio.to_thread(volumes.teardown, st.pod_dir)
