@@ -42,6 +42,7 @@ from lite.server.controllers.manager import build_controller_manager
 from lite.server.controllers.resourcequota import ResourceQuotaController
 from lite.server.join import JoinHub, add_join_routes
 from lite.server.manifests import ManifestDeployer
+from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.quota.wiring import add_quota_admission
 from lite.server.scheduler.scheduler import build_scheduler
 from lite.server.services.admission import ServiceAllocators
@@ -125,7 +126,14 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     proxy_cert = (str(creds.front_proxy_cert), str(creds.front_proxy_key)) \
         if creds.front_proxy_cert is not None and creds.front_proxy_key is not None else None
     aggregator = Aggregator(resources, kinds, client_cert=proxy_cert)
-    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator)
+    prom = ServerMetrics(store_path=store.path,
+                         store_stats=lambda: StoreTotals(store.commits, store.writes, store.compactions,
+                                                         store.compacted_rows),
+                         queue_depths=lambda: [(c.name, len(c.queue)) for c in manager.controllers])
+    store.on_commit = prom.committed
+    scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
+                                                                           scheduler.profile.scheduler_name)
+    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom)
     add_join_routes(app, hub, authenticate)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
     plane = ControlPlane(resources, app, hub)

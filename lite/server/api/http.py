@@ -12,6 +12,9 @@ Invariants:
 - Health probes and `/version` (also `/version/`) answer without authentication; everything else needs
   `authenticate` to name a user (else 401 Unauthorized) and is refused when it asks for impersonation
   (`impersonation.py`: lite does not impersonate, and must not silently serve the caller instead).
+- Every request through `_api` is counted in `apiserver_request_total` and
+  `apiserver_request_duration_seconds` (`lite.server.metrics`) with the status sent; `/metrics` is served
+  only to authenticated users.
 - App state lives under typed `web.AppKey`s; open watch streams are ended in `on_shutdown`, so a
   SIGTERM does not wait for their timeouts.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import orjson
@@ -41,8 +45,10 @@ from lite.server.api.handlers import (
     json_response,
 )
 from lite.server.api.openapi import OpenAPI
+from lite.server.api.params import query_bool
 from lite.server.api.requestuser import CURRENT_USER, user_info
 from lite.server.api.watchstream import WatchRegistry
+from lite.server.metrics import ServerMetrics, request_labels
 
 __all__ = ["API", "USER", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
 
@@ -54,6 +60,7 @@ API: web.AppKey[ApiContext] = web.AppKey("lite_api", ApiContext)
 AUTH: web.AppKey[Authenticate] = web.AppKey("lite_api_auth")
 USER: web.RequestKey[str] = web.RequestKey("lite_user", str)  # the authenticated user name
 AGGREGATOR: web.AppKey[Aggregator] = web.AppKey("lite_aggregator", Aggregator)
+PROM: web.AppKey[ServerMetrics] = web.AppKey("lite_prometheus", ServerMetrics)
 
 VERSION_INFO = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.0+lite", "gitCommit": "0000000000000000000000000000000000000000",
@@ -66,9 +73,11 @@ _DISCOVERY_HEADERS = {"Content-Type": negotiate.DISCOVERY_V2, "Vary": "Accept"}
 
 def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenticate, *,
                   max_body_bytes: int = 3 * 1024 * 1024, streams: StreamProvider | None = None,
-                  metrics: MetricsProvider | None = None, aggregator: Aggregator | None = None) -> web.Application:
+                  metrics: MetricsProvider | None = None, aggregator: Aggregator | None = None,
+                  prom: ServerMetrics | None = None) -> web.Application:
     """The API server's aiohttp application (the caller runs it, with TLS, on its own runner). With an
-    `aggregator`, group-versions registered by remote APIServices are proxied and merged into discovery."""
+    `aggregator`, group-versions registered by remote APIServices are proxied and merged into discovery.
+    `prom` holds the Prometheus families served at `/metrics` (a fresh, empty set when not given)."""
     # aiohttp refuses larger bodies itself; handlers turn that into a 413 Status.
     app = web.Application(client_max_size=max_body_bytes)
     remote = aggregator.discovery_state if aggregator is not None else None
@@ -76,6 +85,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
                           watches=WatchRegistry(), max_body_bytes=max_body_bytes, streams=streams,
                           metrics=metrics)
     app[AUTH] = authenticate
+    app[PROM] = prom if prom is not None else ServerMetrics()
     if aggregator is not None:
         app[AGGREGATOR] = aggregator
         app.on_cleanup.append(_close_aggregator)
@@ -92,6 +102,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
     r.add_route("*", "/apis/{tail:.*}", _apis_group)
     r.add_route("*", "/openapi/v3", _openapi_root)
     r.add_route("*", "/openapi/v3/{tail:.*}", _openapi_doc)
+    r.add_route("*", "/metrics", _metrics)
     r.add_route("*", "/", _root)
     r.add_route("*", "/{tail:.*}", _unknown)
     return app
@@ -116,8 +127,32 @@ Handler = Callable[[web.Request, ApiContext], Awaitable[web.StreamResponse]]
 
 
 def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """Wrap a handler with authentication, the method check and the one place errors are rendered."""
+    """Wrap a handler with authentication, the method check, the one place errors are rendered, and the
+    request metrics (counted with the status actually sent; watches also held in the long-running gauge)."""
     async def wrapped(request: web.Request) -> web.StreamResponse:
+        start = time.perf_counter()
+        ctx = request.app[API]
+        prom = request.app[PROM]
+        labels = request_labels(request.method, request.path, query_bool(request.query, "watch"),
+                                request.headers.get("Content-Type", ""),
+                                lambda g, v, r: ctx.kinds.by_resource(g, v, r) is not None)
+        watching = labels.verb == "WATCH"
+        if watching:
+            prom.watch_started(labels)
+        code = 500
+        try:
+            resp = await serve(request)
+            code = resp.status
+            return resp
+        except web.HTTPException as e:
+            code = e.status
+            raise
+        finally:
+            if watching:
+                prom.watch_ended(labels)
+            prom.observe(labels, code, time.perf_counter() - start)
+
+    async def serve(request: web.Request) -> web.StreamResponse:
         try:
             await _authenticate(request)
             if methods and request.method not in methods:
@@ -266,7 +301,7 @@ async def _unknown_impl(request: web.Request, ctx: ApiContext) -> web.StreamResp
 
 async def _root_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
     """`GET /`: the served paths (upstream's RootPaths), for `kubectl get --raw /`."""
-    paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]
+    paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v3", "/readyz", "/version"]
     paths += [f"/apis/{g}" for g in ctx.discovery.group_names()]
     paths += [k.base_path for k in ctx.kinds if k.group]
     return json_response({"paths": sorted(set(paths))})
@@ -280,3 +315,12 @@ _openapi_root = _api(_openapi_root_impl, methods=("GET",))
 _openapi_doc = _api(_openapi_doc_impl, methods=("GET",))
 _unknown = _api(_unknown_impl)
 _root = _api(_root_impl, methods=("GET",))
+
+
+async def _metrics_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    """`GET /metrics`: the Prometheus text format (authenticated like every non-health path)."""
+    return web.Response(body=request.app[PROM].exposition(),
+                        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+_metrics = _api(_metrics_impl, methods=("GET",))

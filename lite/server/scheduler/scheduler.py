@@ -13,6 +13,8 @@ Invariants:
 - A pod is scheduled only by the profile whose schedulerName it names; pods being deleted are skipped.
 - Priority is `spec.priority`, or the value of its PriorityClass when admission left it unset.
 - Any API failure on the way is logged and the pod goes back to the queue with backoff; the loop survives.
+- Every attempt ends in exactly one `on_attempt(result, seconds)` call (when set): "scheduled" once bound,
+  "unschedulable" when it fits nowhere, "error" when the cycle or the binding failed (upstream's results).
 - Reads only through informers; writes only through the `lite.client.Client` (never the store).
 """
 
@@ -21,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
+from collections.abc import Callable
 from typing import Any
 
 from lite.client import Client, Obj
@@ -84,6 +88,7 @@ class Scheduler:
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._tg: asyncio.TaskGroup | None = None
         self.bound = 0
+        self.on_attempt: Callable[[str, float], None] | None = None  # (result, seconds): see the module doc
 
     # -- running --
 
@@ -97,11 +102,13 @@ class Scheduler:
                 self._tg = tg
                 while True:
                     info = await self.queue.pop()
+                    start = time.perf_counter()
                     try:
-                        await self.schedule_one(info)
+                        await self.schedule_one(info, start)
                     except Exception:
                         log.exception("scheduling %s failed", info.key)
                         self.queue.requeue(info.key, unschedulable=False)
+                        self._attempted("error", start)
         finally:
             self._tg = None
             self.queue.close()
@@ -121,16 +128,22 @@ class Scheduler:
 
     # -- one pod --
 
-    async def schedule_one(self, info: PodInfo) -> None:
+    def _attempted(self, result: str, start: float) -> None:
+        if self.on_attempt is not None:
+            self.on_attempt(result, time.perf_counter() - start)
+
+    async def schedule_one(self, info: PodInfo, start: float | None = None) -> None:
+        start = time.perf_counter() if start is None else start
         snap = self.cache.snapshot()
         res = self.algorithm.schedule(info, snap)
         if res.node:
             self.cache.assume(info, res.node)
             self.cache.clear_nomination(info.key)
             await self._bind_slots.acquire()
-            self._spawn(self._bind(info, res.node))
+            self._spawn(self._bind(info, res.node, start))
             return
         self._failed(info, res)
+        self._attempted("unschedulable", start)
         await asyncio.sleep(0)  # a failing pod costs a full scan: let binds and informers run
 
     def _failed(self, info: PodInfo, res: Result) -> None:
@@ -150,7 +163,7 @@ class Scheduler:
                 self._spawn(self._evict(info, v, outcome.node))
         self._spawn(self._report_unschedulable(info, msg, outcome.node))
 
-    async def _bind(self, info: PodInfo, node: str) -> None:
+    async def _bind(self, info: PodInfo, node: str, start: float) -> None:
         try:
             body = {"apiVersion": "v1", "kind": "Binding",
                     "metadata": {"name": info.name, "namespace": info.namespace, "uid": info.uid},
@@ -163,12 +176,14 @@ class Scheduler:
                 return
             log.info("binding %s to %s failed: %s", info.key, node, e)
             self.queue.requeue(info.key, unschedulable=False)
+            self._attempted("error", start)
             await self.recorder.warning(info.obj, "FailedScheduling", f"Binding rejected: {e.message}")
             return
         finally:
             self._bind_slots.release()
         self.queue.done(info.key)
         self.bound += 1
+        self._attempted("scheduled", start)
         if self.scheduled_events:
             await self.recorder.normal(info.obj, "Scheduled", f"Successfully assigned {info.key} to {node}")
 

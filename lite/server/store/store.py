@@ -99,6 +99,9 @@ class Store:
         self.failed_batches = 0
         self.commits = 0  # transactions committed (group commit makes this far less than `writes`)
         self.writes = 0  # rows committed
+        self.compactions = 0  # compaction passes finished
+        self.compacted_rows = 0  # rows those passes removed
+        self.on_commit: Callable[[int], None] | None = None  # told the row count of every committed batch
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -324,6 +327,8 @@ class Store:
         self._committed = asyncio.Event()
         self.commits += 1
         self.writes += len(rows)
+        if self.on_commit is not None:
+            self.on_commit(len(rows))
         self._hub.publish(events)
         for p in batch:
             if not p.future.done():  # the submitter may have been cancelled; the write stands anyway
@@ -405,7 +410,15 @@ class Store:
             below = min(newest, max(by_revs, self._db.size_cut(history_factor, history_floor)))
             return self._db.compact(below) if below > 0 else 0
 
-        return await self._run(work)
+        removed = await self._run(work)
+        self.compactions += 1
+        self.compacted_rows += removed
+        return removed
+
+    @property
+    def path(self) -> str:
+        """The store file's path."""
+        return self._db.path
 
     async def stats(self) -> tuple[int, int]:
         """(log rows, free pages) of the file: for tests and benchmarks."""

@@ -1,0 +1,206 @@
+"""The server's Prometheus metrics: one `CollectorRegistry` per server instance, served at `/metrics`.
+
+Role: `ServerMetrics` owns the registry and the families the API middleware, the store and the scrape-time
+collectors fill. `request_labels` is the pure translation of a request (method, path, query) into upstream's
+`apiserver_request_*` labels (verb, group, version, resource, subresource, scope).
+
+Invariants:
+- No module-level state: every family lives in the registry a `ServerMetrics` owns, never in the process-wide
+  default registry, so two servers in one process (tests) never mix their numbers.
+- Store and work-queue families are read from the objects' own counters (`StoreTotals`, queue lengths)
+  when scraped, except the commit batch-size histogram, fed by the store's `on_commit` hook.
+- The hot path does one dict lookup for the kind check, one counter increment and one histogram observation
+  per request; file sizes, commit totals and work-queue depths are read only when `/metrics` is scraped.
+- Label values come from a fixed vocabulary or from the served kinds (`is_served`), never from arbitrary
+  client input, so a client requesting made-up paths cannot grow the series without bound.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+# Upstream's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
+LATENCY_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+                   10.0, 15.0, 20.0, 30.0, 45.0, 60.0)
+# Upstream's scheduling attempt buckets: exponential from 1 ms, factor 2, 15 of them.
+ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# Subresources lite serves; anything else is reported as "" (the request gets a 404 anyway).
+SUBRESOURCES = frozenset({"status", "scale", "binding", "eviction", "log", "exec", "attach", "portforward",
+                          "proxy", "finalize", "approval", "ephemeralcontainers", "resize", "token"})
+CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
+APPLY_PATCH = "application/apply-patch+yaml"
+
+IsServed = Callable[[str, str, str], bool]
+QueueDepths = Callable[[], Iterable[tuple[str, int]]]  # (controller name, keys waiting)
+
+
+class StoreTotals(NamedTuple):
+    commits: int  # transactions committed
+    rows: int  # rows committed
+    compactions: int  # compaction passes
+    compacted_rows: int  # rows they removed
+
+
+StoreStats = Callable[[], StoreTotals]
+
+
+class RequestLabels(NamedTuple):
+    verb: str
+    group: str
+    version: str
+    resource: str
+    subresource: str
+    scope: str
+
+
+def request_labels(method: str, path: str, watch_param: bool, content_type: str,
+                   is_served: IsServed) -> RequestLabels:
+    """Upstream's labels for one request. Non-resource paths (discovery, /metrics, ...) get the HTTP method
+    as verb and empty resource labels; resource paths get GET/LIST/WATCH/POST/PUT/PATCH/APPLY/DELETE/
+    DELETECOLLECTION/CONNECT and their group, version, resource, subresource and scope."""
+    method = method.upper()
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 3 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 4 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return RequestLabels(method, "", "", "", "", "")
+    watch = watch_param
+    if rest[0] == "watch":
+        watch, rest = True, rest[1:]
+    scope = "cluster"
+    if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and not group
+                                                          and rest[2] in ("status", "finalize")):
+        scope, rest = "namespace", rest[2:]
+    if not rest or len(rest) > 3 or not is_served(group, version, rest[0]):
+        return RequestLabels(method, "", "", "", "", "")
+    named = len(rest) >= 2
+    sub = rest[2] if len(rest) == 3 and rest[2] in SUBRESOURCES else ""
+    if named:
+        scope = "resource"
+    return RequestLabels(_verb(method, named, watch, sub, content_type), group, version, rest[0], sub, scope)
+
+
+def _verb(method: str, named: bool, watch: bool, sub: str, content_type: str) -> str:
+    if sub in CONNECT_SUBRESOURCES:
+        return "CONNECT"
+    if method in ("GET", "HEAD"):
+        if watch:
+            return "WATCH"
+        return "GET" if named else "LIST"
+    if method == "DELETE" and not named:
+        return "DELETECOLLECTION"
+    if method == "PATCH" and content_type.startswith(APPLY_PATCH):
+        return "APPLY"
+    return method
+
+
+class ServerMetrics:
+    """The registry of one server and the families its request path and store feed (see module doc)."""
+
+    def __init__(self, *, store_path: str = "", store_stats: StoreStats | None = None,
+                 queue_depths: QueueDepths | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        labels = ("verb", "group", "version", "resource", "subresource", "scope", "component")
+        self.requests = Counter("apiserver_request_total",
+                                "Counter of apiserver requests broken out for each verb, group, version, resource, "
+                                "subresource, scope, component, and HTTP response code.",
+                                (*labels, "code"), registry=self.registry)
+        self.latency = Histogram("apiserver_request_duration_seconds",
+                                 "Response latency distribution in seconds for each verb, group, version, "
+                                 "resource, subresource, scope and component.",
+                                 labels, buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.longrunning = Gauge("apiserver_longrunning_requests",
+                                 "Gauge of all active long-running apiserver requests (watches) broken out by "
+                                 "verb, group, version, resource, scope and component.",
+                                 ("verb", "group", "version", "resource", "subresource", "scope", "component"),
+                                 registry=self.registry)
+        self.batch_size = Histogram("lite_store_commit_batch_size",
+                                    "Rows written per store transaction (group commit).",
+                                    buckets=BATCH_BUCKETS, registry=self.registry)
+        self.attempts = Counter("scheduler_schedule_attempts",
+                                "Number of attempts to schedule pods, by the result.", ("result", "profile"),
+                                registry=self.registry)
+        self.attempt_latency = Histogram("scheduler_scheduling_attempt_duration_seconds",
+                                         "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+                                         ("result", "profile"), buckets=ATTEMPT_BUCKETS, registry=self.registry)
+        self._counters: dict[tuple[RequestLabels, int], Counter] = {}
+        self._latencies: dict[RequestLabels, Histogram] = {}
+        self.registry.register(_ScrapeTime(store_path, store_stats, queue_depths))
+
+    def observe(self, labels: RequestLabels, code: int, seconds: float) -> None:
+        """Count one finished request and its latency (the labelled children are looked up once per series:
+        the vocabulary is bounded, see the module doc)."""
+        counter = self._counters.get((labels, code))
+        if counter is None:
+            counter = self._counters[(labels, code)] = self.requests.labels(*labels, "apiserver", str(code))
+        hist = self._latencies.get(labels)
+        if hist is None:
+            hist = self._latencies[labels] = self.latency.labels(*labels, "apiserver")
+        counter.inc()
+        hist.observe(seconds)
+
+    def watch_started(self, labels: RequestLabels) -> None:
+        self.longrunning.labels(*labels, "apiserver").inc()
+
+    def watch_ended(self, labels: RequestLabels) -> None:
+        self.longrunning.labels(*labels, "apiserver").dec()
+
+    def committed(self, rows: int) -> None:
+        """The store's commit hook: one transaction of `rows` rows is durable."""
+        self.batch_size.observe(rows)
+
+    def scheduling_attempt(self, result: str, seconds: float, profile: str = "default-scheduler") -> None:
+        """The scheduler's attempt hook."""
+        self.attempts.labels(result, profile).inc()
+        self.attempt_latency.labels(result, profile).observe(seconds)
+
+    def exposition(self) -> bytes:
+        """The text format body of a scrape."""
+        return generate_latest(self.registry)
+
+
+class _ScrapeTime(Collector):
+    """Families read only when scraped: store file sizes and totals, controller work-queue depths."""
+
+    def __init__(self, store_path: str, store_stats: StoreStats | None, queue_depths: QueueDepths | None) -> None:
+        self.store_path = store_path
+        self.store_stats = store_stats
+        self.queue_depths = queue_depths
+
+    def collect(self) -> Iterator[Metric]:
+        if self.store_path:
+            size = GaugeMetricFamily("lite_store_file_size_bytes", "Size of the store's SQLite files on disk.",
+                                     labels=("file",))
+            for label, suffix in (("db", ""), ("wal", "-wal")):
+                size.add_metric((label,), float(_file_size(self.store_path + suffix)))
+            yield size
+        if self.store_stats is not None:
+            t = self.store_stats()
+            yield CounterMetricFamily("lite_store_commits", "Store transactions committed.", value=t.commits)
+            yield CounterMetricFamily("lite_store_rows_written", "Store rows committed.", value=t.rows)
+            yield CounterMetricFamily("lite_store_compactions", "Store compaction passes finished.",
+                                      value=t.compactions)
+            yield CounterMetricFamily("lite_store_compacted_rows", "Rows removed by store compaction.",
+                                      value=t.compacted_rows)
+        if self.queue_depths is not None:
+            depth = GaugeMetricFamily("workqueue_depth", "Current depth of workqueue", labels=("name",))
+            for name, n in self.queue_depths():
+                depth.add_metric((name,), float(n))
+            yield depth
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # e.g. no WAL file right after a checkpoint

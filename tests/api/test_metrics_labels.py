@@ -1,0 +1,65 @@
+"""`request_labels`: upstream's apiserver_request_* labels from a request, and one registry per server."""
+
+from __future__ import annotations
+
+import pytest
+
+from lite.server.metrics import RequestLabels, ServerMetrics, request_labels
+
+SERVED = {("", "v1", "pods"), ("", "v1", "namespaces"), ("apps", "v1", "deployments"),
+          ("certificates.k8s.io", "v1", "certificatesigningrequests")}
+
+
+def served(group: str, version: str, resource: str) -> bool:
+    return (group, version, resource) in SERVED
+
+
+CASES = [
+    # method, path, watch param, content type -> verb, group, version, resource, subresource, scope
+    ("GET", "/api/v1/pods", False, "", ("LIST", "", "v1", "pods", "", "cluster")),
+    ("GET", "/api/v1/namespaces/a/pods", False, "", ("LIST", "", "v1", "pods", "", "namespace")),
+    ("GET", "/api/v1/namespaces/a/pods", True, "", ("WATCH", "", "v1", "pods", "", "namespace")),
+    ("GET", "/api/v1/watch/namespaces/a/pods", False, "", ("WATCH", "", "v1", "pods", "", "namespace")),
+    ("GET", "/api/v1/namespaces/a/pods/p", False, "", ("GET", "", "v1", "pods", "", "resource")),
+    ("GET", "/api/v1/namespaces/a/pods/p/log", False, "", ("GET", "", "v1", "pods", "log", "resource")),
+    ("POST", "/api/v1/namespaces/a/pods/p/exec", False, "", ("CONNECT", "", "v1", "pods", "exec", "resource")),
+    ("POST", "/api/v1/namespaces/a/pods", False, "application/json",
+     ("POST", "", "v1", "pods", "", "namespace")),
+    ("PUT", "/api/v1/namespaces/a/pods/p/status", False, "", ("PUT", "", "v1", "pods", "status", "resource")),
+    ("PATCH", "/apis/apps/v1/namespaces/a/deployments/d", False, "application/apply-patch+yaml",
+     ("APPLY", "apps", "v1", "deployments", "", "resource")),
+    ("PATCH", "/apis/apps/v1/namespaces/a/deployments/d/scale", False, "application/merge-patch+json",
+     ("PATCH", "apps", "v1", "deployments", "scale", "resource")),
+    ("DELETE", "/api/v1/namespaces/a/pods", False, "", ("DELETECOLLECTION", "", "v1", "pods", "", "namespace")),
+    ("DELETE", "/api/v1/namespaces/a/pods/p", False, "", ("DELETE", "", "v1", "pods", "", "resource")),
+    ("GET", "/api/v1/namespaces/a", False, "", ("GET", "", "v1", "namespaces", "", "resource")),
+    ("PUT", "/api/v1/namespaces/a/finalize", False, "",
+     ("PUT", "", "v1", "namespaces", "finalize", "resource")),
+    ("PUT", "/apis/certificates.k8s.io/v1/certificatesigningrequests/c/approval", False, "",
+     ("PUT", "certificates.k8s.io", "v1", "certificatesigningrequests", "approval", "resource")),
+    # Not a served resource, or not a resource path: the method alone, no client-chosen label values.
+    ("GET", "/api/v1/madeup", False, "", ("GET", "", "", "", "", "")),
+    ("GET", "/apis/evil.example/v1/things", True, "", ("GET", "", "", "", "", "")),
+    ("GET", "/api/v1/namespaces/a/pods/p/whatever", False, "", ("GET", "", "v1", "pods", "", "resource")),
+    ("GET", "/apis", False, "", ("GET", "", "", "", "", "")),
+    ("get", "/metrics", False, "", ("GET", "", "", "", "", "")),
+    ("GET", "/openapi/v3/api/v1", False, "", ("GET", "", "", "", "", "")),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "watch", "ctype", "want"), CASES)
+def test_request_labels(method: str, path: str, watch: bool, ctype: str, want: tuple[str, ...]) -> None:
+    assert request_labels(method, path, watch, ctype, served) == RequestLabels(*want)
+
+
+def test_each_server_has_its_own_registry() -> None:
+    a, b = ServerMetrics(), ServerMetrics()
+    labels = RequestLabels("GET", "", "v1", "pods", "", "resource")
+    a.observe(labels, 200, 0.01)
+    a.committed(3)
+    assert a.registry.get_sample_value("apiserver_request_total", {
+        "verb": "GET", "group": "", "version": "v1", "resource": "pods", "subresource": "", "scope": "resource",
+        "component": "apiserver", "code": "200"}) == 1
+    assert a.registry.get_sample_value("lite_store_commit_batch_size_sum") == 3
+    assert b.registry.get_sample_value("lite_store_commit_batch_size_sum") == 0
+    assert b"apiserver_request_total{" not in b.exposition()
