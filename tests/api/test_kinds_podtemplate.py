@@ -52,7 +52,8 @@ async def test_create_get_list_deletecollection(res: Resources) -> None:
 
 
 @pytest.mark.parametrize(("mutate", "field", "words"), [
-    (lambda o: o.pop("template"), "template", "Required value"),
+    (lambda o: o.pop("template"), "template.spec.containers", "Required value"),  # a value struct upstream
+    (lambda o: o["template"].pop("spec"), "template.spec.containers", "Required value"),
     (lambda o: o["template"]["spec"].update(containers=[]), "template.spec.containers", "Required value"),
     (lambda o: o["template"]["spec"]["containers"][0].pop("image"), "template.spec.containers[0].image",
      "Required value"),
@@ -60,6 +61,10 @@ async def test_create_get_list_deletecollection(res: Resources) -> None:
      "Unsupported value"),
     (lambda o: o["template"]["metadata"].update(labels={"bad key!": "x"}), "template.metadata.labels",
      "Invalid value"),
+    (lambda o: o["template"]["metadata"].update(annotations={"bad key!": "x"}), "template.metadata.annotations",
+     "Invalid value"),
+    (lambda o: o["template"]["spec"].update(ephemeralContainers=[{"name": "e", "image": "busybox"}]),
+     "template.spec.ephemeralContainers", "ephemeral containers not allowed in pod template"),
 ])
 async def test_bad_template_is_422(res: Resources, mutate: Any, field: str, words: str) -> None:
     obj = pt("bad")
