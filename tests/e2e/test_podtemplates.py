@@ -1,5 +1,5 @@
-"""core/v1 PodTemplate through the real kubectl and the Python client: discovery, create, get (table),
-a bad template refused with 422, and deletecollection."""
+"""core/v1 PodTemplate through the real kubectl and the Python client: discovery, create, get (table), a
+strategic merge patch, a bad template refused with 422, and deletecollection."""
 
 from __future__ import annotations
 
@@ -28,6 +28,11 @@ def test_podtemplates_with_kubectl(cluster: Cluster, ns: str) -> None:
                                                   ["web", "main", "busybox", "app=web"]]
     got = json.loads(cluster.kubectl("-n", ns, "get", "podtemplate", "web", "-o", "json").stdout)
     assert got["template"]["spec"]["restartPolicy"] == "Always"
+    side = {"template": {"spec": {"containers": [{"name": "side", "image": "nginx:2"}]}}}
+    cluster.kubectl("-n", ns, "patch", "podtemplate", "web", "-p", json.dumps(side))  # strategic: merged by name
+    # upstream's mergeSortedSlice puts a patch item absent from the live list before the server-only ones
+    assert cluster.kubectl("-n", ns, "get", "podtemplate", "web", "--no-headers").stdout.split() == \
+        ["web", "side,main", "nginx:2,busybox", "app=web"]
 
     bad = _pt("bad")
     bad["template"]["spec"]["containers"] = []  # type: ignore[index]
