@@ -2,7 +2,8 @@
 
 Role: gather the host facts the agent depends on (`gather`, the only code here that touches the OS: it reads
 /proc, /sys and /lib/modules and tries to load libnftables), judge them (`evaluate`, a pure function of a
-`HostFacts`, table-tested), print one line per check and exit non-zero when a required check fails.
+`HostFacts`, table-tested), print one line per check (`PASS|FAIL|WARN name (required|recommended): detail`,
+then a summary line) and exit 1 when a required check fails.
 
 Required (FAIL, exit 1): a usable cgroup hierarchy (v2 with cpu, memory and pids, or v1 with those controllers,
 as `cgroups.detect()` decides), overlayfs (registered, or a module the kernel loads on first mount), the
@@ -55,7 +56,8 @@ class Check:
         return "PASS" if self.ok else ("FAIL" if self.required else "WARN")
 
     def line(self) -> str:
-        return f"{self.status} {self.name}: {self.detail}"
+        """`STATUS name (required|recommended): detail`; only a required check can FAIL."""
+        return f"{self.status} {self.name} ({'required' if self.required else 'recommended'}): {self.detail}"
 
 
 def _module(facts: HostFacts, name: str) -> str | None:
@@ -164,7 +166,7 @@ def gather() -> HostFacts:
     cgroup: str | None = None
     cgroup_error = ""
     try:
-        cgroup = detect().describe()
+        cgroup = detect().describe().rsplit(", pods under ", 1)[0]  # the agent's log line, less its pod root
     except (CgroupError, OSError) as e:
         cgroup_error = str(e)
     nftables, nftables_error = True, ""

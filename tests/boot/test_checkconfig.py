@@ -54,7 +54,8 @@ def test_evaluate(change: dict[str, object], name: str, status: str, code: int, 
                                         "ip_forward"]
     (check,) = [c for c in checks if c.name == name]
     assert check.status == status and word in check.detail
-    assert check.line().startswith(f"{status} {name}: ")
+    kind = "required" if name not in ("br_netfilter", "ip_forward") else "recommended"
+    assert check.line().startswith(f"{status} {name} ({kind}): ")
     # only the named check moves away from the all-good host
     moved = {name} | ({"br_netfilter", "ip_forward"} if "sysctls" in change else set())
     assert {n for n, s in _status(facts).items() if s != "PASS"} <= moved
@@ -83,7 +84,9 @@ def test_real_command_prints_one_line_per_check_and_exits_by_them() -> None:
                           timeout=60, stdin=subprocess.DEVNULL)
     lines = proc.stdout.splitlines()
     names = ["cgroups", "overlayfs", "namespaces", "nftables", "bridge", "br_netfilter", "ip_forward"]
-    assert [line.split(":", 1)[0].split(" ", 1)[1] for line in lines[:-1]] == names, proc.stdout
+    heads = [line.split(":", 1)[0].split() for line in lines[:-1]]
+    assert [h[1] for h in heads] == names, proc.stdout
+    assert [h[2] for h in heads] == ["(required)"] * 5 + ["(recommended)"] * 2
     statuses = [line.split(" ", 1)[0] for line in lines[:-1]]
     assert set(statuses) <= {"PASS", "FAIL", "WARN"}
     assert proc.returncode == (1 if "FAIL" in statuses else 0), proc.stdout + proc.stderr
