@@ -36,7 +36,7 @@ async def test_create_get_list_deletecollection(res: Resources) -> None:
     made = await res.create(k, "default", pt("one"))
     assert made["template"]["spec"]["restartPolicy"] == "Always"  # pod spec defaulting
     assert made["template"]["spec"]["containers"][0]["terminationMessagePath"] == "/dev/termination-log"
-    assert "status" not in made and "generation" not in made["metadata"]
+    assert "status" not in made and made["metadata"]["generation"] == 1
     await res.create(k, "default", pt("two", restartPolicy="Never"))  # any restart policy is allowed
     other = pt("three")
     other["metadata"]["labels"] = {"set": "b"}
@@ -84,6 +84,17 @@ async def test_update_is_validated_too(res: Resources) -> None:
         await res.update(k, "default", "upd", obj)
     assert e.value.code == 422
     assert (await res.get(k, "default", "upd"))["template"]["spec"]["containers"][0]["image"] == "busybox"
+
+
+async def test_generation_moves_with_the_template_only(res: Resources) -> None:
+    k = pt_kind(res)
+    obj = await res.create(k, "default", pt("gen"))
+    obj["metadata"]["labels"] = {"set": "b"}
+    obj = await res.update(k, "default", "gen", obj)
+    assert obj["metadata"]["generation"] == 1
+    obj["template"]["spec"]["containers"][0]["image"] = "nginx"
+    obj = await res.update(k, "default", "gen", obj)
+    assert obj["metadata"]["generation"] == 2
 
 
 def test_table_row_has_upstreams_columns(res: Resources) -> None:

@@ -4,7 +4,8 @@ A PodTemplate carries a pod template at the top level (`template`, no `spec`), v
 `ValidatePodTemplateSpec`: labels and annotations of `template.metadata`, the pod spec at `template.spec` with
 every restart policy allowed, and no ephemeral containers. `template` and its `spec` are value structs upstream,
 so a missing one reads as empty (422 `template.spec.containers: Required value`, not `template: Required`).
-Defaulting is the pod spec's. A PodTemplate has no status and no generation.
+Defaulting is the pod spec's. A PodTemplate has no status; its `metadata.generation` starts at 1 and moves when
+`template` changes (upstream's PrepareForUpdate; `writing.spec_changed`).
 
 Pure: no I/O; functions mutate only the new object.
 """
