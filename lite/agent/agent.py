@@ -82,6 +82,8 @@ class Agent:
         self.session: Any = None
         self.deps = self._deps()
         self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip)
+        # limits.cpu/limits.memory of a container without limits read the node's allocatable (downward API)
+        self.deps.allocatable = self.node.resources()[1]
         self.sampler = UsageSampler()
         self._tg: asyncio.TaskGroup | None = None
         self._pending: list[Obj] = []

@@ -82,6 +82,11 @@ def _transition(last: Obj | None, status: Obj) -> bool:
     return last is None or last.get("phase") != status.get("phase") or _states(last) != _states(status)
 
 
+def _downward_changed(old: Obj, new: Obj) -> bool:
+    """Whether a pod update changes what downward-API files may show (labels or annotations)."""
+    return any((old.get(k) or {}) != (new.get(k) or {}) for k in ("labels", "annotations"))
+
+
 def _rec_from(raw: dict[str, object]) -> ContainerRecord:
     data = dict(raw)
     for k in ("terminated", "last"):
@@ -111,6 +116,8 @@ class PodRunner:
         self._write_lock = threading.Lock()
         self._writer_task: asyncio.Future[None] | None = None
         self._deferred: asyncio.TimerHandle | None = None
+        self._refresh_lock = asyncio.Lock()
+        self._refreshes: set[asyncio.Task[None]] = set()
         self._init_records()
 
     # ---- records ---------------------------------------------------------------------------------------
@@ -227,8 +234,14 @@ class PodRunner:
     # ---- inputs from the agent ---------------------------------------------------------------------------
 
     def update(self, pod: Obj) -> None:
-        """A new version of the pod object (same uid)."""
+        """A new version of the pod object (same uid). New labels or annotations rewrite the downward-API
+        volume files at once (the hooks' `update`), as kubelet does on its next sync."""
+        old = self.st.pod.get("metadata") or {}
         self.st.pod = pod
+        if _downward_changed(old, pod.get("metadata") or {}) and not (self._terminate.is_set() or self._finished):
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing is set up yet to refresh
+                self._refreshes.add(task := asyncio.get_running_loop().create_task(self.refresh()))
+                task.add_done_callback(self._refreshes.discard)
         self._spec_changed.set()  # activeDeadlineSeconds may have been set or shortened
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp"):
@@ -246,12 +259,14 @@ class PodRunner:
         self._terminate.set()
 
     async def refresh(self) -> None:
-        """Relayed objects changed: let the hooks update (content volumes are rewritten atomically)."""
-        for hook in self.hooks:
-            try:
-                await hook.update(self.st)
-            except Exception:
-                log.exception("pod %s/%s: update hook %s failed", self.st.namespace, self.st.name, hook.name)
+        """Relayed objects or the pod's metadata changed: let the hooks update (content volumes are rewritten
+        atomically). Refreshes run one at a time, each against the newest pod and objects."""
+        async with self._refresh_lock:
+            for hook in self.hooks:
+                try:
+                    await hook.update(self.st)
+                except Exception:
+                    log.exception("pod %s/%s: update hook %s failed", self.st.namespace, self.st.name, hook.name)
 
     def log_path(self, container: str, previous: bool = False) -> Path | None:
         rec = next((r for r in [*self.st.inits, *self.st.apps] if r.name == container), None)
@@ -391,11 +406,12 @@ class PodRunner:
                 await self.deps.runtime.stop(got, grace)
 
     async def _stop_hooks(self) -> None:
-        for hook in reversed(self.hooks):
-            try:
-                await hook.stop(self.st)
-            except Exception:  # every stop hook runs; each logs its own failure once
-                log.exception("pod %s/%s: stop hook %s failed", self.st.namespace, self.st.name, hook.name)
+        async with self._refresh_lock:  # a refresh never rewrites a volume while it is being torn down
+            for hook in reversed(self.hooks):
+                try:
+                    await hook.stop(self.st)
+                except Exception:  # every stop hook runs; each logs its own failure once
+                    log.exception("pod %s/%s: stop hook %s failed", self.st.namespace, self.st.name, hook.name)
 
     async def _kill(self) -> None:
         grace = self._grace if self._grace is not None else float(

@@ -22,12 +22,12 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from lite.agent import podpaths
-from lite.agent.envs import ConfigError, PodContext, field_ref, resource_ref
+from lite.agent.envs import ConfigError, PodContext, expand, field_ref, resource_ref
 from lite.agent.runtime.spec import Mount
 from lite.quantity import parse_quantity
 
@@ -310,15 +310,42 @@ def teardown(pod_dir: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
 
 
-def container_mounts(container: Obj, volume_paths: dict[str, str]) -> list[Mount]:
-    """Bind mounts for the container's `volumeMounts` (subPath resolved under the volume, never outside it)."""
+def sub_path(mount: Obj, env: Mapping[str, str]) -> str:
+    """The subPath of a volumeMount, `subPathExpr` `$(VAR)`-expanded from the container's env (kubelet's
+    makeMounts). A variable that is undefined or empty, an absolute result or a '..' element raises ConfigError
+    with kubelet's message: the container waits in CreateContainerConfigError and is retried."""
+    sub = str(mount.get("subPath") or "")
+    expr = mount.get("subPathExpr")
+    if expr:
+        missing: set[str] = set()
+
+        def lookup(key: str) -> str:
+            if not env.get(key):
+                missing.add(key)
+            return env.get(key, "")
+
+        sub = expand(str(expr), lookup)
+        if missing:
+            raise ConfigError(f"missing value for {', '.join(sorted(missing))}")
+    if sub:
+        if sub.startswith("/"):
+            raise ConfigError(f"error SubPath `{sub}` must not be an absolute path")
+        if ".." in sub.split("/"):
+            raise ConfigError(f"unable to provision SubPath `{sub}`: must not contain '..'")
+    return sub
+
+
+def container_mounts(container: Obj, volume_paths: dict[str, str],
+                     env: Mapping[str, str] | None = None) -> list[Mount]:
+    """Bind mounts for the container's `volumeMounts` (subPath, or subPathExpr expanded from `env`, the
+    container's own environment, resolved under the volume, never outside it)."""
     mounts: list[Mount] = []
     for vm in container.get("volumeMounts") or []:
         name = vm.get("name", "")
         if name not in volume_paths:
             raise VolumeError(f"volume {name!r} not found in pod spec")
         source = volume_paths[name]
-        sub = vm.get("subPath") or ""
+        sub = sub_path(vm, env or {})
         if sub:
             try:
                 full = Path(source) / podpaths.relative(sub, "subPath")

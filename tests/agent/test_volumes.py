@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lite.agent.envs import PodContext
+from lite.agent.envs import ConfigError, PodContext
 from lite.agent.volumes import VolumeError, check_host_path, container_mounts, refresh, setup, teardown
 
 CTX = PodContext(
@@ -112,7 +112,7 @@ def test_container_mounts_subpath(tmp_path: Path) -> None:
     mounts = container_mounts(c, paths)
     assert Path(mounts[0].source).read_text() == "A" and mounts[0].readonly and mounts[0].target == "/etc/a.conf"
     assert Path(mounts[1].source).is_dir()
-    with pytest.raises(VolumeError, match="invalid subPath"):
+    with pytest.raises(ConfigError, match=r"SubPath `\.\./up`: must not contain '\.\.'"):
         container_mounts({"volumeMounts": [{"name": "e", "mountPath": "/x", "subPath": "../up"}]}, paths)
     with pytest.raises(VolumeError, match="not found"):
         container_mounts({"volumeMounts": [{"name": "zz", "mountPath": "/x"}]}, paths)

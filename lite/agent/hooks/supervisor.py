@@ -110,6 +110,7 @@ class ContainerSupervisor:
                 return await self._start_uncancelled(spec, info)
             except (ConfigError, VolumeError) as e:
                 self.rec.set_waiting(ConfigError.reason, str(e))
+                self.deps.event(self.st.pod, "Warning", "Failed", f"Error: {e}")  # kubelet's FailedToCreateContainer
                 self.changed()
                 await asyncio.sleep(self.pulls.next())
 

@@ -1,5 +1,6 @@
 """Volumes hook: materialise `spec.volumes` under the pod dir (see `lite.agent.volumes`), refresh content volumes
-when relayed ConfigMaps/Secrets change, unmount and remove them at stop. File work runs in a thread."""
+when relayed ConfigMaps/Secrets or the pod's labels/annotations change, unmount and remove them at stop. File
+work runs in a thread."""
 
 from __future__ import annotations
 
@@ -14,11 +15,15 @@ class VolumesHook(Hook):
 
     async def prerun(self, st: PodState) -> None:
         ctx = st.context(self.deps)
-        st.volume_paths = await asyncio.to_thread(volumes.setup, st.pod, st.pod_dir, ctx)
+        pod = st.pod
+        st.volume_paths = await asyncio.to_thread(volumes.setup, pod, st.pod_dir, ctx)
+        if st.pod is not pod:  # a new pod version (labels, annotations) came during the setup: catch up
+            await self.update(st)
 
     async def update(self, st: PodState) -> None:
         if st.volume_paths:
             await asyncio.to_thread(volumes.refresh, st.pod, st.pod_dir, st.context(self.deps))
 
     async def stop(self, st: PodState) -> None:
+        st.volume_paths = {}  # a later refresh (the runner serialises it with stop) then writes nothing
         await asyncio.to_thread(volumes.teardown, st.pod_dir)
