@@ -110,6 +110,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("", "v1", "ResourceQuota", "resourcequotas", short=("quota",), sub=("status",)),
     _k("", "v1", "ReplicationController", "replicationcontrollers", short=("rc",), cats=_ALL, sub=_SCALE,
        gen=True),
+    _k("", "v1", "PodTemplate", "podtemplates", gen=True),
     _k("", "v1", "PersistentVolume", "persistentvolumes", False, short=("pv",), sub=("status",)),
     _k("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=("status",)),
     # apps/v1

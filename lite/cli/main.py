@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     ka = sub.add_parser("killall", help="stop every pod of a data dir and remove their processes, mounts, "
                                         "network namespaces, links, nftables tables and cgroups")
     _add_data_dir(ka)
+    sub.add_parser("check-config", help="check that this kernel and host can run the agent (one line per check; "
+                                        "exit 1 when a required check fails)")
     return parser
 
 
@@ -368,8 +370,15 @@ def cmd_killall(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
+def cmd_check_config(args: argparse.Namespace) -> int:
+    from lite.cli.checkconfig import check_config
+
+    return check_config()
+
+
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
-            "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate}
+            "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate,
+            "check-config": cmd_check_config}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,8 @@ mismatch; without one, a concurrent change simply re-runs the modification on th
 
 Invariants:
 - Nothing is written when the update changes nothing (no new resourceVersion, no watch event).
-- Only spec changes move metadata.generation (for custom objects: anything outside metadata and status).
+- Only spec changes move metadata.generation (PodTemplate: `template`; custom objects: anything outside metadata
+  and status).
 - For kinds with a status subresource the main resource ignores status changes, and `status` writes change
   only the status.
 - With dry_run everything runs except the store write (generateName included).
@@ -92,6 +93,8 @@ def spec_changed(kind: Kind, new: Obj, old: Obj, annotations_too: bool) -> bool:
         return not same_json({k: v for k, v in new.items() if k not in strip},
                               {k: v for k, v in old.items() if k not in strip})
     if not same_json(new.get("spec"), old.get("spec")):
+        return True
+    if not same_json(new.get("template"), old.get("template")):  # PodTemplate: its template is its spec
         return True
     return annotations_too and not same_json((new.get("metadata") or {}).get("annotations"),
                                               (old.get("metadata") or {}).get("annotations"))

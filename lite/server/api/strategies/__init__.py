@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, specrules, workloads
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
+from lite.server.api.strategies.podtemplate import PODTEMPLATE
 from lite.server.api.strategies.statusints import with_status_ints
 
 __all__ = ["Admission", "AdmissionHook", "GcPolicy", "RemovedHook", "Strategies", "Strategy", "default_strategies"]
@@ -26,6 +27,7 @@ def default_strategies() -> Strategies:
         "Node": core.NODE,
         "Event": core.EVENT,
         "ReplicationController": workloads.REPLICATIONCONTROLLER,
+        "PodTemplate": PODTEMPLATE,
         "Deployment.apps": workloads.DEPLOYMENT,
         "ReplicaSet.apps": workloads.REPLICASET,
         "StatefulSet.apps": workloads.STATEFULSET,

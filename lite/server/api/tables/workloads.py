@@ -1,5 +1,5 @@
 """Table printers for workload kinds: Deployment, ReplicaSet, DaemonSet, StatefulSet, Job, CronJob,
-ReplicationController, HorizontalPodAutoscaler, PodDisruptionBudget.
+ReplicationController, HorizontalPodAutoscaler, PodDisruptionBudget, PodTemplate.
 
 Each printer is `(columns, row)`: the column list mirrors kubectl's upstream printer (names, types, wide
 columns at priority 1), and `row(obj, now)` returns the cells in the same order. Null-safe on partial objects.
@@ -165,6 +165,11 @@ def _hpa(obj: Obj, now: dt.datetime) -> list[Any]:
             i(obj, "status", "currentReplicas"), age(obj, now)]
 
 
+def _podtemplate(obj: Obj, now: dt.datetime) -> list[Any]:
+    names, images = container_cells(lst(obj, "template", "spec", "containers"))
+    return [s(obj, "metadata", "name"), names, images, format_labels(get(obj, "template", "metadata", "labels"))]
+
+
 PRINTERS: dict[str, Printer] = {
     "Deployment.apps": ((name_col(), col("Ready", desc="Ready pods out of desired replicas."),
                          col("Up-to-date", desc="Replicas updated to the current template."),
@@ -178,6 +183,10 @@ PRINTERS: dict[str, Printer] = {
                                col("Current", "integer", desc="Observed replicas."),
                                col("Ready", "integer", desc="Ready replicas."), _AGE,
                                _CONTAINERS, _IMAGES, _SELECTOR), _replication_controller),
+    # upstream prints a PodTemplate's containers and images as default (not wide) columns, and no age
+    "PodTemplate": ((name_col(), col("Containers", desc="Names of each container in the template."),
+                     col("Images", desc="Images referenced by each container in the template."),
+                     col("Pod Labels", desc="The labels for the pod template.")), _podtemplate),
     "DaemonSet.apps": ((name_col(), col("Desired", "integer", desc="Nodes that should run the pod."),
                         col("Current", "integer", desc="Nodes running at least one pod."),
                         col("Ready", "integer", desc="Nodes with a ready pod."),
