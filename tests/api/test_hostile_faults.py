@@ -18,13 +18,10 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from apistack import api_client
 
-from lite.kinds import KindRegistry
-from lite.server.api.http import build_api_app
-from lite.server.api.resources import Resources
 from lite.server.api.storefaults import api_error
-from lite.server.api.strategies import default_strategies
 from lite.server.store import CommitFailed, KeyExists, Store, StoreClosed, StoreFull
 
 TOKEN = {"Authorization": "Bearer t0ken"}
@@ -34,9 +31,6 @@ PAD = {"pad": "p" * 8000}  # two pages' worth: no write of these objects fits in
 JSON, MERGE, JSONPATCH = "application/json", "application/merge-patch+json", "application/json-patch+json"
 SMP, APPLY = "application/strategic-merge-patch+json", "application/apply-patch+yaml"
 
-
-def _auth(request: web.Request) -> str | None:
-    return "admin" if request.headers.get("Authorization") == TOKEN["Authorization"] else None
 
 
 @dataclass
@@ -141,20 +135,12 @@ WRITES: list[tuple[str, str, str, Any, str]] = [
 
 @pytest.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
-    store = await Store.open(str(tmp_path / "lite.db"))
-    try:
-        kinds = KindRegistry()
-        resources = Resources(store, kinds, default_strategies())
-        await resources.start()
-        app = build_api_app(resources, kinds, _auth)
-        async with TestClient(TestServer(app)) as client:
-            s = Stack(client, store)
-            for path, body in SEED:
-                status, out = await s.call("POST", path, body)
-                assert status == 201, out
-            yield s
-    finally:
-        await store.close()
+    async with api_client(tmp_path, TOKEN["Authorization"]) as (client, store):
+        s = Stack(client, store)
+        for path, body in SEED:
+            status, out = await s.call("POST", path, body)
+            assert status == 201, out
+        yield s
 
 
 async def _snapshot(s: Stack) -> list[Any]:

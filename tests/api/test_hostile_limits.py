@@ -19,11 +19,11 @@ import orjson
 import pytest
 import yaml
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from apistack import api_client
 
 from lite.kinds import KindRegistry
 from lite.server.api import bodylimits
-from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
 from lite.server.store import Store
@@ -40,9 +40,6 @@ APPLY = "application/apply-patch+yaml"
 YAML = "application/yaml"
 
 
-def _auth(request: web.Request) -> str | None:
-    return "admin" if request.headers.get("Authorization") == TOKEN else None
-
 
 @dataclass
 class Api:
@@ -58,15 +55,8 @@ class Api:
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    store = await Store.open(str(tmp_path / "lite.db"))
-    try:
-        kinds = KindRegistry()
-        resources = Resources(store, kinds, default_strategies())
-        await resources.start()
-        async with TestClient(TestServer(build_api_app(resources, kinds, _auth))) as client:
-            yield Api(client)
-    finally:
-        await store.close()
+    async with api_client(tmp_path, TOKEN) as (client, _store):
+        yield Api(client)
 
 
 def configmap(name: str, **data: str) -> bytes:

@@ -16,13 +16,8 @@ import orjson
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
-
-from lite.kinds import KindRegistry
-from lite.server.api.http import build_api_app
-from lite.server.api.resources import Resources
-from lite.server.api.strategies import default_strategies
-from lite.server.store import Store
+from aiohttp.test_utils import TestClient
+from apistack import Client, api_client
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -34,22 +29,12 @@ QUANTITY = "quantities must match the regular expression"
 Obj = dict[str, Any]
 
 
-def _auth(request: web.Request) -> str | None:
-    return "admin" if request.headers.get("Authorization") == TOKEN["Authorization"] else None
-
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TestClient[web.Request, web.Application]]:
+async def client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
     path: Path = tmp_path_factory.mktemp("hostile_podspec")
-    store = await Store.open(str(path / "lite.db"))
-    try:
-        kinds = KindRegistry()
-        resources = Resources(store, kinds, default_strategies())
-        await resources.start()
-        async with TestClient(TestServer(build_api_app(resources, kinds, _auth))) as c:
-            yield c
-    finally:
-        await store.close()
+    async with api_client(path, TOKEN["Authorization"]) as (c, _store):
+        yield c
 
 
 # ---- object builders -----------------------------------------------------------------------------------

@@ -17,13 +17,10 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from apistack import api_client
 
 from lite.kinds import KindRegistry
-from lite.server.api.http import build_api_app
-from lite.server.api.resources import Resources
-from lite.server.api.strategies import default_strategies
-from lite.server.store import Store
 
 TOKEN = {"Authorization": "Bearer t0ken"}
 JSON = {**TOKEN, "Content-Type": "application/json"}
@@ -32,9 +29,6 @@ APPS = "/apis/apps/v1/namespaces/default"
 BATCH = "/apis/batch/v1/namespaces/default"
 QUANTITY = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
-
-def _auth(request: web.Request) -> str | None:
-    return "admin" if request.headers.get("Authorization") == TOKEN["Authorization"] else None
 
 
 @dataclass
@@ -52,16 +46,8 @@ class Api:
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    store = await Store.open(str(tmp_path / "lite.db"))
-    try:
-        kinds = KindRegistry()
-        resources = Resources(store, kinds, default_strategies())
-        await resources.start()
-        app = build_api_app(resources, kinds, _auth)
-        async with TestClient(TestServer(app)) as client:
-            yield Api(client)
-    finally:
-        await store.close()
+    async with api_client(tmp_path, TOKEN["Authorization"]) as (client, _store):
+        yield Api(client)
 
 
 def pod(name: str = "p") -> dict[str, Any]:
