@@ -46,19 +46,21 @@ from lite.server.api.handlers import (
 )
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
-from lite.server.api.requestuser import CURRENT_USER, user_info
+from lite.server.api.requestuser import CURRENT_USER, UserInfo, user_info
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.metrics import ServerMetrics, request_labels
 
-__all__ = ["API", "USER", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
+__all__ = ["API", "USER", "USER_INFO", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
 
 log = logging.getLogger(__name__)
 
-Authenticate = Callable[[web.Request], "str | Awaitable[str | None] | None"]
+# An authenticator names the caller: a `UserInfo` (name, groups, uid) or a bare user name, or None (401).
+Authenticate = Callable[[web.Request], "UserInfo | str | Awaitable[UserInfo | str | None] | None"]
 
 API: web.AppKey[ApiContext] = web.AppKey("lite_api", ApiContext)
 AUTH: web.AppKey[Authenticate] = web.AppKey("lite_api_auth")
 USER: web.RequestKey[str] = web.RequestKey("lite_user", str)  # the authenticated user name
+USER_INFO: web.RequestKey[UserInfo] = web.RequestKey("lite_user_info", UserInfo)  # name, groups, uid
 AGGREGATOR: web.AppKey[Aggregator] = web.AppKey("lite_aggregator", Aggregator)
 PROM: web.AppKey[ServerMetrics] = web.AppKey("lite_prometheus", ServerMetrics)
 
@@ -176,11 +178,13 @@ async def _authenticate(request: web.Request) -> None:
         user = await user
     if not user:
         raise unauthorized()
-    refused = impersonation.refusal(request.headers, str(user))
+    info = user_info(user)
+    refused = impersonation.refusal(request.headers, info.name)
     if refused is not None:
         raise refused
-    request[USER] = str(user)
-    CURRENT_USER.set(user_info(str(user)))
+    request[USER] = info.name
+    request[USER_INFO] = info
+    CURRENT_USER.set(info)
 
 
 async def _health(request: web.Request) -> web.Response:

@@ -33,9 +33,14 @@ class UserInfo:
 CURRENT_USER: ContextVar[UserInfo | None] = ContextVar("lite_current_user", default=None)
 
 
-def user_info(name: str) -> UserInfo:
-    """The UserInfo of a user name the authenticator returned."""
-    return UserInfo(name, (*_GROUPS.get(name, ()), AUTHENTICATED))
+def user_info(user: str | UserInfo) -> UserInfo:
+    """The UserInfo of what an authenticator returned: a `UserInfo` as it is (with `system:authenticated` added
+    when missing), or a bare user name with the groups lite's built-in users have."""
+    if isinstance(user, UserInfo):
+        if AUTHENTICATED in user.groups:
+            return user
+        return UserInfo(user.name, (*user.groups, AUTHENTICATED), user.uid)
+    return UserInfo(user, (*_GROUPS.get(user, ()), AUTHENTICATED))
 
 
 def current_user() -> UserInfo | None:

@@ -15,10 +15,11 @@ import orjson
 from aiohttp import web
 
 from lite.errors import ApiError, forbidden, unauthorized
+from lite.server.api.requestuser import UserInfo
 from lite.server.join.hub import JoinHub
 from lite.wire import JOIN_PATH
 
-Authenticate = Callable[[web.Request], "str | Awaitable[str | None] | None"]
+Authenticate = Callable[[web.Request], "UserInfo | str | Awaitable[UserInfo | str | None] | None"]
 NODE_USER = "node"
 
 
@@ -29,6 +30,8 @@ def add_join_routes(app: web.Application, hub: JoinHub, authenticate: Authentica
         if inspect.isawaitable(user):
             user = await user
         err: ApiError | None = None
+        if isinstance(user, UserInfo):
+            user = user.name
         if not user:
             err = unauthorized()
         elif user not in users:
