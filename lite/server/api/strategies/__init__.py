@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, specrules, workloads
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
+from lite.server.api.strategies.networking import INGRESS, INGRESSCLASS, NETWORKPOLICY
 from lite.server.api.strategies.podtemplate import PODTEMPLATE
 from lite.server.api.strategies.statusints import with_status_ints
 
@@ -42,6 +43,9 @@ def default_strategies() -> Strategies:
         "RuntimeClass.node.k8s.io": extrakinds.RUNTIMECLASS,
         "CSIStorageCapacity.storage.k8s.io": extrakinds.CSISTORAGECAPACITY,
         "APIService.apiregistration.k8s.io": extrakinds.APISERVICE,
+        "NetworkPolicy.networking.k8s.io": NETWORKPOLICY,
+        "Ingress.networking.k8s.io": INGRESS,
+        "IngressClass.networking.k8s.io": INGRESSCLASS,
     }.items():
         s.register(gk, with_status_ints(gk, strategy))
     return s
