@@ -118,7 +118,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
-                                       quota_admission=quota)
+                                       quota_admission=quota, cluster_dns=hub.cluster_dns)
     rq = manager.controller("resourcequota")
     if isinstance(rq, ResourceQuotaController):
         strategies.add_removed_hook(rq.removed)
