@@ -158,16 +158,30 @@ def test_render_rules() -> None:
     assert pp is not None
     table = rules.render([pp])
     assert table.ref == "inet lite-policy"
+    pods = rules.set_name("prod/p/in/0")
     assert table.chains["in-10-42-0-2"].rules == (
         "ip saddr 192.0.2.0/24 ip saddr != { 192.0.2.8/29 } meta l4proto udp return",
         "ip saddr 192.0.2.0/24 ip saddr != { 192.0.2.8/29 } meta l4proto tcp th dport { 80, 8000-8100 } return",
-        "ip saddr 10.42.0.3 meta l4proto udp return",
-        "ip saddr 10.42.0.3 meta l4proto tcp th dport { 80, 8000-8100 } return",
+        f"ip saddr @{pods} meta l4proto udp return",
+        f"ip saddr @{pods} meta l4proto tcp th dport {{ 80, 8000-8100 }} return",
         "goto drop-in-10-42-0-2",
     )
+    assert table.sets[pods].elements == {"10.42.0.3": ""}  # the rule's selected pods, shared by name
     assert table.chains["out-10-42-0-2"].rules == ("goto drop-out-10-42-0-2",)
     assert table.sets["ingress"].elements == {"10.42.0.2": "jump in-10-42-0-2"}
     assert table.sets["egress"].elements == {"10.42.0.2": "jump out-10-42-0-2"}
+
+
+def test_one_set_per_rule_shared_by_the_pods_it_applies_to() -> None:
+    web2 = view("web2", "prod", "10.42.0.9", {"app": "web"})
+    policy = pol(podSelector={"matchLabels": {"app": "web"}}, ingress=[FROM_TEAM_X])
+    found = comp.compile_policies([policy], [*PODS, web2], NAMESPACES, [WEB, web2])
+    table = rules.render(found)
+    shared = rules.set_name("prod/p/in/0")
+    assert table.sets[shared].elements == {"10.42.1.4": ""}
+    assert f"ip saddr @{shared} return" in (table.chains["in-10-42-0-2"].rules or ())
+    assert f"ip saddr @{shared} return" in (table.chains["in-10-42-0-9"].rules or ())
+    assert [n for n in table.sets if n.startswith("pods-")] == [shared]
 
 
 def test_drop_counters_from_json() -> None:

@@ -24,6 +24,7 @@ packet the way the kernel rules do (tests and the metrics' explanations use it).
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,16 +56,33 @@ class PortMatch:
 
 @dataclass(frozen=True)
 class Peer:
-    cidr: str  # "10.42.0.5/32" for a pod
+    """An ipBlock: the CIDR minus its `except` ranges."""
+
+    cidr: str
     excepts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class Allow:
-    """One allowing clause: any of `peers` (None: any address) and any of `ports` (None: any port)."""
+class PodSet:
+    """Pod IPs selected by one rule's selectors; `group` names it (the same rule gives the same set to every
+    pod it applies to, so the rendering shares one nftables set between them)."""
 
-    peers: tuple[Peer, ...] | None
+    group: str
+    ips: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Allow:
+    """One allowing clause: a peer in `blocks` or `pods` (both None: any address) and any of `ports` (None: any
+    port)."""
+
+    blocks: tuple[Peer, ...] | None
+    pods: PodSet | None
     ports: tuple[PortMatch, ...] | None
+
+    @property
+    def any_peer(self) -> bool:
+        return self.blocks is None and self.pods is None
 
 
 @dataclass(frozen=True)
@@ -91,69 +109,101 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
 
 def compile_policies(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
                      namespaces: Mapping[str, Mapping[str, str]], local: Iterable[PodView]) -> list[PodPolicy]:
-    """One `PodPolicy` per pod of `local` that some policy isolates, in the order of `local`."""
-    by_ns: dict[str, list[Mapping[str, Any]]] = {}
-    for p in policies:
-        by_ns.setdefault(str((p.get("metadata") or {}).get("namespace") or "default"), []).append(p)
-    everyone = list(pods)
-    out = []
-    for pod in local:
-        ingress: list[Allow] | None = None
-        egress: list[Allow] | None = None
-        for policy in by_ns.get(pod.namespace, []):
-            spec = policy.get("spec") or {}
-            if not _selector(spec.get("podSelector")).matches(pod.labels):
-                continue
-            types = spec.get("policyTypes") or (["Ingress", "Egress"] if spec.get("egress") else ["Ingress"])
-            ns = pod.namespace
-            if "Ingress" in types:
-                ingress = ingress if ingress is not None else []
-                for rule in spec.get("ingress") or []:
-                    ingress += _ingress_allows(rule or {}, ns, pod, everyone, namespaces)
-            if "Egress" in types:
-                egress = egress if egress is not None else []
-                for rule in spec.get("egress") or []:
-                    egress += _egress_allows(rule or {}, ns, everyone, namespaces)
-        if ingress is not None or egress is not None:
-            out.append(PodPolicy(pod, _tuple(ingress), _tuple(egress)))
-    return out
+    """One `PodPolicy` per pod of `local` that some policy isolates, in the order of `local`.
+
+    Cost: each policy's selectors are matched once against the pods (peers do not depend on the target pod);
+    only named ports are resolved per target."""
+    everyone = _Pods(pods, namespaces)
+    local_list = list(local)
+    local_by_ns: dict[str, list[PodView]] = {}
+    for pod in local_list:
+        local_by_ns.setdefault(pod.namespace, []).append(pod)
+    ingress: dict[str, list[Allow]] = {}
+    egress: dict[str, list[Allow]] = {}
+    for policy in sorted(policies, key=_policy_id):
+        meta, spec = policy.get("metadata") or {}, policy.get("spec") or {}
+        ns = str(meta.get("namespace") or "default")
+        selector = _selector(spec.get("podSelector"))
+        selected = [p for p in local_by_ns.get(ns, []) if selector.matches(p.labels)]
+        if not selected:
+            continue
+        types = spec.get("policyTypes") or (["Ingress", "Egress"] if spec.get("egress") else ["Ingress"])
+        pid = _policy_id(policy)
+        if "Ingress" in types:
+            rules = [(i, r or {}, _rule_peers((r or {}).get("from"), ns, everyone, f"{pid}/in/{i}"))
+                     for i, r in enumerate(spec.get("ingress") or [])]
+            for pod in selected:
+                got = ingress.setdefault(pod.ip, [])
+                for _, rule, peers in rules:
+                    got += _ingress_allows(rule, pod, peers)
+        if "Egress" in types:
+            allows = [a for i, r in enumerate(spec.get("egress") or [])
+                      for a in _egress_allows(r or {}, ns, everyone, f"{pid}/out/{i}")]
+            for pod in selected:
+                egress.setdefault(pod.ip, []).extend(allows)
+    return [PodPolicy(p, _tuple(ingress.get(p.ip)), _tuple(egress.get(p.ip))) for p in local_list
+            if p.ip in ingress or p.ip in egress]
+
+
+def _policy_id(policy: Mapping[str, Any]) -> str:
+    meta = policy.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
 def _tuple(allows: list[Allow] | None) -> tuple[Allow, ...] | None:
     return None if allows is None else tuple(dict.fromkeys(allows))
 
 
-def _ingress_allows(rule: Mapping[str, Any], ns: str, target: PodView, pods: list[PodView],
-                    namespaces: Mapping[str, Mapping[str, str]]) -> list[Allow]:
+Peers = tuple[tuple[Peer, ...], PodSet | None] | None  # None: any peer
+
+
+def _rule_peers(raw: Any, ns: str, pods: _Pods, group: str) -> Peers:
+    """A rule's peers: its ipBlocks and the set of pods its selectors choose; None when it names none."""
+    if not raw:
+        return None
+    blocks = tuple(Peer(_normal(str(b.get("cidr"))), tuple(_normal(str(e)) for e in b.get("except") or []))
+                   for peer in raw if isinstance(peer, Mapping) and (b := peer.get("ipBlock")))
+    selects = any(isinstance(peer, Mapping) and not peer.get("ipBlock") for peer in raw)
+    chosen = pods.select(raw, ns) if selects else []
+    return (blocks, PodSet(group, tuple(p.ip for p in chosen)) if selects else None)
+
+
+def _ingress_allows(rule: Mapping[str, Any], target: PodView, peers: Peers) -> list[Allow]:
     ports = _ports(rule.get("ports"), [target])
     if ports is not None and not ports:
         return []  # only named ports the target does not define: nothing allowed
-    peers = _peers(rule.get("from"), ns, pods, namespaces)
-    if peers is not None and not peers:
+    if peers is None:
+        return [Allow(None, None, ports)]
+    blocks, podset = peers
+    if not blocks and (podset is None or not podset.ips):
         return []
-    return [Allow(peers, ports)]
+    return [Allow(blocks, podset, ports)]
 
 
-def _egress_allows(rule: Mapping[str, Any], ns: str, pods: list[PodView],
-                   namespaces: Mapping[str, Mapping[str, str]]) -> list[Allow]:
+def _egress_allows(rule: Mapping[str, Any], ns: str, pods: _Pods, group: str) -> list[Allow]:
     raw_ports = rule.get("ports") or []
     named = [p for p in raw_ports if isinstance((p or {}).get("port"), str)]
     numeric = [p for p in raw_ports if not isinstance((p or {}).get("port"), str)]
-    out: list[Allow] = []
-    peers = _peers(rule.get("to"), ns, pods, namespaces)
-    if peers is not None and not peers:
+    peers = _rule_peers(rule.get("to"), ns, pods, group)
+    if peers is not None and not peers[0] and (peers[1] is None or not peers[1].ips):
         return []
+    blocks, podset = peers if peers is not None else (None, None)
     if not raw_ports:
-        return [Allow(peers, None)]
+        return [Allow(blocks, podset, None)]
+    out: list[Allow] = []
     if numeric:
-        out.append(Allow(peers, _ports(numeric, [])))
+        out.append(Allow(blocks, podset, _ports(numeric, [])))
     if named:
-        # A named port means each destination pod's own port of that name: one clause per pod defining it.
-        allowed = _peer_pods(rule.get("to"), ns, pods, namespaces)
-        for dest in allowed:
-            ports = _ports(named, [dest])
-            if ports:
-                out.append(Allow((Peer(f"{dest.ip}/32"),), ports))
+        # A named port means each destination pod's own port of that name: destinations are grouped by
+        # what the names resolve to, one clause (and one pod set) per distinct resolution.
+        by_ports: dict[tuple[PortMatch, ...], list[str]] = {}
+        for dest in pods.select(rule.get("to"), ns):
+            resolved = _ports(named, [dest])
+            if resolved:
+                by_ports.setdefault(resolved, []).append(dest.ip)
+        for resolved, ips in by_ports.items():
+            key = ",".join(f"{m.protocol}:{m.first}-{m.last}" for m in resolved)
+            out.append(Allow((), PodSet(f"{group}/{key}", tuple(ips)), resolved))
     return out
 
 
@@ -176,37 +226,54 @@ def _ports(raw: Any, targets: list[PodView]) -> tuple[PortMatch, ...] | None:
     return tuple(dict.fromkeys(out))
 
 
-def _peers(raw: Any, ns: str, pods: list[PodView],
-           namespaces: Mapping[str, Mapping[str, str]]) -> tuple[Peer, ...] | None:
-    if not raw:
-        return None
-    out: list[Peer] = []
-    for peer in raw:
-        peer = peer or {}
-        block = peer.get("ipBlock")
-        if block:
-            out.append(Peer(_normal(str(block.get("cidr"))), tuple(_normal(str(e)) for e in block.get("except") or [])))
-    out += [Peer(f"{p.ip}/32") for p in _peer_pods(raw, ns, pods, namespaces)]
-    return tuple(dict.fromkeys(out))
+class _Pods:
+    """Every pod, indexed by namespace, answering "which pods do these peers select" once per distinct question
+    (policies repeat selectors a lot: default denies, "from monitoring", one rule per tier)."""
+
+    def __init__(self, pods: Iterable[PodView], namespaces: Mapping[str, Mapping[str, str]]) -> None:
+        self.all = list(pods)
+        self.by_ns: dict[str, list[PodView]] = {}
+        for p in self.all:
+            self.by_ns.setdefault(p.namespace, []).append(p)
+        self.namespaces = namespaces
+        self._memo: dict[str, list[PodView]] = {}
+
+    def select(self, raw: Any, ns: str) -> list[PodView]:
+        """Pods selected by the pod/namespace selectors among `raw` peers (every pod when `raw` is empty),
+        sorted by IP; peers of a policy in namespace `ns`."""
+        if not raw:
+            return sorted(self.all, key=lambda p: _ip_key(p.ip))
+        key = ns + "\0" + json.dumps(raw, sort_keys=True, default=str)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._select(raw, ns)
+        return found
+
+    def _select(self, raw: Any, ns: str) -> list[PodView]:
+        chosen: dict[str, PodView] = {}
+        for peer in raw:
+            peer = peer if isinstance(peer, Mapping) else {}
+            if peer.get("ipBlock") or (peer.get("podSelector") is None and peer.get("namespaceSelector") is None):
+                continue
+            pod_sel = _selector(peer.get("podSelector"))
+            ns_raw = peer.get("namespaceSelector")
+            if ns_raw is None:
+                spaces = [ns]
+            else:
+                ns_sel = _selector(ns_raw)
+                spaces = [n for n in self.by_ns if ns_sel.matches(self.namespaces.get(n, {}))]
+            for space in spaces:
+                for p in self.by_ns.get(space, ()):
+                    if pod_sel.matches(p.labels):
+                        chosen.setdefault(p.ip, p)
+        return sorted(chosen.values(), key=lambda p: _ip_key(p.ip))
 
 
-def _peer_pods(raw: Any, ns: str, pods: list[PodView], namespaces: Mapping[str, Mapping[str, str]]) -> list[PodView]:
-    """Pods selected by the pod/namespace selectors among `raw` peers (every pod when `raw` is empty)."""
-    if not raw:
-        return list(pods)
-    chosen: dict[str, PodView] = {}
-    for peer in raw:
-        peer = peer or {}
-        if peer.get("ipBlock") or (peer.get("podSelector") is None and peer.get("namespaceSelector") is None):
-            continue
-        pod_sel = _selector(peer.get("podSelector"))
-        ns_raw = peer.get("namespaceSelector")
-        ns_sel = _selector(ns_raw) if ns_raw is not None else None
-        for p in pods:
-            in_ns = p.namespace == ns if ns_sel is None else ns_sel.matches(namespaces.get(p.namespace, {}))
-            if in_ns and pod_sel.matches(p.labels):
-                chosen.setdefault(p.ip, p)
-    return sorted(chosen.values(), key=lambda p: ipaddress.ip_address(p.ip))
+def _ip_key(ip: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in ip.split("."))
+    except ValueError:
+        return (1 << 16, *(ord(c) for c in ip))
 
 
 def _selector(d: Any) -> LabelSelector:
@@ -227,9 +294,9 @@ def admits(allows: tuple[Allow, ...] | None, peer_ip: str, protocol: str, port: 
         return True
     addr = ipaddress.ip_address(peer_ip)
     for allow in allows:
-        peer_ok = allow.peers is None or any(
+        peer_ok = allow.any_peer or (allow.pods is not None and peer_ip in allow.pods.ips) or any(
             addr in ipaddress.ip_network(p.cidr) and not any(addr in ipaddress.ip_network(e) for e in p.excepts)
-            for p in allow.peers)
+            for p in allow.blocks or ())
         port_ok = allow.ports is None or any(
             m.protocol == protocol and (m.first == 0 or m.first <= port <= m.last) for m in allow.ports)
         if peer_ok and port_ok:

@@ -10,8 +10,10 @@ other:
     input   (filter hook input, priority 0)            pods → the node itself (cluster DNS on the node's lo,
         ct state established,related accept            an API server endpoint on this node): egress only
         ip saddr vmap @egress
-    in-<pod> / out-<pod>   one rule per allowed peer/port combination ending in `return` (the packet goes on
-                           to the other direction's check, then the policy accept), last `goto drop-…`
+    in-<pod> / out-<pod>   one rule per allowed (ipBlock | pod set) x protocol ending in `return` (the packet
+                           goes on to the other direction's check, then the policy accept), last `goto drop-…`
+    pods-<hash>            the pod IPs one policy rule selects (`ip saddr @pods-…`), one set per rule shared
+                           by every pod the policy applies to, so a pod coming or going is one element change
     drop-in-<pod> / drop-out-<pod>   `counter drop`: refused new connections per pod and direction; these
                            chains never change while the pod is isolated, so their counters keep counting
                            across syncs (they restart from zero only when the agent restarts).
@@ -30,6 +32,7 @@ chains and leaves every other chain (and the drop counters) alone; the whole res
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -53,24 +56,38 @@ def render(policies: Iterable[PodPolicy], name: str = TABLE) -> Table:
     }
     ingress: dict[str, str] = {}
     egress: dict[str, str] = {}
+    sets: dict[str, Set] = {}
     for pp in policies:
         cid = chain_id(pp.pod.ip)
         for direction, allows, addr, verdicts in (("in", pp.ingress, "saddr", ingress),
                                                   ("out", pp.egress, "daddr", egress)):
             if allows is None:
                 continue
+            for allow in allows:
+                if allow.pods is not None and allow.pods.ips:
+                    sets[set_name(allow.pods.group)] = Set("ipv4_addr", elements=dict.fromkeys(allow.pods.ips, ""))
             rules = [r for allow in allows for r in allow_rules(allow, addr)]
             chains[f"{direction}-{cid}"] = Chain((*rules, f"goto drop-{direction}-{cid}"))
             chains[f"drop-{direction}-{cid}"] = Chain(("counter drop",))
             verdicts[pp.pod.ip] = f"jump {direction}-{cid}"
-    sets = {"ingress": Set("ipv4_addr", "verdict", elements=ingress),
-            "egress": Set("ipv4_addr", "verdict", elements=egress)}
+    sets["ingress"] = Set("ipv4_addr", "verdict", elements=ingress)
+    sets["egress"] = Set("ipv4_addr", "verdict", elements=egress)
     return Table(FAMILY, name, chains, sets)
+
+
+def set_name(group: str) -> str:
+    """The nftables set of one rule's selected pods: named by a hash of the rule's identity."""
+    return "pods-" + hashlib.sha256(group.encode()).hexdigest()[:16]
 
 
 def allow_rules(allow: Allow, addr: str) -> list[str]:
     """nft rules (each ending in `return`) matching one `Allow`; `addr` is saddr (ingress) or daddr (egress)."""
-    peer_matches = [""] if allow.peers is None else [_peer(p.cidr, p.excepts, addr) for p in allow.peers]
+    if allow.any_peer:
+        peer_matches = [""]
+    else:
+        peer_matches = [_peer(p.cidr, p.excepts, addr) for p in allow.blocks or ()]
+        if allow.pods is not None and allow.pods.ips:
+            peer_matches.append(f"ip {addr} @{set_name(allow.pods.group)}")
     port_matches = [""] if allow.ports is None else _port_matches(allow.ports)
     return [" ".join(x for x in (peer, port, "return") if x) for peer in peer_matches for port in port_matches]
 
