@@ -151,41 +151,50 @@ def test_pod_view(pod: Obj, included: bool) -> None:
 
 
 def test_render_rules() -> None:
-    pp = decide([pol(ingress=[{"from": [{"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.8/29"]}},
-                                        {"podSelector": {"matchLabels": {"app": "db"}}}],
-                               "ports": [{"port": 80}, {"port": 8000, "endPort": 8100}, {"protocol": "UDP"}]}],
-                     policyTypes=["Ingress", "Egress"])], WEB)
-    assert pp is not None
-    table = rules.render([pp])
+    policy = pol(ingress=[{"from": [{"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.8/29"]}},
+                                    {"podSelector": {"matchLabels": {"app": "db"}}}],
+                           "ports": [{"port": 80}, {"port": 8000, "endPort": 8100}, {"protocol": "UDP"}]},
+                          {"ports": [{"port": "http"}]}],
+                 egress=[{"to": [{"ipBlock": {"cidr": "10.43.0.10/32"}}]}], policyTypes=["Ingress", "Egress"])
+    table = rules.render(comp.compile_all([policy], PODS, NAMESPACES, [WEB]))
     assert table.ref == "inet lite-policy"
     pods = rules.set_name("prod/p/in/0")
-    assert table.chains["in-10-42-0-2"].rules == (
-        "ip saddr 192.0.2.0/24 ip saddr != { 192.0.2.8/29 } meta l4proto udp return",
-        "ip saddr 192.0.2.0/24 ip saddr != { 192.0.2.8/29 } meta l4proto tcp th dport { 80, 8000-8100 } return",
-        f"ip saddr @{pods} meta l4proto udp return",
-        f"ip saddr @{pods} meta l4proto tcp th dport {{ 80, 8000-8100 }} return",
-        "goto drop-in-10-42-0-2",
+    pin, pout = rules.policy_chain("prod/p/in"), rules.policy_chain("prod/p/out")
+    assert table.chains[pin].rules == (
+        "ip saddr 192.0.2.0/24 ip saddr != { 192.0.2.8/29 } meta l4proto udp accept",
+        "ip saddr 192.0.2.0/24 ip saddr != { 192.0.2.8/29 } meta l4proto tcp th dport { 80, 8000-8100 } accept",
+        f"ip saddr @{pods} meta l4proto udp accept",
+        f"ip saddr @{pods} meta l4proto tcp th dport {{ 80, 8000-8100 }} accept",
     )
+    # the named port is resolved on this pod (8080 on web), so that clause lives in the pod's own chain
+    assert table.chains["in-10-42-0-2"].rules == (f"jump {pin}", "meta l4proto tcp th dport 8080 accept",
+                                                   "counter drop")
     assert table.sets[pods].elements == {"10.42.0.3": ""}  # the rule's selected pods, shared by name
-    assert table.chains["out-10-42-0-2"].rules == ("goto drop-out-10-42-0-2",)
+    assert table.chains[pout].rules == ("ip daddr 10.43.0.10 goto allowed-out",)
+    assert table.chains["out-10-42-0-2"].rules == (f"jump {pout}", "counter drop")
+    assert table.chains["allowed-out"].rules == ("ip daddr vmap @ingress", "accept")
     assert table.sets["ingress"].elements == {"10.42.0.2": "jump in-10-42-0-2"}
     assert table.sets["egress"].elements == {"10.42.0.2": "jump out-10-42-0-2"}
 
 
-def test_one_set_per_rule_shared_by_the_pods_it_applies_to() -> None:
+def test_rules_are_per_policy_and_sets_per_rule() -> None:
     web2 = view("web2", "prod", "10.42.0.9", {"app": "web"})
+    deny = {"metadata": {"namespace": "prod", "name": "deny"}, "spec": {"podSelector": {}}}
     policy = pol(podSelector={"matchLabels": {"app": "web"}}, ingress=[FROM_TEAM_X])
-    found = comp.compile_policies([policy], [*PODS, web2], NAMESPACES, [WEB, web2])
-    table = rules.render(found)
-    shared = rules.set_name("prod/p/in/0")
+    table = rules.render(comp.compile_all([deny, policy], [*PODS, web2], NAMESPACES, [WEB, web2, DB]))
+    shared, chain = rules.set_name("prod/p/in/0"), rules.policy_chain("prod/p/in")
     assert table.sets[shared].elements == {"10.42.1.4": ""}
-    assert f"ip saddr @{shared} return" in (table.chains["in-10-42-0-2"].rules or ())
-    assert f"ip saddr @{shared} return" in (table.chains["in-10-42-0-9"].rules or ())
+    assert table.chains[chain].rules == (f"ip saddr @{shared} accept",)
+    assert table.chains["in-10-42-0-2"].rules == (f"jump {chain}", "counter drop")
+    assert table.chains["in-10-42-0-9"].rules == (f"jump {chain}", "counter drop")
+    assert table.chains["in-10-42-0-3"].rules == ("counter drop",)  # only the default deny: nothing to jump to
     assert [n for n in table.sets if n.startswith("pods-")] == [shared]
+    assert rules.policy_chain("prod/deny/in") not in table.chains  # an empty policy chain is not made
 
 
 def test_drop_counters_from_json() -> None:
-    items = [{"rule": {"chain": "drop-out-10-42-0-2", "expr": [{"counter": {"packets": 3, "bytes": 180}},
-                                                               {"drop": None}]}},
-             {"rule": {"chain": "in-10-42-0-2", "expr": [{"counter": {"packets": 9}}]}}]
+    items = [{"rule": {"chain": "out-10-42-0-2", "expr": [{"counter": {"packets": 3, "bytes": 180}},
+                                                          {"drop": None}]}},
+             {"rule": {"chain": "out-10-42-0-2", "expr": [{"jump": {"target": "pol-x-out"}}]}},
+             {"rule": {"chain": "pol-abc-in", "expr": [{"counter": {"packets": 9}}]}}]
     assert rules.drop_counters(items) == {("10-42-0-2", "out"): 3}

@@ -198,7 +198,7 @@ async def test_a_restarted_agent_reconciles_the_table(net: Net, node_netns: str)
         fresh.replace({"NetworkPolicy": [], "Namespace": NAMESPACES, "PolicyPod": PODS})
         await fresh.sync_once()
         listed = await nft.json("list table inet lite-policy")
-        assert not [i for i in listed if "chain" in i and i["chain"]["name"].startswith(("in-", "drop-"))]
+        assert not [i for i in listed if "chain" in i and i["chain"]["name"].startswith(("in-", "pol-"))]
         assert net.connect("d", "a:8080") == ["a"]
     finally:
         nft.close()

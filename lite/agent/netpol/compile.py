@@ -87,9 +87,23 @@ class Allow:
 
 @dataclass(frozen=True)
 class PodPolicy:
+    """What one isolated local pod may do. `ingress`/`egress` are the flattened clauses (None: not isolated in
+    that direction); the renderer uses the shared parts: `*_chains` name `Compiled.chains` entries (a policy's
+    clauses that do not depend on the target pod, in policy order), `ingress_own` the clauses resolved on this
+    pod (named ports)."""
+
     pod: PodView
     ingress: tuple[Allow, ...] | None  # None: not isolated for ingress
     egress: tuple[Allow, ...] | None
+    ingress_chains: tuple[str, ...] = ()
+    egress_chains: tuple[str, ...] = ()
+    ingress_own: tuple[Allow, ...] = ()
+
+
+@dataclass(frozen=True)
+class Compiled:
+    pods: list[PodPolicy]
+    chains: Mapping[str, tuple[Allow, ...]]  # "<ns>/<name>/in|out" → the policy's shared clauses
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView | None:
@@ -109,17 +123,24 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
 
 def compile_policies(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
                      namespaces: Mapping[str, Mapping[str, str]], local: Iterable[PodView]) -> list[PodPolicy]:
-    """One `PodPolicy` per pod of `local` that some policy isolates, in the order of `local`.
+    """One `PodPolicy` per pod of `local` that some policy isolates, in the order of `local`."""
+    return compile_all(policies, pods, namespaces, local).pods
 
-    Cost: each policy's selectors are matched once against the pods (peers do not depend on the target pod);
-    only named ports are resolved per target."""
+
+def compile_all(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
+                namespaces: Mapping[str, Mapping[str, str]], local: Iterable[PodView]) -> Compiled:
+    """`compile_policies` plus the shared per-policy clauses.
+
+    Cost: each policy's selectors are matched once against the pods (peers do not depend on the target pod,
+    and identical selectors are answered once); only ingress rules with named ports are resolved per target."""
     everyone = _Pods(pods, namespaces)
     local_list = list(local)
     local_by_ns: dict[str, list[PodView]] = {}
     for pod in local_list:
         local_by_ns.setdefault(pod.namespace, []).append(pod)
-    ingress: dict[str, list[Allow]] = {}
-    egress: dict[str, list[Allow]] = {}
+    chains: dict[str, tuple[Allow, ...]] = {}
+    refs: dict[str, dict[str, list[str]]] = {"in": {}, "out": {}}  # direction → pod IP → chain ids
+    own: dict[str, list[Allow]] = {}
     for policy in sorted(policies, key=_policy_id):
         meta, spec = policy.get("metadata") or {}, policy.get("spec") or {}
         ns = str(meta.get("namespace") or "default")
@@ -130,19 +151,37 @@ def compile_policies(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodVi
         types = spec.get("policyTypes") or (["Ingress", "Egress"] if spec.get("egress") else ["Ingress"])
         pid = _policy_id(policy)
         if "Ingress" in types:
-            rules = [(i, r or {}, _rule_peers((r or {}).get("from"), ns, everyone, f"{pid}/in/{i}"))
-                     for i, r in enumerate(spec.get("ingress") or [])]
+            shared: list[Allow] = []
+            per_pod: list[tuple[Mapping[str, Any], Peers]] = []
+            for i, r in enumerate(spec.get("ingress") or []):
+                rule = r or {}
+                peers = _rule_peers(rule.get("from"), ns, everyone, f"{pid}/in/{i}")
+                if any(isinstance((p or {}).get("port"), str) for p in rule.get("ports") or []):
+                    per_pod.append((rule, peers))
+                else:
+                    shared += _ingress_allows(rule, None, peers)
+            chains[f"{pid}/in"] = _tuple(shared) or ()
             for pod in selected:
-                got = ingress.setdefault(pod.ip, [])
-                for _, rule, peers in rules:
+                refs["in"].setdefault(pod.ip, []).append(f"{pid}/in")
+                got = own.setdefault(pod.ip, [])
+                for rule, peers in per_pod:
                     got += _ingress_allows(rule, pod, peers)
         if "Egress" in types:
             allows = [a for i, r in enumerate(spec.get("egress") or [])
                       for a in _egress_allows(r or {}, ns, everyone, f"{pid}/out/{i}")]
+            chains[f"{pid}/out"] = _tuple(allows) or ()
             for pod in selected:
-                egress.setdefault(pod.ip, []).extend(allows)
-    return [PodPolicy(p, _tuple(ingress.get(p.ip)), _tuple(egress.get(p.ip))) for p in local_list
-            if p.ip in ingress or p.ip in egress]
+                refs["out"].setdefault(pod.ip, []).append(f"{pid}/out")
+    out = []
+    for p in local_list:
+        ins, outs = refs["in"].get(p.ip), refs["out"].get(p.ip)
+        if ins is None and outs is None:
+            continue
+        mine = tuple(dict.fromkeys(own.get(p.ip, [])))
+        ingress = None if ins is None else tuple(dict.fromkeys([a for c in ins for a in chains[c]] + list(mine)))
+        egress = None if outs is None else tuple(dict.fromkeys(a for c in outs for a in chains[c]))
+        out.append(PodPolicy(p, ingress, egress, tuple(ins or ()), tuple(outs or ()), mine))
+    return Compiled(out, chains)
 
 
 def _policy_id(policy: Mapping[str, Any]) -> str:
@@ -168,8 +207,8 @@ def _rule_peers(raw: Any, ns: str, pods: _Pods, group: str) -> Peers:
     return (blocks, PodSet(group, tuple(p.ip for p in chosen)) if selects else None)
 
 
-def _ingress_allows(rule: Mapping[str, Any], target: PodView, peers: Peers) -> list[Allow]:
-    ports = _ports(rule.get("ports"), [target])
+def _ingress_allows(rule: Mapping[str, Any], target: PodView | None, peers: Peers) -> list[Allow]:
+    ports = _ports(rule.get("ports"), [target] if target is not None else [])
     if ports is not None and not ports:
         return []  # only named ports the target does not define: nothing allowed
     if peers is None:

@@ -85,8 +85,8 @@ class Enforcer:
         local = [v for v in views if v.node == self.node_name]
         namespaces = {name: dict((o.get("metadata") or {}).get("labels") or {})
                       for (_, name), o in self.state["Namespace"].items()}
-        compiled = comp.compile_policies(self.state["NetworkPolicy"].values(), views, namespaces, local)
-        return compiled, rules.render(compiled, self.syncer.name)
+        compiled = comp.compile_all(self.state["NetworkPolicy"].values(), views, namespaces, local)
+        return compiled.pods, rules.render(compiled, self.syncer.name)
 
     async def sync_once(self) -> bool:
         self._dirty.clear()

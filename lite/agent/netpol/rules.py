@@ -1,4 +1,4 @@
-"""`PodPolicy` list → the `inet lite-policy` nftables table (pure; applied by `netns.proxysync.TableSyncer`).
+"""`Compiled` policies → the `inet lite-policy` nftables table (pure; applied by `netns.proxysync.TableSyncer`).
 
 The table, in the node's netns, apart from the service proxy's `ip lite` table so neither sync touches the
 other:
@@ -10,24 +10,25 @@ other:
     input   (filter hook input, priority 0)            pods → the node itself (cluster DNS on the node's lo,
         ct state established,related accept            an API server endpoint on this node): egress only
         ip saddr vmap @egress
-    in-<pod> / out-<pod>   one rule per allowed (ipBlock | pod set) x protocol ending in `return` (the packet
-                           goes on to the other direction's check, then the policy accept), last `goto drop-…`
-    pods-<hash>            the pod IPs one policy rule selects (`ip saddr @pods-…`), one set per rule shared
-                           by every pod the policy applies to, so a pod coming or going is one element change
-    drop-in-<pod> / drop-out-<pod>   `counter drop`: refused new connections per pod and direction; these
-                           chains never change while the pod is isolated, so their counters keep counting
-                           across syncs (they restart from zero only when the agent restarts).
+    out-<pod>   jump pol-<hash>-out for each policy isolating the pod's egress; `counter drop` last
+    in-<pod>    jump pol-<hash>-in for each policy isolating its ingress, then the pod's own clauses (named
+                ports resolved on this pod); `counter drop` last: the counter is the pod's refusals
+    pol-<hash>-in   a policy's clauses, one rule per (ipBlock | pod set) x protocol: `... accept`
+    pol-<hash>-out  the same with `goto allowed-out`
+    allowed-out     egress allowed: `ip daddr vmap @ingress` (the destination's own ingress check), `accept`
+    pods-<hash>     the pod IPs one policy rule selects (`ip saddr @pods-...`), one set per rule
+
+Rules live per policy, not per pod: a pod joining or leaving a rule's selection is one set element; a policy
+edit rewrites its own chains; only adding/removing a policy that selects a pod touches that pod's chains (and
+restarts its refusal counter, which the enforcer tolerates).
 
 Why `forward` sees pod-to-pod traffic on the same node: the pods' veths are ports of one bridge, and with
 `net.bridge.bridge-nf-call-iptables = 1` (the default in every new netns here, br_netfilter being built in;
-the agent sets it explicitly, see `lite.netns.bridge`) bridged IPv4 frames traverse the inet forward hook.
-Measured here in `tests/netns/test_netpol_datapath.py` (same-bridge traffic is refused by a deny rule).
+`lite.netns.bridge` sets it explicitly) bridged IPv4 frames traverse the inet forward hook. Measured here in
+`tests/netns/test_netpol_datapath.py` (same-bridge traffic is refused by a deny rule).
 Traffic from the node's own processes (probes) leaves through `output` and is never filtered, as in
 Kubernetes where the kubelet's probes always reach the pod. DNAT by the service proxy happens at prerouting
 (priority -100), before `forward`, so policies see the chosen endpoint, not the ClusterIP.
-
-Invariants: chain names derive from the pod IP only, so a change to one pod's rules rewrites only its two
-chains and leaves every other chain (and the drop counters) alone; the whole result is one transaction.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from lite.agent.netpol.compile import Allow, PodPolicy, PortMatch
+from lite.agent.netpol.compile import Allow, Compiled, PortMatch
 from lite.netns.nftstate import Chain, Set, Table
 
 TABLE = "lite-policy"
@@ -49,30 +50,51 @@ def chain_id(ip: str) -> str:
     return ip.replace(".", "-").replace(":", "_")
 
 
-def render(policies: Iterable[PodPolicy], name: str = TABLE) -> Table:
+def render(compiled: Compiled, name: str = TABLE) -> Table:
     chains: dict[str, Chain] = {
         "forward": Chain((ESTABLISHED, "ip saddr vmap @egress", "ip daddr vmap @ingress"), BASE.format(hook="forward")),
         "input": Chain((ESTABLISHED, "ip saddr vmap @egress"), BASE.format(hook="input")),
+        "allowed-out": Chain(("ip daddr vmap @ingress", "accept")),
     }
+    sets: dict[str, Set] = {}
+    used: set[str] = set()
+    for pp in compiled.pods:
+        used.update(pp.ingress_chains + pp.egress_chains)
+    for chain in sorted(used):
+        allows = compiled.chains.get(chain, ())
+        if allows:
+            verdict = "accept" if chain.endswith("/in") else "goto allowed-out"
+            chains[policy_chain(chain)] = Chain(tuple(r for a in allows for r in allow_rules(a, chain, verdict)))
+            _add_sets(sets, allows)
     ingress: dict[str, str] = {}
     egress: dict[str, str] = {}
-    sets: dict[str, Set] = {}
-    for pp in policies:
+    for pp in compiled.pods:
         cid = chain_id(pp.pod.ip)
-        for direction, allows, addr, verdicts in (("in", pp.ingress, "saddr", ingress),
-                                                  ("out", pp.egress, "daddr", egress)):
-            if allows is None:
-                continue
-            for allow in allows:
-                if allow.pods is not None and allow.pods.ips:
-                    sets[set_name(allow.pods.group)] = Set("ipv4_addr", elements=dict.fromkeys(allow.pods.ips, ""))
-            rules = [r for allow in allows for r in allow_rules(allow, addr)]
-            chains[f"{direction}-{cid}"] = Chain((*rules, f"goto drop-{direction}-{cid}"))
-            chains[f"drop-{direction}-{cid}"] = Chain(("counter drop",))
-            verdicts[pp.pod.ip] = f"jump {direction}-{cid}"
+        if pp.ingress is not None:
+            jumps = [f"jump {policy_chain(c)}" for c in pp.ingress_chains if compiled.chains.get(c)]
+            own = [r for a in pp.ingress_own for r in allow_rules(a, "/in", "accept")]
+            _add_sets(sets, pp.ingress_own)
+            chains[f"in-{cid}"] = Chain((*jumps, *own, "counter drop"))
+            ingress[pp.pod.ip] = f"jump in-{cid}"
+        if pp.egress is not None:
+            jumps = [f"jump {policy_chain(c)}" for c in pp.egress_chains if compiled.chains.get(c)]
+            chains[f"out-{cid}"] = Chain((*jumps, "counter drop"))
+            egress[pp.pod.ip] = f"jump out-{cid}"
     sets["ingress"] = Set("ipv4_addr", "verdict", elements=ingress)
     sets["egress"] = Set("ipv4_addr", "verdict", elements=egress)
     return Table(FAMILY, name, chains, sets)
+
+
+def _add_sets(sets: dict[str, Set], allows: Iterable[Allow]) -> None:
+    for allow in allows:
+        if allow.pods is not None and allow.pods.ips:
+            sets[set_name(allow.pods.group)] = Set("ipv4_addr", elements=dict.fromkeys(allow.pods.ips, ""))
+
+
+def policy_chain(chain: str) -> str:
+    """`pol-<hash>-in|out` for the compiled chain id `<ns>/<name>/in|out`."""
+    base, _, direction = chain.rpartition("/")
+    return f"pol-{hashlib.sha256(base.encode()).hexdigest()[:16]}-{direction}"
 
 
 def set_name(group: str) -> str:
@@ -80,8 +102,10 @@ def set_name(group: str) -> str:
     return "pods-" + hashlib.sha256(group.encode()).hexdigest()[:16]
 
 
-def allow_rules(allow: Allow, addr: str) -> list[str]:
-    """nft rules (each ending in `return`) matching one `Allow`; `addr` is saddr (ingress) or daddr (egress)."""
+def allow_rules(allow: Allow, chain: str, verdict: str) -> list[str]:
+    """nft rules matching one `Allow`, each ending in `verdict`; `chain` ends in /in (match the source address)
+    or /out (the destination)."""
+    addr = "saddr" if chain.endswith("/in") else "daddr"
     if allow.any_peer:
         peer_matches = [""]
     else:
@@ -89,7 +113,7 @@ def allow_rules(allow: Allow, addr: str) -> list[str]:
         if allow.pods is not None and allow.pods.ips:
             peer_matches.append(f"ip {addr} @{set_name(allow.pods.group)}")
     port_matches = [""] if allow.ports is None else _port_matches(allow.ports)
-    return [" ".join(x for x in (peer, port, "return") if x) for peer in peer_matches for port in port_matches]
+    return [" ".join(x for x in (peer, port, verdict) if x) for peer in peer_matches for port in port_matches]
 
 
 def _peer(cidr: str, excepts: tuple[str, ...], addr: str) -> str:
@@ -122,9 +146,10 @@ def drop_counters(items: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     out: dict[tuple[str, str], int] = {}
     for item in items:
         rule = item.get("rule")
-        if not isinstance(rule, dict) or not str(rule.get("chain", "")).startswith("drop-"):
+        chain = str(rule.get("chain", "")) if isinstance(rule, dict) else ""
+        direction, _, cid = chain.partition("-")
+        if direction not in ("in", "out") or not isinstance(rule, dict):
             continue
-        _, direction, cid = str(rule["chain"]).split("-", 2)
         for expr in rule.get("expr") or []:
             if isinstance(expr, dict) and isinstance(expr.get("counter"), dict):
                 out[(cid, direction)] = int(expr["counter"].get("packets", 0))
