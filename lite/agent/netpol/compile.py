@@ -26,7 +26,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lite.errors import ApiError
@@ -65,10 +65,12 @@ class Peer:
 @dataclass(frozen=True)
 class PodSet:
     """Pod IPs selected by one rule's selectors; `group` names it (the same rule gives the same set to every
-    pod it applies to, so the rendering shares one nftables set between them)."""
+    pod it applies to, so the rendering shares one nftables set between them). Within one compilation a group
+    has one content, so equality and hashing look at the group only (hashing hundreds of IPs per comparison
+    dominated compile time)."""
 
     group: str
-    ips: tuple[str, ...]
+    ips: tuple[str, ...] = field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -135,17 +137,14 @@ def compile_all(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
     and identical selectors are answered once); only ingress rules with named ports are resolved per target."""
     everyone = _Pods(pods, namespaces)
     local_list = list(local)
-    local_by_ns: dict[str, list[PodView]] = {}
-    for pod in local_list:
-        local_by_ns.setdefault(pod.namespace, []).append(pod)
+    mine = _Pods(local_list, namespaces)
     chains: dict[str, tuple[Allow, ...]] = {}
     refs: dict[str, dict[str, list[str]]] = {"in": {}, "out": {}}  # direction → pod IP → chain ids
-    own: dict[str, list[Allow]] = {}
+    own_allows: dict[str, list[Allow]] = {}
     for policy in sorted(policies, key=_policy_id):
         meta, spec = policy.get("metadata") or {}, policy.get("spec") or {}
         ns = str(meta.get("namespace") or "default")
-        selector = _selector(spec.get("podSelector"))
-        selected = [p for p in local_by_ns.get(ns, []) if selector.matches(p.labels)]
+        selected = mine.select([{"podSelector": spec.get("podSelector") or {}}], ns)
         if not selected:
             continue
         types = spec.get("policyTypes") or (["Ingress", "Egress"] if spec.get("egress") else ["Ingress"])
@@ -163,7 +162,7 @@ def compile_all(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
             chains[f"{pid}/in"] = _tuple(shared) or ()
             for pod in selected:
                 refs["in"].setdefault(pod.ip, []).append(f"{pid}/in")
-                got = own.setdefault(pod.ip, [])
+                got = own_allows.setdefault(pod.ip, [])
                 for rule, peers in per_pod:
                     got += _ingress_allows(rule, pod, peers)
         if "Egress" in types:
@@ -177,10 +176,10 @@ def compile_all(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
         ins, outs = refs["in"].get(p.ip), refs["out"].get(p.ip)
         if ins is None and outs is None:
             continue
-        mine = tuple(dict.fromkeys(own.get(p.ip, [])))
-        ingress = None if ins is None else tuple(dict.fromkeys([a for c in ins for a in chains[c]] + list(mine)))
+        own = tuple(dict.fromkeys(own_allows.get(p.ip, [])))
+        ingress = None if ins is None else tuple(dict.fromkeys([a for c in ins for a in chains[c]] + list(own)))
         egress = None if outs is None else tuple(dict.fromkeys(a for c in outs for a in chains[c]))
-        out.append(PodPolicy(p, ingress, egress, tuple(ins or ()), tuple(outs or ()), mine))
+        out.append(PodPolicy(p, ingress, egress, tuple(ins or ()), tuple(outs or ()), own))
     return Compiled(out, chains)
 
 

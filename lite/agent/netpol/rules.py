@@ -87,8 +87,8 @@ def render(compiled: Compiled, name: str = TABLE) -> Table:
 
 def _add_sets(sets: dict[str, Set], allows: Iterable[Allow]) -> None:
     for allow in allows:
-        if allow.pods is not None and allow.pods.ips:
-            sets[set_name(allow.pods.group)] = Set("ipv4_addr", elements=dict.fromkeys(allow.pods.ips, ""))
+        if allow.pods is not None and allow.pods.ips and (name := set_name(allow.pods.group)) not in sets:
+            sets[name] = Set("ipv4_addr", elements=dict.fromkeys(allow.pods.ips, ""))
 
 
 def policy_chain(chain: str) -> str:
