@@ -262,7 +262,7 @@ def route(kinds: KindRegistry, group: str, version: str, rest: list[str]) -> Tar
     if (len(rest) >= 3 and rest[0] == "namespaces"
             and not (len(rest) == 3 and not group and rest[2] in ("status", "finalize"))):
         namespace, rest = rest[1], rest[2:]
-    if not rest or len(rest) > 3:
+    if not rest or (len(rest) > 3 and rest[2] != "proxy"):  # proxy/<path...> carries a path of its own
         raise path_not_found()
     kind = kinds.by_resource(group, version, rest[0])
     if kind is None:
