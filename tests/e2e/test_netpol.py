@@ -76,3 +76,45 @@ def test_depends_on_reaches_db_not_cache_and_reports_the_refusal(node: Node, ns:
                  '[{"op": "remove", "path": "/spec/template/metadata/annotations"}]')
     node.wait(lambda: "app-depends-on" not in node.kubectl("get", "networkpolicy", "-n", ns).stdout, 60,
               "the generated policy removed")
+
+
+def sleeper(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "c", "image": IMAGE, "command": ["sleep", "3600"]}]}}
+
+
+def test_default_deny_then_allow_from_a_labelled_namespace(node: Node, ns: str) -> None:  # noqa: F811
+    _apply(node, ns, server_deployment("web"))
+    friends, strangers = f"{ns}-x", f"{ns}-y"
+    node.kubectl("create", "namespace", friends)
+    node.kubectl("create", "namespace", strangers)
+    try:
+        node.kubectl("label", "namespace", friends, "team=x")
+        _apply(node, friends, sleeper("client"))
+        _apply(node, strangers, sleeper("client"))
+        node.wait(lambda: len(_pods(node, ns, "app=web")) == 1, 60, "web pod")
+        web = node.wait_ready(ns, _pods(node, ns, "app=web")[0]["metadata"]["name"])
+        for space in (friends, strangers):
+            node.wait_ready(space, "client")
+        url = f"http://{web['status']['podIP']}/"
+
+        def fetch(space: str) -> bool:
+            out = node.kubectl("exec", "-n", space, "client", "--", "timeout", "3", "wget", "-qO-", url,
+                               check=False)
+            return "hello from lite" in out.stdout
+
+        assert fetch(friends) and fetch(strangers)
+        deny = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "deny"},
+                "spec": {"podSelector": {}}}
+        _apply(node, ns, deny)
+        node.wait(lambda: not fetch(friends), 60, "default deny blocks")
+        assert not fetch(strangers)
+        allow = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "team-x"},
+                 "spec": {"podSelector": {"matchLabels": {"app": "web"}},
+                          "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "x"}}}]}]}}
+        _apply(node, ns, allow)
+        node.wait(lambda: fetch(friends), 60, "the labelled namespace is let in")
+        assert not fetch(strangers)
+    finally:
+        node.kubectl("delete", "namespace", friends, strangers, "--wait=false", check=False)
