@@ -31,6 +31,7 @@ from lite.agent.backend import AgentStreams
 from lite.agent.dns.node import NodeDns
 from lite.agent.hooks.base import Deps
 from lite.agent.metrics import PodSample, UsageSampler
+from lite.agent.netpol.enforcer import add_refusals
 from lite.agent.netpol.feed import HELLO_FLAG as POLICY_FLAG
 from lite.agent.netpol.feed import KINDS as POLICY_KINDS
 from lite.agent.netpol.feed import PolicyFeed
@@ -370,7 +371,10 @@ class Agent:
             await asyncio.sleep(METRICS_EVERY)
             samples = [PodSample(r.st.namespace, r.st.name, r.st.cgroup, tuple(c.name for c in r.st.apps))
                        for r in list(self.runners.values()) if r.st.cgroup is not None]
-            self._post(await asyncio.to_thread(self.sampler.sample, samples, METRICS_EVERY))
+            metrics = await asyncio.to_thread(self.sampler.sample, samples, METRICS_EVERY)
+            if self.netpol is not None:  # refused connections per pod ride along (lite.agent.netpol)
+                add_refusals(metrics.pods, self.netpol.enforcer.refused)
+            self._post(metrics)
 
 
 def _close_made(f: asyncio.Future[Any]) -> None:

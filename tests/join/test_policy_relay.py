@@ -110,3 +110,14 @@ def test_feed_collects_a_resync_and_replaces_the_state() -> None:
         assert enforcer.desired()[0] == [] and list(enforcer.state["PolicyPod"]) == [("default", "a")]
     finally:
         nft.close()
+
+
+def test_refusals_ride_in_the_metrics_sample_to_the_stats_summary() -> None:
+    from lite.agent.netpol.enforcer import add_refusals
+    from lite.server.join.metrics import stats_summary
+
+    pods = [{"namespace": "d", "name": "app", "containers": []}, {"namespace": "d", "name": "db", "containers": []}]
+    add_refusals(pods, {("d", "app"): 7, ("d", "gone"): 3})
+    assert pods[0]["networkPolicyRefused"] == 7 and "networkPolicyRefused" not in pods[1]
+    summary = stats_summary("n1", wire.Metrics(timestamp="2026-01-01T00:00:00Z", pods=pods))
+    assert [p.get("networkPolicyRefused") for p in summary["pods"]] == [7, None]

@@ -13,7 +13,8 @@ Invariants:
 - Objects kept are the relay's slim copies; they are never mutated.
 - A failed sync is logged once per failure streak and retried after `retry_interval`; state is never lost.
 - `refused` maps (namespace, name) → packets of new connections refused since this agent started (egress
-  and ingress summed), for metrics and tests.
+  and ingress summed); `add_refusals` puts them into the agent's metrics samples (→ the node's
+  `/stats/summary`, pod field `networkPolicyRefused`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ Obj = Mapping[str, Any]
 Key = tuple[str, str]
 KINDS = ("NetworkPolicy", "Namespace", "PolicyPod")
 EventFn = Callable[[Obj, str, str, str], None]
+
+
+def add_refusals(pods: list[dict[str, Any]], refused: Mapping[Key, int]) -> None:
+    """Mark the agent's metrics sample: each pod item ({"namespace", "name", ...}) with refusals gets
+    `networkPolicyRefused` (packets of new connections refused since the agent started)."""
+    for item in pods:
+        count = refused.get((str(item.get("namespace", "")), str(item.get("name", ""))))
+        if count:
+            item["networkPolicyRefused"] = count
 
 
 def _key(obj: Obj) -> Key:
