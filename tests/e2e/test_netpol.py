@@ -71,6 +71,13 @@ def test_depends_on_reaches_db_not_cache_and_reports_the_refusal(node: Node, ns:
 
     node.wait(denied_event, 60, "a NetworkPolicyDenied Warning event on the pod")
 
+    def counted() -> bool:  # the agent's metrics, as the node's kubelet-like summary shows them
+        raw = node.kubectl("get", "--raw", "/api/v1/nodes/e2e-node/proxy/stats/summary", check=False).stdout
+        pods = json.loads(raw or "{}").get("pods") or []
+        return any(p["podRef"]["name"] == app and p.get("networkPolicyRefused", 0) > 0 for p in pods)
+
+    node.wait(counted, 60, "the refusals counted in the node's stats summary")
+
     # Dropping the annotation removes the policy, and with it the isolation.
     node.kubectl("patch", "deployment", "-n", ns, "app", "--type=json", "-p",
                  '[{"op": "remove", "path": "/spec/template/metadata/annotations"}]')
