@@ -28,6 +28,7 @@ from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
 from lite.server.aggregator import Aggregator
+from lite.server.api.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
@@ -100,6 +101,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
     if rc_kind is not None:
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
+    ic_kind = kinds.by_resource("networking.k8s.io", "v1", "ingressclasses")
+    if ic_kind is not None:
+        strategies.add_admission(DefaultIngressClassAdmission(resources, ic_kind).admit)
     quota = add_quota_admission(resources, strategies)
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)

@@ -10,6 +10,7 @@ import pytest
 
 from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
+from lite.server.api.defaultingressclass import DefaultIngressClassAdmission, default_class
 from lite.server.api.resources import Resources
 from lite.server.api.tables import to_table
 
@@ -172,3 +173,39 @@ def test_table_rows() -> None:
     params = {"apiGroup": "k8s.example.com", "kind": "IngressParameters", "name": "p"}
     assert cells("ingressclasses", {"spec": {"controller": "k8s.io/nginx", "parameters": params}}) == [
         "x", "k8s.io/nginx", "IngressParameters.k8s.example.com/p", "60m"]
+
+
+def ic(name: str, created: str, default: bool = True) -> dict[str, Any]:
+    annotations = {"ingressclass.kubernetes.io/is-default-class": "true" if default else "false"}
+    return {"metadata": {"name": name, "creationTimestamp": created, "annotations": annotations}}
+
+
+@pytest.mark.parametrize(("classes", "want"), [
+    ([], None),
+    ([ic("a", "2026-01-01T00:00:00Z", default=False)], None),
+    ([ic("a", "2026-01-01T00:00:00Z"), ic("b", "2026-01-02T00:00:00Z")], "b"),  # the newest default
+    ([ic("b", "2026-01-01T00:00:00Z"), ic("a", "2026-01-01T00:00:00Z")], "a"),  # same age: by name
+])
+def test_default_class_choice(classes: list[dict[str, Any]], want: str | None) -> None:
+    assert default_class(classes) == want
+
+
+async def test_default_ingress_class_admission(res: Resources) -> None:
+    res.strategies.add_admission(DefaultIngressClassAdmission(res, kind(res, "ingressclasses")).admit)
+    k = kind(res, "ingresses")
+    plain = await res.create(k, "default", ingress("before", None, defaultBackend=backend()))
+    assert "ingressClassName" not in plain["spec"]  # no default class yet
+    await res.create(kind(res, "ingressclasses"), "", {
+        "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "nginx", "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"}},
+        "spec": {"controller": "k8s.io/ingress-nginx"}})
+    got = await res.create(k, "default", ingress("web", None, defaultBackend=backend()))
+    assert got["spec"]["ingressClassName"] == "nginx"
+    chosen = await res.create(k, "default", ingress("own", None, defaultBackend=backend(), ingressClassName="x"))
+    assert chosen["spec"]["ingressClassName"] == "x"
+    legacy = await res.create(k, "default", ingress("legacy", {"kubernetes.io/ingress.class": "traefik"},
+                                                    defaultBackend=backend()))
+    assert "ingressClassName" not in legacy["spec"]
+    plain["spec"]["rules"] = [{"host": "a.example", **http()}]
+    updated = await res.update(k, "default", "before", plain)
+    assert "ingressClassName" not in updated["spec"]  # updates are left alone
