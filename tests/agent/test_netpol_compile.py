@@ -198,3 +198,21 @@ def test_drop_counters_from_json() -> None:
              {"rule": {"chain": "out-10-42-0-2", "expr": [{"jump": {"target": "pol-x-out"}}]}},
              {"rule": {"chain": "pol-abc-in", "expr": [{"counter": {"packets": 9}}]}}]
     assert rules.drop_counters(items) == {("10-42-0-2", "out"): 3}
+
+
+@pytest.mark.parametrize("bad_ip", ["10.42.0.9 } ; flush ruleset ; {", "fd00::5", "010.042.000.009", ""])
+def test_only_plain_ipv4_pod_addresses_take_part(bad_ip: str) -> None:
+    pod = {"metadata": {"name": "a"}, "spec": {}, "status": {"podIP": bad_ip}}
+    assert comp.pod_view(pod) is None
+
+
+def test_ipv6_and_broken_blocks_match_nothing_and_render_nothing() -> None:
+    policy = pol(ingress=[{"from": [{"ipBlock": {"cidr": "2001:db8::/32"}}, {"ipBlock": {"cidr": "nonsense"}},
+                                    {"ipBlock": {"cidr": "192.0.2.0/24", "except": ["2001:db8::/48"]}}],
+                           "ports": [{"port": 80, "protocol": "ICMP; flush ruleset"}, {"port": 81}]}])
+    compiled = comp.compile_all([policy], PODS, NAMESPACES, [WEB])
+    assert len(compiled.pods) == 1
+    assert ingress_ok([policy], "192.0.2.1", WEB, 81)
+    assert not ingress_ok([policy], "192.0.2.1", WEB, 80)
+    text = " ".join(r for c in rules.render(compiled).chains.values() for r in c.rules or ())
+    assert "2001" not in text and "ICMP" not in text.upper() and "flush" not in text

@@ -33,6 +33,14 @@ from lite.errors import ApiError
 from lite.selectors import LabelSelector
 
 ALL_PORTS = (0, 0)
+PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
+
+
+def _ipv4(text: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address) and str(ipaddress.ip_address(text)) == text
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -112,8 +120,8 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
     """The view of a pod object, or None for pods that take no part (no IP yet, host network, finished)."""
     meta, spec, status = (pod.get(k) or {} for k in ("metadata", "spec", "status"))
     ip = str(status.get("podIP") or "")
-    if not ip or spec.get("hostNetwork") or status.get("phase") in ("Succeeded", "Failed"):
-        return None
+    if not _ipv4(ip) or spec.get("hostNetwork") or status.get("phase") in ("Succeeded", "Failed"):
+        return None  # only a plain IPv4 address ever reaches the nft text (no injection through podIP)
     ports = []
     for c in spec.get("containers") or []:
         for p in (c or {}).get("ports") or []:
@@ -199,8 +207,8 @@ def _rule_peers(raw: Any, ns: str, pods: _Pods, group: str) -> Peers:
     """A rule's peers: its ipBlocks and the set of pods its selectors choose; None when it names none."""
     if not raw:
         return None
-    blocks = tuple(Peer(_normal(str(b.get("cidr"))), tuple(_normal(str(e)) for e in b.get("except") or []))
-                   for peer in raw if isinstance(peer, Mapping) and (b := peer.get("ipBlock")))
+    blocks = tuple(block for peer in raw if isinstance(peer, Mapping) and isinstance(peer.get("ipBlock"), Mapping)
+                   and (block := _block(peer["ipBlock"])) is not None)
     selects = any(isinstance(peer, Mapping) and not peer.get("ipBlock") for peer in raw)
     chosen = pods.select(raw, ns) if selects else []
     return (blocks, PodSet(group, tuple(p.ip for p in chosen)) if selects else None)
@@ -252,6 +260,8 @@ def _ports(raw: Any, targets: list[PodView]) -> tuple[PortMatch, ...] | None:
     for p in raw:
         p = p or {}
         proto = str(p.get("protocol") or "TCP")
+        if proto not in PROTOCOLS:
+            continue  # the API refuses others; never let one reach the nft text
         port = p.get("port")
         if port is None:
             out.append(PortMatch(proto))
@@ -322,8 +332,17 @@ def _selector(d: Any) -> LabelSelector:
         return LabelSelector(nothing=True)
 
 
-def _normal(cidr: str) -> str:
-    return str(ipaddress.ip_network(cidr, strict=False))
+def _block(raw: Mapping[str, Any]) -> Peer | None:
+    """An ipBlock as an IPv4 `Peer` (pods here are IPv4: an IPv6 block can match nothing); None for a block the
+    API would have refused or an IPv6 one, so nothing but normalised IPv4 prefixes reaches the nft text."""
+    try:
+        cidr = ipaddress.ip_network(str(raw.get("cidr")), strict=False)
+        excepts = [ipaddress.ip_network(str(e), strict=False) for e in raw.get("except") or []]
+    except ValueError:
+        return None
+    if not isinstance(cidr, ipaddress.IPv4Network):
+        return None
+    return Peer(str(cidr), tuple(str(e) for e in excepts if isinstance(e, ipaddress.IPv4Network)))
 
 
 def admits(allows: tuple[Allow, ...] | None, peer_ip: str, protocol: str, port: int) -> bool:
