@@ -15,10 +15,12 @@ Role: the decision half of NetworkPolicy enforcement, with upstream's documented
   target pod's own container ports, on egress against each destination pod's container ports; a name no pod
   defines matches nothing), widened to `port..endPort` when `endPort` is given.
 - Replies of allowed connections pass both ways (the renderer accepts established/related first); only pods
-  with an IP, not on the host network, are ever isolated or matched as peers.
+  with a plain IPv4 address, not on the host network, are ever isolated or matched as peers; IPv6 ipBlocks
+  match nothing (lite's pod network is IPv4).
 
-`compile_policies(...)` returns one `PodPolicy` per isolated local pod; `admits` evaluates a rule list for one
-packet the way the kernel rules do (tests and the metrics' explanations use it). No I/O here.
+`compile_all(...)` returns a `Compiled`: one `PodPolicy` per isolated local pod and each policy's clauses that
+do not depend on the target pod (rendered once, shared); `compile_policies` gives the pod list alone; `admits`
+evaluates clauses for one packet the way the kernel rules do (the decision tables test through it). No I/O.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from typing import Any
 from lite.errors import ApiError
 from lite.selectors import LabelSelector
 
-ALL_PORTS = (0, 0)
 PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
 
 
