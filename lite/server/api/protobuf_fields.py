@@ -47,6 +47,10 @@ ROOTS: Final[dict[str, str]] = {
     "v1/Secret": "core.v1.Secret",
     "v1/Service": "core.v1.Service",
     "v1/ServiceAccount": "core.v1.ServiceAccount",
+    "rbac.authorization.k8s.io/v1/ClusterRole": "rbac.v1.ClusterRole",
+    "rbac.authorization.k8s.io/v1/ClusterRoleBinding": "rbac.v1.ClusterRoleBinding",
+    "rbac.authorization.k8s.io/v1/Role": "rbac.v1.Role",
+    "rbac.authorization.k8s.io/v1/RoleBinding": "rbac.v1.RoleBinding",
 }
 
 MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
@@ -1254,5 +1258,33 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
     },
     "util.intstr.IntOrString": {
         1: ("type", "int64"), 2: ("intVal", "int32"), 3: ("strVal", "string"),
+    },
+    "rbac.v1.AggregationRule": {
+        1: ("clusterRoleSelectors", "[]apis.meta.v1.LabelSelector"),
+    },
+    "rbac.v1.ClusterRole": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("rules", "[]rbac.v1.PolicyRule"),
+        3: ("aggregationRule", "rbac.v1.AggregationRule"),
+    },
+    "rbac.v1.ClusterRoleBinding": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("subjects", "[]rbac.v1.Subject"),
+        3: ("roleRef", "rbac.v1.RoleRef"),
+    },
+    "rbac.v1.PolicyRule": {
+        1: ("verbs", "[]string"), 2: ("apiGroups", "[]string"), 3: ("resources", "[]string"),
+        4: ("resourceNames", "[]string"), 5: ("nonResourceURLs", "[]string"),
+    },
+    "rbac.v1.Role": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("rules", "[]rbac.v1.PolicyRule"),
+    },
+    "rbac.v1.RoleBinding": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("subjects", "[]rbac.v1.Subject"),
+        3: ("roleRef", "rbac.v1.RoleRef"),
+    },
+    "rbac.v1.RoleRef": {
+        1: ("apiGroup", "*string"), 2: ("kind", "*string"), 3: ("name", "*string"),
+    },
+    "rbac.v1.Subject": {
+        1: ("kind", "*string"), 2: ("apiGroup", "string"), 3: ("name", "*string"), 4: ("namespace", "string"),
     },
 }

@@ -5,7 +5,7 @@ See `base.py` for the `Strategy` record and the order in which the registry call
 
 from __future__ import annotations
 
-from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, specrules, workloads
+from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, rbac, specrules, workloads
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
 from lite.server.api.strategies.podtemplate import PODTEMPLATE
 from lite.server.api.strategies.statusints import with_status_ints
@@ -42,6 +42,10 @@ def default_strategies() -> Strategies:
         "RuntimeClass.node.k8s.io": extrakinds.RUNTIMECLASS,
         "CSIStorageCapacity.storage.k8s.io": extrakinds.CSISTORAGECAPACITY,
         "APIService.apiregistration.k8s.io": extrakinds.APISERVICE,
+        "Role.rbac.authorization.k8s.io": rbac.ROLE,
+        "ClusterRole.rbac.authorization.k8s.io": rbac.CLUSTERROLE,
+        "RoleBinding.rbac.authorization.k8s.io": rbac.ROLEBINDING,
+        "ClusterRoleBinding.rbac.authorization.k8s.io": rbac.CLUSTERROLEBINDING,
     }.items():
         s.register(gk, with_status_ints(gk, strategy))
     return s
