@@ -46,7 +46,8 @@ def test_covers(owner: list[Rule], requested: list[Rule], ok: bool) -> None:
 
 def test_missing_rules_are_compacted_and_described_as_upstream() -> None:
     _, missing = covers([R(("get",), ("",), ("pods",))],
-                        [R(("get", "list", "watch"), ("",), ("pods", "secrets")), R(("get",), non_resource_urls=("/x",))])
+                        [R(("get", "list", "watch"), ("",), ("pods", "secrets")),
+                         R(("get",), non_resource_urls=("/x",))])
     lines = sorted(describe(r) for r in compact(missing))
     assert lines == ['{APIGroups:[""], Resources:["pods"], Verbs:["list" "watch"]}',
                      '{APIGroups:[""], Resources:["secrets"], Verbs:["get" "list" "watch"]}',
@@ -73,9 +74,11 @@ def check() -> EscalationCheck:
     index.put_binding(binding_from({"metadata": {"name": "b", "namespace": "team"},
                                     "roleRef": {"kind": "ClusterRole", "name": "edit-ish"},
                                     "subjects": [{"kind": "Group", "name": "dev"}]}))
-    index.put_binding(binding_from({"metadata": {"name": "esc"}, "roleRef": {"kind": "ClusterRole", "name": "pods-only"},
+    index.put_binding(binding_from({"metadata": {"name": "esc"},
+                                    "roleRef": {"kind": "ClusterRole", "name": "pods-only"},
                                     "subjects": [{"kind": "User", "name": "escalator"}]}))
-    index.put_cluster_role("escalate-roles", (R(("escalate", "bind", "create"), (G,), ("roles", "rolebindings", "clusterroles")),))
+    index.put_cluster_role("escalate-roles", (R(("escalate", "bind", "create"), (G,),
+                                                ("roles", "rolebindings", "clusterroles")),))
     index.put_binding(binding_from({"metadata": {"name": "e2"}, "roleRef": {"kind": "ClusterRole",
                                                                             "name": "escalate-roles"},
                                     "subjects": [{"kind": "User", "name": "escalator"}]}))

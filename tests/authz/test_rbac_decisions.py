@@ -80,7 +80,7 @@ def chain() -> AuthorizerChain:
 
 def user(spec: str) -> UserInfo:
     name, _, groups = spec.partition("@")
-    return UserInfo(name, tuple(g for g in groups.split("+") if g) + ("system:authenticated",))
+    return UserInfo(name, (*tuple(g for g in groups.split("+") if g), "system:authenticated"))
 
 
 def req(method: str, path: str, query: str = "") -> RequestInfo:
