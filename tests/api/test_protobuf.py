@@ -165,9 +165,9 @@ def test_packed_repeated_scalars() -> None:
 
 def test_unknown_type_is_415_naming_it() -> None:
     with pytest.raises(ApiError) as e:
-        decode(envelope("rbac.authorization.k8s.io/v1", "Role", b""))
+        decode(envelope("example.com/v1", "Widget", b""))
     assert e.value.code == 415 and e.value.reason == "UnsupportedMediaType"
-    assert "Role" in e.value.message
+    assert "Widget" in e.value.message
 
 
 @pytest.mark.parametrize("body", [

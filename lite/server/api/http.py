@@ -39,7 +39,7 @@ from lite.errors import ApiError, path_not_found, unauthorized
 from lite.kinds import KindRegistry
 from lite.server.aggregator import Aggregator
 from lite.server.aggregator.aggregator import openapi_root_with
-from lite.server.api import impersonation, negotiate
+from lite.server.api import fieldvalidation, impersonation, negotiate, params
 from lite.server.api.discovery import Discovery
 from lite.server.api.handlers import (
     ApiContext,
@@ -289,10 +289,15 @@ async def _resource_or_list(request: web.Request, ctx: ApiContext, group: str, v
 async def _access_review(request: web.Request, ctx: ApiContext, t: Target) -> web.StreamResponse:
     """POST of an authorization.k8s.io review: answered at once, never stored (201, as upstream)."""
     chain = request.app.get(AUTHZ)
+    if t.kind.namespaced and not t.namespace:
+        raise path_not_found()
     if request.method != "POST" or t.name or t.subresource or chain is None:
         raise ApiError(f"the server does not allow this method on the requested resource ({request.method} "
                        f"{t.kind.resource})", 405, "MethodNotAllowed")
-    body = negotiate.decode_object(request.content_type, await read_body(request, ctx))
+    _, _, validation = params.write_options(request.query, "Create")
+    raw = await read_body(request, ctx)
+    body = negotiate.decode_object(request.content_type, raw)
+    fieldvalidation.check_body(ctx.openapi.schemas, t.kind, body, validation, raw, request.content_type)
     return json_response(reviews.review(t.kind.kind, body, request[USER_INFO], chain, t.namespace), 201)
 
 
