@@ -6,6 +6,9 @@ credentials exist), then RBAC; the first decided answer wins, and no opinion fro
 `forbidden(attrs, reason)` is the 403 Status upstream's filter writes. `rules_for` answers
 SelfSubjectRulesReview with the same chain.
 
+RBAC verdicts are cached per (user, groups, request attributes) and dropped whenever the index changes
+(`PolicyIndex.generation`), so a cached answer is always the one the current policy gives.
+
 Invariants: deciding is synchronous and pure over the in-memory index (`await ready()` first, once, so a
 request during start-up waits for the policy instead of being refused); nothing here touches the store.
 """
@@ -13,15 +16,16 @@ request during start-up waits for the policy instead of being refused); nothing 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lite.errors import ApiError
 from lite.server.api.requestuser import UserInfo
 from lite.server.authz import rbac
 from lite.server.authz.attrs import Attributes, RequestInfo
 from lite.server.authz.index import PolicyIndex
-from lite.server.authz.rbac import Verdict
+from lite.server.authz.rbac import Compiled, Verdict
 from lite.server.authz.rules import Rule
 
 MASTERS = "system:masters"
@@ -36,6 +40,12 @@ class AuthorizerChain:
     index: PolicyIndex
     node: Decider | None = None  # the Node authorizer, when per-node credentials exist
     ready_timeout: float = 30.0
+    cache_size: int = 8192
+    # RBAC verdicts by (user, groups, request attributes), and each user's compiled rules by (user, groups,
+    # namespace); both valid for one index generation.
+    _cache: OrderedDict[tuple[object, ...], Verdict] = field(default_factory=OrderedDict, repr=False)
+    _compiled: OrderedDict[tuple[object, ...], Compiled] = field(default_factory=OrderedDict, repr=False)
+    _cache_generation: int = field(default=-1, repr=False)
 
     async def ready(self) -> None:
         if not self.index.ready.is_set():
@@ -51,7 +61,33 @@ class AuthorizerChain:
             decided = self.node(attrs)
             if decided is not None:
                 return decided
-        return rbac.authorize(self.index, attrs)
+        return self._rbac(attrs)
+
+    def _rbac(self, attrs: Attributes) -> Verdict:
+        """RBAC's verdict, from the cache while the policy has not changed. Users repeat the same few
+        requests, and a miss walks every rule of every binding the user has."""
+        if self._cache_generation != self.index.generation:
+            self._cache.clear()
+            self._compiled.clear()
+            self._cache_generation = self.index.generation
+        key = (attrs.user.name, attrs.user.groups, attrs.info)
+        verdict = self._cache.get(key)
+        if verdict is None:
+            verdict = rbac.decide(self._rules(attrs.user, attrs.info.namespace), attrs)
+            self._cache[key] = verdict
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return verdict
+
+    def _rules(self, user: UserInfo, namespace: str) -> Compiled:
+        key = (user.name, user.groups, namespace)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = rbac.compile_rules(self.index, user, namespace)
+            self._compiled[key] = compiled
+            if len(self._compiled) > self.cache_size // 8:
+                self._compiled.popitem(last=False)
+        return compiled
 
     def check(self, attrs: Attributes) -> None:
         """Raise the 403 for a request the chain does not allow."""
@@ -72,7 +108,8 @@ class AuthorizerChain:
         """The rules `user` holds in `namespace` (cluster-wide ones included) and resolution errors."""
         if MASTERS in user.groups:
             return list(ALL_RULES), []
-        return self.index.rules_for(user, namespace)
+        compiled = rbac.compile_rules(self.index, user, namespace)
+        return compiled.rules, compiled.errors
 
 
 def forbidden_message(attrs: Attributes) -> str:

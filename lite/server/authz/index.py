@@ -81,19 +81,24 @@ class PolicyIndex:
         # (namespace or "", subject) -> binding keys
         self._by_subject: dict[tuple[str, Subject], set[tuple[str, str]]] = {}
         self.ready = asyncio.Event()
+        self.generation = 0  # moves on every change, so caches of decisions know when they are stale
 
     # -- updates --
 
     def put_role(self, namespace: str, name: str, rules: tuple[Rule, ...]) -> None:
+        self.generation += 1
         self.roles[(namespace, name)] = rules
 
     def delete_role(self, namespace: str, name: str) -> None:
+        self.generation += 1
         self.roles.pop((namespace, name), None)
 
     def put_cluster_role(self, name: str, rules: tuple[Rule, ...]) -> None:
+        self.generation += 1
         self.cluster_roles[name] = rules
 
     def delete_cluster_role(self, name: str) -> None:
+        self.generation += 1
         self.cluster_roles.pop(name, None)
 
     def put_binding(self, b: Binding) -> None:
@@ -104,6 +109,7 @@ class PolicyIndex:
             self._by_subject.setdefault((b.namespace, s), set()).add(key)
 
     def delete_binding(self, namespace: str, name: str) -> None:
+        self.generation += 1
         key = (namespace, name)
         old = self._bindings.pop(key, None)
         if old is None:
