@@ -3,8 +3,9 @@
 Role: `build_control_plane` is called by `lite.server.main.build` once the store is open. It builds the
 `Resources` with its admission hooks (Service ClusterIP/NodePort allocation, the PodDisruptionBudget eviction
 check, RBAC escalation prevention), reconciles the bootstrap RBAC policy, builds the authorizer chain the API
-app enforces (with its policy feed and the ClusterRole aggregation controller as background tasks), starts what must be ready before the port opens (system namespaces, the allocators' state, the
-`default/kubernetes` Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
+app enforces (with its policy feed and the ClusterRole aggregation controller as background tasks), starts
+what must be ready before the port opens (system namespaces, the allocators' state, the `default/kubernetes`
+Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
 
 Invariants:
 - One `SharedInformers` is shared by the controller manager, the scheduler and the join hub, so each kind is

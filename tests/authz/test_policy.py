@@ -98,3 +98,20 @@ def test_reconcile_binding_adds_subjects_and_recreates_on_role_ref_change() -> N
     out, recreate = reconciled_binding(moved, expected)
     assert recreate and out is not None and out["roleRef"]["name"] == "cluster-admin"
     assert reconciled_binding(expected, expected) == (None, False)
+
+
+def test_binding_table_rows_as_kubectl_prints_them() -> None:
+    import datetime as dt
+
+    from lite.kinds import KindRegistry
+    from lite.server.api.tables import columns, to_table
+
+    kind = KindRegistry().by_resource(policy.GROUP, "v1", "rolebindings")
+    assert kind is not None
+    obj = {"metadata": {"name": "rb", "namespace": "team", "creationTimestamp": "2026-01-01T00:00:00Z"},
+           "roleRef": {"apiGroup": policy.GROUP, "kind": "ClusterRole", "name": "edit"},
+           "subjects": [policy.subject("User", "u1"), policy.subject("Group", "dev"),
+                        policy.subject("ServiceAccount", "bot", "ci"), policy.subject("User", "u2")]}
+    table = to_table(kind, [obj], {}, now=dt.datetime(2026, 1, 1, 0, 5, tzinfo=dt.UTC))
+    assert [c["name"] for c in columns(kind)] == ["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"]
+    assert table["rows"][0]["cells"] == ["rb", "ClusterRole/edit", "5m", "u1, u2", "dev", "ci/bot"]
