@@ -160,6 +160,9 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
     _k("rbac.authorization.k8s.io", "v1", "Role", "roles"),
     _k("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
+    # authentication.k8s.io/v1 SelfSubjectReview (`kubectl auth whoami`): create-only, never stored
+    _k("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",),
+       virtual=True),
     # authorization.k8s.io/v1: create-only access reviews, answered by the authorizer and never stored
     _k("authorization.k8s.io", "v1", "LocalSubjectAccessReview", "localsubjectaccessreviews", verbs=("create",),
        virtual=True),

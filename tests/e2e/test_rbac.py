@@ -82,6 +82,12 @@ def test_can_i_list(cluster: Cluster, team: str) -> None:
     assert cluster.kubectl("auth", "can-i", "get", "/metrics", *DEV, check=False).stdout.strip() == "no"
 
 
+def test_whoami(cluster: Cluster) -> None:
+    out = cluster.kubectl("auth", "whoami", *DEV).stdout
+    assert "dev-user" in out and "[dev system:authenticated]" in out
+    assert "system:masters" in cluster.kubectl("auth", "whoami").stdout
+
+
 def test_access_reviews_from_the_python_client(cluster: Cluster, team: str) -> None:
     authz = client.AuthorizationV1Api(cluster.api)
     sar = authz.create_subject_access_review(client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(

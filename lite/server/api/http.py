@@ -14,7 +14,7 @@ Invariants:
   `system:unauthenticated`; a credential that does not authenticate = 401), impersonated when it asks
   (`impersonation.impersonate`, guarded by the `impersonate` verb), then authorized on its request
   attributes (`authz.attrs.request_info`) before any handler runs: 403 Status otherwise. Access reviews
-  (authorization.k8s.io) are answered by `authz.reviews`.
+  (authorization.k8s.io) and SelfSubjectReview are answered by `authz.reviews`.
 - Without one (tests of the bare HTTP stack): health probes and `/version` answer without authentication;
   everything else needs `authenticate` to name a user (else 401) and impersonation is refused.
 - Every request through `_api` is counted in `apiserver_request_total` and
@@ -282,13 +282,13 @@ async def _resource_or_list(request: web.Request, ctx: ApiContext, group: str, v
             raise path_not_found()
         return json_response(doc)
     target = route(ctx.kinds, group, version, rest)
-    if target.kind.group == reviews.GROUP and target.kind.virtual:
+    if target.kind.group in reviews.GROUPS and target.kind.virtual:
         return await _access_review(request, ctx, target)
     return await handle(ctx, request, target)
 
 
 async def _access_review(request: web.Request, ctx: ApiContext, t: Target) -> web.StreamResponse:
-    """POST of an authorization.k8s.io review: answered at once, never stored (201, as upstream)."""
+    """POST of an access review or SelfSubjectReview: answered at once, never stored (201, as upstream)."""
     chain = request.app.get(AUTHZ)
     if t.kind.namespaced and not t.namespace:
         raise path_not_found()

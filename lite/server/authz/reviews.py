@@ -7,6 +7,8 @@
 - SelfSubjectRulesReview: the rules the caller holds in `spec.namespace` (`kubectl auth can-i --list`);
   missing roles make it `incomplete` with an `evaluationError`, as upstream.
 
+- authentication.k8s.io SelfSubjectReview (`kubectl auth whoami`): the caller's user info.
+
 `review(kind, body, caller, chain, namespace)` is pure over the chain and returns the body to answer with
 (status filled in) or raises a 422 Invalid with upstream's field messages. Answers are 201 Created.
 """
@@ -22,6 +24,8 @@ from lite.server.authz.chain import AuthorizerChain
 from lite.server.authz.rules import Rule
 
 GROUP = "authorization.k8s.io"
+AUTHN_GROUP = "authentication.k8s.io"
+GROUPS = (GROUP, AUTHN_GROUP)
 Obj = dict[str, Any]
 
 
@@ -61,6 +65,12 @@ def review(kind: str, body: Obj, caller: UserInfo, chain: AuthorizerChain, names
     out: Obj = {"kind": kind, "apiVersion": f"{GROUP}/v1", "metadata": body.get("metadata") or {},
                 "spec": spec}
     name = str((body.get("metadata") or {}).get("name") or "")
+    if kind == "SelfSubjectReview":
+        info: Obj = {"username": caller.name, "groups": list(caller.groups)}
+        if caller.uid:
+            info["uid"] = caller.uid
+        return {"kind": kind, "apiVersion": f"{AUTHN_GROUP}/v1", "metadata": body.get("metadata") or {},
+                "status": {"userInfo": info}}
     if kind == "SelfSubjectRulesReview":
         out["status"] = rules_status(chain, caller, str(spec.get("namespace") or ""))
         return out
