@@ -56,7 +56,7 @@ from lite.server.api.requestuser import CURRENT_USER, UserInfo, user_info
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
 from lite.server.authz.attrs import Attributes, request_info
-from lite.server.authz.chain import ANONYMOUS, AuthorizerChain
+from lite.server.authz.chain import ANONYMOUS, MASTERS, AuthorizerChain
 from lite.server.metrics import ServerMetrics, request_labels
 
 __all__ = ["API", "USER", "USER_INFO", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
@@ -215,8 +215,10 @@ async def _authenticate(request: web.Request) -> None:
         if refused is not None:
             raise refused
     else:
-        await chain.ready()
-        if impersonation.requested(request.headers):
+        asks = impersonation.requested(request.headers)
+        if asks or MASTERS not in info.groups:
+            await chain.ready()  # the policy is loaded (only at start-up is there anything to wait for)
+        if asks:
             info = impersonation.impersonate(request.headers, info, chain.impersonation_refusal)
         chain.check(Attributes(info, request_info(request.method, request.path, request.query)))
     request[USER] = info.name
