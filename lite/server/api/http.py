@@ -19,7 +19,7 @@ Invariants:
   everything else needs `authenticate` to name a user (else 401) and impersonation is refused.
 - Every request through `_api` is counted in `apiserver_request_total` and
   `apiserver_request_duration_seconds` (`lite.server.metrics`) with the status sent; `/metrics` is served
-  only to authenticated users.
+  only to authenticated users (with an authorizer: those the policy grants it, e.g. group system:monitoring).
 - App state lives under typed `web.AppKey`s; open watch streams are ended in `on_shutdown`, so a
   SIGTERM does not wait for their timeouts.
 """
