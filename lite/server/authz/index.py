@@ -148,18 +148,6 @@ class PolicyIndex:
             return rules, ""
         return (), f"unsupported role reference kind: {b.role_kind!r}"
 
-    def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[Rule], list[str]]:
-        """Every rule that applies to `user` in `namespace` ("" = cluster scope only) and the resolution
-        errors met (missing roles)."""
-        rules: list[Rule] = []
-        errors: list[str] = []
-        for b in self.bindings_for(user, namespace):
-            got, err = self.role_rules(b)
-            rules.extend(got)
-            if err:
-                errors.append(err)
-        return rules, errors
-
 
 class PolicyFeed:
     """Keeps a `PolicyIndex` current from informers on the RBAC kinds. `run()` until cancelled."""
