@@ -71,6 +71,14 @@ def test_dev_cannot_escalate(cluster: Cluster, team: str) -> None:
     cluster.kubectl("create", "rolebinding", "cm", "--role=cm-reader", "--user=someone", "-n", team, *DEV)
 
 
+def test_get_bindings_wide(cluster: Cluster, team: str) -> None:
+    out = cluster.kubectl("get", "rolebindings", "-n", team, "-o", "wide").stdout.splitlines()
+    assert out[0].split() == ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    assert out[1].split()[:2] == ["dev-edit", "ClusterRole/edit"] and out[1].split()[-1] == "dev"
+    roles = cluster.kubectl("get", "clusterroles").stdout.splitlines()
+    assert roles[0].split() == ["NAME", "CREATED", "AT"] and any(r.split()[0] == "view" for r in roles)
+
+
 def test_can_i_list(cluster: Cluster, team: str) -> None:
     out = cluster.kubectl("auth", "can-i", "--list", "-n", team, *DEV).stdout
     rows = {line.split()[0]: line for line in out.splitlines() if line and not line.startswith(" ")}
