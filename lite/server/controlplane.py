@@ -113,7 +113,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
 
     informers = SharedInformers(resources)
     hub = JoinHub(resources, kinds, informers=informers, cluster_dns=config.cluster_dns or allocators.ips.nth(10),
-                  cluster_domain=config.cluster_domain)
+                  cluster_domain=config.cluster_domain, flannel_backend=config.flannel_backend,
+                  cluster_cidr=config.cluster_cidr)
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
