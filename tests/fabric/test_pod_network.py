@@ -64,6 +64,11 @@ def test_a_service_name_reaches_replicas_on_all_three_nodes(cluster: NetCluster)
     names = {p["metadata"]["name"] for p in pods}
     for url in ("http://web", "http://web.default.svc.cluster.local"):
         assert cluster.wait(lambda u=url: fetch(cluster, "cli-b", u) in names, f"{url} from a pod")  # type: ignore[misc]
+    # the pods' nameserver is the kube-dns Service (node-local behind it), which resolves the ClusterIP
+    dns_ip = cluster.json("get", "svc", "-n", "kube-system", "kube-dns")["spec"]["clusterIP"]
+    assert f"nameserver {dns_ip}" in cluster.exec("cli-b", "cat", "/etc/resolv.conf").stdout
+    svc_ip = cluster.json("get", "svc", "web")["spec"]["clusterIP"]
+    assert svc_ip in cluster.exec("cli-b", "nslookup", "web.default.svc.cluster.local", dns_ip).stdout
     seen: set[str] = set()
     cluster.wait(lambda: seen.add(fetch(cluster, "cli-b", "http://web")) or names <= seen,
                  "requests to reach all three replicas", timeout=60, interval=0)
