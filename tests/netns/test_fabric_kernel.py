@@ -7,11 +7,12 @@ or the plain routes (host-gw) that `Fabric.sync_once` programmed, and checks tha
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 
 import pytest
-from conftest import ip, needs_root
 
 from lite import wire
 from lite.agent.fabric.fabric import Fabric
@@ -21,9 +22,15 @@ from lite.netns.bridge import ensure_bridge
 
 pytestmark = [
     pytest.mark.root,
-    needs_root,
+    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2"),
     pytest.mark.skipif(not nftables.available(), reason="libnftables.so.1 (Debian libnftables1) is not installed"),
 ]
+
+
+def ip(*args: str) -> str:
+    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
+
+
 NODES = {"a": ("10.98.0.1", "10.42.0.0/24", "10.42.0.1"), "b": ("10.98.0.2", "10.42.1.0/24", "10.42.1.1")}
 
 

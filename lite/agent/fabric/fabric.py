@@ -14,7 +14,8 @@ Invariants:
 - Between Welcome and Synced objects are collected aside and swapped in whole at Synced.
 - Changes only set a flag; `run()` syncs when it is set, so a burst of Node updates costs one sync. A failed
   sync is logged and retried after `RETRY` seconds.
-- A loopback node IP (no real uplink) disables the data path: there is nothing to tunnel over.
+- A loopback node IP, or one that no interface of the node netns holds (and no `--flannel-iface`), disables the
+  data path with a warning: there is nothing to tunnel over.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Fabric:
         self.pod_cidr = ""
         self.cluster_cidr = ""
         self.mtu = 1500  # of the pods' veths and the bridge, once `prepare` ran
+        self.uplink = ""  # the interface holding the node IP (or --flannel-iface), once `prepare` ran
         self.nodes: dict[str, Obj] = {}
         self._resync: dict[str, Obj] | None = None
         self._have_state = False
@@ -83,9 +85,12 @@ class Fabric:
         uplink_mtu = 1500
         if self.usable:
             try:
-                _, uplink_mtu = await uplink_of(self.node_ip, self.iface, node_netns=self.node_netns)
+                self.uplink, uplink_mtu = await uplink_of(self.node_ip, self.iface, node_netns=self.node_netns)
             except Exception as exc:  # netlink errors are not OSErrors
-                log.warning("cannot read the uplink MTU (assuming 1500): %s", exc)
+                log.warning("cannot find the uplink: %s", exc)
+            if not self.uplink and backend in ("vxlan", "host-gw"):
+                log.warning("no interface holds the node IP %s (or --flannel-iface is missing): no %s pod network",
+                            self.node_ip, backend)
         self.mtu = pod_mtu(backend, uplink_mtu)
         self._dirty.set()
         return self.mtu
@@ -108,7 +113,7 @@ class Fabric:
 
     async def sync_once(self) -> Plan | None:
         """Converge the kernel to the plan; None when there is nothing to do yet (no state, no podCIDR)."""
-        if not self._have_state or not self.backend or not self.pod_cidr or not self.usable:
+        if not self._have_state or not self.backend or not self.pod_cidr or not self.usable or not self.uplink:
             return None
         from lite.netns import masq, routes, vxlan
 
