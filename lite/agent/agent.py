@@ -203,6 +203,8 @@ class Agent:
         if self.dns is not None and self.deps.cluster_dns:
             self._spawn("..dns", self._configure_dns(self.deps.cluster_dns, self.deps.cluster_domain))
         cidr = str(config.get("podCIDR") or "")
+        if self.proxy is not None and config.get("clusterCIDR"):  # remote agents learn it from the server
+            self.proxy.proxier.set_cluster_cidr(str(config["clusterCIDR"]))
         backend = str(config.get("flannelBackend") or "none")  # a server that says nothing runs no fabric
         if cidr and (self.deps.ipam is None or str(self.deps.ipam.network) != cidr or backend != self.fabric.backend):
             self._spawn("..network", self._setup_network(cidr, backend, str(config.get("clusterCIDR") or "")))

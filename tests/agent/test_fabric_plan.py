@@ -91,3 +91,22 @@ async def test_fabric_takes_nodes_only_as_a_complete_set() -> None:
 
 def test_a_loopback_node_runs_no_fabric() -> None:
     assert not Fabric("a", "127.0.0.1").usable and not Fabric("a", "").usable and Fabric("a", "10.0.0.1").usable
+
+
+def test_the_welcomes_cluster_cidr_reaches_the_proxy_rules(tmp_path: Any) -> None:
+    from lite.agent.agent import Agent, AgentConfig
+
+    a = Agent(AgentConfig(server_url="https://127.0.0.1:1", token="t", node_name="n1", data_dir=tmp_path,
+                          runtime="process", node_ip="10.99.0.1", service_proxy=True, use_cgroups=False))
+    assert a.proxy is not None
+    proxier = a.proxy.proxier
+    proxier.set_service({"metadata": {"namespace": "default", "name": "web"},
+                         "spec": {"clusterIP": "10.43.0.20", "ports": [{"name": "http", "port": 80}]}})
+    proxier.set_slice({"metadata": {"namespace": "default", "name": "web-1",
+                                    "labels": {"kubernetes.io/service-name": "web"}},
+                       "ports": [{"name": "http", "port": 8080}], "endpoints": [{"addresses": ["10.42.1.2"]}]})
+    before = str(proxier.desired()[1])
+    assert "10.42.0.0/16" not in before
+    a._configure({"clusterCIDR": "10.42.0.0/16"}, save=False)  # what a Welcome without a podCIDR does
+    assert proxier.config.cluster_cidr == "10.42.0.0/16"
+    assert "ip saddr != 10.42.0.0/16" in str(proxier.desired()[1])  # off-cluster sources masqueraded again
