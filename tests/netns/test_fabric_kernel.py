@@ -7,10 +7,12 @@ or the plain routes (host-gw) that `Fabric.sync_once` programmed, and checks tha
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +116,21 @@ async def test_switching_backend_removes_the_other_backends_entries(wire_pair: d
     await fabrics(wire_pair, "vxlan")
     assert "dev lite.1" in ip("-n", a, "route", "show", "10.42.1.0/24")
     assert ping(a, "10.42.0.1", "10.42.1.1")
+
+
+@pytest.mark.parametrize("backend", ["vxlan", "host-gw"])
+async def test_killall_removes_the_pod_network(wire_pair: dict[str, str], backend: str, tmp_path: Path) -> None:
+    from lite.agent.killall import HostRecord, killall
+
+    await fabrics(wire_pair, backend)
+    a = wire_pair["a"]
+    agent_root = tmp_path / "data" / "agent"
+    agent_root.mkdir(parents=True)
+    HostRecord(f"lite-{a}", str(tmp_path / "netns"), f"/run/netns/{a}", "abr0").save(agent_root)
+    report = await asyncio.to_thread(killall, tmp_path / "data")
+    assert not report.errors, report.errors
+    assert not ip("-n", a, "link", "show", "type", "vxlan").strip()
+    assert ip("-n", a, "route", "show", "proto", "77").strip() == ""
+    tables = subprocess.run(["ip", "netns", "exec", a, "nft", "list", "tables"], capture_output=True, text=True)
+    assert "lite-nat" not in tables.stdout
+    assert "via 10.98.0.1" in ip("-n", wire_pair["b"], "route", "show", "10.42.0.0/24") or backend == "vxlan"
