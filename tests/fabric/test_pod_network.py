@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fabric.fabrickit import fetch, httpd_command, web_deployment, whoami_server
-from tests.helpers.netcluster import CLIENT_IP, NetCluster, busybox_pod, net_cluster
+from tests.helpers.netcluster import CLIENT_IP, EXTERNAL_NET, NetCluster, busybox_pod, net_cluster
 
 pytestmark = [
     pytest.mark.root,
@@ -42,6 +42,10 @@ def test_a_pod_on_b_fetches_a_page_from_a_pod_on_c_by_pod_ip(cluster: NetCluster
     # the node publishes its VTEP for the others, and the pods' MTU leaves room for VXLAN
     node = cluster.json("get", "node", cluster.nodes[2].name)
     assert node["metadata"]["annotations"]["flannel.alpha.coreos.com/public-ip"] == cluster.nodes[2].ip
+    # node 3 found its address through --flannel-iface and reports --node-external-ip
+    addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+    assert (addresses["InternalIP"], addresses["ExternalIP"]) == (cluster.nodes[2].ip, f"{EXTERNAL_NET}.13")
+    assert "dev eth0" in cluster.run_in(cluster.nodes[2].netns, "ip", "-d", "link", "show", "lite.1").stdout
     assert "mtu 1450" in cluster.exec("cli-b", "ip", "link", "show", "eth0").stdout
 
 

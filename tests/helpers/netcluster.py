@@ -4,7 +4,9 @@ Not a conftest module (several test dirs may use it). Layout, every name carryin
 
     netns <p>-sw      a "switch": bridge br0, one veth port per node and for the client
     netns <p>-n1      10.98.0.11  `lite server` (embedded agent), data dir <base>/n1
-    netns <p>-n2/-n3  10.98.0.12/13  `lite agent --server https://10.98.0.11:6443 --token …`
+    netns <p>-n2/-n3  10.98.0.12/13  `lite agent --server https://10.98.0.11:6443 --token …`; the last node
+                      finds its address from `--flannel-iface eth0` (no --node-ip) and has
+                      `--node-external-ip 203.0.113.<n>` (EXTERNAL_IP)
     netns <p>-cl      10.98.0.100 a machine outside the cluster (the tests' client)
 
 Processes join the namespaces with `nsenter --net` only (same mount namespace as the test, so pod netns files,
@@ -37,6 +39,7 @@ SUBNET = "10.98.0"
 CLIENT_IP = f"{SUBNET}.100"
 PORT = 6443
 IMAGE = "lite.test/busybox:fabric"
+EXTERNAL_NET = "203.0.113"  # TEST-NET-3: only ever reported, never routed
 Obj = dict[str, Any]
 
 
@@ -174,7 +177,11 @@ def _start(cluster: NetCluster, node: NetNode, args: list[str]) -> None:
 
 def _node_args(cluster: NetCluster, node: NetNode) -> list[str]:
     resolv = cluster.base / "resolv.conf"
-    return ["--data-dir", str(node.data_dir), "--node-name", node.name, "--node-ip", node.ip,
+    if node is cluster.nodes[-1] and node is not cluster.server:
+        where = ["--flannel-iface", "eth0", "--node-external-ip", f"{EXTERNAL_NET}.{node.ip.rsplit('.', 1)[1]}"]
+    else:
+        where = ["--node-ip", node.ip]
+    return ["--data-dir", str(node.data_dir), "--node-name", node.name, *where,
             "--cgroup-root", f"lite-{node.netns}", "--resolv-conf", str(resolv), "--log-level", "info"]
 
 
