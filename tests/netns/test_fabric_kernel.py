@@ -134,3 +134,18 @@ async def test_killall_removes_the_pod_network(wire_pair: dict[str, str], backen
     tables = subprocess.run(["ip", "netns", "exec", a, "nft", "list", "tables"], capture_output=True, text=True)
     assert "lite-nat" not in tables.stdout
     assert "via 10.98.0.1" in ip("-n", wire_pair["b"], "route", "show", "10.42.0.0/24") or backend == "vxlan"
+
+
+async def test_a_restarted_agent_keeps_the_entries_until_it_knows_the_cluster(wire_pair: dict[str, str]) -> None:
+    await fabrics(wire_pair, "vxlan")
+    a = wire_pair["a"]
+    node_ip, cidr, _ = NODES["a"]
+    again = Fabric("a", node_ip, node_netns=a)
+    await again.prepare("vxlan", cidr, "10.42.0.0/16")
+    again.begin_resync()  # the Welcome came, the Node set did not yet
+    assert await again.sync_once() is None
+    assert "dev lite.1" in ip("-n", a, "route", "show", "10.42.1.0/24") and ping(a, "10.42.0.1", "10.42.1.1")
+    again.handle(wire.ObjectUpsert("Node", node_obj("a")))
+    again.synced()  # b was deleted while the agent was away
+    await again.sync_once()
+    assert ip("-n", a, "route", "show", "10.42.1.0/24").strip() == ""
