@@ -55,6 +55,13 @@ def rate(cluster: NetCluster, client_uid: str, host: str, port: int, seconds: fl
     return float(out.stdout.strip())
 
 
+def answers(cluster: NetCluster, client_uid: str, host: str, port: int) -> bool:
+    try:
+        return rate(cluster, client_uid, host, port, 0.2) > 0
+    except RuntimeError:  # refused until the proxy has the endpoint
+        return False
+
+
 def measure(cluster: NetCluster, client_uid: str, targets: dict[str, tuple[str, int]], seconds: float,
             rounds: int) -> dict[str, list[float]]:
     got: dict[str, list[float]] = {name: [] for name in targets}
@@ -97,7 +104,7 @@ def main() -> None:
             net_cluster(Path(tmp), backend=args.backend) as cluster:
         client, targets = setup(cluster)
         for name, (host, port) in targets.items():  # warm up: ARP, conntrack, the proxy's rules in place
-            cluster.wait(lambda h=host, p=port: rate(cluster, client, h, p, 0.2) > 0, f"{name} to answer")
+            cluster.wait(lambda h=host, p=port: answers(cluster, client, h, p), f"{name} to answer")
         r = measure(cluster, client, targets, args.seconds, args.rounds)
     print(f"data path ({args.backend}; one sequential client in a pod on node 2, a new connection per request; "
           f"{args.rounds} interleaved rounds x {args.seconds:.0f} s)")
