@@ -92,6 +92,15 @@ def test_nodeport_answers_on_every_node_ip_from_outside(cluster: NetCluster) -> 
         assert cluster.wait(got, f"NodePort {port} on {node.ip} from the client netns", timeout=30)
 
 
+def test_pods_on_every_node_reach_the_api_server_through_kubernetes_default(cluster: NetCluster) -> None:
+    for pod in ("cli-a", "cli-b"):  # the server's node and another one (masqueraded to its node IP there)
+        def connects(p: str = pod) -> bool:
+            r = cluster.exec(p, "sh", "-c", "echo | nc -w 2 kubernetes.default.svc.cluster.local 443")
+            return r.returncode == 0
+
+        assert cluster.wait(connects, f"{pod} → kubernetes.default:443", timeout=30)
+
+
 def test_a_deleted_node_leaves_no_routes_neighbours_or_fdb_entries(cluster: NetCluster) -> None:
     from tests.helpers.netcluster import stop_process
 
@@ -115,3 +124,4 @@ def test_a_deleted_node_leaves_no_routes_neighbours_or_fdb_entries(cluster: NetC
     other = cluster.nodes[1]
     fdb = cluster.run_in(cluster.nodes[0].netns, "bridge", "fdb", "show", "dev", "lite.1").stdout
     assert other.ip in fdb
+
