@@ -13,6 +13,7 @@ from lite.server.api.strategies import (
     crd,
     extrakinds,
     pods,
+    rbac,
     specrules,
     workloads,
 )
@@ -58,6 +59,10 @@ def default_strategies() -> Strategies:
         "NetworkPolicy.networking.k8s.io": NETWORKPOLICY,
         "Ingress.networking.k8s.io": INGRESS,
         "IngressClass.networking.k8s.io": INGRESSCLASS,
+        "Role.rbac.authorization.k8s.io": rbac.ROLE,
+        "ClusterRole.rbac.authorization.k8s.io": rbac.CLUSTERROLE,
+        "RoleBinding.rbac.authorization.k8s.io": rbac.ROLEBINDING,
+        "ClusterRoleBinding.rbac.authorization.k8s.io": rbac.CLUSTERROLEBINDING,
     }.items():
         s.register(gk, with_status_ints(gk, strategy))
     return s
