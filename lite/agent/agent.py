@@ -218,6 +218,8 @@ class Agent:
                 (self.root / NODE_CONFIG).write_text(json.dumps(config))
         self.deps.cluster_dns = str((config.get("clusterDNS") or [""])[0])
         self.deps.cluster_domain = str(config.get("clusterDomain") or "cluster.local")
+        if self.netpol is not None:
+            self.netpol.enforcer.set_cluster_dns(self.deps.cluster_dns)
         if self.dns is not None and self.deps.cluster_dns:
             self._spawn("..dns", self._configure_dns(self.deps.cluster_dns, self.deps.cluster_domain))
         cidr = str(config.get("podCIDR") or "")

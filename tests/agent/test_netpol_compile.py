@@ -216,3 +216,17 @@ def test_ipv6_and_broken_blocks_match_nothing_and_render_nothing() -> None:
     assert not ingress_ok([policy], "192.0.2.1", WEB, 80)
     text = " ".join(r for c in rules.render(compiled).chains.values() for r in c.rules or ())
     assert "2001" not in text and "ICMP" not in text.upper() and "flush" not in text
+
+
+def test_the_usual_allow_dns_rule_reaches_the_node_local_dns() -> None:
+    allow_dns = pol(policyTypes=["Egress"], egress=[{
+        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+        "ports": [{"port": "dns", "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}])
+    namespaces = {**NAMESPACES, "kube-system": {"kubernetes.io/metadata.name": "kube-system"}}
+    found = comp.compile_all([allow_dns], [*PODS, comp.dns_view("10.43.0.10")], namespaces, [WEB])
+    (pp,) = found.pods
+    assert comp.admits(pp.egress, "10.43.0.10", "UDP", 53) and comp.admits(pp.egress, "10.43.0.10", "TCP", 53)
+    assert not comp.admits(pp.egress, "10.43.0.10", "TCP", 80)
+    assert not comp.admits(pp.egress, DB.ip, "UDP", 53)
+    assert [p.pod.name for p in found.pods] == ["web"]  # the DNS "pod" is never isolated itself

@@ -132,6 +132,12 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
                    dict(meta.get("labels") or {}), str(spec.get("nodeName") or ""), tuple(ports))
 
 
+def dns_view(address: str) -> PodView:
+    """The node-local cluster DNS as the peer pod a CoreDNS-based cluster would have (see the enforcer)."""
+    return PodView("kube-system", "kube-dns", address, {"k8s-app": "kube-dns"}, "",
+                   (("dns", "UDP", 53), ("dns-tcp", "TCP", 53)))
+
+
 def compile_policies(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
                      namespaces: Mapping[str, Mapping[str, str]], local: Iterable[PodView]) -> list[PodPolicy]:
     """One `PodPolicy` per pod of `local` that some policy isolates, in the order of `local`."""

@@ -12,6 +12,10 @@ Invariants:
 - Only this node's pods are enforced (`node_name`); pods of every node are peers.
 - Objects kept are the relay's slim copies; they are never mutated.
 - A failed sync is logged once per failure streak and retried after `retry_interval`; state is never lost.
+- The cluster DNS is served by the agent itself, not by a pod; so that the usual "allow DNS" egress rule
+  (`namespaceSelector` kube-system + `podSelector` `k8s-app: kube-dns`, ports 53 or `dns`/`dns-tcp`) works as
+  it does with CoreDNS, the DNS address takes part as a peer pod `kube-system/kube-dns` with those labels and
+  named ports (`compile.dns_view`); it is never a local pod, so never isolated.
 - `refused` maps (namespace, name) → packets of new connections refused since this agent started (egress
   and ingress summed); `add_refusals` puts them into the agent's metrics samples (→ the node's
   `/stats/summary`, pod field `networkPolicyRefused`).
@@ -73,6 +77,7 @@ class Enforcer:
         self.refused: dict[Key, int] = {}
         self.synced = 0
         self.last_error: BaseException | None = None
+        self.cluster_dns = ""
 
     # ---- recording ----
     def set(self, kind: str, obj: Obj) -> None:
@@ -81,6 +86,12 @@ class Enforcer:
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         if self.state[kind].pop((namespace, name), None) is not None:
+            self._dirty.set()
+
+    def set_cluster_dns(self, address: str) -> None:
+        """The node-local cluster DNS address, which policies see as the pod `kube-system/kube-dns`."""
+        if address != self.cluster_dns:
+            self.cluster_dns = address
             self._dirty.set()
 
     def replace(self, objects: Mapping[str, Iterable[Obj]]) -> None:
@@ -93,6 +104,8 @@ class Enforcer:
     def desired(self) -> tuple[list[comp.PodPolicy], Any]:
         views = [v for p in self.state["PolicyPod"].values() if (v := comp.pod_view(p)) is not None]
         local = [v for v in views if v.node == self.node_name]
+        if self.cluster_dns:
+            views.append(comp.dns_view(self.cluster_dns))
         namespaces = {name: dict((o.get("metadata") or {}).get("labels") or {})
                       for (_, name), o in self.state["Namespace"].items()}
         compiled = comp.compile_all(self.state["NetworkPolicy"].values(), views, namespaces, local)
