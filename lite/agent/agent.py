@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import socket
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lite import wire
-from lite.agent import podpaths
+from lite.agent import podpaths, security
 from lite.agent.backend import AgentStreams
 from lite.agent.dns.node import NodeDns
 from lite.agent.hooks.base import Deps
@@ -68,6 +69,8 @@ class AgentConfig:
     service_cidr: str = "10.43.0.0/16"
     cluster_cidr: str = ""  # all pods' CIDR: sources outside it reaching a ClusterIP are masqueraded
     resolv_conf: Path = Path("/etc/resolv.conf")  # the cluster DNS forwards other names to these nameservers
+    seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault for pods that set no profile
+    allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
 
 
 class Agent:
@@ -100,7 +103,9 @@ class Agent:
                     node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
                     connect=_node_connect(c.node_netns),
-                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)))
+                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)),
+                    seccomp_default=c.seccomp_default, allowed_unsafe_sysctls=c.allowed_unsafe_sysctls,
+                    kernel=security.kernel_version(os.uname().release))
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 

@@ -61,6 +61,10 @@ class Deps:
     runtime_class: Callable[[str], Obj | None] = lambda name: None
     connect: Callable[..., Awaitable[Any]] | None = None
     ipam_lock: threading.Lock = field(default_factory=threading.Lock)
+    # securityContext policy of the node (kubelet's --seccomp-default, --allowed-unsafe-sysctls)
+    seccomp_default: bool = False
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    kernel: tuple[int, int] = (99, 0)  # (major, minor) of the running kernel, for the safe sysctls
 
 
 @dataclass

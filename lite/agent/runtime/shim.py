@@ -123,7 +123,7 @@ def _enter_namespaces(spec: ContainerSpec) -> None:
             lx.setns(fd, lx.CLONE_NEWNET)
         finally:
             os.close(fd)
-    lx.unshare(lx.CLONE_NEWPID | lx.CLONE_NEWUTS | lx.CLONE_NEWIPC)
+    lx.unshare((0 if spec.host_pid else lx.CLONE_NEWPID) | lx.CLONE_NEWUTS | (0 if spec.host_ipc else lx.CLONE_NEWIPC))
 
 
 def _fork_init(spec: ContainerSpec, stdio: Stdio) -> tuple[int, str]:
@@ -277,7 +277,7 @@ def exec_in(req: dict[str, Any]) -> int:
     if req.get("isolate", True):
         fds = [(os.open(f"/proc/{init_pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC), flag) for ns, flag in (
             ("ipc", lx.CLONE_NEWIPC), ("uts", lx.CLONE_NEWUTS), ("net", lx.CLONE_NEWNET),
-            ("pid", lx.CLONE_NEWPID), ("mnt", lx.CLONE_NEWNS))]
+            ("pid", lx.CLONE_NEWPID), ("cgroup", lx.CLONE_NEWCGROUP), ("mnt", lx.CLONE_NEWNS))]
         for fd, flag in fds:
             lx.setns(fd, flag)
             os.close(fd)
