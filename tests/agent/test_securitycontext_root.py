@@ -5,6 +5,7 @@ hostIPC. Each pod prints what it sees; the test reads the container log."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from typing import Any
@@ -223,3 +224,22 @@ async def test_host_pid_and_host_ipc(agent: tuple[Agent, Recorder], registry: Re
     s, out = await _run(a, rec, private)
     assert out[0] != os.readlink("/proc/self/ns/pid") and out[1] != os.readlink("/proc/self/ns/ipc"), out
     assert out[2] == "no", out
+
+
+async def test_fs_group_owns_the_volumes(agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    a, rec = agent
+    await a.handle(wire.ObjectUpsert("Secret", {"metadata": {"name": "key", "namespace": "t"},
+                                                "data": {"pw": base64.b64encode(b"hunter2").decode()}}))
+    script = ("id -G; cat /secret/pw; echo; stat -c '%g %a' /data; touch /data/new && stat -c '%g' /data/new; "
+              "stat -L -c '%g %a' /secret/pw")
+    c = _c(registry, script, {"runAsUser": 1000, "runAsGroup": 1000})
+    c["volumeMounts"] = [{"name": "data", "mountPath": "/data"}, {"name": "key", "mountPath": "/secret"}]
+    pod = _pod("fsgroup", [c], restartPolicy="Never", hostNetwork=True,
+               securityContext={"fsGroup": 2000, "supplementalGroups": [3000]},
+               volumes=[{"name": "data", "emptyDir": {}},
+                        {"name": "key", "secret": {"secretName": "key", "defaultMode": 0o400}}])
+    s, out = await _run(a, rec, pod)
+    assert s["phase"] == "Succeeded", (json.dumps(s.get("containerStatuses")), out)
+    assert sorted(out[0].split()) == ["1000", "2000", "3000"], out  # runAsGroup, fsGroup, supplementalGroups
+    # the secret (mode 0400) is readable through the group; files made in the emptyDir inherit it (setgid)
+    assert out[1:] == ["hunter2", "2000 2777", "2000", "2000 440"], out
