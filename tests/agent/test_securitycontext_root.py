@@ -243,3 +243,21 @@ async def test_fs_group_owns_the_volumes(agent: tuple[Agent, Recorder], registry
     assert sorted(out[0].split()) == ["1000", "2000", "3000"], out  # runAsGroup, fsGroup, supplementalGroups
     # the secret (mode 0400) is readable through the group; files made in the emptyDir inherit it (setgid)
     assert out[1:] == ["hunter2", "2000 2777", "2000", "2000 440"], out
+
+
+async def test_share_process_namespace(agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    a, rec = agent
+    sleeper = {"name": "sleeper", "image": f"{registry.host}/test/busybox:oci", "command": ["sleep", "1234"]}
+    looker = _c(registry, "until ps -o pid,args | grep -q '[s]leep 1234'; do sleep 0.1; done; "
+                "ps -o pid,args | grep '[s]leep 1234' | awk '{print $1}'; kill $(pidof sleep) && echo signalled",
+                name="c")
+    pod = _pod("shared", [sleeper, looker], restartPolicy="Never", hostNetwork=True, shareProcessNamespace=True)
+    await a.handle(wire.PodUpsert(pod))
+    uid = pod["metadata"]["uid"]
+    s = await rec.until(uid, lambda s: s["phase"] in ("Succeeded", "Failed"))
+    log = a.runners[uid].log_path("c")
+    assert log is not None
+    out = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines()]
+    assert out[0].isdigit() and int(out[0]) > 1 and out[1] == "signalled", out  # PID 1 is the pause
+    sleeper_state = s["containerStatuses"][1 if s["containerStatuses"][0]["name"] == "c" else 0]["state"]
+    assert sleeper_state["terminated"]["exitCode"] == 143, s  # SIGTERM from its sibling

@@ -78,6 +78,7 @@ class PodState:
     qos: str = "BestEffort"
     volume_paths: dict[str, str] = field(default_factory=dict)
     etc_files: dict[str, str] = field(default_factory=dict)  # /etc/hosts etc. -> host file
+    pid_ns: str = ""  # shareProcessNamespace: the pod's pid namespace (held by the pidns hook's pause)
     inits: list[ContainerRecord] = field(default_factory=list)
     apps: list[ContainerRecord] = field(default_factory=list)
     handles: dict[str, ContainerHandle] = field(default_factory=dict)

@@ -71,7 +71,8 @@ def spec_fields(deps: Deps, st: PodState, c: Obj, image_user: str, image_ids: tu
     return {"uid": uid, "gid": gid, "groups": groups, "readonly_rootfs": bool(sc.get("readOnlyRootFilesystem")),
             "cap_add": add, "cap_drop": drop, "no_new_privs": sc.get("allowPrivilegeEscalation") is False,
             "privileged": sc.get("privileged") is True, "seccomp": _seccomp_program(deps, st, c, caps),
-            "sysctls": sysctls, "host_pid": bool(st.spec.get("hostPID")), "host_ipc": bool(st.spec.get("hostIPC"))}
+            "sysctls": sysctls, "host_pid": bool(st.spec.get("hostPID")), "host_ipc": bool(st.spec.get("hostIPC")),
+            "pid_ns": st.pid_ns}
 
 
 def seccomp_root(data_dir: Path) -> Path:

@@ -20,9 +20,10 @@ import base64
 import os
 import signal
 import stat
+from typing import NoReturn
 
 from lite.agent.runtime import linux as lx
-from lite.agent.runtime.spec import ContainerSpec, Mount
+from lite.agent.runtime.spec import PAUSE, ContainerSpec, Mount
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -239,11 +240,30 @@ def resolve(argv0: str, env: dict[str, str]) -> str:
     raise FileNotFoundError(2, f'exec: "{argv0}": executable file not found in $PATH')
 
 
+def pause() -> NoReturn:
+    """A pod's pid-namespace holder (PID 1 there): reap every orphan until SIGTERM/SIGINT; never returns."""
+    waited = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    while True:
+        if signal.sigwait(waited) != signal.SIGCHLD:
+            os._exit(0)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+
+
 def run_init(spec: ContainerSpec, shim_pid: int) -> None:
     """Prepare the container and execve its argv; raises on failure (the caller reports and exits)."""
     for procs in spec.cgroup_procs:
         with open(procs, "w") as f:
             f.write("0")
+    if spec.argv == [PAUSE]:
+        os.closerange(3, 1 << 16)  # the shim's error pipe too: the caller sees this as a successful exec
+        drop_privileges(spec)
+        lx.prctl(lx.PR_SET_PDEATHSIG, signal.SIGKILL)
+        pause()
     env = {"PATH": DEFAULT_PATH, **spec.env}
     if spec.isolate:
         lx.unshare(lx.CLONE_NEWNS | lx.CLONE_NEWCGROUP)

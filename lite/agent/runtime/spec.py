@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+PAUSE = "lite:pause"  # argv [PAUSE]: init holds the pod's pid namespace and reaps orphans, execs nothing
+
 
 @dataclass(frozen=True)
 class Mount:
@@ -63,6 +65,7 @@ class ContainerSpec:
     sysctls: dict[str, str] = field(default_factory=dict)  # path under /proc/sys -> value, set in init's ns
     host_pid: bool = False  # stay in the shim's (host) pid namespace
     host_ipc: bool = False  # stay in the host ipc namespace
+    pid_ns: str = ""  # a pid namespace to join (/proc/<pause>/ns/pid: shareProcessNamespace) instead of a new one
     tty: bool = False
     stdin: bool = False
     stdin_once: bool = False
