@@ -108,7 +108,10 @@ def capabilities(container: Obj) -> tuple[list[str], list[str]]:
 
 
 def proc_mount_error(pod_spec: Obj, container: Obj) -> str | None:
-    """procMount Unmasked needs a user namespace (hostUsers: false), which lite does not create."""
+    """procMount Unmasked needs a user namespace (hostUsers: false), which lite does not create; a pod asking
+    for a user namespace is refused too rather than run with host users."""
+    if pod_spec.get("hostUsers") is False:
+        return "hostUsers: false (a user namespace for the pod) is not supported by this node"
     pm = (container.get("securityContext") or {}).get("procMount")
     if pm in (None, "Default"):
         return None

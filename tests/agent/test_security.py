@@ -148,6 +148,8 @@ def test_capability_sets(sc: Obj, want: set[str]) -> None:
 def test_proc_mount() -> None:
     assert security.proc_mount_error({}, {"securityContext": {"procMount": "Default"}}) is None
     assert "hostUsers: false" in str(security.proc_mount_error({}, {"securityContext": {"procMount": "Unmasked"}}))
+    assert "not supported" in str(security.proc_mount_error({"hostUsers": False}, {}))
+    assert security.proc_mount_error({"hostUsers": True}, {}) is None
 
 
 def _denied(profile: seccomp.Profile) -> dict[str, int]:
