@@ -15,7 +15,7 @@ import pytest
 
 from lite.agent import seccomp, security
 from lite.agent.envs import ConfigError
-from lite.agent.hooks.securitycontext import resolve_ids
+from lite.agent.hooks.securitycontext import resolve_ids, supplementary_groups
 from lite.agent.runtime import linux
 from lite.agent.runtime.init import capability_set
 
@@ -226,3 +226,12 @@ def test_compiled_localhost_profile_with_errno_and_unknown_names() -> None:
     assert base64.b64decode(base64.b64encode(program)) == program
     with pytest.raises(seccomp.ProfileError, match="unsupported seccomp action"):
         seccomp.compile_profile({"defaultAction": "SCMP_ACT_NOPE"})
+
+
+@pytest.mark.parametrize(("gid", "pod_sc", "want"), [
+    (0, {}, [0]),
+    (3000, {"supplementalGroups": [4000, 3000]}, [3000, 4000]),
+    (3000, {"supplementalGroups": [4000], "fsGroup": 2000}, [3000, 4000, 2000]),
+])
+def test_supplementary_groups(gid: int, pod_sc: Obj, want: list[int]) -> None:
+    assert supplementary_groups(gid, pod_sc) == want

@@ -35,6 +35,14 @@ def resolve_ids(sc: Obj, image_ids: tuple[int, int], image_user: str) -> tuple[i
     return uid, gid
 
 
+def supplementary_groups(gid: int, pod_sc: Obj) -> list[int]:
+    """The process's groups as containerd sets them: the primary group, supplementalGroups, then fsGroup."""
+    groups = [gid, *(int(g) for g in pod_sc.get("supplementalGroups") or [])]
+    if pod_sc.get("fsGroup") is not None:
+        groups.append(int(pod_sc["fsGroup"]))
+    return list(dict.fromkeys(groups))
+
+
 def _seccomp_program(deps: Deps, st: PodState, c: Obj, caps: set[int]) -> str:
     ptype, local = security.seccomp_choice(st.spec, c, default_runtime=deps.seccomp_default)
     try:
@@ -64,9 +72,7 @@ def spec_fields(deps: Deps, st: PodState, c: Obj, image_user: str, image_ids: tu
         raise ConfigError(str(e)) from None
     uid, gid = resolve_ids(sc, image_ids, image_user)
     pod_sc = st.spec.get("securityContext") or {}
-    groups = [int(g) for g in pod_sc.get("supplementalGroups") or []]
-    if pod_sc.get("fsGroup") is not None:
-        groups.append(int(pod_sc["fsGroup"]))
+    groups = supplementary_groups(gid, pod_sc)
     sysctls = {security.sysctl_path(name): value for name, value in security.pod_sysctls(st.spec).items()}
     return {"uid": uid, "gid": gid, "groups": groups, "readonly_rootfs": bool(sc.get("readOnlyRootFilesystem")),
             "cap_add": add, "cap_drop": drop, "no_new_privs": sc.get("allowPrivilegeEscalation") is False,
