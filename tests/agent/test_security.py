@@ -235,3 +235,18 @@ def test_compiled_localhost_profile_with_errno_and_unknown_names() -> None:
 ])
 def test_supplementary_groups(gid: int, pod_sc: Obj, want: list[int]) -> None:
     assert supplementary_groups(gid, pod_sc) == want
+
+
+def test_image_groups_merge(tmp_path: Path) -> None:
+    from lite.agent.hooks.containers import image_groups
+
+    top, base = tmp_path / "top", tmp_path / "base"
+    for layer in (top, base):
+        (layer / "etc").mkdir(parents=True)
+    (base / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\napp:x:1000:1000::/app:/bin/sh\n")
+    (base / "etc" / "group").write_text("root:x:0:\nwheel:x:10:root,app\nold:x:20:app\n")
+    (top / "etc" / "group").write_text("root:x:0:\nwheel:x:10:root,app\nvideo:x:44:app,other\n")  # wins
+    assert image_groups([top, base], 1000) == [10, 44]
+    assert image_groups([top, base], 0) == [10]
+    assert image_groups([top, base], 4242) == []  # no such user in the image
+    assert supplementary_groups(1000, {"supplementalGroups": [10, 7]}, [10, 44]) == [1000, 10, 44, 7]

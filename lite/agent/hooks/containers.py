@@ -18,6 +18,7 @@ from lite.agent import envs, podpaths, termination, volumes
 from lite.agent.hooks import securitycontext
 from lite.agent.hooks.base import Deps, Obj, PodState
 from lite.agent.images import ImageInfo
+from lite.agent.runtime.cgroups import CgroupError
 from lite.agent.runtime.spec import ContainerSpec, Mount
 from lite.netns.files import pod_hostname
 
@@ -93,6 +94,26 @@ def resolve_user(user: str, layers: list[Path]) -> tuple[int, int]:
     return uid, gid
 
 
+def image_groups(layers: list[Path], uid: int) -> list[int]:
+    """The groups the image's /etc/group lists the user `uid` (named in its /etc/passwd) as a member of, as
+    containerd adds them (supplementalGroupsPolicy Merge, the default)."""
+    name = next((ln.split(":")[0] for ln in _top_lines(layers, "passwd")
+                 if len(ln.split(":")) > 2 and ln.split(":")[2] == str(uid)), None)
+    if name is None:
+        return []
+    return [int(parts[2]) for parts in (ln.split(":") for ln in _top_lines(layers, "group"))
+            if len(parts) > 3 and parts[2].isdigit() and name in parts[3].split(",")]
+
+
+def _top_lines(layers: list[Path], file: str) -> list[str]:
+    """The lines of /etc/<file> in the top-most layer that has it."""
+    for layer in layers:
+        p = layer / "etc" / file
+        if p.is_file():
+            return p.read_text(errors="replace").splitlines()
+    return []
+
+
 def _fresh_fs(st: PodState, name: str, attempt: int) -> tuple[str, str]:
     base = st.pod_dir / "containers" / name
     for old in base.glob("fs-*"):
@@ -119,14 +140,18 @@ def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt
     if not argv:
         raise envs.ConfigError("no command specified")
     image_user = str(cfg.get("User") or "")
-    sec = securitycontext.spec_fields(deps, st, c, image_user, resolve_user(image_user, layers))
+    sec = securitycontext.spec_fields(deps, st, c, image_user, resolve_user(image_user, layers),
+                                      lambda uid: image_groups(layers, uid))
     mounts = [Mount(src, dst, readonly=False) for dst, src in st.etc_files.items() if dst != "/etc/hostname"]
     mounts += volumes.container_mounts(c, st.volume_paths, own)
     msg_file = termination.message_file(st.pod_dir / "containers" / name, attempt)
     termination.prepare(msg_file)
     mounts.append(Mount(str(msg_file), str(c.get("terminationMessagePath") or termination.DEFAULT_PATH)))
     upper, work = _fresh_fs(st, name, attempt) if layers else (None, None)
-    cg = st.cgroup.ensure_container(name, _container_res(c)) if st.cgroup is not None else None
+    try:
+        cg = st.cgroup.ensure_container(name, _container_res(c)) if st.cgroup is not None else None
+    except CgroupError as e:  # e.g. a device program the kernel refuses: the container cannot be confined
+        raise envs.ConfigError(str(e)) from None
     return ContainerSpec(
         id=container_id(st.uid, name, attempt), argv=argv, state_dir=str(state_dir(st, name)),
         log_path=str(log_path(st, name, attempt)), rootfs_lowerdirs=[str(p) for p in layers], upperdir=upper,

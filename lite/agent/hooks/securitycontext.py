@@ -13,6 +13,7 @@ Blocking: reads the image's /etc/passwd and a profile file; the caller runs it i
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,10 @@ def resolve_ids(sc: Obj, image_ids: tuple[int, int], image_user: str) -> tuple[i
     return uid, gid
 
 
-def supplementary_groups(gid: int, pod_sc: Obj) -> list[int]:
-    """The process's groups as containerd sets them: the primary group, supplementalGroups, then fsGroup."""
-    groups = [gid, *(int(g) for g in pod_sc.get("supplementalGroups") or [])]
+def supplementary_groups(gid: int, pod_sc: Obj, image_groups: list[int] | None = None) -> list[int]:
+    """The process's groups as containerd sets them: the primary group, the user's groups in the image,
+    supplementalGroups, then fsGroup."""
+    groups = [gid, *(image_groups or []), *(int(g) for g in pod_sc.get("supplementalGroups") or [])]
     if pod_sc.get("fsGroup") is not None:
         groups.append(int(pod_sc["fsGroup"]))
     return list(dict.fromkeys(groups))
@@ -58,8 +60,10 @@ def _seccomp_program(deps: Deps, st: PodState, c: Obj, caps: set[int]) -> str:
         raise ConfigError(str(e)) from None
 
 
-def spec_fields(deps: Deps, st: PodState, c: Obj, image_user: str, image_ids: tuple[int, int]) -> dict[str, Any]:
-    """The securityContext part of the container's runtime spec (see the module docstring)."""
+def spec_fields(deps: Deps, st: PodState, c: Obj, image_user: str, image_ids: tuple[int, int],
+                image_groups: Callable[[int], list[int]] = lambda uid: []) -> dict[str, Any]:
+    """The securityContext part of the container's runtime spec (see the module docstring). `image_groups(uid)`:
+    the groups the image lists that user in (merged unless supplementalGroupsPolicy is Strict)."""
     sc = security.effective(st.spec, c)
     security.verify_run_as_non_root(st.pod, c, security.image_uid(image_user), image_user)
     problem = security.proc_mount_error(st.spec, c)
@@ -72,7 +76,8 @@ def spec_fields(deps: Deps, st: PodState, c: Obj, image_user: str, image_ids: tu
         raise ConfigError(str(e)) from None
     uid, gid = resolve_ids(sc, image_ids, image_user)
     pod_sc = st.spec.get("securityContext") or {}
-    groups = supplementary_groups(gid, pod_sc)
+    merged = [] if pod_sc.get("supplementalGroupsPolicy") == "Strict" else image_groups(uid)
+    groups = supplementary_groups(gid, pod_sc, merged)
     sysctls = {security.sysctl_path(name): value for name, value in security.pod_sysctls(st.spec).items()}
     return {"uid": uid, "gid": gid, "groups": groups, "readonly_rootfs": bool(sc.get("readOnlyRootFilesystem")),
             "cap_add": add, "cap_drop": drop, "no_new_privs": sc.get("allowPrivilegeEscalation") is False,
