@@ -375,10 +375,10 @@ class PodRunner:
             self.st.handles[sup.name] = got
 
     async def _lifecycle(self) -> None:
-        refusal = security.sysctl_rejection(self.st.spec, self.deps.allowed_unsafe_sysctls, self.deps.kernel)
+        refusal = security.pod_rejection(self.st.pod, self.deps.allowed_unsafe_sysctls, self.deps.kernel)
         if refusal is not None:  # kubelet's admission: the pod fails at once, nothing is set up
-            self.deps.event(self.st.pod, "Warning", security.SYSCTL_FORBIDDEN, refusal)
-            self._rejected = (security.SYSCTL_FORBIDDEN, refusal)
+            self.deps.event(self.st.pod, "Warning", *refusal)
+            self._rejected = refusal
             self._finished = True
             self.changed()
             return

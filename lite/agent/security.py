@@ -165,6 +165,30 @@ def sysctl_rejection(pod_spec: Obj, allowed_unsafe: Iterable[str] = (),
     return None
 
 
+def apparmor_rejection(pod: Obj) -> str | None:
+    """kubelet's AppArmor admission on a node that cannot enforce AppArmor (lite applies no profiles): a pod
+    asking for any profile but Unconfined (fields, or the beta annotations) is rejected (reason AppArmor)."""
+    spec = pod.get("spec") or {}
+    profiles = [(spec.get("securityContext") or {}).get("appArmorProfile")]
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        profiles += [(c.get("securityContext") or {}).get("appArmorProfile") for c in spec.get(key) or []]
+    wanted = any(p and p.get("type") != "Unconfined" for p in profiles)
+    for key, value in ((pod.get("metadata") or {}).get("annotations") or {}).items():
+        if key.startswith("container.apparmor.security.beta.kubernetes.io/") and value != "unconfined":
+            wanted = True
+    return "Cannot enforce AppArmor: this node does not apply AppArmor profiles" if wanted else None
+
+
+def pod_rejection(pod: Obj, allowed_unsafe: Iterable[str] = (),
+                  kernel: tuple[int, int] = (99, 0)) -> tuple[str, str] | None:
+    """(reason, message) of the node's admission refusing the pod, or None: sysctls, then AppArmor."""
+    sysctl = sysctl_rejection(pod.get("spec") or {}, allowed_unsafe, kernel)
+    if sysctl is not None:
+        return SYSCTL_FORBIDDEN, sysctl
+    apparmor = apparmor_rejection(pod)
+    return ("AppArmor", apparmor) if apparmor is not None else None
+
+
 def pod_sysctls(pod_spec: Obj) -> dict[str, str]:
     """The pod's sysctls as name -> value (names normalised), in order."""
     return {normalize_sysctl(str(s.get("name") or "")): str(s.get("value") or "")

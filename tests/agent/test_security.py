@@ -250,3 +250,22 @@ def test_image_groups_merge(tmp_path: Path) -> None:
     assert image_groups([top, base], 0) == [10]
     assert image_groups([top, base], 4242) == []  # no such user in the image
     assert supplementary_groups(1000, {"supplementalGroups": [10, 7]}, [10, 44]) == [1000, 10, 44, 7]
+
+
+@pytest.mark.parametrize(("pod", "want"), [
+    ({"spec": {"containers": [{"name": "c"}]}}, None),
+    ({"spec": {"securityContext": {"appArmorProfile": {"type": "Unconfined"}}}}, None),
+    ({"spec": {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}}, "AppArmor"),
+    ({"spec": {"containers": [{"securityContext": {"appArmorProfile": {"type": "Localhost",
+                                                                       "localhostProfile": "p"}}}]}}, "AppArmor"),
+    ({"metadata": {"annotations": {"container.apparmor.security.beta.kubernetes.io/c": "runtime/default"}}},
+     "AppArmor"),
+    ({"metadata": {"annotations": {"container.apparmor.security.beta.kubernetes.io/c": "unconfined"}}}, None),
+    ({"spec": {"securityContext": {"sysctls": [{"name": "vm.swappiness", "value": "1"}],
+                                   "appArmorProfile": {"type": "RuntimeDefault"}}}}, "SysctlForbidden"),
+])
+def test_pod_rejection(pod: Obj, want: str | None) -> None:
+    got = security.pod_rejection(pod)
+    assert (got[0] if got else None) == want
+    if want == "AppArmor":
+        assert got is not None and got[1].startswith("Cannot enforce AppArmor: ")
