@@ -103,8 +103,9 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
             node_netns=args.node_netns, netns_dir=Path(args.netns_dir) if args.netns_dir else None,
             cgroup_root=args.cgroup_root, resolv_conf=Path(getattr(args, "resolv_conf", None) or "/etc/resolv.conf"),
             seccomp_default=bool(getattr(args, "seccomp_default", False)),
-            allowed_unsafe_sysctls=tuple(s.strip() for s in str(getattr(args, "allowed_unsafe_sysctls", "") or "")
-                                         .split(",") if s.strip())))
+            allowed_unsafe_sysctls=tuple(
+                part.strip() for part in str(getattr(args, "allowed_unsafe_sysctls", "") or "").split(",")
+                if part.strip())))
         notify("READY=1")  # the server's CA is verified and the agent starts: systemd may go on
         await agent.run()
 

@@ -269,3 +269,15 @@ def test_pod_rejection(pod: Obj, want: str | None) -> None:
     assert (got[0] if got else None) == want
     if want == "AppArmor":
         assert got is not None and got[1].startswith("Cannot enforce AppArmor: ")
+
+
+@pytest.mark.parametrize("command", ["server", "agent"])
+def test_node_flags(command: str) -> None:
+    from lite.cli.main import _csv, build_parser
+
+    args = build_parser().parse_args([command, "--seccomp-default", "--allowed-unsafe-sysctls",
+                                      "net.core.*, kernel.msgmax"])
+    assert args.seccomp_default is True
+    assert _csv(args.allowed_unsafe_sysctls) == ("net.core.*", "kernel.msgmax")
+    plain = build_parser().parse_args([command])
+    assert plain.seccomp_default is False and _csv(plain.allowed_unsafe_sysctls) == ()
