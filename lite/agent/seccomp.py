@@ -133,6 +133,15 @@ def _lib() -> ctypes.CDLL:
     return lib
 
 
+def library_error() -> str | None:
+    """Why libseccomp cannot be used on this host, or None when it loads (for `lite check-config`)."""
+    try:
+        _lib()
+    except ProfileError as e:
+        return str(e)
+    return None
+
+
 def _conditions(args: list[dict[str, Any]]) -> list[_ArgCmp]:
     out = []
     for a in args:
