@@ -35,7 +35,7 @@ async def _run(a: Agent, rec: Recorder, pod: Obj) -> tuple[Obj, list[str]]:
     """Run a restartPolicy Never pod to its end; its final status and the lines its container printed."""
     await a.handle(wire.PodUpsert(pod))
     uid = pod["metadata"]["uid"]
-    s = await rec.until(uid, lambda s: s["phase"] in ("Succeeded", "Failed"))
+    s = await rec.until(uid, lambda s: s["phase"] in ("Succeeded", "Failed"), limit=150)
     log = a.runners[uid].log_path("c") if uid in a.runners else None
     lines = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines()] if log is not None and log.exists() else []
     return s, lines
@@ -254,7 +254,7 @@ async def test_share_process_namespace(agent: tuple[Agent, Recorder], registry: 
     pod = _pod("shared", [sleeper, looker], restartPolicy="Never", hostNetwork=True, shareProcessNamespace=True)
     await a.handle(wire.PodUpsert(pod))
     uid = pod["metadata"]["uid"]
-    s = await rec.until(uid, lambda s: s["phase"] in ("Succeeded", "Failed"))
+    s = await rec.until(uid, lambda s: s["phase"] in ("Succeeded", "Failed"), limit=150)
     log = a.runners[uid].log_path("c")
     assert log is not None
     out = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines()]
