@@ -72,8 +72,7 @@ async def test_killall_leaves_nothing_behind(tmp_path: Path, registry: RegistryS
         await a.handle(wire.Welcome(config={"podCIDR": CIDR, "clusterDomain": "cluster.local"}))
         pods = [_pod(f"p{i}", [{"name": "c", "image": f"{registry.host}/test/busybox:oci",
                                 "command": ["sleep", "1000"], "resources": {"limits": {"memory": "32Mi"}}}],
-                     volumes=[{"name": "scratch", "emptyDir": {"medium": "Memory"}}],
-                     shareProcessNamespace=i == 1) for i in range(2)]  # p1 also has a pid-namespace pause
+                     volumes=[{"name": "scratch", "emptyDir": {"medium": "Memory"}}]) for i in range(2)]
         for p in pods:
             p["spec"]["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
             await a.handle(wire.PodUpsert(p))
