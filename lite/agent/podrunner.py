@@ -375,7 +375,8 @@ class PodRunner:
             self.st.handles[sup.name] = got
 
     async def _lifecycle(self) -> None:
-        refusal = security.pod_rejection(self.st.pod, self.deps.allowed_unsafe_sysctls, self.deps.kernel)
+        refusal = None if self.adopting else security.pod_rejection(  # admitted once: an adopted pod stays
+            self.st.pod, self.deps.allowed_unsafe_sysctls, self.deps.kernel)
         if refusal is not None:  # kubelet's admission: the pod fails at once, nothing is set up
             self.deps.event(self.st.pod, "Warning", *refusal)
             self._rejected = refusal
