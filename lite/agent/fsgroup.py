@@ -57,8 +57,10 @@ def volume_kind(volume: Mapping[str, Any]) -> str | None:
     return next((k for k in SUPPORTED if volume.get(k) is not None), None)
 
 
-def apply_pod(spec: Mapping[str, Any], volume_paths: Mapping[str, str]) -> list[str]:
-    """Apply the pod's fsGroup to each supporting volume set up at `volume_paths`; the names walked."""
+def apply_pod(spec: Mapping[str, Any], volume_paths: Mapping[str, str],
+              kinds: tuple[str, ...] = SUPPORTED) -> list[str]:
+    """Apply the pod's fsGroup to each volume of `kinds` set up at `volume_paths`; the names walked. After a
+    content refresh only the content volumes need it (an emptyDir is set up once, as kubelet's is)."""
     sc = spec.get("securityContext") or {}
     if sc.get("fsGroup") is None:
         return []
@@ -66,7 +68,7 @@ def apply_pod(spec: Mapping[str, Any], volume_paths: Mapping[str, str]) -> list[
     walked = []
     for v in spec.get("volumes") or []:
         kind, path = volume_kind(v), volume_paths.get(str(v.get("name")))
-        if kind is None or path is None or not os.path.isdir(path):
+        if kind not in kinds or path is None or not os.path.isdir(path):
             continue
         if set_ownership(path, gid, readonly=kind in READ_ONLY, policy=policy):
             walked.append(str(v.get("name")))

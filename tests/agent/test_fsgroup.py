@@ -74,6 +74,8 @@ def test_apply_pod_picks_supported_volumes(tmp_path: Path) -> None:
         paths[name] = str(tmp_path / name)
     spec = {"securityContext": {"fsGroup": GID}, "volumes": [
         {"name": "e", "emptyDir": {}}, {"name": "h", "hostPath": {"path": "/x"}}, {"name": "c", "configMap": {}}]}
+    assert fsgroup.apply_pod(spec, paths, fsgroup.READ_ONLY) == ["c"]
+    assert os.stat(tmp_path / "e").st_gid != GID
     assert fsgroup.apply_pod(spec, paths) == ["e", "c"]
     assert os.stat(tmp_path / "h").st_gid != GID
     assert fsgroup.apply_pod({"volumes": spec["volumes"]}, paths) == []

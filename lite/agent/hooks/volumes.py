@@ -24,7 +24,8 @@ class VolumesHook(Hook):
     async def update(self, st: PodState) -> None:
         if st.volume_paths:
             await asyncio.to_thread(volumes.refresh, st.pod, st.pod_dir, st.context(self.deps))
-            await asyncio.to_thread(fsgroup.apply_pod, st.spec, st.volume_paths)  # new files: the group again
+            # new files get the group again (content volumes only: emptyDirs keep theirs)
+            await asyncio.to_thread(fsgroup.apply_pod, st.spec, st.volume_paths, fsgroup.READ_ONLY)
 
     async def stop(self, st: PodState) -> None:
         st.volume_paths = {}  # a later refresh (the runner serialises it with stop) then writes nothing
