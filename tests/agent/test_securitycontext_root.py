@@ -5,6 +5,7 @@ hostIPC. Each pod prints what it sees; the test reads the container log."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -261,3 +262,22 @@ async def test_share_process_namespace(agent: tuple[Agent, Recorder], registry: 
     assert out[0].isdigit() and int(out[0]) > 1 and out[1] == "signalled", out  # PID 1 is the pause
     sleeper_state = s["containerStatuses"][1 if s["containerStatuses"][0]["name"] == "c" else 0]["state"]
     assert sleeper_state["terminated"]["exitCode"] == 143, s  # SIGTERM from its sibling
+
+
+async def test_fs_group_follows_a_secret_update(agent: tuple[Agent, Recorder], registry: RegistryServer) -> None:
+    a, rec = agent
+    secret = {"metadata": {"name": "rotating", "namespace": "t"}, "data": {"pw": base64.b64encode(b"v1").decode()}}
+    await a.handle(wire.ObjectUpsert("Secret", secret))
+    c = _c(registry, "sleep 1000", {"runAsUser": 1000})
+    c["volumeMounts"] = [{"name": "key", "mountPath": "/secret"}]
+    pod = _pod("rotate", [c], hostNetwork=True, securityContext={"fsGroup": 2000},
+               volumes=[{"name": "key", "secret": {"secretName": "rotating", "defaultMode": 0o400}}])
+    await a.handle(wire.PodUpsert(pod))
+    await rec.until(pod["metadata"]["uid"], lambda s: s["phase"] == "Running")
+    assert await base._exec(a, pod, ["cat", "/secret/pw"]) == (0, "v1")
+    await a.handle(wire.ObjectUpsert("Secret", {**secret, "data": {"pw": base64.b64encode(b"v2").decode()}}))
+    for _ in range(100):
+        if await base._exec(a, pod, ["cat", "/secret/pw"]) == (0, "v2"):
+            break
+        await asyncio.sleep(0.1)
+    assert await base._exec(a, pod, ["stat", "-L", "-c", "%g %a", "/secret/pw"]) == (0, "2000 440\n")
