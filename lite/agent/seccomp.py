@@ -84,10 +84,10 @@ def load_localhost(root: Path, name: str) -> Profile:
         raise ProfileError(f"seccomp profile {name!r} is outside {root}")
     try:
         profile = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ProfileError(f"failed to load seccomp profile {str(path)!r}: no such file") from None
+    except FileNotFoundError:  # containerd's wording
+        raise ProfileError(f'cannot load seccomp profile "{path}": open {path}: no such file or directory') from None
     except (OSError, ValueError) as e:
-        raise ProfileError(f"failed to load seccomp profile {str(path)!r}: {e}") from None
+        raise ProfileError(f'cannot load seccomp profile "{path}": {e}') from None
     if not isinstance(profile, dict) or "defaultAction" not in profile:
         raise ProfileError(f"seccomp profile {str(path)!r} has no defaultAction")
     return profile
