@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lite import wire
-from lite.agent import podpaths
+from lite.agent import localstorage, podpaths
 from lite.agent.backend import AgentStreams
 from lite.agent.dns.node import NodeDns
 from lite.agent.hooks.base import Deps
@@ -87,6 +87,7 @@ class Agent:
         self.sampler = UsageSampler()
         self._tg: asyncio.TaskGroup | None = None
         self._pending: list[Obj] = []
+        self._pvs_resent: set[str] | None = None  # PersistentVolumes relayed since the last Welcome
         self.proxy: ProxyFeed | None = None
         self.dns: NodeDns | None = None
         if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
@@ -100,7 +101,8 @@ class Agent:
                     node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
                     connect=_node_connect(c.node_netns),
-                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)))
+                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)),
+                    storage=self._storage_in)
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 
@@ -108,6 +110,19 @@ class Agent:
         cms = {n: o for (k, ns, n), o in self.objects.items() if k == "ConfigMap" and ns == namespace}
         secrets = {n: o for (k, ns, n), o in self.objects.items() if k == "Secret" and ns == namespace}
         return cms, secrets
+
+    def _storage_in(self, namespace: str) -> tuple[dict[str, Obj], dict[str, Obj]]:
+        claims = {n: o for (k, ns, n), o in self.objects.items() if k == "PersistentVolumeClaim" and ns == namespace}
+        volumes = {n: o for (k, _ns, n), o in self.objects.items() if k == "PersistentVolume"}
+        return claims, volumes
+
+    def _volume_gone(self, name: str) -> None:
+        """A relayed PersistentVolume was deleted: remove its local-path directory (`lite.agent.localstorage`)."""
+        pv = self.objects.pop(("PersistentVolume", "", name), None)
+        path = localstorage.removable_dir(pv) if pv is not None else None
+        if path is not None:
+            log.info("removing the directory %s of deleted volume %s", path, name)
+            self._spawn(f"..rmpv-{name}", asyncio.to_thread(localstorage.remove_dir, path))
 
     def _post(self, msg: wire.Message) -> None:
         if self.session is not None:
@@ -153,6 +168,18 @@ class Agent:
             self.proxy.begin_resync()
         if isinstance(msg, wire.Synced) and self.proxy is not None:
             self.proxy.synced()
+        if isinstance(msg, wire.Welcome):
+            self._pvs_resent = set()
+        elif isinstance(msg, wire.ObjectUpsert) and msg.kind == "PersistentVolume" and self._pvs_resent is not None:
+            self._pvs_resent.add(str((msg.obj.get("metadata") or {}).get("name", "")))
+        elif isinstance(msg, wire.ObjectDelete) and msg.kind == "PersistentVolume":
+            self._volume_gone(msg.name)
+            return
+        elif isinstance(msg, wire.Synced) and self._pvs_resent is not None:
+            for kind, _ns, name in list(self.objects):
+                if kind == "PersistentVolume" and name not in self._pvs_resent:
+                    self._volume_gone(name)
+            self._pvs_resent = None
         if isinstance(msg, (wire.Welcome, wire.NodeConfig)):
             self._configure(msg.config)
         elif isinstance(msg, wire.PodUpsert):

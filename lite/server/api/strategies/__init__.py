@@ -5,7 +5,17 @@ See `base.py` for the `Strategy` record and the order in which the registry call
 
 from __future__ import annotations
 
-from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, specrules, workloads
+from lite.server.api.strategies import (
+    batch,
+    certificates,
+    core,
+    crd,
+    extrakinds,
+    pods,
+    specrules,
+    storage,
+    workloads,
+)
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
 from lite.server.api.strategies.podtemplate import PODTEMPLATE
 from lite.server.api.strategies.statusints import with_status_ints
@@ -22,8 +32,8 @@ def default_strategies() -> Strategies:
         "Secret": core.SECRET,
         "ConfigMap": core.CONFIGMAP,
         "Namespace": core.NAMESPACE,
-        "PersistentVolumeClaim": core.PVC,
-        "PersistentVolume": core.PV,
+        "PersistentVolumeClaim": storage.PVC,
+        "PersistentVolume": storage.PV,
         "Node": core.NODE,
         "Event": core.EVENT,
         "ReplicationController": workloads.REPLICATIONCONTROLLER,
@@ -41,6 +51,10 @@ def default_strategies() -> Strategies:
         "CertificateSigningRequest.certificates.k8s.io": certificates.CSR,
         "RuntimeClass.node.k8s.io": extrakinds.RUNTIMECLASS,
         "CSIStorageCapacity.storage.k8s.io": extrakinds.CSISTORAGECAPACITY,
+        "StorageClass.storage.k8s.io": storage.STORAGECLASS,
+        "CSIDriver.storage.k8s.io": storage.CSIDRIVER,
+        "CSINode.storage.k8s.io": storage.CSINODE,
+        "VolumeAttachment.storage.k8s.io": storage.VOLUMEATTACHMENT,
         "APIService.apiregistration.k8s.io": extrakinds.APISERVICE,
     }.items():
         s.register(gk, with_status_ints(gk, strategy))
