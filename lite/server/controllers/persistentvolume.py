@@ -115,8 +115,13 @@ class PersistentVolumeController(Controller):
         ref = _spec(pv).get("claimRef") or {}
         if ref.get("name"):
             self.queue.add(f"claim:{ref.get('namespace', '')}/{ref['name']}")
+        elif _phase(pv) == "Available":  # a free volume: the waiting claims may fit it now
+            self._pending_claims()
 
     def _class_event(self, _cls: Obj) -> None:
+        self._pending_claims()
+
+    def _pending_claims(self) -> None:
         for claim in self.claims.list():
             if _phase(claim) == "Pending":
                 self.queue.add(f"claim:{key_of(claim)}")

@@ -94,7 +94,7 @@ def claim_names(pod: Obj) -> list[str]:
 
 
 def _fail(reason: str) -> State:
-    return State(error=Failure((reason,), unresolvable=True, plugin=NAME))
+    return State(error=Failure((reason,), unresolvable=True, plugin=NAME, pre_filter=True))
 
 
 def _topology_allows(cls: Obj | None, labels: Mapping[str, str]) -> bool:
