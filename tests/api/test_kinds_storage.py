@@ -162,3 +162,18 @@ async def test_statefulset_template_mounts_claim_templates(res: Resources) -> No
     with pytest.raises(ApiError) as e:
         await res.create(k, "default", sts)
     assert e.value.code == 422
+
+
+def test_storageclass_table_marks_the_default(res: Resources) -> None:
+    from lite.server.api.tables import to_table
+
+    k = kind(res, "storage.k8s.io", "storageclasses")
+    default = sc("local-path", metadata={"name": "local-path", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, volumeBindingMode="WaitForFirstConsumer",
+        reclaimPolicy="Delete")
+    table = to_table(k, [default, sc("fast", reclaimPolicy="Retain", allowVolumeExpansion=True)], {})
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name", "Provisioner", "ReclaimPolicy", "VolumeBindingMode", "AllowVolumeExpansion", "Age"]
+    assert [r["cells"][:5] for r in table["rows"]] == [
+        ["local-path (default)", "example.com/disk", "Delete", "WaitForFirstConsumer", "false"],
+        ["fast", "example.com/disk", "Retain", "Immediate", "true"]]
