@@ -9,7 +9,8 @@
 
 Invariants:
 - One session per node name: a new Hello for a connected node closes the old session first.
-- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes; and
+- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes,
+  PersistentVolumeClaims and PersistentVolumes (`relay.node_needs_volume`); and
   Services/EndpointSlices for agents that run a service proxy, `proxyrelay`);
   their handlers push changes to the affected sessions synchronously, in event order. Registering a
   session and taking its resync snapshot happen with no await in between, so no event is missed or doubled.
