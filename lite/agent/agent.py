@@ -119,7 +119,7 @@ class Agent:
     def _volume_gone(self, name: str) -> None:
         """A relayed PersistentVolume was deleted: remove its local-path directory (`lite.agent.localstorage`)."""
         pv = self.objects.pop(("PersistentVolume", "", name), None)
-        path = localstorage.removable_dir(pv) if pv is not None else None
+        path = localstorage.removable_dir(pv, self.node_name) if pv is not None else None
         if path is not None:
             log.info("removing the directory %s of deleted volume %s", path, name)
             self._spawn(f"..rmpv-{name}", asyncio.to_thread(localstorage.remove_dir, path))

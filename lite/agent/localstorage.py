@@ -8,8 +8,10 @@ through the agent's session rather than an agent-side watch keeps the agent's si
 existing object cache; a directory whose PV is deleted while the agent is down is removed at the next
 resync (the agent remembers the volumes it was told about since it started).
 
-Invariants: only a volume annotated `pv.kubernetes.io/provisioned-by: rancher.io/local-path` with reclaim
-policy Delete, whose hostPath is absolute and whose last element is `pvc-<...>`, is ever removed; the removal
+Invariants: only a volume annotated `pv.kubernetes.io/provisioned-by: rancher.io/local-path` for this node
+(`local.path.provisioner/selected-node`) with reclaim policy Delete, whose hostPath is absolute and whose last
+element is `pvc-<...>`, is ever removed (a node that mounted another node's volume by a forced nodeName keeps
+its copy); the removal
 never follows a symlink out of that directory (`shutil.rmtree` does not follow them). Blocking: call
 `remove_dir` in a thread.
 """
@@ -23,10 +25,12 @@ from typing import Any
 Obj = dict[str, Any]
 
 
-def removable_dir(pv: Obj) -> Path | None:
-    """The directory to remove once `pv` is gone, or None when its data must stay."""
+def removable_dir(pv: Obj, node: str) -> Path | None:
+    """The directory to remove on `node` once `pv` is gone, or None when its data must stay."""
     meta, spec = pv.get("metadata") or {}, pv.get("spec") or {}
-    if (meta.get("annotations") or {}).get("pv.kubernetes.io/provisioned-by") != "rancher.io/local-path":
+    ann = meta.get("annotations") or {}
+    if ann.get("pv.kubernetes.io/provisioned-by") != "rancher.io/local-path" \
+            or ann.get("local.path.provisioner/selected-node") != node:
         return None
     if spec.get("persistentVolumeReclaimPolicy") != "Delete":
         return None

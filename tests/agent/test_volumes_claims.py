@@ -29,7 +29,8 @@ def pv(name: str, *, host: str = "", local: str = "", kind: str = "", provisione
         spec["hostPath"] = {"path": host, "type": kind}
     if local:
         spec["local"] = {"path": local}
-    ann = {"pv.kubernetes.io/provisioned-by": "rancher.io/local-path"} if provisioned else {}
+    ann = {"pv.kubernetes.io/provisioned-by": "rancher.io/local-path",
+           "local.path.provisioner/selected-node": "n1"} if provisioned else {}
     return {"metadata": {"name": name, "annotations": ann}, "spec": spec}
 
 
@@ -89,8 +90,9 @@ def test_failed_mount(tmp_path: Path, claims: list[Obj], volumes: list[Obj], mes
     (pv("f", host="/data/../pvc-1", provisioned=True), None),
 ])
 def test_removable_dir(volume: Obj, want: str | None) -> None:
-    got = localstorage.removable_dir(volume)
+    got = localstorage.removable_dir(volume, "n1")
     assert (str(got) if got else None) == want
+    assert localstorage.removable_dir(volume, "n2") is None  # made for another node: never removed here
 
 
 def test_remove_dir_does_not_follow_symlinks(tmp_path: Path) -> None:
