@@ -189,3 +189,52 @@ def test_static_hostpath_pv_binds_by_class_and_size(node: Node, ns: str, tmp_pat
     finally:
         for suffix in [*pvs, "other"]:
             node.kubectl("delete", "pv", f"{ns}-{suffix}", "--wait=false", check=False)
+
+
+def test_local_pv_waits_for_the_scheduler(node: Node, ns: str, tmp_path: Path) -> None:
+    """The upstream local-volume flow: a no-provisioner WaitForFirstConsumer class, a `local` PV with required
+    node affinity; the claim waits for its first pod, the scheduler pre-binds the volume, the pod mounts it.
+    Meanwhile a pod whose Immediate claim cannot bind stays unschedulable with upstream's message."""
+    cls = f"local-{ns}"
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    (disk / "hello").write_text("local\n")
+    node.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": cls},
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}))
+    node.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ns}-local"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": cls,
+                 "local": {"path": str(disk)}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                     {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                            "values": ["e2e-node"]}]}]}}}}))
+    try:
+        for name, klass in (("claim", cls), ("stuck", f"none-{ns}")):
+            _apply(node, ns, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+                              "spec": {"storageClassName": klass, "accessModes": ["ReadWriteOnce"],
+                                       "resources": {"requests": {"storage": "1Gi"}}}})
+        node.wait(lambda: "WaitForFirstConsumer" in node.kubectl("get", "events", "-n", ns, "-o", "json").stdout,
+                  30, "WaitForFirstConsumer event")
+        assert _get(node, "pvc", "claim", ns)["status"]["phase"] == "Pending"
+        for name, claim_name in (("user", "claim"), ("waiter", "stuck")):
+            _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim_name}}],
+                "containers": [{"name": "c", "image": IMAGE, "command": SLEEPER,
+                                "volumeMounts": [{"name": "v", "mountPath": "/v"}]}]}})
+        _running(node, ns, "user")
+        assert _exec(node, ns, "user", "cat /v/hello") == "local\n"
+        claim = _get(node, "pvc", "claim", ns)
+        assert claim["spec"]["volumeName"] == f"{ns}-local" and claim["status"]["phase"] == "Bound"
+
+        def unschedulable() -> bool:
+            conds = (node.pod(ns, "waiter").get("status") or {}).get("conditions") or []
+            return any(c.get("reason") == "Unschedulable" and "pod has unbound immediate PersistentVolumeClaims"
+                       in c.get("message", "") for c in conds)
+
+        node.wait(unschedulable, 30, "waiter unschedulable")
+        node.kubectl("delete", "pod", "-n", ns, "user", "waiter")
+        node.kubectl("delete", "pvc", "-n", ns, "claim", "stuck")
+    finally:
+        node.kubectl("delete", "pv", f"{ns}-local", "--wait=false", check=False)
+        node.kubectl("delete", "storageclass", cls, check=False)
