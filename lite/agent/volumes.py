@@ -376,10 +376,17 @@ def sub_path(mount: Obj, env: Mapping[str, str]) -> str:
     return sub
 
 
+def read_only_volumes(pod: Obj) -> frozenset[str]:
+    """Volumes the pod spec itself makes read-only for every container (`persistentVolumeClaim.readOnly`)."""
+    return frozenset(str(v.get("name", "")) for v in (pod.get("spec") or {}).get("volumes") or []
+                     if isinstance(v, dict) and (v.get("persistentVolumeClaim") or {}).get("readOnly") is True)
+
+
 def container_mounts(container: Obj, volume_paths: dict[str, str],
-                     env: Mapping[str, str] | None = None) -> list[Mount]:
+                     env: Mapping[str, str] | None = None, read_only: frozenset[str] = frozenset()) -> list[Mount]:
     """Bind mounts for the container's `volumeMounts` (subPath, or subPathExpr expanded from `env`, the
-    container's own environment, resolved under the volume, never outside it)."""
+    container's own environment, resolved under the volume, never outside it); volumes in `read_only` are
+    mounted read-only whatever the mount says."""
     mounts: list[Mount] = []
     for vm in container.get("volumeMounts") or []:
         name = vm.get("name", "")
@@ -400,5 +407,5 @@ def container_mounts(container: Obj, volume_paths: dict[str, str],
             if not podpaths.inside(Path(source), full):
                 raise VolumeError(f"subPath {sub!r} escapes volume {name!r}")
             source = str(full.resolve())
-        mounts.append(Mount(source, vm.get("mountPath", ""), readonly=bool(vm.get("readOnly"))))
+        mounts.append(Mount(source, vm.get("mountPath", ""), readonly=bool(vm.get("readOnly")) or name in read_only))
     return mounts

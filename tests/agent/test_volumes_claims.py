@@ -104,3 +104,15 @@ def test_remove_dir_does_not_follow_symlinks(tmp_path: Path) -> None:
     (vol / "link").symlink_to(keep)
     localstorage.remove_dir(vol)
     assert not vol.exists() and (keep / "f").read_text() == "x"
+
+
+def test_claim_read_only_in_the_pod_spec(tmp_path: Path) -> None:
+    from lite.agent.volumes import read_only_volumes
+
+    spec_pod = pod("data")
+    spec_pod["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] = True
+    ro = read_only_volumes(spec_pod)
+    assert ro == frozenset({"data"}) and read_only_volumes(pod("data")) == frozenset()
+    mounts = container_mounts({"volumeMounts": [{"name": "data", "mountPath": "/d"}]}, {"data": str(tmp_path)},
+                              read_only=ro)
+    assert mounts[0].readonly
