@@ -88,6 +88,7 @@ class Agent:
         self._tg: asyncio.TaskGroup | None = None
         self._pending: list[Obj] = []
         self._pvs_resent: set[str] | None = None  # PersistentVolumes relayed since the last Welcome
+        self.local_volumes = localstorage.LocalVolumes(self.root / "local-volumes.json", self.node_name)
         self.proxy: ProxyFeed | None = None
         self.dns: NodeDns | None = None
         if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
@@ -116,13 +117,13 @@ class Agent:
         volumes = {n: o for (k, _ns, n), o in self.objects.items() if k == "PersistentVolume"}
         return claims, volumes
 
-    def _volume_gone(self, name: str) -> None:
-        """A relayed PersistentVolume was deleted: remove its local-path directory (`lite.agent.localstorage`)."""
-        pv = self.objects.pop(("PersistentVolume", "", name), None)
-        path = localstorage.removable_dir(pv, self.node_name) if pv is not None else None
-        if path is not None:
-            log.info("removing the directory %s of deleted volume %s", path, name)
-            self._spawn(f"..rmpv-{name}", asyncio.to_thread(localstorage.remove_dir, path))
+    def _volumes_gone(self, names: set[str]) -> None:
+        """Relayed PersistentVolumes were deleted: remove their local-path directories (`localstorage`)."""
+        for name in names:
+            self.objects.pop(("PersistentVolume", "", name), None)
+        for path in self.local_volumes.gone(names):
+            log.info("removing the directory %s of a deleted volume", path)
+            self._spawn(f"..rmpv-{path.name}", asyncio.to_thread(localstorage.remove_dir, path))
 
     def _post(self, msg: wire.Message) -> None:
         if self.session is not None:
@@ -170,15 +171,16 @@ class Agent:
             self.proxy.synced()
         if isinstance(msg, wire.Welcome):
             self._pvs_resent = set()
-        elif isinstance(msg, wire.ObjectUpsert) and msg.kind == "PersistentVolume" and self._pvs_resent is not None:
-            self._pvs_resent.add(str((msg.obj.get("metadata") or {}).get("name", "")))
+        elif isinstance(msg, wire.ObjectUpsert) and msg.kind == "PersistentVolume":
+            self.local_volumes.seen(msg.obj)
+            if self._pvs_resent is not None:
+                self._pvs_resent.add(str((msg.obj.get("metadata") or {}).get("name", "")))
         elif isinstance(msg, wire.ObjectDelete) and msg.kind == "PersistentVolume":
-            self._volume_gone(msg.name)
+            self._volumes_gone({msg.name})
             return
         elif isinstance(msg, wire.Synced) and self._pvs_resent is not None:
-            for kind, _ns, name in list(self.objects):
-                if kind == "PersistentVolume" and name not in self._pvs_resent:
-                    self._volume_gone(name)
+            relayed = {name for kind, _ns, name in self.objects if kind == "PersistentVolume"}
+            self._volumes_gone((relayed | set(self.local_volumes.known)) - self._pvs_resent)
             self._pvs_resent = None
         if isinstance(msg, (wire.Welcome, wire.NodeConfig)):
             self._configure(msg.config)

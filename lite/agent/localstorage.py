@@ -2,11 +2,12 @@
 removing it (the node half of k3s's local-path provisioner; the server creates and deletes the PV objects).
 
 The server relays to each agent the PersistentVolumes the local-path provisioner made for that node
-(`lite.server.join.relay.node_needs_volume`). When one is withdrawn because it was deleted (reclaim policy
-Delete, after its claim went away), or is missing from a resync, its directory is removed here. Relaying
-through the agent's session rather than an agent-side watch keeps the agent's single connection and its
-existing object cache; a directory whose PV is deleted while the agent is down is removed at the next
-resync (the agent remembers the volumes it was told about since it started).
+(`lite.server.join.relay.node_needs_volume`; the hub resyncs only from synced caches). When one is withdrawn
+because it was deleted (reclaim policy Delete, after its claim went away), or is missing from a resync, its
+directory is removed here. Relaying through the agent's session rather than an agent-side watch keeps the
+agent's single connection and its existing object cache. `LocalVolumes` records the removable directories it
+was told about in `<agent-dir>/local-volumes.json`, so a volume deleted while the agent was down (or
+restarting) is removed at the next resync too.
 
 Invariants: only a volume annotated `pv.kubernetes.io/provisioned-by: rancher.io/local-path` for this node
 (`local.path.provisioner/selected-node`) with reclaim policy Delete, whose hostPath is absolute and whose last
@@ -18,6 +19,9 @@ never follows a symlink out of that directory (`shutil.rmtree` does not follow t
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -46,3 +50,42 @@ def remove_dir(path: Path) -> None:
         path.unlink()
     elif path.exists():
         shutil.rmtree(path, ignore_errors=True)
+
+
+class LocalVolumes:
+    """The removable local-path directories of this node by volume name, kept in a small JSON file (written
+    atomically on change; read once at start). Not thread-safe: the agent's event loop calls it."""
+
+    def __init__(self, record: Path, node: str) -> None:
+        self.record, self.node = record, node
+        self.known: dict[str, str] = {}
+        with contextlib.suppress(OSError, ValueError):
+            loaded = json.loads(record.read_text())
+            if isinstance(loaded, dict):
+                self.known = {str(k): str(v) for k, v in loaded.items()}
+
+    def seen(self, pv: Obj) -> None:
+        """A relayed volume: remember its directory if it is one to remove later (forget it otherwise)."""
+        name = str((pv.get("metadata") or {}).get("name", ""))
+        path = removable_dir(pv, self.node)
+        want = str(path) if path is not None else None
+        if self.known.get(name) != want:
+            if want is None:
+                self.known.pop(name, None)
+            else:
+                self.known[name] = want
+            self._save()
+
+    def gone(self, names: set[str]) -> list[Path]:
+        """These volumes were deleted: their directories, which are forgotten from now on."""
+        paths = [Path(self.known.pop(n)) for n in sorted(names) if n in self.known]
+        if paths:
+            self._save()
+        return paths
+
+    def _save(self) -> None:
+        tmp = self.record.with_suffix(".tmp")
+        with contextlib.suppress(OSError):
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(self.known, sort_keys=True))
+            os.replace(tmp, self.record)

@@ -116,3 +116,18 @@ def test_claim_read_only_in_the_pod_spec(tmp_path: Path) -> None:
     mounts = container_mounts({"volumeMounts": [{"name": "data", "mountPath": "/d"}]}, {"data": str(tmp_path)},
                               read_only=ro)
     assert mounts[0].readonly
+
+
+def test_local_volumes_record_survives_a_restart(tmp_path: Path) -> None:
+    record = tmp_path / "agent" / "local-volumes.json"
+    lv = localstorage.LocalVolumes(record, "n1")
+    lv.seen(pv("a", host="/data/storage/pvc-a_ns_c", provisioned=True))
+    lv.seen(pv("keep", host="/data/storage/pvc-k_ns_c", provisioned=True, policy="Retain"))
+    lv.seen(pv("static", host="/srv/pvc-s"))
+    again = localstorage.LocalVolumes(record, "n1")  # an agent restart
+    assert again.known == {"a": "/data/storage/pvc-a_ns_c"}
+    assert again.gone({"keep", "static", "a"}) == [Path("/data/storage/pvc-a_ns_c")]
+    assert localstorage.LocalVolumes(record, "n1").known == {}
+    again.seen(pv("b", host="/data/storage/pvc-b_ns_c", provisioned=True))
+    again.seen(pv("b", host="/data/storage/pvc-b_ns_c", provisioned=True, policy="Retain"))  # policy changed
+    assert again.known == {} and localstorage.LocalVolumes(record, "n1").known == {}

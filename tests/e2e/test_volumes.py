@@ -238,3 +238,23 @@ def test_local_pv_waits_for_the_scheduler(node: Node, ns: str, tmp_path: Path) -
     finally:
         node.kubectl("delete", "pv", f"{ns}-local", "--wait=false", check=False)
         node.kubectl("delete", "storageclass", cls, check=False)
+
+
+def test_directory_of_a_volume_deleted_while_the_agent_was_down(node: Node, ns: str) -> None:
+    _apply(node, ns, _statefulset("gone", 1))
+    _running(node, ns, "gone-0")
+    pv_name = _get(node, "pvc", "data-gone-0", ns)["spec"]["volumeName"]
+    path = Path(_get(node, "pv", pv_name)["spec"]["hostPath"]["path"])
+    _exec(node, ns, "gone-0", "echo x > /data/f")
+    node.kubectl("delete", "statefulset", "-n", ns, "gone")
+    _no_pods(node, ns)
+    assert node.agent is not None
+    node.agent.kill()
+    node.agent.wait()
+    try:
+        node.kubectl("delete", "pvc", "-n", ns, "data-gone-0")
+        node.wait(lambda: not _get(node, "pv", pv_name), 60, f"PV {pv_name} deleted")
+        assert path.exists()  # nobody on the node to remove it yet
+    finally:
+        node.start_agent()
+    node.wait(lambda: not path.exists(), 60, "directory removed after the agent came back")

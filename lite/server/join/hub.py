@@ -152,7 +152,8 @@ class JoinHub:
         if hello is None:
             return ws
         node_obj = await self.intake.register(hello)
-        for inf in (self.pods, self.nodes, *self.objects.values()):
+        # The volumes too: a resync missing a volume would make the agent remove that volume's directory.
+        for inf in (self.pods, self.nodes, *self.objects.values(), self.volumes):
             await inf.wait_synced()
         if wants_services(hello):
             await self.services.wait_synced()
