@@ -149,3 +149,29 @@ def test_claim_in_use() -> None:
     data = {"metadata": {"name": "data"}}
     assert claim_in_use(data, [user("Running")]) and claim_in_use(data, [user("Pending")])
     assert not claim_in_use(data, [user("Succeeded"), user("Failed"), user("Running", "other")])
+
+
+async def test_pv_protection_and_lost_claim(kit: Kit) -> None:
+    await kit.api.create(PV, "", pv("held", "1Gi"))
+    await kit.api.create(PV, "", pv("vanish", "1Gi", cls="other"))
+    c = PersistentVolumeController(kit.api, kit.informers)
+    await kit.api.create(PVC, "default", pvc("a", "1Gi"))
+    await kit.api.create(PVC, "default", pvc("b", "1Gi", cls="other"))
+    async with running(c):
+        await kit.until(lambda: _is(phase(kit, PVC, "a", "default"), "Bound"))
+        await kit.until(lambda: _is(phase(kit, PVC, "b", "default"), "Bound"))
+        await kit.api.delete(PV, "", "held")  # Bound: pv-protection keeps it
+        await kit.settle(c)
+        await c.reconcile("volume:held")
+        held = await kit.api.get(PV, "", "held")
+        assert held["metadata"]["deletionTimestamp"] and held["metadata"]["finalizers"] == [
+            "kubernetes.io/pv-protection"]
+        await kit.api.delete(PVC, "default", "a")  # released: now it may go
+        await kit.until(lambda: gone(kit, PV, "held"))
+
+        vanish = await kit.api.get(PV, "", "vanish")  # an administrator forces a bound volume away
+        vanish["metadata"]["finalizers"] = []
+        await kit.api.update(PV, "", "vanish", vanish)
+        await kit.api.delete(PV, "", "vanish")
+        await kit.until(lambda: _is(phase(kit, PVC, "b", "default"), "Lost"))
+        assert "ClaimLost" in await reasons(kit, "b")

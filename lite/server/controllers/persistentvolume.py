@@ -285,12 +285,14 @@ class PersistentVolumeController(Controller):
     # -- volumes --
 
     async def sync_volume(self, pv: Obj) -> None:
-        if _meta(pv).get("deletionTimestamp"):
-            if PV_PROTECTION in (_meta(pv).get("finalizers") or []) and _phase(pv) != "Bound":
-                body = deep_copy(pv)
-                body["metadata"]["finalizers"] = [f for f in body["metadata"]["finalizers"] if f != PV_PROTECTION]
-                await self._update(self.pv_kind, body)
+        if _meta(pv).get("deletionTimestamp") and PV_PROTECTION in (_meta(pv).get("finalizers") or []) \
+                and _phase(pv) != "Bound":
+            body = deep_copy(pv)
+            body["metadata"]["finalizers"] = [f for f in body["metadata"]["finalizers"] if f != PV_PROTECTION]
+            await self._update(self.pv_kind, body)
             return
+        # A volume being deleted but still Bound goes on as usual: once its claim goes it is Released, and
+        # the next sync lifts pv-protection.
         ref = _spec(pv).get("claimRef") or {}
         if not ref:
             await self._set_volume_phase(pv, "Available")
