@@ -27,6 +27,7 @@ from aiohttp import web
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
+from lite.server.admission import add_admission_plugins
 from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
@@ -100,6 +101,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
     if rc_kind is not None:
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
+    admission_tasks = add_admission_plugins(resources, kinds, strategies)
     quota = add_quota_admission(resources, strategies)
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
@@ -143,6 +145,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("join-hub", hub.run),
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
+        *admission_tasks,
     ]
     # The controller manager runs the shared informers, so without it they run on their own.
     plane.background.append(("informers", informers.run) if config.disable_controller_manager

@@ -1,0 +1,29 @@
+"""Admission plugins of kube-apiserver that lite runs as `Strategies` admission hooks: admission webhooks
+(`webhooks.py`, configured by `webhookconfig.py` objects, matched by `matching.py`, spoken to with
+`review.py`) and Pod Security Admission (`podsecurity.py` over the pure checks of `psachecks.py`).
+
+`add_admission_plugins` registers them in upstream's order — mutating webhooks, then Pod Security (validating
+only), then validating webhooks — and returns the background tasks they need (the webhook informers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from lite.client import Client
+from lite.kinds import KindRegistry
+from lite.server.admission.webhookconfig import MUTATING, VALIDATING
+from lite.server.admission.webhooks import GROUP, WebhookAdmission
+from lite.server.api.strategies import Strategies
+
+Background = Callable[[], Awaitable[None]]
+
+
+def add_admission_plugins(client: Client, kinds: KindRegistry,
+                          strategies: Strategies) -> list[tuple[str, Background]]:
+    strategies.register(f"ValidatingWebhookConfiguration.{GROUP}", VALIDATING)
+    strategies.register(f"MutatingWebhookConfiguration.{GROUP}", MUTATING)
+    webhooks = WebhookAdmission(client, kinds, strategies)
+    strategies.add_admission(webhooks.mutate)
+    strategies.add_admission(webhooks.validate)
+    return [("admission-webhooks", webhooks.run)]
