@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from lite.client import Client
 from lite.kinds import KindRegistry
+from lite.server.admission.podsecurity import PodSecurityAdmission
 from lite.server.admission.webhookconfig import MUTATING, VALIDATING
 from lite.server.admission.webhooks import GROUP, WebhookAdmission
 from lite.server.api.strategies import Strategies
@@ -25,5 +26,6 @@ def add_admission_plugins(client: Client, kinds: KindRegistry,
     strategies.register(f"MutatingWebhookConfiguration.{GROUP}", MUTATING)
     webhooks = WebhookAdmission(client, kinds, strategies)
     strategies.add_admission(webhooks.mutate)
+    strategies.add_admission(PodSecurityAdmission(client, kinds).admit)
     strategies.add_admission(webhooks.validate)
     return [("admission-webhooks", webhooks.run)]
