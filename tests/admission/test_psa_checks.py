@@ -125,7 +125,8 @@ def test_label_causes() -> None:
     assert [(x.field, x.message) for x in causes] == [
         ("metadata.labels[pod-security.kubernetes.io/enforce]",
          'Invalid value: "strict": must be one of privileged, baseline, restricted'),
-        ("metadata.labels[pod-security.kubernetes.io/warn-version]", 'Invalid value: "1.2": must be "latest" or "v1.x"')]
+        ("metadata.labels[pod-security.kubernetes.io/warn-version]",
+         'Invalid value: "1.2": must be "latest" or "v1.x"')]
     assert podsecurity.label_causes({"pod-security.kubernetes.io/enforce-version": "v1.25"}) == []
 
 
