@@ -28,7 +28,7 @@ def test_restricted_refuses_a_privileged_pod_with_upstreams_message(cluster: Clu
     label(cluster, ns, "pod-security.kubernetes.io/enforce=restricted")
     out = cluster.kubectl("apply", "-f", "-", input=pod("priv", ns, {"privileged": True}), check=False)
     assert out.returncode != 0
-    assert (f'pods "priv" is forbidden: violates PodSecurity "restricted:latest": privileged (container "c" must '
+    assert ('pods "priv" is forbidden: violates PodSecurity "restricted:latest": privileged (container "c" must '
             'not set securityContext.privileged=true), allowPrivilegeEscalation != false (container "c" must set '
             'securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container "c" must set '
             'securityContext.capabilities.drop=["ALL"]), runAsNonRoot != true (pod or container "c" must set '
