@@ -5,7 +5,10 @@ Endpoints (each answers an AdmissionReview v1 and records the request in `review
 - `/validate`: refuses objects labelled `deny=yes` with a 403-coded Status (message "label deny=yes is not
   allowed"), and adds the warning "checked by the test webhook" to every answer;
 - `/mutate`: adds the label `mutated=yes` with a JSONPatch;
+- `/label/<key>`: adds the label `<key>=yes` (to tell several mutating webhooks apart);
+- `/invalid`: adds a label whose value is not a valid label value;
 - `/slow`: answers only after `slow_seconds` (for timeouts).
+`calls` lists the path of every request, in order.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class WebhookServer:
     def __init__(self, directory: Path, dns_names: tuple[str, ...] = (), slow_seconds: float = 5.0) -> None:
         self.pki: Pki = make_pki(directory, dns_names)
         self.reviews: list[dict[str, Any]] = []
+        self.calls: list[str] = []
         self.slow_seconds = slow_seconds
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -84,6 +88,8 @@ class WebhookServer:
         app.router.add_post("/validate", self._validate)
         app.router.add_post("/mutate", self._mutate)
         app.router.add_post("/slow", self._slow)
+        app.router.add_post("/label/{key}", self._label)
+        app.router.add_post("/invalid", self._invalid)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.pki.cert_file, self.pki.key_file)
         self._runner = web.AppRunner(app)
@@ -95,6 +101,7 @@ class WebhookServer:
     async def _review(self, request: web.Request) -> dict[str, Any]:
         review: dict[str, Any] = await request.json()
         self.reviews.append(review)
+        self.calls.append(request.path)
         return review
 
     async def _validate(self, request: web.Request) -> web.Response:
@@ -115,3 +122,16 @@ class WebhookServer:
         review = await self._review(request)
         await asyncio.sleep(self.slow_seconds)
         return _answer(review, allowed=True)
+
+    async def _label(self, request: web.Request) -> web.Response:
+        review = await self._review(request)
+        obj = review["request"].get("object") or {}
+        key = request.match_info["key"]
+        if ((obj.get("metadata") or {}).get("labels") or {}).get(key) == "yes":
+            return _answer(review, allowed=True)  # already there: no change, as a well-behaved webhook does
+        return _answer(review, allowed=True, patchType="JSONPatch", patch=label_patch(obj, key, "yes"))
+
+    async def _invalid(self, request: web.Request) -> web.Response:
+        review = await self._review(request)
+        obj = review["request"].get("object") or {}
+        return _answer(review, allowed=True, patchType="JSONPatch", patch=label_patch(obj, "bad", "not valid!"))

@@ -6,7 +6,7 @@ never from the store per request) and offers two admission hooks:
 - `mutate`: every matching mutating webhook in order (configurations by name, then as listed), one at a
   time; a JSONPatch answer is applied (lite's RFC 6902) to the object being admitted. Webhooks with
   `reinvocationPolicy: IfNeeded` are called once more when a later webhook changed the object. If the
-  object changed, the kind's strategy validation runs again on it (422 as for the original body).
+  object changed, ObjectMeta and the kind's strategy validation run again on it (422 as for a body).
 - `validate`: every matching validating webhook, in parallel; the first refusal (in webhook order) wins.
 
 A call is an AdmissionReview v1 POST over HTTPS to `clientConfig.url`, or to `clientConfig.service` resolved
@@ -54,6 +54,7 @@ from lite.server.aggregator.resolve import Backend, backend
 from lite.server.api.admissionwarnings import add_warning
 from lite.server.api.requestuser import current_user
 from lite.server.api.strategies import Admission, Strategies
+from lite.validation import validate_object_meta
 
 log = logging.getLogger("lite.admission")
 Obj = dict[str, Any]
@@ -246,7 +247,10 @@ class WebhookAdmission:
     def _revalidate(self, adm: Admission) -> None:
         if adm.obj is None:
             return
-        causes = self.strategies.for_kind(adm.kind).validate(adm.obj)
+        strategy = self.strategies.for_kind(adm.kind)
+        causes = validate_object_meta(adm.obj.get("metadata"), namespaced=adm.kind.namespaced,
+                                      name_fn=strategy.name_fn)
+        causes += strategy.validate(adm.obj)
         if causes:
             raise errors.invalid(adm.kind.kind, adm.name, causes, adm.kind.group)
 
