@@ -3,7 +3,8 @@
 Role: the composition root of `lite server`. It owns no behaviour of its own beyond start-up order,
 shutdown order and the long-lived background tasks.
 
-Start-up: credentials (CA, serving cert, tokens) → Store.open → Resources.start → build_api_app →
+Start-up: credentials (CA, serving cert, tokens) → the secrets encryption key file → Store.open (with its codec) →
+Resources.start → build_api_app (+ `/lite/secrets-encrypt`) →
 RLIMIT_NOFILE raised → aiohttp runner behind the connection-limiting TLS `Listener` → kubeconfig written
 (so a kubeconfig on disk means the port is open).
 Shutdown (the root task is cancelled, e.g. by SIGTERM): the TaskGroup cancels the background tasks, the
@@ -56,16 +57,21 @@ class Server:
 async def build(config: ServerConfig) -> Server:
     """Create credentials, open the store, build the control plane and the API app (not yet listening)."""
     from lite.server.controlplane import build_control_plane
+    from lite.server.encryption.control import SecretsEncryption
+    from lite.server.encryption.control import add_routes as add_encryption_routes
     from lite.server.store import Store, compactor
 
     creds = await asyncio.to_thread(ensure_credentials, config)
     stack = contextlib.AsyncExitStack()
     try:
         config.paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        store = await Store.open(str(config.paths.db))
+        encryption = await asyncio.to_thread(SecretsEncryption.prepare, config.paths.cred, config.secrets_encryption)
+        store = await Store.open(str(config.paths.db), codec=encryption.codec)
         stack.push_async_callback(store.close)
+        encryption.attach(store)
         authenticate = TokenAuthenticator(creds.admin_token, creds.join_secret)
         plane = await build_control_plane(config, store, creds, authenticate)
+        add_encryption_routes(plane.app, encryption, authenticate)
     except BaseException:
         await stack.aclose()
         raise
