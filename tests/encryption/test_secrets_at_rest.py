@@ -5,7 +5,6 @@ readable across a reopen."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 from pathlib import Path
 
