@@ -22,10 +22,12 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aiohttp import web
 
@@ -65,6 +67,7 @@ async def build(config: ServerConfig) -> Server:
     stack = contextlib.AsyncExitStack()
     try:
         config.paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await asyncio.to_thread(private_store_files, config.paths.db)
         encryption = await asyncio.to_thread(SecretsEncryption.prepare, config.paths.cred, config.secrets_encryption)
         store = await Store.open(str(config.paths.db), codec=encryption.codec)
         stack.push_async_callback(store.close)
@@ -86,6 +89,17 @@ async def build(config: ServerConfig) -> Server:
         server.background.append(("snapshots", lambda: run_schedule(
             config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name)))
     return server
+
+
+def private_store_files(db: Path) -> None:
+    """The store file and its -wal/-shm (SQLite gives those the main file's mode) readable by the owner only,
+    and `<data-dir>/server` (made by `mkdir(parents=True)` with the default mode) closed to others."""
+    db.parent.parent.chmod(0o700)
+    if not db.exists():
+        os.close(os.open(db, os.O_CREAT | os.O_WRONLY, 0o600))  # an empty file is a new SQLite database
+    for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            p.chmod(0o600)
 
 
 async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -> None:
