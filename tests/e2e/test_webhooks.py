@@ -161,3 +161,5 @@ def test_webhook_configuration_validation(cluster: Cluster, ns: str, configs: Co
     assert (wh["failurePolicy"], wh["matchPolicy"], wh["timeoutSeconds"], wh["reinvocationPolicy"]) == \
         ("Fail", "Equivalent", 10, "Never")
     assert wh["objectSelector"] == {} and wh["rules"][0]["scope"] == "*"
+    table = cluster.kubectl("get", "mutatingwebhookconfiguration", name).stdout.splitlines()
+    assert table[0].split() == ["NAME", "WEBHOOKS", "AGE"] and table[1].split()[:2] == [name, "1"]
