@@ -11,12 +11,13 @@ Follows upstream's `pkg/admission/plugin/webhook/predicates`:
   labels; cluster-scoped requests ignore it;
 - objectSelector matches when the new or the old object's labels match.
 
-Invariants: no I/O; malformed configuration parts (a selector that cannot be parsed) match nothing.
+Invariants: no I/O; malformed configuration parts (a selector that cannot be parsed) match nothing. Selector
+parsing validates every key and value, so callers on the request path pass a memoizing `parse`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +83,10 @@ def rules_match(webhook: Obj, a: Attributes) -> bool:
     return False
 
 
-def _selector(d: Any) -> LabelSelector | None:
+Parse = Callable[[Any], "LabelSelector | None"]
+
+
+def parse_selector(d: Any) -> LabelSelector | None:
     """The parsed selector; an absent one matches everything; None when it cannot be parsed."""
     if d is None:
         return LabelSelector()
@@ -100,9 +104,9 @@ def _labels(obj: Obj | None) -> dict[str, str]:
     return labels if isinstance(labels, dict) else {}
 
 
-def needs_namespace_labels(webhook: Obj, a: Attributes) -> bool:
+def needs_namespace_labels(webhook: Obj, a: Attributes, parse: Parse = parse_selector) -> bool:
     """Whether judging the namespaceSelector needs the labels of the request's Namespace object."""
-    sel = _selector(webhook.get("namespaceSelector"))
+    sel = parse(webhook.get("namespaceSelector"))
     return a.namespaced and bool(a.namespace) and sel is not None and not sel.empty and not is_namespace(a)
 
 
@@ -111,8 +115,8 @@ def is_namespace(a: Attributes) -> bool:
 
 
 def namespace_matches(webhook: Obj, a: Attributes, namespace_labels: Mapping[str, str] | None,
-                      obj: Obj | None, old: Obj | None) -> bool:
-    sel = _selector(webhook.get("namespaceSelector"))
+                      obj: Obj | None, old: Obj | None, parse: Parse = parse_selector) -> bool:
+    sel = parse(webhook.get("namespaceSelector"))
     if sel is None:
         return False
     if sel.empty:
@@ -124,8 +128,8 @@ def namespace_matches(webhook: Obj, a: Attributes, namespace_labels: Mapping[str
     return sel.matches(namespace_labels or {})
 
 
-def object_matches(webhook: Obj, obj: Obj | None, old: Obj | None) -> bool:
-    sel = _selector(webhook.get("objectSelector"))
+def object_matches(webhook: Obj, obj: Obj | None, old: Obj | None, parse: Parse = parse_selector) -> bool:
+    sel = parse(webhook.get("objectSelector"))
     if sel is None:
         return False
     if sel.empty:

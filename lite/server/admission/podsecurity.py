@@ -16,7 +16,8 @@ What upstream's PodSecurity plugin does, over the pure checks of `psachecks.py`:
 Every `-version` is accepted as `latest` or `v1.N` and shown as given; the checks applied are always
 upstream's latest ones (lite does not keep older check versions). Exemptions are not configurable.
 
-Invariants: only the Namespace read and, on namespace label changes, a list of its pods do I/O.
+Invariants: only the Namespace lookup (`NamespaceLabels`, an informer cache) and, on namespace label changes,
+a list of its pods do I/O.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from lite.errors import ApiError, Cause
 from lite.kinds import Kind, KindRegistry
 from lite.patch import json_equal
 from lite.server.admission import psachecks
+from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.api.admissionwarnings import add_warning
 from lite.server.api.strategies import Admission
 
@@ -139,9 +141,9 @@ def namespace_warnings(ns: str, policy: Policy, pods: list[Obj]) -> list[str]:
 class PodSecurityAdmission:
     """The admission hook; `client` is the in-process registry."""
 
-    def __init__(self, client: Client, kinds: KindRegistry) -> None:
+    def __init__(self, client: Client, kinds: KindRegistry, namespaces: NamespaceLabels) -> None:
         self.client = client
-        self.ns_kind = _core(kinds, "namespaces")
+        self.namespaces = namespaces
         self.pod_kind = _core(kinds, "pods")
 
     async def admit(self, adm: Admission) -> None:
@@ -206,16 +208,7 @@ class PodSecurityAdmission:
             add_warning(text)
 
     async def _namespace_labels(self, namespace: str) -> dict[str, Any] | None:
-        if not namespace:
-            return None
-        try:
-            ns = await self.client.get(self.ns_kind, "", namespace)
-        except ApiError as e:
-            if e.code == 404:
-                return None
-            raise
-        labels = (ns.get("metadata") or {}).get("labels")
-        return labels if isinstance(labels, dict) else None
+        return await self.namespaces.get(namespace) if namespace else None
 
 
 def _core(kinds: KindRegistry, plural: str) -> Kind:

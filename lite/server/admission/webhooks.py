@@ -48,8 +48,10 @@ from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
 from lite.patch import json_equal
 from lite.patch.jsonpatch import json_patch
+from lite.selectors import LabelSelector
 from lite.server.admission import matching, review
 from lite.server.admission.matching import Attributes
+from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.aggregator.resolve import Backend, backend
 from lite.server.api.admissionwarnings import add_warning
 from lite.server.api.requestuser import current_user
@@ -75,22 +77,25 @@ class Target:
 class WebhookAdmission:
     """See the module docstring. `client` is the in-process registry."""
 
-    def __init__(self, client: Client, kinds: KindRegistry, strategies: Strategies) -> None:
+    def __init__(self, client: Client, kinds: KindRegistry, strategies: Strategies,
+                 namespaces: NamespaceLabels) -> None:
         self.client = client
         self.strategies = strategies
+        self.namespaces = namespaces
         self.validating = Informer(client, _kind(kinds, "validatingwebhookconfigurations"))
         self.mutating = Informer(client, _kind(kinds, "mutatingwebhookconfigurations"))
-        self.ns_kind = _core(kinds, "namespaces")
         self.svc_kind = _core(kinds, "services")
         self.ep_kind = _core(kinds, "endpoints")
         self._session: aiohttp.ClientSession | None = None
         self._tls: dict[bytes, ssl.SSLContext] = {}
+        self._selectors: dict[bytes, LabelSelector | None] = {}
 
     async def run(self) -> None:
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self.validating.run())
                 tg.create_task(self.mutating.run())
+                tg.create_task(self.namespaces.run())
         finally:
             if self._session is not None:
                 await self._session.close()
@@ -105,7 +110,8 @@ class WebhookAdmission:
         if not hooks:
             return
         a = attributes(adm)
-        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm)]
+        labels = _Lazy(self.namespaces, a.namespace)
+        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm, labels)]
         if not chosen:
             return
         before = deep_copy(adm.obj) if adm.obj is not None else None
@@ -125,7 +131,8 @@ class WebhookAdmission:
         if not hooks:
             return
         a = attributes(adm)
-        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm)]
+        labels = _Lazy(self.namespaces, a.namespace)
+        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm, labels)]
         results = await asyncio.gather(*(self._validate_one(wh, a, adm) for wh in chosen), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
@@ -234,15 +241,28 @@ class WebhookAdmission:
                 return None
             raise
 
-    async def _matches(self, wh: Obj, a: Attributes, adm: Admission) -> bool:
+    async def _matches(self, wh: Obj, a: Attributes, adm: Admission, namespace: _Lazy) -> bool:
         if not matching.rules_match(wh, a):
             return False
-        labels: dict[str, str] | None = None
-        if matching.needs_namespace_labels(wh, a):
-            ns = await self._get(self.ns_kind, "", a.namespace)
-            labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
-        return matching.namespace_matches(wh, a, labels, adm.obj, adm.old) and \
-            matching.object_matches(wh, adm.obj, adm.old)
+        parse = self._parse
+        labels = await namespace.get() if matching.needs_namespace_labels(wh, a, parse) else None
+        return matching.namespace_matches(wh, a, labels, adm.obj, adm.old, parse) and \
+            matching.object_matches(wh, adm.obj, adm.old, parse)
+
+    def _parse(self, d: Any) -> LabelSelector | None:
+        """`matching.parse_selector`, remembered by the selector's JSON (configurations change rarely; parsing
+        validates every key and value)."""
+        if d is None or d == {}:
+            return matching.parse_selector(d)
+        try:
+            key = orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            return None
+        if key not in self._selectors:
+            if len(self._selectors) >= 1024:  # selectors come from API objects: keep the memo bounded
+                self._selectors.clear()
+            self._selectors[key] = matching.parse_selector(d)
+        return self._selectors[key]
 
     def _revalidate(self, adm: Admission) -> None:
         if adm.obj is None:
@@ -267,6 +287,20 @@ class WebhookAdmission:
             ctx = ssl.create_default_context(cadata=ca_pem.decode("latin-1") if ca_pem else None)
             self._tls[ca_pem] = ctx
         return ctx
+
+
+class _Lazy:
+    """The request namespace's labels, looked up at most once per admission."""
+
+    def __init__(self, namespaces: NamespaceLabels, name: str) -> None:
+        self.namespaces, self.name = namespaces, name
+        self.done = False
+        self.labels: dict[str, Any] | None = None
+
+    async def get(self) -> dict[str, Any]:
+        if not self.done:
+            self.labels, self.done = await self.namespaces.get(self.name), True
+        return self.labels or {}
 
 
 def attributes(adm: Admission) -> Attributes:
