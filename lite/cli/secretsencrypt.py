@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lite.errors import ApiError
 from lite.server.config import ServerConfig
+
+if TYPE_CHECKING:
+    from lite.httpclient import HttpClient
 
 VERBS = (("status", "print whether Secrets are encrypted, the keys and how many Secrets each one seals"),
          ("enable", "encrypt Secrets written from now on (existing ones: reencrypt)"),
@@ -38,10 +41,28 @@ def render(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def _call(config: ServerConfig, command: str) -> dict[str, Any]:
-    from lite.httpclient import HttpClient
+def _client(config: ServerConfig) -> HttpClient:
+    """A client for the admin kubeconfig; when that names a client certificate (which `HttpClient` does not
+    present), the same server and CA with the admin token of the data dir."""
+    from lite.httpclient import HttpClient  # aiohttp: only when the command runs
 
-    async with HttpClient.from_kubeconfig(str(config.kubeconfig)) as client:
+    try:
+        return HttpClient.from_kubeconfig(str(config.kubeconfig))
+    except ValueError:
+        import base64
+
+        import yaml
+
+        cfg = yaml.safe_load(config.kubeconfig.read_text()) or {}
+        cluster = (cfg.get("clusters") or [{}])[0].get("cluster") or {}
+        ca = cluster.get("certificate-authority-data")
+        token = config.paths.admin_token.read_text().strip()
+        return HttpClient(str(cluster.get("server", config.server_url)), token=token,
+                          ca_data=base64.b64decode(ca) if ca else None)
+
+
+async def _call(config: ServerConfig, command: str) -> dict[str, Any]:
+    async with _client(config) as client:
         if command == "status":
             return await client.request("GET", "/lite/secrets-encrypt")
         return await client.request("POST", "/lite/secrets-encrypt", body={"command": command})
