@@ -108,6 +108,17 @@ async def test_a_mutation_that_makes_the_object_invalid_is_refused(stack: Stack,
     assert gone.value.code == 404
 
 
+async def test_a_mutation_may_not_rename_the_object(stack: Stack, hook: WebhookServer) -> None:
+    await stack.configure("mutatingwebhookconfigurations", wh("rename", hook, "/rename"))
+    with pytest.raises(ApiError) as e:
+        await stack.configmap("cm")
+    assert (e.value.code, e.value.message) == (
+        400, 'admission webhook "rename.lite.test" may not change metadata.name of the object')
+    for name in ("cm", "renamed"):
+        with pytest.raises(ApiError):
+            await stack.resources.get(stack.kind("", "configmaps"), "default", name)
+
+
 async def test_dry_run_is_sent_as_such_and_nothing_is_stored(stack: Stack, hook: WebhookServer) -> None:
     await stack.configure("mutatingwebhookconfigurations", wh("m", hook, "/label/m", sideEffects="NoneOnDryRun"))
     made = await stack.configmap("cm", dry_run=True)

@@ -7,6 +7,7 @@ Endpoints (each answers an AdmissionReview v1 and records the request in `review
 - `/mutate`: adds the label `mutated=yes` with a JSONPatch;
 - `/label/<key>`: adds the label `<key>=yes` (to tell several mutating webhooks apart);
 - `/invalid`: adds a label whose value is not a valid label value;
+- `/rename`: changes metadata.name;
 - `/slow`: answers only after `slow_seconds` (for timeouts).
 `calls` lists the path of every request, in order.
 """
@@ -90,6 +91,7 @@ class WebhookServer:
         app.router.add_post("/slow", self._slow)
         app.router.add_post("/label/{key}", self._label)
         app.router.add_post("/invalid", self._invalid)
+        app.router.add_post("/rename", self._rename)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.pki.cert_file, self.pki.key_file)
         self._runner = web.AppRunner(app)
@@ -135,3 +137,9 @@ class WebhookServer:
         review = await self._review(request)
         obj = review["request"].get("object") or {}
         return _answer(review, allowed=True, patchType="JSONPatch", patch=label_patch(obj, "bad", "not valid!"))
+
+    async def _rename(self, request: web.Request) -> web.Response:
+        review = await self._review(request)
+        ops = [{"op": "replace", "path": "/metadata/name", "value": "renamed"}]
+        return _answer(review, allowed=True, patchType="JSONPatch",
+                       patch=base64.b64encode(json.dumps(ops).encode()).decode())

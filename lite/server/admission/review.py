@@ -119,3 +119,18 @@ def user_info(name: str, groups: tuple[str, ...], uid: str) -> Obj:
     if uid:
         out["uid"] = uid
     return out
+
+
+IDENTITY = (("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace"), ("metadata", "uid"),
+            ("metadata", "resourceVersion"), ("metadata", "generateName"), ("metadata", "creationTimestamp"))
+
+
+def identity_changes(before: Obj, after: Obj) -> list[str]:
+    """The identity fields a mutation changed (`metadata.name`, ...): the registry picked the object's key,
+    uid and revision before admission, so a webhook may not move them."""
+    def at(obj: Obj, path: tuple[str, ...]) -> Any:
+        cur: Any = obj
+        for p in path:
+            cur = cur.get(p) if isinstance(cur, dict) else None
+        return cur
+    return [".".join(p) for p in IDENTITY if at(before, p) != at(after, p)]

@@ -6,7 +6,9 @@ never from the store per request) and offers two admission hooks:
 - `mutate`: every matching mutating webhook in order (configurations by name, then as listed), one at a
   time; a JSONPatch answer is applied (lite's RFC 6902) to the object being admitted. Webhooks with
   `reinvocationPolicy: IfNeeded` are called once more when a later webhook changed the object. If the
-  object changed, ObjectMeta and the kind's strategy validation run again on it (422 as for a body).
+  object changed, ObjectMeta and the kind's strategy validation run again on it (422 as for a body). A patch
+  may not change what names the object (apiVersion, kind, metadata name/namespace/uid/resourceVersion;
+  400): the registry already chose the stored key from them.
 - `validate`: every matching validating webhook, in parallel; the first refusal (in webhook order) wins.
 
 A call is an AdmissionReview v1 POST over HTTPS to `clientConfig.url`, or to `clientConfig.service` resolved
@@ -160,6 +162,9 @@ class WebhookAdmission:
             raise review.call_failed(name, f"JSON patch could not be applied: {e.message}") from e
         if not isinstance(patched, dict) or json_equal(patched, adm.obj):
             return False
+        changed = review.identity_changes(adm.obj, patched)
+        if changed:
+            raise errors.bad_request(f'admission webhook "{name}" may not change {", ".join(changed)} of the object')
         adm.obj.clear()
         adm.obj.update(patched)
         return True
