@@ -53,7 +53,15 @@ def check(level: str, p: dict[str, Any]) -> str:
                                       {"name": "net.ipv4.tcp_syncookies", "value": "1"}]}),
      "forbidden sysctls (kernel.msgmax)"),
     (pod(annotations={"container.apparmor.security.beta.kubernetes.io/c": "unconfined"}),
-     'forbidden AppArmor profile (container.apparmor.security.beta.kubernetes.io/c="unconfined")'),
+     'forbidden AppArmor profile (annotation must not set AppArmor profile type to '
+     '"container.apparmor.security.beta.kubernetes.io/c="unconfined"")'),
+    (pod(securityContext={"appArmorProfile": {"type": "Unconfined"}}),
+     'forbidden AppArmor profile (pod must not set AppArmor profile type to "Unconfined")'),
+    (pod(c("a", appArmorProfile={"type": "Unconfined"}), c("b", appArmorProfile={"type": "RuntimeDefault"}),
+         annotations={"container.apparmor.security.beta.kubernetes.io/a": "bogus",
+                      "container.apparmor.security.beta.kubernetes.io/b": "localhost/"}),
+     'forbidden AppArmor profiles (container "a" and annotation must not set AppArmor profile type to '
+     '"Unconfined", "container.apparmor.security.beta.kubernetes.io/a="bogus"")'),
     (pod(annotations={"container.apparmor.security.beta.kubernetes.io/c": "localhost/x"}), ""),
     (pod(c(runAsUser=0, runAsNonRoot=False)), ""),  # restricted-only checks
 ])

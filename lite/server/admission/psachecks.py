@@ -43,7 +43,8 @@ def pluralize(one: str, many: str, n: int) -> str:
 
 
 def join_quote(items: list[str]) -> str:
-    return ", ".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items)
+    """Upstream's joinQuote: each item between double quotes, as it is (no escaping)."""
+    return ", ".join(f'"{i}"' for i in items)
 
 
 def _d(v: Any) -> Obj:
@@ -73,19 +74,30 @@ def _who(names: list[str]) -> str:
 # ---- baseline --------------------------------------------------------------------------------------
 
 def app_armor(meta: Obj, spec: Obj) -> Violation | None:
+    setters: list[str] = []
+    values: set[str] = set()
+    pod_type = _d(_d(spec.get("securityContext")).get("appArmorProfile")).get("type")
+    if pod_type is not None and pod_type not in ("RuntimeDefault", "Localhost"):
+        setters.append("pod")
+        values.add(str(pod_type))
     bad = []
-    for k, v in sorted(_d(meta.get("annotations")).items()):
-        if k.startswith(APPARMOR_PREFIX) and not (v in ("", "runtime/default") or str(v).startswith("localhost/")):
-            bad.append(f'{k}="{v}"')
-    profiles = [("pod", _d(_d(spec.get("securityContext")).get("appArmorProfile")))]
-    profiles += [(f'container "{c.get("name", "")}"', _d(_sc(c).get("appArmorProfile"))) for c in containers(spec)]
-    for who, p in profiles:
-        if p.get("type") not in (None, "RuntimeDefault", "Localhost"):
-            bad.append(f'{who} must not set securityContext.appArmorProfile.type to "{p.get("type")}"')
-    if not bad:
+    for c in containers(spec):
+        t = _d(_sc(c).get("appArmorProfile")).get("type")
+        if t is not None and t not in ("RuntimeDefault", "Localhost"):
+            bad.append(str(c.get("name", "")))
+            values.add(str(t))
+    if bad:
+        setters.append(_who(bad))
+    annotations = sorted(f'{k}="{v}"' for k, v in _d(meta.get("annotations")).items()
+                         if str(k).startswith(APPARMOR_PREFIX)
+                         and not (v in ("", "runtime/default") or str(v).startswith("localhost/")))
+    if annotations:
+        setters.append(pluralize("annotation", "annotations", len(annotations)))
+    if not setters:
         return None
-    return Violation(pluralize("forbidden AppArmor profile", "forbidden AppArmor profiles", len(bad)),
-                     ", ".join(sorted(bad)))
+    shown = [*sorted(values), *annotations]
+    return Violation(pluralize("forbidden AppArmor profile", "forbidden AppArmor profiles", len(shown)),
+                     f"{' and '.join(setters)} must not set AppArmor profile type to {join_quote(shown)}")
 
 
 def capabilities_baseline(meta: Obj, spec: Obj) -> Violation | None:
