@@ -47,6 +47,7 @@ def check(level: str, p: dict[str, Any]) -> str:
     (pod(c(procMount="Unmasked")), 'procMount (container "c" must not set securityContext.procMount to "Unmasked")'),
     (pod(securityContext={"seLinuxOptions": {"type": "spc_t", "user": "u"}}),
      'seLinuxOptions (pod set forbidden securityContext.seLinuxOptions: type "spc_t"; user may not be set)'),
+    (pod(securityContext={"seLinuxOptions": {"type": "container_engine_t"}}), ""),
     (pod(c(seccompProfile={"type": "Unconfined"})),
      'seccompProfile (container "c" must not set securityContext.seccompProfile.type to "Unconfined")'),
     (pod(securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "1"},

@@ -26,7 +26,7 @@ SAFE_SYSCTLS = frozenset({"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_rang
                           "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
                           "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
                           "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"})
-SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t"})
+SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})  # 1.31+
 RESTRICTED_OK_VOLUMES = frozenset({"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
                                    "persistentVolumeClaim", "projected", "secret"})
 APPARMOR_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
