@@ -24,6 +24,7 @@ from fractions import Fraction
 
 from aiohttp import web
 
+from lite.errors import ApiError
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
@@ -47,6 +48,7 @@ from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.quota.wiring import add_quota_admission
 from lite.server.scheduler.scheduler import build_scheduler
 from lite.server.services.admission import ServiceAllocators
+from lite.server.services.kubedns import ensure_kube_dns_service
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
 from lite.server.store import Store
 
@@ -112,10 +114,16 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     api_ip = allocators.ips.nth(1)
     advertise = config.advertise_address or _advertise_address(config)
     await ensure_kubernetes_service(resources, api_ip, advertise, config.port)
+    cluster_dns = config.cluster_dns or allocators.ips.nth(10)
+    try:
+        await ensure_kube_dns_service(resources, cluster_dns)
+    except ApiError as e:  # e.g. a --cluster-dns outside the service CIDR: DNS still works, without the Service
+        log.warning("kube-system/kube-dns: %s", e)
 
     informers = SharedInformers(resources)
-    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=config.cluster_dns or allocators.ips.nth(10),
-                  cluster_domain=config.cluster_domain)
+    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=cluster_dns,
+                  cluster_domain=config.cluster_domain, flannel_backend=config.flannel_backend,
+                  cluster_cidr=config.cluster_cidr)
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,

@@ -50,6 +50,7 @@ class Deps:
     node_name: str
     node_ip: str = ""
     bridge: str = "lite0"
+    mtu: int = 1500  # of the bridge and pod veths (the pod network's backend takes its overhead off)
     node_netns: NetnsRef = None
     netns_dir: Path | None = None
     cluster_dns: str = ""
