@@ -95,7 +95,7 @@ async def test_timeout(stack: Stack, hook: WebhookServer, policy: str) -> None:
         await stack.configmap("cm")
     assert (e.value.code, e.value.reason) == (500, "InternalError")
     assert e.value.message == (f'Internal error occurred: failed calling webhook "slow.lite.test": failed to call '
-                               f'webhook: Post "{hook.url("/slow")}": context deadline exceeded')
+                               f'webhook: Post "{hook.url("/slow")}?timeout=1s": context deadline exceeded')
 
 
 async def test_a_mutation_that_makes_the_object_invalid_is_refused(stack: Stack, hook: WebhookServer) -> None:

@@ -199,6 +199,9 @@ class WebhookAdmission:
     async def _post(self, wh: Obj, body: Obj) -> bytes:
         target = await self._target(wh)
         timeout = wh.get("timeoutSeconds") or 10
+        # Upstream tells the webhook its deadline in the URL (`?timeout=10s`); configurations carry no query.
+        target = Target(f"{target.url}{'&' if '?' in target.url else '?'}timeout={timeout}s", target.server_name,
+                        target.ca_pem)
         try:
             tls = self._tls_for(target.ca_pem)
         except (ssl.SSLError, ValueError) as e:
