@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import socket
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lite import wire
-from lite.agent import podpaths
+from lite.agent import podpaths, security
 from lite.agent.backend import AgentStreams
 from lite.agent.dns.node import NodeDns
 from lite.agent.fabric.fabric import KIND as FABRIC_KIND
@@ -74,6 +75,8 @@ class AgentConfig:
     service_cidr: str = "10.43.0.0/16"
     cluster_cidr: str = ""  # all pods' CIDR: sources outside it reaching a ClusterIP are masqueraded
     resolv_conf: Path = Path("/etc/resolv.conf")  # the cluster DNS forwards other names to these nameservers
+    seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault for pods that set no profile
+    allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
 
 
 class Agent:
@@ -110,7 +113,9 @@ class Agent:
                     node_ip=c.node_ip or (iface_address(c.flannel_iface) if c.flannel_iface else default_node_ip()),
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
                     connect=_node_connect(c.node_netns),
-                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)))
+                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)),
+                    seccomp_default=c.seccomp_default, allowed_unsafe_sysctls=c.allowed_unsafe_sysctls,
+                    kernel=security.kernel_version(os.uname().release))
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 

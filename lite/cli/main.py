@@ -44,6 +44,10 @@ def _port(value: str) -> int:
     return port
 
 
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
     """The agent's place on its host: its address, and (hidden; for tests and nested setups such as the frozen
     executable's pod test) a netns of its own for the bridge, the pod netns dir and the cgroup root."""
@@ -58,6 +62,12 @@ def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-netns", default=None, help=argparse.SUPPRESS)
     p.add_argument("--netns-dir", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cgroup-root", default="lite", help=argparse.SUPPRESS)
+    p.add_argument("--seccomp-default", action="store_true",
+                   help="containers without a seccompProfile get RuntimeDefault instead of Unconfined (kubelet's "
+                        "--seccomp-default)")
+    p.add_argument("--allowed-unsafe-sysctls", default="", metavar="LIST",
+                   help="comma-separated namespaced sysctls or patterns ending in * (e.g. 'net.core.*') that pods "
+                        "may set besides the safe set (kubelet's --allowed-unsafe-sysctls)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,6 +239,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
+        agent_seccomp_default=args.seccomp_default,
+        agent_allowed_unsafe_sysctls=_csv(args.allowed_unsafe_sysctls),
         cluster_dns=args.cluster_dns,
         cluster_domain=args.cluster_domain,
         resolv_conf=Path(args.resolv_conf) if args.resolv_conf else None,

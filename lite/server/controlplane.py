@@ -2,8 +2,10 @@
 
 Role: `build_control_plane` is called by `lite.server.main.build` once the store is open. It builds the
 `Resources` with its admission hooks (Service ClusterIP/NodePort allocation, the PodDisruptionBudget eviction
-check), starts what must be ready before the port opens (system namespaces, the allocators' state, the
-`default/kubernetes` Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
+check, RBAC escalation prevention), reconciles the bootstrap RBAC policy, builds the authorizer chain the API
+app enforces (with its policy feed and the ClusterRole aggregation controller as background tasks), starts
+what must be ready before the port opens (system namespaces, the allocators' state, the `default/kubernetes`
+Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
 
 Invariants:
 - One `SharedInformers` is shared by the controller manager, the scheduler and the join hub, so each kind is
@@ -35,6 +37,11 @@ from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
+from lite.server.authz.aggregation import ClusterRoleAggregator
+from lite.server.authz.bootstrap import reconcile_policy
+from lite.server.authz.chain import AuthorizerChain
+from lite.server.authz.escalation import EscalationCheck
+from lite.server.authz.index import PolicyFeed, PolicyIndex
 from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
@@ -105,8 +112,13 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
     admission_tasks = add_admission_plugins(resources, kinds, strategies)
     quota = add_quota_admission(resources, strategies)
+    authorizer = AuthorizerChain(PolicyIndex())
+    strategies.add_admission(EscalationCheck(authorizer))
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
+    await reconcile_policy(resources, kinds)
+    policy_feed = PolicyFeed(resources, kinds, authorizer.index)
+    role_aggregator = _role_aggregator(resources, kinds, policy_feed)
     if creds.client_ca_cert is not None and creds.front_proxy_ca is not None:
         await ensure_extension_auth(resources, kinds, extension_auth_data(
             creds.client_ca_cert.read_text(), creds.front_proxy_ca.read_text()))
@@ -143,7 +155,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     store.on_commit = prom.committed
     scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                            scheduler.profile.scheduler_name)
-    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom)
+    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
+                        authorizer=authorizer)
     add_join_routes(app, hub, authenticate)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
     plane = ControlPlane(resources, app, hub)
@@ -154,6 +167,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
         *admission_tasks,
+        ("rbac-policy", policy_feed.run),
+        ("clusterrole-aggregation", role_aggregator.run),
     ]
     # The controller manager runs the shared informers, so without it they run on their own.
     plane.background.append(("informers", informers.run) if config.disable_controller_manager
@@ -161,6 +176,16 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     if not config.disable_scheduler:
         plane.background.append(("scheduler", scheduler.run))
     return plane
+
+
+def _role_aggregator(resources: Resources, kinds: KindRegistry, feed: PolicyFeed) -> ClusterRoleAggregator:
+    """The ClusterRole aggregation controller, fed by the RBAC policy feed's ClusterRole cache."""
+    kind = kinds.by_resource("rbac.authorization.k8s.io", "v1", "clusterroles")
+    assert kind is not None
+    cache = feed.informers["clusterroles"]
+    aggregator = ClusterRoleAggregator(resources, kind, cache.list)
+    feed.on_cluster_roles.append(aggregator.changed)
+    return aggregator
 
 
 def _client_ca(creds: Credentials) -> ClientCA | None:
