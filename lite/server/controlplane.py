@@ -30,6 +30,7 @@ from lite.errors import ApiError
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
+from lite.server.admission import add_admission_plugins
 from lite.server.aggregator import Aggregator
 from lite.server.api.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.api.http import build_api_app
@@ -117,6 +118,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     ic_kind = kinds.by_resource("networking.k8s.io", "v1", "ingressclasses")
     if ic_kind is not None:
         strategies.add_admission(DefaultIngressClassAdmission(resources, ic_kind).admit)
+    admission_tasks = add_admission_plugins(resources, kinds, strategies)
     quota = add_quota_admission(resources, strategies)
     authorizer = AuthorizerChain(PolicyIndex())
     strategies.add_admission(EscalationCheck(authorizer))
@@ -174,6 +176,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("join-hub", hub.run),
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
+        *admission_tasks,
         ("rbac-policy", policy_feed.run),
         ("clusterrole-aggregation", role_aggregator.run),
     ]
