@@ -26,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
+
+from lite.histo import Histo
 
 K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
@@ -44,26 +45,6 @@ class ShutDown(Exception):
     """Raised by `WorkQueue.get` once the queue is shut down and drained of queued keys."""
 
 
-class Histo:
-    """A fixed-bucket histogram: `counts[i]` observations in (bounds[i-1], bounds[i]], the last one above every
-    bound; `total` their sum. Prometheus' cumulative `le` buckets are running sums of `counts`."""
-
-    __slots__ = ("bounds", "counts", "total")
-
-    def __init__(self, bounds: tuple[float, ...] = DURATION_BUCKETS) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.total = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.total += value
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
-
 class QueueStats:
     """Cumulative numbers of one named queue (see the module doc), read by whoever exports metrics."""
 
@@ -72,8 +53,8 @@ class QueueStats:
     def __init__(self) -> None:
         self.adds = 0
         self.retries = 0
-        self.queue_latency = Histo()
-        self.work_duration = Histo()
+        self.queue_latency = Histo(DURATION_BUCKETS)
+        self.work_duration = Histo(DURATION_BUCKETS)
 
 
 class RateLimiter(Protocol[K_contra]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from lite.agent.stats import AgentStats
 from lite.server.metrics import RequestLabels, ServerMetrics, request_labels
 from lite.workqueue import WorkQueue
 
@@ -93,3 +94,24 @@ async def test_work_queue_families_as_client_go_names_them() -> None:
     assert ("workqueue_queue_duration_seconds_bucket", "deployment", "1e-08") in samples
     assert samples[("workqueue_adds_total", "job", None)] == 0
     q.shut_down()
+
+
+def test_agent_reports_by_node_and_malformed_ones_skipped() -> None:
+    good = AgentStats()
+    good.pull_done(0.3, 4096)
+    good.pull_done(1.5, None)
+    good.pod_seen("u", {"status": {}})
+    good.pod_reported("u", "Running")
+    broken = {**good.as_wire(), "podStart": {"bounds": [1.0], "counts": [1], "sum": 1.0}}
+    prom = ServerMetrics(agent_stats=lambda: [("n1", good.as_wire()), ("n2", broken), ("n3", {"imagePulls": "x"})])
+    samples = {(s.name, s.labels.get("node"), s.labels.get("result") or s.labels.get("le")): s.value
+               for fam in text_string_to_metric_families(prom.exposition().decode()) for s in fam.samples}
+    assert samples[("kubelet_pod_start_duration_seconds_count", "n1", None)] == 1
+    assert samples[("kubelet_pod_start_duration_seconds_bucket", "n1", "+Inf")] == 1
+    assert samples[("kubelet_image_pull_duration_seconds_count", "n1", None)] == 2
+    assert samples[("kubelet_image_pull_duration_seconds_bucket", "n1", "0.5")] == 1
+    assert samples[("kubelet_image_pull_duration_seconds_sum", "n1", None)] == pytest.approx(1.8)
+    assert samples[("lite_image_pulls_total", "n1", "success")] == 1
+    assert samples[("lite_image_pulls_total", "n1", "failure")] == 1
+    assert samples[("lite_image_pull_bytes_total", "n1", None)] == 4096
+    assert not {node for (_, node, _) in samples} & {"n2", "n3"}

@@ -9,11 +9,12 @@ import pytest
 
 from lite.controllerkit import Backoff, guarded, run_workers
 from lite.errors import too_many_requests
+from lite.histo import Histo
 from lite.workqueue import (
     DEFAULT_BASE_DELAY,
     DEFAULT_MAX_DELAY,
+    DURATION_BUCKETS,
     ExponentialBackoff,
-    Histo,
     MaxOf,
     ShutDown,
     TokenBucket,
@@ -345,7 +346,7 @@ def test_backoff_grows_caps_and_resets() -> None:
     (0.0, 0), (1e-8, 0), (1.5e-8, 1), (0.05, 7), (0.1, 7), (0.2, 8), (10.0, 9), (11.0, 10), (1e9, 10),
 ])
 def test_histo_bucket_is_the_first_bound_at_or_above(value: float, bucket: int) -> None:
-    h = Histo()
+    h = Histo(DURATION_BUCKETS)
     h.observe(value)
     assert h.counts[bucket] == 1 and h.count == 1 and h.total == value
 
