@@ -1,8 +1,9 @@
 """Node agent image subsystem: registry pulls, content store, per-layer snapshots, overlay rootfs, import, GC.
 
 Public API (see each module's docstring for its contract):
-- `ImageService` (`service.py`): `open(root, registries)`, `ensure(image, policy, pull_secrets)`, `on_pull` (metrics hook), `get`,
-  `list`, `remove`, `gc(high_pct, low_pct, in_use)`, `rootfs_layers(image)`, `import_archive`, `import_dir`.
+- `ImageService` (`service.py`): `open(root, registries)`, `ensure(image, policy, pull_secrets)`, `get`,
+  `list`, `remove`, `gc(high_pct, low_pct, in_use)`, `rootfs_layers(image)`, `import_archive`, `import_dir`,
+  `on_pull` (the agent's metrics hook).
 - `ImageInfo`: id (config digest), repo_tags, repo_digests, size, layers, config (Entrypoint, Cmd, Env …).
 - `RegistriesConfig` (`registries.py`): k3s `registries.yaml` mirrors, rewrites, auth and TLS.
 - `mount_rootfs` / `unmount_rootfs` (`overlay.py`).
