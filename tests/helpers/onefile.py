@@ -25,8 +25,13 @@ KEEP = 3  # builds kept in the cache (each ~40 MB plus its onedir)
 
 def source_key(root: Path = ROOT, python: str = sys.executable) -> str:
     """A hash of what the executable is built from."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "lite", "packaging",
-                            "pyproject.toml"], cwd=root, capture_output=True, check=True).stdout.split(b"\0")
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "lite", "packaging",
+                             "pyproject.toml"], cwd=root, capture_output=True)
+    if listed.returncode == 0:
+        files = listed.stdout.split(b"\0")
+    else:  # not a git checkout: every file but caches
+        files = [os.fsencode(p.relative_to(root)) for top in ("lite", "packaging") for p in (root / top).rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts] + [b"pyproject.toml"]
     h = hashlib.sha256()
     for name in sorted(f for f in files if f):
         path = root / os.fsdecode(name)
