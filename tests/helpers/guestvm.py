@@ -45,6 +45,7 @@ HOST_TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils",
 PACKAGES = ("systemd", "systemd-sysv", "udev", "dbus", "kmod", "procps", "iproute2", "nftables", "psmisc",
             "linux-image-amd64", "initramfs-tools")
 IMAGE_SIZE = "4G"
+MIN_FREE = 3 << 30  # the debootstrap tree and the image while building (~1.6 GB), one overlay (~0.3 GB)
 
 RUNNER = r"""#!/bin/bash
 # Runs each /share/queue/<name>.sh once (cwd /share, concurrently), writing <name>.out, then <name>.rc.
@@ -120,6 +121,9 @@ def unavailable() -> str | None:
         return "a TCG guest on one CPU does not finish in the CI time budget"
     if missing_host_tools() and shutil.which("apt-get") is None:
         return f"no {', '.join(missing_host_tools())} and no apt-get to install them"
+    place = next(p for p in (CACHE, *CACHE.parents) if p.exists())
+    if shutil.disk_usage(place).free < MIN_FREE:
+        return f"less than {MIN_FREE >> 30} GiB free in {place} for the guest image and its overlay"
     return None
 
 

@@ -119,6 +119,19 @@ else fail limits-memory-max "want 67108864 (64Mi) in ${poddir:-<no pod$uid cgrou
 if [ -n "$poddir" ] && [ "$got_cpu" = "25000 100000" ]; then pass limits-cpu-max "$poddir/main/cpu.max = $got_cpu"
 else fail limits-cpu-max "want '25000 100000' (250m) in ${poddir:-<no pod$uid cgroup>}/main/cpu.max, got '$got_cpu'"; fi
 
+images=$(kubectl get node litevm -o jsonpath='{.status.images[*].names}')
+if [ -n "$poddir" ] && grep -q "$IMAGE" <<<"$images"; then pass airgap-import "pod ran $IMAGE, imported from $DATA/agent/images"
+else fail airgap-import "node images: '$images'"; fi
+
+step "kubectl logs -f | head: the server must not log an error when the reader goes away"
+since_logs=$(date '+%Y-%m-%d %H:%M:%S')
+sleep 1
+timeout 30 kubectl logs -f limits | head -1
+sleep 2
+errs=$(journalctl -u lite.service -o cat --no-pager --since "$since_logs" | grep -iE 'traceback|error handling request|closed transport|internal error' | head -3 | tr '\n' ' ')
+if [ -z "$errs" ]; then pass logs-head-no-error "no error logged after the log reader went away"
+else fail logs-head-no-error "$errs"; fi
+
 wait_for 90 sh -c "kubectl get pod hog -o jsonpath='{.status.phase}' | grep -qE 'Failed|Succeeded'"
 row=$(k get pod hog --no-headers 2>&1)
 reason=$(jp pod hog '{.status.containerStatuses[0].state.terminated.reason}')
@@ -130,6 +143,7 @@ step "systemctl restart lite: the pod keeps running"
 state() { echo "$(jp pod limits '{.status.containerStatuses[0].containerID} restarts={.status.containerStatuses[0].restartCount} ready={.status.containerStatuses[0].ready}') pid=$(cat "$poddir/main/cgroup.procs" 2>/dev/null | tr '\n' ' ')"; }
 before=$(state)
 echo "before: $before"
+hog_ip=$(jp pod hog '{.status.podIP}')
 t=$(now)
 systemctl restart lite.service
 echo "TIME service-restart $(since "$t")"
@@ -145,6 +159,9 @@ if [ -n "$pid" ] && [ "$before" = "$after" ] && grep -q 'restarts=0 ready=true' 
 else
     fail restart-keeps-pod "before: '$before'; after: '$after'; $(journalctl -u lite.service -o cat --no-pager --since=-60s | grep -iE 'shim|lost|adopt' | head -5 | tr '\n' ' ')"
 fi
+hog_after=$(jp pod hog '{.status.podIP} {.status.phase}')
+if [ -n "$hog_ip" ] && [ "$hog_after" = "$hog_ip Failed" ]; then pass finished-pod-keeps-ip "hog: $hog_after"
+else fail finished-pod-keeps-ip "hog podIP before the restart '$hog_ip', after: '$hog_after'"; fi
 k get pods -o wide
 
 step "lite-killall.sh"

@@ -2,8 +2,9 @@
 
 One guest boot per run: the single executable (built once, tests/helpers/onefile.py) and packaging/install.sh
 go into the guest's share, `guest_scenario.sh` installs and starts `lite.service` (Type=notify), runs a pod
-with limits and a memory hog, restarts the service and runs `lite-killall.sh`, printing one `CHECK` line per
-fact. Each test below asserts one of those lines, so a run reports every broken fact, not just the first.
+with limits (its image an archive dropped into the agent's images dir) and a memory hog, reads the pod's log
+into `head`, restarts the service and runs `lite-killall.sh`, printing one `CHECK` line per fact. Each test
+below asserts one of those lines, so a run reports every broken fact, not just the first.
 
 Marked `vm`; skipped with the reason where no guest can boot (not root, no qemu and no apt-get, one CPU).
 About 4-6 minutes under TCG (no KVM needed), plus about 2 minutes the first time the image is built (cached
@@ -126,6 +127,18 @@ def test_memory_hog_is_oomkilled(outcome: Outcome) -> None:
 
 def test_service_restart_leaves_the_pod_running(outcome: Outcome) -> None:
     _check(outcome, "restart-keeps-pod")
+
+
+def test_image_archive_in_the_images_dir_is_imported(outcome: Outcome) -> None:
+    _check(outcome, "airgap-import")
+
+
+def test_kubectl_logs_into_head_logs_no_server_error(outcome: Outcome) -> None:
+    _check(outcome, "logs-head-no-error")
+
+
+def test_finished_pod_keeps_its_ip_across_a_restart(outcome: Outcome) -> None:
+    _check(outcome, "finished-pod-keeps-ip")
 
 
 @pytest.mark.parametrize("what", ["processes", "mounts", "netns", "links", "nftables", "cgroups"])
