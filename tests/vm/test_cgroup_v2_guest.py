@@ -13,87 +13,26 @@ under /var/tmp/lite-vm-test). The guest's network is qemu's restricted user net:
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import guestvm
-from tests.helpers.images import BUSYBOX, Image, Layer, busybox_entries, oci_layout_tar
-from tests.helpers.onefile import built_onefile
+from tests.helpers import liteguest
+from tests.helpers.liteguest import Outcome
 
-ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = Path(__file__).with_name("guest_scenario.sh")
-KUBECTL = Path("/usr/bin/kubectl")
 pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(1500)]
-
-CHECK_LINE = re.compile(r"^CHECK (\S+) (PASS|FAIL) ?(.*)$", re.M)
-TIME_LINE = re.compile(r"^TIME (\S+) ([\d.]+)$", re.M)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    checks: dict[str, tuple[bool, str]]
-    times: dict[str, float]
-    output: str
-    rc: int
-
-
-def parse(output: str) -> tuple[dict[str, tuple[bool, str]], dict[str, float]]:
-    """The scenario's CHECK and TIME lines (a check reported twice keeps its first verdict)."""
-    checks: dict[str, tuple[bool, str]] = {}
-    for name, verdict, detail in CHECK_LINE.findall(output):
-        checks.setdefault(name, (verdict == "PASS", detail))
-    return checks, {name: float(sec) for name, sec in TIME_LINE.findall(output)}
-
-
-@pytest.mark.parametrize(("text", "checks", "times"), [
-    ("CHECK a PASS fine\nCHECK b FAIL want 1, got 2\nTIME boot 3.5\n",
-     {"a": (True, "fine"), "b": (False, "want 1, got 2")}, {"boot": 3.5}),
-    ("noise CHECK x PASS\nCHECK c PASS\nCHECK c FAIL later\n", {"c": (True, "")}, {}),
-    ("", {}, {}),
-])
-def test_parse(text: str, checks: dict[str, tuple[bool, str]], times: dict[str, float]) -> None:
-    assert parse(text) == (checks, times)
 
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
-    reason = guestvm.unavailable()
+    reason = liteguest.unavailable()
     if reason:
-        pytest.skip(f"cannot boot a guest here: {reason}")
-    if not KUBECTL.exists() or not BUSYBOX.exists():
-        pytest.skip("needs /usr/bin/kubectl and busybox-static on the host (copied into the guest)")
-    guestvm.ensure_host_tools()
-    work = tmp_path_factory.mktemp("vm")
-    started = time.monotonic()
-    exe = built_onefile()
-    image = guestvm.guest_image(log=work / "image-build.log")
-    prepared = time.monotonic() - started
-    guest = guestvm.Guest(image, work)
-    try:
-        guest.share.mkdir(parents=True, exist_ok=True)
-        (guest.share / "out").mkdir(exist_ok=True)
-        guest.put("lite", exe)
-        guest.put("install.sh", ROOT / "packaging" / "install.sh")
-        guest.put("kubectl", KUBECTL)
-        oci_layout_tar(guest.share / "busybox-oci.tar", Image([Layer.build(busybox_entries())]),
-                       "lite.local/airgap/busybox:oci")
-        guest.boot()
-        ran = guest.run(SCENARIO.read_text(), timeout=900)
-        checks, times = parse(ran.output)
-        times = {"build-and-image": prepared, "boot": guest.boot_seconds, **times,
-                 "total": time.monotonic() - started}
-        (work / "scenario.out").write_text(ran.output)
-        print("\n".join(f"TIME {k} {v:.1f}s" for k, v in times.items()))
-        yield Outcome(checks, times, ran.output, ran.rc)
-    finally:
-        guest.stop()
-        for name in ("lite", "kubectl", "busybox-oci.tar"):  # keep the logs, drop the big inputs
-            (guest.share / name).unlink(missing_ok=True)
+        pytest.skip(reason)
+    done = liteguest.run_scenario(SCENARIO.read_text(), tmp_path_factory.mktemp("vm"))
+    print("\n".join(f"TIME {k} {v:.1f}s" for k, v in done.times.items()))
+    yield done
 
 
 def _check(outcome: Outcome, name: str) -> None:

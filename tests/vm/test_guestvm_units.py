@@ -1,4 +1,5 @@
-"""tests/helpers/guestvm.py's pure parts: the qemu command line, the image cache key, the skip reasons."""
+"""The guest harness' pure parts: the qemu command line, the image cache key, the skip reasons
+(tests/helpers/guestvm.py) and the parsing of a scenario's verdicts (tests/helpers/liteguest.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import guestvm
+from tests.helpers import guestvm, liteguest
 
 IMAGE = guestvm.GuestImage(Path("/c/vmlinuz"), Path("/c/initrd"), Path("/c/base.img"))
 
@@ -49,3 +50,13 @@ def test_unavailable_names_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(guestvm.shutil, "which", lambda tool: None)
     reason = guestvm.unavailable() or ""
     assert "qemu-system-x86" in reason and "apt-get" in reason
+
+
+@pytest.mark.parametrize(("text", "checks", "times"), [
+    ("CHECK a PASS fine\nCHECK b FAIL want 1, got 2\nTIME boot 3.5\n",
+     {"a": (True, "fine"), "b": (False, "want 1, got 2")}, {"boot": 3.5}),
+    ("noise CHECK x PASS\nCHECK c PASS\nCHECK c FAIL later\n", {"c": (True, "")}, {}),
+    ("", {}, {}),
+])
+def test_parse(text: str, checks: dict[str, tuple[bool, str]], times: dict[str, float]) -> None:
+    assert liteguest.parse(text) == (checks, times)
