@@ -27,7 +27,7 @@ from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.patch import ListRule, Schema, schema_for
 from lite.patch.schema import Path
-from lite.server.api.strategies import Admission, Strategies, Strategy
+from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
 from lite.server.store import KeyNotFound, RevMismatch, Store
 
 log = logging.getLogger(__name__)
@@ -107,9 +107,15 @@ class RegistryBase:
     # ---- reading -----------------------------------------------------------------------------------
 
     def decode(self, kind: Kind, raw: bytes) -> Obj:
+        """A stored object as the kind presents it. Custom objects are read as upstream's storage decoder reads
+        them: in the kind's version, pruned and defaulted by its schema (a `default` added to a CRD after an
+        object was written shows on every read, without a write-back)."""
         obj: Obj = orjson.loads(raw)
-        if kind.crd and obj.get("apiVersion") != kind.api_version:
-            obj["apiVersion"] = kind.api_version
+        if kind.crd:
+            if obj.get("apiVersion") != kind.api_version:
+                obj["apiVersion"] = kind.api_version
+            if kind.schema:
+                crschema.prune_and_default(obj, kind.schema)
         return obj
 
     def read(self, kind: Kind, namespace: str, name: str) -> tuple[int, Obj]:

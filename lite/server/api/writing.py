@@ -168,7 +168,7 @@ class WriteMixin(RegistryBase):
         raw = got[1]
         if b'"deletionTimestamp"' not in raw and b'"Terminating"' not in raw:
             return  # neither condition below can hold: skip decoding the namespace on every create
-        nsobj = self.decode(kind, raw)
+        nsobj = orjson.loads(raw)  # the namespace itself, not an object of `kind`
         if (nsobj.get("metadata") or {}).get("deletionTimestamp") or \
                 (nsobj.get("status") or {}).get("phase") == "Terminating":
             detail = _TERMINATING.format(ns)
