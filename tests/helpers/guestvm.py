@@ -22,11 +22,13 @@ Invariants:
 - The base image is never written: every boot gets a new qcow2 overlay in the workdir, deleted by `stop()`.
 - Image builds are serialised by a lock file and land by one rename, so concurrent test runs share a cache
   and never see a half-built image; a build that fails leaves no mount and no partial directory behind.
-- `Guest.stop()` kills only the qemu process this object started (its pid file), never by name.
+- qemu is this process's child, set to be killed when the thread that started it ends (PR_SET_PDEATHSIG), so
+  even a test run killed with SIGKILL leaves no guest running; `Guest.stop()` kills only that child.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import os
@@ -158,9 +160,9 @@ def recipe_key(suite: str, packages: tuple[str, ...] = PACKAGES) -> str:
     return h.hexdigest()[:16]
 
 
-def qemu_argv(image: GuestImage, overlay: Path, share: Path, console: Path, pidfile: Path, *,
+def qemu_argv(image: GuestImage, overlay: Path, share: Path, console: Path, *,
               accel: str = "tcg", cpus: int = 2, memory_mib: int = 2048) -> list[str]:
-    """The qemu command line of one boot (daemonized; serial console to a file; restricted user net)."""
+    """The qemu command line of one boot (in the foreground; serial console to a file; restricted user net)."""
     if accel == "kvm":
         accel_opt, cpu = "kvm", "host,-arch-capabilities"
     else:
@@ -176,8 +178,12 @@ def qemu_argv(image: GuestImage, overlay: Path, share: Path, console: Path, pidf
         "-netdev", "user,id=n0,restrict=on", "-device", "virtio-net-pci,netdev=n0",
         "-device", "virtio-rng-pci",
         "-display", "none", "-monitor", "none", "-serial", f"file:{console}", "-no-reboot",
-        "-daemonize", "-pidfile", str(pidfile),
     ]
+
+
+def _die_with_parent() -> None:
+    """In the forked child before exec: SIGKILL when the parent thread goes away (prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 # ---- the image ----------------------------------------------------------------------------------------------
@@ -285,11 +291,11 @@ class Guest:
         self.queue = self.share / "queue"
         self.overlay = workdir / "overlay.qcow2"
         self.console = workdir / "console.log"
-        self.pidfile = workdir / "qemu.pid"
+        self.qemu_log = workdir / "qemu.log"
         self.cpus = cpus
         self.memory_mib = memory_mib
         self.boot_seconds = 0.0
-        self._pid: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._jobs = 0
 
     def __enter__(self) -> Guest:
@@ -319,19 +325,19 @@ class Guest:
                         str(self.overlay)], check=True, capture_output=True, timeout=60)
         accel = os.environ.get("LITE_VM_ACCEL", "tcg")
         start = time.monotonic()
-        done = subprocess.run(qemu_argv(self.image, self.overlay, self.share, self.console, self.pidfile,
-                                        accel=accel, cpus=self.cpus, memory_mib=self.memory_mib),
-                              capture_output=True, text=True, timeout=60)
-        if done.returncode != 0:
-            raise GuestError(f"qemu did not start: {done.stderr[-2000:]}")
-        self._pid = int(self.pidfile.read_text().strip())
+        with open(self.qemu_log, "wb") as log:
+            self._proc = subprocess.Popen(
+                qemu_argv(self.image, self.overlay, self.share, self.console, accel=accel, cpus=self.cpus,
+                          memory_mib=self.memory_mib),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         end = start + timeout
         while time.monotonic() < end:
             if (self.queue / "booted").exists():
                 self.boot_seconds = time.monotonic() - start
                 return
             if not self._alive():
-                raise GuestError(f"qemu exited during boot; console:\n{self.console_tail()}")
+                raise GuestError(f"qemu exited during boot: {self._read(self.qemu_log)[-2000:]}\n"
+                                 f"console:\n{self.console_tail()}")
             time.sleep(0.5)
         raise GuestError(f"the guest did not come up in {timeout:.0f} s; console:\n{self.console_tail()}")
 
@@ -355,7 +361,7 @@ class Guest:
 
     def stop(self) -> None:
         """Power off (forcibly after a short grace: the overlay is thrown away anyway) and remove the overlay."""
-        if self._pid is not None and self._alive():
+        if self._proc is not None and self._alive():
             try:
                 (self.queue / "zz-poweroff.sh").write_text("systemctl poweroff --force\n")
             except OSError:
@@ -364,25 +370,17 @@ class Guest:
             while self._alive() and time.monotonic() < end:
                 time.sleep(0.5)
             if self._alive():
-                os.kill(self._pid, signal.SIGKILL)
-                end = time.monotonic() + 10
-                while self._alive() and time.monotonic() < end:
-                    time.sleep(0.2)
-        self._pid = None
+                self._proc.kill()
+        if self._proc is not None:
+            self._proc.wait(timeout=30)
+        self._proc = None
         self.overlay.unlink(missing_ok=True)
-        self.pidfile.unlink(missing_ok=True)
 
     def console_tail(self, chars: int = 4000) -> str:
         return self._read(self.console)[-chars:]
 
     def _alive(self) -> bool:
-        if self._pid is None:
-            return False
-        try:
-            stat = Path(f"/proc/{self._pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[1].split()[0] != "Z" and "qemu" in stat.split(")", 1)[0]
+        return self._proc is not None and self._proc.poll() is None
 
     @staticmethod
     def _read(path: Path) -> str:
