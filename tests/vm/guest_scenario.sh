@@ -85,7 +85,8 @@ spec:
   - name: main
     image: $IMAGE
     imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo started; exec sleep 100000"]
+    # a log larger than a pipe's buffer (~150 KB), so `kubectl logs | head` closes its end mid-stream
+    command: ["/bin/sh", "-c", "seq 1 30000; exec sleep 100000"]
     resources:
       requests: {cpu: 250m, memory: 64Mi}
       limits: {cpu: 250m, memory: 64Mi}
@@ -123,14 +124,15 @@ images=$(kubectl get node litevm -o jsonpath='{.status.images[*].names}')
 if [ -n "$poddir" ] && grep -q "$IMAGE" <<<"$images"; then pass airgap-import "pod ran $IMAGE, imported from $DATA/agent/images"
 else fail airgap-import "node images: '$images'"; fi
 
-step "kubectl logs -f | head: the server must not log an error when the reader goes away"
+step "kubectl logs | head: the server must not log an error when the reader goes away"
 since_logs=$(date '+%Y-%m-%d %H:%M:%S')
 sleep 1
-timeout 30 kubectl logs -f limits | head -1
-sleep 2
-errs=$(journalctl -u lite.service -o cat --no-pager --since "$since_logs" | grep -iE 'traceback|error handling request|closed transport|internal error' | head -3 | tr '\n' ' ')
-if [ -z "$errs" ]; then pass logs-head-no-error "no error logged after the log reader went away"
-else fail logs-head-no-error "$errs"; fi
+first=$(timeout 60 kubectl logs limits | head -1)
+sleep 3
+errs=$(journalctl -u lite.service -o cat --no-pager --since "$since_logs" \
+       | grep -iE 'traceback|error handling request|clos(ed|ing) transport|internal error' | head -3 | tr '\n' ' ')
+if [ "$first" = 1 ] && [ -z "$errs" ]; then pass logs-head-no-error "no error logged after the log reader went away"
+else fail logs-head-no-error "first line '$first'; journal: ${errs:-nothing}"; fi
 
 wait_for 90 sh -c "kubectl get pod hog -o jsonpath='{.status.phase}' | grep -qE 'Failed|Succeeded'"
 row=$(k get pod hog --no-headers 2>&1)
