@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 STD_VERBS: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NO_COLLECTION_DELETE: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
@@ -42,6 +43,13 @@ class Kind:
     crd: bool = False
     # For CRDs: the schema from the CRD, kept for discovery/OpenAPI; empty for builtins.
     schema: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    # For CRDs: the CRD's `spec.conversion` (strategy None or Webhook with its clientConfig).
+    conversion: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def converts_by_webhook(self) -> bool:
+        """A custom kind whose objects stored in another version are converted by the CRD's webhook."""
+        return self.crd and self.conversion.get("strategy") == "Webhook"
 
     @property
     def api_version(self) -> str:
@@ -155,6 +163,23 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
        verbs=WATCH_VERBS, gen=True),
     _k("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations", False,
        verbs=WATCH_VERBS, gen=True),
+    # rbac.authorization.k8s.io/v1 (issue 9)
+    _k("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+    _k("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    _k("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+    _k("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
+    # authentication.k8s.io/v1 SelfSubjectReview (`kubectl auth whoami`): create-only, never stored
+    _k("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",),
+       virtual=True),
+    # authorization.k8s.io/v1: create-only access reviews, answered by the authorizer and never stored
+    _k("authorization.k8s.io", "v1", "LocalSubjectAccessReview", "localsubjectaccessreviews", verbs=("create",),
+       virtual=True),
+    _k("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
+       verbs=("create",), virtual=True),
+    _k("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", False,
+       verbs=("create",), virtual=True),
+    _k("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False, verbs=("create",),
+       virtual=True),
     # metrics.k8s.io/v1beta1: virtual, served from node metrics (issue 4)
     _k("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", verbs=READ_VERBS, virtual=True),
     _k("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=READ_VERBS, virtual=True),

@@ -50,6 +50,7 @@ class Deps:
     node_name: str
     node_ip: str = ""
     bridge: str = "lite0"
+    mtu: int = 1500  # of the bridge and pod veths (the pod network's backend takes its overhead off)
     node_netns: NetnsRef = None
     netns_dir: Path | None = None
     cluster_dns: str = ""
@@ -61,6 +62,10 @@ class Deps:
     runtime_class: Callable[[str], Obj | None] = lambda name: None
     connect: Callable[..., Awaitable[Any]] | None = None
     ipam_lock: threading.Lock = field(default_factory=threading.Lock)
+    # securityContext policy of the node (kubelet's --seccomp-default, --allowed-unsafe-sysctls)
+    seccomp_default: bool = False
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    kernel: tuple[int, int] = (99, 0)  # (major, minor) of the running kernel, for the safe sysctls
 
 
 @dataclass
@@ -74,6 +79,7 @@ class PodState:
     qos: str = "BestEffort"
     volume_paths: dict[str, str] = field(default_factory=dict)
     etc_files: dict[str, str] = field(default_factory=dict)  # /etc/hosts etc. -> host file
+    pid_ns: str = ""  # shareProcessNamespace: the pod's pid namespace (held by the pidns hook's pause)
     inits: list[ContainerRecord] = field(default_factory=list)
     apps: list[ContainerRecord] = field(default_factory=list)
     handles: dict[str, ContainerHandle] = field(default_factory=dict)

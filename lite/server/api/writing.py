@@ -243,6 +243,8 @@ class WriteMixin(RegistryBase):
                     return await create(), True
                 raise errors.not_found(kind.plural, name, kind.group)
             rev, old = got[0], self.decode(kind, got[1])
+            if kind.converts_by_webhook:
+                old = (await self.present(kind, [old]))[0]
             new = build(old)
             wanted = precondition(kind, (new.get("metadata") or {}).get("resourceVersion"))
             if wanted and wanted != str(rev):

@@ -1,8 +1,9 @@
 """The join hub: node agents' sessions, and the relay of desired state to them.
 
-`JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=...)`:
+`JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=..., flannel_backend=..., cluster_cidr=...)`:
 - `handle(request)` serves `GET /lite/join` (a websocket; `routes.add_join_routes` authenticates first):
-  Hello → Node registered/updated → Welcome → full resync (pods bound to the node, their ConfigMaps/Secrets,
+  Hello → Node registered/updated → Welcome (podCIDR, cluster DNS, pod network backend and cluster CIDR) → full
+  resync (every Node for the pod network, `noderelay`; pods bound to the node, their ConfigMaps/Secrets,
   deletions for reported pods no longer bound, Synced) → the session runs until the websocket closes.
 - `run()` runs the hub's informers (when it created them itself) until cancelled, then closes sessions.
 - `serve(...)` is the API layer's `StreamProvider`; `pod_metrics`/`node_metrics` its `MetricsProvider`.
@@ -31,6 +32,7 @@ from lite.kinds import KindRegistry
 from lite.objects import name_of
 from lite.server.join.intake import Intake, intake_for
 from lite.server.join.metrics import node_metrics, pod_metrics, stats_summary
+from lite.server.join.noderelay import NodeFabricRelay, wants_nodes
 from lite.server.join.proxyrelay import ServiceRelay, wants_services
 from lite.server.join.relay import NodeRelay
 from lite.server.join.session import NodeSession
@@ -52,7 +54,8 @@ class JoinHub:
     """See the module docstring."""
 
     def __init__(self, client: Client, kinds: KindRegistry, *, informers: SharedInformers | None = None,
-                 cluster_dns: str = "", cluster_domain: str = "cluster.local", heartbeat: float = 20.0) -> None:
+                 cluster_dns: str = "", cluster_domain: str = "cluster.local", heartbeat: float = 20.0,
+                 flannel_backend: str = "vxlan", cluster_cidr: str = "") -> None:
         self.client = client
         self.kinds = kinds
         self.intake = Intake(client, kinds)
@@ -67,11 +70,16 @@ class JoinHub:
             self.objects[kind] = self.informers.informer(k)
         self.cluster_dns = cluster_dns
         self.cluster_domain = cluster_domain
+        self.flannel_backend = flannel_backend
+        self.cluster_cidr = cluster_cidr
         self.heartbeat = heartbeat
         self._sessions: dict[str, tuple[NodeSession, NodeRelay]] = {}
         self._wire_handlers()
         self._proxy_nodes: set[str] = set()  # nodes whose agent runs a service proxy
         self.services = ServiceRelay(self.informers, kinds, self._proxy_emitters)
+        self._fabric_nodes: set[str] = set()  # nodes whose agent runs the pod network
+        self.fabric = NodeFabricRelay(self.nodes, lambda: [s.emit for node, (s, _) in self._sessions.items()
+                                                           if node in self._fabric_nodes])
 
     # -- informer handlers: changes to sessions --
 
@@ -122,7 +130,8 @@ class JoinHub:
         spec = node.get("spec") or {}
         return {"podCIDR": spec.get("podCIDR", ""), "podCIDRs": spec.get("podCIDRs") or [],
                 "clusterDNS": [self.cluster_dns] if self.cluster_dns else [],
-                "clusterDomain": self.cluster_domain}
+                "clusterDomain": self.cluster_domain, "flannelBackend": self.flannel_backend,
+                "clusterCIDR": self.cluster_cidr}
 
     # -- sessions --
 
@@ -158,6 +167,10 @@ class JoinHub:
         if wants_services(hello):
             self._proxy_nodes.add(hello.node)
             self.services.resync(session.emit)  # before Synced: see proxyrelay
+        self._fabric_nodes.discard(hello.node)
+        if wants_nodes(hello):
+            self._fabric_nodes.add(hello.node)
+            self.fabric.resync(session.emit)  # before Synced: see noderelay
         relay.resync(self.pods.by_index(NODE_INDEX, hello.node), hello.pods)
         log.info("node %s joined (%d pods reported)", hello.node, len(hello.pods))
         try:

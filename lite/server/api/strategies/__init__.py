@@ -13,6 +13,7 @@ from lite.server.api.strategies import (
     crd,
     extrakinds,
     pods,
+    rbac,
     specrules,
     workloads,
 )
@@ -54,6 +55,10 @@ def default_strategies() -> Strategies:
         "RuntimeClass.node.k8s.io": extrakinds.RUNTIMECLASS,
         "CSIStorageCapacity.storage.k8s.io": extrakinds.CSISTORAGECAPACITY,
         "APIService.apiregistration.k8s.io": extrakinds.APISERVICE,
+        "Role.rbac.authorization.k8s.io": rbac.ROLE,
+        "ClusterRole.rbac.authorization.k8s.io": rbac.CLUSTERROLE,
+        "RoleBinding.rbac.authorization.k8s.io": rbac.ROLEBINDING,
+        "ClusterRoleBinding.rbac.authorization.k8s.io": rbac.CLUSTERROLEBINDING,
     }.items():
         s.register(gk, with_status_ints(gk, strategy))
     return s
