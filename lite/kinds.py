@@ -152,6 +152,10 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
        short=("csr",), sub=("status", "approval")),
     # storage.k8s.io/v1
+    _k("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short=("sc",)),
+    _k("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
+    _k("storage.k8s.io", "v1", "CSINode", "csinodes", False),
+    _k("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", False, sub=("status",)),
     _k("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities"),
     # node.k8s.io/v1
     _k("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),

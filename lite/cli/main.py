@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--cluster-dns", default="", metavar="IP",
                      help="cluster DNS IP given to pods (default: the 10th address of --service-cidr, 10.43.0.10)")
     srv.add_argument("--cluster-domain", default="cluster.local", help="cluster domain (default cluster.local)")
+    srv.add_argument("--default-local-storage-path", default="", metavar="PATH",
+                     help="where the local-path provisioner makes volume directories on each node "
+                          "(default <data-dir>/storage)")
     srv.add_argument("--resolv-conf", default=None, metavar="FILE",
                      help="embedded agent: resolv.conf whose nameservers the cluster DNS forwards to "
                           "(default /etc/resolv.conf)")
@@ -226,6 +229,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         disable_agent=args.disable_agent,
         log_level=args.log_level,
         disable_scheduler=args.disable_scheduler,
+        default_local_storage_path=args.default_local_storage_path,
         disable_controller_manager=args.disable_controller_manager,
         service_cidr=args.service_cidr,
         cluster_cidr=args.cluster_cidr,

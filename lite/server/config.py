@@ -142,6 +142,13 @@ class ServerConfig:
     idle_timeout: float = 90.0
     max_connections_per_address: int = 256  # 0: unlimited
     max_connections: int = 0  # 0: the open-file limit less a reserve
+    # k3s's --default-local-storage-path: the local-path provisioner's directory on every node ("" =
+    # <data-dir>/storage).
+    default_local_storage_path: str = ""
+
+    @property
+    def local_storage_path(self) -> str:
+        return self.default_local_storage_path or str(self.data_dir / "storage")
 
     @classmethod
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:

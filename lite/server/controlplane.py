@@ -34,6 +34,7 @@ from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
+from lite.server.api.storageadmission import DefaultStorageClass, ensure_local_path_class
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
 from lite.server.authz.aggregation import ClusterRoleAggregator
@@ -109,11 +110,15 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
     if rc_kind is not None:
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
+    sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
+    assert sc_kind is not None
+    strategies.add_admission(DefaultStorageClass(resources, sc_kind).admit)
     quota = add_quota_admission(resources, strategies)
     authorizer = AuthorizerChain(PolicyIndex())
     strategies.add_admission(EscalationCheck(authorizer))
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
+    await ensure_local_path_class(resources, sc_kind)
     await reconcile_policy(resources, kinds)
     policy_feed = PolicyFeed(resources, kinds, authorizer.index)
     role_aggregator = _role_aggregator(resources, kinds, policy_feed)
@@ -138,7 +143,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
-                                       quota_admission=quota)
+                                       quota_admission=quota,
+                                       local_path_root=config.local_storage_path)
     rq = manager.controller("resourcequota")
     if isinstance(rq, ResourceQuotaController):
         strategies.add_removed_hook(rq.removed)

@@ -58,6 +58,8 @@ class Deps:
     allocatable: Mapping[str, str] = field(default_factory=dict)
     objects: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
     event: Callable[[Obj, str, str, str], None] = lambda pod, type_, reason, msg: None
+    # The relayed PersistentVolumeClaims of a namespace (by name) and PersistentVolumes (by name).
+    storage: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
     # The relayed RuntimeClass of that name, or None.
     runtime_class: Callable[[str], Obj | None] = lambda name: None
     connect: Callable[..., Awaitable[Any]] | None = None
@@ -108,7 +110,8 @@ class PodState:
     def context(self, deps: Deps) -> PodContext:
         cms, secrets = deps.objects(self.namespace)
         ip = deps.node_ip if self.host_network else self.pod_ip
-        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable)
+        claims, volumes = deps.storage(self.namespace)
+        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable, claims, volumes)
 
 
 class Hook:

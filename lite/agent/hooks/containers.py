@@ -143,7 +143,7 @@ def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt
     sec = securitycontext.spec_fields(deps, st, c, image_user, resolve_user(image_user, layers),
                                       lambda uid: image_groups(layers, uid))
     mounts = [Mount(src, dst, readonly=False) for dst, src in st.etc_files.items() if dst != "/etc/hostname"]
-    mounts += volumes.container_mounts(c, st.volume_paths, own)
+    mounts += volumes.container_mounts(c, st.volume_paths, own, volumes.read_only_volumes(st.pod))
     msg_file = termination.message_file(st.pod_dir / "containers" / name, attempt)
     termination.prepare(msg_file)
     mounts.append(Mount(str(msg_file), str(c.get("terminationMessagePath") or termination.DEFAULT_PATH)))
