@@ -138,6 +138,10 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("coordination.k8s.io", "v1", "Lease", "leases"),
     # discovery.k8s.io/v1
     _k("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+    # networking.k8s.io/v1
+    _k("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short=("netpol",), gen=True),
+    _k("networking.k8s.io", "v1", "Ingress", "ingresses", short=("ing",), sub=("status",), gen=True),
+    _k("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False, gen=True),
     # scheduling.k8s.io/v1
     _k("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short=("pc",)),
     # events.k8s.io/v1 (same objects as core events, different shape; stored separately here)

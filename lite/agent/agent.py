@@ -37,6 +37,10 @@ from lite.agent.fabric.fabric import Fabric
 from lite.agent.fabric.plan import node_annotations
 from lite.agent.hooks.base import Deps
 from lite.agent.metrics import PodSample, UsageSampler
+from lite.agent.netpol.enforcer import add_refusals
+from lite.agent.netpol.feed import HELLO_FLAG as POLICY_FLAG
+from lite.agent.netpol.feed import KINDS as POLICY_KINDS
+from lite.agent.netpol.feed import PolicyFeed
 from lite.agent.node import LEASE_DURATION, LEASE_RENEW, STATUS_REFRESH, NodeReporter, default_node_ip, iface_address
 from lite.agent.podrunner import POD_FILE, PodRunner
 from lite.agent.proxy.feed import KINDS as PROXY_KINDS
@@ -74,6 +78,7 @@ class AgentConfig:
     cgroup_root: str = "lite"
     use_cgroups: bool = True
     service_proxy: bool = False  # program Services into nftables (lite.agent.proxy) in the node netns
+    network_policy: bool = True  # with the service proxy: enforce NetworkPolicies (lite.agent.netpol)
     service_cidr: str = "10.43.0.0/16"
     cluster_cidr: str = ""  # all pods' CIDR: sources outside it reaching a ClusterIP are masqueraded
     resolv_conf: Path = Path("/etc/resolv.conf")  # the cluster DNS forwards other names to these nameservers
@@ -109,6 +114,9 @@ class Agent:
         if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
             self.dns = NodeDns(node_netns=config.node_netns, resolv_conf=config.resolv_conf)
             self.proxy = _proxy_feed(config, self.node_name, self.deps.node_ip, self.dns)
+        self.netpol: PolicyFeed | None = None
+        if config.service_proxy and config.network_policy:  # same node netns as the proxy's table
+            self.netpol = _policy_feed(config, self.node_name, self._event)
 
     def _deps(self) -> Deps:
         c = self.config
@@ -175,6 +183,8 @@ class Agent:
         info: Obj = {"labels": self.config.labels, "taints": self.config.taints, "status": self.node.status()}
         if self.proxy is not None:
             info["serviceProxy"] = True
+        if self.netpol is not None:
+            info[POLICY_FLAG] = True
         if self.fabric.usable:
             info["annotations"] = node_annotations(self.fabric.node_ip)
             info["podNetwork"] = True
@@ -184,6 +194,14 @@ class Agent:
         return {uid: f"{r.st.namespace}/{r.st.name}" for uid, r in self.runners.items()}
 
     async def handle(self, msg: wire.Message) -> None:
+        if isinstance(msg, (wire.ObjectUpsert, wire.ObjectDelete)) and msg.kind in POLICY_KINDS:
+            if self.netpol is not None:
+                self.netpol.handle(msg)
+            return
+        if self.netpol is not None and isinstance(msg, wire.Welcome):
+            self.netpol.begin_resync()
+        if self.netpol is not None and isinstance(msg, wire.Synced):
+            self.netpol.synced()
         if isinstance(msg, (wire.ObjectUpsert, wire.ObjectDelete)) and msg.kind in PROXY_KINDS:
             if self.proxy is not None:
                 self.proxy.handle(msg)
@@ -239,6 +257,8 @@ class Agent:
                 (self.root / NODE_CONFIG).write_text(json.dumps(config))
         self.deps.cluster_dns = str((config.get("clusterDNS") or [""])[0])
         self.deps.cluster_domain = str(config.get("clusterDomain") or "cluster.local")
+        if self.netpol is not None:
+            self.netpol.enforcer.set_cluster_dns(self.deps.cluster_dns)
         if self.dns is not None and self.deps.cluster_dns:
             self._spawn("..dns", self._configure_dns(self.deps.cluster_dns, self.deps.cluster_domain))
         cidr = str(config.get("podCIDR") or "")
@@ -375,10 +395,15 @@ class Agent:
                 tg.create_task(self.fabric.run(), name="..fabric")
                 if self.proxy is not None:
                     tg.create_task(self.proxy.proxier.run(), name="..proxy")
+                if self.netpol is not None:
+                    tg.create_task(self.netpol.enforcer.run(), name="..netpol")
+                    tg.create_task(self.netpol.enforcer.watch_refusals(), name="..netpol-refusals")
         finally:
             self._tg = None
             if self.dns is not None:
                 await self.dns.close()
+            if self.netpol is not None:  # the policy table stays too, reconciled the same way
+                await asyncio.to_thread(self.netpol.enforcer.nft.close)
             if self.proxy is not None:  # the rules stay in the kernel: a restarted agent reconciles them
                 await asyncio.to_thread(self.proxy.proxier.syncer.close)
                 if self.proxy.proxier.health is not None:
@@ -416,6 +441,8 @@ class Agent:
             samples = [PodSample(r.st.namespace, r.st.name, r.st.cgroup, tuple(c.name for c in r.st.apps))
                        for r in list(self.runners.values()) if r.st.cgroup is not None]
             sample = await asyncio.to_thread(self.sampler.sample, samples, METRICS_EVERY)
+            if self.netpol is not None:  # refused connections per pod ride along (lite.agent.netpol)
+                add_refusals(sample.pods, self.netpol.enforcer.refused)
             self._post(dataclasses.replace(sample, stats=self.stats.as_wire()))
 
 
@@ -462,6 +489,14 @@ def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str, dns: NodeDns)
     proxier = Proxier(ProxyConfig(node_name, node_ips, config.cluster_cidr), TableSyncer(AsyncNft(config.node_netns)),
                       netns=config.node_netns, health=HealthServers(config.node_netns))
     return ProxyFeed(proxier, dns)
+
+
+def _policy_feed(config: AgentConfig, node_name: str, event: Any) -> PolicyFeed:
+    """NetworkPolicy enforcement of this node: one nftables table `inet lite-policy` in the node netns."""
+    from lite.agent.netpol.enforcer import Enforcer
+    from lite.netns.nftables import AsyncNft
+
+    return PolicyFeed(Enforcer(node_name, AsyncNft(config.node_netns), event=event))
 
 
 def build_agent(config: AgentConfig) -> Agent:

@@ -57,7 +57,7 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
             node_external_ip=config.agent_node_external_ip, flannel_iface=config.agent_flannel_iface,
             node_netns=config.agent_node_netns, netns_dir=config.agent_netns_dir,
             cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf"),
-            seccomp_default=config.agent_seccomp_default,
+            seccomp_default=config.agent_seccomp_default, network_policy=config.agent_network_policy,
             allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls))
         await agent.run()
 
@@ -105,6 +105,7 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
             node_netns=args.node_netns, netns_dir=Path(args.netns_dir) if args.netns_dir else None,
             cgroup_root=args.cgroup_root, resolv_conf=Path(getattr(args, "resolv_conf", None) or "/etc/resolv.conf"),
             seccomp_default=bool(getattr(args, "seccomp_default", False)),
+            network_policy=bool(getattr(args, "network_policy", True)),
             allowed_unsafe_sysctls=tuple(
                 part.strip() for part in str(getattr(args, "allowed_unsafe_sysctls", "") or "").split(",")
                 if part.strip())))

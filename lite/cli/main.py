@@ -59,6 +59,8 @@ def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
                    help=argparse.SUPPRESS)  # on by default; kept so that old command lines still parse
     p.add_argument("--disable-service-proxy", dest="service_proxy", action="store_false",
                    help="do not proxy Services with nftables nor serve cluster DNS on this node")
+    p.add_argument("--disable-network-policy", dest="network_policy", action="store_false",
+                   help="do not enforce NetworkPolicies on this node (k3s's flag; enforced with the service proxy)")
     p.add_argument("--node-netns", default=None, help=argparse.SUPPRESS)
     p.add_argument("--netns-dir", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cgroup-root", default="lite", help=argparse.SUPPRESS)
@@ -243,6 +245,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
+        agent_network_policy=args.network_policy,
         agent_seccomp_default=args.seccomp_default,
         agent_allowed_unsafe_sysctls=_csv(args.allowed_unsafe_sysctls),
         cluster_dns=args.cluster_dns,

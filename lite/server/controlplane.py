@@ -32,6 +32,7 @@ from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
 from lite.server.admission import add_admission_plugins
 from lite.server.aggregator import Aggregator
+from lite.server.api.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
@@ -114,6 +115,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
     assert sc_kind is not None
     strategies.add_admission(DefaultStorageClass(resources, sc_kind).admit)
+    ic_kind = kinds.by_resource("networking.k8s.io", "v1", "ingressclasses")
+    if ic_kind is not None:
+        strategies.add_admission(DefaultIngressClassAdmission(resources, ic_kind).admit)
     admission_tasks = add_admission_plugins(resources, kinds, strategies)
     quota = add_quota_admission(resources, strategies)
     authorizer = AuthorizerChain(PolicyIndex())
@@ -146,7 +150,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
                                        quota_admission=quota,
-                                       local_path_root=config.local_storage_path)
+                                       local_path_root=config.local_storage_path, cluster_dns=hub.cluster_dns)
     rq = manager.controller("resourcequota")
     if isinstance(rq, ResourceQuotaController):
         strategies.add_removed_hook(rq.removed)

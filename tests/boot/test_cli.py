@@ -70,6 +70,12 @@ def test_service_proxy_is_on_unless_disabled(command: str) -> None:
 
 
 @pytest.mark.parametrize("command", ["server", "agent"])
+def test_network_policy_is_enforced_unless_disabled(command: str) -> None:
+    assert build_parser().parse_args([command]).network_policy is True
+    assert build_parser().parse_args([command, "--disable-network-policy"]).network_policy is False
+
+
+@pytest.mark.parametrize("command", ["server", "agent"])
 def test_node_address_flags(command: str) -> None:
     args = build_parser().parse_args([command, "--node-ip", "10.0.0.2", "--node-external-ip", "1.2.3.4",
                                       "--flannel-iface", "eth1"])

@@ -24,6 +24,7 @@ from lite.server.controllers.cronjob import CronJobController
 from lite.server.controllers.csrcleaner import CSRCleanerController
 from lite.server.controllers.csrsigning import ClientCA, CSRSigningController
 from lite.server.controllers.daemonset import DaemonSetController
+from lite.server.controllers.dependson import DependsOnController
 from lite.server.controllers.deployment import DeploymentController
 from lite.server.controllers.disruption import DisruptionController
 from lite.server.controllers.endpoints import EndpointsController
@@ -60,7 +61,8 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
                              hpa_metrics: MetricsSource | None = None,
                              client_ca: ClientCA | None = None,
                              quota_admission: QuotaWriter | None = None,
-                             local_path_root: str = "/var/lib/lite/storage") -> ControllerManager:
+                             local_path_root: str = "/var/lib/lite/storage",
+                             cluster_dns: str = "") -> ControllerManager:
     """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry.
 
     `informers` may be shared with the scheduler and the join hub (one cache per kind in the process);
@@ -88,6 +90,7 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         ServiceLBController(client, informers, recorder("service-lb-controller")),
         PersistentVolumeController(client, informers, recorder("persistentvolume-controller"),
                                    local_path_root=local_path_root),
+        DependsOnController(client, informers, recorder("depends-on-controller"), cluster_dns=cluster_dns),
         NodeIpamController(client, informers, recorder("cidrAllocator"), cluster_cidr=cluster_cidr),
         NodeLifecycleController(client, informers, recorder("node-controller"), grace_period=node_grace_period),
         TaintEvictionController(client, informers, recorder("taint-eviction-controller")),

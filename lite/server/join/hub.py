@@ -12,7 +12,8 @@ Invariants:
 - One session per node name: a new Hello for a connected node closes the old session first.
 - Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes,
   PersistentVolumeClaims and PersistentVolumes (`relay.node_needs_volume`); and
-  Services/EndpointSlices for agents that run a service proxy, `proxyrelay`);
+  Services/EndpointSlices for agents that run a service proxy, `proxyrelay`; slim Pods, Namespaces and
+  NetworkPolicies for agents that enforce policies, `policyrelay`);
   their handlers push changes to the affected sessions synchronously, in event order. Registering a
   session and taking its resync snapshot happen with no await in between, so no event is missed or doubled.
 """
@@ -34,6 +35,7 @@ from lite.objects import name_of
 from lite.server.join.intake import Intake, intake_for
 from lite.server.join.metrics import node_metrics, pod_metrics, stats_summary
 from lite.server.join.noderelay import NodeFabricRelay, wants_nodes
+from lite.server.join.policyrelay import PolicyRelay, wants_policies
 from lite.server.join.proxyrelay import ServiceRelay, wants_services
 from lite.server.join.relay import NodeRelay
 from lite.server.join.session import NodeSession
@@ -82,6 +84,8 @@ class JoinHub:
         self._wire_handlers()
         self._proxy_nodes: set[str] = set()  # nodes whose agent runs a service proxy
         self.services = ServiceRelay(self.informers, kinds, self._proxy_emitters)
+        self._policy_nodes: set[str] = set()  # nodes whose agent enforces NetworkPolicies
+        self.policies = PolicyRelay(self.informers, kinds, self._policy_emitters)
         self._fabric_nodes: set[str] = set()  # nodes whose agent runs the pod network
         self.fabric = NodeFabricRelay(self.nodes, lambda: [s.emit for node, (s, _) in self._sessions.items()
                                                            if node in self._fabric_nodes])
@@ -107,6 +111,9 @@ class JoinHub:
 
     def _proxy_emitters(self) -> list[Any]:
         return [s.emit for node, (s, _) in self._sessions.items() if node in self._proxy_nodes]
+
+    def _policy_emitters(self) -> list[Any]:
+        return [s.emit for node, (s, _) in self._sessions.items() if node in self._policy_nodes]
 
     def _relay(self, node: str) -> NodeRelay | None:
         pair = self._sessions.get(node)
@@ -166,6 +173,8 @@ class JoinHub:
             await inf.wait_synced()
         if wants_services(hello):
             await self.services.wait_synced()
+        if wants_policies(hello):
+            await self.policies.wait_synced()
         old = self._sessions.pop(hello.node, None)
         if old is not None:
             log.info("node %s: a new session replaces the old one", hello.node)
@@ -179,6 +188,10 @@ class JoinHub:
         if wants_services(hello):
             self._proxy_nodes.add(hello.node)
             self.services.resync(session.emit)  # before Synced: see proxyrelay
+        self._policy_nodes.discard(hello.node)
+        if wants_policies(hello):
+            self._policy_nodes.add(hello.node)
+            self.policies.resync(session.emit)  # before Synced: see policyrelay
         self._fabric_nodes.discard(hello.node)
         if wants_nodes(hello):
             self._fabric_nodes.add(hello.node)

@@ -81,4 +81,6 @@ def stats_summary(node_name: str, m: wire.Metrics) -> Obj:
                      "memory": {"time": m.timestamp,
                                 "workingSetBytes": sum(c["memory"]["workingSetBytes"] for c in containers)},
                      "containers": containers})
+        if p.get("networkPolicyRefused"):  # lite: new connections refused by NetworkPolicy (lite.agent.netpol)
+            pods[-1]["networkPolicyRefused"] = p["networkPolicyRefused"]
     return {"node": {"nodeName": node_name, "cpu": cpu, "memory": memory}, "pods": pods}

@@ -19,6 +19,7 @@ from lite.server.api.strategies import (
     workloads,
 )
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
+from lite.server.api.strategies.networking import INGRESS, INGRESSCLASS, NETWORKPOLICY
 from lite.server.api.strategies.podtemplate import PODTEMPLATE
 from lite.server.api.strategies.statusints import with_status_ints
 
@@ -60,6 +61,9 @@ def default_strategies() -> Strategies:
         "CSINode.storage.k8s.io": storage.CSINODE,
         "VolumeAttachment.storage.k8s.io": storage.VOLUMEATTACHMENT,
         "APIService.apiregistration.k8s.io": extrakinds.APISERVICE,
+        "NetworkPolicy.networking.k8s.io": NETWORKPOLICY,
+        "Ingress.networking.k8s.io": INGRESS,
+        "IngressClass.networking.k8s.io": INGRESSCLASS,
         "Role.rbac.authorization.k8s.io": rbac.ROLE,
         "ClusterRole.rbac.authorization.k8s.io": rbac.CLUSTERROLE,
         "RoleBinding.rbac.authorization.k8s.io": rbac.ROLEBINDING,
