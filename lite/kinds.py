@@ -155,6 +155,10 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations", False,
        verbs=WATCH_VERBS, gen=True),
     # metrics.k8s.io/v1beta1: virtual, served from node metrics (issue 4)
+    # authentication.k8s.io: create-only reviews, computed per request (lite.server.api.reviews)
+    _k("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",), virtual=True),
+    _k("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",),
+       virtual=True),
     _k("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", verbs=READ_VERBS, virtual=True),
     _k("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=READ_VERBS, virtual=True),
 )

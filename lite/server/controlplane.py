@@ -29,10 +29,13 @@ from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
 from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
+from lite.server.api.requestuser import UserInfo
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
+from lite.server.authn.authenticator import ClusterAuthenticator
+from lite.server.authn.wiring import attach_authn
 from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
@@ -52,7 +55,7 @@ from lite.server.store import Store
 log = logging.getLogger("lite.server")
 
 Background = Callable[[], Awaitable[None]]
-Authenticate = Callable[[web.Request], "str | Awaitable[str | None] | None"]
+Authenticate = Callable[[web.Request], "UserInfo | str | Awaitable[UserInfo | str | None] | None"]
 
 
 @dataclass
@@ -135,6 +138,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                                                            scheduler.profile.scheduler_name)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom)
     add_join_routes(app, hub, authenticate)
+    if isinstance(authenticate, ClusterAuthenticator):
+        attach_authn(app, resources, authenticate, config)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
     plane = ControlPlane(resources, app, hub)
     plane.background += [

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from lite.client import Client
-from lite.server.auth import TokenAuthenticator
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
 from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
@@ -55,6 +54,7 @@ class Server:
 
 async def build(config: ServerConfig) -> Server:
     """Create credentials, open the store, build the control plane and the API app (not yet listening)."""
+    from lite.server.authn.wiring import build_authenticator
     from lite.server.controlplane import build_control_plane
     from lite.server.store import Store, compactor
 
@@ -64,7 +64,7 @@ async def build(config: ServerConfig) -> Server:
         config.paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         store = await Store.open(str(config.paths.db))
         stack.push_async_callback(store.close)
-        authenticate = TokenAuthenticator(creds.admin_token, creds.join_secret)
+        authenticate = await asyncio.to_thread(build_authenticator, config, creds)
         plane = await build_control_plane(config, store, creds, authenticate)
     except BaseException:
         await stack.aclose()

@@ -311,6 +311,9 @@ async def _root_impl(request: web.Request, ctx: ApiContext) -> web.StreamRespons
     return json_response({"paths": sorted(set(paths))})
 
 
+# Public: routes added beside the app's own (OIDC discovery) get the same authentication, errors and metrics.
+api_handler = _api
+
 _api_root = _api(_api_root_impl, methods=("GET",))
 _apis_root = _api(_apis_root_impl, methods=("GET",))
 _api_core = _api(_api_core_impl)
