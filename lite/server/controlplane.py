@@ -35,6 +35,7 @@ from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
 from lite.server.authn.authenticator import ClusterAuthenticator
+from lite.server.authn.saadmission import ServiceAccountAdmission
 from lite.server.authn.wiring import attach_authn
 from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
@@ -104,6 +105,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     if rc_kind is not None:
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
     quota = add_quota_admission(resources, strategies)
+    strategies.add_admission(ServiceAccountAdmission(resources, resources.core_kind("serviceaccounts")).admit)
+    sa_tokens = authenticate.sa_tokens if isinstance(authenticate, ClusterAuthenticator) else None
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
     if creds.client_ca_cert is not None and creds.front_proxy_ca is not None:
@@ -121,7 +124,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
-                                       quota_admission=quota)
+                                       quota_admission=quota, root_ca_pem=creds.ca_pem,
+                                       legacy_token=sa_tokens.legacy_token if sa_tokens is not None else None)
     rq = manager.controller("resourcequota")
     if isinstance(rq, ResourceQuotaController):
         strategies.add_removed_hook(rq.removed)

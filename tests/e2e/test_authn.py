@@ -146,3 +146,45 @@ def test_review_requests_as_upstream_answers_them(cluster: Cluster) -> None:
     assert status == 201 and body["status"]["userInfo"] == {
         "username": "admin", "groups": ["system:masters", "system:authenticated"]}
     assert srv.request(f"{base}/selfsubjectreviews", method="POST", body={}, token="wrong")[0] == 401
+
+
+def test_pods_get_api_credentials_and_need_their_service_account(cluster: Cluster, ns: str, tmp_path: Path) -> None:
+    cm = json.loads(cluster.kubectl("-n", ns, "get", "configmap", "kube-root-ca.crt", "-o", "json").stdout)
+    ca = base64.b64decode(cluster.server.config()["clusters"][0]["cluster"]["certificate-authority-data"])
+    assert cm["data"]["ca.crt"] == ca.decode()
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    cluster.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(pod))
+    got = json.loads(cluster.kubectl("-n", ns, "get", "pod", "p", "-o", "json").stdout)["spec"]
+    [volume] = got["volumes"]
+    assert volume["name"].startswith("kube-api-access-") and len(volume["name"]) == len("kube-api-access-") + 5
+    assert got["containers"][0]["volumeMounts"] == [
+        {"name": volume["name"], "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+    pod["metadata"]["name"], pod["spec"]["serviceAccountName"] = "q", "missing"
+    out = cluster.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(pod), check=False)
+    assert out.returncode != 0 and (f'pods "q" is forbidden: error looking up service account {ns}/missing: '
+                                    'serviceaccount "missing" not found') in out.stderr
+    cluster.kubectl("-n", ns, "create", "serviceaccount", "quiet")
+    cluster.kubectl("-n", ns, "patch", "serviceaccount", "quiet", "-p", '{"automountServiceAccountToken":false}')
+    pod["metadata"]["name"], pod["spec"]["serviceAccountName"] = "r", "quiet"
+    cluster.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(pod))
+    assert "volumes" not in json.loads(cluster.kubectl("-n", ns, "get", "pod", "r", "-o", "json").stdout)["spec"]
+
+
+def test_legacy_token_secret(cluster: Cluster, ns: str) -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+              "metadata": {"name": "legacy", "annotations": {"kubernetes.io/service-account.name": "default"}}}
+    cluster.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(secret))
+    data: dict[str, str] = {}
+    deadline = time.monotonic() + 30
+    while "token" not in data and time.monotonic() < deadline:
+        data = json.loads(cluster.kubectl("-n", ns, "get", "secret", "legacy", "-o", "json").stdout).get("data") or {}
+        time.sleep(0.2)
+    assert base64.b64decode(data["namespace"]).decode() == ns and base64.b64decode(data["ca.crt"])
+    token = base64.b64decode(data["token"]).decode()
+    assert jwt.decode(token, options={"verify_signature": False})["iss"] == "kubernetes/serviceaccount"
+    status, body = cluster.server.request("/apis/authentication.k8s.io/v1/selfsubjectreviews", method="POST",
+                                          body={}, token=token)
+    assert status == 201 and body["status"]["userInfo"]["username"] == f"system:serviceaccount:{ns}:default"
+    cluster.kubectl("-n", ns, "delete", "secret", "legacy")
+    assert cluster.server.request("/api", token=token)[0] == 401
