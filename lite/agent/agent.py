@@ -36,6 +36,8 @@ from lite.agent.podrunner import POD_FILE, PodRunner
 from lite.agent.proxy.feed import KINDS as PROXY_KINDS
 from lite.agent.proxy.feed import ProxyFeed
 from lite.agent.runtime.container import ProcessRuntime, Runtime
+from lite.agent.satokens import TokenClient
+from lite.agent.serviceenv import ServiceCatalog
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 
 log = logging.getLogger("lite.agent")
@@ -80,6 +82,8 @@ class Agent:
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (kind, namespace, name) -> ConfigMap/Secret
         self.net_ready = asyncio.Event()
         self.session: Any = None
+        self.tokens = TokenClient(self._post)
+        self.services = ServiceCatalog()  # fed by the proxy feed: the service environment variables of pods
         self.deps = self._deps()
         self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip)
         # limits.cpu/limits.memory of a container without limits read the node's allocatable (downward API)
@@ -92,6 +96,7 @@ class Agent:
         if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
             self.dns = NodeDns(node_netns=config.node_netns, resolv_conf=config.resolv_conf)
             self.proxy = _proxy_feed(config, self.node_name, self.deps.node_ip, self.dns)
+            self.proxy.sinks += (self.services,)
 
     def _deps(self) -> Deps:
         c = self.config
@@ -100,7 +105,8 @@ class Agent:
                     node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
                     connect=_node_connect(c.node_netns),
-                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)))
+                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)),
+                    request_token=self.tokens.request, service_env=self.services.env_for)
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 
@@ -168,6 +174,8 @@ class Agent:
         elif isinstance(msg, wire.ObjectDelete):
             self.objects.pop((msg.kind, msg.namespace, msg.name), None)
             self._refresh(msg.namespace)
+        elif isinstance(msg, wire.TokenResponse):
+            self.tokens.deliver(msg)
         elif isinstance(msg, wire.Synced):
             desired = set(msg.uids)
             for uid, runner in list(self.runners.items()):
