@@ -52,7 +52,8 @@ def test_sigterm_with_open_watches_exits_cleanly_and_keeps_data(tmp_path: Path) 
         assert server.request("/api/v1/namespaces/default/configmaps", "POST",
                               {"metadata": {"name": "kept"}, "data": {"a": "b"}})[0] == 201
         req = urllib.request.Request(server.url + "/api/v1/namespaces/default/configmaps?watch=true&"
-                                     "resourceVersion=0&fieldSelector=metadata.name%3Dkept", headers={"Authorization": f"Bearer {server.token()}"})
+                                     "resourceVersion=0&fieldSelector=metadata.name%3Dkept",
+                                     headers={"Authorization": f"Bearer {server.token()}"})
         with urllib.request.urlopen(req, context=server.ssl_context(), timeout=30) as watch:
             first = json.loads(watch.readline())
             assert first["type"] == "ADDED" and first["object"]["metadata"]["name"] == "kept"
