@@ -68,3 +68,17 @@ def test_serving_context_asks_for_an_optional_client_certificate(tmp_path: Path)
     ctx = server_ssl_context(ensure_credentials(ServerConfig.create(tmp_path / "d")))
     assert ctx.verify_mode == ssl.CERT_OPTIONAL
     assert any("lite-client-ca" in str(c.get("subject")) for c in ctx.get_ca_certs())
+
+
+def test_rotate_reissues_the_admin_certificate(tmp_path: Path) -> None:
+    from lite.server.certcheck import rotate
+
+    cfg = ServerConfig.create(tmp_path / "d")
+    creds = ensure_credentials(cfg)
+    assert creds.admin_cert is not None
+    before = creds.admin_cert.read_bytes()
+    rotated, again = rotate(cfg)
+    assert "client-admin.crt" in rotated
+    assert again.admin_cert is not None and again.admin_cert.read_bytes() != before
+    cert = x509.load_pem_x509_certificate(again.admin_cert.read_bytes())
+    assert cert.subject.rfc4514_string() == "CN=system:admin,O=system:masters"
