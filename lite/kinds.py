@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 STD_VERBS: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NO_COLLECTION_DELETE: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
@@ -42,6 +43,13 @@ class Kind:
     crd: bool = False
     # For CRDs: the schema from the CRD, kept for discovery/OpenAPI; empty for builtins.
     schema: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    # For CRDs: the CRD's `spec.conversion` (strategy None or Webhook with its clientConfig).
+    conversion: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def converts_by_webhook(self) -> bool:
+        """A custom kind whose objects stored in another version are converted by the CRD's webhook."""
+        return self.crd and self.conversion.get("strategy") == "Webhook"
 
     @property
     def api_version(self) -> str:
@@ -98,7 +106,8 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
        verbs=NO_COLLECTION_DELETE),
     _k("", "v1", "Node", "nodes", False, short=("no",), sub=("status", "proxy")),
     _k("", "v1", "Pod", "pods", short=("po",), cats=_ALL, gen=True,
-       sub=("status", "log", "exec", "attach", "portforward", "eviction", "binding", "ephemeralcontainers")),
+       sub=("status", "log", "exec", "attach", "portforward", "proxy", "eviction", "binding",
+            "ephemeralcontainers")),
     _k("", "v1", "Service", "services", short=("svc",), cats=_ALL, sub=("status", "proxy"),
        verbs=NO_COLLECTION_DELETE),
     _k("", "v1", "Endpoints", "endpoints", short=("ep",)),

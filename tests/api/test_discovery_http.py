@@ -170,8 +170,6 @@ async def test_openapi_v3_shape(client: TestClient[web.Request, web.Application]
     r = await client.get("/openapi/v3/api/v1", headers=AUTH)
     nodes = (await _json(r))["paths"]["/api/v1/nodes/{name}"]["patch"]
     assert nodes["x-kubernetes-group-version-kind"]["kind"] == "Node"
-    r = await client.get("/openapi/v2", headers=AUTH)
-    assert r.status == 404 and (await _json(r))["kind"] == "Status"
     r = await client.get("/openapi/v3/apis/nope/v1", headers=AUTH)
     assert r.status == 404
 

@@ -206,7 +206,6 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
      "Unsupported value"),
     ("hostpath-missing-path", vol({"hostPath": {}}), f"{V0}.hostPath.path", "Required value"),
     # -- volume structure
-    ("volume-no-source", vol({}), V0, "must specify a volume type"),
     ("volume-two-sources", vol({"emptyDir": {}, "configMap": {"name": "c"}}), f"{V0}.configMap",
      "may not specify more than 1 volume type"),
     ("volume-dup-name", pod({"volumes": [{"name": "v", "emptyDir": {}}, {"name": "v", "emptyDir": {}}]}),

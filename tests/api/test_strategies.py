@@ -30,11 +30,11 @@ def test_qos_classes_and_requests_from_limits() -> None:
     assert pods.qos_class(_spec({})) == "BestEffort"
     assert pods.qos_class(_spec({"resources": {"requests": {"cpu": "100m"}}})) == "Burstable"
     guaranteed = _spec({"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}})
-    pods.default_pod_spec(guaranteed)
+    pods.default_pod({"spec": guaranteed})
     assert guaranteed["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
     assert pods.qos_class(guaranteed) == "Guaranteed"
     mixed = _spec({"resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}}})
-    pods.default_pod_spec(mixed)
+    pods.default_pod({"spec": mixed})
     assert pods.qos_class(mixed) == "Burstable"
 
 

@@ -238,6 +238,25 @@ def test_deployment_pods_talk_logs_exec_port_forward(node: Node, ns: str) -> Non
         port = int(line.split("127.0.0.1:")[1].split()[0])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
             assert b"hello from lite" in r.read()
+    # the proxy subresources: a pod's port, a service (by port number and by its only port), kubectl proxy,
+    # the node's kubelet-like paths
+    raw = node.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/pods/{an}:80/proxy/").stdout
+    assert "hello from lite" in raw
+    node.kubectl("expose", "deployment", "web", "-n", ns, "--port", "8080", "--target-port", "80")
+    node.wait(lambda: node.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/services/web:8080/proxy/",
+                                   check=False).returncode == 0, 30, "services/proxy answering")
+    assert "hello from lite" in node.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/services/web/proxy/").stdout
+    missing = node.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/pods/{an}:80/proxy/nope.html", check=False)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr  # the pod's own 404, passed through
+    with node.cluster.kubectl_stream("proxy", "--port", "0") as (_, lines):
+        line = lines.wait_for(lambda ln: "Starting to serve on 127.0.0.1:" in ln, 30)
+        port = int(line.rsplit(":", 1)[1])
+        url = f"http://127.0.0.1:{port}/api/v1/namespaces/{ns}/services/http:web:8080/proxy/"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert b"hello from lite" in r.read()
+    assert node.kubectl("get", "--raw", "/api/v1/nodes/e2e-node/proxy/healthz").stdout == "ok"
+    on_node = json.loads(node.kubectl("get", "--raw", "/api/v1/nodes/e2e-node/proxy/pods").stdout)
+    assert an in {p["metadata"]["name"] for p in on_node["items"]}
     # logs -f
     _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ticker"}, "spec": {
         "terminationGracePeriodSeconds": 1, "containers": [{"name": "t", "image": IMAGE, "command": [

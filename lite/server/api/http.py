@@ -102,6 +102,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
     r.add_route("*", "/api/{tail:.*}", _api_core)
     r.add_route("*", "/apis", _apis_root)
     r.add_route("*", "/apis/{tail:.*}", _apis_group)
+    r.add_route("*", "/openapi/v2", _openapi_v2)
     r.add_route("*", "/openapi/v3", _openapi_root)
     r.add_route("*", "/openapi/v3/{tail:.*}", _openapi_doc)
     r.add_route("*", "/metrics", _metrics)
@@ -261,7 +262,7 @@ def route(kinds: KindRegistry, group: str, version: str, rest: list[str]) -> Tar
     if (len(rest) >= 3 and rest[0] == "namespaces"
             and not (len(rest) == 3 and not group and rest[2] in ("status", "finalize"))):
         namespace, rest = rest[1], rest[2:]
-    if not rest or len(rest) > 3:
+    if not rest or (len(rest) > 3 and rest[2] != "proxy"):  # proxy/<path...> carries a path of its own
         raise path_not_found()
     kind = kinds.by_resource(group, version, rest[0])
     if kind is None:
@@ -282,6 +283,26 @@ async def _openapi_root_impl(request: web.Request, ctx: ApiContext) -> web.Strea
         _, remote, claimed = aggregator.discovery_state()
         body = openapi_root_with(body, remote, claimed)
     return web.Response(body=body, content_type="application/json")
+
+
+_PB_V2 = ("application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+          "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+
+
+async def _openapi_v2_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+    """`GET /openapi/v2`: Swagger 2.0 as JSON or gnostic protobuf (by Accept), with an ETag (304 on a match)."""
+    media = negotiate.openapi_v2_media(request.headers.get("Accept", ""), _PB_V2)
+    if media is None:
+        raise ApiError("only application/json and the openapi v2 protobuf media types are served",
+                       406, "NotAcceptable")
+    doc = ctx.openapi.v2()
+    headers = {"ETag": doc.etag, "Vary": "Accept", "Cache-Control": "no-cache, private"}
+    if doc.etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+        return web.Response(status=304, headers=headers)
+    if media == "application/json":
+        return web.Response(body=doc.json, content_type="application/json", headers=headers)
+    # Either protobuf name is answered with the one without '@', which Go's mime parser accepts (upstream does so).
+    return web.Response(body=doc.protobuf(), content_type=_PB_V2[1], headers=headers)
 
 
 async def _openapi_doc_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
@@ -305,7 +326,8 @@ async def _unknown_impl(request: web.Request, ctx: ApiContext) -> web.StreamResp
 
 async def _root_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
     """`GET /`: the served paths (upstream's RootPaths), for `kubectl get --raw /`."""
-    paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v3", "/readyz", "/version"]
+    paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/readyz",
+             "/version"]
     paths += [f"/apis/{g}" for g in ctx.discovery.group_names()]
     paths += [k.base_path for k in ctx.kinds if k.group]
     return json_response({"paths": sorted(set(paths))})
@@ -318,6 +340,7 @@ _api_root = _api(_api_root_impl, methods=("GET",))
 _apis_root = _api(_apis_root_impl, methods=("GET",))
 _api_core = _api(_api_core_impl)
 _apis_group = _api(_apis_group_impl)
+_openapi_v2 = _api(_openapi_v2_impl, methods=("GET",))
 _openapi_root = _api(_openapi_root_impl, methods=("GET",))
 _openapi_doc = _api(_openapi_doc_impl, methods=("GET",))
 _unknown = _api(_unknown_impl)

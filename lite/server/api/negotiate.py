@@ -56,6 +56,31 @@ def wants_table(accept: str) -> bool:
     return False
 
 
+def openapi_v2_media(accept: str, protobuf_types: tuple[str, ...]) -> str | None:
+    """The media type `/openapi/v2` answers an Accept header with: clauses by falling q (ties keep their order),
+    the first that matches JSON or one of `protobuf_types` (wildcards allowed); None is 406. An empty Accept is
+    `*/*`, which gets JSON, as upstream's handler does."""
+    offered = ("application/json", *protobuf_types)
+    clauses: list[tuple[float, int, str]] = []
+    for i, part in enumerate((accept or "*/*").split(",")):
+        media = part.split(";")[0].strip().lower()
+        if not media:
+            continue
+        try:
+            q = float(_params(part).get("q", "1"))
+        except ValueError:
+            q = 0.0
+        if q > 0:
+            clauses.append((-q, i, media))
+    for _, _, media in sorted(clauses):
+        kind, _, sub = media.partition("/")
+        for candidate in offered:
+            c_kind, _, c_sub = candidate.partition("/")
+            if kind in (c_kind, "*") and sub in (c_sub, "*"):
+                return candidate
+    return None
+
+
 def _params(media: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for part in media.split(";")[1:]:

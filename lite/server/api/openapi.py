@@ -26,6 +26,8 @@ import orjson
 from lite.kinds import Kind, KindRegistry
 from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.openapi_paths import path_items
+from lite.server.api.openapi_v2 import swagger_document
+from lite.server.api.openapi_v2pb import encode_document
 
 Obj = dict[str, Any]
 
@@ -34,6 +36,24 @@ Obj = dict[str, Any]
 class _Docs:
     root: bytes
     by_path: dict[str, bytes]  # "api/v1" / "apis/apps/v1" -> document JSON
+
+
+class SwaggerV2:
+    """The `/openapi/v2` document of one set of kinds: JSON built at once, protobuf on first use; `etag` is a
+    digest of the JSON (both forms carry the same content, so one tag serves both)."""
+
+    def __init__(self, doc: Obj) -> None:
+        self._doc: Obj | None = doc
+        self.json = orjson.dumps(doc)
+        self.etag = '"' + hashlib.sha512(self.json).hexdigest()[:64].upper() + '"'
+        self._pb: bytes | None = None
+
+    def protobuf(self) -> bytes:
+        if self._pb is None:
+            doc = self._doc if self._doc is not None else orjson.loads(self.json)
+            self._pb = encode_document(doc)
+            self._doc = None  # the JSON bytes are kept; the tree is not needed any more
+        return self._pb
 
 
 class OpenAPI:
@@ -47,6 +67,7 @@ class OpenAPI:
         self._held: tuple[Kind, ...] = ()  # keeps the keyed objects alive so ids stay unique
         self._docs: _Docs | None = None
         self._by_gv: dict[str, tuple[tuple[int, ...], bytes]] = {}
+        self._v2: tuple[_Docs, SwaggerV2] | None = None
 
     def _current(self) -> _Docs:
         held = tuple(self._kinds)
@@ -59,6 +80,18 @@ class OpenAPI:
     def root(self) -> bytes:
         """The `/openapi/v3` index as JSON bytes."""
         return self._current().root
+
+    def v2(self) -> SwaggerV2:
+        """The Swagger 2.0 document of every served group-version (rebuilt when any of them changes)."""
+        docs = self._current()
+        if self._v2 is None or self._v2[0] is not docs:
+            crd_names: set[str] = set()
+            for k in self._held:
+                if k.crd:
+                    crd_names.update((schema_name(k), schema_name(k) + "List"))
+            doc = swagger_document((orjson.loads(b) for b in docs.by_path.values()), frozenset(crd_names))
+            self._v2 = (docs, SwaggerV2(doc))
+        return self._v2[1]
 
     def document(self, gv_path: str) -> bytes | None:
         """The document for `api/v1` or `apis/<group>/<version>`, or None when not served."""
@@ -102,7 +135,7 @@ def _gvk(k: Kind) -> Obj:
 
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
-_ALWAYS = (f"{_META}Status", f"{_META}DeleteOptions", f"{_META}Patch", f"{_META}ListMeta")
+_ALWAYS = (f"{_META}Status", f"{_META}DeleteOptions", f"{_META}Patch", f"{_META}ListMeta", f"{_META}ObjectMeta")
 _REF = "#/components/schemas/"
 
 
@@ -182,9 +215,26 @@ def _list_schema(k: Kind, item: str) -> Obj:
     }
 
 
+_TYPE_META = {
+    "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation "
+                   "of an object. Servers should convert recognized schemas to the latest internal value, and may "
+                   "reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/"
+                   "sig-architecture/api-conventions.md#resources"},
+    "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object "
+             "represents. Servers may infer this from the endpoint the client submits requests to. Cannot be "
+             "updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/"
+             "sig-architecture/api-conventions.md#types-kinds"},
+    "metadata": {"allOf": [{"$ref": f"{_REF}{_META}ObjectMeta"}], "description": "Standard object's metadata. More "
+                 "info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"},
+}
+
+
 def _schema(k: Kind) -> Obj:
     if k.schema:
         base: Obj = dict(k.schema)
+        # As upstream publishes a CRD's schema: apiVersion, kind and metadata (ObjectMeta) are always declared.
+        props = dict(base.get("properties") or {})
+        base["properties"] = {**props, **{n: v for n, v in _TYPE_META.items() if n not in props or n == "metadata"}}
     else:
         base = {
             "description": f"{k.kind} ({k.api_version}) as served by lite; fields are not described here.",

@@ -12,6 +12,10 @@ from typing import Final
 
 # (apiVersion/kind) -> message
 ROOTS: Final[dict[str, str]] = {
+    "admissionregistration.k8s.io/v1/MutatingWebhookConfiguration":
+        "admissionregistration.v1.MutatingWebhookConfiguration",
+    "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration":
+        "admissionregistration.v1.ValidatingWebhookConfiguration",
     "apps/v1/ControllerRevision": "apps.v1.ControllerRevision",
     "apps/v1/DaemonSet": "apps.v1.DaemonSet",
     "apps/v1/Deployment": "apps.v1.Deployment",
@@ -24,13 +28,31 @@ ROOTS: Final[dict[str, str]] = {
     "authorization.k8s.io/v1/SelfSubjectAccessReview": "authorization.v1.SelfSubjectAccessReview",
     "authorization.k8s.io/v1/SelfSubjectRulesReview": "authorization.v1.SelfSubjectRulesReview",
     "authorization.k8s.io/v1/SubjectAccessReview": "authorization.v1.SubjectAccessReview",
+    "autoscaling/v1/Scale": "autoscaling.v1.Scale",
+    "autoscaling/v2/HorizontalPodAutoscaler": "autoscaling.v2.HorizontalPodAutoscaler",
     "batch/v1/CronJob": "batch.v1.CronJob",
-    "certificates.k8s.io/v1/CertificateSigningRequest": "certificates.v1.CertificateSigningRequest",
     "batch/v1/Job": "batch.v1.Job",
+    "certificates.k8s.io/v1/CertificateSigningRequest": "certificates.v1.CertificateSigningRequest",
+    "coordination.k8s.io/v1/Lease": "coordination.v1.Lease",
+    "discovery.k8s.io/v1/EndpointSlice": "discovery.v1.EndpointSlice",
+    "events.k8s.io/v1/Event": "events.v1.Event",
     "meta/v1/DeleteOptions": "apis.meta.v1.DeleteOptions",
+    "networking.k8s.io/v1/Ingress": "networking.v1.Ingress",
+    "networking.k8s.io/v1/IngressClass": "networking.v1.IngressClass",
+    "networking.k8s.io/v1/NetworkPolicy": "networking.v1.NetworkPolicy",
+    "node.k8s.io/v1/RuntimeClass": "node.v1.RuntimeClass",
     "policy/v1/Eviction": "policy.v1.Eviction",
     "policy/v1/PodDisruptionBudget": "policy.v1.PodDisruptionBudget",
+    "rbac.authorization.k8s.io/v1/ClusterRole": "rbac.v1.ClusterRole",
+    "rbac.authorization.k8s.io/v1/ClusterRoleBinding": "rbac.v1.ClusterRoleBinding",
+    "rbac.authorization.k8s.io/v1/Role": "rbac.v1.Role",
+    "rbac.authorization.k8s.io/v1/RoleBinding": "rbac.v1.RoleBinding",
     "scheduling.k8s.io/v1/PriorityClass": "scheduling.v1.PriorityClass",
+    "storage.k8s.io/v1/CSIDriver": "storage.v1.CSIDriver",
+    "storage.k8s.io/v1/CSINode": "storage.v1.CSINode",
+    "storage.k8s.io/v1/CSIStorageCapacity": "storage.v1.CSIStorageCapacity",
+    "storage.k8s.io/v1/StorageClass": "storage.v1.StorageClass",
+    "storage.k8s.io/v1/VolumeAttachment": "storage.v1.VolumeAttachment",
     "v1/Binding": "core.v1.Binding",
     "v1/ConfigMap": "core.v1.ConfigMap",
     "v1/Endpoints": "core.v1.Endpoints",
@@ -50,6 +72,48 @@ ROOTS: Final[dict[str, str]] = {
 }
 
 MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
+    "admissionregistration.v1.MatchCondition": {
+        1: ("name", "*string"), 2: ("expression", "*string"),
+    },
+    "admissionregistration.v1.MutatingWebhook": {
+        1: ("name", "*string"), 2: ("clientConfig", "admissionregistration.v1.WebhookClientConfig"),
+        3: ("rules", "[]admissionregistration.v1.RuleWithOperations"), 4: ("failurePolicy", "*string"),
+        5: ("namespaceSelector", "apis.meta.v1.LabelSelector"), 6: ("sideEffects", "*string"),
+        7: ("timeoutSeconds", "*int32"), 8: ("admissionReviewVersions", "[]string"),
+        9: ("matchPolicy", "*string"), 10: ("reinvocationPolicy", "*string"),
+        11: ("objectSelector", "apis.meta.v1.LabelSelector"),
+        12: ("matchConditions", "[]admissionregistration.v1.MatchCondition"),
+    },
+    "admissionregistration.v1.MutatingWebhookConfiguration": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"),
+        2: ("webhooks", "[]admissionregistration.v1.MutatingWebhook"),
+    },
+    "admissionregistration.v1.Rule": {
+        1: ("apiGroups", "[]string"), 2: ("apiVersions", "[]string"), 3: ("resources", "[]string"),
+        4: ("scope", "*string"),
+    },
+    "admissionregistration.v1.RuleWithOperations": {
+        1: ("operations", "[]string"), 2: ("", "admissionregistration.v1.Rule"),
+    },
+    "admissionregistration.v1.ServiceReference": {
+        1: ("namespace", "*string"), 2: ("name", "*string"), 3: ("path", "*string"), 4: ("port", "*int32"),
+    },
+    "admissionregistration.v1.ValidatingWebhook": {
+        1: ("name", "*string"), 2: ("clientConfig", "admissionregistration.v1.WebhookClientConfig"),
+        3: ("rules", "[]admissionregistration.v1.RuleWithOperations"), 4: ("failurePolicy", "*string"),
+        5: ("namespaceSelector", "apis.meta.v1.LabelSelector"), 6: ("sideEffects", "*string"),
+        7: ("timeoutSeconds", "*int32"), 8: ("admissionReviewVersions", "[]string"),
+        9: ("matchPolicy", "*string"), 10: ("objectSelector", "apis.meta.v1.LabelSelector"),
+        11: ("matchConditions", "[]admissionregistration.v1.MatchCondition"),
+    },
+    "admissionregistration.v1.ValidatingWebhookConfiguration": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"),
+        2: ("webhooks", "[]admissionregistration.v1.ValidatingWebhook"),
+    },
+    "admissionregistration.v1.WebhookClientConfig": {
+        1: ("service", "admissionregistration.v1.ServiceReference"), 2: ("caBundle", "bytes"),
+        3: ("url", "*string"),
+    },
     "api.resource.Quantity": {
         1: ("string", "string"),
     },
@@ -312,6 +376,106 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
         2: ("nonResourceRules", "[]authorization.v1.NonResourceRule"), 3: ("incomplete", "*bool"),
         4: ("evaluationError", "string"),
     },
+    "autoscaling.v1.Scale": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "autoscaling.v1.ScaleSpec"),
+        3: ("status", "autoscaling.v1.ScaleStatus"),
+    },
+    "autoscaling.v1.ScaleSpec": {
+        1: ("replicas", "int32"),
+    },
+    "autoscaling.v1.ScaleStatus": {
+        1: ("replicas", "*int32"), 2: ("selector", "string"),
+    },
+    "autoscaling.v2.ContainerResourceMetricSource": {
+        1: ("name", "*string"), 2: ("target", "autoscaling.v2.MetricTarget"), 3: ("container", "*string"),
+    },
+    "autoscaling.v2.ContainerResourceMetricStatus": {
+        1: ("name", "*string"), 2: ("current", "autoscaling.v2.MetricValueStatus"),
+        3: ("container", "*string"),
+    },
+    "autoscaling.v2.CrossVersionObjectReference": {
+        1: ("kind", "*string"), 2: ("name", "*string"), 3: ("apiVersion", "string"),
+    },
+    "autoscaling.v2.ExternalMetricSource": {
+        1: ("metric", "autoscaling.v2.MetricIdentifier"), 2: ("target", "autoscaling.v2.MetricTarget"),
+    },
+    "autoscaling.v2.ExternalMetricStatus": {
+        1: ("metric", "autoscaling.v2.MetricIdentifier"), 2: ("current", "autoscaling.v2.MetricValueStatus"),
+    },
+    "autoscaling.v2.HPAScalingPolicy": {
+        1: ("type", "*string"), 2: ("value", "*int32"), 3: ("periodSeconds", "*int32"),
+    },
+    "autoscaling.v2.HPAScalingRules": {
+        1: ("selectPolicy", "*string"), 2: ("policies", "[]autoscaling.v2.HPAScalingPolicy"),
+        3: ("stabilizationWindowSeconds", "*int32"),
+    },
+    "autoscaling.v2.HorizontalPodAutoscaler": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "autoscaling.v2.HorizontalPodAutoscalerSpec"),
+        3: ("status", "autoscaling.v2.HorizontalPodAutoscalerStatus"),
+    },
+    "autoscaling.v2.HorizontalPodAutoscalerBehavior": {
+        1: ("scaleUp", "autoscaling.v2.HPAScalingRules"), 2: ("scaleDown", "autoscaling.v2.HPAScalingRules"),
+    },
+    "autoscaling.v2.HorizontalPodAutoscalerCondition": {
+        1: ("type", "*string"), 2: ("status", "*string"), 3: ("lastTransitionTime", "apis.meta.v1.Time"),
+        4: ("reason", "string"), 5: ("message", "string"),
+    },
+    "autoscaling.v2.HorizontalPodAutoscalerSpec": {
+        1: ("scaleTargetRef", "autoscaling.v2.CrossVersionObjectReference"), 2: ("minReplicas", "*int32"),
+        3: ("maxReplicas", "*int32"), 4: ("metrics", "[]autoscaling.v2.MetricSpec"),
+        5: ("behavior", "autoscaling.v2.HorizontalPodAutoscalerBehavior"),
+    },
+    "autoscaling.v2.HorizontalPodAutoscalerStatus": {
+        1: ("observedGeneration", "*int64"), 2: ("lastScaleTime", "apis.meta.v1.Time"),
+        3: ("currentReplicas", "int32"), 4: ("desiredReplicas", "*int32"),
+        5: ("currentMetrics", "[]autoscaling.v2.MetricStatus"),
+        6: ("conditions", "[]autoscaling.v2.HorizontalPodAutoscalerCondition"),
+    },
+    "autoscaling.v2.MetricIdentifier": {
+        1: ("name", "*string"), 2: ("selector", "apis.meta.v1.LabelSelector"),
+    },
+    "autoscaling.v2.MetricSpec": {
+        1: ("type", "*string"), 2: ("object", "autoscaling.v2.ObjectMetricSource"),
+        3: ("pods", "autoscaling.v2.PodsMetricSource"),
+        4: ("resource", "autoscaling.v2.ResourceMetricSource"),
+        5: ("external", "autoscaling.v2.ExternalMetricSource"),
+        7: ("containerResource", "autoscaling.v2.ContainerResourceMetricSource"),
+    },
+    "autoscaling.v2.MetricStatus": {
+        1: ("type", "*string"), 2: ("object", "autoscaling.v2.ObjectMetricStatus"),
+        3: ("pods", "autoscaling.v2.PodsMetricStatus"),
+        4: ("resource", "autoscaling.v2.ResourceMetricStatus"),
+        5: ("external", "autoscaling.v2.ExternalMetricStatus"),
+        7: ("containerResource", "autoscaling.v2.ContainerResourceMetricStatus"),
+    },
+    "autoscaling.v2.MetricTarget": {
+        1: ("type", "*string"), 2: ("value", "api.resource.Quantity"),
+        3: ("averageValue", "api.resource.Quantity"), 4: ("averageUtilization", "*int32"),
+    },
+    "autoscaling.v2.MetricValueStatus": {
+        1: ("value", "api.resource.Quantity"), 2: ("averageValue", "api.resource.Quantity"),
+        3: ("averageUtilization", "*int32"),
+    },
+    "autoscaling.v2.ObjectMetricSource": {
+        1: ("describedObject", "autoscaling.v2.CrossVersionObjectReference"),
+        2: ("target", "autoscaling.v2.MetricTarget"), 3: ("metric", "autoscaling.v2.MetricIdentifier"),
+    },
+    "autoscaling.v2.ObjectMetricStatus": {
+        1: ("metric", "autoscaling.v2.MetricIdentifier"), 2: ("current", "autoscaling.v2.MetricValueStatus"),
+        3: ("describedObject", "autoscaling.v2.CrossVersionObjectReference"),
+    },
+    "autoscaling.v2.PodsMetricSource": {
+        1: ("metric", "autoscaling.v2.MetricIdentifier"), 2: ("target", "autoscaling.v2.MetricTarget"),
+    },
+    "autoscaling.v2.PodsMetricStatus": {
+        1: ("metric", "autoscaling.v2.MetricIdentifier"), 2: ("current", "autoscaling.v2.MetricValueStatus"),
+    },
+    "autoscaling.v2.ResourceMetricSource": {
+        1: ("name", "*string"), 2: ("target", "autoscaling.v2.MetricTarget"),
+    },
+    "autoscaling.v2.ResourceMetricStatus": {
+        1: ("name", "*string"), 2: ("current", "autoscaling.v2.MetricValueStatus"),
+    },
     "batch.v1.CronJob": {
         1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "batch.v1.CronJobSpec"),
         3: ("status", "batch.v1.CronJobStatus"),
@@ -374,6 +538,36 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
     },
     "batch.v1.UncountedTerminatedPods": {
         1: ("succeeded", "[]string"), 2: ("failed", "[]string"),
+    },
+    "certificates.v1.CertificateSigningRequest": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"),
+        2: ("spec", "certificates.v1.CertificateSigningRequestSpec"),
+        3: ("status", "certificates.v1.CertificateSigningRequestStatus"),
+    },
+    "certificates.v1.CertificateSigningRequestCondition": {
+        1: ("type", "*string"), 2: ("reason", "string"), 3: ("message", "string"),
+        4: ("lastUpdateTime", "apis.meta.v1.Time"), 5: ("lastTransitionTime", "apis.meta.v1.Time"),
+        6: ("status", "*string"),
+    },
+    "certificates.v1.CertificateSigningRequestSpec": {
+        1: ("request", "*bytes"), 2: ("username", "string"), 3: ("uid", "string"), 4: ("groups", "[]string"),
+        5: ("usages", "[]string"), 6: ("extra", "map:certificates.v1.ExtraValue"),
+        7: ("signerName", "*string"), 8: ("expirationSeconds", "*int32"),
+    },
+    "certificates.v1.CertificateSigningRequestStatus": {
+        1: ("conditions", "[]certificates.v1.CertificateSigningRequestCondition"),
+        2: ("certificate", "bytes"),
+    },
+    "certificates.v1.ExtraValue": {
+        1: ("items", "[]string"),
+    },
+    "coordination.v1.Lease": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "coordination.v1.LeaseSpec"),
+    },
+    "coordination.v1.LeaseSpec": {
+        1: ("holderIdentity", "*string"), 2: ("leaseDurationSeconds", "*int32"),
+        3: ("acquireTime", "apis.meta.v1.MicroTime"), 4: ("renewTime", "apis.meta.v1.MicroTime"),
+        5: ("leaseTransitions", "*int32"), 6: ("strategy", "*string"), 7: ("preferredHolder", "*string"),
     },
     "core.v1.AWSElasticBlockStoreVolumeSource": {
         1: ("volumeID", "*string"), 2: ("fsType", "string"), 3: ("partition", "int32"),
@@ -1136,6 +1330,12 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
         1: ("key", "string"), 2: ("operator", "string"), 3: ("value", "string"), 4: ("effect", "string"),
         5: ("tolerationSeconds", "*int64"),
     },
+    "core.v1.TopologySelectorLabelRequirement": {
+        1: ("key", "*string"), 2: ("values", "[]string"),
+    },
+    "core.v1.TopologySelectorTerm": {
+        1: ("matchLabelExpressions", "[]core.v1.TopologySelectorLabelRequirement"),
+    },
     "core.v1.TopologySpreadConstraint": {
         1: ("maxSkew", "*int32"), 2: ("topologyKey", "*string"), 3: ("whenUnsatisfiable", "*string"),
         4: ("labelSelector", "apis.meta.v1.LabelSelector"), 5: ("minDomains", "*int32"),
@@ -1209,6 +1409,130 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
         1: ("gmsaCredentialSpecName", "*string"), 2: ("gmsaCredentialSpec", "*string"),
         3: ("runAsUserName", "*string"), 4: ("hostProcess", "*bool"),
     },
+    "discovery.v1.Endpoint": {
+        1: ("addresses", "[]string"), 2: ("conditions", "discovery.v1.EndpointConditions"),
+        3: ("hostname", "*string"), 4: ("targetRef", "core.v1.ObjectReference"),
+        5: ("deprecatedTopology", "map:string"), 6: ("nodeName", "*string"), 7: ("zone", "*string"),
+        8: ("hints", "discovery.v1.EndpointHints"),
+    },
+    "discovery.v1.EndpointConditions": {
+        1: ("ready", "*bool"), 2: ("serving", "*bool"), 3: ("terminating", "*bool"),
+    },
+    "discovery.v1.EndpointHints": {
+        1: ("forZones", "[]discovery.v1.ForZone"),
+    },
+    "discovery.v1.EndpointPort": {
+        1: ("name", "*string"), 2: ("protocol", "*string"), 3: ("port", "*int32"),
+        4: ("appProtocol", "*string"),
+    },
+    "discovery.v1.EndpointSlice": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("endpoints", "[]discovery.v1.Endpoint"),
+        3: ("ports", "[]discovery.v1.EndpointPort"), 4: ("addressType", "*string"),
+    },
+    "discovery.v1.ForZone": {
+        1: ("name", "*string"),
+    },
+    "events.v1.Event": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("eventTime", "apis.meta.v1.MicroTime"),
+        3: ("series", "events.v1.EventSeries"), 4: ("reportingController", "string"),
+        5: ("reportingInstance", "string"), 6: ("action", "string"), 7: ("reason", "string"),
+        8: ("regarding", "core.v1.ObjectReference"), 9: ("related", "core.v1.ObjectReference"),
+        10: ("note", "string"), 11: ("type", "string"), 12: ("deprecatedSource", "core.v1.EventSource"),
+        13: ("deprecatedFirstTimestamp", "apis.meta.v1.Time"),
+        14: ("deprecatedLastTimestamp", "apis.meta.v1.Time"), 15: ("deprecatedCount", "int32"),
+    },
+    "events.v1.EventSeries": {
+        1: ("count", "*int32"), 2: ("lastObservedTime", "apis.meta.v1.MicroTime"),
+    },
+    "networking.v1.HTTPIngressPath": {
+        1: ("path", "string"), 2: ("backend", "networking.v1.IngressBackend"), 3: ("pathType", "*string"),
+    },
+    "networking.v1.HTTPIngressRuleValue": {
+        1: ("paths", "[]networking.v1.HTTPIngressPath"),
+    },
+    "networking.v1.IPBlock": {
+        1: ("cidr", "*string"), 2: ("except", "[]string"),
+    },
+    "networking.v1.Ingress": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "networking.v1.IngressSpec"),
+        3: ("status", "networking.v1.IngressStatus"),
+    },
+    "networking.v1.IngressBackend": {
+        3: ("resource", "core.v1.TypedLocalObjectReference"),
+        4: ("service", "networking.v1.IngressServiceBackend"),
+    },
+    "networking.v1.IngressClass": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "networking.v1.IngressClassSpec"),
+    },
+    "networking.v1.IngressClassParametersReference": {
+        1: ("apiGroup", "*string"), 2: ("kind", "*string"), 3: ("name", "*string"), 4: ("scope", "*string"),
+        5: ("namespace", "*string"),
+    },
+    "networking.v1.IngressClassSpec": {
+        1: ("controller", "string"), 2: ("parameters", "networking.v1.IngressClassParametersReference"),
+    },
+    "networking.v1.IngressLoadBalancerIngress": {
+        1: ("ip", "string"), 2: ("hostname", "string"), 4: ("ports", "[]networking.v1.IngressPortStatus"),
+    },
+    "networking.v1.IngressLoadBalancerStatus": {
+        1: ("ingress", "[]networking.v1.IngressLoadBalancerIngress"),
+    },
+    "networking.v1.IngressPortStatus": {
+        1: ("port", "*int32"), 2: ("protocol", "*string"), 3: ("error", "*string"),
+    },
+    "networking.v1.IngressRule": {
+        1: ("host", "string"), 2: ("", "networking.v1.IngressRuleValue"),
+    },
+    "networking.v1.IngressRuleValue": {
+        1: ("http", "networking.v1.HTTPIngressRuleValue"),
+    },
+    "networking.v1.IngressServiceBackend": {
+        1: ("name", "*string"), 2: ("port", "networking.v1.ServiceBackendPort"),
+    },
+    "networking.v1.IngressSpec": {
+        1: ("defaultBackend", "networking.v1.IngressBackend"), 2: ("tls", "[]networking.v1.IngressTLS"),
+        3: ("rules", "[]networking.v1.IngressRule"), 4: ("ingressClassName", "*string"),
+    },
+    "networking.v1.IngressStatus": {
+        1: ("loadBalancer", "networking.v1.IngressLoadBalancerStatus"),
+    },
+    "networking.v1.IngressTLS": {
+        1: ("hosts", "[]string"), 2: ("secretName", "string"),
+    },
+    "networking.v1.NetworkPolicy": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "networking.v1.NetworkPolicySpec"),
+    },
+    "networking.v1.NetworkPolicyEgressRule": {
+        1: ("ports", "[]networking.v1.NetworkPolicyPort"), 2: ("to", "[]networking.v1.NetworkPolicyPeer"),
+    },
+    "networking.v1.NetworkPolicyIngressRule": {
+        1: ("ports", "[]networking.v1.NetworkPolicyPort"), 2: ("from", "[]networking.v1.NetworkPolicyPeer"),
+    },
+    "networking.v1.NetworkPolicyPeer": {
+        1: ("podSelector", "apis.meta.v1.LabelSelector"),
+        2: ("namespaceSelector", "apis.meta.v1.LabelSelector"), 3: ("ipBlock", "networking.v1.IPBlock"),
+    },
+    "networking.v1.NetworkPolicyPort": {
+        1: ("protocol", "*string"), 2: ("port", "util.intstr.IntOrString"), 3: ("endPort", "*int32"),
+    },
+    "networking.v1.NetworkPolicySpec": {
+        1: ("podSelector", "apis.meta.v1.LabelSelector"),
+        2: ("ingress", "[]networking.v1.NetworkPolicyIngressRule"),
+        3: ("egress", "[]networking.v1.NetworkPolicyEgressRule"), 4: ("policyTypes", "[]string"),
+    },
+    "networking.v1.ServiceBackendPort": {
+        1: ("name", "string"), 2: ("number", "int32"),
+    },
+    "node.v1.Overhead": {
+        1: ("podFixed", "map:api.resource.Quantity"),
+    },
+    "node.v1.RuntimeClass": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("handler", "*string"),
+        3: ("overhead", "node.v1.Overhead"), 4: ("scheduling", "node.v1.Scheduling"),
+    },
+    "node.v1.Scheduling": {
+        1: ("nodeSelector", "map:string"), 2: ("tolerations", "[]core.v1.Toleration"),
+    },
     "policy.v1.Eviction": {
         1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("deleteOptions", "apis.meta.v1.DeleteOptions"),
     },
@@ -1225,25 +1549,33 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
         3: ("disruptionsAllowed", "*int32"), 4: ("currentHealthy", "*int32"), 5: ("desiredHealthy", "*int32"),
         6: ("expectedPods", "*int32"), 7: ("conditions", "[]apis.meta.v1.Condition"),
     },
-    "certificates.v1.CertificateSigningRequest": {
-        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "certificates.v1.CertificateSigningRequestSpec"),
-        3: ("status", "certificates.v1.CertificateSigningRequestStatus"),
+    "rbac.v1.AggregationRule": {
+        1: ("clusterRoleSelectors", "[]apis.meta.v1.LabelSelector"),
     },
-    "certificates.v1.CertificateSigningRequestCondition": {
-        1: ("type", "*string"), 2: ("reason", "string"), 3: ("message", "string"),
-        4: ("lastUpdateTime", "apis.meta.v1.Time"), 5: ("lastTransitionTime", "apis.meta.v1.Time"),
-        6: ("status", "*string"),
+    "rbac.v1.ClusterRole": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("rules", "[]rbac.v1.PolicyRule"),
+        3: ("aggregationRule", "rbac.v1.AggregationRule"),
     },
-    "certificates.v1.CertificateSigningRequestSpec": {
-        1: ("request", "*bytes"), 2: ("username", "string"), 3: ("uid", "string"), 4: ("groups", "[]string"),
-        5: ("usages", "[]string"), 6: ("extra", "map:certificates.v1.ExtraValue"), 7: ("signerName", "*string"),
-        8: ("expirationSeconds", "*int32"),
+    "rbac.v1.ClusterRoleBinding": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("subjects", "[]rbac.v1.Subject"),
+        3: ("roleRef", "rbac.v1.RoleRef"),
     },
-    "certificates.v1.CertificateSigningRequestStatus": {
-        1: ("conditions", "[]certificates.v1.CertificateSigningRequestCondition"), 2: ("certificate", "bytes"),
+    "rbac.v1.PolicyRule": {
+        1: ("verbs", "[]string"), 2: ("apiGroups", "[]string"), 3: ("resources", "[]string"),
+        4: ("resourceNames", "[]string"), 5: ("nonResourceURLs", "[]string"),
     },
-    "certificates.v1.ExtraValue": {
-        1: ("items", "[]string"),
+    "rbac.v1.Role": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("rules", "[]rbac.v1.PolicyRule"),
+    },
+    "rbac.v1.RoleBinding": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("subjects", "[]rbac.v1.Subject"),
+        3: ("roleRef", "rbac.v1.RoleRef"),
+    },
+    "rbac.v1.RoleRef": {
+        1: ("apiGroup", "*string"), 2: ("kind", "*string"), 3: ("name", "*string"),
+    },
+    "rbac.v1.Subject": {
+        1: ("kind", "*string"), 2: ("apiGroup", "string"), 3: ("name", "*string"), 4: ("namespace", "string"),
     },
     "runtime.RawExtension": {
         1: ("raw", "*bytes"),
@@ -1251,6 +1583,60 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
     "scheduling.v1.PriorityClass": {
         1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("value", "*int32"), 3: ("globalDefault", "bool"),
         4: ("description", "string"), 5: ("preemptionPolicy", "*string"),
+    },
+    "storage.v1.CSIDriver": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "storage.v1.CSIDriverSpec"),
+    },
+    "storage.v1.CSIDriverSpec": {
+        1: ("attachRequired", "*bool"), 2: ("podInfoOnMount", "*bool"),
+        3: ("volumeLifecycleModes", "[]string"), 4: ("storageCapacity", "*bool"),
+        5: ("fsGroupPolicy", "*string"), 6: ("tokenRequests", "[]storage.v1.TokenRequest"),
+        7: ("requiresRepublish", "*bool"), 8: ("seLinuxMount", "*bool"),
+    },
+    "storage.v1.CSINode": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "storage.v1.CSINodeSpec"),
+    },
+    "storage.v1.CSINodeDriver": {
+        1: ("name", "*string"), 2: ("nodeID", "*string"), 3: ("topologyKeys", "[]string"),
+        4: ("allocatable", "storage.v1.VolumeNodeResources"),
+    },
+    "storage.v1.CSINodeSpec": {
+        1: ("drivers", "[]storage.v1.CSINodeDriver"),
+    },
+    "storage.v1.CSIStorageCapacity": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("nodeTopology", "apis.meta.v1.LabelSelector"),
+        3: ("storageClassName", "*string"), 4: ("capacity", "api.resource.Quantity"),
+        5: ("maximumVolumeSize", "api.resource.Quantity"),
+    },
+    "storage.v1.StorageClass": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("provisioner", "*string"),
+        3: ("parameters", "map:string"), 4: ("reclaimPolicy", "*string"), 5: ("mountOptions", "[]string"),
+        6: ("allowVolumeExpansion", "*bool"), 7: ("volumeBindingMode", "*string"),
+        8: ("allowedTopologies", "[]core.v1.TopologySelectorTerm"),
+    },
+    "storage.v1.TokenRequest": {
+        1: ("audience", "*string"), 2: ("expirationSeconds", "*int64"),
+    },
+    "storage.v1.VolumeAttachment": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "storage.v1.VolumeAttachmentSpec"),
+        3: ("status", "storage.v1.VolumeAttachmentStatus"),
+    },
+    "storage.v1.VolumeAttachmentSource": {
+        1: ("persistentVolumeName", "*string"), 2: ("inlineVolumeSpec", "core.v1.PersistentVolumeSpec"),
+    },
+    "storage.v1.VolumeAttachmentSpec": {
+        1: ("attacher", "*string"), 2: ("source", "storage.v1.VolumeAttachmentSource"),
+        3: ("nodeName", "*string"),
+    },
+    "storage.v1.VolumeAttachmentStatus": {
+        1: ("attached", "*bool"), 2: ("attachmentMetadata", "map:string"),
+        3: ("attachError", "storage.v1.VolumeError"), 4: ("detachError", "storage.v1.VolumeError"),
+    },
+    "storage.v1.VolumeError": {
+        1: ("time", "apis.meta.v1.Time"), 2: ("message", "string"),
+    },
+    "storage.v1.VolumeNodeResources": {
+        1: ("count", "*int32"),
     },
     "util.intstr.IntOrString": {
         1: ("type", "int64"), 2: ("intVal", "int32"), 3: ("strVal", "string"),

@@ -27,7 +27,8 @@ from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.patch import ListRule, Schema, schema_for
 from lite.patch.schema import Path
-from lite.server.api.strategies import Admission, Strategies, Strategy
+from lite.server.api.conversion import Converter
+from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
 from lite.server.store import KeyNotFound, RevMismatch, Store
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,11 @@ class RegistryBase:
         self.decoded_by_rev: dict[int, Obj] = {}
         self._stamp: tuple[int, str] = (-1, "")
         self._schemas: dict[tuple[str, str], MemoSchema] = {}
+        self.converter = Converter(self._lookup_core)  # CRD conversion webhooks
+
+    def _lookup_core(self, plural: str, namespace: str, name: str) -> Obj | None:
+        got = self.store.get(f"core/{plural}/{namespace}/{name}")
+        return orjson.loads(got[1]) if got is not None else None
 
     def schema(self, kind: Kind) -> MemoSchema:
         """`lite.patch.schema_for` of the kind, built once (it is immutable, and every patch needs it)."""
@@ -110,10 +116,31 @@ class RegistryBase:
     # ---- reading -----------------------------------------------------------------------------------
 
     def decode(self, kind: Kind, raw: bytes) -> Obj:
+        """A stored object as the kind presents it. Custom objects are read as upstream's storage decoder reads
+        them: in the kind's version, pruned and defaulted by its schema (a `default` added to a CRD after an
+        object was written shows on every read, without a write-back)."""
         obj: Obj = orjson.loads(raw)
-        if kind.crd and obj.get("apiVersion") != kind.api_version:
-            obj["apiVersion"] = kind.api_version
+        if kind.crd and not kind.converts_by_webhook:  # those keep their stored version until `present`
+            if obj.get("apiVersion") != kind.api_version:
+                obj["apiVersion"] = kind.api_version
+            if kind.schema:
+                crschema.prune_and_default(obj, kind.schema)
         return obj
+
+    async def present(self, kind: Kind, objs: list[Obj]) -> list[Obj]:
+        """Decoded objects of a kind converted by webhook, in the kind's version (one review for all that
+        need it), pruned and defaulted by its schema; other kinds' objects are returned as they are."""
+        if not kind.converts_by_webhook or not objs:
+            return objs
+        need = [i for i, o in enumerate(objs) if o.get("apiVersion") != kind.api_version]
+        if need:
+            done = await self.converter.convert(kind, [objs[i] for i in need])
+            for i, obj in zip(need, done, strict=True):
+                objs[i] = obj
+        if kind.schema:
+            for obj in objs:
+                crschema.prune_and_default(obj, kind.schema)
+        return objs
 
     def read(self, kind: Kind, namespace: str, name: str) -> tuple[int, Obj]:
         """(mod revision, object) or 404 NotFound."""

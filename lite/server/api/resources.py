@@ -78,6 +78,8 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
 
     async def get(self, kind: Kind, namespace: str, name: str, *, subresource: str = "") -> Obj:
         obj = self.get_object(kind, namespace, name)
+        if kind.converts_by_webhook:
+            obj = (await self.present(kind, [obj]))[0]
         if not subresource or (subresource in STATUS_LIKE and subresource in kind.subresources):
             return obj
         if subresource == "scale":
@@ -87,19 +89,35 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def list(self, kind: Kind, namespace: str = "", *, label_selector: str = "",
                    field_selector: str = "", limit: int = 0, continue_: str = "",
                    resource_version: str = "", resource_version_match: str = "") -> Obj:
-        return self.list_objects(kind, namespace, label_selector=label_selector, field_selector=field_selector,
-                                 limit=limit, continue_=continue_, resource_version=resource_version,
-                                 resource_version_match=resource_version_match)
+        out = self.list_objects(kind, namespace, label_selector=label_selector, field_selector=field_selector,
+                                limit=limit, continue_=continue_, resource_version=resource_version,
+                                resource_version_match=resource_version_match)
+        if kind.converts_by_webhook:
+            out["items"] = await self.present(kind, out["items"])
+        return out
 
     def watch(self, kind: Kind, namespace: str = "", *, resource_version: str = "",
               label_selector: str = "", field_selector: str = "", allow_bookmarks: bool = False,
               timeout_seconds: float | None = None, send_initial_events: bool = False,
               resource_version_match: str = "") -> AsyncIterator[WatchEvent]:
-        return self.watch_objects(kind, namespace, resource_version=resource_version,
-                                  label_selector=label_selector, field_selector=field_selector,
-                                  allow_bookmarks=allow_bookmarks, timeout_seconds=timeout_seconds,
-                                  send_initial_events=send_initial_events,
-                                  resource_version_match=resource_version_match)
+        events = self.watch_objects(kind, namespace, resource_version=resource_version,
+                                    label_selector=label_selector, field_selector=field_selector,
+                                    allow_bookmarks=allow_bookmarks, timeout_seconds=timeout_seconds,
+                                    send_initial_events=send_initial_events,
+                                    resource_version_match=resource_version_match)
+        return self._presented(kind, events) if kind.converts_by_webhook else events
+
+    async def _presented(self, kind: Kind, events: AsyncIterator[WatchEvent]) -> AsyncIterator[WatchEvent]:
+        """Watch events of a kind converted by webhook, each object in the watched version."""
+        try:
+            async for ev in events:
+                if ev.type in ("ADDED", "MODIFIED", "DELETED"):
+                    ev = WatchEvent(ev.type, (await self.present(kind, [dict(ev.object)]))[0])
+                yield ev
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
 
     # ---- Client: writes ----------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ import datetime as dt
 import secrets
 from typing import Any
 
+import orjson
+
 from lite import errors
 from lite.client import PatchType
 from lite.kinds import Kind
@@ -73,7 +75,7 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
         if not kind.crd:
             return ".spec.replicas", ".status.replicas", ""
         got = self.store.get(f"apiextensions.k8s.io/customresourcedefinitions/{kind.plural}.{kind.group}")
-        paths = scale_paths(self.decode(kind, got[1]), kind.version) if got else None
+        paths = scale_paths(orjson.loads(got[1]), kind.version) if got else None  # the CRD, not a custom object
         if not paths:
             raise errors.path_not_found()
         return (str(paths.get("specReplicasPath", ".spec.replicas")),

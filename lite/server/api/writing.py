@@ -168,7 +168,7 @@ class WriteMixin(RegistryBase):
         raw = got[1]
         if b'"deletionTimestamp"' not in raw and b'"Terminating"' not in raw:
             return  # neither condition below can hold: skip decoding the namespace on every create
-        nsobj = self.decode(kind, raw)
+        nsobj = orjson.loads(raw)  # the namespace itself, not an object of `kind`
         if (nsobj.get("metadata") or {}).get("deletionTimestamp") or \
                 (nsobj.get("status") or {}).get("phase") == "Terminating":
             detail = _TERMINATING.format(ns)
@@ -243,6 +243,8 @@ class WriteMixin(RegistryBase):
                     return await create(), True
                 raise errors.not_found(kind.plural, name, kind.group)
             rev, old = got[0], self.decode(kind, got[1])
+            if kind.converts_by_webhook:
+                old = (await self.present(kind, [old]))[0]
             new = build(old)
             wanted = precondition(kind, (new.get("metadata") or {}).get("resourceVersion"))
             if wanted and wanted != str(rev):

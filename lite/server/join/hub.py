@@ -31,7 +31,7 @@ from lite.informer import Informer, SharedInformers
 from lite.kinds import Kind, KindRegistry
 from lite.objects import name_of
 from lite.server.join.intake import Intake, intake_for
-from lite.server.join.metrics import node_metrics, pod_metrics
+from lite.server.join.metrics import node_metrics, pod_metrics, stats_summary
 from lite.server.join.proxyrelay import ServiceRelay, wants_services
 from lite.server.join.relay import NodeRelay
 from lite.server.join.session import NodeSession
@@ -230,6 +230,13 @@ class JoinHub:
                     subresource: str) -> web.StreamResponse:
         """`StreamProvider`: pods/log, exec, attach, portforward through the node's session."""
         return await serve_stream(self, request, kind, namespace, name, subresource)
+
+    def stats_summary(self, node: str) -> Obj | None:
+        """The kubelet-shaped `/stats/summary` of a node from its agent's latest sample (None: no sample)."""
+        got = self._sessions.get(node)
+        if got is None or got[0].metrics is None:
+            return None
+        return stats_summary(node, got[0].metrics)
 
     def _samples(self) -> list[tuple[str, wire.Metrics]]:
         return [(node, s.metrics) for node, (s, _) in sorted(self._sessions.items()) if s.metrics is not None]

@@ -12,6 +12,7 @@ from typing import Any
 
 from lite import wire
 from lite.informer import Informer
+from lite.quantity import parse_quantity
 from lite.selectors import parse_label_selector
 
 Obj = dict[str, Any]
@@ -54,3 +55,30 @@ def node_metrics(samples: Iterable[tuple[str, wire.Metrics]], nodes: Informer, l
         items.append({"metadata": _meta(node, node_name), "timestamp": m.timestamp, "window": m.window,
                       "usage": dict(m.node)})
     return sorted(items, key=lambda i: str(i["metadata"]["name"]))
+
+
+def _usage_stats(usage: Obj, timestamp: str) -> tuple[Obj, Obj]:
+    """kubelet summary `cpu` and `memory` blocks from a metrics.k8s.io usage ({"cpu": "250m", "memory": ...})."""
+    cpu = parse_quantity(str(usage.get("cpu", "0")))
+    memory = parse_quantity(str(usage.get("memory", "0")))
+    return ({"time": timestamp, "usageNanoCores": int(cpu * 1_000_000_000)},
+            {"time": timestamp, "workingSetBytes": int(memory)})
+
+
+def stats_summary(node_name: str, m: wire.Metrics) -> Obj:
+    """The kubelet's `/stats/summary` shape (node, then pods with containers) from one agent sample."""
+    cpu, memory = _usage_stats(m.node, m.timestamp)
+    pods: list[Obj] = []
+    for p in m.pods:
+        containers = []
+        for c in p.get("containers") or []:
+            ccpu, cmem = _usage_stats(dict(c.get("usage") or {}), m.timestamp)
+            containers.append({"name": c.get("name", ""), "cpu": ccpu, "memory": cmem})
+        pods.append({"podRef": {"name": p.get("name", ""), "namespace": p.get("namespace", ""),
+                                "uid": p.get("uid", "")},
+                     "cpu": {"time": m.timestamp,
+                             "usageNanoCores": sum(c["cpu"]["usageNanoCores"] for c in containers)},
+                     "memory": {"time": m.timestamp,
+                                "workingSetBytes": sum(c["memory"]["workingSetBytes"] for c in containers)},
+                     "containers": containers})
+    return {"node": {"nodeName": node_name, "cpu": cpu, "memory": memory}, "pods": pods}

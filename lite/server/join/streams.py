@@ -29,6 +29,7 @@ from lite.objects import parse_time
 from lite.server.api.handlers import q_bool, q_int
 from lite.server.join.exec_ws import serve_exec
 from lite.server.join.portforward import serve_portforward
+from lite.server.join.proxysub import serve_proxy
 from lite.server.join.rawspdy import is_spdy_upgrade, serve_raw_spdy, serve_spdy_exec
 from lite.server.join.tunnel import AgentStream
 
@@ -114,6 +115,8 @@ def log_params(query: Any) -> Obj:
 
 async def serve_stream(hub: JoinHub, request: web.Request, kind: Kind, namespace: str, name: str,
                        subresource: str) -> web.StreamResponse:
+    if subresource == "proxy" and kind.kind in ("Pod", "Service", "Node"):
+        return await serve_proxy(hub, request, kind, namespace, name)
     if kind.kind != "Pod" or subresource not in ("log", "exec", "attach", "portforward"):
         raise service_unavailable(f"{kind.plural}/{subresource} is not supported by lite")
     pod = await hub.client.get(kind, namespace, name)

@@ -5,7 +5,17 @@ See `base.py` for the `Strategy` record and the order in which the registry call
 
 from __future__ import annotations
 
-from lite.server.api.strategies import batch, certificates, core, crd, extrakinds, pods, specrules, workloads
+from lite.server.api.strategies import (
+    autoscaling,
+    batch,
+    certificates,
+    core,
+    crd,
+    extrakinds,
+    pods,
+    specrules,
+    workloads,
+)
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
 from lite.server.api.strategies.podtemplate import PODTEMPLATE
 from lite.server.api.strategies.statusints import with_status_ints
@@ -36,7 +46,9 @@ def default_strategies() -> Strategies:
         "CronJob.batch": batch.CRONJOB,
         "CustomResourceDefinition.apiextensions.k8s.io": crd.CRD,
         "PodDisruptionBudget.policy": Strategy(validate=specrules.pdb_causes),
-        "HorizontalPodAutoscaler.autoscaling": Strategy(validate=specrules.hpa_causes),
+        "HorizontalPodAutoscaler.autoscaling": Strategy(default=autoscaling.default_hpa,
+                                                        validate=specrules.hpa_causes),
+        "Endpoints": Strategy(default=core.default_endpoints),
         "PriorityClass.scheduling.k8s.io": Strategy(validate=specrules.priorityclass_causes),
         "CertificateSigningRequest.certificates.k8s.io": certificates.CSR,
         "RuntimeClass.node.k8s.io": extrakinds.RUNTIMECLASS,

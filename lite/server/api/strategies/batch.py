@@ -19,24 +19,38 @@ _UID_LABEL = "batch.kubernetes.io/controller-uid"
 _NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
+MAX_INT32 = 2**31 - 1
+
+
 def default_job_spec(spec: Obj) -> None:
     if spec.get("completions") is None and spec.get("parallelism") is None:
         spec["completions"] = 1
     spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("backoffLimit", MAX_INT32 if spec.get("backoffLimitPerIndex") is not None else 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    if spec.get("podFailurePolicy") is None:
-        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    policy = spec.get("podFailurePolicy")
+    if isinstance(policy, dict):
+        for rule in policy.get("rules") or []:
+            for pattern in (rule.get("onPodConditions") or []) if isinstance(rule, dict) else []:
+                if isinstance(pattern, dict) and not pattern.get("status"):
+                    pattern["status"] = "True"
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed" if policy is None else "Failed")
     tpl = spec.get("template")
     if isinstance(tpl, dict) and isinstance(tpl.get("spec"), dict):
         default_pod_spec(tpl["spec"])
 
 
 def default_job(obj: Obj) -> None:
+    """Upstream SetDefaults_Job (batch/v1), before the selector is generated."""
     spec = obj.get("spec")
     if isinstance(spec, dict):
         default_job_spec(spec)
+        tpl = spec.get("template")
+        labels = (tpl.get("metadata") or {}).get("labels") if isinstance(tpl, dict) else None
+        meta = obj.setdefault("metadata", {})
+        if isinstance(labels, dict) and labels and isinstance(meta, dict) and not meta.get("labels"):
+            meta["labels"] = dict(labels)
 
 
 def prepare_create_job(obj: Obj) -> None:

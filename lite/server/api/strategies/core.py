@@ -37,21 +37,46 @@ def _canon(v: Any) -> bytes:
 # ---- Service -----------------------------------------------------------------------------------------
 
 
+DEFAULT_CLIENT_IP_TIMEOUT = 10800  # v1.DefaultClientIPServiceAffinitySeconds
+
+
 def default_service(obj: Obj) -> None:
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
-    stype = spec.setdefault("type", "ClusterIP")
-    spec.setdefault("sessionAffinity", "None")
-    if stype != "ExternalName":
-        spec.setdefault("internalTrafficPolicy", "Cluster")
-    if stype in ("NodePort", "LoadBalancer"):
-        spec.setdefault("externalTrafficPolicy", "Cluster")
+    # upstream SetDefaults_Service (pkg/apis/core/v1/defaults.go)
+    affinity = spec.setdefault("sessionAffinity", "None") or "None"
+    spec["sessionAffinity"] = affinity
+    if affinity == "None":
+        spec.pop("sessionAffinityConfig", None)
+    elif affinity == "ClientIP":
+        config = spec.get("sessionAffinityConfig")
+        client_ip = config.get("clientIP") if isinstance(config, dict) else None
+        if not isinstance(client_ip, dict) or client_ip.get("timeoutSeconds") is None:
+            spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": DEFAULT_CLIENT_IP_TIMEOUT}}
+    stype = spec.setdefault("type", "ClusterIP") or "ClusterIP"
+    spec["type"] = stype
     for p in spec.get("ports") or []:
         if isinstance(p, dict):
-            p.setdefault("protocol", "TCP")
-            if "port" in p:
-                p.setdefault("targetPort", p["port"])
+            if not p.get("protocol"):
+                p["protocol"] = "TCP"
+            # an unset IntOrString arrives as 0 from Go clients (client-go sends `targetPort: 0`)
+            if "port" in p and p.get("targetPort") in (None, 0, ""):
+                p["targetPort"] = p["port"]
+    if stype in ("NodePort", "LoadBalancer") or (stype == "ClusterIP" and spec.get("externalIPs")):
+        spec.setdefault("externalTrafficPolicy", "Cluster")  # upstream: for every externally accessible service
+    if stype in ("ClusterIP", "NodePort", "LoadBalancer"):
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if stype == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
+
+
+def default_endpoints(obj: Obj) -> None:
+    """upstream SetDefaults_Endpoints: every subset port's protocol is TCP unless given."""
+    for subset in obj.get("subsets") or []:
+        for port in (subset.get("ports") or []) if isinstance(subset, dict) else []:
+            if isinstance(port, dict) and not port.get("protocol"):
+                port["protocol"] = "TCP"
 
 
 def prepare_create_service(obj: Obj) -> None:

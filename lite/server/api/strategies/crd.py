@@ -5,14 +5,15 @@ Invariants:
 - On create the status says the names are accepted and the CRD is established (there is no separate naming
   controller in lite), and `status.storedVersions` holds the storage version.
 - Every served version becomes one `Kind` with `crd=True`; all versions share the store keys
-  `<group>/<plural>/...` (conversion strategy None: only apiVersion differs between versions).
+  `<group>/<plural>/...`; an object stays in the version it was written in (strategy None: a read relabels
+  apiVersion; Webhook: `conversion.Converter` converts it on reads).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lite.errors import Cause, field_invalid, field_not_supported, field_required
+from lite.errors import Cause, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.kinds import STD_VERBS, Kind
 from lite.objects import rfc3339
 from lite.server.api.strategies.base import Obj, Strategy
@@ -120,6 +121,43 @@ def validate_crd(obj: Obj) -> list[Cause]:
     elif scope not in SCOPES:
         causes.append(field_not_supported("spec.scope", scope, SCOPES))
     causes += _validate_versions(spec.get("versions"))
+    causes += _validate_conversion(spec.get("conversion"))
+    return causes
+
+
+def _validate_conversion(conv: Any) -> list[Cause]:
+    """upstream ValidateCustomResourceConversion, for the parts lite serves (ConversionReview v1)."""
+    if not isinstance(conv, dict):
+        return []
+    strategy = conv.get("strategy")
+    if strategy not in ("None", "Webhook"):
+        return [field_not_supported("spec.conversion.strategy", strategy, ["None", "Webhook"])]
+    hook = conv.get("webhook")
+    if strategy == "None":
+        return [field_forbidden("spec.conversion.webhook", "should not be set when strategy is not set to Webhook")] \
+            if hook else []
+    if not isinstance(hook, dict) or not isinstance(hook.get("clientConfig"), dict):
+        return [field_required("spec.conversion.webhook.clientConfig",
+                               "Required value: required when strategy is set to Webhook")]
+    causes: list[Cause] = []
+    versions = hook.get("conversionReviewVersions") or []
+    if not versions:
+        causes.append(field_required("spec.conversion.webhook.conversionReviewVersions"))
+    elif "v1" not in versions:
+        causes.append(field_invalid("spec.conversion.webhook.conversionReviewVersions", versions,
+                                    "must include at least one of v1 (lite sends ConversionReview v1)"))
+    config = hook["clientConfig"]
+    url, service = config.get("url"), config.get("service")
+    if bool(url) == bool(service):
+        causes.append(field_required("spec.conversion.webhook.clientConfig",
+                                     "Required value: exactly one of url or service is required"))
+    elif url and not str(url).startswith("https://"):
+        causes.append(field_invalid("spec.conversion.webhook.clientConfig.url", url,
+                                    "'https' is the only allowed URL scheme"))
+    elif isinstance(service, dict):
+        for key in ("namespace", "name"):
+            if not service.get(key):
+                causes.append(field_required(f"spec.conversion.webhook.clientConfig.service.{key}"))
     return causes
 
 
@@ -174,7 +212,8 @@ def kinds_of(crd: Obj) -> list[Kind]:
         out.append(Kind(str(spec.get("group", "")), str(v.get("name")), str(names.get("kind")),
                         str(names.get("plural")), spec.get("scope") == "Namespaced",
                         tuple(names.get("shortNames") or ()), tuple(names.get("categories") or ()),
-                        _subresources(v), STD_VERBS, True, False, True, dict(schema)))
+                        _subresources(v), STD_VERBS, True, False, True, dict(schema),
+                        dict(spec.get("conversion") or {})))
     return out
 
 

@@ -54,12 +54,7 @@ def default_container(c: Obj) -> None:
     c.setdefault("terminationMessagePolicy", "File")
     if isinstance(c.get("image"), str) and c["image"]:
         c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
-    res = c.setdefault("resources", {})
-    # Upstream SetDefaults_Pod: requests default to limits when only limits are given.
-    if isinstance(res, dict) and isinstance(res.get("limits"), dict):
-        req = res.setdefault("requests", {})
-        for name, q in res["limits"].items():
-            req.setdefault(name, q)
+    c.setdefault("resources", {})
     for p in c.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")
@@ -71,14 +66,42 @@ def default_container(c: Obj) -> None:
         _default_probe(c.get(probe))
 
 
+def _requests_from_limits(c: Obj) -> None:
+    """Upstream SetDefaults_Pod (Pods only, not templates): requests default to limits where unset."""
+    res = c.get("resources")
+    if isinstance(res, dict) and isinstance(res.get("limits"), dict):
+        req = res.get("requests")
+        if not isinstance(req, dict):
+            req = res["requests"] = {}
+        for name, q in res["limits"].items():
+            req.setdefault(name, q)
+
+
+def _field_ref_version(items: Any) -> None:
+    for item in items or []:
+        ref = item.get("fieldRef") if isinstance(item, dict) else None
+        if isinstance(ref, dict):
+            ref.setdefault("apiVersion", "v1")
+
+
 def _default_volume(v: Obj) -> None:
+    if not any(key != "name" for key in v):  # SetDefaults_Volume: no source at all is an emptyDir
+        v["emptyDir"] = {}
     for src in ("secret", "configMap"):
         if isinstance(v.get(src), dict):
             v[src].setdefault("defaultMode", 420)
     if isinstance(v.get("downwardAPI"), dict):
         v["downwardAPI"].setdefault("defaultMode", 420)
+        _field_ref_version(v["downwardAPI"].get("items"))
     if isinstance(v.get("projected"), dict):
         v["projected"].setdefault("defaultMode", 420)
+        for source in v["projected"].get("sources") or []:
+            if not isinstance(source, dict):
+                continue
+            if isinstance(source.get("downwardAPI"), dict):
+                _field_ref_version(source["downwardAPI"].get("items"))
+            if isinstance(source.get("serviceAccountToken"), dict):
+                source["serviceAccountToken"].setdefault("expirationSeconds", 3600)
     if isinstance(v.get("hostPath"), dict):
         v["hostPath"].setdefault("type", "")
 
@@ -90,7 +113,6 @@ def default_pod_spec(spec: Obj) -> None:
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
-    spec.setdefault("enableServiceLinks", True)
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or []:
             if isinstance(c, dict):
@@ -114,6 +136,16 @@ def default_pod(pod: Obj) -> None:
     spec = pod.get("spec")
     if isinstance(spec, dict):
         default_pod_spec(spec)
+        # SetDefaults_Pod: what only Pods (not templates) get
+        spec.setdefault("enableServiceLinks", True)
+        for key in ("containers", "initContainers"):
+            for c in spec.get(key) or []:
+                if isinstance(c, dict):
+                    _requests_from_limits(c)
+                    if spec.get("hostNetwork"):
+                        for port in c.get("ports") or []:
+                            if isinstance(port, dict) and not port.get("hostPort") and "containerPort" in port:
+                                port["hostPort"] = port["containerPort"]
         # DefaultTolerationSeconds admission runs on create and update alike.
         _default_tolerations(spec)
     status = pod.get("status")
