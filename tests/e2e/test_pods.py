@@ -451,7 +451,7 @@ def test_pod_api_credentials_inside_the_container(node: Node, ns: str) -> None:
     assert info["extra"]["authentication.kubernetes.io/node-name"] == ["e2e-node"]
     env = dict(line.partition("=")[::2] for line in read("env").splitlines() if "=" in line)
     api_ip = node.kubectl("get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}").stdout.strip()
-    assert (env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")) == (api_ip, "443")
+    assert (env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")) == (api_ip, "443"), env
     assert env.get("KUBERNETES_SERVICE_PORT_HTTPS") == "443"
     assert env.get("KUBERNETES_PORT_443_TCP") == f"tcp://{api_ip}:443"
     web_ip = node.kubectl("get", "service", "-n", ns, "my-web", "-o", "jsonpath={.spec.clusterIP}").stdout.strip()
