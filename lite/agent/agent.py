@@ -10,7 +10,8 @@
 server; after the server's `Synced`, adopted pods that are no longer desired are killed. Cancelling `run()` is
 "the agent is shutting down": pods keep running. `handle()` only records and schedules (the session's reader
 calls it). The node network (bridge with the podCIDR's gateway, Ipam in `<data-dir>/agent/ipam.json`) is set up
-when the Welcome carries a podCIDR; pod networks wait for it.
+when the Welcome carries a podCIDR; pod networks wait for it. The pod network across nodes (`lite.agent.fabric`)
+follows the Welcome's `flannelBackend` and the Nodes the server relays (kind "Node").
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import socket
 from dataclasses import dataclass, field
@@ -26,12 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from lite import wire
-from lite.agent import podpaths
+from lite.agent import localstorage, podpaths, security
 from lite.agent.backend import AgentStreams
 from lite.agent.dns.node import NodeDns
+from lite.agent.fabric.fabric import KIND as FABRIC_KIND
+from lite.agent.fabric.fabric import Fabric
+from lite.agent.fabric.plan import node_annotations
 from lite.agent.hooks.base import Deps
 from lite.agent.metrics import PodSample, UsageSampler
-from lite.agent.node import LEASE_DURATION, LEASE_RENEW, STATUS_REFRESH, NodeReporter, default_node_ip
+from lite.agent.node import LEASE_DURATION, LEASE_RENEW, STATUS_REFRESH, NodeReporter, default_node_ip, iface_address
 from lite.agent.podrunner import POD_FILE, PodRunner
 from lite.agent.proxy.feed import KINDS as PROXY_KINDS
 from lite.agent.proxy.feed import ProxyFeed
@@ -61,6 +66,8 @@ class AgentConfig:
     node_netns: NetnsRef = None  # tests: a netns of their own holding the bridge
     netns_dir: Path | None = None
     node_ip: str = ""
+    node_external_ip: str = ""
+    flannel_iface: str = ""  # the uplink for the pod network (and the node IP when node_ip is not given)
     registries: Path | None = None  # k3s registries.yaml
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[Obj] = field(default_factory=list)
@@ -70,6 +77,8 @@ class AgentConfig:
     service_cidr: str = "10.43.0.0/16"
     cluster_cidr: str = ""  # all pods' CIDR: sources outside it reaching a ClusterIP are masqueraded
     resolv_conf: Path = Path("/etc/resolv.conf")  # the cluster DNS forwards other names to these nameservers
+    seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault for pods that set no profile
+    allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
 
 
 class Agent:
@@ -85,12 +94,17 @@ class Agent:
         self.tokens = TokenClient(self._post)
         self.services = ServiceCatalog()  # fed by the proxy feed: the service environment variables of pods
         self.deps = self._deps()
-        self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip)
+        self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip,
+                                 external_ip=config.node_external_ip)
+        self.fabric = Fabric(self.node_name, self.deps.node_ip, iface=config.flannel_iface,
+                             node_netns=config.node_netns)
         # limits.cpu/limits.memory of a container without limits read the node's allocatable (downward API)
         self.deps.allocatable = self.node.resources()[1]
         self.sampler = UsageSampler()
         self._tg: asyncio.TaskGroup | None = None
         self._pending: list[Obj] = []
+        self._pvs_resent: set[str] | None = None  # PersistentVolumes relayed since the last Welcome
+        self.local_volumes = localstorage.LocalVolumes(self.root / "local-volumes.json", self.node_name)
         self.proxy: ProxyFeed | None = None
         self.dns: NodeDns | None = None
         if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
@@ -102,10 +116,14 @@ class Agent:
         c = self.config
         runtime = ProcessRuntime() if c.runtime == "process" else Runtime()
         return Deps(runtime=runtime, images=None, cgroups=None, ipam=None, data_dir=self.root,
-                    node_name=self.node_name, node_ip=c.node_ip or default_node_ip(), bridge=c.bridge,
+                    node_name=self.node_name, bridge=c.bridge,
+                    node_ip=c.node_ip or (iface_address(c.flannel_iface) if c.flannel_iface else default_node_ip()),
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
                     connect=_node_connect(c.node_netns),
                     runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)),
+                    storage=self._storage_in,
+                    seccomp_default=c.seccomp_default, allowed_unsafe_sysctls=c.allowed_unsafe_sysctls,
+                    kernel=security.kernel_version(os.uname().release),
                     request_token=self.tokens.request, service_env=self.services.env_for)
 
     # ---- what hooks and runners call -------------------------------------------------------------------
@@ -114,6 +132,19 @@ class Agent:
         cms = {n: o for (k, ns, n), o in self.objects.items() if k == "ConfigMap" and ns == namespace}
         secrets = {n: o for (k, ns, n), o in self.objects.items() if k == "Secret" and ns == namespace}
         return cms, secrets
+
+    def _storage_in(self, namespace: str) -> tuple[dict[str, Obj], dict[str, Obj]]:
+        claims = {n: o for (k, ns, n), o in self.objects.items() if k == "PersistentVolumeClaim" and ns == namespace}
+        volumes = {n: o for (k, _ns, n), o in self.objects.items() if k == "PersistentVolume"}
+        return claims, volumes
+
+    def _volumes_gone(self, names: set[str]) -> None:
+        """Relayed PersistentVolumes were deleted: remove their local-path directories (`localstorage`)."""
+        for name in names:
+            self.objects.pop(("PersistentVolume", "", name), None)
+        for path in self.local_volumes.gone(names):
+            log.info("removing the directory %s of a deleted volume", path)
+            self._spawn(f"..rmpv-{path.name}", asyncio.to_thread(localstorage.remove_dir, path))
 
     def _post(self, msg: wire.Message) -> None:
         if self.session is not None:
@@ -145,6 +176,9 @@ class Agent:
         info: Obj = {"labels": self.config.labels, "taints": self.config.taints, "status": self.node.status()}
         if self.proxy is not None:
             info["serviceProxy"] = True
+        if self.fabric.usable:
+            info["annotations"] = node_annotations(self.fabric.node_ip)
+            info["podNetwork"] = True
         return info
 
     def running_pods(self) -> dict[str, str]:
@@ -155,10 +189,30 @@ class Agent:
             if self.proxy is not None:
                 self.proxy.handle(msg)
             return
-        if isinstance(msg, wire.Welcome) and self.proxy is not None:
-            self.proxy.begin_resync()
-        if isinstance(msg, wire.Synced) and self.proxy is not None:
-            self.proxy.synced()
+        if isinstance(msg, (wire.ObjectUpsert, wire.ObjectDelete)) and msg.kind == FABRIC_KIND:
+            self.fabric.handle(msg)
+            return
+        if isinstance(msg, wire.Welcome):
+            self.fabric.begin_resync()
+            if self.proxy is not None:
+                self.proxy.begin_resync()
+        if isinstance(msg, wire.Synced):
+            self.fabric.synced()
+            if self.proxy is not None:
+                self.proxy.synced()
+        if isinstance(msg, wire.Welcome):
+            self._pvs_resent = set()
+        elif isinstance(msg, wire.ObjectUpsert) and msg.kind == "PersistentVolume":
+            self.local_volumes.seen(msg.obj)
+            if self._pvs_resent is not None:
+                self._pvs_resent.add(str((msg.obj.get("metadata") or {}).get("name", "")))
+        elif isinstance(msg, wire.ObjectDelete) and msg.kind == "PersistentVolume":
+            self._volumes_gone({msg.name})
+            return
+        elif isinstance(msg, wire.Synced) and self._pvs_resent is not None:
+            relayed = {name for kind, _ns, name in self.objects if kind == "PersistentVolume"}
+            self._volumes_gone((relayed | set(self.local_volumes.known)) - self._pvs_resent)
+            self._pvs_resent = None
         if isinstance(msg, (wire.Welcome, wire.NodeConfig)):
             self._configure(msg.config)
         elif isinstance(msg, wire.PodUpsert):
@@ -191,15 +245,20 @@ class Agent:
         if self.dns is not None and self.deps.cluster_dns:
             self._spawn("..dns", self._configure_dns(self.deps.cluster_dns, self.deps.cluster_domain))
         cidr = str(config.get("podCIDR") or "")
-        if cidr and (self.deps.ipam is None or str(self.deps.ipam.network) != cidr):
-            self._spawn("..network", self._setup_network(cidr))
+        if self.proxy is not None and config.get("clusterCIDR"):  # remote agents learn it from the server
+            self.proxy.proxier.set_cluster_cidr(str(config["clusterCIDR"]))
+        backend = str(config.get("flannelBackend") or "none")  # a server that says nothing runs no fabric
+        if cidr and (self.deps.ipam is None or str(self.deps.ipam.network) != cidr or backend != self.fabric.backend):
+            self._spawn("..network", self._setup_network(cidr, backend, str(config.get("clusterCIDR") or "")))
 
-    async def _setup_network(self, cidr: str) -> None:
+    async def _setup_network(self, cidr: str, backend: str = "none", cluster_cidr: str = "") -> None:
         from lite.netns.bridge import ensure_bridge
         from lite.netns.ipam import Ipam
 
         ipam = await asyncio.to_thread(Ipam, self.root / "ipam.json", cidr)
-        await ensure_bridge(self.config.bridge, f"{ipam.gateway}/{ipam.prefixlen}", node_netns=self.config.node_netns)
+        self.deps.mtu = await self.fabric.prepare(backend, cidr, cluster_cidr)
+        await ensure_bridge(self.config.bridge, f"{ipam.gateway}/{ipam.prefixlen}", node_netns=self.config.node_netns,
+                            mtu=self.deps.mtu)
         if self.proxy is not None:  # node processes reach ClusterIPs even without a default route
             from lite.netns.routes import ensure_service_route
 
@@ -314,6 +373,7 @@ class Agent:
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
                 tg.create_task(self._import_loop(), name="..images")
+                tg.create_task(self.fabric.run(), name="..fabric")
                 if self.proxy is not None:
                     tg.create_task(self.proxy.proxier.run(), name="..proxy")
         finally:

@@ -8,8 +8,8 @@ directories under `<data-dir>/agent/pods/`. In order:
    matches, so a reused pid is never hit), then whatever is left in the cgroup tree of the cgroup root;
 2. every mount below the data dir (container roots, emptyDir tmpfs, volumes), deepest first, lazily;
 3. each pod's network: its host veth and its netns file (`<netns-dir>/lite-<uid>`);
-4. the bridge, any lite nftables table and the cluster DNS address (from `node-config.json`) in the node's
-   network namespace;
+4. the bridge, the pod network's VXLAN device and host-gw routes, any lite nftables table (`lite`, `lite-nat`)
+   and the cluster DNS address (from `node-config.json`) in the node's network namespace;
 5. the cgroup root, bottom up, in every hierarchy.
 
 Invariants: idempotent (a second run finds nothing and says so); touches only what this data dir names (pods
@@ -101,6 +101,7 @@ def killall(data_dir: Path) -> Report:
         report.links += asyncio.run(remove_bridge(host.bridge, node_netns=_netns(host)))
     except OSError as e:
         report.errors.append(f"bridge {host.bridge}: {e}")
+    report.links += _remove_pod_fabric(host, report.errors)
     report.nft_tables += _remove_nft_tables(host.node_netns)
     for ip in _cluster_dns(agent_root):
         try:
@@ -109,6 +110,22 @@ def killall(data_dir: Path) -> Report:
             report.errors.append(f"cluster DNS address {ip}: {e}")
     report.cgroups += remove_cgroup_tree(host.cgroup_root)
     return report
+
+
+def _remove_pod_fabric(host: HostRecord, errors: list[str]) -> int:
+    """The pod network across nodes: the VXLAN device (its routes, neighbours and FDB entries go with it) and
+    any host-gw routes (RTPROT_LITE with a gateway). Returns 1 when the device existed."""
+    from lite.agent.fabric.plan import VXLAN_DEVICE
+    from lite.netns.routes import sync_pod_routes
+    from lite.netns.vxlan import remove_vxlan
+
+    removed = 0
+    try:
+        removed = int(asyncio.run(remove_vxlan(VXLAN_DEVICE, node_netns=_netns(host))))
+        asyncio.run(sync_pod_routes({}, node_netns=_netns(host)))
+    except Exception as e:  # netlink errors are not OSErrors
+        errors.append(f"pod network: {e}")
+    return removed
 
 
 def _cluster_dns(agent_root: Path) -> list[str]:
@@ -133,7 +150,8 @@ def _kill(pid: int, started: Any) -> bool:
 
 def _kill_shims(pods: list[Path]) -> int:
     n = 0
-    for shim in (f for pod in pods for f in pod.glob(f"containers/*/state/{SHIM}")):
+    records = ("containers/*/state", "sandbox/state")  # the containers' shims and the pid-namespace pause's
+    for shim in (f for pod in pods for where in records for f in pod.glob(f"{where}/{SHIM}")):
         rec = read_json(shim) or {}
         n += _kill(rec.get("init_pid", 0), rec.get("init_start"))
         n += _kill(rec.get("shim_pid", 0), rec.get("shim_start"))

@@ -65,10 +65,11 @@ def _cond(ctype: str, ok: bool, reason: str, message: str) -> Obj:
 
 class NodeReporter:
     def __init__(self, node_name: str, data_dir: Path, *, node_ip: str = "", image_list: Any = None,
-                 max_pods: int = MAX_PODS) -> None:
+                 max_pods: int = MAX_PODS, external_ip: str = "") -> None:
         self.node_name = node_name
         self.data_dir = data_dir
         self.node_ip = node_ip
+        self.external_ip = external_ip
         self.image_list = image_list  # callable -> list[ImageInfo] or None
         self.max_pods = max_pods
         self._last: Obj | None = None
@@ -133,6 +134,8 @@ class NodeReporter:
 
     def addresses(self) -> list[Obj]:
         out = [{"type": "Hostname", "address": self.node_name}]
+        if self.external_ip:
+            out.insert(0, {"type": "ExternalIP", "address": self.external_ip})
         if self.node_ip:
             out.insert(0, {"type": "InternalIP", "address": self.node_ip})
         return out
@@ -169,5 +172,20 @@ def default_node_ip() -> str:
         return str(s.getsockname()[0])
     except OSError:
         return "127.0.0.1"
+    finally:
+        s.close()
+
+
+def iface_address(name: str) -> str:
+    """The first IPv4 address of interface `name` in this process's netns ("" when it has none)."""
+    import fcntl
+    import struct
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+        return socket.inet_ntoa(packed[20:24])
+    except OSError:
+        return ""
     finally:
         s.close()

@@ -43,13 +43,30 @@ def _port(value: str) -> int:
     return port
 
 
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
     """The agent's place on its host: its address, and (hidden; for tests and nested setups such as the frozen
     executable's pod test) a netns of its own for the bridge, the pod netns dir and the cgroup root."""
     p.add_argument("--node-ip", default="", help="the node's address (default: the host's first address)")
+    p.add_argument("--node-external-ip", default="", help="the node's external address (Node ExternalIP)")
+    p.add_argument("--flannel-iface", default="",
+                   help="interface the pod network uses between nodes (default: the node IP's interface)")
+    p.add_argument("--service-proxy", dest="service_proxy", action="store_true", default=True,
+                   help=argparse.SUPPRESS)  # on by default; kept so that old command lines still parse
+    p.add_argument("--disable-service-proxy", dest="service_proxy", action="store_false",
+                   help="do not proxy Services with nftables nor serve cluster DNS on this node")
     p.add_argument("--node-netns", default=None, help=argparse.SUPPRESS)
     p.add_argument("--netns-dir", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cgroup-root", default="lite", help=argparse.SUPPRESS)
+    p.add_argument("--seccomp-default", action="store_true",
+                   help="containers without a seccompProfile get RuntimeDefault instead of Unconfined (kubelet's "
+                        "--seccomp-default)")
+    p.add_argument("--allowed-unsafe-sysctls", default="", metavar="LIST",
+                   help="comma-separated namespaced sysctls or patterns ending in * (e.g. 'net.core.*') that pods "
+                        "may set besides the safe set (kubelet's --allowed-unsafe-sysctls)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_node_host_flags(srv)
     srv.add_argument("--private-registry", default=None,
                      help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
-    srv.add_argument("--service-proxy", action="store_true",
-                     help="embedded agent: proxy Services with nftables (table 'ip lite' in this host's netns)")
+    srv.add_argument("--flannel-backend", choices=("vxlan", "host-gw", "none"), default="vxlan",
+                     help="pod network across nodes, followed by every agent (default vxlan; none: bring a CNI)")
     srv.add_argument("--cluster-dns", default="", metavar="IP",
                      help="cluster DNS IP given to pods (default: the 10th address of --service-cidr, 10.43.0.10)")
     srv.add_argument("--cluster-domain", default="cluster.local", help="cluster domain (default cluster.local)")
@@ -97,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="issuer (iss claim) of ServiceAccount tokens, also served by OIDC discovery")
     srv.add_argument("--api-audiences", default="",
                      help="comma-separated audiences the API accepts in tokens (default: the issuer)")
+    srv.add_argument("--default-local-storage-path", default="", metavar="PATH",
+                     help="where the local-path provisioner makes volume directories on each node "
+                          "(default <data-dir>/storage)")
     srv.add_argument("--resolv-conf", default=None, metavar="FILE",
                      help="embedded agent: resolv.conf whose nameservers the cluster DNS forwards to "
                           "(default /etc/resolv.conf)")
@@ -124,8 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'process' runs containers as plain host processes with NO isolation")
     agent.add_argument("--private-registry", default=None,
                        help="registries.yaml (k3s format; default /etc/lite/registries.yaml if present)")
-    agent.add_argument("--service-proxy", action="store_true",
-                       help="proxy Services with nftables (table 'ip lite' in this host's netns)")
     agent.add_argument("--resolv-conf", default=None, metavar="FILE",
                        help="resolv.conf whose nameservers the cluster DNS forwards to (default /etc/resolv.conf)")
     _add_node_host_flags(agent)
@@ -221,6 +239,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         disable_agent=args.disable_agent,
         log_level=args.log_level,
         disable_scheduler=args.disable_scheduler,
+        default_local_storage_path=args.default_local_storage_path,
         disable_controller_manager=args.disable_controller_manager,
         service_cidr=args.service_cidr,
         cluster_cidr=args.cluster_cidr,
@@ -230,13 +249,16 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
+        agent_seccomp_default=args.seccomp_default,
+        agent_allowed_unsafe_sysctls=_csv(args.allowed_unsafe_sysctls),
         cluster_dns=args.cluster_dns,
         cluster_domain=args.cluster_domain,
         service_account_issuer=args.service_account_issuer,
         api_audiences=tuple(a for a in args.api_audiences.split(",") if a),
         resolv_conf=Path(args.resolv_conf) if args.resolv_conf else None,
         private_registry=Path(args.private_registry) if args.private_registry else None,
-        agent_node_ip=args.node_ip, agent_node_netns=args.node_netns,
+        agent_node_ip=args.node_ip, agent_node_netns=args.node_netns, flannel_backend=args.flannel_backend,
+        agent_node_external_ip=args.node_external_ip, agent_flannel_iface=args.flannel_iface,
         agent_netns_dir=Path(args.netns_dir) if args.netns_dir else None, agent_cgroup_root=args.cgroup_root,
         tls_handshake_timeout=args.tls_handshake_timeout,
         request_header_timeout=args.request_header_timeout,

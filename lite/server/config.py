@@ -116,7 +116,9 @@ class ServerConfig:
     # The embedded agent (unless disable_agent).
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
-    agent_service_proxy: bool = False  # the embedded agent programs Services into nftables (table ip lite)
+    agent_service_proxy: bool = True  # the embedded agent programs Services into nftables (table ip lite)
+    agent_seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault when a pod sets none
+    agent_allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
     # Cluster DNS (served by each agent with a service proxy): its IP ("" = the service CIDR's 10th address),
     # domain, and the resolv.conf whose nameservers get the other names (None = /etc/resolv.conf).
@@ -128,6 +130,9 @@ class ServerConfig:
     api_audiences: tuple[str, ...] = ()
     resolv_conf: Path | None = None
     agent_node_ip: str = ""  # "" = the host's first address
+    agent_node_external_ip: str = ""  # reported as the Node's ExternalIP
+    agent_flannel_iface: str = ""  # the uplink the pod network tunnels over ("" = the node IP's interface)
+    flannel_backend: str = "vxlan"  # pod network across nodes: vxlan | host-gw | none (told to every agent)
     agent_node_netns: str | None = None  # tests: a netns file holding the bridge (lite agent's --node-netns)
     agent_netns_dir: Path | None = None  # pod netns files; None = /var/run/netns
     agent_cgroup_root: str = "lite"
@@ -141,6 +146,13 @@ class ServerConfig:
     idle_timeout: float = 90.0
     max_connections_per_address: int = 256  # 0: unlimited
     max_connections: int = 0  # 0: the open-file limit less a reserve
+    # k3s's --default-local-storage-path: the local-path provisioner's directory on every node ("" =
+    # <data-dir>/storage).
+    default_local_storage_path: str = ""
+
+    @property
+    def local_storage_path(self) -> str:
+        return self.default_local_storage_path or str(self.data_dir / "storage")
 
     @classmethod
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:

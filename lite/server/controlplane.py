@@ -2,8 +2,10 @@
 
 Role: `build_control_plane` is called by `lite.server.main.build` once the store is open. It builds the
 `Resources` with its admission hooks (Service ClusterIP/NodePort allocation, the PodDisruptionBudget eviction
-check), starts what must be ready before the port opens (system namespaces, the allocators' state, the
-`default/kubernetes` Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
+check, RBAC escalation prevention), reconciles the bootstrap RBAC policy, builds the authorizer chain the API
+app enforces (with its policy feed and the ClusterRole aggregation controller as background tasks), starts
+what must be ready before the port opens (system namespaces, the allocators' state, the `default/kubernetes`
+Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
 
 Invariants:
 - One `SharedInformers` is shared by the controller manager, the scheduler and the join hub, so each kind is
@@ -24,6 +26,7 @@ from fractions import Fraction
 
 from aiohttp import web
 
+from lite.errors import ApiError
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
@@ -32,11 +35,17 @@ from lite.server.api.http import build_api_app
 from lite.server.api.requestuser import UserInfo
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
+from lite.server.api.storageadmission import DefaultStorageClass, ensure_local_path_class
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
 from lite.server.authn.authenticator import ClusterAuthenticator
 from lite.server.authn.saadmission import ServiceAccountAdmission
 from lite.server.authn.wiring import attach_authn
+from lite.server.authz.aggregation import ClusterRoleAggregator
+from lite.server.authz.bootstrap import reconcile_policy
+from lite.server.authz.chain import AuthorizerChain
+from lite.server.authz.escalation import EscalationCheck
+from lite.server.authz.index import PolicyFeed, PolicyIndex
 from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
@@ -50,6 +59,7 @@ from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.quota.wiring import add_quota_admission
 from lite.server.scheduler.scheduler import build_scheduler
 from lite.server.services.admission import ServiceAllocators
+from lite.server.services.kubedns import ensure_kube_dns_service
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
 from lite.server.store import Store
 
@@ -104,11 +114,20 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
     if rc_kind is not None:
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
+    sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
+    assert sc_kind is not None
+    strategies.add_admission(DefaultStorageClass(resources, sc_kind).admit)
     quota = add_quota_admission(resources, strategies)
     strategies.add_admission(ServiceAccountAdmission(resources, resources.core_kind("serviceaccounts")).admit)
     sa_tokens = authenticate.sa_tokens if isinstance(authenticate, ClusterAuthenticator) else None
+    authorizer = AuthorizerChain(PolicyIndex())
+    strategies.add_admission(EscalationCheck(authorizer))
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
+    await ensure_local_path_class(resources, sc_kind)
+    await reconcile_policy(resources, kinds)
+    policy_feed = PolicyFeed(resources, kinds, authorizer.index)
+    role_aggregator = _role_aggregator(resources, kinds, policy_feed)
     if creds.client_ca_cert is not None and creds.front_proxy_ca is not None:
         await ensure_extension_auth(resources, kinds, extension_auth_data(
             creds.client_ca_cert.read_text(), creds.front_proxy_ca.read_text()))
@@ -116,15 +135,22 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     api_ip = allocators.ips.nth(1)
     advertise = config.advertise_address or _advertise_address(config)
     await ensure_kubernetes_service(resources, api_ip, advertise, config.port)
+    cluster_dns = config.cluster_dns or allocators.ips.nth(10)
+    try:
+        await ensure_kube_dns_service(resources, cluster_dns)
+    except ApiError as e:  # e.g. a --cluster-dns outside the service CIDR: DNS still works, without the Service
+        log.warning("kube-system/kube-dns: %s", e)
 
     informers = SharedInformers(resources)
-    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=config.cluster_dns or allocators.ips.nth(10),
-                  cluster_domain=config.cluster_domain)
+    hub = JoinHub(resources, kinds, informers=informers, cluster_dns=cluster_dns,
+                  cluster_domain=config.cluster_domain, flannel_backend=config.flannel_backend,
+                  cluster_cidr=config.cluster_cidr)
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
-                                       quota_admission=quota, root_ca_pem=creds.ca_pem,
+                                       quota_admission=quota,
+                                       local_path_root=config.local_storage_path, root_ca_pem=creds.ca_pem,
                                        legacy_token=sa_tokens.legacy_token if sa_tokens is not None else None)
     rq = manager.controller("resourcequota")
     if isinstance(rq, ResourceQuotaController):
@@ -140,7 +166,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     store.on_commit = prom.committed
     scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                            scheduler.profile.scheduler_name)
-    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom)
+    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
+                        authorizer=authorizer)
     add_join_routes(app, hub, authenticate)
     if isinstance(authenticate, ClusterAuthenticator):
         attach_authn(app, resources, authenticate, config)
@@ -152,6 +179,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("join-hub", hub.run),
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
+        ("rbac-policy", policy_feed.run),
+        ("clusterrole-aggregation", role_aggregator.run),
     ]
     # The controller manager runs the shared informers, so without it they run on their own.
     plane.background.append(("informers", informers.run) if config.disable_controller_manager
@@ -159,6 +188,16 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     if not config.disable_scheduler:
         plane.background.append(("scheduler", scheduler.run))
     return plane
+
+
+def _role_aggregator(resources: Resources, kinds: KindRegistry, feed: PolicyFeed) -> ClusterRoleAggregator:
+    """The ClusterRole aggregation controller, fed by the RBAC policy feed's ClusterRole cache."""
+    kind = kinds.by_resource("rbac.authorization.k8s.io", "v1", "clusterroles")
+    assert kind is not None
+    cache = feed.informers["clusterroles"]
+    aggregator = ClusterRoleAggregator(resources, kind, cache.list)
+    feed.on_cluster_roles.append(aggregator.changed)
+    return aggregator
 
 
 def _client_ca(creds: Credentials) -> ClientCA | None:

@@ -29,6 +29,19 @@ def test_node_status_shape(tmp_path: Path) -> None:
         {c["type"]: c["lastTransitionTime"] for c in s["conditions"]}
 
 
+def test_node_addresses_with_an_external_ip(tmp_path: Path) -> None:
+    r = NodeReporter("n1", tmp_path, node_ip="10.0.0.5", external_ip="203.0.113.9")
+    assert r.addresses() == [{"type": "InternalIP", "address": "10.0.0.5"},
+                             {"type": "ExternalIP", "address": "203.0.113.9"}, {"type": "Hostname", "address": "n1"}]
+
+
+def test_iface_address_reads_the_interface() -> None:
+    from lite.agent.node import iface_address
+
+    assert iface_address("lo") == "127.0.0.1"
+    assert iface_address("no-such-if0") == ""
+
+
 def test_resources_to_cgroup_limits() -> None:
     c = {"resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "1", "memory": "32Mi"}}}
     r = container_resources(c)

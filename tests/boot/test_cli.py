@@ -63,6 +63,21 @@ def test_default_data_dir_for_root() -> None:
 
 
 @pytest.mark.parametrize("command", ["server", "agent"])
-def test_service_proxy_is_opt_in(command: str) -> None:
-    assert build_parser().parse_args([command]).service_proxy is False
-    assert build_parser().parse_args([command, "--service-proxy"]).service_proxy is True
+def test_service_proxy_is_on_unless_disabled(command: str) -> None:
+    assert build_parser().parse_args([command]).service_proxy is True
+    assert build_parser().parse_args([command, "--service-proxy"]).service_proxy is True  # old command lines
+    assert build_parser().parse_args([command, "--disable-service-proxy"]).service_proxy is False
+
+
+@pytest.mark.parametrize("command", ["server", "agent"])
+def test_node_address_flags(command: str) -> None:
+    args = build_parser().parse_args([command, "--node-ip", "10.0.0.2", "--node-external-ip", "1.2.3.4",
+                                      "--flannel-iface", "eth1"])
+    assert (args.node_ip, args.node_external_ip, args.flannel_iface) == ("10.0.0.2", "1.2.3.4", "eth1")
+
+
+def test_flannel_backend_flag() -> None:
+    assert build_parser().parse_args(["server"]).flannel_backend == "vxlan"
+    assert build_parser().parse_args(["server", "--flannel-backend", "host-gw"]).flannel_backend == "host-gw"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["server", "--flannel-backend", "wireguard"])

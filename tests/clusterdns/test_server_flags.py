@@ -34,7 +34,8 @@ class Recorder:
 @pytest.fixture
 def server(tmp_path: Path) -> Any:
     srv = LiteServer(tmp_path / "data", find_free_port(),
-                     extra=("--cluster-dns", "10.43.0.53", "--cluster-domain", "k8s.test")).start()
+                     extra=("--cluster-dns", "10.43.0.53", "--cluster-domain", "k8s.test",
+                            "--flannel-backend", "host-gw")).start()
     try:
         srv.wait_ready()
         yield srv
@@ -55,6 +56,20 @@ async def test_agents_are_told_the_cluster_dns_and_domain(server: LiteServer) ->
             await agent.welcomed.wait()
         assert session.config["clusterDNS"] == ["10.43.0.53"]
         assert session.config["clusterDomain"] == "k8s.test"
+        assert (session.config["flannelBackend"], session.config["clusterCIDR"]) == ("host-gw", "10.42.0.0/16")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_the_cluster_dns_ip_is_the_kube_dns_service(server: LiteServer) -> None:
+    status, svc = server.request("/api/v1/namespaces/kube-system/services/kube-dns")
+    assert status == 200, svc
+    assert svc["spec"]["clusterIP"] == "10.43.0.53" and "selector" not in svc["spec"]
+    assert {(p["name"], p["port"], p["protocol"]) for p in svc["spec"]["ports"]} == {("dns", 53, "UDP"),
+                                                                                     ("dns-tcp", 53, "TCP")}
+    status, eps = server.request("/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/kube-dns")
+    assert status == 200, eps
+    # node-local: the one endpoint is the cluster DNS IP itself, which every node answers on
+    assert eps["endpoints"][0]["addresses"] == ["10.43.0.53"]
+    assert eps["metadata"]["labels"]["kubernetes.io/service-name"] == "kube-dns"

@@ -106,6 +106,10 @@ spec:
               port: {{x-kubernetes-int-or-string: true}}
               free: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
               tags: {{type: array, items: {{type: string}}}}
+              template:
+                type: object
+                x-kubernetes-embedded-resource: true
+                properties: {{spec: {{type: object, properties: {{a: {{type: string}}}}}}}}
 {extra_props}"""
 
 
@@ -138,10 +142,16 @@ def test_custom_resources_published_and_validated(old: Old, cluster: Cluster, ns
     cr = f"""apiVersion: {group}/v1alpha1
 kind: Gadget
 metadata: {{name: g1, namespace: {ns}}}
-spec: {{size: 3, note: null, port: 8080, free: {{a: {{b: 1}}}}, tags: [x]}}
+spec:
+  size: 3
+  note: null
+  port: 8080
+  free: {{a: {{b: 1}}}}
+  tags: [x]
+  template: {{apiVersion: v1, kind: Thing, metadata: {{name: inner, labels: {{x: y}}}}, spec: {{a: b}}}}
 """
     old("create", "-f", "-", input=cr)
-    missing = old("create", "-f", "-", input=cr.replace("g1", "g2").replace("size: 3, ", ""), check=False)
+    missing = old("create", "-f", "-", input=cr.replace("g1", "g2").replace("  size: 3\n", ""), check=False)
     assert missing.returncode != 0 and 'missing required field "size"' in missing.stderr, missing.stderr
     old("label", "gadget", "g1", "-n", ns, "a=b")
     assert "FIELD:    size <integer>" in old("explain", "gadget.spec.size").stdout

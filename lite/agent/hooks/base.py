@@ -50,6 +50,7 @@ class Deps:
     node_name: str
     node_ip: str = ""
     bridge: str = "lite0"
+    mtu: int = 1500  # of the bridge and pod veths (the pod network's backend takes its overhead off)
     node_netns: NetnsRef = None
     netns_dir: Path | None = None
     cluster_dns: str = ""
@@ -57,6 +58,8 @@ class Deps:
     allocatable: Mapping[str, str] = field(default_factory=dict)
     objects: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
     event: Callable[[Obj, str, str, str], None] = lambda pod, type_, reason, msg: None
+    # The relayed PersistentVolumeClaims of a namespace (by name) and PersistentVolumes (by name).
+    storage: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
     # The relayed RuntimeClass of that name, or None.
     runtime_class: Callable[[str], Obj | None] = lambda name: None
     connect: Callable[..., Awaitable[Any]] | None = None
@@ -66,6 +69,10 @@ class Deps:
     # service_env(namespace, enableServiceLinks) -> the service variables of a pod there.
     service_env: Callable[[str, bool], dict[str, str]] = lambda ns, links: {}
     ipam_lock: threading.Lock = field(default_factory=threading.Lock)
+    # securityContext policy of the node (kubelet's --seccomp-default, --allowed-unsafe-sysctls)
+    seccomp_default: bool = False
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    kernel: tuple[int, int] = (99, 0)  # (major, minor) of the running kernel, for the safe sysctls
 
 
 @dataclass
@@ -79,6 +86,7 @@ class PodState:
     qos: str = "BestEffort"
     volume_paths: dict[str, str] = field(default_factory=dict)
     etc_files: dict[str, str] = field(default_factory=dict)  # /etc/hosts etc. -> host file
+    pid_ns: str = ""  # shareProcessNamespace: the pod's pid namespace (held by the pidns hook's pause)
     inits: list[ContainerRecord] = field(default_factory=list)
     apps: list[ContainerRecord] = field(default_factory=list)
     handles: dict[str, ContainerHandle] = field(default_factory=dict)
@@ -109,8 +117,9 @@ class PodState:
     def context(self, deps: Deps) -> PodContext:
         cms, secrets = deps.objects(self.namespace)
         ip = deps.node_ip if self.host_network else self.pod_ip
+        claims, volumes = deps.storage(self.namespace)
         links = self.spec.get("enableServiceLinks") is not False
-        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable,
+        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable, claims, volumes,
                           tokens=self.tokens if deps.request_token is not None else None,
                           service_env=deps.service_env(self.namespace, links))
 

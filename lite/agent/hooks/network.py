@@ -58,7 +58,7 @@ class NetworkHook(Hook):
         assert d.ipam is not None
         with d.ipam_lock:
             ip = d.ipam.allocate(uid)
-        asyncio.run(setup_pod_network(uid, ip, d.ipam.gateway, d.ipam.prefixlen, bridge=d.bridge,
+        asyncio.run(setup_pod_network(uid, ip, d.ipam.gateway, d.ipam.prefixlen, bridge=d.bridge, mtu=d.mtu,
                                       node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR))
         return ip
 

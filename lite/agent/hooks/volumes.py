@@ -1,6 +1,6 @@
-"""Volumes hook: materialise `spec.volumes` under the pod dir (see `lite.agent.volumes`), refresh content volumes
-when relayed ConfigMaps/Secrets or the pod's labels/annotations change, unmount and remove them at stop. File
-work runs in a thread.
+"""Volumes hook: materialise `spec.volumes` under the pod dir (see `lite.agent.volumes`), give them the pod's
+fsGroup (`lite.agent.fsgroup`), refresh content volumes when relayed ConfigMaps/Secrets or the pod's
+labels/annotations change, unmount and remove them at stop. File work runs in a thread.
 
 ServiceAccount tokens (`serviceAccountToken` projected sources): fetched from the server (`Deps.request_token`)
 before the volumes are written, and fetched again at 80 % of their life by a renewal task owned by this pod's
@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 
-from lite.agent import satokens, volumes
+from lite.agent import fsgroup, satokens, volumes
 from lite.agent.hooks.base import Deps, Hook, PodState
 
 log = logging.getLogger("lite.agent.volumes")
@@ -36,6 +36,7 @@ class VolumesHook(Hook):
         ctx = st.context(self.deps)
         pod = st.pod
         st.volume_paths = await asyncio.to_thread(volumes.setup, pod, st.pod_dir, ctx)
+        await asyncio.to_thread(fsgroup.apply_pod, st.spec, st.volume_paths)
         if st.pod is not pod:  # a new pod version (labels, annotations) came during the setup: catch up
             await self.update(st)
         if st.tokens and st.uid not in self._renewers:
@@ -45,6 +46,8 @@ class VolumesHook(Hook):
     async def update(self, st: PodState) -> None:
         if st.volume_paths:
             await asyncio.to_thread(volumes.refresh, st.pod, st.pod_dir, st.context(self.deps))
+            # new files get the group again (content volumes only: emptyDirs keep theirs)
+            await asyncio.to_thread(fsgroup.apply_pod, st.spec, st.volume_paths, fsgroup.READ_ONLY)
 
     async def stop(self, st: PodState) -> None:
         task = self._renewers.pop(st.uid, None)

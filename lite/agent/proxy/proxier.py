@@ -109,6 +109,13 @@ class Proxier:
             self.config = ProxyConfig(self.config.node_name, node_ips, self.config.cluster_cidr, self.config.table)
             self._dirty.set()
 
+    def set_cluster_cidr(self, cidr: str) -> None:
+        """The cluster's pod CIDR as the server tells it (Welcome); fragments depend on it, so all are redone."""
+        if cidr != self.config.cluster_cidr:
+            self.config = ProxyConfig(self.config.node_name, self.config.node_ips, cidr, self.config.table)
+            self._stale |= set(self._services)
+            self._dirty.set()
+
     def _touch(self, service: Key) -> None:
         self._stale.add(service)
         self._dirty.set()

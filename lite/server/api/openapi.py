@@ -229,12 +229,30 @@ _TYPE_META = {
 }
 
 
+def _embedded(node: Any) -> Any:
+    """A CRD schema node with every `x-kubernetes-embedded-resource` object below it declaring apiVersion, kind
+    and metadata, as upstream publishes embedded resources (their other properties kept)."""
+    if not isinstance(node, dict):
+        return node
+    out = dict(node)
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {n: _embedded(v) for n, v in out["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = _embedded(out[key])
+    if out.get("x-kubernetes-embedded-resource") is True and not out.get("x-kubernetes-preserve-unknown-fields"):
+        props = dict(out.get("properties") or {})
+        out["properties"] = {**props, **{n: v for n, v in _TYPE_META.items() if n not in props}}
+    return out
+
+
 def _schema(k: Kind) -> Obj:
     if k.schema:
         base: Obj = dict(k.schema)
         # As upstream publishes a CRD's schema: apiVersion, kind and metadata (ObjectMeta) are always declared.
         props = dict(base.get("properties") or {})
         base["properties"] = {**props, **{n: v for n, v in _TYPE_META.items() if n not in props or n == "metadata"}}
+        base["properties"] = {n: _embedded(v) for n, v in base["properties"].items()}
     else:
         base = {
             "description": f"{k.kind} ({k.api_version}) as served by lite; fields are not described here.",

@@ -1,8 +1,9 @@
 """The join hub: node agents' sessions, and the relay of desired state to them.
 
-`JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=...)`:
+`JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=..., flannel_backend=..., cluster_cidr=...)`:
 - `handle(request)` serves `GET /lite/join` (a websocket; `routes.add_join_routes` authenticates first):
-  Hello → Node registered/updated → Welcome → full resync (pods bound to the node, their ConfigMaps/Secrets,
+  Hello → Node registered/updated → Welcome (podCIDR, cluster DNS, pod network backend and cluster CIDR) → full
+  resync (every Node for the pod network, `noderelay`; pods bound to the node, their ConfigMaps/Secrets,
   deletions for reported pods no longer bound, Synced) → the session runs until the websocket closes.
   TokenRequests are answered on the session (`tokens.answer_token_request`).
 - `run()` runs the hub's informers (when it created them itself) until cancelled, then closes sessions.
@@ -10,7 +11,8 @@
 
 Invariants:
 - One session per node name: a new Hello for a connected node closes the old session first.
-- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes; and
+- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes,
+  PersistentVolumeClaims and PersistentVolumes (`relay.node_needs_volume`); and
   Services/EndpointSlices for agents that run a service proxy, `proxyrelay`);
   their handlers push changes to the affected sessions synchronously, in event order. Registering a
   session and taking its resync snapshot happen with no await in between, so no event is missed or doubled.
@@ -32,6 +34,7 @@ from lite.kinds import Kind, KindRegistry
 from lite.objects import name_of
 from lite.server.join.intake import Intake, intake_for
 from lite.server.join.metrics import node_metrics, pod_metrics, stats_summary
+from lite.server.join.noderelay import NodeFabricRelay, wants_nodes
 from lite.server.join.proxyrelay import ServiceRelay, wants_services
 from lite.server.join.relay import NodeRelay
 from lite.server.join.session import NodeSession
@@ -60,7 +63,8 @@ class JoinHub:
     """See the module docstring."""
 
     def __init__(self, client: Client, kinds: KindRegistry, *, informers: SharedInformers | None = None,
-                 cluster_dns: str = "", cluster_domain: str = "cluster.local", heartbeat: float = 20.0) -> None:
+                 cluster_dns: str = "", cluster_domain: str = "cluster.local", heartbeat: float = 20.0,
+                 flannel_backend: str = "vxlan", cluster_cidr: str = "") -> None:
         self.client = client
         self.kinds = kinds
         self.intake = Intake(client, kinds)
@@ -71,17 +75,26 @@ class JoinHub:
         self.pods = self.informers.informer(self.intake.pod)
         self.nodes = self.informers.informer(self.intake.node)
         self.objects: dict[str, Informer] = {}
-        for group, kind in (("", "ConfigMap"), ("", "Secret"), ("node.k8s.io", "RuntimeClass")):
+        for group, kind in (("", "ConfigMap"), ("", "Secret"), ("node.k8s.io", "RuntimeClass"),
+                            ("", "PersistentVolumeClaim")):
             k = kinds.by_gvk(group, "v1", kind)
             assert k is not None
             self.objects[kind] = self.informers.informer(k)
+        pv_kind = kinds.by_gvk("", "v1", "PersistentVolume")
+        assert pv_kind is not None
+        self.volumes = self.informers.informer(pv_kind)
         self.cluster_dns = cluster_dns
         self.cluster_domain = cluster_domain
+        self.flannel_backend = flannel_backend
+        self.cluster_cidr = cluster_cidr
         self.heartbeat = heartbeat
         self._sessions: dict[str, tuple[NodeSession, NodeRelay]] = {}
         self._wire_handlers()
         self._proxy_nodes: set[str] = set()  # nodes whose agent runs a service proxy
         self.services = ServiceRelay(self.informers, kinds, self._proxy_emitters)
+        self._fabric_nodes: set[str] = set()  # nodes whose agent runs the pod network
+        self.fabric = NodeFabricRelay(self.nodes, lambda: [s.emit for node, (s, _) in self._sessions.items()
+                                                           if node in self._fabric_nodes])
 
     # -- informer handlers: changes to sessions --
 
@@ -95,6 +108,12 @@ class JoinHub:
                              on_update=lambda _old, o, k=kind: self._object_changed(k, o),  # type: ignore[misc]
                              on_delete=lambda o, k=kind: self._object_changed(k, o, True))  # type: ignore[misc]
         self.nodes.add_handlers(on_update=self._node_changed)
+        self.volumes.add_handlers(on_add=self._volumes_changed, on_update=lambda _o, n: self._volumes_changed(n),
+                                  on_delete=self._volumes_changed)
+
+    def _volumes_changed(self, _pv: Obj) -> None:
+        for _, relay in self._sessions.values():
+            relay.volumes_changed()
 
     def _proxy_emitters(self) -> list[Any]:
         return [s.emit for node, (s, _) in self._sessions.items() if node in self._proxy_nodes]
@@ -132,7 +151,8 @@ class JoinHub:
         spec = node.get("spec") or {}
         return {"podCIDR": spec.get("podCIDR", ""), "podCIDRs": spec.get("podCIDRs") or [],
                 "clusterDNS": [self.cluster_dns] if self.cluster_dns else [],
-                "clusterDomain": self.cluster_domain}
+                "clusterDomain": self.cluster_domain, "flannelBackend": self.flannel_backend,
+                "clusterCIDR": self.cluster_cidr}
 
     # -- sessions --
 
@@ -151,7 +171,8 @@ class JoinHub:
         if hello is None:
             return ws
         node_obj = await self.intake.register(hello)
-        for inf in (self.pods, self.nodes, *self.objects.values()):
+        # The volumes too: a resync missing a volume would make the agent remove that volume's directory.
+        for inf in (self.pods, self.nodes, *self.objects.values(), self.volumes):
             await inf.wait_synced()
         if wants_services(hello):
             await self.services.wait_synced()
@@ -169,7 +190,7 @@ class JoinHub:
                 await reports(msg)
 
         session = NodeSession(hello.node, ws, hello, apply)
-        relay = NodeRelay(session.emit, self._lookup)
+        relay = NodeRelay(session.emit, self._lookup, node=hello.node, volumes=self.volumes.list)
         # No await from here to resync: the snapshot and the handlers see the same cache state.
         self._sessions[hello.node] = (session, relay)
         session.emit(wire.Welcome(config=self._config(node_obj)))
@@ -177,6 +198,10 @@ class JoinHub:
         if wants_services(hello):
             self._proxy_nodes.add(hello.node)
             self.services.resync(session.emit)  # before Synced: see proxyrelay
+        self._fabric_nodes.discard(hello.node)
+        if wants_nodes(hello):
+            self._fabric_nodes.add(hello.node)
+            self.fabric.resync(session.emit)  # before Synced: see noderelay
         relay.resync(self.pods.by_index(NODE_INDEX, hello.node), hello.pods)
         log.info("node %s joined (%d pods reported)", hello.node, len(hello.pods))
         try:

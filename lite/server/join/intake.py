@@ -54,8 +54,10 @@ class Intake:
         self.lease = _kind(kinds, "coordination.k8s.io", "Lease")
 
     async def register(self, hello: wire.Hello) -> Obj:
-        """Create the Node if absent, then write the status the agent reported. Returns the Node."""
+        """Create the Node if absent (with the annotations the agent publishes, e.g. its VTEP MAC), then
+        write the status the agent reported. Returns the Node."""
         info = hello.info
+        annotations = {str(k): str(v) for k, v in (info.get("annotations") or {}).items()}
         try:
             node = await self.client.get(self.node, "", hello.node)
         except ApiError as e:
@@ -64,6 +66,8 @@ class Intake:
             body: Obj = {"apiVersion": "v1", "kind": "Node", "metadata": {
                 "name": hello.node, "labels": {**default_labels(hello.node), **(info.get("labels") or {})}},
                 "spec": {}}
+            if annotations:
+                body["metadata"]["annotations"] = annotations
             if info.get("taints"):
                 body["spec"]["taints"] = info["taints"]
             try:
@@ -72,6 +76,9 @@ class Intake:
                 if e2.code != 409:
                     raise
                 node = await self.client.get(self.node, "", hello.node)
+        have = (node.get("metadata") or {}).get("annotations") or {}
+        if any(have.get(k) != v for k, v in annotations.items()):
+            node = await self.client.patch(self.node, "", hello.node, {"metadata": {"annotations": annotations}})
         status = info.get("status") or {}
         if status:
             node = await self.node_status(hello.node, status) or node

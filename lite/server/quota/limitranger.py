@@ -19,6 +19,7 @@ Invariants: the check functions are pure over JSON dicts; pod updates and subres
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -63,12 +64,61 @@ def _items(limit_range: Obj, kind: str) -> list[Obj]:
     return out
 
 
-def apply_defaults(limit_range: Obj, pod: Obj) -> None:
+@dataclass(frozen=True)
+class Rule:
+    """One enforced value of a LimitRange item: the resource, its exact value and upstream's rendering."""
+
+    name: str
+    value: Fraction
+    shown: str
+
+
+@dataclass(frozen=True)
+class ItemRules:
+    min: tuple[Rule, ...]
+    max: tuple[Rule, ...]
+    ratio: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
+class CompiledRange:
+    """A LimitRange parsed once: Container defaults as canonical strings, min/max/ratio rules as Fractions.
+    The admission hook keeps one per (name, resourceVersion), so pods pay no quantity parsing for them."""
+
+    defaults: dict[str, dict[str, str]]  # "requests"/"limits" -> resource -> canonical quantity
+    container: tuple[ItemRules, ...]
+    pod: tuple[ItemRules, ...]
+
+
+def _rules(raw: Any) -> tuple[Rule, ...]:
+    if not isinstance(raw, dict):
+        return ()
+    return tuple(Rule(str(k), _q(v), _show(v)) for k, v in sorted(raw.items()))
+
+
+def compile_range(limit_range: Obj) -> CompiledRange:
+    defaults: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
+    container: list[ItemRules] = []
+    pod: list[ItemRules] = []
+    for item in (limit_range.get("spec") or {}).get("limits") or []:
+        if not isinstance(item, dict):
+            continue
+        rules = ItemRules(_rules(item.get("min")), _rules(item.get("max")), _rules(item.get("maxLimitRequestRatio")))
+        if item.get("type") == "Container":
+            filled = dict(item)
+            item_defaults(filled)
+            defaults["requests"].update({k: canonical(str(v)) for k, v in (filled.get("defaultRequest") or {}).items()})
+            defaults["limits"].update({k: canonical(str(v)) for k, v in (filled.get("default") or {}).items()})
+            container.append(rules)
+        elif item.get("type") == "Pod":
+            pod.append(rules)
+    return CompiledRange(defaults, tuple(container), tuple(pod))
+
+
+def apply_defaults(limit_range: Obj | CompiledRange, pod: Obj) -> None:
     """Fill in each container's missing requests/limits from the Container items; annotate what was set."""
-    defaults: dict[str, dict[str, Any]] = {"requests": {}, "limits": {}}
-    for item in _items(limit_range, "Container"):
-        defaults["requests"].update(item.get("defaultRequest") or {})
-        defaults["limits"].update(item.get("default") or {})
+    compiled = limit_range if isinstance(limit_range, CompiledRange) else compile_range(limit_range)
+    defaults = compiled.defaults
     if not defaults["requests"] and not defaults["limits"]:
         return
     notes: list[str] = []
@@ -82,7 +132,7 @@ def apply_defaults(limit_range: Obj, pod: Obj) -> None:
                 have = res.get(which) if isinstance(res.get(which), dict) else None
                 added = sorted(k for k in defaults[which] if have is None or k not in have)
                 if added:
-                    res[which] = {**(have or {}), **{k: canonical(str(defaults[which][k])) for k in added}}
+                    res[which] = {**(have or {}), **{k: defaults[which][k] for k in added}}
                     notes.append(f"{', '.join(added)} {word} for {_container_word(field)} {c.get('name', '')}")
     if notes:
         meta = pod.setdefault("metadata", {})
@@ -103,69 +153,71 @@ def _show(v: Any) -> str:
     return canonical(str(v))
 
 
-def _min(kind: str, name: str, enforced: Any, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+def _min(kind: str, r: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+    name = r.name
     if name not in req:
-        return f"minimum {name} usage per {kind} is {_show(enforced)}.  No request is specified"
-    if _q(req[name]) < _q(enforced):
-        return f"minimum {name} usage per {kind} is {_show(enforced)}, but request is {_show(req[name])}"
-    if name in lim and _q(lim[name]) < _q(enforced):
-        return f"minimum {name} usage per {kind} is {_show(enforced)}, but limit is {_show(lim[name])}"
+        return f"minimum {name} usage per {kind} is {r.shown}.  No request is specified"
+    if _q(req[name]) < r.value:
+        return f"minimum {name} usage per {kind} is {r.shown}, but request is {_show(req[name])}"
+    if name in lim and _q(lim[name]) < r.value:
+        return f"minimum {name} usage per {kind} is {r.shown}, but limit is {_show(lim[name])}"
     return ""
 
 
-def _max(kind: str, name: str, enforced: Any, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+def _max(kind: str, r: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+    name = r.name
     if name not in lim:
-        return f"maximum {name} usage per {kind} is {_show(enforced)}.  No limit is specified"
-    if _q(lim[name]) > _q(enforced):
-        return f"maximum {name} usage per {kind} is {_show(enforced)}, but limit is {_show(lim[name])}"
-    if name in req and _q(req[name]) > _q(enforced):
-        return f"maximum {name} usage per {kind} is {_show(enforced)}, but request is {_show(req[name])}"
+        return f"maximum {name} usage per {kind} is {r.shown}.  No limit is specified"
+    if _q(lim[name]) > r.value:
+        return f"maximum {name} usage per {kind} is {r.shown}, but limit is {_show(lim[name])}"
+    if name in req and _q(req[name]) > r.value:
+        return f"maximum {name} usage per {kind} is {r.shown}, but request is {_show(req[name])}"
     return ""
 
 
-def _max_request(kind: str, name: str, enforced: Any, req: Mapping[str, Any]) -> str:
-    if name not in req:
-        return f"maximum {name} usage per {kind} is {_show(enforced)}.  No request is specified"
-    if _q(req[name]) > _q(enforced):
-        return f"maximum {name} usage per {kind} is {_show(enforced)}, but request is {_show(req[name])}"
+def _max_request(kind: str, r: Rule, req: Mapping[str, Any]) -> str:
+    if r.name not in req:
+        return f"maximum {r.name} usage per {kind} is {r.shown}.  No request is specified"
+    if _q(req[r.name]) > r.value:
+        return f"maximum {r.name} usage per {kind} is {r.shown}, but request is {_show(req[r.name])}"
     return ""
 
 
-def _ratio(kind: str, name: str, enforced: Any, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
-    head = f"{name} max limit to request ratio per {kind} is {_show(enforced)}"
+def _ratio(kind: str, rule: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+    name = rule.name
+    head = f"{name} max limit to request ratio per {kind} is {rule.shown}"
     r = _q(req[name]) if name in req else Fraction(0)
     lv = _q(lim[name]) if name in lim else Fraction(0)
     if r == 0:
         return f"{head}, but no request is specified or request is 0"
     if lv == 0:
         return f"{head}, but no limit is specified or limit is 0"
-    if lv / r > _q(enforced):
+    if lv / r > rule.value:
         return f"{head}, but provided ratio is {float(lv / r):f}"
     return ""
 
 
-def _check(item: Obj, kind: str, req: Mapping[str, Any], lim: Mapping[str, Any]) -> list[str]:
-    out = [_min(kind, k, v, req, lim) for k, v in sorted((item.get("min") or {}).items())]
-    out += [_max(kind, k, v, req, lim) for k, v in sorted((item.get("max") or {}).items())]
-    out += [_ratio(kind, k, v, req, lim) for k, v in sorted((item.get("maxLimitRequestRatio") or {}).items())]
+def _check(rules: ItemRules, kind: str, req: Mapping[str, Any], lim: Mapping[str, Any]) -> list[str]:
+    out = [_min(kind, r, req, lim) for r in rules.min]
+    out += [_max(kind, r, req, lim) for r in rules.max]
+    out += [_ratio(kind, r, req, lim) for r in rules.ratio]
     return [m for m in out if m]
 
 
-def pod_violations(limit_range: Obj, pod: Obj) -> list[str]:
+def pod_violations(limit_range: Obj | CompiledRange, pod: Obj) -> list[str]:
     """Every min/max/ratio rule of `limit_range` the (defaulted) pod breaks, in upstream's order."""
+    compiled = limit_range if isinstance(limit_range, CompiledRange) else compile_range(limit_range)
     out: list[str] = []
     spec = pod.get("spec") or {}
-    for item in (limit_range.get("spec") or {}).get("limits") or []:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "Container":
-            for field in ("containers", "initContainers"):
-                for c in spec.get(field) or []:
-                    res = (c.get("resources") or {}) if isinstance(c, dict) else {}
-                    out += _check(item, "Container", res.get("requests") or {}, res.get("limits") or {})
-        elif item.get("type") == "Pod":
-            req, lim = pod_effective(pod, "requests"), pod_effective(pod, "limits")
-            out += _check(item, "Pod", req, lim)
+    for rules in compiled.container:
+        for field in ("containers", "initContainers"):
+            for c in spec.get(field) or []:
+                res = (c.get("resources") or {}) if isinstance(c, dict) else {}
+                out += _check(rules, "Container", res.get("requests") or {}, res.get("limits") or {})
+    if compiled.pod:
+        req, lim = pod_effective(pod, "requests"), pod_effective(pod, "limits")
+        for rules in compiled.pod:
+            out += _check(rules, "Pod", req, lim)
     return out
 
 
@@ -174,8 +226,8 @@ def pvc_violations(limit_range: Obj, pvc: Obj) -> list[str]:
     raw = ((pvc.get("spec") or {}).get("resources") or {}).get("requests")
     req = raw if isinstance(raw, dict) else {}
     for item in _items(limit_range, "PersistentVolumeClaim"):
-        out += [_min("PersistentVolumeClaim", k, v, req, {}) for k, v in sorted((item.get("min") or {}).items())]
-        out += [_max_request("PersistentVolumeClaim", k, v, req) for k, v in sorted((item.get("max") or {}).items())]
+        out += [_min("PersistentVolumeClaim", r, req, {}) for r in _rules(item.get("min"))]
+        out += [_max_request("PersistentVolumeClaim", r, req) for r in _rules(item.get("max"))]
     return [m for m in out if m]
 
 
@@ -190,6 +242,19 @@ class LimitRanger:
     def __init__(self, client: Client, kind: Kind) -> None:
         self.client = client
         self.kind = kind
+        # (namespace/name, resourceVersion) -> parsed LimitRange; a revision never changes, so no entry goes
+        # stale; bounded by clearing (LimitRanges are few).
+        self._compiled: dict[tuple[str, str], CompiledRange] = {}
+
+    def compiled(self, lr: Obj) -> CompiledRange:
+        meta = lr.get("metadata") or {}
+        key = (f"{meta.get('namespace', '')}/{meta.get('name', '')}", str(meta.get("resourceVersion", "")))
+        got = self._compiled.get(key)
+        if got is None:
+            if len(self._compiled) >= 1024:
+                self._compiled.clear()
+            got = self._compiled[key] = compile_range(lr)
+        return got
 
     async def admit(self, review: Admission) -> None:
         gk, obj = review.kind.gk, review.obj
@@ -203,9 +268,9 @@ class LimitRanger:
         ranges.sort(key=lambda r: str(r["metadata"]["name"]))
         if gk == "Pod":
             for lr in ranges:
-                apply_defaults(lr, obj)
+                apply_defaults(self.compiled(lr), obj)
         for lr in ranges:
-            problems = pod_violations(lr, obj) if gk == "Pod" else pvc_violations(lr, obj)
+            problems = pod_violations(self.compiled(lr), obj) if gk == "Pod" else pvc_violations(lr, obj)
             if problems:
                 plural = review.kind.plural
                 who = f'{plural} "{review.name}"' if review.name else plural

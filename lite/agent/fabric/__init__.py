@@ -1,0 +1,1 @@
+"""The pod network across nodes (flannel-style VXLAN or host-gw backends, masquerade)."""
