@@ -47,7 +47,7 @@ def token_review_status(user: UserInfo | str | None, requested: list[str], api_a
 
 
 def add_authn_reviews(app: web.Application, authenticator: ClusterAuthenticator,
-                      api_audiences: tuple[str, ...]) -> None:
+                      api_audiences: tuple[str, ...], *, authorizing: bool = True) -> None:
     async def token_review(request: web.Request, kind: Kind, obj: Obj) -> Obj:
         raw_spec = obj.get("spec")
         spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
@@ -70,4 +70,5 @@ def add_authn_reviews(app: web.Application, authenticator: ClusterAuthenticator,
         return obj
 
     reviews.register(app, "tokenreviews.authentication.k8s.io", token_review)
-    reviews.register(app, "selfsubjectreviews.authentication.k8s.io", self_subject_review)
+    if not authorizing:  # with an authorizer, `authz.reviews` answers SelfSubjectReview (same user info)
+        reviews.register(app, "selfsubjectreviews.authentication.k8s.io", self_subject_review)
