@@ -159,6 +159,11 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities"),
     # node.k8s.io/v1
     _k("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
+    # admissionregistration.k8s.io/v1 (lite/server/admission)
+    _k("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
+       False, cats=("api-extensions",), gen=True),
+    _k("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
+       False, cats=("api-extensions",), gen=True),
     # apiregistration.k8s.io/v1
     _k("apiregistration.k8s.io", "v1", "APIService", "apiservices", False, cats=("api-extensions",),
        sub=("status",)),

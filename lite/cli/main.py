@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lite import logthrottle
+from lite.cli import secretsencrypt
 from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
 
@@ -125,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
                      help="scheduled snapshots to keep (default 5)")
     srv.add_argument("--disable-snapshots", action="store_true", help="no scheduled snapshots")
+    srv.add_argument("--secrets-encryption", action="store_true",
+                     help="encrypt Secrets in the store with AES-GCM (keys in <data-dir>/server/cred)")
     srv.add_argument("--cluster-reset", action="store_true",
                      help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
     srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
@@ -186,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     ka = sub.add_parser("killall", help="stop every pod of a data dir and remove their processes, mounts, "
                                         "network namespaces, links, nftables tables and cgroups")
     _add_data_dir(ka)
+    secretsencrypt.add_parser(sub, _add_data_dir)
     sub.add_parser("check-config", help="check that this kernel and host can run the agent (one line per check; "
                                         "exit 1 when a required check fails)")
     return parser
@@ -268,6 +272,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         snapshot_cron=args.snapshot_schedule_cron,
         snapshot_retention=args.snapshot_retention,
         disable_snapshots=args.disable_snapshots,
+        secrets_encryption=args.secrets_encryption,
     )
     if args.cluster_reset or args.cluster_reset_restore_path:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
@@ -421,7 +426,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
             "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate,
-            "check-config": cmd_check_config}
+            "check-config": cmd_check_config, "secrets-encrypt": secretsencrypt.cmd_secrets_encrypt}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -140,6 +140,8 @@ class ServerConfig:
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5
     disable_snapshots: bool = False
+    # Secrets sealed with AES-GCM in the store file (keys in <data-dir>/server/cred/encryption-config.json).
+    secrets_encryption: bool = False
     # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).
     tls_handshake_timeout: float = 10.0
     request_header_timeout: float = 32.0

@@ -30,6 +30,7 @@ from lite.errors import ApiError
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
+from lite.server.admission import add_admission_plugins
 from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
 from lite.server.api.requestuser import UserInfo
@@ -117,6 +118,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
     assert sc_kind is not None
     strategies.add_admission(DefaultStorageClass(resources, sc_kind).admit)
+    admission_tasks = add_admission_plugins(resources, kinds, strategies)
     quota = add_quota_admission(resources, strategies)
     strategies.add_admission(ServiceAccountAdmission(resources, resources.core_kind("serviceaccounts")).admit)
     sa_tokens = authenticate.sa_tokens if isinstance(authenticate, ClusterAuthenticator) else None
@@ -162,7 +164,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     prom = ServerMetrics(store_path=store.path,
                          store_stats=lambda: StoreTotals(store.commits, store.writes, store.compactions,
                                                          store.compacted_rows),
-                         queue_depths=lambda: [(c.name, len(c.queue)) for c in manager.controllers])
+                         queues=lambda: [c.queue for c in manager.controllers], agent_stats=hub.agent_stats)
     store.on_commit = prom.committed
     scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                            scheduler.profile.scheduler_name)
@@ -179,6 +181,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("join-hub", hub.run),
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
+        *admission_tasks,
         ("rbac-policy", policy_feed.run),
         ("clusterrole-aggregation", role_aggregator.run),
     ]

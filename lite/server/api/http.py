@@ -39,7 +39,7 @@ from lite.errors import ApiError, path_not_found, unauthorized
 from lite.kinds import KindRegistry
 from lite.server.aggregator import Aggregator
 from lite.server.aggregator.aggregator import openapi_root_with
-from lite.server.api import fieldvalidation, impersonation, negotiate, params
+from lite.server.api import admissionwarnings, fieldvalidation, impersonation, negotiate, params
 from lite.server.api.discovery import Discovery
 from lite.server.api.handlers import (
     ApiContext,
@@ -169,14 +169,15 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
             prom.observe(labels, code, time.perf_counter() - start)
 
     async def serve(request: web.Request) -> web.StreamResponse:
+        admissionwarnings.begin()
         try:
             await _authenticate(request)
             if methods and request.method not in methods:
                 raise ApiError(f"the server does not allow this method on the requested resource "
                                f"({request.method} {request.path})", 405, "MethodNotAllowed")
-            return await fn(request, request.app[API])
+            return _with_admission_warnings(await fn(request, request.app[API]))
         except ApiError as e:
-            return error_response(e)
+            return _with_admission_warnings(error_response(e))
         except web.HTTPException:
             raise
         except Exception:
@@ -184,6 +185,15 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
             return error_response(ApiError("an error on the server has prevented the request from succeeding",
                                            500, "InternalError"))
     return wrapped
+
+
+def _with_admission_warnings(resp: web.StreamResponse) -> web.StreamResponse:
+    """Admission's warnings (webhooks, Pod Security) as `Warning` headers, on success and on refusal alike."""
+    texts = admissionwarnings.collected()
+    if texts and not resp.prepared:
+        for value in fieldvalidation.warning_headers(texts):
+            resp.headers.add("Warning", value)
+    return resp
 
 
 def _public(fn: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[web.Request], Awaitable[web.Response]]:
