@@ -168,3 +168,15 @@ async def test_syncing_an_unchanged_device_keeps_its_neighbours(wire_pair: dict[
         events = monitor.communicate(timeout=10)[0]
     assert "Deleted" not in events, events
     assert ping(a, "10.42.0.1", "10.42.1.1")
+
+
+async def test_a_changed_device_is_put_back(wire_pair: dict[str, str]) -> None:
+    fabs = await fabrics(wire_pair, "vxlan")
+    a = wire_pair["a"]
+    want = ip("-n", a, "-o", "link", "show", "lite.1")
+    ip("-n", a, "link", "set", "lite.1", "down", "mtu", "1400", "address", "02:00:00:00:00:01")
+    await fabs["a"].sync_once()
+    back = ip("-n", a, "-o", "link", "show", "lite.1")
+    assert "UP" in back.split(">")[0] and "mtu 1450" in back
+    assert want.split("link/ether")[1] == back.split("link/ether")[1]  # the VTEP MAC the peers know
+    assert ping(a, "10.42.0.1", "10.42.1.1")
