@@ -152,9 +152,18 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
        short=("csr",), sub=("status", "approval")),
     # storage.k8s.io/v1
+    _k("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short=("sc",)),
+    _k("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
+    _k("storage.k8s.io", "v1", "CSINode", "csinodes", False),
+    _k("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", False, sub=("status",)),
     _k("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities"),
     # node.k8s.io/v1
     _k("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
+    # admissionregistration.k8s.io/v1 (lite/server/admission)
+    _k("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
+       False, cats=("api-extensions",), gen=True),
+    _k("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
+       False, cats=("api-extensions",), gen=True),
     # apiregistration.k8s.io/v1
     _k("apiregistration.k8s.io", "v1", "APIService", "apiservices", False, cats=("api-extensions",),
        sub=("status",)),
@@ -163,6 +172,23 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
        verbs=WATCH_VERBS, gen=True),
     _k("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations", False,
        verbs=WATCH_VERBS, gen=True),
+    # rbac.authorization.k8s.io/v1 (issue 9)
+    _k("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+    _k("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    _k("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+    _k("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
+    # authentication.k8s.io/v1 SelfSubjectReview (`kubectl auth whoami`): create-only, never stored
+    _k("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",),
+       virtual=True),
+    # authorization.k8s.io/v1: create-only access reviews, answered by the authorizer and never stored
+    _k("authorization.k8s.io", "v1", "LocalSubjectAccessReview", "localsubjectaccessreviews", verbs=("create",),
+       virtual=True),
+    _k("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
+       verbs=("create",), virtual=True),
+    _k("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", False,
+       verbs=("create",), virtual=True),
+    _k("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False, verbs=("create",),
+       virtual=True),
     # metrics.k8s.io/v1beta1: virtual, served from node metrics (issue 4)
     _k("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", verbs=READ_VERBS, virtual=True),
     _k("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=READ_VERBS, virtual=True),

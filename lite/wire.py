@@ -108,7 +108,9 @@ class ObjectUpsert:
     """Server → agent: a ConfigMap, Secret or RuntimeClass that a pod of this node references."""
 
     T: ClassVar[str] = "object_upsert"
-    kind: str  # "ConfigMap" | "Secret" | "RuntimeClass" (cluster-scoped: namespace "")
+    # "ConfigMap" | "Secret" | "RuntimeClass" | "PersistentVolumeClaim" | "PersistentVolume" (cluster-scoped:
+    # namespace "")
+    kind: str
     obj: Obj
 
 

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import socket
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lite import wire
-from lite.agent import podpaths
+from lite.agent import localstorage, podpaths, security
 from lite.agent.backend import AgentStreams
 from lite.agent.dns.node import NodeDns
 from lite.agent.fabric.fabric import KIND as FABRIC_KIND
@@ -74,6 +75,8 @@ class AgentConfig:
     service_cidr: str = "10.43.0.0/16"
     cluster_cidr: str = ""  # all pods' CIDR: sources outside it reaching a ClusterIP are masqueraded
     resolv_conf: Path = Path("/etc/resolv.conf")  # the cluster DNS forwards other names to these nameservers
+    seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault for pods that set no profile
+    allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
 
 
 class Agent:
@@ -96,6 +99,8 @@ class Agent:
         self.sampler = UsageSampler()
         self._tg: asyncio.TaskGroup | None = None
         self._pending: list[Obj] = []
+        self._pvs_resent: set[str] | None = None  # PersistentVolumes relayed since the last Welcome
+        self.local_volumes = localstorage.LocalVolumes(self.root / "local-volumes.json", self.node_name)
         self.proxy: ProxyFeed | None = None
         self.dns: NodeDns | None = None
         if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
@@ -110,7 +115,10 @@ class Agent:
                     node_ip=c.node_ip or (iface_address(c.flannel_iface) if c.flannel_iface else default_node_ip()),
                     node_netns=c.node_netns, netns_dir=c.netns_dir, objects=self._objects_in, event=self._event,
                     connect=_node_connect(c.node_netns),
-                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)))
+                    runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)),
+                    storage=self._storage_in,
+                    seccomp_default=c.seccomp_default, allowed_unsafe_sysctls=c.allowed_unsafe_sysctls,
+                    kernel=security.kernel_version(os.uname().release))
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 
@@ -118,6 +126,19 @@ class Agent:
         cms = {n: o for (k, ns, n), o in self.objects.items() if k == "ConfigMap" and ns == namespace}
         secrets = {n: o for (k, ns, n), o in self.objects.items() if k == "Secret" and ns == namespace}
         return cms, secrets
+
+    def _storage_in(self, namespace: str) -> tuple[dict[str, Obj], dict[str, Obj]]:
+        claims = {n: o for (k, ns, n), o in self.objects.items() if k == "PersistentVolumeClaim" and ns == namespace}
+        volumes = {n: o for (k, _ns, n), o in self.objects.items() if k == "PersistentVolume"}
+        return claims, volumes
+
+    def _volumes_gone(self, names: set[str]) -> None:
+        """Relayed PersistentVolumes were deleted: remove their local-path directories (`localstorage`)."""
+        for name in names:
+            self.objects.pop(("PersistentVolume", "", name), None)
+        for path in self.local_volumes.gone(names):
+            log.info("removing the directory %s of a deleted volume", path)
+            self._spawn(f"..rmpv-{path.name}", asyncio.to_thread(localstorage.remove_dir, path))
 
     def _post(self, msg: wire.Message) -> None:
         if self.session is not None:
@@ -173,6 +194,19 @@ class Agent:
             self.fabric.synced()
             if self.proxy is not None:
                 self.proxy.synced()
+        if isinstance(msg, wire.Welcome):
+            self._pvs_resent = set()
+        elif isinstance(msg, wire.ObjectUpsert) and msg.kind == "PersistentVolume":
+            self.local_volumes.seen(msg.obj)
+            if self._pvs_resent is not None:
+                self._pvs_resent.add(str((msg.obj.get("metadata") or {}).get("name", "")))
+        elif isinstance(msg, wire.ObjectDelete) and msg.kind == "PersistentVolume":
+            self._volumes_gone({msg.name})
+            return
+        elif isinstance(msg, wire.Synced) and self._pvs_resent is not None:
+            relayed = {name for kind, _ns, name in self.objects if kind == "PersistentVolume"}
+            self._volumes_gone((relayed | set(self.local_volumes.known)) - self._pvs_resent)
+            self._pvs_resent = None
         if isinstance(msg, (wire.Welcome, wire.NodeConfig)):
             self._configure(msg.config)
         elif isinstance(msg, wire.PodUpsert):

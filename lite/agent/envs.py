@@ -38,6 +38,8 @@ class PodContext:
     host_ip: str = ""
     pod_ip: str = ""
     node_allocatable: Mapping[str, str] = field(default_factory=dict)
+    claims: Mapping[str, Obj] = field(default_factory=dict)  # name -> relayed PVC in the pod's namespace
+    volumes: Mapping[str, Obj] = field(default_factory=dict)  # name -> relayed PersistentVolume
 
 
 def expand(text: str, lookup: Callable[[str], str | None]) -> str:

@@ -150,7 +150,8 @@ def _kill(pid: int, started: Any) -> bool:
 
 def _kill_shims(pods: list[Path]) -> int:
     n = 0
-    for shim in (f for pod in pods for f in pod.glob(f"containers/*/state/{SHIM}")):
+    records = ("containers/*/state", "sandbox/state")  # the containers' shims and the pid-namespace pause's
+    for shim in (f for pod in pods for where in records for f in pod.glob(f"{where}/{SHIM}")):
         rec = read_json(shim) or {}
         n += _kill(rec.get("init_pid", 0), rec.get("init_start"))
         n += _kill(rec.get("shim_pid", 0), rec.get("shim_start"))

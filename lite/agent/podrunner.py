@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from lite.agent import podpaths
+from lite.agent import podpaths, security
 from lite.agent.envs import ConfigError
 from lite.agent.hooks import build_hooks
 from lite.agent.hooks.base import Deps, Hook, HookError, Obj, PodState
@@ -109,6 +109,7 @@ class PodRunner:
         self._spec_changed = asyncio.Event()
         self._expired = False  # activeDeadlineSeconds passed: containers stopped, phase Failed
         self._finished = False  # containers done for good and stop hooks run (Completed or DeadlineExceeded)
+        self._rejected: tuple[str, str] | None = None  # (reason, message): the node refused the pod (sysctls)
         self._last: Obj | None = None
         self.done = asyncio.Event()
         self._dirty = self._flush_pending = False
@@ -144,13 +145,15 @@ class PodRunner:
         # across an agent restart: same IP in its status, nothing set up or started again.
         self._finished = bool(start.get("done"))
         self._expired = bool(start.get("expired"))
+        rejected = start.get("rejected")
+        self._rejected = (str(rejected[0]), str(rejected[1])) if isinstance(rejected, list) else None
         if self._finished:
             self.st.pod_ip = str(start.get("ip", ""))
 
     def _records_text(self) -> str:
         data: dict[str, object] = {r.name: asdict(r) for r in [*self.st.inits, *self.st.apps]}
         data["..start"] = {"t": self.st.start_time, "ip": self.st.pod_ip, "done": self._finished,
-                           "expired": self._expired}
+                           "expired": self._expired, "rejected": self._rejected}
         return json.dumps(data)
 
     def _write_records(self, seq: int, text: str) -> None:
@@ -217,6 +220,9 @@ class PodRunner:
                        list((self._last or self.st.pod.get("status") or {}).get("conditions") or []))
         if self._expired:
             view.failed, view.reason, view.message = True, DEADLINE_EXCEEDED, DEADLINE_MESSAGE
+        if self._rejected is not None:
+            view.failed, view.reason = True, self._rejected[0]
+            view.message = "Pod was rejected: " + self._rejected[1]
         return pod_status(view, self.st.inits, self.st.apps)
 
     def _publish_deferred(self) -> None:
@@ -369,6 +375,14 @@ class PodRunner:
             self.st.handles[sup.name] = got
 
     async def _lifecycle(self) -> None:
+        refusal = None if self.adopting else security.pod_rejection(  # admitted once: an adopted pod stays
+            self.st.pod, self.deps.allowed_unsafe_sysctls, self.deps.kernel)
+        if refusal is not None:  # kubelet's admission: the pod fails at once, nothing is set up
+            self.deps.event(self.st.pod, "Warning", *refusal)
+            self._rejected = refusal
+            self._finished = True
+            self.changed()
+            return
         await self._prepare()
         policy = str(self.st.spec.get("restartPolicy") or "Always")
         for c, rec in zip(self.st.spec.get("initContainers") or [], self.st.inits, strict=False):

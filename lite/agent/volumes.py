@@ -1,7 +1,9 @@
 """Pod volumes: turn `spec.volumes` into host directories/files and `volumeMounts` into bind mounts.
 
 Layout: `<pod_dir>/volumes/<name>`. Supported: emptyDir (medium Memory = tmpfs with sizeLimit), hostPath (with
-the `type` checks kubelet makes), configMap, secret, downwardAPI, projected (configMap/secret/downwardAPI sources).
+the `type` checks kubelet makes), configMap, secret, downwardAPI, projected (configMap/secret/downwardAPI sources),
+persistentVolumeClaim (the bound PersistentVolume's hostPath or local directory, bind-mounted like a hostPath;
+until the relayed claim is Bound to a relayed volume the pod waits with FailedMount).
 Content volumes are written the way kubelet's AtomicWriter does: files go into a fresh `..<stamp>` directory, the
 `..data` symlink is swapped atomically, and each top-level entry is a symlink through `..data`, so a container never
 sees a half-updated volume and a later `refresh` may update it in place.
@@ -242,6 +244,42 @@ def check_host_path(path: str, kind: str) -> None:
         raise VolumeError(f"hostPath type check failed: {path} is not a {label}")
 
 
+# ---- persistentVolumeClaim ---------------------------------------------------------------------------------
+
+def claim_path(src: Obj, ctx: PodContext) -> str:
+    """The host directory behind a claim: its bound volume's hostPath (type-checked; local-path directories are
+    made here, world-writable as k3s's provisioner makes them) or local path (must exist)."""
+    name = str(src.get("claimName", ""))
+    claim = ctx.claims.get(name)
+    if claim is None:
+        raise VolumeError(f'persistentvolumeclaim "{name}" not found')
+    volume_name = (claim.get("spec") or {}).get("volumeName")
+    if (claim.get("status") or {}).get("phase") != "Bound" or not volume_name:
+        raise VolumeError(f'error processing PVC {(claim.get("metadata") or {}).get("namespace", "")}/{name}: '
+                          "PVC is not bound")
+    pv = ctx.volumes.get(str(volume_name))
+    if pv is None:
+        raise VolumeError(f'persistentvolume "{volume_name}" not found')
+    spec = pv.get("spec") or {}
+    if spec.get("volumeMode") == "Block":
+        raise VolumeError(f'persistentvolume "{volume_name}": Block volumes are not supported by lite')
+    if isinstance(spec.get("hostPath"), dict):
+        path = str(spec["hostPath"].get("path", ""))
+        provisioned = ((pv.get("metadata") or {}).get("annotations") or {}).get(
+            "pv.kubernetes.io/provisioned-by") == "rancher.io/local-path"
+        if provisioned and not os.path.isdir(path):
+            os.makedirs(path, mode=0o777, exist_ok=True)
+            os.chmod(path, 0o777)
+        check_host_path(path, str(spec["hostPath"].get("type", "")))
+        return path
+    if isinstance(spec.get("local"), dict):
+        path = str(spec["local"].get("path", ""))
+        if not os.path.isdir(path) and not os.path.isfile(path):
+            raise VolumeError(f'path "{path}" does not exist')
+        return path
+    raise VolumeError(f'persistentvolume "{volume_name}": only hostPath and local volumes can be mounted by lite')
+
+
 # ---- pod-level setup/teardown ------------------------------------------------------------------------------
 
 def _size_limit(empty_dir: Obj) -> int:
@@ -268,6 +306,9 @@ def _setup(pod: Obj, pod_dir: Path, ctx: PodContext) -> dict[str, str]:
             hp = vol["hostPath"]
             check_host_path(hp.get("path", ""), hp.get("type", ""))
             paths[name] = hp.get("path", "")
+            continue
+        if "persistentVolumeClaim" in vol:
+            paths[name] = claim_path(vol["persistentVolumeClaim"] or {}, ctx)
             continue
         target.mkdir(parents=True, exist_ok=True)
         if "emptyDir" in vol:
@@ -335,10 +376,17 @@ def sub_path(mount: Obj, env: Mapping[str, str]) -> str:
     return sub
 
 
+def read_only_volumes(pod: Obj) -> frozenset[str]:
+    """Volumes the pod spec itself makes read-only for every container (`persistentVolumeClaim.readOnly`)."""
+    return frozenset(str(v.get("name", "")) for v in (pod.get("spec") or {}).get("volumes") or []
+                     if isinstance(v, dict) and (v.get("persistentVolumeClaim") or {}).get("readOnly") is True)
+
+
 def container_mounts(container: Obj, volume_paths: dict[str, str],
-                     env: Mapping[str, str] | None = None) -> list[Mount]:
+                     env: Mapping[str, str] | None = None, read_only: frozenset[str] = frozenset()) -> list[Mount]:
     """Bind mounts for the container's `volumeMounts` (subPath, or subPathExpr expanded from `env`, the
-    container's own environment, resolved under the volume, never outside it)."""
+    container's own environment, resolved under the volume, never outside it); volumes in `read_only` are
+    mounted read-only whatever the mount says."""
     mounts: list[Mount] = []
     for vm in container.get("volumeMounts") or []:
         name = vm.get("name", "")
@@ -359,5 +407,5 @@ def container_mounts(container: Obj, volume_paths: dict[str, str],
             if not podpaths.inside(Path(source), full):
                 raise VolumeError(f"subPath {sub!r} escapes volume {name!r}")
             source = str(full.resolve())
-        mounts.append(Mount(source, vm.get("mountPath", ""), readonly=bool(vm.get("readOnly"))))
+        mounts.append(Mount(source, vm.get("mountPath", ""), readonly=bool(vm.get("readOnly")) or name in read_only))
     return mounts

@@ -56,7 +56,9 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
             service_cidr=config.service_cidr, cluster_cidr=config.cluster_cidr, node_ip=config.agent_node_ip,
             node_external_ip=config.agent_node_external_ip, flannel_iface=config.agent_flannel_iface,
             node_netns=config.agent_node_netns, netns_dir=config.agent_netns_dir,
-            cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf")))
+            cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf"),
+            seccomp_default=config.agent_seccomp_default,
+            allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls))
         await agent.run()
 
     return [("agent", run)]
@@ -101,7 +103,11 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
             service_proxy=bool(getattr(args, "service_proxy", True)), node_ip=args.node_ip,
             node_external_ip=args.node_external_ip, flannel_iface=args.flannel_iface,
             node_netns=args.node_netns, netns_dir=Path(args.netns_dir) if args.netns_dir else None,
-            cgroup_root=args.cgroup_root, resolv_conf=Path(getattr(args, "resolv_conf", None) or "/etc/resolv.conf")))
+            cgroup_root=args.cgroup_root, resolv_conf=Path(getattr(args, "resolv_conf", None) or "/etc/resolv.conf"),
+            seccomp_default=bool(getattr(args, "seccomp_default", False)),
+            allowed_unsafe_sysctls=tuple(
+                part.strip() for part in str(getattr(args, "allowed_unsafe_sysctls", "") or "").split(",")
+                if part.strip())))
         notify("READY=1")  # the server's CA is verified and the agent starts: systemd may go on
         await agent.run()
 

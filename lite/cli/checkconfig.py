@@ -7,11 +7,13 @@ then a summary line) and exit 1 when a required check fails.
 
 Required (FAIL, exit 1): a usable cgroup hierarchy (v2 with cpu, memory and pids, or v1 with those controllers,
 as `cgroups.detect()` decides), overlayfs (registered, or a module the kernel loads on first mount), the
-namespaces every container gets (net, pid, mnt, uts, ipc under /proc/self/ns), libnftables (`libnftables.so.1`,
+namespaces every container gets (net, pid, mnt, uts, ipc, cgroup under /proc/self/ns), libnftables (`libnftables.so.1`,
 Debian's libnftables1: Service rules and pod network policy), and the bridge driver (the node bridge `lite0`).
 Warnings (WARN, exit 0): br_netfilter (the `net.bridge.bridge-nf-call-iptables` sysctl; without it replies of
 pod → Service → pod traffic on one bridge skip conntrack) and the two sysctls the agent sets to 1 itself at start
-(`net.ipv4.ip_forward`, `net.bridge.bridge-nf-call-iptables`), reported when they are 0 now.
+(`net.ipv4.ip_forward`, `net.bridge.bridge-nf-call-iptables`), reported when they are 0 now; and libseccomp
+(`libseccomp.so.2`, Debian's libseccomp2), without which pods asking for a RuntimeDefault or Localhost seccomp
+profile cannot start.
 
 Invariants: nothing here writes anything or needs root; a check that cannot be gathered reads as missing.
 """
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-NAMESPACES = ("net", "pid", "mnt", "uts", "ipc")
+NAMESPACES = ("net", "pid", "mnt", "uts", "ipc", "cgroup")
 SYSCTL_FORWARD = "net.ipv4.ip_forward"
 SYSCTL_BRIDGE_NF = "net.bridge.bridge-nf-call-iptables"
 
@@ -42,6 +44,8 @@ class HostFacts:
     sysctls: dict[str, str | None] = field(default_factory=dict)  # value, None when the knob does not exist
     modules_loaded: frozenset[str] = frozenset()  # /sys/module names (loaded, or built in with parameters)
     modules_available: frozenset[str] = frozenset()  # modules.dep and modules.builtin of the running kernel
+    seccomp: bool = False  # libseccomp.so.2 loads
+    seccomp_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,14 @@ def evaluate(facts: HostFacts) -> list[Check]:
         checks.append(Check("ip_forward", False, False, f"{SYSCTL_FORWARD} does not exist (no IPv4?)"))
     else:
         checks.append(Check("ip_forward", fwd == "1", False, _sysctl_detail(SYSCTL_FORWARD, fwd)))
+    if facts.seccomp:
+        checks.append(Check("seccomp", True, False, "libseccomp.so.2 loads (seccompProfile RuntimeDefault, "
+                                                    "Localhost)"))
+    else:
+        why = f" ({facts.seccomp_error})" if facts.seccomp_error else ""
+        checks.append(Check("seccomp", False, False, f"libseccomp.so.2 cannot be loaded{why}: pods asking for a "
+                                                     "RuntimeDefault or Localhost seccomp profile cannot start; "
+                                                     "install libseccomp2"))
     return checks
 
 
@@ -174,6 +186,10 @@ def gather() -> HostFacts:
         _load(LIBRARY)
     except (OSError, AttributeError) as e:
         nftables, nftables_error = False, str(e)
+    from lite.agent.seccomp import library_error
+
+    seccomp_error = library_error() or ""
+    seccomp = not seccomp_error
     filesystems = {line.split()[-1] for line in (_read("/proc/filesystems") or "").splitlines() if line.split()}
     try:
         namespaces = set(os.listdir("/proc/self/ns"))
@@ -190,7 +206,8 @@ def gather() -> HostFacts:
     return HostFacts(cgroup=cgroup, cgroup_error=cgroup_error, filesystems=frozenset(filesystems),
                      namespaces=frozenset(namespaces), nftables=nftables, nftables_error=nftables_error,
                      sysctls={n: _sysctl(n) for n in (SYSCTL_FORWARD, SYSCTL_BRIDGE_NF)},
-                     modules_loaded=frozenset(loaded), modules_available=frozenset(available))
+                     modules_loaded=frozenset(loaded), modules_available=frozenset(available),
+                     seccomp=seccomp, seccomp_error=seccomp_error)
 
 
 def check_config(out: TextIO = sys.stdout) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lite import logthrottle
+from lite.cli import secretsencrypt
 from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
 
@@ -43,6 +44,10 @@ def _port(value: str) -> int:
     return port
 
 
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
     """The agent's place on its host: its address, and (hidden; for tests and nested setups such as the frozen
     executable's pod test) a netns of its own for the bridge, the pod netns dir and the cgroup root."""
@@ -57,6 +62,12 @@ def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-netns", default=None, help=argparse.SUPPRESS)
     p.add_argument("--netns-dir", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cgroup-root", default="lite", help=argparse.SUPPRESS)
+    p.add_argument("--seccomp-default", action="store_true",
+                   help="containers without a seccompProfile get RuntimeDefault instead of Unconfined (kubelet's "
+                        "--seccomp-default)")
+    p.add_argument("--allowed-unsafe-sysctls", default="", metavar="LIST",
+                   help="comma-separated namespaced sysctls or patterns ending in * (e.g. 'net.core.*') that pods "
+                        "may set besides the safe set (kubelet's --allowed-unsafe-sysctls)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--cluster-dns", default="", metavar="IP",
                      help="cluster DNS IP given to pods (default: the 10th address of --service-cidr, 10.43.0.10)")
     srv.add_argument("--cluster-domain", default="cluster.local", help="cluster domain (default cluster.local)")
+    srv.add_argument("--default-local-storage-path", default="", metavar="PATH",
+                     help="where the local-path provisioner makes volume directories on each node "
+                          "(default <data-dir>/storage)")
     srv.add_argument("--resolv-conf", default=None, metavar="FILE",
                      help="embedded agent: resolv.conf whose nameservers the cluster DNS forwards to "
                           "(default /etc/resolv.conf)")
@@ -108,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--snapshot-retention", type=int, default=5, metavar="N",
                      help="scheduled snapshots to keep (default 5)")
     srv.add_argument("--disable-snapshots", action="store_true", help="no scheduled snapshots")
+    srv.add_argument("--secrets-encryption", action="store_true",
+                     help="encrypt Secrets in the store with AES-GCM (keys in <data-dir>/server/cred)")
     srv.add_argument("--cluster-reset", action="store_true",
                      help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
     srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
@@ -163,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     ka = sub.add_parser("killall", help="stop every pod of a data dir and remove their processes, mounts, "
                                         "network namespaces, links, nftables tables and cgroups")
     _add_data_dir(ka)
+    secretsencrypt.add_parser(sub, _add_data_dir)
     sub.add_parser("check-config", help="check that this kernel and host can run the agent (one line per check; "
                                         "exit 1 when a required check fails)")
     return parser
@@ -216,6 +233,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         disable_agent=args.disable_agent,
         log_level=args.log_level,
         disable_scheduler=args.disable_scheduler,
+        default_local_storage_path=args.default_local_storage_path,
         disable_controller_manager=args.disable_controller_manager,
         service_cidr=args.service_cidr,
         cluster_cidr=args.cluster_cidr,
@@ -225,6 +243,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
+        agent_seccomp_default=args.seccomp_default,
+        agent_allowed_unsafe_sysctls=_csv(args.allowed_unsafe_sysctls),
         cluster_dns=args.cluster_dns,
         cluster_domain=args.cluster_domain,
         resolv_conf=Path(args.resolv_conf) if args.resolv_conf else None,
@@ -240,6 +260,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         snapshot_cron=args.snapshot_schedule_cron,
         snapshot_retention=args.snapshot_retention,
         disable_snapshots=args.disable_snapshots,
+        secrets_encryption=args.secrets_encryption,
     )
     if args.cluster_reset or args.cluster_reset_restore_path:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
@@ -384,7 +405,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
             "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate,
-            "check-config": cmd_check_config}
+            "check-config": cmd_check_config, "secrets-encrypt": secretsencrypt.cmd_secrets_encrypt}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

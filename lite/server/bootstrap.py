@@ -29,7 +29,8 @@ PRIORITIES: dict[str, tuple[int, int]] = {
     "storage.k8s.io": (16800, 15), "apiextensions.k8s.io": (16700, 15), "scheduling.k8s.io": (16600, 15),
     "coordination.k8s.io": (16500, 15), "node.k8s.io": (16300, 15), "discovery.k8s.io": (16200, 15),
     "flowcontrol.apiserver.k8s.io": (16100, 21), "apiregistration.k8s.io": (18000, 15),
-    "metrics.k8s.io": (100, 100),
+    "metrics.k8s.io": (100, 100), "authorization.k8s.io": (17600, 15), "rbac.authorization.k8s.io": (17000, 15),
+    "authentication.k8s.io": (17700, 15),
 }
 _ALL_RESOURCES = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True,
                   "namespaces": ["*"]}

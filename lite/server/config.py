@@ -117,6 +117,8 @@ class ServerConfig:
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
     agent_service_proxy: bool = True  # the embedded agent programs Services into nftables (table ip lite)
+    agent_seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault when a pod sets none
+    agent_allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
     # Cluster DNS (served by each agent with a service proxy): its IP ("" = the service CIDR's 10th address),
     # domain, and the resolv.conf whose nameservers get the other names (None = /etc/resolv.conf).
@@ -134,12 +136,21 @@ class ServerConfig:
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5
     disable_snapshots: bool = False
+    # Secrets sealed with AES-GCM in the store file (keys in <data-dir>/server/cred/encryption-config.json).
+    secrets_encryption: bool = False
     # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).
     tls_handshake_timeout: float = 10.0
     request_header_timeout: float = 32.0
     idle_timeout: float = 90.0
     max_connections_per_address: int = 256  # 0: unlimited
     max_connections: int = 0  # 0: the open-file limit less a reserve
+    # k3s's --default-local-storage-path: the local-path provisioner's directory on every node ("" =
+    # <data-dir>/storage).
+    default_local_storage_path: str = ""
+
+    @property
+    def local_storage_path(self) -> str:
+        return self.default_local_storage_path or str(self.data_dir / "storage")
 
     @classmethod
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:

@@ -2,8 +2,10 @@
 
 Role: `build_control_plane` is called by `lite.server.main.build` once the store is open. It builds the
 `Resources` with its admission hooks (Service ClusterIP/NodePort allocation, the PodDisruptionBudget eviction
-check), starts what must be ready before the port opens (system namespaces, the allocators' state, the
-`default/kubernetes` Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
+check, RBAC escalation prevention), reconciles the bootstrap RBAC policy, builds the authorizer chain the API
+app enforces (with its policy feed and the ClusterRole aggregation controller as background tasks), starts
+what must be ready before the port opens (system namespaces, the allocators' state, the `default/kubernetes`
+Service), and returns the HTTP app plus the long-lived tasks for the server's TaskGroup.
 
 Invariants:
 - One `SharedInformers` is shared by the controller manager, the scheduler and the join hub, so each kind is
@@ -28,12 +30,19 @@ from lite.errors import ApiError
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
+from lite.server.admission import add_admission_plugins
 from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
+from lite.server.api.storageadmission import DefaultStorageClass, ensure_local_path_class
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
+from lite.server.authz.aggregation import ClusterRoleAggregator
+from lite.server.authz.bootstrap import reconcile_policy
+from lite.server.authz.chain import AuthorizerChain
+from lite.server.authz.escalation import EscalationCheck
+from lite.server.authz.index import PolicyFeed, PolicyIndex
 from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
@@ -102,9 +111,19 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
     if rc_kind is not None:
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
+    sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
+    assert sc_kind is not None
+    strategies.add_admission(DefaultStorageClass(resources, sc_kind).admit)
+    admission_tasks = add_admission_plugins(resources, kinds, strategies)
     quota = add_quota_admission(resources, strategies)
+    authorizer = AuthorizerChain(PolicyIndex())
+    strategies.add_admission(EscalationCheck(authorizer))
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
+    await ensure_local_path_class(resources, sc_kind)
+    await reconcile_policy(resources, kinds)
+    policy_feed = PolicyFeed(resources, kinds, authorizer.index)
+    role_aggregator = _role_aggregator(resources, kinds, policy_feed)
     if creds.client_ca_cert is not None and creds.front_proxy_ca is not None:
         await ensure_extension_auth(resources, kinds, extension_auth_data(
             creds.client_ca_cert.read_text(), creds.front_proxy_ca.read_text()))
@@ -126,7 +145,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
-                                       quota_admission=quota)
+                                       quota_admission=quota,
+                                       local_path_root=config.local_storage_path)
     rq = manager.controller("resourcequota")
     if isinstance(rq, ResourceQuotaController):
         strategies.add_removed_hook(rq.removed)
@@ -141,7 +161,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     store.on_commit = prom.committed
     scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                            scheduler.profile.scheduler_name)
-    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom)
+    app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
+                        authorizer=authorizer)
     add_join_routes(app, hub, authenticate)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
     plane = ControlPlane(resources, app, hub)
@@ -151,6 +172,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("join-hub", hub.run),
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
+        *admission_tasks,
+        ("rbac-policy", policy_feed.run),
+        ("clusterrole-aggregation", role_aggregator.run),
     ]
     # The controller manager runs the shared informers, so without it they run on their own.
     plane.background.append(("informers", informers.run) if config.disable_controller_manager
@@ -158,6 +182,16 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     if not config.disable_scheduler:
         plane.background.append(("scheduler", scheduler.run))
     return plane
+
+
+def _role_aggregator(resources: Resources, kinds: KindRegistry, feed: PolicyFeed) -> ClusterRoleAggregator:
+    """The ClusterRole aggregation controller, fed by the RBAC policy feed's ClusterRole cache."""
+    kind = kinds.by_resource("rbac.authorization.k8s.io", "v1", "clusterroles")
+    assert kind is not None
+    cache = feed.informers["clusterroles"]
+    aggregator = ClusterRoleAggregator(resources, kind, cache.list)
+    feed.on_cluster_roles.append(aggregator.changed)
+    return aggregator
 
 
 def _client_ca(creds: Credentials) -> ClientCA | None:

@@ -3,7 +3,8 @@
 Role: the composition root of `lite server`. It owns no behaviour of its own beyond start-up order,
 shutdown order and the long-lived background tasks.
 
-Start-up: credentials (CA, serving cert, tokens) → Store.open → Resources.start → build_api_app →
+Start-up: credentials (CA, serving cert, tokens) → the secrets encryption key file → Store.open (with its codec) →
+Resources.start → build_api_app (+ `/lite/secrets-encrypt`) →
 RLIMIT_NOFILE raised → aiohttp runner behind the connection-limiting TLS `Listener` → kubeconfig written
 (so a kubeconfig on disk means the port is open).
 Shutdown (the root task is cancelled, e.g. by SIGTERM): the TaskGroup cancels the background tasks, the
@@ -21,10 +22,12 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aiohttp import web
 
@@ -56,16 +59,22 @@ class Server:
 async def build(config: ServerConfig) -> Server:
     """Create credentials, open the store, build the control plane and the API app (not yet listening)."""
     from lite.server.controlplane import build_control_plane
+    from lite.server.encryption.control import SecretsEncryption
+    from lite.server.encryption.control import add_routes as add_encryption_routes
     from lite.server.store import Store, compactor
 
     creds = await asyncio.to_thread(ensure_credentials, config)
     stack = contextlib.AsyncExitStack()
     try:
         config.paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        store = await Store.open(str(config.paths.db))
+        await asyncio.to_thread(private_store_files, config.paths.db)
+        encryption = await asyncio.to_thread(SecretsEncryption.prepare, config.paths.cred, config.secrets_encryption)
+        store = await Store.open(str(config.paths.db), codec=encryption.codec)
         stack.push_async_callback(store.close)
+        encryption.attach(store)
         authenticate = TokenAuthenticator(creds.admin_token, creds.join_secret)
         plane = await build_control_plane(config, store, creds, authenticate)
+        add_encryption_routes(plane.app, encryption, authenticate)
     except BaseException:
         await stack.aclose()
         raise
@@ -80,6 +89,17 @@ async def build(config: ServerConfig) -> Server:
         server.background.append(("snapshots", lambda: run_schedule(
             config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name)))
     return server
+
+
+def private_store_files(db: Path) -> None:
+    """The store file and its -wal/-shm (SQLite gives those the main file's mode) readable by the owner only,
+    and `<data-dir>/server` (made by `mkdir(parents=True)` with the default mode) closed to others."""
+    db.parent.parent.chmod(0o700)
+    if not db.exists():
+        os.close(os.open(db, os.O_CREAT | os.O_WRONLY, 0o600))  # an empty file is a new SQLite database
+    for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            p.chmod(0o600)
 
 
 async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -> None:

@@ -366,6 +366,8 @@ CASES: list[tuple[str, Obj, str | None, str]] = [
      f"{C0}.securityContext.seccompProfile.type", "Unsupported value"),
     ("seccomp-localhost", pod(None, {"securityContext": {"seccompProfile": {"type": "Localhost"}}}),
      f"{C0}.securityContext.seccompProfile.localhostProfile", "Required value"),
+    ("proc-mount-unmasked-host-users", pod(None, {"securityContext": {"procMount": "Unmasked"}}),
+     f"{C0}.securityContext.procMount", "`hostUsers` must be false to use `Unmasked`"),
     ("pod-fsgroup-negative", pod({"securityContext": {"fsGroup": -5}}), "spec.securityContext.fsGroup",
      "must be between 0 and 2147483647"),
     ("pod-supplemental-negative", pod({"securityContext": {"supplementalGroups": [1, -1]}}),
@@ -716,6 +718,7 @@ VALID: list[tuple[str, Obj]] = [
     ("sidecar-with-readiness", pod({"initContainers": [{"name": "side", "image": "i", "restartPolicy": "Always",
                                                        "readinessProbe": {"exec": {"command": ["true"]}}}]})),
     ("hpa", hpa({"minReplicas": 1, "maxReplicas": 5})),
+    ("proc-mount-unmasked-user-ns", pod({"hostUsers": False}, {"securityContext": {"procMount": "Unmasked"}})),
 ]
 
 

@@ -12,8 +12,9 @@ from lite.cli.checkconfig import HostFacts, _module_names, evaluate, exit_code
 
 GOOD = HostFacts(
     cgroup="cgroup v2 at /sys/fs/cgroup (controllers: cpu memory pids), pods under lite/",
-    filesystems=frozenset({"ext4", "overlay"}), namespaces=frozenset({"net", "pid", "mnt", "uts", "ipc", "user"}),
-    nftables=True, sysctls={"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1"},
+    filesystems=frozenset({"ext4", "overlay"}),
+    namespaces=frozenset({"net", "pid", "mnt", "uts", "ipc", "user", "cgroup"}),
+    nftables=True, seccomp=True, sysctls={"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1"},
     modules_loaded=frozenset({"bridge"}), modules_available=frozenset(),
 )
 
@@ -43,6 +44,8 @@ CASES: list[tuple[dict[str, object], str, str, int, str]] = [
     ({"sysctls": {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "0"}}, "br_netfilter", "WARN",
      0, "= 0"),
     ({"sysctls": {}}, "ip_forward", "WARN", 0, "does not exist"),
+    ({"namespaces": frozenset({"net", "pid", "mnt", "uts", "ipc"})}, "namespaces", "FAIL", 1, "cgroup"),
+    ({"seccomp": False, "seccomp_error": "libseccomp.so.2: cannot open"}, "seccomp", "WARN", 0, "libseccomp2"),
 ]
 
 
@@ -51,10 +54,10 @@ def test_evaluate(change: dict[str, object], name: str, status: str, code: int, 
     facts = dataclasses.replace(GOOD, **change)  # type: ignore[arg-type]
     checks = evaluate(facts)
     assert [c.name for c in checks] == ["cgroups", "overlayfs", "namespaces", "nftables", "bridge", "br_netfilter",
-                                        "ip_forward"]
+                                        "ip_forward", "seccomp"]
     (check,) = [c for c in checks if c.name == name]
     assert check.status == status and word in check.detail
-    kind = "required" if name not in ("br_netfilter", "ip_forward") else "recommended"
+    kind = "required" if name not in ("br_netfilter", "ip_forward", "seccomp") else "recommended"
     assert check.line().startswith(f"{status} {name} ({kind}): ")
     # only the named check moves away from the all-good host
     moved = {name} | ({"br_netfilter", "ip_forward"} if "sysctls" in change else set())
@@ -83,10 +86,10 @@ def test_real_command_prints_one_line_per_check_and_exits_by_them() -> None:
     proc = subprocess.run([sys.executable, "-m", "lite.cli.main", "check-config"], capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
     lines = proc.stdout.splitlines()
-    names = ["cgroups", "overlayfs", "namespaces", "nftables", "bridge", "br_netfilter", "ip_forward"]
+    names = ["cgroups", "overlayfs", "namespaces", "nftables", "bridge", "br_netfilter", "ip_forward", "seccomp"]
     heads = [line.split(":", 1)[0].split() for line in lines[:-1]]
     assert [h[1] for h in heads] == names, proc.stdout
-    assert [h[2] for h in heads] == ["(required)"] * 5 + ["(recommended)"] * 2
+    assert [h[2] for h in heads] == ["(required)"] * 5 + ["(recommended)"] * 3
     statuses = [line.split(" ", 1)[0] for line in lines[:-1]]
     assert set(statuses) <= {"PASS", "FAIL", "WARN"}
     assert proc.returncode == (1 if "FAIL" in statuses else 0), proc.stdout + proc.stderr

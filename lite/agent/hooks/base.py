@@ -58,10 +58,16 @@ class Deps:
     allocatable: Mapping[str, str] = field(default_factory=dict)
     objects: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
     event: Callable[[Obj, str, str, str], None] = lambda pod, type_, reason, msg: None
+    # The relayed PersistentVolumeClaims of a namespace (by name) and PersistentVolumes (by name).
+    storage: Callable[[str], tuple[Mapping[str, Obj], Mapping[str, Obj]]] = lambda ns: ({}, {})
     # The relayed RuntimeClass of that name, or None.
     runtime_class: Callable[[str], Obj | None] = lambda name: None
     connect: Callable[..., Awaitable[Any]] | None = None
     ipam_lock: threading.Lock = field(default_factory=threading.Lock)
+    # securityContext policy of the node (kubelet's --seccomp-default, --allowed-unsafe-sysctls)
+    seccomp_default: bool = False
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    kernel: tuple[int, int] = (99, 0)  # (major, minor) of the running kernel, for the safe sysctls
 
 
 @dataclass
@@ -75,6 +81,7 @@ class PodState:
     qos: str = "BestEffort"
     volume_paths: dict[str, str] = field(default_factory=dict)
     etc_files: dict[str, str] = field(default_factory=dict)  # /etc/hosts etc. -> host file
+    pid_ns: str = ""  # shareProcessNamespace: the pod's pid namespace (held by the pidns hook's pause)
     inits: list[ContainerRecord] = field(default_factory=list)
     apps: list[ContainerRecord] = field(default_factory=list)
     handles: dict[str, ContainerHandle] = field(default_factory=dict)
@@ -103,7 +110,8 @@ class PodState:
     def context(self, deps: Deps) -> PodContext:
         cms, secrets = deps.objects(self.namespace)
         ip = deps.node_ip if self.host_network else self.pod_ip
-        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable)
+        claims, volumes = deps.storage(self.namespace)
+        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable, claims, volumes)
 
 
 class Hook:

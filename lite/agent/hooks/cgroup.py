@@ -40,6 +40,7 @@ def container_resources(c: Obj) -> CgroupResources:
         cpu_request_milli=to_milli(cpu_req) if cpu_req is not None else 0,
         cpu_limit_milli=to_milli(limits["cpu"]) if "cpu" in limits else None,
         memory_limit=to_int(limits["memory"]) if "memory" in limits else None,
+        all_devices=(c.get("securityContext") or {}).get("privileged") is True,
     )
 
 

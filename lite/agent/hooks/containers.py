@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from lite.agent import envs, podpaths, termination, volumes
+from lite.agent.hooks import securitycontext
 from lite.agent.hooks.base import Deps, Obj, PodState
 from lite.agent.images import ImageInfo
+from lite.agent.runtime.cgroups import CgroupError
 from lite.agent.runtime.spec import ContainerSpec, Mount
 from lite.netns.files import pod_hostname
 
@@ -92,16 +94,24 @@ def resolve_user(user: str, layers: list[Path]) -> tuple[int, int]:
     return uid, gid
 
 
-def _security(st: PodState, c: Obj) -> dict[str, Any]:
-    pod_sc = st.spec.get("securityContext") or {}
-    sc = c.get("securityContext") or {}
-    return {"runAsUser": sc.get("runAsUser", pod_sc.get("runAsUser")),
-            "runAsGroup": sc.get("runAsGroup", pod_sc.get("runAsGroup")),
-            "readOnly": bool(sc.get("readOnlyRootFilesystem")),
-            "caps": sc.get("capabilities") or {},
-            "noNewPrivs": sc.get("allowPrivilegeEscalation") is False,
-            "groups": list(pod_sc.get("supplementalGroups") or []) + (
-                [pod_sc["fsGroup"]] if pod_sc.get("fsGroup") is not None else [])}
+def image_groups(layers: list[Path], uid: int) -> list[int]:
+    """The groups the image's /etc/group lists the user `uid` (named in its /etc/passwd) as a member of, as
+    containerd adds them (supplementalGroupsPolicy Merge, the default)."""
+    name = next((ln.split(":")[0] for ln in _top_lines(layers, "passwd")
+                 if len(ln.split(":")) > 2 and ln.split(":")[2] == str(uid)), None)
+    if name is None:
+        return []
+    return [int(parts[2]) for parts in (ln.split(":") for ln in _top_lines(layers, "group"))
+            if len(parts) > 3 and parts[2].isdigit() and name in parts[3].split(",")]
+
+
+def _top_lines(layers: list[Path], file: str) -> list[str]:
+    """The lines of /etc/<file> in the top-most layer that has it."""
+    for layer in layers:
+        p = layer / "etc" / file
+        if p.is_file():
+            return p.read_text(errors="replace").splitlines()
+    return []
 
 
 def _fresh_fs(st: PodState, name: str, attempt: int) -> tuple[str, str]:
@@ -129,30 +139,27 @@ def build_spec(deps: Deps, st: PodState, c: Obj, info: ImageInfo | None, attempt
     argv = envs.command_line(c, list(cfg.get("Entrypoint") or []), list(cfg.get("Cmd") or []), env)
     if not argv:
         raise envs.ConfigError("no command specified")
-    sec = _security(st, c)
-    uid, gid = resolve_user(str(cfg.get("User") or ""), layers)
-    if sec["runAsUser"] is not None:
-        uid = int(sec["runAsUser"])
-        gid = 0 if sec["runAsGroup"] is None and not cfg.get("User") else gid
-    if sec["runAsGroup"] is not None:
-        gid = int(sec["runAsGroup"])
+    image_user = str(cfg.get("User") or "")
+    sec = securitycontext.spec_fields(deps, st, c, image_user, resolve_user(image_user, layers),
+                                      lambda uid: image_groups(layers, uid))
     mounts = [Mount(src, dst, readonly=False) for dst, src in st.etc_files.items() if dst != "/etc/hostname"]
-    mounts += volumes.container_mounts(c, st.volume_paths, own)
+    mounts += volumes.container_mounts(c, st.volume_paths, own, volumes.read_only_volumes(st.pod))
     msg_file = termination.message_file(st.pod_dir / "containers" / name, attempt)
     termination.prepare(msg_file)
     mounts.append(Mount(str(msg_file), str(c.get("terminationMessagePath") or termination.DEFAULT_PATH)))
     upper, work = _fresh_fs(st, name, attempt) if layers else (None, None)
-    cg = st.cgroup.ensure_container(name, _container_res(c)) if st.cgroup is not None else None
+    try:
+        cg = st.cgroup.ensure_container(name, _container_res(c)) if st.cgroup is not None else None
+    except CgroupError as e:  # e.g. a device program the kernel refuses: the container cannot be confined
+        raise envs.ConfigError(str(e)) from None
     return ContainerSpec(
         id=container_id(st.uid, name, attempt), argv=argv, state_dir=str(state_dir(st, name)),
         log_path=str(log_path(st, name, attempt)), rootfs_lowerdirs=[str(p) for p in layers], upperdir=upper,
         workdir=work, netns=netns, cgroup_procs=cg.procs_paths() if cg else [],
         shim_cgroup_procs=deps.cgroups.ensure_shims().procs_paths() if deps.cgroups is not None else [], env=env,
-        cwd=str(c.get("workingDir") or cfg.get("WorkingDir") or "/"), uid=uid, gid=gid,
-        groups=[int(g) for g in sec["groups"]], hostname=pod_hostname(st.pod) if not st.host_network else "",
-        mounts=mounts, readonly_rootfs=sec["readOnly"], cap_add=list(sec["caps"].get("add") or []),
-        cap_drop=list(sec["caps"].get("drop") or []), no_new_privs=sec["noNewPrivs"],
-        tty=bool(c.get("tty")), stdin=bool(c.get("stdin")))
+        cwd=str(c.get("workingDir") or cfg.get("WorkingDir") or "/"),
+        hostname=pod_hostname(st.pod) if not st.host_network else "", mounts=mounts,
+        tty=bool(c.get("tty")), stdin=bool(c.get("stdin")), **sec)
 
 
 def _container_res(c: Obj) -> Any:

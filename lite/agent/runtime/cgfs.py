@@ -53,6 +53,7 @@ class CgroupResources:
     cpu_limit_milli: int | None = None
     memory_limit: int | None = None
     pids_limit: int | None = None
+    all_devices: bool = False  # a privileged container: every device, not just V1_DEVICE_ALLOW
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from lite.agent.runtime import devices
 from lite.agent.runtime.cgfs import (
     CFS_PERIOD_US,
     QOS_CLASSES,
@@ -84,11 +85,14 @@ class _V1:
         _write(self._dir("memory", rel) / "memory.limit_in_bytes", str(res.memory_limit or -1))
         _write(self._dir("pids", rel) / "pids.max", str(res.pids_limit) if res.pids_limit else "max")
         if container and "devices" in self.mounts:
-            # without this a container with CAP_MKNOD could open the host's disks (v2 would need a BPF program)
+            # without this a container with CAP_MKNOD could open the host's disks (v2: the BPF program below)
             devices = self._dir("devices", rel)
-            _write(devices / "devices.deny", "a")
-            for rule in V1_DEVICE_ALLOW:
-                _write(devices / "devices.allow", rule)
+            if res.all_devices:
+                _write(devices / "devices.allow", "a")
+            else:
+                _write(devices / "devices.deny", "a")
+                for rule in V1_DEVICE_ALLOW:
+                    _write(devices / "devices.allow", rule)
 
     def stats(self, rel: str) -> CgroupStats:
         mem = self._dir("memory", rel)
@@ -141,6 +145,13 @@ class _V2:
         if container:
             # kubelet (>=1.28) kills a container's whole process group on OOM, not just one process.
             _write(d / "memory.oom.group", "1")
+            # v2 has no devices controller: runc's device program, from the same list v1 gets
+            rules = ["a"] if res.all_devices else list(V1_DEVICE_ALLOW)
+            if devices.is_cgroup2(str(d)):  # (not a test's fake tree)
+                try:
+                    devices.attach(str(d), devices.program([devices.parse_rule(r) for r in rules]))
+                except OSError as e:
+                    raise CgroupError(f"device access of {d}: {e}") from e
 
     def stats(self, rel: str) -> CgroupStats:
         d = self.mount / rel

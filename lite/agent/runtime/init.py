@@ -1,11 +1,14 @@
 """Container init setup: runs in the shim's forked child (PID 1 of the new pid ns) and ends in execve.
 
 Order (each step needs the previous one): join the cgroups (while the host cgroupfs is visible, and so the shim
-itself is not charged to the container) → private mount ns → root fs (overlay of the image layers, or a bind of
-a ready dir) at `<state_dir>/rootfs` → /proc, /dev (tmpfs + bound device nodes, devpts newinstance, shm,
-mqueue), /sys read-only → /etc/hostname and the volume mounts → read-only root remount → pivot_root → hostname →
-capabilities, no_new_privs, groups/gid/uid → PDEATHSIG → cwd → execve (argv[0] resolved with the container's
-PATH). The process runtime skips everything namespaced and keeps the host root.
+itself is not charged to the container) → private mount and cgroup ns (the container sees its own cgroup as the
+root, so CAP_SYS_ADMIN cannot mount the host's hierarchy) → root fs (overlay of the image layers, nodev, or a
+bind of a ready dir) at `<state_dir>/rootfs` → /proc, /dev (tmpfs + bound device nodes, devpts newinstance, shm,
+mqueue; privileged: every host device node), /sys read-only (privileged: writable) → sysctls → /etc/hostname and
+the volume mounts → read-only root remount → pivot_root → masked/read-only /proc paths (not privileged) →
+hostname → seccomp (before the uid change unless no_new_privs), capabilities, no_new_privs, groups/gid/uid →
+PDEATHSIG → cwd → execve (argv[0] resolved with the container's PATH). The process runtime skips everything
+namespaced and keeps the host root.
 
 Any failure is written to `errfd` (close-on-exec, so a successful execve closes it silently) and the child exits
 127. Only os/ctypes calls here: this runs right after fork.
@@ -13,12 +16,14 @@ Any failure is written to `errfd` (close-on-exec, so a successful execve closes 
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import stat
+from typing import NoReturn
 
 from lite.agent.runtime import linux as lx
-from lite.agent.runtime.spec import ContainerSpec, Mount
+from lite.agent.runtime.spec import PAUSE, ContainerSpec, Mount
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -68,24 +73,51 @@ def _make_target(root: str, target: str, is_dir: bool) -> str:
     return path
 
 
+def rootfs_flags(spec: ContainerSpec) -> int:
+    """The root's mount flags: nodev unless privileged (a device node made in the image or the writable layer
+    opens nothing), read-only with readOnlyRootFilesystem."""
+    return (0 if spec.privileged else lx.MS_NODEV) | (lx.MS_RDONLY if spec.readonly_rootfs else 0)
+
+
 def mount_rootfs(spec: ContainerSpec, root: str) -> None:
     os.makedirs(root, exist_ok=True)
+    nodev = rootfs_flags(spec) & lx.MS_NODEV
     if spec.rootfs_lowerdirs and spec.upperdir and spec.workdir:
-        lx.mount_overlay(spec.rootfs_lowerdirs, spec.upperdir, spec.workdir, root)
+        lx.mount_overlay(spec.rootfs_lowerdirs, spec.upperdir, spec.workdir, root, nodev)
     elif len(spec.rootfs_lowerdirs) > 1:
-        lx.mount("overlay", root, "overlay", 0, "lowerdir=" + ":".join(spec.rootfs_lowerdirs))
+        lx.mount("overlay", root, "overlay", nodev, "lowerdir=" + ":".join(spec.rootfs_lowerdirs))
     else:
         source = spec.rootfs or (spec.rootfs_lowerdirs[0] if spec.rootfs_lowerdirs else None)
         if source is None:
             raise ValueError("no root filesystem: set rootfs_lowerdirs or rootfs")
         lx.mount(source, root, None, lx.MS_BIND | lx.MS_REC)
+        if nodev:
+            lx.mount(None, root, None, lx.MS_BIND | lx.MS_REMOUNT | nodev)
 
 
-def mount_dev(root: str) -> None:
+def host_devices(top: str = "/dev") -> list[str]:
+    """Every character and block device node under `top` (relative paths; pts/shm/mqueue left out), which a
+    privileged container gets."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        rel = os.path.relpath(dirpath, top)
+        if rel == ".":
+            dirnames[:] = [d for d in dirnames if d not in ("pts", "shm", "mqueue")]
+        for name in filenames:
+            mode = os.lstat(os.path.join(dirpath, name)).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+                out.append(os.path.normpath(os.path.join(rel, name)))
+    return sorted(out)
+
+
+def mount_dev(root: str, privileged: bool = False) -> None:
     dev = _make_target(root, "/dev", True)
     lx.mount("tmpfs", dev, "tmpfs", lx.MS_NOSUID | lx.MS_STRICTATIME, "mode=755,size=65536k")
-    for name in DEVICES:
+    for name in host_devices() if privileged else DEVICES:
         node = os.path.join(dev, name)
+        if name == "ptmx" or os.path.exists(node):
+            continue  # ptmx is the devpts instance's (a link below)
+        os.makedirs(os.path.dirname(node), exist_ok=True)
         os.close(os.open(node, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
         lx.mount(f"/dev/{name}", node, None, lx.MS_BIND)
     for name, target in DEV_LINKS:
@@ -115,8 +147,10 @@ def build_root(spec: ContainerSpec) -> str:
     root = os.path.join(spec.state_dir, "rootfs")
     mount_rootfs(spec, root)
     lx.mount("proc", _make_target(root, "/proc", True), "proc", NOSUID_NODEV_NOEXEC)
-    mount_dev(root)
-    lx.mount("sysfs", _make_target(root, "/sys", True), "sysfs", NOSUID_NODEV_NOEXEC | lx.MS_RDONLY)
+    mount_dev(root, spec.privileged)
+    lx.mount("sysfs", _make_target(root, "/sys", True), "sysfs",
+             NOSUID_NODEV_NOEXEC | (0 if spec.privileged else lx.MS_RDONLY))
+    write_sysctls(os.path.join(root, "proc", "sys"), spec.sysctls)
     targets = {os.path.normpath(m.target) for m in spec.mounts}
     if spec.hostname and "/etc/hostname" not in targets:
         host_file = os.path.join(spec.state_dir, "hostname")
@@ -126,8 +160,21 @@ def build_root(spec: ContainerSpec) -> str:
     for m in spec.mounts:
         mount_one(root, m)
     if spec.readonly_rootfs:
-        lx.mount(None, root, None, lx.MS_BIND | lx.MS_REMOUNT | lx.MS_RDONLY)
+        lx.mount(None, root, None, lx.MS_BIND | lx.MS_REMOUNT | rootfs_flags(spec))
     return root
+
+
+def write_sysctls(proc_sys: str, sysctls: dict[str, str]) -> None:
+    """Write each sysctl (a path under /proc/sys) through this process's /proc, i.e. in its net/ipc namespaces."""
+    for path, value in sysctls.items():
+        parts = path.split("/")
+        if not path or ".." in parts or "" in parts or "." in parts:
+            raise OSError(22, f"sysctl {path!r}: not a /proc/sys path")
+        try:
+            with open(os.path.join(proc_sys, path), "w") as f:
+                f.write(value)
+        except OSError as e:
+            raise OSError(e.errno, f"sysctl {path.replace('/', '.')}={value}: {e.strerror}") from None
 
 
 def protect_proc() -> None:
@@ -164,7 +211,12 @@ def capability_set(add: list[str], drop: list[str]) -> set[int]:
 
 
 def drop_privileges(spec: ContainerSpec) -> None:
-    keep = capability_set(spec.cap_add, spec.cap_drop)
+    """Seccomp, capabilities, no_new_privs and the user, as runc orders them: without no_new_privs the filter
+    goes in while this process still holds CAP_SYS_ADMIN (nothing after it needs a syscall it may deny)."""
+    keep = capability_set(spec.cap_add, spec.cap_drop) & lx.bounding_set()  # a node may lack some (nested)
+    program = base64.b64decode(spec.seccomp) if spec.seccomp else b""
+    if program and not spec.no_new_privs:
+        lx.install_seccomp(program)
     if os.getuid() == 0:
         lx.drop_bounding(keep)
         os.setgroups(spec.groups)
@@ -174,6 +226,8 @@ def drop_privileges(spec: ContainerSpec) -> None:
             lx.set_capabilities(keep)
     if spec.no_new_privs:
         lx.prctl(lx.PR_SET_NO_NEW_PRIVS, 1)
+        if program:
+            lx.install_seccomp(program)
 
 
 def resolve(argv0: str, env: dict[str, str]) -> str:
@@ -186,14 +240,33 @@ def resolve(argv0: str, env: dict[str, str]) -> str:
     raise FileNotFoundError(2, f'exec: "{argv0}": executable file not found in $PATH')
 
 
+def pause() -> NoReturn:
+    """A pod's pid-namespace holder (PID 1 there): reap every orphan until SIGTERM/SIGINT; never returns."""
+    waited = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    while True:
+        if signal.sigwait(waited) != signal.SIGCHLD:
+            os._exit(0)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+
+
 def run_init(spec: ContainerSpec, shim_pid: int) -> None:
     """Prepare the container and execve its argv; raises on failure (the caller reports and exits)."""
     for procs in spec.cgroup_procs:
         with open(procs, "w") as f:
             f.write("0")
+    if spec.argv == [PAUSE]:
+        os.closerange(3, 1 << 16)  # the shim's error pipe too: the caller sees this as a successful exec
+        drop_privileges(spec)
+        lx.prctl(lx.PR_SET_PDEATHSIG, signal.SIGKILL)
+        pause()
     env = {"PATH": DEFAULT_PATH, **spec.env}
     if spec.isolate:
-        lx.unshare(lx.CLONE_NEWNS)
+        lx.unshare(lx.CLONE_NEWNS | lx.CLONE_NEWCGROUP)
         lx.mount(None, "/", None, lx.MS_REC | lx.MS_PRIVATE)
         enter_root(build_root(spec))
         if not spec.privileged:

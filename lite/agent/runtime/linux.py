@@ -32,6 +32,7 @@ MS_STRICTATIME = 1 << 24
 MNT_DETACH = 2
 
 PR_SET_PDEATHSIG = 1
+PR_CAPBSET_READ = 23
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
@@ -39,6 +40,7 @@ PR_SET_NO_NEW_PRIVS = 38
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 # the new mount API has one syscall number on every architecture
 _SYS_MOVE_MOUNT, _SYS_FSOPEN, _SYS_FSCONFIG, _SYS_FSMOUNT = 429, 430, 431, 432
+_MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 0x2, 0x4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 # Capability numbers (linux/capability.h); the runtime default set follows containerd/Docker.
@@ -85,7 +87,7 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, d
     _check(ret, f"mount {fstype or 'bind'} {source} on {target}")
 
 
-def mount_overlay(lowerdirs: list[str], upper: str, work: str, target: str) -> None:
+def mount_overlay(lowerdirs: list[str], upper: str, work: str, target: str, flags: int = 0) -> None:
     """overlay(lowerdirs top first, upper, work) at target, index=off (layers are shared by many containers).
 
     Mirrors lite.agent.images.overlay (which the shim cannot import: its package pulls in aiohttp): one
@@ -93,7 +95,7 @@ def mount_overlay(lowerdirs: list[str], upper: str, work: str, target: str) -> N
     """
     opts = f"lowerdir={':'.join(lowerdirs)},upperdir={upper},workdir={work},index=off"
     if len(opts) < os.sysconf("SC_PAGE_SIZE"):
-        mount("overlay", target, "overlay", 0, opts)
+        mount("overlay", target, "overlay", flags, opts)
         return
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
@@ -104,7 +106,8 @@ def mount_overlay(lowerdirs: list[str], upper: str, work: str, target: str) -> N
             _check(libc.syscall(ctypes.c_long(_SYS_FSCONFIG), fs, 1, key.encode(), os.fsencode(value), 0),
                    f"fsconfig {key}={value}")
         _check(libc.syscall(ctypes.c_long(_SYS_FSCONFIG), fs, 6, None, None, 0), "fsconfig create")
-        mnt = _check(libc.syscall(ctypes.c_long(_SYS_FSMOUNT), fs, 1, 0), "fsmount")
+        attrs = (_MOUNT_ATTR_NODEV if flags & MS_NODEV else 0) | (_MOUNT_ATTR_NOSUID if flags & MS_NOSUID else 0)
+        mnt = _check(libc.syscall(ctypes.c_long(_SYS_FSMOUNT), fs, 1, attrs), "fsmount")
         try:
             _check(libc.syscall(ctypes.c_long(_SYS_MOVE_MOUNT), mnt, b"", -100, os.fsencode(target), 4),
                    f"move_mount to {target}")
@@ -165,6 +168,14 @@ def last_cap() -> int:
         return max(CAPABILITIES.values())
 
 
+def bounding_set() -> set[int]:
+    """The capabilities this process may still hold (its bounding set): "ALL" never means more than these."""
+    libc = _libc()
+    return {cap for cap in range(last_cap() + 1)
+            if libc.prctl(ctypes.c_int(PR_CAPBSET_READ), ctypes.c_ulong(cap), ctypes.c_ulong(0),
+                          ctypes.c_ulong(0), ctypes.c_ulong(0)) == 1}
+
+
 def drop_bounding(keep: set[int]) -> None:
     """Drop every capability not in `keep` from the bounding set (needs CAP_SETPCAP; do it before setuid)."""
     for cap in range(last_cap() + 1):
@@ -181,3 +192,22 @@ def set_capabilities(keep: set[int]) -> None:
         word = (mask >> (32 * i)) & 0xFFFFFFFF
         data[i].effective = data[i].permitted = data[i].inheritable = word
     _check(_libc().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_seccomp(program: bytes) -> None:
+    """Install a classic-BPF seccomp filter (struct sock_filter array) on this thread; needs no_new_privs or
+    CAP_SYS_ADMIN. Inherited across fork and execve, never removable."""
+    if not program or len(program) % 8:
+        raise OSError(22, "seccomp: the program must be a non-empty array of 8-byte instructions")
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _check(_libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER),
+                         ctypes.byref(prog), ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp filter")

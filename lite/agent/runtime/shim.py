@@ -123,7 +123,33 @@ def _enter_namespaces(spec: ContainerSpec) -> None:
             lx.setns(fd, lx.CLONE_NEWNET)
         finally:
             os.close(fd)
-    lx.unshare(lx.CLONE_NEWPID | lx.CLONE_NEWUTS | lx.CLONE_NEWIPC)
+    if spec.pid_ns:
+        fd = os.open(spec.pid_ns, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            lx.setns(fd, lx.CLONE_NEWPID)  # init (forked next) is born in the pod's shared pid namespace
+        finally:
+            os.close(fd)
+    own_pid = not (spec.host_pid or spec.pid_ns)
+    lx.unshare((lx.CLONE_NEWPID if own_pid else 0) | lx.CLONE_NEWUTS | (0 if spec.host_ipc else lx.CLONE_NEWIPC))
+
+
+def kill_leftovers(spec: ContainerSpec) -> None:
+    """Without a pid namespace of its own, init's end does not end its children: kill what is left in the
+    container's cgroup (as runc does for containers sharing a pid namespace)."""
+    if not (spec.host_pid or spec.pid_ns):
+        return
+    for procs in spec.cgroup_procs:
+        try:
+            with open(procs) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            if pid != os.getpid():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 def _fork_init(spec: ContainerSpec, stdio: Stdio) -> tuple[int, str]:
@@ -262,6 +288,7 @@ def run(state_dir: Path) -> int:
     write_atomic(state_dir / SHIM, json.dumps(record))
     _report(record)
     status = _pump(spec, stdio, init_pid, log)
+    kill_leftovers(spec)
     log.close()
     result = status_of(status, oom_counters(spec.cgroup_procs) - oom_before)
     write_atomic(state_dir / EXIT, result.to_json())
@@ -277,7 +304,7 @@ def exec_in(req: dict[str, Any]) -> int:
     if req.get("isolate", True):
         fds = [(os.open(f"/proc/{init_pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC), flag) for ns, flag in (
             ("ipc", lx.CLONE_NEWIPC), ("uts", lx.CLONE_NEWUTS), ("net", lx.CLONE_NEWNET),
-            ("pid", lx.CLONE_NEWPID), ("mnt", lx.CLONE_NEWNS))]
+            ("pid", lx.CLONE_NEWPID), ("cgroup", lx.CLONE_NEWCGROUP), ("mnt", lx.CLONE_NEWNS))]
         for fd, flag in fds:
             lx.setns(fd, flag)
             os.close(fd)

@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+PAUSE = "lite:pause"  # argv [PAUSE]: init holds the pod's pid namespace and reaps orphans, execs nothing
+
 
 @dataclass(frozen=True)
 class Mount:
@@ -30,6 +32,9 @@ class ContainerSpec:
     with `upperdir`/`workdir` (both None = read-only overlay of the layers), or `rootfs` (a ready directory,
     bind-mounted; the process runtime uses it only as the default cwd). `netns` None = host network.
     `cap_add`/`cap_drop` adjust the runtime's default capability set ("ALL" allowed), like containerd.
+    `seccomp` (a BPF program, base64) is installed last before execve (before the uid change when
+    `no_new_privs` is off, as runc does, so CAP_SYS_ADMIN allows it). `sysctls` are written in the container's
+    own net/ipc namespaces before /proc/sys turns read-only.
     `hostname` also becomes /etc/hostname unless a mount targets it; /etc/hosts and /etc/resolv.conf come as
     bind `mounts` from the agent. `log_path` receives CRI-format lines; `state_dir` holds the shim's files.
     """
@@ -55,7 +60,12 @@ class ContainerSpec:
     cap_add: list[str] = field(default_factory=list)
     cap_drop: list[str] = field(default_factory=list)
     no_new_privs: bool = False
-    privileged: bool = False  # only: /proc and /sys stay unmasked (caps and devices are set separately)
+    privileged: bool = False  # host devices in /dev, writable /sys, /proc unmasked (caps are set separately)
+    seccomp: str = ""  # base64 of a seccomp BPF program installed before execve ("" = unconfined)
+    sysctls: dict[str, str] = field(default_factory=dict)  # path under /proc/sys -> value, set in init's ns
+    host_pid: bool = False  # stay in the shim's (host) pid namespace
+    host_ipc: bool = False  # stay in the host ipc namespace
+    pid_ns: str = ""  # a pid namespace to join (/proc/<pause>/ns/pid: shareProcessNamespace) instead of a new one
     tty: bool = False
     stdin: bool = False
     stdin_once: bool = False

@@ -9,12 +9,17 @@ Invariants:
 - Every non-2xx answer under an API path is a JSON `Status` whose `code` equals the HTTP status;
   `ApiError` becomes that Status here and nowhere else; unexpected exceptions become a 500
   InternalError (logged once, here).
-- Health probes and `/version` (also `/version/`) answer without authentication; everything else needs
-  `authenticate` to name a user (else 401 Unauthorized) and is refused when it asks for impersonation
-  (`impersonation.py`: lite does not impersonate, and must not silently serve the caller instead).
+- With an `authorizer` (`lite.server.authz.chain.AuthorizerChain`, as the server builds it): every request,
+  health probes and `/version` included, is authenticated (no credential at all = `system:anonymous` in
+  `system:unauthenticated`; a credential that does not authenticate = 401), impersonated when it asks
+  (`impersonation.impersonate`, guarded by the `impersonate` verb), then authorized on its request
+  attributes (`authz.attrs.request_info`) before any handler runs: 403 Status otherwise. Access reviews
+  (authorization.k8s.io) and SelfSubjectReview are answered by `authz.reviews`.
+- Without one (tests of the bare HTTP stack): health probes and `/version` answer without authentication;
+  everything else needs `authenticate` to name a user (else 401) and impersonation is refused.
 - Every request through `_api` is counted in `apiserver_request_total` and
   `apiserver_request_duration_seconds` (`lite.server.metrics`) with the status sent; `/metrics` is served
-  only to authenticated users.
+  only to authenticated users (with an authorizer: those the policy grants it, e.g. group system:monitoring).
 - App state lives under typed `web.AppKey`s; open watch streams are ended in `on_shutdown`, so a
   SIGTERM does not wait for their timeouts.
 """
@@ -34,7 +39,7 @@ from lite.errors import ApiError, path_not_found, unauthorized
 from lite.kinds import KindRegistry
 from lite.server.aggregator import Aggregator
 from lite.server.aggregator.aggregator import openapi_root_with
-from lite.server.api import impersonation, negotiate
+from lite.server.api import admissionwarnings, fieldvalidation, impersonation, negotiate, params
 from lite.server.api.discovery import Discovery
 from lite.server.api.handlers import (
     ApiContext,
@@ -43,11 +48,15 @@ from lite.server.api.handlers import (
     Target,
     handle,
     json_response,
+    read_body,
 )
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
 from lite.server.api.requestuser import CURRENT_USER, UserInfo, user_info
 from lite.server.api.watchstream import WatchRegistry
+from lite.server.authz import reviews
+from lite.server.authz.attrs import Attributes, request_info
+from lite.server.authz.chain import ANONYMOUS, MASTERS, AuthorizerChain
 from lite.server.metrics import ServerMetrics, request_labels
 
 __all__ = ["API", "USER", "USER_INFO", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
@@ -63,6 +72,7 @@ USER: web.RequestKey[str] = web.RequestKey("lite_user", str)  # the authenticate
 USER_INFO: web.RequestKey[UserInfo] = web.RequestKey("lite_user_info", UserInfo)  # name, groups, uid
 AGGREGATOR: web.AppKey[Aggregator] = web.AppKey("lite_aggregator", Aggregator)
 PROM: web.AppKey[ServerMetrics] = web.AppKey("lite_prometheus", ServerMetrics)
+AUTHZ: web.AppKey[AuthorizerChain] = web.AppKey("lite_authz", AuthorizerChain)
 
 VERSION_INFO = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.0+lite", "gitCommit": "0000000000000000000000000000000000000000",
@@ -76,7 +86,7 @@ _DISCOVERY_HEADERS = {"Content-Type": negotiate.DISCOVERY_V2, "Vary": "Accept"}
 def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenticate, *,
                   max_body_bytes: int = 3 * 1024 * 1024, streams: StreamProvider | None = None,
                   metrics: MetricsProvider | None = None, aggregator: Aggregator | None = None,
-                  prom: ServerMetrics | None = None) -> web.Application:
+                  prom: ServerMetrics | None = None, authorizer: AuthorizerChain | None = None) -> web.Application:
     """The API server's aiohttp application (the caller runs it, with TLS, on its own runner). With an
     `aggregator`, group-versions registered by remote APIServices are proxied and merged into discovery.
     `prom` holds the Prometheus families served at `/metrics` (a fresh, empty set when not given)."""
@@ -88,16 +98,18 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
                           metrics=metrics)
     app[AUTH] = authenticate
     app[PROM] = prom if prom is not None else ServerMetrics()
+    if authorizer is not None:
+        app[AUTHZ] = authorizer
     if aggregator is not None:
         app[AGGREGATOR] = aggregator
         app.on_cleanup.append(_close_aggregator)
     app.on_shutdown.append(_close_watches)
     r = app.router
     for path in ("/healthz", "/livez", "/readyz"):
-        r.add_route("*", path, _health)
-        r.add_route("*", path + "/{check:.*}", _health)  # e.g. /readyz/ping, as upstream
-    r.add_route("*", "/version", _version)
-    r.add_route("*", "/version/", _version)  # served by the apiserver too; some clients call exactly this
+        r.add_route("*", path, _public(_health))
+        r.add_route("*", path + "/{check:.*}", _public(_health))  # e.g. /readyz/ping, as upstream
+    r.add_route("*", "/version", _public(_version))
+    r.add_route("*", "/version/", _public(_version))  # served by the apiserver too; some clients call exactly this
     r.add_route("*", "/api", _api_root)
     r.add_route("*", "/api/{tail:.*}", _api_core)
     r.add_route("*", "/apis", _apis_root)
@@ -156,14 +168,15 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
             prom.observe(labels, code, time.perf_counter() - start)
 
     async def serve(request: web.Request) -> web.StreamResponse:
+        admissionwarnings.begin()
         try:
             await _authenticate(request)
             if methods and request.method not in methods:
                 raise ApiError(f"the server does not allow this method on the requested resource "
                                f"({request.method} {request.path})", 405, "MethodNotAllowed")
-            return await fn(request, request.app[API])
+            return _with_admission_warnings(await fn(request, request.app[API]))
         except ApiError as e:
-            return error_response(e)
+            return _with_admission_warnings(error_response(e))
         except web.HTTPException:
             raise
         except Exception:
@@ -173,16 +186,51 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
     return wrapped
 
 
+def _with_admission_warnings(resp: web.StreamResponse) -> web.StreamResponse:
+    """Admission's warnings (webhooks, Pod Security) as `Warning` headers, on success and on refusal alike."""
+    texts = admissionwarnings.collected()
+    if texts and not resp.prepared:
+        for value in fieldvalidation.warning_headers(texts):
+            resp.headers.add("Warning", value)
+    return resp
+
+
+def _public(fn: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """Health probes and /version: open without an authorizer, else authenticated and authorized like the rest
+    (the bootstrap policy grants them to everyone, anonymous included)."""
+    async def wrapped(request: web.Request) -> web.Response:
+        if AUTHZ in request.app:
+            try:
+                await _authenticate(request)
+            except ApiError as e:
+                return error_response(e)
+        return await fn(request)
+    return wrapped
+
+
 async def _authenticate(request: web.Request) -> None:
     user = request.app[AUTH](request)
     if inspect.isawaitable(user):
         user = await user
+    chain = request.app.get(AUTHZ)
     if not user:
-        raise unauthorized()
-    info = user_info(user)
-    refused = impersonation.refusal(request.headers, info.name)
-    if refused is not None:
-        raise refused
+        # No credential at all is the anonymous user; a credential that fails is 401, as upstream.
+        if chain is None or "Authorization" in request.headers:
+            raise unauthorized()
+        info = ANONYMOUS
+    else:
+        info = user_info(user)
+    if chain is None:
+        refused = impersonation.refusal(request.headers, info.name)
+        if refused is not None:
+            raise refused
+    else:
+        asks = impersonation.requested(request.headers)
+        if asks or MASTERS not in info.groups:
+            await chain.ready()  # the policy is loaded (only at start-up is there anything to wait for)
+        if asks:
+            info = impersonation.impersonate(request.headers, info, chain.impersonation_refusal)
+        chain.check(Attributes(info, request_info(request.method, request.path, request.query)))
     request[USER] = info.name
     request[USER_INFO] = info
     CURRENT_USER.set(info)
@@ -245,7 +293,25 @@ async def _resource_or_list(request: web.Request, ctx: ApiContext, group: str, v
         if doc is None:
             raise path_not_found()
         return json_response(doc)
-    return await handle(ctx, request, route(ctx.kinds, group, version, rest))
+    target = route(ctx.kinds, group, version, rest)
+    if target.kind.group in reviews.GROUPS and target.kind.virtual:
+        return await _access_review(request, ctx, target)
+    return await handle(ctx, request, target)
+
+
+async def _access_review(request: web.Request, ctx: ApiContext, t: Target) -> web.StreamResponse:
+    """POST of an access review or SelfSubjectReview: answered at once, never stored (201, as upstream)."""
+    chain = request.app.get(AUTHZ)
+    if t.kind.namespaced and not t.namespace:
+        raise path_not_found()
+    if request.method != "POST" or t.name or t.subresource or chain is None:
+        raise ApiError(f"the server does not allow this method on the requested resource ({request.method} "
+                       f"{t.kind.resource})", 405, "MethodNotAllowed")
+    _, _, validation = params.write_options(request.query, "Create")
+    raw = await read_body(request, ctx)
+    body = negotiate.decode_object(request.content_type, raw)
+    fieldvalidation.check_body(ctx.openapi.schemas, t.kind, body, validation, raw, request.content_type)
+    return json_response(reviews.review(t.kind.kind, body, request[USER_INFO], chain, t.namespace), 201)
 
 
 def _split(tail: str) -> list[str]:

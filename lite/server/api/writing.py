@@ -96,6 +96,8 @@ def spec_changed(kind: Kind, new: Obj, old: Obj, annotations_too: bool) -> bool:
         return True
     if not same_json(new.get("template"), old.get("template")):  # PodTemplate: its template is its spec
         return True
+    if not same_json(new.get("webhooks"), old.get("webhooks")):  # webhook configurations: webhooks are the spec
+        return True
     return annotations_too and not same_json((new.get("metadata") or {}).get("annotations"),
                                               (old.get("metadata") or {}).get("annotations"))
 

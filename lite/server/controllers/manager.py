@@ -35,6 +35,7 @@ from lite.server.controllers.leaderelection import LeaderElector
 from lite.server.controllers.namespace import NamespaceController
 from lite.server.controllers.nodeipam import DEFAULT_CLUSTER_CIDR, NodeIpamController
 from lite.server.controllers.nodelifecycle import NODE_GRACE_PERIOD, NodeLifecycleController
+from lite.server.controllers.persistentvolume import PersistentVolumeController
 from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.resourcequota import QuotaWriter, ResourceQuotaController
@@ -58,7 +59,8 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
                              node_grace_period: float = NODE_GRACE_PERIOD,
                              hpa_metrics: MetricsSource | None = None,
                              client_ca: ClientCA | None = None,
-                             quota_admission: QuotaWriter | None = None) -> ControllerManager:
+                             quota_admission: QuotaWriter | None = None,
+                             local_path_root: str = "/var/lib/lite/storage") -> ControllerManager:
     """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry.
 
     `informers` may be shared with the scheduler and the join hub (one cache per kind in the process);
@@ -84,6 +86,8 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         EndpointsController(client, informers, recorder("endpoint-controller")),
         EndpointSliceController(client, informers, recorder("endpoint-slice-controller")),
         ServiceLBController(client, informers, recorder("service-lb-controller")),
+        PersistentVolumeController(client, informers, recorder("persistentvolume-controller"),
+                                   local_path_root=local_path_root),
         NodeIpamController(client, informers, recorder("cidrAllocator"), cluster_cidr=cluster_cidr),
         NodeLifecycleController(client, informers, recorder("node-controller"), grace_period=node_grace_period),
         TaintEvictionController(client, informers, recorder("taint-eviction-controller")),

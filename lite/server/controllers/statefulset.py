@@ -33,6 +33,7 @@ from lite.objects import controller_of, deep_copy, is_deleting, meta, name_of, n
 from lite.server.controllers import history
 from lite.server.controllers.replicaset_pods import is_pod_available, is_pod_ready, ready_since
 from lite.server.controllers.runtime import Controller, builtin
+from lite.server.controllers.statefulset_claims import claim_owner_refs, refs_differ
 
 Obj = dict[str, Any]
 log = logging.getLogger("lite.controllers.statefulset")
@@ -84,6 +85,7 @@ class StatefulSetController(Controller):
         current_rev = next((r for r in revisions if name_of(r) == current_name), update_rev)
         wait: float | None = None
         if not is_deleting(sts):
+            await self._sync_claim_owners(sts, pods)
             wait = await self._sync_pods(sts, pods, current_rev, update_rev)
         await self._write_status(sts, list(pods.values()), current_rev, update_rev, collisions)
         live = {(meta(p).get("labels") or {}).get(history.HASH_LABEL, "") for p in pods.values()}
@@ -215,10 +217,35 @@ class StatefulSetController(Controller):
             spec["volumes"] = volumes
         return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
+    async def _sync_claim_owners(self, sts: Obj, pods: dict[str, Obj]) -> None:
+        """persistentVolumeClaimRetentionPolicy (`statefulset_claims`): fix the owner references of the claims
+        of every existing replica, condemned ones included, before any of them is deleted."""
+        wanted = self._ordinals(sts)
+        for pod in pods.values():
+            ordinal = self._ordinal_of(sts, pod)
+            if ordinal is None:
+                continue
+            for tpl in self.claims_for(sts, ordinal):
+                claim = self.claims.get(f"{namespace_of(sts)}/{name_of(tpl)}")
+                if claim is None or is_deleting(claim):
+                    continue
+                refs = claim_owner_refs(claim, sts, pod, ordinal not in wanted)
+                if refs_differ(claim, refs):
+                    body = deep_copy(claim)
+                    body["metadata"]["ownerReferences"] = refs
+                    try:
+                        await self.client.update(self.pvc_kind, namespace_of(claim), name_of(claim), body)
+                    except ApiError as e:
+                        if e.code != 404:
+                            raise
+
     async def _create_claims(self, sts: Obj, ordinal: int, pod_name: str) -> None:
         for claim in self.claims_for(sts, ordinal):
             if self.claims.get(f"{namespace_of(sts)}/{name_of(claim)}") is not None:
                 continue
+            refs = claim_owner_refs(claim, sts, None, False)
+            if refs:
+                claim["metadata"]["ownerReferences"] = refs
             try:
                 await self.client.create(self.pvc_kind, namespace_of(sts), claim)
             except ApiError as e:

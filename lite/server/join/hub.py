@@ -10,7 +10,8 @@
 
 Invariants:
 - One session per node name: a new Hello for a connected node closes the old session first.
-- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes; and
+- Desired state comes from shared informers (pods indexed by spec.nodeName, ConfigMaps, Secrets, Nodes,
+  PersistentVolumeClaims and PersistentVolumes (`relay.node_needs_volume`); and
   Services/EndpointSlices for agents that run a service proxy, `proxyrelay`);
   their handlers push changes to the affected sessions synchronously, in event order. Registering a
   session and taking its resync snapshot happen with no await in between, so no event is missed or doubled.
@@ -64,10 +65,14 @@ class JoinHub:
         self.pods = self.informers.informer(self.intake.pod)
         self.nodes = self.informers.informer(self.intake.node)
         self.objects: dict[str, Informer] = {}
-        for group, kind in (("", "ConfigMap"), ("", "Secret"), ("node.k8s.io", "RuntimeClass")):
+        for group, kind in (("", "ConfigMap"), ("", "Secret"), ("node.k8s.io", "RuntimeClass"),
+                            ("", "PersistentVolumeClaim")):
             k = kinds.by_gvk(group, "v1", kind)
             assert k is not None
             self.objects[kind] = self.informers.informer(k)
+        pv_kind = kinds.by_gvk("", "v1", "PersistentVolume")
+        assert pv_kind is not None
+        self.volumes = self.informers.informer(pv_kind)
         self.cluster_dns = cluster_dns
         self.cluster_domain = cluster_domain
         self.flannel_backend = flannel_backend
@@ -93,6 +98,12 @@ class JoinHub:
                              on_update=lambda _old, o, k=kind: self._object_changed(k, o),  # type: ignore[misc]
                              on_delete=lambda o, k=kind: self._object_changed(k, o, True))  # type: ignore[misc]
         self.nodes.add_handlers(on_update=self._node_changed)
+        self.volumes.add_handlers(on_add=self._volumes_changed, on_update=lambda _o, n: self._volumes_changed(n),
+                                  on_delete=self._volumes_changed)
+
+    def _volumes_changed(self, _pv: Obj) -> None:
+        for _, relay in self._sessions.values():
+            relay.volumes_changed()
 
     def _proxy_emitters(self) -> list[Any]:
         return [s.emit for node, (s, _) in self._sessions.items() if node in self._proxy_nodes]
@@ -150,7 +161,8 @@ class JoinHub:
         if hello is None:
             return ws
         node_obj = await self.intake.register(hello)
-        for inf in (self.pods, self.nodes, *self.objects.values()):
+        # The volumes too: a resync missing a volume would make the agent remove that volume's directory.
+        for inf in (self.pods, self.nodes, *self.objects.values(), self.volumes):
             await inf.wait_synced()
         if wants_services(hello):
             await self.services.wait_synced()
@@ -159,7 +171,7 @@ class JoinHub:
             log.info("node %s: a new session replaces the old one", hello.node)
             await old[0].close()
         session = NodeSession(hello.node, ws, hello, intake_for(self.intake, hello))
-        relay = NodeRelay(session.emit, self._lookup)
+        relay = NodeRelay(session.emit, self._lookup, node=hello.node, volumes=self.volumes.list)
         # No await from here to resync: the snapshot and the handlers see the same cache state.
         self._sessions[hello.node] = (session, relay)
         session.emit(wire.Welcome(config=self._config(node_obj)))

@@ -1,4 +1,6 @@
-"""What one node's agent must be told: its pods and the ConfigMaps/Secrets (and RuntimeClass) they reference.
+"""What one node's agent must be told: its pods and the ConfigMaps/Secrets (and RuntimeClass) they reference,
+and the PersistentVolumeClaims they use with the PersistentVolumes bound to them (plus the local-path volumes
+provisioned on that node, so its agent can remove their directories once they are deleted).
 
 `NodeRelay` holds, per connected node, which pods and objects were sent, and turns cache changes into wire
 messages (through `emit`). It is synchronous: informer handlers call it directly, in event order.
@@ -27,6 +29,8 @@ Lookup = Callable[[str, str, str], "Obj | None"]
 
 
 def _names_in_volume(vol: Obj) -> Iterator[tuple[str, str]]:
+    if (pvc := vol.get("persistentVolumeClaim")) and pvc.get("claimName"):
+        yield "PersistentVolumeClaim", pvc["claimName"]
     if (cm := vol.get("configMap")) and cm.get("name"):
         yield "ConfigMap", cm["name"]
     if (sec := vol.get("secret")) and sec.get("secretName"):
@@ -71,12 +75,26 @@ def pod_refs(pod: Obj) -> set[Ref]:
     return refs
 
 
+def node_needs_volume(pv: Obj, claims: set[tuple[str, str]], node: str) -> bool:
+    """A volume bound to a claim the node's pods use, or one the local-path provisioner made on `node`."""
+    ref = (pv.get("spec") or {}).get("claimRef") or {}
+    if (str(ref.get("namespace", "")), str(ref.get("name", ""))) in claims:
+        return True
+    ann = (pv.get("metadata") or {}).get("annotations") or {}
+    return bool(node) and ann.get("pv.kubernetes.io/provisioned-by") == "rancher.io/local-path" \
+        and ann.get("local.path.provisioner/selected-node") == node
+
+
 class NodeRelay:
     """Per-node bookkeeping of what was sent. See the module docstring."""
 
-    def __init__(self, emit: Callable[[wire.Message], None], lookup: Lookup) -> None:
+    def __init__(self, emit: Callable[[wire.Message], None], lookup: Lookup, *, node: str = "",
+                 volumes: Callable[[], Iterable[Obj]] = lambda: ()) -> None:
         self._emit = emit
         self._lookup = lookup
+        self._node = node
+        self._volumes = volumes
+        self._pvs: dict[str, str] = {}  # PersistentVolumes sent -> resourceVersion
         self._pods: dict[str, bytes] = {}  # uid -> fingerprint sent
         self._refs: dict[str, set[Ref]] = {}  # uid -> refs of that pod
         self._sent: dict[Ref, str] = {}  # refs whose object was sent -> its resourceVersion
@@ -92,6 +110,8 @@ class NodeRelay:
         for ref in sorted(refs - old_refs):
             if ref not in self._sent:
                 self._send_object(ref)
+        if refs != old_refs:
+            self.volumes_changed()
         fp = pod_fingerprint(pod)
         if self._pods.get(uid) != fp:
             self._pods[uid] = fp
@@ -105,6 +125,7 @@ class NodeRelay:
         del self._pods[uid]
         self._emit(wire.PodDelete(uid, namespace_of(pod), name_of(pod)))
         self._withdraw(self._refs.pop(uid, set()))
+        self.volumes_changed()
 
     def object_changed(self, kind: str, obj: Obj, deleted: bool = False) -> None:
         ref = (kind, namespace_of(obj), name_of(obj))
@@ -118,12 +139,29 @@ class NodeRelay:
         if self._sent.get(ref) != rv or not rv:
             self._sent[ref] = rv
             self._emit(wire.ObjectUpsert(kind, obj))
+        if kind == "PersistentVolumeClaim":
+            self.volumes_changed()
+
+    def volumes_changed(self) -> None:
+        """Send the PersistentVolumes this node needs now (see `node_needs_volume`), withdraw the others."""
+        claims = {(ns, name) for refs in self._refs.values() for kind, ns, name in refs
+                  if kind == "PersistentVolumeClaim"}
+        want = {name_of(pv): pv for pv in self._volumes() if node_needs_volume(pv, claims, self._node)}
+        for name, pv in sorted(want.items()):
+            rv = str((pv.get("metadata") or {}).get("resourceVersion", ""))
+            if self._pvs.get(name) != rv or not rv:
+                self._pvs[name] = rv
+                self._emit(wire.ObjectUpsert("PersistentVolume", pv))
+        for name in sorted(set(self._pvs) - set(want)):
+            del self._pvs[name]
+            self._emit(wire.ObjectDelete("PersistentVolume", "", name))
 
     def resync(self, pods: Iterable[Obj], reported: dict[str, str]) -> None:
         uids = []
         for pod in pods:
             uids.append(uid_of(pod))
             self.upsert_pod(pod)
+        self.volumes_changed()
         desired = set(uids)
         for uid, key in sorted(reported.items()):
             if uid not in desired:

@@ -48,6 +48,10 @@ def feasible_to_find(num_nodes: int, percentage: int = 0) -> int:
 def fit_error_message(num_nodes: int, statuses: dict[str, Failure], post_filter: str = "") -> str:
     if num_nodes == 0:
         return NO_NODES
+    whole = next((f for f in statuses.values() if f.pre_filter), None)
+    if whole is not None:
+        msg = f"0/{num_nodes} nodes are available: {', '.join(whole.reasons)}."
+        return f"{msg} {post_filter}." if post_filter else msg
     counts: dict[str, int] = {}
     for f in statuses.values():
         for r in f.reasons:

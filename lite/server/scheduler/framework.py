@@ -30,6 +30,8 @@ class Failure:
     reasons: tuple[str, ...]
     unresolvable: bool = False
     plugin: str = ""
+    # Upstream's PreFilter rejection: the pod fits no node for one reason, reported once, not per node.
+    pre_filter: bool = False
 
 
 class FilterPlugin(Protocol):

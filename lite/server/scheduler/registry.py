@@ -19,6 +19,7 @@ from lite.server.scheduler.plugins.noderesources import NodeResourcesFit, Strate
 from lite.server.scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from lite.server.scheduler.plugins.podtopologyspread import PodTopologySpread
 from lite.server.scheduler.plugins.tainttoleration import TaintToleration
+from lite.server.scheduler.plugins.volumebinding import VolumeBinding
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -43,7 +44,7 @@ def plugins_for(profile: Profile) -> Plugins:
     taints, affinity = TaintToleration(), NodeAffinity()
     spread, interpod = PodTopologySpread(), InterPodAffinity()
     filters: tuple[FilterPlugin, ...] = (
-        NodeUnschedulable(), NodeName(), taints, affinity, NodePorts(), fit, spread, interpod)
+        NodeUnschedulable(), NodeName(), taints, affinity, NodePorts(), fit, VolumeBinding(), spread, interpod)
     scores: tuple[tuple[ScorePlugin, int], ...] = (
         (taints, 3), (affinity, 2), (fit, 1), (spread, 2), (interpod, 2), (BalancedAllocation(), 1),
         (ImageLocality(), 1))

@@ -38,11 +38,14 @@ from lite.server.scheduler.cycle import Algorithm, Result, fit_error_message
 from lite.server.scheduler.plugins.interpodaffinity import NAME as INTERPOD
 from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
 from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
+from lite.server.scheduler.plugins.volumebinding import NAME as VOLUME_BINDING
+from lite.server.scheduler.plugins.volumebinding import Plan
 from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, pod_info, reparse
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
 from lite.server.scheduler.snapshot import Cache
+from lite.server.scheduler.volumebinder import InformerVolumes, VolumeBinder, VolumeBindingError
 
 log = logging.getLogger("lite.scheduler")
 
@@ -80,6 +83,11 @@ class Scheduler:
         self.selecting = tuple(informers.informer(_kind(g, k)) for g, k in (
             ("", "Service"), ("", "ReplicationController"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")))
         self.cache = Cache()
+        self.claims = informers.informer(_kind("", "PersistentVolumeClaim"))
+        self.pvs = informers.informer(_kind("", "PersistentVolume"))
+        self.storage_classes = informers.informer(_kind("storage.k8s.io", "StorageClass"))
+        self.cache.volumes = InformerVolumes(self.claims, self.pvs, self.storage_classes)
+        self.volume_binder = VolumeBinder(client, self.claims, self.pvs)
         self.queue = SchedulingQueue()
         self.rng = rng or random.Random()
         self.algorithm = Algorithm(plugins_for(profile), profile, self.rng)
@@ -95,7 +103,8 @@ class Scheduler:
     async def run(self) -> None:
         """Wait for the caches, then schedule until cancelled."""
         self._register()
-        for inf in (self.nodes, self.pods, self.namespaces, self.priority_classes, self.pdbs, *self.selecting):
+        for inf in (self.nodes, self.pods, self.namespaces, self.priority_classes, self.pdbs, *self.selecting,
+                    self.claims, self.pvs, self.storage_classes):
             await inf.wait_synced()
         try:
             async with asyncio.TaskGroup() as tg:
@@ -137,10 +146,11 @@ class Scheduler:
         snap = self.cache.snapshot()
         res = self.algorithm.schedule(info, snap)
         if res.node:
+            volumes = self.volume_binder.reserve(info.obj, snap.by_name[res.node], self.cache.volumes)
             self.cache.assume(info, res.node)
             self.cache.clear_nomination(info.key)
             await self._bind_slots.acquire()
-            self._spawn(self._bind(info, res.node, start))
+            self._spawn(self._bind(info, res.node, start, volumes))
             return
         self._failed(info, res)
         self._attempted("unschedulable", start)
@@ -163,12 +173,20 @@ class Scheduler:
                 self._spawn(self._evict(info, v, outcome.node))
         self._spawn(self._report_unschedulable(info, msg, outcome.node))
 
-    async def _bind(self, info: PodInfo, node: str, start: float) -> None:
+    async def _bind(self, info: PodInfo, node: str, start: float, volumes: Plan | None = None) -> None:
         try:
+            if volumes is not None:
+                await self.volume_binder.pre_bind(info.obj, node, volumes)
             body = {"apiVersion": "v1", "kind": "Binding",
                     "metadata": {"name": info.name, "namespace": info.namespace, "uid": info.uid},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
             await self.client.create(self.pod_kind, info.namespace, body, name=info.name, subresource="binding")
+        except VolumeBindingError as e:
+            self.cache.forget(info.key)
+            self.queue.requeue(info.key, unschedulable=False)
+            self._attempted("error", start)
+            await self.recorder.warning(info.obj, "FailedScheduling", str(e))
+            return
         except ApiError as e:
             self.cache.forget(info.key)
             if e.code == 404:
@@ -237,6 +255,13 @@ class Scheduler:
             on_delete=lambda n: self.cache.set_namespace(str((n.get("metadata") or {}).get("name")), None))
         self.pods.add_handlers(on_add=self._pod_set, on_update=lambda _o, n: self._pod_set(n),
                                on_delete=self._pod_deleted)
+        for inf in (self.claims, self.pvs, self.storage_classes):  # VolumeBinding's inputs
+            inf.add_handlers(on_add=self._volumes_changed, on_update=lambda _o, n: self._volumes_changed(n),
+                             on_delete=self._volumes_changed)
+
+    def _volumes_changed(self, _obj: Obj) -> None:
+        self.volume_binder.changed()
+        self.queue.move_all(frozenset((VOLUME_BINDING,)))
 
     def _node_added(self, node: Obj) -> None:
         self.cache.set_node(node)

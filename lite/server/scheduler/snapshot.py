@@ -152,6 +152,8 @@ class Snapshot:
     label_nodes: Mapping[tuple[str, str, str], Mapping[str, int]] | None = None
     # The cache's live topology-spread tallies: valid only while `spread.current() == generation`.
     spread: SpreadIndex | None = None
+    # Claims, volumes and classes for VolumeBinding (`plugins.volumebinding.VolumeView`): live and read-only.
+    volumes: Any = None
 
     def nodes_with_label(self, namespace: str, key: str, value: str) -> list[NodeInfo] | None:
         """NodeInfos that may run a pod of `namespace` labelled key=value (None: no index, scan all)."""
@@ -169,7 +171,7 @@ class Snapshot:
         anti = self.anti_affinity_pod_count - len(self.by_name[ni.name].anti_affinity_pods) \
             + len(ni.anti_affinity_pods)
         return Snapshot(nodes, by_name, self.image_nodes, self.namespace_labels, self.nominated, aff, anti,
-                        self.tainted_nodes, self.unschedulable_nodes, -1, self.label_nodes)
+                        self.tainted_nodes, self.unschedulable_nodes, -1, self.label_nodes, None, self.volumes)
 
 
 def make_snapshot(nodes: Iterable[NodeInfo], namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
@@ -198,6 +200,7 @@ class Cache:
         self._images: dict[str, int] = {}
         self._ns_labels: dict[str, Mapping[str, str]] = {}
         self._nominated: dict[str, dict[str, PodInfo]] = {}
+        self.volumes: Any = None  # the VolumeView every snapshot carries (set once by the scheduler)
         self._aff = 0
         self._anti = 0
         self._tainted = 0
@@ -356,7 +359,7 @@ class Cache:
                                   MappingProxyType(dict(self._images)), MappingProxyType(dict(self._ns_labels)),
                                   MappingProxyType({k: tuple(v.values()) for k, v in self._nominated.items() if v}),
                                   self._aff, self._anti, self._tainted, self._cordoned, self._gen,
-                                  MappingProxyType(self._label_nodes), self.spread)
+                                  MappingProxyType(self._label_nodes), self.spread, self.volumes)
         return self._snap
 
     def __len__(self) -> int:

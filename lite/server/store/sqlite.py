@@ -10,6 +10,10 @@ Schema (kine-style, revision = row id):
   transaction as the log rows, so open() loads the current state with one join instead of a scan of the
   whole history.
 
+An optional `ValueCodec` transforms values at the file boundary only (encryption at rest): rows are sealed
+as they are written and unsealed as they are read, so memory, watches and callers only ever see plain
+values and the store stays generic (the codec decides which keys it seals).
+
 Invariants: ids are assigned by the (only) writer as current+1, +2, ... so they are gapless until compaction
 removes rows; the newest log row is never compacted, so `max(id)` is always the current revision.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from lite.server.store.faults import quick_check
 
@@ -58,12 +63,23 @@ class HistoryRow:
     prev_value: bytes | None
 
 
+class ValueCodec(Protocol):
+    """Transforms values between memory and the file (encryption at rest): `seal` before a row is written,
+    `unseal` after it is read; `name` is the row's key (bind ciphertexts to it). Both run on the store's
+    thread and must be thread-safe against the event loop changing the codec's keys."""
+
+    def seal(self, name: str, value: bytes) -> bytes: ...
+
+    def unseal(self, name: str, value: bytes) -> bytes: ...
+
+
 class LogDB:
     """One connection to the store file. Not thread-safe: use from one thread only."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, codec: ValueCodec | None = None) -> None:
         """Open (or create) the file; raises StoreCorrupt, leaving the file untouched, if it is damaged."""
         self.path = path
+        self.codec = codec
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a batch is exactly one transaction.
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         c = self.conn
@@ -92,7 +108,10 @@ class LogDB:
         """(key, mod_rev, value) of every live key, sorted by key."""
         cur = self.conn.execute("SELECT c.name, c.id, l.value FROM current c JOIN log l ON l.id = c.id ORDER BY c.name")
         for name, rev, value in cur:
-            yield name, rev, bytes(value)
+            yield name, rev, self._unseal(name, bytes(value))
+
+    def _unseal(self, name: str, value: bytes) -> bytes:
+        return value if self.codec is None else self.codec.unseal(name, value)
 
     def recent(self, limit: int, known: dict[int, bytes]) -> list[HistoryRow]:
         """The newest `limit` rows, oldest first, cut at the newest gap so that they are contiguous.
@@ -108,14 +127,17 @@ class LogDB:
         for rid, name, created, deleted, prev_rev, value in cur:
             if rows and rid != rows[-1].id - 1:
                 break  # compaction left a gap: older rows cannot be replayed without holes
-            rows.append(Row(rid, name, bool(created), bool(deleted), prev_rev, known.get(rid, value)))
+            mem = known.get(rid)
+            rows.append(Row(rid, name, bool(created), bool(deleted), prev_rev,
+                            mem if mem is not None else self._unseal(name, bytes(value))))
         rows.reverse()
         by_rev = {r.id: r.value for r in rows}
         outside = sorted({r.prev_revision for r in rows if not r.created and r.prev_revision not in by_rev})
         for i in range(0, len(outside), 500):
             chunk = outside[i:i + 500]
             marks = ",".join("?" * len(chunk))
-            by_rev.update(self.conn.execute(f"SELECT id, value FROM log WHERE id IN ({marks})", chunk))
+            by_rev.update((rid, self._unseal(name, bytes(value))) for rid, name, value in self.conn.execute(
+                f"SELECT id, name, value FROM log WHERE id IN ({marks})", chunk))
         # A superseded row that compaction removed has no value: its event carries prev None.
         return [HistoryRow(r, None if r.created else by_rev.get(r.prev_revision)) for r in rows]
 
@@ -129,7 +151,8 @@ class LogDB:
         try:
             c.executemany(
                 "INSERT INTO log(id, name, created, deleted, prev_revision, value) VALUES (?, ?, ?, ?, ?, ?)",
-                [(r.id, r.name, int(r.created), int(r.deleted), r.prev_revision, r.value) for r in rows],
+                [(r.id, r.name, int(r.created), int(r.deleted), r.prev_revision,
+                  r.value if self.codec is None else self.codec.seal(r.name, r.value)) for r in rows],
             )
             c.executemany(
                 "INSERT OR REPLACE INTO current(name, id) VALUES (?, ?)",

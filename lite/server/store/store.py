@@ -45,7 +45,7 @@ from lite.server.store.errors import (
     StoreFull,
 )
 from lite.server.store.index import KeyIndex
-from lite.server.store.sqlite import LogDB, Row
+from lite.server.store.sqlite import LogDB, Row, ValueCodec
 from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class Store:
 
     @classmethod
     async def open(cls, path: str, *, window: int = 10000, watch_queue: int = 1000, window_bytes: int = 64 << 20,
-                   watch_queue_bytes: int = 16 << 20) -> Store:
+                   watch_queue_bytes: int = 16 << 20, codec: ValueCodec | None = None) -> Store:
         """Open or create the file, load the current state and seed the watch window from the newest rows.
 
         The window holds at most `window` events and `window_bytes` bytes; `watch_queue` and
@@ -117,7 +117,7 @@ class Store:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lite-store")
         loop = asyncio.get_running_loop()
         try:
-            db = await loop.run_in_executor(executor, LogDB, path)
+            db = await loop.run_in_executor(executor, LogDB, path, codec)
         except BaseException as e:
             executor.shutdown(wait=False)
             _raise_open_fault(e, path)

@@ -13,7 +13,9 @@ from lite.server.api.strategies import (
     crd,
     extrakinds,
     pods,
+    rbac,
     specrules,
+    storage,
     workloads,
 )
 from lite.server.api.strategies.base import Admission, AdmissionHook, GcPolicy, RemovedHook, Strategies, Strategy
@@ -32,8 +34,8 @@ def default_strategies() -> Strategies:
         "Secret": core.SECRET,
         "ConfigMap": core.CONFIGMAP,
         "Namespace": core.NAMESPACE,
-        "PersistentVolumeClaim": core.PVC,
-        "PersistentVolume": core.PV,
+        "PersistentVolumeClaim": storage.PVC,
+        "PersistentVolume": storage.PV,
         "Node": core.NODE,
         "Event": core.EVENT,
         "ReplicationController": workloads.REPLICATIONCONTROLLER,
@@ -53,7 +55,15 @@ def default_strategies() -> Strategies:
         "CertificateSigningRequest.certificates.k8s.io": certificates.CSR,
         "RuntimeClass.node.k8s.io": extrakinds.RUNTIMECLASS,
         "CSIStorageCapacity.storage.k8s.io": extrakinds.CSISTORAGECAPACITY,
+        "StorageClass.storage.k8s.io": storage.STORAGECLASS,
+        "CSIDriver.storage.k8s.io": storage.CSIDRIVER,
+        "CSINode.storage.k8s.io": storage.CSINODE,
+        "VolumeAttachment.storage.k8s.io": storage.VOLUMEATTACHMENT,
         "APIService.apiregistration.k8s.io": extrakinds.APISERVICE,
+        "Role.rbac.authorization.k8s.io": rbac.ROLE,
+        "ClusterRole.rbac.authorization.k8s.io": rbac.CLUSTERROLE,
+        "RoleBinding.rbac.authorization.k8s.io": rbac.ROLEBINDING,
+        "ClusterRoleBinding.rbac.authorization.k8s.io": rbac.CLUSTERROLEBINDING,
     }.items():
         s.register(gk, with_status_ints(gk, strategy))
     return s

@@ -16,7 +16,7 @@ from typing import Any
 
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.server.api.strategies.containervalidation import validate_containers
-from lite.server.api.strategies.securityvalidation import pod_security_causes
+from lite.server.api.strategies.securityvalidation import pod_security_causes, proc_mount_causes
 from lite.server.api.strategies.volumevalidation import validate_volumes
 from lite.validation import (
     is_dns1123_label,
@@ -90,6 +90,7 @@ def validate_pod_spec(spec: Any, path: str = "spec", restart_policies: list[str]
     causes += _spread(spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints")
     causes += _host_aliases(spec.get("hostAliases"), f"{path}.hostAliases")
     causes += pod_security_causes(spec.get("securityContext"), f"{path}.securityContext")
+    causes += proc_mount_causes(spec, path)
     for i, g in enumerate(as_list(spec.get("readinessGates"))):
         ct = str(as_dict(g).get("conditionType") or "")
         causes += [field_invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in is_qualified_name(ct)]

@@ -39,6 +39,20 @@ def container_security_causes(sc: Any, path: str) -> list[Cause]:
     return causes + seccomp_causes(sc.get("seccompProfile"), f"{path}.seccompProfile")
 
 
+def proc_mount_causes(spec: Any, path: str) -> list[Cause]:
+    """An Unmasked /proc only inside a user namespace: every container of a pod that keeps host users."""
+    spec = as_dict(spec)
+    if spec.get("hostUsers") is False:
+        return []
+    causes: list[Cause] = []
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        for i, c in enumerate(as_list(spec.get(key))):
+            if as_dict(as_dict(c).get("securityContext")).get("procMount") == "Unmasked":
+                causes.append(field_invalid(f"{path}.{key}[{i}].securityContext.procMount", "Unmasked",
+                                            "`hostUsers` must be false to use `Unmasked`"))
+    return causes
+
+
 def seccomp_causes(profile: Any, path: str) -> list[Cause]:
     if profile is None:
         return []

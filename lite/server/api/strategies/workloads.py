@@ -204,8 +204,28 @@ def _validate_apps(obj: Obj) -> list[Cause]:
     return validate_selected_template(obj, restart_policies=["Always"])
 
 
+def _with_claim_volumes(obj: Obj) -> Obj:
+    """The set with each volumeClaimTemplate as a pod volume: containers mount claims by template name (the
+    controller adds those volumes to every pod), so the template's mounts are checked against both."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return obj
+    templates, tpl = spec.get("volumeClaimTemplates"), spec.get("template")
+    if not isinstance(templates, list) or not templates or not isinstance(tpl, dict) \
+            or not isinstance(tpl.get("spec"), dict):
+        return obj
+    pod_spec = tpl["spec"]
+    volumes = pod_spec.get("volumes") if isinstance(pod_spec.get("volumes"), list) else []
+    have = {v.get("name") for v in volumes if isinstance(v, dict)}
+    extra = [{"name": n, "persistentVolumeClaim": {"claimName": n}} for t in templates if isinstance(t, dict)
+             and isinstance(n := (t.get("metadata") or {}).get("name"), str) and n and n not in have]
+    if not extra:
+        return obj
+    return {**obj, "spec": {**spec, "template": {**tpl, "spec": {**pod_spec, "volumes": [*volumes, *extra]}}}}
+
+
 def _validate_statefulset(obj: Obj) -> list[Cause]:
-    return _validate_apps(obj) + specrules.statefulset_causes(obj)
+    return _validate_apps(_with_claim_volumes(obj)) + specrules.statefulset_causes(obj)
 
 
 def _validate_daemonset(obj: Obj) -> list[Cause]:

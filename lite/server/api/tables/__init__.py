@@ -19,7 +19,7 @@ import datetime as dt
 from typing import Any
 
 from lite.kinds import Kind
-from lite.server.api.tables import core, custom, extrakinds, misc, workloads
+from lite.server.api.tables import core, custom, extrakinds, misc, rbac, storage, workloads
 from lite.server.api.tables.format import human_duration
 from lite.server.api.tables.pods import pod_row
 from lite.server.api.tables.spec import Column, Printer
@@ -28,7 +28,8 @@ __all__ = ["columns", "human_duration", "row", "to_table"]
 
 
 def _printer(kind: Kind) -> Printer:
-    for table in (core.PRINTERS, workloads.PRINTERS, misc.PRINTERS, extrakinds.PRINTERS):
+    for table in (core.PRINTERS, workloads.PRINTERS, misc.PRINTERS, extrakinds.PRINTERS, rbac.PRINTERS,
+                  storage.PRINTERS):
         found = table.get(kind.gk)
         if found is not None:
             return found

@@ -79,7 +79,15 @@ def _prioritylevel(obj: Obj, now: dt.datetime) -> list[Any]:
             age(obj, now)]
 
 
+def _webhooks(obj: Obj, now: dt.datetime) -> list[Any]:
+    return [s(obj, "metadata", "name"), len(lst(obj, "webhooks")), age(obj, now)]
+
+
+_WEBHOOK_COLUMNS = (name_col(), col("Webhooks", "integer", desc="Webhooks in the configuration."), age_col())
+
 PRINTERS: dict[str, Printer] = {
+    "ValidatingWebhookConfiguration.admissionregistration.k8s.io": (_WEBHOOK_COLUMNS, _webhooks),
+    "MutatingWebhookConfiguration.admissionregistration.k8s.io": (_WEBHOOK_COLUMNS, _webhooks),
     "CertificateSigningRequest.certificates.k8s.io": (
         (name_col(), age_col(), col("SignerName", desc="Signer requested."),
          col("Requestor", desc="Name of the requesting user."),

@@ -1,0 +1,340 @@
+"""Admission webhooks: the MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins of kube-apiserver.
+
+`WebhookAdmission` keeps both configuration kinds in informers (the set of webhooks is read from memory,
+never from the store per request) and offers two admission hooks:
+
+- `mutate`: every matching mutating webhook in order (configurations by name, then as listed), one at a
+  time; a JSONPatch answer is applied (lite's RFC 6902) to the object being admitted. Webhooks with
+  `reinvocationPolicy: IfNeeded` are called once more when a later webhook changed the object. If the
+  object changed, ObjectMeta and the kind's strategy validation run again on it (422 as for a body). A patch
+  may not change what names the object (apiVersion, kind, metadata name/namespace/uid/resourceVersion;
+  400): the registry already chose the stored key from them.
+- `validate`: every matching validating webhook, in parallel; the first refusal (in webhook order) wins.
+
+A call is an AdmissionReview v1 POST over HTTPS to `clientConfig.url`, or to `clientConfig.service` resolved
+to a ready endpoint of the Service (as the aggregator resolves APIServices; the Service's clusterIP when it
+has no endpoints), checked against `caBundle` (system trust without one) with the name the URL carries or
+`<service>.<namespace>.svc`. A call that fails (connection, timeout after `timeoutSeconds`, non-200, a
+malformed answer) fails the request with upstream's 500 `failed calling webhook` under failurePolicy Fail
+and is logged and skipped under Ignore. A dry-run request refuses webhooks whose sideEffects are not None
+or NoneOnDryRun (400, as upstream). Warnings from answers become `Warning` headers of the API response.
+
+Invariants:
+- Requests on admissionregistration.k8s.io objects are never sent to webhooks (so a broken webhook can
+  always be removed), as upstream.
+- No write is admitted against a half-loaded webhook set: until an informer has listed, the hooks read the
+  configurations from the registry itself.
+- The HTTP session and TLS contexts belong to the instance and are closed when `run` ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import ssl
+import uuid
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from lite import errors
+from lite.client import Client
+from lite.errors import ApiError
+from lite.informer import Informer
+from lite.kinds import Kind, KindRegistry
+from lite.objects import deep_copy
+from lite.patch import json_equal
+from lite.patch.jsonpatch import json_patch
+from lite.selectors import LabelSelector
+from lite.server.admission import matching, review
+from lite.server.admission.matching import Attributes
+from lite.server.admission.namespaces import NamespaceLabels
+from lite.server.aggregator.resolve import Backend, backend
+from lite.server.api.admissionwarnings import add_warning
+from lite.server.api.requestuser import current_user
+from lite.server.api.strategies import Admission, Strategies
+from lite.validation import validate_object_meta
+
+log = logging.getLogger("lite.admission")
+Obj = dict[str, Any]
+GROUP = "admissionregistration.k8s.io"
+
+
+class CallError(Exception):
+    """A webhook could not be called or did not answer usably; the text is upstream-like detail."""
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    server_name: str | None
+    ca_pem: bytes
+
+
+class WebhookAdmission:
+    """See the module docstring. `client` is the in-process registry."""
+
+    def __init__(self, client: Client, kinds: KindRegistry, strategies: Strategies,
+                 namespaces: NamespaceLabels) -> None:
+        self.client = client
+        self.strategies = strategies
+        self.namespaces = namespaces
+        self.validating = Informer(client, _kind(kinds, "validatingwebhookconfigurations"))
+        self.mutating = Informer(client, _kind(kinds, "mutatingwebhookconfigurations"))
+        self.svc_kind = _core(kinds, "services")
+        self.ep_kind = _core(kinds, "endpoints")
+        self._session: aiohttp.ClientSession | None = None
+        self._tls: dict[bytes, ssl.SSLContext] = {}
+        self._selectors: dict[bytes, LabelSelector | None] = {}
+
+    async def run(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.validating.run())
+                tg.create_task(self.mutating.run())
+                tg.create_task(self.namespaces.run())
+        finally:
+            if self._session is not None:
+                await self._session.close()
+                self._session = None
+
+    # ---- the hooks ---------------------------------------------------------------------------------
+
+    async def mutate(self, adm: Admission) -> None:
+        if adm.kind.group == GROUP:
+            return
+        hooks = matching.ordered_webhooks(await self._configs(self.mutating))
+        if not hooks:
+            return
+        a = attributes(adm)
+        labels = _Lazy(self.namespaces, a.namespace)
+        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm, labels)]
+        if not chosen:
+            return
+        before = deep_copy(adm.obj) if adm.obj is not None else None
+        reinvoke: list[Obj] = []
+        for i, wh in enumerate(chosen):
+            if await self._mutate_one(wh, a, adm):
+                reinvoke += [w for w in chosen[:i] if w.get("reinvocationPolicy") == "IfNeeded" and w not in reinvoke]
+        for wh in reinvoke:
+            await self._mutate_one(wh, a, adm)
+        if adm.obj is not None and before is not None and not json_equal(adm.obj, before):
+            self._revalidate(adm)
+
+    async def validate(self, adm: Admission) -> None:
+        if adm.kind.group == GROUP:
+            return
+        hooks = matching.ordered_webhooks(await self._configs(self.validating))
+        if not hooks:
+            return
+        a = attributes(adm)
+        labels = _Lazy(self.namespaces, a.namespace)
+        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm, labels)]
+        results = await asyncio.gather(*(self._validate_one(wh, a, adm) for wh in chosen), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+
+    async def _configs(self, informer: Informer) -> list[Obj]:
+        """The configurations from the informer's cache; until its first list (writes made while the server
+        starts, before the informers run) straight from the registry."""
+        if informer.has_synced:
+            return informer.list()
+        listed = await self.client.list(informer.kind)
+        return [o for o in listed.get("items") or [] if isinstance(o, dict)]
+
+    # ---- one webhook -------------------------------------------------------------------------------
+
+    async def _mutate_one(self, wh: Obj, a: Attributes, adm: Admission) -> bool:
+        """Call one mutating webhook; True when its patch changed the object."""
+        verdict = await self._call(wh, a, adm)
+        if verdict is None or adm.obj is None or not verdict.patch:
+            return False
+        name = str(wh.get("name", ""))
+        try:
+            patched = json_patch(deep_copy(adm.obj), verdict.patch)
+        except ApiError as e:
+            raise review.call_failed(name, f"JSON patch could not be applied: {e.message}") from e
+        if not isinstance(patched, dict) or json_equal(patched, adm.obj):
+            return False
+        changed = review.identity_changes(adm.obj, patched)
+        if changed:
+            raise errors.bad_request(f'admission webhook "{name}" may not change {", ".join(changed)} of the object')
+        adm.obj.clear()
+        adm.obj.update(patched)
+        return True
+
+    async def _validate_one(self, wh: Obj, a: Attributes, adm: Admission) -> None:
+        await self._call(wh, a, adm)
+
+    async def _call(self, wh: Obj, a: Attributes, adm: Admission) -> review.Verdict | None:
+        """POST the review; the verdict when allowed, None when a failure was ignored; raises on refusal."""
+        name = str(wh.get("name", ""))
+        if adm.dry_run and wh.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            raise errors.bad_request(f'admission webhook "{name}" does not support dry run')
+        uid = str(uuid.uuid4())
+        user = current_user()
+        info = review.user_info(user.name, user.groups, user.uid) if user is not None \
+            else review.user_info("system:apiserver", ("system:masters",), "")
+        body = review.review_request(uid, a, adm.kind.kind, adm.obj, adm.old, info, adm.dry_run)
+        try:
+            raw = await self._post(wh, body)
+            verdict = review.read_response(raw, uid)
+        except (CallError, review.BadResponse) as e:
+            if wh.get("failurePolicy") == "Ignore":
+                log.warning("failed calling webhook %s, failing open: %s", name, e)
+                return None
+            raise review.call_failed(name, str(e)) from e
+        for w in verdict.warnings:
+            add_warning(w)
+        if not verdict.allowed:
+            raise review.denied(name, verdict.status)
+        return verdict
+
+    async def _post(self, wh: Obj, body: Obj) -> bytes:
+        target = await self._target(wh)
+        timeout = wh.get("timeoutSeconds") or 10
+        # Upstream tells the webhook its deadline in the URL (`?timeout=10s`); configurations carry no query.
+        target = Target(f"{target.url}{'&' if '?' in target.url else '?'}timeout={timeout}s", target.server_name,
+                        target.ca_pem)
+        try:
+            tls = self._tls_for(target.ca_pem)
+        except (ssl.SSLError, ValueError) as e:
+            raise CallError(f"invalid caBundle: {e}") from e
+        try:
+            async with self._client().post(
+                    target.url, data=orjson.dumps(body), ssl=tls, server_hostname=target.server_name,
+                    headers={"Content-Type": "application/json", "Accept": "application/json"},
+                    timeout=aiohttp.ClientTimeout(total=float(timeout))) as resp:
+                raw = await resp.read()
+                if resp.status != 200:
+                    raise CallError(f"failed to call webhook: the server responded with status {resp.status}")
+                return raw
+        except TimeoutError as e:
+            raise CallError(f'failed to call webhook: Post "{target.url}": context deadline exceeded') from e
+        except (aiohttp.ClientError, OSError, ssl.SSLError) as e:
+            raise CallError(f'failed to call webhook: Post "{target.url}": {e}') from e
+
+    async def _target(self, wh: Obj) -> Target:
+        cc = wh.get("clientConfig") or {}
+        ca = _ca(cc)
+        if cc.get("url"):
+            return Target(str(cc["url"]), None, ca)
+        ref = cc.get("service") or {}
+        ns, svc_name = str(ref.get("namespace") or ""), str(ref.get("name") or "")
+        path = str(ref.get("path") or "")
+        service = await self._get(self.svc_kind, ns, svc_name)
+        endpoints = await self._get(self.ep_kind, ns, svc_name)
+        found = backend({"spec": {"service": {**ref, "port": ref.get("port") or 443}}}, service, endpoints)
+        if isinstance(found, Backend):
+            host, port = found.host, found.port
+        else:
+            cluster_ip = str(((service or {}).get("spec") or {}).get("clusterIP") or "")
+            if service is None or cluster_ip in ("", "None"):
+                raise CallError(f"failed to call webhook: {found.message}")
+            host, port = cluster_ip, int(ref.get("port") or 443)
+        shown = f"[{host}]" if ":" in host else host
+        return Target(f"https://{shown}:{port}{path}", f"{svc_name}.{ns}.svc", ca)
+
+    async def _get(self, kind: Kind, ns: str, name: str) -> Obj | None:
+        try:
+            return await self.client.get(kind, ns, name)
+        except ApiError as e:
+            if e.code == 404:
+                return None
+            raise
+
+    async def _matches(self, wh: Obj, a: Attributes, adm: Admission, namespace: _Lazy) -> bool:
+        if not matching.rules_match(wh, a):
+            return False
+        parse = self._parse
+        labels = await namespace.get() if matching.needs_namespace_labels(wh, a, parse) else None
+        return matching.namespace_matches(wh, a, labels, adm.obj, adm.old, parse) and \
+            matching.object_matches(wh, adm.obj, adm.old, parse)
+
+    def _parse(self, d: Any) -> LabelSelector | None:
+        """`matching.parse_selector`, remembered by the selector's JSON (configurations change rarely; parsing
+        validates every key and value)."""
+        if d is None or d == {}:
+            return matching.parse_selector(d)
+        try:
+            key = orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            return None
+        if key not in self._selectors:
+            if len(self._selectors) >= 1024:  # selectors come from API objects: keep the memo bounded
+                self._selectors.clear()
+            self._selectors[key] = matching.parse_selector(d)
+        return self._selectors[key]
+
+    def _revalidate(self, adm: Admission) -> None:
+        if adm.obj is None:
+            return
+        strategy = self.strategies.for_kind(adm.kind)
+        causes = validate_object_meta(adm.obj.get("metadata"), namespaced=adm.kind.namespaced,
+                                      name_fn=strategy.name_fn)
+        causes += strategy.validate(adm.obj)
+        if causes:
+            raise errors.invalid(adm.kind.kind, adm.name, causes, adm.kind.group)
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    def _tls_for(self, ca_pem: bytes) -> ssl.SSLContext:
+        ctx = self._tls.get(ca_pem)
+        if ctx is None:
+            if len(self._tls) > 64:  # caBundles come from API objects: keep the cache bounded
+                self._tls.clear()
+            ctx = ssl.create_default_context(cadata=ca_pem.decode("latin-1") if ca_pem else None)
+            self._tls[ca_pem] = ctx
+        return ctx
+
+
+class _Lazy:
+    """The request namespace's labels, looked up at most once per admission."""
+
+    def __init__(self, namespaces: NamespaceLabels, name: str) -> None:
+        self.namespaces, self.name = namespaces, name
+        self.done = False
+        self.labels: dict[str, Any] | None = None
+
+    async def get(self) -> dict[str, Any]:
+        if not self.done:
+            self.labels, self.done = await self.namespaces.get(self.name), True
+        return self.labels or {}
+
+
+def attributes(adm: Admission) -> Attributes:
+    k = adm.kind
+    return Attributes(adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced,
+                      adm.namespace if k.namespaced else "", adm.name)
+
+
+def _ca(cc: Obj) -> bytes:
+    raw = cc.get("caBundle")
+    if not raw:
+        return b""
+    with suppress(binascii.Error, ValueError):
+        return base64.b64decode(str(raw), validate=True)
+    return b""
+
+
+def _kind(kinds: KindRegistry, plural: str) -> Kind:
+    k = kinds.by_resource(GROUP, "v1", plural)
+    if k is None:
+        raise RuntimeError(f"{plural}.{GROUP} is not registered")
+    return k
+
+
+def _core(kinds: KindRegistry, plural: str) -> Kind:
+    k = kinds.by_resource("", "v1", plural)
+    if k is None:
+        raise RuntimeError(f"{plural} is not registered")
+    return k
