@@ -10,6 +10,8 @@ Invariants:
 - Converges: stale entries on the device are deleted, missing or different ones replaced; every call is
   idempotent. Routes carry `RTPROT_LITE`: lite routes with a gateway that are not desired (for example host-gw
   routes left by a backend switch, or a deleted node's) are removed; the Service CIDR route (no gateway) stays.
+- An unchanged device is not written: setting its MAC (even the same one) would flush its neighbours, and the
+  fabric calls `ensure_vxlan` at every sync (each Node event, an agent restart).
 - Everything goes through one rtnetlink socket per call (no fork, no `ip` process).
 Blocking: netlink requests are async; the socket is opened in the node netns by `nsfs.open_rtnl`.
 """
@@ -31,6 +33,7 @@ from lite.netns.nsfs import NetnsRef
 from lite.netns.routes import RT_TABLE_MAIN, RTPROT_LITE
 
 RTNH_F_ONLINK = 4
+IFF_UP = 0x1
 
 
 @dataclass
@@ -92,7 +95,17 @@ async def ensure_vxlan(
                     raise
             found = await ipr.link_lookup(ifname=device)
         index = int(found[0])
-        await ipr.link("set", index=index, address=mac, mtu=mtu, state="up")
+        # only what differs: setting the MAC, even to the same value, flushes the device's neighbours
+        (link,) = await ipr.link("get", index=index)
+        change: dict[str, object] = {}
+        if str(link.get("address") or "").lower() != mac.lower():
+            change["address"] = mac
+        if link.get("mtu") != mtu:
+            change["mtu"] = mtu
+        if not int(link.get("flags") or 0) & IFF_UP:
+            change["state"] = "up"
+        if change:
+            await ipr.link("set", index=index, **change)
         addresses = [a async for a in await ipr.addr("dump", index=index, family=socket.AF_INET)]
         for a in addresses:
             if a.get("address") != address or a["prefixlen"] != 32:

@@ -57,6 +57,28 @@ def test_desired_ingress() -> None:
     assert desired_ingress(service("s"), []) == []
 
 
+
+POOL = "lite.dev/lb-pool"
+A, B, C = node("a", InternalIP="10.0.0.1"), node("b", InternalIP="10.0.0.2"), node("c", InternalIP="10.0.0.3")
+
+def pooled(obj: Obj, pool: str) -> Obj:
+    return {**obj, "metadata": {**obj["metadata"], "labels": {POOL: pool}}}
+
+
+POOL_CASES = [
+    ("no node labelled: every node", service("s"), [A, B, C], ["10.0.0.1", "10.0.0.2", "10.0.0.3"]),
+    ("labelled nodes only", service("s"), [pooled(A, "x"), B, pooled(C, "y")], ["10.0.0.1", "10.0.0.3"]),
+    ("the service's pool", pooled(service("s"), "y"), [pooled(A, "x"), B, pooled(C, "y")], ["10.0.0.3"]),
+    ("a pool no node is in", pooled(service("s"), "z"), [A, B], []),
+    ("empty pool name is a pool", pooled(service("s"), ""), [pooled(A, ""), B], ["10.0.0.1"]),
+]
+
+
+@pytest.mark.parametrize(("svc", "nodes", "want"), [c[1:] for c in POOL_CASES], ids=[c[0] for c in POOL_CASES])
+def test_lb_pool_labels_limit_the_nodes(svc: Obj, nodes: list[Obj], want: list[str]) -> None:
+    assert desired_ingress(svc, nodes) == [{"ip": ip} for ip in want]
+
+
 async def ingress(kit: Kit, name: str) -> Any:
     return ((await kit.api.get(SERVICE, "default", name)).get("status") or {}).get("loadBalancer", {}).get("ingress")
 

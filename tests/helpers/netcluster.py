@@ -202,6 +202,15 @@ def stop_process(node: NetNode, timeout: float = 20) -> None:
         node.proc.wait(10)
 
 
+def restart_agent(cluster: NetCluster, node: NetNode, sig: int = signal.SIGKILL) -> None:
+    """Kill a joined node's `lite agent` (SIGKILL by default: no clean shutdown) and start it again on the same
+    data dir; its pods keep running and its nftables rules stay in place meanwhile."""
+    if node.proc is not None and node.proc.poll() is None:
+        node.proc.send_signal(sig)
+        node.proc.wait(20)
+    start_agent(cluster, node)
+
+
 def _ready_nodes(cluster: NetCluster) -> bool:
     items = cluster.json("get", "nodes")["items"]
     ok = [n for n in items if (n.get("spec") or {}).get("podCIDR") and any(
@@ -211,9 +220,12 @@ def _ready_nodes(cluster: NetCluster) -> bool:
 
 
 @contextlib.contextmanager
-def net_cluster(base: Path, backend: str = "vxlan", count: int = 3,
-                server_args: tuple[str, ...] = ()) -> Iterator[NetCluster]:
-    """Start the cluster (see the module docstring) and wait until every node is Ready with a podCIDR."""
+def net_cluster(base: Path, backend: str = "vxlan", count: int = 3, server_args: tuple[str, ...] = (),
+                prepare: Callable[[NetNode], None] | None = None) -> Iterator[NetCluster]:
+    """Start the cluster (see the module docstring) and wait until every node is Ready with a podCIDR.
+
+    `prepare(node)` runs for each node before its process starts (e.g. to drop more images into
+    `<data-dir>/agent/images/`)."""
     prefix = f"fab{secrets.token_hex(3)}"
     nodes = [NetNode(f"{prefix}-n{i + 1}", f"{prefix}-n{i + 1}", f"{SUBNET}.{11 + i}", base / f"n{i + 1}",
                      base / f"n{i + 1}.log") for i in range(count)]
@@ -223,6 +235,8 @@ def net_cluster(base: Path, backend: str = "vxlan", count: int = 3,
         cluster.switch, cluster.client = _topology(prefix, nodes)
         for node in nodes:
             _write_image(node.data_dir)
+            if prepare is not None:
+                prepare(node)
         server = cluster.server
         _start(cluster, server, ["server", "--https-listen-port", str(PORT), "--bind-address", "0.0.0.0",
                                  "--advertise-address", server.ip, "--tls-san", server.ip,

@@ -149,3 +149,34 @@ async def test_a_restarted_agent_keeps_the_entries_until_it_knows_the_cluster(wi
     again.synced()  # b was deleted while the agent was away
     await again.sync_once()
     assert ip("-n", a, "route", "show", "10.42.1.0/24").strip() == ""
+
+
+async def test_syncing_an_unchanged_device_keeps_its_neighbours(wire_pair: dict[str, str]) -> None:
+    # Setting a link's MAC address, even to the one it has, flushes its neighbour table (NETDEV_CHANGEADDR):
+    # every sync (each Node event, an agent restart) must leave an unchanged VTEP alone, or cross-node packets
+    # drop until the neighbours are written again.
+    fabs = await fabrics(wire_pair, "vxlan")
+    a = wire_pair["a"]
+    assert "10.42.1.0" in ip("-n", a, "neigh", "show", "dev", "lite.1")
+    monitor = subprocess.Popen(["ip", "-n", a, "monitor", "neigh"], stdout=subprocess.PIPE, text=True)
+    try:
+        await asyncio.sleep(0.3)
+        await fabs["a"].sync_once()
+        await asyncio.sleep(0.3)
+    finally:
+        monitor.terminate()
+        events = monitor.communicate(timeout=10)[0]
+    assert "Deleted" not in events, events
+    assert ping(a, "10.42.0.1", "10.42.1.1")
+
+
+async def test_a_changed_device_is_put_back(wire_pair: dict[str, str]) -> None:
+    fabs = await fabrics(wire_pair, "vxlan")
+    a = wire_pair["a"]
+    want = ip("-n", a, "-o", "link", "show", "lite.1")
+    ip("-n", a, "link", "set", "lite.1", "down", "mtu", "1400", "address", "02:00:00:00:00:01")
+    await fabs["a"].sync_once()
+    back = ip("-n", a, "-o", "link", "show", "lite.1")
+    assert "UP" in back.split(">")[0] and "mtu 1450" in back
+    assert want.split("link/ether")[1] == back.split("link/ether")[1]  # the VTEP MAC the peers know
+    assert ping(a, "10.42.0.1", "10.42.1.1")

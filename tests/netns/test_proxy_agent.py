@@ -104,3 +104,39 @@ async def test_a_restarted_agent_leaves_the_rules_alone_until_it_knows_the_state
         proxier.syncer.close()
     after = table(node_netns)
     assert "10.42.0.3:8080" in after and "10.42.0.2" not in after and "10.43.0.11" not in after
+
+
+async def test_a_restarted_agent_told_its_config_first_still_waits_for_the_state(
+    tmp_path: Path, node_netns: str
+) -> None:
+    # The server's Welcome carries the cluster CIDR before the objects arrive: that config change alone must not
+    # sync (it would program a table without a single service until Synced, refusing every connection).
+    first = agent(tmp_path / "1", node_netns)
+    assert first.proxy is not None
+    await resync(first, service("web", "10.43.0.10"), endpoint_slice("web", "10.42.0.2"))
+    await first.proxy.proxier.sync_once()
+    first.proxy.proxier.syncer.close()
+    before = table(node_netns)
+    assert "10.42.0.2:8080" in before
+
+    second = agent(tmp_path / "2", node_netns)
+    assert second.proxy is not None
+    proxier = second.proxy.proxier
+    proxier.min_interval = 0
+    task = asyncio.create_task(proxier.run())
+    try:
+        await second.handle(wire.Welcome(config={"clusterCIDR": "10.42.0.0/16"}))
+        await second.handle(service("web", "10.43.0.10"))
+        for _ in range(30):
+            await asyncio.sleep(0.01)
+        assert proxier.synced == 0 and table(node_netns) == before
+        await second.handle(endpoint_slice("web", "10.42.0.2"))
+        await second.handle(wire.Synced([]))
+        while proxier.synced == 0:
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        proxier.syncer.close()
+    after = table(node_netns)
+    assert "10.42.0.2:8080" in after and "10.42.0.0/16" in after

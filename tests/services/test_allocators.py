@@ -120,6 +120,39 @@ async def test_node_ports(tmp_path: Path) -> None:
         assert "The range of valid ports is 30000-32767" in e.value.message
 
 
+async def test_health_check_node_port_for_local_load_balancers(tmp_path: Path) -> None:
+    async with server(tmp_path) as (api, alloc):
+        local = await api.create(SVC, "default", svc("lb", "LoadBalancer", externalTrafficPolicy="Local"))
+        hc = local["spec"]["healthCheckNodePort"]
+        assert 30000 <= hc <= 32767 and hc != local["spec"]["ports"][0]["nodePort"]
+        alloc.observe("default/lb", local)
+        # kept across an update, then dropped and released when the policy goes back to Cluster
+        kept = await api.patch(SVC, "default", "lb", {"metadata": {"labels": {"a": "b"}}})
+        assert kept["spec"]["healthCheckNodePort"] == hc
+        cluster = await api.patch(SVC, "default", "lb", {"spec": {"externalTrafficPolicy": "Cluster"}})
+        assert "healthCheckNodePort" not in cluster["spec"]
+        alloc.observe("default/lb", cluster)
+        assert not alloc.ports.has(hc)
+        # without node ports it is still allocated; a requested one is honoured, a taken one refused
+        bare = await api.create(SVC, "default", svc("bare", "LoadBalancer", externalTrafficPolicy="Local",
+                                                    allocateLoadBalancerNodePorts=False))
+        assert bare["spec"]["healthCheckNodePort"] and "nodePort" not in bare["spec"]["ports"][0]
+        fixed = await api.create(SVC, "default", svc("fixed", "LoadBalancer", externalTrafficPolicy="Local",
+                                                     healthCheckNodePort=30555))
+        assert fixed["spec"]["healthCheckNodePort"] == 30555
+        with pytest.raises(ApiError) as e:
+            await api.create(SVC, "default", svc("again", "LoadBalancer", externalTrafficPolicy="Local",
+                                                 healthCheckNodePort=30555))
+        assert e.value.code == 422
+        assert ("spec.healthCheckNodePort: Invalid value: 30555: failed to allocate requested HealthCheck NodePort "
+                "30555: provided port is already allocated") in e.value.message
+        with pytest.raises(ApiError) as e:
+            await api.create(SVC, "default", svc("np", "NodePort", healthCheckNodePort=30556))
+        assert e.value.code == 422 and "spec.healthCheckNodePort" in e.value.message
+        assert (await api.create(SVC, "default", svc("plain", "LoadBalancer")))["spec"].get("healthCheckNodePort") \
+            is None
+
+
 async def test_released_on_delete_and_on_type_change(tmp_path: Path) -> None:
     async with server(tmp_path) as (api, alloc):
         out = await api.create(SVC, "default", svc("a", "NodePort", clusterIP="10.43.0.20",

@@ -7,9 +7,11 @@
                           └► healthCheckNodePort listeners (healthcheck.HealthServers), if given
 
 Invariants:
-- Callers only record objects (cheap, never blocking); `run` does the work. A burst of changes within
-  `min_interval` of the last sync is folded into one sync (kube-proxy's minSyncPeriod); a change never waits
-  longer than `min_interval` after the previous sync finished.
+- Callers only record objects (cheap, never blocking); `run` does the work, and none before the first object
+  is recorded (through the feed: the first `replace`, a complete set): a restarted agent must not program a
+  table from a config change alone (node IPs, cluster CIDR come first), or every service would stop answering.
+  A burst of changes within `min_interval` of the last sync is folded into one sync (kube-proxy's
+  minSyncPeriod); a change never waits longer than `min_interval` after the previous sync finished.
 - Each sync re-translates only the Services whose object or slices changed (fragments cached per Service),
   assembles the whole table and lets the syncer send only the difference, so an endpoint change costs one
   small transaction whatever the number of services. A config change (node IPs) rebuilds only the skeleton.
@@ -66,6 +68,7 @@ class Proxier:
         self._cache: dict[Key, tuple[list[ServicePort], list[Fragment]]] = {}
         self._ports: list[ServicePort] = []
         self._dirty = asyncio.Event()
+        self._have_state = asyncio.Event()  # set once any object is recorded (the feed: the first `replace`)
         self._last_sync = float("-inf")
         self.synced = 0
         self.last_error: BaseException | None = None
@@ -103,6 +106,7 @@ class Proxier:
         for s in slices:
             self.set_slice(s)
         self._dirty.set()
+        self._have_state.set()
 
     def set_node_ips(self, node_ips: tuple[str, ...]) -> None:
         if node_ips != self.config.node_ips:
@@ -119,6 +123,7 @@ class Proxier:
     def _touch(self, service: Key) -> None:
         self._stale.add(service)
         self._dirty.set()
+        self._have_state.set()
 
     def _unlink_slice(self, key: Key) -> None:
         owner = self._owner.pop(key, None)
@@ -158,9 +163,12 @@ class Proxier:
     async def run(self) -> None:
         """Sync whenever something changed, at most once per `min_interval`; until cancelled.
 
-        Nothing is synced before the first change is recorded: a restarted agent leaves the kernel's table as
-        it is until it knows the state again; that first sync then reconciles it (see `TableSyncer`).
+        Nothing is synced before the first object is recorded (the feed's first `replace`, a complete set),
+        whatever config changed first (the cluster CIDR and node IPs come before the objects): a restarted
+        agent leaves the kernel's table as it is until it knows the state again; that first sync then
+        reconciles it (see `TableSyncer`).
         """
+        await self._have_state.wait()
         while True:
             await self._dirty.wait()
             wait = self._last_sync + self.min_interval - time.monotonic()

@@ -1,13 +1,17 @@
 """The built-in service load balancer: `type: LoadBalancer` Services answered on the nodes' own addresses.
 
 Like k3s's ServiceLB: a LoadBalancer Service without `spec.loadBalancerClass` gets
-`status.loadBalancer.ingress` = one `{ip}` per Ready node (its ExternalIP, else its InternalIP). Every node's
-service proxy (`lite.agent.proxy`) treats ingress IPs like externalIPs, so `<node ip>:<port>` reaches the
+`status.loadBalancer.ingress` = one `{ip}` per Ready node of its pool (its ExternalIP, else its InternalIP).
+Every node's service proxy (`lite.agent.proxy`) treats ingress IPs like externalIPs, so `<node ip>:<port>` reaches the
 Service from outside, next to its NodePort.
+
+Pools (k3s's `svccontroller.k3s.cattle.io/enablelb` and `lbpool` labels, under one name): while no node carries
+the `lite.dev/lb-pool` label every Ready node serves; once any does, only labelled nodes serve, and a Service
+labelled `lite.dev/lb-pool: <pool>` is served only by the nodes whose label has that value (none: no ingress).
 
 reconcile(service key):
     gone, or a LoadBalancer with a loadBalancerClass  ──► nothing (another implementation owns it)
-    LoadBalancer                                        ──► ingress = Ready nodes' addresses (sorted)
+    LoadBalancer                                        ──► ingress = its pool's Ready nodes' addresses (sorted)
     any other type still carrying ingress               ──► ingress cleared (as upstream's service controller)
 Node changes requeue every LoadBalancer Service. The status is written only when it differs, so a resync or a
 node heartbeat costs no write.
@@ -24,6 +28,7 @@ from lite.objects import deep_copy, key_of
 from lite.server.controllers.runtime import Controller, builtin
 
 Obj = dict[str, Any]
+LB_POOL = "lite.dev/lb-pool"
 
 
 def node_address(node: Obj) -> str:
@@ -36,6 +41,20 @@ def node_address(node: Obj) -> str:
     return str(by_type.get("ExternalIP") or by_type.get("InternalIP") or "")
 
 
+def pool_nodes(service: Obj, nodes: list[Obj]) -> list[Obj]:
+    """The nodes that may serve `service` under the `lite.dev/lb-pool` labels (see the module docstring)."""
+    def pool(obj: Obj) -> str | None:
+        value = ((obj.get("metadata") or {}).get("labels") or {}).get(LB_POOL)
+        return None if value is None else str(value)
+
+    wanted = pool(service)
+    if wanted is not None:
+        return [n for n in nodes if pool(n) == wanted]
+    if any(pool(n) is not None for n in nodes):
+        return [n for n in nodes if pool(n) is not None]
+    return nodes
+
+
 def desired_ingress(service: Obj, nodes: list[Obj]) -> list[Obj] | None:
     """The ingress list this controller wants for `service`, or None if it is not ours to manage."""
     spec = service.get("spec") or {}
@@ -43,7 +62,7 @@ def desired_ingress(service: Obj, nodes: list[Obj]) -> list[Obj] | None:
         return []
     if spec.get("loadBalancerClass"):
         return None
-    return [{"ip": ip} for ip in sorted({a for a in map(node_address, nodes) if a})]
+    return [{"ip": ip} for ip in sorted({a for a in map(node_address, pool_nodes(service, nodes)) if a})]
 
 
 class ServiceLBController(Controller):

@@ -5,7 +5,9 @@ Upstream does this inside the apiserver's Service REST storage; lite does it as 
 
     CREATE  ── clusterIP ("" → next free, "None" → headless, else that IP: 422 if taken/out of range),
                clusterIPs / ipFamilies / ipFamilyPolicy as upstream, nodePorts for NodePort and LoadBalancer
-               (given → that port or 422 "provided port is already allocated", absent → next free)
+               (given → that port or 422 "provided port is already allocated", absent → next free),
+               healthCheckNodePort for LoadBalancer + externalTrafficPolicy Local (dropped and released when
+               the Service stops needing it; 422 when set on any other Service)
     UPDATE  ── allocate what the new spec needs and the old object did not hold (ExternalName → ClusterIP,
                ClusterIP → NodePort, new ports)
 
@@ -187,6 +189,7 @@ class ServiceAllocators:
         if stype == "ExternalName":
             return
         self._assign_ip(spec, name, held, taken)
+        self._assign_health_port(spec, name, held, taken)
         if stype == "LoadBalancer":
             spec.setdefault("allocateLoadBalancerNodePorts", True)
             if not spec["allocateLoadBalancerNodePorts"]:
@@ -231,6 +234,37 @@ class ServiceAllocators:
             raise errors.internal(f"failed to allocate a serviceIP: range is full ({self.ips.cidr})") from None
         taken.append(("ip", ip))
         spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+
+    def _assign_health_port(self, spec: Obj, name: str, held: frozenset[Item], taken: list[Item]) -> None:
+        """healthCheckNodePort: allocated for LoadBalancer + externalTrafficPolicy Local (even without nodePorts),
+        dropped when the Service stops needing the one it held, refused anywhere else (as upstream)."""
+        want = spec.get("healthCheckNodePort")
+        path = "spec.healthCheckNodePort"
+        if spec.get("type") != "LoadBalancer" or spec.get("externalTrafficPolicy") != "Local":
+            if want and ("port", str(want)) in held:
+                del spec["healthCheckNodePort"]
+            elif want:
+                raise _invalid(name, path, want, "may only be set when `type` is 'LoadBalancer' and "
+                               "`externalTrafficPolicy` is 'Local'")
+            return
+        if want and ("port", str(want)) in held:
+            return
+        try:
+            if want:
+                self.ports.allocate(int(want))
+                port = int(want)
+            else:
+                port = self.ports.allocate_next()
+        except Taken:
+            raise _invalid(name, path, want, f"failed to allocate requested HealthCheck NodePort {want}: "
+                           "provided port is already allocated") from None
+        except OutOfRange:
+            raise _invalid(name, path, want, f"failed to allocate requested HealthCheck NodePort {want}: provided "
+                           f"port is not in the valid range. The range of valid ports is {self.ports.range}") from None
+        except Full:
+            raise errors.internal("failed to allocate a health check nodePort: range is full") from None
+        taken.append(("port", str(port)))
+        spec["healthCheckNodePort"] = port
 
     def _assign_ports(self, spec: Obj, name: str, held: frozenset[Item], taken: list[Item]) -> None:
         for i, p in enumerate(spec.get("ports") or []):
