@@ -190,6 +190,8 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False, verbs=("create",),
        virtual=True),
     # metrics.k8s.io/v1beta1: virtual, served from node metrics (issue 4)
+    # authentication.k8s.io TokenReview: create-only, computed per request (lite.server.api.reviews, authn.reviews)
+    _k("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",), virtual=True),
     _k("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", verbs=READ_VERBS, virtual=True),
     _k("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=READ_VERBS, virtual=True),
 )

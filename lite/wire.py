@@ -11,7 +11,8 @@ Flow (server ⇐ agent after the websocket opens):
     server → Synced(uids)                           ConfigMaps/Secrets they use, then the full desired set
     then both ways: PodUpsert/PodDelete/ObjectUpsert/ObjectDelete/NodeConfig (server → agent),
     PodStatus/NodeStatus/LeaseRenew/Event/PodFinal/Metrics (agent → server), Ping/Pong (either way),
-    Stream* (multiplexed log/exec/attach/port-forward streams, opened by the server).
+    Stream* (multiplexed log/exec/attach/port-forward streams, opened by the server),
+    TokenRequest (agent → server) answered by TokenResponse: pod-bound ServiceAccount tokens for projected volumes.
 
 Streams: the server sends StreamOpen(id, kind, params); the agent answers StreamReady or StreamError, then
 StreamData flows on channels (exec/attach: 0 stdin, 1 stdout, 2 stderr; log and port-forward: 1 from the
@@ -269,14 +270,41 @@ class StreamExit:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class TokenRequest:
+    """Agent → server: a ServiceAccount token for a `serviceAccountToken` projected volume source of pod
+    `uid` (`namespace`/`pod`), bound to that pod. The server answers with a TokenResponse of the same `id`,
+    after checking the pod is bound to the session's node."""
+
+    T: ClassVar[str] = "token_request"
+    id: int
+    namespace: str
+    pod: str
+    uid: str
+    audiences: list[str] = field(default_factory=list)  # empty: the API server's audiences
+    seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class TokenResponse:
+    """Server → agent: the token and its expiry (epoch seconds), or `error` (then no token)."""
+
+    T: ClassVar[str] = "token_response"
+    id: int
+    token: str = ""
+    expires: float = 0.0
+    error: str = ""
+
+
 Message = (Hello | Welcome | NodeConfig | PodUpsert | PodDelete | Synced | ObjectUpsert | ObjectDelete | PodStatus
            | NodeStatus | LeaseRenew | Event | PodFinal | Metrics | Ping | Pong | StreamOpen | StreamReady
-           | StreamData | StreamAck | StreamResize | StreamClose | StreamError | StreamExit)
+           | StreamData | StreamAck | StreamResize | StreamClose | StreamError | StreamExit | TokenRequest
+           | TokenResponse)
 
 _TYPES: Mapping[str, type[Any]] = MappingProxyType({cls.T: cls for cls in (
     Hello, Welcome, NodeConfig, PodUpsert, PodDelete, Synced, ObjectUpsert, ObjectDelete, PodStatus, NodeStatus,
     LeaseRenew, Event, PodFinal, Metrics, Ping, Pong, StreamOpen, StreamReady, StreamData, StreamAck, StreamResize,
-    StreamClose, StreamError, StreamExit)})
+    StreamClose, StreamError, StreamExit, TokenRequest, TokenResponse)})
 
 
 def encode(msg: Message) -> bytes:

@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LITE = ROOT / "lite"
 THIRD_PARTY = {"aiohttp", "aiosqlite", "msgpack", "pyroute2", "yaml", "cryptography", "orjson", "dnslib", "multidict",
-               "yarl", "prometheus_client"}
+               "yarl", "prometheus_client", "jwt"}
 TOP_PACKAGES = ("lite.server", "lite.agent", "lite.netns", "lite.cli")
 
 

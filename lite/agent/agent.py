@@ -41,6 +41,8 @@ from lite.agent.podrunner import POD_FILE, PodRunner
 from lite.agent.proxy.feed import KINDS as PROXY_KINDS
 from lite.agent.proxy.feed import ProxyFeed
 from lite.agent.runtime.container import ProcessRuntime, Runtime
+from lite.agent.satokens import TokenClient
+from lite.agent.serviceenv import ServiceCatalog
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 
 log = logging.getLogger("lite.agent")
@@ -89,6 +91,8 @@ class Agent:
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (kind, namespace, name) -> ConfigMap/Secret
         self.net_ready = asyncio.Event()
         self.session: Any = None
+        self.tokens = TokenClient(self._post)
+        self.services = ServiceCatalog()  # fed by the proxy feed: the service environment variables of pods
         self.deps = self._deps()
         self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip,
                                  external_ip=config.node_external_ip)
@@ -106,6 +110,7 @@ class Agent:
         if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
             self.dns = NodeDns(node_netns=config.node_netns, resolv_conf=config.resolv_conf)
             self.proxy = _proxy_feed(config, self.node_name, self.deps.node_ip, self.dns)
+            self.proxy.sinks += (self.services,)
 
     def _deps(self) -> Deps:
         c = self.config
@@ -118,7 +123,8 @@ class Agent:
                     runtime_class=lambda name: self.objects.get(("RuntimeClass", "", name)),
                     storage=self._storage_in,
                     seccomp_default=c.seccomp_default, allowed_unsafe_sysctls=c.allowed_unsafe_sysctls,
-                    kernel=security.kernel_version(os.uname().release))
+                    kernel=security.kernel_version(os.uname().release),
+                    request_token=self.tokens.request, service_env=self.services.env_for)
 
     # ---- what hooks and runners call -------------------------------------------------------------------
 
@@ -222,6 +228,8 @@ class Agent:
         elif isinstance(msg, wire.ObjectDelete):
             self.objects.pop((msg.kind, msg.namespace, msg.name), None)
             self._refresh(msg.namespace)
+        elif isinstance(msg, wire.TokenResponse):
+            self.tokens.deliver(msg)
         elif isinstance(msg, wire.Synced):
             desired = set(msg.uids)
             for uid, runner in list(self.runners.items()):

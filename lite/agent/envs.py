@@ -40,6 +40,10 @@ class PodContext:
     node_allocatable: Mapping[str, str] = field(default_factory=dict)
     claims: Mapping[str, Obj] = field(default_factory=dict)  # name -> relayed PVC in the pod's namespace
     volumes: Mapping[str, Obj] = field(default_factory=dict)  # name -> relayed PersistentVolume
+    # serviceAccountToken projections by `satokens.token_key`; None: tokens are not provided on this node.
+    tokens: Mapping[str, str] | None = None
+    # KUBERNETES_SERVICE_HOST & co. (`lite.agent.serviceenv`): under the container's own env.
+    service_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def expand(text: str, lookup: Callable[[str], str | None]) -> str:
@@ -164,8 +168,9 @@ def _value_from(pod: Obj, container: Obj, src: Obj, ctx: PodContext) -> str | No
 
 
 def container_env(pod: Obj, container: Obj, ctx: PodContext) -> dict[str, str]:
-    """The container's own environment (envFrom then env), without the image defaults."""
-    env: dict[str, str] = {}
+    """The container's own environment (service variables, then envFrom, then env), without the image
+    defaults."""
+    env: dict[str, str] = dict(ctx.service_env)
     for src in container.get("envFrom") or []:
         prefix = src.get("prefix", "")
         for key, kind in (("configMapRef", "configmap"), ("secretRef", "secret")):

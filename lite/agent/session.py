@@ -49,6 +49,8 @@ _STREAM_IN = (wire.StreamOpen, wire.StreamData, wire.StreamClose, wire.StreamRes
 _STREAM_OUT = (wire.StreamReady, wire.StreamData, wire.StreamClose, wire.StreamError, wire.StreamExit, wire.Pong)
 
 
+RESYNC_KINDS = frozenset({"Service", "EndpointSlice"})
+
 class NodeAgent(Protocol):
     """What the session needs from the node agent (the pod runner implements it)."""
 
@@ -185,6 +187,11 @@ class JoinSession:
                 raise wire.WireError(f"expected welcome, got {welcome.T}")
             self.config = welcome.config
             self.sessions += 1
+            # Every session resyncs everything; the kinds whose consumers rebuild their whole state from that
+            # resync (the service proxy, the cluster DNS and the service env replace theirs at Synced) must see
+            # each object again, even one unchanged since the last session, or it would drop out of their set.
+            for key in [k for k in self._seen_objects if k[0] in RESYNC_KINDS]:
+                del self._seen_objects[key]
             await self.agent.handle(welcome)
             self.connected.set()
             self._wake.set()

@@ -1,7 +1,8 @@
 """Pod volumes: turn `spec.volumes` into host directories/files and `volumeMounts` into bind mounts.
 
 Layout: `<pod_dir>/volumes/<name>`. Supported: emptyDir (medium Memory = tmpfs with sizeLimit), hostPath (with
-the `type` checks kubelet makes), configMap, secret, downwardAPI, projected (configMap/secret/downwardAPI sources),
+the `type` checks kubelet makes), configMap, secret, downwardAPI, projected (configMap/secret/downwardAPI sources,
+and serviceAccountToken from the tokens the volumes hook fetched into `PodContext.tokens`),
 persistentVolumeClaim (the bound PersistentVolume's hostPath or local directory, bind-mounted like a hostPath;
 until the relayed claim is Bound to a relayed volume the pod waits with FailedMount).
 Content volumes are written the way kubelet's AtomicWriter does: files go into a fresh `..<stamp>` directory, the
@@ -31,6 +32,7 @@ from typing import Any
 from lite.agent import podpaths
 from lite.agent.envs import ConfigError, PodContext, expand, field_ref, resource_ref
 from lite.agent.runtime.spec import Mount
+from lite.agent.satokens import source_key
 from lite.quantity import parse_quantity
 
 Obj = dict[str, Any]
@@ -145,7 +147,18 @@ def _projected_payload(src: Obj, pod: Obj, ctx: PodContext) -> Payload:
             out.update(_secret_payload(s["secret"], ctx, mode, name_key="name"))
         elif "downwardAPI" in s:
             out.update(_downward_payload(s["downwardAPI"], pod, ctx, mode))
+        elif "serviceAccountToken" in s:
+            out.update(_token_payload(s["serviceAccountToken"], ctx, mode))
     return out
+
+
+def _token_payload(src: Obj, ctx: PodContext, mode: int) -> Payload:
+    if ctx.tokens is None:
+        return {}  # no token provider on this node (e.g. tests without a server)
+    token = ctx.tokens.get(source_key(src))
+    if token is None:
+        raise VolumeError("failed to fetch token: no service account token yet")
+    return {str(podpaths.relative(src.get("path", ""), "serviceAccountToken path")): (token.encode(), mode)}
 
 
 def payload_of(volume: Obj, pod: Obj, ctx: PodContext) -> Payload | None:

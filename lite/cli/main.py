@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--cluster-dns", default="", metavar="IP",
                      help="cluster DNS IP given to pods (default: the 10th address of --service-cidr, 10.43.0.10)")
     srv.add_argument("--cluster-domain", default="cluster.local", help="cluster domain (default cluster.local)")
+    srv.add_argument("--service-account-issuer", default="https://kubernetes.default.svc.cluster.local",
+                     help="issuer (iss claim) of ServiceAccount tokens, also served by OIDC discovery")
+    srv.add_argument("--api-audiences", default="",
+                     help="comma-separated audiences the API accepts in tokens (default: the issuer)")
     srv.add_argument("--default-local-storage-path", default="", metavar="PATH",
                      help="where the local-path provisioner makes volume directories on each node "
                           "(default <data-dir>/storage)")
@@ -171,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, text in (("check", "list the certificates and when they expire"),
                        ("rotate", "re-issue the leaf certificates (serving, front-proxy client) from the same CAs")):
         _add_data_dir(cert_sub.add_parser(verb, help=text))
+    issue = cert_sub.add_parser("issue-user", help="print a kubeconfig for a user with a client certificate "
+                                "from the cluster's client CA (CN = user, O = each --group)")
+    _add_data_dir(issue)
+    issue.add_argument("user", metavar="USER")
+    issue.add_argument("--group", action="append", default=[], help="a group of the user (repeatable)")
+    issue.add_argument("--days", type=float, default=365, help="validity in days (default 365)")
 
     tok = sub.add_parser("token", help="print the join token of a server data dir")
     _add_data_dir(tok)
@@ -247,6 +257,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_allowed_unsafe_sysctls=_csv(args.allowed_unsafe_sysctls),
         cluster_dns=args.cluster_dns,
         cluster_domain=args.cluster_domain,
+        service_account_issuer=args.service_account_issuer,
+        api_audiences=tuple(a for a in args.api_audiences.split(",") if a),
         resolv_conf=Path(args.resolv_conf) if args.resolv_conf else None,
         private_registry=Path(args.private_registry) if args.private_registry else None,
         agent_node_ip=args.node_ip, agent_node_netns=args.node_netns, flannel_backend=args.flannel_backend,
@@ -373,6 +385,15 @@ def cmd_certificate(args: argparse.Namespace) -> int:
         print(f"lite certificate: no certificates at {config.paths.tls}; has `lite server` run with this data "
               "dir?", file=sys.stderr)
         return 1
+    if args.certificate_command == "issue-user":
+        from lite.server.certs import user_kubeconfig
+
+        try:
+            print(user_kubeconfig(config, args.user, tuple(args.group), args.days), end="")
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            print(f"lite certificate: cannot issue a certificate for {args.user}: {e}", file=sys.stderr)
+            return 1
+        return 0
     if args.certificate_command == "rotate":
         rotated, _ = rotate(config)
         print(f"rotated {', '.join(rotated) or 'nothing'}; restart lite server to serve the new certificates")

@@ -3,7 +3,8 @@ and renewing the leaf certificates (k3s's `certificate rotate`).
 
 - `check` lists every certificate with its subject, issuer, expiry and days left, and says which the next
   start renews (leaf certificates within RENEW_BEFORE_DAYS of expiry; CAs are never renewed here).
-- `rotate` re-issues the leaf certificates now (the serving certificate and the front-proxy client) from the
+- `rotate` re-issues the leaf certificates now (the serving certificate, the front-proxy client and the admin's
+  client certificate, which the kubeconfig written at the next start carries) from the
   same CAs; the running server uses them after its next start. Clients and agents trust the CA, not the
   leaf, so kubectl and joined agents keep working, and the join token (which carries the CA's hash) stays.
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from lite.server.certs import RENEW_BEFORE_DAYS, Credentials, ensure_credentials
 from lite.server.config import ServerConfig
 
-LEAVES = ("serving.crt", "front-proxy-client.crt")
+LEAVES = ("serving.crt", "front-proxy-client.crt", "client-admin.crt")
 
 
 @dataclass(frozen=True)

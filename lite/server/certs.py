@@ -9,6 +9,8 @@ Invariants:
   The client CA (`tls/client-ca.{crt,key}`) signs client certificates issued through CSRs; the front-proxy
   CA (`tls/front-proxy-ca.*`) signs `tls/front-proxy-client.*`, which the aggregator presents to extension
   API servers (they trust its X-Remote-* headers through `kube-system/extension-apiserver-authentication`).
+  The admin's client certificate (`tls/client-admin.*`, CN=system:admin, O=system:masters, k3s's admin
+  identity) is signed by the client CA and goes into the admin kubeconfig beside the admin token.
   The serving certificate is re-issued (by the same CA) only when its SAN list changes or it nears expiry.
 - Secrets (keys, tokens, kubeconfigs) are written atomically with mode 0600; directories are 0700.
 - The join token has the k3s shape `K10<sha256 of the CA PEM>::server:<secret>`, so an agent given only the
@@ -39,6 +41,9 @@ SERVING_DAYS = 365
 RENEW_BEFORE_DAYS = 90  # k3s's rule: leaf certificates this close to expiry are renewed at start
 TOKEN_PREFIX = "K10"
 FRONT_PROXY_CLIENT = "front-proxy-client"
+CLIENT_DAYS = 365
+ADMIN_CERT_USER = "system:admin"  # k3s's admin kubeconfig identity
+ADMIN_CERT_GROUPS = ("system:masters",)
 IN_CLUSTER_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
                     "kubernetes.default.svc.cluster.local")
 
@@ -60,6 +65,9 @@ class Credentials:
     front_proxy_ca: Path | None = None
     front_proxy_cert: Path | None = None
     front_proxy_key: Path | None = None
+    # The admin's client certificate (CN=system:admin, O=system:masters), signed by the client CA.
+    admin_cert: Path | None = None
+    admin_key: Path | None = None
 
     @property
     def join_secret(self) -> str:
@@ -126,9 +134,29 @@ def ensure_credentials(config: ServerConfig) -> Credentials:
         _write_serving(ca_cert, ca_key, crt, key, meta, sans)
     admin = _ensure_secret(paths.admin_token)
     join = _join_token(config, ca_pem)
+    admin_crt, admin_key = paths.tls / "client-admin.crt", paths.tls / "client-admin.key"
+    if _client_stale(admin_crt, admin_key, client_crt):
+        _write_user_client(client_crt, client_key, admin_crt, admin_key, ADMIN_CERT_USER, ADMIN_CERT_GROUPS)
     return Credentials(ca_pem=ca_pem, ca_cert=ca_cert, serving_cert=crt, serving_key=key,
                        admin_token=admin, join_token=join, client_ca_cert=client_crt, client_ca_key=client_key,
-                       front_proxy_ca=fp_ca, front_proxy_cert=fp_crt, front_proxy_key=fp_key)
+                       front_proxy_ca=fp_ca, front_proxy_cert=fp_crt, front_proxy_key=fp_key,
+                       admin_cert=admin_crt, admin_key=admin_key)
+
+
+def _client_stale(crt: Path, key: Path, ca: Path) -> bool:
+    """A client certificate must be (re)made: missing, near expiry, or older than the CA that signs it."""
+    if not (crt.exists() and key.exists()) or expires_within(crt, RENEW_BEFORE_DAYS):
+        return True
+    return crt.stat().st_mtime < ca.stat().st_mtime
+
+
+def _write_user_client(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, user: str,
+                       groups: tuple[str, ...]) -> None:
+    from lite.server.authn.x509 import issue_client_cert
+
+    cert_pem, key_pem = issue_client_cert(ca_cert.read_bytes(), ca_key.read_bytes(), user, groups, CLIENT_DAYS)
+    write_private(key_path, key_pem)
+    write_private(crt, cert_pem)
 
 
 def _ensure_secret(path: Path) -> str:
@@ -277,9 +305,16 @@ def _write_client(ca_cert: Path, ca_key: Path, crt: Path, key_path: Path, cn: st
     write_private(crt, cert.public_bytes(serialization.Encoding.PEM))
 
 
-def kubeconfig_text(server_url: str, ca_pem: bytes, token: str) -> str:
-    """An admin kubeconfig: verified HTTPS against the cluster CA, bearer token."""
+def kubeconfig_text(server_url: str, ca_pem: bytes, token: str,
+                    client_cert: tuple[bytes, bytes] | None = None, user: str = "lite-admin") -> str:
+    """An admin kubeconfig: verified HTTPS against the cluster CA; the client certificate (cert PEM, key PEM)
+    when given, which kube-apiserver-style authentication tries before the bearer token (kept for clients
+    that only speak tokens, lite's own among them)."""
     ca_b64 = base64.b64encode(ca_pem).decode()
+    cert_lines = ""
+    if client_cert is not None:
+        cert_lines = (f"    client-certificate-data: {base64.b64encode(client_cert[0]).decode()}\n"
+                      f"    client-key-data: {base64.b64encode(client_cert[1]).decode()}\n")
     return (
         "apiVersion: v1\n"
         "kind: Config\n"
@@ -289,14 +324,15 @@ def kubeconfig_text(server_url: str, ca_pem: bytes, token: str) -> str:
         f"    server: {server_url}\n"
         f"    certificate-authority-data: {ca_b64}\n"
         "users:\n"
-        "- name: lite-admin\n"
+        f"- name: {user}\n"
         "  user:\n"
-        f"    token: {token}\n"
+        f"{cert_lines}"
+        f"{f'    token: {token}' + chr(10) if token else ''}"
         "contexts:\n"
         "- name: lite\n"
         "  context:\n"
         "    cluster: lite\n"
-        "    user: lite-admin\n"
+        f"    user: {user}\n"
         "current-context: lite\n"
         "preferences: {}\n"
     )
@@ -304,16 +340,39 @@ def kubeconfig_text(server_url: str, ca_pem: bytes, token: str) -> str:
 
 def write_kubeconfig(config: ServerConfig, creds: Credentials) -> Path:
     """Write the kubeconfig to its configured path and the copy `lite kubeconfig` prints; return the path."""
-    text = kubeconfig_text(config.server_url, creds.ca_pem, creds.admin_token).encode()
+    pair = None
+    if creds.admin_cert is not None and creds.admin_key is not None:
+        pair = (creds.admin_cert.read_bytes(), creds.admin_key.read_bytes())
+    text = kubeconfig_text(config.server_url, creds.ca_pem, creds.admin_token, pair).encode()
     write_private(config.paths.admin_kubeconfig, text)
     write_private(config.kubeconfig, text)
     return config.kubeconfig
 
 
+def user_kubeconfig(config: ServerConfig, user: str, groups: tuple[str, ...], days: float = CLIENT_DAYS) -> str:
+    """A kubeconfig for `user` in `groups` with a fresh client certificate from the data dir's client CA
+    (`lite certificate issue-user`); the server URL is the one of the admin kubeconfig. Blocking."""
+    import yaml
+
+    from lite.server.authn.x509 import issue_client_cert
+
+    tls = config.paths.tls
+    admin = yaml.safe_load(config.paths.admin_kubeconfig.read_text())
+    server = str(admin["clusters"][0]["cluster"]["server"])
+    pair = issue_client_cert((tls / "client-ca.crt").read_bytes(), (tls / "client-ca.key").read_bytes(), user,
+                             groups, days)
+    return kubeconfig_text(server, (tls / "ca.crt").read_bytes(), "", pair, user=user)
+
+
 def server_ssl_context(creds: Credentials) -> ssl.SSLContext:
-    """TLS 1.2+ server context; ALPN offers only http/1.1 because upgrades (exec, watch) need it."""
+    """TLS 1.2+ server context; ALPN offers only http/1.1 because upgrades (exec, watch) need it. A client
+    certificate is asked for but optional; one that is presented must verify against the client CA (OpenSSL
+    checks chain, validity and the clientAuth purpose during the handshake), and then names the user."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(creds.serving_cert, creds.serving_key)
+    if creds.client_ca_cert is not None:
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        ctx.load_verify_locations(cafile=str(creds.client_ca_cert))
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx

@@ -124,6 +124,10 @@ class ServerConfig:
     # domain, and the resolv.conf whose nameservers get the other names (None = /etc/resolv.conf).
     cluster_dns: str = ""
     cluster_domain: str = "cluster.local"
+    # ServiceAccount tokens: the issuer (iss claim, OIDC discovery) and the audiences the API accepts
+    # (empty: the issuer alone, as kube-apiserver's --api-audiences default).
+    service_account_issuer: str = "https://kubernetes.default.svc.cluster.local"
+    api_audiences: tuple[str, ...] = ()
     resolv_conf: Path | None = None
     agent_node_ip: str = ""  # "" = the host's first address
     agent_node_external_ip: str = ""  # reported as the Node's ExternalIP

@@ -33,11 +33,15 @@ from lite.quantity import parse_quantity
 from lite.server.admission import add_admission_plugins
 from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
+from lite.server.api.requestuser import UserInfo
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.storageadmission import DefaultStorageClass, ensure_local_path_class
 from lite.server.api.strategies import default_strategies
 from lite.server.api.strategies.certificates import subject_restriction
+from lite.server.authn.authenticator import ClusterAuthenticator
+from lite.server.authn.saadmission import ServiceAccountAdmission
+from lite.server.authn.wiring import attach_authn
 from lite.server.authz.aggregation import ClusterRoleAggregator
 from lite.server.authz.bootstrap import reconcile_policy
 from lite.server.authz.chain import AuthorizerChain
@@ -63,7 +67,7 @@ from lite.server.store import Store
 log = logging.getLogger("lite.server")
 
 Background = Callable[[], Awaitable[None]]
-Authenticate = Callable[[web.Request], "str | Awaitable[str | None] | None"]
+Authenticate = Callable[[web.Request], "UserInfo | str | Awaitable[UserInfo | str | None] | None"]
 
 
 @dataclass
@@ -116,6 +120,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     strategies.add_admission(DefaultStorageClass(resources, sc_kind).admit)
     admission_tasks = add_admission_plugins(resources, kinds, strategies)
     quota = add_quota_admission(resources, strategies)
+    strategies.add_admission(ServiceAccountAdmission(resources, resources.core_kind("serviceaccounts")).admit)
+    sa_tokens = authenticate.sa_tokens if isinstance(authenticate, ClusterAuthenticator) else None
     authorizer = AuthorizerChain(PolicyIndex())
     strategies.add_admission(EscalationCheck(authorizer))
     await resources.start()
@@ -146,7 +152,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                        node_grace_period=config.node_monitor_grace_period,
                                        hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
                                        quota_admission=quota,
-                                       local_path_root=config.local_storage_path)
+                                       local_path_root=config.local_storage_path, root_ca_pem=creds.ca_pem,
+                                       legacy_token=sa_tokens.legacy_token if sa_tokens is not None else None)
     rq = manager.controller("resourcequota")
     if isinstance(rq, ResourceQuotaController):
         strategies.add_removed_hook(rq.removed)
@@ -164,6 +171,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
                         authorizer=authorizer)
     add_join_routes(app, hub, authenticate)
+    if isinstance(authenticate, ClusterAuthenticator):
+        attach_authn(app, resources, authenticate, config)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
     plane = ControlPlane(resources, app, hub)
     plane.background += [

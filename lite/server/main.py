@@ -32,7 +32,6 @@ from pathlib import Path
 from aiohttp import web
 
 from lite.client import Client
-from lite.server.auth import TokenAuthenticator
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
 from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
@@ -58,6 +57,7 @@ class Server:
 
 async def build(config: ServerConfig) -> Server:
     """Create credentials, open the store, build the control plane and the API app (not yet listening)."""
+    from lite.server.authn.wiring import build_authenticator
     from lite.server.controlplane import build_control_plane
     from lite.server.encryption.control import SecretsEncryption
     from lite.server.encryption.control import add_routes as add_encryption_routes
@@ -72,7 +72,7 @@ async def build(config: ServerConfig) -> Server:
         store = await Store.open(str(config.paths.db), codec=encryption.codec)
         stack.push_async_callback(store.close)
         encryption.attach(store)
-        authenticate = TokenAuthenticator(creds.admin_token, creds.join_secret)
+        authenticate = await asyncio.to_thread(build_authenticator, config, creds)
         plane = await build_control_plane(config, store, creds, authenticate)
         add_encryption_routes(plane.app, encryption, authenticate)
     except BaseException:

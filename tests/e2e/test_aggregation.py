@@ -70,7 +70,7 @@ def test_extension_api_is_served_through_lite(cluster: Cluster, ns: str, ext: Ex
         assert "True" in wait_available(cluster, name, "True")
         listed = json.loads(cluster.kubectl("get", "--raw", f"/apis/{group}/v1/namespaces/{ns}/widgets").stdout)
         annotations = listed["items"][0]["metadata"]["annotations"]
-        assert annotations == {"remote-user": "admin", "remote-groups": "system:masters,system:authenticated"}
+        assert annotations == {"remote-user": "system:admin", "remote-groups": "system:masters,system:authenticated"}
         assert all("Authorization" not in h and "authorization" not in h for h in ext.seen)
         allowed = json.loads(extension_auth(cluster)["requestheader-allowed-names"])
         assert ext.peers and set(ext.peers) <= set(allowed)

@@ -112,7 +112,7 @@ def test_csr_with_the_python_client(cluster: Cluster) -> None:
             request=base64.b64encode(pem).decode(), signer_name="kubernetes.io/kube-apiserver-client",
             usages=["client auth"], expiration_seconds=600)))
     csr = api.read_certificate_signing_request(name)
-    assert csr.spec.username == "admin" and "system:masters" in csr.spec.groups
+    assert csr.spec.username == "system:admin" and "system:masters" in csr.spec.groups
     csr.status = client.V1CertificateSigningRequestStatus(conditions=[client.V1CertificateSigningRequestCondition(
         type="Approved", status="True", reason="PythonClient", message="approved in a test")])
     api.replace_certificate_signing_request_approval(name, csr)

@@ -418,3 +418,43 @@ def test_cluster_dns_from_a_pod(node: Node, ns: str) -> None:
     web1 = next(p["status"]["podIP"] for p in _pods(node, ns, "app=sts") if p["metadata"]["name"] == "web-1")
     assert web1 in ask(f"web-1.nginx.{ns}.svc.cluster.local")
     assert "NXDOMAIN" in ask(f"nope.{ns}.svc.cluster.local")
+
+
+def test_pod_api_credentials_inside_the_container(node: Node, ns: str) -> None:
+    """The ServiceAccount admission's kube-api-access volume filled by the agent: a pod-bound token (fetched
+    over the join session) that authenticates as the pod's ServiceAccount, the cluster CA, the namespace file,
+    and the service environment variables; the token stops working once the pod is gone."""
+    node.kubectl("create", "serviceaccount", "-n", ns, "reader")
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "my-web"},
+                      "spec": {"selector": {"app": "none"}, "ports": [{"name": "http", "port": 8080}]}})
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client"}, "spec": {
+        "serviceAccountName": "reader", "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "c", "image": IMAGE, "command": ["sleep", "3600"]}]}})
+    node.wait_ready(ns, "client")
+    sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+    def read(*cmd: str) -> str:
+        return node.kubectl("exec", "-n", ns, "client", "--", *cmd).stdout
+
+    token = read("cat", f"{sa_dir}/token").strip()
+    assert read("cat", f"{sa_dir}/namespace") == ns
+    ca = node.cluster.server.config()["clusters"][0]["cluster"]["certificate-authority-data"]
+    import base64
+
+    assert read("cat", f"{sa_dir}/ca.crt") == base64.b64decode(ca).decode()
+    status, body = node.cluster.server.request("/apis/authentication.k8s.io/v1/selfsubjectreviews", method="POST",
+                                               body={}, token=token)
+    assert status == 201, body
+    info = body["status"]["userInfo"]
+    assert info["username"] == f"system:serviceaccount:{ns}:reader"
+    assert info["extra"]["authentication.kubernetes.io/pod-name"] == ["client"]
+    assert info["extra"]["authentication.kubernetes.io/node-name"] == ["e2e-node"]
+    env = dict(line.partition("=")[::2] for line in read("env").splitlines() if "=" in line)
+    api_ip = node.kubectl("get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}").stdout.strip()
+    assert (env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")) == (api_ip, "443"), env
+    assert env.get("KUBERNETES_SERVICE_PORT_HTTPS") == "443"
+    assert env.get("KUBERNETES_PORT_443_TCP") == f"tcp://{api_ip}:443"
+    web_ip = node.kubectl("get", "service", "-n", ns, "my-web", "-o", "jsonpath={.spec.clusterIP}").stdout.strip()
+    assert env.get("MY_WEB_SERVICE_HOST") == web_ip and env.get("MY_WEB_SERVICE_PORT_HTTP") == "8080"
+    node.kubectl("delete", "pod", "-n", ns, "client", "--wait=true", "--timeout=60s")
+    assert node.cluster.server.request("/api", token=token)[0] == 401

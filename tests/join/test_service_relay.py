@@ -83,3 +83,21 @@ async def test_agents_without_a_proxy_get_no_services(stack: Stack) -> None:
         await proxy.wait_for(lambda: ("EndpointSlice", "default", "web-1") in proxy.objects)
         await plain.wait_for(lambda: any(isinstance(m, wire.Synced) for m in plain.messages))
     assert proxy_kinds(plain) == set()
+
+
+async def test_every_resync_hands_the_services_over_again(stack: Stack) -> None:
+    """Consumers of Services replace their set at each Synced, so an unchanged Service must not be filtered
+    out as already seen when the session is re-established (it would vanish from the proxy and DNS)."""
+    r = stack.resources
+    await r.create(SERVICE, "default", service("web"))
+    agent = ProxyAgent()
+    async with joined(stack, "n1", agent) as session:
+        await agent.wait_for(lambda: any(isinstance(m, wire.Synced) for m in agent.messages))
+        first = len(agent.messages)
+        await stack.hub.close()  # the server ends the session; the agent redials and is resynced
+        await agent.wait_for(lambda: session.sessions >= 2
+                             and any(isinstance(m, wire.Synced) for m in agent.messages[first:]))
+        again = agent.messages[first:]
+        synced_at = next(i for i, m in enumerate(again) if isinstance(m, wire.Synced))
+        assert any(isinstance(m, wire.ObjectUpsert) and m.kind == "Service" and m.obj["metadata"]["name"] == "web"
+                   for m in again[:synced_at])

@@ -63,6 +63,11 @@ class Deps:
     # The relayed RuntimeClass of that name, or None.
     runtime_class: Callable[[str], Obj | None] = lambda name: None
     connect: Callable[..., Awaitable[Any]] | None = None
+    # request_token(pod, audience, seconds) -> (token, expiry epoch s) for serviceAccountToken volume sources;
+    # None: no server to ask (such sources are then left out of their volume).
+    request_token: Callable[[Obj, str, int], Awaitable[tuple[str, float]]] | None = None
+    # service_env(namespace, enableServiceLinks) -> the service variables of a pod there.
+    service_env: Callable[[str, bool], dict[str, str]] = lambda ns, links: {}
     ipam_lock: threading.Lock = field(default_factory=threading.Lock)
     # securityContext policy of the node (kubelet's --seccomp-default, --allowed-unsafe-sysctls)
     seccomp_default: bool = False
@@ -86,6 +91,8 @@ class PodState:
     apps: list[ContainerRecord] = field(default_factory=list)
     handles: dict[str, ContainerHandle] = field(default_factory=dict)
     start_time: str = ""
+    tokens: dict[str, str] = field(default_factory=dict)  # satokens.token_key -> token, for projected volumes
+    tokens_renew_at: float = 0.0
 
     @property
     def uid(self) -> str:
@@ -111,7 +118,10 @@ class PodState:
         cms, secrets = deps.objects(self.namespace)
         ip = deps.node_ip if self.host_network else self.pod_ip
         claims, volumes = deps.storage(self.namespace)
-        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable, claims, volumes)
+        links = self.spec.get("enableServiceLinks") is not False
+        return PodContext(cms, secrets, deps.node_ip, ip, deps.allocatable, claims, volumes,
+                          tokens=self.tokens if deps.request_token is not None else None,
+                          service_env=deps.service_env(self.namespace, links))
 
 
 class Hook:

@@ -34,7 +34,7 @@ from lite.errors import (
     too_large,
 )
 from lite.kinds import Kind, KindRegistry
-from lite.server.api import fieldvalidation, negotiate, params
+from lite.server.api import fieldvalidation, negotiate, params, reviews
 from lite.server.api.discovery import Discovery
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
@@ -231,6 +231,8 @@ def _need_verb(kind: Kind, verb: str) -> None:
 
 async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.StreamResponse:
     """Serve one resource request (the path is already routed to `t`)."""
+    if reviews.is_review(t.kind):
+        return await _review(ctx, request, t)
     if t.kind.virtual:
         return await _metrics(ctx, request, t)
     if t.subresource:
@@ -330,6 +332,18 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
     return _with_warning(json_response(out, 201), warning)
+
+
+async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    """A create-only review (TokenReview, SelfSubjectReview, ...): decoded and checked like a create, then
+    computed by its reviewer (`reviews.py`); nothing is stored."""
+    reviews.check_request(request, t.kind, t.name)
+    _, _, validation = params.write_options(request.query, "Create")
+    raw = await read_body(request, ctx)
+    obj = negotiate.decode_object(request.content_type, raw)
+    _fill_type_meta(obj, t.kind)
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
+    return _with_warning(json_response(await reviews.handle(request, t.kind, obj), 201), warning)
 
 
 async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:

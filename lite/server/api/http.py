@@ -53,6 +53,7 @@ from lite.server.api.handlers import (
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
 from lite.server.api.requestuser import CURRENT_USER, UserInfo, user_info
+from lite.server.api.reviews import REVIEWS
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
 from lite.server.authz.attrs import Attributes, request_info
@@ -294,7 +295,9 @@ async def _resource_or_list(request: web.Request, ctx: ApiContext, group: str, v
             raise path_not_found()
         return json_response(doc)
     target = route(ctx.kinds, group, version, rest)
-    if target.kind.group in reviews.GROUPS and target.kind.virtual:
+    # Review kinds registered with `api.reviews` (TokenReview, by lite.server.authn) go through `handle`.
+    if (target.kind.group in reviews.GROUPS and target.kind.virtual
+            and target.kind.resource not in request.app.get(REVIEWS, {})):
         return await _access_review(request, ctx, target)
     return await handle(ctx, request, target)
 
@@ -398,6 +401,9 @@ async def _root_impl(request: web.Request, ctx: ApiContext) -> web.StreamRespons
     paths += [k.base_path for k in ctx.kinds if k.group]
     return json_response({"paths": sorted(set(paths))})
 
+
+# Public: routes added beside the app's own (OIDC discovery) get the same authentication, errors and metrics.
+api_handler = _api
 
 _api_root = _api(_api_root_impl, methods=("GET",))
 _apis_root = _api(_apis_root_impl, methods=("GET",))

@@ -28,6 +28,8 @@ class UserInfo:
     name: str
     groups: tuple[str, ...] = ()
     uid: str = ""
+    # Upstream's `extra` map as sorted (key, values) pairs (hashable; ServiceAccount tokens set pod and node).
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 CURRENT_USER: ContextVar[UserInfo | None] = ContextVar("lite_current_user", default=None)
@@ -39,7 +41,7 @@ def user_info(user: str | UserInfo) -> UserInfo:
     if isinstance(user, UserInfo):
         if AUTHENTICATED in user.groups:
             return user
-        return UserInfo(user.name, (*user.groups, AUTHENTICATED), user.uid)
+        return UserInfo(user.name, (*user.groups, AUTHENTICATED), user.uid, user.extra)
     return UserInfo(user, (*_GROUPS.get(user, ()), AUTHENTICATED))
 
 

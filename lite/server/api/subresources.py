@@ -8,8 +8,9 @@
 - `eviction` deletes the pod with the Eviction's deleteOptions after the optional `eviction_check` hook
   (the disruption controller's PDB check, which may raise 429); answers a Status Success (201).
 - `finalize` replaces a Namespace's spec.finalizers.
-- `token` answers a TokenRequest with a random opaque token. There is no signer yet: the token is not a
-  JWT and nothing validates it; a real service-account token signer replaces this later.
+- `token` answers a TokenRequest: the spec is validated and defaulted here, the token is made by the
+  `token_issuer` hook (`lite.server.authn`: a signed, possibly pod- or secret-bound JWT); without one, a
+  random opaque token that nothing accepts.
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
         return out
 
     async def request_token(self, kind: Kind, namespace: str, name: str, body: Obj) -> Obj:
-        self.read(kind, namespace, name)  # 404 for a missing service account
+        _, sa = self.read(kind, namespace, name)  # 404 for a missing service account
         spec = dict((body.get("spec") or {}) if isinstance(body, dict) else {})
         seconds = spec.get("expirationSeconds")
         seconds = _TOKEN_DEFAULT if seconds is None else seconds
@@ -227,13 +228,17 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
                 "spec.expirationSeconds", seconds, "may not specify a duration larger than 2^32 seconds")],
                 "authentication.k8s.io")
         spec["expirationSeconds"] = seconds
-        spec["audiences"] = list(spec.get("audiences") or [_AUDIENCE])
+        # Empty audiences are the issuer's to default (the API audiences it is configured with).
+        spec["audiences"] = list(spec.get("audiences") or ([] if self.token_issuer else [_AUDIENCE]))
         spec.setdefault("boundObjectRef", None)
         issued = now()
+        token, expires = secrets.token_urlsafe(32), issued + dt.timedelta(seconds=seconds)
+        if self.token_issuer is not None:
+            token, exp = self.token_issuer(namespace, sa, spec)
+            expires = dt.datetime.fromtimestamp(exp, dt.UTC)
         return {
             "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
             "metadata": {"name": name, "namespace": namespace, "creationTimestamp": rfc3339(issued)},
             "spec": spec,
-            "status": {"token": secrets.token_urlsafe(32),
-                       "expirationTimestamp": rfc3339(issued + dt.timedelta(seconds=seconds))},
+            "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
         }

@@ -69,6 +69,8 @@ def review(kind: str, body: Obj, caller: UserInfo, chain: AuthorizerChain, names
         info: Obj = {"username": caller.name, "groups": list(caller.groups)}
         if caller.uid:
             info["uid"] = caller.uid
+        if caller.extra:  # e.g. the pod and node a ServiceAccount token is bound to
+            info["extra"] = {k: list(v) for k, v in caller.extra}
         return {"kind": kind, "apiVersion": f"{AUTHN_GROUP}/v1", "metadata": body.get("metadata") or {},
                 "status": {"userInfo": info}}
     if kind == "SelfSubjectRulesReview":

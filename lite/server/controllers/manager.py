@@ -39,7 +39,9 @@ from lite.server.controllers.persistentvolume import PersistentVolumeController
 from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.resourcequota import QuotaWriter, ResourceQuotaController
+from lite.server.controllers.rootca import RootCAPublisher
 from lite.server.controllers.runtime import Controller, ControllerManager
+from lite.server.controllers.satokens import MakeToken, TokensController
 from lite.server.controllers.serviceaccount import ServiceAccountController
 from lite.server.controllers.servicelb import ServiceLBController
 from lite.server.controllers.statefulset import StatefulSetController
@@ -60,7 +62,9 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
                              hpa_metrics: MetricsSource | None = None,
                              client_ca: ClientCA | None = None,
                              quota_admission: QuotaWriter | None = None,
-                             local_path_root: str = "/var/lib/lite/storage") -> ControllerManager:
+                             local_path_root: str = "/var/lib/lite/storage",
+                             root_ca_pem: bytes | None = None,
+                             legacy_token: MakeToken | None = None) -> ControllerManager:
     """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry.
 
     `informers` may be shared with the scheduler and the join hub (one cache per kind in the process);
@@ -101,6 +105,11 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
     if client_ca is not None:
         signing = recorder("certificatesigningrequest-signing-controller")
         controllers.append(CSRSigningController(client, informers, signing, ca=client_ca))
+    if root_ca_pem is not None:
+        controllers.append(RootCAPublisher(client, informers, root_ca_pem, recorder("root-ca-cert-publisher")))
+        if legacy_token is not None:
+            controllers.append(TokensController(client, informers, root_ca_pem, legacy_token,
+                                                recorder("serviceaccount-token-controller")))
     elector = LeaderElector(client, identity, lease_duration=lease_duration, renew_interval=renew_interval,
                             renew_deadline=renew_deadline, retry_interval=retry_interval)
     return ControllerManager(client, informers, controllers, elector=elector)

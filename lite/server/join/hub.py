@@ -5,6 +5,7 @@
   Hello → Node registered/updated → Welcome (podCIDR, cluster DNS, pod network backend and cluster CIDR) → full
   resync (every Node for the pod network, `noderelay`; pods bound to the node, their ConfigMaps/Secrets,
   deletions for reported pods no longer bound, Synced) → the session runs until the websocket closes.
+  TokenRequests are answered on the session (`tokens.answer_token_request`).
 - `run()` runs the hub's informers (when it created them itself) until cancelled, then closes sessions.
 - `serve(...)` is the API layer's `StreamProvider`; `pod_metrics`/`node_metrics` its `MetricsProvider`.
 
@@ -29,7 +30,7 @@ from aiohttp import WSMsgType, web
 from lite import wire
 from lite.client import Client
 from lite.informer import Informer, SharedInformers
-from lite.kinds import KindRegistry
+from lite.kinds import Kind, KindRegistry
 from lite.objects import name_of
 from lite.server.join.intake import Intake, intake_for
 from lite.server.join.metrics import node_metrics, pod_metrics, stats_summary
@@ -38,6 +39,7 @@ from lite.server.join.proxyrelay import ServiceRelay, wants_services
 from lite.server.join.relay import NodeRelay
 from lite.server.join.session import NodeSession
 from lite.server.join.streams import serve_stream
+from lite.server.join.tokens import answer_token_request
 
 log = logging.getLogger("lite.server.join")
 
@@ -51,6 +53,12 @@ def _node_of(pod: Obj) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
+def _must(kind: Kind | None) -> Kind:
+    if kind is None:
+        raise RuntimeError("the core kinds are not registered")
+    return kind
+
+
 class JoinHub:
     """See the module docstring."""
 
@@ -60,6 +68,8 @@ class JoinHub:
         self.client = client
         self.kinds = kinds
         self.intake = Intake(client, kinds)
+        self._pod_kind = _must(kinds.by_gvk("", "v1", "Pod"))
+        self._sa_kind = _must(kinds.by_gvk("", "v1", "ServiceAccount"))
         self._own_informers = informers is None
         self.informers = informers if informers is not None else SharedInformers(client)
         self.pods = self.informers.informer(self.intake.pod)
@@ -170,7 +180,16 @@ class JoinHub:
         if old is not None:
             log.info("node %s: a new session replaces the old one", hello.node)
             await old[0].close()
-        session = NodeSession(hello.node, ws, hello, intake_for(self.intake, hello))
+        reports = intake_for(self.intake, hello)
+
+        async def apply(msg: wire.Message) -> None:
+            if isinstance(msg, wire.TokenRequest):
+                session.emit(await answer_token_request(self.client, self._pod_kind, self._sa_kind, hello.node,
+                                                        msg))
+            else:
+                await reports(msg)
+
+        session = NodeSession(hello.node, ws, hello, apply)
         relay = NodeRelay(session.emit, self._lookup, node=hello.node, volumes=self.volumes.list)
         # No await from here to resync: the snapshot and the handlers see the same cache state.
         self._sessions[hello.node] = (session, relay)

@@ -150,6 +150,8 @@ class NodeSession:
             while True:
                 msg = await self._reports.get()
                 key = f"pod/{msg.uid}" if isinstance(msg, (wire.PodStatus, wire.PodFinal)) else "node"
+                if isinstance(msg, wire.TokenRequest):
+                    key = f"token/{msg.id}"  # answered concurrently, never behind node status writes
                 queue = pending.get(key)
                 if queue is None:
                     pending[key] = [msg]
