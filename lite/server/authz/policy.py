@@ -1,8 +1,8 @@
 """Upstream's bootstrap RBAC policy as data: the ClusterRoles, ClusterRoleBindings, Roles and RoleBindings a
 kube-apiserver 1.32 creates (rule lists from `plugin/pkg/auth/authorizer/rbac/bootstrappolicy`, testdata
-`cluster-roles.yaml`, `cluster-role-bindings.yaml`, `namespace-roles.yaml`), plus lite's own binding of the
-`system:nodes` group to `system:node` (the join-token "node" user, until per-node credentials and the Node
-authorizer exist; upstream dropped that binding in 1.8).
+`cluster-roles.yaml`, `cluster-role-bindings.yaml`, `namespace-roles.yaml`). Nodes are authorised by the Node authorizer
+(`authz.node`), not RBAC: `system:node` is bound to nobody, as upstream since 1.8; the stop-gap binding
+`lite:node-agents` of earlier versions is in `RETIRED_CLUSTER_ROLE_BINDINGS` (deleted at start).
 
 Invariants: pure data built fresh on every call (callers may mutate what they get); every object carries the
 `kubernetes.io/bootstrapping: rbac-defaults` label and `rbac.authorization.kubernetes.io/autoupdate: "true"`.
@@ -224,6 +224,9 @@ def cluster_roles() -> list[Obj]:
     ]
 
 
+RETIRED_CLUSTER_ROLE_BINDINGS = ("lite:node-agents",)
+
+
 def subject(kind: str, name: str, namespace: str = "") -> Obj:
     if kind == "ServiceAccount":
         return {"kind": kind, "name": name, "namespace": namespace}
@@ -250,8 +253,6 @@ def cluster_role_bindings() -> list[Obj]:
                                            subject("Group", "system:unauthenticated")]),
         _crb("system:service-account-issuer-discovery", [subject("Group", "system:serviceaccounts")]),
         _crb("system:volume-scheduler", [subject("User", "system:kube-scheduler")]),
-        # lite: agents authenticate with the join token as "node" in group system:nodes (see the module doc).
-        _crb("lite:node-agents", [subject("Group", "system:nodes")], "system:node"),
     ]
 
 
