@@ -27,7 +27,6 @@ from typing import Any
 from lite.server.api.requestuser import UserInfo
 from lite.server.authz.attrs import Attributes, RequestInfo
 from lite.server.authz.rbac import Verdict
-from lite.server.join.relay import pod_refs
 
 Obj = dict[str, Any]
 NODE_PREFIX = "system:node:"
@@ -64,6 +63,8 @@ def claims_of(pod: Obj) -> set[str]:
 
 def _graph(node: str, info: RequestInfo, pods: list[Obj], lookup: Lookup) -> Verdict:
     """Secrets, ConfigMaps, PVCs, PVs and ServiceAccount tokens: only through a pod bound to `node`."""
+    from lite.server.join.relay import pod_refs  # here: lite.server.join imports this module
+
     res, ns, name = info.resource, info.namespace, info.name
     if res == "serviceaccounts":
         if info.verb != "create" or info.subresource != "token":
