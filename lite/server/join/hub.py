@@ -1,11 +1,13 @@
 """The join hub: node agents' sessions, and the relay of desired state to them.
 
 `JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=..., flannel_backend=..., cluster_cidr=...)`:
-- `handle(request)` serves `GET /lite/join` (a websocket; `routes.add_join_routes` authenticates first):
+- `handle(request, node)` serves `GET /lite/join` for node `node` (a websocket; `routes.add_join_routes`
+  authenticates the node's certificate first; a Hello naming another node is closed with 4403):
   Hello → Node registered/updated → Welcome (podCIDR, cluster DNS, pod network backend and cluster CIDR) → full
   resync (every Node for the pod network, `noderelay`; pods bound to the node, their ConfigMaps/Secrets,
   deletions for reported pods no longer bound, Synced) → the session runs until the websocket closes.
   TokenRequests are answered on the session (`tokens.answer_token_request`).
+- `on_node_deleted(name)`, when set (the node credentials), runs as a task for every deleted Node.
 - `run()` runs the hub's informers (when it created them itself) until cancelled, then closes sessions.
 - `serve(...)` is the API layer's `StreamProvider`; `pod_metrics`/`node_metrics` its `MetricsProvider`.
 
