@@ -175,13 +175,15 @@ class PodFinal:
 @dataclass(frozen=True)
 class Metrics:
     """Agent → server: usage samples. `node`: {"cpu": "250m", "memory": "1Gi"}; `pods`: PodMetrics-like
-    items {"namespace", "name", "containers": [{"name", "usage"}]}; `timestamp` RFC 3339, `window` e.g. "30s"."""
+    items {"namespace", "name", "containers": [{"name", "usage"}]}; `timestamp` RFC 3339, `window` e.g. "30s";
+    `stats`: the agent's cumulative pod-start and image-pull numbers (`lite.agent.stats.AgentStats.as_wire`)."""
 
     T: ClassVar[str] = "metrics"
     timestamp: str
     window: str = "30s"
     node: Obj = field(default_factory=dict)
     pods: list[Obj] = field(default_factory=list)
+    stats: Obj = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

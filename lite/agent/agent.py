@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -43,6 +44,7 @@ from lite.agent.proxy.feed import ProxyFeed
 from lite.agent.runtime.container import ProcessRuntime, Runtime
 from lite.agent.satokens import TokenClient
 from lite.agent.serviceenv import ServiceCatalog
+from lite.agent.stats import AgentStats
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 
 log = logging.getLogger("lite.agent")
@@ -101,6 +103,7 @@ class Agent:
         # limits.cpu/limits.memory of a container without limits read the node's allocatable (downward API)
         self.deps.allocatable = self.node.resources()[1]
         self.sampler = UsageSampler()
+        self.stats = AgentStats()  # pod start latency and image pulls, sent with the usage samples
         self._tg: asyncio.TaskGroup | None = None
         self._pending: list[Obj] = []
         self._pvs_resent: set[str] | None = None  # PersistentVolumes relayed since the last Welcome
@@ -159,6 +162,7 @@ class Agent:
 
     def _report(self, pod: Obj, status: Obj) -> None:
         meta = pod["metadata"]
+        self.stats.pod_reported(str(meta["uid"]), str(status.get("phase") or ""))
         self._post(wire.PodStatus(str(meta["uid"]), str(meta.get("namespace", "")), str(meta["name"]), status))
 
     def _final(self, pod: Obj) -> None:
@@ -167,6 +171,7 @@ class Agent:
         self._post(wire.PodFinal(uid, str(meta.get("namespace", "")), str(meta["name"])))
         self.runners.pop(uid, None)
         self.tasks.pop(uid, None)
+        self.stats.pod_gone(uid)
         # logs and emptyDirs may be large: delete them off the loop
         self._spawn(f"..rm-{uid}", asyncio.to_thread(shutil.rmtree, self.root / "pods" / uid, True))
 
@@ -292,6 +297,7 @@ class Agent:
             return
         runner = PodRunner(self.deps, pod, report=self._report, on_final=self._final)
         self.runners[uid] = runner
+        self.stats.pod_seen(uid, pod)
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             runner.update(pod)
         self._spawn(uid, self._run_pod(runner))
@@ -338,6 +344,7 @@ class Agent:
                                            c.bridge).save, self.root)
         regs = RegistriesConfig.load(self.config.registries) if self.config.registries else RegistriesConfig()
         self.deps.images = await ImageService.open(self.root / "images", regs)
+        self.deps.images.on_pull = self.stats.pull_done
         self.node.image_list = self.deps.images.list
         if self.config.use_cgroups:
             try:
@@ -417,7 +424,8 @@ class Agent:
             await asyncio.sleep(METRICS_EVERY)
             samples = [PodSample(r.st.namespace, r.st.name, r.st.cgroup, tuple(c.name for c in r.st.apps))
                        for r in list(self.runners.values()) if r.st.cgroup is not None]
-            self._post(await asyncio.to_thread(self.sampler.sample, samples, METRICS_EVERY))
+            sample = await asyncio.to_thread(self.sampler.sample, samples, METRICS_EVERY)
+            self._post(dataclasses.replace(sample, stats=self.stats.as_wire()))
 
 
 def _close_made(f: asyncio.Future[Any]) -> None:

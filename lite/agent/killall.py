@@ -7,7 +7,8 @@ directories under `<data-dir>/agent/pods/`. In order:
 1. every container process: shims and inits from their `shim.json` (only while the pid's start time still
    matches, so a reused pid is never hit), then whatever is left in the cgroup tree of the cgroup root;
 2. every mount below the data dir (container roots, emptyDir tmpfs, volumes), deepest first, lazily;
-3. each pod's network: its host veth and its netns file (`<netns-dir>/lite-<uid>`);
+3. each pod's network: its host veth and its netns file (`<netns-dir>/lite-<uid>`), then the netns dir's own
+   bind mount once the dir is empty;
 4. the bridge, the pod network's VXLAN device and host-gw routes, any lite nftables table (`lite`, `lite-nat`)
    and the cluster DNS address (from `node-config.json`) in the node's network namespace;
 5. the cgroup root, bottom up, in every hierarchy.
@@ -97,6 +98,7 @@ def killall(data_dir: Path) -> Report:
                 report.netns += 1
         except OSError as e:
             report.errors.append(f"pod network {pod.name}: {e}")
+    report.mounts += _unmount_empty_netns_dir(Path(host.netns_dir))
     try:
         report.links += asyncio.run(remove_bridge(host.bridge, node_netns=_netns(host)))
     except OSError as e:
@@ -214,6 +216,18 @@ def _unmount_below(base: Path) -> int:
             if subprocess.run(["umount", "-l", str(p)], capture_output=True).returncode == 0:
                 n += 1
     return n
+
+
+def _unmount_empty_netns_dir(netns_dir: Path) -> int:
+    """The netns dir's bind mount onto itself (made, as iproute2 does, for the first pod netns) once no netns
+    file is left in it; iproute2 and the agent make it again when they next need it. 1 if unmounted."""
+    try:
+        if netns_dir not in _mount_points() or any(netns_dir.iterdir()):
+            return 0
+    except OSError:
+        return 0
+    # not lazy: a mount still busy (someone making a netns there right now) stays
+    return int(subprocess.run(["umount", str(netns_dir)], capture_output=True).returncode == 0)
 
 
 def _mount_points() -> list[Path]:

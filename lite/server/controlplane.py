@@ -171,7 +171,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     prom = ServerMetrics(store_path=store.path,
                          store_stats=lambda: StoreTotals(store.commits, store.writes, store.compactions,
                                                          store.compacted_rows),
-                         queue_depths=lambda: [(c.name, len(c.queue)) for c in manager.controllers])
+                         queues=lambda: [c.queue for c in manager.controllers], agent_stats=hub.agent_stats)
     store.on_commit = prom.committed
     scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                            scheduler.profile.scheduler_name)

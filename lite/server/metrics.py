@@ -7,8 +7,10 @@ collectors fill. `request_labels` is the pure translation of a request (method, 
 Invariants:
 - No module-level state: every family lives in the registry a `ServerMetrics` owns, never in the process-wide
   default registry, so two servers in one process (tests) never mix their numbers.
-- Store and work-queue families are read from the objects' own counters (`StoreTotals`, queue lengths)
-  when scraped, except the commit batch-size histogram, fed by the store's `on_commit` hook.
+- Store and work-queue families are read from the objects' own counters (`StoreTotals`, each controller
+  queue's length and `QueueStats`: client-go's workqueue_* families by queue name) when scraped, except the
+  commit batch-size histogram, fed by the store's `on_commit` hook. Pod start latency and image pulls are the
+  numbers each node's agent last reported (`wire.Metrics.stats`), by `node`; a malformed report is skipped.
 - The hot path does one dict lookup for the kind check, one counter increment and one histogram observation
   per request; file sizes, commit totals and work-queue depths are read only when `/metrics` is scraped.
 - Label values come from a fixed vocabulary or from the served kinds (`is_served`), never from arbitrary
@@ -19,12 +21,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+
+from lite.histo import Histo
+from lite.workqueue import QueueStats
 
 # Upstream's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
 LATENCY_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
@@ -39,7 +44,23 @@ CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
 APPLY_PATCH = "application/apply-patch+yaml"
 
 IsServed = Callable[[str, str, str], bool]
-QueueDepths = Callable[[], Iterable[tuple[str, int]]]  # (controller name, keys waiting)
+
+
+class QueueView(Protocol):
+    """What a scrape reads of a work queue (`lite.workqueue.WorkQueue` is one)."""
+
+    name: str
+    stats: QueueStats
+
+    def __len__(self) -> int: ...
+
+    def unfinished_seconds(self) -> float: ...
+
+    def longest_running(self) -> float: ...
+
+
+Queues = Callable[[], Iterable[QueueView]]  # the controllers' current queues
+AgentStatsSource = Callable[[], Iterable[tuple[str, dict[str, Any]]]]  # (node, AgentStats.as_wire())
 
 
 class StoreTotals(NamedTuple):
@@ -108,7 +129,7 @@ class ServerMetrics:
     """The registry of one server and the families its request path and store feed (see module doc)."""
 
     def __init__(self, *, store_path: str = "", store_stats: StoreStats | None = None,
-                 queue_depths: QueueDepths | None = None) -> None:
+                 queues: Queues | None = None, agent_stats: AgentStatsSource | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         labels = ("verb", "group", "version", "resource", "subresource", "scope", "component")
         self.requests = Counter("apiserver_request_total",
@@ -135,7 +156,7 @@ class ServerMetrics:
                                          ("result", "profile"), buckets=ATTEMPT_BUCKETS, registry=self.registry)
         self._counters: dict[tuple[RequestLabels, int], Counter] = {}
         self._latencies: dict[RequestLabels, Histogram] = {}
-        self.registry.register(_ScrapeTime(store_path, store_stats, queue_depths))
+        self.registry.register(_ScrapeTime(store_path, store_stats, queues, agent_stats))
 
     def observe(self, labels: RequestLabels, code: int, seconds: float) -> None:
         """Count one finished request and its latency (the labelled children are looked up once per series:
@@ -170,12 +191,14 @@ class ServerMetrics:
 
 
 class _ScrapeTime(Collector):
-    """Families read only when scraped: store file sizes and totals, controller work-queue depths."""
+    """Families read only when scraped: store file sizes and totals, controller work queues."""
 
-    def __init__(self, store_path: str, store_stats: StoreStats | None, queue_depths: QueueDepths | None) -> None:
+    def __init__(self, store_path: str, store_stats: StoreStats | None, queues: Queues | None,
+                 agent_stats: AgentStatsSource | None = None) -> None:
         self.store_path = store_path
         self.store_stats = store_stats
-        self.queue_depths = queue_depths
+        self.queues = queues
+        self.agent_stats = agent_stats
 
     def collect(self) -> Iterator[Metric]:
         if self.store_path:
@@ -192,11 +215,79 @@ class _ScrapeTime(Collector):
                                       value=t.compactions)
             yield CounterMetricFamily("lite_store_compacted_rows", "Rows removed by store compaction.",
                                       value=t.compacted_rows)
-        if self.queue_depths is not None:
-            depth = GaugeMetricFamily("workqueue_depth", "Current depth of workqueue", labels=("name",))
-            for name, n in self.queue_depths():
-                depth.add_metric((name,), float(n))
-            yield depth
+        if self.queues is not None:
+            yield from queue_families(self.queues())
+        if self.agent_stats is not None:
+            yield from agent_families(self.agent_stats())
+
+
+def queue_families(queues: Iterable[QueueView]) -> Iterator[Metric]:
+    """client-go's workqueue families (k8s.io/component-base/metrics/prometheus/workqueue), one series per
+    queue name."""
+    depth = GaugeMetricFamily("workqueue_depth", "Current depth of workqueue", labels=("name",))
+    adds = CounterMetricFamily("workqueue_adds", "Total number of adds handled by workqueue", labels=("name",))
+    retries = CounterMetricFamily("workqueue_retries", "Total number of retries handled by workqueue",
+                                  labels=("name",))
+    latency = HistogramMetricFamily("workqueue_queue_duration_seconds",
+                                    "How long in seconds an item stays in workqueue before being requested.",
+                                    labels=("name",))
+    work = HistogramMetricFamily("workqueue_work_duration_seconds",
+                                 "How long in seconds processing an item from workqueue takes.", labels=("name",))
+    unfinished = GaugeMetricFamily("workqueue_unfinished_work_seconds",
+                                   "How many seconds of work has done that is in progress and hasn't been "
+                                   "observed by work_duration. Large values indicate stuck threads. One can "
+                                   "deduce the number of stuck threads by observing the rate at which this "
+                                   "increases.", labels=("name",))
+    longest = GaugeMetricFamily("workqueue_longest_running_processor_seconds",
+                                "How many seconds has the longest running processor for workqueue been running.",
+                                labels=("name",))
+    for q in queues:
+        name = (q.name,)
+        depth.add_metric(name, float(len(q)))
+        adds.add_metric(name, float(q.stats.adds))
+        retries.add_metric(name, float(q.stats.retries))
+        latency.add_metric(name, histogram_buckets(q.stats.queue_latency), q.stats.queue_latency.total)
+        work.add_metric(name, histogram_buckets(q.stats.work_duration), q.stats.work_duration.total)
+        unfinished.add_metric(name, q.unfinished_seconds())
+        longest.add_metric(name, q.longest_running())
+    yield from (depth, adds, retries, latency, work, unfinished, longest)
+
+
+def agent_families(reports: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
+    """Pod start latency (kubelet's name) and image pulls per node, from the agents' reports."""
+    start = HistogramMetricFamily("kubelet_pod_start_duration_seconds",
+                                  "Duration in seconds from the node agent seeing a pod for the first time to the "
+                                  "pod starting to run", labels=("node",))
+    pull_time = HistogramMetricFamily("kubelet_image_pull_duration_seconds",
+                                      "Duration in seconds to pull an image.", labels=("node",))
+    pulls = CounterMetricFamily("lite_image_pulls", "Image pulls the node agent ran, by result.",
+                                labels=("node", "result"))
+    pulled = CounterMetricFamily("lite_image_pull_bytes",
+                                 "Size of the images pulled (manifest, config, compressed layers).", labels=("node",))
+    for node, raw in reports:
+        pod_start = Histo.from_wire(raw.get("podStart"))
+        duration = Histo.from_wire(raw.get("imagePullDuration"))
+        try:
+            total, failed, size = (int(raw.get(k) or 0) for k in ("imagePulls", "imagePullFailures", "imagePullBytes"))
+        except (TypeError, ValueError):
+            continue
+        if pod_start is None or duration is None:
+            continue
+        start.add_metric((node,), histogram_buckets(pod_start), pod_start.total)
+        pull_time.add_metric((node,), histogram_buckets(duration), duration.total)
+        pulls.add_metric((node, "success"), float(max(0, total - failed)))
+        pulls.add_metric((node, "failure"), float(failed))
+        pulled.add_metric((node,), float(size))
+    yield from (start, pull_time, pulls, pulled)
+
+
+def histogram_buckets(h: Histo) -> list[tuple[str, float]]:
+    """Prometheus' cumulative `le` buckets of a `Histo`, "+Inf" last."""
+    out, running = [], 0
+    for bound, n in zip((*h.bounds, float("inf")), h.counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else f"{bound:.12g}", float(running)))
+    return out
 
 
 def _file_size(path: str) -> int:

@@ -342,3 +342,21 @@ async def test_always_follows_a_moved_tag(
     stale = service.get(old.id)
     assert stale is not None and stale.repo_tags == ()  # the tag moved; the old image stays until GC
     assert service.get(image) == new
+
+
+async def test_each_pull_that_ran_reaches_on_pull(
+    service: ImageService, registry: RegistryServer, pushed_images: PushedImages
+) -> None:
+    """The agent's image-pull metrics: one call per pull that ran (its size, or None when it failed); a cached
+    image is no pull, and callers sharing one pull count once."""
+    pulls: list[tuple[float, int | None]] = []
+    service.on_pull = lambda seconds, size: pulls.append((seconds, size))
+    ref = f"{registry.host}/test/busybox:oci"
+    first, second = await asyncio.gather(service.ensure(ref, "Always"), service.ensure(ref, "Always"))
+    assert first.id == second.id
+    assert len(pulls) == 1 and pulls[0][0] >= 0 and pulls[0][1] == first.size > 0
+    await service.ensure(ref, "IfNotPresent")  # present: not pulled
+    assert len(pulls) == 1
+    with pytest.raises(ImageNotFoundError):
+        await service.ensure(f"{registry.host}/test/busybox:nope")
+    assert len(pulls) == 2 and pulls[1][1] is None

@@ -92,6 +92,7 @@ async def test_killall_leaves_nothing_behind(tmp_path: Path, registry: RegistryS
         assert not await asyncio.to_thread(_still_running, procs)
         assert not _mounts_below(data)
         assert not os.listdir(tmp_path / "netns")
+        assert not _mounts_below(tmp_path / "netns"), "the emptied netns dir is still a mount point"
         assert not any(top.exists() for top in cgroups)
         links = subprocess.run(["ip", "-n", str(node_ns), "-o", "link"], capture_output=True, text=True)
         assert "lite0" not in links.stdout and "lv" not in links.stdout, links.stdout

@@ -29,10 +29,10 @@ def scrape(cluster: Cluster) -> tuple[set[str], Samples]:
     return families, samples
 
 
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """The sum over the series of `name` whose labels include `labels` (0 when there is none yet)."""
+def value(samples: Samples, family: str, **labels: str) -> float:
+    """The sum over the series of `family` whose labels include `labels` (0 when there is none yet)."""
     want = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
+    return sum(v for (n, ls), v in samples.items() if n == family and want <= ls)
 
 
 @pytest.mark.parametrize("token", ["", "not-a-token"])
@@ -47,7 +47,9 @@ def test_families_present(cluster: Cluster) -> None:
     families, samples = scrape(cluster)
     for fam in ("apiserver_request", "apiserver_request_duration_seconds", "apiserver_longrunning_requests",
                 "lite_store_commit_batch_size", "lite_store_file_size_bytes", "lite_store_commits",
-                "lite_store_rows_written", "lite_store_compactions", "workqueue_depth"):
+                "lite_store_rows_written", "lite_store_compactions", "workqueue_depth", "workqueue_adds",
+                "workqueue_retries", "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds",
+                "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds"):
         assert fam in families, fam
     assert value(samples, "lite_store_file_size_bytes", file="db") > 0
     assert value(samples, "apiserver_request_total", verb="LIST", resource="namespaces", scope="cluster") >= 1
@@ -134,3 +136,29 @@ def test_scheduling_attempts_counted(cluster: Cluster, ns: str) -> None:
     _, samples = scrape(cluster)
     assert value(samples, "scheduler_schedule_attempts_total", result="unschedulable") >= 1
     assert value(samples, "scheduler_scheduling_attempt_duration_seconds_count", result="unschedulable") >= 1
+
+
+def test_work_queue_latency_per_controller_moves(cluster: Cluster, ns: str) -> None:
+    """A new Deployment passes through the deployment controller's queue: its adds, queue-wait and work
+    histograms move (client-go's workqueue_* families, one series per controller)."""
+    def counts() -> tuple[float, float, float]:
+        _, samples = scrape(cluster)
+        return (value(samples, "workqueue_adds_total", name="deployment"),
+                value(samples, "workqueue_queue_duration_seconds_count", name="deployment"),
+                value(samples, "workqueue_work_duration_seconds_count", name="deployment"))
+
+    before = counts()
+    labels = {"app": unique("wq")}
+    dep = {"metadata": {"name": labels["app"]},
+           "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels},
+                                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    status, body = cluster.server.request(f"/apis/apps/v1/namespaces/{ns}/deployments", "POST", dep)
+    assert status == 201, body
+    deadline = time.monotonic() + 30
+    while not all(a > b for a, b in zip(counts(), before, strict=True)):
+        assert time.monotonic() < deadline, f"deployment queue metrics did not move: {before} -> {counts()}"
+        time.sleep(0.2)
+    _, samples = scrape(cluster)
+    assert value(samples, "workqueue_queue_duration_seconds_bucket", name="deployment", le="+Inf") == \
+        value(samples, "workqueue_queue_duration_seconds_count", name="deployment")

@@ -333,6 +333,38 @@ def test_top_pods(node: Node, ns: str) -> None:
     node.wait(lambda: "busy" in node.kubectl("top", "pods", "-n", ns, check=False).stdout, 90, "kubectl top pods")
 
 
+def test_pod_start_latency_and_image_pulls_in_metrics(node: Node, ns: str) -> None:
+    """The agent's pod start latency and image pulls (a pull that works, one that fails) reach the server's
+    `/metrics` by node; the agent sends them with its usage samples (every 15 s). Runs before the restart test
+    below: the counters start at zero with each agent process, as kubelet's do."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "starter"}, "spec": {
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "c", "image": IMAGE, "command": ["sleep", "3600"]}]}})
+    _apply(node, ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nosuch"}, "spec": {
+        "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "busybox:no-such-tag"}]}})
+    node.wait_ready(ns, "starter")
+    got: dict[tuple[str, str], float] = {}
+
+    def moved() -> bool:
+        status, body = node.cluster.server.request("/metrics")
+        assert status == 200 and isinstance(body, str), body
+        got.clear()
+        for fam in text_string_to_metric_families(body):
+            for smp in fam.samples:
+                if smp.labels.get("node") == "e2e-node" and "le" not in smp.labels:
+                    got[(smp.name, smp.labels.get("result", ""))] = smp.value
+        return (got.get(("kubelet_pod_start_duration_seconds_count", ""), 0) >= 1
+                and got.get(("lite_image_pulls_total", "failure"), 0) >= 1
+                and got.get(("lite_image_pulls_total", "success"), 0) >= 1
+                and got.get(("lite_image_pull_bytes_total", ""), 0) > 0)
+
+    node.wait(moved, 60, f"pod start and image pull metrics for e2e-node: {got}")
+    assert got[("kubelet_pod_start_duration_seconds_sum", "")] > 0
+    assert got[("kubelet_image_pull_duration_seconds_count", "")] >= 2
+
+
 def test_agent_and_server_kill9_keep_pods(node: Node, ns: str) -> None:
     _apply(node, ns, _deployment("keep", 1))
     node.wait(lambda: len(_pods(node, ns, "app=keep")) == 1, 60, "keep pod")

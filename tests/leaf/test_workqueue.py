@@ -9,9 +9,11 @@ import pytest
 
 from lite.controllerkit import Backoff, guarded, run_workers
 from lite.errors import too_many_requests
+from lite.histo import Histo
 from lite.workqueue import (
     DEFAULT_BASE_DELAY,
     DEFAULT_MAX_DELAY,
+    DURATION_BUCKETS,
     ExponentialBackoff,
     MaxOf,
     ShutDown,
@@ -336,3 +338,47 @@ def test_backoff_grows_caps_and_resets() -> None:
     assert b.next() == 1.0
     jittered = Backoff(1.0, 8.0, jitter=1.0)
     assert 1.0 <= jittered.next() <= 2.0
+
+
+# ---- metrics (client-go's workqueue_* families) ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "bucket"), [
+    (0.0, 0), (1e-8, 0), (1.5e-8, 1), (0.05, 7), (0.1, 7), (0.2, 8), (10.0, 9), (11.0, 10), (1e9, 10),
+])
+def test_histo_bucket_is_the_first_bound_at_or_above(value: float, bucket: int) -> None:
+    h = Histo(DURATION_BUCKETS)
+    h.observe(value)
+    assert h.counts[bucket] == 1 and h.count == 1 and h.total == value
+
+
+async def test_stats_count_adds_retries_and_durations() -> None:
+    q: WorkQueue[str] = WorkQueue(name="things")
+    q.add("a")
+    q.add("a")  # already queued: not an add (client-go counts only adds that mark the key dirty)
+    q.add("b")
+    assert q.stats.adds == 2 and q.stats.queue_latency.count == 0
+    await asyncio.sleep(0.02)
+    key = await get(q)
+    assert q.stats.queue_latency.count == 1 and q.stats.queue_latency.total >= 0.02
+    assert q.longest_running() > 0 and q.unfinished_seconds() > 0
+    q.add(key)  # while processing: marked dirty, counted, its wait measured from now
+    assert q.stats.adds == 3 and q.stats.work_duration.count == 0
+    q.done(key)
+    assert q.stats.work_duration.count == 1
+    assert q.longest_running() == 0 and q.unfinished_seconds() == 0
+    q.add_rate_limited("c")
+    q.add_after("d", 0)  # client-go counts every AddAfter as a retry, delayed or not
+    assert q.stats.retries == 2 and q.stats.adds == 4
+    assert [await get(q), await get(q), await get(q)] == ["b", "a", "d"]
+    assert q.stats.queue_latency.count == 4
+    q.shut_down()
+
+
+async def test_stats_carry_over_to_the_next_queue() -> None:
+    """A controller makes a new queue per leadership term and hands it the old stats: one monotonic series."""
+    first: WorkQueue[str] = WorkQueue(name="x")
+    first.add("k")
+    first.shut_down()
+    second: WorkQueue[str] = WorkQueue(name="x", stats=first.stats)
+    second.add("k")
+    assert second.stats is first.stats and second.stats.adds == 2

@@ -2,7 +2,8 @@
 
 Public API (see each module's docstring for its contract):
 - `ImageService` (`service.py`): `open(root, registries)`, `ensure(image, policy, pull_secrets)`, `get`,
-  `list`, `remove`, `gc(high_pct, low_pct, in_use)`, `rootfs_layers(image)`, `import_archive`, `import_dir`.
+  `list`, `remove`, `gc(high_pct, low_pct, in_use)`, `rootfs_layers(image)`, `import_archive`, `import_dir`,
+  `on_pull` (the agent's metrics hook).
 - `ImageInfo`: id (config digest), repo_tags, repo_digests, size, layers, config (Entrypoint, Cmd, Env …).
 - `RegistriesConfig` (`registries.py`): k3s `registries.yaml` mirrors, rewrites, auth and TLS.
 - `mount_rootfs` / `unmount_rootfs` (`overlay.py`).

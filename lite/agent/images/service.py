@@ -94,6 +94,8 @@ class ImageService:
         self._inflight: dict[str, asyncio.Task[ImageInfo]] = {}
         self._importing = 0
         self._configs: dict[str, dict[str, Any]] = {}
+        # (seconds, image size or None when it failed) after each pull that ran: the agent's metrics
+        self.on_pull: Callable[[float, int | None], None] | None = None
 
     @classmethod
     async def open(
@@ -192,17 +194,25 @@ class ImageService:
     async def _pull(self, ref: ImageRef, pull_secrets: Sequence[Mapping[str, Any]]) -> ImageInfo:
         endpoints = self.registries.endpoints(ref, pull_secrets)
         lease = self.guard.lease()
+        started = time.monotonic()
         try:
             resolved = await self._puller.resolve(ref, endpoints, lease)
             config, ids = await self._puller.fetch(resolved, lease)
             rec = self._record_pull(ref, resolved, config, ids)
         except ImageError as e:
+            self._pulled(started, None)
             raise type(e)(f'failed to pull and unpack image "{ref}": {e.message}') from e
         except TRANSIENT_ERRORS as e:
+            self._pulled(started, None)
             raise ImagePullError(f'failed to pull and unpack image "{ref}": {type(e).__name__}: {e}') from e
         finally:
             lease.release()  # after the record is written: from now on the record protects the content
+        self._pulled(started, rec.size)
         return self._info(rec)
+
+    def _pulled(self, started: float, size: int | None) -> None:
+        if self.on_pull is not None:
+            self.on_pull(time.monotonic() - started, size)
 
     def _record_pull(
         self, ref: ImageRef, res: Resolved, config: dict[str, Any], ids: builtins.list[str]

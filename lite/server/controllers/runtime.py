@@ -115,7 +115,7 @@ class Controller:
     async def run(self) -> None:
         """Workers over a fresh queue holding every current key; returns only when cancelled."""
         self.queue.shut_down()
-        self.queue = WorkQueue(name=self.name)
+        self.queue = WorkQueue(name=self.name, stats=self.queue.stats)  # one series across leadership terms
         self.on_start()
         for key in self.initial_keys():
             self.queue.add(key)

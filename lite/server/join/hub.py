@@ -281,6 +281,10 @@ class JoinHub:
     def _samples(self) -> list[tuple[str, wire.Metrics]]:
         return [(node, s.metrics) for node, (s, _) in sorted(self._sessions.items()) if s.metrics is not None]
 
+    def agent_stats(self) -> list[tuple[str, Obj]]:
+        """(node, the pod-start and image-pull numbers its agent last reported) for `/metrics`."""
+        return [(node, m.stats) for node, m in self._samples() if isinstance(m.stats, dict) and m.stats]
+
     async def pod_metrics(self, namespace: str, label_selector: str) -> list[Obj]:
         """`MetricsProvider`: PodMetrics items from the connected agents' latest samples."""
         return pod_metrics((m for _, m in self._samples()), self.pods, namespace, label_selector)
