@@ -38,6 +38,8 @@ import msgpack
 
 PROTOCOL_VERSION = 1
 JOIN_PATH = "/lite/join"
+# Node credentials (HTTP POST, before the websocket): join token + node password, or the node certificate to renew.
+NODE_CREDENTIALS_PATH = "/lite/node-credentials"
 
 Obj = dict[str, Any]
 StreamKind = Literal["log", "exec", "attach", "portforward"]

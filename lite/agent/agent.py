@@ -379,6 +379,7 @@ class Agent:
         self.root.mkdir(parents=True, exist_ok=True)
         await self.open_services()
         session = JoinSession(self.config.server_url, self.config.token, node_name=self.node_name, agent=self,
+                              credentials_dir=self.root / "credentials",
                               streams=AgentStreams(lambda: self.runners), ca_data=self.config.ca_data,
                               ca_file=self.config.ca_file, insecure=self.config.insecure)
         await self.serve(session)

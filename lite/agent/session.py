@@ -1,8 +1,10 @@
 """The agent's end of the join session: dial the server, say Hello, receive desired state, send reports.
 
-`JoinSession(server_url, token, node_name=..., agent=..., streams=...)`; `run()` is eternal (for a TaskGroup):
+`JoinSession(server_url, token, node_name=..., agent=..., credentials_dir=..., streams=...)`; `run()` is eternal
+(for a TaskGroup):
 
-    dial wss://server/lite/join ──► Hello(node, info, running pods) ──► Welcome ──► resync ──► serve
+    node certificate (`nodecreds`: join token + node password at first, renewed at 2/3 of its life)
+    dial wss://server/lite/join with it ──► Hello(node, info, running pods) ──► Welcome ──► resync ──► serve
         ▲                                                                                      │
         └──── backoff (0.5 s doubling, capped at 30 s, jittered; reset after a Welcome) ◄───────┘ closed/failed
 
@@ -11,6 +13,10 @@
 - Reports: `post(msg)` (never blocks; usable while disconnected). The latest PodStatus per uid, NodeStatus,
   LeaseRenew and Metrics replace older unsent ones and go out first; Events and PodFinals queue in order.
   All are sent after the next Hello when disconnected.
+- Credentials: the join token only obtains the node's client certificate (kept in `credentials_dir`); the
+  websocket authenticates with that certificate. A refusal (e.g. this node name is registered with another
+  node password) is logged and retried with the backoff; a due renewal happens while connected and is used
+  from the next connection on.
 - Heartbeats: websocket pings both ways (aiohttp `heartbeat`), and a LeaseRenew every `lease_interval`
   seconds while connected (the Node's lease, which node lifecycle watches).
 - Streams (StreamOpen & co.) go to a `StreamServer` over the given `StreamBackend`, one per connection.
@@ -32,11 +38,13 @@ import random
 import ssl
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
 
 from lite import wire
+from lite.agent.nodecreds import CredentialsRefused, NodeCredentials
 from lite.agent.streams.backend import StreamBackend
 from lite.agent.streams.server import StreamServer
 
@@ -70,14 +78,16 @@ class NodeAgent(Protocol):
 class JoinSession:
     """See the module docstring."""
 
-    def __init__(self, server_url: str, token: str, *, node_name: str, agent: NodeAgent,
+    def __init__(self, server_url: str, token: str, *, node_name: str, agent: NodeAgent, credentials_dir: Path,
                  streams: StreamBackend | None = None, ca_data: bytes | None = None, ca_file: str | None = None,
                  insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 30.0),
                  lease_interval: float = 10.0, lease_duration: int = 40,
                  rand: Callable[[], float] = random.random) -> None:
         self.url = server_url.rstrip("/") + wire.JOIN_PATH
+        self.base_url = server_url.rstrip("/")
         self.token = token
         self.node_name = node_name
+        self.credentials = NodeCredentials(credentials_dir, node_name)
         self.agent = agent
         self.backend = streams
         self.heartbeat = heartbeat
@@ -99,6 +109,7 @@ class JoinSession:
         self._seen_pods: dict[str, tuple[bytes, str]] = {}  # uid -> (pod_fingerprint, "ns/name") handed over
         self._seen_objects: dict[tuple[str, str, str], str] = {}
         self.connected = asyncio.Event()
+        self._http: aiohttp.ClientSession | None = None
         self.config: Obj = {}
         self.sessions = 0  # number of Welcomes received (tests and status)
 
@@ -161,6 +172,8 @@ class JoinSession:
                     await self._connect_once(http)
                 except asyncio.CancelledError:
                     raise
+                except CredentialsRefused as e:
+                    log.error("join session to %s: node credentials refused: %s", self.url, e)
                 except (aiohttp.ClientError, OSError, TimeoutError, wire.WireError) as e:
                     log.info("join session to %s: %s", self.url, e or type(e).__name__)
                 except Exception:
@@ -173,8 +186,12 @@ class JoinSession:
                 delay = min(delay * 2, self.backoff[1])
 
     async def _connect_once(self, http: aiohttp.ClientSession) -> None:
-        headers = {"Authorization": f"Bearer {self.token}"}
-        async with http.ws_connect(self.url, headers=headers, ssl=self._ssl, heartbeat=self.heartbeat,
+        await self.credentials.ensure(http, self.base_url, self.token, self._ssl)
+        if not isinstance(self._ssl, ssl.SSLContext):
+            raise wire.WireError("a node joins over https only (its client certificate authenticates it)")
+        tls = self.credentials.ssl_context(self._ssl)
+        self._http = http
+        async with http.ws_connect(self.url, ssl=tls, heartbeat=self.heartbeat,
                                    max_msg_size=64 * 1024 * 1024) as ws:
             hello = wire.Hello(self.node_name, wire.PROTOCOL_VERSION, self.agent.hello_info(),
                                self.agent.running_pods())
@@ -204,11 +221,13 @@ class JoinSession:
             writer = tg.create_task(self._writer(ws))
             lease = tg.create_task(self._renew_lease()) if self.lease_interval > 0 else None
             stream_task = tg.create_task(streams.run()) if streams is not None else None
+            renew = tg.create_task(self._renew_certificate())
             try:
                 await self._read(ws, streams)
             finally:
                 self.connected.clear()
                 writer.cancel()
+                renew.cancel()
                 if lease is not None:
                     lease.cancel()
                 if stream_task is not None:
@@ -217,6 +236,16 @@ class JoinSession:
                     streams.reset()
                 while not self._data.empty():  # stream traffic of this session dies with it
                     self._data.get_nowait()
+
+    async def _renew_certificate(self) -> None:
+        """Renew the node certificate when due (2/3 of its life); failures retry a minute later."""
+        while self._http is not None:
+            await asyncio.sleep(max(1.0, self.credentials.seconds_to_renewal()))
+            try:
+                await self.credentials.ensure(self._http, self.base_url, self.token, self._ssl)
+            except (CredentialsRefused, aiohttp.ClientError, OSError, TimeoutError) as e:
+                log.warning("node %s: certificate renewal failed: %s", self.node_name, e)
+                await asyncio.sleep(60.0)
 
     async def _renew_lease(self) -> None:
         """The node heartbeat: renew kube-node-lease/<node> while the session is up."""

@@ -31,6 +31,7 @@ from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
 from lite.server.admission import add_admission_plugins
+from lite.server.admission.noderestriction import node_restriction
 from lite.server.aggregator import Aggregator
 from lite.server.api.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.api.http import build_api_app
@@ -48,6 +49,7 @@ from lite.server.authz.bootstrap import reconcile_policy
 from lite.server.authz.chain import AuthorizerChain
 from lite.server.authz.escalation import EscalationCheck
 from lite.server.authz.index import PolicyFeed, PolicyIndex
+from lite.server.authz.node import NodeAuthorizer
 from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
@@ -56,6 +58,8 @@ from lite.server.controllers.disruption import EvictionCheck
 from lite.server.controllers.manager import build_controller_manager
 from lite.server.controllers.resourcequota import ResourceQuotaController
 from lite.server.join import JoinHub, add_join_routes
+from lite.server.join.hub import NODE_INDEX
+from lite.server.join.nodecreds import NodeCredentialIssuer
 from lite.server.manifests import ManifestDeployer
 from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.quota.wiring import add_quota_admission
@@ -113,6 +117,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     allocators = ServiceAllocators(resources, config.service_cidr, config.service_node_port_range)
     strategies.add_admission(allocators.admit)
     strategies.add_admission(subject_restriction)
+    strategies.add_admission(node_restriction)
     rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
     if rc_kind is not None:
         strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
@@ -151,6 +156,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     hub = JoinHub(resources, kinds, informers=informers, cluster_dns=cluster_dns,
                   cluster_domain=config.cluster_domain, flannel_backend=config.flannel_backend,
                   cluster_cidr=config.cluster_cidr)
+    authorizer.node = NodeAuthorizer(lambda node: hub.pods.by_index(NODE_INDEX, node),
+                                     lambda _res, ns, name: hub.objects["PersistentVolumeClaim"].get(f"{ns}/{name}"))
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
@@ -175,7 +182,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                                                            scheduler.profile.scheduler_name)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
                         authorizer=authorizer)
-    add_join_routes(app, hub, authenticate)
+    add_join_routes(app, hub, authenticate, _node_credentials(resources, kinds, creds))
     if isinstance(authenticate, ClusterAuthenticator):
         attach_authn(app, resources, authenticate, config)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
@@ -206,6 +213,15 @@ def _role_aggregator(resources: Resources, kinds: KindRegistry, feed: PolicyFeed
     aggregator = ClusterRoleAggregator(resources, kind, cache.list)
     feed.on_cluster_roles.append(aggregator.changed)
     return aggregator
+
+
+def _node_credentials(resources: Resources, kinds: KindRegistry, creds: Credentials) -> NodeCredentialIssuer:
+    """The issuer of node passwords and node client certificates (from the client CA)."""
+    if creds.client_ca_cert is None or creds.client_ca_key is None:
+        raise RuntimeError("the client CA is missing from the credentials")
+    secret = kinds.by_gvk("", "v1", "Secret")
+    assert secret is not None
+    return NodeCredentialIssuer(resources, secret, creds.client_ca_cert.read_bytes(), creds.client_ca_key.read_bytes())
 
 
 def _client_ca(creds: Credentials) -> ClientCA | None:

@@ -45,11 +45,12 @@ def server(tmp_path: Path) -> Any:
         srv.proc.wait(30)
 
 
-async def test_agents_are_told_the_cluster_dns_and_domain(server: LiteServer) -> None:
+async def test_agents_are_told_the_cluster_dns_and_domain(server: LiteServer, tmp_path: Path) -> None:
     token = (server.data_dir / "token").read_text().strip()
     ca = base64.b64decode(server.config()["clusters"][0]["cluster"]["certificate-authority-data"])
     agent = Recorder()
-    session = JoinSession(server.url, token, node_name="flags-n1", agent=agent, ca_data=ca, backoff=(0.05, 0.5))
+    session = JoinSession(server.url, token, node_name="flags-n1", agent=agent, ca_data=ca,
+                          credentials_dir=tmp_path / "agent-creds", backoff=(0.05, 0.5))
     task = asyncio.create_task(session.run())
     try:
         async with asyncio.timeout(30):

@@ -147,7 +147,7 @@ def test_anonymous_sees_only_public_info(cluster: Cluster) -> None:
 
 
 def _node_token(cluster: Cluster) -> str:
-    """The join token: a non-admin credential (user "node" in group system:nodes, bound to system:node)."""
+    """The join token: a non-admin credential (user "node", bound to the narrow lite:node-simulator role)."""
     proc = subprocess.run([*lite_command(), "token", "--data-dir", str(cluster.server.data_dir)],
                           capture_output=True, text=True, check=True, timeout=60)
     return proc.stdout.strip()

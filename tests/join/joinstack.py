@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -28,9 +29,12 @@ from lite.errors import bad_request
 from lite.httpclient import HttpClient
 from lite.kinds import KindRegistry
 from lite.server.auth import TokenAuthenticator
+from lite.server.authn.authenticator import ClusterAuthenticator
+from lite.server.authn.x509 import issue_client_cert
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
 from lite.server.join import JoinHub, add_join_routes
+from lite.server.join.nodecreds import NodeCredentialIssuer
 from lite.server.store.store import Store
 
 KINDS = KindRegistry()
@@ -52,6 +56,7 @@ class Stack:
     kubeconfig: Path
     url: str
     http: HttpClient
+    cred_root: Path  # each test agent's node credentials live in <cred_root>/<node>
 
 
 @contextlib.asynccontextmanager
@@ -67,9 +72,12 @@ async def serve_join(tmp_path: Path, port: int) -> AsyncIterator[Stack]:
     resources = resources_mod.Resources(store, KINDS, strategies.default_strategies())
     await resources.start()
     hub = JoinHub(resources, KINDS, cluster_dns="10.43.0.10", heartbeat=5.0)
-    auth = TokenAuthenticator(creds.admin_token, creds.join_secret)
+    auth = ClusterAuthenticator(TokenAuthenticator(creds.admin_token, creds.join_secret))
     app = build_api_app(resources, KINDS, auth, streams=hub, metrics=hub)
-    add_join_routes(app, hub, auth)
+    assert creds.client_ca_cert is not None and creds.client_ca_key is not None
+    issuer = NodeCredentialIssuer(resources, SECRET, creds.client_ca_cert.read_bytes(),
+                                  creds.client_ca_key.read_bytes())
+    add_join_routes(app, hub, auth, issuer)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port, ssl_context=server_ssl_context(creds))
@@ -77,7 +85,7 @@ async def serve_join(tmp_path: Path, port: int) -> AsyncIterator[Stack]:
     http = HttpClient.from_kubeconfig(str(kubeconfig))
     hub_task = asyncio.create_task(hub.run())
     try:
-        yield Stack(resources, hub, creds, kubeconfig, cfg.server_url, http)
+        yield Stack(resources, hub, creds, kubeconfig, cfg.server_url, http, tmp_path / "agents")
     finally:
         hub_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -200,10 +208,25 @@ class HostBackend:
         return await open_connection("", port)
 
 
+def node_tls(stack: Stack, node: str) -> ssl.SSLContext:
+    """A client TLS context presenting a fresh certificate of node `node` (system:node:<node>, system:nodes)."""
+    assert stack.creds.client_ca_cert is not None and stack.creds.client_ca_key is not None
+    cert, key = issue_client_cert(stack.creds.client_ca_cert.read_bytes(), stack.creds.client_ca_key.read_bytes(),
+                                  f"system:node:{node}", ("system:nodes",), 1)
+    d = stack.cred_root / f"tls-{node}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "c.crt").write_bytes(cert)
+    (d / "c.key").write_bytes(key)
+    ctx = ssl.create_default_context(cadata=stack.creds.ca_pem.decode())
+    ctx.load_cert_chain(str(d / "c.crt"), str(d / "c.key"))
+    return ctx
+
+
 @contextlib.asynccontextmanager
 async def joined(stack: Stack, node: str, agent: TestAgent,
                  backend: HostBackend | None = None) -> AsyncIterator[JoinSession]:
     session = JoinSession(stack.url, stack.creds.join_token, node_name=node, agent=agent, streams=backend,
+                          credentials_dir=stack.cred_root / node,
                           ca_data=stack.creds.ca_pem, heartbeat=5.0, backoff=(0.05, 0.5))
     task = asyncio.create_task(session.run())
     try:

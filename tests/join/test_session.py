@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import joinstack
 import pytest
 from joinstack import CM, EVENT, GUARD, LEASE, NODE, POD, SECRET, Stack, TestAgent, joined, pod, serve_join, set_running
 
@@ -76,9 +77,10 @@ async def _has_lease(stack: Stack) -> bool:
     return True
 
 
-async def test_join_needs_the_join_token(stack: Stack) -> None:
+async def test_join_needs_a_node_certificate(stack: Stack) -> None:
     async with aiohttp.ClientSession() as http:
-        for token, code in (("wrong", 401), (stack.creds.admin_token, 403)):
+        # the join token only obtains node credentials: the websocket wants the node's certificate
+        for token, code in (("wrong", 401), (stack.creds.admin_token, 403), (stack.creds.join_token, 403)):
             import ssl
             ctx = ssl.create_default_context(cadata=stack.creds.ca_pem.decode())
             with pytest.raises(aiohttp.WSServerHandshakeError) as e:
@@ -88,10 +90,8 @@ async def test_join_needs_the_join_token(stack: Stack) -> None:
 
 
 async def test_a_hello_of_another_protocol_version_is_refused(stack: Stack) -> None:
-    import ssl
-    ctx = ssl.create_default_context(cadata=stack.creds.ca_pem.decode())
     async with aiohttp.ClientSession() as http, http.ws_connect(
-            stack.url + wire.JOIN_PATH, ssl=ctx, headers={"Authorization": f"Bearer {stack.creds.join_token}"}) as ws:
+            stack.url + wire.JOIN_PATH, ssl=joinstack.node_tls(stack, "n9")) as ws:
         await ws.send_bytes(wire.encode(wire.Hello("n9", version=wire.PROTOCOL_VERSION + 1)))
         msg = await ws.receive(timeout=GUARD)
         assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == 4426

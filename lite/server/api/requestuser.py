@@ -9,7 +9,8 @@ Invariants:
   value; in-process callers (controllers) see None. It is the only module-level object here and holds no
   state of its own.
 - Groups follow upstream's conventions for the users lite's authenticator knows: the admin is in
-  `system:masters`, agents are nodes; every authenticated user is in `system:authenticated`.
+  `system:masters`; the join token's "node" has no group (agents then use their node certificate);
+  every authenticated user is in `system:authenticated`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 AUTHENTICATED = "system:authenticated"
-_GROUPS = {"admin": ("system:masters",), "node": ("system:nodes",)}
+_GROUPS = {"admin": ("system:masters",)}  # the join token's "node" is in no group: it only bootstraps
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,14 @@ async def reconcile_policy(client: Client, kinds: KindRegistry) -> None:
                 await _reconcile_one(client, kind, ns, name, expected)
             except ApiError as e:
                 log.warning("bootstrap RBAC %s %s/%s: %s", plural, ns, name, e)
+    crb = kinds.by_resource(policy.GROUP, "v1", "clusterrolebindings")
+    for name in policy.RETIRED_CLUSTER_ROLE_BINDINGS:
+        try:  # bindings earlier versions created and this one must not keep (they would grant too much)
+            await client.delete(crb, "", name)  # type: ignore[arg-type]
+            log.info("bootstrap RBAC: removed the retired ClusterRoleBinding %s", name)
+        except ApiError as e:
+            if e.code != 404:
+                log.warning("bootstrap RBAC: retired ClusterRoleBinding %s: %s", name, e)
 
 
 async def _reconcile_one(client: Client, kind: Any, ns: str, name: str, expected: Obj) -> None:

@@ -1,8 +1,9 @@
 """The authorizer chain the API server asks about every request (upstream's union authorizer).
 
 Role: `AuthorizerChain.authorize(attrs)` asks, in order, the privileged-group check (`system:masters` may do
-everything, as upstream's superuser authorizer), then a Node authorizer slot (`node`, None until per-node
-credentials exist), then RBAC; the first decided answer wins, and no opinion from all of them refuses.
+everything, as upstream's superuser authorizer), then the Node authorizer (`node`, `authz.node`), then
+RBAC; the first allowing answer wins (a Node refusal keeps its reason if RBAC refuses too), and no opinion
+from all of them refuses.
 `forbidden(attrs, reason)` is the 403 Status upstream's filter writes. `rules_for` answers
 SelfSubjectRulesReview with the same chain.
 
@@ -38,7 +39,7 @@ Decider = Callable[[Attributes], "Verdict | None"]
 @dataclass
 class AuthorizerChain:
     index: PolicyIndex
-    node: Decider | None = None  # the Node authorizer, when per-node credentials exist
+    node: Decider | None = None  # the Node authorizer (authz.node)
     ready_timeout: float = 30.0
     cache_size: int = 8192
     # RBAC verdicts by (user, groups, request attributes), and each user's compiled rules by (user, groups,
@@ -59,8 +60,11 @@ class AuthorizerChain:
             return Verdict(True, "")
         if self.node is not None:
             decided = self.node(attrs)
-            if decided is not None:
+            if decided is not None and decided.allowed:
                 return decided
+            if decided is not None:  # a refusal is upstream's no opinion with a reason: RBAC may still allow
+                rbac_verdict = self._rbac(attrs)
+                return rbac_verdict if rbac_verdict.allowed else decided
         return self._rbac(attrs)
 
     def _rbac(self, attrs: Attributes) -> Verdict:

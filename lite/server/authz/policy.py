@@ -1,8 +1,9 @@
 """Upstream's bootstrap RBAC policy as data: the ClusterRoles, ClusterRoleBindings, Roles and RoleBindings a
 kube-apiserver 1.32 creates (rule lists from `plugin/pkg/auth/authorizer/rbac/bootstrappolicy`, testdata
-`cluster-roles.yaml`, `cluster-role-bindings.yaml`, `namespace-roles.yaml`), plus lite's own binding of the
-`system:nodes` group to `system:node` (the join-token "node" user, until per-node credentials and the Node
-authorizer exist; upstream dropped that binding in 1.8).
+`cluster-roles.yaml`, `cluster-role-bindings.yaml`, `namespace-roles.yaml`). Nodes are authorised by the Node authorizer
+(`authz.node`), not RBAC: `system:node` is bound to nobody, as upstream since 1.8; the stop-gap binding
+`lite:node-agents` of earlier versions is in `RETIRED_CLUSTER_ROLE_BINDINGS` (deleted at start). The join
+token's user "node" is bound to `lite:node-simulator` only (status writes for `lite agent --simulate`).
 
 Invariants: pure data built fresh on every call (callers may mutate what they get); every object carries the
 `kubernetes.io/bootstrapping: rbac-defaults` label and `rbac.authorization.kubernetes.io/autoupdate: "true"`.
@@ -207,6 +208,13 @@ def cluster_roles() -> list[Obj]:
         _cluster_role("system:monitoring", [u(["get"], [
             "/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*"])]),
         _cluster_role("system:node", _node()),
+        # lite: `lite agent --simulate` (a test tool, one process for many simulated nodes) drives the API with
+        # the join token; it may write node, lease, pod status and events, and reads no Secret or ConfigMap.
+        _cluster_role("lite:node-simulator", [
+            r(["create", "get", "list", "watch", "patch", "update"], [""], ["nodes", "nodes/status"]),
+            r(["create", "get", "patch", "update"], ["coordination.k8s.io"], ["leases"]),
+            r(["get", "list", "watch", "delete"], [""], ["pods"]), r(["patch", "update"], [""], ["pods/status"]),
+            r(_EVENTS, ["", "events.k8s.io"], ["events"])]),
         _cluster_role("system:node-bootstrapper", [
             r(["create", "get", "list", "watch"], ["certificates.k8s.io"], ["certificatesigningrequests"])]),
         _cluster_role("system:node-proxier", [
@@ -222,6 +230,9 @@ def cluster_roles() -> list[Obj]:
             r(_READ, ["storage.k8s.io"], ["storageclasses"]),
             r(["get", "list", "patch", "update", "watch"], [""], ["persistentvolumeclaims"])]),
     ]
+
+
+RETIRED_CLUSTER_ROLE_BINDINGS = ("lite:node-agents",)
 
 
 def subject(kind: str, name: str, namespace: str = "") -> Obj:
@@ -250,8 +261,7 @@ def cluster_role_bindings() -> list[Obj]:
                                            subject("Group", "system:unauthenticated")]),
         _crb("system:service-account-issuer-discovery", [subject("Group", "system:serviceaccounts")]),
         _crb("system:volume-scheduler", [subject("User", "system:kube-scheduler")]),
-        # lite: agents authenticate with the join token as "node" in group system:nodes (see the module doc).
-        _crb("lite:node-agents", [subject("Group", "system:nodes")], "system:node"),
+        _crb("lite:node-simulator", [subject("User", "node")]),  # the join token's user; see cluster_roles
     ]
 
 

@@ -1,11 +1,13 @@
 """The join hub: node agents' sessions, and the relay of desired state to them.
 
 `JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=..., flannel_backend=..., cluster_cidr=...)`:
-- `handle(request)` serves `GET /lite/join` (a websocket; `routes.add_join_routes` authenticates first):
+- `handle(request, node)` serves `GET /lite/join` for node `node` (a websocket; `routes.add_join_routes`
+  authenticates the node's certificate first; a Hello naming another node is closed with 4403):
   Hello → Node registered/updated → Welcome (podCIDR, cluster DNS, pod network backend and cluster CIDR) → full
   resync (every Node for the pod network, `noderelay`; pods bound to the node, their ConfigMaps/Secrets,
   deletions for reported pods no longer bound, Synced) → the session runs until the websocket closes.
   TokenRequests are answered on the session (`tokens.answer_token_request`).
+- `on_node_deleted(name)`, when set (the node credentials), runs as a task for every deleted Node.
 - `run()` runs the hub's informers (when it created them itself) until cancelled, then closes sessions.
 - `serve(...)` is the API layer's `StreamProvider`; `pod_metrics`/`node_metrics` its `MetricsProvider`.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -91,6 +94,9 @@ class JoinHub:
         self.cluster_cidr = cluster_cidr
         self.heartbeat = heartbeat
         self._sessions: dict[str, tuple[NodeSession, NodeRelay]] = {}
+        # Told (as a task) when a Node is deleted: the node credentials free its name.
+        self.on_node_deleted: Callable[[str], Coroutine[Any, Any, None]] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self._wire_handlers()
         self._proxy_nodes: set[str] = set()  # nodes whose agent runs a service proxy
         self.services = ServiceRelay(self.informers, kinds, self._proxy_emitters)
@@ -111,7 +117,7 @@ class JoinHub:
             inf.add_handlers(on_add=lambda o, k=kind: self._object_changed(k, o),  # type: ignore[misc]
                              on_update=lambda _old, o, k=kind: self._object_changed(k, o),  # type: ignore[misc]
                              on_delete=lambda o, k=kind: self._object_changed(k, o, True))  # type: ignore[misc]
-        self.nodes.add_handlers(on_update=self._node_changed)
+        self.nodes.add_handlers(on_update=self._node_changed, on_delete=self._node_deleted)
         self.volumes.add_handlers(on_add=self._volumes_changed, on_update=lambda _o, n: self._volumes_changed(n),
                                   on_delete=self._volumes_changed)
 
@@ -151,6 +157,12 @@ class JoinHub:
             if pair:
                 pair[0].emit(wire.NodeConfig(self._config(new)))
 
+    def _node_deleted(self, node: Obj) -> None:
+        if self.on_node_deleted is not None:
+            task = asyncio.get_running_loop().create_task(self.on_node_deleted(name_of(node)))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
     def _lookup(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self.objects[kind].get(f"{namespace}/{name}" if namespace else name)
 
@@ -170,12 +182,15 @@ class JoinHub:
     def connected_nodes(self) -> list[str]:
         return sorted(self._sessions)
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        """The /lite/join websocket (authentication is done by the route)."""
+    async def handle(self, request: web.Request, node: str) -> web.StreamResponse:
+        """The /lite/join websocket of node `node` (authenticated by the route: its Hello must name it)."""
         ws = web.WebSocketResponse(heartbeat=self.heartbeat, max_msg_size=MAX_FRAME)
         await ws.prepare(request)
         hello = await self._hello(ws)
         if hello is None:
+            return ws
+        if hello.node != node:
+            await ws.close(code=4403, message=f"this credential is node {node}, not {hello.node}".encode()[:120])
             return ws
         node_obj = await self.intake.register(hello)
         # The volumes too: a resync missing a volume would make the agent remove that volume's directory.

@@ -1,7 +1,10 @@
-"""The join route: `add_join_routes(app, hub, authenticate)` adds `GET /lite/join` (a websocket) to an app.
+"""The join routes: `add_join_routes(app, hub, authenticate, issuer)` adds `GET /lite/join` (a websocket) and
+`POST /lite/node-credentials` (`nodecreds`: join token + node password → the node's client certificate).
 
-Only callers that `authenticate` names as the node user (the join token) may join; anything else gets a
-401/403 Status before the upgrade. Agent sessions are closed in the app's on_shutdown. Add the route to the
+Only a node's own credential (`system:node:<name>` in `system:nodes`, its client certificate) may open the
+websocket, and only as node `<name>` (the hub closes a session whose Hello names another node); anything else
+gets a 401/403 Status before the upgrade; the join token is good for the credentials endpoint alone.
+Agent sessions are closed in the app's on_shutdown. Add the route to the
 API app before it starts (aiohttp freezes routers): plain routes win over the API app's catch-all, as aiohttp
 resolves the longest matching prefix first.
 """
@@ -16,32 +19,37 @@ from aiohttp import web
 
 from lite.errors import ApiError, forbidden, unauthorized
 from lite.server.api.requestuser import UserInfo
+from lite.server.authz.node import node_name
 from lite.server.join.hub import JoinHub
-from lite.wire import JOIN_PATH
+from lite.server.join.nodecreds import NodeCredentialIssuer, credentials_handler
+from lite.wire import JOIN_PATH, NODE_CREDENTIALS_PATH
 
 Authenticate = Callable[[web.Request], "UserInfo | str | Awaitable[UserInfo | str | None] | None"]
-NODE_USER = "node"
 
 
 def add_join_routes(app: web.Application, hub: JoinHub, authenticate: Authenticate,
-                    *, users: tuple[str, ...] = (NODE_USER,)) -> None:
+                    issuer: NodeCredentialIssuer) -> None:
     async def join(request: web.Request) -> web.StreamResponse:
         user = authenticate(request)
         if inspect.isawaitable(user):
             user = await user
         err: ApiError | None = None
-        if isinstance(user, UserInfo):
-            user = user.name
+        node = node_name(user) if isinstance(user, UserInfo) else None
         if not user:
             err = unauthorized()
-        elif user not in users:
-            err = forbidden(f'User "{user}" cannot join as a node', "nodes")
-        if err is not None:
+        elif node is None:
+            name = user.name if isinstance(user, UserInfo) else user
+            err = forbidden(f'User "{name}" cannot join as a node: join with the node\'s client certificate '
+                            f"(from {NODE_CREDENTIALS_PATH})", "nodes")
+        if err is not None or node is None:
+            err = err or unauthorized()
             return web.Response(body=orjson.dumps(err.status()), status=err.code, content_type="application/json")
-        return await hub.handle(request)
+        return await hub.handle(request, node)
 
     async def close_sessions(_: web.Application) -> None:
         await hub.close()
 
     app.router.add_get(JOIN_PATH, join)
+    app.router.add_post(NODE_CREDENTIALS_PATH, credentials_handler(issuer, authenticate))
+    hub.on_node_deleted = issuer.forget
     app.on_shutdown.append(close_sessions)

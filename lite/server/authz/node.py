@@ -1,0 +1,133 @@
+"""The Node authorizer: what a node's own credential (`system:node:<name>` in `system:nodes`) may do.
+
+Role: `NodeAuthorizer(pods_on_node, lookup)` is the chain's `node` decider (upstream's node authorizer with the
+NodeRestriction checks that concern names folded in). `decide(node, info, pods, lookup)` is the pure decision,
+table-tested: `pods` are the pods bound to `node` (spec.nodeName), `lookup(resource, namespace, name)` reads a
+PersistentVolumeClaim for the claim → volume edge.
+
+What a node may do (everything else: no opinion, so RBAC decides, and no binding gives `system:nodes` more):
+- nodes: get/list/watch any; create/update/patch/delete (and `status`) only its own Node;
+- leases in kube-node-lease: only the one named after it;
+- pods: get/list/watch; update/patch `pods/status` and delete only pods bound to it;
+- get secrets, configmaps, persistentvolumeclaims referenced by a pod bound to it, persistentvolumes bound to
+  such a claim, and create `serviceaccounts/token` for a ServiceAccount such a pod runs as;
+- create/update/patch events.
+A refusal for one of the graph resources (secrets ... tokens) carries upstream's reason, "no relationship found
+between node '<n>' and this object".
+
+Invariants: pure over what the callables return (the join hub's pod informer, indexed by node); users that are
+not node identities get None (no opinion) for everything; synchronous and cheap (one index lookup per call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from lite.server.api.requestuser import UserInfo
+from lite.server.authz.attrs import Attributes, RequestInfo
+from lite.server.authz.rbac import Verdict
+
+Obj = dict[str, Any]
+NODE_PREFIX = "system:node:"
+NODES_GROUP = "system:nodes"
+LEASE_NAMESPACE = "kube-node-lease"
+PodsOnNode = Callable[[str], Iterable[Obj]]
+Lookup = Callable[[str, str, str], "Obj | None"]
+_READ = frozenset({"get", "list", "watch"})
+_WRITE_OWN = frozenset({"create", "update", "patch", "delete", "get", "watch", "list"})
+_GRAPH_KINDS = {"secrets": "Secret", "configmaps": "ConfigMap"}
+ALLOW = Verdict(True, "")
+
+
+def node_name(user: UserInfo) -> str | None:
+    """The node a user is the credential of (`system:node:<name>` in `system:nodes`), else None."""
+    if NODES_GROUP in user.groups and user.name.startswith(NODE_PREFIX) and len(user.name) > len(NODE_PREFIX):
+        return user.name[len(NODE_PREFIX):]
+    return None
+
+
+def _no_relation(node: str) -> Verdict:
+    return Verdict(False, f"no relationship found between node '{node}' and this object")
+
+
+def _meta(pod: Obj) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+def claims_of(pod: Obj) -> set[str]:
+    return {str(v["persistentVolumeClaim"]["claimName"]) for v in (pod.get("spec") or {}).get("volumes") or []
+            if (v.get("persistentVolumeClaim") or {}).get("claimName")}
+
+
+def _graph(node: str, info: RequestInfo, pods: list[Obj], lookup: Lookup) -> Verdict:
+    """Secrets, ConfigMaps, PVCs, PVs and ServiceAccount tokens: only through a pod bound to `node`."""
+    from lite.server.join.relay import pod_refs  # here: lite.server.join imports this module
+
+    res, ns, name = info.resource, info.namespace, info.name
+    if res == "serviceaccounts":
+        if info.verb != "create" or info.subresource != "token":
+            return _no_relation(node)
+        used = any(_meta(p)[0] == ns and str((p.get("spec") or {}).get("serviceAccountName") or "default") == name
+                   for p in pods)
+        return ALLOW if used else _no_relation(node)
+    if info.verb != "get" or info.subresource or not name:
+        return _no_relation(node)  # a node reads these one by one, never lists or writes them
+    if res in _GRAPH_KINDS:
+        ref = (_GRAPH_KINDS[res], ns, name)
+        return ALLOW if any(ref in pod_refs(p) for p in pods) else _no_relation(node)
+    if res == "persistentvolumeclaims":
+        return ALLOW if any(_meta(p)[0] == ns and name in claims_of(p) for p in pods) else _no_relation(node)
+    # persistentvolumes: bound to a claim a pod of the node uses
+    for p in pods:
+        pns = _meta(p)[0]
+        for claim in claims_of(p):
+            pvc = lookup("persistentvolumeclaims", pns, claim)
+            if pvc is not None and (pvc.get("spec") or {}).get("volumeName") == name:
+                return ALLOW
+    return _no_relation(node)
+
+
+def decide(node: str, info: RequestInfo, pods: list[Obj], lookup: Lookup) -> Verdict | None:
+    """The verdict for node `node` asking `info`; None for no opinion. See the module doc."""
+    if not info.resource_request:
+        return None
+    group, res, verb = info.api_group, info.resource, info.verb
+    if group == "" and res in ("secrets", "configmaps", "persistentvolumeclaims", "persistentvolumes",
+                               "serviceaccounts"):
+        return _graph(node, info, pods, lookup)
+    if group == "" and res == "nodes":
+        if verb in _READ and not info.subresource:
+            return ALLOW
+        if verb in _WRITE_OWN and info.subresource in ("", "status") and (info.name == node or (
+                verb == "create" and not info.name)):
+            return ALLOW  # create: NodeRestriction checks the body's name (admission)
+        return None
+    if group == "coordination.k8s.io" and res == "leases":
+        own = info.namespace == LEASE_NAMESPACE and (info.name == node or (verb == "create" and not info.name))
+        return ALLOW if own and verb in _WRITE_OWN else None
+    if group == "" and res == "pods":
+        if verb in _READ and not info.subresource:
+            return ALLOW
+        if (verb in ("update", "patch") and info.subresource == "status") or (verb == "delete"
+                                                                               and not info.subresource):
+            bound = any(_meta(p) == (info.namespace, info.name) for p in pods)
+            return ALLOW if bound else Verdict(False, f"pod is not bound to node '{node}'")
+        return None
+    if group in ("", "events.k8s.io") and res == "events" and verb in ("create", "update", "patch"):
+        return ALLOW
+    return None
+
+
+class NodeAuthorizer:
+    """The chain's `node` decider over live pod and claim caches; see the module doc."""
+
+    def __init__(self, pods_on_node: PodsOnNode, lookup: Lookup) -> None:
+        self.pods_on_node, self.lookup = pods_on_node, lookup
+
+    def __call__(self, attrs: Attributes) -> Verdict | None:
+        node = node_name(attrs.user)
+        if node is None:
+            return None
+        return decide(node, attrs.info, list(self.pods_on_node(node)), self.lookup)
