@@ -197,3 +197,43 @@ async def test_an_update_is_charged_what_it_adds(api: Any) -> None:
     s["spec"]["type"] = "NodePort"
     await api.res.update(svc_kind, "default", "s", s)
     assert await used(api, "q") == {"services": "1", "services.loadbalancers": "0", "services.nodeports": "1"}
+
+
+async def test_the_status_written_is_reused_at_its_revision(api: Any) -> None:
+    """The worker keeps the quota status it wrote in nano-units under the revision it got, so the next batch
+    need not parse the status again; what it keeps is exactly what the stored status says."""
+    from lite.server.quota import usage as u
+    from lite.server.quota.admission import _to_nano
+    await quota(api, "q", {"pods": "9", "requests.cpu": "2", "requests.memory": "1Gi"})
+    await api.res.create(POD, "default", pod("a", requests={"cpu": "333m", "memory": "100Mi"}))
+    stored = await api.res.get(RQ, "default", "q")
+    kept = api.quota._parsed["default"]["q"]
+    assert kept.rv == stored["metadata"]["resourceVersion"]
+    assert kept.used == _to_nano(u.resource_list(stored["status"]["used"]))
+    assert kept.hard == _to_nano(u.resource_list(stored["status"]["hard"]))
+    await api.res.create(POD, "default", pod("b", requests={"cpu": "1", "memory": "1Mi"}))
+    assert await used(api, "q") == {"pods": "2", "requests.cpu": "1333m", "requests.memory": "101Mi"}
+
+
+async def test_an_outside_status_write_is_seen_not_the_kept_status(api: Any) -> None:
+    await quota(api, "q", {"pods": "3"})
+    await api.res.create(POD, "default", pod("a"))
+    body = await api.res.get(RQ, "default", "q")
+    body["status"]["used"] = {"pods": "3"}  # a fresh RV: the kept status of the last write is stale now
+    await api.res.update(RQ, "default", "q", body, subresource="status")
+    msg = await refused(api, pod("b"))
+    assert msg == 'pods "b" is forbidden: exceeded quota: q, requested: pods=1, used: pods=3, limited: pods=3'
+
+
+@pytest.mark.parametrize("nano,like", [
+    (1, ""), (333_000_000, ""), (10**9 * 7, ""), (1_500_000_000, ""), (123_456_789_123, ""),
+    (1024 * 10**9, "1Gi"), (1023 * 10**9, "1Gi"), (1536 * 1024 * 10**9, "1Gi"), (5 * 10**8, "1Gi"),
+    (104857600 * 10**9, ""), (2**40 * 10**9, "100Ti"),
+])
+def test_a_nano_value_survives_formatting_exactly(nano: int, like: str) -> None:
+    """What the kept status relies on: a nano-integer written as a status string parses back unchanged."""
+    from lite.server.quota import usage as u
+    from lite.server.quota.admission import _from_nano, _to_nano
+    for name in ("requests.memory", "requests.cpu"):
+        written = u.format_usage(_from_nano({name: nano}), {name: like} if like else None)
+        assert _to_nano(u.resource_list(written)) == {name: nano}

@@ -92,11 +92,26 @@ class _Quota:
     added: dict[str, int]
 
     @classmethod
-    def of(cls, q: Obj) -> _Quota:
+    def of(cls, q: Obj, known: _Parsed | None = None) -> _Quota:
+        """`known`: hard and used in nano-units as this worker last wrote them; used when `q` is still that
+        revision (saves parsing 10 quotas' status every batch), parsed from `q` otherwise."""
         status = q.get("status") or {}
         hard_raw, used_raw = status.get("hard") or {}, status.get("used") or {}
-        return cls(q, str(q["metadata"]["name"]), bool(u.quota_scopes(q)), hard_raw, used_raw,
-                   _to_nano(u.resource_list(hard_raw)), _to_nano(u.resource_list(used_raw)), {})
+        if known is not None and known.rv == q["metadata"].get("resourceVersion"):
+            hard, used = dict(known.hard), dict(known.used)
+        else:
+            hard, used = _to_nano(u.resource_list(hard_raw)), _to_nano(u.resource_list(used_raw))
+        return cls(q, str(q["metadata"]["name"]), bool(u.quota_scopes(q)), hard_raw, used_raw, hard, used, {})
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A quota's status in nano-units at revision `rv`, as this worker wrote it. Exact: a nano-integer value
+    formats to a string that parses back to the same value (`format_quantity` rounds only below nano)."""
+
+    rv: str
+    hard: dict[str, int]
+    used: dict[str, int]
 
 
 @dataclass
@@ -117,6 +132,7 @@ class QuotaAdmission:
         self._queues: dict[str, list[_Request | _Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._charged_at: dict[str, float] = {}
+        self._parsed: dict[str, dict[str, _Parsed]] = {}  # namespace -> quota name -> last written status
 
     def last_charge(self, namespace: str) -> float:
         """Loop time of the last charge in `namespace` (0.0: never)."""
@@ -193,13 +209,16 @@ class QuotaAdmission:
         the quotas again, and the controller writes through `write_status`, in turn. A write that fails
         anyway (someone wrote the status from outside) is redone by `_settle`."""
         quotas = (await self.client.list(self.kind, ns))["items"]
-        changed = self._evaluate(quotas, batch)
+        parsed = self._parsed.setdefault(ns, {})
+        written: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        changed = self._evaluate(quotas, batch, parsed, written)
         if changed:
             # before the answers: a recount must already see that a charge is under way
             self._charged_at[ns] = asyncio.get_running_loop().time()
         # The writes are started first, so each reaches the store's queue ahead of the objects it pays for
         # (the loop runs tasks in the order they became ready), and the store commits them together.
-        inflight = [(q, delta, asyncio.create_task(self._write(q))) for q, delta in changed]
+        inflight = [(q, delta, asyncio.create_task(self._write(q, parsed, written.get(q["metadata"]["name"]))))
+                    for q, delta in changed]
         for r in batch:
             r.done.set_result(None)
         return inflight
@@ -235,11 +254,17 @@ class QuotaAdmission:
         except Exception as e:
             job.done.set_exception(e)
 
-    def _evaluate(self, quotas: list[Obj], batch: list[_Request]) -> list[tuple[Obj, u.Usage]]:
+    def _evaluate(self, quotas: list[Obj], batch: list[_Request], parsed: dict[str, _Parsed] | None = None,
+                  written: dict[str, tuple[dict[str, int], dict[str, int]]] | None = None,
+                  ) -> list[tuple[Obj, u.Usage]]:
         """Judge the batch in order against `quotas`; return the quotas whose used grew (copies with the new
         used) with what the batch added to each. Sums are in integer nano-units (exact: upstream keeps no
         finer unit), which is what keeps a batch cheap next to Fraction arithmetic."""
-        state = [_Quota.of(q) for q in sorted(quotas, key=lambda q: str(q["metadata"]["name"]))]
+        known = dict(parsed or {})
+        if parsed is not None:
+            parsed.clear()  # refilled by this batch's successful writes; a deleted quota's entry goes
+        state = [_Quota.of(q, known.get(str(q["metadata"]["name"])))
+                 for q in sorted(quotas, key=lambda q: str(q["metadata"]["name"]))]
         for r in batch:
             if r.error is not None:
                 continue
@@ -270,6 +295,8 @@ class QuotaAdmission:
             status = new.setdefault("status", {})
             status["used"] = {**(status.get("used") or {}), **u.format_usage(_from_nano(q.used), q.hard_raw)}
             out.append((new, _from_nano(q.added)))
+            if written is not None:
+                written[q.name] = (q.hard, q.used)
         return out
 
     def _refusal(self, r: _Request, q: _Quota, delta: dict[str, int]) -> errors.ApiError | None:
@@ -296,16 +323,21 @@ class QuotaAdmission:
         kind = r.review.kind
         return errors.forbidden(f"{_who(r.review)} is forbidden: {detail}", kind.plural, kind.group, r.review.name)
 
-    async def _write(self, quota: Obj) -> bool:
-        """The RV-guarded status write; False on a conflict (someone else changed the quota)."""
+    async def _write(self, quota: Obj, parsed: dict[str, _Parsed] | None = None,
+                     nano: tuple[dict[str, int], dict[str, int]] | None = None) -> bool:
+        """The RV-guarded status write; False on a conflict (someone else changed the quota). With `nano`
+        (its hard and used in nano-units), a successful write records them in `parsed` under the new revision."""
         meta = quota["metadata"]
         try:
-            await self.client.update(self.kind, str(meta["namespace"]), str(meta["name"]), quota,
-                                     subresource="status")
+            stored = await self.client.update(self.kind, str(meta["namespace"]), str(meta["name"]), quota,
+                                              subresource="status")
         except errors.ApiError as e:
             if e.code in (404, 409):
                 return e.code == 404  # a deleted quota restricts nothing any more
             raise
+        rv = (stored.get("metadata") or {}).get("resourceVersion")
+        if parsed is not None and nano is not None and rv:
+            parsed[str(meta["name"])] = _Parsed(str(rv), nano[0], nano[1])
         return True
 
 
