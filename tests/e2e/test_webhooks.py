@@ -92,7 +92,7 @@ def test_validating_webhook_rejects_a_labelled_configmap(cluster: Cluster, ns: s
     request = hook.reviews[-1]["request"]
     assert (request["operation"], request["namespace"], request["name"]) == ("CREATE", ns, "good")
     assert request["resource"] == {"group": "", "version": "v1", "resource": "configmaps"}
-    assert request["userInfo"]["username"] == "admin"
+    assert request["userInfo"]["username"] == "system:admin"  # the admin kubeconfig's client certificate
     assert request["object"]["data"] == {"k": "v"} and request["dryRun"] is False
 
     # dry-run requests reach webhooks whose sideEffects are None, marked as such
