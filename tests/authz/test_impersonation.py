@@ -56,8 +56,10 @@ def test_anonymous_gets_unauthenticated(chain: AuthorizerChain) -> None:
 
 def test_uid_and_extras_are_checked(chain: AuthorizerChain) -> None:
     got = impersonation.impersonate(headers(("Impersonate-User", "x"), ("Impersonate-Uid", "42"),
-                                            ("Impersonate-Extra-Scopes", "s1")), OPS, chain.impersonation_refusal)
+                                            ("Impersonate-Extra-Scopes", "s1"), ("Impersonate-Extra-Scopes", "s2")),
+                                    OPS, chain.impersonation_refusal)
     assert got.uid == "42"
+    assert got.extra == (("scopes", ("s1", "s2")),)
     with pytest.raises(ApiError) as e:
         impersonation.impersonate(headers(("Impersonate-User", "x"), ("Impersonate-Extra-Other", "v")), OPS,
                                   chain.impersonation_refusal)

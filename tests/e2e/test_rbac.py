@@ -191,6 +191,20 @@ def test_impersonation_needs_the_verb_and_acts_as_the_user(cluster: Cluster, tea
     assert not any("deployments" in r.get("resources", []) for r in review["status"]["resourceRules"])
 
 
+def test_impersonated_extras_are_carried(cluster: Cluster) -> None:
+    """`Impersonate-Extra-<key>` values reach the user the request acts as (here seen by SelfSubjectReview)."""
+    req = urllib.request.Request(
+        cluster.server.url + "/apis/authentication.k8s.io/v1/selfsubjectreviews", method="POST",
+        data=json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).encode(),
+        headers={"Authorization": f"Bearer {cluster.server.token()}", "Content-Type": "application/json",
+                 "Impersonate-User": "dev-user", "Impersonate-Group": "dev", "Impersonate-Extra-Scopes": "s1",
+                 "Impersonate-Extra-Acme.example%2Fproject": "p1"})
+    with urllib.request.urlopen(req, context=cluster.server.ssl_context(), timeout=10) as resp:
+        info = json.loads(resp.read())["status"]["userInfo"]
+    assert info["username"] == "dev-user" and info["groups"] == ["dev", "system:authenticated"]
+    assert info["extra"] == {"scopes": ["s1"], "acme.example/project": ["p1"]}
+
+
 def test_aggregation_adds_labelled_rules_to_view(cluster: Cluster, ns: str) -> None:
     name = unique("agg-view")
     cluster.kubectl("create", "rolebinding", "viewers", "--clusterrole=view", "--group=viewers", "-n", ns)

@@ -8,7 +8,9 @@ user with exactly the groups asked (a ServiceAccount without asked groups gets `
 `system:serviceaccounts:<ns>`), plus `system:authenticated` unless `system:authenticated` or
 `system:unauthenticated` is among them (`system:anonymous` gets `system:unauthenticated` instead). The first
 refused check is a 403 with upstream's message (`users "x" is forbidden: User "y" cannot impersonate resource
-"users" in API group "" at the cluster scope`). Groups, uid or extras without a user are a 400.
+"users" in API group "" at the cluster scope`). Groups, uid or extras without a user are a 400. The extras asked
+become the user's `extra` (keys lowercased and percent-decoded, values in header order), as upstream carries them
+into authorization, access reviews, admission webhooks and `kubectl auth whoami`.
 
 `refusal(headers, caller)` is for an API app built without an authorizer (tests of the bare HTTP stack): it
 refuses any impersonation rather than silently serving the caller.
@@ -111,4 +113,12 @@ def impersonate(headers: CIMultiDictProxy[str], caller: UserInfo, authorize: Aut
             groups.append(AUTHENTICATED)
     elif UNAUTHENTICATED not in groups:
         groups.append(UNAUTHENTICATED)
-    return UserInfo(user, tuple(groups), uid)
+    return UserInfo(user, tuple(groups), uid, extra_of(extras))
+
+
+def extra_of(extras: list[tuple[str, str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Upstream's `extra` map from (key, value) pairs: values grouped by key in the order asked, keys sorted."""
+    grouped: dict[str, list[str]] = {}
+    for k, v in extras:
+        grouped.setdefault(k, []).append(v)
+    return tuple((k, tuple(grouped[k])) for k in sorted(grouped))
