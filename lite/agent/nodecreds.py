@@ -8,7 +8,9 @@ Role: `NodeCredentials(directory, node)` keeps, in `directory` (0700, files 0600
 `ensure(http, base_url, token, ssl_ctx)` obtains a certificate when there is none or it is due for renewal
 (`renew_at`: 2/3 of its life, as kubelet's certificate manager roughly does): with the current certificate
 while it is valid (renewal), else with the join token and the node password. `ssl_context(base)` is the TLS
-client context presenting the certificate.
+client context presenting the certificate. `rejected(...)` tells a certificate the server no longer accepts
+(another client CA: a wiped server) from a server that is merely down; `discard()` then drops it, so the next
+`ensure` joins again with the join token and the node password.
 
 Invariants: the password never changes once written; a certificate and its key are replaced together
 (written to temporary files, then renamed); a refusal (401/403/422) raises `CredentialsRefused` with the
@@ -94,6 +96,32 @@ class NodeCredentials:
     def seconds_to_renewal(self, now: float | None = None) -> float:
         v = self.validity()
         return 0.0 if v is None else max(0.0, renew_at(*v) - (now if now is not None else time.time()))
+
+    def discard(self) -> None:
+        """Forget the certificate and its key (not the password), so the next `ensure` joins afresh."""
+        for path in (self.cert_path, self.key_path):
+            path.unlink(missing_ok=True)
+
+    async def rejected(self, http: aiohttp.ClientSession, base_url: str, tls: ssl.SSLContext) -> bool:
+        """True when the server answers HTTPS but refuses this certificate: the TLS handshake (or the request)
+        fails with it, or the server says 401, while the same request without it gets an answer. That is a
+        certificate from another client CA (the server's data dir was wiped or its CA replaced). A server that
+        is down, or that answers both, gives False."""
+        if self.validity() is None or not self.key_path.exists():
+            return False
+        url = base_url.rstrip("/").replace("wss://", "https://", 1).replace("ws://", "http://", 1) + "/version"
+        timeout = aiohttp.ClientTimeout(total=10)
+        try:
+            async with http.get(url, ssl=self.ssl_context(tls), timeout=timeout) as resp:
+                if resp.status != 401:
+                    return False
+        except (aiohttp.ClientError, OSError, TimeoutError, ssl.SSLError):
+            pass
+        try:
+            async with http.get(url, ssl=tls, timeout=timeout):
+                return True
+        except (aiohttp.ClientError, OSError, TimeoutError, ssl.SSLError):
+            return False
 
     def ssl_context(self, base: ssl.SSLContext) -> ssl.SSLContext:
         """A copy of the client context `base` that presents the node certificate."""

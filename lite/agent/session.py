@@ -176,6 +176,9 @@ class JoinSession:
                     log.error("join session to %s: node credentials refused: %s", self.url, e)
                 except (aiohttp.ClientError, OSError, TimeoutError, wire.WireError) as e:
                     log.info("join session to %s: %s", self.url, e or type(e).__name__)
+                    if self.sessions == welcomed_before and await self._certificate_rejected(http):
+                        delay = self.backoff[0]
+                        continue
                 except Exception:
                     log.exception("join session to %s failed", self.url)
                 finally:
@@ -184,6 +187,18 @@ class JoinSession:
                     delay = self.backoff[0]
                 await asyncio.sleep(delay * (0.5 + self._rand()))
                 delay = min(delay * 2, self.backoff[1])
+
+    async def _certificate_rejected(self, http: aiohttp.ClientSession) -> bool:
+        """After a failed connect: when the server refuses the node certificate itself (a wiped server with a new
+        client CA), drop the certificate so the next attempt joins with the join token and the node password."""
+        if not isinstance(self._ssl, ssl.SSLContext):
+            return False
+        if not await self.credentials.rejected(http, self.base_url, self._ssl):
+            return False
+        log.warning("node %s: the server no longer accepts this node's certificate (its client CA changed); "
+                    "joining again with the join token and the node password", self.node_name)
+        self.credentials.discard()
+        return True
 
     async def _connect_once(self, http: aiohttp.ClientSession) -> None:
         await self.credentials.ensure(http, self.base_url, self.token, self._ssl)

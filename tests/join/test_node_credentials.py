@@ -21,6 +21,8 @@ from joinstack import GUARD, NODE, SECRET, Stack, TestAgent, joined, node_tls, s
 from lite import wire
 from lite.agent.nodecreds import CredentialsRefused, NodeCredentials
 from lite.errors import ApiError
+from lite.server.authn.x509 import issue_client_cert
+from lite.server.certs import _write_ca
 
 
 @pytest.fixture
@@ -117,3 +119,24 @@ async def test_a_certificate_due_for_renewal_is_renewed_with_itself(stack: Stack
         creds.due = lambda now=None: True  # type: ignore[method-assign]
         assert await creds.ensure(http, stack.url, "wrong-token", _tls(stack))
         assert creds.cert_path.read_bytes() != first
+
+
+async def test_a_certificate_from_another_cluster_ca_is_replaced_by_a_fresh_join(stack: Stack, tmp_path: Path) -> None:
+    """An agent still holding a certificate from a server that was wiped (another client CA) joins again with
+    the join token and its node password instead of retrying the dead certificate for ever."""
+    old_ca = tmp_path / "old-ca"
+    old_ca.mkdir()
+    _write_ca(old_ca / "ca.crt", old_ca / "ca.key", cn="wiped-server-client-ca")
+    cert, key = issue_client_cert((old_ca / "ca.crt").read_bytes(), (old_ca / "ca.key").read_bytes(),
+                                  "system:node:nc7", ("system:nodes",), 365)
+    creds = NodeCredentials(stack.cred_root / "nc7", "nc7")
+    creds.dir.mkdir(parents=True, mode=0o700)
+    creds.password()
+    creds.cert_path.write_bytes(cert)
+    creds.key_path.write_bytes(key)
+    assert not creds.due()  # a certificate that looks fine locally
+    async with joined(stack, "nc7", TestAgent()) as session:
+        issuer = x509.load_pem_x509_certificate(session.credentials.cert_path.read_bytes()).issuer
+        assert stack.creds.client_ca_cert is not None
+        assert issuer == x509.load_pem_x509_certificate(stack.creds.client_ca_cert.read_bytes()).subject
+        assert stack.hub.connected_nodes() == ["nc7"]
