@@ -95,11 +95,16 @@ class Bench:
         return self.base / "data"
 
     def start_simulator(self, nodes: int, *extra: str) -> None:
-        token = (self.data / "token").read_text().strip()
+        # The simulator acts as a lite:node-simulators user (the join token is no API credential).
+        kubeconfig = self.base / "simulator.kubeconfig"
+        issued = subprocess.run([*lite_command(), "certificate", "issue-user", "lite-sim", "--group",
+                                 "lite:node-simulators", "--data-dir", str(self.data)],
+                                capture_output=True, text=True, check=True)
+        kubeconfig.write_text(issued.stdout)
         log = open(self.base / "simulator.log", "ab")  # noqa: SIM115 - closed with the process's life
-        self.sim = subprocess.Popen([*lite_command(), "agent", "--simulate", str(nodes), "--server", self.url,
-                                     "--token", token, "--data-dir", str(self.data), "--log-level", "warning",
-                                     *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.sim = subprocess.Popen([*lite_command(), "agent", "--simulate", str(nodes), "--kubeconfig",
+                                     str(kubeconfig), "--log-level", "warning", *extra],
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         self.procs.append(self.sim)
 

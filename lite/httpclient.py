@@ -1,7 +1,9 @@
 """`HttpClient`: the `lite.client.Client` protocol over HTTP(S), for simulated nodes, tools and tests.
 
-One aiohttp session per client (open lazily on first use, closed by `close()`); bearer-token auth; TLS
-verified against the given CA (bytes or file), the system store, or not at all with `insecure=True`.
+One aiohttp session per client (open lazily on first use, closed by `close()`); bearer-token auth and/or a
+client certificate (`client_cert`: PEM certificate and key, or a kubeconfig's `client-certificate(-data)` and
+`client-key(-data)`); TLS verified against the given CA (bytes or file), the system store, or not at all with
+`insecure=True`.
 Requests and answers are JSON; patches use the content types of `lite.client.PATCH_CONTENT_TYPES`.
 
 Invariants:
@@ -80,8 +82,23 @@ def parse_watch_line(line: bytes) -> WatchEvent:
     return WatchEvent(etype, doc["object"], raw)
 
 
-def _ssl_context(ca_data: bytes | None, ca_file: str | None, insecure: bool) -> ssl.SSLContext:
+def _load_client_cert(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """ssl loads a certificate chain only from files: a private temporary file (0600), removed at once."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="lite-client-") as d:
+        path = os.path.join(d, "client.pem")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(cert_pem.rstrip(b"\n") + b"\n" + key_pem)
+        ctx.load_cert_chain(path)
+
+
+def _ssl_context(ca_data: bytes | None, ca_file: str | None, insecure: bool,
+                 client_cert: tuple[bytes, bytes] | None = None) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=ca_file, cadata=ca_data.decode() if ca_data else None)
+    if client_cert is not None:
+        _load_client_cert(ctx, *client_cert)
     if insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
@@ -95,24 +112,22 @@ class HttpClient:
 
     def __init__(self, server_url: str, *, token: str = "", ca_data: bytes | None = None,
                  ca_file: str | None = None, insecure: bool = False, timeout: float = 60.0,
-                 user_agent: str = "lite-httpclient") -> None:
+                 user_agent: str = "lite-httpclient", client_cert: tuple[bytes, bytes] | None = None) -> None:
         self.server_url = server_url.rstrip("/")
         self._headers = {"Accept": "application/json", "User-Agent": user_agent}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._ssl: ssl.SSLContext | bool = False
         if self.server_url.startswith("https://"):
-            self._ssl = _ssl_context(ca_data, ca_file, insecure)
+            self._ssl = _ssl_context(ca_data, ca_file, insecure, client_cert)
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
-    def from_kubeconfig(cls, path: str, *, context: str = "") -> HttpClient:
-        """A client for the kubeconfig's current (or named) context: server, CA, token or token file.
-
-        Client-certificate users are not supported (lite issues tokens): they raise ValueError rather than
-        fail later with 401.
-        """
+    def from_kubeconfig(cls, path: str, *, context: str = "", timeout: float = 60.0,
+                        user_agent: str = "lite-httpclient") -> HttpClient:
+        """A client for the kubeconfig's current (or named) context: server, CA, and the user's token (or token
+        file) and client certificate (inline `-data` or file paths, relative to the kubeconfig's folder)."""
         with open(path, encoding="utf-8") as f:
             cfg: dict[str, Any] = yaml.safe_load(f) or {}
         ctx_name = context or cfg.get("current-context", "")
@@ -128,10 +143,13 @@ class HttpClient:
         if not token and user.get("tokenFile"):
             with open(os.path.join(base, user["tokenFile"]), encoding="utf-8") as f:
                 token = f.read().strip()
-        if not token and any(k.startswith("client-certificate") for k in user):
-            raise ValueError(f"{path}: client certificate authentication is not supported; use a token")
+        cert, key = _pem(user, "client-certificate", base), _pem(user, "client-key", base)
+        if (cert is None) != (key is None):
+            raise ValueError(f"{path}: a client certificate needs both client-certificate and client-key")
+        client_cert = (cert, key) if cert is not None and key is not None else None
         return cls(str(cluster["server"]), token=token, ca_data=ca_data, ca_file=ca_file,
-                   insecure=bool(cluster.get("insecure-skip-tls-verify")))
+                   insecure=bool(cluster.get("insecure-skip-tls-verify")), client_cert=client_cert,
+                   timeout=timeout, user_agent=user_agent)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -243,6 +261,16 @@ class HttpClient:
         body = _delete_options(propagation_policy, grace_period_seconds, None, dry_run)
         params = _params(labelSelector=label_selector, fieldSelector=field_selector)
         return await self.request("DELETE", kind.path(namespace), params=params, body=body)
+
+
+def _pem(user: Mapping[str, Any], field: str, base: str) -> bytes | None:
+    """A kubeconfig user's `<field>-data` (base64 PEM) or `<field>` (a file, relative to `base`), else None."""
+    if user.get(f"{field}-data"):
+        return base64.b64decode(user[f"{field}-data"])
+    if user.get(field):
+        with open(os.path.join(base, str(user[field])), "rb") as f:
+            return f.read()
+    return None
 
 
 def _named(cfg: dict[str, Any], section: str, name: str, field: str) -> dict[str, Any]:

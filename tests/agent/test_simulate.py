@@ -30,6 +30,8 @@ from lite.agent.simulate import SimConfig, Simulator
 from lite.errors import ApiError
 from lite.httpclient import HttpClient
 from lite.kinds import BUILTIN_KINDS
+from lite.server.authn.x509 import issue_client_cert
+from tests.helpers.simcluster import simulator_kubeconfig
 
 Obj = dict[str, Any]
 NAMESPACE = next(k for k in BUILTIN_KINDS if k.kind == "Namespace")
@@ -138,11 +140,14 @@ async def ns(admin: HttpClient) -> str:
 
 @contextlib.asynccontextmanager
 async def simulator(server: LiteServer, *groups: NodeGroup, **kw: Any) -> AsyncIterator[Simulator]:
-    """A running Simulator authenticated by the join token; stopped (cancelled) on exit."""
-    token = (server.data_dir / "token").read_text().strip()
+    """A running Simulator acting as a user of the group lite:node-simulators (as `lite certificate issue-user`
+    makes one); stopped (cancelled) on exit."""
+    tls = server.data_dir / "server" / "tls"
+    cert = issue_client_cert((tls / "client-ca.crt").read_bytes(), (tls / "client-ca.key").read_bytes(),
+                             "lite-sim", ("lite:node-simulators",), 1)
     kw.setdefault("lease_interval", 0.3)
     kw.setdefault("stop_delay", 0.1)
-    async with HttpClient(server.url, token=token, ca_data=_ca(server)) as c:
+    async with HttpClient(server.url, ca_data=_ca(server), client_cert=cert) as c:
         sim = Simulator(c, SimConfig(tuple(groups), **kw))
         task = asyncio.create_task(sim.run())
         try:
@@ -350,17 +355,17 @@ async def test_restarted_simulator_adopts_running_pods(server: LiteServer, admin
 
 # ---- the command ---------------------------------------------------------------------------------------
 
-def _agent(server: LiteServer, *args: str, token: str = "") -> subprocess.Popen[bytes]:
-    token = token or (server.data_dir / "token").read_text().strip()
-    return subprocess.Popen([*lite_command(), "agent", "--server", server.url, "--token", token, *args],
+def _agent(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([*lite_command(), "agent", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 def test_cli_registers_nodes_and_stops_on_sigterm(server: LiteServer, tmp_path: Path) -> None:
     p = prefix()
-    # No CA file and no server data dir: the CA comes from /cacerts, pinned by the join token's hash.
-    proc = _agent(server, "--simulate", "2", "--node-prefix", p, "--data-dir", str(tmp_path / "empty"),
-                  "--cpu", "8", "--node-group", f"count=1;prefix={p}-g;labels=role=edge")
+    # The identity comes from a kubeconfig made by `lite certificate issue-user` (group lite:node-simulators).
+    kubeconfig = simulator_kubeconfig(server.data_dir, tmp_path / "sim.kubeconfig")
+    proc = _agent("--simulate", "2", "--kubeconfig", str(kubeconfig), "--node-prefix", p, "--cpu", "8",
+                  "--node-group", f"count=1;prefix={p}-g;labels=role=edge")
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -382,19 +387,26 @@ def test_cli_registers_nodes_and_stops_on_sigterm(server: LiteServer, tmp_path: 
     assert proc.returncode == 0, out.decode()
 
 
-def test_cli_refuses_a_ca_that_does_not_match_the_token(server: LiteServer, tmp_path: Path) -> None:
+def test_cli_needs_a_kubeconfig_and_the_join_token_is_no_api_credential(server: LiteServer,
+                                                                        tmp_path: Path) -> None:
     token = (server.data_dir / "token").read_text().strip()
-    empty = str(tmp_path / "empty")
-    wrong = tmp_path / "wrong.crt"
-    wrong.write_bytes(_ca(server) + b"\n")
-    proc = _agent(server, "--simulate", "1", "--ca-file", str(wrong))
+    proc = _agent("--simulate", "1", "--server", server.url, "--token", token)
     out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and b"does not match the join token" in out, out
-    forged = "K10" + "0" * 64 + "::" + token.split("::", 1)[1]  # a hash /cacerts cannot match
-    proc = _agent(server, "--simulate", "1", "--data-dir", empty, token=forged)
+    assert proc.returncode == 2 and b"need --kubeconfig" in out and b"lite:node-simulator" in out, out
+    kubeconfig = simulator_kubeconfig(server.data_dir, tmp_path / "sim.kubeconfig")
+    proc = _agent("--simulate", "1", "--kubeconfig", str(kubeconfig), "--ca-file", str(tmp_path / "ca.crt"))
     out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and b"/cacerts) does not match" in out, out
-    bare = token.split("::server:", 1)[1]  # no hash to pin a fetched CA
-    proc = _agent(server, "--simulate", "1", "--data-dir", empty, token=bare)
+    assert proc.returncode == 2 and b"--ca-file is for a real agent" in out, out
+    proc = _agent("--simulate", "1", "--kubeconfig", str(tmp_path / "missing"))
     out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and b"no CA" in out, out
+    assert proc.returncode == 2 and b"missing" in out, out
+    # What the join token (user "node") may do through the API: nothing beyond public info. Before, it
+    # could drive hollow nodes: register Nodes, write any pod's status, delete any pod.
+    for path, method, body in (("/api/v1/nodes", "GET", None), ("/api/v1/pods", "GET", None),
+                               ("/api/v1/nodes", "POST", {"apiVersion": "v1", "kind": "Node",
+                                                          "metadata": {"name": "by-join-token"}}),
+                               ("/api/v1/namespaces/default/pods/x", "DELETE", None),
+                               ("/api/v1/namespaces/default/pods/x/status", "PATCH", {})):
+        status, reply = server.request(path, method, body, token=token)
+        assert status == 403 and 'User "node"' in reply["message"], (path, method, status, reply)
+    assert server.request("/version", token=token)[0] == 200

@@ -50,9 +50,11 @@ def test_token_and_kubeconfig_before_and_after_first_start(data_dir: Path) -> No
 
 def test_agent_flags_parse() -> None:
     args = build_parser().parse_args(["agent", "--server", "https://10.0.0.1:6443", "--token", "K10x::server:y",
-                                      "--node-name", "n1", "--simulate", "3"])
+                                      "--node-name", "n1"])
     assert (args.server, args.token, args.node_name, args.simulate) == ("https://10.0.0.1:6443", "K10x::server:y",
-                                                                         "n1", 3)
+                                                                         "n1", 0)
+    sim = build_parser().parse_args(["agent", "--simulate", "3", "--kubeconfig", "/tmp/k"])
+    assert (sim.simulate, sim.kubeconfig) == (3, "/tmp/k")
 
 
 def test_default_data_dir_for_root() -> None:

@@ -147,7 +147,7 @@ def test_anonymous_sees_only_public_info(cluster: Cluster) -> None:
 
 
 def _node_token(cluster: Cluster) -> str:
-    """The join token: a non-admin credential (user "node", bound to the narrow lite:node-simulator role)."""
+    """The join token: it authenticates as user "node", whom no binding grants anything."""
     proc = subprocess.run([*lite_command(), "token", "--data-dir", str(cluster.server.data_dir)],
                           capture_output=True, text=True, check=True, timeout=60)
     return proc.stdout.strip()
@@ -158,13 +158,13 @@ def test_impersonation_needs_the_verb_and_acts_as_the_user(cluster: Cluster, tea
     assert "deployments.apps" not in nobody and "selfsubjectaccessreviews.authorization.k8s.io" in nobody
     token = _node_token(cluster)
     status, body = cluster.server.request("/api/v1/nodes", token=token)
-    assert status == 200  # system:node may list nodes ...
+    assert status == 403  # the join token's user may do nothing ...
     req = urllib.request.Request(cluster.server.url + f"/api/v1/namespaces/{team}/configmaps", headers={
         "Authorization": f"Bearer {token}", "Impersonate-User": "dev-user", "Impersonate-Group": "dev"})
     try:
         urllib.request.urlopen(req, context=cluster.server.ssl_context(), timeout=10)
         raise AssertionError("impersonation without the impersonate verb was served")
-    except urllib.error.HTTPError as e:  # ... but may not impersonate
+    except urllib.error.HTTPError as e:  # ... impersonation included
         assert e.code == 403
         body = json.loads(e.read())
     assert body["message"] == ('users "dev-user" is forbidden: User "node" cannot impersonate resource "users" in '

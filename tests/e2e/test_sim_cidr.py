@@ -23,6 +23,7 @@ from liteproc import LiteServer, find_free_port, lite_command
 
 from lite.httpclient import HttpClient
 from lite.kinds import BUILTIN_KINDS
+from tests.helpers.simcluster import simulator_kubeconfig
 
 POD = next(k for k in BUILTIN_KINDS if k.kind == "Pod" and not k.virtual)
 NODE = next(k for k in BUILTIN_KINDS if k.kind == "Node" and not k.virtual)
@@ -49,10 +50,10 @@ async def _scenario(base: Path, cidr: str, nodes: int, with_cidr: int, deploymen
     sim: subprocess.Popen[bytes] | None = None
     try:
         server.wait_ready(60)
-        token = (server.data_dir / "token").read_text().strip()
+        kubeconfig = simulator_kubeconfig(server.data_dir, base / "sim.kubeconfig")
         with open(base / "sim.log", "ab") as log:
-            sim = subprocess.Popen([*lite_command(), "agent", "--simulate", str(nodes), "--server", server.url,
-                                    "--token", token, "--data-dir", str(server.data_dir), "--node-prefix", "c"],
+            sim = subprocess.Popen([*lite_command(), "agent", "--simulate", str(nodes), "--kubeconfig",
+                                    str(kubeconfig), "--node-prefix", "c"],
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         async with HttpClient.from_kubeconfig(str(server.kubeconfig)) as admin:
             deadline = time.monotonic() + 60

@@ -76,6 +76,17 @@ def _stop(proc: subprocess.Popen[bytes], what: str, timeout: float = 15) -> int:
     return proc.returncode
 
 
+def simulator_kubeconfig(data_dir: Path, dest: Path) -> Path:
+    """A kubeconfig for `lite agent --simulate`, written to `dest` (0600): user `lite-sim` in the group
+    `lite:node-simulators`, which the bootstrap policy binds to the ClusterRole `lite:node-simulator`; made by
+    `lite certificate issue-user` from the server's data dir, as a user would."""
+    proc = subprocess.run([*lite_command(), "certificate", "issue-user", "lite-sim", "--group", "lite:node-simulators",
+                           "--data-dir", str(data_dir)], capture_output=True, text=True, check=True, timeout=60)
+    dest.touch(mode=0o600)
+    dest.write_text(proc.stdout)
+    return dest
+
+
 @contextlib.contextmanager
 def sim_cluster(base: Path, nodes: int, sim_args: tuple[str, ...],
                 server_args: tuple[str, ...] = ()) -> Iterator[SimCluster]:
@@ -87,11 +98,10 @@ def sim_cluster(base: Path, nodes: int, sim_args: tuple[str, ...],
     api = None
     try:
         server.wait_ready(60)
-        token = (server.data_dir / "token").read_text().strip()
+        sim_kubeconfig = simulator_kubeconfig(server.data_dir, base / "simulator.kubeconfig")
         sim_log = base / "simulator.log"
         with open(sim_log, "ab") as log:
-            sim = subprocess.Popen([*lite_command(), "agent", "--server", server.url, "--token", token,
-                                    "--data-dir", str(server.data_dir), *sim_args],
+            sim = subprocess.Popen([*lite_command(), "agent", "--kubeconfig", str(sim_kubeconfig), *sim_args],
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         api = config.new_client_from_config(config_file=str(server.kubeconfig), persist_config=False)
         cluster = SimCluster(server, server.kubeconfig, base / "kube-cache", api, sim, sim_log)

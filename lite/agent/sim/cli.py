@@ -1,10 +1,10 @@
 """The flags of `lite agent --simulate N` and their translation into a `SimConfig` and a verified client.
 
-Trust: the simulator talks HTTPS to `--server` and verifies it against the cluster CA: `--ca-file`, else the
-server data dir's `server/tls/ca.crt` (`--data-dir`, on the server's own machine), else, as k3s and
-`lite agent` do, `GET /cacerts` fetched unverified and accepted only if its SHA-256 equals the hash of a
-`K10<sha256 of the CA PEM>::server:<secret>` join token. Any CA file must match that hash too. A bare secret
-with no CA file is refused. The token authenticates as user "node".
+Identity: simulated nodes act as the user of `--kubeconfig` (server URL, which `--server` overrides, the CA it
+verifies the server against, and a client certificate and/or token). RBAC must grant that user the ClusterRole
+`lite:node-simulator` (bound at bootstrap to the group `lite:node-simulators`, so `lite certificate issue-user
+lite-sim --group lite:node-simulators` makes one) or more. The join token is never an API credential: it buys
+real agents their node certificates and nothing else, so it cannot drive hollow nodes either.
 
 Invariants: importing this module is cheap (argparse and the spec parser only); `run` imports the rest.
 """
@@ -12,7 +12,6 @@ Invariants: importing this module is cheap (argparse and the spec parser only); 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import sys
 from pathlib import Path
@@ -27,8 +26,12 @@ def add_simulate_flags(p: argparse.ArgumentParser) -> None:
     `--ca-file` serves the real agent as well."""
     p.add_argument("--ca-file", default=None,
                    help="CA certificate of the server (default: /cacerts checked against the join token's hash; "
-                        "simulated nodes first try <data-dir>/server/tls/ca.crt)")
+                        "not with --simulate, whose --kubeconfig carries the CA)")
     g = p.add_argument_group("simulated nodes (--simulate N)")
+    g.add_argument("--kubeconfig", default=None, metavar="FILE",
+                   help="the identity simulated nodes act as (server, CA, client certificate or token): a user "
+                        "RBAC grants the ClusterRole lite:node-simulator, e.g. from `lite certificate issue-user "
+                        "lite-sim --group lite:node-simulators`; --server overrides its server URL")
     g.add_argument("--node-prefix", default="sim", help="simulated nodes are named <prefix>-<i> (default sim)")
     g.add_argument("--cpu", default="4", help="cpu capacity per simulated node (default 4)")
     g.add_argument("--memory", default="8Gi", help="memory capacity per simulated node (default 8Gi)")
@@ -49,6 +52,11 @@ def add_simulate_flags(p: argparse.ArgumentParser) -> None:
                         "(default: forever)")
 
 
+NEEDS_KUBECONFIG = ("simulated nodes need --kubeconfig FILE: they act as a user that RBAC grants the ClusterRole "
+                    "lite:node-simulator (e.g. `lite certificate issue-user lite-sim --group lite:node-simulators` "
+                    "on the server); the join token grants no API access")
+
+
 def groups_from_args(args: argparse.Namespace) -> tuple[NodeGroup, ...]:
     groups: list[NodeGroup] = []
     if args.simulate > 0:
@@ -59,79 +67,38 @@ def groups_from_args(args: argparse.Namespace) -> tuple[NodeGroup, ...]:
     return tuple(groups)
 
 
-def token_ca_hash(token: str) -> str:
-    """The CA hash of a `K10<sha256>::server:<secret>` token, or "" for a bare secret."""
-    return token[3:].split("::", 1)[0] if token.startswith("K10") and "::" in token else ""
-
-
-def resolve_ca(ca_file: str | None, data_dir: Path | None, token: str) -> bytes | None:
-    """The CA PEM from a file, checked against the token's hash; None when it must come from /cacerts."""
-    want = token_ca_hash(token)
-    if ca_file:
-        try:
-            pem = Path(ca_file).read_bytes()
-        except OSError as e:
-            raise ValueError(f"cannot read the CA: {e}") from None
-        if want and hashlib.sha256(pem).hexdigest() != want:
-            raise ValueError(f"{ca_file}: this CA does not match the join token's CA hash")
-        return pem
-    local = data_dir / "server" / "tls" / "ca.crt" if data_dir is not None else None
-    if local is not None and local.is_file():
-        pem = local.read_bytes()
-        # Another server's data dir on this machine: not ours, fall back to /cacerts.
-        if not want or hashlib.sha256(pem).hexdigest() == want:
-            return pem
-    if want:
-        return None
-    raise ValueError("no CA to verify the server with: pass --ca-file (the server's "
-                     "<data-dir>/server/tls/ca.crt) or the full K10... join token from `lite token`")
-
-
-async def fetch_ca(server_url: str, token: str) -> bytes:
-    """`GET /cacerts` unverified, accepted only if it hashes to the token's CA hash (k3s's bootstrap)."""
-    import ssl
-
-    import aiohttp
-
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE  # what we receive is checked against the pinned hash below
-    try:
-        async with aiohttp.ClientSession() as s, s.get(server_url.rstrip("/") + "/cacerts", ssl=ctx,
-                                                       timeout=aiohttp.ClientTimeout(total=30)) as r:
-            pem = await r.read()
-            status = r.status
-    except (aiohttp.ClientError, TimeoutError) as e:
-        raise ValueError(f"cannot fetch {server_url}/cacerts: {e!r}") from None
-    if status != 200:
-        raise ValueError(f"GET /cacerts answered {status}")
-    if hashlib.sha256(pem).hexdigest() != token_ca_hash(token):
-        raise ValueError("the server's CA (/cacerts) does not match the join token's CA hash")
-    return pem
-
-
 def run(args: argparse.Namespace, data_dir: Path | None) -> int:
     """`lite agent --simulate`: validate flags, then run until SIGTERM/SIGINT. Exit 2 on usage errors."""
-    import asyncio
-
     from lite.agent.simulate import SimConfig, run_forever
     from lite.httpclient import HttpClient
 
+    del data_dir  # simulated nodes keep nothing on disk
     try:
-        if not args.server or not args.token:
-            raise ValueError("--server and --token are required")
+        if not args.kubeconfig:
+            raise ValueError(NEEDS_KUBECONFIG)
+        if args.ca_file:
+            raise ValueError("--ca-file is for a real agent: simulated nodes verify the server with the CA of "
+                             "--kubeconfig")
         groups = groups_from_args(args)
-        ca = resolve_ca(args.ca_file, data_dir, args.token) or asyncio.run(fetch_ca(args.server, args.token))
         runtime = parse_duration(args.default_runtime) if args.default_runtime else None
         config = SimConfig(groups, lease_interval=parse_duration(args.lease_interval),
                            status_interval=parse_duration(args.status_interval), qps=args.qps,
                            burst=args.burst, stop_delay=parse_duration(args.stop_delay),
                            default_runtime=runtime)
-    except ValueError as e:
+        # A heartbeat that waits longer than a renewal period is worthless: fail it and try the next tick.
+        timeout = max(10.0, config.lease_interval)
+        path = str(args.kubeconfig)
+        HttpClient.from_kubeconfig(path)  # a kubeconfig that cannot be used is a usage error, now
+    except (ValueError, OSError, KeyError, TypeError) as e:
         print(f"lite agent: {e}", file=sys.stderr)
         return 2
-    url, token = str(args.server), str(args.token)
-    # A heartbeat that waits longer than a renewal period is worthless: fail it and try the next tick.
-    timeout = max(10.0, config.lease_interval)
-    return run_forever(lambda: HttpClient(url, token=token, ca_data=ca, timeout=timeout, user_agent="lite-agent-sim"),
-                       config)
+    if args.token:
+        log.info("simulated nodes authenticate with %s; the join token is not used", path)
+
+    def client() -> HttpClient:
+        c = HttpClient.from_kubeconfig(path, timeout=timeout, user_agent="lite-agent-sim")
+        if args.server:
+            c.server_url = str(args.server).rstrip("/")
+        return c
+
+    return run_forever(client, config)

@@ -2,8 +2,10 @@
 kube-apiserver 1.32 creates (rule lists from `plugin/pkg/auth/authorizer/rbac/bootstrappolicy`, testdata
 `cluster-roles.yaml`, `cluster-role-bindings.yaml`, `namespace-roles.yaml`). Nodes are authorised by the Node authorizer
 (`authz.node`), not RBAC: `system:node` is bound to nobody, as upstream since 1.8; the stop-gap binding
-`lite:node-agents` of earlier versions is in `RETIRED_CLUSTER_ROLE_BINDINGS` (deleted at start). The join
-token's user "node" is bound to `lite:node-simulator` only (status writes for `lite agent --simulate`).
+`lite:node-agents` of earlier versions is in `RETIRED_CLUSTER_ROLE_BINDINGS` (deleted at start), and so is
+`lite:node-simulator`, which bound the join token's user "node": the join token is no API credential at all (it
+buys agents their node certificates). `lite agent --simulate` acts as a user of the group `lite:node-simulators`,
+bound to the ClusterRole `lite:node-simulator` by the binding `lite:node-simulators`.
 
 Invariants: pure data built fresh on every call (callers may mutate what they get); every object carries the
 `kubernetes.io/bootstrapping: rbac-defaults` label and `rbac.authorization.kubernetes.io/autoupdate: "true"`.
@@ -208,8 +210,9 @@ def cluster_roles() -> list[Obj]:
         _cluster_role("system:monitoring", [u(["get"], [
             "/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*"])]),
         _cluster_role("system:node", _node()),
-        # lite: `lite agent --simulate` (a test tool, one process for many simulated nodes) drives the API with
-        # the join token; it may write node, lease, pod status and events, and reads no Secret or ConfigMap.
+        # lite: `lite agent --simulate` (a test tool, one process for many simulated nodes) acts as a user of the
+        # group lite:node-simulators; it may write node, lease, pod status and events, and reads no Secret or
+        # ConfigMap.
         _cluster_role("lite:node-simulator", [
             r(["create", "get", "list", "watch", "patch", "update"], [""], ["nodes", "nodes/status"]),
             r(["create", "get", "patch", "update"], ["coordination.k8s.io"], ["leases"]),
@@ -232,7 +235,7 @@ def cluster_roles() -> list[Obj]:
     ]
 
 
-RETIRED_CLUSTER_ROLE_BINDINGS = ("lite:node-agents",)
+RETIRED_CLUSTER_ROLE_BINDINGS = ("lite:node-agents", "lite:node-simulator")
 
 
 def subject(kind: str, name: str, namespace: str = "") -> Obj:
@@ -261,7 +264,7 @@ def cluster_role_bindings() -> list[Obj]:
                                            subject("Group", "system:unauthenticated")]),
         _crb("system:service-account-issuer-discovery", [subject("Group", "system:serviceaccounts")]),
         _crb("system:volume-scheduler", [subject("User", "system:kube-scheduler")]),
-        _crb("lite:node-simulator", [subject("User", "node")]),  # the join token's user; see cluster_roles
+        _crb("lite:node-simulators", [subject("Group", "lite:node-simulators")], "lite:node-simulator"),
     ]
 
 
