@@ -61,13 +61,42 @@ async def test_reconcile_on_the_real_store(tmp_path: Path) -> None:
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(feed.run()), tg.create_task(aggregator.run())]
             await asyncio.wait_for(index.ready.wait(), 30)
+            # Aggregation converges role by role (view into edit into admin): wait for the end state, not for
+            # the first moment all three are non-empty.
             for _ in range(300):
-                if all(index.cluster_roles.get(n) for n in ("view", "edit", "admin")):
+                view, edit, admin_rules = (set(index.cluster_roles.get(n) or ()) for n in ("view", "edit", "admin"))
+                if view and view < edit < admin_rules:
                     break
                 await asyncio.sleep(0.05)
-            view, edit, admin_rules = (set(index.cluster_roles[n]) for n in ("view", "edit", "admin"))
             assert view and view < edit < admin_rules
             for t in tasks:
                 t.cancel()
+    finally:
+        await store.close()
+
+
+async def test_retired_bindings_are_deleted_at_start(tmp_path: Path) -> None:
+    """Bindings an earlier lite created and this one must not keep: `lite:node-agents` (every node could do
+    everything) and `lite:node-simulator` (the join token's user could register Nodes and delete pods)."""
+    store = await Store.open(str(tmp_path / "lite.db"))
+    try:
+        kinds = KindRegistry()
+        res = Resources(store, kinds, default_strategies())
+        await res.start()
+        crbs = kinds.by_resource(G, "v1", "clusterrolebindings")
+        assert crbs is not None
+        for name, role, subject in (("lite:node-agents", "system:node", policy.subject("Group", "system:nodes")),
+                                    ("lite:node-simulator", "lite:node-simulator", policy.subject("User", "node"))):
+            await res.create(crbs, "", {"apiVersion": f"{G}/v1", "kind": "ClusterRoleBinding",
+                                        "metadata": {"name": name},
+                                        "roleRef": {"apiGroup": G, "kind": "ClusterRole", "name": role},
+                                        "subjects": [subject]})
+        await reconcile_policy(res, kinds)
+        names = {o["metadata"]["name"] for o in (await res.list(crbs))["items"]}
+        assert "lite:node-agents" not in names and "lite:node-simulator" not in names
+        assert names == {b["metadata"]["name"] for b in policy.cluster_role_bindings()}
+        sims = await res.get(crbs, "", "lite:node-simulators")
+        assert sims["roleRef"]["name"] == "lite:node-simulator"
+        assert sims["subjects"] == [policy.subject("Group", "lite:node-simulators")]
     finally:
         await store.close()
