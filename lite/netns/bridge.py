@@ -56,20 +56,7 @@ async def ensure_bridge(
 
 async def remove_bridge(name: str = "lite0", *, node_netns: NetnsRef = None) -> bool:
     """Delete the bridge (its ports are detached, not deleted); True if it existed. Idempotent."""
-    ipr = await nsfs.open_rtnl(node_netns)
-    try:
-        found = await ipr.link_lookup(ifname=name)
-        if not found:
-            return False
-        try:
-            await ipr.link("del", index=found[0])
-        except NetlinkError as exc:
-            if exc.code != errno.ENODEV:
-                raise
-            return False
-        return True
-    finally:
-        ipr.close()
+    return await nsfs.remove_link(node_netns, name)
 
 
 async def bridge_ports(ipr: AsyncIPRoute, bridge_index: int) -> list[int]:

@@ -2,7 +2,7 @@
 
 Role: the OS primitives under the rest of `lite.netns`: create a named netns file (bind mount of a fresh
 namespace, as `ip netns add` does), remove it (detach-unmount, unlink), run a small function inside a given netns
-and open an rtnetlink socket there.
+and open an rtnetlink socket there (`remove_link` deletes a link by name with one).
 
 Invariants:
 - A namespace switch (`setns`/`unshare(CLONE_NEWNET)`) happens only inside `run_in_netns`, on the calling thread,
@@ -120,6 +120,26 @@ async def open_rtnl(ref: NetnsRef) -> AsyncIPRoute:
     if ref is None:
         return AsyncIPRoute()
     return rtnl_from_fd(run_in_netns(ref, rtnl_socket_fd))
+
+
+async def remove_link(ref: NetnsRef, name: str) -> bool:
+    """Delete the link `name` in netns `ref`; True if it existed. Idempotent (a link gone meanwhile is False)."""
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    ipr = await open_rtnl(ref)
+    try:
+        found = await ipr.link_lookup(ifname=name)
+        if not found:
+            return False
+        try:
+            await ipr.link("del", index=found[0])
+        except NetlinkError as exc:
+            if exc.code != errno.ENODEV:
+                raise
+            return False
+        return True
+    finally:
+        ipr.close()
 
 
 def ensure_netns_dir(directory: Path) -> None:

@@ -123,20 +123,7 @@ async def ensure_vxlan(
 
 async def remove_vxlan(device: str, *, node_netns: NetnsRef = None) -> bool:
     """Delete the device (and with it its neighbours, FDB entries and routes); True if it existed."""
-    ipr = await nsfs.open_rtnl(node_netns)
-    try:
-        found = await ipr.link_lookup(ifname=device)
-        if not found:
-            return False
-        try:
-            await ipr.link("del", index=found[0])
-        except NetlinkError as exc:
-            if exc.code != errno.ENODEV:
-                raise
-            return False
-        return True
-    finally:
-        ipr.close()
+    return await nsfs.remove_link(node_netns, device)
 
 
 async def sync_vxlan_peers(
