@@ -124,6 +124,47 @@ images=$(kubectl get node litevm -o jsonpath='{.status.images[*].names}')
 if [ -n "$poddir" ] && grep -q "$IMAGE" <<<"$images"; then pass airgap-import "pod ran $IMAGE, imported from $DATA/agent/images"
 else fail airgap-import "node images: '$images'"; fi
 
+step "devices: the cgroup-v2 device program denies what the allow-list does not name"
+# A block device node made inside the container (/dev is a tmpfs that allows device nodes): opening it must be
+# refused by the device program (EPERM) in a plain container, and not in a privileged one; /dev/null's numbers
+# stay usable. Without a program attached (cgroup v2 has no devices controller) the open would not be EPERM.
+DEVCMD='mknod /dev/probe b 7 0 2>&1; echo "OPEN $(head -c1 /dev/probe 2>&1 >/dev/null)"; mknod /dev/n2 c 1 3 && head -c1 /dev/n2 >/dev/null && echo NULL-OK'
+# devpod NAME PRIVILEGED: a Never pod running $DEVCMD
+devpod() {
+    cat <<EOF
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: $IMAGE
+    imagePullPolicy: Never
+    securityContext: {privileged: $2}
+    command:
+    - /bin/sh
+    - -c
+    - |
+      $DEVCMD
+EOF
+}
+{ devpod devices false; devpod devices-privileged true; } > /tmp/devices.yaml
+k apply -f /tmp/devices.yaml
+for p in devices devices-privileged; do
+    wait_for 90 sh -c "kubectl get pod $p -o jsonpath='{.status.phase}' | grep -qE 'Failed|Succeeded'"
+done
+plain=$(k logs devices 2>&1 | tr '\n' ' '); priv=$(k logs devices-privileged 2>&1 | tr '\n' ' ')
+echo "plain: $plain"; echo "privileged: $priv"
+if grep -q 'Operation not permitted' <<<"$plain" && grep -q NULL-OK <<<"$plain" \
+    && ! grep -q 'Operation not permitted' <<<"$priv" && grep -q NULL-OK <<<"$priv"; then
+    pass devices-v2-program "plain: $plain; privileged: $priv"
+else
+    fail devices-v2-program "want EPERM on b 7:0 in the plain pod only and /dev/null usable in both; plain: '$plain'; privileged: '$priv'"
+fi
+k delete pod devices devices-privileged --wait=false
+
 step "kubectl logs | head: the server must not log an error when the reader goes away"
 since_logs=$(date '+%Y-%m-%d %H:%M:%S')
 sleep 1

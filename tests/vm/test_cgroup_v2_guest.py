@@ -60,6 +60,10 @@ def test_pod_with_limits_has_them_in_its_cgroup(outcome: Outcome, fact: str) -> 
     _check(outcome, f"limits-{fact}")
 
 
+def test_device_program_denies_unlisted_devices(outcome: Outcome) -> None:
+    _check(outcome, "devices-v2-program")
+
+
 def test_memory_hog_is_oomkilled(outcome: Outcome) -> None:
     _check(outcome, "hog-oomkilled")
 
