@@ -31,6 +31,7 @@ from typing import Any
 
 from lite.agent.netpol import compile as comp
 from lite.agent.netpol import rules
+from lite.agent.syncloop import SyncLoop
 from lite.netns.nftables import AsyncNft
 from lite.netns.proxysync import TableSyncer
 
@@ -55,50 +56,46 @@ def _key(obj: Obj) -> Key:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-class Enforcer:
+class Enforcer(SyncLoop):
+    what = "network policy sync"
+
     def __init__(self, node_name: str, nft: AsyncNft, *, table: str = rules.TABLE, min_interval: float = 0.2,
                  retry_interval: float = 5.0, event: EventFn | None = None, check_every: float = 5.0,
                  event_every: float = 60.0) -> None:
+        super().__init__(log, min_interval=min_interval, retry_interval=retry_interval)
         self.node_name = node_name
         self.nft = nft
         self.syncer = TableSyncer(nft, rules.FAMILY, table)
-        self.min_interval = min_interval
-        self.retry_interval = retry_interval
         self.event = event
         self.check_every = check_every
         self.event_every = event_every
         self.state: dict[str, dict[Key, Obj]] = {kind: {} for kind in KINDS}
-        self._dirty = asyncio.Event()
-        self._known = False
-        self._last_sync = float("-inf")
         self._by_chain: dict[str, comp.PodView] = {}  # chain id → local pod, from the last sync
         self._seen: dict[tuple[str, str], int] = {}  # (chain id, direction) → last counter value read
         self._last_event: dict[Key, float] = {}
         self.refused: dict[Key, int] = {}
-        self.synced = 0
-        self.last_error: BaseException | None = None
         self.cluster_dns = ""
 
     # ---- recording ----
     def set(self, kind: str, obj: Obj) -> None:
         self.state[kind][_key(obj)] = obj
-        self._dirty.set()
+        self.mark()
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         if self.state[kind].pop((namespace, name), None) is not None:
-            self._dirty.set()
+            self.mark()
 
     def set_cluster_dns(self, address: str) -> None:
         """The node-local cluster DNS address, which policies see as the pod `kube-system/kube-dns`."""
         if address != self.cluster_dns:
             self.cluster_dns = address
-            self._dirty.set()
+            self.mark()
 
     def replace(self, objects: Mapping[str, Iterable[Obj]]) -> None:
         """A full relist: the state becomes exactly these objects (kind → objects)."""
         self.state = {kind: {_key(o): o for o in objects.get(kind, ())} for kind in KINDS}
-        self._known = True
-        self._dirty.set()
+        self.have_state()
+        self.mark()
 
     # ---- work ----
     def desired(self) -> tuple[list[comp.PodPolicy], Any]:
@@ -116,30 +113,8 @@ class Enforcer:
         compiled, table = self.desired()
         changed = await self.syncer.sync(table)
         self._by_chain = {rules.chain_id(pp.pod.ip): pp.pod for pp in compiled}
-        self._last_sync = time.monotonic()
-        self.synced += 1
+        self.synced_now()
         return changed
-
-    async def run(self) -> None:
-        """Sync whenever something changed (not before the first full state), at most once per `min_interval`."""
-        while True:
-            await self._dirty.wait()
-            if not self._known:
-                self._dirty.clear()
-                continue
-            wait = self._last_sync + self.min_interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            try:
-                await self.sync_once()
-            except Exception as exc:
-                if self.last_error is None:
-                    log.error("network policy sync failed (retrying every %.0f s): %s", self.retry_interval, exc)
-                self.last_error = exc
-                self._dirty.set()
-                await asyncio.sleep(self.retry_interval)
-            else:
-                self.last_error = None
 
     async def check_refusals(self) -> list[Key]:
         """Read the drop counters once; update `refused`; return the pods whose egress refusals grew."""

@@ -22,15 +22,14 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lite.agent.proxy.endpoints import ServicePort, object_key, ports_of, slice_owner, stale_udp
 from lite.agent.proxy.healthcheck import HealthServers, wanted
 from lite.agent.proxy.rules import Fragment, ProxyConfig, assemble, fragment
+from lite.agent.syncloop import SyncLoop
 from lite.netns import conntrack
 from lite.netns.nftstate import Table
 from lite.netns.nsfs import NetnsRef
@@ -41,7 +40,9 @@ Obj = Mapping[str, Any]
 Key = tuple[str, str]
 
 
-class Proxier:
+class Proxier(SyncLoop):
+    what = "service proxy sync"
+
     def __init__(
         self,
         config: ProxyConfig,
@@ -53,11 +54,10 @@ class Proxier:
         clear_conntrack: bool = True,
         health: HealthServers | None = None,
     ) -> None:
+        super().__init__(log, min_interval=min_interval, retry_interval=retry_interval)
         self.config = config
         self.syncer = syncer
         self.netns = netns
-        self.min_interval = min_interval
-        self.retry_interval = retry_interval
         self.clear_conntrack = clear_conntrack
         self.health = health
         self._services: dict[Key, Obj] = {}
@@ -67,11 +67,6 @@ class Proxier:
         self._stale: set[Key] = set()  # services whose cached translation is out of date
         self._cache: dict[Key, tuple[list[ServicePort], list[Fragment]]] = {}
         self._ports: list[ServicePort] = []
-        self._dirty = asyncio.Event()
-        self._have_state = asyncio.Event()  # set once any object is recorded (the feed: the first `replace`)
-        self._last_sync = float("-inf")
-        self.synced = 0
-        self.last_error: BaseException | None = None
 
     # ---- recording (cheap, any time) ----
     def set_service(self, obj: Obj) -> None:
@@ -105,25 +100,25 @@ class Proxier:
             self.set_service(svc)
         for s in slices:
             self.set_slice(s)
-        self._dirty.set()
-        self._have_state.set()
+        self.mark()
+        self.have_state()  # any object recorded: the feed's first `replace` is a complete set
 
     def set_node_ips(self, node_ips: tuple[str, ...]) -> None:
         if node_ips != self.config.node_ips:
             self.config = ProxyConfig(self.config.node_name, node_ips, self.config.cluster_cidr, self.config.table)
-            self._dirty.set()
+            self.mark()
 
     def set_cluster_cidr(self, cidr: str) -> None:
         """The cluster's pod CIDR as the server tells it (Welcome); fragments depend on it, so all are redone."""
         if cidr != self.config.cluster_cidr:
             self.config = ProxyConfig(self.config.node_name, self.config.node_ips, cidr, self.config.table)
             self._stale |= set(self._services)
-            self._dirty.set()
+            self.mark()
 
     def _touch(self, service: Key) -> None:
         self._stale.add(service)
-        self._dirty.set()
-        self._have_state.set()
+        self.mark()
+        self.have_state()
 
     def _unlink_slice(self, key: Key) -> None:
         owner = self._owner.pop(key, None)
@@ -152,35 +147,9 @@ class Proxier:
         changed = await self.syncer.sync(table)
         endpoints, services = stale_udp(self._ports, ports, self.config.node_name, self.config.node_ips)
         self._ports = ports
-        self._last_sync = time.monotonic()
-        self.synced += 1
+        self.synced_now()
         if self.clear_conntrack and (endpoints or services):
             await conntrack.delete_udp_flows(self.netns, endpoints=endpoints, services=services)
         if self.health is not None:
             await self.health.update(wanted(ports, self.config.node_name))
         return changed
-
-    async def run(self) -> None:
-        """Sync whenever something changed, at most once per `min_interval`; until cancelled.
-
-        Nothing is synced before the first object is recorded (the feed's first `replace`, a complete set),
-        whatever config changed first (the cluster CIDR and node IPs come before the objects): a restarted
-        agent leaves the kernel's table as it is until it knows the state again; that first sync then
-        reconciles it (see `TableSyncer`).
-        """
-        await self._have_state.wait()
-        while True:
-            await self._dirty.wait()
-            wait = self._last_sync + self.min_interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            try:
-                await self.sync_once()
-            except Exception as exc:
-                if self.last_error is None:
-                    log.error("service proxy sync failed (retrying every %.0f s): %s", self.retry_interval, exc)
-                self.last_error = exc
-                self._dirty.set()
-                await asyncio.sleep(self.retry_interval)
-            else:
-                self.last_error = None
