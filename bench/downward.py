@@ -14,7 +14,6 @@ Needs root, busybox-static and docker-registry. Prints its figures; asserts noth
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from pods import IMAGE, Bench, _remove_empty_cgroups  # noqa: E402
+from pods import IMAGE, Bench, _remove_empty_cgroups, run_inner_isolated  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:
@@ -112,12 +111,7 @@ def main() -> None:
     if args.inner:
         inner(args)
         return
-    if os.geteuid() != 0:
-        raise SystemExit("bench/downward.py needs root")
-    cmd = f"ip link set lo up && exec {sys.executable} {__file__} --inner --changes {args.changes}"
-    clean = "while umount -l /run/netns 2>/dev/null; do :; done"
-    raise SystemExit(subprocess.call(["unshare", "--net", "--mount", "--propagation", "private", "sh", "-c",
-                                      f"{clean}; {cmd}"], cwd=ROOT))
+    run_inner_isolated(__file__, ["--changes", str(args.changes)])
 
 
 if __name__ == "__main__":

@@ -201,6 +201,20 @@ def _remove_empty_cgroups(root: str) -> None:
                 print(f"cgroup {dirpath} left: {e}")
 
 
+def run_inner_isolated(script: str, args: list[str]) -> None:
+    """Re-execute `script --inner ARGS` as root in a fresh network namespace (only `lo`, so no packet can reach
+    the host's network) and a private mount namespace with /run/netns emptied of whatever mounts are stacked
+    there on this host (a shared mount point bound onto itself N times copies every netns mount N times and
+    makes every container's mount namespace N times larger): the bench measures a node, not this VM's
+    leftovers. Exits with the inner run's status."""
+    if os.geteuid() != 0:
+        raise SystemExit(f"{Path(script).name} needs root")
+    cmd = " ".join(["ip link set lo up && exec", sys.executable, script, "--inner", *args])
+    clean = "while umount -l /run/netns 2>/dev/null; do :; done"
+    raise SystemExit(subprocess.call(["unshare", "--net", "--mount", "--propagation", "private", "sh", "-c",
+                                      f"{clean}; {cmd}"], cwd=ROOT))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", type=int, default=50)
@@ -210,15 +224,7 @@ def main() -> None:
     if args.inner:
         inner(args)
         return
-    if os.geteuid() != 0:
-        raise SystemExit("bench/pods.py needs root")
-    cmd = f"ip link set lo up && exec {sys.executable} {__file__} --inner --pods {args.pods} --idle {args.idle}"
-    # A private mount namespace too, with /run/netns emptied of whatever mounts are stacked there on this host
-    # (a shared mount point that was bound onto itself N times copies every netns mount N times and makes every
-    # container's mount namespace N times larger): the bench measures a node, not this VM's leftovers.
-    clean = "while umount -l /run/netns 2>/dev/null; do :; done"
-    raise SystemExit(subprocess.call(["unshare", "--net", "--mount", "--propagation", "private", "sh", "-c",
-                                      f"{clean}; {cmd}"], cwd=ROOT))
+    run_inner_isolated(__file__, ["--pods", str(args.pods), "--idle", str(args.idle)])
 
 
 if __name__ == "__main__":
