@@ -155,6 +155,9 @@ k apply -f /tmp/devices.yaml
 for p in devices devices-privileged; do
     wait_for 90 sh -c "kubectl get pod $p -o jsonpath='{.status.phase}' | grep -qE 'Failed|Succeeded'"
 done
+for p in devices devices-privileged; do
+    k get pod $p -o wide; k get events --field-selector involvedObject.name=$p -o custom-columns=REASON:.reason,MSG:.message
+done
 plain=$(k logs devices 2>&1 | tr '\n' ' '); priv=$(k logs devices-privileged 2>&1 | tr '\n' ' ')
 echo "plain: $plain"; echo "privileged: $priv"
 if grep -q 'Operation not permitted' <<<"$plain" && grep -q NULL-OK <<<"$plain" \
