@@ -21,6 +21,7 @@ import base64
 import json
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,7 @@ def api_from_outside(cluster: NetCluster, token: str, path: str) -> int:
             "except urllib.error.HTTPError as e:\n"
             "    print(e.code)\n")
     url = f"https://{cluster.server.ip}:{PORT}{path}"
-    r = cluster.run_in(cluster.client, "python3", "-c", code, url, str(ca), input=token, timeout=30)
+    r = cluster.run_in(cluster.client, sys.executable, "-c", code, url, str(ca), input=token, timeout=30)
     assert r.returncode == 0, r.stderr
     return int(r.stdout)
 
