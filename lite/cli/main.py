@@ -44,6 +44,17 @@ def _port(value: str) -> int:
     return port
 
 
+def _cidr(value: str) -> str:
+    """An address range as the server, the allocators and the agents parse it (network address, prefix)."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"invalid CIDR {value!r}: {e}") from None
+    return value
+
+
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -94,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--disable-scheduler", action="store_true", help="do not run the scheduler in this process")
     srv.add_argument("--disable-controller-manager", action="store_true",
                      help="do not run the controllers in this process")
-    srv.add_argument("--service-cidr", default="10.43.0.0/16", help="ClusterIP range (default 10.43.0.0/16)")
-    srv.add_argument("--cluster-cidr", default="10.42.0.0/16",
+    srv.add_argument("--service-cidr", type=_cidr, default="10.43.0.0/16",
+                     help="ClusterIP range (default 10.43.0.0/16)")
+    srv.add_argument("--cluster-cidr", type=_cidr, default="10.42.0.0/16",
                      help="pod address range; each node gets a /24 of it (default 10.42.0.0/16)")
     srv.add_argument("--service-node-port-range", default="30000-32767", help="NodePort range")
     srv.add_argument("--advertise-address", default="", help="address the kubernetes Service points at")

@@ -82,6 +82,9 @@ _PER_KIND: dict[str, dict[Path, ListRule]] = {
     "Service": {("spec", "ports"): keyed("port", "protocol", protocol="TCP")},
     "Node": {("status", "addresses"): keyed("type"), ("spec", "taints"): ATOMIC,
              ("spec", "podCIDRs"): ListRule("set")},
+    # admissionregistration.k8s.io/v1: `webhooks` is patchStrategy merge, patchMergeKey name (listType map)
+    "ValidatingWebhookConfiguration": {("webhooks",): keyed("name")},
+    "MutatingWebhookConfiguration": {("webhooks",): keyed("name")},
 }
 
 # Maps that are atomic for server-side apply (`+structType=atomic`): owned and replaced whole.

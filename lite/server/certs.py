@@ -102,11 +102,22 @@ def write_private(path: Path, data: bytes) -> None:
 
 
 def serving_sans(config: ServerConfig) -> list[str]:
-    """The SANs of the serving certificate: loopback, localhost, the hostname, a specific bind address."""
-    sans = ["127.0.0.1", "::1", "localhost", socket.gethostname(), *IN_CLUSTER_NAMES, *config.tls_sans]
-    if config.bind_address not in ("", "0.0.0.0", "::"):
-        sans.append(config.bind_address)
+    """The SANs of the serving certificate: loopback, localhost, the hostname, a specific bind address, the
+    advertise address, and what in-cluster clients dial (as kube-apiserver's): the `kubernetes` Service's
+    ClusterIP (the service CIDR's first address, `KUBERNETES_SERVICE_HOST`) and its DNS names."""
+    domain = f"kubernetes.default.svc.{config.cluster_domain.strip('.')}" if config.cluster_domain else ""
+    sans = ["127.0.0.1", "::1", "localhost", socket.gethostname(), *IN_CLUSTER_NAMES, *config.tls_sans,
+            api_service_ip(config.service_cidr)]
+    for extra in (config.bind_address, config.advertise_address, domain):
+        if extra not in ("", "0.0.0.0", "::"):
+            sans.append(extra)
     return sorted(set(sans))
+
+
+def api_service_ip(service_cidr: str) -> str:
+    """The `kubernetes` Service's ClusterIP: the first address of the (first) service CIDR."""
+    network = ipaddress.ip_network(service_cidr.split(",")[0].strip(), strict=False)
+    return str(network.network_address + 1)
 
 
 def ensure_credentials(config: ServerConfig) -> Credentials:

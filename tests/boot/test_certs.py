@@ -52,6 +52,24 @@ def test_serving_cert_is_issued_by_ca_with_sans(tmp_path: Path) -> None:
     assert all(ipaddress.ip_address(ip) for ip in ips)
 
 
+def test_serving_cert_names_what_in_cluster_clients_dial(tmp_path: Path) -> None:
+    """A pod's client dials https://$KUBERNETES_SERVICE_HOST (the service CIDR's first address), which the
+    service proxy forwards to the advertise address: both must be in the certificate, as upstream's are."""
+    cfg = ServerConfig.create(tmp_path / "d", service_cidr="10.96.0.0/12", advertise_address="192.0.2.7",
+                              cluster_domain="corp.example")
+    cert = x509.load_pem_x509_certificate(ensure_credentials(cfg).serving_cert.read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    ips = {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
+    assert {"10.96.0.1", "192.0.2.7"} <= ips
+    assert "10.43.0.1" not in ips
+    assert "kubernetes.default.svc.corp.example" in san.get_values_for_type(x509.DNSName)
+    # the default service CIDR gives the default ClusterIP of the `kubernetes` Service
+    default = x509.load_pem_x509_certificate(ensure_credentials(ServerConfig.create(tmp_path / "e"))
+                                             .serving_cert.read_bytes())
+    default_ips = default.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ipaddress.ip_address("10.43.0.1") in default_ips.get_values_for_type(x509.IPAddress)
+
+
 def test_restart_reuses_everything(tmp_path: Path) -> None:
     cfg = ServerConfig.create(tmp_path / "d")
     first = ensure_credentials(cfg)

@@ -30,6 +30,7 @@ def test_server_flags_parse_with_k3s_names() -> None:
 
 
 @pytest.mark.parametrize("bad", [["server", "--https-listen-port", "70000"], ["server", "--log-level", "loud"],
+                                 ["server", "--service-cidr", "bogus"], ["server", "--cluster-cidr", "10.42.0.1/16"],
                                  ["nonsense"], []])
 def test_usage_errors_exit_2(bad: list[str]) -> None:
     assert lite(*bad).returncode == 2

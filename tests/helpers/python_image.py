@@ -5,14 +5,31 @@ cache (`$LITE_TEST_DEB_CACHE`, default /var/tmp/lite-test-debs), `dpkg -x`es the
 adds `usr/bin/python3 -> python3.11`, and returns one deterministic layer (about 45 MB, 16 MB gz) meant to
 sit on top of the busybox layer. `import http.server, sqlite3, ssl, ctypes, asyncio` works in it.
 Raises `PythonImageUnavailable` when apt-get or dpkg cannot provide the debs (tests skip on it).
+
+`packages_layer(["kubernetes"])` is a further layer with those distributions of the running interpreter's
+environment (the test venv) and their whole runtime dependency closure (`importlib.metadata` requirements,
+markers evaluated here, extras left out) in `usr/lib/python3/dist-packages`, which Debian's python3.11 has on
+`sys.path`: every file a distribution's RECORD lists, .dist-info included, minus `__pycache__` and anything
+outside site-packages (console scripts). Compiled extensions are cp311 manylinux builds, which Debian's
+python3.11 loads. No network. The layer is deterministic (sorted entries, owners 0, mtime 0) and cached as
+`<cache>/layers/<key>.tar.gz`, the key hashing the helper's layout version and every distribution's name,
+version and RECORD, so a changed venv makes a new layer. `from kubernetes import client, config` works in
+busybox + `python_layer` + `packages_layer(["kubernetes"])`.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import importlib.metadata as metadata
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.helpers.images import Entry, Layer
 
@@ -88,3 +105,72 @@ def python_layer(workdir: Path) -> Layer:
         return Layer.build(dir_entries(rootfs))
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)
+
+
+SITE_PACKAGES = "usr/lib/python3/dist-packages"
+PACKAGES_LAYOUT = "1"  # bump when the layer's layout changes (invalidates cached layers)
+
+
+def dependency_closure(roots: list[str]) -> list[metadata.Distribution]:
+    """The installed distributions `roots` need at run time, themselves included, sorted by name.
+
+    Raises `PythonImageUnavailable` when one is not installed here."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = list(roots)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in found:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError as e:
+            raise PythonImageUnavailable(f"{name} is not installed in {sys.prefix}") from e
+        found[name] = dist
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return [found[n] for n in sorted(found)]
+
+
+def _dist_files(dist: metadata.Distribution) -> list[tuple[str, Path]]:
+    out = []
+    for rel in dist.files or []:
+        name = str(rel)
+        if name.startswith("..") or "__pycache__" in rel.parts:
+            continue
+        path = Path(str(dist.locate_file(rel)))
+        if path.is_file():
+            out.append((name, path))
+    return out
+
+
+def _layer_key(dists: list[metadata.Distribution]) -> str:
+    h = hashlib.sha256(f"layout {PACKAGES_LAYOUT}\n".encode())
+    for dist in dists:
+        h.update(f"{dist.metadata['Name']} {dist.version}\n".encode())
+        h.update((dist.read_text("RECORD") or "").encode())
+    return h.hexdigest()[:24]
+
+
+def packages_layer(roots: list[str]) -> Layer:
+    """One layer holding `roots` and their dependency closure (see the module docstring); cached."""
+    dists = dependency_closure(roots)
+    cached = deb_cache() / "layers" / f"{_layer_key(dists)}.tar.gz"
+    if cached.exists():
+        gz = cached.read_bytes()
+        return Layer(gzip.decompress(gz), gz)
+    files: dict[str, Path] = {}
+    for dist in dists:
+        files.update(_dist_files(dist))
+    dirs = {str(Path(name).parents[i]) for name in files for i in range(len(Path(name).parents) - 1)}
+    entries = [Entry(f"{SITE_PACKAGES}/{d}", "dir", mode=0o755) for d in sorted(dirs)]
+    entries += [Entry(f"{SITE_PACKAGES}/{name}", data=path.read_bytes(), mode=0o755 if os.access(path, os.X_OK)
+                      else 0o644) for name, path in sorted(files.items())]
+    parents = [Entry(p, "dir", mode=0o755) for p in ("usr", "usr/lib", "usr/lib/python3", SITE_PACKAGES)]
+    layer = Layer.build(parents + sorted(entries, key=lambda e: e.name))
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(layer.gz)
+    tmp.rename(cached)
+    return layer

@@ -96,6 +96,29 @@ def test_finalizers_merge_as_set_and_delete_from_primitive_list() -> None:
     assert strategic_merge(live, patch, POD)["metadata"]["finalizers"] == ["a"]
 
 
+@pytest.mark.parametrize("kind", ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"])
+def test_webhook_configurations_merge_webhooks_by_name(kind: str) -> None:
+    """What `kubectl apply` sends when one webhook's failurePolicy changed: only that field of that webhook
+    (upstream's `webhooks` is patchStrategy merge, patchMergeKey name)."""
+    def hook(name: str, policy: str) -> dict[str, Any]:
+        return {"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": policy,
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["configmaps"]}],
+                "clientConfig": {"service": {"namespace": "hooks", "name": "hookd", "path": "/validate"}}}
+
+    live = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "c"},
+            "webhooks": [hook("a.hooks.test", "Fail"), hook("b.hooks.test", "Fail")]}
+    patch = {"$setElementOrder/webhooks": [{"name": "a.hooks.test"}, {"name": "b.hooks.test"}],
+             "webhooks": [{"failurePolicy": "Ignore", "name": "b.hooks.test"}]}
+    out = strategic_merge(live, patch, schema_for(kind, "admissionregistration.k8s.io"))
+    assert out["webhooks"] == [hook("a.hooks.test", "Fail"), hook("b.hooks.test", "Ignore")]
+    # the rules inside a webhook stay atomic, as upstream's (no patch strategy)
+    rules = [{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["*"]}]
+    out = strategic_merge(live, {"webhooks": [{"name": "a.hooks.test", "rules": rules}]},
+                          schema_for(kind, "admissionregistration.k8s.io"))
+    assert out["webhooks"][0]["rules"] == rules and out["webhooks"][1] == hook("b.hooks.test", "Fail")
+
+
 def test_atomic_lists_replace() -> None:
     live = {"spec": {"tolerations": [{"key": "a"}], "containers": [{"name": "c", "args": ["x", "y"]}]}}
     patch = {"spec": {"tolerations": [{"key": "b"}], "containers": [{"name": "c", "args": ["z"]}]}}

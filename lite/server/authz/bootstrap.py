@@ -11,11 +11,14 @@ Role: `reconcile_policy(client, kinds)` runs once at start, before the port open
   immutable). Extra rules and subjects a user added are kept.
 
 Invariants: idempotent (a second run writes nothing); one failing object is logged and the rest still
-reconciled; nothing here runs per request.
+reconciled; nothing here runs per request. The objects of one kind are reconciled concurrently (distinct
+keys, so their writes share the store's group commits: a first start writes ~110 objects in a few
+transactions instead of one fsync each).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -98,13 +101,9 @@ async def reconcile_policy(client: Client, kinds: KindRegistry) -> None:
         kind = kinds.by_resource(policy.GROUP, "v1", plural)
         if kind is None:
             raise LookupError(f"{plural}.{policy.GROUP} is not served")
-        for expected in objects:
-            ns = str(expected["metadata"].get("namespace") or "")
-            name = str(expected["metadata"]["name"])
-            try:
-                await _reconcile_one(client, kind, ns, name, expected)
-            except ApiError as e:
-                log.warning("bootstrap RBAC %s %s/%s: %s", plural, ns, name, e)
+        async with asyncio.TaskGroup() as tg:
+            for expected in objects:
+                tg.create_task(_reconcile_logged(client, kind, plural, expected))
     crb = kinds.by_resource(policy.GROUP, "v1", "clusterrolebindings")
     for name in policy.RETIRED_CLUSTER_ROLE_BINDINGS:
         try:  # bindings earlier versions created and this one must not keep (they would grant too much)
@@ -113,6 +112,15 @@ async def reconcile_policy(client: Client, kinds: KindRegistry) -> None:
         except ApiError as e:
             if e.code != 404:
                 log.warning("bootstrap RBAC: retired ClusterRoleBinding %s: %s", name, e)
+
+
+async def _reconcile_logged(client: Client, kind: Any, plural: str, expected: Obj) -> None:
+    ns = str(expected["metadata"].get("namespace") or "")
+    name = str(expected["metadata"]["name"])
+    try:
+        await _reconcile_one(client, kind, ns, name, expected)
+    except ApiError as e:
+        log.warning("bootstrap RBAC %s %s/%s: %s", plural, ns, name, e)
 
 
 async def _reconcile_one(client: Client, kind: Any, ns: str, name: str, expected: Obj) -> None:

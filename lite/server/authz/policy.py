@@ -11,12 +11,15 @@ Invariants: pure data built fresh on every call (callers may mutate what they ge
 `kubernetes.io/bootstrapping: rbac-defaults` label and `rbac.authorization.kubernetes.io/autoupdate: "true"`.
 lite's in-process controllers and scheduler are not authorised per request; their roles
 (`system:kube-controller-manager`, `system:kube-scheduler`, `system:volume-scheduler`) exist as upstream names
-them, for tools that read them.
+them, for tools that read them; so do the per-controller `system:controller:*` roles and their bindings
+(`authz.controllerpolicy`, for the controllers lite runs).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from lite.server.authz import controllerpolicy
 
 Obj = dict[str, Any]
 API = "rbac.authorization.k8s.io/v1"
@@ -232,6 +235,8 @@ def cluster_roles() -> list[Obj]:
             r(["get", "list", "patch", "update", "watch"], [""], ["persistentvolumes"]),
             r(_READ, ["storage.k8s.io"], ["storageclasses"]),
             r(["get", "list", "patch", "update", "watch"], [""], ["persistentvolumeclaims"])]),
+        *(_cluster_role(controllerpolicy.PREFIX + name, rules)
+          for name, rules in sorted(controllerpolicy.controller_rules().items())),
     ]
 
 
@@ -265,6 +270,8 @@ def cluster_role_bindings() -> list[Obj]:
         _crb("system:service-account-issuer-discovery", [subject("Group", "system:serviceaccounts")]),
         _crb("system:volume-scheduler", [subject("User", "system:kube-scheduler")]),
         _crb("lite:node-simulators", [subject("Group", "lite:node-simulators")], "lite:node-simulator"),
+        *(_crb(controllerpolicy.PREFIX + name, [subject("ServiceAccount", name, "kube-system")])
+          for name in sorted(controllerpolicy.controller_rules())),
     ]
 
 
