@@ -78,6 +78,36 @@ def test_first_match_wins_and_everything() -> None:
     assert run(devices.program([]), devices.CHAR, R, 1, 3) == 0
 
 
+def _reachable(code: bytes) -> set[int]:
+    """The instruction indexes reachable from the first, following this module's opcodes (as the verifier
+    does before it accepts a program: one unreachable instruction and bpf(BPF_PROG_LOAD) fails with EINVAL)."""
+    n, seen, todo = len(code) // 8, set(), [0]
+    while todo:
+        i = todo.pop()
+        if i in seen or i >= n:
+            continue
+        seen.add(i)
+        op, _, off, _ = struct.unpack_from("<BBhi", code, i * 8)
+        if op == 0x95:  # exit
+            continue
+        todo.append(i + 1)
+        if op in (0x55, 0x5D):  # conditional jumps
+            todo.append(i + 1 + off)
+    return seen
+
+
+@pytest.mark.parametrize("rules", [
+    ["a"],  # a privileged container
+    ["c 1:1 rwm", "a"],
+    ["a", "c 1:3 rwm"],
+    ["b *:* m", "c *:* m", "c 1:3 rwm"],
+    [],
+])
+def test_every_instruction_is_reachable(rules: list[str]) -> None:
+    code = devices.program([devices.parse_rule(r) for r in rules])
+    assert _reachable(code) == set(range(len(code) // 8)), rules
+
+
 def test_parse_rule() -> None:
     assert devices.parse_rule("c 136:* rwm") == devices.DeviceRule("c", 136, -1, "rwm")
     assert devices.parse_rule("b *:* m") == devices.DeviceRule("b", -1, -1, "m")
@@ -100,6 +130,8 @@ def test_attached_program_restricts_a_real_cgroup() -> None:
     cg = mount / f"lite-secctx-devices-{uuid.uuid4().hex[:8]}"
     cg.mkdir()
     try:
+        # everything allowed (a privileged container): the kernel loads it (it refused it with EINVAL once)
+        devices.attach(str(cg), devices.program([devices.parse_rule("a")]))
         devices.attach(str(cg), devices.program(DEFAULT))
         devices.attach(str(cg), devices.program(DEFAULT))  # again: replaces, as a container restart does
         pid = os.fork()

@@ -4,7 +4,9 @@ container's cgroup, generated from the same allow-list the v1 devices controller
 `program(rules)` is pure: the instructions for a rule list ("c 1:3 rwm" as in devices.allow; first match wins,
 anything unmatched is denied). The program reads `struct bpf_cgroup_dev_ctx {u32 access_type; u32 major;
 u32 minor}` (access_type = access << 16 | type; type 1 block, 2 char; access 1 mknod, 2 read, 4 write) and
-returns 1 (allow) or 0 (deny). `attach(cgroup_dir, code)` loads it with bpf(2) and attaches it as the cgroup's
+returns 1 (allow) or 0 (deny). Every instruction is reachable (the verifier refuses a program that has
+unreachable ones): code ends at the first rule that matches everything ("a", as a privileged container has).
+`attach(cgroup_dir, code)` loads it with bpf(2) and attaches it as the cgroup's
 only device program (BPF_CGROUP_DEVICE without flags: a second attach replaces the first, so it is idempotent).
 Blocking: two syscalls.
 """
@@ -92,7 +94,10 @@ def program(rules: list[DeviceRule]) -> bytes:
         _insn(_LDX_W, 5, 1, 8),  # r5 = minor
     ]
     for rule in rules:
-        code += _rule_block(rule)
+        block = _rule_block(rule)
+        code += block
+        if len(block) == 2:  # no check: the rule decides every access, and the kernel's verifier refuses a
+            return b"".join(code)  # program with unreachable instructions (EINVAL), so nothing may follow
     code += [_insn(_MOV_K, 0, imm=0), _insn(_EXIT)]
     return b"".join(code)
 
