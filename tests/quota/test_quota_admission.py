@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,101 @@ def test_a_nano_value_survives_formatting_exactly(nano: int, like: str) -> None:
     for name in ("requests.memory", "requests.cpu"):
         written = u.format_usage(_from_nano({name: nano}), {name: like} if like else None)
         assert _to_nano(u.resource_list(written)) == {name: nano}
+
+
+# ---- charging exactly under concurrency, and giving a charge back ---------------------------------------
+
+
+async def _create_all(api: Any, names: list[str], **resources: Any) -> list[str]:
+    """Create the pods concurrently, spread over a few commits so that requests keep arriving while earlier
+    batches are judged and written; the names that were stored (403 refusals expected, nothing else)."""
+    async def one(i: int, name: str) -> str | None:
+        for _ in range(i % 25):  # the loop runs other work (judging, committing) in between
+            await asyncio.sleep(0.001)
+        try:
+            await api.res.create(POD, "default", pod(name, **resources))
+            return name
+        except errors.ApiError as e:
+            assert e.code == 403 and "exceeded quota" in e.message, e.message
+            return None
+    return [n for n in await asyncio.gather(*(one(i, n) for i, n in enumerate(names))) if n is not None]
+
+
+@pytest.mark.parametrize("pods_hard,cpu_hard,want", [
+    ("37", "100", 37),  # the pods count binds
+    ("500", "23", 46),  # requests.cpu binds (500m a pod)
+])
+async def test_two_hundred_concurrent_creates_end_at_exactly_hard(api: Any, pods_hard: str, cpu_hard: str,
+                                                                 want: int) -> None:
+    """Creates arrive while earlier batches are still being written: however the batches are judged and
+    their charges written, the objects stored and the status both end exactly at `hard`."""
+    await quota(api, "pods", {"pods": pods_hard})
+    await quota(api, "cpu", {"requests.cpu": cpu_hard, "limits.cpu": "1000"})
+    stored = await _create_all(api, [f"p{i}" for i in range(200)], requests={"cpu": "500m"}, limits={"cpu": "1"})
+    assert len(stored) == want
+    assert len((await api.res.list(POD, "default"))["items"]) == want
+    assert await used(api, "pods") == {"pods": str(want)}
+    cpu = str(want // 2) if want % 2 == 0 else f"{want * 500}m"
+    assert await used(api, "cpu") == {"requests.cpu": cpu, "limits.cpu": str(want)}
+
+
+async def test_a_create_refused_after_the_charge_gives_it_back(api: Any) -> None:
+    """The name is taken: the store refuses the create after quota admission charged it."""
+    await quota(api, "q", {"pods": "3", "requests.cpu": "1"})
+    await api.res.create(POD, "default", pod("a", requests={"cpu": "300m"}))
+    with pytest.raises(errors.ApiError) as e:
+        await api.res.create(POD, "default", pod("a", requests={"cpu": "300m"}))
+    assert e.value.code == 409
+    async with asyncio.timeout(10):  # the give-back is a status job: it lands before the next batch
+        while await used(api, "q") != {"pods": "1", "requests.cpu": "300m"}:
+            await asyncio.sleep(0.01)
+    await api.res.create(POD, "default", pod("b", requests={"cpu": "700m"}))  # fits only if given back
+    assert await used(api, "q") == {"pods": "2", "requests.cpu": "1"}
+
+
+async def test_a_later_hook_refusing_gives_the_charge_back(api: Any) -> None:
+    await quota(api, "q", {"pods": "1"})
+
+    async def refuse_x(review: Any) -> None:
+        if review.kind.gk == "Pod" and review.name == "x":
+            raise errors.forbidden('pods "x" is forbidden: no', "pods", "", "x")
+
+    api.res.strategies.add_admission(refuse_x)
+    assert "no" in await refused(api, pod("x"))
+    await api.res.create(POD, "default", pod("a"))
+    assert await used(api, "q") == {"pods": "1"}
+
+
+async def test_a_failed_commit_leaves_usage_equal_to_what_was_stored(api: Any) -> None:
+    """A commit that fails takes the charges written with it down too; the objects in it give their
+    charges back and the status write is redone: usage ends equal to the objects stored, no more, no less."""
+    await quota(api, "q", {"pods": "100"})
+    store = api.res.store
+    real = store._db.commit
+
+    def commit(rows: Any) -> None:
+        if any(r.name.endswith("/doomed") for r in rows):
+            raise sqlite3.OperationalError("disk I/O error")
+        real(rows)
+
+    store._db.commit = commit
+    names = ["doomed", *(f"p{i}" for i in range(30))]
+
+    async def one(name: str) -> bool:
+        try:
+            await api.res.create(POD, "default", pod(name))
+            return True
+        except errors.ApiError as e:
+            assert e.code == 500, e.message
+            return False
+
+    results = await asyncio.gather(*(one(n) for n in names))
+    assert not results[0]
+    store._db.commit = real
+    stored = len((await api.res.list(POD, "default"))["items"])
+    assert stored == sum(results)
+    async with asyncio.timeout(10):
+        while await used(api, "q") != {"pods": str(stored)}:
+            await asyncio.sleep(0.01)
+    await api.res.create(POD, "default", pod("after"))
+    assert await used(api, "q") == {"pods": str(stored + 1)}

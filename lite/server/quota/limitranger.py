@@ -28,7 +28,7 @@ from lite.client import Client
 from lite.kinds import Kind
 from lite.quantity import canonical, format_quantity, parse_quantity
 from lite.server.api.strategies import Admission
-from lite.server.quota.usage import pod_effective
+from lite.server.quota.usage import Effective, fractions, pod_effective_nano
 
 Obj = dict[str, Any]
 ANNOTATION = "kubernetes.io/limit-ranger"
@@ -204,8 +204,9 @@ def _check(rules: ItemRules, kind: str, req: Mapping[str, Any], lim: Mapping[str
     return [m for m in out if m]
 
 
-def pod_violations(limit_range: Obj | CompiledRange, pod: Obj) -> list[str]:
-    """Every min/max/ratio rule of `limit_range` the (defaulted) pod breaks, in upstream's order."""
+def pod_violations(limit_range: Obj | CompiledRange, pod: Obj, effective: Effective | None = None) -> list[str]:
+    """Every min/max/ratio rule of `limit_range` the (defaulted) pod breaks, in upstream's order.
+    `effective`: the pod's (requests, limits) from `pod_effective_nano`, when the caller has them."""
     compiled = limit_range if isinstance(limit_range, CompiledRange) else compile_range(limit_range)
     out: list[str] = []
     spec = pod.get("spec") or {}
@@ -215,7 +216,9 @@ def pod_violations(limit_range: Obj | CompiledRange, pod: Obj) -> list[str]:
                 res = (c.get("resources") or {}) if isinstance(c, dict) else {}
                 out += _check(rules, "Container", res.get("requests") or {}, res.get("limits") or {})
     if compiled.pod:
-        req, lim = pod_effective(pod, "requests"), pod_effective(pod, "limits")
+        if effective is None:
+            effective = pod_effective_nano(pod, "requests"), pod_effective_nano(pod, "limits")
+        req, lim = fractions(effective[0]), fractions(effective[1])
         for rules in compiled.pod:
             out += _check(rules, "Pod", req, lim)
     return out
@@ -257,21 +260,31 @@ class LimitRanger:
         return got
 
     async def admit(self, review: Admission) -> None:
+        await self.check(review)
+
+    async def check(self, review: Admission) -> Effective | None:
+        """The hook's work; returns the defaulted pod's effective (requests, limits) when a Pod item needed
+        them, so quota admission, which runs next and sees the same pod, need not compute them again."""
         gk, obj = review.kind.gk, review.obj
         if review.subresource or obj is None or not review.namespace or gk not in ("Pod", "PersistentVolumeClaim"):
-            return
+            return None
         if gk == "Pod" and review.operation != "CREATE":
-            return
+            return None
         ranges = (await self.client.list(self.kind, review.namespace))["items"]
         if not ranges:
-            return
+            return None
         ranges.sort(key=lambda r: str(r["metadata"]["name"]))
+        compiled = [self.compiled(lr) for lr in ranges]
+        effective: Effective | None = None
         if gk == "Pod":
-            for lr in ranges:
-                apply_defaults(self.compiled(lr), obj)
-        for lr in ranges:
-            problems = pod_violations(self.compiled(lr), obj) if gk == "Pod" else pvc_violations(lr, obj)
+            for c in compiled:
+                apply_defaults(c, obj)
+            if any(c.pod for c in compiled):
+                effective = pod_effective_nano(obj, "requests"), pod_effective_nano(obj, "limits")
+        for lr, c in zip(ranges, compiled, strict=True):
+            problems = pod_violations(c, obj, effective) if gk == "Pod" else pvc_violations(lr, obj)
             if problems:
                 plural = review.kind.plural
                 who = f'{plural} "{review.name}"' if review.name else plural
                 raise errors.forbidden(f"{who} is forbidden: {aggregate(problems)}", plural, "", review.name)
+        return effective
