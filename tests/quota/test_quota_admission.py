@@ -142,8 +142,8 @@ async def test_a_charge_is_announced_before_its_status_write(api: Any) -> None:
     real = api.res
 
     class Spy:
-        async def list(self, kind: Any, ns: str) -> Any:
-            return await real.list(kind, ns)
+        async def list(self, kind: Any, ns: str, **kw: Any) -> Any:
+            return await real.list(kind, ns, **kw)
 
         async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
             seen.append(api.quota.last_charge(ns))
@@ -162,8 +162,8 @@ async def test_a_charge_whose_write_lost_a_race_is_added_again(api: Any) -> None
     lost: list[int] = []
 
     class Racer:
-        async def list(self, kind: Any, ns: str) -> Any:
-            return await real.list(kind, ns)
+        async def list(self, kind: Any, ns: str, **kw: Any) -> Any:
+            return await real.list(kind, ns, **kw)
 
         async def get(self, kind: Any, ns: str, name: str) -> Any:
             return await real.get(kind, ns, name)

@@ -173,15 +173,16 @@ class QuotaAdmission:
             return
         if review.operation != "CREATE" and not (review.operation == "UPDATE" and review.kind.gk in GROWS):
             return
-        quotas = (await self.client.list(self.kind, review.namespace))["items"]
-        if not quotas:
+        # Only whether the namespace has a quota at all (one object decoded, not all of them): the worker
+        # reads them all, once per batch, and allows what none of them tracks.
+        if not (await self.client.list(self.kind, review.namespace, limit=1))["items"]:
             return
         now = self.now()
         usage = u.object_usage_nano(review.kind, review.obj, now, effective if review.old is None else None)
         if review.old is not None:  # an update is charged what it adds (upstream: non-negative delta)
             before = u.object_usage_nano(review.kind, review.old, now)
             usage = {k: v - before.get(k, 0) for k, v in usage.items() if v > before.get(k, 0)}
-        if not any(k in ((q.get("status") or {}).get("hard") or {}) for q in quotas for k in usage):
+        if not usage:
             return
         req = _Request(review, usage, asyncio.get_running_loop().create_future())
         self._queues.setdefault(review.namespace, []).append(req)
@@ -299,10 +300,9 @@ class QuotaAdmission:
     def _evaluate(self, quotas: list[Obj], batch: list[_Request], parsed: dict[str, _Parsed] | None = None,
                   written: dict[str, tuple[_Compiled, dict[str, int]]] | None = None,
                   ) -> list[tuple[Obj, dict[str, int]]]:
-        """Judge the batch in order against `quotas`; return the quotas whose used grew (with the new used,
-        in place: the listed objects are this worker's own) with what the batch added to each. Sums are in
-        integer nano-units (exact: upstream keeps no finer unit); only the values that changed are
-        formatted again."""
+        """Judge the batch in order against `quotas`; return status-write bodies of the quotas whose used grew
+        with what the batch added to each. Sums are in integer nano-units (exact: upstream keeps no finer
+        unit); only the values that changed are formatted again."""
         known = dict(parsed or {})
         if parsed is not None:
             parsed.clear()  # refilled by this batch's successful writes; a deleted quota's entry goes
@@ -315,11 +315,10 @@ class QuotaAdmission:
         for q in state:
             if not q.added:
                 continue
-            status = q.obj.setdefault("status", {})
             hard_raw = q.compiled.hard_raw
-            status["used"] = {**q.used_raw, **{k: format_nano(q.used[k], binary=_binary(hard_raw.get(k), k, q.used[k]))
-                                               for k in q.added}}
-            out.append((q.obj, q.added))
+            used = {**q.used_raw, **{k: format_nano(q.used[k], binary=_binary(hard_raw.get(k), k, q.used[k]))
+                                     for k in q.added}}
+            out.append((_status_body(q.obj, used), q.added))
             if written is not None:
                 written[q.name] = (q.compiled, q.used)
         return out
@@ -361,12 +360,13 @@ class QuotaAdmission:
             missing = u.missing_requirements(c.hard, r.review.obj or {}, r.have)
             if missing:
                 return self._forbidden(r, f"failed quota: {q.name}: {missing}")
+        used, hard = q.used, c.hard
+        if all(k in q.used_raw and used.get(k, 0) + v <= hard[k] for k, v in delta.items()):
+            return None  # the common case, without building the lists below
         unknown = sorted(k for k in delta if k not in q.used_raw)
         if unknown:
             return self._forbidden(r, f"status unknown for quota: {q.name}, resources: {','.join(unknown)}")
-        over = sorted(k for k, v in delta.items() if q.used.get(k, 0) + v > c.hard[k])
-        if not over:
-            return None
+        over = sorted(k for k, v in delta.items() if used.get(k, 0) + v > hard[k])
         requested = u.pretty(_from_nano({k: delta[k] for k in over}), c.hard_raw)
         spent = u.pretty(_from_nano({k: q.used.get(k, 0) for k in over}), c.hard_raw)
         limited = u.pretty(_from_nano({k: c.hard[k] for k in over}), c.hard_raw)
@@ -416,6 +416,16 @@ def _adder(delta: dict[str, int]) -> Callable[[Obj], Obj | None]:
         status["used"] = raw
         return fresh
     return build
+
+
+def _status_body(q: Obj, used: Obj) -> Obj:
+    """The body of a status write: a status write takes only `status` from it (and the resourceVersion as
+    precondition), so the rest of the quota is neither copied nor sent."""
+    meta = q["metadata"]
+    return {"apiVersion": q.get("apiVersion", "v1"), "kind": "ResourceQuota",
+            "metadata": {"name": meta["name"], "namespace": meta.get("namespace", ""),
+                         "resourceVersion": meta.get("resourceVersion", "")},
+            "status": {**(q.get("status") or {}), "used": used}}
 
 
 def _log_failure(done: asyncio.Future[None]) -> None:

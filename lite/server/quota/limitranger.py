@@ -26,7 +26,7 @@ from typing import Any
 from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
-from lite.quantity import canonical, format_quantity, parse_quantity
+from lite.quantity import NANO, canonical, format_quantity, parse_nano
 from lite.server.api.strategies import Admission
 from lite.server.quota.usage import Effective, fractions, pod_effective_nano
 
@@ -66,10 +66,11 @@ def _items(limit_range: Obj, kind: str) -> list[Obj]:
 
 @dataclass(frozen=True)
 class Rule:
-    """One enforced value of a LimitRange item: the resource, its exact value and upstream's rendering."""
+    """One enforced value of a LimitRange item: the resource, its exact value (nano-units) and upstream's
+    rendering."""
 
     name: str
-    value: Fraction
+    value: int
     shown: str
 
 
@@ -93,7 +94,7 @@ class CompiledRange:
 def _rules(raw: Any) -> tuple[Rule, ...]:
     if not isinstance(raw, dict):
         return ()
-    return tuple(Rule(str(k), _q(v), _show(v)) for k, v in sorted(raw.items()))
+    return tuple(Rule(str(k), _n(v), _show(v)) for k, v in sorted(raw.items()))
 
 
 def compile_range(limit_range: Obj) -> CompiledRange:
@@ -143,8 +144,12 @@ def _container_word(field: str) -> str:
     return "init container" if field == "initContainers" else "container"
 
 
-def _q(v: Any) -> Fraction:
-    return v if isinstance(v, Fraction) else parse_quantity(str(v))
+def _n(v: Any) -> int:
+    """A quantity (a string from a container, or an exact Fraction sum from a Pod item) in nano-units;
+    comparisons are between integers. Raises ValueError for a bad quantity, as parse_quantity does."""
+    if isinstance(v, Fraction):
+        return v.numerator * (NANO // v.denominator)
+    return parse_nano(str(v))
 
 
 def _show(v: Any) -> str:
@@ -157,9 +162,9 @@ def _min(kind: str, r: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> 
     name = r.name
     if name not in req:
         return f"minimum {name} usage per {kind} is {r.shown}.  No request is specified"
-    if _q(req[name]) < r.value:
+    if _n(req[name]) < r.value:
         return f"minimum {name} usage per {kind} is {r.shown}, but request is {_show(req[name])}"
-    if name in lim and _q(lim[name]) < r.value:
+    if name in lim and _n(lim[name]) < r.value:
         return f"minimum {name} usage per {kind} is {r.shown}, but limit is {_show(lim[name])}"
     return ""
 
@@ -168,9 +173,9 @@ def _max(kind: str, r: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> 
     name = r.name
     if name not in lim:
         return f"maximum {name} usage per {kind} is {r.shown}.  No limit is specified"
-    if _q(lim[name]) > r.value:
+    if _n(lim[name]) > r.value:
         return f"maximum {name} usage per {kind} is {r.shown}, but limit is {_show(lim[name])}"
-    if name in req and _q(req[name]) > r.value:
+    if name in req and _n(req[name]) > r.value:
         return f"maximum {name} usage per {kind} is {r.shown}, but request is {_show(req[name])}"
     return ""
 
@@ -178,7 +183,7 @@ def _max(kind: str, r: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> 
 def _max_request(kind: str, r: Rule, req: Mapping[str, Any]) -> str:
     if r.name not in req:
         return f"maximum {r.name} usage per {kind} is {r.shown}.  No request is specified"
-    if _q(req[r.name]) > r.value:
+    if _n(req[r.name]) > r.value:
         return f"maximum {r.name} usage per {kind} is {r.shown}, but request is {_show(req[r.name])}"
     return ""
 
@@ -186,14 +191,14 @@ def _max_request(kind: str, r: Rule, req: Mapping[str, Any]) -> str:
 def _ratio(kind: str, rule: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
     name = rule.name
     head = f"{name} max limit to request ratio per {kind} is {rule.shown}"
-    r = _q(req[name]) if name in req else Fraction(0)
-    lv = _q(lim[name]) if name in lim else Fraction(0)
+    r = _n(req[name]) if name in req else 0
+    lv = _n(lim[name]) if name in lim else 0
     if r == 0:
         return f"{head}, but no request is specified or request is 0"
     if lv == 0:
         return f"{head}, but no limit is specified or limit is 0"
-    if lv / r > rule.value:
-        return f"{head}, but provided ratio is {float(lv / r):f}"
+    if lv * NANO > rule.value * r:  # lv / r > value, in integers
+        return f"{head}, but provided ratio is {float(Fraction(lv, r)):f}"
     return ""
 
 
