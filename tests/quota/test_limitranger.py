@@ -16,9 +16,9 @@ from tests.helpers.quota_api import Api, open_api
 POD, LR, PVC = builtin("", "Pod"), builtin("", "LimitRange"), builtin("", "PersistentVolumeClaim")
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async with open_api(tmp_path) as a:
+@pytest.fixture(params=[True, False], ids=["revisions", "lists"])
+async def api(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    async with open_api(tmp_path, revisions=request.param) as a:
         yield a
 
 
@@ -118,3 +118,21 @@ async def test_admission_checks_pvcs_and_ignores_other_namespaces(api: Any) -> N
     assert e.value.message == ('persistentvolumeclaims "c" is forbidden: maximum storage usage per '
                                'PersistentVolumeClaim is 1Gi, but request is 5Gi')
     await api.res.create(PVC, "kube-system", claim)
+
+
+async def test_a_changed_added_or_deleted_limitrange_is_seen_by_the_next_create(api: Any) -> None:
+    """LimitRanges are read again only when one changed: every kind of change must still be seen."""
+    await api.res.create(LR, "default", limits({"type": "Container", "max": {"cpu": "1"}}))
+    big = {"limits": {"cpu": "2"}}
+    with pytest.raises(errors.ApiError):
+        await api.res.create(POD, "default", pod(big, name="a"))
+    lr = await api.res.get(LR, "default", "lr")
+    lr["spec"]["limits"][0]["max"] = {"cpu": "4"}
+    await api.res.update(LR, "default", "lr", lr)
+    await api.res.create(POD, "default", pod(big, name="b"))
+    await api.res.create(LR, "default", {"metadata": {"name": "second"}, "spec": {"limits": [
+        {"type": "Container", "max": {"cpu": "1500m"}}]}})
+    with pytest.raises(errors.ApiError):
+        await api.res.create(POD, "default", pod(big, name="c"))
+    await api.res.delete(LR, "default", "second")
+    await api.res.create(POD, "default", pod(big, name="d"))

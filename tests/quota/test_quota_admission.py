@@ -17,9 +17,10 @@ from tests.helpers.quota_api import Api, open_api
 POD, RQ, DEPLOY = builtin("", "Pod"), builtin("", "ResourceQuota"), builtin("apps", "Deployment")
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async with open_api(tmp_path) as a:
+@pytest.fixture(params=[True, False], ids=["revisions", "lists"])
+async def api(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    """Admission as the server wires it (reading only quotas that changed), and reading them by lists."""
+    async with open_api(tmp_path, revisions=request.param) as a:
         yield a
 
 
@@ -336,3 +337,37 @@ async def test_a_failed_commit_leaves_usage_equal_to_what_was_stored(api: Any) -
             await asyncio.sleep(0.01)
     await api.res.create(POD, "default", pod("after"))
     assert await used(api, "q") == {"pods": str(stored + 1)}
+
+
+async def test_a_batch_reads_only_quotas_that_changed(tmp_path: Path) -> None:
+    """With `Resources.revisions` (as the server wires it), a create reads no quota and a batch reads the
+    quotas only when one of them is not at the revision the worker last saw; a change is still seen."""
+    async with open_api(tmp_path) as api:
+        await quota(api, "q", {"pods": "3"})
+        await quota(api, "be", {"pods": "5"}, scopes=["BestEffort"])
+        real, lists = api.res, []
+
+        class Counting:
+            async def list(self, kind: Any, ns: str, **kw: Any) -> Any:
+                lists.append(kind.kind)
+                return await real.list(kind, ns, **kw)
+
+            async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
+                return await real.update(kind, ns, name, obj, **kw)
+
+        api.quota.client = Counting()  # type: ignore[assignment]
+        await api.res.create(POD, "default", pod("a"))
+        assert lists == ["ResourceQuota"]  # the first batch reads them
+        await api.res.create(POD, "default", pod("b"))
+        await api.res.create(POD, "default", pod("c"))
+        assert lists == ["ResourceQuota"]
+        assert await used(api, "q") == {"pods": "3"} and await used(api, "be") == {"pods": "3"}
+        body = await real.get(RQ, "default", "q")
+        body["spec"]["hard"] = {"pods": "4"}
+        body["status"]["hard"] = {"pods": "4"}
+        await real.update(RQ, "default", "q", body)
+        await real.update(RQ, "default", "q", await real.get(RQ, "default", "q") | {"status": body["status"]},
+                          subresource="status")
+        await api.res.create(POD, "default", pod("d"))
+        assert lists == ["ResourceQuota", "ResourceQuota"]
+        assert "exceeded quota: q" in await refused(api, pod("e"))

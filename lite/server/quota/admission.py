@@ -50,6 +50,7 @@ from lite.kinds import Kind
 from lite.quantity import format_nano
 from lite.server.api.strategies import Admission
 from lite.server.quota import usage as u
+from lite.server.quota.limitranger import Revisions
 
 Obj = dict[str, Any]
 log = logging.getLogger("lite.quota")
@@ -105,16 +106,23 @@ class _Compiled:
 
 @dataclass(frozen=True)
 class _Parsed:
-    """A quota at revision `rv` as this worker wrote it: compiled spec, status in nano-units. Exact: a
-    nano-integer value formats to a string that parses back to the same value (`format_nano`)."""
+    """A quota at revision `rv` as this worker wrote it: compiled spec, status in nano-units, and the status
+    as stored. Exact: a nano-integer value formats to a string that parses back to the same value
+    (`format_nano`)."""
 
     rv: str
     compiled: _Compiled
     used: dict[str, int]
+    status: Obj
 
     @property
     def hard(self) -> dict[str, int]:
         return self.compiled.hard
+
+    def quota(self, ns: str, name: str) -> Obj:
+        """What admission reads of the quota at this revision (the rest of it is not needed)."""
+        return {"apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": name, "namespace": ns, "resourceVersion": self.rv}, "status": self.status}
 
 
 @dataclass
@@ -151,10 +159,12 @@ class QuotaAdmission:
     """The admission hook (`admit`) of one server over the in-process client."""
 
     def __init__(self, client: Client, quota_kind: Kind,
-                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+                 revisions: Revisions | None = None) -> None:
         self.client = client
         self.kind = quota_kind
         self.now = now
+        self.revisions = revisions  # with it, a create reads no quota, and a batch only those that changed
         self._queues: dict[str, list[_Request | _Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._charged_at: dict[str, float] = {}
@@ -173,9 +183,12 @@ class QuotaAdmission:
             return
         if review.operation != "CREATE" and not (review.operation == "UPDATE" and review.kind.gk in GROWS):
             return
-        # Only whether the namespace has a quota at all (one object decoded, not all of them): the worker
-        # reads them all, once per batch, and allows what none of them tracks.
-        if not (await self.client.list(self.kind, review.namespace, limit=1))["items"]:
+        # Only whether the namespace has a quota at all (none decoded, or one): the worker reads them, once
+        # per batch, and allows what none of them tracks.
+        if self.revisions is not None:
+            if not self.revisions(self.kind, review.namespace):
+                return
+        elif not (await self.client.list(self.kind, review.namespace, limit=1))["items"]:
             return
         now = self.now()
         usage = u.object_usage_nano(review.kind, review.obj, now, effective if review.old is None else None)
@@ -248,8 +261,8 @@ class QuotaAdmission:
         writes these quotas' status meanwhile: this worker waits for the writes to commit before it reads
         the quotas again, and the controller writes through `write_status`, in turn. A write that fails
         anyway (someone wrote the status from outside) is redone by `_settle`."""
-        quotas = (await self.client.list(self.kind, ns))["items"]
         parsed = self._parsed.setdefault(ns, {})
+        quotas = await self._quotas(ns, parsed)
         written: dict[str, tuple[_Compiled, dict[str, int]]] = {}
         changed = self._evaluate(quotas, batch, parsed, written)
         if changed:
@@ -262,6 +275,14 @@ class QuotaAdmission:
         for r in batch:
             r.done.set_result(None)
         return inflight
+
+    async def _quotas(self, ns: str, parsed: dict[str, _Parsed]) -> list[Obj]:
+        """The namespace's quotas: rebuilt from what this worker wrote when every one of them is still at
+        the revision its last write got (nothing decoded), else listed."""
+        revs = self.revisions(self.kind, ns) if self.revisions is not None else None
+        if revs is not None and all(name in parsed and parsed[name].rv == str(rv) for name, rv in revs):
+            return [parsed[name].quota(ns, name) for name, _ in revs]
+        return list((await self.client.list(self.kind, ns))["items"])
 
     async def _settle(self, ns: str, inflight: list[tuple[Obj, dict[str, int], asyncio.Task[bool]]]) -> None:
         """Wait for the batch's status writes to commit before the next batch reads the quotas; a write that
@@ -304,10 +325,15 @@ class QuotaAdmission:
         with what the batch added to each. Sums are in integer nano-units (exact: upstream keeps no finer
         unit); only the values that changed are formatted again."""
         known = dict(parsed or {})
-        if parsed is not None:
-            parsed.clear()  # refilled by this batch's successful writes; a deleted quota's entry goes
         state = [_Quota.of(q, known.get(str(q["metadata"]["name"])))
                  for q in sorted(quotas, key=lambda q: str(q["metadata"]["name"]))]
+        if parsed is not None:
+            # every quota as read (a deleted one's entry goes); this batch's successful writes replace them
+            parsed.clear()
+            for q in state:
+                rv = str(q.obj["metadata"].get("resourceVersion") or "")
+                if rv:
+                    parsed[q.name] = _Parsed(rv, q.compiled, dict(q.used), q.obj.get("status") or {})
         for r in batch:
             if r.error is None:
                 self._judge_one(r, state)
@@ -393,7 +419,7 @@ class QuotaAdmission:
             raise
         rv = (stored.get("metadata") or {}).get("resourceVersion")
         if parsed is not None and kept is not None and rv:
-            parsed[str(meta["name"])] = _Parsed(str(rv), kept[0], kept[1])
+            parsed[str(meta["name"])] = _Parsed(str(rv), kept[0], kept[1], stored.get("status") or {})
         return True
 
 

@@ -18,7 +18,7 @@ Invariants: the check functions are pure over JSON dicts; pod updates and subres
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -244,12 +244,19 @@ def aggregate(messages: list[str]) -> str:
     return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
 
 
-class LimitRanger:
-    """The admission hook over the in-process client; `kind` is core/v1 LimitRange."""
+Revisions = Callable[[Kind, str], list[tuple[str, int]]]  # `Resources.revisions`: (name, rev), nothing decoded
 
-    def __init__(self, client: Client, kind: Kind) -> None:
+
+class LimitRanger:
+    """The admission hook over the in-process client; `kind` is core/v1 LimitRange. With `revisions`, a
+    namespace's LimitRanges are listed (decoded) only when one of them changed, not on every create."""
+
+    def __init__(self, client: Client, kind: Kind, revisions: Revisions | None = None) -> None:
         self.client = client
         self.kind = kind
+        self.revisions = revisions
+        # namespace -> ((name, rev) of its LimitRanges, the objects sorted by name, compiled); bounded below
+        self._ranges: dict[str, tuple[list[tuple[str, int]], list[Obj], list[CompiledRange]]] = {}
         # (namespace/name, resourceVersion) -> parsed LimitRange; a revision never changes, so no entry goes
         # stale; bounded by clearing (LimitRanges are few).
         self._compiled: dict[tuple[str, str], CompiledRange] = {}
@@ -267,6 +274,25 @@ class LimitRanger:
     async def admit(self, review: Admission) -> None:
         await self.check(review)
 
+    async def _of(self, ns: str) -> tuple[list[Obj], list[CompiledRange]]:
+        """The namespace's LimitRanges sorted by name, and compiled; read again only when one changed."""
+        revs = self.revisions(self.kind, ns) if self.revisions is not None else None
+        if revs is not None:
+            if not revs:
+                return [], []
+            known = self._ranges.get(ns)
+            if known is not None and known[0] == revs:
+                return known[1], known[2]
+        ranges = (await self.client.list(self.kind, ns))["items"]
+        ranges.sort(key=lambda r: str(r["metadata"]["name"]))
+        compiled = [self.compiled(lr) for lr in ranges]
+        if revs is not None:
+            if len(self._ranges) >= 1024:
+                self._ranges.clear()
+            listed = [(str(r["metadata"]["name"]), int(r["metadata"].get("resourceVersion") or 0)) for r in ranges]
+            self._ranges[ns] = (listed, ranges, compiled)
+        return ranges, compiled
+
     async def check(self, review: Admission) -> Effective | None:
         """The hook's work; returns the defaulted pod's effective (requests, limits) when a Pod item needed
         them, so quota admission, which runs next and sees the same pod, need not compute them again."""
@@ -275,11 +301,9 @@ class LimitRanger:
             return None
         if gk == "Pod" and review.operation != "CREATE":
             return None
-        ranges = (await self.client.list(self.kind, review.namespace))["items"]
+        ranges, compiled = await self._of(review.namespace)
         if not ranges:
             return None
-        ranges.sort(key=lambda r: str(r["metadata"]["name"]))
-        compiled = [self.compiled(lr) for lr in ranges]
         effective: Effective | None = None
         if gk == "Pod":
             for c in compiled:

@@ -12,13 +12,14 @@ from lite.client import Client
 from lite.server.api.strategies import Admission, Strategies, Strategy
 from lite.server.controllers.runtime import builtin
 from lite.server.quota.admission import QuotaAdmission
-from lite.server.quota.limitranger import LimitRanger, default_limit_range
+from lite.server.quota.limitranger import LimitRanger, Revisions, default_limit_range
 
 Obj = dict[str, Any]
 
 
-def add_quota_admission(client: Client, strategies: Strategies) -> QuotaAdmission:
-    """Add the LimitRange defaulting strategy and both admission hooks; returns the quota admission."""
+def add_quota_admission(client: Client, strategies: Strategies, revisions: Revisions | None = None) -> QuotaAdmission:
+    """Add the LimitRange defaulting strategy and both admission hooks; returns the quota admission.
+    `revisions` (`Resources.revisions`) lets both skip reading quotas and LimitRanges that did not change."""
     known = strategies.by_gk.get("LimitRange")
     if known is None:
         strategies.register("LimitRange", Strategy(default=default_limit_range))
@@ -30,8 +31,8 @@ def add_quota_admission(client: Client, strategies: Strategies) -> QuotaAdmissio
             default_limit_range(obj)
 
         strategies.register("LimitRange", dataclasses.replace(known, default=default))
-    limits = LimitRanger(client, builtin("", "LimitRange"))
-    quota = QuotaAdmission(client, builtin("", "ResourceQuota"))
+    limits = LimitRanger(client, builtin("", "LimitRange"), revisions)
+    quota = QuotaAdmission(client, builtin("", "ResourceQuota"), revisions=revisions)
 
     async def admit(review: Admission) -> None:
         # one hook, so the pod LimitRanger defaulted (and summed) is the pod quota charges, unchanged
