@@ -95,13 +95,13 @@ class _Compiled:
     scopes: tuple[u.Scope, ...]
     hard_raw: Obj
     hard: dict[str, int]
-    required: bool  # whether the quota tracks a name that every container must state (u.VALIDATED)
+    required: frozenset[str]  # the names it tracks that every container must state (u.VALIDATED)
 
     @classmethod
     def of(cls, q: Obj) -> _Compiled:
         hard_raw = (q.get("status") or {}).get("hard") or {}
         return cls(tuple(u.quota_scopes(q)), hard_raw, u.resource_nano(hard_raw),
-                   any(k in hard_raw for k in u.VALIDATED))
+                   frozenset(k for k in u.VALIDATED if k in hard_raw))
 
 
 @dataclass(frozen=True)
@@ -363,7 +363,7 @@ class QuotaAdmission:
                     r.facts = u.pod_facts(obj)
                 if not u.selects(c.scopes, kind, obj, r.facts):
                     continue
-            delta = {k: v for k, v in r.usage.items() if k in c.hard}
+            delta = {k: r.usage[k] for k in c.hard if k in r.usage}
             if not delta:
                 continue
             r.error = self._refusal(r, q, delta)
@@ -383,7 +383,8 @@ class QuotaAdmission:
         if c.required and r.review.kind.gk == "Pod":
             if r.have is None:
                 r.have = u.stated(r.review.obj or {})
-            missing = u.missing_requirements(c.hard, r.review.obj or {}, r.have)
+            missing = "" if all(c.required <= got for _, got in r.have) else \
+                u.missing_requirements(c.hard, r.review.obj or {}, r.have)
             if missing:
                 return self._forbidden(r, f"failed quota: {q.name}: {missing}")
         used, hard = q.used, c.hard

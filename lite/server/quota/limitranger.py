@@ -26,9 +26,9 @@ from typing import Any
 from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
-from lite.quantity import NANO, canonical, format_quantity, parse_nano
+from lite.quantity import NANO, canonical, format_nano, parse_nano
 from lite.server.api.strategies import Admission
-from lite.server.quota.usage import Effective, fractions, pod_effective_nano
+from lite.server.quota.usage import Effective, pod_effective_nano
 
 Obj = dict[str, Any]
 ANNOTATION = "kubernetes.io/limit-ranger"
@@ -83,7 +83,7 @@ class ItemRules:
 
 @dataclass(frozen=True)
 class CompiledRange:
-    """A LimitRange parsed once: Container defaults as canonical strings, min/max/ratio rules as Fractions.
+    """A LimitRange parsed once: Container defaults as canonical strings, min/max/ratio rules in nano-units.
     The admission hook keeps one per (name, resourceVersion), so pods pay no quantity parsing for them."""
 
     defaults: dict[str, dict[str, str]]  # "requests"/"limits" -> resource -> canonical quantity
@@ -144,17 +144,22 @@ def _container_word(field: str) -> str:
     return "init container" if field == "initContainers" else "container"
 
 
+class _Sum(int):
+    """A Pod item's value: the pod's effective request or limit in nano-units (a sum, not a quantity
+    string, so never a JSON number from a container: those are parsed as quantities)."""
+
+
 def _n(v: Any) -> int:
-    """A quantity (a string from a container, or an exact Fraction sum from a Pod item) in nano-units;
-    comparisons are between integers. Raises ValueError for a bad quantity, as parse_quantity does."""
-    if isinstance(v, Fraction):
-        return v.numerator * (NANO // v.denominator)
+    """A quantity (a string from a container, or a Pod item's `_Sum`) in nano-units; comparisons are
+    between integers. Raises ValueError for a bad quantity, as parse_quantity does."""
+    if type(v) is _Sum:
+        return int(v)
     return parse_nano(str(v))
 
 
 def _show(v: Any) -> str:
-    if isinstance(v, Fraction):  # a sum (Pod items): binary when it is a whole number of KiB, as memory is
-        return format_quantity(v, binary=v.denominator == 1 and v % 1024 == 0)
+    if type(v) is _Sum:  # a Pod item's sum: binary when it is a whole number of KiB, as memory is
+        return format_nano(v, binary=v % NANO == 0 and (v // NANO) % 1024 == 0)
     return canonical(str(v))
 
 
@@ -223,7 +228,8 @@ def pod_violations(limit_range: Obj | CompiledRange, pod: Obj, effective: Effect
     if compiled.pod:
         if effective is None:
             effective = pod_effective_nano(pod, "requests"), pod_effective_nano(pod, "limits")
-        req, lim = fractions(effective[0]), fractions(effective[1])
+        req = {k: _Sum(v) for k, v in effective[0].items()}
+        lim = {k: _Sum(v) for k, v in effective[1].items()}
         for rules in compiled.pod:
             out += _check(rules, "Pod", req, lim)
     return out
