@@ -85,7 +85,8 @@ def test_container_and_pod_rules(item: dict[str, Any], res: dict[str, Any], want
     ({"type": "Pod", "min": {"cpu": "1"}}, [{"requests": {"cpu": "300m"}, "limits": {"cpu": "2"}}],
      ["minimum cpu usage per Pod is 1, but request is 300m"]),
     ({"type": "Pod", "maxLimitRequestRatio": {"cpu": "1500m"}},
-     [{"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}}, {"requests": {"cpu": "100m"}, "limits": {"cpu": "150m"}}],
+     [{"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}},
+      {"requests": {"cpu": "100m"}, "limits": {"cpu": "150m"}}],
      ["cpu max limit to request ratio per Pod is 1500m, but provided ratio is 1.750000"]),
     ({"type": "Pod", "maxLimitRequestRatio": {"cpu": "2"}}, [{"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}], []),
     # a JSON number in a container is a quantity (2 cores), not a sum in nano-units
