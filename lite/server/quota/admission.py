@@ -5,21 +5,28 @@ optimistic-concurrency status update of the ResourceQuota, so two creates can ne
 (the store's resourceVersion check is the compare-and-swap). Requests of one namespace are queued and judged in
 batches by one worker task per namespace, so N concurrent creates cost one status write per quota:
 
-    admit(CREATE) ─ usage of the object ─ no quota tracks it? → allow
-                  └ enqueue on the namespace; the worker, per batch:
-                      status jobs of the controller (`write_status`), each read fresh and written RV-guarded
-                      read quotas → judge each request in order against status.hard / status.used (+ what
-                        the batch's earlier requests took) → start the RV-guarded status writes, then
-                        answer every request (allow, or 403): the writes reach the store first and share
-                        one commit with the admitted objects
-                      → wait for them to commit before reading the quotas again; a write that lost to an
-                        outside status write is redone as "add this batch's charge to the fresh used"
+    admit(CREATE) ─ no quota in the namespace (`revisions`: nothing decoded)? → allow
+                  └ usage of the object, in nano-units (the pod's effective requests/limits from
+                    LimitRanger when it summed them) → enqueue on the namespace; the worker, per batch:
+                      status jobs (`write_status`: the controller's recounts, give-backs), each read fresh
+                        and written RV-guarded
+                      quotas: as this worker last read or wrote them when all are still at those revisions,
+                        else listed → judge each request in order against status.hard / status.used (+ what
+                        the batch's earlier requests took; scopes and hard compiled once per quota) → start
+                        the RV-guarded status writes (only the status is sent), then answer every request
+                        (allow, or 403): the writes reach the store first and share one commit with the
+                        admitted objects
+                      → wait for them to commit before judging again; a write that lost to an outside status
+                        write, or failed, is redone as "add this batch's charge to the fresh used"
+    the object not stored after all (a later hook refuses, the name is taken, the commit fails)
+                  → `Admission.undo`: the charge is taken off again by a status job, in turn
 
 Why answering before the writes commit is safe: the worker is the only writer of its namespace's quota
-status (the controller writes through `write_status`, in turn) and never reads before its previous writes
+status (the controller writes through `write_status`, in turn) and never judges before its previous writes
 committed, so its compare-and-swap cannot lose except to a status write from outside (`kubectl replace
 --subresource status`); then usage is corrected by adding the charge again, and only a create racing that
-outside write could go over `hard`.
+outside write could go over `hard`. A failed commit fails the objects that shared it too: the batch's charge
+is added again and each of those objects gives its own back, so usage ends equal to what was stored.
 
 Facts from upstream: admission judges against `status.hard` (a quota the controller has not yet filled in
 restricts nothing), a tracked resource missing from `status.used` is `status unknown for quota`, a quota on
