@@ -70,6 +70,48 @@ def _parse_simple(s: str) -> Fraction | None:
     return Fraction(int(digits), 10**-exp)
 
 
+NANO = 10**9
+
+
+def parse_nano(s: str) -> int:
+    """`parse_quantity(s)` in nano-units (an exact integer: parsing already rounds up to 1n); the common
+    forms take an integer-only path. Raises ValueError as `parse_quantity` does."""
+    digits = s.rstrip("KMGTPEkmuni") if isinstance(s, str) else ""
+    if digits and digits.isdigit() and digits.isascii():
+        suffix = s[len(digits):]
+        if suffix in _BINARY:
+            return int(digits) * _BINARY[suffix] * NANO
+        exp = _DECIMAL.get(suffix)
+        if exp is not None:
+            return int(digits) * int(10 ** (exp + 9))
+    value = parse_quantity(s)
+    return value.numerator * (NANO // value.denominator)
+
+
+def format_nano(n: int, *, binary: bool = False) -> str:
+    """`format_quantity(Fraction(n, 10**9), binary=binary)` with integer arithmetic only."""
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    whole, frac = divmod(n, NANO)
+    if binary and frac == 0 and whole >= 1024:
+        for suffix, mult in reversed(_BINARY.items()):
+            if whole % mult == 0:
+                return f"{sign}{whole // mult}{suffix}"
+    if binary and frac == 0:
+        return f"{sign}{whole}"
+    if n == 0:
+        return "0"
+    exp = -9  # the largest power of ten dividing n (in nano-units), capped at E
+    while exp < 18 and n % 10 == 0:
+        n //= 10
+        exp += 1
+    # suffixes step by 3 from n (-9) to E (18): move down to a multiple of 3
+    shift = (exp + 9) % 3
+    mantissa, exp = n * 10**shift, exp - shift
+    suffix = next(k for k, v in _DECIMAL.items() if v == exp)
+    return f"{sign}{mantissa}{suffix}"
+
+
 def to_milli(q: str | Fraction | int) -> int:
     """The value in thousandths, rounded up (as `Quantity.MilliValue`)."""
     return math.ceil(_value(q) * 1000)

@@ -24,12 +24,13 @@ class Api:
 
 
 @contextlib.asynccontextmanager
-async def open_api(tmp_path: Path) -> AsyncIterator[Api]:
+async def open_api(tmp_path: Path, revisions: bool = True) -> AsyncIterator[Api]:
+    """`revisions`: admission gets `Resources.revisions` as the server wires it (False: it lists)."""
     store = await Store.open(str(tmp_path / "db.sqlite"))
     kinds = KindRegistry()
     strategies = default_strategies()
     res = Resources(store, kinds, strategies)
-    quota = add_quota_admission(res, strategies)
+    quota = add_quota_admission(res, strategies, res.revisions if revisions else None)
     await res.start()
     try:
         yield Api(res, kinds, quota)

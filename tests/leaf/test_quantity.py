@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from lite.quantity import canonical, format_quantity, parse_quantity, to_int, to_milli
+from lite.quantity import canonical, format_nano, format_quantity, parse_nano, parse_quantity, to_int, to_milli
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -41,6 +41,7 @@ from lite.quantity import canonical, format_quantity, parse_quantity, to_int, to
 ])
 def test_parse(text: str, value: Fraction) -> None:
     assert parse_quantity(text) == value
+    assert parse_nano(text) == value * 10**9  # the integer path agrees exactly
 
 
 @pytest.mark.parametrize("text", [
@@ -49,6 +50,8 @@ def test_parse(text: str, value: Fraction) -> None:
 def test_parse_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_quantity(text)
+    with pytest.raises(ValueError):
+        parse_nano(text)
 
 
 @pytest.mark.parametrize(("text", "milli", "whole"), [
@@ -100,3 +103,13 @@ def test_format_round_trips() -> None:
     assert format_quantity(Fraction(1, 3)) == "333333334n"
     assert format_quantity(3 * 2**30, binary=True) == "3Gi"
     assert format_quantity(100, binary=True) == "100"
+
+
+@pytest.mark.parametrize("nano", [
+    0, 1, 10, 999, 1000, 333_000_000, 5 * 10**8, 10**9, 1_500_000_000, 123_456_789_123, 1024 * 10**9,
+    1023 * 10**9, 1536 * 2**20 * 10**9, 2**40 * 10**9, 100 * 2**40 * 10**9, 10**18, 7 * 10**21, 10**27, 10**30,
+    123 * 10**27, 2**60 * 10**9, -1, -5 * 10**8, -2048 * 10**9,
+])
+@pytest.mark.parametrize("binary", [False, True])
+def test_format_nano_is_format_quantity(nano: int, binary: bool) -> None:
+    assert format_nano(nano, binary=binary) == format_quantity(Fraction(nano, 10**9), binary=binary)

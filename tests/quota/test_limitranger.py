@@ -16,9 +16,9 @@ from tests.helpers.quota_api import Api, open_api
 POD, LR, PVC = builtin("", "Pod"), builtin("", "LimitRange"), builtin("", "PersistentVolumeClaim")
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async with open_api(tmp_path) as a:
+@pytest.fixture(params=[True, False], ids=["revisions", "lists"])
+async def api(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    async with open_api(tmp_path, revisions=request.param) as a:
         yield a
 
 
@@ -74,10 +74,27 @@ def test_container_and_pod_rules(item: dict[str, Any], res: dict[str, Any], want
     assert lr.pod_violations(limits(item), pod(res)) == want
 
 
-def test_pod_rule_sums_containers() -> None:
-    got = lr.pod_violations(limits({"type": "Pod", "max": {"cpu": "1"}}),
-                            pod({"limits": {"cpu": "800m"}}, {"limits": {"cpu": "800m"}}))
-    assert got == ["maximum cpu usage per Pod is 1, but limit is 1600m"]
+@pytest.mark.parametrize("item,containers,want", [
+    ({"type": "Pod", "max": {"cpu": "1"}}, [{"limits": {"cpu": "800m"}}, {"limits": {"cpu": "800m"}}],
+     ["maximum cpu usage per Pod is 1, but limit is 1600m"]),
+    # a sum that is a whole number of KiB is shown binary, as upstream shows memory
+    ({"type": "Pod", "max": {"memory": "1Gi"}}, [{"limits": {"memory": "768Mi"}}, {"limits": {"memory": "768Mi"}}],
+     ["maximum memory usage per Pod is 1Gi, but limit is 1536Mi"]),
+    ({"type": "Pod", "max": {"memory": "1G"}}, [{"limits": {"memory": "600M"}}, {"limits": {"memory": "601M"}}],
+     ["maximum memory usage per Pod is 1G, but limit is 1201M"]),
+    ({"type": "Pod", "min": {"cpu": "1"}}, [{"requests": {"cpu": "300m"}, "limits": {"cpu": "2"}}],
+     ["minimum cpu usage per Pod is 1, but request is 300m"]),
+    ({"type": "Pod", "maxLimitRequestRatio": {"cpu": "1500m"}},
+     [{"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}},
+      {"requests": {"cpu": "100m"}, "limits": {"cpu": "150m"}}],
+     ["cpu max limit to request ratio per Pod is 1500m, but provided ratio is 1.750000"]),
+    ({"type": "Pod", "maxLimitRequestRatio": {"cpu": "2"}}, [{"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}], []),
+    # a JSON number in a container is a quantity (2 cores), not a sum in nano-units
+    ({"type": "Container", "max": {"cpu": "1"}}, [{"limits": {"cpu": 2}}],
+     ["maximum cpu usage per Container is 1, but limit is 2"]),
+])
+def test_pod_rules_sum_containers(item: dict[str, Any], containers: list[dict[str, Any]], want: list[str]) -> None:
+    assert lr.pod_violations(limits(item), pod(*containers)) == want
 
 
 def test_pvc_rules() -> None:
@@ -118,3 +135,21 @@ async def test_admission_checks_pvcs_and_ignores_other_namespaces(api: Any) -> N
     assert e.value.message == ('persistentvolumeclaims "c" is forbidden: maximum storage usage per '
                                'PersistentVolumeClaim is 1Gi, but request is 5Gi')
     await api.res.create(PVC, "kube-system", claim)
+
+
+async def test_a_changed_added_or_deleted_limitrange_is_seen_by_the_next_create(api: Any) -> None:
+    """LimitRanges are read again only when one changed: every kind of change must still be seen."""
+    await api.res.create(LR, "default", limits({"type": "Container", "max": {"cpu": "1"}}))
+    big = {"limits": {"cpu": "2"}}
+    with pytest.raises(errors.ApiError):
+        await api.res.create(POD, "default", pod(big, name="a"))
+    lr = await api.res.get(LR, "default", "lr")
+    lr["spec"]["limits"][0]["max"] = {"cpu": "4"}
+    await api.res.update(LR, "default", "lr", lr)
+    await api.res.create(POD, "default", pod(big, name="b"))
+    await api.res.create(LR, "default", {"metadata": {"name": "second"}, "spec": {"limits": [
+        {"type": "Container", "max": {"cpu": "1500m"}}]}})
+    with pytest.raises(errors.ApiError):
+        await api.res.create(POD, "default", pod(big, name="c"))
+    await api.res.delete(LR, "default", "second")
+    await api.res.create(POD, "default", pod(big, name="d"))

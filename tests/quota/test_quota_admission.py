@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ from tests.helpers.quota_api import Api, open_api
 POD, RQ, DEPLOY = builtin("", "Pod"), builtin("", "ResourceQuota"), builtin("apps", "Deployment")
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async with open_api(tmp_path) as a:
+@pytest.fixture(params=[True, False], ids=["revisions", "lists"])
+async def api(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    """Admission as the server wires it (reading only quotas that changed), and reading them by lists."""
+    async with open_api(tmp_path, revisions=request.param) as a:
         yield a
 
 
@@ -141,8 +143,8 @@ async def test_a_charge_is_announced_before_its_status_write(api: Any) -> None:
     real = api.res
 
     class Spy:
-        async def list(self, kind: Any, ns: str) -> Any:
-            return await real.list(kind, ns)
+        async def list(self, kind: Any, ns: str, **kw: Any) -> Any:
+            return await real.list(kind, ns, **kw)
 
         async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
             seen.append(api.quota.last_charge(ns))
@@ -161,8 +163,8 @@ async def test_a_charge_whose_write_lost_a_race_is_added_again(api: Any) -> None
     lost: list[int] = []
 
     class Racer:
-        async def list(self, kind: Any, ns: str) -> Any:
-            return await real.list(kind, ns)
+        async def list(self, kind: Any, ns: str, **kw: Any) -> Any:
+            return await real.list(kind, ns, **kw)
 
         async def get(self, kind: Any, ns: str, name: str) -> Any:
             return await real.get(kind, ns, name)
@@ -237,3 +239,135 @@ def test_a_nano_value_survives_formatting_exactly(nano: int, like: str) -> None:
     for name in ("requests.memory", "requests.cpu"):
         written = u.format_usage(_from_nano({name: nano}), {name: like} if like else None)
         assert _to_nano(u.resource_list(written)) == {name: nano}
+
+
+# ---- charging exactly under concurrency, and giving a charge back ---------------------------------------
+
+
+async def _create_all(api: Any, names: list[str], **resources: Any) -> list[str]:
+    """Create the pods concurrently, spread over a few commits so that requests keep arriving while earlier
+    batches are judged and written; the names that were stored (403 refusals expected, nothing else)."""
+    async def one(i: int, name: str) -> str | None:
+        for _ in range(i % 25):  # the loop runs other work (judging, committing) in between
+            await asyncio.sleep(0.001)
+        try:
+            await api.res.create(POD, "default", pod(name, **resources))
+            return name
+        except errors.ApiError as e:
+            assert e.code == 403 and "exceeded quota" in e.message, e.message
+            return None
+    return [n for n in await asyncio.gather(*(one(i, n) for i, n in enumerate(names))) if n is not None]
+
+
+@pytest.mark.parametrize("pods_hard,cpu_hard,want", [
+    ("37", "100", 37),  # the pods count binds
+    ("500", "23", 46),  # requests.cpu binds (500m a pod)
+])
+async def test_two_hundred_concurrent_creates_end_at_exactly_hard(api: Any, pods_hard: str, cpu_hard: str,
+                                                                 want: int) -> None:
+    """Creates arrive while earlier batches are still being written: however the batches are judged and
+    their charges written, the objects stored and the status both end exactly at `hard`."""
+    await quota(api, "pods", {"pods": pods_hard})
+    await quota(api, "cpu", {"requests.cpu": cpu_hard, "limits.cpu": "1000"})
+    stored = await _create_all(api, [f"p{i}" for i in range(200)], requests={"cpu": "500m"}, limits={"cpu": "1"})
+    assert len(stored) == want
+    assert len((await api.res.list(POD, "default"))["items"]) == want
+    assert await used(api, "pods") == {"pods": str(want)}
+    cpu = str(want // 2) if want % 2 == 0 else f"{want * 500}m"
+    assert await used(api, "cpu") == {"requests.cpu": cpu, "limits.cpu": str(want)}
+
+
+async def test_a_create_refused_after_the_charge_gives_it_back(api: Any) -> None:
+    """The name is taken: the store refuses the create after quota admission charged it."""
+    await quota(api, "q", {"pods": "3", "requests.cpu": "1"})
+    await api.res.create(POD, "default", pod("a", requests={"cpu": "300m"}))
+    with pytest.raises(errors.ApiError) as e:
+        await api.res.create(POD, "default", pod("a", requests={"cpu": "300m"}))
+    assert e.value.code == 409
+    async with asyncio.timeout(10):  # the give-back is a status job: it lands before the next batch
+        while await used(api, "q") != {"pods": "1", "requests.cpu": "300m"}:
+            await asyncio.sleep(0.01)
+    await api.res.create(POD, "default", pod("b", requests={"cpu": "700m"}))  # fits only if given back
+    assert await used(api, "q") == {"pods": "2", "requests.cpu": "1"}
+
+
+async def test_a_later_hook_refusing_gives_the_charge_back(api: Any) -> None:
+    await quota(api, "q", {"pods": "1"})
+
+    async def refuse_x(review: Any) -> None:
+        if review.kind.gk == "Pod" and review.name == "x":
+            raise errors.forbidden('pods "x" is forbidden: no', "pods", "", "x")
+
+    api.res.strategies.add_admission(refuse_x)
+    assert "no" in await refused(api, pod("x"))
+    await api.res.create(POD, "default", pod("a"))
+    assert await used(api, "q") == {"pods": "1"}
+
+
+async def test_a_failed_commit_leaves_usage_equal_to_what_was_stored(api: Any) -> None:
+    """A commit that fails takes the charges written with it down too; the objects in it give their
+    charges back and the status write is redone: usage ends equal to the objects stored, no more, no less."""
+    await quota(api, "q", {"pods": "100"})
+    store = api.res.store
+    real = store._db.commit
+
+    def commit(rows: Any) -> None:
+        if any(r.name.endswith("/doomed") for r in rows):
+            raise sqlite3.OperationalError("disk I/O error")
+        real(rows)
+
+    store._db.commit = commit
+    names = ["doomed", *(f"p{i}" for i in range(30))]
+
+    async def one(name: str) -> bool:
+        try:
+            await api.res.create(POD, "default", pod(name))
+            return True
+        except errors.ApiError as e:
+            assert e.code == 500, e.message
+            return False
+
+    results = await asyncio.gather(*(one(n) for n in names))
+    assert not results[0]
+    store._db.commit = real
+    stored = len((await api.res.list(POD, "default"))["items"])
+    assert stored == sum(results)
+    async with asyncio.timeout(10):
+        while await used(api, "q") != {"pods": str(stored)}:
+            await asyncio.sleep(0.01)
+    await api.res.create(POD, "default", pod("after"))
+    assert await used(api, "q") == {"pods": str(stored + 1)}
+
+
+async def test_a_batch_reads_only_quotas_that_changed(tmp_path: Path) -> None:
+    """With `Resources.revisions` (as the server wires it), a create reads no quota and a batch reads the
+    quotas only when one of them is not at the revision the worker last saw; a change is still seen."""
+    async with open_api(tmp_path) as api:
+        await quota(api, "q", {"pods": "3"})
+        await quota(api, "be", {"pods": "5"}, scopes=["BestEffort"])
+        real, lists = api.res, []
+
+        class Counting:
+            async def list(self, kind: Any, ns: str, **kw: Any) -> Any:
+                lists.append(kind.kind)
+                return await real.list(kind, ns, **kw)
+
+            async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
+                return await real.update(kind, ns, name, obj, **kw)
+
+        api.quota.client = Counting()  # type: ignore[assignment]
+        await api.res.create(POD, "default", pod("a"))
+        assert lists == ["ResourceQuota"]  # the first batch reads them
+        await api.res.create(POD, "default", pod("b"))
+        await api.res.create(POD, "default", pod("c"))
+        assert lists == ["ResourceQuota"]
+        assert await used(api, "q") == {"pods": "3"} and await used(api, "be") == {"pods": "3"}
+        body = await real.get(RQ, "default", "q")
+        body["spec"]["hard"] = {"pods": "4"}
+        body["status"]["hard"] = {"pods": "4"}
+        await real.update(RQ, "default", "q", body)
+        await real.update(RQ, "default", "q", await real.get(RQ, "default", "q") | {"status": body["status"]},
+                          subresource="status")
+        await api.res.create(POD, "default", pod("d"))
+        assert lists == ["ResourceQuota", "ResourceQuota"]
+        assert "exceeded quota: q" in await refused(api, pod("e"))

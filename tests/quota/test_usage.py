@@ -47,6 +47,9 @@ def pod(*containers: dict[str, Any], init: list[dict[str, Any]] | None = None, *
 ])
 def test_pod_usage(obj: dict[str, Any], want: dict[str, Any]) -> None:
     assert u.object_usage(POD, obj, NOW) == {k: Fraction(v) for k, v in want.items()}
+    assert u.object_usage_nano(POD, obj, NOW) == {k: int(Fraction(v) * 10**9) for k, v in want.items()}
+    effective = (u.pod_effective_nano(obj, "requests"), u.pod_effective_nano(obj, "limits"))
+    assert u.pod_usage_nano(obj, NOW, effective) == u.object_usage_nano(POD, obj, NOW)
 
 
 def test_pod_past_its_deletion_grace_uses_no_compute() -> None:

@@ -143,6 +143,15 @@ class ReadMixin(RegistryBase):
             raise errors.not_found(kind.plural, name, kind.group)
         return orjson.dumps(self.decode(kind, got[1])) if kind.crd else got[1]
 
+    def revisions(self, kind: Kind, namespace: str = "") -> list[tuple[str, int]]:
+        """(name, revision) of every stored object of `kind` (in `namespace`), sorted by name, committed
+        state, nothing decoded: a cache key for in-process callers that keep what they derived from those
+        objects (quota and LimitRange admission)."""
+        self.check_stored(kind)
+        prefix = self.prefix(kind, self.scoped(kind, namespace))
+        page, _, _ = self.store.list(prefix)
+        return [(key[len(prefix):], rev) for key, rev, _ in page]
+
     def list_objects(self, kind: Kind, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                      limit: int = 0, continue_: str = "", resource_version: str = "",
                      resource_version_match: str = "") -> Obj:

@@ -165,8 +165,13 @@ class RegistryBase:
     # ---- admission and removal ---------------------------------------------------------------------
 
     async def admit(self, review: Admission) -> None:
-        for hook in self.strategies.admission:
-            await hook(review)
+        """Run every hook; if one refuses, what the earlier ones took is given back (`review.undo`)."""
+        try:
+            for hook in self.strategies.admission:
+                await hook(review)
+        except Exception:
+            await review.rollback()
+            raise
 
     async def remove(self, kind: Kind, key: str, final: Obj, rev: int, dry_run: bool) -> Obj:
         """Delete the stored object at `rev`, recording `final` as its last state; returns it with the new RV."""

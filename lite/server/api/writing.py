@@ -149,8 +149,13 @@ class WriteMixin(RegistryBase):
         if kind.gk == "Pod":
             self._pod_priority(obj, name)
         check_object_size(obj)
-        await self.admit(Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run))
-        return await self._insert(kind, ns, obj, generated, dry_run)
+        review = Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run)
+        await self.admit(review)
+        try:
+            return await self._insert(kind, ns, obj, generated, dry_run)
+        except Exception:  # not on cancellation: the queued write may still commit
+            await review.rollback()
+            raise
 
     def _init_system_meta(self, kind: Kind, obj: Obj, meta: Obj) -> None:
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
@@ -269,7 +274,8 @@ class WriteMixin(RegistryBase):
             new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
                                 schema=self.schema(kind))
         check_object_size(new, old=old)
-        await self.admit(Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run))
+        review = Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run)
+        await self.admit(review)
         if _should_delete_during_update(new, old):
             return await self.remove(kind, key, new, rev, dry_run)
         if dry_run:
@@ -277,7 +283,11 @@ class WriteMixin(RegistryBase):
         try:
             new_rev, _ = await self.store.update(key, new, rev)
         except (RevMismatch, KeyNotFound) as e:
+            await review.rollback()  # the loop reads again and is admitted (charged) again
             raise RetryWrite from e
+        except Exception:
+            await review.rollback()
+            raise
         new["metadata"]["resourceVersion"] = str(new_rev)
         await self.after_write(kind, new, old)
         return new

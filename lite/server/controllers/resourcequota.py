@@ -19,8 +19,9 @@ the object is stored, so a recount that runs in between sees one object too few.
 this namespace within `settle` seconds, a recount never lowers a value (it keeps the higher one and requeues
 after `settle`).
 
-Every quota is recounted again after `RESYNC` (upstream's 5 minutes): a create that admission charged and
-that then failed (name taken, commit failed) is given back then.
+Every quota is recounted again after `RESYNC` (upstream's 5 minutes); a create that admission charged and
+that then failed (name taken, commit failed) is given back at once by admission itself (`Admission.undo`),
+the recount is what catches anything else (a server stopped between a charge and its object's commit).
 
 Invariants: reconcile is level-triggered and idempotent; status is written only when it differs.
 """

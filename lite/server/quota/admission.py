@@ -5,21 +5,28 @@ optimistic-concurrency status update of the ResourceQuota, so two creates can ne
 (the store's resourceVersion check is the compare-and-swap). Requests of one namespace are queued and judged in
 batches by one worker task per namespace, so N concurrent creates cost one status write per quota:
 
-    admit(CREATE) ─ usage of the object ─ no quota tracks it? → allow
-                  └ enqueue on the namespace; the worker, per batch:
-                      status jobs of the controller (`write_status`), each read fresh and written RV-guarded
-                      read quotas → judge each request in order against status.hard / status.used (+ what
-                        the batch's earlier requests took) → start the RV-guarded status writes, then
-                        answer every request (allow, or 403): the writes reach the store first and share
-                        one commit with the admitted objects
-                      → wait for them to commit before reading the quotas again; a write that lost to an
-                        outside status write is redone as "add this batch's charge to the fresh used"
+    admit(CREATE) ─ no quota in the namespace (`revisions`: nothing decoded)? → allow
+                  └ usage of the object, in nano-units (the pod's effective requests/limits from
+                    LimitRanger when it summed them) → enqueue on the namespace; the worker, per batch:
+                      status jobs (`write_status`: the controller's recounts, give-backs), each read fresh
+                        and written RV-guarded
+                      quotas: as this worker last read or wrote them when all are still at those revisions,
+                        else listed → judge each request in order against status.hard / status.used (+ what
+                        the batch's earlier requests took; scopes and hard compiled once per quota) → start
+                        the RV-guarded status writes (only the status is sent), then answer every request
+                        (allow, or 403): the writes reach the store first and share one commit with the
+                        admitted objects
+                      → wait for them to commit before judging again; a write that lost to an outside status
+                        write, or failed, is redone as "add this batch's charge to the fresh used"
+    the object not stored after all (a later hook refuses, the name is taken, the commit fails)
+                  → `Admission.undo`: the charge is taken off again by a status job, in turn
 
 Why answering before the writes commit is safe: the worker is the only writer of its namespace's quota
-status (the controller writes through `write_status`, in turn) and never reads before its previous writes
+status (the controller writes through `write_status`, in turn) and never judges before its previous writes
 committed, so its compare-and-swap cannot lose except to a status write from outside (`kubectl replace
 --subresource status`); then usage is corrected by adding the charge again, and only a create racing that
-outside write could go over `hard`.
+outside write could go over `hard`. A failed commit fails the objects that shared it too: the batch's charge
+is added again and each of those objects gives its own back, so usage ends equal to what was stored.
 
 Facts from upstream: admission judges against `status.hard` (a quota the controller has not yet filled in
 restricts nothing), a tracked resource missing from `status.used` is `status unknown for quota`, a quota on
@@ -36,19 +43,21 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
-from lite.objects import deep_copy
+from lite.quantity import format_nano
 from lite.server.api.strategies import Admission
 from lite.server.quota import usage as u
+from lite.server.quota.limitranger import Revisions
 
 Obj = dict[str, Any]
 log = logging.getLogger("lite.quota")
@@ -58,11 +67,12 @@ ATTEMPTS = 8  # status jobs: tries against outside writes to the same quota
 @dataclass
 class _Request:
     review: Admission
-    usage: u.Usage
+    usage: dict[str, int]  # what the object uses, in nano-units
     done: asyncio.Future[None]
     error: errors.ApiError | None = None
     have: list[tuple[str, frozenset[str]]] | None = None  # u.stated(pod), computed once per request
-    nano: dict[str, int] | None = None  # usage in nano-units, computed once per request
+    facts: u.PodFacts | None = None  # what scopes look at, computed once per request
+    charged: dict[str, dict[str, int]] = field(default_factory=dict)  # quota name -> what it was charged
 
 
 NANO = 10**9
@@ -78,40 +88,71 @@ def _from_nano(values: dict[str, int]) -> u.Usage:
     return {k: Fraction(v, NANO) for k, v in values.items()}
 
 
+def _binary(ref: Any, name: str, value: int) -> bool:
+    """`u.format_usage`'s choice of binary suffixes for one value (nano-units) next to its spec.hard string."""
+    text = str(ref if ref is not None else "")
+    return text.endswith("i") or (text == "" and "memory" in name and value >= 1024 * NANO)
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """What a quota's spec and status.hard mean to admission, worked out once and carried from revision to
+    revision while only admission's own status writes change the quota."""
+
+    scopes: tuple[u.Scope, ...]
+    hard_raw: Obj
+    hard: dict[str, int]
+    required: frozenset[str]  # the names it tracks that every container must state (u.VALIDATED)
+
+    @classmethod
+    def of(cls, q: Obj) -> _Compiled:
+        hard_raw = (q.get("status") or {}).get("hard") or {}
+        return cls(tuple(u.quota_scopes(q)), hard_raw, u.resource_nano(hard_raw),
+                   frozenset(k for k in u.VALIDATED if k in hard_raw))
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A quota at revision `rv` as this worker wrote it: compiled spec, status in nano-units, and the status
+    as stored. Exact: a nano-integer value formats to a string that parses back to the same value
+    (`format_nano`)."""
+
+    rv: str
+    compiled: _Compiled
+    used: dict[str, int]
+    status: Obj
+
+    @property
+    def hard(self) -> dict[str, int]:
+        return self.compiled.hard
+
+    def quota(self, ns: str, name: str) -> Obj:
+        """What admission reads of the quota at this revision (the rest of it is not needed)."""
+        return {"apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": name, "namespace": ns, "resourceVersion": self.rv}, "status": self.status}
+
+
 @dataclass
 class _Quota:
-    """One quota while a batch is judged: status parsed once, running `used`, what the batch `added`."""
+    """One quota while a batch is judged: running `used`, what the batch `added`."""
 
     obj: Obj
     name: str
-    scoped: bool
-    hard_raw: Obj
+    compiled: _Compiled
     used_raw: Obj
-    hard: dict[str, int]
     used: dict[str, int]
     added: dict[str, int]
 
     @classmethod
     def of(cls, q: Obj, known: _Parsed | None = None) -> _Quota:
-        """`known`: hard and used in nano-units as this worker last wrote them; used when `q` is still that
-        revision (saves parsing 10 quotas' status every batch), parsed from `q` otherwise."""
-        status = q.get("status") or {}
-        hard_raw, used_raw = status.get("hard") or {}, status.get("used") or {}
+        """`known`: the quota as this worker last wrote it; used when `q` is still that revision (saves
+        parsing 10 quotas' spec and status every batch), parsed from `q` otherwise."""
+        used_raw = (q.get("status") or {}).get("used") or {}
         if known is not None and known.rv == q["metadata"].get("resourceVersion"):
-            hard, used = dict(known.hard), dict(known.used)
+            compiled, used = known.compiled, dict(known.used)
         else:
-            hard, used = _to_nano(u.resource_list(hard_raw)), _to_nano(u.resource_list(used_raw))
-        return cls(q, str(q["metadata"]["name"]), bool(u.quota_scopes(q)), hard_raw, used_raw, hard, used, {})
-
-
-@dataclass(frozen=True)
-class _Parsed:
-    """A quota's status in nano-units at revision `rv`, as this worker wrote it. Exact: a nano-integer value
-    formats to a string that parses back to the same value (`format_quantity` rounds only below nano)."""
-
-    rv: str
-    hard: dict[str, int]
-    used: dict[str, int]
+            compiled, used = _Compiled.of(q), u.resource_nano(used_raw)
+        return cls(q, str(q["metadata"]["name"]), compiled, used_raw, used, {})
 
 
 @dataclass
@@ -125,10 +166,12 @@ class QuotaAdmission:
     """The admission hook (`admit`) of one server over the in-process client."""
 
     def __init__(self, client: Client, quota_kind: Kind,
-                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+                 revisions: Revisions | None = None) -> None:
         self.client = client
         self.kind = quota_kind
         self.now = now
+        self.revisions = revisions  # with it, a create reads no quota, and a batch only those that changed
         self._queues: dict[str, list[_Request | _Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._charged_at: dict[str, float] = {}
@@ -139,18 +182,27 @@ class QuotaAdmission:
         return self._charged_at.get(namespace, 0.0)
 
     async def admit(self, review: Admission) -> None:
+        await self.check(review)
+
+    async def check(self, review: Admission, effective: u.Effective | None = None) -> None:
+        """The hook; `effective`: the pod's (requests, limits) in nano-units when LimitRanger summed them."""
         if review.subresource or review.obj is None or not review.namespace:
             return
         if review.operation != "CREATE" and not (review.operation == "UPDATE" and review.kind.gk in GROWS):
             return
-        quotas = (await self.client.list(self.kind, review.namespace))["items"]
-        if not quotas:
+        # Only whether the namespace has a quota at all (none decoded, or one): the worker reads them, once
+        # per batch, and allows what none of them tracks.
+        if self.revisions is not None:
+            if not self.revisions(self.kind, review.namespace):
+                return
+        elif not (await self.client.list(self.kind, review.namespace, limit=1))["items"]:
             return
-        usage = u.object_usage(review.kind, review.obj, self.now())
+        now = self.now()
+        usage = u.object_usage_nano(review.kind, review.obj, now, effective if review.old is None else None)
         if review.old is not None:  # an update is charged what it adds (upstream: non-negative delta)
-            before = u.object_usage(review.kind, review.old, self.now())
-            usage = {k: v - before.get(k, Fraction(0)) for k, v in usage.items() if v > before.get(k, Fraction(0))}
-        if not any(k in ((q.get("status") or {}).get("hard") or {}) for q in quotas for k in usage):
+            before = u.object_usage_nano(review.kind, review.old, now)
+            usage = {k: v - before.get(k, 0) for k, v in usage.items() if v > before.get(k, 0)}
+        if not usage:
             return
         req = _Request(review, usage, asyncio.get_running_loop().create_future())
         self._queues.setdefault(review.namespace, []).append(req)
@@ -158,6 +210,14 @@ class QuotaAdmission:
         await req.done
         if req.error is not None:
             raise req.error
+        if req.charged:
+            review.undo.append(functools.partial(self._give_back, review.namespace, req.charged))
+
+    async def _give_back(self, ns: str, charged: dict[str, dict[str, int]]) -> None:
+        """Undo a charge whose object was not stored. As a status job it runs after the batch that charged
+        settled, so the charge is in `used` (written, or re-added after a lost write) when it is taken out."""
+        for name, delta in charged.items():
+            await self.write_status(ns, name, _adder({k: -v for k, v in delta.items()}))
 
     async def write_status(self, namespace: str, name: str, build: Callable[[Obj], Obj | None]) -> None:
         """Run `build(fresh quota) -> quota to write | None` and write its result (RV-guarded, retried on 409),
@@ -180,7 +240,7 @@ class QuotaAdmission:
                     if isinstance(job, _Job):
                         await self._run_job(ns, job)
                 requests = [r for r in batch if isinstance(r, _Request)]
-                inflight: list[tuple[Obj, u.Usage, asyncio.Task[bool]]] = []
+                inflight: list[tuple[Obj, dict[str, int], asyncio.Task[bool]]] = []
                 try:
                     inflight = await self._judge(ns, requests)
                 except errors.ApiError as e:
@@ -200,7 +260,7 @@ class QuotaAdmission:
                 if not left.done.done():
                     left.done.set_exception(errors.internal("quota admission stopped"))
 
-    async def _judge(self, ns: str, batch: list[_Request]) -> list[tuple[Obj, u.Usage, asyncio.Task[bool]]]:
+    async def _judge(self, ns: str, batch: list[_Request]) -> list[tuple[Obj, dict[str, int], asyncio.Task[bool]]]:
         """Judge the batch, start the status writes that charge it, and answer its requests.
 
         The answers go out without waiting for the writes' commit, so the admitted objects join the writes
@@ -208,9 +268,9 @@ class QuotaAdmission:
         writes these quotas' status meanwhile: this worker waits for the writes to commit before it reads
         the quotas again, and the controller writes through `write_status`, in turn. A write that fails
         anyway (someone wrote the status from outside) is redone by `_settle`."""
-        quotas = (await self.client.list(self.kind, ns))["items"]
         parsed = self._parsed.setdefault(ns, {})
-        written: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        quotas = await self._quotas(ns, parsed)
+        written: dict[str, tuple[_Compiled, dict[str, int]]] = {}
         changed = self._evaluate(quotas, batch, parsed, written)
         if changed:
             # before the answers: a recount must already see that a charge is under way
@@ -223,18 +283,29 @@ class QuotaAdmission:
             r.done.set_result(None)
         return inflight
 
-    async def _settle(self, ns: str, inflight: list[tuple[Obj, u.Usage, asyncio.Task[bool]]]) -> None:
+    async def _quotas(self, ns: str, parsed: dict[str, _Parsed]) -> list[Obj]:
+        """The namespace's quotas: rebuilt from what this worker wrote when every one of them is still at
+        the revision its last write got (nothing decoded), else listed."""
+        revs = self.revisions(self.kind, ns) if self.revisions is not None else None
+        if revs is not None and all(name in parsed and parsed[name].rv == str(rv) for name, rv in revs):
+            return [parsed[name].quota(ns, name) for name, _ in revs]
+        return list((await self.client.list(self.kind, ns))["items"])
+
+    async def _settle(self, ns: str, inflight: list[tuple[Obj, dict[str, int], asyncio.Task[bool]]]) -> None:
         """Wait for the batch's status writes to commit before the next batch reads the quotas; a write that
         lost to an outside status write is redone as a plain addition to the quota's fresh `used`."""
         for q, delta, task in inflight:
             try:
                 ok = await task
-            except Exception as e:  # a failed commit: the batch's objects failed with it, most likely
-                log.warning("quota %s/%s: status write failed: %r", ns, q["metadata"]["name"], e)
-                continue
+            except Exception as e:
+                # A failed commit: the objects that shared it failed too and give their charges back
+                # (`_give_back`, queued behind this); an object stored in a later commit keeps its charge.
+                log.warning("quota %s/%s: status write failed, charge queued again: %r", ns, q["metadata"]["name"], e)
+                ok = False
             if not ok:
-                self._queues.setdefault(ns, []).insert(0, _Job(str(q["metadata"]["name"]), _adder(delta),
-                                                               asyncio.get_running_loop().create_future()))
+                job = _Job(str(q["metadata"]["name"]), _adder(delta), asyncio.get_running_loop().create_future())
+                job.done.add_done_callback(_log_failure)
+                self._queues.setdefault(ns, []).insert(0, job)
         if inflight:
             self._charged_at[ns] = asyncio.get_running_loop().time()
 
@@ -255,66 +326,84 @@ class QuotaAdmission:
             job.done.set_exception(e)
 
     def _evaluate(self, quotas: list[Obj], batch: list[_Request], parsed: dict[str, _Parsed] | None = None,
-                  written: dict[str, tuple[dict[str, int], dict[str, int]]] | None = None,
-                  ) -> list[tuple[Obj, u.Usage]]:
-        """Judge the batch in order against `quotas`; return the quotas whose used grew (copies with the new
-        used) with what the batch added to each. Sums are in integer nano-units (exact: upstream keeps no
-        finer unit), which is what keeps a batch cheap next to Fraction arithmetic."""
+                  written: dict[str, tuple[_Compiled, dict[str, int]]] | None = None,
+                  ) -> list[tuple[Obj, dict[str, int]]]:
+        """Judge the batch in order against `quotas`; return status-write bodies of the quotas whose used grew
+        with what the batch added to each. Sums are in integer nano-units (exact: upstream keeps no finer
+        unit); only the values that changed are formatted again."""
         known = dict(parsed or {})
-        if parsed is not None:
-            parsed.clear()  # refilled by this batch's successful writes; a deleted quota's entry goes
         state = [_Quota.of(q, known.get(str(q["metadata"]["name"])))
                  for q in sorted(quotas, key=lambda q: str(q["metadata"]["name"]))]
-        for r in batch:
-            if r.error is not None:
-                continue
-            if r.nano is None:
-                r.nano = _to_nano(r.usage)
-            takes: list[tuple[_Quota, dict[str, int]]] = []
+        if parsed is not None:
+            # every quota as read (a deleted one's entry goes); this batch's successful writes replace them
+            parsed.clear()
             for q in state:
-                if q.scoped and not u.matches(q.obj, r.review.kind, r.review.obj or {}):
-                    continue
-                delta = {k: v for k, v in r.nano.items() if k in q.hard}
-                if not delta:
-                    continue
-                r.error = self._refusal(r, q, delta)
-                if r.error is not None:
-                    break
-                takes.append((q, delta))
-            if r.error is not None or r.review.dry_run:
-                continue
-            for q, delta in takes:
-                for k, v in delta.items():
-                    q.used[k] = q.used.get(k, 0) + v
-                    q.added[k] = q.added.get(k, 0) + v
-        out: list[tuple[Obj, u.Usage]] = []
+                rv = str(q.obj["metadata"].get("resourceVersion") or "")
+                if rv:
+                    parsed[q.name] = _Parsed(rv, q.compiled, dict(q.used), q.obj.get("status") or {})
+        for r in batch:
+            if r.error is None:
+                self._judge_one(r, state)
+        out: list[tuple[Obj, dict[str, int]]] = []
         for q in state:
             if not q.added:
                 continue
-            new = deep_copy(q.obj)
-            status = new.setdefault("status", {})
-            status["used"] = {**(status.get("used") or {}), **u.format_usage(_from_nano(q.used), q.hard_raw)}
-            out.append((new, _from_nano(q.added)))
+            hard_raw = q.compiled.hard_raw
+            used = {**q.used_raw, **{k: format_nano(q.used[k], binary=_binary(hard_raw.get(k), k, q.used[k]))
+                                     for k in q.added}}
+            out.append((_status_body(q.obj, used), q.added))
             if written is not None:
-                written[q.name] = (q.hard, q.used)
+                written[q.name] = (q.compiled, q.used)
         return out
 
+    def _judge_one(self, r: _Request, state: list[_Quota]) -> None:
+        """Judge one request against every quota; charge it to the running `used` unless refused or a dry
+        run. Per quota: its scopes (pod facts worked out once), the names it tracks, then the refusals."""
+        kind, obj = r.review.kind, r.review.obj or {}
+        takes: list[tuple[_Quota, dict[str, int]]] = []
+        for q in state:
+            c = q.compiled
+            if c.scopes:
+                if not (kind.group == "" and kind.kind == "Pod"):
+                    continue
+                if r.facts is None:
+                    r.facts = u.pod_facts(obj)
+                if not u.selects(c.scopes, kind, obj, r.facts):
+                    continue
+            delta = {k: r.usage[k] for k in c.hard if k in r.usage}
+            if not delta:
+                continue
+            r.error = self._refusal(r, q, delta)
+            if r.error is not None:
+                return
+            takes.append((q, delta))
+        if r.review.dry_run:
+            return
+        for q, delta in takes:
+            for k, v in delta.items():
+                q.used[k] = q.used.get(k, 0) + v
+                q.added[k] = q.added.get(k, 0) + v
+            r.charged[q.name] = delta
+
     def _refusal(self, r: _Request, q: _Quota, delta: dict[str, int]) -> errors.ApiError | None:
-        if r.review.kind.gk == "Pod":
+        c = q.compiled
+        if c.required and r.review.kind.gk == "Pod":
             if r.have is None:
                 r.have = u.stated(r.review.obj or {})
-            missing = u.missing_requirements(q.hard, r.review.obj or {}, r.have)
+            missing = "" if all(c.required <= got for _, got in r.have) else \
+                u.missing_requirements(c.hard, r.review.obj or {}, r.have)
             if missing:
                 return self._forbidden(r, f"failed quota: {q.name}: {missing}")
+        used, hard = q.used, c.hard
+        if all(k in q.used_raw and used.get(k, 0) + v <= hard[k] for k, v in delta.items()):
+            return None  # the common case, without building the lists below
         unknown = sorted(k for k in delta if k not in q.used_raw)
         if unknown:
             return self._forbidden(r, f"status unknown for quota: {q.name}, resources: {','.join(unknown)}")
-        over = sorted(k for k, v in delta.items() if q.used.get(k, 0) + v > q.hard[k])
-        if not over:
-            return None
-        requested = u.pretty(_from_nano({k: delta[k] for k in over}), q.hard_raw)
-        spent = u.pretty(_from_nano({k: q.used.get(k, 0) for k in over}), q.hard_raw)
-        limited = u.pretty(_from_nano({k: q.hard[k] for k in over}), q.hard_raw)
+        over = sorted(k for k, v in delta.items() if used.get(k, 0) + v > hard[k])
+        requested = u.pretty(_from_nano({k: delta[k] for k in over}), c.hard_raw)
+        spent = u.pretty(_from_nano({k: q.used.get(k, 0) for k in over}), c.hard_raw)
+        limited = u.pretty(_from_nano({k: c.hard[k] for k in over}), c.hard_raw)
         return self._forbidden(r, f"exceeded quota: {q.name}, requested: {requested}, used: {spent}, "
                                   f"limited: {limited}")
 
@@ -324,9 +413,10 @@ class QuotaAdmission:
         return errors.forbidden(f"{_who(r.review)} is forbidden: {detail}", kind.plural, kind.group, r.review.name)
 
     async def _write(self, quota: Obj, parsed: dict[str, _Parsed] | None = None,
-                     nano: tuple[dict[str, int], dict[str, int]] | None = None) -> bool:
-        """The RV-guarded status write; False on a conflict (someone else changed the quota). With `nano`
-        (its hard and used in nano-units), a successful write records them in `parsed` under the new revision."""
+                     kept: tuple[_Compiled, dict[str, int]] | None = None) -> bool:
+        """The RV-guarded status write; False on a conflict (someone else changed the quota). With `kept`
+        (the quota compiled, its used in nano-units), a successful write records them in `parsed` under the
+        new revision."""
         meta = quota["metadata"]
         try:
             stored = await self.client.update(self.kind, str(meta["namespace"]), str(meta["name"]), quota,
@@ -336,21 +426,45 @@ class QuotaAdmission:
                 return e.code == 404  # a deleted quota restricts nothing any more
             raise
         rv = (stored.get("metadata") or {}).get("resourceVersion")
-        if parsed is not None and nano is not None and rv:
-            parsed[str(meta["name"])] = _Parsed(str(rv), nano[0], nano[1])
+        if parsed is not None and kept is not None and rv:
+            parsed[str(meta["name"])] = _Parsed(str(rv), kept[0], kept[1], stored.get("status") or {})
         return True
 
 
-def _adder(delta: u.Usage) -> Callable[[Obj], Obj | None]:
-    """A status job adding `delta` to a quota's used (a charge whose first write lost a race)."""
+def _adder(delta: dict[str, int]) -> Callable[[Obj], Obj | None]:
+    """A status job adding `delta` (nano-units; negative to give a charge back, never below 0) to a
+    quota's used: a charge whose first write lost a race or failed, or the charge of an object not stored."""
     def build(fresh: Obj) -> Obj | None:
         status = fresh.setdefault("status", {})
-        used = u.resource_list(status.get("used"))
+        raw = dict(status.get("used") or {})
+        hard = status.get("hard") or {}
+        changed = False
         for k, v in delta.items():
-            used[k] = used.get(k, Fraction(0)) + v
-        status["used"] = {**(status.get("used") or {}), **u.format_usage(used, status.get("hard"))}
+            if k not in raw and v < 0:
+                continue  # nothing to give back (a recount dropped the name)
+            value = max(0, u.nano(raw.get(k, "0")) + v)
+            raw[k] = format_nano(value, binary=_binary(hard.get(k), k, value))
+            changed = True
+        if not changed:
+            return None
+        status["used"] = raw
         return fresh
     return build
+
+
+def _status_body(q: Obj, used: Obj) -> Obj:
+    """The body of a status write: a status write takes only `status` from it (and the resourceVersion as
+    precondition), so the rest of the quota is neither copied nor sent."""
+    meta = q["metadata"]
+    return {"apiVersion": q.get("apiVersion", "v1"), "kind": "ResourceQuota",
+            "metadata": {"name": meta["name"], "namespace": meta.get("namespace", ""),
+                         "resourceVersion": meta.get("resourceVersion", "")},
+            "status": {**(q.get("status") or {}), "used": used}}
+
+
+def _log_failure(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("quota status job failed: %r", done.exception())
 
 
 def _who(review: Admission) -> str:

@@ -18,7 +18,7 @@ Invariants: the check functions are pure over JSON dicts; pod updates and subres
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -26,9 +26,9 @@ from typing import Any
 from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
-from lite.quantity import canonical, format_quantity, parse_quantity
+from lite.quantity import NANO, canonical, format_nano, parse_nano
 from lite.server.api.strategies import Admission
-from lite.server.quota.usage import pod_effective
+from lite.server.quota.usage import Effective, pod_effective_nano
 
 Obj = dict[str, Any]
 ANNOTATION = "kubernetes.io/limit-ranger"
@@ -66,10 +66,11 @@ def _items(limit_range: Obj, kind: str) -> list[Obj]:
 
 @dataclass(frozen=True)
 class Rule:
-    """One enforced value of a LimitRange item: the resource, its exact value and upstream's rendering."""
+    """One enforced value of a LimitRange item: the resource, its exact value (nano-units) and upstream's
+    rendering."""
 
     name: str
-    value: Fraction
+    value: int
     shown: str
 
 
@@ -82,7 +83,7 @@ class ItemRules:
 
 @dataclass(frozen=True)
 class CompiledRange:
-    """A LimitRange parsed once: Container defaults as canonical strings, min/max/ratio rules as Fractions.
+    """A LimitRange parsed once: Container defaults as canonical strings, min/max/ratio rules in nano-units.
     The admission hook keeps one per (name, resourceVersion), so pods pay no quantity parsing for them."""
 
     defaults: dict[str, dict[str, str]]  # "requests"/"limits" -> resource -> canonical quantity
@@ -93,7 +94,7 @@ class CompiledRange:
 def _rules(raw: Any) -> tuple[Rule, ...]:
     if not isinstance(raw, dict):
         return ()
-    return tuple(Rule(str(k), _q(v), _show(v)) for k, v in sorted(raw.items()))
+    return tuple(Rule(str(k), _n(v), _show(v)) for k, v in sorted(raw.items()))
 
 
 def compile_range(limit_range: Obj) -> CompiledRange:
@@ -143,13 +144,22 @@ def _container_word(field: str) -> str:
     return "init container" if field == "initContainers" else "container"
 
 
-def _q(v: Any) -> Fraction:
-    return v if isinstance(v, Fraction) else parse_quantity(str(v))
+class _Sum(int):
+    """A Pod item's value: the pod's effective request or limit in nano-units (a sum, not a quantity
+    string, so never a JSON number from a container: those are parsed as quantities)."""
+
+
+def _n(v: Any) -> int:
+    """A quantity (a string from a container, or a Pod item's `_Sum`) in nano-units; comparisons are
+    between integers. Raises ValueError for a bad quantity, as parse_quantity does."""
+    if type(v) is _Sum:
+        return int(v)
+    return parse_nano(str(v))
 
 
 def _show(v: Any) -> str:
-    if isinstance(v, Fraction):  # a sum (Pod items): binary when it is a whole number of KiB, as memory is
-        return format_quantity(v, binary=v.denominator == 1 and v % 1024 == 0)
+    if type(v) is _Sum:  # a Pod item's sum: binary when it is a whole number of KiB, as memory is
+        return format_nano(v, binary=v % NANO == 0 and (v // NANO) % 1024 == 0)
     return canonical(str(v))
 
 
@@ -157,9 +167,9 @@ def _min(kind: str, r: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> 
     name = r.name
     if name not in req:
         return f"minimum {name} usage per {kind} is {r.shown}.  No request is specified"
-    if _q(req[name]) < r.value:
+    if _n(req[name]) < r.value:
         return f"minimum {name} usage per {kind} is {r.shown}, but request is {_show(req[name])}"
-    if name in lim and _q(lim[name]) < r.value:
+    if name in lim and _n(lim[name]) < r.value:
         return f"minimum {name} usage per {kind} is {r.shown}, but limit is {_show(lim[name])}"
     return ""
 
@@ -168,9 +178,9 @@ def _max(kind: str, r: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> 
     name = r.name
     if name not in lim:
         return f"maximum {name} usage per {kind} is {r.shown}.  No limit is specified"
-    if _q(lim[name]) > r.value:
+    if _n(lim[name]) > r.value:
         return f"maximum {name} usage per {kind} is {r.shown}, but limit is {_show(lim[name])}"
-    if name in req and _q(req[name]) > r.value:
+    if name in req and _n(req[name]) > r.value:
         return f"maximum {name} usage per {kind} is {r.shown}, but request is {_show(req[name])}"
     return ""
 
@@ -178,7 +188,7 @@ def _max(kind: str, r: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> 
 def _max_request(kind: str, r: Rule, req: Mapping[str, Any]) -> str:
     if r.name not in req:
         return f"maximum {r.name} usage per {kind} is {r.shown}.  No request is specified"
-    if _q(req[r.name]) > r.value:
+    if _n(req[r.name]) > r.value:
         return f"maximum {r.name} usage per {kind} is {r.shown}, but request is {_show(req[r.name])}"
     return ""
 
@@ -186,14 +196,14 @@ def _max_request(kind: str, r: Rule, req: Mapping[str, Any]) -> str:
 def _ratio(kind: str, rule: Rule, req: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
     name = rule.name
     head = f"{name} max limit to request ratio per {kind} is {rule.shown}"
-    r = _q(req[name]) if name in req else Fraction(0)
-    lv = _q(lim[name]) if name in lim else Fraction(0)
+    r = _n(req[name]) if name in req else 0
+    lv = _n(lim[name]) if name in lim else 0
     if r == 0:
         return f"{head}, but no request is specified or request is 0"
     if lv == 0:
         return f"{head}, but no limit is specified or limit is 0"
-    if lv / r > rule.value:
-        return f"{head}, but provided ratio is {float(lv / r):f}"
+    if lv * NANO > rule.value * r:  # lv / r > value, in integers
+        return f"{head}, but provided ratio is {float(Fraction(lv, r)):f}"
     return ""
 
 
@@ -204,8 +214,9 @@ def _check(rules: ItemRules, kind: str, req: Mapping[str, Any], lim: Mapping[str
     return [m for m in out if m]
 
 
-def pod_violations(limit_range: Obj | CompiledRange, pod: Obj) -> list[str]:
-    """Every min/max/ratio rule of `limit_range` the (defaulted) pod breaks, in upstream's order."""
+def pod_violations(limit_range: Obj | CompiledRange, pod: Obj, effective: Effective | None = None) -> list[str]:
+    """Every min/max/ratio rule of `limit_range` the (defaulted) pod breaks, in upstream's order.
+    `effective`: the pod's (requests, limits) from `pod_effective_nano`, when the caller has them."""
     compiled = limit_range if isinstance(limit_range, CompiledRange) else compile_range(limit_range)
     out: list[str] = []
     spec = pod.get("spec") or {}
@@ -215,7 +226,10 @@ def pod_violations(limit_range: Obj | CompiledRange, pod: Obj) -> list[str]:
                 res = (c.get("resources") or {}) if isinstance(c, dict) else {}
                 out += _check(rules, "Container", res.get("requests") or {}, res.get("limits") or {})
     if compiled.pod:
-        req, lim = pod_effective(pod, "requests"), pod_effective(pod, "limits")
+        if effective is None:
+            effective = pod_effective_nano(pod, "requests"), pod_effective_nano(pod, "limits")
+        req = {k: _Sum(v) for k, v in effective[0].items()}
+        lim = {k: _Sum(v) for k, v in effective[1].items()}
         for rules in compiled.pod:
             out += _check(rules, "Pod", req, lim)
     return out
@@ -236,12 +250,19 @@ def aggregate(messages: list[str]) -> str:
     return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
 
 
-class LimitRanger:
-    """The admission hook over the in-process client; `kind` is core/v1 LimitRange."""
+Revisions = Callable[[Kind, str], list[tuple[str, int]]]  # `Resources.revisions`: (name, rev), nothing decoded
 
-    def __init__(self, client: Client, kind: Kind) -> None:
+
+class LimitRanger:
+    """The admission hook over the in-process client; `kind` is core/v1 LimitRange. With `revisions`, a
+    namespace's LimitRanges are listed (decoded) only when one of them changed, not on every create."""
+
+    def __init__(self, client: Client, kind: Kind, revisions: Revisions | None = None) -> None:
         self.client = client
         self.kind = kind
+        self.revisions = revisions
+        # namespace -> ((name, rev) of its LimitRanges, the objects sorted by name, compiled); bounded below
+        self._ranges: dict[str, tuple[list[tuple[str, int]], list[Obj], list[CompiledRange]]] = {}
         # (namespace/name, resourceVersion) -> parsed LimitRange; a revision never changes, so no entry goes
         # stale; bounded by clearing (LimitRanges are few).
         self._compiled: dict[tuple[str, str], CompiledRange] = {}
@@ -257,21 +278,48 @@ class LimitRanger:
         return got
 
     async def admit(self, review: Admission) -> None:
+        await self.check(review)
+
+    async def _of(self, ns: str) -> tuple[list[Obj], list[CompiledRange]]:
+        """The namespace's LimitRanges sorted by name, and compiled; read again only when one changed."""
+        revs = self.revisions(self.kind, ns) if self.revisions is not None else None
+        if revs is not None:
+            if not revs:
+                return [], []
+            known = self._ranges.get(ns)
+            if known is not None and known[0] == revs:
+                return known[1], known[2]
+        ranges = (await self.client.list(self.kind, ns))["items"]
+        ranges.sort(key=lambda r: str(r["metadata"]["name"]))
+        compiled = [self.compiled(lr) for lr in ranges]
+        if revs is not None:
+            if len(self._ranges) >= 1024:
+                self._ranges.clear()
+            listed = [(str(r["metadata"]["name"]), int(r["metadata"].get("resourceVersion") or 0)) for r in ranges]
+            self._ranges[ns] = (listed, ranges, compiled)
+        return ranges, compiled
+
+    async def check(self, review: Admission) -> Effective | None:
+        """The hook's work; returns the defaulted pod's effective (requests, limits) when a Pod item needed
+        them, so quota admission, which runs next and sees the same pod, need not compute them again."""
         gk, obj = review.kind.gk, review.obj
         if review.subresource or obj is None or not review.namespace or gk not in ("Pod", "PersistentVolumeClaim"):
-            return
+            return None
         if gk == "Pod" and review.operation != "CREATE":
-            return
-        ranges = (await self.client.list(self.kind, review.namespace))["items"]
+            return None
+        ranges, compiled = await self._of(review.namespace)
         if not ranges:
-            return
-        ranges.sort(key=lambda r: str(r["metadata"]["name"]))
+            return None
+        effective: Effective | None = None
         if gk == "Pod":
-            for lr in ranges:
-                apply_defaults(self.compiled(lr), obj)
-        for lr in ranges:
-            problems = pod_violations(self.compiled(lr), obj) if gk == "Pod" else pvc_violations(lr, obj)
+            for c in compiled:
+                apply_defaults(c, obj)
+            if any(c.pod for c in compiled):
+                effective = pod_effective_nano(obj, "requests"), pod_effective_nano(obj, "limits")
+        for lr, c in zip(ranges, compiled, strict=True):
+            problems = pod_violations(c, obj, effective) if gk == "Pod" else pvc_violations(lr, obj)
             if problems:
                 plural = review.kind.plural
                 who = f'{plural} "{review.name}"' if review.name else plural
                 raise errors.forbidden(f"{who} is forbidden: {aggregate(problems)}", plural, "", review.name)
+        return effective

@@ -15,21 +15,24 @@ Upstream's quota evaluators (`pkg/quota/v1/evaluator/core`, `generic`) as plain 
 Scopes (spec.scopes and spec.scopeSelector): Terminating, NotTerminating, BestEffort, NotBestEffort,
 PriorityClass; only pods can match a quota that has scopes (upstream: other evaluators match no scope).
 
-Invariants: nothing here does I/O or mutates its arguments; quantities are exact `Fraction`s.
+Invariants: nothing here does I/O or mutates its arguments; quantities are exact: `Fraction`s, or integers
+in nano-units (`*_nano`, what admission's hot path uses; `fractions` converts).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from lite.kinds import Kind
-from lite.quantity import format_quantity, parse_quantity
+from lite.quantity import NANO, format_quantity, parse_nano, parse_quantity
 
 Obj = dict[str, Any]
 Usage = dict[str, Fraction]
+NanoUsage = dict[str, int]  # the same, in nano-units (10^-9): exact, as nothing finer is kept
 
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
 LEGACY_COUNTS = {"": ("configmaps", "secrets", "replicationcontrollers", "resourcequotas")}
@@ -48,18 +51,38 @@ def quantity(value: Any) -> Fraction:
         return Fraction(0)
 
 
+def nano(value: Any) -> int:
+    """`quantity(value)` in nano-units (exact: parsing rounds up to 1n); unparsable values are 0."""
+    try:
+        return parse_nano(str(value))
+    except (ValueError, ZeroDivisionError):
+        return 0
+
+
 def resource_list(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return {}
     return {str(k): quantity(v) for k, v in raw.items()}
 
 
-def _add(into: Usage, more: Mapping[str, Fraction]) -> None:
+def resource_nano(raw: Any) -> NanoUsage:
+    """`resource_list` in nano-units."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): nano(v) for k, v in raw.items()}
+
+
+def fractions(values: Mapping[str, int]) -> Usage:
+    """Nano-unit integers as exact Fractions."""
+    return {k: Fraction(v, NANO) for k, v in values.items()}
+
+
+def _add(into: NanoUsage, more: Mapping[str, int]) -> None:
     for k, v in more.items():
-        into[k] = into.get(k, Fraction(0)) + v
+        into[k] = into.get(k, 0) + v
 
 
-def _max(into: Usage, more: Mapping[str, Fraction]) -> None:
+def _max(into: NanoUsage, more: Mapping[str, int]) -> None:
     for k, v in more.items():
         if k not in into or v > into[k]:
             into[k] = v
@@ -70,31 +93,41 @@ def _containers(pod: Obj, field: str) -> list[Obj]:
     return [c for c in spec.get(field) or [] if isinstance(c, dict)]
 
 
-def _requirements(container: Obj, which: str) -> Usage:
-    return resource_list((container.get("resources") or {}).get(which))
+def _requirements(container: Obj, which: str) -> NanoUsage:
+    return resource_nano((container.get("resources") or {}).get(which))
+
+
+def pod_effective_nano(pod: Obj, which: str) -> NanoUsage:
+    """A pod's effective `requests` or `limits` in nano-units: containers and sidecars summed, each regular
+    init container (plus the sidecars started before it) a floor, then the pod overhead (upstream
+    resourcehelper)."""
+    total: NanoUsage = {}
+    for c in _containers(pod, "containers"):
+        _add(total, _requirements(c, which))
+    init = _containers(pod, "initContainers")
+    if init:
+        sidecars: NanoUsage = {}
+        init_floor: NanoUsage = {}
+        for c in init:
+            own = _requirements(c, which)
+            if c.get("restartPolicy") == "Always":
+                _add(total, own)
+                _add(sidecars, own)
+                _max(init_floor, sidecars)
+            else:
+                step = dict(own)
+                _add(step, sidecars)
+                _max(init_floor, step)
+        _max(total, init_floor)
+    overhead = (pod.get("spec") or {}).get("overhead")
+    if overhead:
+        _add(total, resource_nano(overhead))
+    return total
 
 
 def pod_effective(pod: Obj, which: str) -> Usage:
-    """A pod's effective `requests` or `limits`: containers and sidecars summed, each regular init container
-    (plus the sidecars started before it) a floor, then the pod overhead (upstream resourcehelper)."""
-    total: Usage = {}
-    for c in _containers(pod, "containers"):
-        _add(total, _requirements(c, which))
-    sidecars: Usage = {}
-    init_floor: Usage = {}
-    for c in _containers(pod, "initContainers"):
-        own = _requirements(c, which)
-        if c.get("restartPolicy") == "Always":
-            _add(total, own)
-            _add(sidecars, own)
-            _max(init_floor, sidecars)
-        else:
-            step = dict(own)
-            _add(step, sidecars)
-            _max(init_floor, step)
-    _max(total, init_floor)
-    _add(total, resource_list((pod.get("spec") or {}).get("overhead")))
-    return total
+    """`pod_effective_nano` as Fractions."""
+    return fractions(pod_effective_nano(pod, which))
 
 
 def pod_is_live(pod: Obj, now: dt.datetime) -> bool:
@@ -114,18 +147,27 @@ def pod_is_live(pod: Obj, now: dt.datetime) -> bool:
     return True
 
 
-def pod_usage(pod: Obj, now: dt.datetime) -> Usage:
-    out: Usage = {"count/pods": Fraction(1)}
+Effective = tuple[NanoUsage, NanoUsage]  # (requests, limits) of `pod_effective_nano`
+
+
+def pod_usage_nano(pod: Obj, now: dt.datetime, effective: Effective | None = None) -> NanoUsage:
+    """What a pod uses, in nano-units; `effective`: its (requests, limits) when the caller already has them."""
+    out: NanoUsage = {"count/pods": NANO}
     if not pod_is_live(pod, now):
         return out
-    out["pods"] = Fraction(1)
-    for name, value in pod_effective(pod, "requests").items():
+    out["pods"] = NANO
+    requests, limits = effective or (pod_effective_nano(pod, "requests"), pod_effective_nano(pod, "limits"))
+    for name, value in requests.items():
         out[f"requests.{name}"] = value
         if name in COMPUTE:
             out[name] = value
-    for name, value in pod_effective(pod, "limits").items():
+    for name, value in limits.items():
         out[f"limits.{name}"] = value
     return out
+
+
+def pod_usage(pod: Obj, now: dt.datetime) -> Usage:
+    return fractions(pod_usage_nano(pod, now))
 
 
 def service_usage(svc: Obj) -> Usage:
@@ -151,6 +193,13 @@ def pvc_usage(pvc: Obj) -> Usage:
         if storage is not None:
             out[f"{cls}{STORAGE_CLASS_SUFFIX}requests.storage"] = storage
     return out
+
+
+def object_usage_nano(kind: Kind, obj: Obj, now: dt.datetime, effective: Effective | None = None) -> NanoUsage:
+    """`object_usage` in nano-units; `effective` as for `pod_usage_nano`."""
+    if kind.group == "" and kind.kind == "Pod":
+        return pod_usage_nano(obj, now, effective)
+    return {k: v.numerator * (NANO // v.denominator) for k, v in object_usage(kind, obj, now).items()}
 
 
 def object_usage(kind: Kind, obj: Obj, now: dt.datetime) -> Usage:
@@ -195,18 +244,35 @@ def is_best_effort(pod: Obj) -> bool:
     return True
 
 
-def _scope_matches(scope: str, operator: str, values: Iterable[str], pod: Obj) -> bool:
+@dataclass(frozen=True)
+class PodFacts:
+    """What scopes look at in a pod, computed once per pod however many scoped quotas judge it."""
+
+    best_effort: bool
+    terminating: bool
+    priority_class: str
+
+
+def pod_facts(pod: Obj) -> PodFacts:
     spec = pod.get("spec") or {}
+    return PodFacts(is_best_effort(pod), spec.get("activeDeadlineSeconds") is not None,
+                    str(spec.get("priorityClassName") or ""))
+
+
+Scope = tuple[str, str, list[str]]  # (scopeName, operator, values)
+
+
+def scope_selects(scope: str, operator: str, values: Iterable[str], facts: PodFacts) -> bool:
     if scope == "Terminating":
-        return spec.get("activeDeadlineSeconds") is not None
+        return facts.terminating
     if scope == "NotTerminating":
-        return spec.get("activeDeadlineSeconds") is None
+        return not facts.terminating
     if scope == "BestEffort":
-        return is_best_effort(pod)
+        return facts.best_effort
     if scope == "NotBestEffort":
-        return not is_best_effort(pod)
+        return not facts.best_effort
     if scope == "PriorityClass":
-        cls = spec.get("priorityClassName")
+        cls = facts.priority_class
         if operator == "Exists":
             return bool(cls)
         if operator == "DoesNotExist":
@@ -218,10 +284,10 @@ def _scope_matches(scope: str, operator: str, values: Iterable[str], pod: Obj) -
     return False
 
 
-def quota_scopes(quota: Obj) -> list[tuple[str, str, list[str]]]:
+def quota_scopes(quota: Obj) -> list[Scope]:
     """(scopeName, operator, values) of spec.scopes (operator Exists) and spec.scopeSelector."""
     spec = quota.get("spec") or {}
-    out: list[tuple[str, str, list[str]]] = [(str(s), "Exists", []) for s in spec.get("scopes") or []]
+    out: list[Scope] = [(str(s), "Exists", []) for s in spec.get("scopes") or []]
     for expr in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
         if isinstance(expr, dict):
             out.append((str(expr.get("scopeName", "")), str(expr.get("operator", "")),
@@ -229,14 +295,21 @@ def quota_scopes(quota: Obj) -> list[tuple[str, str, list[str]]]:
     return out
 
 
-def matches(quota: Obj, kind: Kind, obj: Obj) -> bool:
-    """Whether `quota`'s scopes select `obj` (a quota without scopes selects everything)."""
-    scopes = quota_scopes(quota)
+def selects(scopes: Iterable[Scope], kind: Kind, obj: Obj, facts: PodFacts | None = None) -> bool:
+    """Whether a quota with `scopes` (from `quota_scopes`) selects `obj`; `facts`: `pod_facts(obj)` when
+    the caller has them."""
+    scopes = list(scopes)
     if not scopes:
         return True
     if not (kind.group == "" and kind.kind == "Pod"):
         return False
-    return all(_scope_matches(name, op, values, obj) for name, op, values in scopes)
+    got = facts or pod_facts(obj)
+    return all(scope_selects(name, op, values, got) for name, op, values in scopes)
+
+
+def matches(quota: Obj, kind: Kind, obj: Obj) -> bool:
+    """Whether `quota`'s scopes select `obj` (a quota without scopes selects everything)."""
+    return selects(quota_scopes(quota), kind, obj)
 
 
 # ---- arithmetic and printing -------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Registering LimitRange and ResourceQuota admission on a `Resources`' strategies (one call from the
 control plane). Order matters as upstream: LimitRanger (mutating: defaults) before ResourceQuota (validating:
-charges what the defaulted object will use)."""
+charges what the defaulted object will use). Both run as one hook, so the pod's effective requests/limits
+that LimitRanger sums for its Pod items are handed to quota admission instead of being summed again."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ import dataclasses
 from typing import Any
 
 from lite.client import Client
-from lite.server.api.strategies import Strategies, Strategy
+from lite.server.api.strategies import Admission, Strategies, Strategy
 from lite.server.controllers.runtime import builtin
 from lite.server.quota.admission import QuotaAdmission
-from lite.server.quota.limitranger import LimitRanger, default_limit_range
+from lite.server.quota.limitranger import LimitRanger, Revisions, default_limit_range
 
 Obj = dict[str, Any]
 
 
-def add_quota_admission(client: Client, strategies: Strategies) -> QuotaAdmission:
-    """Add the LimitRange defaulting strategy and both admission hooks; returns the quota admission."""
+def add_quota_admission(client: Client, strategies: Strategies, revisions: Revisions | None = None) -> QuotaAdmission:
+    """Add the LimitRange defaulting strategy and both admission hooks; returns the quota admission.
+    `revisions` (`Resources.revisions`) lets both skip reading quotas and LimitRanges that did not change."""
     known = strategies.by_gk.get("LimitRange")
     if known is None:
         strategies.register("LimitRange", Strategy(default=default_limit_range))
@@ -29,7 +31,12 @@ def add_quota_admission(client: Client, strategies: Strategies) -> QuotaAdmissio
             default_limit_range(obj)
 
         strategies.register("LimitRange", dataclasses.replace(known, default=default))
-    strategies.add_admission(LimitRanger(client, builtin("", "LimitRange")).admit)
-    quota = QuotaAdmission(client, builtin("", "ResourceQuota"))
-    strategies.add_admission(quota.admit)
+    limits = LimitRanger(client, builtin("", "LimitRange"), revisions)
+    quota = QuotaAdmission(client, builtin("", "ResourceQuota"), revisions=revisions)
+
+    async def admit(review: Admission) -> None:
+        # one hook, so the pod LimitRanger defaulted (and summed) is the pod quota charges, unchanged
+        await quota.check(review, await limits.check(review))
+
+    strategies.add_admission(admit)
     return quota

@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from lite.kinds import Kind
 from lite.validation import NameFn, name_is_dns_subdomain
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 GcPolicy = Literal["orphan", "background", "unsupported"]
 
 
@@ -84,7 +86,12 @@ class Strategy:
 
 @dataclass
 class Admission:
-    """One request as admission hooks see it. Hooks may mutate `obj` (CREATE/UPDATE) or raise ApiError."""
+    """One request as admission hooks see it. Hooks may mutate `obj` (CREATE/UPDATE) or raise ApiError.
+
+    A hook that takes something for the request (quota admission charging a quota) appends to `undo` what
+    gives it back; the registry runs `rollback()` when the request fails after admission (a later hook
+    refuses it, the name is taken, the store write fails) — not when it is cancelled, as the write may
+    still commit."""
 
     operation: Literal["CREATE", "UPDATE", "DELETE"]
     kind: Kind
@@ -94,6 +101,16 @@ class Admission:
     old: Obj | None
     subresource: str = ""
     dry_run: bool = False
+    undo: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    async def rollback(self) -> None:
+        """Run (and forget) the undo actions, newest first; each is run even if an earlier one fails."""
+        while self.undo:
+            action = self.undo.pop()
+            try:
+                await action()
+            except Exception:
+                log.exception("admission undo failed for %s %s/%s", self.kind.resource, self.namespace, self.name)
 
 
 AdmissionHook = Callable[[Admission], Awaitable[None]]
