@@ -131,3 +131,14 @@ class LiteServer:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+
+
+def simulator_kubeconfig(data_dir: Path, dest: Path) -> Path:
+    """A kubeconfig for `lite agent --simulate`, written to `dest` (0600): user `lite-sim` in the group
+    `lite:node-simulators`, which the bootstrap policy binds to the ClusterRole `lite:node-simulator`; made by
+    `lite certificate issue-user` from the server's data dir, as a user would."""
+    proc = subprocess.run([*lite_command(), "certificate", "issue-user", "lite-sim", "--group", "lite:node-simulators",
+                           "--data-dir", str(data_dir)], capture_output=True, text=True, check=True, timeout=60)
+    dest.touch(mode=0o600)
+    dest.write_text(proc.stdout)
+    return dest

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from liteproc import LiteServer, find_free_port, lite_command
+from liteproc import LiteServer, find_free_port, lite_command, simulator_kubeconfig
 
 from lite.agent.sim.model import PodIPs, node_object, node_status, running_status, terminated_status
 from lite.agent.sim.nodes import LEASE, NODE
@@ -31,7 +31,6 @@ from lite.errors import ApiError
 from lite.httpclient import HttpClient
 from lite.kinds import BUILTIN_KINDS
 from lite.server.authn.x509 import issue_client_cert
-from tests.helpers.simcluster import simulator_kubeconfig
 
 Obj = dict[str, Any]
 NAMESPACE = next(k for k in BUILTIN_KINDS if k.kind == "Namespace")

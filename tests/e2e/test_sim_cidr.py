@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
-from liteproc import LiteServer, find_free_port, lite_command
+from liteproc import LiteServer, find_free_port, lite_command, simulator_kubeconfig
 
 from lite.httpclient import HttpClient
 from lite.kinds import BUILTIN_KINDS
-from tests.helpers.simcluster import simulator_kubeconfig
 
 POD = next(k for k in BUILTIN_KINDS if k.kind == "Pod" and not k.virtual)
 NODE = next(k for k in BUILTIN_KINDS if k.kind == "Node" and not k.virtual)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from e2ekit import Cluster
-from liteproc import LiteServer, find_free_port, lite_command
+from liteproc import LiteServer, find_free_port, lite_command, simulator_kubeconfig
 
 Obj = dict[str, Any]
 
@@ -74,17 +74,6 @@ def _stop(proc: subprocess.Popen[bytes], what: str, timeout: float = 15) -> int:
             proc.wait()
             raise AssertionError(f"{what} ignored SIGTERM for {timeout}s") from None
     return proc.returncode
-
-
-def simulator_kubeconfig(data_dir: Path, dest: Path) -> Path:
-    """A kubeconfig for `lite agent --simulate`, written to `dest` (0600): user `lite-sim` in the group
-    `lite:node-simulators`, which the bootstrap policy binds to the ClusterRole `lite:node-simulator`; made by
-    `lite certificate issue-user` from the server's data dir, as a user would."""
-    proc = subprocess.run([*lite_command(), "certificate", "issue-user", "lite-sim", "--group", "lite:node-simulators",
-                           "--data-dir", str(data_dir)], capture_output=True, text=True, check=True, timeout=60)
-    dest.touch(mode=0o600)
-    dest.write_text(proc.stdout)
-    return dest
 
 
 @contextlib.contextmanager
