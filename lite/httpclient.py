@@ -91,7 +91,10 @@ def _load_client_cert(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> N
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(cert_pem.rstrip(b"\n") + b"\n" + key_pem)
-        ctx.load_cert_chain(path)
+        try:
+            ctx.load_cert_chain(path)
+        except ssl.SSLError as e:
+            raise ValueError(f"the client certificate and key cannot be loaded: {e}") from None
 
 
 def _ssl_context(ca_data: bytes | None, ca_file: str | None, insecure: bool,

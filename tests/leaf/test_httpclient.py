@@ -390,5 +390,5 @@ async def test_kubeconfig_token_file_ca_file_and_named_context(served: Served, t
         assert name_of(await h.get(CM, "default", "k")) == "k"
     with pytest.raises(ValueError, match="no context named 'broken'"):
         HttpClient.from_kubeconfig(str(path))
-    with pytest.raises(ValueError, match="client certificate"):
-        HttpClient.from_kubeconfig(str(path), context="certs")
+    with pytest.raises(ValueError, match="client certificate and key cannot be loaded"):
+        HttpClient.from_kubeconfig(str(path), context="certs")  # not a PEM certificate
