@@ -57,6 +57,11 @@ def _write_private(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _https(base_url: str) -> str:
+    """The server's HTTP(S) base URL from the join URL (wss:// → https://)."""
+    return base_url.rstrip("/").replace("wss://", "https://", 1).replace("ws://", "http://", 1)
+
+
 def cert_validity(pem: bytes) -> tuple[float, float]:
     """(not before, not after) of a PEM certificate, epoch seconds."""
     from cryptography import x509
@@ -109,7 +114,7 @@ class NodeCredentials:
         is down, or that answers both, gives False."""
         if self.validity() is None or not self.key_path.exists():
             return False
-        url = base_url.rstrip("/").replace("wss://", "https://", 1).replace("ws://", "http://", 1) + "/version"
+        url = _https(base_url) + "/version"
         timeout = aiohttp.ClientTimeout(total=10)
         try:
             async with http.get(url, ssl=self.ssl_context(tls), timeout=timeout) as resp:
@@ -151,7 +156,7 @@ class NodeCredentials:
         else:
             body["password"] = self.password()
             headers["Authorization"] = f"Bearer {token}"
-        url = base_url.rstrip("/").replace("wss://", "https://", 1).replace("ws://", "http://", 1)
+        url = _https(base_url)
         async with http.post(url + wire.NODE_CREDENTIALS_PATH, json=body, headers=headers, ssl=ssl_arg) as resp:
             data: Any = await resp.json(content_type=None)
             if resp.status in (401, 403, 422):

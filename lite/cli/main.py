@@ -325,7 +325,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         from lite.agent.sim import cli as sim_cli
 
         _setup_logging(args.log_level)
-        return sim_cli.run(args, Path(args.data_dir) if args.data_dir else default_data_dir())
+        return sim_cli.run(args)  # simulated nodes keep nothing on disk
     from lite.cli.agentcmd import run_remote
 
     _setup_logging(args.log_level)

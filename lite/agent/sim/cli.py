@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from lite.agent.sim.spec import NodeGroup, parse_duration, parse_labels, parse_node_group, parse_taints
 
@@ -67,12 +66,11 @@ def groups_from_args(args: argparse.Namespace) -> tuple[NodeGroup, ...]:
     return tuple(groups)
 
 
-def run(args: argparse.Namespace, data_dir: Path | None) -> int:
+def run(args: argparse.Namespace) -> int:
     """`lite agent --simulate`: validate flags, then run until SIGTERM/SIGINT. Exit 2 on usage errors."""
     from lite.agent.simulate import SimConfig, run_forever
     from lite.httpclient import HttpClient
 
-    del data_dir  # simulated nodes keep nothing on disk
     try:
         if not args.kubeconfig:
             raise ValueError(NEEDS_KUBECONFIG)
