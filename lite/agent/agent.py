@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import logging
 import os
@@ -87,6 +88,16 @@ class AgentConfig:
     seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault for pods that set no profile
     allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
 
+
+
+def ipv4_cidr(cidrs: str) -> str:
+    """The IPv4 network of a `--service-cidr` value (one CIDR, or a dual-stack "v4,v6" pair); "" when none."""
+    for part in cidrs.split(","):
+        with contextlib.suppress(ValueError):
+            net = ipaddress.ip_network(part.strip(), strict=False)
+            if net.version == 4:
+                return str(net)
+    return ""
 
 class Agent:
     def __init__(self, config: AgentConfig) -> None:
@@ -272,6 +283,11 @@ class Agent:
         cidr = str(config.get("podCIDR") or "")
         if self.proxy is not None and config.get("clusterCIDR"):  # remote agents learn it from the server
             self.proxy.proxier.set_cluster_cidr(str(config["clusterCIDR"]))
+        service_cidr = ipv4_cidr(str(config.get("serviceCIDR") or ""))
+        if service_cidr:  # the server's (agents older than the field keep their own --service-cidr default)
+            self.config.service_cidr = service_cidr
+        if self.proxy is not None:
+            self.proxy.proxier.set_service_cidr(ipv4_cidr(self.config.service_cidr))
         backend = str(config.get("flannelBackend") or "none")  # a server that says nothing runs no fabric
         if cidr and (self.deps.ipam is None or str(self.deps.ipam.network) != cidr or backend != self.fabric.backend):
             self._spawn("..network", self._setup_network(cidr, backend, str(config.get("clusterCIDR") or "")))
@@ -287,8 +303,8 @@ class Agent:
         if self.proxy is not None:  # node processes reach ClusterIPs even without a default route
             from lite.netns.routes import ensure_service_route
 
-            await ensure_service_route(self.config.service_cidr, bridge=self.config.bridge, gateway=str(ipam.gateway),
-                                       node_netns=self.config.node_netns)
+            await ensure_service_route(ipv4_cidr(self.config.service_cidr), bridge=self.config.bridge,
+                                       gateway=str(ipam.gateway), node_netns=self.config.node_netns)
         self.deps.ipam = ipam
         self.net_ready.set()
 
@@ -495,7 +511,8 @@ def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str, dns: NodeDns)
     from lite.netns.proxysync import TableSyncer
 
     node_ips = tuple(ip for ip in (node_ip,) if ip and not ip.startswith("127."))
-    proxier = Proxier(ProxyConfig(node_name, node_ips, config.cluster_cidr), TableSyncer(AsyncNft(config.node_netns)),
+    proxy_config = ProxyConfig(node_name, node_ips, config.cluster_cidr, service_cidr=ipv4_cidr(config.service_cidr))
+    proxier = Proxier(proxy_config, TableSyncer(AsyncNft(config.node_netns)),
                       netns=config.node_netns, health=HealthServers(config.node_netns))
     return ProxyFeed(proxier, dns)
 

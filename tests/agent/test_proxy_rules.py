@@ -437,3 +437,31 @@ def test_stale_udp(
     old: list[ServicePort], new: list[ServicePort], endpoints: set[tuple[str, int]], services: set[tuple[str, int]]
 ) -> None:
     assert stale_udp(old, new, NODE, CONFIG.node_ips) == (endpoints, services)
+
+
+def test_every_cluster_ip_is_in_the_cluster_ips_set_with_or_without_endpoints() -> None:
+    table = translate(
+        [svc("web"), svc("empty", cluster_ip="10.43.0.11"), svc("headless", cluster_ip="None")],
+        [eps("web", ep("10.42.0.2"))],
+        CONFIG,
+    )
+    assert elements(table, "cluster-ips") == {"10.43.0.10": "", "10.43.0.11": ""}
+
+
+@pytest.mark.parametrize(
+    ("service_cidr", "check"),
+    [
+        ("", ("ct status dnat return", "fib daddr type local return", "ip daddr @cluster-ips goto reject-chain")),
+        ("10.43.0.0/16", ("ct status dnat return", "fib daddr type local return",
+                          "ip daddr @cluster-ips goto reject-chain", "ip daddr 10.43.0.0/16 drop")),
+    ],
+)
+def test_untranslated_flows_to_the_service_cidr_are_refused_or_dropped(
+    service_cidr: str, check: tuple[str, ...]
+) -> None:
+    config = ProxyConfig(NODE, ("10.99.0.1",), "10.42.0.0/16", service_cidr=service_cidr)
+    chains = translate([], [], config).chains
+    assert chains["cluster-ips-check"].rules == check
+    assert "ct state new jump cluster-ips-check" in chains["filter-forward"].rules
+    post = chains["filter-output-post-dnat"]
+    assert post.rules == ("ct state new jump cluster-ips-check",) and "hook output priority -90" in post.hook

@@ -35,7 +35,7 @@ class Recorder:
 def server(tmp_path: Path) -> Any:
     srv = LiteServer(tmp_path / "data", find_free_port(),
                      extra=("--cluster-dns", "10.43.0.53", "--cluster-domain", "k8s.test",
-                            "--flannel-backend", "host-gw")).start()
+                            "--flannel-backend", "host-gw", "--service-cidr", "10.43.0.0/17")).start()
     try:
         srv.wait_ready()
         yield srv
@@ -58,6 +58,7 @@ async def test_agents_are_told_the_cluster_dns_and_domain(server: LiteServer, tm
         assert session.config["clusterDNS"] == ["10.43.0.53"]
         assert session.config["clusterDomain"] == "k8s.test"
         assert (session.config["flannelBackend"], session.config["clusterCIDR"]) == ("host-gw", "10.42.0.0/16")
+        assert session.config["serviceCIDR"] == "10.43.0.0/17"
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -140,3 +140,18 @@ async def test_a_restarted_agent_told_its_config_first_still_waits_for_the_state
         proxier.syncer.close()
     after = table(node_netns)
     assert "10.42.0.2:8080" in after and "10.42.0.0/16" in after
+
+
+async def test_the_service_cidr_comes_from_the_server_and_drops_untranslated_flows(
+    tmp_path: Path, node_netns: str
+) -> None:
+    a = agent(tmp_path, node_netns)
+    assert a.proxy is not None and a.proxy.proxier.config.service_cidr == "10.43.0.0/16"  # the agent's default
+    try:
+        await resync(a, service("web", "10.43.0.10"), endpoint_slice("web", "10.42.0.2"))
+        await a.handle(wire.Welcome(config={"serviceCIDR": "10.96.0.0/12,fd00:43::/112"}))
+        assert a.proxy.proxier.config.service_cidr == "10.96.0.0/12" and a.config.service_cidr == "10.96.0.0/12"
+        await a.proxy.proxier.sync_once()
+        assert "ip daddr 10.96.0.0/12 drop" in table(node_netns)
+    finally:
+        a.proxy.proxier.syncer.close()

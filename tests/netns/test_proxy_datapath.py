@@ -4,7 +4,8 @@ client netns, and the nftables table programmed through the proxier from Service
 Topology (all in netns this test creates; conftest removes them, the processes are killed here):
     pod a 10.42.0.2, pod b 10.42.0.3 (servers), pod c 10.42.0.4 (client) ── lite0 10.42.0.1 ── node netns
     node netns ul 10.99.0.1/24 ── veth ── ul 10.99.0.2/24 outside client netns
-Services: 10.43.0.0/16 routed on the node via lite0 (the service-CIDR route).
+Services: 10.43.0.0/16 routed on the node via lite0 (the service-CIDR route). Nothing answers ARP for a
+ClusterIP there, so a packet the proxy does not translate would fail with "no route to host" after 3 s.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ pytestmark = [
 Obj = dict[str, Any]
 NODE_IP = "10.99.0.1"
 OUTSIDE_IP = "10.99.0.2"
-CONFIG = ProxyConfig("n1", (NODE_IP,), "10.42.0.0/16")
+CONFIG = ProxyConfig("n1", (NODE_IP,), "10.42.0.0/16", service_cidr="10.43.0.0/16")
 
 SERVER = """
 import socket, sys, threading
@@ -344,3 +345,63 @@ async def test_changes_never_interrupt_a_service_that_stays(cluster: Cluster) ->
         stop.set()
     assert await churner > 5
     assert [a.split()[0] in ("pod-a", "pod-b") for a in answers] == [True] * 100, answers
+
+
+def untranslated_flows(netns: str, address: str) -> list[str]:
+    """This netns's conntrack entries to `address` that were not DNATed (their reply comes from `address`)."""
+    table = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/nf_conntrack"], capture_output=True,
+                           text=True, check=True).stdout
+    return [line for line in table.splitlines() if f"dst={address} " in line and f"src={address} " in line]
+
+
+async def test_a_connection_started_before_its_service_is_programmed_connects_once_it_is(
+    cluster: Cluster,
+) -> None:
+    """The first SYN to a ClusterIP the proxy does not know yet is dropped without a conntrack entry, so its
+    retransmit (1 s later) is translated: the client connects. Routed on untranslated, the SYN would leave an
+    entry without DNAT that the retransmits follow: "no route to host" although the service exists."""
+    cluster.proxier.set_service(svc("other", "10.43.0.20"))  # the table exists, without the late service
+    await cluster.sync()
+    client = asyncio.create_task(asyncio.to_thread(get, cluster.pods["c"], "http://10.43.0.30/", timeout=10))
+    await asyncio.sleep(0.5)  # the first SYN has gone
+    cluster.proxier.set_service(svc("late", "10.43.0.30"))
+    cluster.proxier.set_slice(slice_("late", "10.42.0.2"))
+    await cluster.sync()
+    assert await client == ["pod-a 10.42.0.4"]
+    assert untranslated_flows(cluster.node, "10.43.0.30") == []
+
+
+async def test_a_cluster_ip_port_no_service_has_is_refused_and_an_unallocated_address_dropped(
+    cluster: Cluster,
+) -> None:
+    cluster.proxier.set_service(svc("web", "10.43.0.10"))
+    cluster.proxier.set_slice(slice_("web", "10.42.0.2"))
+    await cluster.sync()
+    for source in (cluster.pods["c"], cluster.node):  # forwarded, and sent by the node itself
+        assert get(source, "http://10.43.0.10:81/", timeout=20) == ["ConnectionRefusedError"]
+        assert get(source, "http://10.43.7.7/", timeout=5) == ["TimeoutError"]
+        assert get(source, "http://10.43.0.10/", timeout=5)[0].startswith("pod-a")
+    assert untranslated_flows(cluster.node, "10.43.7.7") == []
+
+
+async def test_a_service_whose_endpoint_is_its_own_local_address_answers_node_and_pods(
+    cluster: Cluster, servers: list[subprocess.Popen[str]]
+) -> None:
+    """The cluster DNS pattern: the ClusterIP is a local address of the node and its own endpoint, so the DNAT
+    changes nothing (no DNAT status on the flow); the ClusterIP check must still let it through."""
+    ip("-n", cluster.node, "addr", "add", "10.43.0.60/32", "dev", "lo")
+    code = "import http.server as h; h.HTTPServer(('10.43.0.60', 8080), h.SimpleHTTPRequestHandler).serve_forever()"
+    servers.append(subprocess.Popen(["ip", "netns", "exec", cluster.node, sys.executable, "-c", code]))
+    own = {"metadata": {"namespace": "default", "name": "own"},
+           "spec": {"clusterIP": "10.43.0.60", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}}
+    meta = {"namespace": "default", "name": "own-1", "labels": {"kubernetes.io/service-name": "own"}}
+    cluster.proxier.set_service(own)
+    cluster.proxier.set_slice({"metadata": meta, "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+                               "endpoints": [{"addresses": ["10.43.0.60"]}]})
+    await cluster.sync()
+    for source in (cluster.node, cluster.pods["c"]):
+        for _ in range(100):  # the server may still be starting
+            answer = get(source, "http://10.43.0.60:8080/", timeout=5)
+            if answer != ["ConnectionRefusedError"]:
+                break
+        assert answer[0].startswith("<!DOCTYPE HTML"), (source, answer)

@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -105,14 +106,20 @@ class Proxier(SyncLoop):
 
     def set_node_ips(self, node_ips: tuple[str, ...]) -> None:
         if node_ips != self.config.node_ips:
-            self.config = ProxyConfig(self.config.node_name, node_ips, self.config.cluster_cidr, self.config.table)
+            self.config = dataclasses.replace(self.config, node_ips=node_ips)
             self.mark()
 
     def set_cluster_cidr(self, cidr: str) -> None:
         """The cluster's pod CIDR as the server tells it (Welcome); fragments depend on it, so all are redone."""
         if cidr != self.config.cluster_cidr:
-            self.config = ProxyConfig(self.config.node_name, self.config.node_ips, cidr, self.config.table)
+            self.config = dataclasses.replace(self.config, cluster_cidr=cidr)
             self._stale |= set(self._services)
+            self.mark()
+
+    def set_service_cidr(self, cidr: str) -> None:
+        """The Service CIDR (the server's, from Welcome): only the skeleton's ClusterIP check depends on it."""
+        if cidr != self.config.service_cidr:
+            self.config = dataclasses.replace(self.config, service_cidr=cidr)
             self.mark()
 
     def _touch(self, service: Key) -> None:

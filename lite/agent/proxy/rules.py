@@ -16,6 +16,14 @@ The table (`ip lite` by default):
     filter-input / -forward / -output (ct state new) ─► @no-endpoint-services, @no-endpoint-nodeports:
                   a service without endpoints is rejected at once (TCP reset, ICMP port unreachable otherwise),
                   one whose Local policy has no local endpoint drops.
+    filter-forward, filter-output-post-dnat (ct state new, not DNATed) ─► cluster-ips-check: a port no
+                  service has on a ClusterIP (@cluster-ips) is rejected; any other address of the Service
+                  CIDR (a service this node has not programmed yet) is dropped. Without this such a first
+                  packet would be routed on un-translated and leave a conntrack entry without DNAT behind,
+                  which every later packet of the flow (a SYN's retransmits, a source port reused within
+                  the entry's 120 s) follows even after the service's rules exist: "no route to host"
+                  (measured: about one in 100,000 connections after a client started before the proxy
+                  sync). A dropped packet's entry is never confirmed, so the retransmit is translated.
     nat-postrouting ─► masquerading: DNATed packets whose source is their new destination (hairpin: a pod
                   reaching itself through its service; @hairpin holds "ip . ip" of every endpoint) and packets
                   carrying mark 0x4000 are masqueraded (fully-random).
@@ -23,7 +31,8 @@ The table (`ip lite` by default):
 Invariants:
 - Chain and set names carry a hash of the service port (and endpoint) id plus the readable id, so a change to
   one service port changes only its own chains and map elements; the diff stays proportional to the change.
-- A service port present in the input always has a verdict for its ClusterIP: a policy chain, reject or drop.
+- A service port present in the input always has a verdict for its ClusterIP: a policy chain, reject or drop;
+  every ClusterIP in the input is in @cluster-ips.
 - Headless and ExternalName services contribute nothing (see `endpoints`).
 - No chain per endpoint unless ClientIP affinity needs one: measured with libnftables 1.0.6, every transaction
   that adds a rule first loads the table's chain list, ~10 ms per 10,000 chains; 1,000 services x 10
@@ -54,6 +63,7 @@ class ProxyConfig:
     node_ips: tuple[str, ...]  # addresses NodePorts answer on (never loopback)
     cluster_cidr: str = ""  # pod CIDR of the whole cluster: sources outside it are masqueraded to ClusterIPs
     table: str = "lite"
+    service_cidr: str = ""  # ClusterIPs come from here: un-translated new flows to it are dropped
 
 
 def translate(services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]], config: ProxyConfig) -> Table:
@@ -69,7 +79,7 @@ class Fragment:
     affinity: dict[str, int]  # set name → timeout
 
 
-MAPS = ("service-ips", "no-endpoint-services", "service-nodeports", "no-endpoint-nodeports", "hairpin")
+MAPS = ("service-ips", "no-endpoint-services", "service-nodeports", "no-endpoint-nodeports", "hairpin", "cluster-ips")
 
 
 def table_for(ports: Iterable[ServicePort], config: ProxyConfig) -> Table:
@@ -85,7 +95,7 @@ def fragment(sp: ServicePort, config: ProxyConfig) -> Fragment:
 
 def assemble(fragments: Iterable[Fragment], config: ProxyConfig) -> Table:
     """The whole table: the fixed skeleton plus every fragment."""
-    chains = base_chains()
+    chains = base_chains(config.service_cidr)
     maps: dict[str, dict[str, str]] = {m: {} for m in MAPS}
     affinity: dict[str, int] = {}
     for part in fragments:
@@ -101,14 +111,16 @@ def assemble(fragments: Iterable[Fragment], config: ProxyConfig) -> Table:
         "no-endpoint-nodeports": Set(KEY2, "verdict", elements=maps["no-endpoint-nodeports"]),
         "nodeport-ips": Set("ipv4_addr", elements={ip: "" for ip in config.node_ips}),
         "hairpin": Set("ipv4_addr . ipv4_addr", elements=maps["hairpin"]),
+        "cluster-ips": Set("ipv4_addr", elements=maps["cluster-ips"]),
     }
     sets.update({name: Set("ipv4_addr", timeout=timeout) for name, timeout in affinity.items()})
     return Table("ip", config.table, chains, sets)
 
 
-def base_chains() -> dict[str, Chain]:
-    """The fixed skeleton: hooks, dispatch through the maps, reject, masquerading."""
+def base_chains(service_cidr: str = "") -> dict[str, Chain]:
+    """The fixed skeleton: hooks, dispatch through the maps, reject, masquerading, the ClusterIP check."""
     new = "ct state new"
+    unallocated = (f"ip daddr {service_cidr} drop",) if service_cidr else ()
     return {
         "nat-prerouting": Chain(("jump services",), "type nat hook prerouting priority -100 ; policy accept ;"),
         "nat-output": Chain(("jump services",), "type nat hook output priority -100 ; policy accept ;"),
@@ -118,11 +130,22 @@ def base_chains() -> dict[str, Chain]:
             "type filter hook input priority -110 ; policy accept ;",
         ),
         "filter-forward": Chain(
-            (f"{new} jump service-endpoints-check",), "type filter hook forward priority -110 ; policy accept ;"
+            (f"{new} jump service-endpoints-check", f"{new} jump cluster-ips-check"),
+            "type filter hook forward priority -110 ; policy accept ;",
         ),
         "filter-output": Chain(
             (f"{new} jump service-endpoints-check", f"{new} jump nodeport-endpoints-check"),
             "type filter hook output priority -110 ; policy accept ;",
+        ),
+        # After nat-output (-100): only flows the proxy did not translate reach the check.
+        "filter-output-post-dnat": Chain(
+            (f"{new} jump cluster-ips-check",), "type filter hook output priority -90 ; policy accept ;"
+        ),
+        # DNATed flows pass, and so do local addresses: the cluster DNS IP is a local address and its own
+        # endpoint (a DNAT to the same address sets no DNAT status).
+        "cluster-ips-check": Chain(
+            ("ct status dnat return", "fib daddr type local return", "ip daddr @cluster-ips goto reject-chain",
+             *unallocated)
         ),
         "services": Chain(
             (
@@ -200,6 +223,7 @@ def _service_port(
             chains[endpoint_chain(sp, ep)] = Chain(_endpoint_rules(sp, ep))
             affinity[affinity_set(sp, ep)] = sp.affinity_timeout
     key = f"{sp.cluster_ip} . {sp.protocol} . {sp.port}"
+    maps["cluster-ips"][sp.cluster_ip] = ""
     if not cluster_eps:
         maps["no-endpoint-services"][key] = REJECT
     elif internal_local and not local_eps:

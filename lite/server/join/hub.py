@@ -1,6 +1,7 @@
 """The join hub: node agents' sessions, and the relay of desired state to them.
 
-`JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=..., flannel_backend=..., cluster_cidr=...)`:
+`JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=..., flannel_backend=..., cluster_cidr=...,
+service_cidr=...)`:
 - `handle(request, node)` serves `GET /lite/join` for node `node` (a websocket; `routes.add_join_routes`
   authenticates the node's certificate first; a Hello naming another node is closed with 4403):
   Hello → Node registered/updated → Welcome (podCIDR, cluster DNS, pod network backend and cluster CIDR) → full
@@ -69,7 +70,7 @@ class JoinHub:
 
     def __init__(self, client: Client, kinds: KindRegistry, *, informers: SharedInformers | None = None,
                  cluster_dns: str = "", cluster_domain: str = "cluster.local", heartbeat: float = 20.0,
-                 flannel_backend: str = "vxlan", cluster_cidr: str = "") -> None:
+                 flannel_backend: str = "vxlan", cluster_cidr: str = "", service_cidr: str = "") -> None:
         self.client = client
         self.kinds = kinds
         self.intake = Intake(client, kinds)
@@ -92,6 +93,7 @@ class JoinHub:
         self.cluster_domain = cluster_domain
         self.flannel_backend = flannel_backend
         self.cluster_cidr = cluster_cidr
+        self.service_cidr = service_cidr
         self.heartbeat = heartbeat
         self._sessions: dict[str, tuple[NodeSession, NodeRelay]] = {}
         # Told (as a task) when a Node is deleted: the node credentials free its name.
@@ -171,7 +173,7 @@ class JoinHub:
         return {"podCIDR": spec.get("podCIDR", ""), "podCIDRs": spec.get("podCIDRs") or [],
                 "clusterDNS": [self.cluster_dns] if self.cluster_dns else [],
                 "clusterDomain": self.cluster_domain, "flannelBackend": self.flannel_backend,
-                "clusterCIDR": self.cluster_cidr}
+                "clusterCIDR": self.cluster_cidr, "serviceCIDR": self.service_cidr}
 
     # -- sessions --
 
