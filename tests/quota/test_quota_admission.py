@@ -388,3 +388,20 @@ async def test_a_batch_reads_only_quotas_that_changed(tmp_path: Path) -> None:
         await api.res.create(POD, "default", pod("d"))
         assert lists == ["ResourceQuota", "ResourceQuota"]
         assert "exceeded quota: q" in await refused(api, pod("e"))
+
+
+async def test_pods_of_one_shape_are_judged_alike_against_each_quotas_running_used(api: Any) -> None:
+    """A pod shape's judgement per quota (scopes, what it tracks, `must specify`) is kept; the used it is
+    compared with is not, and a changed quota is judged anew."""
+    await quota(api, "cpu", {"pods": "9", "requests.cpu": "1"})
+    await quota(api, "be", {"pods": "1"}, scopes=["NotBestEffort"])
+    for name in ("a", "b"):
+        assert "failed quota: cpu: must specify requests.cpu for: c" in await refused(api, pod(name))
+    await api.res.create(POD, "default", pod("c", requests={"cpu": "600m"}))
+    assert "exceeded quota: be" in await refused(api, pod("d", requests={"cpu": "100m"}))
+    body = await api.res.get(RQ, "default", "be")
+    body["status"]["hard"] = {"pods": "2"}
+    await api.res.update(RQ, "default", "be", body, subresource="status")
+    assert "exceeded quota: cpu" in await refused(api, pod("e", requests={"cpu": "600m"}))
+    await api.res.create(POD, "default", pod("f", requests={"cpu": "400m"}))
+    assert await used(api, "cpu") == {"pods": "2", "requests.cpu": "1"} and await used(api, "be") == {"pods": "2"}

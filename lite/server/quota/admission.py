@@ -57,7 +57,7 @@ from lite.kinds import Kind
 from lite.quantity import format_nano
 from lite.server.api.strategies import Admission
 from lite.server.quota import usage as u
-from lite.server.quota.limitranger import Revisions
+from lite.server.quota.limitranger import Checked, Revisions
 
 Obj = dict[str, Any]
 log = logging.getLogger("lite.quota")
@@ -70,15 +70,20 @@ StatusWriter = Callable[[Kind, str, str, str, Obj], Awaitable[Obj]]
 @dataclass
 class _Request:
     review: Admission
-    usage: dict[str, int]  # what the object uses, in nano-units
+    usage: dict[str, int]  # what the object uses, in nano-units (shared between requests: never changed)
     done: asyncio.Future[None]
+    shape: bytes | None = None  # a pod create's `u.pod_shape`: its judgement per quota is kept under it
     error: errors.ApiError | None = None
     have: list[tuple[str, frozenset[str]]] | None = None  # u.stated(pod), computed once per request
     facts: u.PodFacts | None = None  # what scopes look at, computed once per request
-    charged: dict[str, dict[str, int]] = field(default_factory=dict)  # quota name -> what it was charged
+    charged: dict[str, dict[str, int]] = field(default_factory=dict)  # quota name -> its charge (never changed)
 
 
 NANO = 10**9
+PLANS = 256  # pod shapes remembered (usage; each compiled quota's judgement)
+# What a quota makes of a request before looking at its used: None (its scopes do not select the object, or
+# it tracks nothing the object uses), else (what it would charge, the `must specify` text or "").
+_Plan = tuple[dict[str, int], str] | None
 # Kinds whose usage an update can raise (a Service becoming NodePort/LoadBalancer, a PVC asking for more).
 GROWS = ("Service", "PersistentVolumeClaim")
 
@@ -106,6 +111,9 @@ class _Compiled:
     hard_raw: Obj
     hard: dict[str, int]
     required: frozenset[str]  # the names it tracks that every container must state (u.VALIDATED)
+    # pod shape -> `_plan` of such a pod against this quota (bounded: PLANS); kept as long as the compiled
+    # quota is, since the plan depends only on the pod's shape and the quota's scopes and hard
+    plans: dict[bytes, _Plan] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, q: Obj) -> _Compiled:
@@ -181,6 +189,7 @@ class QuotaAdmission:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._charged_at: dict[str, float] = {}
         self._parsed: dict[str, dict[str, _Parsed]] = {}  # namespace -> quota name -> last written status
+        self._usage: dict[bytes, dict[str, int]] = {}  # pod shape -> what such a pod uses (bounded: PLANS)
 
     def last_charge(self, namespace: str) -> float:
         """Loop time of the last charge in `namespace` (0.0: never)."""
@@ -189,27 +198,36 @@ class QuotaAdmission:
     async def admit(self, review: Admission) -> None:
         await self.check(review)
 
-    async def check(self, review: Admission, effective: u.Effective | None = None) -> None:
-        """The hook; `effective`: the pod's (requests, limits) in nano-units when LimitRanger summed them."""
+    async def check(self, review: Admission, checked: Checked | None = None) -> None:
+        """The hook; `checked`: what LimitRanger worked out about the pod (its effective requests/limits in
+        nano-units when it summed them, its `pod_shape`)."""
         if review.subresource or review.obj is None or not review.namespace:
             return
         if review.operation != "CREATE" and not (review.operation == "UPDATE" and review.kind.gk in GROWS):
             return
         # Only whether the namespace has a quota at all (none decoded, or one): the worker reads them, once
-        # per batch, and allows what none of them tracks.
-        if self.revisions is not None:
+        # per batch, and allows what none of them tracks. A namespace that had quotas at its last batch goes
+        # to the worker without asking (if they are gone since, the worker finds none and allows).
+        if self._parsed.get(review.namespace):
+            pass
+        elif self.revisions is not None:
             if not self.revisions(self.kind, review.namespace):
                 return
         elif not (await self.client.list(self.kind, review.namespace, limit=1))["items"]:
             return
-        now = self.now()
-        usage = u.object_usage_nano(review.kind, review.obj, now, effective if review.old is None else None)
-        if review.old is not None:  # an update is charged what it adds (upstream: non-negative delta)
-            before = u.object_usage_nano(review.kind, review.old, now)
-            usage = {k: v - before.get(k, 0) for k, v in usage.items() if v > before.get(k, 0)}
+        shape: bytes | None = None
+        if review.old is None and review.kind.gk == "Pod":
+            shape = checked.shape if checked is not None else u.pod_shape(review.obj)
+        usage = self._usage.get(shape) if shape is not None else None
+        if usage is None:
+            usage = self._usage_of(review, checked.effective if checked is not None else None)
+            if shape is not None:
+                if len(self._usage) >= PLANS:
+                    self._usage.clear()
+                self._usage[shape] = usage
         if not usage:
             return
-        req = _Request(review, usage, asyncio.get_running_loop().create_future())
+        req = _Request(review, usage, asyncio.get_running_loop().create_future(), shape)
         self._queues.setdefault(review.namespace, []).append(req)
         self._start(review.namespace)
         await req.done
@@ -217,6 +235,15 @@ class QuotaAdmission:
             raise req.error
         if req.charged:
             review.undo.append(functools.partial(self._give_back, review.namespace, req.charged))
+
+    def _usage_of(self, review: Admission, effective: u.Effective | None) -> dict[str, int]:
+        """What the object uses (a create), or adds to what the old one used (an update), in nano-units."""
+        now = self.now()
+        usage = u.object_usage_nano(review.kind, review.obj or {}, now, effective if review.old is None else None)
+        if review.old is not None:  # an update is charged what it adds (upstream: non-negative delta)
+            before = u.object_usage_nano(review.kind, review.old, now)
+            usage = {k: v - before.get(k, 0) for k, v in usage.items() if v > before.get(k, 0)}
+        return usage
 
     async def _give_back(self, ns: str, charged: dict[str, dict[str, int]]) -> None:
         """Undo a charge whose object was not stored. As a status job it runs after the batch that charged
@@ -363,21 +390,24 @@ class QuotaAdmission:
 
     def _judge_one(self, r: _Request, state: list[_Quota]) -> None:
         """Judge one request against every quota; charge it to the running `used` unless refused or a dry
-        run. Per quota: its scopes (pod facts worked out once), the names it tracks, then the refusals."""
-        kind, obj = r.review.kind, r.review.obj or {}
+        run. Per quota: its plan (kept per pod shape), then the refusals against its used."""
         takes: list[tuple[_Quota, dict[str, int]]] = []
         for q in state:
-            c = q.compiled
-            if c.scopes:
-                if not (kind.group == "" and kind.kind == "Pod"):
-                    continue
-                if r.facts is None:
-                    r.facts = u.pod_facts(obj)
-                if not u.selects(c.scopes, kind, obj, r.facts):
-                    continue
-            delta = {k: r.usage[k] for k in c.hard if k in r.usage}
-            if not delta:
+            plans = q.compiled.plans
+            if r.shape is not None and r.shape in plans:
+                plan = plans[r.shape]
+            else:
+                plan = _plan(q.compiled, r)
+                if r.shape is not None:
+                    if len(plans) >= PLANS:
+                        plans.clear()
+                    plans[r.shape] = plan
+            if plan is None:
                 continue
+            delta, missing = plan
+            if missing:
+                r.error = self._forbidden(r, f"failed quota: {q.name}: {missing}")
+                return
             r.error = self._refusal(r, q, delta)
             if r.error is not None:
                 return
@@ -392,13 +422,6 @@ class QuotaAdmission:
 
     def _refusal(self, r: _Request, q: _Quota, delta: dict[str, int]) -> errors.ApiError | None:
         c = q.compiled
-        if c.required and r.review.kind.gk == "Pod":
-            if r.have is None:
-                r.have = u.stated(r.review.obj or {})
-            missing = "" if all(c.required <= got for _, got in r.have) else \
-                u.missing_requirements(c.hard, r.review.obj or {}, r.have)
-            if missing:
-                return self._forbidden(r, f"failed quota: {q.name}: {missing}")
         used, hard = q.used, c.hard
         if all(k in q.used_raw and used.get(k, 0) + v <= hard[k] for k, v in delta.items()):
             return None  # the common case, without building the lists below
@@ -438,6 +461,30 @@ class QuotaAdmission:
         if parsed is not None and kept is not None and rv:
             parsed[str(meta["name"])] = _Parsed(str(rv), kept[0], kept[1], stored.get("status") or {})
         return True
+
+
+def _plan(c: _Compiled, r: _Request) -> _Plan:
+    """What quota `c` makes of request `r` before its used counts: whether its scopes select the object (pod
+    facts worked out once per request), what of the object's usage it tracks, and for a pod, the `must
+    specify` text when it tracks cpu or memory that a container does not state."""
+    kind, obj = r.review.kind, r.review.obj or {}
+    if c.scopes:
+        if not (kind.group == "" and kind.kind == "Pod"):
+            return None
+        if r.facts is None:
+            r.facts = u.pod_facts(obj)
+        if not u.selects(c.scopes, kind, obj, r.facts):
+            return None
+    delta = {k: r.usage[k] for k in c.hard if k in r.usage}
+    if not delta:
+        return None
+    missing = ""
+    if c.required and kind.gk == "Pod":
+        if r.have is None:
+            r.have = u.stated(obj)
+        if not all(c.required <= got for _, got in r.have):
+            missing = u.missing_requirements(c.hard, obj, r.have)
+    return delta, missing
 
 
 def _adder(delta: dict[str, int]) -> Callable[[Obj], Obj | None]:

@@ -37,7 +37,7 @@ def add_quota_admission(client: Client, strategies: Strategies, revisions: Revis
     quota = QuotaAdmission(client, builtin("", "ResourceQuota"), revisions=revisions, replace_status=replace_status)
 
     async def admit(review: Admission) -> None:
-        # one hook, so the pod LimitRanger defaulted (and summed) is the pod quota charges, unchanged
+        # one hook, so the pod LimitRanger defaulted (and summed, and keyed) is the pod quota charges, unchanged
         await quota.check(review, await limits.check(review))
 
     strategies.add_admission(admit)
