@@ -5,15 +5,19 @@ optimistic-concurrency status update of the ResourceQuota, so two creates can ne
 (the store's resourceVersion check is the compare-and-swap). Requests of one namespace are queued and judged in
 batches by one worker task per namespace, so N concurrent creates cost one status write per quota:
 
-    admit(CREATE) ─ no quota in the namespace (`revisions`: nothing decoded)? → allow
+    admit(CREATE) ─ no quota in the namespace (`revisions`: nothing decoded; skipped while the worker's last
+                    batch saw quotas there)? → allow
                   └ usage of the object, in nano-units (the pod's effective requests/limits from
-                    LimitRanger when it summed them) → enqueue on the namespace; the worker, per batch:
+                    LimitRanger when it summed them; kept per `pod_shape`, so the replicas of one template
+                    pay once) → enqueue on the namespace; the worker, per batch:
                       status jobs (`write_status`: the controller's recounts, give-backs), each read fresh
                         and written RV-guarded
                       quotas: as this worker last read or wrote them when all are still at those revisions,
                         else listed → judge each request in order against status.hard / status.used (+ what
-                        the batch's earlier requests took; scopes and hard compiled once per quota) → start
-                        the RV-guarded status writes (only the status is sent), then answer every request
+                        the batch's earlier requests took; scopes and hard compiled once per quota, and what
+                        each compiled quota makes of a pod shape — selected? charged what? `must specify`? —
+                        kept with it) → start the RV-guarded status writes (`replace_status`: the stored
+                        quota with the new status, no body copied or validated), then answer every request
                         (allow, or 403): the writes reach the store first and share one commit with the
                         admitted objects
                       → wait for them to commit before judging again; a write that lost to an outside status
