@@ -405,3 +405,12 @@ async def test_pods_of_one_shape_are_judged_alike_against_each_quotas_running_us
     assert "exceeded quota: cpu" in await refused(api, pod("e", requests={"cpu": "600m"}))
     await api.res.create(POD, "default", pod("f", requests={"cpu": "400m"}))
     assert await used(api, "cpu") == {"pods": "2", "requests.cpu": "1"} and await used(api, "be") == {"pods": "2"}
+
+
+async def test_a_charge_of_zero_writes_no_status(api: Any) -> None:
+    await quota(api, "q", {"requests.cpu": "1"})
+    before = (await api.res.get(RQ, "default", "q"))["metadata"]["resourceVersion"]
+    await api.res.create(POD, "default", pod("a", requests={"cpu": "0"}))
+    assert (await api.res.get(RQ, "default", "q"))["metadata"]["resourceVersion"] == before
+    await api.res.create(POD, "default", pod("b", requests={"cpu": "1"}))
+    assert await used(api, "q") == {"requests.cpu": "1"}

@@ -382,8 +382,8 @@ class QuotaAdmission:
                 self._judge_one(r, state)
         out: list[tuple[Obj, dict[str, int]]] = []
         for q in state:
-            if not q.added:
-                continue
+            if not any(q.added.values()):
+                continue  # used unchanged (nothing charged, or only zeros): nothing to write
             hard_raw = q.compiled.hard_raw
             used = {**q.used_raw, **{k: format_nano(q.used[k], binary=_binary(hard_raw.get(k), k, q.used[k]))
                                      for k in q.added}}
