@@ -265,17 +265,28 @@ class Checked(NamedTuple):
     shape: bytes | None
 
 
+class _Verdict(NamedTuple):
+    """What the namespace's LimitRanges make of a pod shape: whether defaulting changes such a pod, the
+    shape of the defaulted pod, the first range's violations (empty when none) and the effective (requests,
+    limits) when a Pod item summed them."""
+
+    defaults: bool
+    shape: bytes
+    problems: list[str]
+    effective: Effective | None
+
+
 @dataclass
 class _Known:
     """A namespace's LimitRanges as last read — (name, rev) of each, the objects sorted by name, compiled —
-    and, per `pod_shape` of a defaulted pod, what checking it gave: the first range's violations (empty when
-    none) and the effective (requests, limits). Valid while the revisions are: a pod's verdict depends only
-    on the ranges and on what its shape covers."""
+    and their `_Verdict` per `pod_shape` of a pod as it came. Valid while the revisions are: defaulting reads
+    and writes only what the shape covers (container names and resources), and the checks read only what
+    the defaulted pod's shape covers, so equal shapes get equal verdicts."""
 
     revs: list[tuple[str, int]] | None
     ranges: list[Obj]
     compiled: list[CompiledRange]
-    verdicts: dict[bytes, tuple[list[str], Effective | None]] = dataclasses.field(default_factory=dict)
+    verdicts: dict[bytes, _Verdict] = dataclasses.field(default_factory=dict)
 
 
 class LimitRanger:
@@ -328,7 +339,8 @@ class LimitRanger:
     async def check(self, review: Admission) -> Checked | None:
         """The hook's work; for a pod returns its effective (requests, limits) when a Pod item needed them and
         its `pod_shape`, so quota admission, which runs next and sees the same pod, need not compute them
-        again. A pod whose shape was checked before against the same LimitRanges is only defaulted."""
+        again. A pod whose shape was checked before against the same LimitRanges is only defaulted, and not
+        even that when defaulting changed nothing in such a pod."""
         gk, obj = review.kind.gk, review.obj
         if review.subresource or obj is None or not review.namespace or gk not in ("Pod", "PersistentVolumeClaim"):
             return None
@@ -338,17 +350,22 @@ class LimitRanger:
         if not known.ranges:
             return None
         if gk == "Pod":
-            for c in known.compiled:
-                apply_defaults(c, obj)
-            shape = pod_shape(obj) if known.revs is not None else None
-            verdict = known.verdicts.get(shape) if shape is not None else None
+            came = pod_shape(obj) if known.revs is not None else None
+            verdict = known.verdicts.get(came) if came is not None else None
             if verdict is None:
-                verdict = _pod_verdict(known.compiled, obj)
-                if shape is not None:
+                for c in known.compiled:
+                    apply_defaults(c, obj)
+                problems, effective = _pod_verdict(known.compiled, obj)
+                shape = pod_shape(obj) if came is not None else None
+                if came is not None and shape is not None:
                     if len(known.verdicts) >= VERDICTS:
                         known.verdicts.clear()
-                    known.verdicts[shape] = verdict
-            problems, effective = verdict
+                    known.verdicts[came] = _Verdict(shape != came, shape, problems, effective)
+            else:
+                if verdict.defaults:
+                    for c in known.compiled:
+                        apply_defaults(c, obj)
+                shape, problems, effective = verdict.shape, verdict.problems, verdict.effective
             if problems:
                 raise _forbidden(review, problems)
             return Checked(effective, shape)
