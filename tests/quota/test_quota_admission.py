@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from lite import errors
+from lite.server.api.strategies import Admission
 from lite.server.controllers.runtime import builtin
+from lite.server.quota import admission as qa
 from tests.helpers.quota_api import Api, open_api
 
 POD, RQ, DEPLOY = builtin("", "Pod"), builtin("", "ResourceQuota"), builtin("apps", "Deployment")
@@ -414,3 +416,25 @@ async def test_a_charge_of_zero_writes_no_status(api: Any) -> None:
     assert (await api.res.get(RQ, "default", "q"))["metadata"]["resourceVersion"] == before
     await api.res.create(POD, "default", pod("b", requests={"cpu": "1"}))
     assert await used(api, "q") == {"requests.cpu": "1"}
+
+
+@pytest.mark.parametrize("reqs,want", [
+    ([], []),
+    ([("a", None, False)], [1]),
+    ([("a", None, False)] * 3 + [("b", None, False)] * 2 + [("a", None, False)], [3, 2, 1]),
+    ([(None, None, False)] * 2, [1, 1]),  # no shape: each on its own
+    ([("a", None, False), ("a", None, True), ("a", None, False)], [1, 1, 1]),  # a dry run splits
+    ([("a", "refused", False), ("a", None, False), ("a", None, False)], [1, 2]),  # so does a refused one
+])
+def test_runs_group_consecutive_creates_of_one_shape(reqs: list[tuple[str | None, str | None, bool]],
+                                                     want: list[int]) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        batch = [qa._Request(Admission("CREATE", POD, "default", "p", {}, None, "", dry), {"pods": 1},
+                             loop.create_future(), shape.encode() if shape else None,
+                             errors.forbidden(err) if err else None)
+                 for shape, err, dry in reqs]
+        runs = qa._runs(batch)
+    finally:
+        loop.close()
+    assert [len(r) for r in runs] == want and [r for run in runs for r in run] == batch

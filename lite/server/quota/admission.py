@@ -377,9 +377,12 @@ class QuotaAdmission:
                 rv = str(q.obj["metadata"].get("resourceVersion") or "")
                 if rv:
                     parsed[q.name] = _Parsed(rv, q.compiled, dict(q.used), q.obj.get("status") or {})
-        for r in batch:
-            if r.error is None:
-                self._judge_one(r, state)
+        for run in _runs(batch):
+            if len(run) > 1 and self._judge_run(run, state):
+                continue
+            for r in run:
+                if r.error is None:
+                    self._judge_one(r, state)
         out: list[tuple[Obj, dict[str, int]]] = []
         for q in state:
             if not any(q.added.values()):
@@ -392,20 +395,36 @@ class QuotaAdmission:
                 written[q.name] = (q.compiled, q.used)
         return out
 
+    def _judge_run(self, run: list[_Request], state: list[_Quota]) -> bool:
+        """Judge a run of requests of one pod shape (`_runs`) at once: when all of them fit under every quota
+        that selects them, charge them together and return True. Else return False and charge nothing: they
+        are then judged one by one. The same outcome as judging them in order, which admits all of them
+        exactly when all of them fit."""
+        n, takes = len(run), []
+        for q in state:
+            plan = _plan_of(q.compiled, run[0])
+            if plan is None:
+                continue
+            delta, missing = plan
+            hard, used = q.compiled.hard, q.used
+            if missing or not all(k in q.used_raw and used.get(k, 0) + n * v <= hard[k] for k, v in delta.items()):
+                return False
+            takes.append((q, delta))
+        for q, delta in takes:
+            for k, v in delta.items():
+                q.used[k] = q.used.get(k, 0) + n * v
+                q.added[k] = q.added.get(k, 0) + n * v
+        charged = {q.name: delta for q, delta in takes}  # shared by the run's requests: never changed
+        for r in run:
+            r.charged = charged
+        return True
+
     def _judge_one(self, r: _Request, state: list[_Quota]) -> None:
         """Judge one request against every quota; charge it to the running `used` unless refused or a dry
         run. Per quota: its plan (kept per pod shape), then the refusals against its used."""
         takes: list[tuple[_Quota, dict[str, int]]] = []
         for q in state:
-            plans = q.compiled.plans
-            if r.shape is not None and r.shape in plans:
-                plan = plans[r.shape]
-            else:
-                plan = _plan(q.compiled, r)
-                if r.shape is not None:
-                    if len(plans) >= PLANS:
-                        plans.clear()
-                    plans[r.shape] = plan
+            plan = _plan_of(q.compiled, r)
             if plan is None:
                 continue
             delta, missing = plan
@@ -465,6 +484,34 @@ class QuotaAdmission:
         if parsed is not None and kept is not None and rv:
             parsed[str(meta["name"])] = _Parsed(str(rv), kept[0], kept[1], stored.get("status") or {})
         return True
+
+
+def _runs(batch: list[_Request]) -> list[list[_Request]]:
+    """The batch in order, cut into runs: consecutive pod creates of one shape, not yet refused and not dry
+    runs, form one run; every other request is a run of its own."""
+    def joins(r: _Request) -> bool:
+        return r.shape is not None and r.error is None and not r.review.dry_run
+
+    out: list[list[_Request]] = []
+    for r in batch:
+        if out and joins(r) and joins(out[-1][0]) and out[-1][0].shape == r.shape:
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def _plan_of(c: _Compiled, r: _Request) -> _Plan:
+    """`_plan`, kept in `c.plans` under the request's pod shape."""
+    if r.shape is None:
+        return _plan(c, r)
+    if r.shape in c.plans:
+        return c.plans[r.shape]
+    plan = c.plans[r.shape] = _plan(c, r)
+    if len(c.plans) > PLANS:
+        c.plans.clear()
+        c.plans[r.shape] = plan
+    return plan
 
 
 def _plan(c: _Compiled, r: _Request) -> _Plan:
