@@ -14,12 +14,13 @@ batches by one worker task per namespace, so N concurrent creates cost one statu
                         and written RV-guarded
                       quotas: as this worker last read or wrote them when all are still at those revisions,
                         else listed → judge each request in order against status.hard / status.used (+ what
-                        the batch's earlier requests took; scopes and hard compiled once per quota, and what
-                        each compiled quota makes of a pod shape — selected? charged what? `must specify`? —
-                        kept with it) → start the RV-guarded status writes (`replace_status`: the stored
-                        quota with the new status, no body copied or validated), then answer every request
-                        (allow, or 403): the writes reach the store first and share one commit with the
-                        admitted objects
+                        the batch's earlier requests took; consecutive pod creates of one shape at once when
+                        all of them fit, which is what judging them in order gives; scopes and hard compiled
+                        once per quota, and what each compiled quota makes of a pod shape — selected? charged
+                        what? `must specify`? — kept with it) → start the RV-guarded status writes
+                        (`replace_status`: the stored quota with the new status, no body copied or validated),
+                        then answer every request (allow, or 403): the writes reach the store first and share
+                        one commit with the admitted objects
                       → wait for them to commit before judging again; a write that lost to an outside status
                         write, or failed, is redone as "add this batch's charge to the fresh used"
     the object not stored after all (a later hook refuses, the name is taken, the commit fails)
