@@ -356,7 +356,6 @@ class WriteMixin(RegistryBase):
                                         manager=manager)
         return out
 
-
     async def replace_status(self, kind: Kind, namespace: str, name: str, rev: str, status: Obj) -> Obj:
         """A status write for the in-process sole writer of a status it built itself (quota admission): the
         stored object at revision `rev` with `status` in place of its own, written with `rev` as the store's
