@@ -85,7 +85,9 @@ class _Request:
 
 
 NANO = 10**9
-PLANS = 256  # pod shapes remembered (usage; each compiled quota's judgement)
+# Pod shapes remembered: what such a pod uses (one table), and each compiled quota's judgement of it (a
+# namespace runs few pod templates; more shapes than this only cost working them out again).
+USAGES, PLANS = 256, 64
 # What a quota makes of a request before looking at its used: None (its scopes do not select the object, or
 # it tracks nothing the object uses), else (what it would charge, the `must specify` text or "").
 _Plan = tuple[dict[str, int], str] | None
@@ -194,7 +196,7 @@ class QuotaAdmission:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._charged_at: dict[str, float] = {}
         self._parsed: dict[str, dict[str, _Parsed]] = {}  # namespace -> quota name -> last written status
-        self._usage: dict[bytes, dict[str, int]] = {}  # pod shape -> what such a pod uses (bounded: PLANS)
+        self._usage: dict[bytes, dict[str, int]] = {}  # pod shape -> what such a pod uses (bounded: USAGES)
 
     def last_charge(self, namespace: str) -> float:
         """Loop time of the last charge in `namespace` (0.0: never)."""
@@ -227,7 +229,7 @@ class QuotaAdmission:
         if usage is None:
             usage = self._usage_of(review, checked.effective if checked is not None else None)
             if shape is not None:
-                if len(self._usage) >= PLANS:
+                if len(self._usage) >= USAGES:
                     self._usage.clear()
                 self._usage[shape] = usage
         if not usage:

@@ -254,7 +254,7 @@ def aggregate(messages: list[str]) -> str:
 
 
 Revisions = Callable[[Kind, str], list[tuple[str, int]]]  # `Resources.revisions`: (name, rev), nothing decoded
-VERDICTS = 256  # pod shapes remembered per namespace (a namespace runs few pod templates)
+VERDICTS = 64  # pod shapes remembered per namespace (a namespace runs few pod templates)
 
 
 class Checked(NamedTuple):
