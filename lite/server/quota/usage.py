@@ -236,7 +236,8 @@ def pod_shape(pod: Obj) -> bytes | None:
     keys (the replicas of one template) get equal results from `pod_effective_nano`, `pod_usage_nano`,
     `pod_facts`, `stated`, `missing_requirements` and LimitRange's `pod_violations`, so those can be kept per
     key. None (keep nothing) for a pod whose usage depends on the time (deletionTimestamp) or that is
-    terminal, and for a body of unexpected shape. Key order counts (a cache miss, never a wrong hit)."""
+    terminal, and for a body of unexpected shape. Key order counts (a cache miss, never a wrong hit). Any of
+    those functions that starts reading another pod field (a new scope) must add that field here."""
     meta, status, spec = pod.get("metadata"), pod.get("status"), pod.get("spec")
     if (isinstance(meta, dict) and meta.get("deletionTimestamp")) or not isinstance(spec, dict) or (
             isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed")):
