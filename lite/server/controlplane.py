@@ -128,7 +128,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     if ic_kind is not None:
         strategies.add_admission(DefaultIngressClassAdmission(resources, ic_kind).admit)
     admission_tasks = add_admission_plugins(resources, kinds, strategies)
-    quota = add_quota_admission(resources, strategies, resources.revisions)
+    quota = add_quota_admission(resources, strategies, resources.revisions, resources.replace_status)
     strategies.add_admission(ServiceAccountAdmission(resources, resources.core_kind("serviceaccounts")).admit)
     sa_tokens = authenticate.sa_tokens if isinstance(authenticate, ClusterAuthenticator) else None
     authorizer = AuthorizerChain(PolicyIndex())

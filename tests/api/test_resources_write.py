@@ -345,3 +345,36 @@ async def test_update_without_managed_fields_keeps_them_and_empty_object_clears(
     body = {"metadata": {"name": "mf", "managedFields": [{}]}, "data": {"a": "3"}}
     cleared = await res.update(CM, "default", "mf", body)
     assert "managedFields" not in cleared["metadata"]
+
+
+async def test_replace_status_writes_only_the_status_at_the_named_revision(res: Resources) -> None:
+    """The quota worker's narrow status write: the stored object with the new status, one new revision and one
+    watch event, admission run as a status UPDATE; a stale revision is 409 (nothing written), a gone object 404."""
+    rq = kind("resourcequotas")
+    made = await res.create(rq, "default", {"metadata": {"name": "q", "labels": {"a": "b"}},
+                                            "spec": {"hard": {"pods": "3"}}})
+    rv = made["metadata"]["resourceVersion"]
+    seen: list[tuple[str, str, str]] = []
+
+    async def hook(a: Admission) -> None:
+        if a.kind.kind == "ResourceQuota" and a.old is not None:
+            seen.append((a.operation, a.subresource, a.old["metadata"]["resourceVersion"]))
+
+    res.strategies.add_admission(hook)
+    status = {"hard": {"pods": "3"}, "used": {"pods": "1"}}
+    w = res.watch(rq, "default", resource_version=rv)
+    out = await res.replace_status(rq, "default", "q", rv, status)
+    ev = await anext(w)
+    await w.aclose()
+    got = await res.get(rq, "default", "q")
+    assert out == got and got["status"] == status and got["spec"] == made["spec"]
+    assert got["metadata"] == {**made["metadata"], "resourceVersion": got["metadata"]["resourceVersion"]}
+    assert int(got["metadata"]["resourceVersion"]) > int(rv)
+    assert (ev.type, ev.object) == ("MODIFIED", got)
+    assert seen == [("UPDATE", "status", rv)]
+    with pytest.raises(ApiError) as e:
+        await res.replace_status(rq, "default", "q", rv, {"used": {"pods": "2"}})
+    assert e.value.code == 409 and (await res.get(rq, "default", "q")) == got
+    with pytest.raises(ApiError) as e:
+        await res.replace_status(rq, "default", "gone", rv, status)
+    assert e.value.code == 404

@@ -153,3 +153,26 @@ async def test_a_changed_added_or_deleted_limitrange_is_seen_by_the_next_create(
         await api.res.create(POD, "default", pod(big, name="c"))
     await api.res.delete(LR, "default", "second")
     await api.res.create(POD, "default", pod(big, name="d"))
+
+
+async def test_pods_of_one_shape_are_defaulted_and_judged_alike(api: Any) -> None:
+    """The verdict per pod shape is kept: a second pod of a shape that defaulting changes is defaulted all the
+    same (annotation included), one that defaulting leaves alone is left alone, a refusal names each pod."""
+    await api.res.create(LR, "default", limits(
+        {"type": "Container", "max": {"cpu": "1"}, "default": {"cpu": "500m", "memory": "128Mi"}},
+        {"type": "Pod", "max": {"memory": "256Mi"}}))
+    made = [await api.res.create(POD, "default", pod({}, name=n)) for n in ("a", "b")]
+    for m in made:
+        assert m["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "500m", "memory": "128Mi"},
+                                                           "requests": {"cpu": "500m", "memory": "128Mi"}}
+        assert m["metadata"]["annotations"][lr.ANNOTATION] == (
+            "LimitRanger plugin set: cpu, memory request for container c0; cpu, memory limit for container c0")
+    full = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "64Mi"}}
+    for n in ("c", "d"):
+        got = await api.res.create(POD, "default", pod(full, name=n))
+        assert got["spec"]["containers"][0]["resources"] == full and "annotations" not in got["metadata"]
+    for n in ("e", "f"):
+        with pytest.raises(errors.ApiError) as e:
+            await api.res.create(POD, "default", pod({}, {}, {}, name=n))
+        assert e.value.message == (f'pods "{n}" is forbidden: maximum memory usage per Pod is 256Mi, but limit '
+                                   "is 384Mi")

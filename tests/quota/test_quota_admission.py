@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from lite import errors
+from lite.server.api.strategies import Admission
 from lite.server.controllers.runtime import builtin
+from lite.server.quota import admission as qa
 from tests.helpers.quota_api import Api, open_api
 
 POD, RQ, DEPLOY = builtin("", "Pod"), builtin("", "ResourceQuota"), builtin("apps", "Deployment")
@@ -150,7 +152,14 @@ async def test_a_charge_is_announced_before_its_status_write(api: Any) -> None:
             seen.append(api.quota.last_charge(ns))
             return await real.update(kind, ns, name, obj, **kw)
 
-    api.quota.client = Spy()  # type: ignore[assignment]
+        async def replace_status(self, kind: Any, ns: str, name: str, rev: str, status: Any) -> Any:
+            seen.append(api.quota.last_charge(ns))
+            return await real.replace_status(kind, ns, name, rev, status)
+
+    spy = Spy()
+    api.quota.client = spy  # type: ignore[assignment]
+    if api.quota.replace_status is not None:  # wired as the server does: batches write through it
+        api.quota.replace_status = spy.replace_status
     await api.res.create(POD, "default", pod("a"))
     assert len(seen) == 1 and seen[0] > 0
 
@@ -169,15 +178,25 @@ async def test_a_charge_whose_write_lost_a_race_is_added_again(api: Any) -> None
         async def get(self, kind: Any, ns: str, name: str) -> Any:
             return await real.get(kind, ns, name)
 
-        async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
+        async def race(self, kind: Any, ns: str, name: str) -> None:
             if not lost:  # someone else sets used=3 first; admission's write now carries a stale RV
                 lost.append(1)
                 other = await real.get(kind, ns, name)
                 other["status"]["used"] = {"pods": "3"}
                 await real.update(kind, ns, name, other, subresource="status")
+
+        async def update(self, kind: Any, ns: str, name: str, obj: Any, **kw: Any) -> Any:
+            await self.race(kind, ns, name)
             return await real.update(kind, ns, name, obj, **kw)
 
-    api.quota.client = Racer()  # type: ignore[assignment]
+        async def replace_status(self, kind: Any, ns: str, name: str, rev: str, status: Any) -> Any:
+            await self.race(kind, ns, name)
+            return await real.replace_status(kind, ns, name, rev, status)
+
+    racer = Racer()
+    api.quota.client = racer  # type: ignore[assignment]
+    if api.quota.replace_status is not None:
+        api.quota.replace_status = racer.replace_status
     await api.res.create(POD, "default", pod("a"))
     async with asyncio.timeout(10):
         while await used(api, "q") != {"pods": "4"}:
@@ -371,3 +390,51 @@ async def test_a_batch_reads_only_quotas_that_changed(tmp_path: Path) -> None:
         await api.res.create(POD, "default", pod("d"))
         assert lists == ["ResourceQuota", "ResourceQuota"]
         assert "exceeded quota: q" in await refused(api, pod("e"))
+
+
+async def test_pods_of_one_shape_are_judged_alike_against_each_quotas_running_used(api: Any) -> None:
+    """A pod shape's judgement per quota (scopes, what it tracks, `must specify`) is kept; the used it is
+    compared with is not, and a changed quota is judged anew."""
+    await quota(api, "cpu", {"pods": "9", "requests.cpu": "1"})
+    await quota(api, "be", {"pods": "1"}, scopes=["NotBestEffort"])
+    for name in ("a", "b"):
+        assert "failed quota: cpu: must specify requests.cpu for: c" in await refused(api, pod(name))
+    await api.res.create(POD, "default", pod("c", requests={"cpu": "600m"}))
+    assert "exceeded quota: be" in await refused(api, pod("d", requests={"cpu": "100m"}))
+    body = await api.res.get(RQ, "default", "be")
+    body["status"]["hard"] = {"pods": "2"}
+    await api.res.update(RQ, "default", "be", body, subresource="status")
+    assert "exceeded quota: cpu" in await refused(api, pod("e", requests={"cpu": "600m"}))
+    await api.res.create(POD, "default", pod("f", requests={"cpu": "400m"}))
+    assert await used(api, "cpu") == {"pods": "2", "requests.cpu": "1"} and await used(api, "be") == {"pods": "2"}
+
+
+async def test_a_charge_of_zero_writes_no_status(api: Any) -> None:
+    await quota(api, "q", {"requests.cpu": "1"})
+    before = (await api.res.get(RQ, "default", "q"))["metadata"]["resourceVersion"]
+    await api.res.create(POD, "default", pod("a", requests={"cpu": "0"}))
+    assert (await api.res.get(RQ, "default", "q"))["metadata"]["resourceVersion"] == before
+    await api.res.create(POD, "default", pod("b", requests={"cpu": "1"}))
+    assert await used(api, "q") == {"requests.cpu": "1"}
+
+
+@pytest.mark.parametrize("reqs,want", [
+    ([], []),
+    ([("a", None, False)], [1]),
+    ([("a", None, False)] * 3 + [("b", None, False)] * 2 + [("a", None, False)], [3, 2, 1]),
+    ([(None, None, False)] * 2, [1, 1]),  # no shape: each on its own
+    ([("a", None, False), ("a", None, True), ("a", None, False)], [1, 1, 1]),  # a dry run splits
+    ([("a", "refused", False), ("a", None, False), ("a", None, False)], [1, 2]),  # so does a refused one
+])
+def test_runs_group_consecutive_creates_of_one_shape(reqs: list[tuple[str | None, str | None, bool]],
+                                                     want: list[int]) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        batch = [qa._Request(Admission("CREATE", POD, "default", "p", {}, None, "", dry), {"pods": 1},
+                             loop.create_future(), shape.encode() if shape else None,
+                             errors.forbidden(err) if err else None)
+                 for shape, err, dry in reqs]
+        runs = qa._runs(batch)
+    finally:
+        loop.close()
+    assert [len(r) for r in runs] == want and [r for run in runs for r in run] == batch

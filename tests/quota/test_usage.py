@@ -134,3 +134,43 @@ def test_missing_requirements() -> None:
     assert u.missing_requirements({"pods": "3"}, p) == ""
     assert u.missing_requirements({"requests.cpu": "2", "limits.memory": "1Gi"}, p) == \
         "must specify limits.memory for: c0,c1; requests.cpu for: c1"
+
+
+def _base(**spec: Any) -> dict[str, Any]:
+    return pod({"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}, **spec)
+
+
+@pytest.mark.parametrize("change,same", [
+    (lambda p: p["metadata"].update(name="other", labels={"a": "b"}), True),
+    (lambda p: p["spec"]["containers"][0].update(image="y", env=[{"name": "A", "value": "1"}]), True),
+    (lambda p: p["spec"].update(nodeSelector={"a": "b"}, restartPolicy="Never"), True),
+    (lambda p: p["spec"]["containers"][0]["resources"]["requests"].update(cpu="200m"), False),
+    (lambda p: p["spec"]["containers"][0]["resources"]["requests"].update(memory="1Gi"), False),
+    (lambda p: p["spec"]["containers"][0].update(name="renamed"), False),
+    (lambda p: p["spec"].update(initContainers=[{"name": "i", "restartPolicy": "Always"}]), False),
+    (lambda p: p["spec"].update(overhead={"cpu": "10m"}), False),
+    (lambda p: p["spec"].update(activeDeadlineSeconds=30), False),
+    (lambda p: p["spec"].update(priorityClassName="high"), False),
+])
+def test_pod_shape_covers_what_limits_and_quotas_read(change: Any, same: bool) -> None:
+    """Pods with equal shapes get equal usage, facts, stated names and requirement texts; anything those read
+    changes the shape."""
+    a, b = _base(), _base()
+    change(b)
+    assert (u.pod_shape(a) == u.pod_shape(b)) is same
+    if same:
+        hard = {"requests.memory": "1", "limits.cpu": "1"}
+        assert u.pod_usage_nano(a, NOW) == u.pod_usage_nano(b, NOW)
+        assert u.pod_facts(a) == u.pod_facts(b) and u.stated(a) == u.stated(b)
+        assert u.missing_requirements(hard, a) == u.missing_requirements(hard, b)
+
+
+@pytest.mark.parametrize("body", [
+    {"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"containers": []}},
+    {"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"phase": "Succeeded"}},
+    {"metadata": {"name": "p"}, "spec": {"containers": {"name": "c"}}},
+    {"metadata": {"name": "p"}, "spec": "x"},
+    {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {1: "x"}}]}},
+])
+def test_pod_shape_is_none_when_usage_depends_on_time_or_the_body_is_odd(body: dict[str, Any]) -> None:
+    assert u.pod_shape(body) is None

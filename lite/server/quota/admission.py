@@ -5,17 +5,22 @@ optimistic-concurrency status update of the ResourceQuota, so two creates can ne
 (the store's resourceVersion check is the compare-and-swap). Requests of one namespace are queued and judged in
 batches by one worker task per namespace, so N concurrent creates cost one status write per quota:
 
-    admit(CREATE) ─ no quota in the namespace (`revisions`: nothing decoded)? → allow
+    admit(CREATE) ─ no quota in the namespace (`revisions`: nothing decoded; skipped while the worker's last
+                    batch saw quotas there)? → allow
                   └ usage of the object, in nano-units (the pod's effective requests/limits from
-                    LimitRanger when it summed them) → enqueue on the namespace; the worker, per batch:
+                    LimitRanger when it summed them; kept per `pod_shape`, so the replicas of one template
+                    pay once) → enqueue on the namespace; the worker, per batch:
                       status jobs (`write_status`: the controller's recounts, give-backs), each read fresh
                         and written RV-guarded
                       quotas: as this worker last read or wrote them when all are still at those revisions,
                         else listed → judge each request in order against status.hard / status.used (+ what
-                        the batch's earlier requests took; scopes and hard compiled once per quota) → start
-                        the RV-guarded status writes (only the status is sent), then answer every request
-                        (allow, or 403): the writes reach the store first and share one commit with the
-                        admitted objects
+                        the batch's earlier requests took; consecutive pod creates of one shape at once when
+                        all of them fit, which is what judging them in order gives; scopes and hard compiled
+                        once per quota, and what each compiled quota makes of a pod shape — selected? charged
+                        what? `must specify`? — kept with it) → start the RV-guarded status writes
+                        (`replace_status`: the stored quota with the new status, no body copied or validated),
+                        then answer every request (allow, or 403): the writes reach the store first and share
+                        one commit with the admitted objects
                       → wait for them to commit before judging again; a write that lost to an outside status
                         write, or failed, is redone as "add this batch's charge to the fresh used"
     the object not stored after all (a later hook refuses, the name is taken, the commit fails)
@@ -46,7 +51,7 @@ import datetime as dt
 import functools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -57,25 +62,35 @@ from lite.kinds import Kind
 from lite.quantity import format_nano
 from lite.server.api.strategies import Admission
 from lite.server.quota import usage as u
-from lite.server.quota.limitranger import Revisions
+from lite.server.quota.limitranger import Checked, Revisions
 
 Obj = dict[str, Any]
 log = logging.getLogger("lite.quota")
 ATTEMPTS = 8  # status jobs: tries against outside writes to the same quota
+# `Resources.replace_status(kind, ns, name, rev, status)`: the stored object at `rev` with `status`, written
+# RV-guarded (409 when not at `rev`, 404 when gone); returns it as stored.
+StatusWriter = Callable[[Kind, str, str, str, Obj], Awaitable[Obj]]
 
 
 @dataclass
 class _Request:
     review: Admission
-    usage: dict[str, int]  # what the object uses, in nano-units
+    usage: dict[str, int]  # what the object uses, in nano-units (shared between requests: never changed)
     done: asyncio.Future[None]
+    shape: bytes | None = None  # a pod create's `u.pod_shape`: its judgement per quota is kept under it
     error: errors.ApiError | None = None
     have: list[tuple[str, frozenset[str]]] | None = None  # u.stated(pod), computed once per request
     facts: u.PodFacts | None = None  # what scopes look at, computed once per request
-    charged: dict[str, dict[str, int]] = field(default_factory=dict)  # quota name -> what it was charged
+    charged: dict[str, dict[str, int]] = field(default_factory=dict)  # quota name -> its charge (never changed)
 
 
 NANO = 10**9
+# Pod shapes remembered: what such a pod uses (one table), and each compiled quota's judgement of it (a
+# namespace runs few pod templates; more shapes than this only cost working them out again).
+USAGES, PLANS = 256, 64
+# What a quota makes of a request before looking at its used: None (its scopes do not select the object, or
+# it tracks nothing the object uses), else (what it would charge, the `must specify` text or "").
+_Plan = tuple[dict[str, int], str] | None
 # Kinds whose usage an update can raise (a Service becoming NodePort/LoadBalancer, a PVC asking for more).
 GROWS = ("Service", "PersistentVolumeClaim")
 
@@ -103,6 +118,9 @@ class _Compiled:
     hard_raw: Obj
     hard: dict[str, int]
     required: frozenset[str]  # the names it tracks that every container must state (u.VALIDATED)
+    # pod shape -> `_plan` of such a pod against this quota (bounded: PLANS); kept as long as the compiled
+    # quota is, since the plan depends only on the pod's shape and the quota's scopes and hard
+    plans: dict[bytes, _Plan] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, q: Obj) -> _Compiled:
@@ -167,15 +185,18 @@ class QuotaAdmission:
 
     def __init__(self, client: Client, quota_kind: Kind,
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
-                 revisions: Revisions | None = None) -> None:
+                 revisions: Revisions | None = None, replace_status: StatusWriter | None = None) -> None:
         self.client = client
         self.kind = quota_kind
         self.now = now
         self.revisions = revisions  # with it, a create reads no quota, and a batch only those that changed
+        # `Resources.replace_status`: the batches' status writes skip the generic update path's body work
+        self.replace_status = replace_status
         self._queues: dict[str, list[_Request | _Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._charged_at: dict[str, float] = {}
         self._parsed: dict[str, dict[str, _Parsed]] = {}  # namespace -> quota name -> last written status
+        self._usage: dict[bytes, dict[str, int]] = {}  # pod shape -> what such a pod uses (bounded: USAGES)
 
     def last_charge(self, namespace: str) -> float:
         """Loop time of the last charge in `namespace` (0.0: never)."""
@@ -184,27 +205,36 @@ class QuotaAdmission:
     async def admit(self, review: Admission) -> None:
         await self.check(review)
 
-    async def check(self, review: Admission, effective: u.Effective | None = None) -> None:
-        """The hook; `effective`: the pod's (requests, limits) in nano-units when LimitRanger summed them."""
+    async def check(self, review: Admission, checked: Checked | None = None) -> None:
+        """The hook; `checked`: what LimitRanger worked out about the pod (its effective requests/limits in
+        nano-units when it summed them, its `pod_shape`)."""
         if review.subresource or review.obj is None or not review.namespace:
             return
         if review.operation != "CREATE" and not (review.operation == "UPDATE" and review.kind.gk in GROWS):
             return
         # Only whether the namespace has a quota at all (none decoded, or one): the worker reads them, once
-        # per batch, and allows what none of them tracks.
-        if self.revisions is not None:
+        # per batch, and allows what none of them tracks. A namespace that had quotas at its last batch goes
+        # to the worker without asking (if they are gone since, the worker finds none and allows).
+        if self._parsed.get(review.namespace):
+            pass
+        elif self.revisions is not None:
             if not self.revisions(self.kind, review.namespace):
                 return
         elif not (await self.client.list(self.kind, review.namespace, limit=1))["items"]:
             return
-        now = self.now()
-        usage = u.object_usage_nano(review.kind, review.obj, now, effective if review.old is None else None)
-        if review.old is not None:  # an update is charged what it adds (upstream: non-negative delta)
-            before = u.object_usage_nano(review.kind, review.old, now)
-            usage = {k: v - before.get(k, 0) for k, v in usage.items() if v > before.get(k, 0)}
+        shape: bytes | None = None
+        if review.old is None and review.kind.gk == "Pod":
+            shape = checked.shape if checked is not None else u.pod_shape(review.obj)
+        usage = self._usage.get(shape) if shape is not None else None
+        if usage is None:
+            usage = self._usage_of(review, checked.effective if checked is not None else None)
+            if shape is not None:
+                if len(self._usage) >= USAGES:
+                    self._usage.clear()
+                self._usage[shape] = usage
         if not usage:
             return
-        req = _Request(review, usage, asyncio.get_running_loop().create_future())
+        req = _Request(review, usage, asyncio.get_running_loop().create_future(), shape)
         self._queues.setdefault(review.namespace, []).append(req)
         self._start(review.namespace)
         await req.done
@@ -212,6 +242,15 @@ class QuotaAdmission:
             raise req.error
         if req.charged:
             review.undo.append(functools.partial(self._give_back, review.namespace, req.charged))
+
+    def _usage_of(self, review: Admission, effective: u.Effective | None) -> dict[str, int]:
+        """What the object uses (a create), or adds to what the old one used (an update), in nano-units."""
+        now = self.now()
+        usage = u.object_usage_nano(review.kind, review.obj or {}, now, effective if review.old is None else None)
+        if review.old is not None:  # an update is charged what it adds (upstream: non-negative delta)
+            before = u.object_usage_nano(review.kind, review.old, now)
+            usage = {k: v - before.get(k, 0) for k, v in usage.items() if v > before.get(k, 0)}
+        return usage
 
     async def _give_back(self, ns: str, charged: dict[str, dict[str, int]]) -> None:
         """Undo a charge whose object was not stored. As a status job it runs after the batch that charged
@@ -341,13 +380,16 @@ class QuotaAdmission:
                 rv = str(q.obj["metadata"].get("resourceVersion") or "")
                 if rv:
                     parsed[q.name] = _Parsed(rv, q.compiled, dict(q.used), q.obj.get("status") or {})
-        for r in batch:
-            if r.error is None:
-                self._judge_one(r, state)
+        for run in _runs(batch):
+            if len(run) > 1 and self._judge_run(run, state):
+                continue
+            for r in run:
+                if r.error is None:
+                    self._judge_one(r, state)
         out: list[tuple[Obj, dict[str, int]]] = []
         for q in state:
-            if not q.added:
-                continue
+            if not any(q.added.values()):
+                continue  # used unchanged (nothing charged, or only zeros): nothing to write
             hard_raw = q.compiled.hard_raw
             used = {**q.used_raw, **{k: format_nano(q.used[k], binary=_binary(hard_raw.get(k), k, q.used[k]))
                                      for k in q.added}}
@@ -356,23 +398,42 @@ class QuotaAdmission:
                 written[q.name] = (q.compiled, q.used)
         return out
 
+    def _judge_run(self, run: list[_Request], state: list[_Quota]) -> bool:
+        """Judge a run of requests of one pod shape (`_runs`) at once: when all of them fit under every quota
+        that selects them, charge them together and return True. Else return False and charge nothing: they
+        are then judged one by one. The same outcome as judging them in order, which admits all of them
+        exactly when all of them fit."""
+        n, takes = len(run), []
+        for q in state:
+            plan = _plan_of(q.compiled, run[0])
+            if plan is None:
+                continue
+            delta, missing = plan
+            hard, used = q.compiled.hard, q.used
+            if missing or not all(k in q.used_raw and used.get(k, 0) + n * v <= hard[k] for k, v in delta.items()):
+                return False
+            takes.append((q, delta))
+        for q, delta in takes:
+            for k, v in delta.items():
+                q.used[k] = q.used.get(k, 0) + n * v
+                q.added[k] = q.added.get(k, 0) + n * v
+        charged = {q.name: delta for q, delta in takes}  # shared by the run's requests: never changed
+        for r in run:
+            r.charged = charged
+        return True
+
     def _judge_one(self, r: _Request, state: list[_Quota]) -> None:
         """Judge one request against every quota; charge it to the running `used` unless refused or a dry
-        run. Per quota: its scopes (pod facts worked out once), the names it tracks, then the refusals."""
-        kind, obj = r.review.kind, r.review.obj or {}
+        run. Per quota: its plan (kept per pod shape), then the refusals against its used."""
         takes: list[tuple[_Quota, dict[str, int]]] = []
         for q in state:
-            c = q.compiled
-            if c.scopes:
-                if not (kind.group == "" and kind.kind == "Pod"):
-                    continue
-                if r.facts is None:
-                    r.facts = u.pod_facts(obj)
-                if not u.selects(c.scopes, kind, obj, r.facts):
-                    continue
-            delta = {k: r.usage[k] for k in c.hard if k in r.usage}
-            if not delta:
+            plan = _plan_of(q.compiled, r)
+            if plan is None:
                 continue
+            delta, missing = plan
+            if missing:
+                r.error = self._forbidden(r, f"failed quota: {q.name}: {missing}")
+                return
             r.error = self._refusal(r, q, delta)
             if r.error is not None:
                 return
@@ -387,13 +448,6 @@ class QuotaAdmission:
 
     def _refusal(self, r: _Request, q: _Quota, delta: dict[str, int]) -> errors.ApiError | None:
         c = q.compiled
-        if c.required and r.review.kind.gk == "Pod":
-            if r.have is None:
-                r.have = u.stated(r.review.obj or {})
-            missing = "" if all(c.required <= got for _, got in r.have) else \
-                u.missing_requirements(c.hard, r.review.obj or {}, r.have)
-            if missing:
-                return self._forbidden(r, f"failed quota: {q.name}: {missing}")
         used, hard = q.used, c.hard
         if all(k in q.used_raw and used.get(k, 0) + v <= hard[k] for k, v in delta.items()):
             return None  # the common case, without building the lists below
@@ -419,8 +473,12 @@ class QuotaAdmission:
         new revision."""
         meta = quota["metadata"]
         try:
-            stored = await self.client.update(self.kind, str(meta["namespace"]), str(meta["name"]), quota,
-                                              subresource="status")
+            if self.replace_status is not None and kept is not None:  # the batch's own write: the narrow path
+                stored = await self.replace_status(self.kind, str(meta["namespace"]), str(meta["name"]),
+                                                   str(meta["resourceVersion"]), quota["status"])
+            else:
+                stored = await self.client.update(self.kind, str(meta["namespace"]), str(meta["name"]), quota,
+                                                  subresource="status")
         except errors.ApiError as e:
             if e.code in (404, 409):
                 return e.code == 404  # a deleted quota restricts nothing any more
@@ -429,6 +487,58 @@ class QuotaAdmission:
         if parsed is not None and kept is not None and rv:
             parsed[str(meta["name"])] = _Parsed(str(rv), kept[0], kept[1], stored.get("status") or {})
         return True
+
+
+def _runs(batch: list[_Request]) -> list[list[_Request]]:
+    """The batch in order, cut into runs: consecutive pod creates of one shape, not yet refused and not dry
+    runs, form one run; every other request is a run of its own."""
+    def joins(r: _Request) -> bool:
+        return r.shape is not None and r.error is None and not r.review.dry_run
+
+    out: list[list[_Request]] = []
+    for r in batch:
+        if out and joins(r) and joins(out[-1][0]) and out[-1][0].shape == r.shape:
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def _plan_of(c: _Compiled, r: _Request) -> _Plan:
+    """`_plan`, kept in `c.plans` under the request's pod shape."""
+    if r.shape is None:
+        return _plan(c, r)
+    if r.shape in c.plans:
+        return c.plans[r.shape]
+    plan = c.plans[r.shape] = _plan(c, r)
+    if len(c.plans) > PLANS:
+        c.plans.clear()
+        c.plans[r.shape] = plan
+    return plan
+
+
+def _plan(c: _Compiled, r: _Request) -> _Plan:
+    """What quota `c` makes of request `r` before its used counts: whether its scopes select the object (pod
+    facts worked out once per request), what of the object's usage it tracks, and for a pod, the `must
+    specify` text when it tracks cpu or memory that a container does not state."""
+    kind, obj = r.review.kind, r.review.obj or {}
+    if c.scopes:
+        if not (kind.group == "" and kind.kind == "Pod"):
+            return None
+        if r.facts is None:
+            r.facts = u.pod_facts(obj)
+        if not u.selects(c.scopes, kind, obj, r.facts):
+            return None
+    delta = {k: r.usage[k] for k in c.hard if k in r.usage}
+    if not delta:
+        return None
+    missing = ""
+    if c.required and kind.gk == "Pod":
+        if r.have is None:
+            r.have = u.stated(obj)
+        if not all(c.required <= got for _, got in r.have):
+            missing = u.missing_requirements(c.hard, obj, r.have)
+    return delta, missing
 
 
 def _adder(delta: dict[str, int]) -> Callable[[Obj], Obj | None]:

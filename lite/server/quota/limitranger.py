@@ -18,17 +18,18 @@ Invariants: the check functions are pure over JSON dicts; pod updates and subres
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
 from lite.quantity import NANO, canonical, format_nano, parse_nano
 from lite.server.api.strategies import Admission
-from lite.server.quota.usage import Effective, pod_effective_nano
+from lite.server.quota.usage import Effective, pod_effective_nano, pod_shape
 
 Obj = dict[str, Any]
 ANNOTATION = "kubernetes.io/limit-ranger"
@@ -86,7 +87,7 @@ class CompiledRange:
     """A LimitRange parsed once: Container defaults as canonical strings, min/max/ratio rules in nano-units.
     The admission hook keeps one per (name, resourceVersion), so pods pay no quantity parsing for them."""
 
-    defaults: dict[str, dict[str, str]]  # "requests"/"limits" -> resource -> canonical quantity
+    defaults: dict[str, dict[str, str]]  # "requests"/"limits" -> resource -> canonical quantity, by name
     container: tuple[ItemRules, ...]
     pod: tuple[ItemRules, ...]
 
@@ -113,6 +114,8 @@ def compile_range(limit_range: Obj) -> CompiledRange:
             container.append(rules)
         elif item.get("type") == "Pod":
             pod.append(rules)
+    # sorted by name, so the names a container lacks come out in the annotation's order without sorting
+    defaults = {which: dict(sorted(values.items())) for which, values in defaults.items()}
     return CompiledRange(defaults, tuple(container), tuple(pod))
 
 
@@ -131,7 +134,7 @@ def apply_defaults(limit_range: Obj | CompiledRange, pod: Obj) -> None:
             res = c.setdefault("resources", {})
             for which, word in (("requests", "request"), ("limits", "limit")):
                 have = res.get(which) if isinstance(res.get(which), dict) else None
-                added = sorted(k for k in defaults[which] if have is None or k not in have)
+                added = [k for k in defaults[which] if have is None or k not in have]
                 if added:
                     res[which] = {**(have or {}), **{k: defaults[which][k] for k in added}}
                     notes.append(f"{', '.join(added)} {word} for {_container_word(field)} {c.get('name', '')}")
@@ -251,6 +254,39 @@ def aggregate(messages: list[str]) -> str:
 
 
 Revisions = Callable[[Kind, str], list[tuple[str, int]]]  # `Resources.revisions`: (name, rev), nothing decoded
+VERDICTS = 64  # pod shapes remembered per namespace (a namespace runs few pod templates)
+
+
+class Checked(NamedTuple):
+    """What `LimitRanger.check` worked out about a defaulted pod, for quota admission: its effective
+    (requests, limits) when a Pod item summed them, and its `pod_shape`."""
+
+    effective: Effective | None
+    shape: bytes | None
+
+
+class _Verdict(NamedTuple):
+    """What the namespace's LimitRanges make of a pod shape: whether defaulting changes such a pod, the
+    shape of the defaulted pod, the first range's violations (empty when none) and the effective (requests,
+    limits) when a Pod item summed them."""
+
+    defaults: bool
+    shape: bytes
+    problems: list[str]
+    effective: Effective | None
+
+
+@dataclass
+class _Known:
+    """A namespace's LimitRanges as last read — (name, rev) of each, the objects sorted by name, compiled —
+    and their `_Verdict` per `pod_shape` of a pod as it came. Valid while the revisions are: defaulting reads
+    and writes only what the shape covers (container names and resources), and the checks read only what
+    the defaulted pod's shape covers, so equal shapes get equal verdicts."""
+
+    revs: list[tuple[str, int]] | None
+    ranges: list[Obj]
+    compiled: list[CompiledRange]
+    verdicts: dict[bytes, _Verdict] = dataclasses.field(default_factory=dict)
 
 
 class LimitRanger:
@@ -261,8 +297,8 @@ class LimitRanger:
         self.client = client
         self.kind = kind
         self.revisions = revisions
-        # namespace -> ((name, rev) of its LimitRanges, the objects sorted by name, compiled); bounded below
-        self._ranges: dict[str, tuple[list[tuple[str, int]], list[Obj], list[CompiledRange]]] = {}
+        # namespace -> its LimitRanges as last read, with their verdicts per pod shape; bounded below
+        self._ranges: dict[str, _Known] = {}
         # (namespace/name, resourceVersion) -> parsed LimitRange; a revision never changes, so no entry goes
         # stale; bounded by clearing (LimitRanges are few).
         self._compiled: dict[tuple[str, str], CompiledRange] = {}
@@ -280,46 +316,80 @@ class LimitRanger:
     async def admit(self, review: Admission) -> None:
         await self.check(review)
 
-    async def _of(self, ns: str) -> tuple[list[Obj], list[CompiledRange]]:
-        """The namespace's LimitRanges sorted by name, and compiled; read again only when one changed."""
+    async def _of(self, ns: str) -> _Known:
+        """The namespace's LimitRanges sorted by name, and compiled; read again only when one changed (with
+        `revisions`; without, read every time and `revs` is None)."""
         revs = self.revisions(self.kind, ns) if self.revisions is not None else None
         if revs is not None:
             if not revs:
-                return [], []
+                return _Known(revs, [], [])
             known = self._ranges.get(ns)
-            if known is not None and known[0] == revs:
-                return known[1], known[2]
+            if known is not None and known.revs == revs:
+                return known
         ranges = (await self.client.list(self.kind, ns))["items"]
         ranges.sort(key=lambda r: str(r["metadata"]["name"]))
-        compiled = [self.compiled(lr) for lr in ranges]
+        got = _Known(None, ranges, [self.compiled(lr) for lr in ranges])
         if revs is not None:
             if len(self._ranges) >= 1024:
                 self._ranges.clear()
-            listed = [(str(r["metadata"]["name"]), int(r["metadata"].get("resourceVersion") or 0)) for r in ranges]
-            self._ranges[ns] = (listed, ranges, compiled)
-        return ranges, compiled
+            got.revs = [(str(r["metadata"]["name"]), int(r["metadata"].get("resourceVersion") or 0)) for r in ranges]
+            self._ranges[ns] = got
+        return got
 
-    async def check(self, review: Admission) -> Effective | None:
-        """The hook's work; returns the defaulted pod's effective (requests, limits) when a Pod item needed
-        them, so quota admission, which runs next and sees the same pod, need not compute them again."""
+    async def check(self, review: Admission) -> Checked | None:
+        """The hook's work; for a pod returns its effective (requests, limits) when a Pod item needed them and
+        its `pod_shape`, so quota admission, which runs next and sees the same pod, need not compute them
+        again. A pod whose shape was checked before against the same LimitRanges is only defaulted, and not
+        even that when defaulting changed nothing in such a pod."""
         gk, obj = review.kind.gk, review.obj
         if review.subresource or obj is None or not review.namespace or gk not in ("Pod", "PersistentVolumeClaim"):
             return None
         if gk == "Pod" and review.operation != "CREATE":
             return None
-        ranges, compiled = await self._of(review.namespace)
-        if not ranges:
+        known = await self._of(review.namespace)
+        if not known.ranges:
             return None
-        effective: Effective | None = None
         if gk == "Pod":
-            for c in compiled:
-                apply_defaults(c, obj)
-            if any(c.pod for c in compiled):
-                effective = pod_effective_nano(obj, "requests"), pod_effective_nano(obj, "limits")
-        for lr, c in zip(ranges, compiled, strict=True):
-            problems = pod_violations(c, obj, effective) if gk == "Pod" else pvc_violations(lr, obj)
+            came = pod_shape(obj) if known.revs is not None else None
+            verdict = known.verdicts.get(came) if came is not None else None
+            if verdict is None:
+                for c in known.compiled:
+                    apply_defaults(c, obj)
+                problems, effective = _pod_verdict(known.compiled, obj)
+                shape = pod_shape(obj) if came is not None else None
+                if came is not None and shape is not None:
+                    if len(known.verdicts) >= VERDICTS:
+                        known.verdicts.clear()
+                    known.verdicts[came] = _Verdict(shape != came, shape, problems, effective)
+            else:
+                if verdict.defaults:
+                    for c in known.compiled:
+                        apply_defaults(c, obj)
+                shape, problems, effective = verdict.shape, verdict.problems, verdict.effective
             if problems:
-                plural = review.kind.plural
-                who = f'{plural} "{review.name}"' if review.name else plural
-                raise errors.forbidden(f"{who} is forbidden: {aggregate(problems)}", plural, "", review.name)
-        return effective
+                raise _forbidden(review, problems)
+            return Checked(effective, shape)
+        for lr in known.ranges:
+            problems = pvc_violations(lr, obj)
+            if problems:
+                raise _forbidden(review, problems)
+        return None
+
+
+def _pod_verdict(compiled: list[CompiledRange], pod: Obj) -> tuple[list[str], Effective | None]:
+    """The violations of the first LimitRange the (defaulted) pod breaks, and its effective (requests, limits)
+    when a Pod item needs them."""
+    effective: Effective | None = None
+    if any(c.pod for c in compiled):
+        effective = pod_effective_nano(pod, "requests"), pod_effective_nano(pod, "limits")
+    for c in compiled:
+        problems = pod_violations(c, pod, effective)
+        if problems:
+            return problems, effective
+    return [], effective
+
+
+def _forbidden(review: Admission, problems: list[str]) -> errors.ApiError:
+    plural = review.kind.plural
+    who = f'{plural} "{review.name}"' if review.name else plural
+    return errors.forbidden(f"{who} is forbidden: {aggregate(problems)}", plural, "", review.name)

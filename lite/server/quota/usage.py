@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import orjson
+
 from lite.kinds import Kind
 from lite.quantity import NANO, format_quantity, parse_nano, parse_quantity
 
@@ -227,6 +229,31 @@ def tracks(kind: Kind, name: str) -> bool:
         return name in ("count/persistentvolumeclaims", "persistentvolumeclaims", "requests.storage") \
             or STORAGE_CLASS_SUFFIX in name
     return name == count_name(kind) or (kind.plural in LEGACY_COUNTS.get(kind.group, ()) and name == kind.plural)
+
+
+def pod_shape(pod: Obj) -> bytes | None:
+    """A key for everything LimitRange checks, quota usage and quota scopes read from a pod: pods with equal
+    keys (the replicas of one template) get equal results from `pod_effective_nano`, `pod_usage_nano`,
+    `pod_facts`, `stated`, `missing_requirements` and LimitRange's `pod_violations`, so those can be kept per
+    key. None (keep nothing) for a pod whose usage depends on the time (deletionTimestamp) or that is
+    terminal, and for a body of unexpected shape. Key order counts (a cache miss, never a wrong hit). Any of
+    those functions that starts reading another pod field (a new scope) must add that field here."""
+    meta, status, spec = pod.get("metadata"), pod.get("status"), pod.get("spec")
+    if (isinstance(meta, dict) and meta.get("deletionTimestamp")) or not isinstance(spec, dict) or (
+            isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed")):
+        return None
+    parts: list[Any] = [spec.get("overhead"), spec.get("activeDeadlineSeconds") is not None,
+                        spec.get("priorityClassName")]
+    for field in ("containers", "initContainers"):
+        items = spec.get(field) or []
+        if not isinstance(items, list):
+            return None
+        parts.append([[c.get("name"), c.get("resources"), c.get("restartPolicy")] if isinstance(c, dict) else 0
+                      for c in items])
+    try:
+        return orjson.dumps(parts)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
 
 
 # ---- scopes ------------------------------------------------------------------------------------------
