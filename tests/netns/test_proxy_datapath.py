@@ -24,7 +24,7 @@ from conftest import ip, needs_root
 from lite.agent.proxy.healthcheck import HealthServers
 from lite.agent.proxy.proxier import Proxier
 from lite.agent.proxy.rules import ProxyConfig
-from lite.netns import bridge, nftables, pod, routes
+from lite.netns import bridge, masq, nftables, pod, routes
 from lite.netns.nftables import AsyncNft
 from lite.netns.proxysync import TableSyncer
 
@@ -405,3 +405,23 @@ async def test_a_service_whose_endpoint_is_its_own_local_address_answers_node_an
             if answer != ["ConnectionRefusedError"]:
                 break
         assert answer[0].startswith("<!DOCTYPE HTML"), (source, answer)
+
+
+async def test_a_flow_that_began_before_the_first_sync_is_translated_once_the_rules_exist(
+    cluster: Cluster,
+) -> None:
+    """Before the proxy's first sync there is no table to drop the SYN, so it is routed on untranslated and
+    leaves an entry without DNAT; the first sync removes such entries, and the client's retransmit connects.
+    The fabric's masquerading table comes first on a node (and makes the netns track connections)."""
+    await asyncio.to_thread(masq.ensure_masquerade, "10.42.0.0/16", node_netns=cluster.node)
+    client = asyncio.create_task(asyncio.to_thread(get, cluster.pods["c"], "http://10.43.0.30/", timeout=10))
+    for _ in range(100):
+        if untranslated_flows(cluster.node, "10.43.0.30"):
+            break
+        await asyncio.sleep(0.02)
+    assert untranslated_flows(cluster.node, "10.43.0.30")  # the entry the old rules would leave behind
+    cluster.proxier.set_service(svc("late", "10.43.0.30"))
+    cluster.proxier.set_slice(slice_("late", "10.42.0.2"))
+    await cluster.sync()
+    assert await client == ["pod-a 10.42.0.4"]
+    assert untranslated_flows(cluster.node, "10.43.0.30") == []

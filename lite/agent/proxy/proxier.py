@@ -4,6 +4,7 @@
                                                                           │ (at most one sync per min_interval)
     run() ──► sync_once(): rules.translate(state) ─► TableSyncer.sync (ONE transaction, diff only)
                           ├► conntrack: delete UDP flows of endpoints that went away (endpoints.stale_udp)
+                          ├► conntrack, after the first sync only: flows to the Service CIDR no DNAT translated
                           └► healthCheckNodePort listeners (healthcheck.HealthServers), if given
 
 Invariants:
@@ -154,7 +155,10 @@ class Proxier(SyncLoop):
         changed = await self.syncer.sync(table)
         endpoints, services = stale_udp(self._ports, ports, self.config.node_name, self.config.node_ips)
         self._ports = ports
+        first = self.synced == 0
         self.synced_now()
+        if first and self.clear_conntrack and self.config.service_cidr:  # flows that began before any rules
+            await conntrack.delete_untranslated(self.netns, self.config.service_cidr)
         if self.clear_conntrack and (endpoints or services):
             await conntrack.delete_udp_flows(self.netns, endpoints=endpoints, services=services)
         if self.health is not None:
