@@ -346,11 +346,15 @@ async def list_time(t: Target, path: str, repeat: int = 3) -> float:
 
 
 async def ensure_namespace(t: Target, ns: str) -> None:
-    body = orjson.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=t.ctx)) as s, \
-            s.post(t.url + "/api/v1/namespaces", data=body, headers=t.headers) as r:
-        if r.status not in (201, 409):
-            raise RuntimeError(f"namespace create: {r.status} {await r.text()}")
+    """The namespace and its `default` ServiceAccount: with the controller manager off (API_ONLY) nothing else
+    makes the account, and the ServiceAccount admission refuses every pod without it, as upstream does."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=t.ctx)) as s:
+        for path, body in (("/api/v1/namespaces", namespace), (f"/api/v1/namespaces/{ns}/serviceaccounts", account)):
+            async with s.post(t.url + path, data=orjson.dumps(body), headers=t.headers) as r:
+                if r.status not in (201, 409):
+                    raise RuntimeError(f"create {path}: {r.status} {await r.text()}")
 
 
 def ms(x: float) -> str:
