@@ -224,6 +224,42 @@ def _value_size(v: Any) -> int:
     return 1
 
 
+RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
+                      "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"})
+_ESCAPES = (("__", "__underscores__"), (".", "__dot__"), ("-", "__dash__"), ("/", "__slash__"))
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def escape(name: str) -> str | None:
+    """A property name as CEL rules spell it (upstream's escaping: `__namespace__`, `a__dash__b`), or None
+    when the name cannot be written as an identifier (such a property is not visible to rules)."""
+    if name in RESERVED:
+        return f"__{name}__"
+    out = name
+    for raw, esc in _ESCAPES:
+        out = out.replace(raw, esc)
+    return out if _IDENT.fullmatch(out) else None
+
+
+def unescape(ident: str) -> str:
+    """The property name an identifier of a rule refers to (inverse of `escape`)."""
+    if ident.startswith("__") and ident.endswith("__") and ident[2:-2] in RESERVED:
+        return ident[2:-2]
+    if "__" not in ident:
+        return ident
+    out, i = [], 0
+    while i < len(ident):
+        for raw, esc in _ESCAPES:
+            if ident.startswith(esc, i):
+                out.append(raw)
+                i += len(esc)
+                break
+        else:
+            out.append(ident[i])
+            i += 1
+    return "".join(out)
+
+
 @dataclass
 class Shape:
     """What an expression may evaluate to: its schema (or None) and, at runtime, the candidate values."""
@@ -245,8 +281,8 @@ class Shape:
         sub: dict[str, Any] | None = None
         if s.get("type") == "array" or "items" in s:
             sub = s.get("items") if isinstance(s.get("items"), dict) else None
-        elif name is not None and name in (s.get("properties") or {}):
-            sub = s["properties"][name]
+        elif name is not None and unescape(name) in (s.get("properties") or {}):
+            sub = s["properties"][unescape(name)]
         elif isinstance(s.get("additionalProperties"), dict):
             sub = s["additionalProperties"]
         elif name is None and s.get("properties"):
@@ -257,8 +293,8 @@ class Shape:
             for v in self.values:
                 if isinstance(v, dict):
                     if name is not None:
-                        if name in v:
-                            values.append(v[name])
+                        if unescape(name) in v:
+                            values.append(v[unescape(name)])
                     else:
                         values.extend(v.values())
                 elif isinstance(v, list):
@@ -280,8 +316,7 @@ _MACROS = {"all", "exists", "exists_one", "map", "filter"}
 _LINEAR_STRING_FNS = {"contains", "startsWith", "endsWith", "lowerAscii", "upperAscii", "trim", "replace",
                       "split", "substring", "charAt", "indexOf", "lastIndexOf", "reverse", "quote", "join",
                       "url", "isURL", "ip", "isIP", "cidr", "isCIDR", "quantity", "isQuantity", "validate",
-                      "format", "base64.encode", "base64.decode", "string", "bytes", "int", "double", "uint",
-                      "timestamp", "duration"}
+                      "format", "base64.encode", "base64.decode"}
 _LIST_FNS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "sets.contains", "sets.equivalent",
              "sets.intersects", "join"}
 
@@ -322,7 +357,7 @@ class _Estimator:
         cost = sum(c for c, _ in parts)
         shapes = [s for _, s in parts]
         if op in ("==", "!="):
-            return cost + max(1, math.ceil(STRING_FACTOR * min(s.max() for s in shapes))), Shape(size=1)
+            return cost + 1, Shape(size=1)
         if op == "in":
             return cost + max(1, shapes[1].max()), Shape(size=1)
         if op == "+":

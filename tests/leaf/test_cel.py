@@ -191,7 +191,7 @@ STRINGS_BOUNDED = {"type": "array", "maxItems": 10, "items": {"type": "string", 
     ("self.all(x, x.startsWith('a'))", STRINGS_BOUNDED, 20, 200),
     ("self.all(x, x.startsWith('a'))", STRINGS_UNBOUNDED, 10**9, 10**13),
     ("self.all(x, self.exists(y, x == y))", STRINGS_BOUNDED, 100, 2000),
-    ("self.all(x, self.exists(y, x == y))", STRINGS_UNBOUNDED, 10**15, 10**19),
+    ("self.all(x, self.exists(y, x == y))", STRINGS_UNBOUNDED, 10**12, 10**14),
     ("self.matches('^[a-z]+$')", {"type": "string", "maxLength": 63}, 2, 60),
 ])
 def test_static_cost_estimates_follow_schema_bounds(src: str, schema: dict[str, Any], low: int, high: int) -> None:
@@ -207,7 +207,7 @@ def test_runtime_cost_uses_actual_sizes_and_budget_runs_out() -> None:
     budget = cel.Budget()
     prog.eval({"self": ["a", "b"]}, budget, runtime_cost=small)
     assert budget.remaining == cel.RUNTIME_CEL_COST_BUDGET - small
-    with pytest.raises(cel.CostExceeded, match="call cost exceeds|actual cost limit exceeded"):
+    with pytest.raises(cel.CostExceeded, match="actual cost limit exceeded"):
         prog.eval({"self": ["a"] * 2000}, budget, runtime_cost=big)
 
 
