@@ -372,6 +372,8 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
                 pass  # both may be set; messageExpression wins when it evaluates
             try:
                 mprogram = ctx.env.compile(str(raw["messageExpression"]), sizes=sizes)
+                if optional_old:
+                    mprogram = _optional_old(ctx.env, str(raw["messageExpression"]), mprogram)
             except cel.CompileError as exc:
                 ctx.causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_rule(raw)}: messageExpression "
                                         f"compilation failed: {exc}", f"{rpath}.messageExpression"))
