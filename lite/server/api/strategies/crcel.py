@@ -34,6 +34,7 @@ REASONS = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "F
 _CHEAP = 1000  # rules estimated at most this much are charged their estimate, not re-estimated per value
 _ROOT_META = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 253}, "generateName": {"type": "string", "maxLength": 253}}}
+_NOT_BOOL = "cel expression must evaluate to a bool"
 _OLD, _HAS_OLD = "__lite_old_self", "__lite_has_old_self"
 
 
@@ -52,6 +53,7 @@ class Rule:
     message_program: cel.Program | None
     uses_old: bool
     optional_old: bool
+    source: str = ""  # the compiled text (wrapped in cel.bind for optionalOldSelf)
 
     def error_string(self) -> str:
         return self.message.strip() if self.message else self.rule.strip()
@@ -61,6 +63,7 @@ class Rule:
 class Node:
     schema: Schema
     type: str
+    env: cel.Environment
     rules: list[Rule] = field(default_factory=list)
     properties: dict[str, Node] = field(default_factory=dict)
     items: Node | None = None
@@ -68,6 +71,12 @@ class Node:
     map_keys: tuple[str, ...] | None = None  # items of an `x-kubernetes-list-type: map` list correlate by these
     correlates: bool = True  # object/map values pair with old values (not `x-kubernetes-map-type: atomic`)
     escapes: bool = False  # some property name under this node must be escaped for rules (`__namespace__`)
+    root: bool = False  # the root of a resource: rules see apiVersion, kind, metadata.name/generateName only
+    rules_new: list[Rule] = field(default_factory=list)  # the rules that run where no old value correlates
+    # All rules of the node (with / without an old value) compiled as one list expression: the C++ runtime is
+    # entered once per node instead of once per rule; None for a single rule.
+    batch_old: cel.Program | None = None
+    batch_new: cel.Program | None = None
 
     def validate(self, obj: Any, old: Any, budget: cel.Budget | None = None) -> list[Cause]:
         """Causes for every rule of this tree `obj` fails (`old`: the stored object on updates, else None)."""
@@ -102,24 +111,28 @@ class Node:
 
     def _run_rules(self, value: Any, old: Any, path: str, budget: cel.Budget, causes: list[Cause]) -> bool:
         shown_path = path or "<nil>"
+        if self.root:
+            value, old = _root_view(value), _root_view(old)
+        raw_value, raw_old = value, old
         if self.escapes:
             value = cel_view(value, self.schema)
             old = cel_view(old, self.schema) if old is not None else None
-        for r in self.rules:
-            if r.uses_old and old is None and not r.optional_old:
-                continue
-            act = {"self": value}
-            if r.uses_old:
-                if r.optional_old:
-                    act[_OLD], act[_HAS_OLD] = old, old is not None
-                else:
-                    act["oldSelf"] = old
+        data: dict[str, Any] = {"self": value, _HAS_OLD: old is not None}
+        if old is not None:
+            data["oldSelf"] = data[_OLD] = old
+        try:
+            act = self.env.activation(data)
+        except cel.EvalError as exc:
+            causes.append(field_invalid(shown_path, self.type, str(exc)))
+            return True
+        rules, batch = (self.rules, self.batch_old) if old is not None else (self.rules_new, self.batch_new)
+        for r in rules:  # the budget is charged for every rule before any runs (the batch runs them at once)
+            cost = r.program.estimated_cost.max
+            if cost > _CHEAP:
+                cost = r.program.runtime_cost({"self": cel.Shape(self.schema, values=[raw_value]),
+                                               "oldSelf": cel.Shape(self.schema, values=[raw_old])})
             try:
-                cost = r.program.estimated_cost.max
-                if cost > _CHEAP:
-                    cost = r.program.runtime_cost({"self": cel.Shape(self.schema, values=[value]),
-                                                   "oldSelf": cel.Shape(self.schema, values=[old])})
-                ok = r.program.eval(act, budget, runtime_cost=cost)
+                budget.charge(cost)
             except cel.CostExceeded as exc:
                 if "actual cost limit" in str(exc):
                     msg = (f"'{exc}': no further validation rules will be run due to call cost exceeds limit "
@@ -128,14 +141,27 @@ class Node:
                     msg = str(exc)
                 causes.append(field_invalid(shown_path, self.type, msg))
                 return False
-            except cel.EvalError as exc:
-                if str(exc).startswith("no matching overload") or "No matching overloads" in str(exc):
-                    causes.append(field_invalid(shown_path, self.type, f"'no such overload': call arguments did "
-                                                f"not match a supported operator, function or macro signature "
-                                                f"for rule: {r.error_string()}"))
-                else:
-                    causes.append(field_invalid(shown_path, self.type, f"{exc} evaluating rule: {r.error_string()}"))
-                continue
+        results: Any = None
+        if batch is not None:
+            try:
+                results = batch.eval(act)
+            except cel.CelError:
+                results = None  # some rule fails to evaluate: run them one by one for their own errors
+        for i, r in enumerate(rules):
+            if results is not None:
+                ok = results[i]
+            else:
+                try:
+                    ok = r.program.eval(act)
+                except cel.EvalError as exc:
+                    if "no matching overload" in str(exc).lower():
+                        causes.append(field_invalid(shown_path, self.type, f"'no such overload': call arguments "
+                                                    f"did not match a supported operator, function or macro "
+                                                    f"signature for rule: {r.error_string()}"))
+                    else:
+                        causes.append(field_invalid(shown_path, self.type,
+                                                    f"{exc} evaluating rule: {r.error_string()}"))
+                    continue
             if ok is True:
                 continue
             if not r.uses_old and old is not None and old == value:
@@ -148,7 +174,7 @@ class Node:
             causes.append(_cause(err_path or "<nil>", self.type, detail, r.reason))
         return True
 
-    def _message(self, r: Rule, act: dict[str, Any], budget: cel.Budget) -> str:
+    def _message(self, r: Rule, act: cel.Activation, budget: cel.Budget) -> str:
         if r.message_program is not None:
             try:
                 out = r.message_program.eval(act, budget)
@@ -157,6 +183,18 @@ class Node:
             if isinstance(out, str) and out.strip() and "\n" not in out.strip() and len(out.strip()) <= 5 * 1024:
                 return out.strip()
         return r.message.strip() if r.message else f"failed rule: {r.error_string()}"
+
+
+def _root_view(obj: Any) -> Any:
+    """A resource as its root rules see it (upstream: of metadata only name and generateName)."""
+    if not isinstance(obj, dict):
+        return obj
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    view = {k: v for k, v in obj.items() if k != "metadata"}
+    view["metadata"] = {k: meta[k] for k in ("name", "generateName") if k in meta}
+    return view
 
 
 def _needs_escape(schema: Any) -> bool:
@@ -360,10 +398,13 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
                                               "may not be set if rule does not use oldSelf"))
         try:
             program = ctx.env.compile(src, sizes=sizes)
+            if program.result_type() not in (cel.BOOL, cel.DYN):
+                raise cel.CompileError(_NOT_BOOL)
             if optional_old:
                 program = _optional_old(ctx.env, src, program)
         except cel.CompileError as exc:
-            ctx.causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_rule(raw)}: compilation failed: {exc}",
+            detail = str(exc) if str(exc) == _NOT_BOOL else f"compilation failed: {exc}"
+            ctx.causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_rule(raw)}: {detail}",
                                     f"{rpath}.rule"))
             continue
         mprogram = None
@@ -372,6 +413,8 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
                 pass  # both may be set; messageExpression wins when it evaluates
             try:
                 mprogram = ctx.env.compile(str(raw["messageExpression"]), sizes=sizes)
+                if mprogram.result_type() not in (cel.STRING, cel.DYN):
+                    raise cel.CompileError("must evaluate to a string")
                 if optional_old:
                     mprogram = _optional_old(ctx.env, str(raw["messageExpression"]), mprogram)
             except cel.CompileError as exc:
@@ -389,20 +432,33 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
                     "estimated messageExpression cost", mcost, cel.STATIC_ESTIMATED_COST_LIMIT)))
             ctx.costs.append((mcost, f"{rpath}.messageExpression"))
         out.append(Rule(i, src, message, str(reason or "FieldValueInvalid"), fpath, program, mprogram, uses_old,
-                        optional_old))
+                        optional_old, _optional_old_source(src) if optional_old else src))
     return out
+
+
+def _optional_old_source(src: str) -> str:
+    return f"cel.bind(oldSelf, {_HAS_OLD} ? optional.of({_OLD}) : optional.none(), ({src}))"
+
+
+def _batch(env: cel.Environment, rules: list[Rule]) -> cel.Program | None:
+    if len(rules) < 2:
+        return None
+    try:
+        return env.compile("[" + ", ".join(f"({r.source})" for r in rules) + "]")
+    except cel.CompileError:
+        return None  # (each rule compiled alone; they are then run one by one)
 
 
 def _optional_old(env: cel.Environment, src: str, checked: cel.Program) -> cel.Program:
     """`oldSelf` as an optional: the rule bound inside `cel.bind`, the old value passed beside `self`."""
-    wrapped = env.compile(f"cel.bind(oldSelf, {_HAS_OLD} ? optional.of({_OLD}) : optional.none(), ({src}))")
+    wrapped = env.compile(_optional_old_source(src))
     return cel.Program(src, wrapped._expr, env, checked.estimated_cost, checked.node)
 
 
 def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool) -> Node | None:
     if not isinstance(schema, dict):
         return None
-    node = Node(schema, _type_of(schema), _compile_rules(schema, path, cardinality, ctx, root))
+    node = Node(schema, _type_of(schema), ctx.env, _compile_rules(schema, path, cardinality, ctx, root))
     props = schema.get("properties")
     if isinstance(props, dict):
         for key, sub in props.items():
@@ -424,6 +480,9 @@ def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool) -
                                  bool(extra.get("x-kubernetes-embedded-resource")))
     node.correlates = schema.get("x-kubernetes-map-type") != "atomic"
     node.escapes = bool(node.rules) and _needs_escape(schema)
+    node.root = root and bool(node.rules)
+    node.rules_new = [r for r in node.rules if not r.uses_old or r.optional_old]
+    node.batch_old, node.batch_new = _batch(ctx.env, node.rules), _batch(ctx.env, node.rules_new)
     if node.rules or node.properties or node.items or node.additional:
         return node
     return None
