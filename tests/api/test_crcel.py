@@ -181,3 +181,35 @@ def test_different_schemas_per_version_are_reported_per_version() -> None:
                                         {"name": "v2", "schema": {"openAPIV3Schema": bad}}]})
     assert [c.field for c in got] == ["spec.versions[1].schema.openAPIV3Schema.properties[spec]."
                                       "x-kubernetes-validations[0].rule"]
+
+
+def test_rules_see_numbers_as_doubles_and_formatted_strings_as_typed_values() -> None:
+    spec = {"type": "object", "properties": {
+        "ratio": {"type": "number"}, "at": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"}, "every": {"type": "string", "format": "duration"},
+        "blob": {"type": "string", "format": "byte"}},
+        "x-kubernetes-validations": [
+            {"rule": "self.ratio + 0.5 > 2.0"},
+            {"rule": "self.at < timestamp('2030-01-01T00:00:00Z')"},
+            {"rule": "self.day == timestamp('2024-02-29T00:00:00Z')"},
+            {"rule": "self.every > duration('1m') && self.every < duration('2h')"},
+            {"rule": "self.blob == b'hi'"}]}
+    node = _node(_root(spec))
+    ok = {"ratio": 2, "at": "2020-01-01T00:00:00Z", "day": "2024-02-29", "every": "1h30m", "blob": "aGk="}
+    assert node.validate(_obj(ok), None) == []
+    bad = {**ok, "ratio": 1, "every": "30s"}
+    assert [c.message for c in node.validate(_obj(bad), None)] == [
+        'Invalid value: "object": failed rule: self.ratio + 0.5 > 2.0',
+        "Invalid value: \"object\": failed rule: self.every > duration('1m') && self.every < duration('2h')"]
+
+
+@pytest.mark.parametrize(("text", "micros"), [
+    ("1h30m", 5_400_000_000), ("-1.5s", -1_500_000), ("300ms", 300_000), ("0", 0), ("2us", 2), ("1.5h", 5.4e9)])
+def test_go_durations(text: str, micros: float) -> None:
+    assert crcel.go_duration(text).total_seconds() * 1e6 == pytest.approx(micros)
+
+
+@pytest.mark.parametrize("text", ["", "1", "1x", "h", "1h-2m"])
+def test_go_durations_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        crcel.go_duration(text)

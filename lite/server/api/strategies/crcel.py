@@ -21,9 +21,13 @@ after `build` and shared by all requests of one CRD revision.
 
 from __future__ import annotations
 
+import base64
+import datetime
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from lite import cel
 from lite.cel import cost as celcost
@@ -70,7 +74,7 @@ class Node:
     additional: Node | None = None
     map_keys: tuple[str, ...] | None = None  # items of an `x-kubernetes-list-type: map` list correlate by these
     correlates: bool = True  # object/map values pair with old values (not `x-kubernetes-map-type: atomic`)
-    escapes: bool = False  # some property name under this node must be escaped for rules (`__namespace__`)
+    view: bool = False  # rules see some value under this node converted (cel_view: `__namespace__`, ...)
     root: bool = False  # the root of a resource: rules see apiVersion, kind, metadata.name/generateName only
     rules_new: list[Rule] = field(default_factory=list)  # the rules that run where no old value correlates
     # All rules of the node (with / without an old value) compiled as one list expression: the C++ runtime is
@@ -114,9 +118,9 @@ class Node:
         if self.root:
             value, old = _root_view(value), _root_view(old)
         raw_value, raw_old = value, old
-        if self.escapes:
-            value = cel_view(value, self.schema)
-            old = cel_view(old, self.schema) if old is not None else None
+        if self.view:
+            value = _view(value, self.schema)
+            old = _view(old, self.schema) if old is not None else None
         data: dict[str, Any] = {"self": value, _HAS_OLD: old is not None}
         if old is not None:
             data["oldSelf"] = data[_OLD] = old
@@ -197,22 +201,34 @@ def _root_view(obj: Any) -> Any:
     return view
 
 
-def _needs_escape(schema: Any) -> bool:
+_TYPED_FORMATS = ("date-time", "date", "duration", "byte")
+_GO_DURATION = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_UNIT_US = {"ns": 0.001, "us": 1, "\u00b5s": 1, "\u03bcs": 1, "ms": 1000, "s": 10**6, "m": 60 * 10**6,
+            "h": 3600 * 10**6}
+
+
+def _needs_view(schema: Any) -> bool:
+    """Whether rules see some value under `schema` differently from its JSON: an escaped property name, a
+    `number` (a double even when written as an integer), a string of format date-time/date (timestamp),
+    duration or byte (bytes)."""
     if not isinstance(schema, dict):
         return False
+    if schema.get("type") == "number" or (schema.get("type") == "string" and schema.get("format") in _TYPED_FORMATS):
+        return True
     props = schema.get("properties")
     if isinstance(props, dict) and any(celcost.escape(k) != k for k in props):
         return True
     subs = [*(props.values() if isinstance(props, dict) else []), schema.get("items"),
             schema.get("additionalProperties")]
-    return any(_needs_escape(sub) for sub in subs)
+    return any(_needs_view(sub) for sub in subs)
 
 
 def cel_view(value: Any, schema: Any) -> Any:
-    """`value` as rules see it: property names escaped as upstream escapes them (`namespace` ->
-    `__namespace__`, `a-b` -> `a__dash__b`), properties that cannot be escaped left out. A copy only where a
-    name changes; `value` itself is never mutated."""
-    if not isinstance(schema, dict) or not _needs_escape(schema):
+    """`value` as rules see it (upstream's UnstructuredToVal): property names escaped (`namespace` ->
+    `__namespace__`, `a-b` -> `a__dash__b`; properties that cannot be escaped left out), numbers as doubles,
+    date-time/date strings as timestamps, duration strings as durations, byte strings as bytes (a value that
+    does not parse stays a string). A copy only where something changes; `value` is never mutated."""
+    if not isinstance(schema, dict) or not _needs_view(schema):
         return value
     return _view(value, schema)
 
@@ -224,7 +240,7 @@ def _view(value: Any, schema: Any) -> Any:
         items = schema.get("items")
         return [_view(v, items) for v in value]
     if not isinstance(value, dict):
-        return value
+        return _scalar(value, schema)
     props = schema.get("properties") or {}
     extra = schema.get("additionalProperties")
     out: dict[str, Any] = {}
@@ -236,6 +252,47 @@ def _view(value: Any, schema: Any) -> Any:
         else:
             out[k] = _view(v, extra) if isinstance(extra, dict) else v
     return out
+
+
+def _scalar(value: Any, schema: Schema) -> Any:
+    if schema.get("type") == "number" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    fmt = schema.get("format")
+    if not isinstance(value, str) or schema.get("type") != "string" or fmt not in _TYPED_FORMATS:
+        return value
+    try:
+        if fmt == "byte":
+            return base64.b64decode(value, validate=True)
+        if fmt == "duration":
+            out = duration_pb2.Duration()
+            out.FromTimedelta(go_duration(value))
+            return out
+        if fmt == "date-time":
+            when = datetime.datetime.fromisoformat(value)
+        else:
+            when = datetime.datetime.combine(datetime.date.fromisoformat(value), datetime.time(), datetime.UTC)
+        stamp = timestamp_pb2.Timestamp()  # the runtime takes protobuf well-known types, not datetime
+        stamp.FromDatetime(when if when.tzinfo else when.replace(tzinfo=datetime.UTC))
+        return stamp
+    except (ValueError, OverflowError):
+        return value
+
+
+def go_duration(text: str) -> datetime.timedelta:
+    """Go's time.ParseDuration (`1h30m`, `-1.5s`, `300ms`) as a timedelta (microsecond precision)."""
+    body = text.lstrip("+-")
+    if body == "0":
+        return datetime.timedelta(0)
+    total, pos = 0.0, 0
+    while pos < len(body):
+        m = _GO_DURATION.match(body, pos)
+        if m is None or not m.group(1) or m.group(1) == ".":
+            raise ValueError(f"time: invalid duration {text!r}")
+        total += float(m.group(1)) * _UNIT_US[m.group(2)]
+        pos = m.end()
+    if not body:
+        raise ValueError(f"time: invalid duration {text!r}")
+    return datetime.timedelta(microseconds=-total if text.startswith("-") else total)
 
 
 def _cause(path: str, type_: str, detail: str, reason: str) -> Cause:
@@ -479,7 +536,7 @@ def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool) -
         node.additional = _build(extra, f"{path}.additionalProperties", cardinality * n, ctx,
                                  bool(extra.get("x-kubernetes-embedded-resource")))
     node.correlates = schema.get("x-kubernetes-map-type") != "atomic"
-    node.escapes = bool(node.rules) and _needs_escape(schema)
+    node.view = bool(node.rules) and _needs_view(schema)
     node.root = root and bool(node.rules)
     node.rules_new = [r for r in node.rules if not r.uses_old or r.optional_old]
     node.batch_old, node.batch_new = _batch(ctx.env, node.rules), _batch(ctx.env, node.rules_new)
