@@ -39,8 +39,9 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 
-def tokenize(src: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
+def tokenize(src: str) -> list[tuple[str, str, int, int]]:
+    """(kind, text, start, end) of every token of `src`, then ("eof", "", n, n)."""
+    out: list[tuple[str, str, int, int]] = []
     pos = 0
     while pos < len(src):
         m = _TOKEN.match(src, pos)
@@ -50,8 +51,8 @@ def tokenize(src: str) -> list[tuple[str, str]]:
         kind = m.lastgroup or ""
         if kind == "ws":
             continue
-        out.append(("str" if kind == "bstr" else kind, m.group()))
-    out.append(("eof", ""))
+        out.append(("str" if kind == "bstr" else kind, m.group(), m.start(), m.end()))
+    out.append(("eof", "", len(src), len(src)))
     return out
 
 
@@ -59,11 +60,13 @@ class _Parser:
     def __init__(self, src: str) -> None:
         self.toks = tokenize(src)
         self.i = 0
+        # (name, start, name start, end) of every member call `x.name(...)` and of `format.named(...)`
+        self.calls: list[tuple[str, int, int, int]] = []
 
-    def peek(self) -> tuple[str, str]:
+    def peek(self) -> tuple[str, str, int, int]:
         return self.toks[self.i]
 
-    def take(self, text: str | None = None) -> tuple[str, str]:
+    def take(self, text: str | None = None) -> tuple[str, str, int, int]:
         tok = self.toks[self.i]
         if text is not None and tok[1] != text:
             raise ValueError(f"expected {text!r}, got {tok[1]!r}")
@@ -111,14 +114,16 @@ class _Parser:
         return out
 
     def member(self) -> Node:
+        start = self.peek()[2]
         node = self.primary()
         while True:
             if self.at(".", ".?"):
                 self.take()
-                name = self.take()[1]
+                _, name, name_start, _ = self.take()
                 if self.at("("):
                     self.take()
                     node = ("call", name, node, self.args(")"))
+                    self.calls.append((name, start, name_start, self.toks[self.i - 1][3]))
                 else:
                     node = ("sel", node, name)
             elif self.at("[", "[?"):
@@ -146,9 +151,9 @@ class _Parser:
         return out
 
     def primary(self) -> Node:
-        kind, text = self.take()
+        kind, text = self.take()[:2]
         if kind == "op" and text == ".":
-            kind, text = self.take()
+            kind, text = self.take()[:2]
         if kind == "id":
             if text in ("true", "false", "null"):
                 return ("lit", 1)
@@ -172,11 +177,23 @@ class _Parser:
 
 
 def parse(src: str) -> Node:
+    return _parse(src)[0]
+
+
+def _parse(src: str) -> tuple[Node, list[tuple[str, int, int, int]]]:
     p = _Parser(src)
     node = p.expr()
     if p.peek()[0] != "eof":
         raise ValueError(f"unexpected {p.peek()[1]!r}")
-    return node
+    return node, p.calls
+
+
+def member_calls(src: str, names: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
+    """(name, start of the receiver, start of the name, end of the call) of each member call of `names`."""
+    try:
+        return [c for c in _parse(src)[1] if c[0] in names]
+    except (ValueError, RecursionError):
+        return []
 
 
 # ---- sizes -----------------------------------------------------------------------------------------------

@@ -182,10 +182,16 @@ class Environment:
 
     def compile(self, source: str, *, sizes: costmod.SizeFn | None = None) -> Program:
         """Compile `source`; `sizes` (variable path -> (min, max) size) feeds the static cost estimate."""
+        rewritten = _with_optional_results(source)
         try:
-            expr = self._env.compile(source)
+            expr = self._env.compile(rewritten)
         except RuntimeError as exc:
-            raise CompileError(clean_message(str(exc))) from None
+            if rewritten == source:
+                raise CompileError(clean_message(str(exc))) from None
+            try:  # the text as written: its own message (with its columns) if it does not compile either
+                expr = self._env.compile(source)
+            except RuntimeError as original:
+                raise CompileError(clean_message(str(original))) from None
         try:
             node: costmod.Node | None = costmod.parse(source)
         except (ValueError, RecursionError):
@@ -193,6 +199,26 @@ class Environment:
         scope = {v: (sizes(v) if sizes else costmod.Shape()) for v in self.variables}
         high = costmod.estimate_node(node, scope) if node is not None else 1
         return Program(source, expr, self, costmod.Cost(1, high), node)
+
+
+def _with_optional_results(src: str) -> str:
+    """`src` with the library calls that return optionals rewritten onto lite's non-optional functions (Python
+    functions cannot return CEL optionals): `X.validate(s)` -> `optional.ofNonZeroValue(X.__formatValidate(s))`,
+    `format.named(n)` -> `(format.__known(n) ? optional.of(format.__named(n)) : optional.none())`. One call
+    at a time, the innermost first, so nested calls are rewritten too."""
+    for _ in range(16):
+        calls = [c for c in costmod.member_calls(src, ("validate", "named"))
+                 if c[0] == "validate" or src[c[1]:c[2]].replace(" ", "") == "format."]
+        if not calls:
+            return src
+        name, start, name_start, end = min(calls, key=lambda c: c[3] - c[1])
+        args = src[name_start + len(name):end]
+        if name == "validate":
+            new = f"optional.ofNonZeroValue({src[start:name_start]}__formatValidate{args})"
+        else:
+            new = f"(format.__known{args} ? optional.of(format.__named{args}) : optional.none())"
+        src = src[:start] + new + src[end:]
+    return src
 
 
 def cost_error_message(name: str, cost: int, limit: int) -> str:

@@ -8,17 +8,16 @@ Present: lists (isSorted, sum, min, max), regex (find, findAll), urls (url, isUR
 getScheme, getHost, getHostname, getPort, getEscapedPath, getQuery), IP (ip, isIP, ip.isCanonical, family,
 isUnspecified, isLoopback, isLinkLocalMulticast, isLinkLocalUnicast, isGlobalUnicast), CIDR (cidr, isCIDR,
 containsIP, containsCIDR, ip, masked, prefixLength), quantity (quantity, isQuantity, sign, isInteger,
-asInteger, asApproximateFloat, add, sub, isLessThan, isGreaterThan, compareTo), format (format.<name>(),
-validate), sets (sets.contains, sets.equivalent, sets.intersects). The strings, optional,
+asInteger, asApproximateFloat, add, sub, isLessThan, isGreaterThan, compareTo), format (format.named,
+format.<name>(), validate), sets (sets.contains, sets.equivalent, sets.intersects). The strings, optional,
 bindings, encoders and math extensions come from cel-expr-python itself (see env.py).
 
 Known differences (the runtime cannot express them): the list overloads of `indexOf` / `lastIndexOf` (the
 runtime's strings extension owns those names and refuses further overloads; `index_of` is kept for callers),
 `string(ip)` / `string(cidr)` are not declared (the
-runtime refuses new overloads of `string`), `format.named(...)` is absent and `<Format>.validate(...)` returns an
-opaque `kubernetes.FormatResult` (upstream: `optional<list<string>>`; the runtime cannot build optionals from
-Python, and the optional extension owns `hasValue`/`value`), so a rule calling `.hasValue()` on it is refused at
-CRD create with the compile error rather than evaluated differently.
+runtime refuses new overloads of `string`). Python functions cannot return CEL optionals, so `format.named(n)`
+and `<Format>.validate(s)` are rewritten in the expression text before compiling (env.py) onto functions that
+return a Format and a list, wrapped in `optional.of`/`optional.ofNonZeroValue`: same results as upstream's.
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ T = cel.Type
 DYN_LIST = T.List(T.DYN)
 STR_LIST = T.List(T.STRING)
 Q, IPT, CIDRT, URLT, FMT = "kubernetes.Quantity", "net.IP", "net.CIDR", "kubernetes.URL", "kubernetes.NamedFormat"
-FMT_RESULT = "kubernetes.FormatResult"
-EXTRA_TYPES = (FMT_RESULT,)
+EXTRA_TYPES: tuple[str, ...] = ()
 
 
 # ---- lists -----------------------------------------------------------------------------------------------
@@ -450,9 +448,10 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
         parse_cidr(s)
         return cidrm(s)
 
-    def validate(f: Any, s: str) -> Any:
-        errs = FORMATS[f.v](s)
-        return o.make(FMT_RESULT, "\n".join(errs) if errs else "")
+    def named(name: str) -> Any:
+        if name not in FORMATS:
+            raise ValueError(f"no such format: {name}")
+        return o.make(FMT, name)
 
     fns: list[F] = [
         F("isSorted", "list_dyn_is_sorted_bool", [DYN_LIST], T.BOOL, is_sorted, True),
@@ -517,7 +516,10 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
         F("isGreaterThan", "quantity_greater", [Q, Q], T.BOOL, lambda a, b: _frac(a.v) > _frac(b.v), True),
         F("compareTo", "quantity_compare", [Q, Q], T.INT, lambda a, b: q_compare(_frac(a.v), _frac(b.v)), True),
         # format
-        F("validate", "format-validate", [FMT, T.STRING], FMT_RESULT, validate, True),
+        # `validate` and `format.named` return optionals upstream: env.py rewrites calls onto these
+        F("__formatValidate", "format-validate", [FMT, T.STRING], STR_LIST, lambda f, s: FORMATS[f.v](s), True),
+        F("format.__known", "format-known", [T.STRING], T.BOOL, lambda n: n in FORMATS),
+        F("format.__named", "format-named", [T.STRING], FMT, named),
     ]
     for name in FORMATS:
         fns.append(F(f"format.{name}", f"format.{name}", [], FMT, (lambda n: lambda: o.make(FMT, n))(name)))

@@ -96,9 +96,15 @@ ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
     ("cel.bind(x, 2, x * x)", 4),
     ("base64.encode(b'hi')", "aGk="),
     ("math.greatest([1, 5, 2])", 5),
-    # format (validate returns an opaque result; equal results compare equal)
-    ("format.dns1123Label().validate('ok') == format.dns1123Label().validate('fine')", True),
-    ("format.dns1123Label().validate('ok') == format.dns1123Label().validate('Not_OK')", False),
+    # format: validate returns optional<list<string>>, format.named optional<Format>
+    ("format.dns1123Label().validate('my-name').hasValue()", False),
+    ("format.dns1123Label().validate('Not_OK').value().size()", 1),
+    ("format.dns1123Label().validate('ok').orValue(['none'])", ["none"]),
+    ("format.named('labelValue').hasValue()", True),
+    ("format.named('nosuch').hasValue()", False),
+    ("format.named('uuid').value().validate('nope').value()", ["does not match the UUID format"]),
+    ("format.named( 'dns1035Label' ).value().validate(format.named('uri').value().validate('x y').hasValue() "
+     "? '1a' : 'a1').hasValue()", True),
 ])
 def test_library_functions(src: str, want: Any) -> None:
     assert ENV.compile(src).eval({}) == want
