@@ -202,10 +202,15 @@ class Environment:
 
 
 def _with_optional_results(src: str) -> str:
-    """`src` with the library calls that return optionals rewritten onto lite's non-optional functions (Python
-    functions cannot return CEL optionals): `X.validate(s)` -> `optional.ofNonZeroValue(X.__formatValidate(s))`,
+    """`src` with `indexOf`/`lastIndexOf` calls renamed to lite's `__indexOf`/`__lastIndexOf` (the strings
+    extension owns those names and the runtime refuses list overloads beside its own), and the library calls
+    that return optionals rewritten onto lite's non-optional functions (Python functions cannot return CEL
+    optionals): `X.validate(s)` -> `optional.ofNonZeroValue(X.__formatValidate(s))`,
     `format.named(n)` -> `(format.__known(n) ? optional.of(format.__named(n)) : optional.none())`. One call
     at a time, the innermost first, so nested calls are rewritten too."""
+    renames = sorted(costmod.member_calls(src, ("indexOf", "lastIndexOf")), key=lambda c: -c[2])
+    for name, _start, name_start, _end in renames:  # list and string receivers: libraries.index_of
+        src = src[:name_start] + "__" + name + src[name_start + len(name):]
     for _ in range(16):
         calls = [c for c in costmod.member_calls(src, ("validate", "named"))
                  if c[0] == "validate" or src[c[1]:c[2]].replace(" ", "") == "format."]

@@ -4,7 +4,7 @@ Pure functions on plain Python values; the opaque types (Quantity, IP, CIDR, URL
 protobuf messages from `opaque.py` whose `v` is the canonical text. Errors are raised as ValueError with
 upstream's wording and surface as the evaluation's error.
 
-Present: lists (isSorted, sum, min, max), regex (find, findAll), urls (url, isURL,
+Present: lists (isSorted, sum, min, max, indexOf, lastIndexOf), regex (find, findAll), urls (url, isURL,
 getScheme, getHost, getHostname, getPort, getEscapedPath, getQuery), IP (ip, isIP, ip.isCanonical, family,
 isUnspecified, isLoopback, isLinkLocalMulticast, isLinkLocalUnicast, isGlobalUnicast), CIDR (cidr, isCIDR,
 containsIP, containsCIDR, ip, masked, prefixLength), quantity (quantity, isQuantity, sign, isInteger,
@@ -12,9 +12,9 @@ asInteger, asApproximateFloat, add, sub, isLessThan, isGreaterThan, compareTo), 
 format.<name>(), validate), sets (sets.contains, sets.equivalent, sets.intersects). The strings, optional,
 bindings, encoders and math extensions come from cel-expr-python itself (see env.py).
 
-Known differences (the runtime cannot express them): the list overloads of `indexOf` / `lastIndexOf` (the
-runtime's strings extension owns those names and refuses further overloads; `index_of` is kept for callers),
-`string(ip)` / `string(cidr)` are not declared (the
+`indexOf` / `lastIndexOf` serve lists and strings through lite's `__indexOf` / `__lastIndexOf` (the runtime's
+strings extension owns those names and refuses list overloads beside its own, so env.py renames the calls).
+Known differences (the runtime cannot express them): `string(ip)` / `string(cidr)` are not declared (the
 runtime refuses new overloads of `string`). Python functions cannot return CEL optionals, so `format.named(n)`
 and `<Format>.validate(s)` are rewritten in the expression text before compiling (env.py) onto functions that
 return a Format and a list, wrapped in `optional.of`/`optional.ofNonZeroValue`: same results as upstream's.
@@ -90,6 +90,20 @@ def last_index_of(items: list[Any], x: Any) -> int:
         if _equal(items[i], x):
             return i
     return -1
+
+
+def str_index_of(s: str, sub: str, offset: int = 0) -> int:
+    if offset < 0 or offset > len(s):
+        raise ValueError(f"index out of range: {offset}")
+    return s.find(sub, offset)
+
+
+def str_last_index_of(s: str, sub: str, offset: int | None = None) -> int:
+    if offset is None:
+        return s.rfind(sub)
+    if offset < 0 or offset >= max(len(s), 1):
+        raise ValueError(f"index out of range: {offset}")
+    return s.rfind(sub, 0, offset + len(sub))
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -458,6 +472,12 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
         F("sum", "list_dyn_sum", [DYN_LIST], T.DYN, list_sum, True),
         F("min", "list_dyn_min", [DYN_LIST], T.DYN, list_min, True),
         F("max", "list_dyn_max", [DYN_LIST], T.DYN, list_max, True),
+        # indexOf / lastIndexOf of lists and strings (env.py renames the calls; see the module docstring)
+        F("__indexOf", "string_index_of_string", [T.STRING, T.STRING], T.INT, str_index_of, True),
+        F("__indexOf", "string_index_of_string_int", [T.STRING, T.STRING, T.INT], T.INT, str_index_of, True),
+        F("__lastIndexOf", "string_last_index_of_string", [T.STRING, T.STRING], T.INT, str_last_index_of, True),
+        F("__lastIndexOf", "string_last_index_of_string_int", [T.STRING, T.STRING, T.INT], T.INT,
+          str_last_index_of, True),
         # regex
         F("find", "string_find_string", [T.STRING, T.STRING], T.STRING, find, True),
         F("findAll", "string_find_all_string", [T.STRING, T.STRING], STR_LIST, find_all, True),
@@ -521,6 +541,12 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
         F("format.__known", "format-known", [T.STRING], T.BOOL, lambda n: n in FORMATS),
         F("format.__named", "format-named", [T.STRING], FMT, named),
     ]
+    elem_types = (("int", T.INT), ("uint", T.UINT), ("double", T.DOUBLE), ("string", T.STRING), ("bool", T.BOOL),
+                  ("bytes", T.BYTES), ("list", DYN_LIST), ("map", T.Map(T.DYN, T.DYN)), ("null", T.NULL),
+                  ("timestamp", T.TIMESTAMP), ("duration", T.DURATION))
+    for suffix, ty in elem_types:  # the runtime dispatches Python functions on concrete argument kinds
+        fns.append(F("__indexOf", f"list_index_of_{suffix}", [DYN_LIST, ty], T.INT, index_of, True))
+        fns.append(F("__lastIndexOf", f"list_last_index_of_{suffix}", [DYN_LIST, ty], T.INT, last_index_of, True))
     for name in FORMATS:
         fns.append(F(f"format.{name}", f"format.{name}", [], FMT, (lambda n: lambda: o.make(FMT, n))(name)))
     return fns

@@ -19,6 +19,13 @@ ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
     ("[1.5, 2.5].sum()", 4.0),
     ("[3, 1, 2].min()", 1),
     ("['a', 'c', 'b'].max()", "c"),
+    ("[1, 2, 3, 2].indexOf(2)", 1),
+    ("[1, 2, 3, 2].lastIndexOf(2)", 3),
+    ("['a', 'b'].indexOf('z')", -1),
+    ("[[1], [2]].indexOf([2])", 1),
+    ("'hello'.indexOf('l', 3)", 3),
+    ("'hello'.lastIndexOf('l', 2)", 2),
+    ("'hello'.lastIndexOf('z')", -1),
     ("sets.contains([1, 2, 3], [3, 1])", True),
     ("sets.equivalent([1, 2], [2, 1, 1])", True),
     ("sets.intersects([1, 2], [5])", False),
@@ -169,6 +176,13 @@ def test_compile_errors(src: str, fragment: str) -> None:
         ENV.compile(src)
     assert fragment in str(err.value)
     assert "[INVALID_ARGUMENT]" not in str(err.value) and not str(err.value).startswith("INVALID_ARGUMENT")
+
+
+@pytest.mark.parametrize(("src", "want"), [
+    ("self.l.indexOf(self.v)", 1), ("self.l.lastIndexOf(self.v)", 2), ("self.s.indexOf('c')", 2),
+    ("self.s.lastIndexOf('a')", 3)])
+def test_index_of_dispatches_on_dynamic_receivers(src: str, want: int) -> None:
+    assert ENV.compile(src).eval({"self": {"l": [1, 2, 2], "v": 2, "s": "abca"}}) == want
 
 
 def test_caller_functions_and_opaque_types() -> None:
