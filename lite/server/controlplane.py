@@ -35,7 +35,6 @@ from lite.server.admission.noderestriction import node_restriction
 from lite.server.aggregator import Aggregator
 from lite.server.api.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.api.http import build_api_app
-from lite.server.api.requestuser import UserInfo
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.storageadmission import DefaultStorageClass, ensure_local_path_class
@@ -63,6 +62,7 @@ from lite.server.join.nodecreds import NodeCredentialIssuer
 from lite.server.manifests import ManifestDeployer
 from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.quota.wiring import add_quota_admission
+from lite.server.requestuser import UserInfo
 from lite.server.scheduler.scheduler import build_scheduler
 from lite.server.services.admission import ServiceAllocators
 from lite.server.services.kubedns import ensure_kube_dns_service

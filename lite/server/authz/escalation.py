@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lite.errors import ApiError, not_found
-from lite.server.api.requestuser import UserInfo, current_user
 from lite.server.api.strategies.base import Admission
 from lite.server.authz.attrs import Attributes, RequestInfo
 from lite.server.authz.chain import MASTERS, AuthorizerChain
 from lite.server.authz.index import GROUP
 from lite.server.authz.rules import ALL, Rule, rules_from
+from lite.server.requestuser import UserInfo, current_user
 
 FULL_AUTHORITY = (Rule(("*",), ("*",), ("*",)), Rule(("*",), non_resource_urls=("*",)))
 

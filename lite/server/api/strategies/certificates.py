@@ -22,8 +22,8 @@ from typing import Any
 from lite import errors
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.objects import deep_copy, rfc3339
-from lite.server.api.requestuser import current_user
 from lite.server.api.strategies.base import Admission, Obj, Strategy
+from lite.server.requestuser import current_user
 from lite.validation import is_dns1123_label, is_dns1123_subdomain
 
 GROUP = "certificates.k8s.io"
