@@ -7,9 +7,9 @@ import datetime as dt
 from typing import Any
 
 from conftest import EVENT, Kit, pod_template
-from lite.cronjob import SCHEDULED_ANNOTATION, CronJobController
 
 from lite.objects import controller_of, meta, name_of, parse_time, uid_of
+from lite.server.controllers.cronjob import SCHEDULED_ANNOTATION, CronJobController
 from lite.server.controllers.runtime import builtin
 
 CJ = builtin("batch", "CronJob")

@@ -17,10 +17,10 @@ import os
 import socket
 
 from lite.client import Client
-from lite.cronjob import CronJobController
 from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
+from lite.server.controllers.cronjob import CronJobController
 from lite.server.controllers.csrcleaner import CSRCleanerController
 from lite.server.controllers.csrsigning import ClientCA, CSRSigningController
 from lite.server.controllers.daemonset import DaemonSetController
