@@ -5,9 +5,10 @@ server in the same run.
 Starts `lite server` (API only), creates both CRDs, then alternates bursts of `--objects` creates with
 `--concurrency` clients against each kind and prints creates/s and p50/p99 latency per round, the ratio
 ruled/plain of the medians, and the median of per-pair ratios of short back-to-back bursts (order alternating,
-so a drifting machine load favours neither side). Target (issue 18 item 4): the 20-rule create costs at most
-2x the plain one, i.e. ratio >= 0.5. Every create must answer 201 (the object passes all 20 rules): any other
-answer makes the run exit non-zero.
+so a drifting machine load favours neither side), and the server process's CPU time per create of each kind
+(from /proc/<pid>/stat over the same bursts: on a shared machine it moves much less than wall-clock rates).
+Target (issue 18 item 4): the 20-rule create costs at most 2x the plain one, i.e. ratio >= 0.5. Every create
+must answer 201 (the object passes all 20 rules): any other answer makes the run exit non-zero.
 
 Usage: python bench/cel.py [--objects 600] [--concurrency 16] [--rounds 3] [--short-objects 150]
        [--short-rounds 10]
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import os
 import statistics
 import sys
 import tempfile
@@ -123,6 +125,13 @@ class Failed(Exception):
     pass
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (and its reaped children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15]) / ticks
+
+
 async def burst(t: Target, kind: str, n: int, concurrency: int, prefix: str) -> tuple[float, list[float]]:
     """n creates of `kind` with `concurrency` clients; (creates/s, latencies); raises Failed on any non-201."""
     path = f"/apis/{GROUP}/v1/namespaces/bench/{kind.lower()}s"
@@ -179,11 +188,16 @@ async def main(n: int, conc: int, rounds: int, short_n: int, short_rounds: int) 
             await burst(t, "Ruled", 50, conc, "warm")  # first use compiles the rules; keep it out of the figure
             await burst(t, "Plain", 50, conc, "warm")
             rates: dict[str, list[float]] = {"Plain": [], "Ruled": []}
+            cpu: dict[str, float] = {"Plain": 0.0, "Ruled": 0.0}
+            done: dict[str, int] = {"Plain": 0, "Ruled": 0}
             print(f"{n} creates per burst, {conc} clients, {rounds} rounds; 'Ruled' has 20 CEL rules, 'Plain' the "
                   "same schema without them")
             for r in range(rounds):
                 for kind in ("Plain", "Ruled"):
+                    c0 = cpu_seconds(t.proc.pid)
                     rate, lat = await burst(t, kind, n, conc, f"r{r}")
+                    cpu[kind] += cpu_seconds(t.proc.pid) - c0
+                    done[kind] += n
                     rates[kind].append(rate)
                     print(f"  round {r + 1} {kind:<6} {rate:8.0f} creates/s   p50 {pct(lat, 50) * 1000:6.2f} ms   "
                           f"p99 {pct(lat, 99) * 1000:6.2f} ms")
@@ -194,11 +208,20 @@ async def main(n: int, conc: int, rounds: int, short_n: int, short_rounds: int) 
                 ratios = []
                 for r in range(short_rounds):
                     order = ("Plain", "Ruled") if r % 2 == 0 else ("Ruled", "Plain")
-                    got = {k: (await burst(t, k, short_n, conc, f"s{r}"))[0] for k in order}
+                    got = {}
+                    for k in order:
+                        c0 = cpu_seconds(t.proc.pid)
+                        got[k] = (await burst(t, k, short_n, conc, f"s{r}"))[0]
+                        cpu[k] += cpu_seconds(t.proc.pid) - c0
+                        done[k] += short_n
                     ratios.append(got["Ruled"] / got["Plain"])
                 print(f"{short_rounds} short pairs of {short_n} creates, back to back, order alternating: ratios "
                       + " ".join(f"{x:.2f}" for x in ratios))
                 print(f"median of per-pair ratios {statistics.median(ratios):.2f} (target >= 0.5)")
+            per = {k: cpu[k] / done[k] * 1000 for k in cpu}
+            print(f"server CPU per create: plain (baseline) {per['Plain']:.3f} ms, 20 rules {per['Ruled']:.3f} ms "
+                  f"({per['Ruled'] / per['Plain']:.2f}x; as a throughput ratio {per['Plain'] / per['Ruled']:.2f}, "
+                  "target >= 0.5)")
         except Failed as exc:
             print(f"FAILED: {exc}", file=sys.stderr)
             return 1
