@@ -16,7 +16,7 @@ Stable API (add, don't break):
 
 - `Environment(variables, functions=(), opaque_types=(), library=True)`: variables map names to CEL types
   (`DYN`, `STRING`, `INT`, `BOOL`, `LIST_DYN`, `MAP_DYN`, ... or an opaque type name). The Kubernetes libraries
-  (libraries.py) and the strings/optional/bindings/encoders/math extensions are always present unless
+  (libraries.py) and the strings/optional/bindings extensions are always present unless
   `library=False`. `functions` add overloads; a member function's first parameter is its receiver; impls take
   and return plain Python values, raise ValueError to fail. Opaque types are protobuf messages with one string
   field `v`: build one with `env.opaque.make(name, text)`, read `msg.v`. Per-request context for an impl (the

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from lite.cel import cost as costmod
 from lite.cel import libraries
@@ -164,8 +164,7 @@ class Environment:
         self.variables = {k: self._type(v) for k, v in variables.items()}
         self._env = cel.NewEnv(
             descriptor_pool=self.opaque.pool, variables=self.variables,
-            extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
-                        ext_encoders.ExtEncoders(), ext_math.ExtMath()],
+            extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
             functions=[cel.FunctionDecl(name, overloads) for name, overloads in decls.items()])
 
     def _type(self, t: Any) -> Any:
@@ -202,28 +201,64 @@ class Environment:
 
 
 def _with_optional_results(src: str) -> str:
-    """`src` with `indexOf`/`lastIndexOf` calls renamed to lite's `__indexOf`/`__lastIndexOf` (the strings
+    """`src` as the runtime can compile it: two-variable comprehensions (`m.all(k, v, p)`, `existsOne`,
+    `transformList`, `transformMap`, `transformMapEntry`) as one-variable macros over pairs; `indexOf` and
+    `lastIndexOf` calls renamed to lite's `__indexOf`/`__lastIndexOf` (the strings
     extension owns those names and the runtime refuses list overloads beside its own), and the library calls
     that return optionals rewritten onto lite's non-optional functions (Python functions cannot return CEL
     optionals): `X.validate(s)` -> `optional.ofNonZeroValue(X.__formatValidate(s))`,
     `format.named(n)` -> `(format.__known(n) ? optional.of(format.__named(n)) : optional.none())`. One call
     at a time, the innermost first, so nested calls are rewritten too."""
-    renames = sorted(costmod.member_calls(src, ("indexOf", "lastIndexOf")), key=lambda c: -c[2])
-    for name, _start, name_start, _end in renames:  # list and string receivers: libraries.index_of
-        src = src[:name_start] + "__" + name + src[name_start + len(name):]
-    for _ in range(16):
-        calls = [c for c in costmod.member_calls(src, ("validate", "named"))
-                 if c[0] == "validate" or src[c[1]:c[2]].replace(" ", "") == "format."]
+    renames = sorted(costmod.member_calls(src, ("indexOf", "lastIndexOf")), key=lambda c: -c.name_start)
+    for c in renames:  # list and string receivers: libraries.index_of
+        src = src[:c.name_start] + "__" + c.name + src[c.name_start + len(c.name):]
+    for _ in range(64):
+        calls = [c for c in costmod.member_calls(src, _REWRITTEN) if _rewrite(src, c) is not None]
         if not calls:
             return src
-        name, start, name_start, end = min(calls, key=lambda c: c[3] - c[1])
-        args = src[name_start + len(name):end]
-        if name == "validate":
-            new = f"optional.ofNonZeroValue({src[start:name_start]}__formatValidate{args})"
-        else:
-            new = f"(format.__known{args} ? optional.of(format.__named{args}) : optional.none())"
-        src = src[:start] + new + src[end:]
+        c = min(calls, key=lambda c: c.end - c.start)
+        src = src[:c.start] + str(_rewrite(src, c)) + src[c.end:]
     return src
+
+
+_TWO_VAR = ("all", "exists", "existsOne", "transformList", "transformMap", "transformMapEntry")
+_REWRITTEN = ("validate", "named", *_TWO_VAR)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _rewrite(src: str, c: costmod.Call) -> str | None:
+    """The replacement text of one call (see `_with_optional_results`), None to leave it."""
+    receiver, args = src[c.start:c.name_start], src[c.name_start + len(c.name):c.end]
+    if c.name == "validate":
+        return f"optional.ofNonZeroValue({receiver}__formatValidate{args})"
+    if c.name == "named":
+        if receiver.replace(" ", "") != "format.":
+            return None
+        return f"(format.__known{args} ? optional.of(format.__named{args}) : optional.none())"
+    # two-variable comprehensions (cel-go's ext.TwoVarComprehensions, in upstream's 1.32 environment): the
+    # runtime lacks them, so they become one-variable macros over lite's [key-or-index, value] pairs
+    parts = [src[a:b].strip() for a, b in c.args]
+    if len(parts) not in (3, 4) or not all(_IDENT.fullmatch(p) for p in parts[:2]) or \
+            (len(parts) == 4 and c.name not in ("transformList", "transformMap")):
+        return None
+    k, v, rest = parts[0], parts[1], parts[2:]
+    pairs = f"__lite_pairs({receiver.rstrip().removesuffix('.').removesuffix('?').rstrip('.')})"
+
+    def bound(expr: str) -> str:
+        return f"cel.bind({k}, __lite_p[0], cel.bind({v}, __lite_p[1], ({expr})))"
+
+    if c.name in ("all", "exists"):
+        return f"{pairs}.{c.name}(__lite_p, {bound(rest[0])})"
+    if c.name == "existsOne":
+        return f"{pairs}.exists_one(__lite_p, {bound(rest[0])})"
+    body = ", ".join(bound(e) for e in rest)
+    if c.name == "transformList":
+        return f"{pairs}.map(__lite_p, {body})"
+    if c.name == "transformMap":
+        if len(rest) == 2:
+            return f"__lite_to_map({pairs}.map(__lite_p, {bound(rest[0])}, [__lite_p[0], {bound(rest[1])}]))"
+        return f"__lite_to_map({pairs}.map(__lite_p, [__lite_p[0], {body}]))"
+    return f"__lite_merge_maps({pairs}.map(__lite_p, {body}))"
 
 
 def cost_error_message(name: str, cost: int, limit: int) -> str:

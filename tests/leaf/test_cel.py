@@ -98,11 +98,20 @@ ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
     ("quantity('1.5').isInteger()", False),
     ("quantity('1k').asInteger()", 1000),
     ("quantity('250m').asApproximateFloat()", 0.25),
-    # optional, bind, encoders, math
+    # optional, bind
     ("{'a': 1}.?b.orValue(7)", 7),
     ("cel.bind(x, 2, x * x)", 4),
-    ("base64.encode(b'hi')", "aGk="),
-    ("math.greatest([1, 5, 2])", 5),
+    # two-variable comprehensions (1.32)
+    ("[10, 20].all(i, v, v == (i + 1) * 10)", True),
+    ("{'a': 1, 'b': 2}.exists(k, v, k == 'b' && v == 2)", True),
+    ("[1, 2, 1].existsOne(i, v, v == 2)", True),
+    ("[1, 2, 1].existsOne(i, v, v == 1)", False),
+    ("[5, 6].transformList(i, v, i * v)", [0, 6]),
+    ("[5, 6, 7].transformList(i, v, v > 5, i)", [1, 2]),
+    ("{'a': 1}.transformMap(k, v, v + 1)", {"a": 2}),
+    ("{'a': 1, 'b': 5}.transformMap(k, v, v > 2, k + '!')", {"b": "b!"}),
+    ("{'a': 1}.transformMapEntry(k, v, {v: k})", {1: "a"}),
+    ("[[1, 2], [3]].all(i, l, l.all(j, x, x > i))", True),
     # format: validate returns optional<list<string>>, format.named optional<Format>
     ("format.dns1123Label().validate('my-name').hasValue()", False),
     ("format.dns1123Label().validate('Not_OK').value().size()", 1),
