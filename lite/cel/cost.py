@@ -57,8 +57,8 @@ def tokenize(src: str) -> list[tuple[str, str, int, int]]:
 
 
 class Call(NamedTuple):
-    """A member call in a source text: `src[start:name_start]` is the receiver and its dot, `args` the
-    (start, end) of each argument, `end` just past the closing parenthesis."""
+    """A call in a source text: `src[start:name_start]` is the receiver and its dot (empty for a global call),
+    `args` the (start, end) of each argument, `end` just past the closing parenthesis."""
 
     name: str
     start: int
@@ -167,15 +167,17 @@ class _Parser:
         return out
 
     def primary(self) -> Node:
-        kind, text = self.take()[:2]
+        kind, text, at, _ = self.take()
         if kind == "op" and text == ".":
-            kind, text = self.take()[:2]
+            kind, text, at, _ = self.take()
         if kind == "id":
             if text in ("true", "false", "null"):
                 return ("lit", 1)
             if self.at("("):
                 self.take()
-                return ("call", text, None, self.args(")"))
+                node = ("call", text, None, self.args(")"))
+                self.calls.append(Call(text, at, at, self.toks[self.i - 1][3], self.last_args))
+                return node
             return ("id", text)
         if kind == "str":
             return ("lit", len(text))
@@ -205,7 +207,8 @@ def _parse(src: str) -> tuple[Node, list[Call]]:
 
 
 def member_calls(src: str, names: tuple[str, ...]) -> list[Call]:
-    """Each member call `receiver.name(args)` of `names` in `src`, with its offsets."""
+    """Each call of `names` in `src`, with its offsets: member calls `receiver.name(args)` and global calls
+    `name(args)` (`start == name_start`)."""
     try:
         return [c for c in _parse(src)[1] if c[0] in names]
     except (ValueError, RecursionError):

@@ -202,7 +202,8 @@ class Environment:
 
 def _with_optional_results(src: str) -> str:
     """`src` as the runtime can compile it: two-variable comprehensions (`m.all(k, v, p)`, `existsOne`,
-    `transformList`, `transformMap`, `transformMapEntry`) as one-variable macros over pairs; `indexOf` and
+    `transformList`, `transformMap`, `transformMapEntry`) as one-variable macros over pairs; `string(x)` able
+    to print IPs and CIDRs (bound as dyn and dispatched on its type); `indexOf` and
     `lastIndexOf` calls renamed to lite's `__indexOf`/`__lastIndexOf` (the strings
     extension owns those names and the runtime refuses list overloads beside its own), and the library calls
     that return optionals rewritten onto lite's non-optional functions (Python functions cannot return CEL
@@ -222,13 +223,21 @@ def _with_optional_results(src: str) -> str:
 
 
 _TWO_VAR = ("all", "exists", "existsOne", "transformList", "transformMap", "transformMapEntry")
-_REWRITTEN = ("validate", "named", *_TWO_VAR)
+_REWRITTEN = ("validate", "named", "string", *_TWO_VAR)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _rewrite(src: str, c: costmod.Call) -> str | None:
     """The replacement text of one call (see `_with_optional_results`), None to leave it."""
     receiver, args = src[c.start:c.name_start], src[c.name_start + len(c.name):c.end]
+    if c.name == "string":  # string(ip) / string(cidr): the runtime refuses new overloads of `string`
+        if c.start != c.name_start or len(c.args) != 1 or src[c.args[0][0]:c.args[0][1]].strip() == "__lite_s":
+            return None
+        return (f"cel.bind(__lite_s, dyn({src[c.args[0][0]:c.args[0][1]]}), type(__lite_s) == net.IP ? "
+                "__lite_ip_text(__lite_s) : type(__lite_s) == net.CIDR ? __lite_cidr_text(__lite_s) : "
+                "string(__lite_s))")
+    if c.start == c.name_start:
+        return None
     if c.name == "validate":
         return f"optional.ofNonZeroValue({receiver}__formatValidate{args})"
     if c.name == "named":

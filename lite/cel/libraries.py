@@ -15,10 +15,11 @@ format.<name>(), validate), sets (sets.contains, sets.equivalent, sets.intersect
 
 `indexOf` / `lastIndexOf` serve lists and strings through lite's `__indexOf` / `__lastIndexOf` (the runtime's
 strings extension owns those names and refuses list overloads beside its own, so env.py renames the calls).
-Known differences (the runtime cannot express them): `string(ip)` / `string(cidr)` are not declared (the
-runtime refuses new overloads of `string`). Python functions cannot return CEL optionals, so `format.named(n)`
-and `<Format>.validate(s)` are rewritten in the expression text before compiling (env.py) onto functions that
-return a Format and a list, wrapped in `optional.of`/`optional.ofNonZeroValue`: same results as upstream's.
+`string(ip)` / `string(cidr)`: the runtime refuses new overloads of `string`, so env.py rewrites `string(x)`
+to bind `x` as dyn and print IPs and CIDRs with lite's functions. Python functions cannot return CEL
+optionals, so `format.named(n)` and `<Format>.validate(s)` are rewritten in the expression text before
+compiling (env.py) onto functions that return a Format and a list, wrapped in `optional.of` /
+`optional.ofNonZeroValue`: same results as upstream's.
 """
 
 from __future__ import annotations
@@ -474,8 +475,7 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
         return q(_frac_text(f))
 
     def cidr_new(s: str) -> Any:
-        parse_cidr(s)
-        return cidrm(s)
+        return cidrm(str(parse_cidr(s)))
 
     def named(name: str) -> Any:
         if name not in FORMATS:
@@ -534,6 +534,8 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
           lambda c, d: cidr_contains_cidr(c.v, d.v), True),
         F("ip", "cidr_ip", [CIDRT], IPT, lambda c: ipm(str(parse_cidr(c.v).ip)), True),
         F("masked", "cidr_masked", [CIDRT], CIDRT, lambda c: cidrm(str(parse_cidr(c.v).network)), True),
+        F("__lite_ip_text", "ip_to_string", [IPT], T.STRING, lambda a: a.v),
+        F("__lite_cidr_text", "cidr_to_string", [CIDRT], T.STRING, lambda c: c.v),
         F("prefixLength", "cidr_prefix_length", [CIDRT], T.INT, lambda c: parse_cidr(c.v).network.prefixlen, True),
         # quantity
         F("quantity", "string_to_quantity", [T.STRING], Q, lambda s: q_new(parse_q(s))),

@@ -84,6 +84,10 @@ ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
     ("cidr('10.1.2.3/8').ip() == ip('10.1.2.3')", True),
     ("cidr('10.1.2.3/8').masked() == cidr('10.0.0.0/8')", True),
     ("cidr('10.0.0.0/8').prefixLength()", 8),
+    ("string(ip('2001:DB8::1'))", "2001:db8::1"),
+    ("string(cidr('10.0.0.1/8'))", "10.0.0.1/8"),
+    ("string(cidr('10.1.0.0/16').ip()) + '|' + string(cidr('10.1.2.3/16').masked())", "10.1.0.0|10.1.0.0/16"),
+    ("string(1) + string(1.5) + string(true) + string(b'x') + string(string(ip('::1')))", "11.5truex::1"),
     # quantity
     ("isQuantity('1.5Gi')", True),
     ("isQuantity('1.5Gix')", False),
