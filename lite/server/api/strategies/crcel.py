@@ -81,6 +81,9 @@ class Node:
     # entered once per node instead of once per rule; None for a single rule.
     batch_old: cel.Program | None = None
     batch_new: cel.Program | None = None
+    # The summed static costs of the rules when each is at most _CHEAP (charged at once), else None.
+    cheap_old: int | None = None
+    cheap_new: int | None = None
 
     def validate(self, obj: Any, old: Any, budget: cel.Budget | None = None) -> list[Cause]:
         """Causes for every rule of this tree `obj` fails (`old`: the stored object on updates, else None)."""
@@ -130,7 +133,13 @@ class Node:
             causes.append(field_invalid(shown_path, self.type, str(exc)))
             return True
         rules, batch = (self.rules, self.batch_old) if old is not None else (self.rules_new, self.batch_new)
-        for r in rules:  # the budget is charged for every rule before any runs (the batch runs them at once)
+        cheap = self.cheap_old if old is not None else self.cheap_new
+        if cheap is not None and cheap <= budget.remaining:
+            budget.remaining -= cheap  # every rule cheap (below the per-call limit): one charge for all
+            rules_to_charge: list[Rule] = []
+        else:
+            rules_to_charge = rules
+        for r in rules_to_charge:  # charged for every rule before any runs (the batch runs them at once)
             cost = r.program.estimated_cost.max
             if cost > _CHEAP:
                 cost = r.program.runtime_cost({"self": cel.Shape(self.schema, values=[raw_value]),
@@ -497,6 +506,11 @@ def _optional_old_source(src: str) -> str:
     return f"cel.bind(oldSelf, {_HAS_OLD} ? optional.of({_OLD}) : optional.none(), ({src}))"
 
 
+def _cheap(rules: list[Rule]) -> int | None:
+    costs = [r.program.estimated_cost.max for r in rules]
+    return sum(costs) if all(c <= _CHEAP for c in costs) else None
+
+
 def _batch(env: cel.Environment, rules: list[Rule]) -> cel.Program | None:
     if len(rules) < 2:
         return None
@@ -540,6 +554,7 @@ def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool) -
     node.root = root and bool(node.rules)
     node.rules_new = [r for r in node.rules if not r.uses_old or r.optional_old]
     node.batch_old, node.batch_new = _batch(ctx.env, node.rules), _batch(ctx.env, node.rules_new)
+    node.cheap_old, node.cheap_new = _cheap(node.rules), _cheap(node.rules_new)
     if node.rules or node.properties or node.items or node.additional:
         return node
     return None
