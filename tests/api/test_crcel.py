@@ -147,6 +147,15 @@ PREFIX = "spec.validation.openAPIV3Schema.properties[spec]"
      [f"{PREFIX}.x-kubernetes-validations[0].messageExpression: Invalid value"]),
     ({"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10},
       "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x == y))"}]}, []),
+    ({"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}},
+     [f'{PREFIX}.items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used '
+      f"on the uncorrelatable portion of the schema within {PREFIX}"]),
+    ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"], "items": {
+        "type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"],
+        "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}, []),
+    ({"type": "object", "x-kubernetes-map-type": "atomic", "properties": {"a": {
+        "type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}},
+     [f"{PREFIX}.properties[a].x-kubernetes-validations[0].rule: Invalid value"]),
 ])
 def test_crd_time_checks(spec_schema: dict[str, Any], want: list[str]) -> None:
     crd_spec = {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec_schema)}}]}

@@ -422,7 +422,8 @@ def normalize_field_path(path: str, schema: Schema) -> str:
     return out
 
 
-def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool) -> list[Rule]:
+def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
+                   uncorrelatable: str | None = None) -> list[Rule]:
     rules = schema.get("x-kubernetes-validations")
     if not isinstance(rules, list):
         return []
@@ -462,6 +463,9 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
         if optional_old and not uses_old:
             ctx.causes.append(field_forbidden(f"{rpath}.optionalOldSelf",
                                               "may not be set if rule does not use oldSelf"))
+        if uses_old and uncorrelatable is not None:
+            ctx.causes.append(field_invalid(f"{rpath}.rule", src, "oldSelf cannot be used on the uncorrelatable "
+                                            f"portion of the schema within {uncorrelatable}"))
         try:
             program = ctx.env.compile(src, sizes=sizes)
             if program.result_type() not in (cel.BOOL, cel.DYN):
@@ -526,29 +530,37 @@ def _optional_old(env: cel.Environment, src: str, checked: cel.Program) -> cel.P
     return cel.Program(src, wrapped._expr, env, checked.estimated_cost, checked.node)
 
 
-def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool) -> Node | None:
+def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
+           uncorrelatable: str | None = None) -> Node | None:
+    """`uncorrelatable`: the schema path of the nearest enclosing list or map whose members have no old value
+    to pair with (atomic and set lists, atomic maps): transition rules beneath it are refused, as upstream."""
     if not isinstance(schema, dict):
         return None
-    node = Node(schema, _type_of(schema), ctx.env, _compile_rules(schema, path, cardinality, ctx, root))
+    node = Node(schema, _type_of(schema), ctx.env,
+                _compile_rules(schema, path, cardinality, ctx, root, uncorrelatable))
+    below = uncorrelatable
+    if below is None and schema.get("x-kubernetes-map-type") == "atomic":
+        below = path
     props = schema.get("properties")
     if isinstance(props, dict):
         for key, sub in props.items():
             child = _build(sub, f"{path}.properties[{key}]", cardinality, ctx, bool(
-                isinstance(sub, dict) and sub.get("x-kubernetes-embedded-resource")))
+                isinstance(sub, dict) and sub.get("x-kubernetes-embedded-resource")), below)
             if child is not None:
                 node.properties[key] = child
     items = schema.get("items")
     if isinstance(items, dict):
         n = celcost.max_items(schema, "maxItems", items)
+        listed = below if below is not None or schema.get("x-kubernetes-list-type") == "map" else path
         node.items = _build(items, f"{path}.items", cardinality * n, ctx,
-                            bool(items.get("x-kubernetes-embedded-resource")))
+                            bool(items.get("x-kubernetes-embedded-resource")), listed)
         if schema.get("x-kubernetes-list-type") == "map":
             node.map_keys = tuple(str(k) for k in schema.get("x-kubernetes-list-map-keys") or ())
     extra = schema.get("additionalProperties")
     if isinstance(extra, dict):
         n = celcost.max_items(schema, "maxProperties", extra)
         node.additional = _build(extra, f"{path}.additionalProperties", cardinality * n, ctx,
-                                 bool(extra.get("x-kubernetes-embedded-resource")))
+                                 bool(extra.get("x-kubernetes-embedded-resource")), below)
     node.correlates = schema.get("x-kubernetes-map-type") != "atomic"
     node.view = bool(node.rules) and _needs_view(schema)
     node.root = root and bool(node.rules)
