@@ -222,3 +222,22 @@ def test_go_durations(text: str, micros: float) -> None:
 def test_go_durations_refused(text: str) -> None:
     with pytest.raises(ValueError):
         crcel.go_duration(text)
+
+
+def test_list_items_are_checked_in_one_batch_with_per_item_messages_and_fallback() -> None:
+    item = {"type": "object", "properties": {"n": {"type": "integer"}, "d": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.n < 10", "messageExpression": "'n is ' + string(self.n)"},
+                                         {"rule": "self.n / self.d >= 0", "fieldPath": ".d"}]}
+    node = _node(_root({"type": "array", "items": item}))
+    assert node.properties["spec"].items_batch is not None
+    ok = [{"n": 1, "d": 1}, {"n": 2, "d": 1}]
+    assert node.validate(_obj(ok), None) == []
+    bad = [{"n": 1, "d": 1}, {"n": 12, "d": 1}, {"n": -4, "d": 2}]
+    assert _msgs(node.validate(_obj(bad), None)) == [
+        'spec[1]: Invalid value: "object": n is 12',
+        'spec[2].d: Invalid value: "object": failed rule: self.n / self.d >= 0']
+    # an item whose rule fails to evaluate: the items are checked one by one, each with its own error
+    erring = [{"n": 1, "d": 0}, {"n": 11, "d": 1}]
+    assert _msgs(node.validate(_obj(erring), None)) == [
+        'spec[0]: Invalid value: "object": divide by zero evaluating rule: self.n / self.d >= 0',
+        'spec[1]: Invalid value: "object": n is 11']

@@ -84,6 +84,8 @@ class Node:
     # The summed static costs of the rules when each is at most _CHEAP (charged at once), else None.
     cheap_old: int | None = None
     cheap_new: int | None = None
+    # A list whose items have cheap rules: `self.map(i, [rules of i])`, for items with no old item.
+    items_batch: cel.Program | None = None
 
     def validate(self, obj: Any, old: Any, budget: cel.Budget | None = None) -> list[Cause]:
         """Causes for every rule of this tree `obj` fails (`old`: the stored object on updates, else None)."""
@@ -91,16 +93,20 @@ class Node:
         self._walk(obj, old, "", budget or cel.Budget(), causes)
         return causes
 
-    def _walk(self, value: Any, old: Any, path: str, budget: cel.Budget, causes: list[Cause]) -> bool:
+    def _walk(self, value: Any, old: Any, path: str, budget: cel.Budget, causes: list[Cause],
+              rules: bool = True) -> bool:
         if value is None:
             return True
-        if self.rules and not self._run_rules(value, old, path, budget, causes):
+        if rules and self.rules and not self._run_rules(value, old, path, budget, causes):
             return False
         if isinstance(value, list) and self.items is not None:
             olds = _correlate(self.map_keys, old) if self.map_keys is not None and isinstance(old, list) else None
+            # items with no old item to pair with: their rules run in one evaluation over the whole list
+            batched = olds is None and self.items_batch is not None and len(value) > 1 and \
+                self._run_items_batch(value, path, budget, causes)
             for i, item in enumerate(value):
                 prev = olds.get(_key_of(self.map_keys, item)) if olds is not None and self.map_keys else None
-                if not self.items._walk(item, prev, f"{path}[{i}]", budget, causes):
+                if not self.items._walk(item, prev, f"{path}[{i}]", budget, causes, not batched):
                     return False
         elif isinstance(value, dict):
             olddict = old if isinstance(old, dict) and self.correlates else None
@@ -179,12 +185,38 @@ class Node:
                 continue
             if not r.uses_old and old is not None and old == value:
                 continue  # ratcheting: an unchanged value keeps passing
-            detail = self._message(r, act, budget)
-            err_path = path
-            if r.field_path:
-                err_path = (f"{path}.{r.field_path}" if path else r.field_path) if not r.field_path.startswith("[") \
-                    else f"{path}{r.field_path}"
-            causes.append(_cause(err_path or "<nil>", self.type, detail, r.reason))
+            self._fail(r, act, path, budget, causes)
+        return True
+
+    def _fail(self, r: Rule, act: cel.Activation, path: str, budget: cel.Budget, causes: list[Cause]) -> None:
+        detail = self._message(r, act, budget)
+        err_path = path
+        if r.field_path:
+            err_path = (f"{path}.{r.field_path}" if path else r.field_path) if not r.field_path.startswith("[") \
+                else f"{path}{r.field_path}"
+        causes.append(_cause(err_path or "<nil>", self.type, detail, r.reason))
+
+    def _run_items_batch(self, items: list[Any], path: str, budget: cel.Budget, causes: list[Cause]) -> bool:
+        """The rules of every item of a list with no old items, in one evaluation over the list; False when
+        that cannot decide (some rule fails to evaluate, or the budget is short): walk the items one by one."""
+        node, batch = self.items, self.items_batch
+        if node is None or batch is None or node.cheap_new is None:
+            return False
+        cost = node.cheap_new * len(items)
+        if cost > budget.remaining:
+            return False
+        try:
+            results = batch.eval(self.env.activation({"self": items, _HAS_OLD: False}))
+        except cel.CelError:
+            return False
+        budget.remaining -= cost
+        for i, (item, oks) in enumerate(zip(items, results, strict=True)):
+            if all(ok is True for ok in oks):
+                continue
+            act = self.env.activation({"self": item, _HAS_OLD: False})
+            for r, ok in zip(node.rules_new, oks, strict=True):
+                if ok is not True:
+                    node._fail(r, act, f"{path}[{i}]", budget, causes)
         return True
 
     def _message(self, r: Rule, act: cel.Activation, budget: cel.Budget) -> str:
@@ -567,6 +599,13 @@ def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
     node.rules_new = [r for r in node.rules if not r.uses_old or r.optional_old]
     node.batch_old, node.batch_new = _batch(ctx.env, node.rules), _batch(ctx.env, node.rules_new)
     node.cheap_old, node.cheap_new = _cheap(node.rules), _cheap(node.rules_new)
+    it = node.items
+    if it is not None and it.rules_new and it.cheap_new is not None and not it.view and not it.root:
+        inner = ", ".join(f"({r.source})" for r in it.rules_new)
+        try:
+            node.items_batch = ctx.env.compile(f"self.map(__lite_i, cel.bind(self, __lite_i, [{inner}]))")
+        except cel.CompileError:
+            node.items_batch = None
     if node.rules or node.properties or node.items or node.additional:
         return node
     return None
