@@ -266,7 +266,8 @@ async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     params.parse_resource_version(request.query.get("resourceVersion", ""))  # served from the current state
     table = negotiate.wants_table(request.headers.get("Accept", ""))
-    if ctx.get_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook:
+    if ctx.get_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
+            and not t.kind.storage:
         return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name))
     obj = await ctx.resources.get(t.kind, t.namespace, t.name)
     if table:
@@ -286,7 +287,8 @@ async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Respons
         "continue_": q.get("continue", ""), "resource_version": q.get("resourceVersion", ""),
         "resource_version_match": q.get("resourceVersionMatch", "")}
     table = negotiate.wants_table(request.headers.get("Accept", ""))
-    if ctx.list_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook:
+    if ctx.list_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
+            and not t.kind.storage:
         return raw_json_response(ctx.list_encoded(t.kind, t.namespace, **args))
     out = await ctx.resources.list(t.kind, t.namespace, **args)
     if table:
