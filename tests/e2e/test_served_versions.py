@@ -1,0 +1,203 @@
+"""Every version upstream serves, one stored object (issue 18 item 7): autoscaling/v1 and v2 HorizontalPodAutoscalers,
+events.k8s.io/v1 and core/v1 Events, driven by the real kubectl and the official Python client."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from e2ekit import Cluster
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+OTHER_METRICS = "autoscaling.alpha.kubernetes.io/metrics"
+
+
+def wait_for(what: str, fn: Any, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def kjson(cluster: Cluster, *args: str) -> Any:
+    return json.loads(cluster.kubectl(*args, "-o", "json").stdout)
+
+
+# ---- autoscaling/v1 <-> v2 -----------------------------------------------------------------------------------
+
+def test_kubectl_autoscale_and_both_versions(cluster: Cluster, ns: str) -> None:
+    cluster.kubectl("-n", ns, "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10")
+    cluster.kubectl("-n", ns, "autoscale", "deployment", "web", "--cpu-percent=60", "--min=2", "--max=5")
+    # (kubectl expands the short name `hpa` to the preferred version, so the long name picks v1)
+    v1 = kjson(cluster, "-n", ns, "get", "horizontalpodautoscalers.v1.autoscaling", "web")
+    assert v1["apiVersion"] == "autoscaling/v1"
+    assert v1["spec"]["targetCPUUtilizationPercentage"] == 60
+    assert (v1["spec"]["minReplicas"], v1["spec"]["maxReplicas"]) == (2, 5)
+    v2 = kjson(cluster, "-n", ns, "get", "hpa.v2.autoscaling", "web")
+    assert v2["apiVersion"] == "autoscaling/v2"
+    assert v2["spec"]["metrics"] == [{"type": "Resource", "resource": {
+        "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]
+    assert v2["metadata"]["uid"] == v1["metadata"]["uid"]
+    assert v2["metadata"]["resourceVersion"] == v1["metadata"]["resourceVersion"]
+    table = cluster.kubectl("-n", ns, "get", "horizontalpodautoscalers.v1.autoscaling").stdout
+    assert "Deployment/web" in table and "cpu: <unknown>/60%" in table, table
+    # an edit through v1 shows in v2 and the other way round
+    cluster.kubectl("-n", ns, "patch", "horizontalpodautoscalers.v1.autoscaling", "web", "--type=merge",
+                    "-p", '{"spec":{"targetCPUUtilizationPercentage":75}}')
+    v2 = kjson(cluster, "-n", ns, "get", "hpa.v2.autoscaling", "web")
+    assert v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 75
+
+
+def test_python_client_v1_and_v2_see_one_object(cluster: Cluster, ns: str) -> None:
+    v1api, v2api = client.AutoscalingV1Api(cluster.api), client.AutoscalingV2Api(cluster.api)
+    ref = client.V1CrossVersionObjectReference(api_version="apps/v1", kind="Deployment", name="app")
+    made = v1api.create_namespaced_horizontal_pod_autoscaler(ns, client.V1HorizontalPodAutoscaler(
+        metadata=client.V1ObjectMeta(name="app"),
+        spec=client.V1HorizontalPodAutoscalerSpec(scale_target_ref=ref, max_replicas=4,
+                                                  target_cpu_utilization_percentage=50)))
+    assert made.spec.target_cpu_utilization_percentage == 50 and made.spec.min_replicas == 1
+    w = watch.Watch()
+    stream = w.stream(v1api.list_namespaced_horizontal_pod_autoscaler, ns,
+                      resource_version=made.metadata.resource_version, timeout_seconds=20)
+
+    # v2 adds a memory metric and a behavior, which v1 cannot express: v1 carries them in annotations
+    v2api.patch_namespaced_horizontal_pod_autoscaler("app", ns, {"spec": {
+        "metrics": [{"type": "Resource", "resource": {"name": "memory", "target": {
+            "type": "AverageValue", "averageValue": "200Mi"}}},
+                    {"type": "Resource", "resource": {"name": "cpu", "target": {
+                        "type": "Utilization", "averageUtilization": 50}}}],
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}})
+    first = next(iter(stream))
+    w.stop()
+    assert first["type"] == "MODIFIED" and first["object"].api_version == "autoscaling/v1"
+    got = v1api.read_namespaced_horizontal_pod_autoscaler("app", ns)
+    assert got.spec.target_cpu_utilization_percentage == 50
+    others = json.loads(got.metadata.annotations[OTHER_METRICS])
+    assert others == [{"type": "Resource", "resource": {"name": "memory", "targetAverageValue": "200Mi"}}]
+    assert "autoscaling.alpha.kubernetes.io/behavior" in got.metadata.annotations
+
+    # a v1 read-modify-write keeps what only v2 has
+    got.spec.target_cpu_utilization_percentage = 65
+    v1api.replace_namespaced_horizontal_pod_autoscaler("app", ns, got)
+    now = v2api.read_namespaced_horizontal_pod_autoscaler("app", ns)
+    assert [(m.resource.name, m.resource.target.type) for m in now.spec.metrics] == [
+        ("memory", "AverageValue"), ("cpu", "Utilization")]
+    assert now.spec.metrics[1].resource.target.average_utilization == 65
+    assert now.spec.behavior.scale_down.stabilization_window_seconds == 60
+    assert not (now.metadata.annotations or {}), "v2 never shows the round-trip annotations"
+
+    # a status write through v1 (the HPA controller writes its own status at any time: only the answer to the
+    # write itself is compared)
+    st = v1api.patch_namespaced_horizontal_pod_autoscaler_status("app", ns, {"status": {
+        "currentCPUUtilizationPercentage": 42, "currentReplicas": 2, "desiredReplicas": 3}}).status
+    assert (st.current_cpu_utilization_percentage, st.current_replicas, st.desired_replicas) == (42, 2, 3)
+
+    names = [h.metadata.name for h in v1api.list_namespaced_horizontal_pod_autoscaler(ns).items]
+    assert names == ["app"]
+    v1api.delete_namespaced_horizontal_pod_autoscaler("app", ns)
+    with pytest.raises(ApiException) as e:
+        v2api.read_namespaced_horizontal_pod_autoscaler("app", ns)
+    assert e.value.status == 404
+
+
+# ---- events.k8s.io/v1 <-> core/v1 ----------------------------------------------------------------------------
+
+def micro_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def events_v1(name: str, regarding: str, ns: str, note: str, uid: str | None = None) -> client.EventsV1Event:
+    return client.EventsV1Event(
+        metadata=client.V1ObjectMeta(name=name), event_time=micro_now(), reporting_controller="example.com/tester",
+        reporting_instance="tester-1", action="Testing", reason="Checked", type="Normal", note=note,
+        regarding=client.V1ObjectReference(kind="ConfigMap", name=regarding, namespace=ns, api_version="v1",
+                                           uid=uid))
+
+
+def test_one_event_store_in_both_shapes(cluster: Cluster, ns: str) -> None:
+    core, ev = client.CoreV1Api(cluster.api), client.EventsV1Api(cluster.api)
+    uid = core.create_namespaced_config_map(ns, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="cfg"))).metadata.uid
+    ev.create_namespaced_event(ns, events_v1("from-v1", "cfg", ns, "written through events.k8s.io", uid))
+    # core/v1 reads it with the core names
+    got = core.read_namespaced_event("from-v1", ns)
+    assert got.message == "written through events.k8s.io"
+    assert got.involved_object.name == "cfg" and got.reporting_component == "example.com/tester"
+    assert got.reporting_instance == "tester-1" and got.action == "Testing"
+    # a core event with eventTime reads back through events.k8s.io with the new names
+    core.create_namespaced_event(ns, client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name="from-core"), involved_object=client.V1ObjectReference(
+            kind="ConfigMap", name="cfg", namespace=ns, uid=uid), reason="Legacy", message="written through core",
+        type="Warning", source=client.V1EventSource(component="old-style"), count=3,
+        first_timestamp=micro_now(), last_timestamp=micro_now()))
+    # (a core event without eventTime has `eventTime: null` in events.k8s.io, as upstream; the client's model
+    # requires one, so that list is read raw)
+    listed = json.loads(ev.list_namespaced_event(ns, _preload_content=False).data)
+    assert {i["metadata"]["name"]: i.get("note") for i in listed["items"]} == {
+        "from-v1": "written through events.k8s.io", "from-core": "written through core"}
+    assert listed["apiVersion"] == "events.k8s.io/v1" and listed["kind"] == "EventList"
+    raw = json.loads(ev.read_namespaced_event("from-core", ns, _preload_content=False).data)
+    assert raw["apiVersion"] == "events.k8s.io/v1" and raw["note"] == "written through core"
+    assert raw["regarding"]["name"] == "cfg" and raw["deprecatedSource"] == {"component": "old-style"}
+    assert raw["deprecatedCount"] == 3 and "message" not in raw and "involvedObject" not in raw
+    # field selectors in each version's own names
+    by_regarding = ev.list_namespaced_event(ns, field_selector="regarding.name=cfg,reportingController="
+                                            "example.com/tester")
+    assert [e.metadata.name for e in by_regarding.items] == ["from-v1"]
+    by_involved = core.list_namespaced_event(ns, field_selector="involvedObject.name=cfg")
+    assert sorted(e.metadata.name for e in by_involved.items) == ["from-core", "from-v1"]
+    with pytest.raises(ApiException) as e:
+        ev.list_namespaced_event(ns, field_selector="involvedObject.name=cfg")
+    assert e.value.status == 400 and "field label not supported: involvedObject.name" in e.value.body
+    # kubectl: events, describe, and the events.k8s.io resource all show both
+    events = cluster.kubectl("-n", ns, "events").stdout
+    assert "written through events.k8s.io" in events and "written through core" in events
+    described = cluster.kubectl("-n", ns, "describe", "configmap", "cfg").stdout
+    assert "written through events.k8s.io" in described and "written through core" in described
+    names = {i["metadata"]["name"] for i in kjson(cluster, "-n", ns, "get", "events.v1.events.k8s.io")["items"]}
+    assert {"from-v1", "from-core"} <= names
+    # one object: delete through one version, gone in the other
+    ev.delete_namespaced_event("from-core", ns)
+    with pytest.raises(ApiException) as e:
+        core.read_namespaced_event("from-core", ns)
+    assert e.value.status == 404
+
+
+def test_events_k8s_io_writes_are_validated_as_upstream(cluster: Cluster, ns: str) -> None:
+    ev = client.EventsV1Api(cluster.api)
+    bad = {**client.ApiClient().sanitize_for_serialization(events_v1("bad", "cfg", ns, "x")),
+           "apiVersion": "events.k8s.io/v1", "kind": "Event", "deprecatedCount": 2}
+    bad.pop("eventTime")
+    out = cluster.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(bad), check=False)
+    assert out.returncode != 0
+    assert "eventTime: Required value" in out.stderr and "count: Invalid value" in out.stderr, out.stderr
+    ev.create_namespaced_event(ns, events_v1("ok", "cfg", ns, "fine"))
+    with pytest.raises(ApiException) as e:
+        ev.patch_namespaced_event("ok", ns, {"reason": "Changed"})
+    assert e.value.status == 422 and "reason: Invalid value" in json.loads(e.value.body)["message"]
+    # the same change through core/v1 is allowed (upstream validates core writes by the legacy rules only)
+    assert client.CoreV1Api(cluster.api).patch_namespaced_event("ok", ns, {"reason": "Changed"}).reason == "Changed"
+
+
+def test_scheduler_events_show_through_events_k8s_io(cluster: Cluster, ns: str) -> None:
+    """The in-process recorders write core Events; events.k8s.io clients see them (no node: FailedScheduling)."""
+    cluster.kubectl("-n", ns, "run", "lonely", "--image=registry.k8s.io/pause:3.10", "--restart=Never")
+
+    def scheduler_event() -> dict[str, Any] | None:
+        items = kjson(cluster, "-n", ns, "get", "events.v1.events.k8s.io",
+                      "--field-selector", "regarding.name=lonely,reason=FailedScheduling")["items"]
+        return items[0] if items else None
+
+    found = wait_for("a FailedScheduling event through events.k8s.io", scheduler_event)
+    assert found["regarding"]["kind"] == "Pod" and found["note"]
+    assert found["deprecatedSource"]["component"] == "default-scheduler"
+    assert found["reportingController"] == "default-scheduler"
+    assert "FailedScheduling" in cluster.kubectl("-n", ns, "events", "--for", "pod/lonely").stdout
