@@ -127,6 +127,10 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("", "v1", "PodTemplate", "podtemplates", gen=True),
     _k("", "v1", "PersistentVolume", "persistentvolumes", False, short=("pv",), sub=("status",)),
     _k("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=("status",)),
+    # POST a Binding to bind the pod it names (as pods/<name>/binding); never stored
+    _k("", "v1", "Binding", "bindings", verbs=("create",)),
+    # computed per request from the controller Lease and the store (lite/server/api/componentstatus.py)
+    _k("", "v1", "ComponentStatus", "componentstatuses", False, short=("cs",), verbs=READ_VERBS, virtual=True),
     # apps/v1
     _k("apps", "v1", "Deployment", "deployments", short=("deploy",), cats=_ALL, sub=_SCALE, gen=True),
     _k("apps", "v1", "ReplicaSet", "replicasets", short=("rs",), cats=_ALL, sub=_SCALE, gen=True),
@@ -159,7 +163,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
        sub=("status",), gen=True, storage=("autoscaling", "v2")),
     # apiextensions.k8s.io/v1
     _k("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
-       short=("crd", "crds"), sub=("status",), gen=True),
+       short=("crd", "crds"), cats=("api-extensions",), sub=("status",), gen=True),
     # certificates.k8s.io/v1
     _k("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
        short=("csr",), sub=("status", "approval")),

@@ -3,6 +3,7 @@ event rules, and the move of events an older lite kept apart into the one Event 
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from lite import errors
 from lite.kinds import KindRegistry
-from lite.server.api import versions
+from lite.server.api import componentstatus, versions
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
 from lite.server.api.versions import events, hpa
@@ -236,3 +237,30 @@ async def test_events_kept_apart_by_an_older_lite_move_into_the_one_store(tmp_pa
         assert store.get("events.k8s.io/events/default/clash") is not None
     finally:
         await store.close()
+
+
+# ---- componentstatuses ----------------------------------------------------------------------------------------
+
+NOW = datetime.datetime(2024, 1, 1, 0, 1, tzinfo=datetime.UTC)
+
+
+def lease(renewed: str, holder: str = "server-a") -> dict[str, Any]:
+    return {"spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": 15}}
+
+
+@pytest.mark.parametrize(("held", "store_error", "healthy", "why"), [
+    (lease("2024-01-01T00:00:55.000000Z"), "", {"controller-manager", "etcd-0", "scheduler"}, ""),
+    (None, "", {"etcd-0"}, "no server has taken the Lease kube-system/lite-controller-manager"),
+    (lease("2024-01-01T00:00:40.000000Z"), "", {"etcd-0"}, "held by server-a expired"),
+    (lease("2024-01-01T00:00:55.000000Z", holder=""), "", {"etcd-0"}, "has no holder"),
+    (None, "the store did not answer: x", set(), "the store did not answer"),
+])
+def test_componentstatuses_follow_the_controller_lease(held: dict[str, Any] | None, store_error: str,
+                                                       healthy: set[str], why: str) -> None:
+    got = {s["metadata"]["name"]: s["conditions"][0] for s in componentstatus.statuses(held, store_error, NOW)}
+    assert set(got) == {"controller-manager", "etcd-0", "scheduler"}
+    assert {n for n, c in got.items() if c["status"] == "True"} == healthy
+    for cond in got.values():
+        assert cond["type"] == "Healthy"
+        if cond["status"] == "False":
+            assert why in cond["error"]

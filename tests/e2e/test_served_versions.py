@@ -201,3 +201,69 @@ def test_scheduler_events_show_through_events_k8s_io(cluster: Cluster, ns: str) 
     assert found["deprecatedSource"]["component"] == "default-scheduler"
     assert found["reportingController"] == "default-scheduler"
     assert "FailedScheduling" in cluster.kubectl("-n", ns, "events", "--for", "pod/lonely").stdout
+
+
+# ---- discovery as kubectl sees it, and the core resources it lists ------------------------------------------
+
+def api_resources(cluster: Cluster) -> dict[tuple[str, str], tuple[str, bool, tuple[str, ...], tuple[str, ...],
+                                                                   tuple[str, ...]]]:
+    """`kubectl api-resources -o wide`, cut at the header's column starts (SHORTNAMES may be empty)."""
+    lines = cluster.kubectl("api-resources", "-o", "wide").stdout.splitlines()
+    header = lines[0]
+    names = ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND", "VERBS", "CATEGORIES"]
+    starts = [header.index(n) for n in names] + [10_000]
+    out = {}
+    for line in lines[1:]:
+        cells = [line[starts[i]:starts[i + 1]].strip() for i in range(len(names))]
+        name, short, gv, namespaced, kind, verbs, cats = cells
+
+        def split(s: str) -> tuple[str, ...]:
+            return tuple(x for x in s.split(",") if x)
+        out[(gv, name)] = (kind, namespaced == "true", tuple(sorted(split(verbs))), split(short), split(cats))
+    return out
+
+
+def test_kubectl_api_resources_and_versions_match_upstream(cluster: Cluster) -> None:
+    from tests.api.test_upstream_discovery import EXTRA, KNOWN, upstream
+    from tests.fixtures.discovery.upstream_1_32_resources import PREFERRED, RESOURCES
+
+    served = api_resources(cluster)
+    # kubectl lists each group's preferred version only
+    preferred = {(gv, res): e for (gv, res), e in upstream().items()
+                 if "/" not in gv or gv.split("/")[1] == PREFERRED.get(gv.split("/")[0], gv.split("/")[1])}
+    wrong = [f"{k}: upstream {preferred.get(k)}, kubectl {served.get(k)}" for k in sorted(set(preferred) | set(served))
+             if served.get(k) != preferred.get(k) and not (k in EXTRA and k not in preferred)
+             and not (k in KNOWN and served.get(k) == KNOWN[k][1])]
+    assert wrong == []
+    versions = set(cluster.kubectl("api-versions").stdout.split())
+    assert versions == {gv for gv, *_ in RESOURCES} | {"metrics.k8s.io/v1beta1"}
+    # what lite keeps read-only is refused with its reason
+    fs = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "mine"},
+          "spec": {"priorityLevelConfiguration": {"name": "global-default"}}}
+    out = cluster.kubectl("create", "-f", "-", input=json.dumps(fs), check=False)
+    assert out.returncode != 0 and "no API Priority and Fairness" in out.stderr, out.stderr
+
+
+def test_componentstatuses_report_the_control_plane(cluster: Cluster) -> None:
+    def healthy() -> str | None:
+        out = cluster.kubectl("get", "componentstatuses").stdout
+        return out if out.count("Healthy") == 3 and "Unhealthy" not in out else None
+
+    out = wait_for("three healthy components", healthy)
+    assert all(n in out for n in ("scheduler", "controller-manager", "etcd-0")), out
+    cs = client.CoreV1Api(cluster.api).read_component_status("scheduler")
+    assert cs.conditions[0].type == "Healthy" and cs.conditions[0].status == "True"
+    out = cluster.kubectl("delete", "cs", "scheduler", check=False)
+    assert out.returncode != 0 and "does not allow this method" in out.stderr, out.stderr
+
+
+def test_bindings_collection_binds_the_named_pod(cluster: Cluster, ns: str) -> None:
+    core = client.CoreV1Api(cluster.api)
+    cluster.kubectl("-n", ns, "run", "tobind", "--image=registry.k8s.io/pause:3.10", "--restart=Never")
+    body = client.V1Binding(metadata=client.V1ObjectMeta(name="tobind"),
+                            target=client.V1ObjectReference(kind="Node", name="elsewhere"))
+    core.create_namespaced_binding(ns, body, _preload_content=False)
+    assert core.read_namespaced_pod("tobind", ns).spec.node_name == "elsewhere"
+    with pytest.raises(ApiException) as e:  # bound once, as upstream
+        core.create_namespaced_binding(ns, body, _preload_content=False)
+    assert e.value.status == 409

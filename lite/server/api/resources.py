@@ -170,6 +170,11 @@ class Resources(ViewMixin):
     async def _create(self, kind: Kind, namespace: str, body: Obj, name: str, subresource: str, dry_run: bool,
                       field_manager: str) -> Obj:
         if not subresource:
+            if (kind.group, kind.kind) == ("", "Binding"):  # the `bindings` collection: bind the pod it names
+                pod = str(((body.get("metadata") or {}) if isinstance(body, dict) else {}).get("name") or "")
+                if not pod:
+                    raise errors.invalid("Binding", "", [errors.field_required("metadata.name")])
+                return await self.bind(self.core_kind("pods"), namespace, pod, body, dry_run)
             if kind.storage:
                 return await self.view_create(kind, namespace, body, dry_run, field_manager)
             return await self.create_object(kind, namespace, body, dry_run=dry_run, manager=field_manager)
