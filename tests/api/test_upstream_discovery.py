@@ -12,7 +12,7 @@ import pytest
 
 from lite.kinds import KindRegistry
 from lite.server.api.discovery import Discovery
-from tests.fixtures.discovery.upstream_1_32_resources import PREFERRED, RESOURCES
+from tests.fixtures.discovery.upstream_1_32_resources import PREFERRED, RESOURCES, SUBRESOURCES
 
 Key = tuple[str, str]  # (groupVersion, resource)
 Entry = tuple[str, bool, tuple[str, ...], tuple[str, ...], tuple[str, ...]]  # kind, namespaced, verbs, short, cats
@@ -90,3 +90,19 @@ def test_group_versions_and_preferred_versions_match_upstream() -> None:
     assert served == want
     for group, version in PREFERRED.items():
         assert (d.group(group) or {})["preferredVersion"]["version"] == version
+
+
+def test_subresources_match_upstream() -> None:
+    d = Discovery(KindRegistry())
+    served: dict[Key, tuple[str, ...]] = {}
+    gvs = ["v1"] + [v["groupVersion"] for g in d.group_names() for v in (d.group(g) or {})["versions"]]
+    for gv in gvs:
+        for r in (d.resource_list(gv) or {})["resources"]:
+            parent, _, sub = r["name"].partition("/")
+            if sub:
+                served[(gv, parent)] = tuple(sorted((*served.get((gv, parent), ()), sub)))
+    # known: read-only flowcontrol objects have no writable status; ValidatingAdmissionPolicy is item 5
+    known = set(KNOWN)
+    wrong = {k: (SUBRESOURCES.get(k), served.get(k)) for k in set(SUBRESOURCES) | set(served)
+             if SUBRESOURCES.get(k) != served.get(k) and k not in known}
+    assert wrong == {}

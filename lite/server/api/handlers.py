@@ -503,6 +503,9 @@ async def _no_streams(ctx: ApiContext, request: web.Request, t: Target) -> web.S
     raise bad_request(f'container "{container}" in pod "{t.name}" is waiting to start: ContainerCreating')
 
 
+_CS_DEPRECATED = "v1 ComponentStatus is deprecated in v1.19+"
+
+
 async def _component_statuses(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     """core/v1 componentstatuses: computed per request from the controller Lease (`componentstatus`)."""
     if request.method != "GET" or t.subresource or q_bool(request.query, "watch") or t.watch:
@@ -518,24 +521,13 @@ async def _component_statuses(ctx: ApiContext, request: web.Request, t: Target) 
             store_error = f"the store did not answer: {e}"
     items = componentstatus.statuses(lease, store_error, dt.datetime.now(dt.UTC))
     if t.name:
-        for item in items:
-            if item["metadata"]["name"] == t.name:
-                return _maybe_table(request, t.kind, item)
-        raise not_found(t.kind.plural, t.name, t.kind.group)
-    out = {"kind": t.kind.list_kind, "apiVersion": t.kind.api_version, "metadata": {}, "items": items}
-    if negotiate.wants_table(request.headers.get("Accept", "")):
-        rows = table_of(t.kind, items, {})
-        if rows is not None:
-            return json_response(rows)
-    return json_response(out)
-
-
-def _maybe_table(request: web.Request, kind: Kind, obj: Obj) -> web.Response:
-    if negotiate.wants_table(request.headers.get("Accept", "")):
-        rows = table_of(kind, [obj], {})
-        if rows is not None:
-            return json_response(rows)
-    return json_response(obj)
+        items = [i for i in items if i["metadata"]["name"] == t.name]
+        if not items:
+            raise not_found(t.kind.plural, t.name, t.kind.group)
+    body: Obj = items[0] if t.name else {"kind": t.kind.list_kind, "apiVersion": t.kind.api_version,
+                                         "metadata": {}, "items": items}
+    rows = table_of(t.kind, items, {}) if negotiate.wants_table(request.headers.get("Accept", "")) else None
+    return _with_warning(json_response(rows if rows is not None else body), [_CS_DEPRECATED])
 
 
 async def _metrics(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
