@@ -106,3 +106,14 @@ def test_subresources_match_upstream() -> None:
     wrong = {k: (SUBRESOURCES.get(k), served.get(k)) for k in set(SUBRESOURCES) | set(served)
              if SUBRESOURCES.get(k) != served.get(k) and k not in known}
     assert wrong == {}
+
+
+def test_local_apiservices_rank_versions_as_upstream() -> None:
+    from lite.server.bootstrap import local_apiservice
+
+    def priority(group: str, version: str) -> tuple[int, int]:
+        spec = local_apiservice(group, version)["spec"]
+        return spec["groupPriorityMinimum"], spec["versionPriority"]
+
+    assert priority("autoscaling", "v2") == (17500, 30) and priority("autoscaling", "v1") == (17500, 15)
+    assert priority("events.k8s.io", "v1") == (17750, 15)
