@@ -33,6 +33,27 @@ def kjson(cluster: Cluster, *args: str) -> Any:
 
 # ---- autoscaling/v1 <-> v2 -----------------------------------------------------------------------------------
 
+V1_MANIFEST = """apiVersion: autoscaling/v1
+kind: HorizontalPodAutoscaler
+metadata:
+  name: api
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: api}
+  maxReplicas: 4
+  targetCPUUtilizationPercentage: %d
+"""
+
+
+def test_kubectl_apply_of_a_v1_manifest(cluster: Cluster, ns: str) -> None:
+    cluster.kubectl("-n", ns, "apply", "-f", "-", input=V1_MANIFEST % 50)
+    cluster.kubectl("-n", ns, "apply", "-f", "-", input=V1_MANIFEST % 65)
+    assert cluster.kubectl("-n", ns, "diff", "-f", "-", input=V1_MANIFEST % 65, check=False).returncode == 0
+    v2 = kjson(cluster, "-n", ns, "get", "hpa", "api")
+    assert v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 65
+    cluster.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input=V1_MANIFEST % 70)
+    v1 = kjson(cluster, "-n", ns, "get", "horizontalpodautoscalers.v1.autoscaling", "api")
+    assert v1["spec"]["targetCPUUtilizationPercentage"] == 70
+
 def test_kubectl_autoscale_and_both_versions(cluster: Cluster, ns: str) -> None:
     cluster.kubectl("-n", ns, "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10")
     cluster.kubectl("-n", ns, "autoscale", "deployment", "web", "--cpu-percent=60", "--min=2", "--max=5")
