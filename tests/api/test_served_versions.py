@@ -188,6 +188,8 @@ def test_event_updates_through_events_k8s_io_keep_the_event_fields() -> None:
     changed = {**NEW, "reason": "Other", "reportingComponent": "example.com/b", "series": {
         "count": 2, "lastObservedTime": "2024-01-01T00:00:01.000000Z"}}
     assert {c.field for c in events.update_causes(changed, NEW)} == {"reason", "reportingController"}
+    # the same instant spelled another way is no change (clients re-serialize what they read)
+    assert events.update_causes({**NEW, "eventTime": "2024-01-01T00:00:00+00:00"}, NEW) == []
     # core/v1 writes keep only the legacy rules: an old-style event needs no eventTime
     old_style = {"metadata": {"name": "e", "namespace": "default"}, "involvedObject": {"kind": "Node", "name": "n"}}
     assert events.legacy_causes(old_style, via_core=True) == []

@@ -105,9 +105,16 @@ def test_python_client_v1_and_v2_see_one_object(cluster: Cluster, ns: str) -> No
     assert others == [{"type": "Resource", "resource": {"name": "memory", "targetAverageValue": "200Mi"}}]
     assert "autoscaling.alpha.kubernetes.io/behavior" in got.metadata.annotations
 
-    # a v1 read-modify-write keeps what only v2 has
-    got.spec.target_cpu_utilization_percentage = 65
-    v1api.replace_namespaced_horizontal_pod_autoscaler("app", ns, got)
+    # a v1 read-modify-write keeps what only v2 has (retried on 409: the HPA controller writes status meanwhile)
+    for _ in range(20):
+        got = v1api.read_namespaced_horizontal_pod_autoscaler("app", ns)
+        got.spec.target_cpu_utilization_percentage = 65
+        try:
+            v1api.replace_namespaced_horizontal_pod_autoscaler("app", ns, got)
+            break
+        except ApiException as e:
+            if e.status != 409:
+                raise
     now = v2api.read_namespaced_horizontal_pod_autoscaler("app", ns)
     assert [(m.resource.name, m.resource.target.type) for m in now.spec.metrics] == [
         ("memory", "AverageValue"), ("cpu", "Utilization")]
@@ -201,6 +208,10 @@ def test_events_k8s_io_writes_are_validated_as_upstream(cluster: Cluster, ns: st
     assert out.returncode != 0
     assert "eventTime: Required value" in out.stderr and "count: Invalid value" in out.stderr, out.stderr
     ev.create_namespaced_event(ns, events_v1("ok", "cfg", ns, "fine"))
+    # a read-modify-write through the client (which re-spells eventTime) is no change of the immutable fields
+    got = ev.read_namespaced_event("ok", ns)
+    got.metadata.labels = {"seen": "yes"}
+    assert ev.replace_namespaced_event("ok", ns, got).metadata.labels == {"seen": "yes"}
     with pytest.raises(ApiException) as e:
         ev.patch_namespaced_event("ok", ns, {"reason": "Changed"})
     assert e.value.status == 422 and "reason: Invalid value" in json.loads(e.value.body)["message"]

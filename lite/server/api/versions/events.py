@@ -20,6 +20,7 @@ from typing import Any
 
 from lite import errors
 from lite.errors import Cause
+from lite.objects import parse_time
 from lite.validation import is_dns1123_subdomain, is_qualified_name
 
 Obj = dict[str, Any]
@@ -134,13 +135,28 @@ def create_causes(ev: Obj) -> list[Cause]:
     return causes
 
 
+_TIMES = ("eventTime", "firstTimestamp", "lastTimestamp")
+
+
+def _same(field: str, a: Any, b: Any) -> bool:
+    """Equal as upstream compares the typed fields: times as instants (to the microsecond, however a client
+    spelled them: `...00.000000Z`, `...00+00:00`), absent and empty alike."""
+    a, b = a or None, b or None
+    if field in _TIMES and isinstance(a, str) and isinstance(b, str):
+        try:
+            return parse_time(a) == parse_time(b)
+        except ValueError:
+            return a == b
+    return bool(a == b)
+
+
 def update_causes(new: Obj, old: Obj) -> list[Cause]:
     """upstream ValidateEventUpdate for a write through events.k8s.io/v1."""
     causes = legacy_causes(new, via_core=False)
     if new.get("series") != old.get("series"):
         causes += _series_causes(new)
     for field in _IMMUTABLE:
-        if (new.get(field) or None) != (old.get(field) or None):
+        if not _same(field, new.get(field), old.get(field)):
             name = "reportingController" if field == "reportingComponent" else field
             causes.append(errors.field_invalid(name, new.get(field), "field is immutable"))
     return causes
