@@ -3,6 +3,7 @@ event rules, and the move of events an older lite kept apart into the one Event 
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 from pathlib import Path
@@ -266,3 +267,20 @@ def test_componentstatuses_follow_the_controller_lease(held: dict[str, Any] | No
         assert cond["type"] == "Healthy"
         if cond["status"] == "False":
             assert why in cond["error"]
+
+
+async def test_two_servers_moving_the_same_events_at_once(tmp_path: Path) -> None:
+    """Servers sharing one backend start together: each row moves once, and neither start fails."""
+    store = await Store.open(str(tmp_path / "lite.db"))
+    try:
+        for i in range(20):
+            await store.create(f"events.k8s.io/events/default/e{i}", old_events_v1(f"e{i}", f"u-{i}"))
+        a = Resources(store, KindRegistry(), default_strategies())
+        b = Resources(store, KindRegistry(), default_strategies())
+        await asyncio.gather(a.start(), b.start())
+        rows, _, _ = store.list("core/events/default/")
+        assert sorted(orjson.loads(raw)["metadata"]["uid"] for _k, _r, raw in rows) == sorted(
+            f"u-{i}" for i in range(20))
+        assert store.list("events.k8s.io/events/")[0] == []
+    finally:
+        await store.close()

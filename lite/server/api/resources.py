@@ -31,7 +31,7 @@ from lite.server.api.strategies.crd import kinds_of
 from lite.server.api.versions import events as event_rules
 from lite.server.api.viewing import ViewMixin
 from lite.server.api.writing import SYSTEM_PRIORITY_CLASSES
-from lite.server.store import KeyNotFound, Store
+from lite.server.store import KeyExists, KeyNotFound, RevMismatch, Store
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +77,29 @@ class Resources(ViewMixin):
         page, _, _ = self.store.list(_OLD_EVENTS_PREFIX)
         moved = 0
         for key, rev, raw in page:
-            core_key = "core/events/" + key[len(_OLD_EVENTS_PREFIX):]
-            event = event_rules.to_core(orjson.loads(raw))
-            there = self.store.get(core_key)
-            if there is None:
-                await self.store.create(core_key, event)
-            elif (orjson.loads(there[1]).get("metadata") or {}).get("uid") != (event.get("metadata") or {}).get("uid"):
-                log.warning("events.k8s.io Event %s left unmigrated: a core Event has its name", key)
-                continue
-            await self.store.delete(key, rev)  # its copy is committed (now, or before a crash)
-            moved += 1
+            if await self._move_event(key, rev, raw):
+                moved += 1
         if moved:
             log.info("moved %d events.k8s.io Events into the Event store", moved)
+
+    async def _move_event(self, key: str, rev: int, raw: bytes) -> bool:
+        """One row of `_migrate_events_v1`; False when it stays. Safe beside another server doing the same
+        (several servers may share one backend): a lost race to create or delete is no error."""
+        core_key = "core/events/" + key[len(_OLD_EVENTS_PREFIX):]
+        event = event_rules.to_core(orjson.loads(raw))
+        uid = (event.get("metadata") or {}).get("uid")
+        try:
+            await self.store.create(core_key, event)
+        except KeyExists:
+            there = self.store.get(core_key)
+            if there is not None and (orjson.loads(there[1]).get("metadata") or {}).get("uid") != uid:
+                log.warning("events.k8s.io Event %s left unmigrated: a core Event has its name", key)
+                return False
+        try:
+            await self.store.delete(key, rev)  # its copy is committed (now, before a crash, or by a peer)
+        except (KeyNotFound, RevMismatch):
+            return False
+        return True
 
     async def _ensure(self, kind: Kind, obj: Obj) -> None:
         if self.store.get(self.key(kind, "", obj["metadata"]["name"])) is None:
