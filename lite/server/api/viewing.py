@@ -82,7 +82,7 @@ class ViewMixin(SubresourceMixin, ReadMixin, WatchMixin):
         if (kind.group, kind.kind) == _EVENTS_V1:
             probe = deep_copy(stored)
             probe.setdefault("metadata", {}).setdefault("namespace", namespace)
-            self._refuse(kind, probe, event_rules.create_causes(probe))
+            self.check_view_write(kind, probe, None)
         out = await self.create_object(self.stored_kind(kind), namespace, stored, dry_run=dry_run, manager=manager)
         return versions.to_view(kind, out)
 
@@ -90,8 +90,7 @@ class ViewMixin(SubresourceMixin, ReadMixin, WatchMixin):
                           dry_run: bool, manager: str) -> Obj:
         stored = versions.to_stored(kind, body)
         if (kind.group, kind.kind) == _EVENTS_V1:
-            old = self.get_object(self.stored_kind(kind), namespace, name)
-            self._refuse(kind, stored, event_rules.update_causes(_with_namespace(stored, old), old))
+            self.check_view_write(kind, stored, self.get_object(self.stored_kind(kind), namespace, name))
         out = await self.update_object(self.stored_kind(kind), namespace, name, stored, subresource=subresource,
                                        dry_run=dry_run, manager=manager)
         return versions.to_view(kind, out)

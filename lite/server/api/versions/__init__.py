@@ -45,17 +45,6 @@ def to_view(kind: Kind, obj: Obj) -> Obj:
     return pair[1](obj) if pair is not None and isinstance(obj, dict) else obj
 
 
-def has_view(kind: Kind) -> bool:
-    return _pair(kind) is not None
-
-
-def supported_fields(kind: Kind) -> tuple[str, ...] | None:
-    """The field selector labels a view accepts (None: those of its stored kind)."""
-    if (kind.group, kind.kind) == ("events.k8s.io", "Event"):
-        return tuple(events.FIELD_LABELS)
-    return None
-
-
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
 
