@@ -172,6 +172,24 @@ class Environment:
             return self.opaque.type(t)
         return t
 
+    def _check_literals(self, source: str) -> None:
+        """Upstream's AST validators (1.29+): a literal regex of `matches`, a literal `duration(...)` or
+        `timestamp(...)` must be valid when the expression compiles (`invalid matches argument`). Checked by
+        the runtime itself (RE2, its duration and timestamp parsers) on the literal alone."""
+        for c in costmod.member_calls(source, tuple(_LITERAL_CHECKS)):
+            if len(c.args) != 1 or (c.name == "matches") == (c.start == c.name_start):
+                continue  # matches as a member call on a literal pattern; duration/timestamp as globals
+            start, end = c.args[0]
+            literal = source[start:end]
+            if costmod.tokenize(literal)[0][0] != "str" or len(costmod.tokenize(literal)) != 2:
+                continue
+            try:
+                bad = self._env.compile(_LITERAL_CHECKS[c.name].format(literal)).eval().type() == cel.Type.ERROR
+            except RuntimeError:
+                bad = True
+            if bad:
+                raise CompileError(_literal_issue(source, start, f"invalid {c.name} argument"))
+
     def activation(self, data: Mapping[str, Any]) -> Activation:
         """`data` converted once, to evaluate several of this environment's programs with it."""
         try:
@@ -191,6 +209,7 @@ class Environment:
                 expr = self._env.compile(source)
             except RuntimeError as original:
                 raise CompileError(clean_message(str(original))) from None
+        self._check_literals(source)
         try:
             node: costmod.Node | None = costmod.parse(source)
         except (ValueError, RecursionError):
@@ -198,6 +217,19 @@ class Environment:
         scope = {v: (sizes(v) if sizes else costmod.Shape()) for v in self.variables}
         high = costmod.estimate_node(node, scope) if node is not None else 1
         return Program(source, expr, self, costmod.Cost(1, high), node)
+
+
+_LITERAL_CHECKS = {"matches": "''.matches({})", "duration": "duration({})", "timestamp": "timestamp({})"}
+
+
+def _literal_issue(src: str, at: int, message: str) -> str:
+    """A compile error in the runtime's format: `ERROR: <input>:line:col: message` and a caret line."""
+    line_no = src.count("\n", 0, at) + 1
+    line_start = src.rfind("\n", 0, at) + 1
+    line_end = src.find("\n", at)
+    text = src[line_start:line_end if line_end >= 0 else len(src)]
+    col = at - line_start
+    return f"ERROR: <input>:{line_no}:{col + 1}: {message}\n | {text}\n | {'.' * col}^"
 
 
 def _with_optional_results(src: str) -> str:

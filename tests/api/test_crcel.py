@@ -135,6 +135,9 @@ PREFIX = "spec.validation.openAPIV3Schema.properties[spec]"
     ({"type": "string", "x-kubernetes-validations": [{"rule": "self.size()"}]},
      [f"{PREFIX}.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self.size()\""
       ]),
+    ({"type": "string", "x-kubernetes-validations": [{"rule": "self.matches('[')"}]},
+     [f"{PREFIX}.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:"
+      "\"self.matches('[')\""]),
     ({"type": "string", "x-kubernetes-validations": [{"rule": "self == 'a'", "reason": "Nope"}]},
      [f'{PREFIX}.x-kubernetes-validations[0].reason: Unsupported value: "Nope"']),
     ({"type": "object", "properties": {"a": {"type": "string"}},

@@ -198,6 +198,25 @@ def test_index_of_dispatches_on_dynamic_receivers(src: str, want: int) -> None:
     assert ENV.compile(src).eval({"self": {"l": [1, 2, 2], "v": 2, "s": "abca"}}) == want
 
 
+@pytest.mark.parametrize(("src", "message"), [
+    ("self.matches('[a-')", "ERROR: <input>:1:14: invalid matches argument\n | self.matches('[a-')\n"
+                            " | .............^"),
+    ("self > duration('1x')", "ERROR: <input>:1:17: invalid duration argument"),
+    ("self < timestamp('yesterday')", "ERROR: <input>:1:18: invalid timestamp argument"),
+    ("true &&\n  self.matches('(')", "ERROR: <input>:2:16: invalid matches argument\n |   self.matches('(')"),
+])
+def test_invalid_literals_are_compile_errors(src: str, message: str) -> None:
+    with pytest.raises(cel.CompileError) as err:
+        ENV.compile(src)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+@pytest.mark.parametrize("src", ["self.matches('^\\\\pL+$')", "self.matches(self)", "duration('1h2m') > self",
+                                 "timestamp('2024-01-01T00:00:00Z') < self"])
+def test_valid_or_dynamic_literals_compile(src: str) -> None:
+    ENV.compile(src)
+
+
 def test_caller_functions_and_opaque_types() -> None:
     env = cel.Environment(
         {"object": cel.DYN, "authorizer": "kubernetes.authorization.Authorizer"},
