@@ -28,6 +28,8 @@ Stable API (add, don't break):
   `Activation` from `env.activation(mapping)`: the values converted to CEL once and shared by every program
   evaluated on them (the conversion is most of a rule's cost when `self` is an object).
 - Errors: `CompileError`, `EvalError`, `CostExceeded` (all `CelError`); `str(e)` is upstream-like text.
+- `issue(src, offset, message)`: an error text in the runtime's format (`ERROR: <input>:1:5: ...` and a caret
+  line), for callers' own compile-time checks.
 - Limits: `PER_CALL_LIMIT`, `RUNTIME_CEL_COST_BUDGET`, `STATIC_ESTIMATED_COST_LIMIT`,
   `STATIC_ESTIMATED_CRD_COST_LIMIT` (upstream's values); `cost_error_message(name, cost, limit)` formats
   upstream's "exceeds budget by factor of" text.
@@ -54,6 +56,7 @@ from lite.cel.env import (
     Function,
     Program,
     cost_error_message,
+    issue,
 )
 
 DYN = _Type.DYN
@@ -72,5 +75,5 @@ __all__ = [
     "BOOL", "BYTES", "DOUBLE", "DYN", "INT", "LIST_DYN", "MAP_DYN", "MAX_REQUEST_SIZE_BYTES", "NULL",
     "PER_CALL_LIMIT", "RUNTIME_CEL_COST_BUDGET", "STATIC_ESTIMATED_COST_LIMIT", "STATIC_ESTIMATED_CRD_COST_LIMIT",
     "STRING", "UINT", "Activation", "Budget", "CelError", "CompileError", "Cost", "CostExceeded", "Environment",
-    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "parse",
+    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "issue", "parse",
 ]

@@ -134,14 +134,14 @@ class _Parser:
         node = self.primary()
         while True:
             if self.at(".", ".?"):
-                self.take()
+                dot = self.take()[2]
                 _, name, name_start, _ = self.take()
                 if self.at("("):
                     self.take()
                     node = ("call", name, node, self.args(")"))
                     self.calls.append(Call(name, start, name_start, self.toks[self.i - 1][3], self.last_args))
                 else:
-                    node = ("sel", node, name)
+                    node = ("sel", node, name, dot)
             elif self.at("[", "[?"):
                 self.take()
                 key = self.expr()

@@ -188,7 +188,7 @@ class Environment:
             except RuntimeError:
                 bad = True
             if bad:
-                raise CompileError(_literal_issue(source, start, f"invalid {c.name} argument"))
+                raise CompileError(issue(source, start, f"invalid {c.name} argument"))
 
     def activation(self, data: Mapping[str, Any]) -> Activation:
         """`data` converted once, to evaluate several of this environment's programs with it."""
@@ -222,7 +222,7 @@ class Environment:
 _LITERAL_CHECKS = {"matches": "''.matches({})", "duration": "duration({})", "timestamp": "timestamp({})"}
 
 
-def _literal_issue(src: str, at: int, message: str) -> str:
+def issue(src: str, at: int, message: str) -> str:
     """A compile error in the runtime's format: `ERROR: <input>:line:col: message` and a caret line."""
     line_no = src.count("\n", 0, at) + 1
     line_start = src.rfind("\n", 0, at) + 1

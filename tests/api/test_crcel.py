@@ -41,8 +41,19 @@ def test_escaped_property_names_are_visible_as_upstream_spells_them() -> None:
 
 
 def test_root_rules_see_name_not_the_rest_of_metadata() -> None:
-    node = _node(_root({"type": "object"}, [{"rule": "self.metadata.name == 'n' && !has(self.metadata.uid)"}]))
+    node = _node(_root({"type": "object"}, [{"rule": "self.metadata.name == 'n' && self.kind == 'X'"}]))
     assert node.validate(_obj({}), None) == []
+    spec = {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root({"type": "object"}, [
+        {"rule": "!has(self.metadata.uid)"}])}}]}
+    assert "undefined field 'uid'" in crcel.check_crd(spec)[0].message
+
+
+def test_a_stored_rule_that_no_longer_compiles_refuses_what_it_applies_to() -> None:
+    node = _node(_root({"type": "object", "properties": {"a": {"type": "string"}},
+                        "x-kubernetes-validations": [{"rule": "self.b == 1"}]}))
+    got = _msgs(node.validate(_obj({"a": "x"}), None))
+    assert len(got) == 1 and got[0].startswith('spec: Invalid value: "object": rule compile error: compilation '
+                                               "failed: ERROR: <input>:1:5: undefined field 'b'"), got
 
 
 @pytest.mark.parametrize(("old", "new", "want"), [
@@ -244,3 +255,27 @@ def test_list_items_are_checked_in_one_batch_with_per_item_messages_and_fallback
     assert _msgs(node.validate(_obj(erring), None)) == [
         'spec[0]: Invalid value: "object": divide by zero evaluating rule: self.n / self.d >= 0',
         'spec[1]: Invalid value: "object": n is 11']
+
+
+@pytest.mark.parametrize(("rule", "want"), [
+    ("self.nosuch == 1", ["ERROR: <input>:1:5: undefined field 'nosuch'"]),
+    ("has(self.a.zz)", ["ERROR: <input>:1:11: undefined field 'zz'"]),
+    ("self.l.all(x, x.name == 'a' && x.bad)", ["ERROR: <input>:1:33: undefined field 'bad'"]),
+    ("self.m.all(k, self.m[k].v > 0 && self.m[k].w > 0)", ["ERROR: <input>:1:43: undefined field 'w'"]),
+    ("self.__namespace__ == '' && self.a.b == ''", []),  # escaped names refer to their properties
+    ("self.free.anything == 1 && self.dyn.x == 1", []),  # preserve-unknown-fields / int-or-string: not checked
+    ("self.l.map(x, x.name).all(n, n.size() > 0)", []),
+    ("cel.bind(x, self.a, x.b == '')", []),
+])
+def test_fields_a_schema_does_not_declare_are_compile_errors(rule: str, want: list[str]) -> None:
+    spec = {"type": "object", "properties": {
+        "namespace": {"type": "string"}, "a": {"type": "object", "properties": {"b": {"type": "string"}}},
+        "l": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {"v": {"type": "integer"}}}},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "dyn": {"x-kubernetes-int-or-string": True}},
+        "x-kubernetes-validations": [{"rule": rule}]}
+    got = crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec)}}]})
+    assert [w in got[0].message for w in want] == [True] * len(want) if want else got == [], _msgs(got)
+    if want:
+        assert "compilation failed: ERROR: <input>:1:" in got[0].message

@@ -86,6 +86,9 @@ class Node:
     cheap_new: int | None = None
     # A list whose items have cheap rules: `self.map(i, [rules of i])`, for items with no old item.
     items_batch: cel.Program | None = None
+    # Rules that do not compile (a CRD stored before lite checked what it checks now): each value they apply to
+    # is refused with upstream's "rule compile error" rather than passed unchecked.
+    broken: list[str] = field(default_factory=list)
 
     def validate(self, obj: Any, old: Any, budget: cel.Budget | None = None) -> list[Cause]:
         """Causes for every rule of this tree `obj` fails (`old`: the stored object on updates, else None)."""
@@ -97,6 +100,8 @@ class Node:
               rules: bool = True) -> bool:
         if value is None:
             return True
+        if rules and self.broken:
+            causes.extend(field_invalid(path or "<nil>", self.type, f"rule compile error: {e}") for e in self.broken)
         if rules and self.rules and not self._run_rules(value, old, path, budget, causes):
             return False
         if isinstance(value, list) and self.items is not None:
@@ -370,6 +375,7 @@ class _Ctx:
     causes: list[Cause]
     costs: list[tuple[int, str]]  # (cost x cardinality, rule path)
     report: bool
+    broken: list[str] = field(default_factory=list)  # compile errors of the node being built
 
 
 def _type_of(schema: Schema) -> str:
@@ -459,10 +465,7 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
     rules = schema.get("x-kubernetes-validations")
     if not isinstance(rules, list):
         return []
-    node_schema = schema
-    if root:
-        node_schema = {**schema, "properties": {**(schema.get("properties") or {}), "apiVersion": {"type": "string"},
-                                                "kind": {"type": "string"}, "metadata": _ROOT_META}}
+    node_schema = _with_root_fields(schema) if root else schema
 
     def sizes(_var: str) -> cel.Shape:
         return cel.Shape(node_schema)
@@ -500,6 +503,9 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
                                             f"portion of the schema within {uncorrelatable}"))
         try:
             program = ctx.env.compile(src, sizes=sizes)
+            undefined = undefined_fields(src, node_schema)
+            if undefined:
+                raise cel.CompileError("\n".join(cel.issue(src, at, msg) for at, msg in undefined))
             if program.result_type() not in (cel.BOOL, cel.DYN):
                 raise cel.CompileError(_NOT_BOOL)
             if optional_old:
@@ -508,6 +514,7 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
             detail = str(exc) if str(exc) == _NOT_BOOL else f"compilation failed: {exc}"
             ctx.causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_rule(raw)}: {detail}",
                                     f"{rpath}.rule"))
+            ctx.broken.append(detail)
             continue
         mprogram = None
         if raw.get("messageExpression"):
@@ -536,6 +543,104 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
         out.append(Rule(i, src, message, str(reason or "FieldValueInvalid"), fpath, program, mprogram, uses_old,
                         optional_old, _optional_old_source(src) if optional_old else src))
     return out
+
+
+_ONE_VAR = {"all", "exists", "exists_one", "map", "filter"}
+_TWO_VAR = {"all", "exists", "existsOne", "transformList", "transformMap", "transformMapEntry"}
+
+
+def _with_root_fields(schema: Schema) -> Schema:
+    return {**schema, "properties": {**(schema.get("properties") or {}), "apiVersion": {"type": "string"},
+                                     "kind": {"type": "string"}, "metadata": _ROOT_META}}
+
+
+def _closed(schema: Any) -> bool:
+    """An object schema whose fields are all declared: selecting another is a compile error upstream."""
+    return isinstance(schema, dict) and bool(schema.get("properties")) and \
+        schema.get("additionalProperties") in (None, False) and \
+        not schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get("x-kubernetes-int-or-string")
+
+
+def _field(schema: Any, name: str) -> Any:
+    if not isinstance(schema, dict):
+        return None
+    sub = (schema.get("properties") or {}).get(celcost.unescape(name))
+    if isinstance(sub, dict) and sub.get("x-kubernetes-embedded-resource"):
+        return _with_root_fields(sub)
+    return sub
+
+
+def _element(schema: Any) -> tuple[Any, Any]:
+    """(key-or-index schema, value schema) of iterating a list or map schema (None: unknown)."""
+    if not isinstance(schema, dict):
+        return None, None
+    items, extra = schema.get("items"), schema.get("additionalProperties")
+    if isinstance(items, dict):
+        elem = _with_root_fields(items) if items.get("x-kubernetes-embedded-resource") else items
+        return {"type": "integer"}, elem
+    if isinstance(extra, dict):
+        return {"type": "string"}, extra
+    return None, None
+
+
+def undefined_fields(src: str, self_schema: Schema) -> list[tuple[int, str]]:
+    """(offset, message) of each selection in `src` of a field its object schema does not declare (upstream's
+    type-checker: `undefined field 'x'`). Only objects whose fields are all declared are checked; anything
+    lite's parser cannot follow (calls' results, ternaries, dyn values) is left alone."""
+    try:
+        tree = celcost.parse(src)
+    except (ValueError, RecursionError):
+        return []
+    found: list[tuple[int, str]] = []
+
+    def walk(n: Any, scope: dict[str, Any]) -> Any:
+        if not isinstance(n, tuple) or not n:
+            return None
+        kind = n[0]
+        if kind == "id":
+            return scope.get(n[1])
+        if kind == "sel":
+            base = walk(n[1], scope)
+            if _closed(base) and celcost.unescape(n[2]) not in base["properties"]:
+                found.append((n[3], f"undefined field '{n[2]}'"))
+                return None
+            return _field(base, n[2])
+        if kind == "idx":
+            walk(n[2], scope)
+            return _element(walk(n[1], scope))[1]
+        if kind in ("list", "map"):
+            for e in n[1]:
+                walk(e, scope)
+            return None
+        if kind == "op":
+            for e in n[2]:
+                walk(e, scope)
+            return None
+        if kind == "lit":
+            return None
+        name, target, args = n[1], n[2], n[3]
+        if target == ("id", "cel") and name == "bind" and len(args) == 3 and args[0][0] == "id":
+            return walk(args[2], {**scope, args[0][1]: walk(args[1], scope)})
+        if target is not None and args and args[0][0] == "id":
+            two = len(args) >= 3 and args[1][0] == "id" and name in _TWO_VAR and \
+                (name not in ("map", "filter"))
+            if two or name in _ONE_VAR:
+                over = walk(target, scope)
+                key, value = _element(over)
+                is_list = isinstance(over, dict) and isinstance(over.get("items"), dict)
+                inner = {**scope, args[0][1]: key, args[1][1]: value} if two else \
+                    {**scope, args[0][1]: value if is_list else key}
+                for a in args[2 if two else 1:]:
+                    walk(a, inner)
+                return None
+        if target is not None:
+            walk(target, scope)
+        for a in args:
+            walk(a, scope)
+        return None
+
+    walk(tree, {"self": self_schema, "oldSelf": self_schema})
+    return found
 
 
 def _optional_old_source(src: str) -> str:
@@ -568,8 +673,10 @@ def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
     to pair with (atomic and set lists, atomic maps): transition rules beneath it are refused, as upstream."""
     if not isinstance(schema, dict):
         return None
+    ctx.broken = []
     node = Node(schema, _type_of(schema), ctx.env,
                 _compile_rules(schema, path, cardinality, ctx, root, uncorrelatable))
+    node.broken = ctx.broken
     below = uncorrelatable
     if below is None and schema.get("x-kubernetes-map-type") == "atomic":
         below = path
@@ -606,7 +713,7 @@ def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
             node.items_batch = ctx.env.compile(f"self.map(__lite_i, cel.bind(self, __lite_i, [{inner}]))")
         except cel.CompileError:
             node.items_batch = None
-    if node.rules or node.properties or node.items or node.additional:
+    if node.rules or node.broken or node.properties or node.items or node.additional:
         return node
     return None
 
