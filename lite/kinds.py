@@ -45,6 +45,8 @@ class Kind:
     schema: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
     # For CRDs: the CRD's `spec.conversion` (strategy None or Webhook with its clientConfig).
     conversion: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # For CRDs: the served version's `additionalPrinterColumns` (beside its schema in the CRD).
+    printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
 
     @property
     def converts_by_webhook(self) -> bool:

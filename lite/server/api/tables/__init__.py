@@ -5,8 +5,8 @@
 
 Invariants:
 - Columns and cell formats mirror kubectl's upstream printers per kind (pods, nodes, workloads, services,
-  events, ...); kinds without a printer get `Name, Age` (custom resources use their CRD's
-  `additionalPrinterColumns` when the Kind's schema carries them). Wide columns have priority 1.
+  events, ...); kinds without a printer get `Name, Age` (custom resources use their CRD version's
+  `additionalPrinterColumns`, see `custom`). Wide columns have priority 1 (custom columns their own priority).
 - Every row carries `object`: a PartialObjectMetadata with the object's full metadata, from which kubectl
   reads namespace (`-A`), labels (`--show-labels`, `-L`) and name.
 - Ages are computed against `now` (default: the current time) exactly like apimachinery's HumanDuration.
