@@ -5,7 +5,8 @@ comes from strategies (`lite.server.api.strategies`). The parts live in sibling 
 `reading` (get/list), `watching` (watch), `writing` (create/update/patch), `deletion` (delete,
 deletecollection), `subresources` (status, scale, binding, eviction, finalize, token); this module routes
 the Client verbs onto them and owns the CustomResourceDefinition lifecycle (Kinds registered on CRD create
-and at start-up, removed with their objects on CRD delete).
+and at start-up, removed with their objects when the CRD is finally removed: a CRD delete only marks it,
+see `deletion`, and while it is Terminating no custom object of it may be created).
 
 The HTTP layer calls this for every request and the controllers use it in process, so its behaviour is
 lite's API behaviour. Invariants: every object returned carries apiVersion and kind; objects returned are
@@ -20,6 +21,7 @@ from typing import Any
 
 from lite import errors
 from lite.client import Obj, PatchType, WatchEvent
+from lite.crds import TERMINATING, condition_true
 from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
 from lite.server.api.reading import ReadMixin
@@ -137,6 +139,8 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def _create(self, kind: Kind, namespace: str, body: Obj, name: str, subresource: str, dry_run: bool,
                       field_manager: str) -> Obj:
         if not subresource:
+            if kind.crd:
+                self._refuse_while_terminating(kind)
             return await self.create_object(kind, namespace, body, dry_run=dry_run, manager=field_manager)
         self._need_subresource(kind, subresource)
         if subresource == "binding":
@@ -240,6 +244,15 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             return await self.delete_many(kind, namespace, label_selector=label_selector,
                                           field_selector=field_selector, propagation_policy=propagation_policy,
                                           grace_period_seconds=grace_period_seconds, dry_run=dry_run)
+
+    def _refuse_while_terminating(self, kind: Kind) -> None:
+        """Upstream's CRD handler: no new custom objects while their CRD is being deleted (its instances are
+        still served, so they can be read, updated and deleted)."""
+        crd_kind = self.core_kind("customresourcedefinitions", "apiextensions.k8s.io")
+        got = self.store.get(self.key(crd_kind, "", kind.resource))
+        if got is not None and condition_true(self.decode(crd_kind, got[1]), TERMINATING):
+            raise errors.ApiError("create not allowed while custom resource definition is terminating", 405,
+                                  "MethodNotAllowed", group=kind.group, kind=kind.plural)
 
     @staticmethod
     def _need_subresource(kind: Kind, subresource: str) -> None:
