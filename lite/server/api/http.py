@@ -52,13 +52,13 @@ from lite.server.api.handlers import (
 )
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
-from lite.server.api.requestuser import CURRENT_USER, UserInfo, user_info
 from lite.server.api.reviews import REVIEWS
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
 from lite.server.authz.attrs import Attributes, request_info
 from lite.server.authz.chain import ANONYMOUS, MASTERS, AuthorizerChain
 from lite.server.metrics import ServerMetrics, request_labels
+from lite.server.requestuser import CURRENT_USER, UserInfo, user_info
 
 __all__ = ["API", "USER", "USER_INFO", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
 
