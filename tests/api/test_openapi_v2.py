@@ -316,3 +316,32 @@ async def test_media_types_per_kind_as_upstream(tmp_path: Path) -> None:
         "application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch"})
     v2_built_in = _media(v2, True)
     assert v2_built_in[("/apis/apps/v1/namespaces/{namespace}/deployments/{name}", "get")] == ({"*/*"}, proto)
+
+
+async def test_embedded_resources_as_upstream_publishes_them(tmp_path: Path) -> None:
+    """v3: every x-kubernetes-embedded-resource object declares apiVersion/kind/metadata and requires kind and
+    apiVersion; v2: the same, except on objects that preserve unknown fields (untyped there, nothing added)."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "boxes.ex.com"},
+           "spec": {"group": "ex.com", "scope": "Namespaced", "names": {"plural": "boxes", "kind": "Box"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                            "strict": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                       "properties": {"spec": {"type": "object"}}},
+                            "free": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                     "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
+    async with api_client(tmp_path, "Bearer t") as (client, _):
+        r = await client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd, headers=AUTH)
+        assert r.status == 201, await r.text()
+        v3 = orjson.loads(await (await client.get("/openapi/v3/apis/ex.com/v1", headers=AUTH)).read())
+        v2 = orjson.loads(await (await client.get("/openapi/v2", headers=AUTH)).read())
+    spec3 = v3["components"]["schemas"]["com.ex.v1.Box"]["properties"]["spec"]["properties"]
+    for name in ("strict", "free"):
+        assert set(spec3[name]["properties"]) >= {"apiVersion", "kind", "metadata"}, name
+        assert spec3[name]["required"] == ["kind", "apiVersion"], name
+    assert spec3["strict"]["properties"]["kind"]["description"].startswith("kind is a string value representing")
+    spec2 = v2["definitions"]["com.ex.v1.Box"]["properties"]["spec"]["properties"]
+    assert spec2["strict"]["required"] == ["kind", "apiVersion"]
+    assert spec2["strict"]["properties"]["metadata"]["$ref"] == \
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    assert spec2["free"] == {"x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True}

@@ -127,6 +127,11 @@ def structural_v2(schema: Obj) -> Obj:
     if schema.get("x-kubernetes-preserve-unknown-fields"):
         out.pop("items", None)
         out.pop("properties", None)
+        if schema.get("x-kubernetes-embedded-resource") and isinstance(out.get("required"), list):
+            # upstream's v2 adds no embedded-resource fields to such a node (the v3 builder's kind/apiVersion)
+            out["required"] = [r for r in out["required"] if r not in ("kind", "apiVersion")]
+            if not out["required"]:
+                del out["required"]
     if out.get("type") == "array" and not isinstance(out.get("items"), dict):
         out.pop("type")
     if schema.get("x-kubernetes-preserve-unknown-fields") and out.get("type") == "object":
