@@ -5,13 +5,16 @@ printer columns (cert-manager-like Certificate, JSONPath filters, `-o wide`) and
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
-from e2ekit import Cluster, unique
+from e2ekit import KUBECTL, Cluster, unique
+from liteproc import LiteServer, find_free_port
 
 
 def _until(pred: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
@@ -180,3 +183,27 @@ metadata: {{name: late, namespace: {ns}}}
     assert api.list_namespaced_custom_object(group, "v1", ns, "widgets")["items"] == []
     cluster.kubectl("delete", "crd", name)  # kubectl waits until it is gone
     assert cluster.kubectl("get", "crd", name, check=False).returncode != 0
+
+
+def test_crd_deletion_without_the_controller_manager(tmp_path: Path) -> None:
+    """Upstream's CRD finalizer is part of the API server: a server without the controller manager still
+    deletes a CRD with its objects."""
+    server = LiteServer(tmp_path / "data", find_free_port(), extra=("--disable-controller-manager",)).start()
+    try:
+        server.wait_ready(60)
+        kubectl = [KUBECTL, "--kubeconfig", str(server.kubeconfig)]
+
+        def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*kubectl, *args], input=input, capture_output=True, text=True, timeout=120)
+        group = f"{unique('nocm')}.example.com"
+        assert run("apply", "-f", "-", input=_widget_crd(group)).returncode == 0
+        _until(lambda: run("get", f"widgets.{group}", "-n", "default").returncode == 0, what="widgets served")
+        made = run("create", "-f", "-", input=f"apiVersion: {group}/v1\nkind: Widget\n"
+                                               "metadata: {name: w, namespace: default}\n")
+        assert made.returncode == 0, made.stderr
+        gone = run("delete", "crd", f"widgets.{group}", "--timeout=60s")
+        assert gone.returncode == 0, gone.stderr
+        assert run("get", "crd", f"widgets.{group}").returncode != 0
+    finally:
+        code = server.stop(timeout=15)
+        assert code == 0, server.log_tail()

@@ -1,5 +1,8 @@
 """CRD cleanup: delete a deleted CRD's custom objects, then let the CRD go (upstream's crdfinalizer controller).
 
+Run by the API server itself (`run_synced`, as upstream's apiextensions server runs it), not by the controller
+manager: deleting a CRD completes whatever roles the server has.
+
 reconcile(name) for a CRD with deletionTimestamp and the `customresourcecleanup.apiextensions.k8s.io` finalizer
 (the API adds both on the first DELETE, with Terminating=True/InstanceDeletionPending):
     Terminating=True InstanceDeletionInProgress "CustomResource deletion is in progress"
@@ -50,6 +53,12 @@ class CRDCleanupController(Controller):
         self.kind = builtin("apiextensions.k8s.io", "CustomResourceDefinition")
         self.crds = self.informer(self.kind, primary=True)
         self.watch_primary(self.crds)
+
+    async def run_synced(self) -> None:
+        """`run` once the CRD cache has synced: the API server runs this controller itself, outside the
+        leader-elected controller manager (upstream's crdfinalizer is part of the API server)."""
+        await self.crds.wait_synced()
+        await self.run()
 
     def served_kind(self, crd: Obj) -> Kind | None:
         """A Kind serving this CRD's objects (every version shares one store), or None."""

@@ -20,7 +20,6 @@ from lite.client import Client
 from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
-from lite.server.controllers.crdcleanup import CRDCleanupController
 from lite.server.controllers.cronjob import CronJobController
 from lite.server.controllers.csrcleaner import CSRCleanerController
 from lite.server.controllers.csrsigning import ClientCA, CSRSigningController
@@ -80,7 +79,6 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
 
     controllers: list[Controller] = [
         NamespaceController(client, informers, kinds, recorder("namespace-controller")),
-        CRDCleanupController(client, informers, kinds, recorder("crd-finalizer")),
         ServiceAccountController(client, informers, recorder("serviceaccount-controller")),
         GarbageCollector(client, informers, kinds, recorder("garbage-collector-controller")),
         ReplicaSetController(client, informers, recorder("replicaset-controller")),
