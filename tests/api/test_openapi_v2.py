@@ -301,9 +301,9 @@ async def test_media_types_per_kind_as_upstream(tmp_path: Path) -> None:
             assert produces == json_yaml, (path, method, produces)
             if method == "patch":
                 assert consumes == _CR_PATCH, (path, consumes)
-            elif is_v2 or method in ("post", "put", "delete"):
+            elif is_v2 or method in ("post", "put") or (method == "delete" and path.endswith("{name}")):
                 assert consumes == json_yaml, (path, method, consumes)
-            else:
+            else:  # reads, and deletecollection (upstream's CRD builder gives it no body)
                 assert consumes == set(), (path, method, consumes)
     assert v2["definitions"]["ex.com.v1.Blob".replace("ex.com", "com.ex")] == {
         "type": "object", "x-kubernetes-group-version-kind": [{"group": "ex.com", "kind": "Blob", "version": "v1"}]}
@@ -314,6 +314,10 @@ async def test_media_types_per_kind_as_upstream(tmp_path: Path) -> None:
     assert built_in[("/apis/apps/v1/namespaces/{namespace}/deployments", "post")] == ({"*/*"}, proto)
     assert built_in[("/apis/apps/v1/namespaces/{namespace}/deployments", "get")] == (set(), proto | {
         "application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch"})
+    crd_ops = v3["paths"]["/apis/ex.com/v1/namespaces/{namespace}/blobs/{name}"]
+    assert crd_ops["delete"]["requestBody"]["required"] is False and crd_ops["put"]["requestBody"]["required"]
+    collection = v3["paths"]["/apis/ex.com/v1/namespaces/{namespace}/blobs"]["delete"]
+    assert "requestBody" not in collection and "propagationPolicy" not in [p["name"] for p in collection["parameters"]]
     v2_built_in = _media(v2, True)
     assert v2_built_in[("/apis/apps/v1/namespaces/{namespace}/deployments/{name}", "get")] == ({"*/*"}, proto)
 

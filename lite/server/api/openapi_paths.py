@@ -103,7 +103,9 @@ class _Ops:
             out["parameters"].append(_param(self.params, "force"))
         elif body:
             body_media = CRD_MEDIA if k.crd else ("*/*",)
-            out["requestBody"] = {"content": {m: {"schema": {"$ref": body}} for m in body_media}, "required": True}
+            # DeleteOptions bodies are optional; object bodies required
+            out["requestBody"] = {"content": {m: {"schema": {"$ref": body}} for m in body_media},
+                                  "required": body != _DELETE_OPTIONS_REF}
         return out
 
     def _produces(self, action: str) -> tuple[str, ...]:
@@ -128,8 +130,9 @@ def path_items(kind: Kind, ref: str, list_ref: str, params: Obj) -> Obj:
     if "create" in verbs:
         collection["post"] = ops.op("create", "post", "", ref, ("200", "201", "202"), _WRITE_Q, body=ref)
     if "deletecollection" in verbs:
-        dc = ops.op("deleteCollection", "deletecollection", "", _STATUS_REF, ("200",), _DELETE_COLLECTION_Q,
-                    body=_DELETE_OPTIONS_REF)
+        # upstream's CRD builder: a custom resource's deletecollection takes list options only, and no body
+        dc = ops.op("deleteCollection", "deletecollection", "", _STATUS_REF, ("200",),
+                    _LIST_Q if kind.crd else _DELETE_COLLECTION_Q, body="" if kind.crd else _DELETE_OPTIONS_REF)
         dc["operationId"] = f"deleteCollection{ops.prefix}{'Namespaced' if kind.namespaced else ''}{kind.kind}"
         collection["delete"] = dc
     out[kind.path("{namespace}")] = collection
