@@ -151,6 +151,16 @@ def test_gateway_api_crds_and_examples(cluster: Cluster, tmp_path: Path) -> None
     assert header == ["NAME", "CONTROLLER", "ACCEPTED", "AGE", "DESCRIPTION"], header
 
     cluster.kubectl("delete", "-n", ns, "-f", "-", input=example)
+
+    # every example of the release (several files reuse a name: a later one configures the earlier object)
+    examples = str(GATEWAY / "examples" / "standard")
+    first = cluster.kubectl("apply", "-R", "-f", examples).stdout.splitlines()
+    again = cluster.kubectl("apply", "-R", "-f", examples).stdout.splitlines()
+    assert len(first) == len(again) > 60 and sum(line.endswith(" unchanged") for line in again) > 15, again
+    routes = cluster.kubectl("get", "httproutes", "-A", "-o", "name").stdout.split()
+    assert len(routes) > 20, routes
+    cluster.kubectl("delete", "-R", "-f", examples, "--ignore-not-found", "--timeout=90s")
     cluster.kubectl("delete", "--timeout=90s", "-f", str(small), "-f", str(big))
     _gone(cluster, names)
-    cluster.kubectl("delete", "-f", str(GATEWAY / "examples" / "standard" / "0-namespaces.yaml"), "--wait=false")
+    left = cluster.kubectl("get", "ns", "-o", "name").stdout.split()
+    assert not [n for n in left if n.startswith("namespace/gateway-api-example")], left
