@@ -397,6 +397,7 @@ def test_fallbacks_crd_and_custom_resources() -> None:
     ("string", "s", "s"), ("string", 3, "3"), ("string", 1.5, "1.5"), ("string", True, "true"),
     ("string", ["a", "b"], '["a","b"]'), ("string", {"k": 1}, '{"k":1}'),
     ("date", "2025-12-31T23:00:00Z", "60m"), ("date", "yesterday", "<invalid>"), ("date", 5, None),
+    ("date", "", "<unknown>"),
     ("string", None, None),
 ])
 def test_custom_column_types(ctype: str, value: Any, shown: Any) -> None:

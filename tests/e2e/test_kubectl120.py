@@ -187,6 +187,9 @@ spec:
   - name: v1
     served: true
     storage: true
+    additionalPrinterColumns:
+    - {{name: Size, type: integer, jsonPath: .spec.size}}
+    - {{name: Kind, type: string, jsonPath: .spec.tpl.kind, priority: 1}}
     schema:
       openAPIV3Schema:
         type: object
@@ -248,5 +251,9 @@ a: {{b: [{{c: d}}]}}
         assert got == str(size), (tool, got)
         same = run("diff", "-f", "-", input=edited, check=False)
         assert same.returncode == 0, (tool, same.stdout, same.stderr)
+    # kubectl 1.20 prints the server's Table too: the CRD version's printer columns, priority 1 with -o wide
+    lines = old("get", "things", "-n", ns).stdout.splitlines()
+    assert lines[0].split() == ["NAME", "SIZE"] and lines[1].split() == ["t1", "4"], lines
+    assert old("get", "things", "-n", ns, "-o", "wide").stdout.splitlines()[1].split() == ["t1", "4", "Pod"]
     old("delete", "-f", "-", input=cr)
     old("delete", "-f", "-", input=_reapply_crd(group))

@@ -9,7 +9,8 @@ Upstream's table convertor (apiextensions-apiserver registry/customresource/tabl
   cell (kubectl prints `<none>`);
 - by type: `string` prints the value as kubectl's JSONPath prints it (objects and lists as JSON); `integer`,
   `number` and `boolean` keep only values of that JSON type (an integer column truncates a float); `date`
-  prints a timestamp as an age (`<invalid>` when it does not parse); a value of another type gives null.
+  prints a timestamp as an age (`<invalid>` when it does not parse, `<unknown>` when empty); a value of
+  another type gives null.
 
 Invariant: the columns come from `Kind.printer_columns` (the served CRD version's list, validated at CRD write);
 a column whose JSONPath does not parse is left out, as upstream falls back from it.
@@ -49,6 +50,8 @@ def cell(value: Any, ctype: str, now: dt.datetime) -> Any:
     if ctype == "date":
         if not isinstance(value, str):
             return None
+        if value in ("", "null"):
+            return "<unknown>"  # metav1.Time reads both as the zero time, which prints as unknown
         return "<invalid>" if when(value) is None else since(value, now)
     return None
 
