@@ -260,7 +260,8 @@ def kinds_of(crd: Obj) -> list[Kind]:
                         tuple(names.get("shortNames") or ()), tuple(names.get("categories") or ()),
                         _subresources(v), STD_VERBS, True, False, True, dict(schema),
                         dict(spec.get("conversion") or {}),
-                        tuple(dict(c) for c in v.get("additionalPrinterColumns") or () if isinstance(c, dict))))
+                        printer_columns=tuple(dict(c) for c in v.get("additionalPrinterColumns") or ()
+                                              if isinstance(c, dict))))
     return out
 
 
