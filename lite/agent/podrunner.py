@@ -136,8 +136,8 @@ class PodRunner:
 
         self.st.inits = [make(c) for c in spec.get("initContainers") or []]
         self.st.apps = [make(c) for c in spec.get("containers") or []]
-        if not self.adopting:
-            for r in self.st.apps if self.st.inits else []:
+        if not self.adopting:  # kubelet's default waiting reason in a pod with init containers, for every
+            for r in [*self.st.inits, *self.st.apps] if self.st.inits else []:  # container not yet created
                 r.waiting_reason = POD_INITIALIZING
         start: dict[str, object] = dict(saved.get("..start") or {}) if saved else {}
         self.st.start_time = str(start.get("t", ""))
