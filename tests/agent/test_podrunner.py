@@ -260,3 +260,21 @@ async def test_failed_init_retried_restart_count_rises_at_each_exit(h: Harness) 
     assert s["phase"] == "Pending"
     init = {c["type"]: c for c in s["conditions"]}["Initialized"]
     assert init["message"] == "containers with incomplete status: [i1 i2]"
+
+
+async def test_host_port_conflict_rejects_the_later_pod(h: Harness) -> None:
+    """kubelet's NodePorts admission: the later of two pods wanting one hostPort fails at once (reason
+    NodePorts, nothing started); once the first is gone the port is free again."""
+    h.deps.admitted_specs = lambda: [r.st.spec for r in h.runners if r.active]
+    port = {"containerPort": 80, "hostPort": 21017}
+    first = h.runner(_pod("hp1", [{"name": "c", "command": ["sleep", "60"], "ports": [port]}]))
+    await h.until(_running)
+    h.runner(_pod("hp2", [{"name": "c", "command": ["sleep", "60"], "ports": [port]}]))
+    s = await h.until(lambda s: s["phase"] == "Failed")
+    assert (s["reason"], s["message"]) == ("NodePorts", "Pod was rejected: Predicate NodePorts failed: node(s) "
+                                           "didn't have free ports for the requested pod ports")
+    assert all("waiting" in c["state"] for c in s["containerStatuses"]), s
+    first.terminate(0)
+    await asyncio.wait_for(first.done.wait(), 20)
+    h.runner(_pod("hp3", [{"name": "c", "command": ["sleep", "60"], "ports": [port]}]))
+    await h.until(_running)
