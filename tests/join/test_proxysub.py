@@ -51,6 +51,12 @@ def test_pod_port(port: str, want: int) -> None:
     assert pod_port(POD, port) == want
 
 
+def test_pod_port_default_without_declared_ports() -> None:
+    bare = {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "c"}]}}
+    assert (pod_port(bare, ""), pod_port(bare, "", "http"), pod_port(bare, "", "https")) == (80, 80, 443)
+    assert pod_port(POD, "", "https") == 8080  # a declared port comes first, whatever the scheme
+
+
 def test_pod_port_unknown_name_is_400() -> None:
     with pytest.raises(ApiError) as e:
         pod_port(POD, "nope")

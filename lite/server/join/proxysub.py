@@ -82,13 +82,15 @@ def sub_path(request: web.Request) -> str:
     return rest + ("?" + query if query else "")
 
 
-def pod_port(pod: Obj, port: str) -> int:
+def pod_port(pod: Obj, port: str, scheme: str = "") -> int:
+    """The port named or numbered `port`; none given: the first declared container port, else the scheme's
+    default (upstream leaves the port out of the URL then: 80, or 443 for https)."""
     if not port:
         for c in (pod.get("spec") or {}).get("containers") or []:
             for p in c.get("ports") or []:
                 if p.get("containerPort"):
                     return int(p["containerPort"])
-        return 80
+        return 443 if scheme == "https" else 80
     if port.isdigit() and 0 < int(port) < 65536:
         return int(port)
     for c in (pod.get("spec") or {}).get("containers") or []:
@@ -142,7 +144,7 @@ async def serve_proxy(hub: JoinHub, request: web.Request, kind: Kind, namespace:
         pod = await hub.client.get(pod_kind, str(ref.get("namespace") or namespace), str(ref["name"]))
     else:
         pod = await hub.client.get(kind, namespace, target)
-        number = pod_port(pod, port)
+        number = pod_port(pod, port, scheme)
     node = str((pod.get("spec") or {}).get("nodeName") or "")
     if not node:
         raise bad_request(f"pod {pod['metadata']['name']} does not have a host assigned")
