@@ -4,7 +4,9 @@ The `lite server` (embedded agent) runs in its own network namespace, bound to 0
 non-default port. A Python pod on that very node talks HTTPS to the API server (the CA and token of its
 `kube-api-access-*` volume, as every in-cluster client does) through the `kubernetes` Service's DNS name, its
 ClusterIP, and straight to the node IP and port the `default/kubernetes` EndpointSlice names: each request
-gets its HTTP answer (200 for `/version` with the token, 401 for `/api` with a wrong one).
+gets its HTTP answer (200 for `/version` with the token, 401 for `/api` with a wrong one). The TLS hello of a
+current busybox wget (the client of the report: TLS 1.2, P-256 and x25519, its cipher and signature lists) gets
+a ServerHello on each path, not a close.
 """
 
 from __future__ import annotations
@@ -44,6 +46,36 @@ except urllib.error.HTTPError as e:
     print("STATUS", e.code, e.read().decode())
 except Exception as e:
     print("ERROR", type(e).__name__, e)
+"""
+
+# A ClientHello as busybox wget (networking/tls.c, current releases) sends it; prints the first 6 bytes back.
+BUSYBOX_HELLO = """
+import os, socket, struct, sys
+host, port = sys.argv[1], int(sys.argv[2])
+suites = (0x00FF, 0xC009, 0xC00A, 0xC013, 0xC014, 0xC023, 0xC027, 0xC02B, 0xC02F, 0x002F, 0x0035, 0x003C, 0x003D,
+          0x009C)
+ciphers = b"".join(struct.pack(">H", c) for c in suites)
+body = b"\\x03\\x03" + os.urandom(32) + b"\\x00" + struct.pack(">H", len(ciphers)) + ciphers + b"\\x01\\x00"
+sni = host.encode()
+name = b"\\x00" + struct.pack(">H", len(sni)) + sni
+ext = b"\\x00\\x00" + struct.pack(">HH", len(name) + 2, len(name)) + name
+ext += b"\\x00\\x0a\\x00\\x06\\x00\\x04\\x00\\x17\\x00\\x1d"
+sigalgs = b"\\x02\\x01\\x02\\x02\\x02\\x03\\x04\\x01\\x04\\x02\\x04\\x03"
+ext += b"\\x00\\x0d" + struct.pack(">HH", len(sigalgs) + 2, len(sigalgs)) + sigalgs
+body += struct.pack(">H", len(ext)) + ext
+hello = b"\\x01" + struct.pack(">I", len(body))[1:] + body
+s = socket.create_connection((host, port), timeout=10)
+s.sendall(b"\\x16\\x03\\x01" + struct.pack(">H", len(hello)) + hello)
+got = b""
+try:
+    while len(got) < 6:
+        chunk = s.recv(6 - len(got))
+        if not chunk:
+            break
+        got += chunk
+except OSError as e:
+    print("ERROR", e)
+print("GOT", got.hex())
 """
 
 
@@ -109,3 +141,14 @@ def test_pod_reaches_the_api_server_on_its_own_node(cluster: NetCluster, target:
     assert out.startswith("STATUS 200 ") and '"gitVersion"' in out, out
     out = get(cluster, f"https://{host}/api", token=False)
     assert out.startswith("STATUS 401 ") and "Unauthorized" in out, out
+
+
+@pytest.mark.parametrize("target", ["dns", "clusterip", "endpoint"])
+def test_busybox_tls_hello_gets_a_server_hello(cluster: NetCluster, target: str) -> None:
+    ip, port = endpoint(cluster)
+    host, to = {"dns": ("kubernetes.default.svc", 443),
+                "clusterip": (cluster.json("get", "service", "kubernetes")["spec"]["clusterIP"], 443),
+                "endpoint": (ip, port)}[target]
+    r = cluster.exec(client_pod(cluster), "python3", "-c", BUSYBOX_HELLO, host, str(to), timeout=40)
+    # a handshake record (0x16) of TLS 1.2 (0x0303) carrying a ServerHello (type 2)
+    assert r.stdout.startswith("GOT 160303") and r.stdout.strip()[-2:] == "02", r.stdout + r.stderr
