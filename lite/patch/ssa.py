@@ -9,7 +9,7 @@ field another manager owns unless `force`, which transfers ownership. `record_up
 
 Invariants:
 - Pure: `live` and `intent` are never mutated; the result is a new dict.
-- A manager is identified by (manager, operation); its set is replaced on every Apply.
+- A manager is identified by (manager, operation, subresource); its set is replaced on every Apply.
 - Paths stripped by the server (apiVersion, kind, name, namespace, uid, resourceVersion, ...) and, unless
   asked otherwise, `status` are never owned.
 """
@@ -72,25 +72,31 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
 
 
 def record_update(old: dict[str, Any] | None, new: dict[str, Any], *, manager: str, api_version: str,
-                  now: str, schema: Schema, ignore_status: bool = True) -> dict[str, Any]:
+                  now: str, schema: Schema, ignore_status: bool = True, subresource: str = "") -> dict[str, Any]:
     """`new` with managedFields updated for a non-apply write by `manager` (upstream Update operation):
-    fields that changed from `old` become the manager's, and other managers lose them."""
+    fields that changed from `old` become the manager's, and other managers lose them. A write through a
+    subresource (`status`, `scale`) is its own manager entry, `{manager, Update, subresource}`, as upstream
+    records it, so that a later apply of the same fields conflicts with it."""
     out = deep_copy(new)
     before = object_fields(old or {}, schema, ignore_status=ignore_status)
     after = object_fields(out, schema, ignore_status=ignore_status)
+    present = after if not ignore_status else object_fields(out, schema, ignore_status=False)
     changed = {p for p in after if p not in before or not _same(old or {}, out, p, schema)}
     entries = [(e, from_fields_v1(e.get("fieldsV1"))) for e in managed_entries(old or {})]
     kept: list[tuple[Entry, set[FieldPath]]] = []
     mine: set[FieldPath] = set()
     for e, s in entries:
-        if _is(e, manager, "Update"):
+        if _is(e, manager, "Update", subresource):
             mine |= s
         else:
-            kept.append((e, (s - changed) & after))
-    mine = (mine | changed) & after
+            kept.append((e, (s - changed) & present))  # fields this write ignores (status) stay owned
+    mine = (mine | changed) & present
     if mine:
-        kept.append(({"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
-                      "fieldsType": "FieldsV1"}, mine))
+        entry: Entry = {"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
+                        "fieldsType": "FieldsV1"}
+        if subresource:
+            entry["subresource"] = subresource
+        kept.append((entry, mine))
     _store_entries(out, _reencode(kept))
     return out
 
@@ -100,8 +106,9 @@ def managed_entries(obj: dict[str, Any]) -> list[Entry]:
     return entries
 
 
-def _is(e: Entry, manager: str, operation: str) -> bool:
-    return e.get("manager") == manager and e.get("operation") == operation and not e.get("subresource")
+def _is(e: Entry, manager: str, operation: str, subresource: str = "") -> bool:
+    return e.get("manager") == manager and e.get("operation") == operation and \
+        (e.get("subresource") or "") == subresource
 
 
 def _same(a: Any, b: Any, p: FieldPath, schema: Schema) -> bool:

@@ -144,6 +144,10 @@ def q_int(query: Any, name: str) -> int | None:
     return params.query_int(query, name)
 
 
+def _agent(request: web.Request) -> str:
+    return request.headers.get("User-Agent", "")
+
+
 def _with_warning(resp: web.Response, warnings: list[str]) -> web.Response:
     """One `Warning: 299 - "..."` header per warning, as upstream sends them (kubectl prints each)."""
     for value in fieldvalidation.warning_headers(warnings):
@@ -323,7 +327,7 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "create")
-    dry, manager, validation = params.write_options(request.query, "Create")
+    dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     _fill_type_meta(obj, t.kind)
@@ -338,7 +342,7 @@ async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     """A create-only review (TokenReview, SelfSubjectReview, ...): decoded and checked like a create, then
     computed by its reviewer (`reviews.py`); nothing is stored."""
     reviews.check_request(request, t.kind, t.name)
-    _, _, validation = params.write_options(request.query, "Create")
+    _, _, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     _fill_type_meta(obj, t.kind)
@@ -348,7 +352,7 @@ async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
 
 async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "update")
-    dry, manager, validation = params.write_options(request.query, "Update")
+    dry, manager, validation = params.write_options(request.query, "Update", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
@@ -364,7 +368,7 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
 async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "patch")
     patch_type = negotiate.patch_type_of(request.content_type)
-    dry, manager, validation = params.write_options(request.query, "Patch", patch_type)
+    dry, manager, validation = params.write_options(request.query, "Patch", patch_type, _agent(request))
     body = await read_body(request, ctx)
     if not body.strip():
         raise bad_request("the patch body is empty")
@@ -464,7 +468,7 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub in POST_SUBRESOURCES:
         if method != "POST":
             raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
-        dry, manager, validation = params.write_options(request.query, "Create")
+        dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
         raw = await read_body(request, ctx)
         obj = negotiate.decode_object(request.content_type, raw)
         warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj),

@@ -164,7 +164,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
-            return await self.update_scale(kind, namespace, name, body, dry_run)
+            return await self.update_scale(kind, namespace, name, body, dry_run, field_manager)
         if subresource == "finalize":
             return await self.finalize_namespace(kind, name, body, dry_run)
         if subresource and subresource not in STATUS_LIKE:
@@ -198,7 +198,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
-            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run), False
+            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run, field_manager), False
         if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
         return await self.patch_object(kind, namespace, name, patch, patch_type, subresource=subresource,

@@ -103,8 +103,9 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
         }
 
     async def write_scale(self, kind: Kind, namespace: str, name: str, scale_of_old: Any, *,
-                          dry_run: bool = False) -> Obj:
-        """`scale_of_old(scale) -> new Scale`; sets the replicas it names, guarded by the Scale's RV."""
+                          dry_run: bool = False, manager: str = "") -> Obj:
+        """`scale_of_old(scale) -> new Scale`; sets the replicas it names, guarded by the Scale's RV. `manager`
+        then owns the replicas field in the parent's managedFields (an entry with subresource `scale`)."""
         spec_path, _, _ = self._scale_paths(kind)
 
         def build(old: Obj) -> Obj:
@@ -118,14 +119,16 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
             new["metadata"]["resourceVersion"] = str((scale.get("metadata") or {}).get("resourceVersion") or "")
             return new
 
-        out, _ = await self.update_loop(kind, namespace, name, build, subresource="scale", dry_run=dry_run)
+        out, _ = await self.update_loop(kind, namespace, name, build, subresource="scale", dry_run=dry_run,
+                                        manager=manager)
         return self.scale_of(kind, out)
 
-    async def update_scale(self, kind: Kind, namespace: str, name: str, body: Obj, dry_run: bool) -> Obj:
-        return await self.write_scale(kind, namespace, name, lambda _s: body, dry_run=dry_run)
+    async def update_scale(self, kind: Kind, namespace: str, name: str, body: Obj, dry_run: bool,
+                           manager: str = "") -> Obj:
+        return await self.write_scale(kind, namespace, name, lambda _s: body, dry_run=dry_run, manager=manager)
 
     async def patch_scale(self, kind: Kind, namespace: str, name: str, patch: Any, patch_type: PatchType,
-                          dry_run: bool) -> Obj:
+                          dry_run: bool, manager: str = "") -> Obj:
         scale_kind = Kind("autoscaling", "v1", "Scale", "scale", True)
 
         def patched(scale: Obj) -> Obj:
@@ -135,7 +138,7 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
                 out.setdefault("metadata", {})["resourceVersion"] = ""
             return out
 
-        return await self.write_scale(kind, namespace, name, patched, dry_run=dry_run)
+        return await self.write_scale(kind, namespace, name, patched, dry_run=dry_run, manager=manager)
 
     # ---- pods/binding and pods/eviction ------------------------------------------------------------
 

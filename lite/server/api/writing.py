@@ -270,9 +270,10 @@ class WriteMixin(RegistryBase):
         new["metadata"]["resourceVersion"] = str(rev)
         if same_json(new, old) or _same_but_field_times(new, old):
             return old
-        if manager and not subresource:
+        if manager:  # a subresource write is its own entry, owning what it changed (status, spec.replicas)
             new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
-                                schema=self.schema(kind))
+                                schema=self.schema(kind), ignore_status=subresource not in STATUS_LIKE,
+                                subresource=subresource)
         check_object_size(new, old=old)
         review = Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run)
         await self.admit(review)
