@@ -4,6 +4,7 @@ timestamps."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,36 @@ def test_create_from_yaml_quotes_the_status_as_upstream_writes_it(cluster: Clust
         'Error from server (Conflict): {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
         '"message":"configmaps \\"twice\\" already exists","reason":"AlreadyExists",'
         '"details":{"name":"twice","kind":"configmaps"},"code":409}\n')
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+def _field(num: int, value: int | bytes | str) -> bytes:
+    if isinstance(value, int):
+        return _varint(num << 3) + _varint(value)
+    data = value.encode() if isinstance(value, str) else value
+    return _varint(num << 3 | 2) + _varint(len(data)) + data
+
+
+def test_a_lease_renewed_in_year_one_reads_back_with_a_four_digit_year(cluster: Cluster, ns: str) -> None:
+    """What a Go client sends (protobuf, as client-go does for built-in kinds) for a MicroTime of year 1 comes
+    back as RFC 3339 with a four-digit year, so Go clients can decode the Lease they wrote."""
+    year_one = -62135596800 + 2  # 0001-01-01T00:00:02Z
+    spec = _field(1, "holder") + _field(3, _field(1, year_one)) + _field(4, _field(1, year_one))
+    lease = _field(1, _field(1, "old-lease") + _field(3, ns)) + _field(2, spec)
+    body = b"k8s\x00" + _field(1, _field(1, "coordination.k8s.io/v1") + _field(2, "Lease")) + _field(2, lease)
+    method, url, headers, _, _ = cluster.api.param_serialize(
+        "POST", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", body=body,
+        header_params={"Content-Type": "application/vnd.kubernetes.protobuf", "Accept": "application/json"})
+    resp = cluster.api.call_api(method, url, header_params=headers, body=body)
+    assert resp.status == 201, resp.read()
+    got = json.loads(cluster.kubectl("get", "lease", "old-lease", "-n", ns, "-o", "json").stdout)
+    assert (got["spec"]["acquireTime"], got["spec"]["renewTime"]) == \
+        ("0001-01-01T00:00:02.000000Z", "0001-01-01T00:00:02.000000Z")
