@@ -397,21 +397,22 @@ class WriteMixin(RegistryBase):
 
 
 def status_write(strategy: Strategy, old: Obj, body: Obj) -> Obj:
-    """What a write to `status` makes of `old`: the body's status (none when it has none) and, where the
-    kind's status strategy accepts them (upstream's Deployment: annotations, e.g. the controller's revision),
-    the body's annotations; nothing else. `body` is consumed."""
+    """What a write to `status` makes of `old`: the body's status (none when it has none) and the body's
+    metadata that the kind's status strategy takes (`Strategy.status_metadata`: labels, annotations,
+    finalizers, ownerReferences for most kinds, as upstream's status strategies reset only the spec);
+    nothing else. `body` is consumed."""
     new = deep_copy(old)
     status = body.get("status")
     if status is None:
         new.pop("status", None)
     else:
         new["status"] = status
-    if strategy.status_takes_annotations:
-        annotations = (body.get("metadata") or {}).get("annotations")
-        if annotations:
-            new["metadata"]["annotations"] = annotations
+    sent = body.get("metadata") or {}
+    for field in strategy.status_metadata:
+        if sent.get(field):
+            new["metadata"][field] = sent[field]
         else:
-            new["metadata"].pop("annotations", None)
+            new["metadata"].pop(field, None)
     return new
 
 

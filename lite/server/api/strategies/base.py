@@ -54,6 +54,9 @@ def _ok3(subresource: str, new: Obj, old: Obj) -> list[Cause]:
     return []
 
 
+STATUS_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
 @dataclass(frozen=True)
 class Strategy:
     """Per-kind behaviour. Every field has a do-nothing default, so a kind names only what it needs."""
@@ -79,9 +82,11 @@ class Strategy:
     return_deleted_object: bool = False
     # Whether the spec changing bumps metadata.generation also for annotation changes (Deployment).
     generation_on_annotations: bool = False
-    # Whether a write to `status` also takes the body's annotations (upstream's Deployment status strategy
-    # keeps only spec and labels from the old object; the controller records its revision that way).
-    status_takes_annotations: bool = False
+    # The metadata a write to `status` takes from its body. Upstream's status strategies reset the spec and
+    # keep the request's metadata; some keep more of the stored object: Deployment its labels (the controller
+    # records its revision annotation through status), Pod its ownerReferences, APIService and custom objects
+    # all of their metadata, a CRD all but its finalizers.
+    status_metadata: tuple[str, ...] = STATUS_METADATA
 
 
 @dataclass
