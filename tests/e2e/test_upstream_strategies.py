@@ -4,6 +4,7 @@ client: what a write through `/status` keeps, what a Service changed to External
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import yaml
@@ -50,3 +51,47 @@ def test_status_writes_keep_metadata_changes(cluster: Cluster, ns: str) -> None:
                     json.dumps({"metadata": {"labels": {"x": "y"}, "annotations": {"a": "b"}}}))
     dep = get(cluster, "deployment", "d", "-n", ns)
     assert "x" not in dep["metadata"]["labels"] and dep["metadata"]["annotations"]["a"] == "b"
+
+
+def _until_created(cluster: Cluster, doc: str) -> None:
+    """Create `doc`, retrying while the allocators have not yet seen the release (their informer lags)."""
+    deadline = time.monotonic() + 20
+    while True:
+        out = cluster.kubectl("create", "-f", "-", input=doc, check=False)
+        if out.returncode == 0:
+            return
+        assert time.monotonic() < deadline and "already allocated" in out.stderr, out.stderr
+        time.sleep(0.2)
+
+
+def test_service_changed_to_external_name_drops_what_it_no_longer_needs(cluster: Cluster, ns: str) -> None:
+    """As upstream's dropTypeDependentFields: clusterIPs, nodePorts, the health-check port and the defaults of
+    the old type are cleared (and released), not refused; a value the update also changed is still judged."""
+    cluster.kubectl("create", "service", "loadbalancer", "lb", "-n", ns, "--tcp=80:8080")
+    cluster.kubectl("patch", "service", "lb", "-n", ns, "--type=merge", "-p",
+                    json.dumps({"spec": {"externalTrafficPolicy": "Local"}}))
+    before = get(cluster, "service", "lb", "-n", ns)["spec"]
+    assert before["clusterIP"] and before["ports"][0]["nodePort"] and before["healthCheckNodePort"]
+
+    changed = cluster.kubectl("patch", "service", "lb", "-n", ns, "--type=merge", "-p",
+                              json.dumps({"spec": {"type": "ExternalName", "externalName": "example.com"}}))
+    assert "patched" in changed.stdout
+    spec = get(cluster, "service", "lb", "-n", ns)["spec"]
+    for gone in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy", "healthCheckNodePort",
+                 "externalTrafficPolicy", "internalTrafficPolicy", "allocateLoadBalancerNodePorts"):
+        assert gone not in spec, (gone, spec)
+    assert "nodePort" not in spec["ports"][0] and spec["externalName"] == "example.com"
+
+    # what it held is free again: another Service can take the same clusterIP and nodePort
+    _until_created(cluster, yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "reuse", "namespace": ns},
+        "spec": {"type": "NodePort", "clusterIP": before["clusterIP"],
+                 "ports": [{"port": 80, "nodePort": before["ports"][0]["nodePort"]}]}}))
+
+    # a net-new nodePort sent with the change is the user's and refused, as upstream
+    cluster.kubectl("create", "service", "nodeport", "np", "-n", ns, "--tcp=80:8080")
+    refused = cluster.kubectl("patch", "service", "np", "-n", ns, "--type=json", "-p", json.dumps([
+        {"op": "replace", "path": "/spec/type", "value": "ExternalName"},
+        {"op": "add", "path": "/spec/externalName", "value": "example.com"},
+        {"op": "replace", "path": "/spec/ports/0/nodePort", "value": 31999}]), check=False)
+    assert refused.returncode != 0 and "spec.ports[0].nodePort: Forbidden" in refused.stderr
