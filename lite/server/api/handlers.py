@@ -342,6 +342,7 @@ async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     """A create-only review (TokenReview, SelfSubjectReview, ...): decoded and checked like a create, then
     computed by its reviewer (`reviews.py`); nothing is stored."""
     reviews.check_request(request, t.kind, t.name)
+    negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
     _, _, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
@@ -468,6 +469,7 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub in POST_SUBRESOURCES:
         if method != "POST":
             raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
+        negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
         dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
         raw = await read_body(request, ctx)
         obj = negotiate.decode_object(request.content_type, raw)

@@ -312,6 +312,7 @@ async def _access_review(request: web.Request, ctx: ApiContext, t: Target) -> we
     if request.method != "POST" or t.name or t.subresource or chain is None:
         raise ApiError(f"the server does not allow this method on the requested resource ({request.method} "
                        f"{t.kind.resource})", 405, "MethodNotAllowed")
+    negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
     _, _, validation = params.write_options(request.query, "Create")
     raw = await read_body(request, ctx)
     body = negotiate.decode_object(request.content_type, raw)
