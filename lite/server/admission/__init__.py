@@ -34,4 +34,5 @@ def add_admission_plugins(client: Client, kinds: KindRegistry,
     strategies.add_admission(webhooks.mutate)
     strategies.add_admission(PodSecurityAdmission(client, kinds, namespaces).admit)
     strategies.add_admission(webhooks.validate)
+    strategies.add_connect_admission(webhooks.connect)  # exec, attach, portforward, proxy
     return [("admission-webhooks", webhooks.run)]

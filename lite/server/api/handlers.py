@@ -35,6 +35,7 @@ from lite.errors import (
 )
 from lite.kinds import Kind, KindRegistry
 from lite.server.api import fieldvalidation, negotiate, params, reviews
+from lite.server.api.connectoptions import connect_options
 from lite.server.api.discovery import Discovery
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
@@ -80,6 +81,7 @@ DeleteEx = Callable[..., Awaitable[tuple[Obj, int]]]
 Write = Callable[..., Awaitable[Obj]]
 GetEncoded = Callable[[Kind, str, str], bytes]
 ListEncoded = Callable[..., bytes]
+AdmitConnect = Callable[[Kind, str, str, str, Obj], Awaitable[None]]
 
 
 @dataclass
@@ -108,12 +110,14 @@ class ApiContext:
     update_owned: Write = field(init=False)
     get_encoded: GetEncoded | None = field(init=False, default=None)
     list_encoded: ListEncoded | None = field(init=False, default=None)
+    admit_connect: AdmitConnect | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.create_owned = getattr(self.resources, "create_owned", self.resources.create)
         self.update_owned = getattr(self.resources, "update_owned", self.resources.update)
         self.get_encoded = getattr(self.resources, "get_encoded", None)
         self.list_encoded = getattr(self.resources, "list_encoded", None)
+        self.admit_connect = getattr(self.resources, "admit_connect", None)
         self.patch_ex = getattr(self.resources, "patch_ex", None)
         self.delete_ex = getattr(self.resources, "delete_ex", None)
         try:
@@ -462,6 +466,10 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub not in t.kind.subresources:
         raise not_found(f"{t.kind.plural}/{sub}", t.name, t.kind.group)
     if sub in STREAM_SUBRESOURCES:
+        subpath = request.path.partition(f"/{t.name}/proxy")[2] if sub == "proxy" else ""
+        options = connect_options(t.kind.kind, sub, request.query, subpath)
+        if options is not None and ctx.admit_connect is not None:  # CONNECT admission (webhooks) first
+            await ctx.admit_connect(t.kind, t.namespace, t.name, sub, options)
         if ctx.streams is not None:
             return await ctx.streams.serve(request, t.kind, t.namespace, t.name, sub)
         return await _no_streams(ctx, request, t)

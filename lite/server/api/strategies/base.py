@@ -98,7 +98,9 @@ class Admission:
     refuses it, the name is taken, the store write fails) — not when it is cancelled, as the write may
     still commit."""
 
-    operation: Literal["CREATE", "UPDATE", "DELETE"]
+    # CONNECT (exec, attach, portforward, proxy) goes only to the `connect` hooks, with `obj` the request's
+    # *Options object (PodExecOptions, ...) and no `old`.
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
     kind: Kind
     namespace: str
     name: str
@@ -133,6 +135,7 @@ class Strategies:
     by_gk: dict[str, Strategy] = field(default_factory=dict)
     custom: Strategy = _DEFAULT
     admission: list[AdmissionHook] = field(default_factory=list)
+    connect: list[AdmissionHook] = field(default_factory=list)
     removed: list[RemovedHook] = field(default_factory=list)
 
     def for_kind(self, kind: Kind) -> Strategy:
@@ -147,6 +150,10 @@ class Strategies:
     def add_admission(self, hook: AdmissionHook) -> None:
         """Append a hook; hooks run in the order added, after validation, before the write."""
         self.admission.append(hook)
+
+    def add_connect_admission(self, hook: AdmissionHook) -> None:
+        """Append a hook for CONNECT requests (the plugins that handle them: admission webhooks)."""
+        self.connect.append(hook)
 
     def add_removed_hook(self, hook: RemovedHook) -> None:
         self.removed.append(hook)
