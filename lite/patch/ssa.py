@@ -37,8 +37,11 @@ Entry = dict[str, Any]
 
 
 def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, force: bool,
-          api_version: str, now: str, schema: Schema, ignore_status: bool = True) -> dict[str, Any]:
-    """The object after `manager` applies `intent` to `live` (None when creating)."""
+          api_version: str, now: str, schema: Schema, ignore_status: bool = True,
+          subresource: str = "") -> dict[str, Any]:
+    """The object after `manager` applies `intent` to `live` (None when creating). An apply through a
+    subresource (`status`, `scale`: `intent` then in the parent's terms) is the entry
+    `{manager, Apply, subresource}`, apart from the same manager's apply of the object itself."""
     if not isinstance(intent, dict):
         raise errors.bad_request("apply patch must be an object")
     if not manager:
@@ -47,12 +50,12 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
     want = _drop_nulls(deep_copy(intent))
     want.get("metadata", {}).pop("managedFields", None)
     entries = [(e, from_fields_v1(e.get("fieldsV1"))) for e in managed_entries(base)]
-    mine = [i for i, (e, _) in enumerate(entries) if _is(e, manager, "Apply")]
+    mine = [i for i, (e, _) in enumerate(entries) if _is(e, manager, "Apply", subresource)]
     previous = entries[mine[0]][1] if mine else set()
     owned = object_fields(want, schema, ignore_status=ignore_status)
 
     result: dict[str, Any] = _merge(deep_copy(base), want, schema, ())
-    conflicts = _conflicts(base, result, owned, entries, manager, schema)
+    conflicts = _conflicts(base, result, owned, entries, manager, schema, subresource)
     if conflicts and not force:
         raise _conflict_error(conflicts, entries)
     taken = {p for _, p in conflicts}
@@ -67,6 +70,8 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
 
     new_entry = {"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": now,
                  "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(owned)}
+    if subresource:
+        new_entry["subresource"] = subresource
     _store_entries(result, [*_reencode(others), new_entry] if owned else _reencode(others))
     return result
 
@@ -130,12 +135,12 @@ def _owned_below(p: FieldPath, owned: set[FieldPath]) -> bool:
 
 def _conflicts(live: dict[str, Any], merged: dict[str, Any], owned: set[FieldPath],
                entries: list[tuple[Entry, set[FieldPath]]], manager: str,
-               schema: Schema) -> list[tuple[int, FieldPath]]:
+               schema: Schema, subresource: str = "") -> list[tuple[int, FieldPath]]:
     """(entry index, path) for every path the intent names that another manager owns and that the merge
     changed (upstream compares the merged object with the live one, so equal values are shared)."""
     out: list[tuple[int, FieldPath]] = []
     for i, (e, s) in enumerate(entries):
-        if _is(e, manager, "Apply"):
+        if _is(e, manager, "Apply", subresource):
             continue
         for p in sorted(s & owned):
             if p[-1].startswith(("k:", "v:")):

@@ -68,3 +68,40 @@ def test_writes_without_a_field_manager_are_managed_by_their_user_agent(cluster:
     managers = {(e["manager"], e["operation"]): e["fieldsV1"] for e in entries(cluster, "configmap", "ua", "-n", ns)}
     assert set(managers) == {("kubectl-create", "Update"), ("OpenAPI-Generator", "Update")}
     assert "f:x" in managers["OpenAPI-Generator", "Update"]["f:metadata"]["f:labels"]
+
+
+def test_server_side_apply_through_scale_and_status(cluster: Cluster, ns: str) -> None:
+    """`kubectl apply --server-side --subresource=scale|status`: the apply is the entry
+    `{manager, Apply, subresource}`, conflicting with the other owners of what it names unless forced."""
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=deployment(ns, 1))
+    scale = yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment",
+                            "metadata": {"name": "ssa", "namespace": ns}, "spec": {"replicas": 4}})
+    refused = cluster.kubectl("apply", "--server-side", "--subresource=scale", "--field-manager=scaler", "-f", "-",
+                              input=scale, check=False)
+    assert refused.returncode != 0 and 'conflict with "kubectl": .spec.replicas' in refused.stderr
+    cluster.kubectl("apply", "--server-side", "--subresource=scale", "--field-manager=scaler", "--force-conflicts",
+                    "-f", "-", input=scale)
+    got = [e for e in entries(cluster, "deployment", "ssa", "-n", ns) if e["manager"] == "scaler"]
+    assert [(e["operation"], e.get("subresource"), e["fieldsV1"]) for e in got] == \
+        [("Apply", "scale", {"f:spec": {"f:replicas": {}}})]
+
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "ing", "namespace": ns},
+        "spec": {"defaultBackend": {"service": {"name": "svc", "port": {"number": 80}}}}}))
+    cluster.kubectl("patch", "ingress", "ing", "-n", ns, "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}}))
+    status = yaml.safe_dump({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                             "metadata": {"name": "ing", "namespace": ns},
+                             "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.2"}]}}})
+    refused = cluster.kubectl("apply", "--server-side", "--subresource=status", "--field-manager=lb", "-f", "-",
+                              input=status, check=False)
+    assert refused.returncode != 0
+    assert 'conflict with "kubectl-patch" with subresource "status"' in refused.stderr, refused.stderr
+    cluster.kubectl("apply", "--server-side", "--subresource=status", "--field-manager=lb", "--force-conflicts",
+                    "-f", "-", input=status)
+    ing = json.loads(cluster.kubectl("get", "ingress", "ing", "-n", ns, "-o", "json",
+                                     "--show-managed-fields").stdout)
+    assert ing["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.2"}]
+    mine = [e for e in ing["metadata"]["managedFields"] if e["manager"] == "lb"]
+    assert [(e["operation"], e.get("subresource")) for e in mine] == [("Apply", "status")]
+    assert "f:status" in mine[0]["fieldsV1"]

@@ -198,7 +198,8 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
-            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run, field_manager), False
+            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run, field_manager,
+                                          force), False
         if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
         return await self.patch_object(kind, namespace, name, patch, patch_type, subresource=subresource,
