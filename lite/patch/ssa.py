@@ -23,9 +23,11 @@ from lite.objects import deep_copy
 from lite.patch.fieldset import (
     MISSING,
     FieldPath,
+    diff_fields,
     from_fields_v1,
     get_path,
     object_fields,
+    object_fields_v1,
     path_string,
     remove_path,
     to_fields_v1,
@@ -77,32 +79,53 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
 
 
 def record_update(old: dict[str, Any] | None, new: dict[str, Any], *, manager: str, api_version: str,
-                  now: str, schema: Schema, ignore_status: bool = True, subresource: str = "") -> dict[str, Any]:
+                  now: str, schema: Schema, ignore_status: bool = True, subresource: str = "",
+                  in_place: bool = False) -> dict[str, Any]:
     """`new` with managedFields updated for a non-apply write by `manager` (upstream Update operation):
     fields that changed from `old` become the manager's, and other managers lose them. A write through a
     subresource (`status`, `scale`) is its own manager entry, `{manager, Update, subresource}`, as upstream
-    records it, so that a later apply of the same fields conflicts with it."""
-    out = deep_copy(new)
-    before = object_fields(old or {}, schema, ignore_status=ignore_status)
-    after = object_fields(out, schema, ignore_status=ignore_status)
-    present = after if not ignore_status else object_fields(out, schema, ignore_status=False)
-    changed = {p for p in after if p not in before or not _same(old or {}, out, p, schema)}
-    entries = [(e, from_fields_v1(e.get("fieldsV1"))) for e in managed_entries(old or {})]
-    kept: list[tuple[Entry, set[FieldPath]]] = []
+    records it, so that a later apply of the same fields conflicts with it. `in_place`: a caller that owns
+    `new` lets it be updated instead of copied (the registry, on every write)."""
+    if in_place:  # only metadata.managedFields is written: a metadata map shared with `old` stays untouched
+        out = new
+        out["metadata"] = dict(out.get("metadata") or {})
+    else:
+        out = deep_copy(new)
+    if not old:  # a create: the manager owns all the object sets
+        fields = object_fields_v1(out, schema, ignore_status=ignore_status)
+        entry0: Entry = {"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
+                         "fieldsType": "FieldsV1", "fieldsV1": fields}
+        if subresource:
+            entry0["subresource"] = subresource
+        _store_entries(out, [entry0] if fields else [])
+        return out
+    changed, removed = diff_fields(old, out, schema, ignore_status=ignore_status)
+    kept: list[Entry] = []
     mine: set[FieldPath] = set()
-    for e, s in entries:
+    was: Entry | None = None
+    for e in managed_entries(old):
+        s = from_fields_v1(e.get("fieldsV1"))
         if _is(e, manager, "Update", subresource):
             mine |= s
-        else:
-            kept.append((e, (s - changed) & present))  # fields this write ignores (status) stay owned
-    mine = (mine | changed) & present
+            was = e
+            continue
+        left = s - changed - removed  # fields this write ignores (status) stay owned
+        if left == s:
+            kept.append(e)  # untouched: its FieldsV1 as it was
+        elif left:
+            kept.append({**e, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(left)})
+    before = set(mine)
+    mine = (mine | changed) - removed
     if mine:
+        # the same fields again (a write repeating itself): its FieldsV1 as it was, only the time moves
+        encoded = was["fieldsV1"] if was is not None and mine == before and isinstance(was.get("fieldsV1"), dict) \
+            else to_fields_v1(mine)
         entry: Entry = {"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
-                        "fieldsType": "FieldsV1"}
+                        "fieldsType": "FieldsV1", "fieldsV1": encoded}
         if subresource:
             entry["subresource"] = subresource
-        kept.append((entry, mine))
-    _store_entries(out, _reencode(kept))
+        kept.append(entry)
+    _store_entries(out, kept)
     return out
 
 
@@ -114,11 +137,6 @@ def managed_entries(obj: dict[str, Any]) -> list[Entry]:
 def _is(e: Entry, manager: str, operation: str, subresource: str = "") -> bool:
     return e.get("manager") == manager and e.get("operation") == operation and \
         (e.get("subresource") or "") == subresource
-
-
-def _same(a: Any, b: Any, p: FieldPath, schema: Schema) -> bool:
-    return json_equal(get_path(a, p, schema), get_path(b, p, schema)) if get_path(a, p, schema) is not MISSING \
-        else get_path(b, p, schema) is MISSING
 
 
 def _drop_nulls(v: Any) -> Any:

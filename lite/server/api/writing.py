@@ -137,7 +137,7 @@ class WriteMixin(RegistryBase):
         strategy.prepare_create(obj)
         if manager:
             obj = record_update(None, obj, manager=manager, api_version=kind.api_version, now=rfc3339(),
-                                schema=self.schema(kind))
+                                schema=self.schema(kind), in_place=True)
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
@@ -273,7 +273,7 @@ class WriteMixin(RegistryBase):
         if manager:  # a subresource write is its own entry, owning what it changed (status, spec.replicas)
             new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
                                 schema=self.schema(kind), ignore_status=subresource not in STATUS_LIKE,
-                                subresource=subresource)
+                                subresource=subresource, in_place=True)
         check_object_size(new, old=old)
         review = Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run)
         await self.admit(review)
