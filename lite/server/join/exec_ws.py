@@ -89,9 +89,9 @@ def exit_status(code: int, message: str = "") -> dict[str, Any]:
     """The channel-3 Status for a process's end (kubectl exits with `code`)."""
     if code == 0:
         return {"metadata": {}, "status": "Success"}
-    return {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+    return {"metadata": {}, "status": "Failure",
             "message": message or f"command terminated with non-zero exit code: exit status {code}",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+            "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
 
 
 def failure_status(message: str, reason: str = "InternalError", code: int = 500) -> dict[str, Any]:
