@@ -120,6 +120,31 @@ async def test_client_order_picks_the_subprotocol_and_base64_stdin_reaches_the_p
     await ws.close()
 
 
+@pytest.mark.parametrize("protocol", ["v4.channel.k8s.io", "v5.channel.k8s.io", "channel.k8s.io"])
+async def test_stdin_in_text_frames_reaches_the_process(env: Env, protocol: str) -> None:
+    """The frame's type does not matter, only the subprotocol (upstream's wsstream reads both alike): the Python
+    client writes `str` stdin as a text frame whose first character is the raw channel byte."""
+    query = [("command", "sh"), ("stdin", "1"), ("stdout", "1"), ("stderr", "1")]
+    ws = await env.ws(EXEC, query, (protocol,))
+    assert ws.protocol == protocol
+    await ws.send_str("\x00echo text frame \u00e9\n")  # channel 0, then UTF-8 text
+    await ws.send_bytes(b"\x00echo binary frame\n")
+    await ws.send_str("\x00exit\n")
+    frames = await _collect(ws, False)
+    assert _channel(frames, 1) == "text frame \u00e9\nbinary frame\n".encode()
+
+
+async def test_v5_close_of_stdin_ends_the_process_input(env: Env) -> None:
+    """v5's CLOSE message `[255, 0]` is EOF on the process's stdin: `cat` then exits 0."""
+    ws = await env.ws(EXEC, [("command", "cat"), ("stdin", "1"), ("stdout", "1")], ("v5.channel.k8s.io",))
+    assert ws.protocol == "v5.channel.k8s.io"
+    await ws.send_str("\x00before close\n")
+    await ws.send_bytes(bytes([255, 0]))
+    frames = await _collect(ws, False)
+    assert _channel(frames, 1) == b"before close\n"
+    assert orjson.loads(_channel(frames, 3)) == {"metadata": {}, "status": "Success"}
+
+
 @pytest.mark.parametrize("protocol", ["binary.k8s.io", "base64.binary.k8s.io"])
 async def test_logs_over_websocket(env: Env, protocol: str) -> None:
     ws = await env.ws("/api/v1/namespaces/default/pods/p/log", [], (protocol,))
