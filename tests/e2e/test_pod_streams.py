@@ -3,8 +3,9 @@
 
 A `lite server`, a node agent and busybox pods from the test registry: the node fixture of `test_pods` (same
 safety: every netns, pod and cgroup is this module's own). The client's suite uses `python` and `nginx`
-images; here busybox plays both (`nc -ll -e cat` is the echo server of its `port_server.py`, `httpd` the web
-server).
+images: its echo server is a threaded Python script from a ConfigMap, run here as there when the test Python
+image can be built (busybox + Debian's python3, `tests/helpers/python_image.py`), and as `nc -ll -e cat`
+always; busybox `httpd` is the web server.
 """
 
 from __future__ import annotations
@@ -15,13 +16,57 @@ import socket
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from test_pods import IMAGE, Node, _apply, node  # noqa: F401 - the module's cluster fixture
 
 pytestmark = [pytest.mark.root, pytest.mark.e2e, pytest.mark.timeout(600)]
 GUARD = 60.0  # hang guard for one exchange, never a speed assertion
+
+
+PORT_SERVER = """
+import select, socket, sys, threading, time
+
+def echo(conn):
+    pending = b""
+    while True:
+        readable, writable, _ = select.select([conn], [conn] if pending else [], [])
+        if readable:
+            data = conn.recv(1024)
+            if not data:
+                return
+            pending += data
+        if writable:
+            pending = pending[conn.send(pending):]
+
+def serve(port):
+    listener = socket.create_server(("0.0.0.0", port))
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=echo, args=(conn,), daemon=True).start()
+
+for port in sys.argv[1:]:
+    threading.Thread(target=serve, args=(int(port),), daemon=True).start()
+time.sleep(600)
+"""
+
+
+def _push_python_image(n: Node) -> bool:
+    """docker.io/library/python:latest in the test registry (busybox + Debian's python3); False if unbuildable."""
+    from tests.helpers.images import Entry, Image, Layer, Pusher, busybox_entries
+    from tests.helpers.python_image import PythonImageUnavailable, python_layer
+
+    try:
+        layer = python_layer(n.base / "python-build")
+    except PythonImageUnavailable:
+        return False
+    mirror = yaml.safe_load(Path(n.base / "registries.yaml").read_text())["mirrors"]["docker.io"]["endpoint"][0]
+    alias = Layer.build([Entry("usr/bin/python", "symlink", mode=0o777, target="python3")])
+    Pusher(mirror).push_image("library/python", "latest", Image([Layer.build(busybox_entries()), layer, alias]))
+    return True
 
 
 def _pod(name: str, script: str, probe_port: int | None = None) -> dict[str, Any]:
@@ -41,7 +86,21 @@ def pods(node: Node) -> Iterator[str]:  # noqa: F811 - the fixture imported abov
     _apply(node, name, _pod("sh", "while true; do sleep 5; done"))
     _apply(node, name, _pod("echo", "nc -ll -p 1234 -e cat & nc -ll -p 1235 -e cat & wait", probe_port=1235))
     _apply(node, name, _pod("web", "exec httpd -f -p 80 -h /www", probe_port=80))
-    for pod in ("sh", "echo", "web"):
+    wanted = ["sh", "echo", "web"]
+    if _push_python_image(node):
+        # the client's own port-forward pod: its echo server from a ConfigMap, a startup probe on the second port
+        node.kubectl("create", "configmap", "port-server", "-n", name, "--from-literal",
+                     f"port-server.py={PORT_SERVER}")
+        _apply(node, name, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pyecho"}, "spec": {
+            "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+            "volumes": [{"name": "port-server", "configMap": {"name": "port-server"}}],
+            "containers": [{"name": "port-server", "image": "python",
+                            "command": ["python", "-u", "/opt/port-server.py", "1234", "1235"],
+                            "volumeMounts": [{"name": "port-server", "mountPath": "/opt", "readOnly": True}],
+                            "startupProbe": {"tcpSocket": {"port": 1235}, "periodSeconds": 1,
+                                             "failureThreshold": 30}}]}})
+        wanted.append("pyecho")
+    for pod in wanted:
         node.wait_ready(name, pod, 120)
     yield name
     node.kubectl("delete", "namespace", name, "--wait=false", check=False)
@@ -152,21 +211,27 @@ def _exchange(socks: dict[Any, bytes]) -> None:
             assert socks[s].startswith(got[s]), got[s]
 
 
-def test_python_client_portforward_raw(node: Node, pods: str) -> None:  # noqa: F811
-    """The client's test_portforward_raw: two echoing ports and one closed, on one websocket, several rounds."""
+@pytest.mark.parametrize("pod", ["echo", "pyecho"])
+def test_python_client_portforward_raw(node: Node, pods: str, pod: str) -> None:  # noqa: F811
+    """The client's test_portforward_raw: two echoing ports and one closed, on one websocket, ten rounds."""
     from kubernetes.stream import portforward
 
+    if pod == "pyecho" and not node.pod(pods, pod):
+        pytest.skip("no Python test image (tests/helpers/python_image.py)")
     api = _core(node)
-    for ix in range(3):
-        pf = portforward(api.connect_get_namespaced_pod_portforward, "echo", pods, ports="1234,1235,1236")
+    for ix in range(10):
+        pf = portforward(api.connect_get_namespaced_pod_portforward, pod, pods, ports="1234,1235,1236")
         assert pf.connected
+        # of the v5,v4 the client offers, v4: the kubelet has no v5 for port-forward
+        assert pf.websocket.getheaders().get("sec-websocket-protocol") == "v4.channel.k8s.io"
         s1234, s1235 = pf.socket(1234), pf.socket(1235)
         _exchange({s1234: b"Test %d port 1234 forwarding" % ix, s1235: b"Test %d port 1235 forwarding" % ix})
         assert pf.connected
         closed = pf.socket(1236)
         closed.setblocking(True)
         assert closed.recv(1024) == b""
-        assert pf.error(1236) is not None and "1236" in pf.error(1236)
+        assert pf.error(1236) is not None
+        assert pf.error(1236).startswith(f"error forwarding port 1236 to pod {pod}, uid "), pf.error(1236)
         closed.close()
         for s in (s1234, s1235):
             assert pf.connected
