@@ -86,7 +86,11 @@ def pods(node: Node) -> Iterator[str]:  # noqa: F811 - the fixture imported abov
     _apply(node, name, _pod("sh", "while true; do sleep 5; done"))
     _apply(node, name, _pod("echo", "nc -ll -p 1234 -e cat & nc -ll -p 1235 -e cat & wait", probe_port=1235))
     _apply(node, name, _pod("web", "exec httpd -f -p 80 -h /www", probe_port=80))
-    wanted = ["sh", "echo", "web"]
+    web6 = _pod("web6", "exec httpd -f -p [::1]:80 -h /www")  # loopback IPv6 only: port-forward dials ::1 too
+    web6["spec"]["containers"][0]["startupProbe"] = {"exec": {"command": ["wget", "-qO-", "http://[::1]/"]},
+                                                     "periodSeconds": 1, "failureThreshold": 30}
+    _apply(node, name, web6)
+    wanted = ["sh", "echo", "web", "web6"]
     if _push_python_image(node):
         # the client's own port-forward pod: its echo server from a ConfigMap, a startup probe on the second port
         node.kubectl("create", "configmap", "port-server", "-n", name, "--from-literal",
@@ -232,6 +236,7 @@ def test_python_client_portforward_raw(node: Node, pods: str, pod: str) -> None:
         assert closed.recv(1024) == b""
         assert pf.error(1236) is not None
         assert pf.error(1236).startswith(f"error forwarding port 1236 to pod {pod}, uid "), pf.error(1236)
+        assert "localhost:1236" in pf.error(1236) and "IPv6" in pf.error(1236), pf.error(1236)
         closed.close()
         for s in (s1234, s1235):
             assert pf.connected
@@ -244,7 +249,8 @@ def test_python_client_portforward_raw(node: Node, pods: str, pod: str) -> None:
         assert pf.error(1234) is None and pf.error(1235) is None
 
 
-def test_python_client_portforward_http(node: Node, pods: str) -> None:  # noqa: F811
+@pytest.mark.parametrize("pod", ["web", "web6"])
+def test_python_client_portforward_http(node: Node, pods: str, pod: str) -> None:  # noqa: F811
     """The client's test_portforward_http: urllib's connection is the forwarded socket."""
     from kubernetes.stream import portforward
 
@@ -261,7 +267,7 @@ def test_python_client_portforward_http(node: Node, pods: str) -> None:  # noqa:
 
     socket.create_connection = create_connection  # type: ignore[assignment]
     try:
-        with urllib.request.urlopen(f"http://web.{pods}.kubernetes/", timeout=GUARD) as r:
+        with urllib.request.urlopen(f"http://{pod}.{pods}.kubernetes/", timeout=GUARD) as r:
             code, html = r.status, r.read().decode()
     finally:
         socket.create_connection = plain
