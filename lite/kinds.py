@@ -49,6 +49,8 @@ class Kind:
     # (autoscaling/v1 HPAs are stored as autoscaling/v2, events.k8s.io Events as core Events); () = stored
     # as itself. Conversions: lite/server/api/versions.
     storage: tuple[str, str] | tuple[()] = ()
+    # For CRDs: the served version's `additionalPrinterColumns` (beside its schema in the CRD).
+    printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
 
     @property
     def converts_by_webhook(self) -> bool:

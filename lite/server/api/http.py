@@ -133,7 +133,9 @@ async def _close_watches(app: web.Application) -> None:
 
 
 def error_response(err: ApiError) -> web.Response:
-    resp = json_response(err.status(), err.code)
+    """The one rendering of an error: the `Status` in Go's field order, ended by a newline as Go's JSON
+    encoder ends it (clients such as the Python client's `create_from_yaml` quote the body verbatim)."""
+    resp = web.Response(body=orjson.dumps(err.status()) + b"\n", status=err.code, content_type="application/json")
     if err.retry_after is not None:
         resp.headers["Retry-After"] = str(err.retry_after)
     return resp
@@ -310,6 +312,7 @@ async def _access_review(request: web.Request, ctx: ApiContext, t: Target) -> we
     if request.method != "POST" or t.name or t.subresource or chain is None:
         raise ApiError(f"the server does not allow this method on the requested resource ({request.method} "
                        f"{t.kind.resource})", 405, "MethodNotAllowed")
+    negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
     _, _, validation = params.write_options(request.query, "Create")
     raw = await read_body(request, ctx)
     body = negotiate.decode_object(request.content_type, raw)

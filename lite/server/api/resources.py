@@ -5,7 +5,8 @@ comes from strategies (`lite.server.api.strategies`). The parts live in sibling 
 `reading` (get/list), `watching` (watch), `writing` (create/update/patch), `deletion` (delete,
 deletecollection), `subresources` (status, scale, binding, eviction, finalize, token); this module routes
 the Client verbs onto them and owns the CustomResourceDefinition lifecycle (Kinds registered on CRD create
-and at start-up, removed with their objects on CRD delete).
+and at start-up, removed with their objects when the CRD is finally removed: a CRD delete only marks it,
+see `deletion`, and while it is Terminating no custom object of it may be created).
 
 The HTTP layer calls this for every request and the controllers use it in process, so its behaviour is
 lite's API behaviour. Invariants: every object returned carries apiVersion and kind; objects returned are
@@ -22,6 +23,7 @@ import orjson
 
 from lite import errors
 from lite.client import Obj, PatchType, WatchEvent
+from lite.crds import TERMINATING, condition_true
 from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
 from lite.server.api.registry_base import CRD_GK, STATUS_LIKE, EvictionCheck, shape_errors
@@ -188,6 +190,8 @@ class Resources(ViewMixin):
                 return await self.bind(self.core_kind("pods"), namespace, pod, body, dry_run)
             if kind.storage:
                 return await self.view_create(kind, namespace, body, dry_run, field_manager)
+            if kind.crd:
+                self._refuse_while_terminating(kind)
             return await self.create_object(kind, namespace, body, dry_run=dry_run, manager=field_manager)
         self._need_subresource(kind, subresource)
         if subresource == "binding":
@@ -215,7 +219,7 @@ class Resources(ViewMixin):
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
-            return await self.update_scale(kind, namespace, name, body, dry_run)
+            return await self.update_scale(kind, namespace, name, body, dry_run, field_manager)
         if subresource == "finalize":
             return await self.finalize_namespace(kind, name, body, dry_run)
         if subresource and subresource not in STATUS_LIKE:
@@ -251,7 +255,8 @@ class Resources(ViewMixin):
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
-            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run), False
+            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run, field_manager,
+                                          force), False
         if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
         if kind.storage:
@@ -305,6 +310,15 @@ class Resources(ViewMixin):
         if kind.storage:
             return await self.view_delete(kind, namespace, name, **kw)
         return await self.delete_object(kind, namespace, name, **kw)
+
+    def _refuse_while_terminating(self, kind: Kind) -> None:
+        """Upstream's CRD handler: no new custom objects while their CRD is being deleted (its instances are
+        still served, so they can be read, updated and deleted)."""
+        crd_kind = self.core_kind("customresourcedefinitions", "apiextensions.k8s.io")
+        got = self.store.get(self.key(crd_kind, "", kind.resource))
+        if got is not None and condition_true(self.decode(crd_kind, got[1]), TERMINATING):
+            raise errors.ApiError("create not allowed while custom resource definition is terminating", 405,
+                                  "MethodNotAllowed", group=kind.group, kind=kind.plural)
 
     @staticmethod
     def _need_subresource(kind: Kind, subresource: str) -> None:
