@@ -35,6 +35,7 @@ from lite.server.admission.noderestriction import node_restriction
 from lite.server.aggregator import Aggregator
 from lite.server.api.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.api.http import build_api_app
+from lite.server.api.inflight import InFlight
 from lite.server.api.requestuser import UserInfo
 from lite.server.api.resources import Resources
 from lite.server.api.runtimeclass import RuntimeClassAdmission
@@ -181,7 +182,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                            scheduler.profile.scheduler_name)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
-                        authorizer=authorizer)
+                        authorizer=authorizer, inflight=InFlight(config.max_requests_inflight,
+                                                                 config.max_mutating_requests_inflight))
     add_join_routes(app, hub, authenticate, _node_credentials(resources, kinds, creds))
     if isinstance(authenticate, ClusterAuthenticator):
         attach_authn(app, resources, authenticate, config)
