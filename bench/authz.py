@@ -96,12 +96,12 @@ def decision_cost() -> None:
     """The authorizer alone, in process, over the same policy: decisions/s for the RBAC user vs the admin."""
     import time
 
-    from lite.server.api.requestuser import UserInfo
     from lite.server.authz import rbac
     from lite.server.authz.attrs import Attributes, request_info
     from lite.server.authz.chain import AuthorizerChain
     from lite.server.authz.index import PolicyIndex, binding_from
     from lite.server.authz.rules import rules_from
+    from lite.server.requestuser import UserInfo
 
     index = PolicyIndex()
     for role in cluster_roles():

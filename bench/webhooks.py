@@ -29,12 +29,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from lite.kinds import Kind, KindRegistry  # noqa: E402
-from lite.server.admission import add_admission_plugins  # noqa: E402
+from lite.server.admission import build_admission  # noqa: E402
 from lite.server.api.resources import Resources  # noqa: E402
 from lite.server.api.strategies import default_strategies  # noqa: E402
 from lite.server.encryption.control import SecretsEncryption  # noqa: E402
 from lite.server.store import Store  # noqa: E402
 from tests.helpers.webhookserver import WebhookServer  # noqa: E402
+
+# the plugins these runs exercise (the rest, e.g. ServiceAccount, would want objects they do not make)
+WEBHOOKS_AND_PSA = frozenset({"MutatingAdmissionWebhook", "PodSecurity", "ValidatingAdmissionWebhook"})
 
 GROUP = "admissionregistration.k8s.io"
 SC = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
@@ -47,7 +50,7 @@ async def stack(path: Path, codec: Any = None) -> AsyncIterator[tuple[Resources,
     kinds = KindRegistry()
     strategies = default_strategies()
     resources = Resources(store, kinds, strategies)
-    tasks = add_admission_plugins(resources, kinds, strategies)
+    tasks = build_admission(resources, kinds, strategies, enable=WEBHOOKS_AND_PSA).background
     await resources.start()
     running = [asyncio.create_task(run()) for _, run in tasks]
     try:

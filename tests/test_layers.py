@@ -5,6 +5,8 @@
   `lite/server/scheduler/**` never import `lite.server.store`.
 - `lite/agent/**` imports leaf, `lite.netns` and `lite.agent`; `lite/netns/**` imports leaf and `lite.netns`.
 - server and agent never import each other; `lite/cli/**` may import everything.
+- Inside `lite/server/`, every module is in one tier of `SERVER_TIERS` (its longest matching prefix) and imports
+  nothing of a higher tier: no import runs back up (docs/internals.md, "Tiers inside lite.server").
 Imports inside functions and `importlib.import_module("lite....")` calls with a literal name count too.
 """
 
@@ -21,6 +23,30 @@ LITE = ROOT / "lite"
 THIRD_PARTY = {"aiohttp", "aiosqlite", "msgpack", "pyroute2", "yaml", "cryptography", "orjson", "dnslib", "multidict",
                "yarl", "prometheus_client", "jwt"}
 TOP_PACKAGES = ("lite.server", "lite.agent", "lite.netns", "lite.cli")
+
+# The tiers inside lite.server, lowest first. A module's tier is that of its longest matching prefix; a module
+# may import modules of its own tier or of lower tiers only.
+SERVER_TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # foundations: the request's user, configuration, the store, metrics, certificates and the pure helpers
+    # the tiers above share (x509 user names, a pod's references, Service IP/port allocators, bootstrap objects)
+    ("base", ("lite.server.requestuser", "lite.server.config", "lite.server.store", "lite.server.metrics",
+              "lite.server.certs", "lite.server.auth", "lite.server.authn.x509", "lite.server.join.relay",
+              "lite.server.encryption", "lite.server.bootstrap", "lite.server.services")),
+    # the API core: kinds' strategies, the registry (`Resources`), discovery, OpenAPI, handlers
+    ("api", ("lite.server.api",)),
+    # who may do what: authentication, authorization, the aggregation layer's proxy
+    ("auth", ("lite.server.authn", "lite.server.authz", "lite.server.aggregator")),
+    # every admission plugin and its ordered list
+    ("admission", ("lite.server.admission",)),
+    # the HTTP app over the API core, with authorization and aggregation in front
+    ("app", ("lite.server.api.http",)),
+    # the loops that use the API as clients: controllers, scheduler, the join hub of the agents
+    ("loops", ("lite.server.controllers", "lite.server.scheduler", "lite.server.join")),
+    # assembly: the control plane, the process, its listener, manifests and snapshots, authn's HTTP wiring
+    ("assembly", ("lite.server", "lite.server.controlplane", "lite.server.main", "lite.server.listener",
+                  "lite.server.certcheck", "lite.server.manifests", "lite.server.snapshots",
+                  "lite.server.authn.wiring")),
+)
 
 
 def module_name(path: Path, root: Path = LITE) -> str:
@@ -67,6 +93,16 @@ def _is_leaf(name: str) -> bool:
     return name == "lite" or (name.startswith("lite.") and not any(_within(name, p) for p in TOP_PACKAGES))
 
 
+def server_tier(module: str) -> tuple[int, str] | None:
+    """(rank, name) of the tier of a module of lite.server (longest matching prefix), or None."""
+    best: tuple[int, int, str] | None = None
+    for rank, (name, prefixes) in enumerate(SERVER_TIERS):
+        for prefix in prefixes:
+            if _within(module, prefix) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), rank, name)
+    return None if best is None else (best[1], best[2])
+
+
 def violation(importer: str, imported: str) -> str | None:
     """Why `importer` may not import `imported`, or None when the rules allow it."""
     if not _within(imported, "lite"):
@@ -84,6 +120,10 @@ def violation(importer: str, imported: str) -> str | None:
         if any(_within(importer, p) for p in ("lite.server.controllers", "lite.server.scheduler")) and \
                 _within(imported, "lite.server.store"):
             return "controllers and the scheduler use a lite.client.Client, never the store"
+        low, high = server_tier(imported), server_tier(importer)
+        assert low is not None and high is not None  # every module of lite.server is under "lite.server"
+        if low[0] > high[0]:
+            return f"tier {high[1]!r} may not import tier {low[1]!r}, which is above it"
         return None
     if _within(importer, "lite.agent"):
         ok = _within(imported, "lite.agent") or _within(imported, "lite.netns")
@@ -120,6 +160,14 @@ def test_lite_respects_layers() -> None:
     ("lite.agent.hooks.network", "lite.server.join"),
     ("lite.netns.bridge", "lite.agent"),
     ("lite.server.main", "lite.cli.main"),
+    ("lite.server.api.writing", "lite.server.admission.priority"),
+    ("lite.server.api.resources", "lite.server.authz.chain"),
+    ("lite.server.authz.rbac", "lite.server.admission.escalation"),
+    ("lite.server.admission.webhooks", "lite.server.api.http"),
+    ("lite.server.admission.quota.wiring", "lite.server.controllers.runtime"),
+    ("lite.server.store", "lite.server.api"),
+    ("lite.server.services.allocator", "lite.server.admission.serviceips"),
+    ("lite.server.controllers.gc", "lite.server.controlplane"),
 ])
 def test_checker_flags_violations(importer: str, imported: str) -> None:
     assert violation(importer, imported) is not None
@@ -134,6 +182,11 @@ def test_checker_flags_violations(importer: str, imported: str) -> None:
     ("lite.agent.hooks.network", "lite.netns.bridge"),
     ("lite.cli.main", "lite.server.main"),
     ("lite.cli.main", "lite.agent"),
+    ("lite.server.admission.escalation", "lite.server.authz.chain"),
+    ("lite.server.authz.rbac", "lite.server.requestuser"),
+    ("lite.server.controllers.resourcequota", "lite.server.admission.quota.usage"),
+    ("lite.server.api.http", "lite.server.authz.chain"),
+    ("lite.server.controlplane", "lite.server.admission"),
 ])
 def test_checker_allows(importer: str, imported: str) -> None:
     assert violation(importer, imported) is None
@@ -154,3 +207,4 @@ def test_relative_and_dynamic_imports_are_resolved(tmp_path: Path) -> None:
     assert len(found) == 2, found
     assert "imports lite.server.store" in found[0]
     assert "imports lite.agent.runner" in found[1]
+

@@ -30,25 +30,19 @@ from lite.errors import ApiError
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
-from lite.server.admission import add_admission_plugins
-from lite.server.admission.noderestriction import node_restriction
+from lite.server.admission import build_admission
+from lite.server.admission.defaultstorageclass import ensure_local_path_class
+from lite.server.admission.serviceips import ServiceAllocators
 from lite.server.aggregator import Aggregator
-from lite.server.api.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.api.http import build_api_app
 from lite.server.api.inflight import InFlight
-from lite.server.api.requestuser import UserInfo
 from lite.server.api.resources import Resources
-from lite.server.api.runtimeclass import RuntimeClassAdmission
-from lite.server.api.storageadmission import DefaultStorageClass, ensure_local_path_class
 from lite.server.api.strategies import default_strategies
-from lite.server.api.strategies.certificates import subject_restriction
 from lite.server.authn.authenticator import ClusterAuthenticator
-from lite.server.authn.saadmission import ServiceAccountAdmission
 from lite.server.authn.wiring import attach_authn
 from lite.server.authz.aggregation import ClusterRoleAggregator
 from lite.server.authz.bootstrap import reconcile_policy
 from lite.server.authz.chain import AuthorizerChain
-from lite.server.authz.escalation import EscalationCheck
 from lite.server.authz.index import PolicyFeed, PolicyIndex
 from lite.server.authz.node import NodeAuthorizer
 from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
@@ -63,9 +57,8 @@ from lite.server.join.hub import NODE_INDEX
 from lite.server.join.nodecreds import NodeCredentialIssuer
 from lite.server.manifests import ManifestDeployer
 from lite.server.metrics import ServerMetrics, StoreTotals
-from lite.server.quota.wiring import add_quota_admission
+from lite.server.requestuser import UserInfo
 from lite.server.scheduler.scheduler import build_scheduler
-from lite.server.services.admission import ServiceAllocators
 from lite.server.services.kubedns import ensure_kube_dns_service
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
 from lite.server.store import Store
@@ -116,24 +109,12 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     resources = Resources(store, kinds, strategies, eviction_check=evict)
     evict.client = resources
     allocators = ServiceAllocators(resources, config.service_cidr, config.service_node_port_range)
-    strategies.add_admission(allocators.admit)
-    strategies.add_admission(subject_restriction)
-    strategies.add_admission(node_restriction)
-    rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
-    if rc_kind is not None:
-        strategies.add_admission(RuntimeClassAdmission(resources, rc_kind).admit)
-    sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
-    assert sc_kind is not None
-    strategies.add_admission(DefaultStorageClass(resources, sc_kind).admit)
-    ic_kind = kinds.by_resource("networking.k8s.io", "v1", "ingressclasses")
-    if ic_kind is not None:
-        strategies.add_admission(DefaultIngressClassAdmission(resources, ic_kind).admit)
-    admission_tasks = add_admission_plugins(resources, kinds, strategies)
-    quota = add_quota_admission(resources, strategies, resources.revisions, resources.replace_status)
-    strategies.add_admission(ServiceAccountAdmission(resources, resources.core_kind("serviceaccounts")).admit)
     sa_tokens = authenticate.sa_tokens if isinstance(authenticate, ClusterAuthenticator) else None
     authorizer = AuthorizerChain(PolicyIndex())
-    strategies.add_admission(EscalationCheck(authorizer))
+    admission = build_admission(resources, kinds, strategies, allocators=allocators, authorizer=authorizer)
+    quota = admission.quota
+    sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
+    assert sc_kind is not None
     await resources.start()
     await ensure_bootstrap_objects(resources, kinds)
     await ensure_local_path_class(resources, sc_kind)
@@ -195,7 +176,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("join-hub", hub.run),
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
-        *admission_tasks,
+        *admission.background,
         ("rbac-policy", policy_feed.run),
         ("clusterrole-aggregation", role_aggregator.run),
     ]

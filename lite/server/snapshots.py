@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lite.server.controllers.cron import parse as parse_cron
+from lite.cron import parse as parse_cron
 
 log = logging.getLogger(__name__)
 DEFAULT_NAME = "lite-snapshot"

@@ -16,7 +16,7 @@ from lite.server.aggregator.aggregator import available_condition
 from lite.server.aggregator.proxy import forward_headers
 from lite.server.aggregator.resolve import Backend, Unavailable, backend
 from lite.server.api.discovery import Discovery
-from lite.server.api.requestuser import CURRENT_USER, user_info
+from lite.server.requestuser import CURRENT_USER, user_info
 
 Obj = dict[str, Any]
 APISVC = {"metadata": {"name": "v1.x.io"}, "spec": {"group": "x.io", "version": "v1", "caBundle": base64.b64encode(

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from lite.kinds import KindRegistry
+from lite.server.admission.quota.wiring import add_quota_admission
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
-from lite.server.quota.wiring import add_quota_admission
 from lite.server.store import Store
 
 ABSENT = object()

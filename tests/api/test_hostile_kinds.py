@@ -16,12 +16,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from lite.kinds import KindRegistry
+from lite.server.admission.certsubjectrestriction import subject_restriction
+from lite.server.admission.runtimeclass import RuntimeClassAdmission
 from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
-from lite.server.api.runtimeclass import RuntimeClassAdmission
 from lite.server.api.strategies import default_strategies
-from lite.server.api.strategies.certificates import subject_restriction
 from lite.server.bootstrap import ensure_bootstrap_objects
 from lite.server.store import Store
 from tests.helpers.csr import csr_body, make_csr

@@ -32,7 +32,8 @@ from lite.server.authz.attrs import request_info
     ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {}, MUTATING),
 ])
 def test_kind_of(method: str, path: str, query: dict[str, str], want: str | None) -> None:
-    assert kind_of(request_info(method, path, query), query) == want
+    info = request_info(method, path, query)
+    assert kind_of(info.verb, info.subresource if info.resource_request else "", query) == want
 
 
 def test_budgets_are_separate_and_masters_pass_without_a_slot() -> None:

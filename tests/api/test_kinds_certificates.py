@@ -16,11 +16,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from lite.errors import ApiError
 from lite.kinds import Kind
-from lite.server.api.requestuser import CURRENT_USER, user_info
+from lite.server.admission.certsubjectrestriction import subject_restriction
 from lite.server.api.resources import Resources
 from lite.server.api.strategies.base import Admission
-from lite.server.api.strategies.certificates import subject_restriction
 from lite.server.controllers.csrsigning import ClientCA, sign_request, wants_signing
+from lite.server.requestuser import CURRENT_USER, user_info
 from tests.helpers.csr import csr_body
 
 CSR = "certificatesigningrequests"

@@ -10,7 +10,7 @@ import pytest
 
 from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
-from lite.server.api.defaultingressclass import DefaultIngressClassAdmission, default_class
+from lite.server.admission.defaultingressclass import DefaultIngressClassAdmission, default_class
 from lite.server.api.resources import Resources
 from lite.server.api.tables import to_table
 

@@ -9,8 +9,8 @@ import pytest
 
 from lite.errors import ApiError
 from lite.kinds import Kind
+from lite.server.admission.runtimeclass import RuntimeClassAdmission, merge_runtime_class
 from lite.server.api.resources import Resources
-from lite.server.api.runtimeclass import RuntimeClassAdmission, merge_runtime_class
 
 
 def rc_kind(res: Resources) -> Kind:

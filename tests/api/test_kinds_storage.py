@@ -11,8 +11,8 @@ import pytest
 
 from lite.errors import ApiError
 from lite.kinds import Kind
+from lite.server.admission.defaultstorageclass import DefaultStorageClass, ensure_local_path_class
 from lite.server.api.resources import Resources
-from lite.server.api.storageadmission import DefaultStorageClass, ensure_local_path_class
 
 Obj = dict[str, Any]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lite.server.authn.saadmission import MOUNT_PATH, api_access_volume, mount_api_access, should_mount
+from lite.server.admission.serviceaccount import MOUNT_PATH, api_access_volume, mount_api_access, should_mount
 from lite.server.controllers.rootca import DESCRIPTION, DESCRIPTION_KEY, desired
 from lite.server.controllers.satokens import UID_KEY, plan
 

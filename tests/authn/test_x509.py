@@ -10,10 +10,10 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from lite.server.api.requestuser import UserInfo
 from lite.server.authn.x509 import issue_client_cert, user_from_peercert
 from lite.server.certs import ensure_credentials, kubeconfig_text, server_ssl_context
 from lite.server.config import ServerConfig
+from lite.server.requestuser import UserInfo
 
 
 def subject(*pairs: tuple[str, str]) -> dict[str, Any]:

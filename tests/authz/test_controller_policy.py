@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from lite.server.api.requestuser import UserInfo
 from lite.server.api.strategies import rbac as rbac_strategy
 from lite.server.authz import policy
 from lite.server.authz.attrs import Attributes, request_info
 from lite.server.authz.chain import AuthorizerChain
 from lite.server.authz.index import PolicyIndex, binding_from
 from lite.server.authz.rules import rules_from
+from lite.server.requestuser import UserInfo
 
 # Upstream's testdata, one rule a line: role | verbs | apiGroups ("" is the core group) | resources [| names].
 # Only the controllers lite runs; the rule order is upstream's.

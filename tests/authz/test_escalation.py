@@ -9,12 +9,13 @@ import pytest
 
 from lite.errors import ApiError
 from lite.kinds import KindRegistry
-from lite.server.api.requestuser import CURRENT_USER, UserInfo
+from lite.server.admission.escalation import EscalationCheck
 from lite.server.api.strategies.base import Admission
 from lite.server.authz.chain import AuthorizerChain
-from lite.server.authz.escalation import EscalationCheck, compact, covers, describe
+from lite.server.authz.comparator import compact, covers, describe
 from lite.server.authz.index import PolicyIndex, binding_from
 from lite.server.authz.rules import Rule
+from lite.server.requestuser import CURRENT_USER, UserInfo
 
 R = Rule
 

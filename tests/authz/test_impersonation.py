@@ -8,10 +8,10 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from lite.errors import ApiError
 from lite.server.api import impersonation
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.chain import AuthorizerChain
 from lite.server.authz.index import PolicyIndex, binding_from
 from lite.server.authz.rules import Rule
+from lite.server.requestuser import UserInfo
 
 
 def headers(*pairs: tuple[str, str]) -> CIMultiDictProxy[str]:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from lite.server.admission.noderestriction import refusal
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.attrs import RequestInfo
 from lite.server.authz.node import decide, node_name
 from lite.server.join.nodecreds import hash_password, password_matches
+from lite.server.requestuser import UserInfo
 
 
 def _pod(ns: str, name: str, **spec: Any) -> dict[str, Any]:

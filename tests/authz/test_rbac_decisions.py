@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.attrs import Attributes, RequestInfo, request_info
 from lite.server.authz.chain import ANONYMOUS, AuthorizerChain, forbidden
 from lite.server.authz.index import PolicyIndex, binding_from
 from lite.server.authz.rules import rules_from
+from lite.server.requestuser import UserInfo
 
 G = "rbac.authorization.k8s.io"
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from lite.errors import ApiError
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.chain import AuthorizerChain
 from lite.server.authz.index import PolicyIndex, binding_from
 from lite.server.authz.reviews import review
 from lite.server.authz.rules import Rule
+from lite.server.requestuser import UserInfo
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from lite.server.controllers.cron import parse
+from lite.cron import parse
 
 UTC = dt.UTC
 

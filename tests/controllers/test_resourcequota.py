@@ -9,9 +9,9 @@ from typing import Any
 
 from conftest import DEPLOY, POD, Kit, bare_pod, running
 
+from lite.server.admission.quota.admission import QuotaAdmission
 from lite.server.controllers.resourcequota import ResourceQuotaController, recount, tally
 from lite.server.controllers.runtime import builtin
-from lite.server.quota.admission import QuotaAdmission
 
 RQ, SVC = builtin("", "ResourceQuota"), builtin("", "Service")
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

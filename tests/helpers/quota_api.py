@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lite.kinds import KindRegistry
+from lite.server.admission.quota.admission import QuotaAdmission
+from lite.server.admission.quota.wiring import add_quota_admission
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
-from lite.server.quota.admission import QuotaAdmission
-from lite.server.quota.wiring import add_quota_admission
 from lite.server.store import Store
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from lite import errors
+from lite.server.admission.quota import limitranger as lr
 from lite.server.controllers.runtime import builtin
-from lite.server.quota import limitranger as lr
 from tests.helpers.quota_api import Api, open_api
 
 POD, LR, PVC = builtin("", "Pod"), builtin("", "LimitRange"), builtin("", "PersistentVolumeClaim")

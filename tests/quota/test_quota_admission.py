@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from lite import errors
+from lite.server.admission.quota import admission as qa
 from lite.server.api.strategies import Admission
 from lite.server.controllers.runtime import builtin
-from lite.server.quota import admission as qa
 from tests.helpers.quota_api import Api, open_api
 
 POD, RQ, DEPLOY = builtin("", "Pod"), builtin("", "ResourceQuota"), builtin("apps", "Deployment")
@@ -223,8 +223,8 @@ async def test_an_update_is_charged_what_it_adds(api: Any) -> None:
 async def test_the_status_written_is_reused_at_its_revision(api: Any) -> None:
     """The worker keeps the quota status it wrote in nano-units under the revision it got, so the next batch
     need not parse the status again; what it keeps is exactly what the stored status says."""
-    from lite.server.quota import usage as u
-    from lite.server.quota.admission import _to_nano
+    from lite.server.admission.quota import usage as u
+    from lite.server.admission.quota.admission import _to_nano
     await quota(api, "q", {"pods": "9", "requests.cpu": "2", "requests.memory": "1Gi"})
     await api.res.create(POD, "default", pod("a", requests={"cpu": "333m", "memory": "100Mi"}))
     stored = await api.res.get(RQ, "default", "q")
@@ -253,8 +253,8 @@ async def test_an_outside_status_write_is_seen_not_the_kept_status(api: Any) -> 
 ])
 def test_a_nano_value_survives_formatting_exactly(nano: int, like: str) -> None:
     """What the kept status relies on: a nano-integer written as a status string parses back unchanged."""
-    from lite.server.quota import usage as u
-    from lite.server.quota.admission import _from_nano, _to_nano
+    from lite.server.admission.quota import usage as u
+    from lite.server.admission.quota.admission import _from_nano, _to_nano
     for name in ("requests.memory", "requests.cpu"):
         written = u.format_usage(_from_nano({name: nano}), {name: like} if like else None)
         assert _to_nano(u.resource_list(written)) == {name: nano}

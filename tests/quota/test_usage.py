@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lite.kinds import BUILTIN_KINDS, Kind
-from lite.server.quota import usage as u
+from lite.server.admission.quota import usage as u
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

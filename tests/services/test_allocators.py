@@ -11,9 +11,9 @@ import pytest
 
 from lite.errors import ApiError
 from lite.kinds import BUILTIN_KINDS, KindRegistry
+from lite.server.admission.serviceips import ServiceAllocators
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
-from lite.server.services.admission import ServiceAllocators
 from lite.server.services.allocator import IPAllocator, PortAllocator, Taken
 from lite.server.services.kubernetes import ensure_kubernetes_service
 from lite.server.store.store import Store

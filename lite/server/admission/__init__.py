@@ -1,37 +1,116 @@
-"""Admission plugins of kube-apiserver that lite runs as `Strategies` admission hooks: admission webhooks
-(`webhooks.py`, configured by `webhookconfig.py` objects, matched by `matching.py`, spoken to with
-`review.py`) and Pod Security Admission (`podsecurity.py` over the pure checks of `psachecks.py`).
+"""Every admission plugin of lite, built and ordered in one place (`build_admission`).
 
-`add_admission_plugins` registers them in upstream's order — mutating webhooks, then Pod Security (validating
-only), then validating webhooks — and returns the background tasks they need (the informers of the webhook
-configurations and of namespaces, whose labels both plugins read).
+The plugins (one module each) are those of kube-apiserver that lite runs: ServiceAccount
+(`serviceaccount.py`), NodeRestriction (`noderestriction.py`), PodSecurity (`podsecurity.py` over the pure
+checks of `psachecks.py`), Priority (`priority.py`), DefaultStorageClass (`defaultstorageclass.py`),
+RuntimeClass (`runtimeclass.py`), CertificateSubjectRestriction (`certsubjectrestriction.py`),
+DefaultIngressClass (`defaultingressclass.py`), the admission webhooks (`webhooks.py`, configured by
+`webhookconfig.py` objects, matched by `matching.py`, spoken to with `review.py`), LimitRanger and
+ResourceQuota (`quota/`), plus the two storage steps upstream runs beside admission: Service IP/NodePort
+allocation (`serviceips.py`) and RBAC escalation prevention (`escalation.py`). Their order is the one list
+`plugins.ORDER` (upstream's AllOrderedPlugins): mutating hooks first, then validating ones, policies and
+webhooks, quota last.
+
+`build_admission` makes the plugins the server runs (all of them, or those named in `enable`), registers
+the strategies their configuration kinds need, installs their hooks on `Strategies` in order, and returns
+the background tasks they need (the webhook configurations' and namespaces' informers) and the quota
+admission the ResourceQuota controller shares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
-from lite.client import Client
 from lite.kinds import KindRegistry
+from lite.server.admission.certsubjectrestriction import subject_restriction
+from lite.server.admission.defaultingressclass import DefaultIngressClassAdmission
+from lite.server.admission.defaultstorageclass import DefaultStorageClass
+from lite.server.admission.escalation import EscalationCheck
 from lite.server.admission.namespaces import NamespaceLabels
+from lite.server.admission.noderestriction import node_restriction
+from lite.server.admission.plugins import ORDER, Plugin, ordered_hooks
 from lite.server.admission.podsecurity import PodSecurityAdmission
+from lite.server.admission.priority import PriorityAdmission
+from lite.server.admission.quota.admission import QuotaAdmission
+from lite.server.admission.quota.wiring import quota_hook
+from lite.server.admission.runtimeclass import RuntimeClassAdmission
+from lite.server.admission.serviceaccount import ServiceAccountAdmission
+from lite.server.admission.serviceips import ServiceAllocators
 from lite.server.admission.webhookconfig import MUTATING, VALIDATING
 from lite.server.admission.webhooks import GROUP, WebhookAdmission
+from lite.server.api.resources import Resources
 from lite.server.api.strategies import Strategies
+from lite.server.authz.chain import AuthorizerChain
 
 Background = Callable[[], Awaitable[None]]
 
 
-def add_admission_plugins(client: Client, kinds: KindRegistry,
-                          strategies: Strategies) -> list[tuple[str, Background]]:
-    strategies.register(f"ValidatingWebhookConfiguration.{GROUP}", VALIDATING)
-    strategies.register(f"MutatingWebhookConfiguration.{GROUP}", MUTATING)
-    ns_kind = kinds.by_resource("", "v1", "namespaces")
-    if ns_kind is None:
-        raise RuntimeError("namespaces are not registered")
-    namespaces = NamespaceLabels(client, ns_kind)
-    webhooks = WebhookAdmission(client, kinds, strategies, namespaces)
-    strategies.add_admission(webhooks.mutate)
-    strategies.add_admission(PodSecurityAdmission(client, kinds, namespaces).admit)
-    strategies.add_admission(webhooks.validate)
-    return [("admission-webhooks", webhooks.run)]
+@dataclass
+class AdmissionPlugins:
+    """What `build_admission` made: the plugins in order, their background tasks, quota admission."""
+
+    plugins: list[Plugin]
+    background: list[tuple[str, Background]] = field(default_factory=list)
+    quota: QuotaAdmission | None = None
+
+
+def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strategies, *,
+                    allocators: ServiceAllocators | None = None, authorizer: AuthorizerChain | None = None,
+                    enable: frozenset[str] | None = None) -> AdmissionPlugins:
+    """Build the plugins named in `enable` (default: all of `ORDER`; ServiceIPAllocation needs `allocators`,
+    RBACEscalation needs `authorizer`) and install their hooks on `strategies` in order."""
+    wanted = frozenset(ORDER) if enable is None else enable
+    unknown = wanted - set(ORDER)
+    if unknown:
+        raise ValueError(f"unknown admission plugins: {sorted(unknown)}")
+    out = AdmissionPlugins([])
+    plugins = out.plugins
+
+    if "ServiceAccount" in wanted:
+        plugins.append(Plugin("ServiceAccount", ServiceAccountAdmission(
+            resources, resources.core_kind("serviceaccounts")).admit))
+    if "NodeRestriction" in wanted:
+        plugins.append(Plugin("NodeRestriction", node_restriction))
+    namespaces: NamespaceLabels | None = None
+    if wanted & {"PodSecurity", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}:
+        namespaces = NamespaceLabels(resources, resources.core_kind("namespaces"))
+    if "PodSecurity" in wanted:
+        assert namespaces is not None
+        plugins.append(Plugin("PodSecurity", validate=PodSecurityAdmission(resources, kinds, namespaces).admit))
+    if "Priority" in wanted:
+        plugins.append(Plugin("Priority", PriorityAdmission(resources).admit))
+    if "DefaultStorageClass" in wanted:
+        sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
+        if sc_kind is not None:
+            plugins.append(Plugin("DefaultStorageClass", DefaultStorageClass(resources, sc_kind).admit))
+    if "RuntimeClass" in wanted:
+        rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
+        if rc_kind is not None:
+            plugins.append(Plugin("RuntimeClass", RuntimeClassAdmission(resources, rc_kind).admit))
+    if "CertificateSubjectRestriction" in wanted:
+        plugins.append(Plugin("CertificateSubjectRestriction", validate=subject_restriction))
+    if "DefaultIngressClass" in wanted:
+        ic_kind = kinds.by_resource("networking.k8s.io", "v1", "ingressclasses")
+        if ic_kind is not None:
+            plugins.append(Plugin("DefaultIngressClass", DefaultIngressClassAdmission(resources, ic_kind).admit))
+    if wanted & {"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}:
+        assert namespaces is not None
+        strategies.register(f"ValidatingWebhookConfiguration.{GROUP}", VALIDATING)
+        strategies.register(f"MutatingWebhookConfiguration.{GROUP}", MUTATING)
+        webhooks = WebhookAdmission(resources, kinds, strategies, namespaces)
+        if "MutatingAdmissionWebhook" in wanted:
+            plugins.append(Plugin("MutatingAdmissionWebhook", webhooks.mutate))
+        if "ValidatingAdmissionWebhook" in wanted:
+            plugins.append(Plugin("ValidatingAdmissionWebhook", validate=webhooks.validate))
+        out.background.append(("admission-webhooks", webhooks.run))
+    if "ServiceIPAllocation" in wanted and allocators is not None:
+        plugins.append(Plugin("ServiceIPAllocation", validate=allocators.admit))
+    if "RBACEscalation" in wanted and authorizer is not None:
+        plugins.append(Plugin("RBACEscalation", validate=EscalationCheck(authorizer)))
+    if "ResourceQuota" in wanted:
+        hook, out.quota = quota_hook(resources, strategies, resources.revisions, resources.replace_status)
+        plugins.append(Plugin("ResourceQuota", validate=hook))
+    for hook in ordered_hooks(plugins):
+        strategies.add_admission(hook)
+    return out

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from lite import errors
-from lite.server.api.requestuser import current_user
 from lite.server.api.strategies.base import Admission
 from lite.server.authz.node import node_name
+from lite.server.requestuser import current_user
 
 Obj = dict[str, Any]
 PROTECTED_PREFIXES = ("node-restriction.kubernetes.io/", "node-role.kubernetes.io/")

@@ -56,8 +56,8 @@ from lite.server.admission.matching import Attributes
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.aggregator.resolve import Backend, backend
 from lite.server.api.admissionwarnings import add_warning
-from lite.server.api.requestuser import current_user
 from lite.server.api.strategies import Admission, Strategies
+from lite.server.requestuser import current_user
 from lite.validation import validate_object_meta
 
 log = logging.getLogger("lite.admission")

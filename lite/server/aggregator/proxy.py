@@ -20,7 +20,7 @@ from aiohttp import web
 
 from lite import errors
 from lite.server.aggregator.resolve import Backend
-from lite.server.api.requestuser import current_user
+from lite.server.requestuser import current_user
 
 _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                   "transfer-encoding", "upgrade", "host", "content-length", "authorization"})

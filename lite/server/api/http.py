@@ -59,13 +59,13 @@ from lite.server.api.handlers import (
 from lite.server.api.inflight import InFlight, kind_of, too_many_requests
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
-from lite.server.api.requestuser import CURRENT_USER, UserInfo, user_info
 from lite.server.api.reviews import REVIEWS
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
 from lite.server.authz.attrs import Attributes, request_info
 from lite.server.authz.chain import ANONYMOUS, MASTERS, AuthorizerChain
 from lite.server.metrics import ServerMetrics, request_labels
+from lite.server.requestuser import CURRENT_USER, UserInfo, user_info
 
 __all__ = ["API", "USER", "USER_INFO", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
 
@@ -186,7 +186,8 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
             if methods and request.method not in methods:
                 raise ApiError(f"the server does not allow this method on the requested resource "
                                f"({request.method} {request.path})", 405, "MethodNotAllowed")
-            kind = kind_of(request_info(request.method, request.path, request.query), request.query)
+            info = request_info(request.method, request.path, request.query)
+            kind = kind_of(info.verb, info.subresource if info.resource_request else "", request.query)
             if kind is None:
                 return _with_admission_warnings(await fn(request, request.app[API]))
             return await _within_budget(request, kind, fn)

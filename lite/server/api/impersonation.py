@@ -27,7 +27,7 @@ from multidict import CIMultiDictProxy
 
 from lite import errors
 from lite.errors import ApiError
-from lite.server.api.requestuser import AUTHENTICATED, UserInfo
+from lite.server.requestuser import AUTHENTICATED, UserInfo
 
 USER = "impersonate-user"
 _OTHERS = ("impersonate-group", "impersonate-uid")

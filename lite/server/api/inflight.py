@@ -1,6 +1,7 @@
 """Requests in flight: kube-apiserver's `--max-requests-inflight` / `--max-mutating-requests-inflight`.
 
-Role: `kind_of(info, query)` sorts a request (pure, table-tested): `None` for a long-running request, which is
+Role: `kind_of(verb, subresource, query)` sorts a request by its RequestInfo (`authz.attrs.request_info`:
+the verb, and the subresource of a resource request; pure, table-tested): `None` for a long-running request, which is
 never limited (the verbs `watch` and `proxy`; the subresources `attach`, `exec`, `proxy`, `log` and
 `portforward`; also a GET carrying `watch`, which lite serves as a stream), else `READONLY` (the verbs get,
 list) or `MUTATING` (every other verb, non-resource POSTs included). `InFlight` holds one budget per kind;
@@ -22,8 +23,6 @@ from collections.abc import Mapping
 
 from aiohttp import web
 
-from lite.server.authz.attrs import RequestInfo
-
 READONLY = "readOnly"  # upstream's metric label values for the two budgets
 MUTATING = "mutating"
 LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
@@ -33,15 +32,14 @@ RETRY_AFTER = "1"  # seconds, as upstream (a constant there too)
 MESSAGE = "Too many requests, please try again later."
 
 
-def kind_of(info: RequestInfo, query: Mapping[str, str]) -> str | None:
-    """The budget a request draws on, or None when it is long-running (see the module docstring)."""
-    if info.verb in LONG_RUNNING_VERBS:
+def kind_of(verb: str, subresource: str, query: Mapping[str, str]) -> str | None:
+    """The budget a request draws on, or None when it is long-running (see the module docstring);
+    `subresource` is "" for a non-resource request."""
+    if verb in LONG_RUNNING_VERBS or subresource in LONG_RUNNING_SUBRESOURCES:
         return None
-    if info.resource_request and info.subresource in LONG_RUNNING_SUBRESOURCES:
+    if verb == "get" and query.get("watch", "false").lower() not in ("false", "0"):
         return None
-    if info.verb == "get" and query.get("watch", "false").lower() not in ("false", "0"):
-        return None
-    return READONLY if info.verb in READ_VERBS else MUTATING
+    return READONLY if verb in READ_VERBS else MUTATING
 
 
 class InFlight:

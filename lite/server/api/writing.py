@@ -146,8 +146,6 @@ class WriteMixin(RegistryBase):
             raise errors.invalid(kind.kind, name, causes, kind.group)
         if kind.namespaced:
             self._check_namespace(kind, ns, name)
-        if kind.gk == "Pod":
-            self._pod_priority(obj, name)
         check_object_size(obj)
         review = Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run)
         await self.admit(review)
@@ -184,32 +182,15 @@ class WriteMixin(RegistryBase):
                            kind=kind.plural,
                            causes=[Cause("NamespaceTerminating", detail, "metadata.namespace")])
 
-    def _pod_priority(self, pod: Obj, name: str) -> None:
-        """Priority admission: spec.priority (and preemptionPolicy) from the PriorityClass, or the global
-        default class; a named class that does not exist is 403 Forbidden."""
-        spec = pod.setdefault("spec", {})
-        cls_name = str(spec.get("priorityClassName") or "")
-        cls: Obj | None = None
-        if cls_name:
-            got = self.store.get(f"{_PRIORITY_CLASSES}{cls_name}")
-            if got is not None:
-                cls = self.decoded_once(*got)
-            elif cls_name in SYSTEM_PRIORITY_CLASSES:
-                cls = {"value": SYSTEM_PRIORITY_CLASSES[cls_name]}
-            else:
-                raise errors.forbidden(f'pods "{name}" is forbidden: no PriorityClass with name {cls_name} was found',
-                                       "pods", "", name)
-        else:
-            page, _, _ = self.store.list(_PRIORITY_CLASSES)
-            defaults = [c for c in (self.decoded_once(rev, raw) for _k, rev, raw in page) if c.get("globalDefault")]
-            if defaults:
-                cls = min(defaults, key=lambda c: int(c.get("value") or 0))
-                spec["priorityClassName"] = cls.get("metadata", {}).get("name", "")
-        if cls is None:
-            spec.setdefault("priority", 0)
-            return
-        spec["priority"] = int(cls.get("value") or 0)
-        spec["preemptionPolicy"] = cls.get("preemptionPolicy") or "PreemptLowerPriority"
+    def priority_class(self, name: str) -> Obj | None:
+        """The stored PriorityClass `name` (shared: do not mutate), read from the store's cache (no I/O)."""
+        got = self.store.get(f"{_PRIORITY_CLASSES}{name}")
+        return self.decoded_once(*got) if got is not None else None
+
+    def priority_classes(self) -> list[Obj]:
+        """Every stored PriorityClass (shared: do not mutate), read from the store's cache (no I/O)."""
+        page, _, _ = self.store.list(_PRIORITY_CLASSES)
+        return [self.decoded_once(rev, raw) for _k, rev, raw in page]
 
     async def _insert(self, kind: Kind, ns: str, obj: Obj, generated: bool, dry_run: bool) -> Obj:
         meta = obj["metadata"]

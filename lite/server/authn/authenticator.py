@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from lite.server.api.requestuser import UserInfo
 from lite.server.auth import bearer_token
 from lite.server.authn.claims import TokenInvalid
 from lite.server.authn.serviceaccounts import ServiceAccountTokens
 from lite.server.authn.signer import looks_like_jwt
 from lite.server.authn.x509 import user_from_peercert
+from lite.server.requestuser import UserInfo
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from lite.server.api.requestuser import UserInfo
+from lite.server.requestuser import UserInfo
 
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 LEGACY_ISSUER = "kubernetes/serviceaccount"

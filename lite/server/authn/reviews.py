@@ -20,8 +20,8 @@ from lite.errors import bad_request, unauthorized
 from lite.kinds import Kind
 from lite.objects import Obj
 from lite.server.api import reviews
-from lite.server.api.requestuser import UserInfo, current_user, user_info
 from lite.server.authn.authenticator import ClusterAuthenticator
+from lite.server.requestuser import UserInfo, current_user, user_info
 
 
 def user_json(user: UserInfo) -> dict[str, Any]:

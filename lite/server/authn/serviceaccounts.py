@@ -26,7 +26,6 @@ from typing import Any
 
 from lite import errors
 from lite.objects import Obj
-from lite.server.api.requestuser import UserInfo
 from lite.server.authn.claims import (
     Ref,
     TokenClaims,
@@ -38,6 +37,7 @@ from lite.server.authn.claims import (
     user_of,
 )
 from lite.server.authn.signer import TokenSigner, looks_like_jwt
+from lite.server.requestuser import UserInfo
 
 # lookup(plural, namespace, name) -> the live object or None. Plurals: serviceaccounts, pods, secrets, nodes.
 Lookup = Callable[[str, str, str], "Obj | None"]

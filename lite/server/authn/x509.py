@@ -19,7 +19,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from lite.server.api.requestuser import UserInfo
+from lite.server.requestuser import UserInfo
 
 PeerCert = dict[str, Any]  # what ssl.SSLSocket.getpeercert() returns for a verified peer
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lite.server.api.requestuser import UserInfo
+from lite.server.requestuser import UserInfo
 
 _SPECIAL_VERBS = frozenset({"proxy", "watch"})
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})

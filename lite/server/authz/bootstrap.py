@@ -27,7 +27,7 @@ from lite.errors import ApiError
 from lite.kinds import KindRegistry
 from lite.objects import deep_copy
 from lite.server.authz import policy
-from lite.server.authz.escalation import covers
+from lite.server.authz.comparator import covers
 from lite.server.authz.rules import rules_from
 
 log = logging.getLogger(__name__)

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lite.errors import ApiError
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz import rbac
 from lite.server.authz.attrs import Attributes, RequestInfo
 from lite.server.authz.index import PolicyIndex
 from lite.server.authz.rbac import Compiled, Verdict
 from lite.server.authz.rules import Rule
+from lite.server.requestuser import UserInfo
 
 MASTERS = "system:masters"
 ANONYMOUS = UserInfo("system:anonymous", ("system:unauthenticated",))

@@ -26,8 +26,8 @@ from typing import Any
 from lite.client import Client
 from lite.informer import Informer
 from lite.kinds import Kind, KindRegistry
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.rules import Rule, rules_from
+from lite.server.requestuser import UserInfo
 
 GROUP = "rbac.authorization.k8s.io"
 Subject = tuple[str, str]  # ("User" | "Group", name)

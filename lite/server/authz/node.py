@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.attrs import Attributes, RequestInfo
 from lite.server.authz.rbac import Verdict
+from lite.server.requestuser import UserInfo
 
 Obj = dict[str, Any]
 NODE_PREFIX = "system:node:"

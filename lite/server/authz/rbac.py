@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.attrs import Attributes
 from lite.server.authz.index import Binding, PolicyIndex
 from lite.server.authz.rules import ALL, Rule, allows
+from lite.server.requestuser import UserInfo
 
 Entry = tuple[int, Rule, Binding]  # (visiting order, rule, the binding that granted it)
 

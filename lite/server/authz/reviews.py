@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from lite.errors import Cause, field_invalid, invalid
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.attrs import Attributes, RequestInfo
 from lite.server.authz.chain import AuthorizerChain
 from lite.server.authz.rules import Rule
+from lite.server.requestuser import UserInfo
 
 GROUP = "authorization.k8s.io"
 AUTHN_GROUP = "authentication.k8s.io"

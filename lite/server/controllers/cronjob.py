@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from lite import cron
 from lite.client import Client
 from lite.errors import ApiError
 from lite.events import EventRecorder
@@ -42,7 +43,6 @@ from lite.objects import (
     rv_of,
     uid_of,
 )
-from lite.server.controllers import cron
 from lite.server.controllers.job_status import finished_condition
 from lite.server.controllers.runtime import Controller, builtin
 

@@ -4,7 +4,7 @@ reconcile(quota key):
     gone                                   ──► nothing
     recount every name of spec.hard over the namespace's objects (pods, services and PVCs from the shared
       informers; other kinds, e.g. `count/deployments.apps`, by one list through the API), pods filtered
-      by the quota's scopes (`lite.server.quota.usage`)
+      by the quota's scopes (`lite.server.admission.quota.usage`)
     status differs                         ──► one RV-guarded status write (409: requeued at once)
 
 Events that requeue a namespace's quotas: the quota created or its spec changed, a pod / Service / PVC
@@ -40,8 +40,8 @@ from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy, key_of, namespace_of
+from lite.server.admission.quota import usage as u
 from lite.server.controllers.runtime import Controller, builtin
-from lite.server.quota import usage as u
 
 Obj = dict[str, Any]
 SETTLE = 5.0
@@ -50,7 +50,7 @@ BY_NAMESPACE = "namespace"
 
 
 class QuotaWriter(Protocol):
-    """What the quota admission offers the controller (`lite.server.quota.admission.QuotaAdmission`)."""
+    """What the quota admission offers the controller (`lite.server.admission.quota.admission.QuotaAdmission`)."""
 
     def last_charge(self, namespace: str) -> float: ...
 

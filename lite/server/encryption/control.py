@@ -34,9 +34,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from lite.server.api.requestuser import user_info
 from lite.server.encryption import keyfile
 from lite.server.encryption.aesgcm import SEALED_KEYS, Keyset, SecretsCodec, key_name
+from lite.server.requestuser import user_info
 from lite.server.store import Store
 from lite.server.store.errors import KeyNotFound, RevMismatch
 

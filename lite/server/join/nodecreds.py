@@ -32,8 +32,8 @@ from aiohttp import web
 from lite.client import Client
 from lite.errors import ApiError, bad_request, forbidden, unauthorized
 from lite.kinds import Kind
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.node import NODES_GROUP, node_name
+from lite.server.requestuser import UserInfo
 
 log = logging.getLogger("lite.server.join")
 

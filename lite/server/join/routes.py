@@ -18,10 +18,10 @@ import orjson
 from aiohttp import web
 
 from lite.errors import ApiError, forbidden, unauthorized
-from lite.server.api.requestuser import UserInfo
 from lite.server.authz.node import node_name
 from lite.server.join.hub import JoinHub
 from lite.server.join.nodecreds import NodeCredentialIssuer, credentials_handler
+from lite.server.requestuser import UserInfo
 from lite.wire import JOIN_PATH, NODE_CREDENTIALS_PATH
 
 Authenticate = Callable[[web.Request], "UserInfo | str | Awaitable[UserInfo | str | None] | None"]

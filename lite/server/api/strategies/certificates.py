@@ -1,5 +1,6 @@
 """certificates.k8s.io/v1 CertificateSigningRequest: strategy (upstream `pkg/registry/certificates` and
-`pkg/apis/certificates/validation`) and the CertificateSubjectRestriction admission check.
+`pkg/apis/certificates/validation`); the CertificateSubjectRestriction admission plugin that reads
+`subject_organizations` is `lite.server.admission.certsubjectrestriction`.
 
 - Create: status is cleared; spec.username/uid/groups/extra come from the requesting user (never the body)
   when there is one (HTTP requests); in-process callers keep what they wrote.
@@ -22,8 +23,8 @@ from typing import Any
 from lite import errors
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.objects import deep_copy, rfc3339
-from lite.server.api.requestuser import current_user
-from lite.server.api.strategies.base import Admission, Obj, Strategy
+from lite.server.api.strategies.base import Obj, Strategy
+from lite.server.requestuser import current_user
 from lite.validation import is_dns1123_label, is_dns1123_subdomain
 
 GROUP = "certificates.k8s.io"
@@ -328,16 +329,3 @@ def subject_organizations(obj: Obj) -> list[str]:
     except (ValueError, errors.ApiError):
         return []
     return [str(a.value) for a in csr.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
-
-
-async def subject_restriction(review: Admission) -> None:
-    """Upstream's CertificateSubjectRestriction admission: no system:masters certificates from the API
-    client signer (403 Forbidden at create)."""
-    if review.operation != "CREATE" or review.kind.gk != f"{KIND}.{GROUP}" or review.obj is None:
-        return
-    if _spec(review.obj).get("signerName") != API_CLIENT_SIGNER:
-        return
-    if "system:masters" in subject_organizations(review.obj):
-        raise errors.forbidden(f'certificatesigningrequests.{GROUP} "{review.name}" is forbidden: use of '
-                               f"{API_CLIENT_SIGNER} signer with system:masters group is not allowed",
-                               "certificatesigningrequests", GROUP, review.name)

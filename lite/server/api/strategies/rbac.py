@@ -11,7 +11,7 @@
   a DNS-subdomain name, and a namespace in a ClusterRoleBinding).
 
 Pure: no I/O. Escalation prevention, which needs the caller's permissions, is an admission hook
-(`lite.server.authz.escalation`).
+(`lite.server.admission.escalation`).
 """
 
 from __future__ import annotations

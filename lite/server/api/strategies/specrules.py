@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from lite import cron
 from lite.errors import Cause, field_invalid, field_not_supported, field_required
 from lite.server.api.strategies.volumevalidation import quantity_sign
-from lite.server.controllers import cron
 from lite.validation import is_dns1123_subdomain, is_qualified_name, validate_label_selector, validate_labels
 from lite.valuerules import (
     NEGATIVE_MSG,

@@ -1,35 +1,18 @@
-"""RBAC escalation prevention (upstream `pkg/registry/rbac/validation/policy_compact.go`, `policy_comparator.go`,
-`rule.go` `ConfirmNoEscalation`, and the policy-based Role/Binding storages).
+"""RBAC rule comparison for escalation prevention (upstream `pkg/registry/rbac/validation/policy_compact.go`,
+`policy_comparator.go`).
 
-Role:
 - `covers(owner, requested)` breaks each requested rule into single (group, resource, verb[, name]) or
   (url, verb) rules and reports those no owner rule covers; `compact` merges missing rules that differ only
   in verbs; `describe` prints one as upstream's `CompactString` (`{APIGroups:[""], Resources:["secrets"],
-  Verbs:["get"]}`).
-- `EscalationCheck` is the admission hook on the four RBAC kinds for requests from API users (in-process
-  writers, such as the bootstrap policy and the aggregation controller, have no user and are not checked):
-  members of `system:masters` pass; a Role/ClusterRole needs the `escalate` verb on it or every permission it
-  grants (an aggregationRule needs cluster-admin's); a binding needs the `bind` verb on its role or every
-  permission of that role (404 when the role does not exist). Refusals are 403 `<resource> "<name>" is
-  forbidden: user "u" (groups=["a" "b"]) is attempting to grant RBAC permissions not currently held:\\n...`.
-  An update that grants nothing new (rules and aggregationRule, or roleRef and subjects, unchanged) passes.
+  Verbs:["get"]}`); `escalation_message` is upstream's refusal text.
 
-Invariants: the comparison functions are pure; the hook reads only the in-memory policy index.
+Invariants: pure functions over `Rule`s (read by the escalation admission plugin and the bootstrap policy
+reconciler).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from lite.errors import ApiError, not_found
-from lite.server.api.requestuser import UserInfo, current_user
-from lite.server.api.strategies.base import Admission
-from lite.server.authz.attrs import Attributes, RequestInfo
-from lite.server.authz.chain import MASTERS, AuthorizerChain
-from lite.server.authz.index import GROUP
-from lite.server.authz.rules import ALL, Rule, rules_from
-
-FULL_AUTHORITY = (Rule(("*",), ("*",), ("*",)), Rule(("*",), non_resource_urls=("*",)))
+from lite.server.authz.rules import ALL, Rule
 
 
 def breakdown(rule: Rule) -> list[Rule]:
@@ -131,66 +114,3 @@ def escalation_message(user: str, groups: tuple[str, ...], missing: list[Rule], 
     if errors:
         msg += f"; resolution errors: [{', '.join(errors)}]"
     return msg
-
-
-@dataclass
-class EscalationCheck:
-    """The admission hook (see the module doc)."""
-
-    chain: AuthorizerChain
-
-    async def __call__(self, a: Admission) -> None:
-        if a.kind.group != GROUP or a.operation == "DELETE" or a.obj is None or a.subresource:
-            return
-        user = current_user()
-        if user is None or MASTERS in user.groups:
-            return
-        await self.chain.ready()
-        if a.kind.kind in ("Role", "ClusterRole"):
-            self._check_role(a, user)
-        elif a.kind.kind in ("RoleBinding", "ClusterRoleBinding"):
-            self._check_binding(a, user)
-
-    def _allowed(self, user: UserInfo, verb: str, resource: str, namespace: str, name: str) -> bool:
-        info = RequestInfo(True, "", verb, GROUP, "v1", resource, "", namespace, name)
-        return self.chain.authorize(Attributes(user, info)).allowed
-
-    def _refuse(self, a: Admission, user: UserInfo, requested: tuple[Rule, ...], message: str = "") -> None:
-        assert a.obj is not None
-        owner, errors = self.chain.rules_for(user, a.namespace)
-        ok, missing = covers(owner, requested)
-        if ok:
-            return
-        text = message or escalation_message(user.name, user.groups, missing, errors)
-        name = a.name or str((a.obj.get("metadata") or {}).get("name") or "")
-        raise ApiError(f'{a.kind.plural}.{GROUP} "{name}" is forbidden: {text}', 403, "Forbidden", name=name,
-                       group=GROUP, kind=a.kind.plural)
-
-    def _check_role(self, a: Admission, user: UserInfo) -> None:
-        assert a.obj is not None
-        new, old = a.obj, a.old or {}
-        if a.operation == "UPDATE" and new.get("rules") == old.get("rules") \
-                and new.get("aggregationRule") == old.get("aggregationRule"):
-            return
-        if self._allowed(user, "escalate", a.kind.plural, a.namespace, a.name):
-            return
-        self._refuse(a, user, rules_from(new.get("rules")))
-        if a.kind.kind == "ClusterRole" and new.get("aggregationRule") is not None:
-            self._refuse(a, user, FULL_AUTHORITY, "must have cluster-admin privileges to use the aggregationRule")
-
-    def _check_binding(self, a: Admission, user: UserInfo) -> None:
-        assert a.obj is not None
-        new, old = a.obj, a.old or {}
-        if a.operation == "UPDATE" and new.get("roleRef") == old.get("roleRef") \
-                and new.get("subjects") == old.get("subjects"):
-            return
-        ref = new.get("roleRef") or {}
-        kind, role = str(ref.get("kind") or ""), str(ref.get("name") or "")
-        plural = "clusterroles" if kind == "ClusterRole" else "roles"
-        if self._allowed(user, "bind", plural, a.namespace, role):
-            return
-        index = self.chain.index
-        rules = index.cluster_roles.get(role) if kind == "ClusterRole" else index.roles.get((a.namespace, role))
-        if rules is None:
-            raise not_found(plural, role, GROUP)
-        self._refuse(a, user, rules)

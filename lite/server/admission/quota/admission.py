@@ -60,9 +60,9 @@ from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
 from lite.quantity import format_nano
+from lite.server.admission.quota import usage as u
+from lite.server.admission.quota.limitranger import Checked, Revisions
 from lite.server.api.strategies import Admission
-from lite.server.quota import usage as u
-from lite.server.quota.limitranger import Checked, Revisions
 
 Obj = dict[str, Any]
 log = logging.getLogger("lite.quota")

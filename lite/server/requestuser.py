@@ -1,7 +1,8 @@
 """Who is making the current API request, for the few places upstream reads it from the request context.
 
-Role: the HTTP layer sets `CURRENT_USER` once it has authenticated a request; code that upstream runs with the
-request's user info (the CertificateSigningRequest strategy fills spec.username/groups from it, the
+Role: a leaf module of lite.server (it imports nothing of lite.server, so every tier may read it). The HTTP
+layer sets `CURRENT_USER` once it has authenticated a request; code that upstream runs with the request's
+user info (the CertificateSigningRequest strategy fills spec.username/groups from it, the
 aggregation proxy passes it on as X-Remote-User/X-Remote-Group) reads it with `current_user()`.
 
 Invariants:

@@ -28,8 +28,8 @@ from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
 from lite.quantity import NANO, canonical, format_nano, parse_nano
+from lite.server.admission.quota.usage import Effective, pod_effective_nano, pod_shape
 from lite.server.api.strategies import Admission
-from lite.server.quota.usage import Effective, pod_effective_nano, pod_shape
 
 Obj = dict[str, Any]
 ANNOTATION = "kubernetes.io/limit-ranger"
