@@ -242,7 +242,16 @@ class Listener:
         self.table.add(conn, addr, now)
         task = conn.handshake = loop.create_task(self._handshake(conn, sock))
         self.handshakes.add(task)
-        task.add_done_callback(self.handshakes.discard)
+        task.add_done_callback(lambda t: self._handshake_done(t, conn, sock))
+
+    def _handshake_done(self, task: asyncio.Task[None], conn: _Conn, sock: socket.socket) -> None:
+        # A task cancelled before its first step never runs its body (an eviction during a burst of accepts):
+        # close and count out here too.
+        self.handshakes.discard(task)
+        conn.handshake = None
+        if task.cancelled() or task.exception() is not None:
+            sock.close()
+            self.table.remove(conn)
 
     async def _handshake(self, conn: _Conn, sock: socket.socket) -> None:
         """Wait for the client's first byte (an idle socket costs no TLS state), then shake hands; the
@@ -262,8 +271,6 @@ class Listener:
             sock.close()
             self.table.remove(conn)
             raise
-        finally:
-            conn.handshake = None
 
     def abort_handshakes(self) -> None:
         for task in list(self.handshakes):

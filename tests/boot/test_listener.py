@@ -4,6 +4,8 @@ including one whose transport a handler took over (as raw SPDY upgrades do) whil
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -162,3 +164,24 @@ async def test_total_cap_refuses_before_tls_only_when_every_connection_is_busy(
         assert (await task).startswith(b"HTTP/1.1 200")
     await _counted_out(listener)
     assert (await _get(port, ctx)).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("limits", [ConnectionLimits(max_total=5, per_address=0)])
+async def test_connections_evicted_in_one_burst_of_accepts_are_closed(
+        served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    """Connections queued in the backlog are accepted in one go; the ones evicted then have handshake tasks
+    that never started, and their sockets must be closed all the same."""
+    listener, port, _ = served
+    burst = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]  # the loop is blocked meanwhile
+    try:
+        poller = select.poll()
+        for s in burst:
+            poller.register(s, select.POLLIN)
+        async with asyncio.timeout(GUARD):
+            while len(poller.poll(0)) < 25:
+                await asyncio.sleep(0.05)
+        assert listener.table.total == 5 and len(listener.handshakes) == 5
+    finally:
+        for s in burst:
+            s.close()
+    await _counted_out(listener)
