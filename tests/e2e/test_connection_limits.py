@@ -3,6 +3,8 @@
 - At default settings a client that opens a fresh TLS connection per request at 200 requests/s for 30 s and
   leaves each open, idle, for 5 s (as `@kubernetes/client-node` 2.x does) gets every request answered, while
   holding far more connections from its one address than `--max-connections-per-address` (256).
+- The official JavaScript client, `@kubernetes/client-node` 2.x on Node 22 at its default settings, sends a
+  burst of 400 creates and 400 lists at once (a new TLS connection each): every one succeeds.
 - With `--max-requests-inflight 1 --max-mutating-requests-inflight 1`, a request beyond a spent budget gets
   upstream's 429 (plain text, `Retry-After: 1`) for a user outside system:masters; never a watch; never the
   admin (system:masters); and the budget comes back when the request holding it ends. Held in flight: a
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import re
 import socket
 import ssl
@@ -26,7 +29,7 @@ from pathlib import Path
 import pytest
 from liteproc import LiteServer, find_free_port
 
-from tests.helpers import freshconn
+from tests.helpers import freshconn, jsclient
 from tests.helpers.extapi import ExtensionServer
 
 GUARD = 20.0
@@ -250,3 +253,15 @@ def test_connection_per_request_client_is_always_answered(defaults: LiteServer) 
     code, _, _ = _one(defaults, "GET", "/api/v1/namespaces/default", defaults.token())
     assert code == 200
     assert not re.search(r"refused a connection", defaults.log_path.read_text())
+
+
+def test_javascript_client_burst_at_its_defaults(defaults: LiteServer) -> None:
+    if jsclient.js_client() is None:
+        if os.environ.get("CI"):
+            pytest.fail("@kubernetes/client-node could not be installed with npm")
+        pytest.skip("npm cannot install @kubernetes/client-node and Node 22 here")
+    assert defaults.request("/api/v1/namespaces", "POST", {"metadata": {"name": "jsburst"}})[0] == 201
+    done = jsclient.run("jsburst.mjs", str(defaults.kubeconfig), "jsburst", "400")
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got == {"created": 400, "listed": 400, "failed": 0, "errors": []}, got
