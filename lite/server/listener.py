@@ -7,8 +7,8 @@ Role: `Listener` accepts TCP connections for the aiohttp application and, for ea
    lifts to the hard one at start, less a reserve for the store and the agent) the longest-idle one of the
    address holding the most; past `per_address` from its own address, that address's longest-idle one
    idle for a second or more. A connection is refused (closed before any TLS work) only when the budget is
-   full and every open connection is busy serving a request; no address is ever refused for being busy,
-   as kube-apiserver refuses no address (its request limits are `inflight.py`'s 429s);
+   full and every open connection is busy serving a request; no address is refused for the connections
+   it holds, as kube-apiserver refuses none (its limits are on requests: `api/inflight.py`'s 429s);
 2. waits for the client's first byte (until then a connection holds no TLS state, only its socket),
    then runs the TLS handshake (`loop.connect_accepted_socket`); both within `handshake_timeout`;
 3. hands the TLS stream to an aiohttp request handler (`StatusRequestHandler`: a request aiohttp cannot
@@ -25,8 +25,8 @@ closed by aiohttp's own keep-alive timer, set to `idle_timeout`. The defaults ar
 Invariants: a connection is counted from accept until it is closed or chosen as a victim, exactly once (also
 when a handler took the transport over and swallowed its connection_lost); it is idle in the table except
 while the middleware serves a request on it, so watches, exec sessions and requests are never closed to make
-room; the aiohttp handler is attached before the first
-decrypted byte arrives; everything runs on the event loop, nothing blocks.
+room; an evicted connection's socket is closed even when its handshake task never ran; the aiohttp handler
+is attached before the first decrypted byte arrives; everything runs on the event loop, nothing blocks.
 """
 
 from __future__ import annotations
