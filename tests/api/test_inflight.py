@@ -7,6 +7,7 @@ import pytest
 
 from lite.server.api.inflight import MUTATING, READONLY, InFlight, kind_of, too_many_requests
 from lite.server.authz.attrs import request_info
+from lite.server.metrics import ServerMetrics
 
 
 @pytest.mark.parametrize(("method", "path", "query", "want"), [
@@ -57,3 +58,17 @@ def test_the_answer_is_upstreams() -> None:
     resp = too_many_requests()
     assert resp.status == 429 and resp.body == b"Too many requests, please try again later.\n"
     assert resp.headers["Retry-After"] == "1" and resp.headers["Content-Type"] == "text/plain; charset=utf-8"
+
+
+def test_peaks_per_scrape_and_the_metric() -> None:
+    budget = InFlight(max_readonly=5, max_mutating=5)
+    for _ in range(3):
+        budget.enter(READONLY, False)
+    budget.leave(READONLY)
+    budget.leave(READONLY)
+    assert budget.take_peaks() == {READONLY: 3, MUTATING: 0}
+    assert budget.take_peaks() == {READONLY: 1, MUTATING: 0}  # the one still in flight
+    budget.enter(MUTATING, False)
+    text = ServerMetrics(inflight=budget.take_peaks).exposition().decode()
+    assert 'apiserver_current_inflight_requests{request_kind="mutating"} 1.0' in text
+    assert 'apiserver_current_inflight_requests{request_kind="readOnly"} 1.0' in text

@@ -167,6 +167,8 @@ def test_mutating_budget_answers_429_while_spent(limited: LiteServer, user_token
     held.sendall(_request("POST", path, user_token, body)[:-5])  # the body's last bytes never come, yet
     headers, got = _until_429(limited, "POST", path, user_token, _configmap("poll-"))
     _assert_upstreams_429(headers, got)
+    code, metrics = limited.request("/metrics")
+    assert code == 200 and 'apiserver_current_inflight_requests{request_kind="mutating"} 1.0' in metrics
     assert _one(limited, "GET", "/api/v1/namespaces/default", user_token)[0] == 200  # reads: another budget
     code, _, got = _one(limited, "POST", path, limited.token(), _configmap("admin-"))
     assert code == 201, got  # system:masters is served even when the budget is spent

@@ -48,7 +48,8 @@ class InFlight:
     def __init__(self, max_readonly: int, max_mutating: int) -> None:
         self.limits = {READONLY: max_readonly, MUTATING: max_mutating}
         self.inflight = {READONLY: 0, MUTATING: 0}
-        self.refused = {READONLY: 0, MUTATING: 0}  # upstream's apiserver_dropped_requests_total
+        self.refused = {READONLY: 0, MUTATING: 0}
+        self._peak = {READONLY: 0, MUTATING: 0}
 
     def enter(self, kind: str, privileged: bool) -> bool | None:
         """True: a slot is taken (`leave` it); None: served without a slot; False: answer 429."""
@@ -56,7 +57,8 @@ class InFlight:
         if not limit:
             return None
         if self.inflight[kind] < limit:
-            self.inflight[kind] += 1
+            n = self.inflight[kind] = self.inflight[kind] + 1
+            self._peak[kind] = max(self._peak[kind], n)
             return True
         if privileged:
             return None
@@ -65,6 +67,13 @@ class InFlight:
 
     def leave(self, kind: str) -> None:
         self.inflight[kind] -= 1
+
+    def take_peaks(self) -> dict[str, int]:
+        """The most slots of each kind held at once since the previous call (`apiserver_current_inflight_requests`,
+        upstream's per-second watermark, here per scrape)."""
+        peaks = {kind: max(peak, self.inflight[kind]) for kind, peak in self._peak.items()}
+        self._peak = dict(self.inflight)
+        return peaks
 
 
 def too_many_requests() -> web.Response:
