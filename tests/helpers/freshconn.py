@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-GUARD = 30.0  # seconds one request may take before it is counted as an error (a hang guard)
+GUARD = 120.0  # seconds one request may take before it is counted as an error (a hang guard, for busy hosts)
 
 
 @dataclass
