@@ -139,8 +139,8 @@ def test_scheduler_events_read_through_events_k8s_io(sim: SimCluster, ns: str) -
     assert re.search(r"Warning\s+FailedScheduling\s+.*default-scheduler", described), described
 
     # The controllers' events (as upstream's, written by the core/v1 recorder) have `eventTime: null` through
-    # events.k8s.io; the official client's model requires one and refuses the whole list, as against upstream
-    # (kubernetes-client/python#1616).
+    # events.k8s.io; the official client's model requires one and refuses the whole list, as it does on an
+    # upstream cluster (kubernetes-client/python#1616).
     raw = json.loads(ev.list_namespaced_event(ns, _preload_content=False).data)["items"]
     controller_events = [e for e in raw if e.get("reportingController") != "default-scheduler"]
     assert {e["deprecatedSource"]["component"] for e in controller_events} >= {"deployment-controller",
