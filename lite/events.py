@@ -1,8 +1,9 @@
 """Event recorders: what happened to an object, written through a `lite.client.Client` as upstream's two do.
 
 - `EventRecorder` (upstream client-go `tools/record`, the core/v1 recorder with its correlator, used by
-  kube-controller-manager and the kubelet): the controllers, the addon manifests and (relayed by the server)
-  the agents record through it. Its events have no `eventTime`, as upstream's.
+  kube-controller-manager and the kubelet): the controllers and the addon manifests record through it. Its
+  events have no `eventTime`, as upstream's; the agents' (kubelet) events, which the server writes for them
+  (`lite.server.join.intake`), have the same shape.
 - `SeriesRecorder` (upstream `tools/events`, the events.k8s.io/v1 recorder kube-scheduler uses): the scheduler
   records through it. Its events have `eventTime`, `reportingController`, `reportingInstance`, `action`, and
   `series` for repeats; the shape and the series logic are `lite.eventseries` (pure).
