@@ -1,9 +1,14 @@
-"""EventRecorder: core/v1 Events about objects, written through a `lite.client.Client`.
+"""Event recorders: what happened to an object, written through a `lite.client.Client` as upstream's two do.
 
-Used by the controllers, the scheduler and the agent so that `kubectl describe` and `kubectl get events`
-show what happened to an object (upstream client-go `record.EventRecorder` with its correlator).
+- `EventRecorder` (upstream client-go `tools/record`, the core/v1 recorder with its correlator, used by
+  kube-controller-manager and the kubelet): the controllers and the addon manifests record through it. Its
+  events have no `eventTime`, as upstream's; the agents' (kubelet) events, which the server writes for them
+  (`lite.server.join.intake`), have the same shape.
+- `SeriesRecorder` (upstream `tools/events`, the events.k8s.io/v1 recorder kube-scheduler uses): the scheduler
+  records through it. Its events have `eventTime`, `reportingController`, `reportingInstance`, `action`, and
+  `series` for repeats; the shape and the series logic are `lite.eventseries` (pure).
 
-Invariants:
+Invariants of `EventRecorder`:
 - An Event lives in the involved object's namespace ("default" for cluster-scoped objects), is named
   `<object name>.<hex nanoseconds>` as upstream, and carries involvedObject, reason, message, type, source,
   firstTimestamp, lastTimestamp and count.
@@ -11,20 +16,34 @@ Invariants:
   wrote and patches `count` and `lastTimestamp` instead of writing a new one. If that Event is gone (deleted,
   expired) a fresh one is created. The memory is a bounded LRU, per recorder instance.
 - Recording is best effort: API errors are logged, never raised, so a failing event never fails a reconcile.
+
+Invariants of `SeriesRecorder`:
+- Writes only through events.k8s.io/v1 (so upstream's strict event validation applies): a create per new
+  event, a strategic merge patch of `series` (a create under the first event's name when it is gone) per series
+  write. Writes for one isomorphic key are serialised (a series patch never overtakes the create it patches).
+- `run()` does upstream's periodic sweeps (`finish_series` every FINISH_SECONDS, `refresh_series` every
+  REFRESH_SECONDS); without it a series' later counts stay in memory. Best effort as above.
 """
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import logging
+import socket
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lite import eventseries
 from lite.client import Client
 from lite.errors import ApiError
+from lite.eventseries import FINISH_SECONDS, REFRESH_SECONDS, Key, SeriesCache
 from lite.kinds import BUILTIN_KINDS, Kind
 from lite.objects import meta, rfc3339
+from lite.objects import now as utc_now
 
 Obj = dict[str, Any]
 NORMAL = "Normal"
@@ -35,11 +54,11 @@ log = logging.getLogger("lite.events")
 _CACHE_SIZE = 4096
 
 
-def _event_kind() -> Kind:
+def _event_kind(group: str = "") -> Kind:
     for k in BUILTIN_KINDS:
-        if k.group == "" and k.kind == "Event":
+        if k.group == group and k.kind == "Event":
             return k
-    raise RuntimeError("core/v1 Event kind missing from BUILTIN_KINDS")
+    raise RuntimeError(f"Event kind of group {group!r} missing from BUILTIN_KINDS")
 
 
 @dataclass
@@ -123,3 +142,91 @@ class EventRecorder:
             "reportingComponent": self.component, "reportingInstance": self.host,
         }
         return await self.client.create(self.kind, ns, body)
+
+
+class SeriesRecorder:
+    """Writes events.k8s.io/v1 Events as `controller` (instance `<controller>-<hostname>` unless given), the
+    way upstream's `tools/events` recorder does; see the module doc. One per reporting controller."""
+
+    def __init__(self, client: Client, controller: str, instance: str | None = None, *,
+                 clock: Callable[[], dt.datetime] = utc_now, finish_seconds: float = FINISH_SECONDS,
+                 refresh_seconds: float = REFRESH_SECONDS) -> None:
+        self.client = client
+        self.controller = controller
+        self.instance = instance if instance is not None else f"{controller}-{socket.gethostname()}"
+        self.kind = _event_kind("events.k8s.io")
+        self.clock = clock
+        self.finish_seconds, self.refresh_seconds = finish_seconds, refresh_seconds
+        self.cache = SeriesCache(finish_seconds)
+        self._writing: dict[Key, tuple[asyncio.Lock, list[int]]] = {}
+
+    async def eventf(self, regarding: Obj, related: Obj | None, type: str, reason: str, action: str,
+                     note: str) -> None:
+        """Record that `action` led to `reason: note` about `regarding` (upstream `Eventf(regarding, related,
+        eventtype, reason, action, note)`). The decision is taken before the first await, in call order."""
+        now = self.clock()
+        ev = eventseries.new_event(eventseries.object_reference(regarding),
+                                   eventseries.object_reference(related) if related is not None else None,
+                                   type, reason, action, note, self.controller, self.instance, now)
+        out = self.cache.observe(ev, now)
+        if out is not None:
+            await self._record(eventseries.isomorphic_key(ev), out)
+
+    async def run(self) -> None:
+        """upstream's sweeps, until cancelled: finished series written and forgotten, open ones refreshed."""
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._every(self.finish_seconds, self.finish_series))
+            tg.create_task(self._every(self.refresh_seconds, self.refresh_series))
+
+    async def finish_series(self) -> None:
+        for key, ev in self.cache.finished(self.clock()):
+            if await self._record(key, ev):
+                self.cache.forget(key, ev)
+
+    async def refresh_series(self) -> None:
+        for key, ev in self.cache.refresh():
+            await self._record(key, ev)
+
+    @staticmethod
+    async def _every(seconds: float, sweep: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await sweep()
+            except Exception:
+                log.exception("event series sweep failed")
+
+    async def _record(self, key: Key, ev: Obj) -> bool:
+        """Write `ev`; False when the failure is worth retrying at the next sweep (429, 5xx)."""
+        lock, users = self._writing.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                await self._write(ev)
+        except ApiError as e:
+            m = ev["metadata"]
+            log.warning("event %s/%s %s for %s not recorded: %s", ev["type"], ev["reason"], ev.get("note", ""),
+                        f"{m['namespace']}/{ev['regarding'].get('name', '')}", e)
+            return not (e.code == 429 or e.code >= 500)
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                self._writing.pop(key, None)
+        return True
+
+    async def _write(self, ev: Obj) -> None:
+        ns, name = ev["metadata"]["namespace"], ev["metadata"]["name"]
+        if "series" in ev:
+            try:
+                await self.client.patch(self.kind, ns, name, eventseries.series_patch(ev), patch_type="strategic")
+                return
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+        try:
+            await self.client.create(self.kind, ns, ev)
+        except ApiError as e:
+            if e.code != 409 or "series" not in ev:
+                raise
+            # created meanwhile by someone else under this name: upstream retries, which patches
+            await self.client.patch(self.kind, ns, name, eventseries.series_patch(ev), patch_type="strategic")

@@ -220,7 +220,8 @@ def test_events_k8s_io_writes_are_validated_as_upstream(cluster: Cluster, ns: st
 
 
 def test_scheduler_events_show_through_events_k8s_io(cluster: Cluster, ns: str) -> None:
-    """The in-process recorders write core Events; events.k8s.io clients see them (no node: FailedScheduling)."""
+    """The scheduler records through events.k8s.io as kube-scheduler does; core clients see the same objects
+    (no node: FailedScheduling)."""
     cluster.kubectl("-n", ns, "run", "lonely", "--image=registry.k8s.io/pause:3.10", "--restart=Never")
 
     def scheduler_event() -> dict[str, Any] | None:
@@ -229,9 +230,11 @@ def test_scheduler_events_show_through_events_k8s_io(cluster: Cluster, ns: str) 
         return items[0] if items else None
 
     found = wait_for("a FailedScheduling event through events.k8s.io", scheduler_event)
-    assert found["regarding"]["kind"] == "Pod" and found["note"]
-    assert found["deprecatedSource"]["component"] == "default-scheduler"
-    assert found["reportingController"] == "default-scheduler"
+    assert found["regarding"]["kind"] == "Pod" and found["note"] and found["eventTime"]
+    assert found["reportingController"] == "default-scheduler" and found["action"] == "Scheduling"
+    assert "deprecatedSource" not in found and "deprecatedCount" not in found
+    core = kjson(cluster, "-n", ns, "get", "event", found["metadata"]["name"])
+    assert core["reportingComponent"] == "default-scheduler" and core["message"] == found["note"]
     assert "FailedScheduling" in cluster.kubectl("-n", ns, "events", "--for", "pod/lonely").stdout
 
 

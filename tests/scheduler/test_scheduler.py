@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections import Counter
 
 from conftest import NODE, PC, POD, SVC, Kit, node, pod
@@ -24,7 +25,11 @@ async def test_pod_lands_on_the_only_fitting_node(kit: Kit) -> None:
     assert cond["status"] == "True"
     ev = await kit.until(lambda: kit.events("p", "Scheduled"))
     assert ev[0]["message"] == "Successfully assigned default/p to big"
-    assert ev[0]["source"]["component"] == "default-scheduler"
+    # recorded as kube-scheduler records (events.k8s.io): eventTime, reportingController/Instance, action
+    assert ev[0]["reportingComponent"] == "default-scheduler" and ev[0]["action"] == "Binding"
+    assert ev[0]["reportingInstance"] == f"default-scheduler-{socket.gethostname()}"
+    assert ev[0]["eventTime"].endswith("Z") and len(ev[0]["eventTime"]) == len("2025-01-01T00:00:00.000000Z")
+    assert not ({"source", "firstTimestamp", "lastTimestamp", "count", "series"} & ev[0].keys())
 
 
 async def test_pods_spread_over_equal_nodes(kit: Kit) -> None:
@@ -108,6 +113,7 @@ async def test_preemption_evicts_the_lowest_priority_pod_and_binds_the_preemptor
     assert h["status"].get("nominatedNodeName") == "a"
     ev = await kit.until(lambda: kit.events("l2", "Preempted"))
     assert ev[0]["message"] == f"Preempted by pod {h['metadata']['uid']} on node a"
+    assert ev[0]["action"] == "Preempting" and ev[0]["related"]["uid"] == h["metadata"]["uid"]
     failed = await kit.events("h", "FailedScheduling")
     assert failed[0]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
 

@@ -29,7 +29,8 @@ from typing import Any
 
 from lite.client import Client, Obj
 from lite.errors import ApiError
-from lite.events import EventRecorder
+from lite.events import SeriesRecorder
+from lite.eventseries import NORMAL, WARNING, truncate_note
 from lite.informer import NAMESPACE_INDEX, SharedInformers
 from lite.kinds import BUILTIN_KINDS, Kind
 from lite.objects import rfc3339
@@ -91,7 +92,7 @@ class Scheduler:
         self.queue = SchedulingQueue()
         self.rng = rng or random.Random()
         self.algorithm = Algorithm(plugins_for(profile), profile, self.rng)
-        self.recorder = EventRecorder(client, profile.scheduler_name)
+        self.recorder = SeriesRecorder(client, profile.scheduler_name)  # as kube-scheduler: events.k8s.io
         self.scheduled_events = scheduled_events
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._tg: asyncio.TaskGroup | None = None
@@ -109,6 +110,7 @@ class Scheduler:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
+                tg.create_task(self._guarded(self.recorder.run()))
                 while True:
                     info = await self.queue.pop()
                     start = time.perf_counter()
@@ -185,7 +187,7 @@ class Scheduler:
             self.cache.forget(info.key)
             self.queue.requeue(info.key, unschedulable=False)
             self._attempted("error", start)
-            await self.recorder.warning(info.obj, "FailedScheduling", str(e))
+            await self._failed_event(info, str(e))
             return
         except ApiError as e:
             self.cache.forget(info.key)
@@ -195,7 +197,7 @@ class Scheduler:
             log.info("binding %s to %s failed: %s", info.key, node, e)
             self.queue.requeue(info.key, unschedulable=False)
             self._attempted("error", start)
-            await self.recorder.warning(info.obj, "FailedScheduling", f"Binding rejected: {e.message}")
+            await self._failed_event(info, f"Binding rejected: {e.message}")
             return
         finally:
             self._bind_slots.release()
@@ -203,11 +205,15 @@ class Scheduler:
         self.bound += 1
         self._attempted("scheduled", start)
         if self.scheduled_events:
-            await self.recorder.normal(info.obj, "Scheduled", f"Successfully assigned {info.key} to {node}")
+            await self.recorder.eventf(info.obj, None, NORMAL, "Scheduled", "Binding",
+                                       f"Successfully assigned {info.key} to {node}")
 
     async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
         await self._set_unschedulable(info, msg, nominated)
-        await self.recorder.warning(info.obj, "FailedScheduling", msg)
+        await self._failed_event(info, msg)
+
+    async def _failed_event(self, info: PodInfo, msg: str) -> None:
+        await self.recorder.eventf(info.obj, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(msg))
 
     async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
         """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so."""
@@ -243,7 +249,8 @@ class Scheduler:
             if e.code != 404:
                 log.warning("preempting %s failed: %s", victim.key, e)
             return
-        await self.recorder.normal(victim.obj, "Preempted", f"Preempted by pod {preemptor.uid} on node {node}")
+        await self.recorder.eventf(victim.obj, preemptor.obj, NORMAL, "Preempted", "Preempting",
+                                   f"Preempted by pod {preemptor.uid} on node {node}")
 
     # -- informer events --
 

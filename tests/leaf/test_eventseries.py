@@ -1,0 +1,157 @@
+"""lite.eventseries: the events.k8s.io/v1 Event upstream's new recorder makes, and its series cache (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from lite.eventseries import (
+    FINISH_SECONDS,
+    NOTE_LIMIT,
+    SeriesCache,
+    isomorphic_key,
+    new_event,
+    object_reference,
+    series_patch,
+    truncate_note,
+)
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
+POD = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "resourceVersion": "7"}}
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u-n"}}
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def ev(obj: dict = POD, note: str = "0/1 nodes are available", *, reason: str = "FailedScheduling",
+       action: str = "Scheduling", type_: str = "Warning", related: dict | None = None, now: dt.datetime = T0,
+       instance: str = "default-scheduler-h") -> dict:
+    return new_event(object_reference(obj), object_reference(related) if related else None, type_, reason, action,
+                     note, "default-scheduler", instance, now)
+
+
+def test_object_reference_is_upstreams_get_reference() -> None:
+    assert object_reference(POD) == {"kind": "Pod", "namespace": "shop", "name": "web", "uid": "u-1",
+                                     "apiVersion": "v1", "resourceVersion": "7"}
+    assert object_reference(NODE) == {"kind": "Node", "name": "n1", "uid": "u-n", "apiVersion": "v1"}
+
+
+def test_new_event_shape() -> None:
+    got = ev(related=NODE)
+    nanos = int(T0.timestamp()) * 10**9 + 123456000
+    assert got == {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": f"web.{nanos:x}", "namespace": "shop"},
+        "eventTime": "2026-03-01T12:00:00.123456Z", "reportingController": "default-scheduler",
+        "reportingInstance": "default-scheduler-h", "action": "Scheduling", "reason": "FailedScheduling",
+        "regarding": object_reference(POD), "related": object_reference(NODE),
+        "note": "0/1 nodes are available", "type": "Warning"}
+    # no series on a singleton, none of the deprecated core fields; cluster-scoped objects go to "default"
+    cluster = ev(NODE)
+    assert "related" not in cluster and "series" not in cluster
+    assert cluster["metadata"]["namespace"] == "default" and cluster["metadata"]["name"].startswith("n1.")
+    with pytest.raises(ValueError, match="unsupported event type"):
+        ev(type_="Error")
+
+
+@pytest.mark.parametrize(("other", "same"), [
+    (ev(note="a different note"), True),  # the note is not part of the key (upstream since 1.26)
+    (ev(now=at(60)), True),
+    (ev(reason="Scheduled"), False),
+    (ev(action="Binding"), False),
+    (ev(type_="Normal"), False),
+    (ev(instance="default-scheduler-other"), False),
+    (ev({**POD, "metadata": {**POD["metadata"], "resourceVersion": "8"}}), False),  # the regarding ref, rv included
+    (ev(related=NODE), False),
+])
+def test_isomorphic_key(other: dict, same: bool) -> None:
+    assert (isomorphic_key(ev()) == isomorphic_key(other)) is same
+
+
+def test_series_starts_at_the_second_and_later_ones_count_in_memory() -> None:
+    cache = SeriesCache()
+    first = cache.observe(ev(), T0)
+    assert first == ev() and "series" not in first
+    second = cache.observe(ev(note="other words", now=at(5)), at(5))
+    # the second records the *first* event (its name, eventTime and note) with a series
+    assert second is not None and second["metadata"] == first["metadata"] and second["note"] == first["note"]
+    assert second["eventTime"] == first["eventTime"]
+    assert second["series"] == {"count": 2, "lastObservedTime": "2026-03-01T12:00:05.123456Z"}
+    assert series_patch(second) == {"series": second["series"]}
+    assert cache.observe(ev(now=at(9)), at(9)) is None
+    assert cache.observe(ev(now=at(12)), at(12)) is None
+    [(key, refreshed)] = cache.refresh()
+    assert key == isomorphic_key(first)
+    assert refreshed["series"] == {"count": 4, "lastObservedTime": "2026-03-01T12:00:12.123456Z"}
+    # another key is its own singleton
+    assert cache.observe(ev(reason="Other"), at(13)) is not None and len(cache) == 2
+
+
+def test_returned_events_are_copies() -> None:
+    cache = SeriesCache()
+    out = cache.observe(ev(), T0)
+    assert out is not None
+    out["note"] = "changed"
+    again = cache.observe(ev(), at(1))
+    assert again is not None and again["note"] == "0/1 nodes are available"
+    again["series"]["count"] = 99
+    assert cache.refresh()[0][1]["series"]["count"] == 2
+
+
+def test_finished_drops_old_singletons_and_returns_quiet_series() -> None:
+    cache = SeriesCache()
+    cache.observe(ev(reason="Lonely"), T0)
+    cache.observe(ev(), T0)
+    cache.observe(ev(), at(10))
+    cache.observe(ev(), at(20))
+    assert cache.finished(at(FINISH_SECONDS - 1)) == [] and len(cache) == 2
+    # the singleton (eventTime T0) is forgotten; the series was observed at 20 s, so it stays open
+    assert cache.finished(at(FINISH_SECONDS + 1)) == [] and len(cache) == 1
+    out = cache.finished(at(20 + FINISH_SECONDS + 1))
+    assert len(cache) == 1  # the series waits for its last write
+    [(key, last)] = out
+    assert last["series"] == {"count": 3, "lastObservedTime": "2026-03-01T12:00:20.123456Z"}
+    cache.forget(key, last)
+    assert len(cache) == 0
+    # after that, the next one starts afresh (a new singleton, written as such)
+    fresh = cache.observe(ev(now=at(999)), at(999))
+    assert fresh is not None and "series" not in fresh
+
+
+def test_forget_keeps_a_series_that_moved_since_it_was_returned() -> None:
+    cache = SeriesCache()
+    cache.observe(ev(), T0)
+    cache.observe(ev(), at(1))
+    [(key, last)] = cache.finished(at(1 + FINISH_SECONDS + 1))
+    assert cache.observe(ev(), at(400)) is None  # seen again while the last write was under way
+    cache.forget(key, last)
+    assert cache.refresh()[0][1]["series"]["count"] == 3
+
+
+def test_cache_is_bounded_least_recently_observed_first() -> None:
+    cache = SeriesCache(max_entries=2)
+    a, b, c = (ev(reason=r) for r in "abc")
+    cache.observe(a, T0)
+    cache.observe(b, T0)
+    cache.observe(a, at(1))  # a is now the most recent
+    cache.observe(c, at(2))  # b goes
+    assert len(cache) == 2
+    again_b = cache.observe(b, at(3))  # forgotten: a singleton again (and a, now the oldest, goes)
+    assert again_b is not None and "series" not in again_b
+    again_c = cache.observe(c, at(4))  # still remembered: a series
+    assert again_c is not None and again_c["series"]["count"] == 2
+    again_a = cache.observe(a, at(5))
+    assert again_a is not None and "series" not in again_a
+
+
+@pytest.mark.parametrize(("note", "want"), [
+    ("short", "short"),
+    ("x" * NOTE_LIMIT, "x" * NOTE_LIMIT),
+    ("x" * (NOTE_LIMIT + 1), "x" * (NOTE_LIMIT - 4) + " ..."),
+])
+def test_truncate_note(note: str, want: str) -> None:
+    assert truncate_note(note) == want
