@@ -1,6 +1,7 @@
 """The layer rules of docs/internals.md, checked on the import statements (ast) of every module under lite/.
 
-- `lite/*.py` (leaf) imports only stdlib, the chosen third-party deps, and other leaf modules.
+- `lite/*.py` (leaf) imports only stdlib, the chosen third-party deps, and other leaf modules; `lite/cel/` is a
+  leaf package too (its modules import stdlib, cel_expr_python, protobuf, leaf modules and each other).
 - `lite/server/**` imports leaf and `lite.server` only; `lite/server/controllers/**` and
   `lite/server/scheduler/**` never import `lite.server.store`.
 - `lite/agent/**` imports leaf, `lite.netns` and `lite.agent`; `lite/netns/**` imports leaf and `lite.netns`.
@@ -21,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LITE = ROOT / "lite"
 THIRD_PARTY = {"aiohttp", "aiosqlite", "msgpack", "pyroute2", "yaml", "cryptography", "orjson", "dnslib", "multidict",
-               "yarl", "prometheus_client", "jwt"}
+               "yarl", "prometheus_client", "jwt", "cel_expr_python", "google"}
 TOP_PACKAGES = ("lite.server", "lite.agent", "lite.netns", "lite.cli")
 
 # The tiers inside lite.server, lowest first. A module's tier is that of its longest matching prefix; a module
@@ -168,6 +169,8 @@ def test_lite_respects_layers() -> None:
     ("lite.server.store", "lite.server.api"),
     ("lite.server.services.allocator", "lite.server.admission.serviceips"),
     ("lite.server.controllers.gc", "lite.server.controlplane"),
+    ("lite.cel.env", "lite.server.api.strategies.crschema"),
+    ("lite.cel.libraries", "lite.agent"),
 ])
 def test_checker_flags_violations(importer: str, imported: str) -> None:
     assert violation(importer, imported) is not None
@@ -187,6 +190,11 @@ def test_checker_flags_violations(importer: str, imported: str) -> None:
     ("lite.server.controllers.resourcequota", "lite.server.admission.quota.usage"),
     ("lite.server.api.http", "lite.server.authz.chain"),
     ("lite.server.controlplane", "lite.server.admission"),
+    ("lite.cel.env", "cel_expr_python.cel"),
+    ("lite.cel.opaque", "google.protobuf.descriptor_pool"),
+    ("lite.cel.libraries", "lite.quantity"),
+    ("lite.cel.env", "lite.cel.cost"),
+    ("lite.server.api.strategies.crschema", "lite.cel"),
 ])
 def test_checker_allows(importer: str, imported: str) -> None:
     assert violation(importer, imported) is None

@@ -1,0 +1,73 @@
+"""CEL for lite: one evaluator shared by CRD validation rules and ValidatingAdmissionPolicy.
+
+Leaf package (imports stdlib, cel_expr_python, protobuf and leaf `lite/*.py` modules only). The runtime is
+cel-expr-python (Google's C++ CEL bound to Python; see docs/internals.md for why).
+
+Stable API (add, don't break):
+
+    from lite import cel
+    env = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN},
+                          functions=[cel.Function("f", "f_string", [cel.STRING], cel.BOOL, impl)],
+                          opaque_types=["kubernetes.authorization.Authorizer"])
+    program = env.compile("self.x > 1", sizes=...)    # CompileError(str) on syntax/type errors
+    program.eval({"self": {...}}, budget)              # EvalError / CostExceeded
+    program.estimated_cost.max                          # static estimate (cost.py)
+    program.runtime_cost({"self": cel.Shape(schema, values=[obj])})
+
+- `Environment(variables, functions=(), opaque_types=(), library=True)`: variables map names to CEL types
+  (`DYN`, `STRING`, `INT`, `BOOL`, `LIST_DYN`, `MAP_DYN`, ... or an opaque type name). The Kubernetes libraries
+  (libraries.py) and the strings/optional/bindings/encoders/math extensions are always present unless
+  `library=False`. `functions` add overloads; a member function's first parameter is its receiver; impls take
+  and return plain Python values, raise ValueError to fail. Opaque types are protobuf messages with one string
+  field `v`: build one with `env.opaque.make(name, text)`, read `msg.v`. Per-request context for an impl (the
+  authorizer's user) is best passed through a `contextvars.ContextVar` set around `eval`.
+- `Environment.compile(src, sizes=None)`: compile once, keep the `Program`; `sizes(var) -> Shape` gives the
+  schema bounds used by the static cost estimate.
+- `Program.eval(activation, budget=None, runtime_cost=None)`: plain values in, plain value out; with a
+  `Budget`, charges `runtime_cost` (or the static maximum) first.
+- Errors: `CompileError`, `EvalError`, `CostExceeded` (all `CelError`); `str(e)` is upstream-like text.
+- Limits: `PER_CALL_LIMIT`, `RUNTIME_CEL_COST_BUDGET`, `STATIC_ESTIMATED_COST_LIMIT`,
+  `STATIC_ESTIMATED_CRD_COST_LIMIT` (upstream's values); `cost_error_message(name, cost, limit)` formats
+  upstream's "exceeds budget by factor of" text.
+"""
+
+from __future__ import annotations
+
+from cel_expr_python.cel import Type as _Type
+
+from lite.cel.cost import Cost, Shape, estimate, parse
+from lite.cel.env import (
+    MAX_REQUEST_SIZE_BYTES,
+    PER_CALL_LIMIT,
+    RUNTIME_CEL_COST_BUDGET,
+    STATIC_ESTIMATED_COST_LIMIT,
+    STATIC_ESTIMATED_CRD_COST_LIMIT,
+    Budget,
+    CelError,
+    CompileError,
+    CostExceeded,
+    Environment,
+    EvalError,
+    Function,
+    Program,
+    cost_error_message,
+)
+
+DYN = _Type.DYN
+STRING = _Type.STRING
+INT = _Type.INT
+UINT = _Type.UINT
+DOUBLE = _Type.DOUBLE
+BOOL = _Type.BOOL
+BYTES = _Type.BYTES
+NULL = _Type.NULL
+LIST_DYN = _Type.List(_Type.DYN)
+MAP_DYN = _Type.Map(_Type.STRING, _Type.DYN)
+Type = _Type
+
+__all__ = [
+    "BOOL", "BYTES", "DOUBLE", "DYN", "INT", "LIST_DYN", "MAP_DYN", "MAX_REQUEST_SIZE_BYTES", "NULL",
+    "PER_CALL_LIMIT", "RUNTIME_CEL_COST_BUDGET", "STATIC_ESTIMATED_COST_LIMIT", "STATIC_ESTIMATED_CRD_COST_LIMIT",
+    "STRING", "UINT", "Budget", "CelError", "CompileError", "Cost", "CostExceeded", "Environment", "EvalError",
+    "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "parse",
+]

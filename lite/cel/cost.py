@@ -1,0 +1,420 @@
+"""Cost of CEL expressions: a small parser of CEL's grammar and an estimator modelled on cel-go's.
+
+cel-expr-python exposes no AST and no cost tracking, so lite parses rules itself (`parse`) and estimates:
+- statically, from schema bounds (`maxLength`, `maxItems`, `maxProperties`; unbounded sizes are estimated
+  from the 3 MiB request limit as upstream does) - the figure checked against upstream's limits at CRD
+  create/update;
+- at runtime, from the same walk with the actual values substituted for the bounds (`Shape.values`), charged
+  to the per-request budget.
+
+This is an approximation of cel-go's cost model, not a copy: unit cost per identifier, selection, index, call
+and operator; string traversals at 0.1 per character; comprehensions cost size(range) x (body + 1); list
+membership and equality of lists, maps and strings are linear. Figures are within a small factor of
+upstream's for the rule shapes seen in real CRDs (and identical in what they make unbounded).
+
+Invariants: pure functions; `parse` raises ValueError on text the estimator cannot read (callers compile first,
+so the runtime's own error wins); the estimate of a node is an upper bound of the runtime figure for any value
+that fits the schema.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024
+STRING_FACTOR = 0.1
+Node = tuple[Any, ...]
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+|//[^\n]*)
+  | (?P<str>[rR]?[bB]?(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
+  | (?P<bstr>[bB][rR]?(?:'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
+  | (?P<num>0x[0-9a-fA-F]+u?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?u?)
+  | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>\|\||&&|==|!=|<=|>=|\.\?|\[\?|[-+*/%!<>?:.,()\[\]{}])
+""", re.VERBOSE)
+
+
+def tokenize(src: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(src):
+        m = _TOKEN.match(src, pos)
+        if m is None:
+            raise ValueError(f"unexpected character {src[pos]!r} at {pos}")
+        pos = m.end()
+        kind = m.lastgroup or ""
+        if kind == "ws":
+            continue
+        out.append(("str" if kind == "bstr" else kind, m.group()))
+    out.append(("eof", ""))
+    return out
+
+
+class _Parser:
+    def __init__(self, src: str) -> None:
+        self.toks = tokenize(src)
+        self.i = 0
+
+    def peek(self) -> tuple[str, str]:
+        return self.toks[self.i]
+
+    def take(self, text: str | None = None) -> tuple[str, str]:
+        tok = self.toks[self.i]
+        if text is not None and tok[1] != text:
+            raise ValueError(f"expected {text!r}, got {tok[1]!r}")
+        self.i += 1
+        return tok
+
+    def at(self, *texts: str) -> bool:
+        tok = self.toks[self.i]
+        return tok[0] in ("op", "id") and tok[1] in texts
+
+    def expr(self) -> Node:
+        cond = self.binary(0)
+        if self.at("?"):
+            self.take()
+            a = self.expr()
+            self.take(":")
+            b = self.expr()
+            return ("op", "?:", [cond, a, b])
+        return cond
+
+    _LEVELS = (("||",), ("&&",), ("==", "!=", "<", "<=", ">", ">=", "in"), ("+", "-"), ("*", "/", "%"))
+
+    def binary(self, level: int) -> Node:
+        if level == len(self._LEVELS):
+            return self.unary()
+        left = self.binary(level + 1)
+        while self.at(*self._LEVELS[level]):
+            op = self.take()[1]
+            left = ("op", op, [left, self.binary(level + 1)])
+        return left
+
+    def unary(self) -> Node:
+        if self.at("!", "-"):
+            op = self.take()[1]
+            return ("op", "u" + op, [self.unary()])
+        return self.member()
+
+    def args(self, close: str) -> list[Node]:
+        out: list[Node] = []
+        while not self.at(close):
+            out.append(self.expr())
+            if not self.at(close):
+                self.take(",")
+        self.take(close)
+        return out
+
+    def member(self) -> Node:
+        node = self.primary()
+        while True:
+            if self.at(".", ".?"):
+                self.take()
+                name = self.take()[1]
+                if self.at("("):
+                    self.take()
+                    node = ("call", name, node, self.args(")"))
+                else:
+                    node = ("sel", node, name)
+            elif self.at("[", "[?"):
+                self.take()
+                key = self.expr()
+                self.take("]")
+                node = ("idx", node, key)
+            elif self.at("{") and node[0] in ("id", "sel"):
+                self.take()
+                node = ("map", self.entries())
+            else:
+                return node
+
+    def entries(self) -> list[Node]:
+        out: list[Node] = []
+        while not self.at("}"):
+            if self.at("?"):
+                self.take()
+            k = self.expr()
+            self.take(":")
+            out += [k, self.expr()]
+            if not self.at("}"):
+                self.take(",")
+        self.take("}")
+        return out
+
+    def primary(self) -> Node:
+        kind, text = self.take()
+        if kind == "op" and text == ".":
+            kind, text = self.take()
+        if kind == "id":
+            if text in ("true", "false", "null"):
+                return ("lit", 1)
+            if self.at("("):
+                self.take()
+                return ("call", text, None, self.args(")"))
+            return ("id", text)
+        if kind == "str":
+            return ("lit", len(text))
+        if kind == "num":
+            return ("lit", 1)
+        if text == "(":
+            e = self.expr()
+            self.take(")")
+            return e
+        if text == "[":
+            return ("list", self.args("]"))
+        if text == "{":
+            return ("map", self.entries())
+        raise ValueError(f"unexpected {text!r}")
+
+
+def parse(src: str) -> Node:
+    p = _Parser(src)
+    node = p.expr()
+    if p.peek()[0] != "eof":
+        raise ValueError(f"unexpected {p.peek()[1]!r}")
+    return node
+
+
+# ---- sizes -----------------------------------------------------------------------------------------------
+
+
+def _min_serialized(schema: dict[str, Any]) -> int:
+    t = schema.get("type")
+    if t == "string":
+        return 2 + int(schema.get("minLength") or 0)
+    if t in ("object", "array"):
+        return 2
+    return 1
+
+
+def max_items(schema: dict[str, Any], key: str, elem: dict[str, Any] | None) -> int:
+    """Declared bound, or upstream's estimate from the request size limit for an unbounded collection."""
+    bound = schema.get(key)
+    if isinstance(bound, int):
+        return bound
+    return (MAX_REQUEST_SIZE_BYTES - 2) // (_min_serialized(elem or {}) + 1)
+
+
+def max_size(schema: dict[str, Any] | None) -> int:
+    if not schema:
+        return MAX_REQUEST_SIZE_BYTES
+    t = schema.get("type")
+    if t == "string" or schema.get("x-kubernetes-int-or-string"):
+        bound = schema.get("maxLength")
+        return bound if isinstance(bound, int) else MAX_REQUEST_SIZE_BYTES - 2
+    if t == "array":
+        return max_items(schema, "maxItems", schema.get("items"))
+    if t == "object":
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            return max_items(schema, "maxProperties", extra)
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return max_items(schema, "maxProperties", None)
+        return len(schema.get("properties") or {})
+    return 1
+
+
+def _value_size(v: Any) -> int:
+    if isinstance(v, (str, list, dict, bytes)):
+        return len(v)
+    return 1
+
+
+@dataclass
+class Shape:
+    """What an expression may evaluate to: its schema (or None) and, at runtime, the candidate values."""
+
+    schema: dict[str, Any] | None = None
+    values: list[Any] | None = None
+    size: int | None = None  # explicit size (literals, derived values)
+
+    def max(self) -> int:
+        if self.size is not None:
+            return self.size
+        if self.values is not None:
+            return max((_value_size(v) for v in self.values), default=0)
+        return max_size(self.schema)
+
+    def child(self, name: str | None) -> Shape:
+        """A field (`name`), or an element/value (`None`) of this object, map or list."""
+        s = self.schema or {}
+        sub: dict[str, Any] | None = None
+        if s.get("type") == "array" or "items" in s:
+            sub = s.get("items") if isinstance(s.get("items"), dict) else None
+        elif name is not None and name in (s.get("properties") or {}):
+            sub = s["properties"][name]
+        elif isinstance(s.get("additionalProperties"), dict):
+            sub = s["additionalProperties"]
+        elif name is None and s.get("properties"):
+            sub = {"type": "string"}  # iterating an object yields its keys
+        values: list[Any] | None = None
+        if self.values is not None:
+            values = []
+            for v in self.values:
+                if isinstance(v, dict):
+                    if name is not None:
+                        if name in v:
+                            values.append(v[name])
+                    else:
+                        values.extend(v.values())
+                elif isinstance(v, list):
+                    values.extend(v)
+        return Shape(sub, values)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Estimated cost range of one expression."""
+
+    min: int
+    max: int
+
+
+SizeFn = Callable[[str], Shape]
+
+_MACROS = {"all", "exists", "exists_one", "map", "filter"}
+_LINEAR_STRING_FNS = {"contains", "startsWith", "endsWith", "lowerAscii", "upperAscii", "trim", "replace",
+                      "split", "substring", "charAt", "indexOf", "lastIndexOf", "reverse", "quote", "join",
+                      "url", "isURL", "ip", "isIP", "cidr", "isCIDR", "quantity", "isQuantity", "validate",
+                      "format", "base64.encode", "base64.decode", "string", "bytes", "int", "double", "uint",
+                      "timestamp", "duration"}
+_LIST_FNS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "sets.contains", "sets.equivalent",
+             "sets.intersects", "join"}
+
+
+@dataclass
+class _Estimator:
+    scope: dict[str, Shape] = field(default_factory=dict)
+
+    def walk(self, n: Node) -> tuple[float, Shape]:
+        kind = n[0]
+        if kind == "lit":
+            return 0, Shape(size=n[1])
+        if kind == "id":
+            return 1, self.scope.get(n[1], Shape())
+        if kind == "sel":
+            c, s = self.walk(n[1])
+            return c + 1, s.child(n[2])
+        if kind == "idx":
+            c, s = self.walk(n[1])
+            ck, _ = self.walk(n[2])
+            return c + ck + 1, s.child(None)
+        if kind == "list":
+            total, size = 0.0, 0
+            for e in n[1]:
+                c, s = self.walk(e)
+                total += c
+                size = max(size, s.max())
+            return total + 10, Shape(size=len(n[1]))
+        if kind == "map":
+            total = sum(self.walk(e)[0] for e in n[1])
+            return total + 30, Shape(size=len(n[1]) // 2)
+        if kind == "op":
+            return self.op(n[1], n[2])
+        return self.call(n[1], n[2], n[3])
+
+    def op(self, op: str, args: list[Node]) -> tuple[float, Shape]:
+        parts = [self.walk(a) for a in args]
+        cost = sum(c for c, _ in parts)
+        shapes = [s for _, s in parts]
+        if op in ("==", "!="):
+            return cost + max(1, math.ceil(STRING_FACTOR * min(s.max() for s in shapes))), Shape(size=1)
+        if op == "in":
+            return cost + max(1, shapes[1].max()), Shape(size=1)
+        if op == "+":
+            size = shapes[0].max() + shapes[1].max()
+            return cost + max(1, math.ceil(STRING_FACTOR * size)), Shape(size=size)
+        if op == "?:":
+            return cost, shapes[1] if shapes[1].max() >= shapes[2].max() else shapes[2]
+        if op in ("&&", "||"):
+            return cost, Shape(size=1)
+        return cost + 1, Shape(size=1)
+
+    def call(self, name: str, target: Node | None, args: list[Node]) -> tuple[float, Shape]:
+        if name == "has" and target is None and args:
+            c, _ = self.walk(args[0])
+            return c, Shape(size=1)
+        if target is not None and name in _MACROS and len(args) in (2, 3) and args[0][0] == "id":
+            return self.comprehension(name, target, args)
+        if name == "bind" and target == ("id", "cel") and len(args) == 3 and args[0][0] == "id":
+            ci, si = self.walk(args[1])
+            saved = self.scope.get(args[0][1])
+            self.scope[args[0][1]] = si
+            cb, sb = self.walk(args[2])
+            self._restore(args[0][1], saved)
+            return ci + cb, sb
+        if target is not None and target[0] == "id" and target[1] not in self.scope and \
+                target[1] in ("format", "sets", "base64", "math", "strings", "optional", "ip"):
+            name, target = f"{target[1]}.{name}", None
+        parts = [self.walk(a) for a in ([target] if target is not None else []) + args]
+        cost = sum(c for c, _ in parts) + 1
+        sizes = [s.max() for _, s in parts]
+        if name in ("matches", "find", "findAll"):
+            pattern = sizes[-1] if len(sizes) > 1 else 1
+            return cost + math.ceil(STRING_FACTOR * sizes[0]) * max(1, math.ceil(pattern / 4)), \
+                Shape(size=sizes[0])
+        if name in _LIST_FNS and sizes:
+            return cost + sizes[0], Shape(size=max(sizes))
+        if name in _LINEAR_STRING_FNS and sizes:
+            extra = math.ceil(STRING_FACTOR * sizes[0]) * (max(1, sizes[1]) if name == "contains" and
+                                                           len(sizes) > 1 else 1)
+            return cost + extra, Shape(size=sizes[0])
+        if name == "size":
+            return cost, Shape(size=1)
+        return cost, Shape(size=max(sizes, default=1))
+
+    def comprehension(self, name: str, target: Node, args: list[Node]) -> tuple[float, Shape]:
+        cr, sr = self.walk(target)
+        var = args[0][1]
+        saved = self.scope.get(var)
+        self.scope[var] = sr.child(None)
+        body = 0.0
+        for a in args[1:]:
+            body += self.walk(a)[0]
+        self._restore(var, saved)
+        n = sr.max()
+        return cr + n * (body + 1) + 1, Shape(sr.schema if name == "filter" else None, size=n)
+
+    def _restore(self, var: str, saved: Shape | None) -> None:
+        if saved is None:
+            self.scope.pop(var, None)
+        else:
+            self.scope[var] = saved
+
+
+def estimate_node(node: Node, scope: dict[str, Shape]) -> int:
+    """Cost of a parsed expression, variables bound to `scope` (schema bounds or actual values)."""
+    cost, _ = _Estimator(dict(scope)).walk(node)
+    return min(math.ceil(cost), 2**63 - 1)
+
+
+def estimate(src: str, sizes: SizeFn | None = None, variables: tuple[str, ...] = ()) -> Cost:
+    """Static estimate of `src`; `sizes(name)` gives each variable's Shape (default: unknown, unbounded)."""
+    try:
+        node = parse(src)
+    except (ValueError, RecursionError):
+        return Cost(1, 1)
+    scope = {v: (sizes(v) if sizes else Shape()) for v in variables or _free_ids(node)}
+    high = estimate_node(node, scope)
+    return Cost(1, high)
+
+
+def _free_ids(node: Node) -> set[str]:
+    out: set[str] = set()
+
+    def visit(n: Any) -> None:
+        if isinstance(n, tuple) and n:
+            if n[0] == "id":
+                out.add(n[1])
+                return
+            for x in n[1:]:
+                visit(x)
+        elif isinstance(n, list):
+            for x in n:
+                visit(x)
+    visit(node)
+    return out

@@ -1,0 +1,184 @@
+"""Compile CEL expressions once against declared variables; evaluate them with an activation and a cost budget.
+
+`Environment(variables, functions=..., opaque_types=...)` builds one cel-expr-python environment with the
+Kubernetes libraries (see `libraries.py`) plus the caller's functions; `env.compile(src)` returns a `Program`
+(or raises `CompileError` with the runtime's caret message); `program.eval(activation, budget)` returns the
+plain Python result (or raises `EvalError`, or `CostExceeded` when the budget runs out).
+
+Invariants: an `Environment` and its `Program`s are immutable after construction and safe to share between
+requests; evaluation never mutates the activation; errors carry upstream-like text without the C++ runtime's
+status-code prefixes (`NOT_FOUND: `, `[INVALID_ARGUMENT]`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
+
+from lite.cel import cost as costmod
+from lite.cel import libraries
+from lite.cel.opaque import OpaqueTypes
+
+# Upstream's limits (k8s.io/apiserver/pkg/apis/cel/config.go).
+PER_CALL_LIMIT = 1_000_000
+RUNTIME_CEL_COST_BUDGET = 10_000_000
+STATIC_ESTIMATED_COST_LIMIT = 10_000_000
+STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000
+MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024
+
+_STATUS_PREFIX = re.compile(r"^(?:[A-Z_]+: )")
+_STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
+
+
+class CelError(Exception):
+    """Base of the errors raised by this package; `str(e)` is the upstream-like message."""
+
+
+class CompileError(CelError):
+    """The expression does not parse or type-check (message: `ERROR: <input>:1:5: ...` with a caret line)."""
+
+
+class EvalError(CelError):
+    """Evaluation failed (`no such key: x`, `division by zero`, a library function's own error, ...)."""
+
+
+class CostExceeded(CelError):
+    """The evaluation's cost went past the per-call limit or the remaining budget."""
+
+
+def clean_message(text: str) -> str:
+    """Drop the C++ runtime's status code decorations, keep the message (and its caret lines)."""
+    lines = text.strip().splitlines() or [""]
+    lines[0] = _STATUS_PREFIX.sub("", lines[0])
+    lines[-1] = _STATUS_SUFFIX.sub("", lines[-1])
+    out = "\n".join(lines)
+    m = re.fullmatch(r'Key not found in map : "?(.*?)"?', out)
+    if m:
+        return f"no such key: {m.group(1)}"
+    m = re.fullmatch(r"Index error: index=(-?\d+) size=\d+", out)
+    if m:
+        return f"index out of bounds: {m.group(1)}"
+    m = re.fullmatch(r'No value with name "(.*)" found in Activation', out)
+    if m:
+        return f"no such attribute: {m.group(1)}"
+    return out
+
+
+@dataclass
+class Budget:
+    """A per-request runtime cost budget (upstream RuntimeCELCostBudget); `charge` raises once it is spent."""
+
+    remaining: int = RUNTIME_CEL_COST_BUDGET
+    per_call_limit: int = PER_CALL_LIMIT
+
+    def charge(self, cost: int) -> None:
+        if cost > self.per_call_limit:
+            raise CostExceeded("operation cancelled: actual cost limit exceeded")
+        if cost > self.remaining:
+            self.remaining = -1
+            raise CostExceeded("validation failed due to running out of cost budget, "
+                               "no further validation rules will be run")
+        self.remaining -= cost
+
+
+@dataclass(frozen=True)
+class Function:
+    """One function overload a caller adds: `name`, parameter and result types (`cel.Type`s or opaque type
+    names), `member` for receiver-style calls (`x.f(y)`, first parameter is the receiver), and `impl` (plain
+    Python values in and out; raise ValueError to make the call fail with that message)."""
+
+    name: str
+    overload_id: str
+    params: Sequence[Any]
+    result: Any
+    impl: Any
+    member: bool = False
+
+
+@dataclass
+class Program:
+    """A compiled expression; `eval` returns plain Python values (lists, dicts, str, int, float, bool, None,
+    opaque types as their protobuf message)."""
+
+    source: str
+    _expr: Any
+    env: Environment
+    estimated_cost: costmod.Cost = field(default_factory=lambda: costmod.Cost(1, 1))
+    node: costmod.Node | None = None
+
+    def runtime_cost(self, scope: Mapping[str, costmod.Shape]) -> int:
+        """The cost of one evaluation with the variables' actual values (`Shape(schema, values=[v])`)."""
+        if self.node is None:
+            return self.estimated_cost.max
+        return costmod.estimate_node(self.node, dict(scope))
+
+    def eval(self, activation: Mapping[str, Any], budget: Budget | None = None, *,
+             runtime_cost: int | None = None) -> Any:
+        """Evaluate with `activation` (variable name -> plain JSON-like value). `budget`, when given, is charged
+        the evaluation's cost (`runtime_cost`, else the program's estimated maximum) before the evaluation."""
+        if budget is not None:
+            budget.charge(self.estimated_cost.max if runtime_cost is None else runtime_cost)
+        try:
+            value = self._expr.eval(data=activation)
+        except RuntimeError as exc:  # activation/type errors are raised, not returned
+            raise EvalError(clean_message(str(exc))) from None
+        if value.type() == cel.Type.ERROR:
+            raise EvalError(clean_message(str(value.value())))
+        return value.plain_value()
+
+
+class Environment:
+    """Declared variables + the Kubernetes libraries + caller functions, compiled once."""
+
+    def __init__(self, variables: Mapping[str, Any], *, functions: Iterable[Function] = (),
+                 opaque_types: Iterable[str] = (), library: bool = True) -> None:
+        self.opaque = OpaqueTypes([*libraries.EXTRA_TYPES, *opaque_types])
+        decls: dict[str, list[Any]] = {}
+        funcs = [*(libraries.all_functions(self.opaque) if library else []), *functions]
+        for f in funcs:
+            params = [self._type(p) for p in f.params]
+            decls.setdefault(f.name, []).append(cel.Overload(f.overload_id, self._type(f.result), params,
+                                                             is_member=f.member, impl=f.impl))
+        self.variables = {k: self._type(v) for k, v in variables.items()}
+        self._env = cel.NewEnv(
+            descriptor_pool=self.opaque.pool, variables=self.variables,
+            extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
+                        ext_encoders.ExtEncoders(), ext_math.ExtMath()],
+            functions=[cel.FunctionDecl(name, overloads) for name, overloads in decls.items()])
+
+    def _type(self, t: Any) -> Any:
+        if isinstance(t, str):
+            return self.opaque.type(t)
+        return t
+
+    def compile(self, source: str, *, sizes: costmod.SizeFn | None = None) -> Program:
+        """Compile `source`; `sizes` (variable path -> (min, max) size) feeds the static cost estimate."""
+        try:
+            expr = self._env.compile(source)
+        except RuntimeError as exc:
+            raise CompileError(clean_message(str(exc))) from None
+        try:
+            node: costmod.Node | None = costmod.parse(source)
+        except (ValueError, RecursionError):
+            node = None  # the runtime accepted what lite's estimator cannot read: unit cost, see cost.py
+        scope = {v: (sizes(v) if sizes else costmod.Shape()) for v in self.variables}
+        high = costmod.estimate_node(node, scope) if node is not None else 1
+        return Program(source, expr, self, costmod.Cost(1, high), node)
+
+
+def cost_error_message(name: str, cost: int, limit: int) -> str:
+    """Upstream's text for an estimate over its limit (`name` e.g. "estimated rule cost")."""
+    factor = cost / limit
+    if factor > 100.0:
+        shown = "more than 100x"
+    elif factor < 1.5:
+        shown = f"{factor:f}x"
+    else:
+        shown = f"{factor:.1f}x"
+    return (f"{name} exceeds budget by factor of {shown} (try simplifying the rule, or adding maxItems, "
+            "maxProperties, and maxLength where arrays, maps, and strings are declared)")
