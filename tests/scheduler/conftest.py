@@ -14,6 +14,7 @@ import pytest
 from lite.client import Obj
 from lite.informer import SharedInformers
 from lite.kinds import BUILTIN_KINDS, Kind, KindRegistry
+from lite.server.admission.priority import PriorityAdmission
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
 from lite.server.scheduler.registry import Profile
@@ -98,6 +99,7 @@ class Kit:
 async def open_kit(path: Path, profile: Profile | None = None, **options: Any) -> AsyncIterator[Kit]:
     store = await Store.open(str(path / "state.db"))
     api = Resources(store, KindRegistry(), default_strategies())
+    api.strategies.add_admission(PriorityAdmission(api).admit)  # pods get spec.priority, as from a server
     try:
         await api.start()
         kit = Kit(api)

@@ -1,0 +1,147 @@
+"""ValidatingAdmissionPolicy end to end: a real `lite server`, real kubectl and the official Python client.
+
+Every policy here selects only the test's namespace (matchConstraints.namespaceSelector), as the server is
+shared by the e2e session, and is deleted after."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from e2ekit import Cluster, unique
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+V1 = "admissionregistration.k8s.io/v1"
+
+
+class Policies:
+    def __init__(self, cluster: Cluster, ns: str) -> None:
+        self.cluster, self.ns = cluster, ns
+        self.made: list[tuple[str, str]] = []
+
+    def policy(self, validations: list[dict[str, Any]], **spec: Any) -> str:
+        name = unique("vap")
+        match = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.ns}},
+                 "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                                    "resources": ["configmaps"]}]}
+        body = {"apiVersion": V1, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+                "spec": {"matchConstraints": match, "validations": validations, **spec}}
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        self.made.append(("validatingadmissionpolicy", name))
+        return name
+
+    def bind(self, policy: str, actions: list[str], **spec: Any) -> str:
+        name = unique("vapb")
+        body = {"apiVersion": V1, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+                "spec": {"policyName": policy, "validationActions": actions, **spec}}
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        self.made.append(("validatingadmissionpolicybinding", name))
+        return name
+
+    def delete_all(self) -> None:
+        for kind, name in reversed(self.made):
+            self.cluster.kubectl("delete", kind, name, "--ignore-not-found", check=False)
+
+
+@pytest.fixture
+def policies(cluster: Cluster, ns: str) -> Iterator[Policies]:
+    p = Policies(cluster, ns)
+    yield p
+    p.delete_all()
+
+
+def cm(name: str, ns: str, data: dict[str, str], labels: dict[str, str] | None = None) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": name, "namespace": ns, "labels": labels or {}}, "data": data})
+
+
+def test_deny_warn_and_messages(cluster: Cluster, ns: str, policies: Policies) -> None:
+    p = policies.policy([{"expression": "!has(object.data) || !('bad' in object.data)",
+                          "messageExpression": "'key bad is not allowed in ' + object.metadata.name",
+                          "reason": "Forbidden"}])
+    b = policies.bind(p, ["Deny"])
+    refused = cluster.kubectl("apply", "-f", "-", input=cm("one", ns, {"bad": "1"}), check=False)
+    assert refused.returncode != 0
+    assert (f'configmaps "one" is forbidden: ValidatingAdmissionPolicy \'{p}\' with binding \'{b}\' denied '
+            "request: key bad is not allowed in one") in refused.stderr
+    cluster.kubectl("apply", "-f", "-", input=cm("two", ns, {"good": "1"}))
+    # the official client sees upstream's status: reason from the validation, code by reason
+    v1 = client.CoreV1Api(cluster.api)
+    with pytest.raises(ApiException) as e:
+        v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="three"),
+                                                               data={"bad": "x"}))
+    status = json.loads(e.value.body)
+    assert (e.value.status, status["reason"]) == (403, "Forbidden")
+
+    # Warn: allowed, with upstream's Warning text; no message -> `failed expression: <expr>`
+    w = policies.policy([{"expression": "object.data.size() < 2"}])
+    wb = policies.bind(w, ["Warn", "Audit"])
+    made = cluster.kubectl("apply", "-f", "-", input=cm("four", ns, {"a": "1", "b": "2"}))
+    assert (f"Warning: Validation failed for ValidatingAdmissionPolicy '{w}' with binding '{wb}': "
+            "failed expression: object.data.size() < 2") in made.stderr
+
+
+def test_params_from_a_configmap_and_not_found(cluster: Cluster, ns: str, policies: Policies) -> None:
+    cluster.kubectl("create", "configmap", "limits", "-n", ns, "--from-literal=max=2")
+    p = policies.policy([{"expression": "variables.keys <= int(params.data.max)",
+                          "messageExpression": "'at most ' + params.data.max + ' keys'"}],
+                        paramKind={"apiVersion": "v1", "kind": "ConfigMap"},
+                        matchConditions=[{"name": "not-the-params", "expression": "object.metadata.name != 'limits'"}],
+                        variables=[{"name": "keys", "expression": "object.data.size()"}])
+    policies.bind(p, ["Deny"], paramRef={"name": "limits", "parameterNotFoundAction": "Deny"})
+    refused = cluster.kubectl("apply", "-f", "-", input=cm("big", ns, {"a": "1", "b": "2", "c": "3"}), check=False)
+    assert refused.returncode != 0 and "denied request: at most 2 keys" in refused.stderr
+    cluster.kubectl("apply", "-f", "-", input=cm("small", ns, {"a": "1"}))
+    # a binding whose params are missing: Deny refuses everything it matches, Allow admits
+    p2 = policies.policy([{"expression": "true"}], paramKind={"apiVersion": "v1", "kind": "ConfigMap"})
+    b2 = policies.bind(p2, ["Deny"], paramRef={"name": "absent", "parameterNotFoundAction": "Deny"})
+    refused = cluster.kubectl("apply", "-f", "-", input=cm("x", ns, {"a": "1"}), check=False)
+    assert (f"ValidatingAdmissionPolicy '{p2}' with binding '{b2}' denied request: failed to configure binding: "
+            "no params found for policy binding with `Deny` parameterNotFoundAction") in refused.stderr
+    cluster.kubectl("delete", "validatingadmissionpolicybinding", b2)
+    policies.bind(p2, ["Deny"], paramRef={"name": "absent", "parameterNotFoundAction": "Allow"})
+    cluster.kubectl("apply", "-f", "-", input=cm("allowed", ns, {"a": "1"}))
+
+
+def test_failure_policy_namespace_object_and_authorizer(cluster: Cluster, ns: str, policies: Policies) -> None:
+    broken = policies.policy([{"expression": "object.data.missing == 'x'"}], failurePolicy="Ignore")
+    policies.bind(broken, ["Deny"])
+    cluster.kubectl("apply", "-f", "-", input=cm("ignored", ns, {"a": "1"}))
+    failing = policies.policy([{"expression": "object.data.missing == 'x'"}], failurePolicy="Fail")
+    policies.bind(failing, ["Deny"])
+    refused = cluster.kubectl("apply", "-f", "-", input=cm("failed", ns, {"a": "1"}), check=False)
+    assert "denied request: expression 'object.data.missing == 'x'' resulted in error: no such key: missing" \
+        in refused.stderr
+    cluster.kubectl("delete", "validatingadmissionpolicy", failing)
+    p = policies.policy([
+        {"expression": f"namespaceObject.metadata.name == '{ns}'"},
+        {"expression": "authorizer.group('').resource('secrets').namespace(object.metadata.namespace)"
+                       ".check('get').allowed()", "message": "needs get on secrets"},
+        {"expression": "!authorizer.serviceAccount('default', 'default').group('').resource('secrets')"
+                       ".check('delete').allowed()"},
+        {"expression": "request.userInfo.username == 'system:admin' && request.operation in ['CREATE', 'UPDATE']"},
+    ])
+    policies.bind(p, ["Deny"])
+    cluster.kubectl("apply", "-f", "-", input=cm("checked", ns, {"a": "1"}))
+
+
+def test_served_validated_and_explained(cluster: Cluster) -> None:
+    bad = {"apiVersion": V1, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": unique("bad")},
+           "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                            "operations": ["CREATE"], "resources": ["pods"]}]},
+                    "validations": [{"expression": "object.spec.+"}]}}
+    refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(bad), check=False)
+    assert refused.returncode != 0 and "spec.validations[0].expression: Invalid value" in refused.stderr
+    binding = {"apiVersion": V1, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": unique("bad")},
+               "spec": {"policyName": "x", "validationActions": ["Deny", "Warn"]}}
+    refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(binding), check=False)
+    assert "must not contain both Deny and Warn" in refused.stderr
+    explained = cluster.kubectl("explain", "validatingadmissionpolicy.spec.validations")
+    assert "messageExpression" in explained.stdout
+    resources = cluster.kubectl("api-resources", "--api-group=admissionregistration.k8s.io", "-o", "name").stdout
+    assert "validatingadmissionpolicies.admissionregistration.k8s.io" in resources
+    assert "validatingadmissionpolicybindings.admissionregistration.k8s.io" in resources
