@@ -92,7 +92,12 @@ def test_params_from_a_configmap_and_not_found(cluster: Cluster, ns: str, polici
                         paramKind={"apiVersion": "v1", "kind": "ConfigMap"},
                         matchConditions=[{"name": "not-the-params", "expression": "object.metadata.name != 'limits'"}],
                         variables=[{"name": "keys", "expression": "object.data.size()"}])
-    policies.bind(p, ["Deny"], paramRef={"name": "limits", "parameterNotFoundAction": "Deny"})
+    b = policies.bind(p, ["Deny"], paramRef={"name": "limits", "parameterNotFoundAction": "Deny"})
+    # kubectl get prints upstream's columns
+    row = cluster.kubectl("get", "validatingadmissionpolicy", p, "--no-headers").stdout.split()
+    assert row[:3] == [p, "1", "v1/ConfigMap"]
+    row = cluster.kubectl("get", "validatingadmissionpolicybinding", b, "--no-headers").stdout.split()
+    assert row[:3] == [b, p, "*/limits"]
     refused = cluster.kubectl("apply", "-f", "-", input=cm("big", ns, {"a": "1", "b": "2", "c": "3"}), check=False)
     assert refused.returncode != 0 and "denied request: at most 2 keys" in refused.stderr
     cluster.kubectl("apply", "-f", "-", input=cm("small", ns, {"a": "1"}))
