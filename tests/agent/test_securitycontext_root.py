@@ -33,13 +33,17 @@ def _c(registry: RegistryServer, script: str, sc: Obj | None = None, name: str =
 
 
 async def _run(a: Agent, rec: Recorder, pod: Obj) -> tuple[Obj, list[str]]:
-    """Run a restartPolicy Never pod to its end; its final status and the lines its container printed."""
+    """Run a restartPolicy Never pod to its end; its final status and the lines its container printed on stdout.
+
+    Only stdout: the log interleaves stdout and stderr in the order the agent read them from two pipes, which
+    is not the order the container wrote them (a stderr line may land before or after the stdout line written
+    after it). Scripts that need a message from stderr redirect it (`2>&1`)."""
     await a.handle(wire.PodUpsert(pod))
     uid = pod["metadata"]["uid"]
     s = await rec.until(uid, lambda s: s["phase"] in ("Succeeded", "Failed"), limit=150)
     log = a.runners[uid].log_path("c") if uid in a.runners else None
-    lines = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines()] if log is not None and log.exists() else []
-    return s, lines
+    lines = log.read_text().splitlines() if log is not None and log.exists() else []
+    return s, [ln.split(" ", 3)[3] for ln in lines if ln.split(" ", 2)[1] == "stdout"]
 
 
 def _status_field(lines: list[str], key: str) -> str:
@@ -258,7 +262,7 @@ async def test_share_process_namespace(agent: tuple[Agent, Recorder], registry: 
     s = await rec.until(uid, lambda s: s["phase"] in ("Succeeded", "Failed"), limit=150)
     log = a.runners[uid].log_path("c")
     assert log is not None
-    out = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines()]
+    out = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines() if ln.split(" ", 2)[1] == "stdout"]
     assert out[0].isdigit() and int(out[0]) > 1 and out[1] == "signalled", out  # PID 1 is the pause
     sleeper_state = s["containerStatuses"][1 if s["containerStatuses"][0]["name"] == "c" else 0]["state"]
     assert sleeper_state["terminated"]["exitCode"] == 143, s  # SIGTERM from its sibling

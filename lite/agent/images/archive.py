@@ -48,7 +48,7 @@ def read_archive(path: Path, store: ContentStore, platform: tuple[str, str]) -> 
     try:
         try:
             with tarfile.open(path, "r:*") as tar:
-                tar.extractall(work, filter="data")  # archive paths only; layer contents stay packed
+                _extract_archive(tar, work)  # archive paths only; layer contents stay packed
         except (tarfile.TarError, OSError, EOFError) as e:
             raise ImageImportError(f"{path.name}: not a readable tar archive: {e}") from e
         if (work / "manifest.json").is_file():
@@ -62,6 +62,37 @@ def read_archive(path: Path, store: ContentStore, platform: tuple[str, str]) -> 
         raise ImageImportError(f"{path.name}: {type(e).__name__}: {e}") from e
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _extract_archive(tar: tarfile.TarFile, work: Path) -> None:
+    """Extract the archive's directories, regular files and symlinks into `work`, nothing else.
+
+    Written out instead of `extractall(filter="data")`, whose `filter` argument Python 3.11 gained only in
+    3.11.4 (Debian 12 ships 3.11.2): every name and every link target must stay inside `work`; devices, fifos
+    and hard links are refused (neither image archive format uses them; `docker save` links repeated layers
+    with symlinks); modes are masked to 0o755/0o644 and owners are not restored."""
+    root = work.resolve()
+    links: list[tuple[Path, str]] = []
+    for m in tar:
+        target = _inside(root, m.name)
+        if m.isdir():
+            target.mkdir(mode=0o755, parents=True, exist_ok=True)
+        elif m.isfile():
+            target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            src = tar.extractfile(m)
+            if src is None:
+                raise ImageImportError(f"archive entry {m.name!r} has no data")
+            with src, open(target, "xb") as dst:
+                shutil.copyfileobj(src, dst)
+            target.chmod(0o755 if m.mode & 0o111 else 0o644)
+        elif m.issym():
+            _inside(root, str(Path(m.name).parent / m.linkname))  # the link may not point out of the archive
+            links.append((target, m.linkname))
+        else:
+            raise ImageImportError(f"archive entry {m.name!r} is neither a file, a directory nor a symlink")
+    for target, linkname in links:  # after the files, so no later member is written through a link
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        target.symlink_to(linkname)
 
 
 def _inside(work: Path, name: str) -> Path:
