@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,3 +151,35 @@ def test_served_validated_and_explained(cluster: Cluster) -> None:
     resources = cluster.kubectl("api-resources", "--api-group=admissionregistration.k8s.io", "-o", "name").stdout
     assert "validatingadmissionpolicies.admissionregistration.k8s.io" in resources
     assert "validatingadmissionpolicybindings.admissionregistration.k8s.io" in resources
+
+
+GATEWAY_INSTALL = Path(__file__).resolve().parent.parent / "fixtures" / "gateway-api" / "v1.6.1" / \
+    "standard-install.yaml"
+
+
+def test_gateway_api_install_applies_enforces_safe_upgrades_and_deletes(cluster: Cluster) -> None:
+    install = str(GATEWAY_INSTALL)
+    try:
+        cluster.kubectl("apply", "-f", install)
+        again = cluster.kubectl("apply", "-f", install)  # a re-apply passes the policy it installed
+        assert "customresourcedefinition.apiextensions.k8s.io/httproutes.gateway.networking.k8s.io unchanged" \
+            in again.stdout
+        # the safe-upgrades policy refuses an older bundle of a Gateway API CRD, with the policy's message
+        crds = [d for d in yaml.safe_load_all(GATEWAY_INSTALL.read_text())
+                if d and d.get("kind") == "CustomResourceDefinition"]
+        old = crds[0]
+        old["metadata"]["annotations"]["gateway.networking.k8s.io/bundle-version"] = "v1.4.0"
+        refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(old), check=False)
+        assert refused.returncode != 0
+        assert ("ValidatingAdmissionPolicy 'safe-upgrades.gateway.networking.k8s.io' with binding "
+                "'safe-upgrades.gateway.networking.k8s.io' denied request: Installing CRDs with version before "
+                "v1.5.0 is prohibited by default.") in refused.stderr
+        # experimental on top of standard is refused too
+        exp = crds[1]
+        exp["metadata"]["annotations"]["gateway.networking.k8s.io/channel"] = "experimental"
+        refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(exp), check=False)
+        assert "Installing experimental CRDs on top of standard channel CRDs is prohibited" in refused.stderr
+    finally:
+        cluster.kubectl("delete", "-f", install, "--ignore-not-found", "--wait=true", check=False)
+    left = cluster.kubectl("get", "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "name")
+    assert "safe-upgrades" not in left.stdout
