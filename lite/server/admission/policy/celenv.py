@@ -20,13 +20,13 @@ Invariants: one `PolicyEnv` per plugin (its `Environment` is immutable and share
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cel_expr_python import cel
 
-from lite.cel.env import CompileError, Environment, Function, Program
+from lite.cel.env import CompileError, Environment, EvalError, Function, Program, clean_message
 
 AUTHORIZER = "kubernetes.authorization.Authorizer"
 GROUP_CHECK = "kubernetes.authorization.GroupCheck"
@@ -74,6 +74,11 @@ class PolicyEnv:
         except CompileError as e:
             return str(e)
         return None
+
+    def activation(self, data: Mapping[str, Any]) -> Any:
+        """A runtime activation over `data`, built once and shared by every expression of a policy (what a
+        `Program.eval(dict)` would convert again for each expression is converted once: ~10x cheaper)."""
+        return self.env._env.Activation(data)  # lite.cel has no public activation yet
 
     def authorizer(self, user: dict[str, Any]) -> Any:
         return self._make(AUTHORIZER, {"user": user})
@@ -129,3 +134,14 @@ class PolicyEnv:
             Function("errored", "decision_errored", [DECISION], B, lambda d: bool(_state(d)["error"]), True),
             Function("error", "decision_error", [DECISION], S, lambda d: str(_state(d)["error"]), True),
         ]
+
+
+def evaluate(program: Program, activation: Any) -> Any:
+    """`program` over an `activation` of `PolicyEnv.activation`; errors as `Program.eval` raises them."""
+    try:
+        value = program._expr.eval(activation=activation)
+    except RuntimeError as exc:
+        raise EvalError(clean_message(str(exc))) from None
+    if value.type() == cel.Type.ERROR:
+        raise EvalError(clean_message(str(value.value())))
+    return value.plain_value()

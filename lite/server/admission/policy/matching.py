@@ -37,20 +37,42 @@ def needs_namespace_labels(m: Obj | None, a: Attributes, parse: Parse = parse_se
     return isinstance(m, dict) and matching.needs_namespace_labels(m, a, parse)
 
 
+def name_dependent(m: Obj | None) -> bool:
+    """Whether the rules of `m` name objects (`resourceNames`): their verdict then depends on the request's name."""
+    if not isinstance(m, dict):
+        return False
+    return any(isinstance(r, dict) and r.get("resourceNames")
+               for key in ("resourceRules", "excludeResourceRules") for r in m.get(key) or [])
+
+
+def resource_rules_match(m: Obj | None, a: Attributes, *, rules_required: bool) -> bool:
+    """The rules part of `matches`: `excludeResourceRules`, then `resourceRules` under `matchPolicy`."""
+    if not isinstance(m, dict):
+        return not rules_required
+    policy = str(m.get("matchPolicy") or "Equivalent")
+    excluded = m.get("excludeResourceRules")
+    if excluded and rules_match(excluded, a, policy):
+        return False
+    rules = m.get("resourceRules") or []
+    if not rules:
+        return not rules_required
+    return rules_match(rules, a, policy)
+
+
+def selectors_match(m: Obj | None, a: Attributes, namespace_labels: Mapping[str, str] | None, obj: Obj | None,
+                    old: Obj | None, parse: Parse = parse_selector) -> bool:
+    """The selector part of `matches`: namespaceSelector and objectSelector."""
+    if not isinstance(m, dict):
+        return True
+    return matching.namespace_matches(m, a, namespace_labels, obj, old, parse) and \
+        matching.object_matches(m, obj, old, parse)
+
+
 def matches(m: Obj | None, a: Attributes, namespace_labels: Mapping[str, str] | None, obj: Obj | None,
             old: Obj | None, *, rules_required: bool, parse: Parse = parse_selector) -> bool:
     """Whether the match block `m` selects the request (see the module doc). `rules_required`: a policy's
     `matchConstraints` (no rules: nothing); a binding's `matchResources` (no rules: no narrowing)."""
     if not isinstance(m, dict):
         return not rules_required
-    if not matching.namespace_matches(m, a, namespace_labels, obj, old, parse):
-        return False
-    if not matching.object_matches(m, obj, old, parse):
-        return False
-    policy = str(m.get("matchPolicy") or "Equivalent")
-    if rules_match(m.get("excludeResourceRules") or [], a, policy):
-        return False
-    rules = m.get("resourceRules") or []
-    if not rules:
-        return not rules_required
-    return rules_match(rules, a, policy)
+    return selectors_match(m, a, namespace_labels, obj, old, parse) and \
+        resource_rules_match(m, a, rules_required=rules_required)

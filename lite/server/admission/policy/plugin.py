@@ -27,16 +27,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lite.cel.env import Budget, CelError, Program
+from lite.cel.env import CelError, Program
 from lite.client import Client
 from lite.errors import ApiError, Cause
 from lite.informer import Informer
 from lite.kinds import Kind, KindRegistry
+from lite.selectors import LabelSelector
 from lite.server.admission import review
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.policy import decide, matching
-from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
+from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv, evaluate
 from lite.server.api.admissionwarnings import add_warning
 from lite.server.api.strategies.base import Admission
 from lite.server.authz.attrs import Attributes as AuthzAttributes
@@ -72,6 +73,13 @@ class PolicyAdmission:
         self.policies = Informer(client, self.policy_kind)
         self.bindings = Informer(client, self.binding_kind)
         self._compiled: dict[tuple[str, str], Compiled] = {}
+        self._bound_key: tuple[str, str] = ("", "")
+        self._bound_set: list[tuple[Obj, list[Obj]]] = []
+        self._selectors: dict[int, Any] = {}
+        self._rules: dict[tuple[Any, ...], bool] = {}
+        self._memo = False
+        self._plans: dict[tuple[Any, ...], _Plan] = {}
+        self._everything = LabelSelector()
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -85,23 +93,70 @@ class PolicyAdmission:
 
     # ---- the hook ----------------------------------------------------------------------------------
 
+    async def _bound(self) -> list[tuple[Obj, list[Obj]]]:
+        """(policy, its bindings) for every policy that has bindings, by name; rebuilt only when either
+        informer saw a change (its last resourceVersion moved)."""
+        synced = self.policies.has_synced and self.bindings.has_synced
+        key = (self.policies.last_sync_resource_version, self.bindings.last_sync_resource_version)
+        if synced and key == self._bound_key:
+            return self._bound_set
+        self._memo = False  # id()-keyed memos hold only for a set kept alive in _bound_set
+        by_policy: dict[str, list[Obj]] = {}
+        for b in sorted(await self._list(self.bindings), key=_name):
+            by_policy.setdefault(str((b.get("spec") or {}).get("policyName") or ""), []).append(b)
+        bound = [(p, by_policy[_name(p)]) for p in sorted(await self._list(self.policies), key=_name)
+                 if _name(p) in by_policy]
+        if synced:
+            self._bound_key, self._bound_set = key, bound
+            self._selectors.clear()  # both keyed by id() of dicts of the previous set
+            self._rules.clear()
+            self._plans.clear()
+            self._memo = True
+        return bound
+
+    def _rules_match(self, m: Obj, a: Attributes, rules_required: bool) -> bool:
+        """`matching.resource_rules_match`, remembered per match block of the current policy set and request
+        kind (operation, resource, version, scope) unless the block's rules name objects."""
+        if not self._memo or matching.name_dependent(m):
+            return matching.resource_rules_match(m, a, rules_required=rules_required)
+        key = (id(m), rules_required, a.operation, a.group, a.version, a.resource, a.subresource, a.namespaced)
+        got = self._rules.get(key)
+        if got is None:
+            if len(self._rules) > 4096:
+                self._rules.clear()
+            self._plans.clear()
+            self._memo = True
+            got = self._rules[key] = matching.resource_rules_match(m, a, rules_required=rules_required)
+        return got
+
+    def _parse(self, d: Any) -> LabelSelector | None:
+        """`parse_selector`, remembered per selector object of the current policy set."""
+        if not d:
+            return self._everything if d is None or d == {} else None
+        if not self._memo:
+            return parse_selector(d)
+        got = self._selectors.get(id(d), self)
+        if got is self:
+            got = self._selectors[id(d)] = parse_selector(d)
+        return got if isinstance(got, LabelSelector) else None
+
     async def validate(self, adm: Admission) -> None:
         if adm.kind.group == GROUP:
             return
-        bindings = await self._list(self.bindings)
-        if not bindings:
-            return
-        by_policy: dict[str, list[Obj]] = {}
-        for b in sorted(bindings, key=_name):
-            by_policy.setdefault(str((b.get("spec") or {}).get("policyName") or ""), []).append(b)
-        policies = [p for p in await self._list(self.policies) if _name(p) in by_policy]
-        if not policies:
+        bound = await self._bound()
+        if not bound:
             return
         a = _attributes(adm)
         out = decide.Outcome()
         ctx = _Request(self, adm, a)
-        for policy in sorted(policies, key=_name):
-            await self._policy(ctx, policy, by_policy[_name(policy)], out)
+        plan = self._plan(bound, a)
+        exact = plan.others
+        if plan.combined is not None:
+            r = _run(plan.combined, await ctx.plain_activation(plan.reads))
+            if not (isinstance(r, list) and all(x is True for x in r)):
+                exact = bound  # something failed: every policy's exact decisions, in order
+        for policy, bindings in exact:
+            await self._policy(ctx, policy, bindings, out)
         for w in out.warnings:
             add_warning(w)
         if out.annotations:
@@ -112,6 +167,56 @@ class PolicyAdmission:
             who = f'{a.resource} "{a.name}"' if a.name else a.resource
             raise ApiError(f"{who} is forbidden: {msg}", code, reason, name=a.name, group=a.group, kind=a.resource,
                            causes=[Cause("", msg, "")])
+
+    def _plan(self, bound: list[tuple[Obj, list[Obj]]], a: Attributes) -> _Plan:
+        """How to judge requests of `a`'s kind against the current set: the validations of every "plain"
+        policy (no params, matchConditions, variables, audit annotations, selectors or resourceNames, and a
+        binding that applies whole) as one CEL list, judged at once (the request passes them all, or every
+        policy is then evaluated exactly); the others one by one. Remembered per request kind."""
+        key = (a.operation, a.group, a.version, a.resource, a.subresource, a.namespaced)
+        got = self._plans.get(key) if self._memo else None
+        if got is not None:
+            return got
+        plain: list[str] = []
+        others: list[tuple[Obj, list[Obj]]] = []
+        for policy, bindings in bound:
+            spec = policy.get("spec") or {}
+            m = spec.get("matchConstraints")
+            if not self._memo or not isinstance(m, dict) or matching.name_dependent(m):
+                others.append((policy, bindings))
+                continue
+            if not self._rules_match(m, a, True):
+                continue  # no request of this kind can match it
+            applying = [b for b in bindings if self._binding_applies_whole((b.get("spec") or {}).get("matchResources"),
+                                                                             a)]
+            compiled = self._compile(policy)
+            if compiled.error or spec.get("paramKind") or spec.get("matchConditions") or spec.get("variables") \
+                    or spec.get("auditAnnotations") or not _no_selectors(m) or len(applying) != len(bindings):
+                others.append((policy, bindings))
+                continue
+            plain += [f"({v.get('expression') or ''!s})" for v in spec.get("validations") or []]
+        combined: Program | None = None
+        if plain:
+            try:
+                combined = self.env.compile("[" + ", ".join(plain) + "]")
+            except CelError:
+                others = bound
+        joined = " ".join(plain)
+        reads = frozenset(v for v in ("request", "namespaceObject", "authorizer") if v in joined)
+        plan = _Plan(combined, others, reads)
+        if self._memo:
+            if len(self._plans) > 1024:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def _binding_applies_whole(self, m: Any, a: Attributes) -> bool:
+        """Whether a binding's matchResources lets every request of `a`'s kind through (so the plain path may
+        judge it without looking at the request's object or namespace)."""
+        if m is None:
+            return True
+        return isinstance(m, dict) and not matching.name_dependent(m) and _no_selectors(m) \
+            and self._rules_match(m, a, False)
 
     async def _policy(self, ctx: _Request, policy: Obj, bindings: list[Obj], out: decide.Outcome) -> None:
         spec = policy.get("spec") or {}
@@ -151,31 +256,34 @@ class PolicyAdmission:
 
     async def _evaluate(self, ctx: _Request, c: Compiled, fp: str, pname: str, bname: str, actions: list[str],
                         param: Obj | None, out: decide.Outcome, annotations: dict[str, list[str]]) -> None:
-        act = await ctx.activation(param)
-        budget = Budget()
+        data = await ctx.full(param)
+        act = ctx.shared if param is None and ctx.shared is not None else self.env.activation(data)
+        if param is None:
+            ctx.shared = act
         for _cond, prog in c.conditions:
-            r = _run(prog, act, budget)
+            r = _run(prog, act)
             if isinstance(r, decide.Failed):
                 if fp != "Ignore":
                     out.apply(pname, bname, actions, 0, decide.Decision(True, r.message, "", True))
                 return
             if r is not True:
                 return
-        variables: Obj = {}
-        act["variables"] = variables
-        for vname, prog in c.variables:
-            r = _run(prog, act, budget)
-            if not isinstance(r, decide.Failed):
-                variables[vname] = r
+        if c.variables:
+            variables: Obj = {}
+            for vname, prog in c.variables:  # in order: a variable may read the ones before it
+                r = _run(prog, self.env.activation({**data, "variables": variables}))
+                if not isinstance(r, decide.Failed):
+                    variables[vname] = r
+            act = self.env.activation({**data, "variables": variables})
         for i, (v, prog, msg_prog) in enumerate(c.validations):
-            r = _run(prog, act, budget)
-            m = _run(msg_prog, act, budget) if msg_prog is not None and r is not True \
+            r = _run(prog, act)
+            m = _run(msg_prog, act) if msg_prog is not None and r is not True \
                 and not isinstance(r, decide.Failed) else None
             d = decide.validation_decision(v, r, m, fp)
             if d.deny:
                 out.apply(pname, bname, actions, i, d)
         for key, expr, prog in c.audits:
-            value, denial = decide.audit_value(key, expr, _run(prog, act, budget), fp)
+            value, denial = decide.audit_value(key, expr, _run(prog, act), fp)
             if denial is not None:
                 out.denied.append((pname, bname, denial))
             if value is not None and value not in annotations.setdefault(key, []):
@@ -252,6 +360,19 @@ class _ConfigError(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """See `PolicyAdmission._plan`."""
+
+    combined: Program | None
+    others: list[tuple[Obj, list[Obj]]]
+    reads: frozenset[str]  # which of request, namespaceObject, authorizer `combined` may read (by name)
+
+
+def _no_selectors(m: Obj) -> bool:
+    return not m.get("namespaceSelector") and not m.get("objectSelector")
+
+
 class _Request:
     """One request as the policies see it; the namespace is looked up at most once."""
 
@@ -260,6 +381,9 @@ class _Request:
         self._ns: Obj | None = None
         self._ns_done = False
         self._base: Obj | None = None
+        self.shared: Any = None  # the runtime activation without params, shared by the policies that have none
+        self._user: Obj = {}
+        self._authz: Obj | None = None
 
     async def namespace(self) -> Obj | None:
         if not self._ns_done:
@@ -277,13 +401,31 @@ class _Request:
         return self._ns
 
     async def matches(self, m: Any, *, rules_required: bool) -> bool:
+        if m is None:
+            return not rules_required
+        if not self.plugin._rules_match(m, self.a, rules_required):
+            return False
         labels = None
-        if matching.needs_namespace_labels(m, self.a):
+        if matching.needs_namespace_labels(m, self.a, self.plugin._parse):
             ns = await self.namespace()
             labels = _labels(ns) if ns is not None else {}
-        return matching.matches(m, self.a, labels, self.adm.obj, self.adm.old, rules_required=rules_required)
+        return matching.selectors_match(m, self.a, labels, self.adm.obj, self.adm.old, self.plugin._parse)
+
+    async def plain_activation(self, reads: frozenset[str]) -> Any:
+        """The runtime activation of the plain path: no params, and of the other variables only those the
+        combined program `reads` (the request, namespace and authorizer values cost a little to make)."""
+        if "authorizer" in reads:
+            if self.shared is None:
+                self.shared = self.plugin.env.activation(await self.full(None))
+            return self.shared
+        if reads & {"request", "namespaceObject"}:
+            return self.plugin.env.activation(await self.activation(None))
+        old = self.adm.old if self.adm.operation != "CREATE" else None
+        return self.plugin.env.activation({"object": self.adm.obj, "oldObject": old, "params": None})
 
     async def activation(self, param: Obj | None) -> Obj:
+        if param is None and self._base is not None:
+            return self._base
         if self._base is None:
             user = current_user()
             u: Obj = review.user_info(user.name, user.groups, user.uid) if user is not None else {"username": ""}
@@ -293,23 +435,29 @@ class _Request:
             for k in ("object", "oldObject", "uid"):
                 req.pop(k, None)
             ns = await self.namespace()
-            env = self.plugin.env
+            self._user = u
             self._base = {
-                "object": self.adm.obj, "oldObject": self.adm.old if self.adm.operation != "CREATE" else None,
-                "request": req, "namespaceObject": ns, "authorizer": env.authorizer(u),
-                "authorizer.requestResource": env.request_resource(u, {
-                    "group": self.a.group, "resource": self.a.resource, "subresource": self.a.subresource,
-                    "namespace": self.a.namespace, "name": self.a.name}),
+                "params": None, "object": self.adm.obj,
+                "oldObject": self.adm.old if self.adm.operation != "CREATE" else None,
+                "request": req, "namespaceObject": ns,
             }
-        return {**self._base, "params": param}
+        return self._base if param is None else {**self._base, "params": param}
+
+    async def full(self, param: Obj | None) -> Obj:
+        """`activation(param)` with the authorizer variables."""
+        data = await self.activation(param)
+        if self._authz is None:
+            env, u = self.plugin.env, self._user
+            self._authz = {"authorizer": env.authorizer(u), "authorizer.requestResource": env.request_resource(u, {
+                "group": self.a.group, "resource": self.a.resource, "subresource": self.a.subresource,
+                "namespace": self.a.namespace, "name": self.a.name})}
+        return {**data, **self._authz}
 
 
-def _run(prog: Program, act: Obj, budget: Budget) -> Any:
-    # lite.cel charges a budget the expression's static estimate (not its actual cost), which for unbounded
-    # request objects exceeds the per-call limit: policies are evaluated without a runtime budget for now.
-    del budget
+def _run(prog: Program, act: Any) -> Any:
+    # No runtime cost budget yet: lite.cel charges static estimates, which unbounded request objects exceed.
     try:
-        return prog.eval(act)
+        return evaluate(prog, act)
     except CelError as e:
         return decide.Failed(f"expression '{prog.source}' resulted in error: {e}")
 
