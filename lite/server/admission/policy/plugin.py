@@ -65,8 +65,10 @@ class Compiled:
 
 class PolicyAdmission:
     def __init__(self, client: Client, kinds: KindRegistry, namespaces: NamespaceLabels,
-                 authorizer: AuthorizerChain | None) -> None:
+                 authorizer: AuthorizerChain | None, *, plain: bool = True) -> None:
+        """`plain=False` judges every policy exactly (tests compare both paths)."""
         self.client, self.kinds, self.namespaces, self.authorizer = client, kinds, namespaces, authorizer
+        self.plain = plain
         self.env = PolicyEnv(self._check)
         self.policy_kind = _kind(kinds, "validatingadmissionpolicies")
         self.binding_kind = _kind(kinds, "validatingadmissionpolicybindings")
@@ -79,6 +81,7 @@ class PolicyAdmission:
         self._rules: dict[tuple[Any, ...], bool] = {}
         self._memo = False
         self._plans: dict[tuple[Any, ...], _Plan] = {}
+        self._elements: dict[tuple[str, str], list[str] | None] = {}
         self._everything = LabelSelector()
 
     async def run(self) -> None:
@@ -182,7 +185,7 @@ class PolicyAdmission:
         for policy, bindings in bound:
             spec = policy.get("spec") or {}
             m = spec.get("matchConstraints")
-            if not self._memo or not isinstance(m, dict) or matching.name_dependent(m):
+            if not self.plain or not self._memo or not isinstance(m, dict) or matching.name_dependent(m):
                 others.append((policy, bindings))
                 continue
             if not self._rules_match(m, a, True):
@@ -190,11 +193,12 @@ class PolicyAdmission:
             applying = [b for b in bindings if self._binding_applies_whole((b.get("spec") or {}).get("matchResources"),
                                                                              a)]
             compiled = self._compile(policy)
-            if compiled.error or spec.get("paramKind") or spec.get("matchConditions") or spec.get("variables") \
-                    or spec.get("auditAnnotations") or not _no_selectors(m) or len(applying) != len(bindings):
+            elements = None if compiled.error or not _no_selectors(m) or len(applying) != len(bindings) \
+                else self._plain_elements(policy)
+            if elements is None:
                 others.append((policy, bindings))
                 continue
-            plain += [f"({v.get('expression') or ''!s})" for v in spec.get("validations") or []]
+            plain += elements
         combined: Program | None = None
         if plain:
             try:
@@ -209,6 +213,26 @@ class PolicyAdmission:
                 self._plans.clear()
             self._plans[key] = plan
         return plan
+
+    def _plain_elements(self, policy: Obj) -> list[str] | None:
+        """The policy's validations as elements of the plain path's list (each true when the validation passes
+        or the matchConditions exclude the request; variables bound with `cel.bind`), or None when it has
+        params or audit annotations or its rewritten expressions do not compile. Remembered per revision."""
+        meta = policy.get("metadata") or {}
+        key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+        if key in self._elements:
+            return self._elements[key]
+        if len(self._elements) > 256:
+            self._elements.clear()
+        elements = plain_elements(policy.get("spec") or {})
+        if elements is not None:
+            try:
+                for e in elements:
+                    self.env.compile(e)
+            except CelError:
+                elements = None
+        self._elements[key] = elements
+        return elements
 
     def _binding_applies_whole(self, m: Any, a: Attributes) -> bool:
         """Whether a binding's matchResources lets every request of `a`'s kind through (so the plain path may
@@ -367,6 +391,40 @@ class _Plan:
     combined: Program | None
     others: list[tuple[Obj, list[Obj]]]
     reads: frozenset[str]  # which of request, namespaceObject, authorizer `combined` may read (by name)
+
+
+_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def plain_elements(spec: Obj) -> list[str] | None:
+    """Pure: each validation of `spec` as one CEL expression that is true when the validation passes or the
+    matchConditions do not all hold: `cel.bind(litevar_<v>, <var>, ...(<conditions>) ? (<validation>) : true)`
+    with `variables.<v>` rewritten to `litevar_<v>`. A condition's error stays an error (so the exact path
+    judges it); None for policies with params or audit annotations, or whose expressions name `variables.`
+    inside a string literal (the rewrite would change the literal)."""
+    if spec.get("paramKind") or spec.get("auditAnnotations"):
+        return None
+    conditions = [str(c.get("expression") or "") for c in spec.get("matchConditions") or [] if isinstance(c, dict)]
+    variables = [(str(v.get("name") or ""), str(v.get("expression") or ""))
+                 for v in spec.get("variables") or [] if isinstance(v, dict)]
+    validations = [str(v.get("expression") or "") for v in spec.get("validations") or [] if isinstance(v, dict)]
+    sources = conditions + [e for _, e in variables] + validations
+    if any(_LITERAL.sub("", src).count("variables.") != src.count("variables.") for src in sources):
+        return None
+
+    def rewrite(src: str) -> str:
+        return _VAR_REF.sub(r"litevar_\1", src) if variables else src
+
+    guard = " && ".join(f"({rewrite(c)})" for c in conditions)
+    out = []
+    for v in validations:
+        e = f"({rewrite(v)})"
+        if guard:
+            e = f"(({guard}) ? {e} : true)"
+        for name, expr in reversed(variables):
+            e = f"cel.bind(litevar_{name}, ({rewrite(expr)}), {e})"
+        out.append(e)
+    return out
 
 
 def _no_selectors(m: Obj) -> bool:
