@@ -195,3 +195,34 @@ def test_ordered_hooks_mutating_first_then_validating_in_list_order() -> None:
         ordered_hooks([Plugin("Priority", _hook), Plugin("Priority", _hook)])
     assert ORDER.index("MutatingAdmissionWebhook") < ORDER.index("ValidatingAdmissionPolicy") \
         < ORDER.index("ValidatingAdmissionWebhook") < ORDER.index("ResourceQuota")
+
+
+def test_type_checking_warnings() -> None:
+    from lite.kinds import KindRegistry
+    from lite.server.admission.policy import typecheck
+    from lite.server.api.builtin_schemas import BuiltinSchemas
+
+    schemas, kinds = BuiltinSchemas(), KindRegistry()
+    deploy, pod = kinds.by_resource("apps", "v1", "deployments"), kinds.by_resource("", "v1", "pods")
+    assert deploy is not None and pod is not None
+    both = [("apps/v1, Kind=Deployment", schemas.node(deploy)), ("/v1, Kind=Pod", schemas.node(pod))]
+    spec = {"matchConstraints": {"resourceRules": [
+        {"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments", "deployments/scale"]},
+        {"apiGroups": [""], "apiVersions": ["*"], "resources": ["pods"]}]},
+        "validations": [
+            {"expression": "object.spec.replicas > 1 && object.metadata.name.startsWith('a')",
+             "messageExpression": "'x' + object.spec.selector.matchLabels.anything"},
+            {"expression": "has(object.spec.template) &&\n  oldObject.spec.nope == 'object.spec.nope'"}],
+        "variables": [{"name": "v", "expression": "object.spec.containers.size()"}]}
+    assert typecheck.matched_kinds(spec) == [("apps", "v1", "deployments")]  # no subresources, no wildcards
+    assert typecheck.expression_warnings(spec, [both[0]]) == [
+        {"fieldRef": "spec.validations[1].expression",
+         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:2:17: undefined field 'nope'\n"
+                    " |   oldObject.spec.nope == 'object.spec.nope'\n | ................^"},
+        {"fieldRef": "spec.variables[0].expression",
+         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'containers'\n"
+                    " | object.spec.containers.size()\n | ...........^"}]
+    # the same expressions against both kinds: each kind's errors, in order
+    warned = typecheck.check_expression("object.spec.containers.size() > 0 && object.spec.replicas > 0", both)
+    assert warned.startswith("apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'containers'")
+    assert "\n/v1, Kind=Pod: ERROR: <input>:1:49: undefined field 'replicas'" in warned

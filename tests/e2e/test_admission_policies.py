@@ -6,6 +6,7 @@ shared by the e2e session, and is deleted after."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -183,3 +184,27 @@ def test_gateway_api_install_applies_enforces_safe_upgrades_and_deletes(cluster:
         cluster.kubectl("delete", "-f", install, "--ignore-not-found", "--wait=true", check=False)
     left = cluster.kubectl("get", "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "name")
     assert "safe-upgrades" not in left.stdout
+
+
+def test_status_type_checking(cluster: Cluster) -> None:
+    name = unique("typed")
+    body = {"apiVersion": V1, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+            "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                             "operations": ["CREATE"], "resources": ["deployments"]}]},
+                     "validations": [{"expression": "object.spec.replicas <= 5"},
+                                     {"expression": "object.spec.replica > 1"}]}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+    try:
+        status: dict[str, Any] = {}
+        for _ in range(100):
+            got = json.loads(cluster.kubectl("get", "validatingadmissionpolicy", name, "-o", "json").stdout)
+            status = got.get("status") or {}
+            if status.get("observedGeneration") == got["metadata"]["generation"]:
+                break
+            time.sleep(0.1)
+        assert status["typeChecking"]["expressionWarnings"] == [{
+            "fieldRef": "spec.validations[1].expression",
+            "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replica'\n"
+                       " | object.spec.replica > 1\n | ...........^"}]
+    finally:
+        cluster.kubectl("delete", "validatingadmissionpolicy", name, "--ignore-not-found")

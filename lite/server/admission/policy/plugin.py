@@ -14,6 +14,9 @@ Variables: `object`, `oldObject` (null on CREATE / DELETE as upstream), `request
 its objects), `params`, `namespaceObject` (null for cluster-scoped requests), `variables`, `authorizer`,
 `authorizer.requestResource` (checks go to the server's authorizer chain as the requesting user).
 
+Status: each policy's `status.observedGeneration` and `status.typeChecking` (see `typecheck.py`) are written
+through `/status` once per generation.
+
 Invariants: requests on admissionregistration.k8s.io objects are exempt (a broken policy can always be
 removed); the policy set is read from memory once the informers listed (from the registry before); each
 policy evaluation has upstream's runtime cost budget.
@@ -36,10 +39,12 @@ from lite.selectors import LabelSelector
 from lite.server.admission import review
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
-from lite.server.admission.policy import decide, matching
+from lite.server.admission.policy import decide, matching, typecheck
 from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv, evaluate
 from lite.server.api.admissionwarnings import add_warning
+from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.strategies.base import Admission
+from lite.server.api.typecheck import Node
 from lite.server.authz.attrs import Attributes as AuthzAttributes
 from lite.server.authz.attrs import RequestInfo
 from lite.server.authz.chain import AuthorizerChain
@@ -73,6 +78,7 @@ class PolicyAdmission:
         self.policy_kind = _kind(kinds, "validatingadmissionpolicies")
         self.binding_kind = _kind(kinds, "validatingadmissionpolicybindings")
         self.policies = Informer(client, self.policy_kind)
+        self.schemas = BuiltinSchemas()  # compiled on first use: by the status writer, when a policy exists
         self.bindings = Informer(client, self.binding_kind)
         self._compiled: dict[tuple[str, str], Compiled] = {}
         self._bound_key: tuple[str, str] = ("", "")
@@ -88,6 +94,44 @@ class PolicyAdmission:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.policies.run())
             tg.create_task(self.bindings.run())
+            tg.create_task(self._status_loop())
+
+    # ---- status: observedGeneration and typeChecking ---------------------------------------------------
+
+    async def _status_loop(self) -> None:
+        """Write `status` (observedGeneration, typeChecking) of every policy whose generation it does not
+        show yet; woken by the policy informer."""
+        changed = asyncio.Event()
+        self.policies.add_handlers(on_add=lambda _o: changed.set(), on_update=lambda _o, _n: changed.set())
+        await self.policies.wait_synced()
+        changed.set()
+        while True:
+            await changed.wait()
+            changed.clear()
+            for policy in self.policies.list():
+                try:
+                    await self._write_status(policy)
+                except ApiError as e:  # a conflict or a deletion: the next event brings the object again
+                    log.debug("status of ValidatingAdmissionPolicy %s: %s", _name(policy), e)
+
+    async def _write_status(self, policy: Obj) -> None:
+        generation = (policy.get("metadata") or {}).get("generation")
+        status = policy.get("status") or {}
+        if status.get("observedGeneration") == generation:
+            return
+        spec = policy.get("spec") or {}
+        schemas: list[tuple[str, Node]] = []
+        for group, version, resource in typecheck.matched_kinds(spec):
+            kind = self.kinds.by_resource(group, version, resource)
+            if kind is None:
+                continue
+            node = self.schemas.node(kind) or self.schemas.crd_node(kind)
+            if node is not None:
+                schemas.append((typecheck.gvk_string(kind.group, kind.version, kind.kind), node))
+        warnings = typecheck.expression_warnings(spec, schemas)
+        body = {**policy, "status": {**status, "observedGeneration": generation,
+                                     "typeChecking": {"expressionWarnings": warnings} if warnings else {}}}
+        await self.client.update(self.policy_kind, "", _name(policy), body, subresource="status")
 
     async def _list(self, informer: Informer) -> list[Obj]:
         if informer.has_synced:
