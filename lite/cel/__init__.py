@@ -24,7 +24,9 @@ Stable API (add, don't break):
 - `Environment.compile(src, sizes=None)`: compile once, keep the `Program`; `sizes(var) -> Shape` gives the
   schema bounds used by the static cost estimate.
 - `Program.eval(activation, budget=None, runtime_cost=None)`: plain values in, plain value out; with a
-  `Budget`, charges `runtime_cost` (or the static maximum) first.
+  `Budget`, charges `runtime_cost` (or the static maximum) first. `activation` is a mapping, or an
+  `Activation` from `env.activation(mapping)`: the values converted to CEL once and shared by every program
+  evaluated on them (the conversion is most of a rule's cost when `self` is an object).
 - Errors: `CompileError`, `EvalError`, `CostExceeded` (all `CelError`); `str(e)` is upstream-like text.
 - Limits: `PER_CALL_LIMIT`, `RUNTIME_CEL_COST_BUDGET`, `STATIC_ESTIMATED_COST_LIMIT`,
   `STATIC_ESTIMATED_CRD_COST_LIMIT` (upstream's values); `cost_error_message(name, cost, limit)` formats
@@ -42,6 +44,7 @@ from lite.cel.env import (
     RUNTIME_CEL_COST_BUDGET,
     STATIC_ESTIMATED_COST_LIMIT,
     STATIC_ESTIMATED_CRD_COST_LIMIT,
+    Activation,
     Budget,
     CelError,
     CompileError,
@@ -68,6 +71,6 @@ Type = _Type
 __all__ = [
     "BOOL", "BYTES", "DOUBLE", "DYN", "INT", "LIST_DYN", "MAP_DYN", "MAX_REQUEST_SIZE_BYTES", "NULL",
     "PER_CALL_LIMIT", "RUNTIME_CEL_COST_BUDGET", "STATIC_ESTIMATED_COST_LIMIT", "STATIC_ESTIMATED_CRD_COST_LIMIT",
-    "STRING", "UINT", "Budget", "CelError", "CompileError", "Cost", "CostExceeded", "Environment", "EvalError",
-    "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "parse",
+    "STRING", "UINT", "Activation", "Budget", "CelError", "CompileError", "Cost", "CostExceeded", "Environment",
+    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "parse",
 ]

@@ -39,8 +39,9 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 
-def tokenize(src: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
+def tokenize(src: str) -> list[tuple[str, str, int, int]]:
+    """(kind, text, start, end) of every token of `src`, then ("eof", "", n, n)."""
+    out: list[tuple[str, str, int, int]] = []
     pos = 0
     while pos < len(src):
         m = _TOKEN.match(src, pos)
@@ -50,8 +51,8 @@ def tokenize(src: str) -> list[tuple[str, str]]:
         kind = m.lastgroup or ""
         if kind == "ws":
             continue
-        out.append(("str" if kind == "bstr" else kind, m.group()))
-    out.append(("eof", ""))
+        out.append(("str" if kind == "bstr" else kind, m.group(), m.start(), m.end()))
+    out.append(("eof", "", len(src), len(src)))
     return out
 
 
@@ -59,11 +60,13 @@ class _Parser:
     def __init__(self, src: str) -> None:
         self.toks = tokenize(src)
         self.i = 0
+        # (name, start, name start, end) of every member call `x.name(...)` and of `format.named(...)`
+        self.calls: list[tuple[str, int, int, int]] = []
 
-    def peek(self) -> tuple[str, str]:
+    def peek(self) -> tuple[str, str, int, int]:
         return self.toks[self.i]
 
-    def take(self, text: str | None = None) -> tuple[str, str]:
+    def take(self, text: str | None = None) -> tuple[str, str, int, int]:
         tok = self.toks[self.i]
         if text is not None and tok[1] != text:
             raise ValueError(f"expected {text!r}, got {tok[1]!r}")
@@ -111,14 +114,16 @@ class _Parser:
         return out
 
     def member(self) -> Node:
+        start = self.peek()[2]
         node = self.primary()
         while True:
             if self.at(".", ".?"):
                 self.take()
-                name = self.take()[1]
+                _, name, name_start, _ = self.take()
                 if self.at("("):
                     self.take()
                     node = ("call", name, node, self.args(")"))
+                    self.calls.append((name, start, name_start, self.toks[self.i - 1][3]))
                 else:
                     node = ("sel", node, name)
             elif self.at("[", "[?"):
@@ -146,9 +151,9 @@ class _Parser:
         return out
 
     def primary(self) -> Node:
-        kind, text = self.take()
+        kind, text = self.take()[:2]
         if kind == "op" and text == ".":
-            kind, text = self.take()
+            kind, text = self.take()[:2]
         if kind == "id":
             if text in ("true", "false", "null"):
                 return ("lit", 1)
@@ -172,11 +177,23 @@ class _Parser:
 
 
 def parse(src: str) -> Node:
+    return _parse(src)[0]
+
+
+def _parse(src: str) -> tuple[Node, list[tuple[str, int, int, int]]]:
     p = _Parser(src)
     node = p.expr()
     if p.peek()[0] != "eof":
         raise ValueError(f"unexpected {p.peek()[1]!r}")
-    return node
+    return node, p.calls
+
+
+def member_calls(src: str, names: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
+    """(name, start of the receiver, start of the name, end of the call) of each member call of `names`."""
+    try:
+        return [c for c in _parse(src)[1] if c[0] in names]
+    except (ValueError, RecursionError):
+        return []
 
 
 # ---- sizes -----------------------------------------------------------------------------------------------
@@ -224,6 +241,42 @@ def _value_size(v: Any) -> int:
     return 1
 
 
+RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
+                      "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"})
+_ESCAPES = (("__", "__underscores__"), (".", "__dot__"), ("-", "__dash__"), ("/", "__slash__"))
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def escape(name: str) -> str | None:
+    """A property name as CEL rules spell it (upstream's escaping: `__namespace__`, `a__dash__b`), or None
+    when the name cannot be written as an identifier (such a property is not visible to rules)."""
+    if name in RESERVED:
+        return f"__{name}__"
+    out = name
+    for raw, esc in _ESCAPES:
+        out = out.replace(raw, esc)
+    return out if _IDENT.fullmatch(out) else None
+
+
+def unescape(ident: str) -> str:
+    """The property name an identifier of a rule refers to (inverse of `escape`)."""
+    if ident.startswith("__") and ident.endswith("__") and ident[2:-2] in RESERVED:
+        return ident[2:-2]
+    if "__" not in ident:
+        return ident
+    out, i = [], 0
+    while i < len(ident):
+        for raw, esc in _ESCAPES:
+            if ident.startswith(esc, i):
+                out.append(raw)
+                i += len(esc)
+                break
+        else:
+            out.append(ident[i])
+            i += 1
+    return "".join(out)
+
+
 @dataclass
 class Shape:
     """What an expression may evaluate to: its schema (or None) and, at runtime, the candidate values."""
@@ -245,8 +298,8 @@ class Shape:
         sub: dict[str, Any] | None = None
         if s.get("type") == "array" or "items" in s:
             sub = s.get("items") if isinstance(s.get("items"), dict) else None
-        elif name is not None and name in (s.get("properties") or {}):
-            sub = s["properties"][name]
+        elif name is not None and unescape(name) in (s.get("properties") or {}):
+            sub = s["properties"][unescape(name)]
         elif isinstance(s.get("additionalProperties"), dict):
             sub = s["additionalProperties"]
         elif name is None and s.get("properties"):
@@ -257,8 +310,8 @@ class Shape:
             for v in self.values:
                 if isinstance(v, dict):
                     if name is not None:
-                        if name in v:
-                            values.append(v[name])
+                        if unescape(name) in v:
+                            values.append(v[unescape(name)])
                     else:
                         values.extend(v.values())
                 elif isinstance(v, list):
@@ -280,8 +333,7 @@ _MACROS = {"all", "exists", "exists_one", "map", "filter"}
 _LINEAR_STRING_FNS = {"contains", "startsWith", "endsWith", "lowerAscii", "upperAscii", "trim", "replace",
                       "split", "substring", "charAt", "indexOf", "lastIndexOf", "reverse", "quote", "join",
                       "url", "isURL", "ip", "isIP", "cidr", "isCIDR", "quantity", "isQuantity", "validate",
-                      "format", "base64.encode", "base64.decode", "string", "bytes", "int", "double", "uint",
-                      "timestamp", "duration"}
+                      "format", "base64.encode", "base64.decode"}
 _LIST_FNS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "sets.contains", "sets.equivalent",
              "sets.intersects", "join"}
 
@@ -322,7 +374,7 @@ class _Estimator:
         cost = sum(c for c, _ in parts)
         shapes = [s for _, s in parts]
         if op in ("==", "!="):
-            return cost + max(1, math.ceil(STRING_FACTOR * min(s.max() for s in shapes))), Shape(size=1)
+            return cost + 1, Shape(size=1)
         if op == "in":
             return cost + max(1, shapes[1].max()), Shape(size=1)
         if op == "+":

@@ -4,21 +4,20 @@ Pure functions on plain Python values; the opaque types (Quantity, IP, CIDR, URL
 protobuf messages from `opaque.py` whose `v` is the canonical text. Errors are raised as ValueError with
 upstream's wording and surface as the evaluation's error.
 
-Present: lists (isSorted, sum, min, max), regex (find, findAll), urls (url, isURL,
+Present: lists (isSorted, sum, min, max, indexOf, lastIndexOf), regex (find, findAll), urls (url, isURL,
 getScheme, getHost, getHostname, getPort, getEscapedPath, getQuery), IP (ip, isIP, ip.isCanonical, family,
 isUnspecified, isLoopback, isLinkLocalMulticast, isLinkLocalUnicast, isGlobalUnicast), CIDR (cidr, isCIDR,
 containsIP, containsCIDR, ip, masked, prefixLength), quantity (quantity, isQuantity, sign, isInteger,
-asInteger, asApproximateFloat, add, sub, isLessThan, isGreaterThan, compareTo), format (format.<name>(),
-validate), sets (sets.contains, sets.equivalent, sets.intersects). The strings, optional,
+asInteger, asApproximateFloat, add, sub, isLessThan, isGreaterThan, compareTo), format (format.named,
+format.<name>(), validate), sets (sets.contains, sets.equivalent, sets.intersects). The strings, optional,
 bindings, encoders and math extensions come from cel-expr-python itself (see env.py).
 
-Known differences (the runtime cannot express them): the list overloads of `indexOf` / `lastIndexOf` (the
-runtime's strings extension owns those names and refuses further overloads; `index_of` is kept for callers),
-`string(ip)` / `string(cidr)` are not declared (the
-runtime refuses new overloads of `string`), `format.named(...)` is absent and `<Format>.validate(...)` returns an
-opaque `kubernetes.FormatResult` (upstream: `optional<list<string>>`; the runtime cannot build optionals from
-Python, and the optional extension owns `hasValue`/`value`), so a rule calling `.hasValue()` on it is refused at
-CRD create with the compile error rather than evaluated differently.
+`indexOf` / `lastIndexOf` serve lists and strings through lite's `__indexOf` / `__lastIndexOf` (the runtime's
+strings extension owns those names and refuses list overloads beside its own, so env.py renames the calls).
+Known differences (the runtime cannot express them): `string(ip)` / `string(cidr)` are not declared (the
+runtime refuses new overloads of `string`). Python functions cannot return CEL optionals, so `format.named(n)`
+and `<Format>.validate(s)` are rewritten in the expression text before compiling (env.py) onto functions that
+return a Format and a list, wrapped in `optional.of`/`optional.ofNonZeroValue`: same results as upstream's.
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ T = cel.Type
 DYN_LIST = T.List(T.DYN)
 STR_LIST = T.List(T.STRING)
 Q, IPT, CIDRT, URLT, FMT = "kubernetes.Quantity", "net.IP", "net.CIDR", "kubernetes.URL", "kubernetes.NamedFormat"
-FMT_RESULT = "kubernetes.FormatResult"
-EXTRA_TYPES = (FMT_RESULT,)
+EXTRA_TYPES: tuple[str, ...] = ()
 
 
 # ---- lists -----------------------------------------------------------------------------------------------
@@ -92,6 +90,20 @@ def last_index_of(items: list[Any], x: Any) -> int:
         if _equal(items[i], x):
             return i
     return -1
+
+
+def str_index_of(s: str, sub: str, offset: int = 0) -> int:
+    if offset < 0 or offset > len(s):
+        raise ValueError(f"index out of range: {offset}")
+    return s.find(sub, offset)
+
+
+def str_last_index_of(s: str, sub: str, offset: int | None = None) -> int:
+    if offset is None:
+        return s.rfind(sub)
+    if offset < 0 or offset >= max(len(s), 1):
+        raise ValueError(f"index out of range: {offset}")
+    return s.rfind(sub, 0, offset + len(sub))
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -450,15 +462,22 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
         parse_cidr(s)
         return cidrm(s)
 
-    def validate(f: Any, s: str) -> Any:
-        errs = FORMATS[f.v](s)
-        return o.make(FMT_RESULT, "\n".join(errs) if errs else "")
+    def named(name: str) -> Any:
+        if name not in FORMATS:
+            raise ValueError(f"no such format: {name}")
+        return o.make(FMT, name)
 
     fns: list[F] = [
         F("isSorted", "list_dyn_is_sorted_bool", [DYN_LIST], T.BOOL, is_sorted, True),
         F("sum", "list_dyn_sum", [DYN_LIST], T.DYN, list_sum, True),
         F("min", "list_dyn_min", [DYN_LIST], T.DYN, list_min, True),
         F("max", "list_dyn_max", [DYN_LIST], T.DYN, list_max, True),
+        # indexOf / lastIndexOf of lists and strings (env.py renames the calls; see the module docstring)
+        F("__indexOf", "string_index_of_string", [T.STRING, T.STRING], T.INT, str_index_of, True),
+        F("__indexOf", "string_index_of_string_int", [T.STRING, T.STRING, T.INT], T.INT, str_index_of, True),
+        F("__lastIndexOf", "string_last_index_of_string", [T.STRING, T.STRING], T.INT, str_last_index_of, True),
+        F("__lastIndexOf", "string_last_index_of_string_int", [T.STRING, T.STRING, T.INT], T.INT,
+          str_last_index_of, True),
         # regex
         F("find", "string_find_string", [T.STRING, T.STRING], T.STRING, find, True),
         F("findAll", "string_find_all_string", [T.STRING, T.STRING], STR_LIST, find_all, True),
@@ -517,8 +536,17 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
         F("isGreaterThan", "quantity_greater", [Q, Q], T.BOOL, lambda a, b: _frac(a.v) > _frac(b.v), True),
         F("compareTo", "quantity_compare", [Q, Q], T.INT, lambda a, b: q_compare(_frac(a.v), _frac(b.v)), True),
         # format
-        F("validate", "format-validate", [FMT, T.STRING], FMT_RESULT, validate, True),
+        # `validate` and `format.named` return optionals upstream: env.py rewrites calls onto these
+        F("__formatValidate", "format-validate", [FMT, T.STRING], STR_LIST, lambda f, s: FORMATS[f.v](s), True),
+        F("format.__known", "format-known", [T.STRING], T.BOOL, lambda n: n in FORMATS),
+        F("format.__named", "format-named", [T.STRING], FMT, named),
     ]
+    elem_types = (("int", T.INT), ("uint", T.UINT), ("double", T.DOUBLE), ("string", T.STRING), ("bool", T.BOOL),
+                  ("bytes", T.BYTES), ("list", DYN_LIST), ("map", T.Map(T.DYN, T.DYN)), ("null", T.NULL),
+                  ("timestamp", T.TIMESTAMP), ("duration", T.DURATION))
+    for suffix, ty in elem_types:  # the runtime dispatches Python functions on concrete argument kinds
+        fns.append(F("__indexOf", f"list_index_of_{suffix}", [DYN_LIST, ty], T.INT, index_of, True))
+        fns.append(F("__lastIndexOf", f"list_last_index_of_{suffix}", [DYN_LIST, ty], T.INT, last_index_of, True))
     for name in FORMATS:
         fns.append(F(f"format.{name}", f"format.{name}", [], FMT, (lambda n: lambda: o.make(FMT, n))(name)))
     return fns

@@ -23,12 +23,12 @@ from typing import Any
 import orjson
 
 from lite import errors
-from lite.errors import ApiError
+from lite.errors import ApiError, Cause
 from lite.kinds import Kind, KindRegistry
 from lite.patch import ListRule, Schema, schema_for
 from lite.patch.schema import Path
 from lite.server.api.conversion import Converter
-from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
+from lite.server.api.strategies import Admission, Strategies, Strategy, crcel, crschema
 from lite.server.store import KeyNotFound, RevMismatch, Store
 
 log = logging.getLogger(__name__)
@@ -63,10 +63,41 @@ class RegistryBase:
         self._stamp: tuple[int, str] = (-1, "")
         self._schemas: dict[tuple[str, str], MemoSchema] = {}
         self.converter = Converter(self._lookup_core)  # CRD conversion webhooks
+        # Compiled x-kubernetes-validations per served CRD version: (the Kind's schema dict, its rules). Kinds
+        # are rebuilt on every write of their CRD, so the identity of the schema names one CRD revision.
+        self._cel_rules: dict[tuple[str, str, str], tuple[Obj, crcel.Node | None]] = {}
+        self._cel_env: Any = None
 
     def _lookup_core(self, plural: str, namespace: str, name: str) -> Obj | None:
         got = self.store.get(f"core/{plural}/{namespace}/{name}")
         return orjson.loads(got[1]) if got is not None else None
+
+    def cel_rules(self, kind: Kind) -> crcel.Node | None:
+        """The kind's CEL validation rules, compiled once per CRD revision (None: the schema has none)."""
+        key = (kind.group, kind.version, kind.plural)
+        got = self._cel_rules.get(key)
+        if got is not None and got[0] is kind.schema:
+            return got[1]
+        if self._cel_env is None:
+            self._cel_env = crcel.environment()
+        node = crcel.build(kind.schema, self._cel_env)
+        self._cel_rules[key] = (kind.schema, node)
+        return node
+
+    def schema_causes(self, kind: Kind, obj: Obj, old: Obj | None) -> list[Cause]:
+        """A custom object against its CRD's structural schema, then its CEL rules (skipped, with upstream's
+        cause, when the object has type errors the rules could not sensibly see)."""
+        if not kind.crd or not kind.schema:
+            return []
+        causes = crschema.validate(obj, kind.schema)
+        rules = self.cel_rules(kind)
+        if rules is None:
+            return causes
+        if any(c.reason == "FieldValueNotSupported" or "in body must be of type" in c.message for c in causes):
+            return [*causes, errors.field_invalid("<nil>", "null", "some validation rules were not checked because "
+                                                  "the object was invalid; correct the existing errors to complete "
+                                                  "validation")]
+        return causes + rules.validate(obj, old)
 
     def schema(self, kind: Kind) -> MemoSchema:
         """`lite.patch.schema_for` of the kind, built once (it is immutable, and every patch needs it)."""

@@ -141,7 +141,7 @@ class WriteMixin(RegistryBase):
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
-        causes += strategy.validate(obj) + _schema_causes(kind, obj)
+        causes += strategy.validate(obj) + self.schema_causes(kind, obj, None)
         if causes:
             raise errors.invalid(kind.kind, name, causes, kind.group)
         if kind.namespaced:
@@ -307,7 +307,7 @@ class WriteMixin(RegistryBase):
         if "generation" in ometa and spec_changed(kind, new, old, annotations_too):
             meta["generation"] = int(ometa["generation"]) + 1
         causes += validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
-        causes += ratcheted_causes(strategy.validate, new, old) + _schema_causes(kind, new)
+        causes += ratcheted_causes(strategy.validate, new, old) + self.schema_causes(kind, new, old)
         if not subresource:
             causes += strategy.validate_update(new, old)
         else:
@@ -455,8 +455,6 @@ def _prune(kind: Kind, obj: Obj) -> None:
         crschema.prune_and_default(obj, kind.schema)
 
 
-def _schema_causes(kind: Kind, obj: Obj) -> list[Cause]:
-    return crschema.validate(obj, kind.schema) if kind.crd and kind.schema else []
 
 
 def _should_delete_during_update(new: Obj, old: Obj) -> bool:

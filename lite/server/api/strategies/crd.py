@@ -16,6 +16,7 @@ from typing import Any
 from lite.errors import Cause, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.kinds import STD_VERBS, Kind
 from lite.objects import rfc3339
+from lite.server.api.strategies import crcel
 from lite.server.api.strategies.base import Obj, Strategy
 from lite.validation import is_dns1035_label, is_dns1123_label, is_dns1123_subdomain
 
@@ -122,6 +123,7 @@ def validate_crd(obj: Obj) -> list[Cause]:
         causes.append(field_not_supported("spec.scope", scope, SCOPES))
     causes += _validate_versions(spec.get("versions"))
     causes += _validate_conversion(spec.get("conversion"))
+    causes += crcel.check_crd(spec)
     return causes
 
 

@@ -3,8 +3,8 @@
 Upstream order on every write: unknown fields are pruned (unless `x-kubernetes-preserve-unknown-fields`),
 `default`s are filled in, then the object is validated. Covered: type (with `nullable`,
 `x-kubernetes-int-or-string`), required, enum, minimum/maximum (+exclusive), minLength/maxLength, pattern,
-minItems/maxItems, properties / additionalProperties / items. CEL rules (`x-kubernetes-validations`) are not
-evaluated.
+minItems/maxItems, properties / additionalProperties / items, unique items of `x-kubernetes-list-type` set and
+map lists. CEL rules (`x-kubernetes-validations`) are evaluated by `crcel.py` after this validation.
 
 Invariants: apiVersion, kind and metadata at the root are never pruned; functions mutate only the object
 they are given; error paths are JSON paths (`spec.size`, `spec.items[0].name`) with upstream messages.
@@ -15,7 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lite.errors import Cause, field_invalid, field_not_supported, field_required
+import orjson
+
+from lite.errors import Cause, field_duplicate, field_invalid, field_not_supported, field_required
 from lite.objects import deep_copy
 
 Schema = dict[str, Any]
@@ -90,7 +92,43 @@ def validate(obj: Any, schema: Schema, path: str = "") -> list[Cause]:
         if isinstance(schema.get("items"), dict):
             for i, v in enumerate(obj):
                 causes += validate(v, schema["items"], f"{path}[{i}]")
+        causes += _check_unique(obj, schema, path)
     return causes
+
+
+def _check_unique(items: list[Any], schema: Schema, path: str) -> list[Cause]:
+    """`x-kubernetes-list-type: set` items and `map` keys are unique (upstream: Duplicate value, at the later
+    item; a map list's key shown as Go prints the key fields)."""
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type not in ("set", "map"):
+        return []
+    keys = [str(k) for k in schema.get("x-kubernetes-list-map-keys") or []]
+    seen: set[str] = set()
+    causes: list[Cause] = []
+    for i, item in enumerate(items):
+        if list_type == "map":
+            if not isinstance(item, dict):
+                continue
+            fields = {k: item[k] for k in keys if k in item}
+            ident = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS).decode()
+            if ident in seen:
+                shown = ", ".join(f'"{k}":{_go_value(v)}' for k, v in sorted(fields.items()))
+                causes.append(Cause("FieldValueDuplicate", f"Duplicate value: map[string]interface {{}}{{{shown}}}",
+                                    f"{path}[{i}]"))
+        else:
+            ident = orjson.dumps(item, option=orjson.OPT_SORT_KEYS).decode()
+            if ident in seen:
+                causes.append(field_duplicate(f"{path}[{i}]", item))
+        seen.add(ident)
+    return causes
+
+
+def _go_value(v: Any) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
 
 
 def _join(path: str, key: str) -> str:

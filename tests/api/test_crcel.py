@@ -1,0 +1,215 @@
+"""crcel: CRD CEL rules compiled from a schema and evaluated on objects (pure, table-driven)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lite import cel
+from lite.server.api.strategies import crcel
+
+
+def _node(schema: dict[str, Any]) -> crcel.Node:
+    node = crcel.build(schema)
+    assert node is not None
+    return node
+
+
+def _msgs(causes: list[Any]) -> list[str]:
+    return [f"{c.field}: {c.message}" for c in causes]
+
+
+def _obj(spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "n", "uid": "u"}, "spec": spec}
+
+
+def _root(spec_schema: dict[str, Any], rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": {"spec": spec_schema}}
+    if rules:
+        schema["x-kubernetes-validations"] = rules
+    return schema
+
+
+def test_escaped_property_names_are_visible_as_upstream_spells_them() -> None:
+    node = _node(_root({"type": "object", "properties": {"namespace": {"type": "string"},
+                                                         "a-b": {"type": "string"}},
+                        "x-kubernetes-validations": [{"rule": "self.__namespace__ == self.a__dash__b"}]}))
+    assert node.validate(_obj({"namespace": "x", "a-b": "x"}), None) == []
+    assert _msgs(node.validate(_obj({"namespace": "x", "a-b": "y"}), None)) == [
+        'spec: Invalid value: "object": failed rule: self.__namespace__ == self.a__dash__b']
+
+
+def test_root_rules_see_name_not_the_rest_of_metadata() -> None:
+    node = _node(_root({"type": "object"}, [{"rule": "self.metadata.name == 'n' && !has(self.metadata.uid)"}]))
+    assert node.validate(_obj({}), None) == []
+
+
+@pytest.mark.parametrize(("old", "new", "want"), [
+    (None, [{"k": "a", "v": 1}], []),  # no old list: transition rules do not run
+    ([{"k": "a", "v": 1}], [{"k": "a", "v": 2}], ['spec[0]: Invalid value: "object": v is immutable']),
+    ([{"k": "a", "v": 1}], [{"k": "b", "v": 9}, {"k": "a", "v": 1}], []),  # paired by key, not index
+    ([{"k": "a", "v": 1}], [{"k": "b", "v": 2}], []),  # new key: nothing to compare with
+])
+def test_map_list_items_pair_with_old_items_by_key(old: Any, new: Any, want: list[str]) -> None:
+    node = _node(_root({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
+                        "items": {"type": "object", "properties": {"k": {"type": "string"}, "v": {"type": "integer"}},
+                                  "x-kubernetes-validations": [{"rule": "self.v == oldSelf.v",
+                                                                "message": "v is immutable"}]}}))
+    assert _msgs(node.validate(_obj(new), _obj(old) if old is not None else None)) == want
+
+
+def test_atomic_lists_and_maps_do_not_pair_items() -> None:
+    items = {"type": "object", "properties": {"v": {"type": "integer"}},
+             "x-kubernetes-validations": [{"rule": "self.v == oldSelf.v"}]}
+    atomic_list = _node(_root({"type": "array", "items": items}))
+    assert atomic_list.validate(_obj([{"v": 2}]), _obj([{"v": 1}])) == []
+    atomic_map = _node(_root({"type": "object", "x-kubernetes-map-type": "atomic", "properties": {"x": items}}))
+    assert atomic_map.validate(_obj({"x": {"v": 2}}), _obj({"x": {"v": 1}})) == []
+    granular = _node(_root({"type": "object", "additionalProperties": items}))
+    assert _msgs(granular.validate(_obj({"x": {"v": 2}}), _obj({"x": {"v": 1}}))) == [
+        'spec[x]: Invalid value: "object": failed rule: self.v == oldSelf.v']
+
+
+@pytest.mark.parametrize(("rule", "want"), [
+    ({"rule": "self > 1", "reason": "FieldValueForbidden", "message": "too small"}, "spec: Forbidden: too small"),
+    ({"rule": "self > 1", "reason": "FieldValueRequired", "message": "needed"}, "spec: Required value: needed"),
+    ({"rule": "self > 1", "reason": "FieldValueDuplicate"}, 'spec: Duplicate value: "integer"'),
+    ({"rule": "self > 1", "messageExpression": "'got ' + string(self)"}, 'spec: Invalid value: "integer": got 1'),
+    ({"rule": "self > 1", "message": "fixed", "messageExpression": "'x\\ny'"},  # line breaks: the message
+     'spec: Invalid value: "integer": fixed'),
+    ({"rule": "self > 1", "messageExpression": "string(1/0)"}, 'spec: Invalid value: "integer": failed rule: '
+                                                             "self > 1"),
+    ({"rule": "self / 0 > 1"}, 'spec: Invalid value: "integer": divide by zero evaluating rule: self / 0 > 1'),
+])
+def test_messages_and_reasons(rule: dict[str, Any], want: str) -> None:
+    node = _node(_root({"type": "integer", "x-kubernetes-validations": [rule]}))
+    assert _msgs(node.validate(_obj(1), None)) == [want]
+
+
+def test_field_path_extends_the_error_path() -> None:
+    node = _node(_root({"type": "object", "properties": {"a": {"type": "object", "properties": {
+        "b": {"type": "string"}}}, "m": {"type": "object", "additionalProperties": {"type": "string"}}},
+        "x-kubernetes-validations": [{"rule": "false", "fieldPath": ".a.b"}, {"rule": "false",
+                                                                               "fieldPath": ".m['k.1']"}]}))
+    assert [c.field for c in node.validate(_obj({}), None)] == ["spec.a.b", "spec.m[k.1]"]
+
+
+def test_optional_old_self_runs_on_create_with_an_empty_optional() -> None:
+    node = _node(_root({"type": "string", "x-kubernetes-validations": [
+        {"rule": "!oldSelf.hasValue() || oldSelf.value() == self", "optionalOldSelf": True,
+         "message": "immutable"}, {"rule": "oldSelf == self", "message": "plain transition"}]}))
+    assert node.validate(_obj("a"), None) == []
+    assert _msgs(node.validate(_obj("b"), _obj("a"))) == ['spec: Invalid value: "string": immutable',
+                                                           'spec: Invalid value: "string": plain transition']
+
+
+def test_unchanged_values_are_ratcheted() -> None:
+    node = _node(_root({"type": "string", "x-kubernetes-validations": [{"rule": "self.size() < 3"}]}))
+    assert node.validate(_obj("long"), _obj("long")) == []
+    assert len(node.validate(_obj("longer"), _obj("long"))) == 1
+
+
+def test_the_runtime_budget_stops_validation_with_upstreams_cause() -> None:
+    node = _node(_root({"type": "array", "items": {"type": "string"},
+                        "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x == y))"}]}))
+    assert node.validate(_obj(["a", "b"]), None) == []
+    got = node.validate(_obj([str(i) for i in range(2000)]), None, cel.Budget())
+    assert _msgs(got) == ["spec: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no "
+                          "further validation rules will be run due to call cost exceeds limit for rule: "
+                          "self.all(x, self.exists(y, x == y))"]
+    budget = cel.Budget(remaining=5)
+    got = node.validate(_obj(["a", "b", "c"]), None, budget)
+    assert _msgs(got) == ['spec: Invalid value: "array": validation failed due to running out of cost budget, no '
+                          "further validation rules will be run"]
+
+
+PREFIX = "spec.validation.openAPIV3Schema.properties[spec]"
+
+
+@pytest.mark.parametrize(("spec_schema", "want"), [
+    ({"type": "string", "x-kubernetes-validations": [{"rule": "self +"}]},
+     [f"{PREFIX}.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self +\", "
+      'Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", '
+      "OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:7: Syntax error"]),
+    ({"type": "string", "x-kubernetes-validations": [{"rule": "self.size()"}]},
+     [f"{PREFIX}.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self.size()\""
+      ]),
+    ({"type": "string", "x-kubernetes-validations": [{"rule": "self == 'a'", "reason": "Nope"}]},
+     [f'{PREFIX}.x-kubernetes-validations[0].reason: Unsupported value: "Nope"']),
+    ({"type": "object", "properties": {"a": {"type": "string"}},
+      "x-kubernetes-validations": [{"rule": "true", "fieldPath": ".b"}]},
+     [f'{PREFIX}.x-kubernetes-validations[0].fieldPath: Invalid value: ".b": does not refer to a valid field']),
+    ({"type": "string", "x-kubernetes-validations": [{"rule": "self == 'a'", "optionalOldSelf": True}]},
+     [f"{PREFIX}.x-kubernetes-validations[0].optionalOldSelf: Forbidden: may not be set if rule does not use "
+      "oldSelf"]),
+    ({"type": "string", "x-kubernetes-validations": [{"rule": "self == 'a'", "messageExpression": "1"}]},
+     [f"{PREFIX}.x-kubernetes-validations[0].messageExpression: Invalid value"]),
+    ({"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10},
+      "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x == y))"}]}, []),
+])
+def test_crd_time_checks(spec_schema: dict[str, Any], want: list[str]) -> None:
+    crd_spec = {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec_schema)}}]}
+    got = _msgs(crcel.check_crd(crd_spec))
+    assert len(got) == len(want), got
+    for g, w in zip(got, want, strict=True):
+        assert g.startswith(w), (g, w)
+
+
+def test_cost_limits_per_rule_and_per_crd() -> None:
+    rule = {"rule": "self.all(x, self.exists(y, x == y))"}
+    spec = _root({"type": "array", "items": {"type": "string"}, "x-kubernetes-validations": [rule]})
+    got = _msgs(crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": spec}}]}))
+    assert got[0] == (f"{PREFIX}.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by "
+                      "factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and "
+                      "maxLength where arrays, maps, and strings are declared)")
+    assert got[-1].startswith("spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule & "
+                              "messageExpression cost total for entire OpenAPIv3 schema exceeds budget by factor of")
+    # many cheap rules under an unbounded list add up past the CRD total without any one passing its limit
+    many = _root({"type": "array", "items": {"type": "string", "maxLength": 64, "x-kubernetes-validations": [
+        {"rule": f"self.startsWith('{i}')"} for i in range(30)]}})
+    got = _msgs(crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": many}}]}))
+    assert got and got[-1].startswith("spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations "
+                                      "estimated rule & messageExpression cost total")
+    assert not any("estimated rule cost exceeds" in g for g in got)
+
+
+def test_different_schemas_per_version_are_reported_per_version() -> None:
+    bad = _root({"type": "string", "x-kubernetes-validations": [{"rule": "self +"}]})
+    good = _root({"type": "string"})
+    got = crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": good}},
+                                        {"name": "v2", "schema": {"openAPIV3Schema": bad}}]})
+    assert [c.field for c in got] == ["spec.versions[1].schema.openAPIV3Schema.properties[spec]."
+                                      "x-kubernetes-validations[0].rule"]
+
+
+def test_rules_see_numbers_as_doubles_and_formatted_strings_as_typed_values() -> None:
+    spec = {"type": "object", "properties": {
+        "ratio": {"type": "number"}, "at": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"}, "every": {"type": "string", "format": "duration"},
+        "blob": {"type": "string", "format": "byte"}},
+        "x-kubernetes-validations": [
+            {"rule": "self.ratio + 0.5 > 2.0"},
+            {"rule": "self.at < timestamp('2030-01-01T00:00:00Z')"},
+            {"rule": "self.day == timestamp('2024-02-29T00:00:00Z')"},
+            {"rule": "self.every > duration('1m') && self.every < duration('2h')"},
+            {"rule": "self.blob == b'hi'"}]}
+    node = _node(_root(spec))
+    ok = {"ratio": 2, "at": "2020-01-01T00:00:00Z", "day": "2024-02-29", "every": "1h30m", "blob": "aGk="}
+    assert node.validate(_obj(ok), None) == []
+    bad = {**ok, "ratio": 1, "every": "30s"}
+    assert [c.message for c in node.validate(_obj(bad), None)] == [
+        'Invalid value: "object": failed rule: self.ratio + 0.5 > 2.0',
+        "Invalid value: \"object\": failed rule: self.every > duration('1m') && self.every < duration('2h')"]
+
+
+@pytest.mark.parametrize(("text", "micros"), [
+    ("1h30m", 5_400_000_000), ("-1.5s", -1_500_000), ("300ms", 300_000), ("0", 0), ("2us", 2), ("1.5h", 5.4e9)])
+def test_go_durations(text: str, micros: float) -> None:
+    assert crcel.go_duration(text).total_seconds() * 1e6 == pytest.approx(micros)
+
+
+@pytest.mark.parametrize("text", ["", "1", "1x", "h", "1h-2m"])
+def test_go_durations_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        crcel.go_duration(text)
