@@ -12,7 +12,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from lite.kinds import KindRegistry
-from lite.server.admission.priority import PriorityAdmission
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
@@ -32,7 +31,6 @@ async def api_client(db_dir: Path, authorization: str) -> AsyncIterator[tuple[Cl
     try:
         kinds = KindRegistry()
         resources = Resources(store, kinds, default_strategies())
-        resources.strategies.add_admission(PriorityAdmission(resources).admit)  # as a server admits pods
         await resources.start()
         async with TestClient(TestServer(build_api_app(resources, kinds, auth))) as client:
             yield client, store

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from lite.kinds import KindRegistry
-from lite.server.admission.priority import PriorityAdmission
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
 from lite.server.store import Store
@@ -19,7 +18,6 @@ async def res(tmp_path: Path) -> AsyncIterator[Resources]:
     """Started Resources (system namespaces exist); bookmarks every 50 ms so watch tests need not wait."""
     store = await Store.open(str(tmp_path / "db.sqlite"))
     r = Resources(store, KindRegistry(), default_strategies(), bookmark_interval=0.05)
-    r.strategies.add_admission(PriorityAdmission(r).admit)  # pods get spec.priority, as from a server
     await r.start()
     try:
         yield r
