@@ -208,3 +208,36 @@ def test_status_type_checking(cluster: Cluster) -> None:
                        " | object.spec.replica > 1\n | ...........^"}]
     finally:
         cluster.kubectl("delete", "validatingadmissionpolicy", name, "--ignore-not-found")
+
+
+def test_params_from_a_custom_resource_by_selector_and_audit(cluster: Cluster, ns: str,
+                                                              policies: Policies) -> None:
+    group = f"{unique('p')}.lite.test"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"limits.{group}"},
+           "spec": {"group": group, "scope": "Namespaced",
+                    "names": {"plural": "limits", "singular": "limit", "kind": "Limit", "listKind": "LimitList"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"maxKeys": {"type": "integer"}}}}}]}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(crd))
+    try:
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/limits.{group}", "--timeout=30s")
+        for name, keys, tier in (("small", 1, "a"), ("other", 9, "b")):
+            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+                "apiVersion": f"{group}/v1", "kind": "Limit",
+                "metadata": {"name": name, "namespace": ns, "labels": {"tier": tier}}, "maxKeys": keys}))
+        p = policies.policy([{"expression": "object.data.size() <= params.maxKeys",
+                              "messageExpression": "'at most ' + string(params.maxKeys) + ' keys, by ' + "
+                                                   "params.metadata.name"}],
+                            paramKind={"apiVersion": f"{group}/v1", "kind": "Limit"},
+                            auditAnnotations=[{"key": "keys", "valueExpression": "string(object.data.size())"}])
+        b = policies.bind(p, ["Deny", "Audit"],
+                          paramRef={"selector": {"matchLabels": {"tier": "a"}}, "parameterNotFoundAction": "Deny"})
+        refused = cluster.kubectl("apply", "-f", "-", input=cm("two-keys", ns, {"a": "1", "b": "2"}), check=False)
+        assert f"with binding '{b}' denied request: at most 1 keys, by small" in refused.stderr
+        cluster.kubectl("apply", "-f", "-", input=cm("one-key", ns, {"a": "1"}))
+        # Audit: the failure and the audit annotation are logged where lite keeps audit information
+        log = cluster.server.log_path.read_text(errors="replace")
+        assert "validation.policy.admission.k8s.io/validation_failure" in log and f"'{p}/keys': '2'" in log
+    finally:
+        cluster.kubectl("delete", "crd", f"limits.{group}", "--ignore-not-found", check=False)
