@@ -14,7 +14,8 @@ from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.server.admission import build_admission
 from lite.server.admission.namespaces import NamespaceLabels
-from lite.server.admission.policy.plugin import PolicyAdmission, plain_elements
+from lite.server.admission.policy.plain import plain_elements
+from lite.server.admission.policy.plugin import PolicyAdmission
 from lite.server.api import admissionwarnings
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies

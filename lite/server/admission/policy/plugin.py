@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,12 +38,12 @@ from lite.selectors import LabelSelector
 from lite.server.admission import review
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
-from lite.server.admission.policy import decide, matching, typecheck
+from lite.server.admission.policy import decide, matching
 from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv, evaluate
+from lite.server.admission.policy.plain import Plan, no_selectors, plain_elements
+from lite.server.admission.policy.status import PolicyStatus
 from lite.server.api.admissionwarnings import add_warning
-from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.strategies.base import Admission
-from lite.server.api.typecheck import Node
 from lite.server.authz.attrs import Attributes as AuthzAttributes
 from lite.server.authz.attrs import RequestInfo
 from lite.server.authz.chain import AuthorizerChain
@@ -54,7 +53,6 @@ log = logging.getLogger("lite.admission")
 audit = logging.getLogger("lite.audit")
 GROUP = "admissionregistration.k8s.io"
 Obj = dict[str, Any]
-_VAR_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 @dataclass
@@ -78,7 +76,6 @@ class PolicyAdmission:
         self.policy_kind = _kind(kinds, "validatingadmissionpolicies")
         self.binding_kind = _kind(kinds, "validatingadmissionpolicybindings")
         self.policies = Informer(client, self.policy_kind)
-        self.schemas = BuiltinSchemas()  # compiled on first use: by the status writer, when a policy exists
         self.bindings = Informer(client, self.binding_kind)
         self._compiled: dict[tuple[str, str], Compiled] = {}
         self._bound_key: tuple[str, str] = ("", "")
@@ -86,7 +83,7 @@ class PolicyAdmission:
         self._selectors: dict[int, Any] = {}
         self._rules: dict[tuple[Any, ...], bool] = {}
         self._memo = False
-        self._plans: dict[tuple[Any, ...], _Plan] = {}
+        self._plans: dict[tuple[Any, ...], Plan] = {}
         self._elements: dict[tuple[str, str], list[str] | None] = {}
         self._everything = LabelSelector()
 
@@ -94,44 +91,7 @@ class PolicyAdmission:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.policies.run())
             tg.create_task(self.bindings.run())
-            tg.create_task(self._status_loop())
-
-    # ---- status: observedGeneration and typeChecking ---------------------------------------------------
-
-    async def _status_loop(self) -> None:
-        """Write `status` (observedGeneration, typeChecking) of every policy whose generation it does not
-        show yet; woken by the policy informer."""
-        changed = asyncio.Event()
-        self.policies.add_handlers(on_add=lambda _o: changed.set(), on_update=lambda _o, _n: changed.set())
-        await self.policies.wait_synced()
-        changed.set()
-        while True:
-            await changed.wait()
-            changed.clear()
-            for policy in self.policies.list():
-                try:
-                    await self._write_status(policy)
-                except ApiError as e:  # a conflict or a deletion: the next event brings the object again
-                    log.debug("status of ValidatingAdmissionPolicy %s: %s", _name(policy), e)
-
-    async def _write_status(self, policy: Obj) -> None:
-        generation = (policy.get("metadata") or {}).get("generation")
-        status = policy.get("status") or {}
-        if status.get("observedGeneration") == generation:
-            return
-        spec = policy.get("spec") or {}
-        schemas: list[tuple[str, Node]] = []
-        for group, version, resource in typecheck.matched_kinds(spec):
-            kind = self.kinds.by_resource(group, version, resource)
-            if kind is None:
-                continue
-            node = self.schemas.node(kind) or self.schemas.crd_node(kind)
-            if node is not None:
-                schemas.append((typecheck.gvk_string(kind.group, kind.version, kind.kind), node))
-        warnings = typecheck.expression_warnings(spec, schemas)
-        body = {**policy, "status": {**status, "observedGeneration": generation,
-                                     "typeChecking": {"expressionWarnings": warnings} if warnings else {}}}
-        await self.client.update(self.policy_kind, "", _name(policy), body, subresource="status")
+            tg.create_task(PolicyStatus(self.client, self.kinds, self.policies).run())
 
     async def _list(self, informer: Informer) -> list[Obj]:
         if informer.has_synced:
@@ -215,7 +175,7 @@ class PolicyAdmission:
             raise ApiError(f"{who} is forbidden: {msg}", code, reason, name=a.name, group=a.group, kind=a.resource,
                            causes=[Cause("", msg, "")])
 
-    def _plan(self, bound: list[tuple[Obj, list[Obj]]], a: Attributes) -> _Plan:
+    def _plan(self, bound: list[tuple[Obj, list[Obj]]], a: Attributes) -> Plan:
         """How to judge requests of `a`'s kind against the current set: the validations of every "plain"
         policy (no params, matchConditions, variables, audit annotations, selectors or resourceNames, and a
         binding that applies whole) as one CEL list, judged at once (the request passes them all, or every
@@ -237,7 +197,7 @@ class PolicyAdmission:
             applying = [b for b in bindings if self._binding_applies_whole((b.get("spec") or {}).get("matchResources"),
                                                                              a)]
             compiled = self._compile(policy)
-            elements = None if compiled.error or not _no_selectors(m) or len(applying) != len(bindings) \
+            elements = None if compiled.error or not no_selectors(m) or len(applying) != len(bindings) \
                 else self._plain_elements(policy)
             if elements is None:
                 others.append((policy, bindings))
@@ -251,7 +211,7 @@ class PolicyAdmission:
                 others = bound
         joined = " ".join(plain)
         reads = frozenset(v for v in ("request", "namespaceObject", "authorizer") if v in joined)
-        plan = _Plan(combined, others, reads)
+        plan = Plan(combined, others, reads)
         if self._memo:
             if len(self._plans) > 1024:
                 self._plans.clear()
@@ -283,7 +243,7 @@ class PolicyAdmission:
         judge it without looking at the request's object or namespace)."""
         if m is None:
             return True
-        return isinstance(m, dict) and not matching.name_dependent(m) and _no_selectors(m) \
+        return isinstance(m, dict) and not matching.name_dependent(m) and no_selectors(m) \
             and self._rules_match(m, a, False)
 
     async def _policy(self, ctx: _Request, policy: Obj, bindings: list[Obj], out: decide.Outcome) -> None:
@@ -428,53 +388,6 @@ class _ConfigError(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """See `PolicyAdmission._plan`."""
-
-    combined: Program | None
-    others: list[tuple[Obj, list[Obj]]]
-    reads: frozenset[str]  # which of request, namespaceObject, authorizer `combined` may read (by name)
-
-
-_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
-
-
-def plain_elements(spec: Obj) -> list[str] | None:
-    """Pure: each validation of `spec` as one CEL expression that is true when the validation passes or the
-    matchConditions do not all hold: `cel.bind(litevar_<v>, <var>, ...(<conditions>) ? (<validation>) : true)`
-    with `variables.<v>` rewritten to `litevar_<v>`. A condition's error stays an error (so the exact path
-    judges it); None for policies with params or audit annotations, or whose expressions name `variables.`
-    inside a string literal (the rewrite would change the literal)."""
-    if spec.get("paramKind") or spec.get("auditAnnotations"):
-        return None
-    conditions = [str(c.get("expression") or "") for c in spec.get("matchConditions") or [] if isinstance(c, dict)]
-    variables = [(str(v.get("name") or ""), str(v.get("expression") or ""))
-                 for v in spec.get("variables") or [] if isinstance(v, dict)]
-    validations = [str(v.get("expression") or "") for v in spec.get("validations") or [] if isinstance(v, dict)]
-    sources = conditions + [e for _, e in variables] + validations
-    if any(_LITERAL.sub("", src).count("variables.") != src.count("variables.") for src in sources):
-        return None
-
-    def rewrite(src: str) -> str:
-        return _VAR_REF.sub(r"litevar_\1", src) if variables else src
-
-    guard = " && ".join(f"({rewrite(c)})" for c in conditions)
-    out = []
-    for v in validations:
-        e = f"({rewrite(v)})"
-        if guard:
-            e = f"(({guard}) ? {e} : true)"
-        for name, expr in reversed(variables):
-            e = f"cel.bind(litevar_{name}, ({rewrite(expr)}), {e})"
-        out.append(e)
-    return out
-
-
-def _no_selectors(m: Obj) -> bool:
-    return not m.get("namespaceSelector") and not m.get("objectSelector")
-
-
 class _Request:
     """One request as the policies see it; the namespace is looked up at most once."""
 
@@ -584,4 +497,3 @@ def _kind(kinds: KindRegistry, plural: str) -> Kind:
     if k is None:
         raise RuntimeError(f"{plural}.{GROUP} is not registered")
     return k
-
