@@ -147,6 +147,18 @@ def test_served_validated_and_explained(cluster: Cluster) -> None:
                "spec": {"policyName": "x", "validationActions": ["Deny", "Warn"]}}
     refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(binding), check=False)
     assert "must not contain both Deny and Warn" in refused.stderr
+    # server-side apply of a policy and a binding (managedFields over the kinds' schemas)
+    name = unique("ssa")
+    ok = {"apiVersion": V1, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+          "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                           "operations": ["CREATE"], "resources": ["pods"]}]},
+                   "validations": [{"expression": "true"}]}}
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(ok))
+    ok["spec"]["validations"] = [{"expression": "1 == 1"}]
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(ok))
+    got = json.loads(cluster.kubectl("get", "validatingadmissionpolicy", name, "-o", "json").stdout)
+    assert got["spec"]["validations"] == [{"expression": "1 == 1"}] and got["metadata"]["generation"] == 2
+    cluster.kubectl("delete", "validatingadmissionpolicy", name)
     explained = cluster.kubectl("explain", "validatingadmissionpolicy.spec.validations")
     assert "messageExpression" in explained.stdout
     resources = cluster.kubectl("api-resources", "--api-group=admissionregistration.k8s.io", "-o", "name").stdout
