@@ -39,7 +39,7 @@ from lite.server.admission import review
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.policy import decide, matching
-from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv, evaluate
+from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 from lite.server.admission.policy.plain import Plan, no_selectors, plain_elements
 from lite.server.admission.policy.status import PolicyStatus
 from lite.server.api.admissionwarnings import add_warning
@@ -159,7 +159,10 @@ class PolicyAdmission:
         plan = self._plan(bound, a)
         exact = plan.others
         if plan.combined is not None:
-            r = _run(plan.combined, await ctx.plain_activation(plan.reads))
+            try:
+                r: Any = _run(plan.combined, await ctx.plain_activation(plan.reads))
+            except CelError:  # the request's values do not convert to CEL: the exact path reports it
+                r = None
             if not (isinstance(r, list) and all(x is True for x in r)):
                 exact = bound  # something failed: every policy's exact decisions, in order
         for policy, bindings in exact:
@@ -285,7 +288,12 @@ class PolicyAdmission:
     async def _evaluate(self, ctx: _Request, c: Compiled, fp: str, pname: str, bname: str, actions: list[str],
                         param: Obj | None, out: decide.Outcome, annotations: dict[str, list[str]]) -> None:
         data = await ctx.full(param)
-        act = ctx.shared if param is None and ctx.shared is not None else self.env.activation(data)
+        try:
+            act = ctx.shared if param is None and ctx.shared is not None else self.env.activation(data)
+        except CelError as e:  # values CEL cannot take: a failure of every expression, by failurePolicy
+            if fp != "Ignore":
+                out.apply(pname, bname, actions, 0, decide.Decision(True, str(e), "", True))
+            return
         if param is None:
             ctx.shared = act
         for _cond, prog in c.conditions:
@@ -299,10 +307,15 @@ class PolicyAdmission:
         if c.variables:
             variables: Obj = {}
             for vname, prog in c.variables:  # in order: a variable may read the ones before it
-                r = _run(prog, self.env.activation({**data, "variables": variables}))
+                r = _run_with(prog, self.env, {**data, "variables": variables})
                 if not isinstance(r, decide.Failed):
                     variables[vname] = r
-            act = self.env.activation({**data, "variables": variables})
+            try:
+                act = self.env.activation({**data, "variables": variables})
+            except CelError as e:
+                if fp != "Ignore":
+                    out.apply(pname, bname, actions, 0, decide.Decision(True, str(e), "", True))
+                return
         for i, (v, prog, msg_prog) in enumerate(c.validations):
             r = _run(prog, act)
             m = _run(msg_prog, act) if msg_prog is not None and r is not True \
@@ -469,10 +482,18 @@ class _Request:
         return {**data, **self._authz}
 
 
+def _run_with(prog: Program, env: PolicyEnv, data: Obj) -> Any:
+    """`_run` over a fresh activation of `data` (a conversion failure is the expression's failure)."""
+    try:
+        return _run(prog, env.activation(data))
+    except CelError as e:
+        return decide.Failed(f"expression '{prog.source}' resulted in error: {e}")
+
+
 def _run(prog: Program, act: Any) -> Any:
     # No runtime cost budget yet: lite.cel charges static estimates, which unbounded request objects exceed.
     try:
-        return evaluate(prog, act)
+        return prog.eval(act)
     except CelError as e:
         return decide.Failed(f"expression '{prog.source}' resulted in error: {e}")
 
