@@ -124,6 +124,17 @@ def test_failure_policy_namespace_object_and_authorizer(cluster: Cluster, ns: st
     assert "denied request: expression 'object.data.missing == 'x'' resulted in error: no such key: missing" \
         in refused.stderr
     cluster.kubectl("delete", "validatingadmissionpolicy", failing)
+    # matchConditions: a request they do not all accept skips the policy
+    picky = policies.policy([{"expression": "false", "message": "checked"}],
+                            matchConditions=[{"name": "labelled", "expression": "has(object.metadata.labels) && "
+                                                                                "'check' in object.metadata.labels"},
+                                             {"name": "not-skipped", "expression": "!('skip' in object.data)"}])
+    policies.bind(picky, ["Deny"])
+    cluster.kubectl("apply", "-f", "-", input=cm("unlabelled", ns, {"a": "1"}))
+    cluster.kubectl("apply", "-f", "-", input=cm("skipped", ns, {"skip": "1"}, {"check": "1"}))
+    refused = cluster.kubectl("apply", "-f", "-", input=cm("checked", ns, {"a": "1"}, {"check": "1"}), check=False)
+    assert "denied request: checked" in refused.stderr
+    cluster.kubectl("delete", "validatingadmissionpolicy", picky)
     p = policies.policy([
         {"expression": f"namespaceObject.metadata.name == '{ns}'"},
         {"expression": "authorizer.group('').resource('secrets').namespace(object.metadata.namespace)"
