@@ -150,13 +150,20 @@ class PolicyAdmission:
     async def validate(self, adm: Admission) -> None:
         if adm.kind.group == GROUP:
             return
-        bound = await self._bound()
+        if self._memo and (self.policies.last_sync_resource_version,
+                           self.bindings.last_sync_resource_version) == self._bound_key:
+            bound = self._bound_set  # the common case: nothing changed since the last request
+        else:
+            bound = await self._bound()
         if not bound:
             return
         a = _attributes(adm)
-        out = decide.Outcome()
         ctx = _Request(self, adm, a)
-        plan = self._plan(bound, a)
+        k = adm.kind
+        plan = self._plans.get((adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced)) \
+            if self._memo else None
+        if plan is None:
+            plan = self._plan(bound, a)
         exact = plan.others
         if plan.combined is not None:
             try:
@@ -165,6 +172,9 @@ class PolicyAdmission:
                 r = None
             if not (isinstance(r, list) and all(x is True for x in r)):
                 exact = bound  # something failed: every policy's exact decisions, in order
+        if not exact:
+            return
+        out = decide.Outcome()
         for policy, bindings in exact:
             await self._policy(ctx, policy, bindings, out)
         for w in out.warnings:
