@@ -78,6 +78,11 @@ def test_deny_warn_and_messages(cluster: Cluster, ns: str, policies: Policies) -
                                                                data={"bad": "x"}))
     status = json.loads(e.value.body)
     assert (e.value.status, status["reason"]) == (403, "Forbidden")
+    message = (f'configmaps "three" is forbidden: ValidatingAdmissionPolicy \'{p}\' with binding \'{b}\' denied '
+               "request: key bad is not allowed in three")
+    assert status["message"] == message
+    assert status["details"] == {"name": "three", "kind": "configmaps",
+                                 "causes": [{"message": message.split(" is forbidden: ")[1]}]}
 
     # Warn: allowed, with upstream's Warning text; no message -> `failed expression: <expr>`
     w = policies.policy([{"expression": "object.data.size() < 2"}])
