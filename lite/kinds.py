@@ -45,6 +45,12 @@ class Kind:
     schema: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
     # For CRDs: the CRD's `spec.conversion` (strategy None or Webhook with its clientConfig).
     conversion: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # Built-in views: (group, version) of the kind whose stored objects this kind presents in its own shape
+    # (autoscaling/v1 HPAs are stored as autoscaling/v2, events.k8s.io Events as core Events); () = stored
+    # as itself. Conversions: lite/server/api/versions.
+    storage: tuple[str, str] | tuple[()] = ()
+    # For CRDs: the served version's `additionalPrinterColumns` (beside its schema in the CRD).
+    printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
 
     @property
     def converts_by_webhook(self) -> bool:
@@ -93,8 +99,9 @@ class Kind:
 
 def _k(group: str, version: str, kind: str, plural: str, namespaced: bool = True, *,
        short: tuple[str, ...] = (), cats: tuple[str, ...] = (), sub: tuple[str, ...] = (),
-       verbs: tuple[str, ...] = STD_VERBS, gen: bool = False, virtual: bool = False) -> Kind:
-    return Kind(group, version, kind, plural, namespaced, short, cats, sub, verbs, gen, virtual)
+       verbs: tuple[str, ...] = STD_VERBS, gen: bool = False, virtual: bool = False,
+       storage: tuple[str, str] | tuple[()] = ()) -> Kind:
+    return Kind(group, version, kind, plural, namespaced, short, cats, sub, verbs, gen, virtual, storage=storage)
 
 
 _ALL = ("all",)
@@ -122,6 +129,10 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("", "v1", "PodTemplate", "podtemplates", gen=True),
     _k("", "v1", "PersistentVolume", "persistentvolumes", False, short=("pv",), sub=("status",)),
     _k("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=("status",)),
+    # POST a Binding to bind the pod it names (as pods/<name>/binding); never stored
+    _k("", "v1", "Binding", "bindings", verbs=("create",)),
+    # computed per request from the controller Lease and the store (lite/server/api/componentstatus.py)
+    _k("", "v1", "ComponentStatus", "componentstatuses", False, short=("cs",), verbs=READ_VERBS, virtual=True),
     # apps/v1
     _k("apps", "v1", "Deployment", "deployments", short=("deploy",), cats=_ALL, sub=_SCALE, gen=True),
     _k("apps", "v1", "ReplicaSet", "replicasets", short=("rs",), cats=_ALL, sub=_SCALE, gen=True),
@@ -144,14 +155,17 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False, gen=True),
     # scheduling.k8s.io/v1
     _k("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short=("pc",)),
-    # events.k8s.io/v1 (same objects as core events, different shape; stored separately here)
-    _k("events.k8s.io", "v1", "Event", "events", short=("ev",)),
+    # events.k8s.io/v1: the core Events in another shape (one store, as upstream)
+    _k("events.k8s.io", "v1", "Event", "events", short=("ev",), storage=("", "v1")),
     # autoscaling/v2
     _k("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", short=("hpa",), cats=_ALL,
        sub=("status",), gen=True),
+    # autoscaling/v1: the same HPAs, stored as autoscaling/v2 (v2 stays the preferred version)
+    _k("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers", short=("hpa",), cats=_ALL,
+       sub=("status",), gen=True, storage=("autoscaling", "v2")),
     # apiextensions.k8s.io/v1
     _k("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
-       short=("crd", "crds"), sub=("status",), gen=True),
+       short=("crd", "crds"), cats=("api-extensions",), sub=("status",), gen=True),
     # certificates.k8s.io/v1
     _k("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
        short=("csr",), sub=("status", "approval")),

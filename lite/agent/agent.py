@@ -112,6 +112,7 @@ class Agent:
         self.tokens = TokenClient(self._post)
         self.services = ServiceCatalog()  # fed by the proxy feed: the service environment variables of pods
         self.deps = self._deps()
+        self.deps.admitted_specs = lambda: [r.st.spec for r in self.runners.values() if r.active]
         self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip,
                                  external_ip=config.node_external_ip)
         self.fabric = Fabric(self.node_name, self.deps.node_ip, iface=config.flannel_iface,

@@ -110,6 +110,7 @@ class PodRunner:
         self._expired = False  # activeDeadlineSeconds passed: containers stopped, phase Failed
         self._finished = False  # containers done for good and stop hooks run (Completed or DeadlineExceeded)
         self._rejected: tuple[str, str] | None = None  # (reason, message): the node refused the pod (sysctls)
+        self.admitted = False  # passed the node's admission (an adopted pod was admitted by an earlier agent)
         self._last: Obj | None = None
         self.done = asyncio.Event()
         self._dirty = self._flush_pending = False
@@ -129,6 +130,7 @@ class PodRunner:
         with contextlib.suppress(FileNotFoundError, ValueError, TypeError):
             saved = json.loads((self.st.pod_dir / RECORDS).read_text())
         self.adopting = bool(saved)
+        self.admitted = self.adopting
 
         def make(c: Obj) -> ContainerRecord:
             raw = saved.get(str(c["name"]))
@@ -136,8 +138,8 @@ class PodRunner:
 
         self.st.inits = [make(c) for c in spec.get("initContainers") or []]
         self.st.apps = [make(c) for c in spec.get("containers") or []]
-        if not self.adopting:
-            for r in self.st.apps if self.st.inits else []:
+        if not self.adopting:  # kubelet's default waiting reason in a pod with init containers, for every
+            for r in [*self.st.inits, *self.st.apps] if self.st.inits else []:  # container not yet created
                 r.waiting_reason = POD_INITIALIZING
         start: dict[str, object] = dict(saved.get("..start") or {}) if saved else {}
         self.st.start_time = str(start.get("t", ""))
@@ -253,6 +255,11 @@ class PodRunner:
         if meta.get("deletionTimestamp"):
             grace = meta.get("deletionGracePeriodSeconds")
             self.terminate(float(grace) if grace is not None else None)
+
+    @property
+    def active(self) -> bool:
+        """Admitted and not yet finished or gone: its host ports are taken (kubelet's active pods)."""
+        return self.admitted and not self._finished and not self.done.is_set()
 
     @property
     def terminating(self) -> asyncio.Event:
@@ -375,8 +382,11 @@ class PodRunner:
             self.st.handles[sup.name] = got
 
     async def _lifecycle(self) -> None:
-        refusal = None if self.adopting else security.pod_rejection(  # admitted once: an adopted pod stays
-            self.st.pod, self.deps.allowed_unsafe_sysctls, self.deps.kernel)
+        # Admitted once: an adopted pod stays. No await between the check and `admitted`, so pods arriving
+        # together are admitted one after the other, each against those before it (kubelet's order).
+        refusal = None if self.adopting else security.pod_rejection(
+            self.st.pod, self.deps.allowed_unsafe_sysctls, self.deps.kernel, self.deps.admitted_specs())
+        self.admitted = refusal is None
         if refusal is not None:  # kubelet's admission: the pod fails at once, nothing is set up
             self.deps.event(self.st.pod, "Warning", *refusal)
             self._rejected = refusal

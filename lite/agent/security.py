@@ -10,6 +10,10 @@
   `--allowed-unsafe-sysctls` patterns for namespaced sysctls only, and none of a namespace the pod shares with
   the host.
 - `capabilities` and `proc_mount_error`: what the runtime is asked for, or why it cannot be done.
+- `host_port_rejection`: kubelet's NodePorts predicate at admission: a pod whose hostPorts another pod the node
+  admitted earlier (and still runs) holds is rejected (reason NodePorts, upstream's message); 0.0.0.0 (or no
+  hostIP) conflicts with every address, as in the scheduler.
+- `pod_rejection`: the admission handlers in kubelet's order (sysctls, NodePorts, AppArmor); the first refusal.
 
 Invariants: pure (no I/O), so each decision is table-tested; nothing here is silently dropped: a field lite
 cannot honour yields an error string.
@@ -24,6 +28,9 @@ from lite.agent.envs import ConfigError
 
 Obj = Mapping[str, Any]
 SYSCTL_FORBIDDEN = "SysctlForbidden"
+NODE_PORTS = "NodePorts"
+NODE_PORTS_MESSAGE = "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"
+ANY_IP = "0.0.0.0"
 
 # kubelet's SafeSysctlAllowlist (1.32): name -> the kernel that made it namespaced (major, minor)
 SAFE_SYSCTLS: dict[str, tuple[int, int]] = {
@@ -179,12 +186,43 @@ def apparmor_rejection(pod: Obj) -> str | None:
     return "Cannot enforce AppArmor: this node does not apply AppArmor profiles" if wanted else None
 
 
-def pod_rejection(pod: Obj, allowed_unsafe: Iterable[str] = (),
-                  kernel: tuple[int, int] = (99, 0)) -> tuple[str, str] | None:
-    """(reason, message) of the node's admission refusing the pod, or None: sysctls, then AppArmor."""
+def host_ports(pod_spec: Obj) -> set[tuple[str, str, int]]:
+    """(hostIP, protocol, hostPort) of every container port with a hostPort (init containers too, as the
+    scheduler's NodePorts counts them)."""
+    out: set[tuple[str, str, int]] = set()
+    for c in [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]:
+        for p in (c.get("ports") or []) if isinstance(c, Mapping) else []:
+            port = p.get("hostPort") if isinstance(p, Mapping) else None
+            if isinstance(port, int) and not isinstance(port, bool) and port > 0:
+                out.add((str(p.get("hostIP") or ANY_IP), str(p.get("protocol") or "TCP"), port))
+    return out
+
+
+def host_port_rejection(pod_spec: Obj, active: Iterable[Obj]) -> str | None:
+    """Upstream's NodePorts message when one of the pod's hostPorts is held by a pod in `active` (the specs of
+    the pods admitted before it that still run), else None."""
+    wanted = host_ports(pod_spec)
+    if not wanted:
+        return None
+    used: set[tuple[str, str, int]] = set()
+    for other in active:
+        used |= host_ports(other)
+    for ip, proto, port in wanted:
+        if any(u[1] == proto and u[2] == port and (ANY_IP in (ip, u[0]) or u[0] == ip) for u in used):
+            return NODE_PORTS_MESSAGE
+    return None
+
+
+def pod_rejection(pod: Obj, allowed_unsafe: Iterable[str] = (), kernel: tuple[int, int] = (99, 0),
+                  active: Iterable[Obj] = ()) -> tuple[str, str] | None:
+    """(reason, message) of the node's admission refusing the pod, or None: sysctls, host ports (against the
+    specs in `active`), then AppArmor."""
     sysctl = sysctl_rejection(pod.get("spec") or {}, allowed_unsafe, kernel)
     if sysctl is not None:
         return SYSCTL_FORBIDDEN, sysctl
+    ports = host_port_rejection(pod.get("spec") or {}, active)
+    if ports is not None:
+        return NODE_PORTS, ports
     apparmor = apparmor_rejection(pod)
     return ("AppArmor", apparmor) if apparmor is not None else None
 

@@ -32,6 +32,8 @@ PRIORITIES: dict[str, tuple[int, int]] = {
     "metrics.k8s.io": (100, 100), "authorization.k8s.io": (17600, 15), "rbac.authorization.k8s.io": (17000, 15),
     "authentication.k8s.io": (17700, 15),
 }
+# Versions of a group whose priority differs from the group's preferred one (autoscaling/v2 is preferred).
+VERSION_PRIORITIES: dict[tuple[str, str], int] = {("autoscaling", "v1"): 15}
 _ALL_RESOURCES = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True,
                   "namespaces": ["*"]}
 _ALL_NON_RESOURCES = {"verbs": ["*"], "nonResourceURLs": ["*"]}
@@ -71,6 +73,7 @@ def flow_schemas() -> list[Obj]:
 def local_apiservice(group: str, version: str, managed: str = "onstart") -> Obj:
     """The local APIService upstream registers for a served group-version (`managed` "true" for CRD groups)."""
     gmin, vprio = PRIORITIES.get(group, (1000, 15))
+    vprio = VERSION_PRIORITIES.get((group, version), vprio)
     return {"metadata": {"name": f"{version}.{group}", "labels": {AUTOMANAGED: managed}},
             "spec": {"group": group, "version": version, "groupPriorityMinimum": gmin, "versionPriority": vprio,
                      "service": None}}

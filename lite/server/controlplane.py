@@ -47,6 +47,7 @@ from lite.server.authz.node import NodeAuthorizer
 from lite.server.bootstrap import ensure_bootstrap_objects, ensure_extension_auth, extension_auth_data
 from lite.server.certs import Credentials
 from lite.server.config import ServerConfig
+from lite.server.controllers.crdcleanup import CRDCleanupController
 from lite.server.controllers.csrsigning import ClientCA
 from lite.server.controllers.disruption import EvictionCheck
 from lite.server.controllers.manager import build_controller_manager
@@ -178,6 +179,10 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         ("rbac-policy", policy_feed.run),
         ("clusterrole-aggregation", role_aggregator.run),
     ]
+    # Upstream's crdfinalizer belongs to the API server (apiextensions), not to the controller manager: it runs
+    # here whatever the roles, so a CRD delete completes with --disable-controller-manager too.
+    crd_cleanup = CRDCleanupController(resources, informers, kinds)
+    plane.background.append(("crd-finalizer", crd_cleanup.run_synced))
     # The controller manager runs the shared informers, so without it they run on their own.
     plane.background.append(("informers", informers.run) if config.disable_controller_manager
                             else ("controller-manager", manager.run))

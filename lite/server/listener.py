@@ -253,7 +253,13 @@ class Listener:
                 await loop.connect_accepted_socket(lambda: _Conn(self, addr), sock, ssl=self.ssl_context,
                                                    ssl_handshake_timeout=self.limits.handshake_timeout)
         except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
-            log.debug("TLS handshake with %s failed: %r", addr, e)
+            # A client whose hello the server cannot accept (no common version, cipher, curve or signature
+            # algorithm) gets no answer (asyncio drops the alert): say why here, or nobody can tell. Silent
+            # closes and resets (TCP probes, port scans) and timeouts stay at debug.
+            if isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLEOFError):
+                log.warning("TLS handshake with %s failed: %s", addr, e.reason or e)
+            else:
+                log.debug("TLS handshake with %s failed: %r", addr, e)
             sock.close()
             self.counts.release(addr)
         except asyncio.CancelledError:

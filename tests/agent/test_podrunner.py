@@ -203,3 +203,78 @@ async def test_startup_probe_gates_started_and_previous_log(h: Harness, tmp_path
     s = await h.until(lambda s: _cs(s)["started"] is True)
     assert _cs(s)["ready"] is True  # no readiness probe: ready once started
     assert r.log_path("slow", previous=True) is None
+
+
+def _init_invariants(s: Obj) -> None:
+    """upstream e2e's initContainersInvariants: after a failed or running init container every later one is
+    waiting, and while initialization is incomplete every app container waits with PodInitializing, never
+    restarted; every waiting init container that has not run says PodInitializing."""
+    all_init, failed = True, False
+    for st in s.get("initContainerStatuses") or []:
+        state = st["state"]
+        assert not ((failed or not all_init) and "waiting" not in state), s
+        if "waiting" in state and not st.get("lastState"):
+            assert state["waiting"]["reason"] == "PodInitializing", s
+        if "terminated" not in state:
+            all_init = False
+        elif state["terminated"]["exitCode"] != 0:
+            all_init, failed = False, True
+    if not all_init or failed:
+        for st in s.get("containerStatuses") or []:
+            assert st["state"].get("waiting", {}).get("reason") == "PodInitializing", s
+            assert st["restartCount"] == 0, s
+
+
+async def test_failed_init_never_later_containers_wait_pod_initializing(h: Harness) -> None:
+    pod = _pod("u4b", [{"name": "app", "command": ["true"]}], restartPolicy="Never",
+               initContainers=[{"name": "i1", "command": ["true"]}, {"name": "i2", "command": ["false"]},
+                               {"name": "i3", "command": ["true"]}])
+    h.runner(pod)
+    s = await h.until(lambda s: s["phase"] == "Failed")
+    for each in h.statuses:
+        _init_invariants(each)
+    i1, i2, i3 = s["initContainerStatuses"]
+    assert i1["state"]["terminated"]["exitCode"] == 0 and i2["state"]["terminated"]["exitCode"] == 1
+    assert i3["state"] == {"waiting": {"reason": "PodInitializing"}}, s
+    assert _cs(s)["state"] == {"waiting": {"reason": "PodInitializing"}}, s
+    init = {c["type"]: c for c in s["conditions"]}["Initialized"]
+    assert (init["status"], init["reason"], init["message"]) == (
+        "False", "ContainersNotInitialized", "containers with incomplete status: [i2 i3]")
+
+
+async def test_failed_init_retried_restart_count_rises_at_each_exit(h: Harness) -> None:
+    pod = _pod("u4c", [{"name": "app", "command": ["true"]}],
+               initContainers=[{"name": "i1", "command": ["false"]}, {"name": "i2", "command": ["true"]}])
+    h.runner(pod)
+    s = await h.until(lambda s: s["initContainerStatuses"][0]["restartCount"] >= 2, limit=40)
+    exits: set[str] = set()
+    for each in h.statuses:
+        _init_invariants(each)
+        i1 = each["initContainerStatuses"][0]
+        for term in (i1["state"].get("terminated"), (i1.get("lastState") or {}).get("terminated")):
+            if term:
+                exits.add(term["finishedAt"])
+        # kubelet counts an exit it has seen, before the next start: never fewer restarts than exits seen
+        assert i1["restartCount"] >= len(exits), each
+        assert each["initContainerStatuses"][1]["state"] == {"waiting": {"reason": "PodInitializing"}}, each
+    assert s["phase"] == "Pending"
+    init = {c["type"]: c for c in s["conditions"]}["Initialized"]
+    assert init["message"] == "containers with incomplete status: [i1 i2]"
+
+
+async def test_host_port_conflict_rejects_the_later_pod(h: Harness) -> None:
+    """kubelet's NodePorts admission: the later of two pods wanting one hostPort fails at once (reason
+    NodePorts, nothing started); once the first is gone the port is free again."""
+    h.deps.admitted_specs = lambda: [r.st.spec for r in h.runners if r.active]
+    port = {"containerPort": 80, "hostPort": 21017}
+    first = h.runner(_pod("hp1", [{"name": "c", "command": ["sleep", "60"], "ports": [port]}]))
+    await h.until(_running)
+    h.runner(_pod("hp2", [{"name": "c", "command": ["sleep", "60"], "ports": [port]}]))
+    s = await h.until(lambda s: s["phase"] == "Failed")
+    assert (s["reason"], s["message"]) == ("NodePorts", "Pod was rejected: Predicate NodePorts failed: node(s) "
+                                           "didn't have free ports for the requested pod ports")
+    assert all("waiting" in c["state"] for c in s["containerStatuses"]), s
+    first.terminate(0)
+    await asyncio.wait_for(first.done.wait(), 20)
+    h.runner(_pod("hp3", [{"name": "c", "command": ["sleep", "60"], "ports": [port]}]))
+    await h.until(_running)

@@ -282,3 +282,28 @@ def test_node_flags(command: str) -> None:
     assert _csv(args.allowed_unsafe_sysctls) == ("net.core.*", "kernel.msgmax")
     plain = build_parser().parse_args([command])
     assert plain.seccomp_default is False and _csv(plain.allowed_unsafe_sysctls) == ()
+
+
+def _ports(*ports: Obj, init: bool = False) -> Obj:
+    return {("initContainers" if init else "containers"): [{"name": "c", "ports": list(ports)}]}
+
+
+@pytest.mark.parametrize(("spec", "active", "conflict"), [
+    (_ports({"containerPort": 80, "hostPort": 21017}), [_ports({"containerPort": 80, "hostPort": 21017})], True),
+    (_ports({"containerPort": 80}), [_ports({"containerPort": 80})], False),  # no hostPort: nothing taken
+    (_ports({"containerPort": 80, "hostPort": 8080}), [_ports({"containerPort": 1, "hostPort": 8081})], False),
+    (_ports({"containerPort": 53, "hostPort": 53, "protocol": "UDP"}),
+     [_ports({"containerPort": 53, "hostPort": 53})], False),  # TCP and UDP are separate
+    (_ports({"containerPort": 80, "hostPort": 80, "hostIP": "10.0.0.1"}),
+     [_ports({"containerPort": 80, "hostPort": 80, "hostIP": "10.0.0.2"})], False),
+    (_ports({"containerPort": 80, "hostPort": 80, "hostIP": "10.0.0.1"}),
+     [_ports({"containerPort": 80, "hostPort": 80})], True),  # 0.0.0.0 holds every address
+    (_ports({"containerPort": 80, "hostPort": 80}),
+     [_ports({"containerPort": 80, "hostPort": 80, "hostIP": "10.0.0.2"})], True),
+    (_ports({"containerPort": 80, "hostPort": 80}), [_ports({"containerPort": 80, "hostPort": 80}, init=True)], True),
+    (_ports({"containerPort": 80, "hostPort": 80}), [], False),
+])
+def test_host_port_admission(spec: Obj, active: list[Obj], conflict: bool) -> None:
+    got = security.pod_rejection({"spec": spec}, active=active)
+    assert got == ((security.NODE_PORTS, "Predicate NodePorts failed: node(s) didn't have free ports for the "
+                    "requested pod ports") if conflict else None)

@@ -13,7 +13,7 @@ import yaml
 from apistack import api_client
 
 from lite.server.api import negotiate
-from lite.server.api.openapi_v2 import schema_v2, structural_v2, swagger_document
+from lite.server.api.openapi_v2 import crd_root_v2, schema_v2, structural_v2, swagger_document
 from lite.server.api.openapi_v2pb import encode_document, schema
 
 AUTH = {"Authorization": "Bearer t"}
@@ -88,8 +88,15 @@ def test_schema_v2(v3: dict[str, Any], v2: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(("crd", "v2"), [
     # preserve-unknown-fields: properties and items go (kubectl 1.20 would refuse unknown fields otherwise)
+    # ... and an object's `type` too: kubectl 1.20 refuses a null anywhere in a typed map ("unknown object type
+    # \"nil\""), an untyped node is arbitrary to it
     ({"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"a": {"type": "string"}}},
-     {"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+     {"x-kubernetes-preserve-unknown-fields": True}),
+    ({"type": "object", "properties": {"t": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                             "x-kubernetes-preserve-unknown-fields": True,
+                                             "properties": {"kind": {"type": "string"}}}}},
+     {"type": "object", "properties": {"t": {"x-kubernetes-embedded-resource": True,
+                                             "x-kubernetes-preserve-unknown-fields": True}}}),
     # nullable: type, properties and items go; a nullable property leaves `required`
     ({"type": "object", "required": ["n", "m"], "properties": {"n": {"type": "string", "nullable": True},
                                                               "m": {"type": "integer"}}},
@@ -101,6 +108,21 @@ def test_schema_v2(v3: dict[str, Any], v2: dict[str, Any]) -> None:
 ])
 def test_structural_v2(crd: dict[str, Any], v2: dict[str, Any]) -> None:
     assert structural_v2(crd) == v2
+
+
+_GVK = [{"group": "ex.com", "version": "v1", "kind": "Blob"}]
+
+
+@pytest.mark.parametrize(("crd", "v2"), [
+    # no schema, or unknown fields preserved at the root: upstream's builder publishes only the type and kind
+    ({"type": "object", "x-kubernetes-preserve-unknown-fields": True, "description": "d",
+      "properties": {"spec": {"type": "object"}}, "x-kubernetes-group-version-kind": _GVK},
+     {"type": "object", "x-kubernetes-group-version-kind": _GVK}),
+    ({"type": "object", "properties": {"spec": {"type": "string"}}, "x-kubernetes-group-version-kind": _GVK},
+     {"type": "object", "properties": {"spec": {"type": "string"}}, "x-kubernetes-group-version-kind": _GVK}),
+])
+def test_crd_root_v2(crd: dict[str, Any], v2: dict[str, Any]) -> None:
+    assert crd_root_v2(crd) == v2
 
 
 def test_operations_become_v2() -> None:
@@ -232,3 +254,98 @@ async def test_v2_served_with_etag_and_both_media_types(tmp_path: Path) -> None:
         assert r.status == 406
         r = await client.get("/openapi/v2")
         assert r.status == 401
+
+
+_CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "blobs.ex.com"},
+        "spec": {"group": "ex.com", "scope": "Namespaced", "names": {"plural": "blobs", "kind": "Blob"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                                        "statusReplicasPath": ".status.replicas"}},
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]}}
+_ALL_PATCH = {"application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json",
+              "application/strategic-merge-patch+json"}
+_CR_PATCH = _ALL_PATCH - {"application/strategic-merge-patch+json"}
+
+
+def _media(doc: dict[str, Any], v2: bool) -> dict[tuple[str, str], tuple[set[str], set[str]]]:
+    """(path, method) -> (request media types, response media types) of every operation."""
+    out = {}
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if method == "parameters":
+                continue
+            if v2:
+                out[(path, method)] = (set(op.get("consumes", ())), set(op.get("produces", ())))
+            else:
+                produces = {m for r in op["responses"].values() for m in r.get("content", {})}
+                out[(path, method)] = (set(op.get("requestBody", {}).get("content", {})), produces)
+    return out
+
+
+async def test_media_types_per_kind_as_upstream(tmp_path: Path) -> None:
+    """Custom resources: JSON/YAML only and no strategic merge patch (kubectl 1.32 then sends a merge patch on
+    apply); built-in kinds: protobuf too, `*/*` bodies, all four patch types, lists also as watch streams."""
+    async with api_client(tmp_path, "Bearer t") as (client, _):
+        r = await client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=_CRD, headers=AUTH)
+        assert r.status == 201, await r.text()
+        v3 = orjson.loads(await (await client.get("/openapi/v3/apis/ex.com/v1", headers=AUTH)).read())
+        v2 = orjson.loads(await (await client.get("/openapi/v2", headers=AUTH)).read())
+        apps = orjson.loads(await (await client.get("/openapi/v3/apis/apps/v1", headers=AUTH)).read())
+    json_yaml = {"application/json", "application/yaml"}
+    for doc, is_v2 in ((v3, False), (v2, True)):
+        ops = {k: v for k, v in _media(doc, is_v2).items() if k[0].startswith("/apis/ex.com/")}
+        assert len(ops) == 14, sorted(ops)  # 2 lists, create, deletecollection, 4 on the object, 3+3 subresources
+        for (path, method), (consumes, produces) in ops.items():
+            assert produces == json_yaml, (path, method, produces)
+            if method == "patch":
+                assert consumes == _CR_PATCH, (path, consumes)
+            elif is_v2 or method in ("post", "put") or (method == "delete" and path.endswith("{name}")):
+                assert consumes == json_yaml, (path, method, consumes)
+            else:  # reads, and deletecollection (upstream's CRD builder gives it no body)
+                assert consumes == set(), (path, method, consumes)
+    assert v2["definitions"]["ex.com.v1.Blob".replace("ex.com", "com.ex")] == {
+        "type": "object", "x-kubernetes-group-version-kind": [{"group": "ex.com", "kind": "Blob", "version": "v1"}]}
+    built_in = _media(apps, False)
+    proto = {"application/json", "application/yaml", "application/vnd.kubernetes.protobuf"}
+    assert built_in[("/apis/apps/v1/namespaces/{namespace}/deployments/{name}", "patch")] == (_ALL_PATCH, proto)
+    assert built_in[("/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale", "patch")] == (_ALL_PATCH, proto)
+    assert built_in[("/apis/apps/v1/namespaces/{namespace}/deployments", "post")] == ({"*/*"}, proto)
+    assert built_in[("/apis/apps/v1/namespaces/{namespace}/deployments", "get")] == (set(), proto | {
+        "application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch"})
+    crd_ops = v3["paths"]["/apis/ex.com/v1/namespaces/{namespace}/blobs/{name}"]
+    assert crd_ops["delete"]["requestBody"]["required"] is False and crd_ops["put"]["requestBody"]["required"]
+    collection = v3["paths"]["/apis/ex.com/v1/namespaces/{namespace}/blobs"]["delete"]
+    assert "requestBody" not in collection and "propagationPolicy" not in [p["name"] for p in collection["parameters"]]
+    v2_built_in = _media(v2, True)
+    assert v2_built_in[("/apis/apps/v1/namespaces/{namespace}/deployments/{name}", "get")] == ({"*/*"}, proto)
+
+
+async def test_embedded_resources_as_upstream_publishes_them(tmp_path: Path) -> None:
+    """v3: every x-kubernetes-embedded-resource object declares apiVersion/kind/metadata and requires kind and
+    apiVersion; v2: the same, except on objects that preserve unknown fields (untyped there, nothing added)."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "boxes.ex.com"},
+           "spec": {"group": "ex.com", "scope": "Namespaced", "names": {"plural": "boxes", "kind": "Box"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                            "strict": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                       "properties": {"spec": {"type": "object"}}},
+                            "free": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                     "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
+    async with api_client(tmp_path, "Bearer t") as (client, _):
+        r = await client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd, headers=AUTH)
+        assert r.status == 201, await r.text()
+        v3 = orjson.loads(await (await client.get("/openapi/v3/apis/ex.com/v1", headers=AUTH)).read())
+        v2 = orjson.loads(await (await client.get("/openapi/v2", headers=AUTH)).read())
+    spec3 = v3["components"]["schemas"]["com.ex.v1.Box"]["properties"]["spec"]["properties"]
+    for name in ("strict", "free"):
+        assert set(spec3[name]["properties"]) >= {"apiVersion", "kind", "metadata"}, name
+        assert spec3[name]["required"] == ["kind", "apiVersion"], name
+    assert spec3["strict"]["properties"]["kind"]["description"].startswith("kind is a string value representing")
+    spec2 = v2["definitions"]["com.ex.v1.Box"]["properties"]["spec"]["properties"]
+    assert spec2["strict"]["required"] == ["kind", "apiVersion"]
+    assert spec2["strict"]["properties"]["metadata"]["$ref"] == \
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    assert spec2["free"] == {"x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True}

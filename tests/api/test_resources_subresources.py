@@ -198,7 +198,11 @@ async def test_crd_lifecycle(tmp_path: Path) -> None:
         w1 = res.kinds.by_resource("example.com", "v1", "widgets")
         assert w1 is not None
         assert (await res.get(w1, "default", "w"))["spec"]["size"] == 5
-        await res.delete(CRD, "", "widgets.example.com")
+        marked = await res.delete(CRD, "", "widgets.example.com")  # marked only: the cleanup controller's turn
+        assert marked["metadata"]["finalizers"] == ["customresourcecleanup.apiextensions.k8s.io"]
+        assert res.kinds.by_resource("example.com", "v1", "widgets") is not None
+        # without the finalizer (as if removed by hand, objects left) the CRD goes with what it stored
+        await res.patch(CRD, "", "widgets.example.com", {"metadata": {"finalizers": None}})
         assert res.kinds.by_resource("example.com", "v1", "widgets") is None
         assert store.list("example.com/widgets/")[0] == []
     finally:
@@ -281,3 +285,36 @@ async def test_scale_for_other_workloads(res: Resources) -> None:
     with pytest.raises(ApiError) as e:  # DaemonSet selectors are immutable too
         await res.patch(ds, "default", "agent", {"spec": {"selector": {"matchLabels": {"app": "x"}}}})
     assert e.value.code == 422 and "spec.selector" in [c.field for c in e.value.causes]
+
+
+async def test_crd_printer_columns_validated_and_served(res: Resources) -> None:
+    """additionalPrinterColumns live on the version; upstream's checks (names, types, formats, JSONPath) refuse
+    bad ones with its messages, and a path kubectl's JSONPath cannot parse is refused too."""
+    bad = crd()
+    bad["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Ok", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"type": "text", "format": "fancy", "jsonPath": "status.size"},
+        {"name": "T", "jsonPath": ".spec[?(@.x=="},
+        {"name": "U", "type": "integer"}]
+    with pytest.raises(ApiError) as e:
+        await res.create(CRD, "", bad)
+    at = "spec.versions[0].additionalPrinterColumns"
+    assert e.value.code == 422
+    assert [(c.field, c.message) for c in e.value.causes] == [
+        (f"{at}[1].name", "Required value"),
+        (f"{at}[1].type", 'Invalid value: "text": must be one of boolean,date,integer,number,string'),
+        (f"{at}[1].format", 'Invalid value: "fancy": must be one of byte,date,date-time,double,float,int32,int64,'
+                            "password"),
+        (f"{at}[1].JSONPath", 'Invalid value: "status.size": must be a simple json path starting with .'),
+        (f"{at}[2].type", "Required value: must be one of boolean,date,integer,number,string"),
+        (f"{at}[2].JSONPath", 'Invalid value: ".spec[?(@.x==": must be a valid JSONPath: unterminated array'),
+        (f"{at}[3].JSONPath", "Required value")]
+    good = crd()
+    good["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Size", "type": "integer", "jsonPath": ".spec.size", "priority": 1}]
+    await res.create(CRD, "", good)
+    w1 = res.kinds.by_resource("example.com", "v1", "widgets")
+    assert w1 is not None and w1.printer_columns == ({"name": "Size", "type": "integer", "jsonPath": ".spec.size",
+                                                      "priority": 1},)
+    wb = res.kinds.by_resource("example.com", "v1beta1", "widgets")
+    assert wb is not None and wb.printer_columns == ()

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from lite.kinds import BUILTIN_KINDS, Kind, KindRegistry
-from lite.server.api.tables import columns, human_duration, to_table
+from lite.server.api.tables import columns, custom, human_duration, to_table
 
 NOW = dt.datetime(2026, 1, 10, 12, 0, 0, tzinfo=dt.UTC)
 KINDS = {k.gk: k for k in BUILTIN_KINDS}
@@ -366,17 +366,44 @@ def test_fallbacks_crd_and_custom_resources() -> None:
     table = to_table(plain, [{"metadata": {"name": "w", "creationTimestamp": ago(hours=1)}}], {}, now=NOW)
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Age"]
     assert table["rows"][0]["cells"] == ["w", "60m"]
-    printed = Kind("example.com", "v1", "Gadget", "gadgets", True, crd=True, schema={"additionalPrinterColumns": [
-        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
-        {"name": "Ports", "type": "string", "jsonPath": ".spec.ports[0].name", "priority": 1},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]})
+    columns_ = ({"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                {"name": "Ports", "type": "string", "jsonPath": ".spec.ports[0].name", "priority": 1,
+                 "description": "the first port"},
+                {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+                {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})
+    # upstream keeps the columns on the CRD version, beside `schema`: one in the schema is not a column
+    in_schema = Kind("example.com", "v1", "Gadget", "gadgets", True, crd=True,
+                     schema={"additionalPrinterColumns": list(columns_)})
+    assert [c["name"] for c in to_table(in_schema, [], {}, now=NOW)["columnDefinitions"]] == ["Name", "Age"]
+    printed = Kind("example.com", "v1", "Gadget", "gadgets", True, crd=True, printer_columns=columns_)
     obj = {"metadata": {"name": "g", "creationTimestamp": ago(minutes=7)},
-           "spec": {"size": 3, "ports": [{"name": "h"}]}}
+           "spec": {"size": 3, "ports": [{"name": "h"}]},
+           "status": {"conditions": [{"type": "Issuing", "status": "False"}, {"type": "Ready", "status": "True"}]}}
     table = to_table(printed, [obj, {"metadata": {"name": "bare"}}], {}, now=NOW)
-    assert [(c["name"], c["priority"]) for c in table["columnDefinitions"]] == [
-        ("Name", 0), ("Size", 0), ("Ports", 1), ("Age", 0)]
-    assert table["rows"][0]["cells"] == ["g", 3, "h", "7m"]
-    assert table["rows"][1]["cells"] == ["bare", None, None, None]
+    assert [(c["name"], c["type"], c["priority"]) for c in table["columnDefinitions"]] == [
+        ("Name", "string", 0), ("Size", "integer", 0), ("Ports", "string", 1), ("Ready", "string", 0),
+        ("Age", "date", 0)]
+    descriptions = [c["description"] for c in table["columnDefinitions"]]
+    assert descriptions[2:4] == ["the first port", "Custom resource definition column (in JSONPath format): "
+                                                   '.status.conditions[?(@.type=="Ready")].status']
+    assert table["rows"][0]["cells"] == ["g", 3, "h", "True", "7m"]
+    assert table["rows"][1]["cells"] == ["bare", None, None, None, None]
+
+
+@pytest.mark.parametrize(("ctype", "value", "shown"), [
+    ("integer", 3, 3), ("integer", 2.9, 2), ("integer", "3", None), ("integer", True, None),
+    ("number", 3, 3.0), ("number", 1.5, 1.5), ("number", "1.5", None),
+    ("boolean", True, True), ("boolean", "true", None),
+    ("string", "s", "s"), ("string", 3, "3"), ("string", 1.5, "1.5"), ("string", True, "true"),
+    ("string", ["a", "b"], '["a","b"]'), ("string", {"k": 1}, '{"k":1}'),
+    ("date", "2025-12-31T23:00:00Z", "60m"), ("date", "yesterday", "<invalid>"), ("date", 5, None),
+    ("date", "", "<unknown>"),
+    ("string", None, None),
+])
+def test_custom_column_types(ctype: str, value: Any, shown: Any) -> None:
+    """Upstream's cellForJSONValue, and PrintResults for string columns."""
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    assert custom.cell(value, ctype, now) == shown
 
 
 def test_registry_kinds_all_have_printers_or_fallback() -> None:

@@ -122,3 +122,37 @@ async def test_total_cap_refuses_before_tls(served: tuple[Listener, int, ssl.SSL
     writer.write(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
     assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
     writer.close()
+
+
+def _old_busybox_hello() -> bytes:
+    """A TLS 1.2 ClientHello as older busybox wget releases send it: x25519 as their only group and no
+    signature_algorithms, so no server holding a P-256 certificate can answer it."""
+    import os
+    import struct
+
+    ciphers = b"".join(struct.pack(">H", c) for c in (0x00FF, 0xC02B, 0xC02F, 0xC009, 0xC013, 0x009C, 0x002F))
+    body = b"\x03\x03" + os.urandom(32) + b"\x00" + struct.pack(">H", len(ciphers)) + ciphers + b"\x01\x00"
+    ext = b"\x00\x0a\x00\x04\x00\x02\x00\x1d"
+    body += struct.pack(">H", len(ext)) + ext
+    hello = b"\x01" + struct.pack(">I", len(body))[1:] + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(hello)) + hello
+
+
+async def test_refused_hello_is_logged_with_its_reason(served: tuple[Listener, int, ssl.SSLContext],
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 18 item 13: such a client sees only a close before any TLS byte ("bad TLS record (len:0)"); the
+    server's log says why. A connection closed without a byte (a TCP probe) is not worth a warning."""
+    listener, port, _ = served
+    caplog.set_level("DEBUG", logger="lite.server.listener")
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.close()
+    await writer.wait_closed()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(_old_busybox_hello())
+    async with asyncio.timeout(GUARD):
+        assert await reader.read(100) == b""  # closed without an answer
+    writer.close()
+    await _counted_out(listener)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith("TLS handshake with 127.0.0.1 failed: "), warnings
+    assert "NO_SUITABLE" in warnings[0] or "SHARED" in warnings[0], warnings

@@ -192,3 +192,24 @@ async def test_on_delete_replaces_only_deleted_pods(kit: Kit) -> None:
     assert "v" not in labels_of(await kit.api.get(POD, "default", "od-0"))
     st = (await kit.api.get(STS, "default", "od"))["status"]
     assert st["currentRevision"] != st["updateRevision"] and (st["currentReplicas"], st["updatedReplicas"]) == (1, 1)
+
+
+async def test_failed_or_succeeded_pod_is_deleted_and_recreated(kit: Kit) -> None:
+    """upstream `isFailed`/`isSucceeded` in updateStatefulSet: a pod the node rejected or evicted (phase Failed),
+    or one that ended (Succeeded), is deleted and re-created under the same name with a new uid."""
+    await kit.api.create(STS, "default", statefulset("ev", 2))
+    c = StatefulSetController(kit.api, kit.informers)
+    await ready_set(kit, c, "ev", 2)
+    assert await names(kit) == ["ev-0", "ev-1"]
+    for phase in ("Failed", "Succeeded"):
+        old = await kit.api.get(POD, "default", "ev-0")
+        await kit.api.patch(POD, "default", "ev-0", {"status": {"phase": phase, "reason": "Evicted"}},
+                            subresource="status")
+        await sync(kit, c, "ev")  # deleted at once: a pod in a terminal phase has no grace period
+        assert await names(kit) == ["ev-1"]
+        await sync(kit, c, "ev")
+        assert await names(kit) == ["ev-0", "ev-1"]
+        new = await kit.api.get(POD, "default", "ev-0")
+        assert uid_of(new) != uid_of(old) and (new.get("status") or {}).get("phase") != phase
+        await kit.make_ready(new)
+        await sync(kit, c, "ev")

@@ -137,8 +137,8 @@ def test_custom_resources_published_and_validated(old: Old, cluster: Cluster, ns
     old("apply", "-f", "-", input=_crd(group, "v1alpha1"))
     defs = _wait_definition(cluster, f"{rev}.v1alpha1.Gadget")
     spec = defs[f"{rev}.v1alpha1.Gadget"]["properties"]["spec"]  # type: ignore[index]
-    assert spec["required"] == ["size"] and spec["properties"]["free"] == {  # preserve-unknown: no properties
-        "type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    assert spec["required"] == ["size"] and spec["properties"]["free"] == {  # preserve-unknown: no properties,
+        "x-kubernetes-preserve-unknown-fields": True}  # and untyped as upstream (kubectl 1.20 accepts nulls in it)
     cr = f"""apiVersion: {group}/v1alpha1
 kind: Gadget
 metadata: {{name: g1, namespace: {ns}}}
@@ -173,3 +173,87 @@ spec:
     _wait_definition(cluster, f"{rev}.v1alpha1.Gadget", present=False)
     old("create", "-f", "-", input=cr.replace("v1alpha1", "v1"))
     old("delete", "crd", f"gadgets.{group}")
+
+
+def _reapply_crd(group: str) -> str:
+    return f"""apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: things.{group}}}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: things, singular: thing, kind: Thing}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {{name: Size, type: integer, jsonPath: .spec.size}}
+    - {{name: Kind, type: string, jsonPath: .spec.tpl.kind, priority: 1}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {{type: integer}}
+              tpl: {{type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}}
+              free:
+                type: object
+                x-kubernetes-preserve-unknown-fields: true
+                properties: {{dummy: {{type: object}}}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: blobs.{group}}}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: blobs, singular: blob, kind: Blob}}
+  versions:
+  - {{name: v1, served: true, storage: true,
+      schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}
+"""
+
+
+def test_custom_resource_edit_reapply_and_diff(old: Old, cluster: Cluster, ns: str) -> None:
+    """Edit-and-reapply and diff of custom resources with kubectl 1.20 (merge patches) and 1.32 (which picks the
+    patch type from /openapi/v3: a strategic merge patch would be refused with 415), on kinds upstream's conformance
+    tests publish: no schema (unknown fields at the root) and unknown fields preserved in an embedded resource and a
+    nested object, with nulls inside them (kubectl 1.20 refused those: `unknown object type "nil"`)."""
+    group = f"{unique('r')}.example.com"
+    rev = ".".join(reversed(group.split(".")))
+    old("apply", "-f", "-", input=_reapply_crd(group))
+    _wait_definition(cluster, f"{rev}.v1.Blob")
+    cr = f"""apiVersion: {group}/v1
+kind: Thing
+metadata: {{name: t1, namespace: {ns}}}
+spec:
+  size: 1
+  tpl: {{apiVersion: v1, kind: Pod, metadata: {{name: x, creationTimestamp: null}}, spec: {{containers: null}}}}
+  free: {{a: null, b: [{{c: d}}]}}
+---
+apiVersion: {group}/v1
+kind: Blob
+metadata: {{name: b1, namespace: {ns}}}
+a: {{b: [{{c: d}}]}}
+"""
+    old("apply", "-f", "-", input=cr)
+    for size, tool in ((2, "1.32"), (3, "1.20"), (4, "1.32")):
+        edited = cr.replace("size: 1", f"size: {size}")
+        run = old if tool == "1.20" else cluster.kubectl
+        changed = run("diff", "-f", "-", input=edited, check=False)
+        assert changed.returncode == 1 and f"+  size: {size}" in changed.stdout, (tool, changed.stdout,
+                                                                                 changed.stderr)
+        run("apply", "-f", "-", input=edited)
+        got = cluster.kubectl("get", "thing", "t1", "-n", ns, "-o", "jsonpath={.spec.size}").stdout
+        assert got == str(size), (tool, got)
+        same = run("diff", "-f", "-", input=edited, check=False)
+        assert same.returncode == 0, (tool, same.stdout, same.stderr)
+    # kubectl 1.20 prints the server's Table too: the CRD version's printer columns, priority 1 with -o wide
+    lines = old("get", "things", "-n", ns).stdout.splitlines()
+    assert lines[0].split() == ["NAME", "SIZE"] and lines[1].split() == ["t1", "4"], lines
+    assert old("get", "things", "-n", ns, "-o", "wide").stdout.splitlines()[1].split() == ["t1", "4", "Pod"]
+    old("delete", "-f", "-", input=cr)
+    old("delete", "-f", "-", input=_reapply_crd(group))

@@ -66,6 +66,7 @@ class NetCluster:
     switch: str
     client: str
     extra: dict[str, Any] = field(default_factory=dict)
+    port: int = PORT  # the API server's port on every address of n1
 
     @property
     def server(self) -> NetNode:
@@ -187,7 +188,7 @@ def _node_args(cluster: NetCluster, node: NetNode) -> list[str]:
 
 def start_agent(cluster: NetCluster, node: NetNode) -> None:
     token = (cluster.server.data_dir / "token").read_text().strip()
-    _start(cluster, node, ["agent", "--server", f"https://{cluster.server.ip}:{PORT}", "--token", token,
+    _start(cluster, node, ["agent", "--server", f"https://{cluster.server.ip}:{cluster.port}", "--token", token,
                            *_node_args(cluster, node)])
 
 
@@ -221,15 +222,15 @@ def _ready_nodes(cluster: NetCluster) -> bool:
 
 @contextlib.contextmanager
 def net_cluster(base: Path, backend: str = "vxlan", count: int = 3, server_args: tuple[str, ...] = (),
-                prepare: Callable[[NetNode], None] | None = None) -> Iterator[NetCluster]:
+                prepare: Callable[[NetNode], None] | None = None, port: int = PORT) -> Iterator[NetCluster]:
     """Start the cluster (see the module docstring) and wait until every node is Ready with a podCIDR.
 
     `prepare(node)` runs for each node before its process starts (e.g. to drop more images into
-    `<data-dir>/agent/images/`)."""
+    `<data-dir>/agent/images/`); `port` is the API server's (bound to 0.0.0.0)."""
     prefix = f"fab{secrets.token_hex(3)}"
     nodes = [NetNode(f"{prefix}-n{i + 1}", f"{prefix}-n{i + 1}", f"{SUBNET}.{11 + i}", base / f"n{i + 1}",
                      base / f"n{i + 1}.log") for i in range(count)]
-    cluster = NetCluster(prefix, base, backend, nodes, f"{prefix}-sw", f"{prefix}-cl")
+    cluster = NetCluster(prefix, base, backend, nodes, f"{prefix}-sw", f"{prefix}-cl", port=port)
     (base / "resolv.conf").write_text(f"nameserver {CLIENT_IP}\noptions timeout:1 attempts:1\n")
     try:
         cluster.switch, cluster.client = _topology(prefix, nodes)
@@ -238,7 +239,7 @@ def net_cluster(base: Path, backend: str = "vxlan", count: int = 3, server_args:
             if prepare is not None:
                 prepare(node)
         server = cluster.server
-        _start(cluster, server, ["server", "--https-listen-port", str(PORT), "--bind-address", "0.0.0.0",
+        _start(cluster, server, ["server", "--https-listen-port", str(port), "--bind-address", "0.0.0.0",
                                  "--advertise-address", server.ip, "--tls-san", server.ip,
                                  "--flannel-backend", backend, "--disable-snapshots", *_node_args(cluster, server),
                                  *server_args])

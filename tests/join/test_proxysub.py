@@ -9,7 +9,7 @@ import pytest
 from lite import wire
 from lite.errors import ApiError
 from lite.server.join.metrics import stats_summary
-from lite.server.join.proxysub import parse_target, pod_port, service_backend
+from lite.server.join.proxysub import parse_target, pod_port, service_backend, sub_path
 
 
 @pytest.mark.parametrize(("name", "want"), [
@@ -20,10 +20,26 @@ def test_parse_target(name: str, want: tuple[str, str, str]) -> None:
     assert parse_target(name) == want
 
 
-def test_parse_target_refuses_garbage() -> None:
+@pytest.mark.parametrize(("name", "what"), [("a:b:c:d", "service"), ("ftp:web:80", "pod"), (":80", "pod"),
+                                           ("https::443", "service")])
+def test_parse_target_refuses_garbage(name: str, what: str) -> None:
     with pytest.raises(ApiError) as e:
-        parse_target("a:b:c:d")
-    assert e.value.code == 400
+        parse_target(name, what)
+    assert (e.value.code, e.value.message) == (400, f'invalid {what} request "{name}"')
+
+
+@pytest.mark.parametrize(("path", "want"), [
+    ("/api/v1/namespaces/d/pods/web/proxy", "/"),
+    ("/api/v1/namespaces/d/pods/web/proxy/", "/"),
+    ("/api/v1/namespaces/d/pods/https:web:443/proxy/a/b/?x=1", "/a/b/?x=1"),
+    ("/api/v1/namespaces/proxy-1/pods/proxy/proxy/results/f@x", "/results/f@x"),
+    ("/api/v1/namespaces/d/services/http:proxy:80/proxy/proxy/z", "/proxy/z"),
+    ("/api/v1/nodes/n1/proxy/stats/summary", "/stats/summary"),
+])
+def test_sub_path_follows_the_proxy_segment_after_the_name(path: str, want: str) -> None:
+    from aiohttp.test_utils import make_mocked_request
+
+    assert sub_path(make_mocked_request("GET", path)) == want
 
 
 POD: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"containers": [
@@ -33,6 +49,12 @@ POD: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"containers": [
 @pytest.mark.parametrize(("port", "want"), [("", 8080), ("9090", 9090), ("web", 8080)])
 def test_pod_port(port: str, want: int) -> None:
     assert pod_port(POD, port) == want
+
+
+def test_pod_port_default_without_declared_ports() -> None:
+    bare = {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "c"}]}}
+    assert (pod_port(bare, ""), pod_port(bare, "", "http"), pod_port(bare, "", "https")) == (80, 80, 443)
+    assert pod_port(POD, "", "https") == 8080  # a declared port comes first, whatever the scheme
 
 
 def test_pod_port_unknown_name_is_400() -> None:

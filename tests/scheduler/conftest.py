@@ -99,7 +99,7 @@ class Kit:
 async def open_kit(path: Path, profile: Profile | None = None, **options: Any) -> AsyncIterator[Kit]:
     store = await Store.open(str(path / "state.db"))
     api = Resources(store, KindRegistry(), default_strategies())
-    api.strategies.add_admission(PriorityAdmission(api).admit)  # pods get spec.priority, as from a server
+    api.strategies.add_admission(PriorityAdmission(api).admit)  # spec.priority/preemptionPolicy, as a server sets them
     try:
         await api.start()
         kit = Kit(api)

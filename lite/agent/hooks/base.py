@@ -13,7 +13,7 @@ with that reason; the runner retries with backoff. Hooks never stop containers: 
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,8 @@ class Deps:
     seccomp_default: bool = False
     allowed_unsafe_sysctls: tuple[str, ...] = ()
     kernel: tuple[int, int] = (99, 0)  # (major, minor) of the running kernel, for the safe sysctls
+    # The specs of the pods this node admitted that still run (kubelet's active pods), for host-port admission.
+    admitted_specs: Callable[[], Iterable[Obj]] = lambda: ()
 
 
 @dataclass

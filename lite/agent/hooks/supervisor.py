@@ -28,9 +28,11 @@ from lite.agent.probes import ProbeSpec, ProbeWorker, Target, probes_of, run_han
 from lite.agent.runtime.container import ContainerHandle, ContainerStartError, ExitStatus
 from lite.agent.runtime.spec import ContainerSpec
 from lite.agent.status import (
+    CONTAINER_CREATING,
     CRASH_LOOP,
     ERR_IMAGE_PULL,
     IMAGE_PULL_BACKOFF,
+    POD_INITIALIZING,
     ContainerRecord,
     Terminated,
     terminated_reason,
@@ -278,5 +280,5 @@ class ContainerSupervisor:
                 self.changed()
                 await asyncio.sleep(delay)
             else:
-                self.rec.restart("ContainerCreating")
+                self.rec.restart(POD_INITIALIZING if self.init else CONTAINER_CREATING)
                 self.changed()

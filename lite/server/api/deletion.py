@@ -12,6 +12,9 @@ Follows upstream's generic Store.Delete:
    is removed by an update; otherwise, and once grace is 0, it is removed at once.
 Namespaces: the first delete turns them Terminating; they go once spec.finalizers is empty (the namespace
 controller empties them through namespaces/finalize and deletes again).
+CustomResourceDefinitions (upstream's CRD REST Delete): the first delete only marks the CRD (deletionTimestamp,
+the `customresourcecleanup.apiextensions.k8s.io` finalizer, condition Terminating=True with reason
+InstanceDeletionPending); the CRD cleanup controller deletes its custom objects and then drops the finalizer.
 
 Invariant: the return value says whether the object is gone (`deleted`); the object returned is its final
 or current state.
@@ -22,10 +25,11 @@ from __future__ import annotations
 import datetime as dt
 
 from lite import errors
+from lite.crds import CRD_CLEANUP_FINALIZER, TERMINATING, set_condition
 from lite.kinds import Kind
 from lite.objects import deep_copy, now, parse_time, rfc3339
 from lite.server.api.reading import make_matcher
-from lite.server.api.registry_base import Obj, RegistryBase, RetryWrite
+from lite.server.api.registry_base import CRD_GK, Obj, RegistryBase, RetryWrite
 from lite.server.api.strategies import Admission, Strategy
 from lite.server.store import KeyNotFound, RevMismatch
 
@@ -98,6 +102,8 @@ class DeleteMixin(RegistryBase):
             try:
                 if kind.gk == "Namespace":
                     return await self._delete_namespace(kind, rev, old, propagation_policy, dry_run)
+                if kind.gk == CRD_GK and not (old.get("metadata") or {}).get("deletionTimestamp"):
+                    return await self._mark_crd(kind, rev, old, dry_run), False
                 return await self._delete_once(kind, namespace, rev, old, propagation_policy,
                                                grace_period_seconds, dry_run)
             except RetryWrite:
@@ -139,6 +145,21 @@ class DeleteMixin(RegistryBase):
         if wanted or (graceful and int(meta.get("deletionGracePeriodSeconds") or 0) > 0):
             return await self._write_deleting(kind, key, rev, obj, old, dry_run), False
         return await self.remove(kind, key, obj, rev, dry_run), True
+
+    async def _mark_crd(self, kind: Kind, rev: int, old: Obj, dry_run: bool) -> Obj:
+        obj = deep_copy(old)
+        meta = obj["metadata"]
+        meta["deletionTimestamp"] = rfc3339()
+        meta["deletionGracePeriodSeconds"] = 0
+        if CRD_CLEANUP_FINALIZER not in (meta.get("finalizers") or []):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), CRD_CLEANUP_FINALIZER]
+        if int(meta.get("generation") or 0) > 0:
+            meta["generation"] = int(meta["generation"]) + 1
+        status = obj.setdefault("status", {})
+        status["conditions"] = set_condition(status.get("conditions"), TERMINATING, "True",
+                                             "InstanceDeletionPending", "CustomResourceDefinition marked for "
+                                             "deletion; CustomResource deletion will begin soon")
+        return await self._write_deleting(kind, self.key(kind, "", str(meta["name"])), rev, obj, old, dry_run)
 
     async def _write_deleting(self, kind: Kind, key: str, rev: int, obj: Obj, old: Obj, dry_run: bool) -> Obj:
         if obj == old or dry_run:

@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import inspect
 import random
@@ -34,7 +35,7 @@ from lite.errors import (
     too_large,
 )
 from lite.kinds import Kind, KindRegistry
-from lite.server.api import fieldvalidation, negotiate, params, reviews
+from lite.server.api import componentstatus, fieldvalidation, negotiate, params, reviews
 from lite.server.api.discovery import Discovery
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
@@ -223,10 +224,15 @@ def _table_transform(kind: Kind) -> ObjectTransform | None:
 
 # --- dispatch --------------------------------------------------------------------------------------
 
+_READ_ONLY_WHY = {"flowcontrol.apiserver.k8s.io": (": lite has no API Priority and Fairness to apply flow "
+                                                   "schemas or priority levels, so it serves upstream's mandatory "
+                                                   "ones read-only")}
+
+
 def _need_verb(kind: Kind, verb: str) -> None:
     if verb not in kind.verbs:
         raise method_not_allowed(f"the server does not allow this method on the requested resource "
-                                 f"({verb} {kind.resource})")
+                                 f"({verb} {kind.resource}){_READ_ONLY_WHY.get(kind.group, '')}")
 
 
 async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.StreamResponse:
@@ -234,6 +240,8 @@ async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
     if reviews.is_review(t.kind):
         return await _review(ctx, request, t)
     if t.kind.virtual:
+        if (t.kind.group, t.kind.kind) == ("", "ComponentStatus"):
+            return await _component_statuses(ctx, request, t)
         return await _metrics(ctx, request, t)
     if t.subresource:
         return await _subresource(ctx, request, t)
@@ -266,7 +274,8 @@ async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     params.parse_resource_version(request.query.get("resourceVersion", ""))  # served from the current state
     table = negotiate.wants_table(request.headers.get("Accept", ""))
-    if ctx.get_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook:
+    if ctx.get_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
+            and not t.kind.storage:
         return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name))
     obj = await ctx.resources.get(t.kind, t.namespace, t.name)
     if table:
@@ -286,7 +295,8 @@ async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Respons
         "continue_": q.get("continue", ""), "resource_version": q.get("resourceVersion", ""),
         "resource_version_match": q.get("resourceVersionMatch", "")}
     table = negotiate.wants_table(request.headers.get("Accept", ""))
-    if ctx.list_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook:
+    if ctx.list_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
+            and not t.kind.storage:
         return raw_json_response(ctx.list_encoded(t.kind, t.namespace, **args))
     out = await ctx.resources.list(t.kind, t.namespace, **args)
     if table:
@@ -491,6 +501,33 @@ async def _no_streams(ctx: ApiContext, request: web.Request, t: Target) -> web.S
     if container not in containers:
         raise bad_request(f"container {container} is not valid for pod {t.name}")
     raise bad_request(f'container "{container}" in pod "{t.name}" is waiting to start: ContainerCreating')
+
+
+_CS_DEPRECATED = "v1 ComponentStatus is deprecated in v1.19+"
+
+
+async def _component_statuses(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
+    """core/v1 componentstatuses: computed per request from the controller Lease (`componentstatus`)."""
+    if request.method != "GET" or t.subresource or q_bool(request.query, "watch") or t.watch:
+        raise method_not_allowed(f"the server does not allow this method on {t.kind.resource}")
+    lease: Obj | None = None
+    store_error = ""
+    lease_kind = ctx.kinds.by_resource("coordination.k8s.io", "v1", "leases")
+    try:
+        if lease_kind is not None:
+            lease = await ctx.resources.get(lease_kind, componentstatus.LEASE_NAMESPACE, componentstatus.LEASE_NAME)
+    except ApiError as e:
+        if e.code != 404:
+            store_error = f"the store did not answer: {e}"
+    items = componentstatus.statuses(lease, store_error, dt.datetime.now(dt.UTC))
+    if t.name:
+        items = [i for i in items if i["metadata"]["name"] == t.name]
+        if not items:
+            raise not_found(t.kind.plural, t.name, t.kind.group)
+    body: Obj = items[0] if t.name else {"kind": t.kind.list_kind, "apiVersion": t.kind.api_version,
+                                         "metadata": {}, "items": items}
+    rows = table_of(t.kind, items, {}) if negotiate.wants_table(request.headers.get("Accept", "")) else None
+    return _with_warning(json_response(rows if rows is not None else body), [_CS_DEPRECATED])
 
 
 async def _metrics(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:

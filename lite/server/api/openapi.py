@@ -229,9 +229,22 @@ _TYPE_META = {
 }
 
 
+_EMBEDDED_META = {
+    "apiVersion": {"type": "string", "description": "apiVersion defines the versioned schema of this representation "
+                   "of an object. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/"
+                   "api-conventions.md#resources"},
+    "kind": {"type": "string", "description": "kind is a string value representing the type of this object. In "
+             "CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/"
+             "api-conventions.md#types-kinds"},
+    "metadata": _TYPE_META["metadata"],
+}
+
+
 def _embedded(node: Any) -> Any:
     """A CRD schema node with every `x-kubernetes-embedded-resource` object below it declaring apiVersion, kind
-    and metadata, as upstream publishes embedded resources (their other properties kept)."""
+    and metadata (ObjectMeta) and requiring kind and apiVersion, as upstream's builder publishes embedded
+    resources in v3 (their other properties kept). The v2 document drops them again from nodes that preserve
+    unknown fields (`openapi_v2.structural_v2`), as upstream's v2 does."""
     if not isinstance(node, dict):
         return node
     out = dict(node)
@@ -240,9 +253,10 @@ def _embedded(node: Any) -> Any:
     for key in ("items", "additionalProperties"):
         if isinstance(out.get(key), dict):
             out[key] = _embedded(out[key])
-    if out.get("x-kubernetes-embedded-resource") is True and not out.get("x-kubernetes-preserve-unknown-fields"):
-        props = dict(out.get("properties") or {})
-        out["properties"] = {**props, **{n: v for n, v in _TYPE_META.items() if n not in props}}
+    if out.get("x-kubernetes-embedded-resource") is True:
+        out["properties"] = {**dict(out.get("properties") or {}), **_EMBEDDED_META}
+        required = list(out.get("required") or [])
+        out["required"] = required + [r for r in ("kind", "apiVersion") if r not in required]
     return out
 
 

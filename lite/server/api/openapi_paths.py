@@ -6,6 +6,14 @@ kinds, the object (read, replace, patch, delete) and the `status`/`scale` subres
 its `operationId`, `x-kubernetes-action`, `x-kubernetes-group-version-kind`, query parameters (upstream's
 descriptions when known), request body media types and response codes (200/201/202/401).
 
+Media types are upstream 1.32's, which differ between built-in kinds and custom resources:
+- built-in: responses in JSON, YAML and protobuf (lists also in their `;stream=watch` forms), request bodies
+  `*/*`, patches in all four patch types;
+- custom resources (upstream's apiextensions OpenAPI builder): responses and request bodies in JSON and
+  YAML only, patches json-patch, merge-patch and apply-patch only. kubectl 1.32 reads the patch media types
+  to choose between a strategic merge patch and a merge patch on `apply`/`diff`, so a custom resource must
+  never list strategic-merge-patch (lite refuses that patch type for them, as upstream does).
+
 Invariants:
 - Only verbs the kind serves appear; kubectl's `-f` commands look for the `fieldValidation` parameter on
   the kind's write operations, so every post/put/patch carries it.
@@ -21,8 +29,12 @@ from lite.kinds import Kind
 Obj = dict[str, Any]
 
 _MEDIA = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+_LIST_MEDIA = ("application/json", "application/json;stream=watch", "application/vnd.kubernetes.protobuf",
+               "application/vnd.kubernetes.protobuf;stream=watch", "application/yaml")
 _PATCH_MEDIA = ("application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json",
                 "application/strategic-merge-patch+json")
+CRD_MEDIA = ("application/json", "application/yaml")
+CRD_PATCH_MEDIA = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
 _LIST_Q = ("allowWatchBookmarks", "continue", "fieldSelector", "labelSelector", "limit", "resourceVersion",
            "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds", "watch")
 _WRITE_Q = ("dryRun", "fieldManager", "fieldValidation")
@@ -48,9 +60,9 @@ def _content(ref: str, media: tuple[str, ...] = _MEDIA) -> Obj:
     return {m: {"schema": {"$ref": ref}} for m in media}
 
 
-def _responses(ref: str, codes: tuple[str, ...]) -> Obj:
+def _responses(ref: str, codes: tuple[str, ...], media: tuple[str, ...]) -> Obj:
     words = {"200": "OK", "201": "Created", "202": "Accepted"}
-    out: Obj = {c: {"description": words[c], "content": _content(ref)} for c in codes}
+    out: Obj = {c: {"description": words[c], "content": _content(ref, media)} for c in codes}
     out["401"] = {"description": "Unauthorized"}
     return out
 
@@ -77,7 +89,7 @@ class _Ops:
             "description": f"{action} {'the specified' if action != 'list' else 'objects of kind'} {k.kind}",
             "operationId": f"{verb}{self.prefix}{scoped}{k.kind}{suffix}",
             "parameters": [_param(self.params, q) for q in query],
-            "responses": _responses(ref, codes),
+            "responses": _responses(ref, codes, self._produces(action)),
             "tags": [f"{(k.group or 'core').replace('.', '_')}_{k.version}"],
             "x-kubernetes-action": action,
             "x-kubernetes-group-version-kind": self.gvk,
@@ -85,12 +97,21 @@ class _Ops:
         if not out["parameters"]:
             del out["parameters"]
         if body == "patch":
-            out["requestBody"] = {"content": {m: {"schema": {"$ref": _PATCH_REF}} for m in _PATCH_MEDIA},
+            patch_media = CRD_PATCH_MEDIA if k.crd else _PATCH_MEDIA
+            out["requestBody"] = {"content": {m: {"schema": {"$ref": _PATCH_REF}} for m in patch_media},
                                   "required": True}
             out["parameters"].append(_param(self.params, "force"))
         elif body:
-            out["requestBody"] = {"content": {"*/*": {"schema": {"$ref": body}}}, "required": True}
+            body_media = CRD_MEDIA if k.crd else ("*/*",)
+            # DeleteOptions bodies are optional; object bodies required
+            out["requestBody"] = {"content": {m: {"schema": {"$ref": body}} for m in body_media},
+                                  "required": body != _DELETE_OPTIONS_REF}
         return out
+
+    def _produces(self, action: str) -> tuple[str, ...]:
+        if self.kind.crd:
+            return CRD_MEDIA
+        return _LIST_MEDIA if action == "list" else _MEDIA
 
 
 def path_items(kind: Kind, ref: str, list_ref: str, params: Obj) -> Obj:
@@ -109,8 +130,9 @@ def path_items(kind: Kind, ref: str, list_ref: str, params: Obj) -> Obj:
     if "create" in verbs:
         collection["post"] = ops.op("create", "post", "", ref, ("200", "201", "202"), _WRITE_Q, body=ref)
     if "deletecollection" in verbs:
-        dc = ops.op("deleteCollection", "deletecollection", "", _STATUS_REF, ("200",), _DELETE_COLLECTION_Q,
-                    body=_DELETE_OPTIONS_REF)
+        # upstream's CRD builder: a custom resource's deletecollection takes list options only, and no body
+        dc = ops.op("deleteCollection", "deletecollection", "", _STATUS_REF, ("200",),
+                    _LIST_Q if kind.crd else _DELETE_COLLECTION_Q, body="" if kind.crd else _DELETE_OPTIONS_REF)
         dc["operationId"] = f"deleteCollection{ops.prefix}{'Namespaced' if kind.namespaced else ''}{kind.kind}"
         collection["delete"] = dc
     out[kind.path("{namespace}")] = collection

@@ -14,8 +14,13 @@ Invariants:
   (keeping the description), `nullable`, `oneOf`, `anyOf` and `not` dropped.
 - Custom resources' schemas (named in `crd_names`) follow upstream's `ToStructuralOpenAPIV2` rules, so kubectl
   1.20 can parse them: a nullable or `x-kubernetes-preserve-unknown-fields` node loses its properties and items
-  (a nullable one its type too), an array left without items loses its type, nullable properties leave
-  `required`, `additionalProperties` is dropped.
+  (a nullable one its type too, a preserve-unknown-fields object its `type: object`, so kubectl treats it as
+  arbitrary and accepts nulls inside it), an array left without items loses its type, nullable properties
+  leave `required`, `additionalProperties` is dropped. A custom resource without a schema or with
+  `x-kubernetes-preserve-unknown-fields` at its root is published as upstream's builder publishes it for v2:
+  `{type: object}` and its group-version-kind, nothing else.
+- Every operation has `consumes` and `produces` as upstream's v2 document: operations without a body consume
+  `*/*` on built-in kinds and JSON or YAML on custom resources (upstream's apiextensions builder).
 """
 
 from __future__ import annotations
@@ -39,9 +44,9 @@ def swagger_document(v3_docs: Iterable[Obj], crd_names: frozenset[str] = frozens
     definitions: Obj = {}
     for doc in v3_docs:
         for name, schema in ((doc.get("components") or {}).get("schemas") or {}).items():
-            definitions[name] = schema_v2(structural_v2(schema) if name in crd_names else schema)
+            definitions[name] = schema_v2(crd_root_v2(schema) if name in crd_names else schema)
         for path, item in (doc.get("paths") or {}).items():
-            paths[path] = path_item_v2(item)
+            paths[path] = path_item_v2(item, _gvk_name(item) in crd_names)
     return {
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": "v1.32.0"},
@@ -83,6 +88,27 @@ def _ref(ref: str) -> str:
     return V2_REF + ref[len(V3_REF):] if ref.startswith(V3_REF) else ref
 
 
+def _gvk_name(item: Obj) -> str:
+    """The custom-resource schema name (`com.example.v1.Gadget`) of a path item's kind."""
+    for value in item.values():
+        gvk = value.get("x-kubernetes-group-version-kind") if isinstance(value, dict) else None
+        if isinstance(gvk, dict) and gvk.get("group"):
+            rev = ".".join(reversed(str(gvk["group"]).split(".")))
+            return f"{rev}.{gvk.get('version')}.{gvk.get('kind')}"
+    return ""
+
+
+def crd_root_v2(schema: Obj) -> Obj:
+    """A custom resource's v2 definition: without a schema or with unknown fields preserved at the root, only
+    `{type: object}` with its kind (kubectl would otherwise refuse every field it does not see declared)."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        out: Obj = {"type": "object"}
+        if "x-kubernetes-group-version-kind" in schema:
+            out["x-kubernetes-group-version-kind"] = schema["x-kubernetes-group-version-kind"]
+        return out
+    return structural_v2(schema)
+
+
 def structural_v2(schema: Obj) -> Obj:
     """A custom resource's v3 schema with upstream's `ToStructuralOpenAPIV2` rules applied."""
     out = dict(schema)
@@ -101,8 +127,15 @@ def structural_v2(schema: Obj) -> Obj:
     if schema.get("x-kubernetes-preserve-unknown-fields"):
         out.pop("items", None)
         out.pop("properties", None)
+        if schema.get("x-kubernetes-embedded-resource") and isinstance(out.get("required"), list):
+            # upstream's v2 adds no embedded-resource fields to such a node (the v3 builder's kind/apiVersion)
+            out["required"] = [r for r in out["required"] if r not in ("kind", "apiVersion")]
+            if not out["required"]:
+                del out["required"]
     if out.get("type") == "array" and not isinstance(out.get("items"), dict):
         out.pop("type")
+    if schema.get("x-kubernetes-preserve-unknown-fields") and out.get("type") == "object":
+        out.pop("type")  # kubectl 1.20 checks every value of a typed map, and refuses nulls there
     if nullable_fields and isinstance(out.get("required"), list):
         out["required"] = [r for r in out["required"] if r not in nullable_fields]
         if not out["required"]:
@@ -113,11 +146,11 @@ def structural_v2(schema: Obj) -> Obj:
     return out
 
 
-def path_item_v2(item: Obj) -> Obj:
+def path_item_v2(item: Obj, crd: bool = False) -> Obj:
     out: Obj = {}
     for key, value in item.items():
         if key in _METHODS and isinstance(value, dict):
-            out[key] = operation_v2(value)
+            out[key] = operation_v2(value, crd)
         elif key == "parameters" and isinstance(value, list):
             out[key] = [parameter_v2(p) for p in value]
         elif key.startswith("x-"):
@@ -125,13 +158,13 @@ def path_item_v2(item: Obj) -> Obj:
     return out
 
 
-def operation_v2(op: Obj) -> Obj:
+def operation_v2(op: Obj, crd: bool = False) -> Obj:
     out: Obj = {}
     for key in ("description", "operationId", "tags", "deprecated", "summary"):
         if key in op:
             out[key] = op[key]
     params = [parameter_v2(p) for p in op.get("parameters") or []]
-    consumes: list[str] = []
+    consumes: list[str] = ["application/json", "application/yaml"] if crd else ["*/*"]
     body = op.get("requestBody")
     if isinstance(body, dict):
         content = body.get("content") or {}

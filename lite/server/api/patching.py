@@ -22,6 +22,7 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import Schema, apply, json_patch, merge_patch, object_fields, strategic_merge
 from lite.patch.fieldset import path_string
+from lite.server.api import versions
 from lite.server.api.bodylimits import check_object_size
 from lite.server.api.registry_base import STATUS_LIKE, Obj
 from lite.server.api.writing import WriteMixin, meta_of, status_write
@@ -53,10 +54,16 @@ class PatchMixin(WriteMixin):
             raise errors.bad_request("the patched document is not an object")
         return out
 
+    def check_view_write(self, view: Kind, new: Obj, old: Obj | None) -> None:
+        """Checks that depend on the version a write came through (`viewing.ViewMixin`); none here."""
+
     async def patch_object(self, kind: Kind, namespace: str, name: str, patch: Any, patch_type: PatchType, *,
                            subresource: str = "", dry_run: bool = False, manager: str = "",
-                           force: bool = False) -> tuple[Obj, bool]:
-        """PATCH; apply patches create the object when absent. Returns (object, created)."""
+                           force: bool = False, view: Kind | None = None) -> tuple[Obj, bool]:
+        """PATCH; apply patches create the object when absent. Returns (object, created). With `view` (a kind
+        presenting `kind`'s stored objects in another version), the patch applies to the object in the
+        view's shape, and the result is converted back before it is prepared and written."""
+        shape = view or kind
         if patch_type == "strategic" and kind.crd:
             raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
 
@@ -69,11 +76,16 @@ class PatchMixin(WriteMixin):
             isinstance(patch, dict) and all(k in _STATUS_VIEW for k in patch)
 
         def build(old: Obj) -> Obj:
-            doc = {k: v for k, v in old.items() if k in _STATUS_VIEW} if status_view else old
-            patched = self.apply_patch(kind, doc, patch, patch_type, manager=manager, force=force)
+            seen = versions.to_view(view, old) if view is not None else old
+            doc = {k: v for k, v in seen.items() if k in _STATUS_VIEW} if status_view else seen
+            patched = self.apply_patch(shape, doc, patch, patch_type, manager=manager, force=force)
             check_object_size(patched, old=old)  # refuse a grown object before validating or merging more
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
+            if view is not None:
+                patched = versions.to_stored(view, patched)
+                if not subresource:
+                    self.check_view_write(view, patched, old)
             if subresource in STATUS_LIKE:
                 new = status_write(self.strategy(kind), old, patched)
                 new["metadata"]["resourceVersion"] = (patched.get("metadata") or {}).get("resourceVersion")
@@ -89,10 +101,15 @@ class PatchMixin(WriteMixin):
                 if meta.get("name") and meta["name"] != name:
                     raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the "
                                              f"name on the URL ({name})")
-                obj = apply(None, patch, manager=manager, force=force, api_version=kind.api_version,
-                            now=rfc3339(), schema=self.schema(kind))
+                obj = apply(None, patch, manager=manager, force=force, api_version=shape.api_version,
+                            now=rfc3339(), schema=self.schema(shape))
                 meta_of(obj)["name"] = name
                 obj["metadata"].pop("resourceVersion", None)
+                if view is not None:
+                    obj = versions.to_stored(view, obj)
+                    probe = deep_copy(obj)
+                    probe["metadata"].setdefault("namespace", namespace)
+                    self.check_view_write(view, probe, None)
                 return await self.create_object(kind, namespace, obj, dry_run=dry_run)
 
         # An apply records its own managedFields entry; other patches record an Update entry.

@@ -31,6 +31,7 @@ ROOTS: Final[dict[str, str]] = {
     "authorization.k8s.io/v1/SelfSubjectAccessReview": "authorization.v1.SelfSubjectAccessReview",
     "authorization.k8s.io/v1/SelfSubjectRulesReview": "authorization.v1.SelfSubjectRulesReview",
     "authorization.k8s.io/v1/SubjectAccessReview": "authorization.v1.SubjectAccessReview",
+    "autoscaling/v1/HorizontalPodAutoscaler": "autoscaling.v1.HorizontalPodAutoscaler",
     "autoscaling/v1/Scale": "autoscaling.v1.Scale",
     "autoscaling/v2/HorizontalPodAutoscaler": "autoscaling.v2.HorizontalPodAutoscaler",
     "batch/v1/CronJob": "batch.v1.CronJob",
@@ -437,6 +438,22 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
         1: ("resourceRules", "[]authorization.v1.ResourceRule"),
         2: ("nonResourceRules", "[]authorization.v1.NonResourceRule"), 3: ("incomplete", "*bool"),
         4: ("evaluationError", "string"),
+    },
+    "autoscaling.v1.CrossVersionObjectReference": {
+        1: ("kind", "*string"), 2: ("name", "*string"), 3: ("apiVersion", "string"),
+    },
+    "autoscaling.v1.HorizontalPodAutoscaler": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "autoscaling.v1.HorizontalPodAutoscalerSpec"),
+        3: ("status", "autoscaling.v1.HorizontalPodAutoscalerStatus"),
+    },
+    "autoscaling.v1.HorizontalPodAutoscalerSpec": {
+        1: ("scaleTargetRef", "autoscaling.v1.CrossVersionObjectReference"), 2: ("minReplicas", "*int32"),
+        3: ("maxReplicas", "*int32"), 4: ("targetCPUUtilizationPercentage", "*int32"),
+    },
+    "autoscaling.v1.HorizontalPodAutoscalerStatus": {
+        1: ("observedGeneration", "*int64"), 2: ("lastScaleTime", "apis.meta.v1.Time"),
+        3: ("currentReplicas", "*int32"), 4: ("desiredReplicas", "*int32"),
+        5: ("currentCPUUtilizationPercentage", "*int32"),
     },
     "autoscaling.v1.Scale": {
         1: ("metadata", "apis.meta.v1.ObjectMeta"), 2: ("spec", "autoscaling.v1.ScaleSpec"),

@@ -5,7 +5,8 @@ comes from strategies (`lite.server.api.strategies`). The parts live in sibling 
 `reading` (get/list), `watching` (watch), `writing` (create/update/patch), `deletion` (delete,
 deletecollection), `subresources` (status, scale, binding, eviction, finalize, token); this module routes
 the Client verbs onto them and owns the CustomResourceDefinition lifecycle (Kinds registered on CRD create
-and at start-up, removed with their objects on CRD delete).
+and at start-up, removed with their objects when the CRD is finally removed: a CRD delete only marks it,
+see `deletion`, and while it is Terminating no custom object of it may be created).
 
 The HTTP layer calls this for every request and the controllers use it in process, so its behaviour is
 lite's API behaviour. Invariants: every object returned carries apiVersion and kind; objects returned are
@@ -18,22 +19,25 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
+
 from lite import errors
 from lite.client import Obj, PatchType, WatchEvent
+from lite.crds import TERMINATING, condition_true
 from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
-from lite.server.api.reading import ReadMixin
 from lite.server.api.registry_base import CRD_GK, STATUS_LIKE, EvictionCheck, shape_errors
 from lite.server.api.storefaults import store_faults
 from lite.server.api.strategies import Strategies
 from lite.server.api.strategies.crd import kinds_of
-from lite.server.api.subresources import SubresourceMixin
-from lite.server.api.watching import WatchMixin
+from lite.server.api.versions import events as event_rules
+from lite.server.api.viewing import ViewMixin
 from lite.server.api.writing import SYSTEM_PRIORITY_CLASSES
-from lite.server.store import KeyNotFound, Store
+from lite.server.store import KeyExists, KeyNotFound, RevMismatch, Store
 
 log = logging.getLogger(__name__)
 
+_OLD_EVENTS_PREFIX = "events.k8s.io/events/"  # where lite before issue 18 kept events.k8s.io Events
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _PRIORITY_CLASS_DESCRIPTIONS = {
     "system-node-critical": "Used for system critical pods that must not be moved from their current node.",
@@ -42,7 +46,7 @@ _PRIORITY_CLASS_DESCRIPTIONS = {
 }
 
 
-class Resources(SubresourceMixin, ReadMixin, WatchMixin):
+class Resources(ViewMixin):
     """`lite.client.Client` over the store. See the module docstring."""
 
     def __init__(self, store: Store, kinds: KindRegistry, strategies: Strategies, *,
@@ -58,6 +62,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         crd_kind = self.core_kind("customresourcedefinitions", "apiextensions.k8s.io")
         for _key, _rev, raw in page:
             self._register_crd(self.decode(crd_kind, raw))
+        await self._migrate_events_v1()
         ns_kind = self.core_kind("namespaces")
         for name in SYSTEM_NAMESPACES:
             await self._ensure(ns_kind, {"metadata": {"name": name}})
@@ -65,6 +70,38 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         for name, value in SYSTEM_PRIORITY_CLASSES.items():
             await self._ensure(pc_kind, {"metadata": {"name": name}, "value": value,
                                          "description": _PRIORITY_CLASS_DESCRIPTIONS[name]})
+
+    async def _migrate_events_v1(self) -> None:
+        """Move the events.k8s.io Events an older lite stored apart (key prefix `events.k8s.io/events/`) into
+        the one Event store, in the core shape, keeping name, uid and timestamps. Idempotent: a row is deleted
+        only once its core copy is committed; a name already taken by a core Event is left where it is (and
+        logged), never overwritten."""
+        page, _, _ = self.store.list(_OLD_EVENTS_PREFIX)
+        moved = 0
+        for key, rev, raw in page:
+            if await self._move_event(key, rev, raw):
+                moved += 1
+        if moved:
+            log.info("moved %d events.k8s.io Events into the Event store", moved)
+
+    async def _move_event(self, key: str, rev: int, raw: bytes) -> bool:
+        """One row of `_migrate_events_v1`; False when it stays. Safe beside another server doing the same
+        (several servers may share one backend): a lost race to create or delete is no error."""
+        core_key = "core/events/" + key[len(_OLD_EVENTS_PREFIX):]
+        event = event_rules.to_core(orjson.loads(raw))
+        uid = (event.get("metadata") or {}).get("uid")
+        try:
+            await self.store.create(core_key, event)
+        except KeyExists:
+            there = self.store.get(core_key)
+            if there is not None and (orjson.loads(there[1]).get("metadata") or {}).get("uid") != uid:
+                log.warning("events.k8s.io Event %s left unmigrated: a core Event has its name", key)
+                return False
+        try:
+            await self.store.delete(key, rev)  # its copy is committed (now, before a crash, or by a peer)
+        except (KeyNotFound, RevMismatch):
+            return False
+        return True
 
     async def _ensure(self, kind: Kind, obj: Obj) -> None:
         if self.store.get(self.key(kind, "", obj["metadata"]["name"])) is None:
@@ -77,7 +114,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     # ---- Client: reads -----------------------------------------------------------------------------
 
     async def get(self, kind: Kind, namespace: str, name: str, *, subresource: str = "") -> Obj:
-        obj = self.get_object(kind, namespace, name)
+        obj = self.view_get(kind, namespace, name) if kind.storage else self.get_object(kind, namespace, name)
         if kind.converts_by_webhook:
             obj = (await self.present(kind, [obj]))[0]
         if not subresource or (subresource in STATUS_LIKE and subresource in kind.subresources):
@@ -89,6 +126,10 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def list(self, kind: Kind, namespace: str = "", *, label_selector: str = "",
                    field_selector: str = "", limit: int = 0, continue_: str = "",
                    resource_version: str = "", resource_version_match: str = "") -> Obj:
+        if kind.storage:
+            return self.view_list(kind, namespace, field_selector, label_selector=label_selector, limit=limit,
+                                  continue_=continue_, resource_version=resource_version,
+                                  resource_version_match=resource_version_match)
         out = self.list_objects(kind, namespace, label_selector=label_selector, field_selector=field_selector,
                                 limit=limit, continue_=continue_, resource_version=resource_version,
                                 resource_version_match=resource_version_match)
@@ -100,6 +141,11 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
               label_selector: str = "", field_selector: str = "", allow_bookmarks: bool = False,
               timeout_seconds: float | None = None, send_initial_events: bool = False,
               resource_version_match: str = "") -> AsyncIterator[WatchEvent]:
+        if kind.storage:
+            return self.view_watch(kind, namespace, field_selector, resource_version=resource_version,
+                                   label_selector=label_selector, allow_bookmarks=allow_bookmarks,
+                                   timeout_seconds=timeout_seconds, send_initial_events=send_initial_events,
+                                   resource_version_match=resource_version_match)
         events = self.watch_objects(kind, namespace, resource_version=resource_version,
                                     label_selector=label_selector, field_selector=field_selector,
                                     allow_bookmarks=allow_bookmarks, timeout_seconds=timeout_seconds,
@@ -137,6 +183,15 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
     async def _create(self, kind: Kind, namespace: str, body: Obj, name: str, subresource: str, dry_run: bool,
                       field_manager: str) -> Obj:
         if not subresource:
+            if (kind.group, kind.kind) == ("", "Binding"):  # the `bindings` collection: bind the pod it names
+                pod = str(((body.get("metadata") or {}) if isinstance(body, dict) else {}).get("name") or "")
+                if not pod:
+                    raise errors.invalid("Binding", "", [errors.field_required("metadata.name")])
+                return await self.bind(self.core_kind("pods"), namespace, pod, body, dry_run)
+            if kind.storage:
+                return await self.view_create(kind, namespace, body, dry_run, field_manager)
+            if kind.crd:
+                self._refuse_while_terminating(kind)
             return await self.create_object(kind, namespace, body, dry_run=dry_run, manager=field_manager)
         self._need_subresource(kind, subresource)
         if subresource == "binding":
@@ -169,6 +224,8 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             return await self.finalize_namespace(kind, name, body, dry_run)
         if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PUT is not supported on {kind.plural}/{subresource}")
+        if kind.storage:
+            return await self.view_update(kind, namespace, name, body, subresource, dry_run, field_manager)
         return await self.update_object(kind, namespace, name, body, subresource=subresource, dry_run=dry_run,
                                         manager=field_manager)
 
@@ -201,6 +258,9 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
             return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run), False
         if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
+        if kind.storage:
+            return await self.view_patch(kind, namespace, name, patch, patch_type, subresource, dry_run,
+                                         field_manager, force)
         return await self.patch_object(kind, namespace, name, patch, patch_type, subresource=subresource,
                                        dry_run=dry_run, manager=field_manager, force=force)
 
@@ -208,7 +268,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
                      propagation_policy: str | None = None, grace_period_seconds: int | None = None,
                      preconditions: Obj | None = None, dry_run: bool = False) -> Obj:
         with shape_errors(kind), store_faults():
-            out, _ = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
+            out, _ = await self._delete(kind, namespace, name, propagation_policy=propagation_policy,
                                               grace_period_seconds=grace_period_seconds,
                                               preconditions=preconditions, dry_run=dry_run)
         return out
@@ -220,7 +280,7 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         the object is gone (ConfigMaps, Deployments, ...) gets that Status here; pods, services and custom
         objects get the object."""
         with shape_errors(kind), store_faults():
-            out, deleted = await self.delete_object(kind, namespace, name, propagation_policy=propagation_policy,
+            out, deleted = await self._delete(kind, namespace, name, propagation_policy=propagation_policy,
                                                     grace_period_seconds=grace_period_seconds,
                                                     preconditions=preconditions, dry_run=dry_run)
         if deleted and not self.strategy(kind).return_deleted_object:
@@ -237,9 +297,27 @@ class Resources(SubresourceMixin, ReadMixin, WatchMixin):
         if "deletecollection" not in kind.verbs:
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
         with store_faults():
+            if kind.storage:
+                return await self.view_delete_many(kind, namespace, field_selector, label_selector=label_selector,
+                                                   propagation_policy=propagation_policy,
+                                                   grace_period_seconds=grace_period_seconds, dry_run=dry_run)
             return await self.delete_many(kind, namespace, label_selector=label_selector,
                                           field_selector=field_selector, propagation_policy=propagation_policy,
                                           grace_period_seconds=grace_period_seconds, dry_run=dry_run)
+
+    async def _delete(self, kind: Kind, namespace: str, name: str, **kw: Any) -> tuple[Obj, bool]:
+        if kind.storage:
+            return await self.view_delete(kind, namespace, name, **kw)
+        return await self.delete_object(kind, namespace, name, **kw)
+
+    def _refuse_while_terminating(self, kind: Kind) -> None:
+        """Upstream's CRD handler: no new custom objects while their CRD is being deleted (its instances are
+        still served, so they can be read, updated and deleted)."""
+        crd_kind = self.core_kind("customresourcedefinitions", "apiextensions.k8s.io")
+        got = self.store.get(self.key(crd_kind, "", kind.resource))
+        if got is not None and condition_true(self.decode(crd_kind, got[1]), TERMINATING):
+            raise errors.ApiError("create not allowed while custom resource definition is terminating", 405,
+                                  "MethodNotAllowed", group=kind.group, kind=kind.plural)
 
     @staticmethod
     def _need_subresource(kind: Kind, subresource: str) -> None:

@@ -70,7 +70,7 @@ class GarbageCollector(Controller):
     def watch_kinds(self) -> None:
         """Start informing on every stored kind not yet in the graph (CRD kinds appear at run time)."""
         for kind in self.kinds:
-            if kind in self.graph or kind.virtual or (kind.group, kind.kind) in _SKIP or \
+            if kind in self.graph or kind.virtual or kind.storage or (kind.group, kind.kind) in _SKIP or \
                     not {"list", "watch"} <= set(kind.verbs):
                 continue
             inf = self.informer(kind)

@@ -47,7 +47,8 @@ class NamespaceController(Controller):
 
     def content_kinds(self) -> list[Kind]:
         """Every namespaced stored kind that can be listed and deleted; events last (they record the rest)."""
-        kinds = [k for k in self.kinds if k.namespaced and not k.virtual and "list" in k.verbs and "delete" in k.verbs]
+        kinds = [k for k in self.kinds if k.namespaced and not k.virtual and not k.storage and "list" in k.verbs
+                 and "delete" in k.verbs]  # a view (Kind.storage) shows objects its stored kind deletes
         return sorted(kinds, key=lambda k: ((k.group, k.kind) in _SKIP, k.group, k.plural))
 
     async def reconcile(self, key: str) -> float | None:

@@ -83,7 +83,7 @@ def recount(quota: Obj, counted: dict[str, Fraction], old_used: dict[str, Fracti
 def kinds_needed(quota: Obj, kinds: Iterable[Kind]) -> list[Kind]:
     """The namespaced kinds whose objects some name of spec.hard counts."""
     hard = (quota.get("spec") or {}).get("hard") or {}
-    return [k for k in kinds if k.namespaced and not k.virtual and any(u.tracks(k, h) for h in hard)]
+    return [k for k in kinds if k.namespaced and not k.virtual and not k.storage and any(u.tracks(k, h) for h in hard)]
 
 
 class ResourceQuotaController(Controller):

@@ -13,11 +13,20 @@
   meaning here are answered by the server from what the node's agent reports: `healthz`, `pods` (the PodList
   of pods bound to the node) and `stats/summary` (node and pod usage from the agent's latest sample).
 
+Schemes (upstream's SplitSchemeNamePort): none or `http:` is plain HTTP; `https:` runs TLS from the API server
+to the pod over the same stream (`_TlsPipe`, memory BIOs), and, as upstream's proxy transport, does not verify
+the pod's certificate (a pod's serving certificate is rarely one the API server could check); any other scheme
+is 400 `invalid <pod|service|node> request`. A TLS failure (e.g. https to a plain-HTTP port) is a 503
+`error trying to reach service: …`, as a connection failure is.
+
 Invariants:
-- HTTP only: a `https:` scheme is refused with 400 and a clear reason (no TLS over the tunnel).
 - Requests are sent as HTTP/1.0 with `Connection: close` and the response body is relayed until the pod side
   closes, so no response framing needs to be parsed beyond the status line and headers; the caller's
   credentials (`Authorization`, cookies) never reach the pod, and hop-by-hop headers are dropped both ways.
+  Plain HTTP half-closes the request direction once the request is sent; TLS does not (a TLS server may take
+  the half-close for the end of the connection) and relies on `Connection: close`.
+- The path relayed is what follows the `proxy` segment that comes right after the target's name, so a
+  namespace or name containing "proxy" does not shift it.
 - The agent stream is always closed, whatever happens to the client.
 """
 
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import ssl
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -43,35 +53,44 @@ _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-autho
                   "impersonate-user", "impersonate-group", "impersonate-uid"})
 
 
-def parse_target(name: str) -> tuple[str, str, str]:
-    """upstream's SplitSchemeNamePort: `name`, `name:port` or `scheme:name:port` → (scheme, name, port)."""
+def parse_target(name: str, what: str = "service") -> tuple[str, str, str]:
+    """upstream's SplitSchemeNamePort: `name`, `name:port` or `scheme:name:port` → (scheme, name, port); the
+    scheme is "", http or https, else 400 `invalid <what> request "<name>"`."""
     parts = name.split(":")
-    if len(parts) == 1:
+    if len(parts) == 1 and parts[0]:
         return "", parts[0], ""
-    if len(parts) == 2:
+    if len(parts) == 2 and parts[0]:
         return "", parts[0], parts[1]
-    if len(parts) == 3 and parts[0] in ("http", "https", ""):
+    if len(parts) == 3 and parts[0] in ("http", "https", "") and parts[1]:
         return parts[0], parts[1], parts[2]
-    raise bad_request(f"invalid service request {name!r}")
+    raise bad_request(f'invalid {what} request "{name}"')
+
+
+_PROXIED = frozenset({"pods", "services", "nodes"})
 
 
 def sub_path(request: web.Request) -> str:
-    """The path after `/proxy` (at least `/`) with the query string."""
-    raw = request.raw_path
-    path, _, query = raw.partition("?")
-    i = path.find("/proxy")
-    rest = path[i + len("/proxy"):] if i >= 0 else "/"
-    rest = rest or "/"
+    """The path after the `proxy` segment that follows `<pods|services|nodes>/<name>` (at least `/`), with the
+    query string."""
+    path, _, query = request.raw_path.partition("?")
+    segments = path.split("/")
+    rest = "/"
+    for i in range(2, len(segments)):
+        if segments[i] == "proxy" and segments[i - 2] in _PROXIED:
+            rest = "/" + "/".join(segments[i + 1:])
+            break
     return rest + ("?" + query if query else "")
 
 
-def pod_port(pod: Obj, port: str) -> int:
+def pod_port(pod: Obj, port: str, scheme: str = "") -> int:
+    """The port named or numbered `port`; none given: the first declared container port, else the scheme's
+    default (upstream leaves the port out of the URL then: 80, or 443 for https)."""
     if not port:
         for c in (pod.get("spec") or {}).get("containers") or []:
             for p in c.get("ports") or []:
                 if p.get("containerPort"):
                     return int(p["containerPort"])
-        return 80
+        return 443 if scheme == "https" else 80
     if port.isdigit() and 0 < int(port) < 65536:
         return int(port)
     for c in (pod.get("spec") or {}).get("containers") or []:
@@ -110,9 +129,7 @@ def service_backend(service: Obj, slices: list[Obj], port: str, pick: Any = rand
 
 
 async def serve_proxy(hub: JoinHub, request: web.Request, kind: Kind, namespace: str, name: str) -> web.StreamResponse:
-    scheme, target, port = parse_target(name)
-    if scheme == "https":
-        raise bad_request("lite proxies plain HTTP only: https to pods and services is not supported")
+    scheme, target, port = parse_target(name, kind.kind.lower())
     if kind.kind == "Node":
         return await _node(hub, request, target)
     if kind.kind == "Service":
@@ -127,7 +144,7 @@ async def serve_proxy(hub: JoinHub, request: web.Request, kind: Kind, namespace:
         pod = await hub.client.get(pod_kind, str(ref.get("namespace") or namespace), str(ref["name"]))
     else:
         pod = await hub.client.get(kind, namespace, target)
-        number = pod_port(pod, port)
+        number = pod_port(pod, port, scheme)
     node = str((pod.get("spec") or {}).get("nodeName") or "")
     if not node:
         raise bad_request(f"pod {pod['metadata']['name']} does not have a host assigned")
@@ -139,12 +156,114 @@ async def serve_proxy(hub: JoinHub, request: web.Request, kind: Kind, namespace:
                                                  "name": meta["name"], "uid": meta.get("uid", ""), "port": number})
     try:
         await stream.ready()
-        await stream.write(0, _request_head(request, number) + await request.read())
-        await stream.close_channel(0)
-        return await _relay(request, stream)
+        pipe: _Pipe = _Pipe(stream)
+        if scheme == "https":
+            tls = _TlsPipe(stream)
+            await tls.handshake()
+            pipe = tls
+        await pipe.send(_request_head(request, number) + await request.read())
+        await pipe.finish_sending()
+        return await _relay(request, pipe)
     finally:
         with contextlib.suppress(Exception):
             await stream.close()
+
+
+def _unreachable(reason: str, code: int = 503) -> ApiError:
+    return ApiError(f"error trying to reach service: {reason}", code,
+                    "ServiceUnavailable" if code == 503 else "BadGateway")
+
+
+class _Pipe:
+    """Bytes to and from the pod over an agent port-forward stream (channel 0)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.write(0, data)
+
+    async def finish_sending(self) -> None:
+        await self.stream.close_channel(0)
+
+    async def recv(self) -> bytes:
+        """The next bytes from the pod; b"" once its side closed."""
+        while True:
+            msg = await self.stream.next()
+            if isinstance(msg, wire.StreamData):
+                if msg.data:
+                    return bytes(msg.data)
+                continue
+            if isinstance(msg, wire.StreamError):
+                raise _unreachable(msg.message)
+            return b""
+
+
+class _TlsPipe(_Pipe):
+    """A TLS client over the stream (memory BIOs, nothing blocks). The pod's certificate is not verified, as
+    upstream's proxy transport does not; only the bytes of the TLS session cross the stream."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.set_alpn_protocols(["http/1.1"])
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._tls = ctx.wrap_bio(self._in, self._out, server_side=False)
+        self._ended = False
+
+    async def _flush(self) -> None:
+        data = self._out.read()
+        if data:
+            await self.stream.write(0, data)
+
+    async def _fill(self) -> bool:
+        """More ciphertext from the pod into the TLS object; False once the pod side closed."""
+        data = await super().recv()
+        if not data:
+            self._in.write_eof()
+            return False
+        self._in.write(data)
+        return True
+
+    async def handshake(self) -> None:
+        while True:
+            try:
+                self._tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await self._flush()
+                if not await self._fill():
+                    raise _unreachable("the connection closed during the TLS handshake") from None
+            except ssl.SSLError as e:
+                raise _unreachable(f"TLS handshake: {e.reason or e}") from None
+        await self._flush()
+
+    async def send(self, data: bytes) -> None:
+        self._tls.write(data)
+        await self._flush()
+
+    async def finish_sending(self) -> None:
+        return None  # the request ends with `Connection: close`; no half-close under TLS
+
+    async def recv(self) -> bytes:
+        while not self._ended:
+            try:
+                data = self._tls.read(64 * 1024)
+            except ssl.SSLWantReadError:
+                await self._flush()
+                if not await self._fill():
+                    continue  # EOF written: the next read ends or raises
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                self._ended = True  # close_notify, or a server that closes without one (common)
+            except ssl.SSLError as e:
+                raise _unreachable(f"TLS: {e.reason or e}", 502) from None
+            else:
+                if data:
+                    return data
+                self._ended = True
+        return b""
 
 
 def _request_head(request: web.Request, port: int) -> bytes:
@@ -158,19 +277,15 @@ def _request_head(request: web.Request, port: int) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-async def _relay(request: web.Request, stream: Any) -> web.StreamResponse:
+async def _relay(request: web.Request, pipe: _Pipe) -> web.StreamResponse:
     head = b""
     while b"\r\n\r\n" not in head:
-        msg = await stream.next()
-        if isinstance(msg, wire.StreamData):
-            head += msg.data
-            if len(head) > MAX_HEAD:
-                raise ApiError("the proxied response's header is too large", 502, "BadGateway")
-            continue
-        if isinstance(msg, wire.StreamError):
-            raise ApiError(f"error trying to reach service: {msg.message}", 503, "ServiceUnavailable")
-        raise ApiError("error trying to reach service: the connection closed before a response",
-                       502, "BadGateway")
+        data = await pipe.recv()
+        if not data:
+            raise _unreachable("the connection closed before a response", 502)
+        head += data
+        if len(head) > MAX_HEAD:
+            raise ApiError("the proxied response's header is too large", 502, "BadGateway")
     raw_head, _, rest = head.partition(b"\r\n\r\n")
     status_line, *header_lines = raw_head.decode("latin-1").split("\r\n")
     try:
@@ -187,10 +302,13 @@ async def _relay(request: web.Request, stream: Any) -> web.StreamResponse:
     if rest:
         await resp.write(rest)
     while True:
-        msg = await stream.next()
-        if not isinstance(msg, wire.StreamData):
+        try:
+            data = await pipe.recv()
+        except ApiError:
+            break  # the status line is out: the body just ends
+        if not data:
             break
-        await resp.write(msg.data)
+        await resp.write(data)
     await resp.write_eof()
     return resp
 

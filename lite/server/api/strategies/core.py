@@ -24,6 +24,7 @@ from lite.errors import (
 from lite.server.api.strategies import specrules
 from lite.server.api.strategies.base import Obj, Strategy
 from lite.server.api.strategies.volumevalidation import config_key_causes
+from lite.server.api.versions import events as event_rules
 from lite.validation import is_dns1123_label, name_is_dns1035_label, name_is_dns_label
 
 SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
@@ -381,4 +382,10 @@ PVC = Strategy(default=default_pvc, prepare_create=prepare_pending, validate=val
                validate_update=validate_pvc_update, return_deleted_object=True)
 PV = Strategy(prepare_create=prepare_pending, return_deleted_object=True)
 NODE = Strategy(default=default_node, validate=validate_node, gc_policy="background")
-EVENT = Strategy(default=default_event)
+def validate_event(obj: Obj) -> list[Cause]:
+    """upstream's legacy event rules, which every Event write passes (events.k8s.io writes also pass the strict
+    ones: `lite.server.api.viewing`)."""
+    return event_rules.legacy_causes(obj, via_core=True)
+
+
+EVENT = Strategy(default=default_event, validate=validate_event)

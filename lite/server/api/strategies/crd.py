@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lite import jsonpath
 from lite.errors import Cause, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.kinds import STD_VERBS, Kind
 from lite.objects import rfc3339
@@ -178,11 +179,56 @@ def _validate_versions(versions: Any) -> list[Cause]:
             if vname in seen:
                 causes.append(Cause("FieldValueDuplicate", f'Duplicate value: "{vname}"', f"spec.versions[{i}].name"))
             seen.add(vname)
+    for i, v in enumerate(versions):
+        if isinstance(v, dict):
+            causes += validate_printer_columns(v.get("additionalPrinterColumns"),
+                                               f"spec.versions[{i}].additionalPrinterColumns")
     if sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
         causes.append(field_invalid("spec.versions", [v.get("name") for v in versions if isinstance(v, dict)],
                                     "must have exactly one version marked as storage version"))
     if not any(isinstance(v, dict) and v.get("served", True) for v in versions):
         causes.append(field_invalid("spec.versions", "", "must have at least one served version"))
+    return causes
+
+
+COLUMN_TYPES = ("boolean", "date", "integer", "number", "string")
+COLUMN_FORMATS = ("byte", "date", "date-time", "double", "float", "int32", "int64", "password")
+
+
+def validate_printer_columns(columns: Any, path: str) -> list[Cause]:
+    """upstream ValidateCustomResourceColumnDefinition (same messages and field paths, `JSONPath` included),
+    plus: the path must parse as kubectl's JSONPath (upstream would silently fall back to Name/Age; lite refuses
+    what it cannot print)."""
+    if columns is None:
+        return []
+    if not isinstance(columns, list):
+        return [field_invalid(path, columns, "must be a list")]
+    causes: list[Cause] = []
+    for i, c in enumerate(columns):
+        at = f"{path}[{i}]"
+        if not isinstance(c, dict):
+            causes.append(field_invalid(at, c, "must be an object"))
+            continue
+        if not c.get("name"):
+            causes.append(field_required(f"{at}.name"))
+        ctype = c.get("type")
+        if not ctype:
+            causes.append(field_required(f"{at}.type", f"Required value: must be one of {','.join(COLUMN_TYPES)}"))
+        elif ctype not in COLUMN_TYPES:
+            causes.append(field_invalid(f"{at}.type", ctype, f"must be one of {','.join(COLUMN_TYPES)}"))
+        fmt = c.get("format")
+        if fmt and fmt not in COLUMN_FORMATS:
+            causes.append(field_invalid(f"{at}.format", fmt, f"must be one of {','.join(COLUMN_FORMATS)}"))
+        json_path = c.get("jsonPath")
+        if not json_path:
+            causes.append(field_required(f"{at}.JSONPath"))
+        elif not isinstance(json_path, str) or not json_path.startswith("."):
+            causes.append(field_invalid(f"{at}.JSONPath", json_path, "must be a simple json path starting with ."))
+        else:
+            try:
+                jsonpath.parse("{" + json_path + "}")
+            except jsonpath.JSONPathError as e:
+                causes.append(field_invalid(f"{at}.JSONPath", json_path, f"must be a valid JSONPath: {e}"))
     return causes
 
 
@@ -215,7 +261,9 @@ def kinds_of(crd: Obj) -> list[Kind]:
                         str(names.get("plural")), spec.get("scope") == "Namespaced",
                         tuple(names.get("shortNames") or ()), tuple(names.get("categories") or ()),
                         _subresources(v), STD_VERBS, True, False, True, dict(schema),
-                        dict(spec.get("conversion") or {})))
+                        dict(spec.get("conversion") or {}),
+                        printer_columns=tuple(dict(c) for c in v.get("additionalPrinterColumns") or ()
+                                              if isinstance(c, dict))))
     return out
 
 

@@ -5,8 +5,8 @@
 
 Invariants:
 - Columns and cell formats mirror kubectl's upstream printers per kind (pods, nodes, workloads, services,
-  events, ...); kinds without a printer get `Name, Age` (custom resources use their CRD's
-  `additionalPrinterColumns` when the Kind's schema carries them). Wide columns have priority 1.
+  events, ...); kinds without a printer get `Name, Age` (custom resources use their CRD version's
+  `additionalPrinterColumns`, see `custom`). Wide columns have priority 1 (custom columns their own priority).
 - Every row carries `object`: a PartialObjectMetadata with the object's full metadata, from which kubectl
   reads namespace (`-A`), labels (`--show-labels`, `-L`) and name.
 - Ages are computed against `now` (default: the current time) exactly like apimachinery's HumanDuration.
@@ -43,10 +43,12 @@ def columns(kind: Kind) -> list[Column]:
     return [dict(c) for c in _printer(kind)[0]]
 
 
-def row(kind: Kind, obj: dict[str, Any], now: dt.datetime, include_object: str = "Metadata") -> dict[str, Any]:
+def row(kind: Kind, obj: dict[str, Any], now: dt.datetime, include_object: str = "Metadata",
+        printer: Printer | None = None) -> dict[str, Any]:
     """One Table row: cells plus, per `includeObject`, the object's metadata as PartialObjectMetadata
-    ("Metadata", the default), the whole object ("Object") or nothing ("None")."""
-    cols, fn = _printer(kind)
+    ("Metadata", the default), the whole object ("Object") or nothing ("None"). `printer` is the kind's, when
+    the caller already has it (a custom resource's is compiled from its JSONPaths)."""
+    cols, fn = printer or _printer(kind)
     if kind.gk == "Pod":
         cells, conditions = pod_row(obj, now)
     else:
@@ -69,10 +71,11 @@ def to_table(kind: Kind, objects: list[dict[str, Any]], list_meta: dict[str, Any
 
     `include_object` is the request's `includeObject` parameter (None, Metadata, Object)."""
     at = now or dt.datetime.now(dt.UTC)
+    printer = _printer(kind)
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": dict(list_meta),
-        "columnDefinitions": columns(kind),
-        "rows": [row(kind, obj, at, include_object) for obj in objects if isinstance(obj, dict)],
+        "columnDefinitions": [dict(c) for c in printer[0]],
+        "rows": [row(kind, obj, at, include_object, printer) for obj in objects if isinstance(obj, dict)],
     }

@@ -172,6 +172,17 @@ def _event_cells(ev: Obj, now: dt.datetime) -> list[Any]:
             s(ev, "message").strip(), first, count, s(ev, "metadata", "name")]
 
 
+def _componentstatus(obj: Obj, now: dt.datetime) -> list[Any]:
+    """upstream printComponentStatus: Healthy/Unhealthy from the Healthy condition, its message and error."""
+    status, message, error = "Unknown", "", ""
+    for c in lst(obj, "conditions"):
+        if isinstance(c, dict) and c.get("type") == "Healthy":
+            status = "Healthy" if c.get("status") == "True" else "Unhealthy"
+            message, error = s(c, "message"), s(c, "error")
+            break
+    return [s(obj, "metadata", "name"), status, message, error]
+
+
 def _event(obj: Obj, now: dt.datetime) -> list[Any]:
     return _event_cells(obj, now)
 
@@ -227,6 +238,9 @@ PRINTERS: dict[str, Printer] = {
                 age_col()), _secret),
     "ServiceAccount": ((name_col(), col("Secrets", desc="Number of referenced secrets."), age_col()),
                        _serviceaccount),
+    "ComponentStatus": ((name_col(), col("Status", desc="Status of the component conditions"),
+                         col("Message", desc="Message of the component conditions"),
+                         col("Error", desc="Error of the component conditions")), _componentstatus),
     "Event": (_EVENT_COLUMNS, _event),
     "Event.events.k8s.io": (_EVENT_COLUMNS, _events_v1),
 }

@@ -1,75 +1,94 @@
-"""Table printer for custom resources from their CRD's `additionalPrinterColumns`.
+"""Table printer for custom resources from their CRD version's `additionalPrinterColumns`.
 
-The printer is built from `Kind.schema["additionalPrinterColumns"]` (the served CRD version's list, as in
-the CRD) and prepends `Name`. Only simple JSONPaths are evaluated (`.spec.replicas`, `.status.items[0].x`,
-optionally in `{...}`); a path that does not resolve gives a null cell, which kubectl shows as `<none>`.
-`date` columns print as ages, like the upstream CRD table convertor.
+Upstream's table convertor (apiextensions-apiserver registry/customresource/tableconvertor), rebuilt:
+- columns: `Name` (format `name`), then one per printer column with its name, type, format, priority and
+  description (default `Custom resource definition column (in JSONPath format): <jsonPath>`); kubectl shows
+  priority > 0 columns only with `-o wide`;
+- a cell is the first value the column's JSONPath (`lite.jsonpath`, kubectl's dialect: filters, `[*]`,
+  slices, unions, `..`) finds, with missing keys allowed; nothing found, or an evaluation error, gives a null
+  cell (kubectl prints `<none>`);
+- by type: `string` prints the value as kubectl's JSONPath prints it (objects and lists as JSON); `integer`,
+  `number` and `boolean` keep only values of that JSON type (an integer column truncates a float); `date`
+  prints a timestamp as an age (`<invalid>` when it does not parse, `<unknown>` when empty); a value of
+  another type gives null.
+
+Invariant: the columns come from `Kind.printer_columns` (the served CRD version's list, validated at CRD write);
+a column whose JSONPath does not parse is left out, as upstream falls back from it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
-import orjson
-
+from lite.jsonpath import JSONPathError, Template, parse, text
 from lite.kinds import Kind
-from lite.server.api.tables.format import since
-from lite.server.api.tables.spec import Column, Printer, col, name_col
+from lite.server.api.tables.format import since, when
+from lite.server.api.tables.spec import Column, Printer, col
 
-_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
-
-
-def _walk(obj: Any, path: str) -> Any:
-    path = path.strip()
-    if path.startswith("{") and path.endswith("}"):
-        path = path[1:-1]
-    pos = 0
-    while pos < len(path):
-        m = _STEP.match(path, pos)
-        if m is None:
-            return None
-        key, index = m.groups()
-        if key is not None:
-            obj = obj.get(key) if isinstance(obj, dict) else None
-        else:
-            n = int(index)
-            obj = obj[n] if isinstance(obj, list) and n < len(obj) else None
-        if obj is None:
-            return None
-        pos = m.end()
-    return obj
+_NAME_DESC = ("Name must be unique within a namespace. Is required when creating resources, although some "
+              "resources may allow a client to request the generation of an appropriate name automatically. "
+              "Name is primarily intended for creation idempotence and configuration definition. Cannot be "
+              "updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/"
+              "names#names")
 
 
-def _cell(value: Any, ctype: str, now: dt.datetime) -> Any:
+def cell(value: Any, ctype: str, now: dt.datetime) -> Any:
+    """One found value as upstream's convertor shows it in a column of type `ctype` (pure)."""
     if value is None:
         return None
+    if ctype == "string":
+        return text(value)
+    if ctype == "integer":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return int(value)
+    if ctype == "number":
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if ctype == "boolean":
+        return value if isinstance(value, bool) else None
     if ctype == "date":
-        return since(value, now)
-    if isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, list) and all(isinstance(v, str | int | float | bool) for v in value):
-        return ",".join(str(v) for v in value)
-    return orjson.dumps(value).decode()
+        if not isinstance(value, str):
+            return None
+        if value in ("", "null"):
+            return "<unknown>"  # metav1.Time reads both as the zero time, which prints as unknown
+        return "<invalid>" if when(value) is None else since(value, now)
+    return None
+
+
+def first(template: Template, obj: Any) -> Any:
+    """The first value a column's template finds in `obj`, or None."""
+    try:
+        found = template.find(obj, allow_missing=True)
+    except JSONPathError:
+        return None
+    return found[0][0] if found and found[0] else None
 
 
 def printer(kind: Kind) -> Printer | None:
-    """The printer of a custom resource kind, or None when its CRD declares no printer columns."""
-    specs = kind.schema.get("additionalPrinterColumns") if isinstance(kind.schema, dict) else None
-    if not isinstance(specs, list) or not specs:
-        return None
-    extra = [c for c in specs if isinstance(c, dict) and isinstance(c.get("name"), str)]
-    cols: list[Column] = [name_col()]
-    for c in extra:
-        column = col(c["name"], str(c.get("type") or "string"), fmt=str(c.get("format") or ""),
-                     desc=str(c.get("description") or ""))
+    """The printer of a custom resource kind, or None when its CRD version declares no printer columns."""
+    specs = [c for c in kind.printer_columns if isinstance(c.get("name"), str) and isinstance(c.get("jsonPath"), str)]
+    compiled: list[tuple[Template, str]] = []
+    cols: list[Column] = [col("Name", fmt="name", desc=_NAME_DESC)]
+    for c in specs:
+        try:
+            template = parse("{" + str(c["jsonPath"]) + "}")
+        except JSONPathError:
+            continue
+        ctype = str(c.get("type") or "string")
+        column = col(c["name"], ctype, fmt=str(c.get("format") or ""),
+                     desc=str(c.get("description") or
+                              f"Custom resource definition column (in JSONPath format): {c['jsonPath']}"))
         column["priority"] = c.get("priority") if isinstance(c.get("priority"), int) else 0
         cols.append(column)
+        compiled.append((template, ctype))
+    if not compiled:
+        return None
 
     def row(obj: dict[str, Any], now: dt.datetime) -> list[Any]:
-        name = obj.get("metadata", {}).get("name", "") if isinstance(obj.get("metadata"), dict) else ""
-        return [name] + [_cell(_walk(obj, str(c.get("jsonPath", ""))), str(c.get("type") or ""), now)
-                         for c in extra]
+        meta = obj.get("metadata")
+        name = meta.get("name", "") if isinstance(meta, dict) else ""
+        return [name] + [cell(first(t, obj), ctype, now) for t, ctype in compiled]
 
     return tuple(cols), row
+
