@@ -149,20 +149,28 @@ def test_policy_validation() -> None:
                       "spec.auditAnnotations[1].key", "spec.matchConditions[0].name", "spec.variables[0].name"}
     empty: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"matchConstraints": {"resourceRules": [rule()]}}}
     default_policy(empty)
-    assert [c.message for c in validate_policy(empty, env.compile_error)] == [
-        "Required value: validations or auditAnnotations must contain at least one item"]
+    assert [(c.field, c.message) for c in validate_policy(empty, env.compile_error)] == [
+        (f"spec.{k}", "Required value: validations or auditAnnotations must contain at least one item")
+        for k in ("validations", "auditAnnotations")]
 
 
 @pytest.mark.parametrize(("spec", "fields"), [
     ({"policyName": "p", "validationActions": ["Deny"]}, set()),
     ({"validationActions": []}, {"spec.policyName", "spec.validationActions"}),
+    ({"policyName": "p", "validationActions": ["Deny"], "matchResources": {"matchPolicy": "Fuzzy"}},
+     {"spec.matchResources.matchPolicy", "spec.matchResources.namespaceSelector",
+      "spec.matchResources.objectSelector"}),
     ({"policyName": "p", "validationActions": ["Deny", "Warn"]}, {"spec.validationActions"}),
     ({"policyName": "p", "validationActions": ["Deny", "Deny"]}, {"spec.validationActions[1]"}),
     ({"policyName": "p", "validationActions": ["Block"]}, {"spec.validationActions[0]"}),
     ({"policyName": "p", "validationActions": ["Audit"], "paramRef": {"name": "x"}},
      {"spec.paramRef.parameterNotFoundAction"}),
     ({"policyName": "p", "validationActions": ["Audit"],
-      "paramRef": {"name": "x", "selector": {}, "parameterNotFoundAction": "Allow"}}, {"spec.paramRef.name"}),
+      "paramRef": {"name": "x", "selector": {}, "parameterNotFoundAction": "Allow"}},
+     {"spec.paramRef.name", "spec.paramRef.selector"}),
+    ({"policyName": "Not_A_Name", "validationActions": ["Audit"], "paramRef": {"name": "a/b",
+                                                                               "parameterNotFoundAction": "Allow"}},
+     {"spec.policyName", "spec.paramRef.name"}),
     ({"policyName": "p", "validationActions": ["Audit"], "paramRef": {"parameterNotFoundAction": "Deny"}},
      {"spec.paramRef"}),
 ])
