@@ -93,6 +93,8 @@ def test_actions_and_refusal() -> None:
     assert out.annotations[decide.FAILURE_KEY] == ('[{"message":"too big","policy":"p","binding":"b",'
                                                    '"expressionIndex":2,"validationActions":["Warn","Audit"]}]')
     assert not out.denied
+    out.apply("p", "b", ["Audit"], 3, decide.Decision(True, "later", "Invalid"))
+    assert '"expressionIndex":2' in out.annotations[decide.FAILURE_KEY]  # the first failure is kept
     out.apply("p", "b", ["Deny"], 0, d)
     assert decide.refusal(*out.denied[0]) == (
         "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: too big", "Forbidden", 403)

@@ -101,7 +101,7 @@ class Outcome:
             elif action == "Warn":
                 self.warnings.append(f"Validation failed for ValidatingAdmissionPolicy '{policy}' with binding "
                                      f"'{binding}': {d.message}")
-            elif action == "Audit":
+            elif action == "Audit" and FAILURE_KEY not in self.annotations:  # the first one (AddAnnotation)
                 self.annotations[FAILURE_KEY] = json.dumps([{
                     "message": d.message, "policy": policy, "binding": binding, "expressionIndex": index,
                     "validationActions": actions}], separators=(",", ":"))
