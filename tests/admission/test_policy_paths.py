@@ -35,8 +35,13 @@ POLICIES: list[dict[str, Any]] = [
     {"matchConditions": [{"name": "labelled", "expression": "has(object.metadata.labels) && "
                                                             "'strict' in object.metadata.labels"}],
      "validations": [{"expression": "object.data.all(k, k.size() < 4)"}]},
-    {"failurePolicy": "Ignore", "validations": [{"expression": "object.data.missing == 'x'"}]},
+    # errors only on objects with data.ign (a string has no field): ignored
+    {"failurePolicy": "Ignore", "validations": [{"expression": "!has(object.data.ign) || object.data.ign.x == 1"}]},
     {"validations": [{"expression": "!has(object.data.boom) || object.data.boom.nope == 1"}]},  # errors on boom
+    # a condition that errors (labels without `mode`): Fail refuses, though the validation would pass
+    {"matchConditions": [{"name": "mode", "expression": "has(object.metadata.labels) && "
+                                                        "object.metadata.labels.mode == 'x'"}],
+     "validations": [{"expression": "true"}]},
 ]
 
 OBJECTS: list[dict[str, Any]] = [
@@ -47,6 +52,8 @@ OBJECTS: list[dict[str, Any]] = [
     {"data": {"long-key": "1"}, "metadata": {"labels": {"strict": "yes"}}},
     {"data": {"long-key": "1"}},
     {"data": {"boom": "1"}},
+    {"data": {"a": "1"}, "metadata": {"labels": {"other": "1"}}},
+    {"data": {"ign": "1"}},
 ]
 
 
@@ -108,6 +115,11 @@ async def test_plain_and_exact_paths_agree(stack: tuple[Resources, KindRegistry,
             want = await outcome(exact, Admission("CREATE", cm, "default", f"c{j}", obj, None))
             assert got == want, (j, got, want)
             seen.add(got[0].split(" ")[0] if got[0] else "allowed")
+            if j == 0:  # a plain object passes every policy on the plain path alone
+                plan = plain._plans[("CREATE", "", "v1", "configmaps", "", True)]
+                assert plan.combined is not None
+                act = plain.env.activation({"object": obj, "oldObject": None, "params": None})
+                assert plan.combined.eval(act) == [True] * 7
         key = ("CREATE", "", "v1", "configmaps", "", True)
         # every policy (variables and matchConditions included) went into `plain`'s one list; none into `exact`'s
         assert plain._plans[key].combined is not None and not plain._plans[key].others
