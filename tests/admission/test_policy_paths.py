@@ -40,7 +40,8 @@ POLICIES: list[dict[str, Any]] = [
     {"validations": [{"expression": "!has(object.data.boom) || object.data.boom.nope == 1"}]},  # errors on boom
     # a condition that errors (labels without `mode`): Fail refuses, though the validation would pass
     {"matchConditions": [{"name": "mode", "expression": "has(object.metadata.labels) && "
-                                                        "object.metadata.labels.mode == 'x'"}],
+                                                        "object.metadata.labels.mode == 'x'"},
+                         {"name": "not-quiet", "expression": "!('quiet' in object.data)"}],
      "validations": [{"expression": "true"}]},
 ]
 
@@ -54,6 +55,7 @@ OBJECTS: list[dict[str, Any]] = [
     {"data": {"boom": "1"}},
     {"data": {"a": "1"}, "metadata": {"labels": {"other": "1"}}},
     {"data": {"ign": "1"}},
+    {"data": {"quiet": "1"}, "metadata": {"labels": {"other": "1"}}},  # one condition false, one error: skipped
 ]
 
 

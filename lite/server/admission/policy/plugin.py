@@ -306,13 +306,17 @@ class PolicyAdmission:
             return
         if param is None:
             ctx.shared = act
-        for _cond, prog in c.conditions:
-            r = _run(prog, act)
-            if isinstance(r, decide.Failed):
-                if fp != "Ignore":
-                    out.apply(pname, bname, actions, 0, decide.Decision(True, r.message, "", True))
+        if c.conditions:  # as upstream's matcher: any false skips; else errors fail by failurePolicy
+            results = [_run(prog, act) for _cond, prog in c.conditions]
+            if any(r is False for r in results):
                 return
-            if r is not True:
+            errors = [r.message for r in results if isinstance(r, decide.Failed)]
+            if errors:
+                if fp != "Ignore":
+                    text = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
+                    out.apply(pname, bname, actions, 0, decide.Decision(True, text, "", True))
+                return
+            if any(r is not True for r in results):
                 return
         if c.variables:
             variables: Obj = {}
