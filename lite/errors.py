@@ -70,10 +70,10 @@ class ApiError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
         if details:
             out["details"] = details
+        out["code"] = self.code  # Go's field order: details comes before code
         return out
 
 

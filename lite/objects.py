@@ -25,15 +25,16 @@ def now() -> dt.datetime:
 
 
 def rfc3339(t: dt.datetime | None = None) -> str:
-    """RFC 3339 UTC with second precision, as Kubernetes writes metav1.Time."""
-    t = t or now()
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 UTC with second precision, as Kubernetes writes metav1.Time. The year always has four digits
+    (`strftime("%Y")` writes year 1 as `1` on glibc, which Go cannot parse)."""
+    t = (t or now()).astimezone(dt.UTC)
+    return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
 def rfc3339_micro(t: dt.datetime | None = None) -> str:
-    """RFC 3339 UTC with microseconds (metav1.MicroTime, used by Leases and events.k8s.io)."""
-    t = t or now()
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 UTC with microseconds (metav1.MicroTime, used by Leases and events.k8s.io), four-digit year."""
+    t = (t or now()).astimezone(dt.UTC)
+    return f"{rfc3339(t)[:-1]}.{t.microsecond:06d}Z"
 
 
 def parse_time(s: str) -> dt.datetime:

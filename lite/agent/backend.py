@@ -200,6 +200,8 @@ class AgentStreams:
         netns = "" if runner.st.host_network else str(
             Path(runner.deps.netns_dir or "/run/netns") / f"lite-{runner.st.uid}")
         try:
-            return await netns_socket.open_connection(netns, port)
+            return await netns_socket.open_localhost(netns, port)
         except OSError as e:
-            raise internal(f"error forwarding port {port} to pod {pod.name}: {e.strerror or e}") from e
+            # the server prefixes the kubelet's "error forwarding port <p> to pod <name>, uid <uid>: "
+            raise internal(f"failed to connect to localhost:{port} inside the pod's network namespace: "
+                           f"{e.strerror or e}") from e

@@ -16,7 +16,7 @@ Stable API (add, don't break):
 
 - `Environment(variables, functions=(), opaque_types=(), library=True)`: variables map names to CEL types
   (`DYN`, `STRING`, `INT`, `BOOL`, `LIST_DYN`, `MAP_DYN`, ... or an opaque type name). The Kubernetes libraries
-  (libraries.py) and the strings/optional/bindings/encoders/math extensions are always present unless
+  (libraries.py) and the strings/optional/bindings extensions are always present unless
   `library=False`. `functions` add overloads; a member function's first parameter is its receiver; impls take
   and return plain Python values, raise ValueError to fail. Opaque types are protobuf messages with one string
   field `v`: build one with `env.opaque.make(name, text)`, read `msg.v`. Per-request context for an impl (the
@@ -28,6 +28,8 @@ Stable API (add, don't break):
   `Activation` from `env.activation(mapping)`: the values converted to CEL once and shared by every program
   evaluated on them (the conversion is most of a rule's cost when `self` is an object).
 - Errors: `CompileError`, `EvalError`, `CostExceeded` (all `CelError`); `str(e)` is upstream-like text.
+- `issue(src, offset, message)`: an error text in the runtime's format (`ERROR: <input>:1:5: ...` and a caret
+  line), for callers' own compile-time checks.
 - Limits: `PER_CALL_LIMIT`, `RUNTIME_CEL_COST_BUDGET`, `STATIC_ESTIMATED_COST_LIMIT`,
   `STATIC_ESTIMATED_CRD_COST_LIMIT` (upstream's values); `cost_error_message(name, cost, limit)` formats
   upstream's "exceeds budget by factor of" text.
@@ -54,6 +56,7 @@ from lite.cel.env import (
     Function,
     Program,
     cost_error_message,
+    issue,
 )
 
 DYN = _Type.DYN
@@ -72,5 +75,5 @@ __all__ = [
     "BOOL", "BYTES", "DOUBLE", "DYN", "INT", "LIST_DYN", "MAP_DYN", "MAX_REQUEST_SIZE_BYTES", "NULL",
     "PER_CALL_LIMIT", "RUNTIME_CEL_COST_BUDGET", "STATIC_ESTIMATED_COST_LIMIT", "STATIC_ESTIMATED_CRD_COST_LIMIT",
     "STRING", "UINT", "Activation", "Budget", "CelError", "CompileError", "Cost", "CostExceeded", "Environment",
-    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "parse",
+    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "issue", "parse",
 ]

@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024
 STRING_FACTOR = 0.1
@@ -56,12 +56,24 @@ def tokenize(src: str) -> list[tuple[str, str, int, int]]:
     return out
 
 
+class Call(NamedTuple):
+    """A call in a source text: `src[start:name_start]` is the receiver and its dot (empty for a global call),
+    `args` the (start, end) of each argument, `end` just past the closing parenthesis."""
+
+    name: str
+    start: int
+    name_start: int
+    end: int
+    args: list[tuple[int, int]]
+
+
 class _Parser:
     def __init__(self, src: str) -> None:
         self.toks = tokenize(src)
         self.i = 0
         # (name, start, name start, end) of every member call `x.name(...)` and of `format.named(...)`
-        self.calls: list[tuple[str, int, int, int]] = []
+        self.calls: list[Call] = []
+        self.last_args: list[tuple[int, int]] = []
 
     def peek(self) -> tuple[str, str, int, int]:
         return self.toks[self.i]
@@ -106,11 +118,15 @@ class _Parser:
 
     def args(self, close: str) -> list[Node]:
         out: list[Node] = []
+        spans: list[tuple[int, int]] = []
         while not self.at(close):
+            start = self.peek()[2]
             out.append(self.expr())
+            spans.append((start, self.toks[self.i - 1][3]))
             if not self.at(close):
                 self.take(",")
         self.take(close)
+        self.last_args = spans
         return out
 
     def member(self) -> Node:
@@ -118,14 +134,14 @@ class _Parser:
         node = self.primary()
         while True:
             if self.at(".", ".?"):
-                self.take()
+                dot = self.take()[2]
                 _, name, name_start, _ = self.take()
                 if self.at("("):
                     self.take()
                     node = ("call", name, node, self.args(")"))
-                    self.calls.append((name, start, name_start, self.toks[self.i - 1][3]))
+                    self.calls.append(Call(name, start, name_start, self.toks[self.i - 1][3], self.last_args))
                 else:
-                    node = ("sel", node, name)
+                    node = ("sel", node, name, dot)
             elif self.at("[", "[?"):
                 self.take()
                 key = self.expr()
@@ -151,15 +167,17 @@ class _Parser:
         return out
 
     def primary(self) -> Node:
-        kind, text = self.take()[:2]
+        kind, text, at, _ = self.take()
         if kind == "op" and text == ".":
-            kind, text = self.take()[:2]
+            kind, text, at, _ = self.take()
         if kind == "id":
             if text in ("true", "false", "null"):
                 return ("lit", 1)
             if self.at("("):
                 self.take()
-                return ("call", text, None, self.args(")"))
+                node = ("call", text, None, self.args(")"))
+                self.calls.append(Call(text, at, at, self.toks[self.i - 1][3], self.last_args))
+                return node
             return ("id", text)
         if kind == "str":
             return ("lit", len(text))
@@ -180,7 +198,7 @@ def parse(src: str) -> Node:
     return _parse(src)[0]
 
 
-def _parse(src: str) -> tuple[Node, list[tuple[str, int, int, int]]]:
+def _parse(src: str) -> tuple[Node, list[Call]]:
     p = _Parser(src)
     node = p.expr()
     if p.peek()[0] != "eof":
@@ -188,8 +206,9 @@ def _parse(src: str) -> tuple[Node, list[tuple[str, int, int, int]]]:
     return node, p.calls
 
 
-def member_calls(src: str, names: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
-    """(name, start of the receiver, start of the name, end of the call) of each member call of `names`."""
+def member_calls(src: str, names: tuple[str, ...]) -> list[Call]:
+    """Each call of `names` in `src`, with its offsets: member calls `receiver.name(args)` and global calls
+    `name(args)` (`start == name_start`)."""
     try:
         return [c for c in _parse(src)[1] if c[0] in names]
     except (ValueError, RecursionError):
@@ -329,7 +348,8 @@ class Cost:
 
 SizeFn = Callable[[str], Shape]
 
-_MACROS = {"all", "exists", "exists_one", "map", "filter"}
+_MACROS = {"all", "exists", "exists_one", "existsOne", "map", "filter", "transformList", "transformMap",
+           "transformMapEntry"}
 _LINEAR_STRING_FNS = {"contains", "startsWith", "endsWith", "lowerAscii", "upperAscii", "trim", "replace",
                       "split", "substring", "charAt", "indexOf", "lastIndexOf", "reverse", "quote", "join",
                       "url", "isURL", "ip", "isIP", "cidr", "isCIDR", "quantity", "isQuantity", "validate",
@@ -390,7 +410,7 @@ class _Estimator:
         if name == "has" and target is None and args:
             c, _ = self.walk(args[0])
             return c, Shape(size=1)
-        if target is not None and name in _MACROS and len(args) in (2, 3) and args[0][0] == "id":
+        if target is not None and name in _MACROS and len(args) in (2, 3, 4) and args[0][0] == "id":
             return self.comprehension(name, target, args)
         if name == "bind" and target == ("id", "cel") and len(args) == 3 and args[0][0] == "id":
             ci, si = self.walk(args[1])
@@ -421,13 +441,19 @@ class _Estimator:
 
     def comprehension(self, name: str, target: Node, args: list[Node]) -> tuple[float, Shape]:
         cr, sr = self.walk(target)
-        var = args[0][1]
-        saved = self.scope.get(var)
-        self.scope[var] = sr.child(None)
+        two = len(args) >= 3 and args[1][0] == "id" and (name not in ("map", "filter") or len(args) == 4)
+        names = [args[0][1], args[1][1]] if two else [args[0][1]]
+        shapes = [Shape(size=1), sr.child(None)] if two else [sr.child(None)]
+        if two and not (sr.schema or {}).get("items") and sr.schema and sr.schema.get("type") == "object":
+            shapes[0] = Shape({"type": "string"})  # a map's keys
+        saved = [self.scope.get(v) for v in names]
+        for v, shape in zip(names, shapes, strict=True):
+            self.scope[v] = shape
         body = 0.0
-        for a in args[1:]:
+        for a in args[len(names):]:
             body += self.walk(a)[0]
-        self._restore(var, saved)
+        for v, old in zip(names, saved, strict=True):
+            self._restore(v, old)
         n = sr.max()
         return cr + n * (body + 1) + 1, Shape(sr.schema if name == "filter" else None, size=n)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from lite.cel import cost as costmod
 from lite.cel import libraries
@@ -164,14 +164,31 @@ class Environment:
         self.variables = {k: self._type(v) for k, v in variables.items()}
         self._env = cel.NewEnv(
             descriptor_pool=self.opaque.pool, variables=self.variables,
-            extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
-                        ext_encoders.ExtEncoders(), ext_math.ExtMath()],
+            extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
             functions=[cel.FunctionDecl(name, overloads) for name, overloads in decls.items()])
 
     def _type(self, t: Any) -> Any:
         if isinstance(t, str):
             return self.opaque.type(t)
         return t
+
+    def _check_literals(self, source: str) -> None:
+        """Upstream's AST validators (1.29+): a literal regex of `matches`, a literal `duration(...)` or
+        `timestamp(...)` must be valid when the expression compiles (`invalid matches argument`). Checked by
+        the runtime itself (RE2, its duration and timestamp parsers) on the literal alone."""
+        for c in costmod.member_calls(source, tuple(_LITERAL_CHECKS)):
+            if len(c.args) != 1 or (c.name == "matches") == (c.start == c.name_start):
+                continue  # matches as a member call on a literal pattern; duration/timestamp as globals
+            start, end = c.args[0]
+            literal = source[start:end]
+            if costmod.tokenize(literal)[0][0] != "str" or len(costmod.tokenize(literal)) != 2:
+                continue
+            try:
+                bad = self._env.compile(_LITERAL_CHECKS[c.name].format(literal)).eval().type() == cel.Type.ERROR
+            except RuntimeError:
+                bad = True
+            if bad:
+                raise CompileError(issue(source, start, f"invalid {c.name} argument"))
 
     def activation(self, data: Mapping[str, Any]) -> Activation:
         """`data` converted once, to evaluate several of this environment's programs with it."""
@@ -192,6 +209,7 @@ class Environment:
                 expr = self._env.compile(source)
             except RuntimeError as original:
                 raise CompileError(clean_message(str(original))) from None
+        self._check_literals(source)
         try:
             node: costmod.Node | None = costmod.parse(source)
         except (ValueError, RecursionError):
@@ -201,29 +219,87 @@ class Environment:
         return Program(source, expr, self, costmod.Cost(1, high), node)
 
 
+_LITERAL_CHECKS = {"matches": "''.matches({})", "duration": "duration({})", "timestamp": "timestamp({})"}
+
+
+def issue(src: str, at: int, message: str) -> str:
+    """A compile error in the runtime's format: `ERROR: <input>:line:col: message` and a caret line."""
+    line_no = src.count("\n", 0, at) + 1
+    line_start = src.rfind("\n", 0, at) + 1
+    line_end = src.find("\n", at)
+    text = src[line_start:line_end if line_end >= 0 else len(src)]
+    col = at - line_start
+    return f"ERROR: <input>:{line_no}:{col + 1}: {message}\n | {text}\n | {'.' * col}^"
+
+
 def _with_optional_results(src: str) -> str:
-    """`src` with `indexOf`/`lastIndexOf` calls renamed to lite's `__indexOf`/`__lastIndexOf` (the strings
+    """`src` as the runtime can compile it: two-variable comprehensions (`m.all(k, v, p)`, `existsOne`,
+    `transformList`, `transformMap`, `transformMapEntry`) as one-variable macros over pairs; `string(x)` able
+    to print IPs and CIDRs (bound as dyn and dispatched on its type); `indexOf` and
+    `lastIndexOf` calls renamed to lite's `__indexOf`/`__lastIndexOf` (the strings
     extension owns those names and the runtime refuses list overloads beside its own), and the library calls
     that return optionals rewritten onto lite's non-optional functions (Python functions cannot return CEL
     optionals): `X.validate(s)` -> `optional.ofNonZeroValue(X.__formatValidate(s))`,
     `format.named(n)` -> `(format.__known(n) ? optional.of(format.__named(n)) : optional.none())`. One call
     at a time, the innermost first, so nested calls are rewritten too."""
-    renames = sorted(costmod.member_calls(src, ("indexOf", "lastIndexOf")), key=lambda c: -c[2])
-    for name, _start, name_start, _end in renames:  # list and string receivers: libraries.index_of
-        src = src[:name_start] + "__" + name + src[name_start + len(name):]
-    for _ in range(16):
-        calls = [c for c in costmod.member_calls(src, ("validate", "named"))
-                 if c[0] == "validate" or src[c[1]:c[2]].replace(" ", "") == "format."]
+    renames = sorted(costmod.member_calls(src, ("indexOf", "lastIndexOf")), key=lambda c: -c.name_start)
+    for c in renames:  # list and string receivers: libraries.index_of
+        src = src[:c.name_start] + "__" + c.name + src[c.name_start + len(c.name):]
+    for _ in range(64):
+        calls = [c for c in costmod.member_calls(src, _REWRITTEN) if _rewrite(src, c) is not None]
         if not calls:
             return src
-        name, start, name_start, end = min(calls, key=lambda c: c[3] - c[1])
-        args = src[name_start + len(name):end]
-        if name == "validate":
-            new = f"optional.ofNonZeroValue({src[start:name_start]}__formatValidate{args})"
-        else:
-            new = f"(format.__known{args} ? optional.of(format.__named{args}) : optional.none())"
-        src = src[:start] + new + src[end:]
+        c = min(calls, key=lambda c: c.end - c.start)
+        src = src[:c.start] + str(_rewrite(src, c)) + src[c.end:]
     return src
+
+
+_TWO_VAR = ("all", "exists", "existsOne", "transformList", "transformMap", "transformMapEntry")
+_REWRITTEN = ("validate", "named", "string", *_TWO_VAR)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _rewrite(src: str, c: costmod.Call) -> str | None:
+    """The replacement text of one call (see `_with_optional_results`), None to leave it."""
+    receiver, args = src[c.start:c.name_start], src[c.name_start + len(c.name):c.end]
+    if c.name == "string":  # string(ip) / string(cidr): the runtime refuses new overloads of `string`
+        if c.start != c.name_start or len(c.args) != 1 or src[c.args[0][0]:c.args[0][1]].strip() == "__lite_s":
+            return None
+        return (f"cel.bind(__lite_s, dyn({src[c.args[0][0]:c.args[0][1]]}), type(__lite_s) == net.IP ? "
+                "__lite_ip_text(__lite_s) : type(__lite_s) == net.CIDR ? __lite_cidr_text(__lite_s) : "
+                "string(__lite_s))")
+    if c.start == c.name_start:
+        return None
+    if c.name == "validate":
+        return f"optional.ofNonZeroValue({receiver}__formatValidate{args})"
+    if c.name == "named":
+        if receiver.replace(" ", "") != "format.":
+            return None
+        return f"(format.__known{args} ? optional.of(format.__named{args}) : optional.none())"
+    # two-variable comprehensions (cel-go's ext.TwoVarComprehensions, in upstream's 1.32 environment): the
+    # runtime lacks them, so they become one-variable macros over lite's [key-or-index, value] pairs
+    parts = [src[a:b].strip() for a, b in c.args]
+    if len(parts) not in (3, 4) or not all(_IDENT.fullmatch(p) for p in parts[:2]) or \
+            (len(parts) == 4 and c.name not in ("transformList", "transformMap")):
+        return None
+    k, v, rest = parts[0], parts[1], parts[2:]
+    pairs = f"__lite_pairs({receiver.rstrip().removesuffix('.').removesuffix('?').rstrip('.')})"
+
+    def bound(expr: str) -> str:
+        return f"cel.bind({k}, __lite_p[0], cel.bind({v}, __lite_p[1], ({expr})))"
+
+    if c.name in ("all", "exists"):
+        return f"{pairs}.{c.name}(__lite_p, {bound(rest[0])})"
+    if c.name == "existsOne":
+        return f"{pairs}.exists_one(__lite_p, {bound(rest[0])})"
+    body = ", ".join(bound(e) for e in rest)
+    if c.name == "transformList":
+        return f"{pairs}.map(__lite_p, {body})"
+    if c.name == "transformMap":
+        if len(rest) == 2:
+            return f"__lite_to_map({pairs}.map(__lite_p, {bound(rest[0])}, [__lite_p[0], {bound(rest[1])}]))"
+        return f"__lite_to_map({pairs}.map(__lite_p, [__lite_p[0], {body}]))"
+    return f"__lite_merge_maps({pairs}.map(__lite_p, {body}))"
 
 
 def cost_error_message(name: str, cost: int, limit: int) -> str:

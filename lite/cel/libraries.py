@@ -9,15 +9,17 @@ getScheme, getHost, getHostname, getPort, getEscapedPath, getQuery), IP (ip, isI
 isUnspecified, isLoopback, isLinkLocalMulticast, isLinkLocalUnicast, isGlobalUnicast), CIDR (cidr, isCIDR,
 containsIP, containsCIDR, ip, masked, prefixLength), quantity (quantity, isQuantity, sign, isInteger,
 asInteger, asApproximateFloat, add, sub, isLessThan, isGreaterThan, compareTo), format (format.named,
-format.<name>(), validate), sets (sets.contains, sets.equivalent, sets.intersects). The strings, optional,
-bindings, encoders and math extensions come from cel-expr-python itself (see env.py).
+format.<name>(), validate), sets (sets.contains, sets.equivalent, sets.intersects), two-variable comprehensions
+(via env.py's rewrite onto `__lite_pairs`). The strings and optional extensions come from cel-expr-python itself
+(see env.py), as does `cel.bind` (lite needs it internally; upstream 1.32 does not offer it to rules).
 
 `indexOf` / `lastIndexOf` serve lists and strings through lite's `__indexOf` / `__lastIndexOf` (the runtime's
 strings extension owns those names and refuses list overloads beside its own, so env.py renames the calls).
-Known differences (the runtime cannot express them): `string(ip)` / `string(cidr)` are not declared (the
-runtime refuses new overloads of `string`). Python functions cannot return CEL optionals, so `format.named(n)`
-and `<Format>.validate(s)` are rewritten in the expression text before compiling (env.py) onto functions that
-return a Format and a list, wrapped in `optional.of`/`optional.ofNonZeroValue`: same results as upstream's.
+`string(ip)` / `string(cidr)`: the runtime refuses new overloads of `string`, so env.py rewrites `string(x)`
+to bind `x` as dyn and print IPs and CIDRs with lite's functions. Python functions cannot return CEL
+optionals, so `format.named(n)` and `<Format>.validate(s)` are rewritten in the expression text before
+compiling (env.py) onto functions that return a Format and a list, wrapped in `optional.of` /
+`optional.ofNonZeroValue`: same results as upstream's.
 """
 
 from __future__ import annotations
@@ -110,6 +112,20 @@ def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) != isinstance(b, bool):
         return False
     return bool(a == b)
+
+
+def to_map(pairs: list[list[Any]]) -> dict[Any, Any]:
+    return {p[0]: p[1] for p in pairs}
+
+
+def merge_maps(maps: list[dict[Any, Any]]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for m in maps:
+        for k, v in m.items():
+            if k in out:
+                raise ValueError(f"insert failed: key {k} already exists")
+            out[k] = v
+    return out
 
 
 # ---- regex -----------------------------------------------------------------------------------------------
@@ -459,8 +475,7 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
         return q(_frac_text(f))
 
     def cidr_new(s: str) -> Any:
-        parse_cidr(s)
-        return cidrm(s)
+        return cidrm(str(parse_cidr(s)))
 
     def named(name: str) -> Any:
         if name not in FORMATS:
@@ -519,6 +534,8 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
           lambda c, d: cidr_contains_cidr(c.v, d.v), True),
         F("ip", "cidr_ip", [CIDRT], IPT, lambda c: ipm(str(parse_cidr(c.v).ip)), True),
         F("masked", "cidr_masked", [CIDRT], CIDRT, lambda c: cidrm(str(parse_cidr(c.v).network)), True),
+        F("__lite_ip_text", "ip_to_string", [IPT], T.STRING, lambda a: a.v),
+        F("__lite_cidr_text", "cidr_to_string", [CIDRT], T.STRING, lambda c: c.v),
         F("prefixLength", "cidr_prefix_length", [CIDRT], T.INT, lambda c: parse_cidr(c.v).network.prefixlen, True),
         # quantity
         F("quantity", "string_to_quantity", [T.STRING], Q, lambda s: q_new(parse_q(s))),
@@ -547,6 +564,14 @@ def all_functions(o: OpaqueTypes) -> list[Function]:
     for suffix, ty in elem_types:  # the runtime dispatches Python functions on concrete argument kinds
         fns.append(F("__indexOf", f"list_index_of_{suffix}", [DYN_LIST, ty], T.INT, index_of, True))
         fns.append(F("__lastIndexOf", f"list_last_index_of_{suffix}", [DYN_LIST, ty], T.INT, last_index_of, True))
+    fns += [  # two-variable comprehensions (env.py rewrites them over these)
+        F("__lite_pairs", "lite_pairs_list", [DYN_LIST], T.List(DYN_LIST), lambda xs: [[i, x] for i, x in
+                                                                                      enumerate(xs)]),
+        F("__lite_pairs", "lite_pairs_map", [T.Map(T.DYN, T.DYN)], T.List(DYN_LIST),
+          lambda m: [[k, x] for k, x in m.items()]),
+        F("__lite_to_map", "lite_to_map", [T.List(DYN_LIST)], T.Map(T.DYN, T.DYN), to_map),
+        F("__lite_merge_maps", "lite_merge_maps", [T.List(T.Map(T.DYN, T.DYN))], T.Map(T.DYN, T.DYN), merge_maps),
+    ]
     for name in FORMATS:
         fns.append(F(f"format.{name}", f"format.{name}", [], FMT, (lambda n: lambda: o.make(FMT, n))(name)))
     return fns

@@ -44,6 +44,17 @@ def _port(value: str) -> int:
     return port
 
 
+def _count(value: str) -> int:
+    """A count flag: 0 or more (0 meaning "no limit" where the flag says so)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {value}")
+    return n
+
+
 def _cidr(value: str) -> str:
     """An address range as the server, the allocators and the agents parse it (network address, prefix)."""
     import ipaddress
@@ -216,10 +227,17 @@ def _add_connection_flags(srv: argparse.ArgumentParser) -> None:
                      help="close a connection whose request head takes longer to arrive (default 32)")
     srv.add_argument("--idle-timeout", type=float, default=90.0, metavar="SECONDS",
                      help="close a connection idle between requests for longer (default 90)")
-    srv.add_argument("--max-connections-per-address", type=int, default=256, metavar="N",
-                     help="refuse connections beyond N open from one client address (default 256; 0: no cap)")
-    srv.add_argument("--max-connections", type=int, default=0, metavar="N",
-                     help="refuse connections beyond N open in all (default 0: the open-file limit less a reserve)")
+    srv.add_argument("--max-connections-per-address", type=_count, default=256, metavar="N",
+                     help="past N connections from one client address, close its longest-idle one (idle 1s or "
+                          "more) for each new one; never refuses (default 256; 0: never)")
+    srv.add_argument("--max-connections", type=_count, default=0, metavar="N",
+                     help="past N connections in all, close the longest-idle one of the address holding the most; "
+                          "refuse only when all N are busy (default 0: the open-file limit less a reserve)")
+    srv.add_argument("--max-requests-inflight", type=_count, default=400, metavar="N",
+                     help="answer 429 past N read requests in flight; watches, exec, logs, proxy excepted "
+                          "(default 400; 0: no limit)")
+    srv.add_argument("--max-mutating-requests-inflight", type=_count, default=200, metavar="N",
+                     help="answer 429 past N mutating requests in flight (default 200; 0: no limit)")
     srv.add_argument("--log-repeat-window", type=float, default=10.0, metavar="SECONDS",
                      help="log at most 5 copies of one message per window, then a count of those dropped "
                           "(default 10; 0: log everything)")
@@ -284,6 +302,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout,
         max_connections_per_address=args.max_connections_per_address,
         max_connections=args.max_connections,
+        max_requests_inflight=args.max_requests_inflight,
+        max_mutating_requests_inflight=args.max_mutating_requests_inflight,
         snapshot_cron=args.snapshot_schedule_cron,
         snapshot_retention=args.snapshot_retention,
         disable_snapshots=args.disable_snapshots,

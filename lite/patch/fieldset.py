@@ -43,7 +43,7 @@ def key_element(rule: ListRule, item: dict[str, Any]) -> str:
 def object_fields(obj: Any, schema: Schema, *, ignore_status: bool = True) -> set[FieldPath]:
     """The set of field paths `obj` specifies (its apply intent), minus server-owned metadata."""
     out: set[FieldPath] = set()
-    _walk(obj, schema, (), (), out)
+    _walk(obj, schema, (), (), out, ignore_status)
     return {p for p in out if not _ignored(p, ignore_status)}
 
 
@@ -51,13 +51,16 @@ def _ignored(p: FieldPath, ignore_status: bool) -> bool:
     return p[:1] in IGNORED or p[:2] in IGNORED or (ignore_status and p[:1] == ("f:status",))
 
 
-def _walk(value: Any, schema: Schema, spath: Path, fpath: FieldPath, out: set[FieldPath]) -> None:
+def _walk(value: Any, schema: Schema, spath: Path, fpath: FieldPath, out: set[FieldPath],
+          ignore_status: bool = False) -> None:
     if isinstance(value, dict):
         if spath and schema.is_atomic_map(spath):
             out.add(fpath)
             return
         for k, v in value.items():
             child = (*fpath, f"f:{k}")
+            if len(child) <= 2 and _ignored(child, ignore_status):  # (managedFields, status: never walked)
+                continue
             if v is None or v == {}:
                 out.add(child)
             _walk(v, schema, (*spath, k), child, out)
@@ -77,14 +80,204 @@ def _walk(value: Any, schema: Schema, spath: Path, fpath: FieldPath, out: set[Fi
         out.add(fpath)
 
 
+def diff_fields(old: Any, new: Any, schema: Schema, *,
+                ignore_status: bool = True) -> tuple[set[FieldPath], set[FieldPath]]:
+    """(changed, removed) from `old` to `new`: `changed` are the paths of `object_fields(new)` whose value
+    differs from `old`'s at the same path (absent there included): a leaf whose value changed, a keyed item or
+    set member that is new or whose content changed; `removed` are the paths of `object_fields(old)` that
+    `new` no longer has. One walk of both objects side by side, skipping subtrees whose encodings are equal,
+    so an update costs about what its change does (looking each path up in both would cost that per path)."""
+    changed: set[FieldPath] = set()
+    removed: set[FieldPath] = set()
+    _diff(old, new, schema, (), (), changed, removed, ignore_status)
+    removed -= changed
+    return ({p for p in changed if not _ignored(p, ignore_status)},
+            {p for p in removed if not _ignored(p, ignore_status)})
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    """Equal encodings (a fast, strict test: equal values whose keys are ordered differently, or 1 and 1.0,
+    are left to the slow walk)."""
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except (TypeError, orjson.JSONEncodeError):
+        return False
+
+
+def _walk_value(v: Any, schema: Schema, spath: Path, fpath: FieldPath, out: set[FieldPath]) -> None:
+    """`_walk` of a map entry's value: `null` and `{}` are leaves themselves."""
+    if v is None or v == {}:
+        out.add(fpath)
+    _walk(v, schema, spath, fpath, out)
+
+
+def _diff(old: Any, new: Any, schema: Schema, spath: Path, fpath: FieldPath, changed: set[FieldPath],
+          removed: set[FieldPath], ignore_status: bool = False) -> bool:
+    """Add to `changed` the paths under `fpath` (in `_walk`'s terms) whose value differs and to `removed` the
+    old paths there (those still present are taken out by the caller); True when anything there differs (so a
+    keyed item holding a change counts as changed, as its whole value does)."""
+    if old is _MISSING:
+        _walk(new, schema, spath, fpath, changed)
+        return True
+    if isinstance(new, dict | list) and type(old) is type(new) and _same_bytes(old, new):
+        return False
+    if isinstance(new, dict):
+        if (spath and schema.is_atomic_map(spath)) or not isinstance(old, dict):
+            return _replaced(old, new, schema, spath, fpath, changed, removed)
+        differs = False
+        for k, ov in old.items():
+            if k not in new:
+                _walk_value(ov, schema, (*spath, k), (*fpath, f"f:{k}"), removed)
+                differs = True
+        for k, v in new.items():
+            child = (*fpath, f"f:{k}")
+            if len(child) <= 2 and _ignored(child, ignore_status):  # never owned: not compared
+                continue
+            ov = old.get(k, _MISSING)
+            if v is None or v == {}:
+                if ov is _MISSING or not json_equal(ov, v):
+                    changed.add(child)
+                    if ov is not _MISSING:
+                        _walk(ov, schema, (*spath, k), child, removed)
+                    differs = True
+                continue
+            if ov is None or ov == {}:
+                removed.add(child)  # a `null` or `{}` leaf that now holds something
+            differs = _diff(ov, v, schema, (*spath, k), child, changed, removed) or differs
+        return differs
+    if isinstance(new, list):
+        rule = schema.list_rule(spath)
+        atomic = rule.strategy == "atomic" or (rule.strategy == "merge" and not all(isinstance(i, dict) for i in new))
+        if atomic or not isinstance(old, list):
+            return _replaced(old, new, schema, spath, fpath, changed, removed)
+        if rule.strategy == "merge" and not all(isinstance(i, dict) for i in old):
+            _walk(old, schema, spath, fpath, removed)  # old was atomic here (a leaf), new is keyed
+        differs = len(old) != len(new)
+        if rule.strategy == "set":
+            for item in new:
+                if not any(json_equal(item, x) for x in old):
+                    changed.add((*fpath, "v:" + _json(item)))
+                    differs = True
+            for x in old:
+                if not any(json_equal(item, x) for item in new):
+                    removed.add((*fpath, "v:" + _json(x)))
+                    differs = True
+            return differs or not all(json_equal(a, b) for a, b in zip(old, new, strict=False))
+        old_keys: list[dict[str, Any] | None] = [rule.key_of(x) if isinstance(x, dict) else None for x in old]
+        new_keys = [rule.key_of(item) for item in new]
+        for item, key in zip(new, new_keys, strict=True):
+            at = next((i for i, k in enumerate(old_keys) if k is not None and json_equal(k, key)), -1)
+            member = (*fpath, key_element(rule, item))
+            if _diff(old[at] if at >= 0 else _MISSING, item, schema, spath, member, changed, removed):
+                changed.add(member)
+                differs = True
+        for x, gone in zip(old, old_keys, strict=True):
+            if gone is not None and not any(json_equal(gone, k) for k in new_keys):
+                member = (*fpath, key_element(rule, x))
+                removed.add(member)
+                _walk(x, schema, spath, member, removed)
+                differs = True
+        # same members with the same contents: only their order can differ
+        return differs or any(k is None or not json_equal(k, nk) for k, nk in zip(old_keys, new_keys, strict=False))
+    if new is None:
+        return not json_equal(old, new)
+    if json_equal(old, new):
+        return False
+    changed.add(fpath)
+    if isinstance(old, dict | list):
+        _walk(old, schema, spath, fpath, removed)
+    return True
+
+
+def _replaced(old: Any, new: Any, schema: Schema, spath: Path, fpath: FieldPath, changed: set[FieldPath],
+              removed: set[FieldPath]) -> bool:
+    """A value replaced whole (atomic, or of another type): all of new's paths changed, all of old's gone."""
+    if json_equal(old, new):
+        return False
+    _walk(new, schema, spath, fpath, changed)
+    _walk(old, schema, spath, fpath, removed)
+    return True
+
+
 def _order(key: str) -> tuple[int, str]:
     return ({".": 0, "f": 1, "k": 2, "v": 3, "i": 4}.get(key[:1], 5), key)
 
 
 def to_fields_v1(paths: Iterable[FieldPath]) -> dict[str, Any]:
-    """Encode a set of paths as a FieldsV1 object (children sorted as structured-merge-diff writes them)."""
+    """Encode a set of paths as a FieldsV1 object (children sorted as structured-merge-diff writes them).
+
+    With only `f:`, `k:` and `v:` elements (all lite writes), plain string order is that order, so the
+    paths are inserted sorted and every map comes out in order without sorting each one again."""
+    ordered = sorted(set(paths))
     tree: dict[str, Any] = {}
-    members = set(paths)
+    marked: list[dict[str, Any]] = []
+    for p in ordered:
+        node = tree
+        for pe in p:
+            child = node.get(pe)
+            if child is None:
+                if pe[:2] not in _PLAIN_ORDER:
+                    return _to_fields_v1_sorted(ordered)
+                child = node[pe] = {}
+            node = child
+        node["."] = {}  # first key of a member's map: dropped below unless it has children too
+        marked.append(node)
+    for node in marked:
+        if len(node) == 1:
+            node.clear()
+    return tree
+
+
+def object_fields_v1(obj: Any, schema: Schema, *, ignore_status: bool = True) -> dict[str, Any]:
+    """`to_fields_v1(object_fields(obj))` in one walk of the object (what a create records): maps are built in
+    structured-merge-diff's order as they are walked."""
+    return _tree(obj, schema, (), (), ignore_status)
+
+
+def _tree(value: Any, schema: Schema, spath: Path, fpath: FieldPath, ignore_status: bool) -> dict[str, Any]:
+    """The FieldsV1 children of a non-leaf value (a non-atomic map or list), mirroring `_walk`."""
+    node: dict[str, Any] = {}
+    if isinstance(value, dict):
+        for k in sorted(value):
+            child = (*fpath, f"f:{k}") if len(fpath) < 2 else ()
+            if child and _ignored(child, ignore_status):
+                continue
+            sub = _value_tree(value[k], schema, (*spath, k), child or (*fpath, f"f:{k}"), ignore_status)
+            if sub is not None:
+                node[f"f:{k}"] = sub
+        return node
+    rule = schema.list_rule(spath)
+    if rule.strategy == "set":
+        return {pe: {} for pe in sorted("v:" + _json(item) for item in value)}
+    members = sorted(((key_element(rule, item), item) for item in value), key=lambda m: m[0])
+    for pe, item in members:
+        inner = _tree(item, schema, spath, (*fpath, pe), ignore_status)
+        node[pe] = {".": {}, **inner} if inner else {}
+    return node
+
+
+def _value_tree(v: Any, schema: Schema, spath: Path, fpath: FieldPath, ignore_status: bool) -> dict[str, Any] | None:
+    """The FieldsV1 node of a map entry's value: {} for a leaf, its children for a container, None when it
+    owns nothing (an empty non-atomic list)."""
+    if v is None or v == {}:
+        return {}
+    if isinstance(v, dict):
+        if schema.is_atomic_map(spath):
+            return {}
+        return _tree(v, schema, spath, fpath, ignore_status) or None
+    if isinstance(v, list):
+        rule = schema.list_rule(spath)
+        if rule.strategy == "atomic" or (rule.strategy == "merge" and not all(isinstance(i, dict) for i in v)):
+            return {}
+        return _tree(v, schema, spath, fpath, ignore_status) or None
+    return {}
+
+
+_PLAIN_ORDER = frozenset({"f:", "k:", "v:"})
+
+
+def _to_fields_v1_sorted(members: list[FieldPath]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
     for p in members:
         node = tree
         for pe in p:

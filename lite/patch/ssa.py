@@ -9,7 +9,7 @@ field another manager owns unless `force`, which transfers ownership. `record_up
 
 Invariants:
 - Pure: `live` and `intent` are never mutated; the result is a new dict.
-- A manager is identified by (manager, operation); its set is replaced on every Apply.
+- A manager is identified by (manager, operation, subresource); its set is replaced on every Apply.
 - Paths stripped by the server (apiVersion, kind, name, namespace, uid, resourceVersion, ...) and, unless
   asked otherwise, `status` are never owned.
 """
@@ -23,9 +23,11 @@ from lite.objects import deep_copy
 from lite.patch.fieldset import (
     MISSING,
     FieldPath,
+    diff_fields,
     from_fields_v1,
     get_path,
     object_fields,
+    object_fields_v1,
     path_string,
     remove_path,
     to_fields_v1,
@@ -37,8 +39,11 @@ Entry = dict[str, Any]
 
 
 def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, force: bool,
-          api_version: str, now: str, schema: Schema, ignore_status: bool = True) -> dict[str, Any]:
-    """The object after `manager` applies `intent` to `live` (None when creating)."""
+          api_version: str, now: str, schema: Schema, ignore_status: bool = True,
+          subresource: str = "") -> dict[str, Any]:
+    """The object after `manager` applies `intent` to `live` (None when creating). An apply through a
+    subresource (`status`, `scale`: `intent` then in the parent's terms) is the entry
+    `{manager, Apply, subresource}`, apart from the same manager's apply of the object itself."""
     if not isinstance(intent, dict):
         raise errors.bad_request("apply patch must be an object")
     if not manager:
@@ -47,12 +52,12 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
     want = _drop_nulls(deep_copy(intent))
     want.get("metadata", {}).pop("managedFields", None)
     entries = [(e, from_fields_v1(e.get("fieldsV1"))) for e in managed_entries(base)]
-    mine = [i for i, (e, _) in enumerate(entries) if _is(e, manager, "Apply")]
+    mine = [i for i, (e, _) in enumerate(entries) if _is(e, manager, "Apply", subresource)]
     previous = entries[mine[0]][1] if mine else set()
     owned = object_fields(want, schema, ignore_status=ignore_status)
 
     result: dict[str, Any] = _merge(deep_copy(base), want, schema, ())
-    conflicts = _conflicts(base, result, owned, entries, manager, schema)
+    conflicts = _conflicts(base, result, owned, entries, manager, schema, subresource)
     if conflicts and not force:
         raise _conflict_error(conflicts, entries)
     taken = {p for _, p in conflicts}
@@ -67,31 +72,60 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
 
     new_entry = {"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": now,
                  "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(owned)}
+    if subresource:
+        new_entry["subresource"] = subresource
     _store_entries(result, [*_reencode(others), new_entry] if owned else _reencode(others))
     return result
 
 
 def record_update(old: dict[str, Any] | None, new: dict[str, Any], *, manager: str, api_version: str,
-                  now: str, schema: Schema, ignore_status: bool = True) -> dict[str, Any]:
+                  now: str, schema: Schema, ignore_status: bool = True, subresource: str = "",
+                  in_place: bool = False) -> dict[str, Any]:
     """`new` with managedFields updated for a non-apply write by `manager` (upstream Update operation):
-    fields that changed from `old` become the manager's, and other managers lose them."""
-    out = deep_copy(new)
-    before = object_fields(old or {}, schema, ignore_status=ignore_status)
-    after = object_fields(out, schema, ignore_status=ignore_status)
-    changed = {p for p in after if p not in before or not _same(old or {}, out, p, schema)}
-    entries = [(e, from_fields_v1(e.get("fieldsV1"))) for e in managed_entries(old or {})]
-    kept: list[tuple[Entry, set[FieldPath]]] = []
+    fields that changed from `old` become the manager's, and other managers lose them. A write through a
+    subresource (`status`, `scale`) is its own manager entry, `{manager, Update, subresource}`, as upstream
+    records it, so that a later apply of the same fields conflicts with it. `in_place`: a caller that owns
+    `new` lets it be updated instead of copied (the registry, on every write)."""
+    if in_place:  # only metadata.managedFields is written: a metadata map shared with `old` stays untouched
+        out = new
+        out["metadata"] = dict(out.get("metadata") or {})
+    else:
+        out = deep_copy(new)
+    if not old:  # a create: the manager owns all the object sets
+        fields = object_fields_v1(out, schema, ignore_status=ignore_status)
+        entry0: Entry = {"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
+                         "fieldsType": "FieldsV1", "fieldsV1": fields}
+        if subresource:
+            entry0["subresource"] = subresource
+        _store_entries(out, [entry0] if fields else [])
+        return out
+    changed, removed = diff_fields(old, out, schema, ignore_status=ignore_status)
+    kept: list[Entry] = []
     mine: set[FieldPath] = set()
-    for e, s in entries:
-        if _is(e, manager, "Update"):
+    was: Entry | None = None
+    for e in managed_entries(old):
+        s = from_fields_v1(e.get("fieldsV1"))
+        if _is(e, manager, "Update", subresource):
             mine |= s
-        else:
-            kept.append((e, (s - changed) & after))
-    mine = (mine | changed) & after
+            was = e
+            continue
+        left = s - changed - removed  # fields this write ignores (status) stay owned
+        if left == s:
+            kept.append(e)  # untouched: its FieldsV1 as it was
+        elif left:
+            kept.append({**e, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(left)})
+    before = set(mine)
+    mine = (mine | changed) - removed
     if mine:
-        kept.append(({"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
-                      "fieldsType": "FieldsV1"}, mine))
-    _store_entries(out, _reencode(kept))
+        # the same fields again (a write repeating itself): its FieldsV1 as it was, only the time moves
+        encoded = was["fieldsV1"] if was is not None and mine == before and isinstance(was.get("fieldsV1"), dict) \
+            else to_fields_v1(mine)
+        entry: Entry = {"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
+                        "fieldsType": "FieldsV1", "fieldsV1": encoded}
+        if subresource:
+            entry["subresource"] = subresource
+        kept.append(entry)
+    _store_entries(out, kept)
     return out
 
 
@@ -100,13 +134,9 @@ def managed_entries(obj: dict[str, Any]) -> list[Entry]:
     return entries
 
 
-def _is(e: Entry, manager: str, operation: str) -> bool:
-    return e.get("manager") == manager and e.get("operation") == operation and not e.get("subresource")
-
-
-def _same(a: Any, b: Any, p: FieldPath, schema: Schema) -> bool:
-    return json_equal(get_path(a, p, schema), get_path(b, p, schema)) if get_path(a, p, schema) is not MISSING \
-        else get_path(b, p, schema) is MISSING
+def _is(e: Entry, manager: str, operation: str, subresource: str = "") -> bool:
+    return e.get("manager") == manager and e.get("operation") == operation and \
+        (e.get("subresource") or "") == subresource
 
 
 def _drop_nulls(v: Any) -> Any:
@@ -123,12 +153,12 @@ def _owned_below(p: FieldPath, owned: set[FieldPath]) -> bool:
 
 def _conflicts(live: dict[str, Any], merged: dict[str, Any], owned: set[FieldPath],
                entries: list[tuple[Entry, set[FieldPath]]], manager: str,
-               schema: Schema) -> list[tuple[int, FieldPath]]:
+               schema: Schema, subresource: str = "") -> list[tuple[int, FieldPath]]:
     """(entry index, path) for every path the intent names that another manager owns and that the merge
     changed (upstream compares the merged object with the live one, so equal values are shared)."""
     out: list[tuple[int, FieldPath]] = []
     for i, (e, s) in enumerate(entries):
-        if _is(e, manager, "Apply"):
+        if _is(e, manager, "Apply", subresource):
             continue
         for p in sorted(s & owned):
             if p[-1].startswith(("k:", "v:")):

@@ -83,7 +83,7 @@ class ConnectionLimits:
     handshake_timeout: float = 10.0
     header_timeout: float = 32.0
     idle_timeout: float = 90.0
-    per_address: int = 256  # 0: no per-address cap
+    per_address: int = 256  # past it, an address's longest-idle connection makes room (0: never)
     max_total: int = 0  # 0: the soft RLIMIT_NOFILE less a reserve
 
 
@@ -147,8 +147,11 @@ class ServerConfig:
     tls_handshake_timeout: float = 10.0
     request_header_timeout: float = 32.0
     idle_timeout: float = 90.0
-    max_connections_per_address: int = 256  # 0: unlimited
+    max_connections_per_address: int = 256  # idle connections beyond it are closed first (0: never)
     max_connections: int = 0  # 0: the open-file limit less a reserve
+    # Requests in flight (kube-apiserver's flags and defaults; 0: unlimited), 429 beyond them.
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
     # k3s's --default-local-storage-path: the local-path provisioner's directory on every node ("" =
     # <data-dir>/storage).
     default_local_storage_path: str = ""

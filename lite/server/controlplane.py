@@ -35,6 +35,7 @@ from lite.server.admission.defaultstorageclass import ensure_local_path_class
 from lite.server.admission.serviceips import ServiceAllocators
 from lite.server.aggregator import Aggregator
 from lite.server.api.http import build_api_app
+from lite.server.api.inflight import InFlight
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
 from lite.server.authn.authenticator import ClusterAuthenticator
@@ -155,15 +156,17 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     proxy_cert = (str(creds.front_proxy_cert), str(creds.front_proxy_key)) \
         if creds.front_proxy_cert is not None and creds.front_proxy_key is not None else None
     aggregator = Aggregator(resources, kinds, client_cert=proxy_cert)
+    inflight = InFlight(config.max_requests_inflight, config.max_mutating_requests_inflight)
     prom = ServerMetrics(store_path=store.path,
                          store_stats=lambda: StoreTotals(store.commits, store.writes, store.compactions,
                                                          store.compacted_rows),
-                         queues=lambda: [c.queue for c in manager.controllers], agent_stats=hub.agent_stats)
+                         queues=lambda: [c.queue for c in manager.controllers], agent_stats=hub.agent_stats,
+                         inflight=inflight.take_peaks)
     store.on_commit = prom.committed
     scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                            scheduler.profile.scheduler_name)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
-                        authorizer=authorizer)
+                        authorizer=authorizer, inflight=inflight)
     add_join_routes(app, hub, authenticate, _node_credentials(resources, kinds, creds))
     if isinstance(authenticate, ClusterAuthenticator):
         attach_authn(app, resources, authenticate, config)

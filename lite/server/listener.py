@@ -2,11 +2,13 @@
 
 Role: `Listener` accepts TCP connections for the aiohttp application and, for each one:
 
-1. refuses it at once, before any TLS work, when its client address already holds `per_address` open
-   connections or the process holds `max_total` (counted by `AddressCounts`, a pure table). A refused
-   connection costs one accept and one close: an idle-connection flood from one address cannot lock out
-   the others, nor exhaust the file descriptors (`raise_nofile_limit` lifts the soft limit to the hard
-   one at start, and `max_total` keeps a reserve below it for the store and the agent);
+1. counts it in a `ConnectionTable` (pure) and, when that says so, first closes another, idle, connection
+   to make room: under fd pressure (`max_total` open: the soft RLIMIT_NOFILE, which `raise_nofile_limit`
+   lifts to the hard one at start, less a reserve for the store and the agent) the longest-idle one of the
+   address holding the most; past `per_address` from its own address, that address's longest-idle one
+   idle for a second or more. A connection is refused (closed before any TLS work) only when the budget is
+   full and every open connection is busy serving a request; no address is refused for the connections
+   it holds, as kube-apiserver refuses none (its limits are on requests: `api/inflight.py`'s 429s);
 2. waits for the client's first byte (until then a connection holds no TLS state, only its socket),
    then runs the TLS handshake (`loop.connect_accepted_socket`); both within `handshake_timeout`;
 3. hands the TLS stream to an aiohttp request handler (`StatusRequestHandler`: a request aiohttp cannot
@@ -20,9 +22,11 @@ Idle connections (none in flight, nothing arriving; also a connection that never
 closed by aiohttp's own keep-alive timer, set to `idle_timeout`. The defaults are kube-apiserver's: a
 32 s header timeout (ReadHeaderTimeout) and a 90 s idle timeout (IdleTimeout).
 
-Invariants: a connection is counted from accept until it is closed, exactly once (also when a handler took
-the transport over and swallowed its connection_lost); the aiohttp handler is attached before the first
-decrypted byte arrives; everything runs on the event loop, nothing blocks.
+Invariants: a connection is counted from accept until it is closed or chosen as a victim, exactly once (also
+when a handler took the transport over and swallowed its connection_lost); it is idle in the table except
+while the middleware serves a request on it, so watches, exec sessions and requests are never closed to make
+room; an evicted connection's socket is closed even when its handshake task never ran; the aiohttp handler
+is attached before the first decrypted byte arrives; everything runs on the event loop, nothing blocks.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from lite.errors import ApiError
 from lite.server.config import ConnectionLimits
+from lite.server.conntable import ConnectionTable
 
 log = logging.getLogger("lite.server.listener")
 
@@ -51,36 +56,6 @@ HANDLER_ARGS: dict[str, Any] = {"max_line_size": 16 * 1024, "max_field_size": 16
 FD_RESERVE = 256  # descriptors kept free for the store, the agent, logs and outgoing connections
 NOFILE_CEILING = 1 << 20
 REAP_DELAY = 1.0  # seconds given to a closed transport's own connection_lost before counting it out
-
-
-class AddressCounts:
-    """Open connections per client address and in total; `admit` counts one in or says why not."""
-
-    def __init__(self, per_address: int, max_total: int) -> None:
-        self.per_address, self.max_total = per_address, max_total
-        self.total = 0
-        self._open: dict[str, int] = {}
-
-    def admit(self, addr: str) -> str | None:
-        if self.max_total and self.total >= self.max_total:
-            return f"{self.total} connections are open (limit {self.max_total})"
-        n = self._open.get(addr, 0)
-        if self.per_address and n >= self.per_address:
-            return f"{n} connections are open from this address (limit {self.per_address})"
-        self._open[addr] = n + 1
-        self.total += 1
-        return None
-
-    def release(self, addr: str) -> None:
-        n = self._open.get(addr, 0) - 1
-        if n > 0:
-            self._open[addr] = n
-        else:
-            self._open.pop(addr, None)
-        self.total -= 1
-
-    def open_from(self, addr: str) -> int:
-        return self._open.get(addr, 0)
 
 
 def raise_nofile_limit(ceiling: int = NOFILE_CEILING) -> tuple[int, int]:
@@ -116,12 +91,14 @@ class StatusRequestHandler(RequestHandler):
 
 
 class _Conn(asyncio.Protocol):
-    """One connection past its TLS handshake: a transparent pipe into the aiohttp handler, plus the header
-    timer and the count."""
+    """One accepted connection: its socket until the TLS handshake, then a transparent pipe into the aiohttp
+    handler, plus the header timer and its row in the listener's `ConnectionTable`."""
 
-    def __init__(self, listener: Listener, addr: str) -> None:
+    def __init__(self, listener: Listener, addr: str, sock: socket.socket) -> None:
         self._l = listener
-        self._addr: str | None = addr  # None once counted out
+        self.addr = addr
+        self.sock: socket.socket | None = sock  # until the handshake task hands it to the TLS transport
+        self.handshake: asyncio.Task[None] | None = None
         self._tls: asyncio.Transport | None = None
         self._inner: RequestHandler | None = None
         self._closed = False
@@ -131,6 +108,7 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._tls = transport
+        self.sock = None
         inner = self._inner = self._l.make_handler()
         self._l.conns[inner] = self
         inner.connection_made(transport)
@@ -138,8 +116,9 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         assert self._inner is not None
         if not self._busy and self._head_timer is None:
-            self._head_timer = asyncio.get_running_loop().call_later(
-                self._l.limits.header_timeout, self._head_expired)
+            loop = asyncio.get_running_loop()
+            self._head_timer = loop.call_later(self._l.limits.header_timeout, self._head_expired)
+            self._l.table.idle(self, loop.time())  # a head ages from its first byte, not from the last
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -170,26 +149,35 @@ class _Conn(asyncio.Protocol):
         if self._inner is not None:
             self._l.conns.pop(self._inner, None)
         self._closed = True
-        if self._addr is not None:
-            self._l.counts.release(self._addr)
-            self._addr = None
+        self._l.table.remove(self)
+
+    def evict(self) -> None:
+        """Close this idle connection to make room for another (the table has counted it out already)."""
+        if self._tls is not None:
+            self._tls.close()  # TLS close_notify, then FIN: nothing is in flight on an idle connection
+        elif self.handshake is not None:
+            self.handshake.cancel()  # closes the socket
+        elif self.sock is not None:
+            self.sock.close()
 
     def _head_expired(self) -> None:
         self._head_timer = None
         if self._busy or self._tls is None:
             return
-        log.warning("closed a connection from %s: no complete request head within %gs", self._addr,
+        log.warning("closed a connection from %s: no complete request head within %gs", self.addr,
                     self._l.limits.header_timeout)
         self._tls.abort()
 
     def request_started(self) -> None:
         self._busy = True
+        self._l.table.busy(self)
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
     def request_finished(self) -> None:
         self._busy = False
+        self._l.table.idle(self, asyncio.get_running_loop().time())
         if self._tls is not None and self._tls.is_closing() and not self._closed:
             # A handler that took the transport over (raw SPDY upgrades point it at their own protocol) gets
             # its connection_lost; once the handler is done, a closed transport must still be counted out.
@@ -206,7 +194,7 @@ class Listener:
     def __init__(self, ssl_context: ssl.SSLContext, limits: ConnectionLimits, max_total: int) -> None:
         self.ssl_context, self.limits = ssl_context, limits
         self.server: web.Server | None = None  # the runner's, set once it is set up
-        self.counts = AddressCounts(limits.per_address, limits.max_total or max_total)
+        self.table: ConnectionTable[_Conn] = ConnectionTable(limits.per_address, limits.max_total or max_total)
         self.conns: dict[RequestHandler, _Conn] = {}
         self.handshakes: set[asyncio.Task[None]] = set()
 
@@ -233,38 +221,61 @@ class Listener:
                 log.error("accepting a connection failed: %s; retrying in 1s", e)
                 await asyncio.sleep(1)
                 continue
-            addr = _address(peer)
-            refusal = self.counts.admit(addr)
-            if refusal is not None:
-                log.warning("refused a connection from %s: %s", addr, refusal)
-                sock.close()
-                continue
-            task = loop.create_task(self._handshake(sock, addr))
-            self.handshakes.add(task)
-            task.add_done_callback(self.handshakes.discard)
+            self._admit(loop, sock, _address(peer))
 
-    async def _handshake(self, sock: socket.socket, addr: str) -> None:
+    def _admit(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, addr: str) -> None:
+        now = loop.time()
+        room = self.table.admit(addr, now)
+        if room.refused is not None:
+            log.warning("refused a connection from %s: %s", addr, room.refused)
+            sock.close()
+            return
+        if room.victim is not None:
+            victim = room.victim
+            # Under fd pressure the server is at capacity: say so. Trimming one address's idle connections
+            # is routine (a client opening a connection per request leaves hundreds idle).
+            log.log(logging.WARNING if room.pressure else logging.DEBUG,
+                    "closed the longest-idle connection from %s to admit one from %s: %s",
+                    victim.addr, addr, room.reason)
+            victim.evict()
+        conn = _Conn(self, addr, sock)
+        self.table.add(conn, addr, now)
+        task = conn.handshake = loop.create_task(self._handshake(conn, sock))
+        self.handshakes.add(task)
+        task.add_done_callback(lambda t: self._handshake_done(t, conn, sock))
+
+    def _handshake_done(self, task: asyncio.Task[None], conn: _Conn, sock: socket.socket) -> None:
+        # A task cancelled before its first step never runs its body (an eviction during a burst of accepts):
+        # close and count out here too.
+        self.handshakes.discard(task)
+        conn.handshake = None
+        if task.cancelled() or task.exception() is not None:
+            sock.close()
+            self.table.remove(conn)
+
+    async def _handshake(self, conn: _Conn, sock: socket.socket) -> None:
         """Wait for the client's first byte (an idle socket costs no TLS state), then shake hands; the
         whole of it within the handshake timeout."""
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.limits.handshake_timeout):
                 await _readable(loop, sock)
-                await loop.connect_accepted_socket(lambda: _Conn(self, addr), sock, ssl=self.ssl_context,
+                self.table.idle(conn, loop.time())  # a handshake ages from its first byte
+                await loop.connect_accepted_socket(lambda: conn, sock, ssl=self.ssl_context,
                                                    ssl_handshake_timeout=self.limits.handshake_timeout)
         except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
             # A client whose hello the server cannot accept (no common version, cipher, curve or signature
             # algorithm) gets no answer (asyncio drops the alert): say why here, or nobody can tell. Silent
             # closes and resets (TCP probes, port scans) and timeouts stay at debug.
             if isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLEOFError):
-                log.warning("TLS handshake with %s failed: %s", addr, e.reason or e)
+                log.warning("TLS handshake with %s failed: %s", conn.addr, e.reason or e)
             else:
-                log.debug("TLS handshake with %s failed: %r", addr, e)
+                log.debug("TLS handshake with %s failed: %r", conn.addr, e)
             sock.close()
-            self.counts.release(addr)
+            self.table.remove(conn)
         except asyncio.CancelledError:
             sock.close()
-            self.counts.release(addr)
+            self.table.remove(conn)
             raise
 
     def abort_handshakes(self) -> None:
@@ -274,7 +285,8 @@ class Listener:
     @web.middleware
     async def middleware(self, request: web.Request,
                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        """Marks the connection busy while a request is served (no header timeout meanwhile)."""
+        """Marks the connection busy while a request is served (no header timeout meanwhile, never closed to
+        make room)."""
         conn = self.conns.get(request.protocol)
         if conn is None:
             return await handler(request)

@@ -9,7 +9,8 @@ Invariants:
   default registry, so two servers in one process (tests) never mix their numbers.
 - Store and work-queue families are read from the objects' own counters (`StoreTotals`, each controller
   queue's length and `QueueStats`: client-go's workqueue_* families by queue name) when scraped, except the
-  commit batch-size histogram, fed by the store's `on_commit` hook. Pod start latency and image pulls are the
+  commit batch-size histogram, fed by the store's `on_commit` hook; in-flight peaks per request kind are taken
+  from the API's budgets (`InFlight.take_peaks`) at each scrape. Pod start latency and image pulls are the
   numbers each node's agent last reported (`wire.Metrics.stats`), by `node`; a malformed report is skipped.
 - The hot path does one dict lookup for the kind check, one counter increment and one histogram observation
   per request; file sizes, commit totals and work-queue depths are read only when `/metrics` is scraped.
@@ -44,6 +45,7 @@ CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
 APPLY_PATCH = "application/apply-patch+yaml"
 
 IsServed = Callable[[str, str, str], bool]
+InflightPeaks = Callable[[], dict[str, int]]  # `api.inflight.InFlight.take_peaks`
 
 
 class QueueView(Protocol):
@@ -129,7 +131,8 @@ class ServerMetrics:
     """The registry of one server and the families its request path and store feed (see module doc)."""
 
     def __init__(self, *, store_path: str = "", store_stats: StoreStats | None = None,
-                 queues: Queues | None = None, agent_stats: AgentStatsSource | None = None) -> None:
+                 queues: Queues | None = None, agent_stats: AgentStatsSource | None = None,
+                 inflight: InflightPeaks | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         labels = ("verb", "group", "version", "resource", "subresource", "scope", "component")
         self.requests = Counter("apiserver_request_total",
@@ -156,7 +159,7 @@ class ServerMetrics:
                                          ("result", "profile"), buckets=ATTEMPT_BUCKETS, registry=self.registry)
         self._counters: dict[tuple[RequestLabels, int], Counter] = {}
         self._latencies: dict[RequestLabels, Histogram] = {}
-        self.registry.register(_ScrapeTime(store_path, store_stats, queues, agent_stats))
+        self.registry.register(_ScrapeTime(store_path, store_stats, queues, agent_stats, inflight))
 
     def observe(self, labels: RequestLabels, code: int, seconds: float) -> None:
         """Count one finished request and its latency (the labelled children are looked up once per series:
@@ -194,7 +197,8 @@ class _ScrapeTime(Collector):
     """Families read only when scraped: store file sizes and totals, controller work queues."""
 
     def __init__(self, store_path: str, store_stats: StoreStats | None, queues: Queues | None,
-                 agent_stats: AgentStatsSource | None = None) -> None:
+                 agent_stats: AgentStatsSource | None = None, inflight: InflightPeaks | None = None) -> None:
+        self.inflight = inflight
         self.store_path = store_path
         self.store_stats = store_stats
         self.queues = queues
@@ -219,6 +223,14 @@ class _ScrapeTime(Collector):
             yield from queue_families(self.queues())
         if self.agent_stats is not None:
             yield from agent_families(self.agent_stats())
+        if self.inflight is not None:
+            peaks = GaugeMetricFamily("apiserver_current_inflight_requests",
+                                      "Most requests of each kind (readOnly, mutating) served at once under "
+                                      "--max-requests-inflight / --max-mutating-requests-inflight since the "
+                                      "previous scrape.", labels=("request_kind",))
+            for kind, peak in sorted(self.inflight().items()):
+                peaks.add_metric((kind,), float(peak))
+            yield peaks
 
 
 def queue_families(queues: Iterable[QueueView]) -> Iterator[Metric]:

@@ -41,8 +41,19 @@ def test_escaped_property_names_are_visible_as_upstream_spells_them() -> None:
 
 
 def test_root_rules_see_name_not_the_rest_of_metadata() -> None:
-    node = _node(_root({"type": "object"}, [{"rule": "self.metadata.name == 'n' && !has(self.metadata.uid)"}]))
+    node = _node(_root({"type": "object"}, [{"rule": "self.metadata.name == 'n' && self.kind == 'X'"}]))
     assert node.validate(_obj({}), None) == []
+    spec = {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root({"type": "object"}, [
+        {"rule": "!has(self.metadata.uid)"}])}}]}
+    assert "undefined field 'uid'" in crcel.check_crd(spec)[0].message
+
+
+def test_a_stored_rule_that_no_longer_compiles_refuses_what_it_applies_to() -> None:
+    node = _node(_root({"type": "object", "properties": {"a": {"type": "string"}},
+                        "x-kubernetes-validations": [{"rule": "self.b == 1"}]}))
+    got = _msgs(node.validate(_obj({"a": "x"}), None))
+    assert len(got) == 1 and got[0].startswith('spec: Invalid value: "object": rule compile error: compilation '
+                                               "failed: ERROR: <input>:1:5: undefined field 'b'"), got
 
 
 @pytest.mark.parametrize(("old", "new", "want"), [
@@ -135,6 +146,9 @@ PREFIX = "spec.validation.openAPIV3Schema.properties[spec]"
     ({"type": "string", "x-kubernetes-validations": [{"rule": "self.size()"}]},
      [f"{PREFIX}.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self.size()\""
       ]),
+    ({"type": "string", "x-kubernetes-validations": [{"rule": "self.matches('[')"}]},
+     [f"{PREFIX}.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:"
+      "\"self.matches('[')\""]),
     ({"type": "string", "x-kubernetes-validations": [{"rule": "self == 'a'", "reason": "Nope"}]},
      [f'{PREFIX}.x-kubernetes-validations[0].reason: Unsupported value: "Nope"']),
     ({"type": "object", "properties": {"a": {"type": "string"}},
@@ -147,6 +161,15 @@ PREFIX = "spec.validation.openAPIV3Schema.properties[spec]"
      [f"{PREFIX}.x-kubernetes-validations[0].messageExpression: Invalid value"]),
     ({"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10},
       "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x == y))"}]}, []),
+    ({"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}},
+     [f'{PREFIX}.items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used '
+      f"on the uncorrelatable portion of the schema within {PREFIX}"]),
+    ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"], "items": {
+        "type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"],
+        "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}, []),
+    ({"type": "object", "x-kubernetes-map-type": "atomic", "properties": {"a": {
+        "type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}},
+     [f"{PREFIX}.properties[a].x-kubernetes-validations[0].rule: Invalid value"]),
 ])
 def test_crd_time_checks(spec_schema: dict[str, Any], want: list[str]) -> None:
     crd_spec = {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec_schema)}}]}
@@ -213,3 +236,46 @@ def test_go_durations(text: str, micros: float) -> None:
 def test_go_durations_refused(text: str) -> None:
     with pytest.raises(ValueError):
         crcel.go_duration(text)
+
+
+def test_list_items_are_checked_in_one_batch_with_per_item_messages_and_fallback() -> None:
+    item = {"type": "object", "properties": {"n": {"type": "integer"}, "d": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.n < 10", "messageExpression": "'n is ' + string(self.n)"},
+                                         {"rule": "self.n / self.d >= 0", "fieldPath": ".d"}]}
+    node = _node(_root({"type": "array", "items": item}))
+    assert node.properties["spec"].items_batch is not None
+    ok = [{"n": 1, "d": 1}, {"n": 2, "d": 1}]
+    assert node.validate(_obj(ok), None) == []
+    bad = [{"n": 1, "d": 1}, {"n": 12, "d": 1}, {"n": -4, "d": 2}]
+    assert _msgs(node.validate(_obj(bad), None)) == [
+        'spec[1]: Invalid value: "object": n is 12',
+        'spec[2].d: Invalid value: "object": failed rule: self.n / self.d >= 0']
+    # an item whose rule fails to evaluate: the items are checked one by one, each with its own error
+    erring = [{"n": 1, "d": 0}, {"n": 11, "d": 1}]
+    assert _msgs(node.validate(_obj(erring), None)) == [
+        'spec[0]: Invalid value: "object": divide by zero evaluating rule: self.n / self.d >= 0',
+        'spec[1]: Invalid value: "object": n is 11']
+
+
+@pytest.mark.parametrize(("rule", "want"), [
+    ("self.nosuch == 1", ["ERROR: <input>:1:5: undefined field 'nosuch'"]),
+    ("has(self.a.zz)", ["ERROR: <input>:1:11: undefined field 'zz'"]),
+    ("self.l.all(x, x.name == 'a' && x.bad)", ["ERROR: <input>:1:33: undefined field 'bad'"]),
+    ("self.m.all(k, self.m[k].v > 0 && self.m[k].w > 0)", ["ERROR: <input>:1:43: undefined field 'w'"]),
+    ("self.__namespace__ == '' && self.a.b == ''", []),  # escaped names refer to their properties
+    ("self.free.anything == 1 && self.dyn.x == 1", []),  # preserve-unknown-fields / int-or-string: not checked
+    ("self.l.map(x, x.name).all(n, n.size() > 0)", []),
+    ("cel.bind(x, self.a, x.b == '')", []),
+])
+def test_fields_a_schema_does_not_declare_are_compile_errors(rule: str, want: list[str]) -> None:
+    spec = {"type": "object", "properties": {
+        "namespace": {"type": "string"}, "a": {"type": "object", "properties": {"b": {"type": "string"}}},
+        "l": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {"v": {"type": "integer"}}}},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "dyn": {"x-kubernetes-int-or-string": True}},
+        "x-kubernetes-validations": [{"rule": rule}]}
+    got = crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec)}}]})
+    assert [w in got[0].message for w in want] == [True] * len(want) if want else got == [], _msgs(got)
+    if want:
+        assert "compilation failed: ERROR: <input>:1:" in got[0].message

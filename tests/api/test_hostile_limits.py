@@ -209,7 +209,7 @@ CASES = [
          lambda: orjson.dumps({"data": {"b": BIG}}), *CM_TOO_BIG, f"{CM}/base"),
     Case("2 MiB configmap by json patch", "PATCH", f"{CM}/base", JSON_PATCH,
          lambda: orjson.dumps([{"op": "add", "path": "/data/b", "value": BIG}]), *CM_TOO_BIG, f"{CM}/base"),
-    Case("2 MiB configmap by apply", "PATCH", f"{CM}/base?fieldManager=t", APPLY,
+    Case("2 MiB configmap by apply", "PATCH", f"{CM}/base?fieldManager=t&force=true", APPLY,
          lambda: configmap("base", b=BIG), *CM_TOO_BIG, f"{CM}/base"),
     Case("2 MiB configmap by apply create", "PATCH", f"{CM}/applied?fieldManager=t", APPLY,
          lambda: configmap("applied", b=BIG), *CM_TOO_BIG, f"{CM}/applied"),

@@ -187,6 +187,17 @@ def test_lease_with_micro_times() -> None:
                               "leaseTransitions": 2}}
 
 
+def test_times_before_year_1000_keep_four_digit_years() -> None:
+    """RFC 3339 years have four digits: Go cannot parse `1-01-01T00:00:02.000000Z` (glibc's %Y writes that)."""
+    year_one = -62135596800 + 2  # 0001-01-01T00:00:02Z in Unix seconds
+    spec = fld(3, _micro(year_one, 0)) + fld(4, _micro(year_one + 3600 * 24 * 365 * 98, 500000000))
+    lease = decode(envelope("coordination.k8s.io/v1", "Lease", fld(1, fld(1, "old")) + fld(2, spec)))
+    assert (lease["spec"]["acquireTime"], lease["spec"]["renewTime"]) == \
+        ("0001-01-01T00:00:02.000000Z", "0098-12-08T00:00:02.500000Z")
+    pod = decode(envelope("v1", "Pod", fld(1, fld(1, "p") + fld(8, fld(1, year_one)))))
+    assert pod["metadata"]["creationTimestamp"] == "0001-01-01T00:00:02Z"
+
+
 def test_events_v1_event() -> None:
     regarding = fld(1, "Pod") + fld(2, "default") + fld(3, "web-1") + fld(5, "v1")
     body = (fld(1, fld(1, "web-1.abc") + fld(3, "default")) + fld(2, _micro(1700000000, 5000))

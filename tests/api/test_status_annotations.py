@@ -1,5 +1,6 @@
 """Status writes of a Deployment take annotations but never move metadata.generation (upstream's Deployment
-status strategy keeps only spec and labels from the old object); other kinds' status writes take only status."""
+status strategy keeps only spec and labels from the old object); other built-in kinds' status writes keep the
+request's metadata too (upstream resets only their spec), custom objects' take only status."""
 
 from __future__ import annotations
 
@@ -58,8 +59,11 @@ async def test_annotations_on_the_main_resource_still_bump_generation(res: Resou
     assert out["metadata"]["generation"] == 2
 
 
-async def test_other_kinds_status_writes_ignore_annotations(res: Resources) -> None:
+async def test_other_kinds_status_writes_take_metadata_but_not_spec(res: Resources) -> None:
     await res.create(RS, "default", workload("rs"))
-    out = await res.patch(RS, "default", "rs", {"metadata": {"annotations": {"x": "y"}}, "status": {"replicas": 1}},
+    out = await res.patch(RS, "default", "rs", {"metadata": {"annotations": {"x": "y"}, "labels": {"l": "1"}},
+                                                "spec": {"replicas": 4}, "status": {"replicas": 1}},
                           patch_type="merge", subresource="status")
-    assert out["metadata"]["annotations"] == {"team": "a"} and out["status"]["replicas"] == 1
+    assert out["metadata"]["annotations"] == {"team": "a", "x": "y"} and out["status"]["replicas"] == 1
+    assert out["metadata"]["labels"] == {"app": "rs", "l": "1"} and out["spec"]["replicas"] == 1
+    assert out["metadata"]["generation"] == 1

@@ -38,6 +38,18 @@ def test_flags_beat_files_which_beat_the_environment(tmp_path: Path) -> None:
     assert (agent.server, agent.node_name) == ("https://s:6443", "edge-1")  # type: ignore[attr-defined]
 
 
+def test_request_and_connection_limits_come_from_files_as_every_flag(tmp_path: Path) -> None:
+    plain = _parse(["server"])
+    assert (plain.max_requests_inflight, plain.max_mutating_requests_inflight) == (400, 200)  # type: ignore[attr-defined]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("max-requests-inflight: 7\nmax-mutating-requests-inflight: 0\nmax-connections-per-address: 9\n")
+    args = _parse(["server", "--config", str(cfg)])
+    assert (args.max_requests_inflight, args.max_mutating_requests_inflight,  # type: ignore[attr-defined]
+            args.max_connections_per_address) == (7, 0, 9)  # type: ignore[attr-defined]
+    with pytest.raises(SystemExit):
+        _parse(["server", "--max-requests-inflight", "-1"])
+
+
 def test_no_default_file_is_fine_and_a_named_missing_one_is_not(tmp_path: Path) -> None:
     assert _parse(["server"]).https_listen_port == 6443  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="does not exist"):

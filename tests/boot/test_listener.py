@@ -4,6 +4,8 @@ including one whose transport a handler took over (as raw SPDY upgrades do) whil
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from lite.server.config import ConnectionLimits
 from lite.server.listener import Listener
 
 GUARD = 10.0
+HOLD: web.AppKey[asyncio.Event] = web.AppKey("hold", asyncio.Event)
 
 
 class _Swallow(asyncio.Protocol):
@@ -46,6 +49,11 @@ async def _hello(request: web.Request) -> web.Response:
     return web.Response(text="hi")
 
 
+async def _hold(request: web.Request) -> web.Response:
+    await asyncio.wait_for(request.app[HOLD].wait(), GUARD)
+    return web.Response(text="held")
+
+
 @pytest.fixture
 def limits() -> ConnectionLimits:
     return ConnectionLimits()
@@ -62,11 +70,14 @@ async def served(tmp_path: Path, limits: ConnectionLimits) -> AsyncIterator[tupl
     app.middlewares.append(listener.middleware)
     app.router.add_get("/takeover", _takeover)
     app.router.add_get("/hello", _hello)
+    app.router.add_get("/hold", _hold)
+    app[HOLD] = asyncio.Event()
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     listener.server = runner.server
     srv = await listener.start("127.0.0.1", 0)
     try:
+        listener.hold = app[HOLD]  # type: ignore[attr-defined]
         yield listener, srv.port, client_ctx
     finally:
         srv.close()
@@ -76,7 +87,7 @@ async def served(tmp_path: Path, limits: ConnectionLimits) -> AsyncIterator[tupl
 
 async def _counted_out(listener: Listener) -> None:
     async with asyncio.timeout(GUARD):
-        while listener.counts.total:
+        while listener.table.total:
             await asyncio.sleep(0.05)
 
 
@@ -98,30 +109,82 @@ async def test_taken_over_connection_counted_out(served: tuple[Listener, int, ss
     reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
     writer.write(b"GET /takeover HTTP/1.1\r\nHost: x\r\n\r\n")
     assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
-    assert listener.counts.open_from("127.0.0.1") == 1
+    assert listener.table.open_from("127.0.0.1") == 1
     writer.transport.abort()  # gone mid-session: only the handler's protocol hears of it
     await _counted_out(listener)
     assert listener.conns == {}
 
 
-@pytest.mark.parametrize("limits", [ConnectionLimits(max_total=3, per_address=0)])
-async def test_total_cap_refuses_before_tls(served: tuple[Listener, int, ssl.SSLContext]) -> None:
-    listener, port, ctx = served
-    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
-    reader, _ = await asyncio.open_connection("127.0.0.1", port)
+async def _closed_by_server(reader: asyncio.StreamReader) -> bool:
     async with asyncio.timeout(GUARD):
         try:
-            assert await reader.read() == b""  # refused: closed without a byte of TLS
+            return await reader.read() == b""
         except ConnectionResetError:
-            pass
-    assert listener.counts.total == 3
+            return True
+
+
+async def _get(port: int, ctx: ssl.SSLContext, path: str = "/hello") -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    writer.close()
+    return head
+
+
+@pytest.mark.parametrize("limits", [ConnectionLimits(max_total=3, per_address=0)])
+async def test_total_cap_closes_the_longest_idle_to_admit_a_new_one(
+        served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    listener, port, ctx = served
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]  # idle, no TLS
+    async with asyncio.timeout(GUARD):
+        while listener.table.total < 3:
+            await asyncio.sleep(0.01)
+    assert (await _get(port, ctx)).startswith(b"HTTP/1.1 200")
+    assert await _closed_by_server(held[0][0])  # the oldest made room, before any TLS
+    assert listener.table.total <= 3
     for _, w in held:
         w.close()
     await _counted_out(listener)
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
-    writer.write(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
-    writer.close()
+
+
+@pytest.mark.parametrize("limits", [ConnectionLimits(max_total=2, per_address=0)])
+async def test_total_cap_refuses_before_tls_only_when_every_connection_is_busy(
+        served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    listener, port, ctx = served
+    release: asyncio.Event = listener.hold  # type: ignore[attr-defined]
+    busy = [asyncio.create_task(_get(port, ctx, "/hold")) for _ in range(2)]
+    async with asyncio.timeout(GUARD):
+        while len([c for c in listener.conns.values() if c._busy]) < 2:
+            await asyncio.sleep(0.01)
+    reader, _ = await asyncio.open_connection("127.0.0.1", port)
+    assert await _closed_by_server(reader)  # refused: closed without a byte of TLS
+    assert listener.table.total == 2
+    release.set()
+    for task in busy:
+        assert (await task).startswith(b"HTTP/1.1 200")
+    await _counted_out(listener)
+    assert (await _get(port, ctx)).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("limits", [ConnectionLimits(max_total=5, per_address=0)])
+async def test_connections_evicted_in_one_burst_of_accepts_are_closed(
+        served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    """Connections queued in the backlog are accepted in one go; the ones evicted then have handshake tasks
+    that never started, and their sockets must be closed all the same."""
+    listener, port, _ = served
+    burst = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]  # the loop is blocked meanwhile
+    try:
+        poller = select.poll()
+        for s in burst:
+            poller.register(s, select.POLLIN)
+        async with asyncio.timeout(GUARD):
+            while len(poller.poll(0)) < 25:
+                await asyncio.sleep(0.05)
+        assert listener.table.total == 5 and len(listener.handshakes) == 5
+    finally:
+        for s in burst:
+            s.close()
+    await _counted_out(listener)
 
 
 def _old_busybox_hello() -> bytes:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from conftest import DEPLOY, EVENT, POD, Kit, bare_pod
 
+from lite.errors import ApiError
 from lite.server.controllers.hpa import HPAController, Usage
 from lite.server.controllers.hpa_calc import MetricError, resource_replicas, stabilize
 from lite.server.controllers.runtime import builtin
@@ -125,6 +126,29 @@ async def test_scales_up_through_scale_subresource_and_clamps(kit: Kit) -> None:
     assert got["status"]["lastScaleTime"]
     events = (await kit.api.list(EVENT, "default"))["items"]
     assert any(e["reason"] == "SuccessfulRescale" and e["message"].startswith("New size: 3;") for e in events)
+
+
+async def test_scale_write_is_owned_by_kube_controller_manager(kit: Kit) -> None:
+    """As upstream, the HPA's scale write is a managedFields entry `{kube-controller-manager, Update, scale}`
+    owning spec.replicas, so a later server-side apply that sets replicas conflicts with it."""
+    await kit.api.patch(DEPLOY, "default", "web", deployment(2), patch_type="apply", field_manager="kubectl")
+    await make_pods(kit, 2)
+    metrics_spec = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                                                "averageUtilization": 50}}}]
+    await kit.api.create(HPA, "default", hpa(metrics=metrics_spec, maxReplicas=3))
+    metrics = Metrics()
+    metrics.usage = {"web-0": {"cpu": m("0.1")}, "web-1": {"cpu": m("0.1")}}
+    c = HPAController(kit.api, kit.informers, metrics=metrics, clock=lambda: 0.0)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    got = await kit.api.get(DEPLOY, "default", "web")
+    scale = [e for e in got["metadata"]["managedFields"] if e.get("subresource") == "scale"]
+    assert [(e["manager"], e["operation"], e["fieldsV1"]) for e in scale] == \
+        [("kube-controller-manager", "Update", {"f:spec": {"f:replicas": {}}})]
+    with pytest.raises(ApiError) as raised:
+        await kit.api.patch(DEPLOY, "default", "web", deployment(2), patch_type="apply", field_manager="kubectl")
+    assert raised.value.code == 409 and 'conflict with "kube-controller-manager" with subresource "scale"' \
+        in raised.value.message
 
 
 async def test_scale_down_waits_for_stabilisation(kit: Kit) -> None:

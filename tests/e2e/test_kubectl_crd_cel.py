@@ -235,6 +235,21 @@ def test_gateway_api_invalid_examples_are_refused(cluster: Cluster, gateway_crds
         assert message in got.stderr, got.stderr
 
 
+ALL_INVALID = sorted(str(p.relative_to(GATEWAY / "invalid-examples" / "standard"))
+                     for p in (GATEWAY / "invalid-examples" / "standard").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", ALL_INVALID)
+def test_gateway_api_every_invalid_example_is_refused(cluster: Cluster, gateway_crds: Any, ns: str,
+                                                      name: str) -> None:
+    docs = _docs(GATEWAY / "invalid-examples" / "standard" / name)
+    assert docs
+    for doc in docs:
+        doc["metadata"]["namespace"] = ns
+        got = cluster.kubectl("create", "-f", "-", input=json.dumps(doc), check=False)
+        assert got.returncode != 0 and "is invalid" in got.stderr, (name, got.stdout, got.stderr)
+
+
 def test_httproute_with_a_relative_path_is_refused_and_fixing_it_is_accepted(cluster: Cluster, gateway_crds: Any,
                                                                              ns: str) -> None:
     route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "x"},

@@ -5,8 +5,10 @@ event loop.
 It answers discovery (`/apis/widgets.lite.test/v1`), creates (echoed back), lists and gets of widgets whose
 annotations echo the X-Remote-User/X-Remote-Group headers it received, and a watch that sends two ADDED
 events and then ends; every request's headers are recorded in `seen` so tests can check what the aggregator
-forwarded. Given a `client_ca`, it requires client certificates signed by it, as an extension server
-trusting the aggregator's front-proxy certificate does, and records their CNs in `peers`."""
+forwarded. A get of the widget named `held` is answered only after `release()`; `held_arrived` is set when
+it reaches the server (a request held in flight, for the in-flight limit tests). Given a `client_ca`, it
+requires client certificates signed by it, as an extension server trusting the aggregator's front-proxy
+certificate does, and records their CNs in `peers`."""
 
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ class ExtensionServer:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, daemon=True)
         self._runner: web.AppRunner | None = None
+        self.held_arrived = threading.Event()
+        self._release: asyncio.Event | None = None
 
     @property
     def ca_pem(self) -> bytes:
@@ -54,7 +58,13 @@ class ExtensionServer:
             raise RuntimeError("extension server did not start")
         return self
 
+    def release(self) -> None:
+        """Answer the held get (and every later one at once)."""
+        if self._release is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
+
     def stop(self) -> None:
+        self.release()
         if self._runner is not None:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -68,6 +78,7 @@ class ExtensionServer:
         self._loop.run_forever()
 
     async def _serve(self) -> None:
+        self._release = asyncio.Event()
         app = web.Application()
         gv = f"{self.group}/{self.version}"
         app.router.add_get(f"/apis/{self.group}", self._group)
@@ -146,4 +157,7 @@ class ExtensionServer:
 
     async def _get(self, request: web.Request) -> web.Response:
         self._record(request)
+        if request.match_info["name"] == "held" and self._release is not None:
+            self.held_arrived.set()
+            await self._release.wait()
         return web.json_response(_widget(request.match_info["name"], request.match_info["ns"], request))

@@ -8,7 +8,11 @@ Endpoints (each answers an AdmissionReview v1 and records the request in `review
 - `/label/<key>`: adds the label `<key>=yes` (to tell several mutating webhooks apart);
 - `/invalid`: adds a label whose value is not a valid label value;
 - `/rename`: changes metadata.name;
-- `/slow`: answers only after `slow_seconds` (for timeouts).
+- `/slow`: answers only after `slow_seconds` (for timeouts);
+- `/deny-connect`: refuses every CONNECT review ("connecting to <name> (<subresource>) is not allowed", no code:
+  upstream makes that a 400), allows anything else;
+- `/init-container`: adds an init container `added` (image `busybox`, nothing else set) to a Pod;
+- `/status/<code>`: answers HTTP <code> with a plain-text body (for failed calls).
 `calls` lists the path of every request, in order.
 """
 
@@ -92,6 +96,9 @@ class WebhookServer:
         app.router.add_post("/label/{key}", self._label)
         app.router.add_post("/invalid", self._invalid)
         app.router.add_post("/rename", self._rename)
+        app.router.add_post("/deny-connect", self._deny_connect)
+        app.router.add_post("/init-container", self._init_container)
+        app.router.add_post("/status/{code}", self._status)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.pki.cert_file, self.pki.key_file)
         self._runner = web.AppRunner(app)
@@ -143,3 +150,24 @@ class WebhookServer:
         ops = [{"op": "replace", "path": "/metadata/name", "value": "renamed"}]
         return _answer(review, allowed=True, patchType="JSONPatch",
                        patch=base64.b64encode(json.dumps(ops).encode()).decode())
+
+    async def _deny_connect(self, request: web.Request) -> web.Response:
+        review = await self._review(request)
+        req = review["request"]
+        if req["operation"] != "CONNECT":
+            return _answer(review, allowed=True)
+        return _answer(review, allowed=False, status={
+            "message": f"connecting to {req['name']} ({req.get('subResource', '')}) is not allowed"})
+
+    async def _init_container(self, request: web.Request) -> web.Response:
+        review = await self._review(request)
+        spec = (review["request"].get("object") or {}).get("spec") or {}
+        added = {"name": "added", "image": "busybox"}
+        ops = [{"op": "add", "path": "/spec/initContainers/-", "value": added}] if spec.get("initContainers") \
+            else [{"op": "add", "path": "/spec/initContainers", "value": [added]}]
+        return _answer(review, allowed=True, patchType="JSONPatch",
+                       patch=base64.b64encode(json.dumps(ops).encode()).decode())
+
+    async def _status(self, request: web.Request) -> web.Response:
+        await self._review(request)
+        return web.Response(status=int(request.match_info["code"]), text="webhook broke")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -120,6 +121,31 @@ async def test_client_order_picks_the_subprotocol_and_base64_stdin_reaches_the_p
     await ws.close()
 
 
+@pytest.mark.parametrize("protocol", ["v4.channel.k8s.io", "v5.channel.k8s.io", "channel.k8s.io"])
+async def test_stdin_in_text_frames_reaches_the_process(env: Env, protocol: str) -> None:
+    """The frame's type does not matter, only the subprotocol (upstream's wsstream reads both alike): the Python
+    client writes `str` stdin as a text frame whose first character is the raw channel byte."""
+    query = [("command", "sh"), ("stdin", "1"), ("stdout", "1"), ("stderr", "1")]
+    ws = await env.ws(EXEC, query, (protocol,))
+    assert ws.protocol == protocol
+    await ws.send_str("\x00echo text frame \u00e9\n")  # channel 0, then UTF-8 text
+    await ws.send_bytes(b"\x00echo binary frame\n")
+    await ws.send_str("\x00exit\n")
+    frames = await _collect(ws, False)
+    assert _channel(frames, 1) == "text frame \u00e9\nbinary frame\n".encode()
+
+
+async def test_v5_close_of_stdin_ends_the_process_input(env: Env) -> None:
+    """v5's CLOSE message `[255, 0]` is EOF on the process's stdin: `cat` then exits 0."""
+    ws = await env.ws(EXEC, [("command", "cat"), ("stdin", "1"), ("stdout", "1")], ("v5.channel.k8s.io",))
+    assert ws.protocol == "v5.channel.k8s.io"
+    await ws.send_str("\x00before close\n")
+    await ws.send_bytes(bytes([255, 0]))
+    frames = await _collect(ws, False)
+    assert _channel(frames, 1) == b"before close\n"
+    assert orjson.loads(_channel(frames, 3)) == {"metadata": {}, "status": "Success"}
+
+
 @pytest.mark.parametrize("protocol", ["binary.k8s.io", "base64.binary.k8s.io"])
 async def test_logs_over_websocket(env: Env, protocol: str) -> None:
     ws = await env.ws("/api/v1/namespaces/default/pods/p/log", [], (protocol,))
@@ -144,3 +170,120 @@ async def test_a_log_reader_that_goes_away_is_no_server_error(env: Env, tmp_path
     await asyncio.sleep(1.0)
     errors = [r for r in caplog.records if r.levelno >= 40]
     assert not errors, [r.getMessage() for r in errors]
+
+
+# -- port-forward's channel protocol (the kubelet's websocket port-forward) --
+
+PORTFORWARD = "/api/v1/namespaces/default/pods/p/portforward"
+
+
+@contextlib.asynccontextmanager
+async def _echo_server() -> AsyncIterator[int]:
+    """A loopback TCP server echoing what it reads until the client closes."""
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def _frame(ws: aiohttp.ClientWebSocketResponse, b64: bool) -> tuple[int, bytes]:
+    msg = await ws.receive(timeout=GUARD)
+    if b64:
+        assert msg.type == aiohttp.WSMsgType.TEXT, msg
+        return ord(msg.data[0]) - ord("0"), base64.b64decode(msg.data[1:])
+    assert msg.type == aiohttp.WSMsgType.BINARY, msg
+    return msg.data[0], msg.data[1:]
+
+
+@pytest.mark.parametrize(("offered", "chosen"), [
+    (("v5.channel.k8s.io", "v4.channel.k8s.io"), "v4.channel.k8s.io"),  # what the Python client offers
+    (("v4.base64.channel.k8s.io", "v4.channel.k8s.io"), "v4.base64.channel.k8s.io"),
+    ((), None),  # none asked for: binary
+])
+async def test_portforward_channels_carry_the_port_first_then_data(env: Env, offered: tuple[str, ...],
+                                                                   chosen: str | None) -> None:
+    """Port i: channel 2i data, 2i+1 errors; each channel's first message is the port, 2 bytes little-endian."""
+    b64 = chosen == "v4.base64.channel.k8s.io"
+    async with _echo_server() as a, _echo_server() as b:
+        ws = await env.ws(PORTFORWARD, [("ports", f"{a},{b}")], offered)
+        assert ws.protocol == chosen
+        firsts = [await _frame(ws, b64) for _ in range(4)]
+        assert sorted(firsts) == [(0, a.to_bytes(2, "little")), (1, a.to_bytes(2, "little")),
+                                  (2, b.to_bytes(2, "little")), (3, b.to_bytes(2, "little"))]
+        if b64:
+            await ws.send_str("2" + base64.b64encode(b"to b").decode())
+            await ws.send_bytes(b"0" + base64.b64encode(b"to a"))  # the frame type does not matter
+        else:
+            await ws.send_str("\x02to b")  # a text frame with the raw channel byte, as the Python client's
+            await ws.send_bytes(b"\x00to a")
+        if not b64:
+            await ws.send_bytes(b"\x01ignored: an error channel is the server's")
+            await ws.send_bytes(b"\x09ignored: no such channel")
+        got = {await _frame(ws, b64), await _frame(ws, b64)}
+        assert got == {(0, b"to a"), (2, b"to b")}
+        await ws.close()
+
+
+async def test_portforward_to_a_closed_port_reports_on_its_error_channel(env: Env) -> None:
+    async with _echo_server() as closed:
+        pass
+    async with _echo_server() as open_:
+        ws = await env.ws(PORTFORWARD, [("ports", f"{open_},{closed}")], ("v4.channel.k8s.io",))
+        frames = [await _frame(ws, False) for _ in range(5)]
+        errors = [p for c, p in frames if c == 3 and len(p) > 2]
+        assert len(errors) == 1, frames
+        text = errors[0].decode()
+        assert text.startswith(f"error forwarding port {closed} to pod p, uid "), text
+        assert f"localhost:{closed}" in text
+        await ws.send_bytes(b"\x00still works")
+        assert await _frame(ws, False) == (0, b"still works")
+        await ws.close()
+
+
+async def test_portforward_refuses_subprotocols_the_kubelet_does_not_serve(env: Env) -> None:
+    headers = {"Authorization": f"Bearer {env.stack.creds.admin_token}"}
+    with pytest.raises(aiohttp.WSServerHandshakeError) as e:
+        await env.http.ws_connect(f"{env.stack.url}{PORTFORWARD}", params=[("ports", "80")],
+                                  protocols=("v5.channel.k8s.io", "channel.k8s.io"), headers=headers, ssl=env.ssl)
+    assert e.value.status == 400
+    async with env.http.get(f"{env.stack.url}{PORTFORWARD}", params=[("ports", "80")], ssl=env.ssl, headers={
+            **headers, "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": base64.b64encode(b"0123456789abcdef").decode(),
+            "Sec-WebSocket-Protocol": "v5.channel.k8s.io"}) as resp:
+        status = await resp.json()
+    assert resp.status == 400 and status["reason"] == "BadRequest", status
+    assert "requested protocol(s) are not supported: v5.channel.k8s.io" in status["message"]
+    assert "v4.channel.k8s.io" in status["message"]
+
+
+def _awaiting(name: str) -> bool:
+    """Whether some task of this loop is (transitively) inside a coroutine function called `name`."""
+    for task in asyncio.all_tasks():
+        coro: Any = task.get_coro()
+        while coro is not None and hasattr(coro, "cr_code"):
+            if coro.cr_code.co_name == name:
+                return True
+            coro = coro.cr_await
+    return False
+
+
+async def test_portforward_handler_ends_when_the_client_goes_away(env: Env) -> None:
+    """The client closing its websocket ends the handler, though the pod's connection never closed first."""
+    async with _echo_server() as port:
+        ws = await env.ws(PORTFORWARD, [("ports", str(port))], ("v4.channel.k8s.io",))
+        for _ in range(2):
+            await _frame(ws, False)
+        await ws.send_bytes(b"\x00hello")
+        assert await _frame(ws, False) == (0, b"hello")
+        assert _awaiting("_serve_channels")
+        await ws.close()
+        async with asyncio.timeout(GUARD):
+            while _awaiting("_serve_channels"):
+                await asyncio.sleep(0.05)

@@ -84,6 +84,10 @@ ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
     ("cidr('10.1.2.3/8').ip() == ip('10.1.2.3')", True),
     ("cidr('10.1.2.3/8').masked() == cidr('10.0.0.0/8')", True),
     ("cidr('10.0.0.0/8').prefixLength()", 8),
+    ("string(ip('2001:DB8::1'))", "2001:db8::1"),
+    ("string(cidr('10.0.0.1/8'))", "10.0.0.1/8"),
+    ("string(cidr('10.1.0.0/16').ip()) + '|' + string(cidr('10.1.2.3/16').masked())", "10.1.0.0|10.1.0.0/16"),
+    ("string(1) + string(1.5) + string(true) + string(b'x') + string(string(ip('::1')))", "11.5truex::1"),
     # quantity
     ("isQuantity('1.5Gi')", True),
     ("isQuantity('1.5Gix')", False),
@@ -98,11 +102,20 @@ ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
     ("quantity('1.5').isInteger()", False),
     ("quantity('1k').asInteger()", 1000),
     ("quantity('250m').asApproximateFloat()", 0.25),
-    # optional, bind, encoders, math
+    # optional, bind
     ("{'a': 1}.?b.orValue(7)", 7),
     ("cel.bind(x, 2, x * x)", 4),
-    ("base64.encode(b'hi')", "aGk="),
-    ("math.greatest([1, 5, 2])", 5),
+    # two-variable comprehensions (1.32)
+    ("[10, 20].all(i, v, v == (i + 1) * 10)", True),
+    ("{'a': 1, 'b': 2}.exists(k, v, k == 'b' && v == 2)", True),
+    ("[1, 2, 1].existsOne(i, v, v == 2)", True),
+    ("[1, 2, 1].existsOne(i, v, v == 1)", False),
+    ("[5, 6].transformList(i, v, i * v)", [0, 6]),
+    ("[5, 6, 7].transformList(i, v, v > 5, i)", [1, 2]),
+    ("{'a': 1}.transformMap(k, v, v + 1)", {"a": 2}),
+    ("{'a': 1, 'b': 5}.transformMap(k, v, v > 2, k + '!')", {"b": "b!"}),
+    ("{'a': 1}.transformMapEntry(k, v, {v: k})", {1: "a"}),
+    ("[[1, 2], [3]].all(i, l, l.all(j, x, x > i))", True),
     # format: validate returns optional<list<string>>, format.named optional<Format>
     ("format.dns1123Label().validate('my-name').hasValue()", False),
     ("format.dns1123Label().validate('Not_OK').value().size()", 1),
@@ -183,6 +196,25 @@ def test_compile_errors(src: str, fragment: str) -> None:
     ("self.s.lastIndexOf('a')", 3)])
 def test_index_of_dispatches_on_dynamic_receivers(src: str, want: int) -> None:
     assert ENV.compile(src).eval({"self": {"l": [1, 2, 2], "v": 2, "s": "abca"}}) == want
+
+
+@pytest.mark.parametrize(("src", "message"), [
+    ("self.matches('[a-')", "ERROR: <input>:1:14: invalid matches argument\n | self.matches('[a-')\n"
+                            " | .............^"),
+    ("self > duration('1x')", "ERROR: <input>:1:17: invalid duration argument"),
+    ("self < timestamp('yesterday')", "ERROR: <input>:1:18: invalid timestamp argument"),
+    ("true &&\n  self.matches('(')", "ERROR: <input>:2:16: invalid matches argument\n |   self.matches('(')"),
+])
+def test_invalid_literals_are_compile_errors(src: str, message: str) -> None:
+    with pytest.raises(cel.CompileError) as err:
+        ENV.compile(src)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+@pytest.mark.parametrize("src", ["self.matches('^\\\\pL+$')", "self.matches(self)", "duration('1h2m') > self",
+                                 "timestamp('2024-01-01T00:00:00Z') < self"])
+def test_valid_or_dynamic_literals_compile(src: str) -> None:
+    ENV.compile(src)
 
 
 def test_caller_functions_and_opaque_types() -> None:

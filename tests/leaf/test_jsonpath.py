@@ -106,4 +106,7 @@ def test_same_output_as_kubectl(template: str, out: str, tmp_path: Path) -> None
     got = subprocess.run(["kubectl", "--kubeconfig", "/dev/null", "label", "--local", "-f", str(src), "zz=1",
                           "-o", f"jsonpath={template}"], capture_output=True, text=True, timeout=60, env=env)
     assert got.returncode == 0, got.stderr
-    assert got.stdout == out
+    if template.endswith(".nested.*}"):  # Go walks a map's values in random order (reflect MapKeys)
+        assert sorted(got.stdout.split(" ")) == sorted(out.split(" "))
+    else:
+        assert got.stdout == out

@@ -3,7 +3,9 @@
 A socket belongs to the network namespace of the thread that created it, and keeps using that namespace
 wherever it is used later. So `socket_in_netns` runs one short-lived thread that enters the namespace with
 setns(CLONE_NEWNET), creates the socket and exits: the agent's own threads never change namespace (a thread
-that entered one is never reused). `open_connection(netns, port)` then connects from the event loop.
+that entered one is never reused). `open_connection(netns, port)` then connects from the event loop;
+`open_localhost(netns, port)` is port-forward's target, as containerd dials it: 127.0.0.1 first, then ::1
+(a server may listen on one family only).
 
 Needs CAP_SYS_ADMIN for setns; `netns=""` means the agent's own namespace (tests, host-network pods).
 """
@@ -68,3 +70,14 @@ async def open_connection(netns: str, port: int, host: str = "127.0.0.1"
         sock.close()
         raise
     return await asyncio.open_connection(sock=sock)
+
+
+async def open_localhost(netns: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect to localhost:port inside `netns`, IPv4 then IPv6; OSError naming both failures."""
+    try:
+        return await open_connection(netns, port, "127.0.0.1")
+    except OSError as v4:
+        try:
+            return await open_connection(netns, port, "::1")
+        except OSError as v6:
+            raise OSError(v4.errno, f"IPv4: {v4.strerror or v4} IPv6: {v6.strerror or v6}") from None

@@ -106,6 +106,7 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
             plugins.append(Plugin("MutatingAdmissionWebhook", webhooks.mutate))
         if "ValidatingAdmissionWebhook" in wanted:
             plugins.append(Plugin("ValidatingAdmissionWebhook", validate=webhooks.validate))
+        strategies.add_connect_admission(webhooks.connect)  # exec, attach, portforward, proxy
         out.background.append(("admission-webhooks", webhooks.run))
     if "ValidatingAdmissionPolicy" in wanted:
         if namespaces is None:

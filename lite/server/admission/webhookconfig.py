@@ -164,9 +164,7 @@ def client_config_causes(cc: Any, path: str) -> list[Cause]:
         for f in ("namespace", "name"):
             if not svc.get(f):
                 causes.append(field_required(f"{path}.service.{f}"))
-        p = svc.get("path")
-        if p is not None and not str(p).startswith("/"):
-            causes.append(field_invalid(f"{path}.service.path", p, "must start with a '/'"))
+        causes += _service_path_causes(svc.get("path"), f"{path}.service.path")
         port = svc.get("port")
         if port is not None and (not isinstance(port, int) or not 1 <= port <= 65535):
             causes.append(field_invalid(f"{path}.service.port", port,
@@ -177,6 +175,27 @@ def client_config_causes(cc: Any, path: str) -> list[Cause]:
             base64.b64decode(str(ca), validate=True)
         except (binascii.Error, ValueError):
             causes.append(field_invalid(f"{path}.caBundle", "<bytes>", "illegal base64 data"))
+    return causes
+
+
+def _service_path_causes(p: Any, path: str) -> list[Cause]:
+    """Upstream's rules for `service.path`: optional (absent, "" and "/" all mean the root), else it starts
+    with '/' and each segment is a DNS-1123 subdomain (a trailing '/' allowed)."""
+    if p is None or p in ("", "/"):
+        return []
+    p = str(p)
+    if p == "//":
+        return [field_invalid(path, p, "segment[0] may not be empty")]
+    causes: list[Cause] = []
+    if not p.startswith("/"):
+        causes.append(field_invalid(path, p, "must start with a '/'"))
+    rest = p[1:]
+    rest = rest[:-1] if rest.endswith("/") else rest
+    for i, step in enumerate(rest.split("/")):
+        if not step:
+            causes.append(field_invalid(path, p, f"segment[{i}] may not be empty"))
+            continue
+        causes += [field_invalid(path, p, f"segment[{i}]: {m}") for m in is_dns1123_subdomain(step)]
     return causes
 
 

@@ -38,6 +38,7 @@ import uuid
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -51,12 +52,12 @@ from lite.objects import deep_copy
 from lite.patch import json_equal
 from lite.patch.jsonpatch import json_patch
 from lite.selectors import LabelSelector
-from lite.server.admission import matching, review
+from lite.server.admission import callerrors, matching, review
 from lite.server.admission.matching import Attributes
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.aggregator.resolve import Backend, backend
 from lite.server.api.admissionwarnings import add_warning
-from lite.server.api.strategies import Admission, Strategies
+from lite.server.api.strategies import Admission, Strategies, crschema
 from lite.server.requestuser import current_user
 from lite.validation import validate_object_meta
 
@@ -71,9 +72,10 @@ class CallError(Exception):
 
 @dataclass(frozen=True)
 class Target:
-    url: str
+    url: str  # what is dialled (a Service's endpoint)
     server_name: str | None
     ca_pem: bytes
+    shown: str = ""  # what errors name, as upstream: the configured URL or https://<svc>.<ns>.svc:<port><path>
 
 
 class WebhookAdmission:
@@ -123,7 +125,8 @@ class WebhookAdmission:
                 reinvoke += [w for w in chosen[:i] if w.get("reinvocationPolicy") == "IfNeeded" and w not in reinvoke]
         for wh in reinvoke:
             await self._mutate_one(wh, a, adm)
-        if adm.obj is not None and before is not None and not json_equal(adm.obj, before):
+        if adm.obj is not None and before is not None and not json_equal(adm.obj, before) \
+                and adm.operation != "CONNECT":
             self._revalidate(adm)
 
     async def validate(self, adm: Admission) -> None:
@@ -139,6 +142,12 @@ class WebhookAdmission:
         for r in results:
             if isinstance(r, BaseException):
                 raise r
+
+    async def connect(self, adm: Admission) -> None:
+        """CONNECT (exec, attach, portforward, proxy): the matching mutating, then validating webhooks, as
+        upstream's connect handler admits it; `adm.obj` is the request's *Options object (PodExecOptions...)."""
+        await self.mutate(adm)
+        await self.validate(adm)
 
     async def _configs(self, informer: Informer) -> list[Obj]:
         """The configurations from the informer's cache; until its first list (writes made while the server
@@ -181,7 +190,9 @@ class WebhookAdmission:
         user = current_user()
         info = review.user_info(user.name, user.groups, user.uid) if user is not None \
             else review.user_info("system:apiserver", ("system:masters",), "")
-        body = review.review_request(uid, a, adm.kind.kind, adm.obj, adm.old, info, adm.dry_run)
+        # a CONNECT's review is of its options object (kind PodExecOptions, ...), as upstream's
+        kind = str((adm.obj or {}).get("kind") or "") if adm.operation == "CONNECT" else adm.kind.kind
+        body = review.review_request(uid, a, kind, adm.obj, adm.old, info, adm.dry_run)
         try:
             raw = await self._post(wh, body)
             verdict = review.read_response(raw, uid)
@@ -197,15 +208,12 @@ class WebhookAdmission:
         return verdict
 
     async def _post(self, wh: Obj, body: Obj) -> bytes:
-        target = await self._target(wh)
         timeout = wh.get("timeoutSeconds") or 10
-        # Upstream tells the webhook its deadline in the URL (`?timeout=10s`); configurations carry no query.
-        target = Target(f"{target.url}{'&' if '?' in target.url else '?'}timeout={timeout}s", target.server_name,
-                        target.ca_pem)
+        target = await self._target(wh, timeout)
         try:
             tls = self._tls_for(target.ca_pem)
         except (ssl.SSLError, ValueError) as e:
-            raise CallError(f"invalid caBundle: {e}") from e
+            raise CallError(f"failed to call webhook: invalid caBundle: {e}") from e
         try:
             async with self._client().post(
                     target.url, data=orjson.dumps(body), ssl=tls, server_hostname=target.server_name,
@@ -213,21 +221,27 @@ class WebhookAdmission:
                     timeout=aiohttp.ClientTimeout(total=float(timeout))) as resp:
                 raw = await resp.read()
                 if resp.status != 200:
-                    raise CallError(f"failed to call webhook: the server responded with status {resp.status}")
+                    raise CallError(f"failed to call webhook: {callerrors.status_reason(resp.status, raw)}")
                 return raw
         except TimeoutError as e:
-            raise CallError(f'failed to call webhook: Post "{target.url}": context deadline exceeded') from e
+            raise CallError(f'failed to call webhook: Post "{target.shown}": context deadline exceeded') from e
         except (aiohttp.ClientError, OSError, ssl.SSLError) as e:
-            raise CallError(f'failed to call webhook: Post "{target.url}": {e}') from e
+            why = callerrors.reason(e, _authority(target.shown))
+            raise CallError(f'failed to call webhook: Post "{target.shown}": {why}') from e
 
-    async def _target(self, wh: Obj) -> Target:
+    async def _target(self, wh: Obj, seconds: int) -> Target:
+        """Where to send the review. Upstream tells the webhook its deadline in the URL (`?timeout=10s`);
+        configurations carry no query."""
         cc = wh.get("clientConfig") or {}
         ca = _ca(cc)
+        query = f"timeout={seconds}s"
         if cc.get("url"):
-            return Target(str(cc["url"]), None, ca)
+            url = f"{cc['url']}{'&' if '?' in str(cc['url']) else '?'}{query}"
+            return Target(url, None, ca, url)
         ref = cc.get("service") or {}
         ns, svc_name = str(ref.get("namespace") or ""), str(ref.get("name") or "")
         path = str(ref.get("path") or "")
+        shown = f"https://{svc_name}.{ns}.svc:{ref.get('port') or 443}{path or '/'}?{query}"
         service = await self._get(self.svc_kind, ns, svc_name)
         endpoints = await self._get(self.ep_kind, ns, svc_name)
         found = backend({"spec": {"service": {**ref, "port": ref.get("port") or 443}}}, service, endpoints)
@@ -235,11 +249,14 @@ class WebhookAdmission:
             host, port = found.host, found.port
         else:
             cluster_ip = str(((service or {}).get("spec") or {}).get("clusterIP") or "")
-            if service is None or cluster_ip in ("", "None"):
-                raise CallError(f"failed to call webhook: {found.message}")
+            if service is None:
+                raise CallError(f'failed to call webhook: Post "{shown}": service "{svc_name}" not found')
+            if cluster_ip in ("", "None"):
+                raise CallError(f'failed to call webhook: Post "{shown}": no endpoints available for service '
+                                f'"{svc_name}"')
             host, port = cluster_ip, int(ref.get("port") or 443)
-        shown = f"[{host}]" if ":" in host else host
-        return Target(f"https://{shown}:{port}{path}", f"{svc_name}.{ns}.svc", ca)
+        dialled = f"[{host}]" if ":" in host else host
+        return Target(f"https://{dialled}:{port}{path}?{query}", f"{svc_name}.{ns}.svc", ca, shown)
 
     async def _get(self, kind: Kind, ns: str, name: str) -> Obj | None:
         try:
@@ -273,12 +290,18 @@ class WebhookAdmission:
         return self._selectors[key]
 
     def _revalidate(self, adm: Admission) -> None:
+        """A mutated object is defaulted again (upstream decodes a webhook's result, which runs the defaulting
+        functions, and prunes and defaults custom objects by their schema), then validated again."""
         if adm.obj is None:
             return
         strategy = self.strategies.for_kind(adm.kind)
+        schema = adm.kind.schema if adm.kind.crd else None
+        if schema:
+            crschema.prune_and_default(adm.obj, schema)
+        strategy.default(adm.obj)
         causes = validate_object_meta(adm.obj.get("metadata"), namespaced=adm.kind.namespaced,
                                       name_fn=strategy.name_fn)
-        causes += strategy.validate(adm.obj)
+        causes += strategy.validate(adm.obj) + (crschema.validate(adm.obj, schema) if schema else [])
         if causes:
             raise errors.invalid(adm.kind.kind, adm.name, causes, adm.kind.group)
 
@@ -315,6 +338,17 @@ def attributes(adm: Admission) -> Attributes:
     k = adm.kind
     return Attributes(adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced,
                       adm.namespace if k.namespaced else "", adm.name)
+
+
+def _authority(url: str) -> str:
+    """host:port of a URL (443 when it names none), for the `dial tcp <addr>` of an error."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port or 443
+    except ValueError:
+        port = 443
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _ca(cc: Obj) -> bytes:

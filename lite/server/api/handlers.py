@@ -36,6 +36,7 @@ from lite.errors import (
 )
 from lite.kinds import Kind, KindRegistry
 from lite.server.api import componentstatus, fieldvalidation, negotiate, params, reviews
+from lite.server.api.connectoptions import connect_options
 from lite.server.api.discovery import Discovery
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
@@ -81,6 +82,7 @@ DeleteEx = Callable[..., Awaitable[tuple[Obj, int]]]
 Write = Callable[..., Awaitable[Obj]]
 GetEncoded = Callable[[Kind, str, str], bytes]
 ListEncoded = Callable[..., bytes]
+AdmitConnect = Callable[[Kind, str, str, str, Obj], Awaitable[None]]
 
 
 @dataclass
@@ -109,12 +111,14 @@ class ApiContext:
     update_owned: Write = field(init=False)
     get_encoded: GetEncoded | None = field(init=False, default=None)
     list_encoded: ListEncoded | None = field(init=False, default=None)
+    admit_connect: AdmitConnect | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.create_owned = getattr(self.resources, "create_owned", self.resources.create)
         self.update_owned = getattr(self.resources, "update_owned", self.resources.update)
         self.get_encoded = getattr(self.resources, "get_encoded", None)
         self.list_encoded = getattr(self.resources, "list_encoded", None)
+        self.admit_connect = getattr(self.resources, "admit_connect", None)
         self.patch_ex = getattr(self.resources, "patch_ex", None)
         self.delete_ex = getattr(self.resources, "delete_ex", None)
         try:
@@ -143,6 +147,10 @@ def q_bool(query: Any, name: str) -> bool:
 def q_int(query: Any, name: str) -> int | None:
     """An int64 query parameter (None when absent); 400 BadRequest unless `strconv.ParseInt` takes it."""
     return params.query_int(query, name)
+
+
+def _agent(request: web.Request) -> str:
+    return request.headers.get("User-Agent", "")
 
 
 def _with_warning(resp: web.Response, warnings: list[str]) -> web.Response:
@@ -333,7 +341,7 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "create")
-    dry, manager, validation = params.write_options(request.query, "Create")
+    dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     _fill_type_meta(obj, t.kind)
@@ -348,7 +356,8 @@ async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     """A create-only review (TokenReview, SelfSubjectReview, ...): decoded and checked like a create, then
     computed by its reviewer (`reviews.py`); nothing is stored."""
     reviews.check_request(request, t.kind, t.name)
-    _, _, validation = params.write_options(request.query, "Create")
+    negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
+    _, _, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     _fill_type_meta(obj, t.kind)
@@ -358,7 +367,7 @@ async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
 
 async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "update")
-    dry, manager, validation = params.write_options(request.query, "Update")
+    dry, manager, validation = params.write_options(request.query, "Update", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
@@ -374,7 +383,7 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
 async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "patch")
     patch_type = negotiate.patch_type_of(request.content_type)
-    dry, manager, validation = params.write_options(request.query, "Patch", patch_type)
+    dry, manager, validation = params.write_options(request.query, "Patch", patch_type, _agent(request))
     body = await read_body(request, ctx)
     if not body.strip():
         raise bad_request("the patch body is empty")
@@ -467,6 +476,10 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub not in t.kind.subresources:
         raise not_found(f"{t.kind.plural}/{sub}", t.name, t.kind.group)
     if sub in STREAM_SUBRESOURCES:
+        subpath = request.path.partition(f"/{t.name}/proxy")[2] if sub == "proxy" else ""
+        options = connect_options(t.kind.kind, sub, request.query, subpath)
+        if options is not None and ctx.admit_connect is not None:  # CONNECT admission (webhooks) first
+            await ctx.admit_connect(t.kind, t.namespace, t.name, sub, options)
         if ctx.streams is not None:
             return await ctx.streams.serve(request, t.kind, t.namespace, t.name, sub)
         return await _no_streams(ctx, request, t)
@@ -474,7 +487,8 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
     if sub in POST_SUBRESOURCES:
         if method != "POST":
             raise method_not_allowed(f"{method} is not supported on {t.kind.plural}/{sub}")
-        dry, manager, validation = params.write_options(request.query, "Create")
+        negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
+        dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
         raw = await read_body(request, ctx)
         obj = negotiate.decode_object(request.content_type, raw)
         warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj),

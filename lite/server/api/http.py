@@ -6,7 +6,7 @@ OpenAPI v3, and the REST surface `/api/v1/...` and `/apis/{g}/{v}/...` for every
 request so CRD kinds appear and disappear at run time. The REST work is in `handlers.py`.
 
 Invariants:
-- Every non-2xx answer under an API path is a JSON `Status` whose `code` equals the HTTP status;
+- Every non-2xx answer under an API path but the in-flight 429 is a JSON `Status` whose `code` equals the HTTP status;
   `ApiError` becomes that Status here and nowhere else; unexpected exceptions become a 500
   InternalError (logged once, here).
 - With an `authorizer` (`lite.server.authz.chain.AuthorizerChain`, as the server builds it): every request,
@@ -17,6 +17,12 @@ Invariants:
   (authorization.k8s.io) and SelfSubjectReview are answered by `authz.reviews`.
 - Without one (tests of the bare HTTP stack): health probes and `/version` answer without authentication;
   everything else needs `authenticate` to name a user (else 401) and impersonation is refused.
+- Every request through `_api` but the long-running ones (watches, exec, attach, port-forward, logs, proxy)
+  draws on the in-flight budget of its kind (`inflight.py`, kube-apiserver's `--max-requests-inflight` and
+  `--max-mutating-requests-inflight`) after authentication and authorization, while its handler runs (body
+  read, store, webhooks, aggregated backends; aiohttp then writes the answer); when the budget is spent the
+  answer is upstream's 429 (plain text, `Retry-After: 1`), the one non-Status error, as upstream's. Health
+  probes and `/version` draw on no budget.
 - Every request through `_api` is counted in `apiserver_request_total` and
   `apiserver_request_duration_seconds` (`lite.server.metrics`) with the status sent; `/metrics` is served
   only to authenticated users (with an authorizer: those the policy grants it, e.g. group system:monitoring).
@@ -50,6 +56,7 @@ from lite.server.api.handlers import (
     json_response,
     read_body,
 )
+from lite.server.api.inflight import InFlight, kind_of, too_many_requests
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
 from lite.server.api.reviews import REVIEWS
@@ -74,6 +81,7 @@ USER_INFO: web.RequestKey[UserInfo] = web.RequestKey("lite_user_info", UserInfo)
 AGGREGATOR: web.AppKey[Aggregator] = web.AppKey("lite_aggregator", Aggregator)
 PROM: web.AppKey[ServerMetrics] = web.AppKey("lite_prometheus", ServerMetrics)
 AUTHZ: web.AppKey[AuthorizerChain] = web.AppKey("lite_authz", AuthorizerChain)
+INFLIGHT: web.AppKey[InFlight] = web.AppKey("lite_inflight", InFlight)
 
 VERSION_INFO = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.0+lite", "gitCommit": "0000000000000000000000000000000000000000",
@@ -87,10 +95,12 @@ _DISCOVERY_HEADERS = {"Content-Type": negotiate.DISCOVERY_V2, "Vary": "Accept"}
 def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenticate, *,
                   max_body_bytes: int = 3 * 1024 * 1024, streams: StreamProvider | None = None,
                   metrics: MetricsProvider | None = None, aggregator: Aggregator | None = None,
-                  prom: ServerMetrics | None = None, authorizer: AuthorizerChain | None = None) -> web.Application:
+                  prom: ServerMetrics | None = None, authorizer: AuthorizerChain | None = None,
+                  inflight: InFlight | None = None) -> web.Application:
     """The API server's aiohttp application (the caller runs it, with TLS, on its own runner). With an
     `aggregator`, group-versions registered by remote APIServices are proxied and merged into discovery.
-    `prom` holds the Prometheus families served at `/metrics` (a fresh, empty set when not given)."""
+    `prom` holds the Prometheus families served at `/metrics` (a fresh, empty set when not given);
+    `inflight` the request budgets (none: unlimited)."""
     # aiohttp refuses larger bodies itself; handlers turn that into a 413 Status.
     app = web.Application(client_max_size=max_body_bytes)
     remote = aggregator.discovery_state if aggregator is not None else None
@@ -98,6 +108,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
                           watches=WatchRegistry(), max_body_bytes=max_body_bytes, streams=streams,
                           metrics=metrics)
     app[AUTH] = authenticate
+    app[INFLIGHT] = inflight if inflight is not None else InFlight(0, 0)
     app[PROM] = prom if prom is not None else ServerMetrics()
     if authorizer is not None:
         app[AUTHZ] = authorizer
@@ -133,7 +144,9 @@ async def _close_watches(app: web.Application) -> None:
 
 
 def error_response(err: ApiError) -> web.Response:
-    resp = json_response(err.status(), err.code)
+    """The one rendering of an error: the `Status` in Go's field order, ended by a newline as Go's JSON
+    encoder ends it (clients such as the Python client's `create_from_yaml` quote the body verbatim)."""
+    resp = web.Response(body=orjson.dumps(err.status()) + b"\n", status=err.code, content_type="application/json")
     if err.retry_after is not None:
         resp.headers["Retry-After"] = str(err.retry_after)
     return resp
@@ -175,7 +188,11 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
             if methods and request.method not in methods:
                 raise ApiError(f"the server does not allow this method on the requested resource "
                                f"({request.method} {request.path})", 405, "MethodNotAllowed")
-            return _with_admission_warnings(await fn(request, request.app[API]))
+            info = request_info(request.method, request.path, request.query)
+            kind = kind_of(info.verb, info.subresource if info.resource_request else "", request.query)
+            if kind is None:
+                return _with_admission_warnings(await fn(request, request.app[API]))
+            return await _within_budget(request, kind, fn)
         except ApiError as e:
             return _with_admission_warnings(error_response(e))
         except web.HTTPException:
@@ -185,6 +202,21 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
             return error_response(ApiError("an error on the server has prevented the request from succeeding",
                                            500, "InternalError"))
     return wrapped
+
+
+async def _within_budget(request: web.Request, kind: str, fn: Handler) -> web.StreamResponse:
+    """`fn` within the in-flight budget of `kind` (`inflight.py`): 429 when it is spent."""
+    budget = request.app[INFLIGHT]
+    slot = budget.enter(kind, MASTERS in request[USER_INFO].groups)
+    if slot is False:
+        log.debug("answered 429 to %s %s: %d %s requests in flight", request.method, request.path,
+                  budget.inflight[kind], kind)
+        return too_many_requests()
+    try:
+        return _with_admission_warnings(await fn(request, request.app[API]))
+    finally:
+        if slot:
+            budget.leave(kind)
 
 
 def _with_admission_warnings(resp: web.StreamResponse) -> web.StreamResponse:
@@ -310,6 +342,7 @@ async def _access_review(request: web.Request, ctx: ApiContext, t: Target) -> we
     if request.method != "POST" or t.name or t.subresource or chain is None:
         raise ApiError(f"the server does not allow this method on the requested resource ({request.method} "
                        f"{t.kind.resource})", 405, "MethodNotAllowed")
+    negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
     _, _, validation = params.write_options(request.query, "Create")
     raw = await read_body(request, ctx)
     body = negotiate.decode_object(request.content_type, raw)

@@ -81,6 +81,23 @@ def openapi_v2_media(accept: str, protobuf_types: tuple[str, ...]) -> str | None
     return None
 
 
+_PLAIN = frozenset({"", "*/*", "application/*", JSON, PROTOBUF}) | YAML_TYPES
+
+
+def check_acceptable_without_table(accept: str) -> None:
+    """For a resource with no table form (reviews, POST-only subresources): 406 NotAcceptable, as upstream's
+    output negotiation answers before decoding the body, unless `accept` lets the object itself be answered
+    (JSON, YAML, protobuf or a wildcard, with no `as=` transform; an empty Accept takes anything). A request
+    for a Table alone (`application/json;as=Table;v=v1;g=meta.k8s.io`) is thus refused."""
+    for media in accept.split(",") if accept.strip() else [""]:
+        params = _params(media)
+        if params.get("q") in ("0", "0.0", "0.00", "0.000") or params.get("as"):
+            continue
+        if media.split(";", 1)[0].strip().lower() in _PLAIN:
+            return
+    raise ApiError(f"only the following media types are accepted: {_SUPPORTED}", 406, "NotAcceptable")
+
+
 def _params(media: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for part in media.split(";")[1:]:

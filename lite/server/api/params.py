@@ -155,9 +155,24 @@ def _field_validation_causes(mode: str) -> list[Cause]:
     return [errors.field_not_supported("fieldValidation", mode, list(FIELD_VALIDATION))]
 
 
-def write_options(query: Any, verb: str, patch_type: str = "") -> tuple[bool, str, str]:
+def manager_from_user_agent(user_agent: str) -> str:
+    """The field manager of a write that names none, as upstream derives it: the User-Agent up to its first
+    `/` (`kubectl/v1.32.4 (linux/amd64) ...` is `kubectl`), unprintable characters dropped, cut to the
+    length a fieldManager may have."""
+    out = ""
+    for ch in user_agent.split("/", 1)[0]:
+        if not ch.isprintable():
+            continue
+        if len((out + ch).encode()) > FIELD_MANAGER_MAX:
+            break
+        out += ch
+    return out
+
+
+def write_options(query: Any, verb: str, patch_type: str = "", user_agent: str = "") -> tuple[bool, str, str]:
     """(dryRun, fieldManager, fieldValidation) of a create/update/patch, validated as upstream's
-    `Validate{Create,Update,Patch}Options`: 422 Invalid of kind `{Create,Update,Patch}Options.meta.k8s.io`."""
+    `Validate{Create,Update,Patch}Options`: 422 Invalid of kind `{Create,Update,Patch}Options.meta.k8s.io`.
+    A write that names no fieldManager is managed by its `user_agent`'s (`manager_from_user_agent`)."""
     dry = list(query.getall("dryRun", ()))
     manager = query.get("fieldManager", "")
     mode = query.get("fieldValidation", "")
@@ -170,7 +185,7 @@ def write_options(query: Any, verb: str, patch_type: str = "") -> tuple[bool, st
     causes += _field_manager_causes(manager) + _dry_run_causes(dry) + _field_validation_causes(mode)
     if causes:
         raise errors.invalid(f"{verb}Options", "", causes, "meta.k8s.io")
-    return bool(dry), manager, mode
+    return bool(dry), manager or manager_from_user_agent(user_agent), mode
 
 
 def _go_type_of(value: Any) -> str:

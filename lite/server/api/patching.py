@@ -37,7 +37,7 @@ class PatchMixin(WriteMixin):
     """patch."""
 
     def apply_patch(self, kind: Kind, doc: Obj, patch: Any, patch_type: PatchType, *, manager: str = "",
-                    force: bool = False) -> Obj:
+                    force: bool = False, subresource: str = "") -> Obj:
         if patch_type == "json":
             out = json_patch(doc, patch)
         elif patch_type == "merge":
@@ -47,7 +47,7 @@ class PatchMixin(WriteMixin):
                 raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
             out = strategic_merge(doc, patch, self.schema(kind))
         elif patch_type == "apply":
-            out = _apply(kind, self.schema(kind), doc, patch, manager, force)
+            out = _apply(kind, self.schema(kind), doc, patch, manager, force, subresource)
         else:
             raise errors.unsupported_media_type(f"unsupported patch type {patch_type!r}")
         if not isinstance(out, dict):
@@ -78,7 +78,8 @@ class PatchMixin(WriteMixin):
         def build(old: Obj) -> Obj:
             seen = versions.to_view(view, old) if view is not None else old
             doc = {k: v for k, v in seen.items() if k in _STATUS_VIEW} if status_view else seen
-            patched = self.apply_patch(shape, doc, patch, patch_type, manager=manager, force=force)
+            patched = self.apply_patch(shape, doc, patch, patch_type, manager=manager, force=force,
+                                       subresource=subresource)
             check_object_size(patched, old=old)  # refuse a grown object before validating or merging more
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
@@ -89,6 +90,8 @@ class PatchMixin(WriteMixin):
             if subresource in STATUS_LIKE:
                 new = status_write(self.strategy(kind), old, patched)
                 new["metadata"]["resourceVersion"] = (patched.get("metadata") or {}).get("resourceVersion")
+                if patch_type == "apply":  # the apply recorded its `{manager, Apply, status}` entry there
+                    _take_managed_fields(new, patched)
                 return new
             return patched
 
@@ -117,12 +120,23 @@ class PatchMixin(WriteMixin):
                                       manager="" if patch_type == "apply" else manager, create=create)
 
 
-def _apply(kind: Kind, schema: Schema, doc: Obj, intent: Any, manager: str, force: bool) -> Obj:
+def _take_managed_fields(new: Obj, patched: Obj) -> None:
+    fields = (patched.get("metadata") or {}).get("managedFields")
+    if fields:
+        new["metadata"]["managedFields"] = fields
+    else:
+        new["metadata"].pop("managedFields", None)
+
+
+def _apply(kind: Kind, schema: Schema, doc: Obj, intent: Any, manager: str, force: bool,
+           subresource: str = "") -> Obj:
     """Server-side apply. As upstream's lastAppliedManager, `kubectl --server-side` may take over fields a
-    client-side apply set (they appear in the last-applied annotation) without a conflict."""
+    client-side apply set (they appear in the last-applied annotation) without a conflict. An apply to a
+    status-like subresource owns the status fields it names, as its own `{manager, Apply, subresource}`."""
+    ignore_status = subresource not in STATUS_LIKE
     try:
         return apply(doc, intent, manager=manager, force=force, api_version=kind.api_version, now=rfc3339(),
-                     schema=schema)
+                     schema=schema, ignore_status=ignore_status, subresource=subresource)
     except ApiError as e:
         if e.code != 409 or manager != "kubectl":
             raise
@@ -137,7 +151,7 @@ def _apply(kind: Kind, schema: Schema, doc: Obj, intent: Any, manager: str, forc
         if any(c.field not in allowed for c in e.causes):
             raise
     return apply(doc, intent, manager=manager, force=True, api_version=kind.api_version, now=rfc3339(),
-                 schema=schema)
+                 schema=schema, ignore_status=ignore_status, subresource=subresource)
 
 
 def _patch_sets_rv(patch: Any, patch_type: PatchType) -> bool:

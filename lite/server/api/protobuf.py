@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from lite.errors import bad_request, unsupported_media_type
+from lite.objects import rfc3339, rfc3339_micro
 from lite.server.api.protobuf_fields import MESSAGES, ROOTS
 
 MAGIC = b"k8s\x00"
@@ -287,12 +288,12 @@ def _moment(buf: bytes) -> dt.datetime | None:
 
 def _time(buf: bytes) -> str | None:
     t = _moment(buf)
-    return None if t is None else t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None if t is None else rfc3339(t)
 
 
 def _micro_time(buf: bytes) -> str | None:
     t = _moment(buf)
-    return None if t is None else t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None if t is None else rfc3339_micro(t)
 
 
 def _int_or_string(buf: bytes) -> int | str:

@@ -204,6 +204,13 @@ class RegistryBase:
             await review.rollback()
             raise
 
+    async def admit_connect(self, kind: Kind, namespace: str, name: str, subresource: str, options: Obj) -> None:
+        """Admission of a CONNECT (exec, attach, portforward, proxy) before any stream is opened: `options` is
+        the request's *Options object; a hook refuses by raising."""
+        review = Admission("CONNECT", kind, self.scoped(kind, namespace), name, options, None, subresource)
+        for hook in self.strategies.connect:
+            await hook(review)
+
     async def remove(self, kind: Kind, key: str, final: Obj, rev: int, dry_run: bool) -> Obj:
         """Delete the stored object at `rev`, recording `final` as its last state; returns it with the new RV."""
         if dry_run:

@@ -219,7 +219,7 @@ class Resources(ViewMixin):
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
-            return await self.update_scale(kind, namespace, name, body, dry_run)
+            return await self.update_scale(kind, namespace, name, body, dry_run, field_manager)
         if subresource == "finalize":
             return await self.finalize_namespace(kind, name, body, dry_run)
         if subresource and subresource not in STATUS_LIKE:
@@ -255,7 +255,8 @@ class Resources(ViewMixin):
         if subresource:
             self._need_subresource(kind, subresource)
         if subresource == "scale":
-            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run), False
+            return await self.patch_scale(kind, namespace, name, patch, patch_type, dry_run, field_manager,
+                                          force), False
         if subresource and subresource not in STATUS_LIKE:
             raise errors.method_not_allowed(f"PATCH is not supported on {kind.plural}/{subresource}")
         if kind.storage:

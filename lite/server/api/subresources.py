@@ -25,6 +25,7 @@ from lite import errors
 from lite.client import PatchType
 from lite.kinds import Kind
 from lite.objects import deep_copy, now, rfc3339
+from lite.patch import apply
 from lite.selectors import LabelSelector
 from lite.server.api.deletion import DeleteMixin
 from lite.server.api.params import check_delete_body, validate_delete_options
@@ -103,8 +104,11 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
         }
 
     async def write_scale(self, kind: Kind, namespace: str, name: str, scale_of_old: Any, *,
-                          dry_run: bool = False) -> Obj:
-        """`scale_of_old(scale) -> new Scale`; sets the replicas it names, guarded by the Scale's RV."""
+                          dry_run: bool = False, manager: str = "", apply_force: bool | None = None) -> Obj:
+        """`scale_of_old(scale) -> new Scale`; sets the replicas it names, guarded by the Scale's RV. `manager`
+        then owns the replicas field in the parent's managedFields (an entry with subresource `scale`): an
+        Update, or with `apply_force` set (a server-side apply of the Scale) an Apply, which conflicts with
+        other owners of the field unless forced."""
         spec_path, _, _ = self._scale_paths(kind)
 
         def build(old: Obj) -> Obj:
@@ -113,19 +117,27 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
             if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
                 raise errors.invalid("Scale", name, [errors.field_invalid(
                     "spec.replicas", replicas, "must be greater than or equal to 0")], "autoscaling")
-            new = deep_copy(old)
-            _set_path(new, spec_path, replicas)
+            if apply_force is None:
+                new = deep_copy(old)
+                _set_path(new, spec_path, replicas)
+            else:
+                intent: Obj = {}
+                _set_path(intent, spec_path, replicas)
+                new = apply(old, intent, manager=manager, force=apply_force, api_version=kind.api_version,
+                            now=rfc3339(), schema=self.schema(kind), subresource="scale")
             new["metadata"]["resourceVersion"] = str((scale.get("metadata") or {}).get("resourceVersion") or "")
             return new
 
-        out, _ = await self.update_loop(kind, namespace, name, build, subresource="scale", dry_run=dry_run)
+        out, _ = await self.update_loop(kind, namespace, name, build, subresource="scale", dry_run=dry_run,
+                                        manager=manager if apply_force is None else "")
         return self.scale_of(kind, out)
 
-    async def update_scale(self, kind: Kind, namespace: str, name: str, body: Obj, dry_run: bool) -> Obj:
-        return await self.write_scale(kind, namespace, name, lambda _s: body, dry_run=dry_run)
+    async def update_scale(self, kind: Kind, namespace: str, name: str, body: Obj, dry_run: bool,
+                           manager: str = "") -> Obj:
+        return await self.write_scale(kind, namespace, name, lambda _s: body, dry_run=dry_run, manager=manager)
 
     async def patch_scale(self, kind: Kind, namespace: str, name: str, patch: Any, patch_type: PatchType,
-                          dry_run: bool) -> Obj:
+                          dry_run: bool, manager: str = "", force: bool = False) -> Obj:
         scale_kind = Kind("autoscaling", "v1", "Scale", "scale", True)
 
         def patched(scale: Obj) -> Obj:
@@ -135,7 +147,8 @@ class SubresourceMixin(PatchMixin, DeleteMixin):
                 out.setdefault("metadata", {})["resourceVersion"] = ""
             return out
 
-        return await self.write_scale(kind, namespace, name, patched, dry_run=dry_run)
+        return await self.write_scale(kind, namespace, name, patched, dry_run=dry_run, manager=manager,
+                                      apply_force=force if patch_type == "apply" else None)
 
     # ---- pods/binding and pods/eviction ------------------------------------------------------------
 

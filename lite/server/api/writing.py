@@ -137,7 +137,7 @@ class WriteMixin(RegistryBase):
         strategy.prepare_create(obj)
         if manager:
             obj = record_update(None, obj, manager=manager, api_version=kind.api_version, now=rfc3339(),
-                                schema=self.schema(kind))
+                                schema=self.schema(kind), in_place=True)
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
@@ -251,9 +251,10 @@ class WriteMixin(RegistryBase):
         new["metadata"]["resourceVersion"] = str(rev)
         if same_json(new, old) or _same_but_field_times(new, old):
             return old
-        if manager and not subresource:
+        if manager:  # a subresource write is its own entry, owning what it changed (status, spec.replicas)
             new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
-                                schema=self.schema(kind))
+                                schema=self.schema(kind), ignore_status=subresource not in STATUS_LIKE,
+                                subresource=subresource, in_place=True)
         check_object_size(new, old=old)
         review = Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run)
         await self.admit(review)
@@ -377,21 +378,22 @@ class WriteMixin(RegistryBase):
 
 
 def status_write(strategy: Strategy, old: Obj, body: Obj) -> Obj:
-    """What a write to `status` makes of `old`: the body's status (none when it has none) and, where the
-    kind's status strategy accepts them (upstream's Deployment: annotations, e.g. the controller's revision),
-    the body's annotations; nothing else. `body` is consumed."""
+    """What a write to `status` makes of `old`: the body's status (none when it has none) and the body's
+    metadata that the kind's status strategy takes (`Strategy.status_metadata`: labels, annotations,
+    finalizers, ownerReferences for most kinds, as upstream's status strategies reset only the spec);
+    nothing else. `body` is consumed."""
     new = deep_copy(old)
     status = body.get("status")
     if status is None:
         new.pop("status", None)
     else:
         new["status"] = status
-    if strategy.status_takes_annotations:
-        annotations = (body.get("metadata") or {}).get("annotations")
-        if annotations:
-            new["metadata"]["annotations"] = annotations
+    sent = body.get("metadata") or {}
+    for field in strategy.status_metadata:
+        if sent.get(field):
+            new["metadata"][field] = sent[field]
         else:
-            new["metadata"].pop("annotations", None)
+            new["metadata"].pop(field, None)
     return new
 
 

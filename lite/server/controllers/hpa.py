@@ -39,6 +39,9 @@ DOWNSCALE_WINDOW = 300.0
 Usage = dict[str, dict[str, Fraction]]  # pod name -> resource -> usage
 
 
+MANAGER = "kube-controller-manager"  # the field manager of its scale writes, as upstream's
+
+
 class MetricsSource(Protocol):
     async def pod_usage(self, namespace: str, pod_names: list[str]) -> Usage:
         """Current usage per pod (cpu in cores, memory in bytes); pods without metrics are absent."""
@@ -197,7 +200,9 @@ class HPAController(Controller):
                        stamp: str) -> None:
         new = deep_copy(scale)
         new.setdefault("spec", {})["replicas"] = desired
-        await self.client.update(target, namespace_of(hpa), name_of(scale), new, subresource="scale")
+        # upstream's controller manager writes as `kube-controller-manager`: its entry owns spec.replicas
+        await self.client.update(target, namespace_of(hpa), name_of(scale), new, subresource="scale",
+                                 field_manager=MANAGER)
         conds[0] = _cond("AbleToScale", "True", "SucceededRescale",
                          f"the HPA controller was able to update the target scale to {desired}", stamp)
         await self.recorder.normal(hpa, "SuccessfulRescale", f"New size: {desired}; reason: {reason}")

@@ -163,7 +163,8 @@ def add_routes(app: web.Application, control: SecretsEncryption, authenticate: A
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                              "message": message, "reason": reason, "code": code}, status=code)
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+    return web.Response(body=orjson.dumps(body) + b"\n", status=code, content_type="application/json")
 
 

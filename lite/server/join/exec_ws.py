@@ -9,7 +9,9 @@
 | `base64.channel.k8s.io` | text | as `channel.k8s.io` |
 
 Framing: binary messages are one channel byte and a payload; text (base64) messages are the channel as an ASCII
-digit and the payload in standard base64, both ways. Client → server: 0 stdin, 4 resize
+digit and the payload in standard base64, both ways. What the client sends is read by the subprotocol, not by
+the frame's type (as upstream's wsstream): a text frame under a binary subprotocol is its UTF-8 bytes, one
+channel byte first (the Python client sends `str` stdin so). Client → server: 0 stdin, 4 resize
 (`{"Width":w,"Height":h}`). Server → client: 1 stdout, 2 stderr (never with a TTY: clients then merge output),
 3 the end as above, then a normal close. As the kubelet does, the server first sends an empty message on the
 lowest open output channel (stdout, else stderr, else error) to say the stream is established.
@@ -53,17 +55,20 @@ class Subprotocol:
         return bytes([channel]) + payload
 
     def unframe(self, msg: bytes | str) -> tuple[int, bytes] | None:
-        """(channel, payload) of a client message; None for an empty or undecodable one."""
+        """(channel, payload) of a client message, text or binary alike; None for an empty or undecodable one.
+
+        The frame's opcode does not matter, only the subprotocol does: a text message is its UTF-8 bytes
+        (the Python client writes `str` stdin as text frames holding a raw channel byte).
+        """
+        data = msg.encode() if isinstance(msg, str) else msg
+        if not data:
+            return None
         if self.base64:
-            if not isinstance(msg, str) or not msg:
-                return None
             try:
-                return ord(msg[0]) - ord("0"), base64.b64decode(msg[1:], validate=True)
+                return data[0] - ord("0"), base64.b64decode(data[1:], validate=True)
             except (binascii.Error, ValueError):
                 return None
-        if not isinstance(msg, bytes) or not msg:
-            return None
-        return msg[0], msg[1:]
+        return data[0], data[1:]
 
     def end(self, status: dict[str, Any]) -> bytes | None:
         """The channel-3 payload for the stream's end; None when this version sends nothing."""
@@ -89,9 +94,9 @@ def exit_status(code: int, message: str = "") -> dict[str, Any]:
     """The channel-3 Status for a process's end (kubectl exits with `code`)."""
     if code == 0:
         return {"metadata": {}, "status": "Success"}
-    return {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+    return {"metadata": {}, "status": "Failure",
             "message": message or f"command terminated with non-zero exit code: exit status {code}",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+            "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
 
 
 def failure_status(message: str, reason: str = "InternalError", code: int = 500) -> dict[str, Any]:

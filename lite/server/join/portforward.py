@@ -7,8 +7,14 @@ byte stream. Per client connection kubectl opens an `error` stream and a `data` 
 `requestid`; both get a SYN_REPLY; bytes flow as DATA frames on the data stream; failures are written as
 text on the error stream; the side that finishes sends an empty DATA+FIN.
 
-Channel protocol: port i uses channel 2i (data) and 2i+1 (errors); each channel first carries the port as
-`[channel, port & 0xff, port >> 8]`; then `[2i] + bytes` both ways.
+Channel protocol, as the kubelet serves it (subprotocol `v4.channel.k8s.io`, or none asked for: binary
+messages; `v4.base64.channel.k8s.io`: text messages, the channel as an ASCII digit and the payload in base64;
+a client offering only others is refused, as upstream): port i (the i-th of `?ports=`) uses channel 2i for
+data and 2i+1 for errors; the server's first message on each channel is the port, 2 bytes little-endian; then
+data flows both ways on 2i, and a failure is written once as text on 2i+1 (`error forwarding port <p> to pod
+<name>, uid <uid>: <reason>`). What the client sends is read by the subprotocol, not the frame's type;
+writes to an error channel or an unknown channel are ignored. The websocket closes when every port's
+connection has ended.
 
 Invariants: frames with compressed headers are built and sent under one lock, so the header-compression
 context sees blocks in wire order; every agent stream opened here is closed when its connection ends.
@@ -28,12 +34,15 @@ from aiohttp import WSMsgType, web
 from lite import wire
 from lite.errors import ApiError, bad_request
 from lite.server.join import spdy
+from lite.server.join.exec_ws import Subprotocol
 from lite.server.join.tunnel import AgentStream
 
 log = logging.getLogger("lite.server.join")
 
 SPDY_WS = "SPDY/3.1+portforward.k8s.io"
-CHANNEL_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "portforward.k8s.io")
+# The kubelet's port-forward subprotocols; none asked for means binary (there is no v5 for port-forward).
+CHANNEL_PROTOCOLS = {"v4.channel.k8s.io": Subprotocol(4, False), "v4.base64.channel.k8s.io": Subprotocol(4, True)}
+BINARY = Subprotocol(4, False)
 Obj = dict[str, Any]
 
 
@@ -74,25 +83,40 @@ async def serve_portforward(request: web.Request, session: Any, base: Obj) -> we
             await pf.close()
             await ws.close()
         return ws
-    ws = web.WebSocketResponse(protocols=CHANNEL_PROTOCOLS, max_msg_size=0)
+    ports = parse_ports(request)
+    chosen = next((p for p in offered if p in CHANNEL_PROTOCOLS), "")
+    if offered and not chosen:
+        raise bad_request(f"requested protocol(s) are not supported: {' '.join(offered)}; "
+                          f"supports {' '.join([*CHANNEL_PROTOCOLS, SPDY_WS])}")
+    ws = web.WebSocketResponse(protocols=(chosen,) if chosen else (), max_msg_size=0)
     if not ws.can_prepare(request).ok:
         raise bad_request("Upgrade request required: port-forward needs a websocket")
-    return await _serve_channels(request, ws, session, base, parse_ports(request))
+    return await _serve_channels(request, ws, CHANNEL_PROTOCOLS.get(chosen, BINARY), session, base, ports)
 
 
 # -- the channel protocol --
 
-async def _serve_channels(request: web.Request, ws: web.WebSocketResponse, session: Any, base: Obj,
-                          ports: list[int]) -> web.StreamResponse:
+def forward_error(port: int, base: Obj, reason: str) -> str:
+    """The kubelet's text for a port whose connection failed (both protocols)."""
+    return f"error forwarding port {port} to pod {base.get('name', '')}, uid {base.get('uid', '')}: {reason}"
+
+
+async def _serve_channels(request: web.Request, ws: web.WebSocketResponse, proto: Subprotocol, session: Any,
+                          base: Obj, ports: list[int]) -> web.StreamResponse:
     streams: list[AgentStream] = [session.open_stream("portforward", {**base, "port": p}) for p in ports]
     await ws.prepare(request)
+
+    async def send(channel: int, payload: bytes) -> None:
+        frame = proto.frame(channel, payload)
+        await (ws.send_str(frame) if isinstance(frame, str) else ws.send_bytes(frame))
+
     try:
         for i, port in enumerate(ports):
             for channel in (2 * i, 2 * i + 1):
-                await ws.send_bytes(bytes([channel, port & 0xFF, port >> 8]))
+                await send(channel, port.to_bytes(2, "little"))
         async with asyncio.TaskGroup() as tg:
-            outs = [tg.create_task(_channel_out(ws, s, i)) for i, s in enumerate(streams)]
-            reader = tg.create_task(_channel_in(ws, streams))
+            outs = [tg.create_task(_channel_out(send, s, i, ports[i], base)) for i, s in enumerate(streams)]
+            reader = tg.create_task(_channel_in(ws, proto, streams))
             await asyncio.gather(*outs)
             await ws.close()
             reader.cancel()
@@ -102,29 +126,33 @@ async def _serve_channels(request: web.Request, ws: web.WebSocketResponse, sessi
     return ws
 
 
-async def _channel_in(ws: web.WebSocketResponse, streams: list[AgentStream]) -> None:
+async def _channel_in(ws: web.WebSocketResponse, proto: Subprotocol, streams: list[AgentStream]) -> None:
     async for msg in ws:
-        if msg.type != WSMsgType.BINARY or not msg.data:
+        if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
             continue
-        channel = msg.data[0]
-        if channel % 2 == 0 and channel // 2 < len(streams):
-            await streams[channel // 2].write(0, msg.data[1:])
+        got = proto.unframe(msg.data)
+        if got is None:
+            continue
+        channel, payload = got
+        if channel % 2 == 0 and channel // 2 < len(streams) and payload:
+            await streams[channel // 2].write(0, payload)
     for s in streams:  # the client is gone
         await s.close()
 
 
-async def _channel_out(ws: web.WebSocketResponse, stream: AgentStream, i: int) -> None:
+async def _channel_out(send: Callable[[int, bytes], Awaitable[None]], stream: AgentStream, i: int, port: int,
+                       base: Obj) -> None:
     try:
         await stream.ready()
     except ApiError as e:
-        await ws.send_bytes(bytes([2 * i + 1]) + e.message.encode())
+        await send(2 * i + 1, forward_error(port, base, e.message).encode())
         return
     while True:
         msg = await stream.next()
         if isinstance(msg, wire.StreamData):
-            await ws.send_bytes(bytes([2 * i]) + msg.data)
+            await send(2 * i, msg.data)
         elif isinstance(msg, wire.StreamError):
-            await ws.send_bytes(bytes([2 * i + 1]) + msg.message.encode())
+            await send(2 * i + 1, forward_error(port, base, msg.message).encode())
             return
         elif isinstance(msg, (wire.StreamClose, wire.StreamExit)):
             return
@@ -209,13 +237,12 @@ class SpdyPortForward(spdy.SpdySession):
                 if isinstance(msg, wire.StreamData):
                     await self._out(lambda m=msg: self._writer.data(conn.data_sid, m.data))  # type: ignore[misc]
                 elif isinstance(msg, wire.StreamError):
-                    await self._error(conn, msg.message)
+                    await self._error(conn, forward_error(conn.port, self._base, msg.message))
                     break
                 elif isinstance(msg, (wire.StreamClose, wire.StreamExit)):
                     break
         except ApiError as e:
-            await self._error(conn, f"error forwarding port {conn.port} to pod {self._base.get('name')}: "
-                                    f"{e.message}")
+            await self._error(conn, forward_error(conn.port, self._base, e.message))
         except (ConnectionError, RuntimeError):
             pass  # the client's websocket closed under us
         finally:

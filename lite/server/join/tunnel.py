@@ -7,7 +7,9 @@ StreamData/StreamResize/StreamClose to the agent and receives what the agent sen
 Invariants:
 - `ready()` returns once the agent accepted the stream, or raises the agent's refusal as an `ApiError`
   (so HTTP answers carry a proper Status before any upgrade).
-- After the session ends, `next()` yields a StreamError ("node agent disconnected"), never blocks forever.
+- After the session ends, `next()` yields a StreamError ("node agent disconnected"), never blocks forever;
+  after `close()` it yields StreamClose(WHOLE_STREAM) once what had arrived is taken (so a task still reading
+  a stream that another task closed, e.g. when the client went away, ends).
 - Incoming messages are queued without blocking the session's reader; their size is bounded by flow
   control: `next()` acknowledges the output the consumer took (StreamAck), and the agent never has more than
   `wire.STREAM_WINDOW` bytes unacknowledged. Senders await the session's write (websocket backpressure).
@@ -77,6 +79,7 @@ class AgentStream:
             return
         self._closed = True
         self._on_done(self.id)
+        self._queue.put_nowait(wire.StreamClose(self.id, wire.WHOLE_STREAM))  # wakes a reader still waiting
         try:
             await self._send(wire.StreamClose(self.id, wire.WHOLE_STREAM))
         except (ConnectionError, RuntimeError):

@@ -54,6 +54,9 @@ def _ok3(subresource: str, new: Obj, old: Obj) -> list[Cause]:
     return []
 
 
+STATUS_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
 @dataclass(frozen=True)
 class Strategy:
     """Per-kind behaviour. Every field has a do-nothing default, so a kind names only what it needs."""
@@ -79,9 +82,11 @@ class Strategy:
     return_deleted_object: bool = False
     # Whether the spec changing bumps metadata.generation also for annotation changes (Deployment).
     generation_on_annotations: bool = False
-    # Whether a write to `status` also takes the body's annotations (upstream's Deployment status strategy
-    # keeps only spec and labels from the old object; the controller records its revision that way).
-    status_takes_annotations: bool = False
+    # The metadata a write to `status` takes from its body. Upstream's status strategies reset the spec and
+    # keep the request's metadata; some keep more of the stored object: Deployment its labels (the controller
+    # records its revision annotation through status), Pod its ownerReferences, APIService and custom objects
+    # all of their metadata, a CRD all but its finalizers.
+    status_metadata: tuple[str, ...] = STATUS_METADATA
 
 
 @dataclass
@@ -93,7 +98,9 @@ class Admission:
     refuses it, the name is taken, the store write fails) — not when it is cancelled, as the write may
     still commit."""
 
-    operation: Literal["CREATE", "UPDATE", "DELETE"]
+    # CONNECT (exec, attach, portforward, proxy) goes only to the `connect` hooks, with `obj` the request's
+    # *Options object (PodExecOptions, ...) and no `old`.
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
     kind: Kind
     namespace: str
     name: str
@@ -128,6 +135,7 @@ class Strategies:
     by_gk: dict[str, Strategy] = field(default_factory=dict)
     custom: Strategy = _DEFAULT
     admission: list[AdmissionHook] = field(default_factory=list)
+    connect: list[AdmissionHook] = field(default_factory=list)
     removed: list[RemovedHook] = field(default_factory=list)
 
     def for_kind(self, kind: Kind) -> Strategy:
@@ -142,6 +150,10 @@ class Strategies:
     def add_admission(self, hook: AdmissionHook) -> None:
         """Append a hook; hooks run in the order added, after validation, before the write."""
         self.admission.append(hook)
+
+    def add_connect_admission(self, hook: AdmissionHook) -> None:
+        """Append a hook for CONNECT requests (the plugins that handle them: admission webhooks)."""
+        self.connect.append(hook)
 
     def add_removed_hook(self, hook: RemovedHook) -> None:
         self.removed.append(hook)

@@ -88,23 +88,58 @@ def prepare_update_service(new: Obj, old: Obj) -> None:
     nspec, ospec = new.get("spec"), old.get("spec") or {}
     if not isinstance(nspec, dict):
         return
-    # Upstream dropTypeDependentFields: leaving NodePort/LoadBalancer drops an unchanged externalTrafficPolicy
-    # (its default), which validation refuses on services that are not externally accessible.
-    external = ("NodePort", "LoadBalancer")
-    if ospec.get("type") in external and nspec.get("type") not in external and \
-            nspec.get("externalTrafficPolicy") == ospec.get("externalTrafficPolicy"):
-        nspec.pop("externalTrafficPolicy", None)
-    if nspec.get("type", "ClusterIP") != "ExternalName":
+    drop_type_dependent_fields(nspec, ospec)
+    if nspec.get("type", "ClusterIP") != "ExternalName" and ospec.get("type", "ClusterIP") != "ExternalName":
         for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
             if not nspec.get(key) and ospec.get(key):
                 nspec[key] = ospec[key]
-    if nspec.get("type") in ("NodePort", "LoadBalancer"):
+    if nspec.get("type") in _NODE_PORT_TYPES:
         old_ports = {(p.get("port"), p.get("protocol")): p.get("nodePort") for p in ospec.get("ports") or []}
         for p in nspec.get("ports") or []:
             if isinstance(p, dict) and not p.get("nodePort"):
                 np = old_ports.get((p.get("port"), p.get("protocol")))
                 if np:
                     p["nodePort"] = np
+
+
+_NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
+
+
+def drop_type_dependent_fields(nspec: Obj, ospec: Obj) -> None:
+    """Upstream's dropTypeDependentFields: a Service whose `type` changes loses the fields the new type has no
+    use for (its allocated clusterIPs, nodePorts, healthCheckNodePort, and the defaults that came with the old
+    type), but only those the update carries unchanged from the stored object; a field the user also changed
+    is left for validation to judge. The allocators release what the stored Service no longer holds."""
+    otype, ntype = ospec.get("type", "ClusterIP"), nspec.get("type", "ClusterIP")
+    if otype != "ExternalName" and ntype == "ExternalName":  # needsClusterIP: every type but ExternalName
+        if nspec.get("clusterIP") == ospec.get("clusterIP") and \
+                (nspec.get("clusterIPs") or []) == (ospec.get("clusterIPs") or []):
+            nspec.pop("clusterIP", None)
+            nspec.pop("clusterIPs", None)
+        for key in ("ipFamilies", "ipFamilyPolicy"):
+            if nspec.get(key) == ospec.get(key):
+                nspec.pop(key, None)
+        if nspec.get("internalTrafficPolicy") == ospec.get("internalTrafficPolicy"):
+            nspec.pop("internalTrafficPolicy", None)
+    if otype in _NODE_PORT_TYPES and ntype not in _NODE_PORT_TYPES:
+        held = {p.get("nodePort") for p in ospec.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}
+        ports = [p for p in nspec.get("ports") or [] if isinstance(p, dict)]
+        if all(p.get("nodePort") in held for p in ports if p.get("nodePort")):  # no net-new nodePort
+            for p in ports:
+                p.pop("nodePort", None)
+    old_hc = otype == "LoadBalancer" and ospec.get("externalTrafficPolicy") == "Local"
+    new_hc = ntype == "LoadBalancer" and nspec.get("externalTrafficPolicy") == "Local"
+    if old_hc and not new_hc and nspec.get("healthCheckNodePort") == ospec.get("healthCheckNodePort"):
+        nspec.pop("healthCheckNodePort", None)
+    if otype == "LoadBalancer" and ntype != "LoadBalancer":
+        for key in ("allocateLoadBalancerNodePorts", "loadBalancerClass"):
+            if nspec.get(key) == ospec.get(key):
+                nspec.pop(key, None)
+    # leaving NodePort/LoadBalancer drops an unchanged externalTrafficPolicy (its default), which validation
+    # refuses on services that are not externally accessible
+    if otype in _NODE_PORT_TYPES and ntype not in _NODE_PORT_TYPES and \
+            nspec.get("externalTrafficPolicy") == ospec.get("externalTrafficPolicy"):
+        nspec.pop("externalTrafficPolicy", None)
 
 
 def _validate_service_port(p: Any, path: str, stype: str, multi: bool, names: set[str]) -> list[Cause]:

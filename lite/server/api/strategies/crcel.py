@@ -81,6 +81,14 @@ class Node:
     # entered once per node instead of once per rule; None for a single rule.
     batch_old: cel.Program | None = None
     batch_new: cel.Program | None = None
+    # The summed static costs of the rules when each is at most _CHEAP (charged at once), else None.
+    cheap_old: int | None = None
+    cheap_new: int | None = None
+    # A list whose items have cheap rules: `self.map(i, [rules of i])`, for items with no old item.
+    items_batch: cel.Program | None = None
+    # Rules that do not compile (a CRD stored before lite checked what it checks now): each value they apply to
+    # is refused with upstream's "rule compile error" rather than passed unchecked.
+    broken: list[str] = field(default_factory=list)
 
     def validate(self, obj: Any, old: Any, budget: cel.Budget | None = None) -> list[Cause]:
         """Causes for every rule of this tree `obj` fails (`old`: the stored object on updates, else None)."""
@@ -88,16 +96,22 @@ class Node:
         self._walk(obj, old, "", budget or cel.Budget(), causes)
         return causes
 
-    def _walk(self, value: Any, old: Any, path: str, budget: cel.Budget, causes: list[Cause]) -> bool:
+    def _walk(self, value: Any, old: Any, path: str, budget: cel.Budget, causes: list[Cause],
+              rules: bool = True) -> bool:
         if value is None:
             return True
-        if self.rules and not self._run_rules(value, old, path, budget, causes):
+        if rules and self.broken:
+            causes.extend(field_invalid(path or "<nil>", self.type, f"rule compile error: {e}") for e in self.broken)
+        if rules and self.rules and not self._run_rules(value, old, path, budget, causes):
             return False
         if isinstance(value, list) and self.items is not None:
             olds = _correlate(self.map_keys, old) if self.map_keys is not None and isinstance(old, list) else None
+            # items with no old item to pair with: their rules run in one evaluation over the whole list
+            batched = olds is None and self.items_batch is not None and len(value) > 1 and \
+                self._run_items_batch(value, path, budget, causes)
             for i, item in enumerate(value):
                 prev = olds.get(_key_of(self.map_keys, item)) if olds is not None and self.map_keys else None
-                if not self.items._walk(item, prev, f"{path}[{i}]", budget, causes):
+                if not self.items._walk(item, prev, f"{path}[{i}]", budget, causes, not batched):
                     return False
         elif isinstance(value, dict):
             olddict = old if isinstance(old, dict) and self.correlates else None
@@ -130,7 +144,13 @@ class Node:
             causes.append(field_invalid(shown_path, self.type, str(exc)))
             return True
         rules, batch = (self.rules, self.batch_old) if old is not None else (self.rules_new, self.batch_new)
-        for r in rules:  # the budget is charged for every rule before any runs (the batch runs them at once)
+        cheap = self.cheap_old if old is not None else self.cheap_new
+        if cheap is not None and cheap <= budget.remaining:
+            budget.remaining -= cheap  # every rule cheap (below the per-call limit): one charge for all
+            rules_to_charge: list[Rule] = []
+        else:
+            rules_to_charge = rules
+        for r in rules_to_charge:  # charged for every rule before any runs (the batch runs them at once)
             cost = r.program.estimated_cost.max
             if cost > _CHEAP:
                 cost = r.program.runtime_cost({"self": cel.Shape(self.schema, values=[raw_value]),
@@ -170,12 +190,38 @@ class Node:
                 continue
             if not r.uses_old and old is not None and old == value:
                 continue  # ratcheting: an unchanged value keeps passing
-            detail = self._message(r, act, budget)
-            err_path = path
-            if r.field_path:
-                err_path = (f"{path}.{r.field_path}" if path else r.field_path) if not r.field_path.startswith("[") \
-                    else f"{path}{r.field_path}"
-            causes.append(_cause(err_path or "<nil>", self.type, detail, r.reason))
+            self._fail(r, act, path, budget, causes)
+        return True
+
+    def _fail(self, r: Rule, act: cel.Activation, path: str, budget: cel.Budget, causes: list[Cause]) -> None:
+        detail = self._message(r, act, budget)
+        err_path = path
+        if r.field_path:
+            err_path = (f"{path}.{r.field_path}" if path else r.field_path) if not r.field_path.startswith("[") \
+                else f"{path}{r.field_path}"
+        causes.append(_cause(err_path or "<nil>", self.type, detail, r.reason))
+
+    def _run_items_batch(self, items: list[Any], path: str, budget: cel.Budget, causes: list[Cause]) -> bool:
+        """The rules of every item of a list with no old items, in one evaluation over the list; False when
+        that cannot decide (some rule fails to evaluate, or the budget is short): walk the items one by one."""
+        node, batch = self.items, self.items_batch
+        if node is None or batch is None or node.cheap_new is None:
+            return False
+        cost = node.cheap_new * len(items)
+        if cost > budget.remaining:
+            return False
+        try:
+            results = batch.eval(self.env.activation({"self": items, _HAS_OLD: False}))
+        except cel.CelError:
+            return False
+        budget.remaining -= cost
+        for i, (item, oks) in enumerate(zip(items, results, strict=True)):
+            if all(ok is True for ok in oks):
+                continue
+            act = self.env.activation({"self": item, _HAS_OLD: False})
+            for r, ok in zip(node.rules_new, oks, strict=True):
+                if ok is not True:
+                    node._fail(r, act, f"{path}[{i}]", budget, causes)
         return True
 
     def _message(self, r: Rule, act: cel.Activation, budget: cel.Budget) -> str:
@@ -329,6 +375,7 @@ class _Ctx:
     causes: list[Cause]
     costs: list[tuple[int, str]]  # (cost x cardinality, rule path)
     report: bool
+    broken: list[str] = field(default_factory=list)  # compile errors of the node being built
 
 
 def _type_of(schema: Schema) -> str:
@@ -413,14 +460,12 @@ def normalize_field_path(path: str, schema: Schema) -> str:
     return out
 
 
-def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool) -> list[Rule]:
+def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
+                   uncorrelatable: str | None = None) -> list[Rule]:
     rules = schema.get("x-kubernetes-validations")
     if not isinstance(rules, list):
         return []
-    node_schema = schema
-    if root:
-        node_schema = {**schema, "properties": {**(schema.get("properties") or {}), "apiVersion": {"type": "string"},
-                                                "kind": {"type": "string"}, "metadata": _ROOT_META}}
+    node_schema = _with_root_fields(schema) if root else schema
 
     def sizes(_var: str) -> cel.Shape:
         return cel.Shape(node_schema)
@@ -453,8 +498,14 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
         if optional_old and not uses_old:
             ctx.causes.append(field_forbidden(f"{rpath}.optionalOldSelf",
                                               "may not be set if rule does not use oldSelf"))
+        if uses_old and uncorrelatable is not None:
+            ctx.causes.append(field_invalid(f"{rpath}.rule", src, "oldSelf cannot be used on the uncorrelatable "
+                                            f"portion of the schema within {uncorrelatable}"))
         try:
             program = ctx.env.compile(src, sizes=sizes)
+            undefined = undefined_fields(src, node_schema)
+            if undefined:
+                raise cel.CompileError("\n".join(cel.issue(src, at, msg) for at, msg in undefined))
             if program.result_type() not in (cel.BOOL, cel.DYN):
                 raise cel.CompileError(_NOT_BOOL)
             if optional_old:
@@ -463,6 +514,7 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
             detail = str(exc) if str(exc) == _NOT_BOOL else f"compilation failed: {exc}"
             ctx.causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_rule(raw)}: {detail}",
                                     f"{rpath}.rule"))
+            ctx.broken.append(detail)
             continue
         mprogram = None
         if raw.get("messageExpression"):
@@ -493,8 +545,111 @@ def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root:
     return out
 
 
+_ONE_VAR = {"all", "exists", "exists_one", "map", "filter"}
+_TWO_VAR = {"all", "exists", "existsOne", "transformList", "transformMap", "transformMapEntry"}
+
+
+def _with_root_fields(schema: Schema) -> Schema:
+    return {**schema, "properties": {**(schema.get("properties") or {}), "apiVersion": {"type": "string"},
+                                     "kind": {"type": "string"}, "metadata": _ROOT_META}}
+
+
+def _closed(schema: Any) -> bool:
+    """An object schema whose fields are all declared: selecting another is a compile error upstream."""
+    return isinstance(schema, dict) and bool(schema.get("properties")) and \
+        schema.get("additionalProperties") in (None, False) and \
+        not schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get("x-kubernetes-int-or-string")
+
+
+def _field(schema: Any, name: str) -> Any:
+    if not isinstance(schema, dict):
+        return None
+    sub = (schema.get("properties") or {}).get(celcost.unescape(name))
+    if isinstance(sub, dict) and sub.get("x-kubernetes-embedded-resource"):
+        return _with_root_fields(sub)
+    return sub
+
+
+def _element(schema: Any) -> tuple[Any, Any]:
+    """(key-or-index schema, value schema) of iterating a list or map schema (None: unknown)."""
+    if not isinstance(schema, dict):
+        return None, None
+    items, extra = schema.get("items"), schema.get("additionalProperties")
+    if isinstance(items, dict):
+        elem = _with_root_fields(items) if items.get("x-kubernetes-embedded-resource") else items
+        return {"type": "integer"}, elem
+    if isinstance(extra, dict):
+        return {"type": "string"}, extra
+    return None, None
+
+
+def undefined_fields(src: str, self_schema: Schema) -> list[tuple[int, str]]:
+    """(offset, message) of each selection in `src` of a field its object schema does not declare (upstream's
+    type-checker: `undefined field 'x'`). Only objects whose fields are all declared are checked; anything
+    lite's parser cannot follow (calls' results, ternaries, dyn values) is left alone."""
+    try:
+        tree = celcost.parse(src)
+    except (ValueError, RecursionError):
+        return []
+    found: list[tuple[int, str]] = []
+
+    def walk(n: Any, scope: dict[str, Any]) -> Any:
+        if not isinstance(n, tuple) or not n:
+            return None
+        kind = n[0]
+        if kind == "id":
+            return scope.get(n[1])
+        if kind == "sel":
+            base = walk(n[1], scope)
+            if _closed(base) and celcost.unescape(n[2]) not in base["properties"]:
+                found.append((n[3], f"undefined field '{n[2]}'"))
+                return None
+            return _field(base, n[2])
+        if kind == "idx":
+            walk(n[2], scope)
+            return _element(walk(n[1], scope))[1]
+        if kind in ("list", "map"):
+            for e in n[1]:
+                walk(e, scope)
+            return None
+        if kind == "op":
+            for e in n[2]:
+                walk(e, scope)
+            return None
+        if kind == "lit":
+            return None
+        name, target, args = n[1], n[2], n[3]
+        if target == ("id", "cel") and name == "bind" and len(args) == 3 and args[0][0] == "id":
+            return walk(args[2], {**scope, args[0][1]: walk(args[1], scope)})
+        if target is not None and args and args[0][0] == "id":
+            two = len(args) >= 3 and args[1][0] == "id" and name in _TWO_VAR and \
+                (name not in ("map", "filter"))
+            if two or name in _ONE_VAR:
+                over = walk(target, scope)
+                key, value = _element(over)
+                is_list = isinstance(over, dict) and isinstance(over.get("items"), dict)
+                inner = {**scope, args[0][1]: key, args[1][1]: value} if two else \
+                    {**scope, args[0][1]: value if is_list else key}
+                for a in args[2 if two else 1:]:
+                    walk(a, inner)
+                return None
+        if target is not None:
+            walk(target, scope)
+        for a in args:
+            walk(a, scope)
+        return None
+
+    walk(tree, {"self": self_schema, "oldSelf": self_schema})
+    return found
+
+
 def _optional_old_source(src: str) -> str:
     return f"cel.bind(oldSelf, {_HAS_OLD} ? optional.of({_OLD}) : optional.none(), ({src}))"
+
+
+def _cheap(rules: list[Rule]) -> int | None:
+    costs = [r.program.estimated_cost.max for r in rules]
+    return sum(costs) if all(c <= _CHEAP for c in costs) else None
 
 
 def _batch(env: cel.Environment, rules: list[Rule]) -> cel.Program | None:
@@ -512,35 +667,53 @@ def _optional_old(env: cel.Environment, src: str, checked: cel.Program) -> cel.P
     return cel.Program(src, wrapped._expr, env, checked.estimated_cost, checked.node)
 
 
-def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool) -> Node | None:
+def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
+           uncorrelatable: str | None = None) -> Node | None:
+    """`uncorrelatable`: the schema path of the nearest enclosing list or map whose members have no old value
+    to pair with (atomic and set lists, atomic maps): transition rules beneath it are refused, as upstream."""
     if not isinstance(schema, dict):
         return None
-    node = Node(schema, _type_of(schema), ctx.env, _compile_rules(schema, path, cardinality, ctx, root))
+    ctx.broken = []
+    node = Node(schema, _type_of(schema), ctx.env,
+                _compile_rules(schema, path, cardinality, ctx, root, uncorrelatable))
+    node.broken = ctx.broken
+    below = uncorrelatable
+    if below is None and schema.get("x-kubernetes-map-type") == "atomic":
+        below = path
     props = schema.get("properties")
     if isinstance(props, dict):
         for key, sub in props.items():
             child = _build(sub, f"{path}.properties[{key}]", cardinality, ctx, bool(
-                isinstance(sub, dict) and sub.get("x-kubernetes-embedded-resource")))
+                isinstance(sub, dict) and sub.get("x-kubernetes-embedded-resource")), below)
             if child is not None:
                 node.properties[key] = child
     items = schema.get("items")
     if isinstance(items, dict):
         n = celcost.max_items(schema, "maxItems", items)
+        listed = below if below is not None or schema.get("x-kubernetes-list-type") == "map" else path
         node.items = _build(items, f"{path}.items", cardinality * n, ctx,
-                            bool(items.get("x-kubernetes-embedded-resource")))
+                            bool(items.get("x-kubernetes-embedded-resource")), listed)
         if schema.get("x-kubernetes-list-type") == "map":
             node.map_keys = tuple(str(k) for k in schema.get("x-kubernetes-list-map-keys") or ())
     extra = schema.get("additionalProperties")
     if isinstance(extra, dict):
         n = celcost.max_items(schema, "maxProperties", extra)
         node.additional = _build(extra, f"{path}.additionalProperties", cardinality * n, ctx,
-                                 bool(extra.get("x-kubernetes-embedded-resource")))
+                                 bool(extra.get("x-kubernetes-embedded-resource")), below)
     node.correlates = schema.get("x-kubernetes-map-type") != "atomic"
     node.view = bool(node.rules) and _needs_view(schema)
     node.root = root and bool(node.rules)
     node.rules_new = [r for r in node.rules if not r.uses_old or r.optional_old]
     node.batch_old, node.batch_new = _batch(ctx.env, node.rules), _batch(ctx.env, node.rules_new)
-    if node.rules or node.properties or node.items or node.additional:
+    node.cheap_old, node.cheap_new = _cheap(node.rules), _cheap(node.rules_new)
+    it = node.items
+    if it is not None and it.rules_new and it.cheap_new is not None and not it.view and not it.root:
+        inner = ", ".join(f"({r.source})" for r in it.rules_new)
+        try:
+            node.items_batch = ctx.env.compile(f"self.map(__lite_i, cel.bind(self, __lite_i, [{inner}]))")
+        except cel.CompileError:
+            node.items_batch = None
+    if node.rules or node.broken or node.properties or node.items or node.additional:
         return node
     return None
 

@@ -277,6 +277,7 @@ def scale_paths(crd: Obj, version: str) -> Obj | None:
 
 
 CRD = Strategy(default=default_crd, prepare_create=prepare_create_crd, prepare_update=prepare_update_crd,
-               validate=validate_crd, validate_update=validate_crd_update)
+               validate=validate_crd, validate_update=validate_crd_update, status_metadata=("finalizers",))
 # Custom objects: any object may own dependents, so the default GC policy applies (background).
-CUSTOM = Strategy(gc_policy="background", return_deleted_object=True)
+# Their status writes take nothing but the status (upstream's custom resource status strategy).
+CUSTOM = Strategy(gc_policy="background", return_deleted_object=True, status_metadata=())

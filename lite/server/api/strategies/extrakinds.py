@@ -215,4 +215,4 @@ def validate_apiservice(obj: Obj) -> list[Cause]:
 RUNTIMECLASS = Strategy(validate=validate_runtimeclass, validate_update=validate_runtimeclass_update)
 CSISTORAGECAPACITY = Strategy(validate=validate_capacity, validate_update=validate_capacity_update)
 APISERVICE = Strategy(default=default_apiservice, prepare_create=prepare_create_apiservice,
-                      validate=validate_apiservice, name_fn=apiservice_name)
+                      validate=validate_apiservice, name_fn=apiservice_name, status_metadata=())

@@ -279,4 +279,5 @@ POD = Strategy(
     validate_update=validate_pod_update,
     graceful=pod_grace,
     return_deleted_object=True,
+    status_metadata=("labels", "annotations", "finalizers"),  # old kubelets corrupt ownerReferences (upstream)
 )

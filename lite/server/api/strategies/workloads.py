@@ -234,7 +234,8 @@ def _validate_daemonset(obj: Obj) -> list[Cause]:
 
 DEPLOYMENT = Strategy(default=default_deployment, prepare_create=reset_status, validate=_validate_deployment,
                       validate_update=immutable_selector, gc_policy="background",
-                      generation_on_annotations=True, status_takes_annotations=True)
+                      generation_on_annotations=True,
+                      status_metadata=("annotations", "finalizers", "ownerReferences"))
 REPLICASET = Strategy(default=default_replicaset, prepare_create=reset_status, validate=_validate_apps,
                       validate_update=immutable_selector, gc_policy="background")
 STATEFULSET = Strategy(default=default_statefulset, prepare_create=reset_status, validate=_validate_statefulset,
