@@ -22,7 +22,8 @@ class Cause:
     field: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        d = {"reason": self.reason, "message": self.message}
+        # Go's StatusCause omits an empty reason or field (`omitempty`); the admission-policy refusal has neither
+        d = {"reason": self.reason, "message": self.message} if self.reason else {"message": self.message}
         if self.field:
             d["field"] = self.field
         return d

@@ -182,6 +182,10 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
        False, cats=("api-extensions",), gen=True),
     _k("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
        False, cats=("api-extensions",), gen=True),
+    _k("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False,
+       cats=("api-extensions",), sub=("status",), gen=True),
+    _k("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
+       False, cats=("api-extensions",), gen=True),
     # apiregistration.k8s.io/v1
     _k("apiregistration.k8s.io", "v1", "APIService", "apiservices", False, cats=("api-extensions",),
        sub=("status",)),

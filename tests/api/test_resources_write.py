@@ -285,7 +285,7 @@ async def test_repeated_apply_writes_nothing(res: Resources) -> None:
 
 
 async def test_pod_priority_from_priority_class(res: Resources) -> None:
-    res.strategies.add_admission(PriorityAdmission(res).admit)  # the Priority admission plugin, as the server runs it
+    res.strategies.add_admission(PriorityAdmission(res).admit)  # the Priority admission plugin, as a server runs it
     pc = kind("priorityclasses", "scheduling.k8s.io")
     assert (await res.get(pc, "", "system-node-critical"))["value"] == 2000001000
     p = await res.create(POD, "default", pod("plain"))

@@ -4,7 +4,8 @@ The plugins (one module each) are those of kube-apiserver that lite runs: Servic
 (`serviceaccount.py`), NodeRestriction (`noderestriction.py`), PodSecurity (`podsecurity.py` over the pure
 checks of `psachecks.py`), Priority (`priority.py`), DefaultStorageClass (`defaultstorageclass.py`),
 RuntimeClass (`runtimeclass.py`), CertificateSubjectRestriction (`certsubjectrestriction.py`),
-DefaultIngressClass (`defaultingressclass.py`), the admission webhooks (`webhooks.py`, configured by
+DefaultIngressClass (`defaultingressclass.py`), ValidatingAdmissionPolicy (`policy/`), the admission
+webhooks (`webhooks.py`, configured by
 `webhookconfig.py` objects, matched by `matching.py`, spoken to with `review.py`), LimitRanger and
 ResourceQuota (`quota/`), plus the two storage steps upstream runs beside admission: Service IP/NodePort
 allocation (`serviceips.py`) and RBAC escalation prevention (`escalation.py`). Their order is the one list
@@ -31,6 +32,8 @@ from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.noderestriction import node_restriction
 from lite.server.admission.plugins import ORDER, Plugin, ordered_hooks
 from lite.server.admission.podsecurity import PodSecurityAdmission
+from lite.server.admission.policy.plugin import PolicyAdmission
+from lite.server.admission.policy.validation import BINDING, policy_strategy
 from lite.server.admission.priority import PriorityAdmission
 from lite.server.admission.quota.admission import QuotaAdmission
 from lite.server.admission.quota.wiring import quota_hook
@@ -105,6 +108,15 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
             plugins.append(Plugin("ValidatingAdmissionWebhook", validate=webhooks.validate))
         strategies.add_connect_admission(webhooks.connect)  # exec, attach, portforward, proxy
         out.background.append(("admission-webhooks", webhooks.run))
+    if "ValidatingAdmissionPolicy" in wanted:
+        if namespaces is None:
+            namespaces = NamespaceLabels(resources, resources.core_kind("namespaces"))
+            out.background.append(("admission-namespaces", namespaces.run))
+        policies = PolicyAdmission(resources, kinds, namespaces, authorizer)
+        strategies.register(f"ValidatingAdmissionPolicy.{GROUP}", policy_strategy(policies.env.compile_error))
+        strategies.register(f"ValidatingAdmissionPolicyBinding.{GROUP}", BINDING)
+        plugins.append(Plugin("ValidatingAdmissionPolicy", validate=policies.validate))
+        out.background.append(("admission-policies", policies.run))
     if "ServiceIPAllocation" in wanted and allocators is not None:
         plugins.append(Plugin("ServiceIPAllocation", validate=allocators.admit))
     if "RBACEscalation" in wanted and authorizer is not None:

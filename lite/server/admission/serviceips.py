@@ -1,7 +1,8 @@
 """ClusterIP and NodePort allocation for Services: an admission hook plus the bookkeeping that releases.
 
-Upstream does this inside the apiserver's Service REST storage; lite does it as an admission hook in
-`Resources`' strategies registry (`Strategies.add_admission(allocators.admit)`):
+Upstream does this inside the apiserver's Service REST storage; lite does it as an admission hook, the
+`ServiceIPAllocation` entry of the ordered plugin list (`lite.server.admission.plugins`), where upstream's
+storage runs it: after mutating admission, before validating admission:
 
     CREATE  ── clusterIP ("" → next free, "None" → headless, else that IP: 422 if taken/out of range),
                clusterIPs / ipFamilies / ipFamilyPolicy as upstream, nodePorts for NodePort and LoadBalancer

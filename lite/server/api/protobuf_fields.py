@@ -14,6 +14,9 @@ from typing import Final
 ROOTS: Final[dict[str, str]] = {
     "admissionregistration.k8s.io/v1/MutatingWebhookConfiguration":
         "admissionregistration.v1.MutatingWebhookConfiguration",
+    "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy": "admissionregistration.v1.ValidatingAdmissionPolicy",
+    "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+        "admissionregistration.v1.ValidatingAdmissionPolicyBinding",
     "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration":
         "admissionregistration.v1.ValidatingWebhookConfiguration",
     "apps/v1/ControllerRevision": "apps.v1.ControllerRevision",
@@ -73,8 +76,21 @@ ROOTS: Final[dict[str, str]] = {
 }
 
 MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
+    "admissionregistration.v1.AuditAnnotation": {
+        1: ("key", "*string"), 2: ("valueExpression", "*string"),
+    },
+    "admissionregistration.v1.ExpressionWarning": {
+        2: ("fieldRef", "*string"), 3: ("warning", "*string"),
+    },
     "admissionregistration.v1.MatchCondition": {
         1: ("name", "*string"), 2: ("expression", "*string"),
+    },
+    "admissionregistration.v1.MatchResources": {
+        1: ("namespaceSelector", "apis.meta.v1.LabelSelector"),
+        2: ("objectSelector", "apis.meta.v1.LabelSelector"),
+        3: ("resourceRules", "[]admissionregistration.v1.NamedRuleWithOperations"),
+        4: ("excludeResourceRules", "[]admissionregistration.v1.NamedRuleWithOperations"),
+        7: ("matchPolicy", "*string"),
     },
     "admissionregistration.v1.MutatingWebhook": {
         1: ("name", "*string"), 2: ("clientConfig", "admissionregistration.v1.WebhookClientConfig"),
@@ -89,6 +105,16 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
         1: ("metadata", "apis.meta.v1.ObjectMeta"),
         2: ("webhooks", "[]admissionregistration.v1.MutatingWebhook"),
     },
+    "admissionregistration.v1.NamedRuleWithOperations": {
+        1: ("resourceNames", "[]string"), 2: ("", "admissionregistration.v1.RuleWithOperations"),
+    },
+    "admissionregistration.v1.ParamKind": {
+        1: ("apiVersion", "string"), 2: ("kind", "string"),
+    },
+    "admissionregistration.v1.ParamRef": {
+        1: ("name", "string"), 2: ("namespace", "string"), 3: ("selector", "apis.meta.v1.LabelSelector"),
+        4: ("parameterNotFoundAction", "*string"),
+    },
     "admissionregistration.v1.Rule": {
         1: ("apiGroups", "[]string"), 2: ("apiVersions", "[]string"), 3: ("resources", "[]string"),
         4: ("scope", "*string"),
@@ -98,6 +124,35 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
     },
     "admissionregistration.v1.ServiceReference": {
         1: ("namespace", "*string"), 2: ("name", "*string"), 3: ("path", "*string"), 4: ("port", "*int32"),
+    },
+    "admissionregistration.v1.TypeChecking": {
+        1: ("expressionWarnings", "[]admissionregistration.v1.ExpressionWarning"),
+    },
+    "admissionregistration.v1.ValidatingAdmissionPolicy": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"),
+        2: ("spec", "admissionregistration.v1.ValidatingAdmissionPolicySpec"),
+        3: ("status", "admissionregistration.v1.ValidatingAdmissionPolicyStatus"),
+    },
+    "admissionregistration.v1.ValidatingAdmissionPolicyBinding": {
+        1: ("metadata", "apis.meta.v1.ObjectMeta"),
+        2: ("spec", "admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec"),
+    },
+    "admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": {
+        1: ("policyName", "string"), 2: ("paramRef", "admissionregistration.v1.ParamRef"),
+        3: ("matchResources", "admissionregistration.v1.MatchResources"),
+        4: ("validationActions", "[]string"),
+    },
+    "admissionregistration.v1.ValidatingAdmissionPolicySpec": {
+        1: ("paramKind", "admissionregistration.v1.ParamKind"),
+        2: ("matchConstraints", "admissionregistration.v1.MatchResources"),
+        3: ("validations", "[]admissionregistration.v1.Validation"), 4: ("failurePolicy", "*string"),
+        5: ("auditAnnotations", "[]admissionregistration.v1.AuditAnnotation"),
+        6: ("matchConditions", "[]admissionregistration.v1.MatchCondition"),
+        7: ("variables", "[]admissionregistration.v1.Variable"),
+    },
+    "admissionregistration.v1.ValidatingAdmissionPolicyStatus": {
+        1: ("observedGeneration", "int64"), 2: ("typeChecking", "admissionregistration.v1.TypeChecking"),
+        3: ("conditions", "[]apis.meta.v1.Condition"),
     },
     "admissionregistration.v1.ValidatingWebhook": {
         1: ("name", "*string"), 2: ("clientConfig", "admissionregistration.v1.WebhookClientConfig"),
@@ -110,6 +165,13 @@ MESSAGES: Final[dict[str, dict[int, tuple[str, str]]]] = {
     "admissionregistration.v1.ValidatingWebhookConfiguration": {
         1: ("metadata", "apis.meta.v1.ObjectMeta"),
         2: ("webhooks", "[]admissionregistration.v1.ValidatingWebhook"),
+    },
+    "admissionregistration.v1.Validation": {
+        1: ("expression", "*string"), 2: ("message", "string"), 3: ("reason", "*string"),
+        4: ("messageExpression", "string"),
+    },
+    "admissionregistration.v1.Variable": {
+        1: ("name", "*string"), 2: ("expression", "*string"),
     },
     "admissionregistration.v1.WebhookClientConfig": {
         1: ("service", "admissionregistration.v1.ServiceReference"), 2: ("caBundle", "bytes"),

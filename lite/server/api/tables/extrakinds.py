@@ -85,9 +85,36 @@ def _webhooks(obj: Obj, now: dt.datetime) -> list[Any]:
 
 _WEBHOOK_COLUMNS = (name_col(), col("Webhooks", "integer", desc="Webhooks in the configuration."), age_col())
 
+
+def _policy(obj: Obj, now: dt.datetime) -> list[Any]:
+    pk = dct(obj, "spec", "paramKind")
+    kind = f"{s(pk, 'apiVersion')}/{s(pk, 'kind')}" if pk else "<unset>"
+    return [s(obj, "metadata", "name"), len(lst(obj, "spec", "validations")), kind, age(obj, now)]
+
+
+def _policy_binding(obj: Obj, now: dt.datetime) -> list[Any]:
+    ref = dct(obj, "spec", "paramRef")
+    param = "<unset>"
+    if ref.get("name"):
+        param = f"{s(ref, 'namespace') or '*'}/{s(ref, 'name')}"
+    elif isinstance(ref.get("selector"), dict):
+        labels = dct(ref, "selector", "matchLabels")
+        param = ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<selector>"
+    return [s(obj, "metadata", "name"), s(obj, "spec", "policyName"), param, age(obj, now)]
+
 PRINTERS: dict[str, Printer] = {
     "ValidatingWebhookConfiguration.admissionregistration.k8s.io": (_WEBHOOK_COLUMNS, _webhooks),
     "MutatingWebhookConfiguration.admissionregistration.k8s.io": (_WEBHOOK_COLUMNS, _webhooks),
+    "ValidatingAdmissionPolicy.admissionregistration.k8s.io": (
+        (name_col(), col("Validations", "integer", desc="Validations indicates the number of validation rules "
+                                                        "defined in this configuration"),
+         col("ParamKind", desc="ParamKind specifies the kind of resources used to parameterize this policy"),
+         age_col()), _policy),
+    "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io": (
+        (name_col(), col("PolicyName", desc="PolicyName indicates the policy definition which the policy binding "
+                                             "binded to"),
+         col("ParamRef", desc="ParamRef indicates the param resource which sets the configration param"),
+         age_col()), _policy_binding),
     "CertificateSigningRequest.certificates.k8s.io": (
         (name_col(), age_col(), col("SignerName", desc="Signer requested."),
          col("Requestor", desc="Name of the requesting user."),

@@ -1,0 +1,78 @@
+"""Whether a ValidatingAdmissionPolicy (its `matchConstraints`) or a binding (its `matchResources`) applies to
+a request. Pure; reuses the webhook predicates of `lite.server.admission.matching`.
+
+Upstream's order (`pkg/admission/plugin/policy/matching`): namespaceSelector, objectSelector, then
+`excludeResourceRules` (a match excludes), then `resourceRules` under `matchPolicy` (Exact: the request's
+version must be listed; Equivalent: any version of the group and resource). A rule's `resourceNames`, when
+set, must name the object. A binding without `matchResources`, or whose `resourceRules` is empty, does not
+narrow what its policy matched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lite.server.admission import matching
+from lite.server.admission.matching import Attributes, Parse, parse_selector
+
+Obj = dict[str, Any]
+
+
+def _rule_matches(rule: Obj, a: Attributes, any_version: bool) -> bool:
+    names = rule.get("resourceNames") or []
+    if names and a.name not in names:
+        return False
+    return matching.rule_matches(rule, a, any_version=any_version)
+
+
+def rules_match(rules: list[Any], a: Attributes, match_policy: str) -> bool:
+    rs = [r for r in rules if isinstance(r, dict)]
+    if any(_rule_matches(r, a, False) for r in rs):
+        return True
+    return match_policy != "Exact" and any(_rule_matches(r, a, True) for r in rs)
+
+
+def needs_namespace_labels(m: Obj | None, a: Attributes, parse: Parse = parse_selector) -> bool:
+    return isinstance(m, dict) and matching.needs_namespace_labels(m, a, parse)
+
+
+def name_dependent(m: Obj | None) -> bool:
+    """Whether the rules of `m` name objects (`resourceNames`): their verdict then depends on the request's name."""
+    if not isinstance(m, dict):
+        return False
+    return any(isinstance(r, dict) and r.get("resourceNames")
+               for key in ("resourceRules", "excludeResourceRules") for r in m.get(key) or [])
+
+
+def resource_rules_match(m: Obj | None, a: Attributes, *, rules_required: bool) -> bool:
+    """The rules part of `matches`: `excludeResourceRules`, then `resourceRules` under `matchPolicy`."""
+    if not isinstance(m, dict):
+        return not rules_required
+    policy = str(m.get("matchPolicy") or "Equivalent")
+    excluded = m.get("excludeResourceRules")
+    if excluded and rules_match(excluded, a, policy):
+        return False
+    rules = m.get("resourceRules") or []
+    if not rules:
+        return not rules_required
+    return rules_match(rules, a, policy)
+
+
+def selectors_match(m: Obj | None, a: Attributes, namespace_labels: Mapping[str, str] | None, obj: Obj | None,
+                    old: Obj | None, parse: Parse = parse_selector) -> bool:
+    """The selector part of `matches`: namespaceSelector and objectSelector."""
+    if not isinstance(m, dict):
+        return True
+    return matching.namespace_matches(m, a, namespace_labels, obj, old, parse) and \
+        matching.object_matches(m, obj, old, parse)
+
+
+def matches(m: Obj | None, a: Attributes, namespace_labels: Mapping[str, str] | None, obj: Obj | None,
+            old: Obj | None, *, rules_required: bool, parse: Parse = parse_selector) -> bool:
+    """Whether the match block `m` selects the request (see the module doc). `rules_required`: a policy's
+    `matchConstraints` (no rules: nothing); a binding's `matchResources` (no rules: no narrowing)."""
+    if not isinstance(m, dict):
+        return not rules_required
+    return selectors_match(m, a, namespace_labels, obj, old, parse) and \
+        resource_rules_match(m, a, rules_required=rules_required)

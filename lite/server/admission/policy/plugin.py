@@ -1,0 +1,534 @@
+"""The ValidatingAdmissionPolicy admission plugin (upstream `pkg/admission/plugin/policy/validating`).
+
+`PolicyAdmission` keeps policies and bindings in informers and, as a validating hook, for each policy that has
+bindings and whose `matchConstraints` select the request: compiles it once per resourceVersion (a compile
+error is a configuration error), and for each binding whose `matchResources` select the request, collects the
+params (`paramKind` of any served kind, custom resources included; `paramRef` by name, namespace or selector,
+`parameterNotFoundAction`), then per param evaluates `matchConditions` (all true, or the binding is skipped),
+`variables`, `validations` (with `messageExpression`) and `auditAnnotations`, and applies the binding's
+`validationActions` (see `decide.py`). Deny refuses the request with upstream's message; Warn adds a
+`Warning:` header; Audit (and the audit annotations) are logged on the `lite.audit` logger, which is where lite
+keeps audit information (it has no audit log backend).
+
+Variables: `object`, `oldObject` (null on CREATE / DELETE as upstream), `request` (the AdmissionRequest without
+its objects), `params`, `namespaceObject` (null for cluster-scoped requests), `variables`, `authorizer`,
+`authorizer.requestResource` (checks go to the server's authorizer chain as the requesting user).
+
+Status: each policy's `status.observedGeneration` and `status.typeChecking` (see `typecheck.py`) are written
+through `/status` once per generation.
+
+Invariants: requests on admissionregistration.k8s.io objects are exempt (a broken policy can always be
+removed); the policy set is read from memory once the informers listed (from the registry before); each
+policy evaluation has upstream's runtime cost budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from lite.cel.env import CelError, Program
+from lite.client import Client
+from lite.errors import ApiError, Cause
+from lite.informer import Informer
+from lite.kinds import Kind, KindRegistry
+from lite.selectors import LabelSelector
+from lite.server.admission import review
+from lite.server.admission.matching import Attributes, parse_selector
+from lite.server.admission.namespaces import NamespaceLabels
+from lite.server.admission.policy import decide, matching
+from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
+from lite.server.admission.policy.plain import Plan, no_selectors, plain_elements
+from lite.server.admission.policy.status import PolicyStatus
+from lite.server.api.admissionwarnings import add_warning
+from lite.server.api.strategies.base import Admission
+from lite.server.authz.attrs import Attributes as AuthzAttributes
+from lite.server.authz.attrs import RequestInfo
+from lite.server.authz.chain import AuthorizerChain
+from lite.server.requestuser import UserInfo, current_user
+
+log = logging.getLogger("lite.admission")
+audit = logging.getLogger("lite.audit")
+GROUP = "admissionregistration.k8s.io"
+Obj = dict[str, Any]
+
+
+@dataclass
+class Compiled:
+    """One policy revision's programs (or the configuration error that stops it)."""
+
+    error: str = ""
+    conditions: list[tuple[str, Program]] = field(default_factory=list)
+    variables: list[tuple[str, Program]] = field(default_factory=list)
+    validations: list[tuple[Obj, Program, Program | None]] = field(default_factory=list)
+    audits: list[tuple[str, str, Program]] = field(default_factory=list)
+
+
+class PolicyAdmission:
+    def __init__(self, client: Client, kinds: KindRegistry, namespaces: NamespaceLabels,
+                 authorizer: AuthorizerChain | None, *, plain: bool = True) -> None:
+        """`plain=False` judges every policy exactly (tests compare both paths)."""
+        self.client, self.kinds, self.namespaces, self.authorizer = client, kinds, namespaces, authorizer
+        self.plain = plain
+        self.env = PolicyEnv(self._check)
+        self.policy_kind = _kind(kinds, "validatingadmissionpolicies")
+        self.binding_kind = _kind(kinds, "validatingadmissionpolicybindings")
+        self.policies = Informer(client, self.policy_kind)
+        self.bindings = Informer(client, self.binding_kind)
+        self._compiled: dict[tuple[str, str], Compiled] = {}
+        self._bound_key: tuple[str, str] = ("", "")
+        self._bound_set: list[tuple[Obj, list[Obj]]] = []
+        self._selectors: dict[int, Any] = {}
+        self._rules: dict[tuple[Any, ...], bool] = {}
+        self._memo = False
+        self._plans: dict[tuple[Any, ...], Plan] = {}
+        self._elements: dict[tuple[str, str], list[str] | None] = {}
+        self._everything = LabelSelector()
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.policies.run())
+            tg.create_task(self.bindings.run())
+            tg.create_task(PolicyStatus(self.client, self.kinds, self.policies).run())
+
+    async def _list(self, informer: Informer) -> list[Obj]:
+        if informer.has_synced:
+            return informer.list()
+        return list((await self.client.list(informer.kind)).get("items") or [])
+
+    # ---- the hook ----------------------------------------------------------------------------------
+
+    async def _bound(self) -> list[tuple[Obj, list[Obj]]]:
+        """(policy, its bindings) for every policy that has bindings, by name; rebuilt only when either
+        informer saw a change (its last resourceVersion moved)."""
+        synced = self.policies.has_synced and self.bindings.has_synced
+        key = (self.policies.last_sync_resource_version, self.bindings.last_sync_resource_version)
+        if synced and key == self._bound_key:
+            return self._bound_set
+        self._memo = False  # id()-keyed memos hold only for a set kept alive in _bound_set
+        by_policy: dict[str, list[Obj]] = {}
+        for b in sorted(await self._list(self.bindings), key=_name):
+            by_policy.setdefault(str((b.get("spec") or {}).get("policyName") or ""), []).append(b)
+        bound = [(p, by_policy[_name(p)]) for p in sorted(await self._list(self.policies), key=_name)
+                 if _name(p) in by_policy]
+        if synced:
+            self._bound_key, self._bound_set = key, bound
+            self._selectors.clear()  # both keyed by id() of dicts of the previous set
+            self._rules.clear()
+            self._plans.clear()
+            self._memo = True
+        return bound
+
+    def _rules_match(self, m: Obj, a: Attributes, rules_required: bool) -> bool:
+        """`matching.resource_rules_match`, remembered per match block of the current policy set and request
+        kind (operation, resource, version, scope) unless the block's rules name objects."""
+        if not self._memo or matching.name_dependent(m):
+            return matching.resource_rules_match(m, a, rules_required=rules_required)
+        key = (id(m), rules_required, a.operation, a.group, a.version, a.resource, a.subresource, a.namespaced)
+        got = self._rules.get(key)
+        if got is None:
+            if len(self._rules) > 4096:
+                self._rules.clear()
+            self._plans.clear()
+            self._memo = True
+            got = self._rules[key] = matching.resource_rules_match(m, a, rules_required=rules_required)
+        return got
+
+    def _parse(self, d: Any) -> LabelSelector | None:
+        """`parse_selector`, remembered per selector object of the current policy set."""
+        if not d:
+            return self._everything if d is None or d == {} else None
+        if not self._memo:
+            return parse_selector(d)
+        got = self._selectors.get(id(d), self)
+        if got is self:
+            got = self._selectors[id(d)] = parse_selector(d)
+        return got if isinstance(got, LabelSelector) else None
+
+    async def validate(self, adm: Admission) -> None:
+        if adm.kind.group == GROUP:
+            return
+        if self._memo and (self.policies.last_sync_resource_version,
+                           self.bindings.last_sync_resource_version) == self._bound_key:
+            bound = self._bound_set  # the common case: nothing changed since the last request
+        else:
+            bound = await self._bound()
+        if not bound:
+            return
+        a = _attributes(adm)
+        ctx = _Request(self, adm, a)
+        k = adm.kind
+        plan = self._plans.get((adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced)) \
+            if self._memo else None
+        if plan is None:
+            plan = self._plan(bound, a)
+        exact = plan.others
+        if plan.combined is not None:
+            try:
+                r: Any = _run(plan.combined, await ctx.plain_activation(plan.reads))
+            except CelError:  # the request's values do not convert to CEL: the exact path reports it
+                r = None
+            if not (isinstance(r, list) and all(x is True for x in r)):
+                exact = bound  # something failed: every policy's exact decisions, in order
+        if not exact:
+            return
+        out = decide.Outcome()
+        for policy, bindings in exact:
+            await self._policy(ctx, policy, bindings, out)
+        for w in out.warnings:
+            add_warning(w)
+        if out.annotations:
+            audit.info("admission %s %s %s/%s: %s", a.operation, a.resource, a.namespace, a.name, out.annotations)
+        if out.denied:
+            pname, bname, d = out.denied[0]
+            msg, reason, code = decide.refusal(pname, bname, d)
+            who = f'{a.resource} "{a.name}"' if a.name else a.resource
+            raise ApiError(f"{who} is forbidden: {msg}", code, reason, name=a.name, group=a.group, kind=a.resource,
+                           causes=[Cause("", msg, "")])
+
+    def _plan(self, bound: list[tuple[Obj, list[Obj]]], a: Attributes) -> Plan:
+        """How to judge requests of `a`'s kind against the current set: the validations of every "plain"
+        policy (no params, matchConditions, variables, audit annotations, selectors or resourceNames, and a
+        binding that applies whole) as one CEL list, judged at once (the request passes them all, or every
+        policy is then evaluated exactly); the others one by one. Remembered per request kind."""
+        key = (a.operation, a.group, a.version, a.resource, a.subresource, a.namespaced)
+        got = self._plans.get(key) if self._memo else None
+        if got is not None:
+            return got
+        plain: list[str] = []
+        others: list[tuple[Obj, list[Obj]]] = []
+        for policy, bindings in bound:
+            spec = policy.get("spec") or {}
+            m = spec.get("matchConstraints")
+            if not self.plain or not self._memo or not isinstance(m, dict) or matching.name_dependent(m):
+                others.append((policy, bindings))
+                continue
+            if not self._rules_match(m, a, True):
+                continue  # no request of this kind can match it
+            applying = [b for b in bindings if self._binding_applies_whole((b.get("spec") or {}).get("matchResources"),
+                                                                             a)]
+            compiled = self._compile(policy)
+            elements = None if compiled.error or not no_selectors(m) or len(applying) != len(bindings) \
+                else self._plain_elements(policy)
+            if elements is None:
+                others.append((policy, bindings))
+                continue
+            plain += elements
+        combined: Program | None = None
+        if plain:
+            try:
+                combined = self.env.compile("[" + ", ".join(plain) + "]")
+            except CelError:
+                others = bound
+        joined = " ".join(plain)
+        reads = frozenset(v for v in ("request", "namespaceObject", "authorizer") if v in joined)
+        plan = Plan(combined, others, reads)
+        if self._memo:
+            if len(self._plans) > 1024:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def _plain_elements(self, policy: Obj) -> list[str] | None:
+        """The policy's validations as elements of the plain path's list (each true when the validation passes
+        or the matchConditions exclude the request; variables bound with `cel.bind`), or None when it has
+        params or audit annotations or its rewritten expressions do not compile. Remembered per revision."""
+        meta = policy.get("metadata") or {}
+        key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+        if key in self._elements:
+            return self._elements[key]
+        if len(self._elements) > 256:
+            self._elements.clear()
+        elements = plain_elements(policy.get("spec") or {})
+        if elements is not None:
+            try:
+                for e in elements:
+                    self.env.compile(e)
+            except CelError:
+                elements = None
+        self._elements[key] = elements
+        return elements
+
+    def _binding_applies_whole(self, m: Any, a: Attributes) -> bool:
+        """Whether a binding's matchResources lets every request of `a`'s kind through (so the plain path may
+        judge it without looking at the request's object or namespace)."""
+        if m is None:
+            return True
+        return isinstance(m, dict) and not matching.name_dependent(m) and no_selectors(m) \
+            and self._rules_match(m, a, False)
+
+    async def _policy(self, ctx: _Request, policy: Obj, bindings: list[Obj], out: decide.Outcome) -> None:
+        spec = policy.get("spec") or {}
+        fp = str(spec.get("failurePolicy") or "Fail")
+        pname = _name(policy)
+        if not await ctx.matches(spec.get("matchConstraints"), rules_required=True):
+            return
+        compiled = self._compile(policy)
+        if compiled.error:
+            out.config_error(pname, "", fp, compiled.error)
+            return
+        param_kind: Kind | None = None
+        pk = spec.get("paramKind")
+        if isinstance(pk, dict):
+            group, _, version = str(pk.get("apiVersion") or "").rpartition("/")
+            param_kind = self.kinds.by_gvk(group, version, str(pk.get("kind") or ""))
+            if param_kind is None:
+                gvk = f"{group + '/' if group else ''}{version}, Kind={pk.get('kind')}"
+                out.config_error(pname, "", fp, f"failed to find resource referenced by paramKind: '{gvk}'")
+                return
+        annotations: dict[str, list[str]] = {}
+        for binding in bindings:
+            bspec = binding.get("spec") or {}
+            bname = _name(binding)
+            if not await ctx.matches(bspec.get("matchResources"), rules_required=False):
+                continue
+            try:
+                params = await self._params(param_kind, bspec.get("paramRef"), ctx.a)
+            except _ConfigError as e:
+                out.config_error(pname, bname, fp, str(e))
+                continue
+            actions = [str(x) for x in bspec.get("validationActions") or []]
+            for param in params:
+                await self._evaluate(ctx, compiled, fp, pname, bname, actions, param, out, annotations)
+        for key, values in annotations.items():
+            out.annotations[f"{pname}/{key}"] = ", ".join(values)
+
+    async def _evaluate(self, ctx: _Request, c: Compiled, fp: str, pname: str, bname: str, actions: list[str],
+                        param: Obj | None, out: decide.Outcome, annotations: dict[str, list[str]]) -> None:
+        data = await ctx.full(param)
+        try:
+            act = ctx.shared if param is None and ctx.shared is not None else self.env.activation(data)
+        except CelError as e:  # values CEL cannot take: a failure of every expression, by failurePolicy
+            if fp != "Ignore":
+                out.apply(pname, bname, actions, 0, decide.Decision(True, str(e), "", True))
+            return
+        if param is None:
+            ctx.shared = act
+        if c.conditions:  # as upstream's matcher: any false skips; else errors fail by failurePolicy
+            results = [_run(prog, act) for _cond, prog in c.conditions]
+            if any(r is False for r in results):
+                return
+            errors = [r.message for r in results if isinstance(r, decide.Failed)]
+            if errors:
+                if fp != "Ignore":
+                    text = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
+                    out.apply(pname, bname, actions, 0, decide.Decision(True, text, "", True))
+                return
+            if any(r is not True for r in results):
+                return
+        if c.variables:
+            variables: Obj = {}
+            for vname, prog in c.variables:  # in order: a variable may read the ones before it
+                r = _run_with(prog, self.env, {**data, "variables": variables})
+                if not isinstance(r, decide.Failed):
+                    variables[vname] = r
+            try:
+                act = self.env.activation({**data, "variables": variables})
+            except CelError as e:
+                if fp != "Ignore":
+                    out.apply(pname, bname, actions, 0, decide.Decision(True, str(e), "", True))
+                return
+        for i, (v, prog, msg_prog) in enumerate(c.validations):
+            r = _run(prog, act)
+            m = _run(msg_prog, act) if msg_prog is not None and r is not True \
+                and not isinstance(r, decide.Failed) else None
+            d = decide.validation_decision(v, r, m, fp)
+            if d.deny:
+                out.apply(pname, bname, actions, i, d)
+        for key, expr, prog in c.audits:
+            value, denial = decide.audit_value(key, expr, _run(prog, act), fp)
+            if denial is not None:
+                out.denied.append((pname, bname, denial))
+            if value is not None and value not in annotations.setdefault(key, []):
+                annotations[key].append(value)
+
+    # ---- compile, params -----------------------------------------------------------------------------
+
+    def _compile(self, policy: Obj) -> Compiled:
+        meta = policy.get("metadata") or {}
+        key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+        got = self._compiled.get(key)
+        if got is not None:
+            return got
+        if len(self._compiled) > 256:  # old revisions: keep the memo bounded
+            self._compiled.clear()
+        spec = policy.get("spec") or {}
+        c = Compiled()
+        try:
+            c.conditions = [(str(m.get("name")), self.env.compile(str(m.get("expression"))))
+                            for m in spec.get("matchConditions") or []]
+            c.variables = [(str(v.get("name")), self.env.compile(str(v.get("expression"))))
+                           for v in spec.get("variables") or []]
+            for v in spec.get("validations") or []:
+                me = v.get("messageExpression")
+                c.validations.append((v, self.env.compile(str(v.get("expression"))),
+                                      self.env.compile(str(me)) if me else None))
+            c.audits = [(str(a.get("key")), str(a.get("valueExpression")),
+                         self.env.compile(str(a.get("valueExpression"))))
+                        for a in spec.get("auditAnnotations") or []]
+        except CelError as e:
+            c = Compiled(error=f"compilation error: {e}")
+        self._compiled[key] = c
+        return c
+
+    async def _params(self, kind: Kind | None, ref: Any, a: Attributes) -> list[Obj | None]:
+        if kind is None:
+            return [None]
+        if not isinstance(ref, dict):
+            raise _ConfigError("paramKind is specified but paramRef is not set in the binding")
+        ns = ""
+        if kind.namespaced:
+            ns = str(ref.get("namespace") or a.namespace)
+            if not ns:
+                raise _ConfigError("cannot use namespaced paramRef in policy binding that matches cluster-scoped "
+                                   "resources")
+        found: list[Obj | None] = []
+        if ref.get("name"):
+            try:
+                found = [await self.client.get(kind, ns, str(ref["name"]))]
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+        else:
+            sel = parse_selector(ref.get("selector"))
+            items = (await self.client.list(kind, ns)).get("items") or []
+            found = [o for o in items if sel is not None and sel.matches(_labels(o))]
+        if not found and ref.get("parameterNotFoundAction") == "Deny":
+            raise _ConfigError("no params found for policy binding with `Deny` parameterNotFoundAction")
+        return found
+
+    def _check(self, user: Obj, attrs: dict[str, str]) -> AuthzDecision:
+        if self.authorizer is None:
+            return AuthzDecision(False, "", "no authorizer is configured")
+        info = UserInfo(str(user.get("username") or ""), tuple(user.get("groups") or ()), str(user.get("uid") or ""))
+        path = attrs.get("path", "")
+        ri = RequestInfo(not path, path, attrs.get("verb", ""), attrs.get("group", ""), "",
+                         attrs.get("resource", ""), attrs.get("subresource", ""), attrs.get("namespace", ""),
+                         attrs.get("name", ""))
+        v = self.authorizer.authorize(AuthzAttributes(info, ri))
+        return AuthzDecision(v.allowed, v.reason)
+
+
+class _ConfigError(Exception):
+    pass
+
+
+class _Request:
+    """One request as the policies see it; the namespace is looked up at most once."""
+
+    def __init__(self, plugin: PolicyAdmission, adm: Admission, a: Attributes) -> None:
+        self.plugin, self.adm, self.a = plugin, adm, a
+        self._ns: Obj | None = None
+        self._ns_done = False
+        self._base: Obj | None = None
+        self.shared: Any = None  # the runtime activation without params, shared by the policies that have none
+        self._user: Obj = {}
+        self._authz: Obj | None = None
+
+    async def namespace(self) -> Obj | None:
+        if not self._ns_done:
+            self._ns_done = True
+            if self.a.namespaced and self.a.namespace and not (self.a.group == "" and self.a.resource == "namespaces"):
+                ns = self.plugin.namespaces.informer.get(self.a.namespace) \
+                    if self.plugin.namespaces.informer.has_synced else None
+                if ns is None:
+                    try:
+                        ns = await self.plugin.client.get(self.plugin.namespaces.kind, "", self.a.namespace)
+                    except ApiError as e:
+                        if e.code != 404:
+                            raise
+                self._ns = ns
+        return self._ns
+
+    async def matches(self, m: Any, *, rules_required: bool) -> bool:
+        if m is None:
+            return not rules_required
+        if not self.plugin._rules_match(m, self.a, rules_required):
+            return False
+        labels = None
+        if matching.needs_namespace_labels(m, self.a, self.plugin._parse):
+            ns = await self.namespace()
+            labels = _labels(ns) if ns is not None else {}
+        return matching.selectors_match(m, self.a, labels, self.adm.obj, self.adm.old, self.plugin._parse)
+
+    async def plain_activation(self, reads: frozenset[str]) -> Any:
+        """The runtime activation of the plain path: no params, and of the other variables only those the
+        combined program `reads` (the request, namespace and authorizer values cost a little to make)."""
+        if "authorizer" in reads:
+            if self.shared is None:
+                self.shared = self.plugin.env.activation(await self.full(None))
+            return self.shared
+        if reads & {"request", "namespaceObject"}:
+            return self.plugin.env.activation(await self.activation(None))
+        old = self.adm.old if self.adm.operation != "CREATE" else None
+        return self.plugin.env.activation({"object": self.adm.obj, "oldObject": old, "params": None})
+
+    async def activation(self, param: Obj | None) -> Obj:
+        if param is None and self._base is not None:
+            return self._base
+        if self._base is None:
+            user = current_user()
+            u: Obj = review.user_info(user.name, user.groups, user.uid) if user is not None else {"username": ""}
+            if user is not None and user.extra:
+                u["extra"] = {k: list(v) for k, v in user.extra}
+            req = review.review_request("", self.a, self.adm.kind.kind, None, None, u, self.adm.dry_run)["request"]
+            for k in ("object", "oldObject", "uid"):
+                req.pop(k, None)
+            ns = await self.namespace()
+            self._user = u
+            self._base = {
+                "params": None, "object": self.adm.obj,
+                "oldObject": self.adm.old if self.adm.operation != "CREATE" else None,
+                "request": req, "namespaceObject": ns,
+            }
+        return self._base if param is None else {**self._base, "params": param}
+
+    async def full(self, param: Obj | None) -> Obj:
+        """`activation(param)` with the authorizer variables."""
+        data = await self.activation(param)
+        if self._authz is None:
+            env, u = self.plugin.env, self._user
+            self._authz = {"authorizer": env.authorizer(u), "authorizer.requestResource": env.request_resource(u, {
+                "group": self.a.group, "resource": self.a.resource, "subresource": self.a.subresource,
+                "namespace": self.a.namespace, "name": self.a.name})}
+        return {**data, **self._authz}
+
+
+def _run_with(prog: Program, env: PolicyEnv, data: Obj) -> Any:
+    """`_run` over a fresh activation of `data` (a conversion failure is the expression's failure)."""
+    try:
+        return _run(prog, env.activation(data))
+    except CelError as e:
+        return decide.Failed(f"expression '{prog.source}' resulted in error: {e}")
+
+
+def _run(prog: Program, act: Any) -> Any:
+    # No runtime cost budget yet: lite.cel charges static estimates, which unbounded request objects exceed.
+    try:
+        return prog.eval(act)
+    except CelError as e:
+        return decide.Failed(f"expression '{prog.source}' resulted in error: {e}")
+
+
+def _attributes(adm: Admission) -> Attributes:
+    k = adm.kind
+    return Attributes(adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced,
+                      adm.namespace if k.namespaced else "", adm.name)
+
+
+def _name(o: Obj) -> str:
+    return str((o.get("metadata") or {}).get("name") or "")
+
+
+def _labels(o: Obj | None) -> dict[str, str]:
+    labels = ((o or {}).get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
+def _kind(kinds: KindRegistry, plural: str) -> Kind:
+    k = kinds.by_resource(GROUP, "v1", plural)
+    if k is None:
+        raise RuntimeError(f"{plural}.{GROUP} is not registered")
+    return k

@@ -1,0 +1,146 @@
+"""ValidatingAdmissionPolicy: the plain path (one CEL list for the plain policies) decides exactly as the exact
+path (every policy alone), over a real store and registry; and `plain_elements` (pure) rewrites as documented."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lite.errors import ApiError
+from lite.kinds import Kind, KindRegistry
+from lite.server.admission import build_admission
+from lite.server.admission.namespaces import NamespaceLabels
+from lite.server.admission.policy.plain import plain_elements
+from lite.server.admission.policy.plugin import PolicyAdmission
+from lite.server.api import admissionwarnings
+from lite.server.api.resources import Resources
+from lite.server.api.strategies import default_strategies
+from lite.server.api.strategies.base import Admission
+from lite.server.store import Store
+
+GROUP = "admissionregistration.k8s.io"
+RULES = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]
+
+POLICIES: list[dict[str, Any]] = [
+    {"validations": [{"expression": "object.data.size() < 3"}]},
+    {"validations": [{"expression": "!('bad' in object.data)", "messageExpression": "'bad in ' + object.metadata.name",
+                      "reason": "Forbidden"}]},
+    {"variables": [{"name": "n", "expression": "object.data.size()"},
+                   {"name": "twice", "expression": "variables.n * 2"}],
+     "validations": [{"expression": "variables.twice < 8", "message": "too many keys"}]},
+    {"matchConditions": [{"name": "labelled", "expression": "has(object.metadata.labels) && "
+                                                            "'strict' in object.metadata.labels"}],
+     "validations": [{"expression": "object.data.all(k, k.size() < 4)"}]},
+    # errors only on objects with data.ign (a string has no field): ignored
+    {"failurePolicy": "Ignore", "validations": [{"expression": "!has(object.data.ign) || object.data.ign.x == 1"}]},
+    {"validations": [{"expression": "!has(object.data.boom) || object.data.boom.nope == 1"}]},  # errors on boom
+    # a condition that errors (labels without `mode`): Fail refuses, though the validation would pass
+    {"matchConditions": [{"name": "mode", "expression": "has(object.metadata.labels) && "
+                                                        "object.metadata.labels.mode == 'x'"},
+                         {"name": "not-quiet", "expression": "!('quiet' in object.data)"}],
+     "validations": [{"expression": "true"}]},
+]
+
+OBJECTS: list[dict[str, Any]] = [
+    {"data": {"a": "1"}},
+    {"data": {"a": "1", "b": "2", "c": "3"}},
+    {"data": {"bad": "1"}},
+    {"data": {"a": "1", "b": "2", "c": "3", "d": "4"}},
+    {"data": {"long-key": "1"}, "metadata": {"labels": {"strict": "yes"}}},
+    {"data": {"long-key": "1"}},
+    {"data": {"boom": "1"}},
+    {"data": {"a": "1"}, "metadata": {"labels": {"other": "1"}}},
+    {"data": {"ign": "1"}},
+    {"data": {"quiet": "1"}, "metadata": {"labels": {"other": "1"}}},  # one condition false, one error: skipped
+]
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[tuple[Resources, KindRegistry, list[tuple[str, Any]]]]:
+    store = await Store.open(str(tmp_path / "lite.db"))
+    try:
+        kinds = KindRegistry()
+        strategies = default_strategies()
+        resources = Resources(store, kinds, strategies)
+        tasks = build_admission(resources, kinds, strategies, enable=frozenset({"ValidatingAdmissionPolicy"}))
+        await resources.start()
+        async with asyncio.TaskGroup() as tg:
+            running = [tg.create_task(run()) for _, run in tasks.background]
+            yield resources, kinds, tasks.background
+            for t in running:
+                t.cancel()
+    finally:
+        await store.close()
+
+
+def kind(kinds: KindRegistry, group: str, plural: str) -> Kind:
+    k = kinds.by_resource(group, "v1", plural)
+    assert k is not None
+    return k
+
+
+async def outcome(plugin: PolicyAdmission, adm: Admission) -> tuple[str, list[str]]:
+    warnings = admissionwarnings.begin()
+    try:
+        await plugin.validate(adm)
+        return "", list(warnings)
+    except ApiError as e:
+        return f"{e.code} {e.reason} {e.message}", list(warnings)
+
+
+async def test_plain_and_exact_paths_agree(stack: tuple[Resources, KindRegistry, Any]) -> None:
+    r, kinds, _ = stack
+    for i, spec in enumerate(POLICIES):
+        await r.create(kind(kinds, GROUP, "validatingadmissionpolicies"), "", {
+            "metadata": {"name": f"p{i}"}, "spec": {"matchConstraints": {"resourceRules": RULES}, **spec}})
+        await r.create(kind(kinds, GROUP, "validatingadmissionpolicybindings"), "", {
+            "metadata": {"name": f"b{i}"}, "spec": {"policyName": f"p{i}", "validationActions":
+                                                    ["Warn"] if i == 0 else ["Deny"]}})
+    namespaces = NamespaceLabels(r, r.core_kind("namespaces"))
+    plain = PolicyAdmission(r, kinds, namespaces, None)
+    exact = PolicyAdmission(r, kinds, namespaces, None, plain=False)
+    async with asyncio.TaskGroup() as tg:
+        running = [tg.create_task(p.run()) for p in (plain, exact)]
+        for p in (plain, exact):
+            await p.policies.wait_synced()
+            await p.bindings.wait_synced()
+        cm = kind(kinds, "", "configmaps")
+        seen = set()
+        for j, body in enumerate(OBJECTS):
+            obj = {"apiVersion": "v1", "kind": "ConfigMap", **body,
+                   "metadata": {"name": f"c{j}", "namespace": "default", **body.get("metadata", {})}}
+            got = await outcome(plain, Admission("CREATE", cm, "default", f"c{j}", obj, None))
+            want = await outcome(exact, Admission("CREATE", cm, "default", f"c{j}", obj, None))
+            assert got == want, (j, got, want)
+            seen.add(got[0].split(" ")[0] if got[0] else "allowed")
+            if j == 0:  # a plain object passes every policy on the plain path alone
+                plan = plain._plans[("CREATE", "", "v1", "configmaps", "", True)]
+                assert plan.combined is not None
+                act = plain.env.activation({"object": obj, "oldObject": None, "params": None})
+                assert plan.combined.eval(act) == [True] * 7
+        key = ("CREATE", "", "v1", "configmaps", "", True)
+        # every policy (variables and matchConditions included) went into `plain`'s one list; none into `exact`'s
+        assert plain._plans[key].combined is not None and not plain._plans[key].others
+        assert exact._plans[key].combined is None and len(exact._plans[key].others) == len(POLICIES)
+        for t in running:
+            t.cancel()
+    assert seen == {"allowed", "403", "422"}  # the table reaches admits and both kinds of refusal
+
+
+def test_plain_elements() -> None:
+    spec = {"matchConditions": [{"name": "c", "expression": "object.x"}],
+            "variables": [{"name": "a", "expression": "object.y"}, {"name": "b", "expression": "variables.a + 1"}],
+            "validations": [{"expression": "variables.b > 1"}, {"expression": "true"}]}
+    assert plain_elements(spec) == [
+        "cel.bind(litevar_a, (object.y), cel.bind(litevar_b, (litevar_a + 1), (((object.x)) ? (litevar_b > 1) : "
+        "true)))",
+        "cel.bind(litevar_a, (object.y), cel.bind(litevar_b, (litevar_a + 1), (((object.x)) ? (true) : true)))"]
+    assert plain_elements({"validations": [{"expression": "x"}], "paramKind": {"kind": "K"}}) is None
+    assert plain_elements({"validations": [{"expression": "x"}], "auditAnnotations": [{"key": "k"}]}) is None
+    assert plain_elements({"validations": [{"expression": "object.a == 'variables.x'"}],
+                           "variables": [{"name": "x", "expression": "1"}]}) is None
+    assert plain_elements({"validations": [{"expression": "object.a == 1"}]}) == ["(object.a == 1)"]
