@@ -19,6 +19,7 @@ from lite.kinds import STD_VERBS, Kind
 from lite.objects import rfc3339
 from lite.server.api.strategies import crcel
 from lite.server.api.strategies.base import Obj, Strategy
+from lite.server.api.strategies.crdstructural import junctor_causes
 from lite.validation import is_dns1035_label, is_dns1123_label, is_dns1123_subdomain
 
 SCOPES = ["Cluster", "Namespaced"]
@@ -123,6 +124,10 @@ def validate_crd(obj: Obj) -> list[Cause]:
     elif scope not in SCOPES:
         causes.append(field_not_supported("spec.scope", scope, SCOPES))
     causes += _validate_versions(spec.get("versions"))
+    for i, v in enumerate(spec.get("versions") or ()):
+        schema = (v.get("schema") or {}) if isinstance(v, dict) else {}
+        if isinstance(schema, dict):
+            causes += junctor_causes(schema.get("openAPIV3Schema"), f"spec.versions[{i}].schema.openAPIV3Schema")
     causes += _validate_conversion(spec.get("conversion"))
     causes += crcel.check_crd(spec)
     return causes
