@@ -20,6 +20,7 @@ from e2ekit import Cluster
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PROM = FIXTURES / "prometheus-operator" / "v0.79.2"
 GATEWAY = FIXTURES / "gateway-api" / "v1.6.1"
+ISTIO = FIXTURES / "istio" / "1.30.3" / "crd-all.gen.yaml"
 
 
 def _until(pred: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
@@ -164,3 +165,99 @@ def test_gateway_api_crds_and_examples(cluster: Cluster, tmp_path: Path) -> None
     _gone(cluster, names)
     left = cluster.kubectl("get", "ns", "-o", "name").stdout.split()
     assert not [n for n in left if n.startswith("namespace/gateway-api-example")], left
+
+
+ISTIO_OBJECTS = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews}
+spec:
+  hosts: [reviews]
+  http:
+  - match: [{uri: {prefix: /v2}}]
+    route: [{destination: {host: reviews, subset: v2}}]
+    timeout: 5s
+  - route: [{destination: {host: reviews, subset: v1}, weight: 100}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews}
+spec:
+  host: reviews
+  trafficPolicy:
+    connectionPool: {http: {idleTimeout: 30s}, tcp: {connectTimeout: 2s}}
+    portLevelSettings:
+    - port: {number: 80}
+      connectionPool: {http: {idleTimeout: 10s}}
+  subsets:
+  - {name: v1, labels: {version: v1}}
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: EnvoyFilter
+metadata: {name: lua}
+spec:
+  configPatches:
+  - applyTo: HTTP_FILTER
+    match:
+      context: SIDECAR_INBOUND
+      listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager}}}
+    patch: {operation: INSERT_BEFORE, value: {name: envoy.lua}}
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: tags}
+spec:
+  metrics:
+  - providers: [{name: prometheus}]
+    reportingInterval: 15s
+    overrides:
+    - match: {metric: REQUEST_COUNT}
+      tagOverrides:
+        request_host: {operation: UPSERT, value: request.host}
+        response_code: {operation: REMOVE}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: deny}
+spec:
+  action: DENY
+  rules: [{from: [{source: {notNamespaces: [foo]}}]}]
+"""
+
+
+def test_istio_crds(cluster: Cluster, ns: str) -> None:
+    """Istio's CRDs carry rules under lists without maxItems (DestinationRule's portLevelSettings, EnvoyFilter's
+    configPatches, Telemetry's tagOverrides) that lite's cost estimator once refused; upstream accepts them."""
+    names = _crd_names(ISTIO)
+    assert len(names) == 15
+    cluster.kubectl("apply", "--server-side", "-f", str(ISTIO))
+    _established(cluster, names)
+
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=ISTIO_OBJECTS)
+    # the rules those CRDs carry are enforced, with upstream's messages
+    bad_dr = ISTIO_OBJECTS.split("---")[1].replace("idleTimeout: 10s", "idleTimeout: 0s").replace(
+        "name: reviews}", "name: bad}", 1)
+    out = cluster.kubectl("apply", "-n", ns, "-f", "-", input=bad_dr, check=False)
+    assert out.returncode != 0 and ("spec.trafficPolicy.portLevelSettings[0].connectionPool.http.idleTimeout: "
+                                    'Invalid value: "string": must be a valid duration greater than 1ms'
+                                    ) in out.stderr, out.stderr
+    bad_ef = ISTIO_OBJECTS.split("---")[2].replace("context: SIDECAR_INBOUND", "context: GATEWAY\n      "
+                                                   "waypoint: {portNumber: 80}")
+    out = cluster.kubectl("apply", "-n", ns, "-f", "-", input=bad_ef, check=False)
+    assert out.returncode != 0 and "only support waypointMatch when context is WAYPOINT" in out.stderr, out.stderr
+
+    edited = ISTIO_OBJECTS.replace("timeout: 5s", "timeout: 7s").replace("reportingInterval: 15s",
+                                                                        "reportingInterval: 20s")
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=edited)
+    assert cluster.kubectl("diff", "-n", ns, "-f", "-", input=edited, check=False).returncode == 0
+    cluster.kubectl("apply", "--server-side", "-n", ns, "-f", "-", input=edited)
+    vs = json.loads(cluster.kubectl("get", "virtualservice", "reviews", "-n", ns, "-o", "json").stdout)
+    assert vs["spec"]["http"][0]["timeout"] == "7s"
+    header, row = _header_and_row(cluster, "virtualservices", "-n", ns)
+    assert header == ["NAME", "GATEWAYS", "HOSTS", "AGE"] and row.split()[:2] == ["reviews", '["reviews"]'], row
+    header, row = _header_and_row(cluster, "destinationrules", "-n", ns)
+    assert header == ["NAME", "HOST", "AGE"] and row.split()[:2] == ["reviews", "reviews"], row
+    header, row = _header_and_row(cluster, "authorizationpolicies", "-n", ns)
+    assert header == ["NAME", "ACTION", "AGE"] and row.split()[:2] == ["deny", "DENY"], row
+
+    cluster.kubectl("delete", "--timeout=90s", "-f", str(ISTIO))
+    _gone(cluster, names)
