@@ -218,21 +218,48 @@ def member_calls(src: str, names: tuple[str, ...]) -> list[Call]:
 # ---- sizes -----------------------------------------------------------------------------------------------
 
 
-def _min_serialized(schema: dict[str, Any]) -> int:
+def min_serialized(schema: dict[str, Any]) -> int:
+    """The smallest JSON a value of `schema` can serialize to, as upstream's CEL declared types count it: `""` for
+    strings (3, 12, 21 for the duration, date, date-time formats), `true` for booleans, `0` for numbers and
+    int-or-strings, `[]` and `{}` for lists and maps, and for objects `{}` plus `"name":` and the minimum of each
+    required property without a default."""
+    if schema.get("x-kubernetes-int-or-string"):
+        return 1
     t = schema.get("type")
     if t == "string":
-        return 2 + int(schema.get("minLength") or 0)
-    if t in ("object", "array"):
+        return {"duration": 3, "date": 12, "date-time": 21}.get(str(schema.get("format") or ""), 2)
+    if t == "boolean":
+        return 4
+    if t == "array":
         return 2
+    if t == "object":
+        props = schema.get("properties")
+        if isinstance(schema.get("additionalProperties"), dict) or not isinstance(props, dict):
+            return 2
+        size = 2
+        for name in schema.get("required") or ():
+            prop = props.get(name)
+            if isinstance(prop, dict) and "default" not in prop:
+                size += len(str(name)) + min_serialized(prop) + 4
+        return size
     return 1
 
 
+def max_cardinality(schema: dict[str, Any]) -> int:
+    """How many values of `schema` one request can hold at most (upstream's bound for a rule whose enclosing lists
+    or maps declare no maxItems/maxProperties)."""
+    return MAX_REQUEST_SIZE_BYTES // (min_serialized(schema) + 1)
+
+
 def max_items(schema: dict[str, Any], key: str, elem: dict[str, Any] | None) -> int:
-    """Declared bound, or upstream's estimate from the request size limit for an unbounded collection."""
+    """Declared bound, or upstream's estimate from the request size limit for an unbounded collection (each list
+    item costs its minimum size and a comma; each map entry its minimum size, a quoted one-byte key, a colon and a
+    comma)."""
     bound = schema.get(key)
     if isinstance(bound, int):
-        return bound
-    return (MAX_REQUEST_SIZE_BYTES - 2) // (_min_serialized(elem or {}) + 1)
+        return max(bound, 0)
+    per = min_serialized(elem or {}) + (6 if key == "maxProperties" else 1)
+    return (MAX_REQUEST_SIZE_BYTES - 2) // per
 
 
 def max_size(schema: dict[str, Any] | None) -> int:
@@ -400,15 +427,17 @@ class _Estimator:
         if op == "+":
             size = shapes[0].max() + shapes[1].max()
             return cost + max(1, math.ceil(STRING_FACTOR * size)), Shape(size=size)
-        if op == "?:":
-            return cost, shapes[1] if shapes[1].max() >= shapes[2].max() else shapes[2]
+        if op == "?:":  # the condition, then the dearer branch (only one runs)
+            return parts[0][0] + max(parts[1][0], parts[2][0]), \
+                shapes[1] if shapes[1].max() >= shapes[2].max() else shapes[2]
         if op in ("&&", "||"):
             return cost, Shape(size=1)
         return cost + 1, Shape(size=1)
 
     def call(self, name: str, target: Node | None, args: list[Node]) -> tuple[float, Shape]:
         if name == "has" and target is None and args:
-            c, _ = self.walk(args[0])
+            # upstream (PresenceTestHasCost(false)): the presence test itself is free, its operand is not
+            c, _ = self.walk(args[0][1] if args[0][0] == "sel" else args[0])
             return c, Shape(size=1)
         if target is not None and name in _MACROS and len(args) in (2, 3, 4) and args[0][0] == "id":
             return self.comprehension(name, target, args)

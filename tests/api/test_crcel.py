@@ -279,3 +279,37 @@ def test_fields_a_schema_does_not_declare_are_compile_errors(rule: str, want: li
     assert [w in got[0].message for w in want] == [True] * len(want) if want else got == [], _msgs(got)
     if want:
         assert "compilation failed: ERROR: <input>:1:" in got[0].message
+
+
+DURATION_RULE = {"rule": "duration(self) >= duration('1ms')", "message": "must be a valid duration greater than 1ms"}
+
+
+def _nested_lists(outer: int | None, inner: int | None) -> dict[str, Any]:
+    def bounded(schema: dict[str, Any], n: int | None) -> dict[str, Any]:
+        return schema if n is None else {**schema, "maxItems": n}
+    leaf = {"type": "object", "properties": {"idleTimeout": {"type": "string",
+                                                             "x-kubernetes-validations": [DURATION_RULE]}}}
+    return _root(bounded({"type": "array", "items": {"type": "object", "properties": {
+        "ports": bounded({"type": "array", "items": leaf}, inner)}}}, outer))
+
+
+def test_a_rule_under_unbounded_lists_is_costed_by_how_many_of_its_values_fit_a_request() -> None:
+    # Istio's DestinationRule: subsets[].trafficPolicy.portLevelSettings[].connectionPool.http.idleTimeout, no
+    # maxItems anywhere; upstream multiplies the rule (4) by 3 MiB / len('"",') = 1,048,576, not by the product
+    # of both lists' estimated lengths, and accepts it
+    assert crcel.check_crd({"versions": [{"name": "v1", "schema": {
+        "openAPIV3Schema": _nested_lists(None, None)}}]}) == []
+    assert crcel.check_crd({"versions": [{"name": "v1", "schema": {
+        "openAPIV3Schema": _nested_lists(None, 10**6)}}]}) == []
+
+
+def test_declared_bounds_multiply_down_the_schema() -> None:
+    # every enclosing list bounded: 2000 x 2000 values x 4 = 16,000,000 > 10,000,000
+    got = _msgs(crcel.check_crd({"versions": [{"name": "v1", "schema": {
+        "openAPIV3Schema": _nested_lists(2000, 2000)}}]}))
+    assert got == [f"{PREFIX}.items.properties[ports].items.properties[idleTimeout]."
+                   "x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.6x "
+                   "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, "
+                   "and strings are declared)"]
+    assert crcel.check_crd({"versions": [{"name": "v1", "schema": {
+        "openAPIV3Schema": _nested_lists(1000, 2000)}}]}) == []

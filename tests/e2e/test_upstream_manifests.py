@@ -1,6 +1,7 @@
 """Upstream's released manifests (tests/fixtures/<project>/<version>/, see each SOURCE.md) with the real
 kubectl: apply client-side and server-side, create custom objects, edit and re-apply them (merge patches),
 `kubectl get` shows their printer columns, and everything deletes cleanly (CRDs gone, no objects left).
+Istio's and Flux's CRDs also carry CEL rules: objects those rules refuse are refused with upstream's messages.
 
 Gateway API's standard install also holds a ValidatingAdmissionPolicy and its binding: this branch does not
 serve those kinds yet, so only its CRDs are applied here (and its invalid examples, refused by CEL rules, are
@@ -20,6 +21,8 @@ from e2ekit import Cluster
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PROM = FIXTURES / "prometheus-operator" / "v0.79.2"
 GATEWAY = FIXTURES / "gateway-api" / "v1.6.1"
+ISTIO = FIXTURES / "istio" / "1.30.3" / "crd-all.gen.yaml"
+FLUX = FIXTURES / "flux" / "v2.9.4"
 
 
 def _until(pred: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
@@ -164,3 +167,157 @@ def test_gateway_api_crds_and_examples(cluster: Cluster, tmp_path: Path) -> None
     _gone(cluster, names)
     left = cluster.kubectl("get", "ns", "-o", "name").stdout.split()
     assert not [n for n in left if n.startswith("namespace/gateway-api-example")], left
+
+
+ISTIO_OBJECTS = """apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews}
+spec:
+  hosts: [reviews]
+  http:
+  - match: [{uri: {prefix: /v2}}]
+    route: [{destination: {host: reviews, subset: v2}}]
+    timeout: 5s
+  - route: [{destination: {host: reviews, subset: v1}, weight: 100}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews}
+spec:
+  host: reviews
+  trafficPolicy:
+    connectionPool: {http: {idleTimeout: 30s}, tcp: {connectTimeout: 2s}}
+    portLevelSettings:
+    - port: {number: 80}
+      connectionPool: {http: {idleTimeout: 10s}}
+  subsets:
+  - {name: v1, labels: {version: v1}}
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: EnvoyFilter
+metadata: {name: lua}
+spec:
+  configPatches:
+  - applyTo: HTTP_FILTER
+    match:
+      context: SIDECAR_INBOUND
+      listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager}}}
+    patch: {operation: INSERT_BEFORE, value: {name: envoy.lua}}
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: tags}
+spec:
+  metrics:
+  - providers: [{name: prometheus}]
+    reportingInterval: 15s
+    overrides:
+    - match: {metric: REQUEST_COUNT}
+      tagOverrides:
+        request_host: {operation: UPSERT, value: request.host}
+        response_code: {operation: REMOVE}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: deny}
+spec:
+  action: DENY
+  rules: [{from: [{source: {notNamespaces: [foo]}}]}]
+"""
+
+
+def test_istio_crds(cluster: Cluster, ns: str) -> None:
+    """Istio's CRDs carry rules under lists without maxItems (DestinationRule's portLevelSettings, EnvoyFilter's
+    configPatches, Telemetry's tagOverrides) that lite's cost estimator once refused; upstream accepts them."""
+    names = _crd_names(ISTIO)
+    assert len(names) == 15
+    cluster.kubectl("apply", "--server-side", "-f", str(ISTIO))
+    _established(cluster, names)
+
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=ISTIO_OBJECTS)
+    # the rules those CRDs carry are enforced, with upstream's messages
+    bad_dr = ISTIO_OBJECTS.split("---")[1].replace("idleTimeout: 10s", "idleTimeout: 0s").replace(
+        "name: reviews}", "name: bad}", 1)
+    out = cluster.kubectl("apply", "-n", ns, "-f", "-", input=bad_dr, check=False)
+    assert out.returncode != 0 and ("spec.trafficPolicy.portLevelSettings[0].connectionPool.http.idleTimeout: "
+                                    'Invalid value: "string": must be a valid duration greater than 1ms'
+                                    ) in out.stderr, out.stderr
+    bad_ef = ISTIO_OBJECTS.split("---")[2].replace("context: SIDECAR_INBOUND", "context: GATEWAY\n      "
+                                                   "waypoint: {portNumber: 80}")
+    out = cluster.kubectl("apply", "-n", ns, "-f", "-", input=bad_ef, check=False)
+    assert out.returncode != 0 and "only support waypointMatch when context is WAYPOINT" in out.stderr, out.stderr
+
+    edited = ISTIO_OBJECTS.replace("timeout: 5s", "timeout: 7s").replace("reportingInterval: 15s",
+                                                                        "reportingInterval: 20s")
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=edited)
+    assert cluster.kubectl("diff", "-n", ns, "-f", "-", input=edited, check=False).returncode == 0
+    cluster.kubectl("apply", "--server-side", "-n", ns, "-f", "-", input=edited)
+    vs = json.loads(cluster.kubectl("get", "virtualservice", "reviews", "-n", ns, "-o", "json").stdout)
+    assert vs["spec"]["http"][0]["timeout"] == "7s"
+    header, row = _header_and_row(cluster, "virtualservices", "-n", ns)
+    assert header == ["NAME", "GATEWAYS", "HOSTS", "AGE"] and row.split()[:2] == ["reviews", '["reviews"]'], row
+    header, row = _header_and_row(cluster, "destinationrules", "-n", ns)
+    assert header == ["NAME", "HOST", "AGE"] and row.split()[:2] == ["reviews", "reviews"], row
+    header, row = _header_and_row(cluster, "authorizationpolicies", "-n", ns)
+    assert header == ["NAME", "ACTION", "AGE"] and row.split()[:2] == ["deny", "DENY"], row
+
+    cluster.kubectl("delete", "--timeout=90s", "-f", str(ISTIO))
+    _gone(cluster, names)
+
+
+FLUX_OBJECTS = """apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: podinfo}
+spec: {interval: 1m, url: "https://github.com/stefanprodan/podinfo", ref: {branch: master}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: podinfo}
+spec: {interval: 10m, path: ./kustomize, prune: true, sourceRef: {kind: GitRepository, name: podinfo}}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {name: podinfo}
+spec: {interval: 5m, url: "https://stefanprodan.github.io/podinfo"}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: podinfo}
+spec:
+  interval: 10m
+  chart: {spec: {chart: podinfo, version: "6.x", sourceRef: {kind: HelmRepository, name: podinfo}}}
+  values: {replicaCount: 2}
+"""
+
+
+def test_flux_crds(cluster: Cluster, ns: str) -> None:
+    files = sorted(FLUX.glob("*.yaml"))
+    names = _crd_names(*files)
+    assert len(names) == 11
+    cluster.kubectl("apply", "--server-side", *[a for f in files for a in ("-f", str(f))])
+    _established(cluster, names)
+
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=FLUX_OBJECTS)
+    both = FLUX_OBJECTS.split("---")[3].replace("name: podinfo}", "name: both}", 1).replace(
+        "  values:", "  chartRef: {kind: OCIRepository, name: podinfo}\n  values:")
+    out = cluster.kubectl("apply", "-n", ns, "-f", "-", input=both, check=False)
+    assert out.returncode != 0 and 'spec: Invalid value: "object": either chart or chartRef must be set' in \
+        out.stderr, out.stderr
+    edited = FLUX_OBJECTS.replace("interval: 1m", "interval: 2m").replace("replicaCount: 2", "replicaCount: 3")
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=edited)
+    assert cluster.kubectl("diff", "-n", ns, "-f", "-", input=edited, check=False).returncode == 0
+    release = json.loads(cluster.kubectl("get", "helmrelease", "podinfo", "-n", ns, "-o", "json").stdout)
+    assert release["spec"]["values"] == {"replicaCount": 3}
+
+    cluster.kubectl("patch", "gitrepository", "podinfo", "-n", ns, "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"conditions": [{
+                        "type": "Ready", "status": "True", "reason": "Succeeded", "message": "stored artifact",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+    header, row = _header_and_row(cluster, "gitrepositories", "-n", ns)
+    assert header == ["NAME", "URL", "AGE", "READY", "STATUS"], header
+    cells = row.split()
+    assert cells[:2] == ["podinfo", "https://github.com/stefanprodan/podinfo"] and cells[3:] == [
+        "True", "stored", "artifact"], row
+
+    cluster.kubectl("delete", "--timeout=90s", *[a for f in files for a in ("-f", str(f))])
+    _gone(cluster, names)

@@ -278,3 +278,39 @@ def test_cost_error_message(cost: int, shown: str) -> None:
 ])
 def test_cost_parser_reads_cel(src: str) -> None:
     assert cel.parse(src)[0] in ("op", "call", "sel", "idx", "lit", "id")
+
+
+ISTIO_MATCH = {"type": "object", "properties": {
+    "context": {"type": "string", "enum": ["ANY", "SIDECAR_INBOUND", "SIDECAR_OUTBOUND", "GATEWAY", "WAYPOINT"]},
+    "waypoint": {"type": "object", "properties": {"portNumber": {"type": "integer"}}}}}
+
+
+@pytest.mark.parametrize(("src", "schema", "want"), [
+    # cel-go as Kubernetes configures it: has() costs its operand only (PresenceTestHasCost(false)); a
+    # conditional costs its condition plus its dearer branch, not both branches
+    ("has(self.context)", ISTIO_MATCH, 1),
+    ("!has(self.waypoint)", ISTIO_MATCH, 2),
+    ("has(self.context) ? ((self.context == 'WAYPOINT') ? has(self.waypoint) : !has(self.waypoint))"
+     " : !has(self.waypoint)", ISTIO_MATCH, 6),  # Istio EnvoyFilter's rule on configPatches[].match
+    ("duration(self) >= duration('1ms')", {"type": "string"}, 4),
+])
+def test_static_cost_estimates_match_upstreams_for_presence_tests_and_conditionals(
+        src: str, schema: dict[str, Any], want: int) -> None:
+    assert ENV.compile(src, sizes=_shape(schema)).estimated_cost.max == want
+
+
+@pytest.mark.parametrize(("schema", "size"), [
+    ({"type": "string"}, 2), ({"type": "string", "minLength": 40}, 2), ({"type": "string", "format": "duration"}, 3),
+    ({"type": "string", "format": "date"}, 12), ({"type": "string", "format": "date-time"}, 21),
+    ({"type": "integer"}, 1), ({"type": "number"}, 1), ({"type": "boolean"}, 4),
+    ({"x-kubernetes-int-or-string": True}, 1), ({"type": "array", "items": {"type": "string"}}, 2),
+    ({"type": "object", "additionalProperties": {"type": "string"}, "required": ["a"]}, 2),
+    ({"type": "object", "properties": {"a": {"type": "string"}}}, 2),
+    # {} plus `"name":` and the smallest value of each required property that has no default
+    ({"type": "object", "required": ["name", "port", "on"], "properties": {
+        "name": {"type": "string"}, "port": {"type": "integer"}, "on": {"type": "boolean", "default": True}}},
+     2 + (4 + 2 + 4) + (4 + 1 + 4)),
+])
+def test_min_serialized_sizes_are_upstreams(schema: dict[str, Any], size: int) -> None:
+    from lite.cel import cost
+    assert cost.min_serialized(schema) == size

@@ -460,12 +460,13 @@ def normalize_field_path(path: str, schema: Schema) -> str:
     return out
 
 
-def _compile_rules(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
+def _compile_rules(schema: Schema, path: str, bound: int | None, ctx: _Ctx, root: bool,
                    uncorrelatable: str | None = None) -> list[Rule]:
     rules = schema.get("x-kubernetes-validations")
     if not isinstance(rules, list):
         return []
     node_schema = _with_root_fields(schema) if root else schema
+    cardinality = bound if bound is not None else celcost.max_cardinality(node_schema)
 
     def sizes(_var: str) -> cel.Shape:
         return cel.Shape(node_schema)
@@ -667,9 +668,21 @@ def _optional_old(env: cel.Environment, src: str, checked: cel.Program) -> cel.P
     return cel.Program(src, wrapped._expr, env, checked.estimated_cost, checked.node)
 
 
-def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
+def _times(cardinality: int | None, schema: Schema, key: str) -> int | None:
+    """The cardinality beneath a list (`maxItems`) or map (`maxProperties`): the product of the declared bounds
+    of it and its ancestors, or None (unbounded) as soon as one of them declares none."""
+    bound = schema.get(key)
+    if cardinality is None or not isinstance(bound, int):
+        return None
+    return cardinality * max(bound, 0)
+
+
+def _build(schema: Schema, path: str, cardinality: int | None, ctx: _Ctx, root: bool,
            uncorrelatable: str | None = None) -> Node | None:
-    """`uncorrelatable`: the schema path of the nearest enclosing list or map whose members have no old value
+    """`cardinality`: how often values of `schema` can occur in one object, from the maxItems/maxProperties of
+    the enclosing lists and maps, or None when one of them is unbounded (then each rule is multiplied by how many
+    values of its schema fit in a request, as upstream does).
+    `uncorrelatable`: the schema path of the nearest enclosing list or map whose members have no old value
     to pair with (atomic and set lists, atomic maps): transition rules beneath it are refused, as upstream."""
     if not isinstance(schema, dict):
         return None
@@ -689,16 +702,15 @@ def _build(schema: Schema, path: str, cardinality: int, ctx: _Ctx, root: bool,
                 node.properties[key] = child
     items = schema.get("items")
     if isinstance(items, dict):
-        n = celcost.max_items(schema, "maxItems", items)
         listed = below if below is not None or schema.get("x-kubernetes-list-type") == "map" else path
-        node.items = _build(items, f"{path}.items", cardinality * n, ctx,
+        node.items = _build(items, f"{path}.items", _times(cardinality, schema, "maxItems"), ctx,
                             bool(items.get("x-kubernetes-embedded-resource")), listed)
         if schema.get("x-kubernetes-list-type") == "map":
             node.map_keys = tuple(str(k) for k in schema.get("x-kubernetes-list-map-keys") or ())
     extra = schema.get("additionalProperties")
     if isinstance(extra, dict):
-        n = celcost.max_items(schema, "maxProperties", extra)
-        node.additional = _build(extra, f"{path}.additionalProperties", cardinality * n, ctx,
+        node.additional = _build(extra, f"{path}.additionalProperties",
+                                 _times(cardinality, schema, "maxProperties"), ctx,
                                  bool(extra.get("x-kubernetes-embedded-resource")), below)
     node.correlates = schema.get("x-kubernetes-map-type") != "atomic"
     node.view = bool(node.rules) and _needs_view(schema)
