@@ -9,9 +9,10 @@ Invariants:
   default registry, so two servers in one process (tests) never mix their numbers.
 - Store and work-queue families are read from the objects' own counters (`StoreTotals`, each controller
   queue's length and `QueueStats`: client-go's workqueue_* families by queue name) when scraped, except the
-  commit batch-size histogram, fed by the store's `on_commit` hook; in-flight peaks per request kind are taken
-  from the API's budgets (`InFlight.take_peaks`) at each scrape. Pod start latency and image pulls are the
-  numbers each node's agent last reported (`wire.Metrics.stats`), by `node`; a malformed report is skipped.
+  commit batch-size histogram, fed by the store's `on_commit` hook; in-flight and in-queue peaks per request
+  kind are taken from the API's budgets (`InFlight.take_peaks`, `take_queue_peaks`) at each scrape. Pod start
+  latency and image pulls are the numbers each node's agent last reported (`wire.Metrics.stats`), by `node`;
+  a malformed report is skipped.
 - The hot path does one dict lookup for the kind check, one counter increment and one histogram observation
   per request; file sizes, commit totals and work-queue depths are read only when `/metrics` is scraped.
 - Label values come from a fixed vocabulary or from the served kinds (`is_served`), never from arbitrary
@@ -45,7 +46,7 @@ CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
 APPLY_PATCH = "application/apply-patch+yaml"
 
 IsServed = Callable[[str, str, str], bool]
-InflightPeaks = Callable[[], dict[str, int]]  # `api.inflight.InFlight.take_peaks`
+InflightPeaks = Callable[[], dict[str, int]]  # `api.inflight.InFlight.take_peaks` / `take_queue_peaks`
 
 
 class QueueView(Protocol):
@@ -132,7 +133,7 @@ class ServerMetrics:
 
     def __init__(self, *, store_path: str = "", store_stats: StoreStats | None = None,
                  queues: Queues | None = None, agent_stats: AgentStatsSource | None = None,
-                 inflight: InflightPeaks | None = None) -> None:
+                 inflight: InflightPeaks | None = None, inqueue: InflightPeaks | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         labels = ("verb", "group", "version", "resource", "subresource", "scope", "component")
         self.requests = Counter("apiserver_request_total",
@@ -159,7 +160,7 @@ class ServerMetrics:
                                          ("result", "profile"), buckets=ATTEMPT_BUCKETS, registry=self.registry)
         self._counters: dict[tuple[RequestLabels, int], Counter] = {}
         self._latencies: dict[RequestLabels, Histogram] = {}
-        self.registry.register(_ScrapeTime(store_path, store_stats, queues, agent_stats, inflight))
+        self.registry.register(_ScrapeTime(store_path, store_stats, queues, agent_stats, inflight, inqueue))
 
     def observe(self, labels: RequestLabels, code: int, seconds: float) -> None:
         """Count one finished request and its latency (the labelled children are looked up once per series:
@@ -197,8 +198,10 @@ class _ScrapeTime(Collector):
     """Families read only when scraped: store file sizes and totals, controller work queues."""
 
     def __init__(self, store_path: str, store_stats: StoreStats | None, queues: Queues | None,
-                 agent_stats: AgentStatsSource | None = None, inflight: InflightPeaks | None = None) -> None:
+                 agent_stats: AgentStatsSource | None = None, inflight: InflightPeaks | None = None,
+                 inqueue: InflightPeaks | None = None) -> None:
         self.inflight = inflight
+        self.inqueue = inqueue
         self.store_path = store_path
         self.store_stats = store_stats
         self.queues = queues
@@ -231,6 +234,14 @@ class _ScrapeTime(Collector):
             for kind, peak in sorted(self.inflight().items()):
                 peaks.add_metric((kind,), float(peak))
             yield peaks
+        if self.inqueue is not None:
+            waiting = GaugeMetricFamily("apiserver_current_inqueue_requests",
+                                        "Most requests of each kind (readOnly, mutating) waiting at once in the "
+                                        "queues before the in-flight budgets since the previous scrape.",
+                                        labels=("request_kind",))
+            for kind, peak in sorted(self.inqueue().items()):
+                waiting.add_metric((kind,), float(peak))
+            yield waiting
 
 
 def queue_families(queues: Iterable[QueueView]) -> Iterator[Metric]:
