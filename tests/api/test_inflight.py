@@ -7,10 +7,13 @@ from __future__ import annotations
 import pytest
 
 from lite.server.api.inflight import (
+    CANCELLED,
     FLOW_QUEUE_LIMIT,
     MUTATING,
+    QUEUE_FULL,
     QUEUE_LIMIT,
     READONLY,
+    TIME_OUT,
     InFlight,
     Waiter,
     kind_of,
@@ -56,7 +59,7 @@ def test_budgets_are_separate_and_masters_pass_without_a_slot() -> None:
     assert isinstance(budget.enter(MUTATING, False, "u"), Waiter)
     assert budget.enter(MUTATING, True, "admin") is None  # system:masters: served, no slot taken, never queued
     assert budget.inflight == {READONLY: 2, MUTATING: 1} and budget.queued == {READONLY: 1, MUTATING: 1}
-    assert budget.refused == {READONLY: 0, MUTATING: 0}
+    assert budget.rejected[READONLY][QUEUE_FULL] == budget.rejected[MUTATING][QUEUE_FULL] == 0
 
 
 def _granted(budget: InFlight, kind: str, flow: str, log: list[str], tag: str) -> Waiter:
@@ -110,7 +113,7 @@ def test_queues_are_bounded(flows: list[tuple[str, int]], want_refused: int) -> 
     budget = InFlight(max_readonly=1, max_mutating=1)
     assert budget.enter(MUTATING, False, "holder") is True
     got = [budget.enter(MUTATING, False, flow) for flow, n in flows for _ in range(n)]
-    assert got.count(False) == want_refused == budget.refused[MUTATING]
+    assert got.count(False) == want_refused == budget.rejected[MUTATING][QUEUE_FULL]
     assert budget.queued[MUTATING] == len(got) - want_refused <= QUEUE_LIMIT
     assert budget.enter(MUTATING, True, "admin") is None  # system:masters still served
     assert isinstance(budget.enter(READONLY, False, "a"), bool)  # the other kind has its own queues
@@ -121,11 +124,11 @@ def test_abandoned_waiters_leave_the_queue() -> None:
     assert budget.enter(MUTATING, False, "u") is True
     log: list[str] = []
     gone, stays = _granted(budget, MUTATING, "u", log, "gone"), _granted(budget, MUTATING, "u", log, "stays")
-    assert budget.abandon(gone) is True
-    assert budget.queued[MUTATING] == 1 and budget.gave_up[MUTATING] == 1
+    assert budget.abandon(gone, CANCELLED) is True
+    assert budget.queued[MUTATING] == 1 and budget.rejected[MUTATING] == {QUEUE_FULL: 0, TIME_OUT: 0, CANCELLED: 1}
     budget.leave(MUTATING)
     assert log == ["stays"]  # the slot skipped the one that left
-    assert budget.abandon(stays) is False  # granted meanwhile: it holds the slot, and must leave it
+    assert budget.abandon(stays, TIME_OUT) is False  # granted meanwhile: it holds the slot, and must leave it
     budget.leave(MUTATING)
     assert budget.inflight[MUTATING] == 0 and budget.queued[MUTATING] == 0
 
@@ -136,7 +139,8 @@ def test_a_full_flow_takes_again_once_one_of_its_waiters_leaves() -> None:
     waiters = [budget.enter(MUTATING, False, "u") for _ in range(FLOW_QUEUE_LIMIT)]
     assert budget.enter(MUTATING, False, "u") is False
     first = waiters[0]
-    assert isinstance(first, Waiter) and budget.abandon(first)
+    assert isinstance(first, Waiter) and budget.abandon(first, TIME_OUT)
+    assert budget.rejected[MUTATING] == {QUEUE_FULL: 1, TIME_OUT: 1, CANCELLED: 0}
     assert isinstance(budget.enter(MUTATING, False, "u"), Waiter)
 
 
@@ -179,8 +183,11 @@ def test_peaks_per_scrape_and_the_metrics() -> None:
     budget.leave(MUTATING)
     assert budget.take_queue_peaks() == {READONLY: 0, MUTATING: 3}
     assert budget.take_queue_peaks() == {READONLY: 0, MUTATING: 2}
-    text = ServerMetrics(inflight=budget.take_peaks, inqueue=budget.take_queue_peaks).exposition().decode()
+    assert budget.enter(MUTATING, False, "u") is not False
+    budget.enter(MUTATING, False, "u")
+    text = ServerMetrics(budgets=budget).exposition().decode()
     assert 'apiserver_current_inflight_requests{request_kind="mutating"} 1.0' in text
     assert 'apiserver_current_inflight_requests{request_kind="readOnly"} 1.0' in text
-    assert 'apiserver_current_inqueue_requests{request_kind="mutating"} 2.0' in text
+    assert 'apiserver_current_inqueue_requests{request_kind="mutating"} 4.0' in text
     assert 'apiserver_current_inqueue_requests{request_kind="readOnly"} 0.0' in text
+    assert 'lite_apiserver_rejected_requests_total{reason="queue-full",request_kind="mutating"} 0.0' in text

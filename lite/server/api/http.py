@@ -57,7 +57,15 @@ from lite.server.api.handlers import (
     json_response,
     read_body,
 )
-from lite.server.api.inflight import InFlight, Waiter, kind_of, too_many_requests, wait_limit
+from lite.server.api.inflight import (
+    CANCELLED,
+    TIME_OUT,
+    InFlight,
+    Waiter,
+    kind_of,
+    too_many_requests,
+    wait_limit,
+)
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
 from lite.server.api.reviews import REVIEWS
@@ -233,6 +241,7 @@ async def _wait_for_slot(request: web.Request, budget: InFlight, waiter: Waiter)
     granted: asyncio.Future[None] = loop.create_future()
     waiter.on_grant = lambda: granted.set_result(None)
     deadline = loop.time() + wait_limit(_timeout_seconds(request.query.get("timeout")))
+    reason = TIME_OUT
     try:
         while (left := deadline - loop.time()) > 0:
             await asyncio.wait((granted,), timeout=min(left, DISCONNECT_CHECK))
@@ -240,12 +249,13 @@ async def _wait_for_slot(request: web.Request, budget: InFlight, waiter: Waiter)
                 return True
             transport = request.transport
             if transport is None or transport.is_closing():
+                reason = CANCELLED
                 break
     except BaseException:  # cancelled: the slot, if it came meanwhile, goes to the next one
-        if not budget.abandon(waiter):
+        if not budget.abandon(waiter, CANCELLED):
             budget.leave(waiter.kind)
         raise
-    return not budget.abandon(waiter)  # granted at the last moment: keep it
+    return not budget.abandon(waiter, reason)  # granted at the last moment: keep it
 
 
 def _timeout_seconds(value: str | None) -> float | None:

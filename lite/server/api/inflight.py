@@ -55,6 +55,10 @@ FLOW_QUEUE_LIMIT = HAND_SIZE * QUEUE_LENGTH_LIMIT
 QUEUE_LIMIT = QUEUES * QUEUE_LENGTH_LIMIT
 REQUEST_TIMEOUT = 60.0  # upstream's --request-timeout: a request's deadline unless `timeout` asks for less
 MAX_WAIT = 60.0  # APF's cap on a request's wait
+QUEUE_FULL = "queue-full"  # why a request was answered 429: APF's `reason` label values
+TIME_OUT = "time-out"
+CANCELLED = "cancelled"  # its client went away while it waited (no answer is sent, none can be read)
+REASONS = (QUEUE_FULL, TIME_OUT, CANCELLED)
 
 
 def kind_of(verb: str, subresource: str, query: Mapping[str, str]) -> str | None:
@@ -92,8 +96,7 @@ class InFlight:
         self.limits = {READONLY: max_readonly, MUTATING: max_mutating}
         self.inflight = {READONLY: 0, MUTATING: 0}
         self.queued = {READONLY: 0, MUTATING: 0}
-        self.refused = {READONLY: 0, MUTATING: 0}  # 429s at once: queue full
-        self.gave_up = {READONLY: 0, MUTATING: 0}  # waiters abandoned: wait limit reached or client gone
+        self.rejected = {kind: dict.fromkeys(REASONS, 0) for kind in (READONLY, MUTATING)}  # by kind, reason
         self._flows: dict[str, dict[str, deque[Waiter]]] = {READONLY: {}, MUTATING: {}}  # in turn order
         self._peak = {READONLY: 0, MUTATING: 0}
         self._queued_peak = {READONLY: 0, MUTATING: 0}
@@ -113,7 +116,7 @@ class InFlight:
         flows = self._flows[kind]
         queue = flows.get(flow)
         if self.queued[kind] >= QUEUE_LIMIT or (queue is not None and len(queue) >= FLOW_QUEUE_LIMIT):
-            self.refused[kind] += 1
+            self.rejected[kind][QUEUE_FULL] += 1
             return False
         if queue is None:
             queue = flows[flow] = deque()
@@ -139,9 +142,9 @@ class InFlight:
         if waiter.on_grant is not None:
             waiter.on_grant()
 
-    def abandon(self, waiter: Waiter) -> bool:
-        """Take a waiter out of its queue (its wait limit passed, or its client went away). False when it was
-        granted meanwhile: it holds a slot then, and must `leave` it."""
+    def abandon(self, waiter: Waiter, reason: str) -> bool:
+        """Take a waiter out of its queue, for `reason` (TIME_OUT: its wait limit passed; CANCELLED: its client
+        went away). False when it was granted meanwhile: it holds a slot then, and must `leave` it."""
         if waiter.granted:
             return False
         flows = self._flows[waiter.kind]
@@ -150,7 +153,7 @@ class InFlight:
         if not queue:
             del flows[waiter.flow]
         self.queued[waiter.kind] -= 1
-        self.gave_up[waiter.kind] += 1
+        self.rejected[waiter.kind][reason] += 1
         return True
 
     def take_peaks(self) -> dict[str, int]:
