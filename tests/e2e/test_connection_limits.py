@@ -113,15 +113,23 @@ def other_token(limited: LiteServer) -> str:
     return _sa_token(limited, "other")
 
 
-def _metric(server: LiteServer, name: str, **labels: str) -> float:
-    """One series of the server's /metrics (the peak gauges reset at each scrape)."""
+def _metrics(server: LiteServer) -> dict[str, float]:
+    """The server's /metrics as {'name{labels}': value} (the peak gauges reset at each scrape)."""
     code, text = server.request("/metrics")
     assert code == 200, text
-    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{want}}} "):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no {name}{{{want}}} in /metrics")
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line and not line.startswith("#")}
+
+
+def _series(name: str, **labels: str) -> str:
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def _metric(server: LiteServer, name: str, **labels: str) -> float:
+    series = _series(name, **labels)
+    got = _metrics(server)
+    assert series in got, f"no {series} in /metrics"
+    return got[series]
 
 
 def _until_metric(server: LiteServer, name: str, at_least: float, **labels: str) -> None:
@@ -258,16 +266,25 @@ def test_mutating_budget_queues_then_answers_429(limited: LiteServer, user_token
 
 def test_a_queued_request_whose_client_left_leaves_the_queue(limited: LiteServer, user_token: str) -> None:
     held, rest = _hold_mutating(limited, user_token, "held-for-gone")
-    cancelled = _metric(limited, "lite_apiserver_rejected_requests_total", request_kind="mutating",
-                        reason="cancelled")
-    gone = _send(limited, "POST", CONFIGMAPS, user_token, _configmap("gone"))
+    timed_out, cancelled = (_series("lite_apiserver_rejected_requests_total", request_kind="mutating", reason=r)
+                            for r in ("time-out", "cancelled"))
+    before = _metrics(limited)
+    witness = _send(limited, "POST", CONFIGMAPS, user_token, _configmap("witness"))
     _until_metric(limited, "apiserver_current_inqueue_requests", 1, request_kind="mutating")
+    gone = _send(limited, "POST", CONFIGMAPS, user_token, _configmap("gone"))
+    _until_metric(limited, "apiserver_current_inqueue_requests", 2, request_kind="mutating")
     gone.close()
-    # Counted `cancelled` (a wait that ran out would count `time-out`, after 15 s).
-    _until_metric(limited, "lite_apiserver_rejected_requests_total", cancelled + 1, request_kind="mutating",
-                  reason="cancelled")
+    deadline = time.monotonic() + GUARD
+    while (now := _metrics(limited))[cancelled] == before[cancelled]:
+        assert time.monotonic() < deadline, "the queued request of a client that left was never dropped"
+        time.sleep(0.05)
+    # It left as soon as its client was gone, not at the end of its wait: the witness, queued before it with
+    # the same 15 s wait, has not timed out yet.
+    assert now[cancelled] == before[cancelled] + 1 and now[timed_out] == before[timed_out], (before, now)
     held.sendall(rest)
     code, got = _finish(held)
+    assert code == 201, got
+    code, got = _finish(witness)
     assert code == 201, got
     assert limited.request(CONFIGMAPS + "/gone")[0] == 404  # the slot never went to it
 
