@@ -20,9 +20,11 @@ Invariants:
 - Every request through `_api` but the long-running ones (watches, exec, attach, port-forward, logs, proxy)
   draws on the in-flight budget of its kind (`inflight.py`, kube-apiserver's `--max-requests-inflight` and
   `--max-mutating-requests-inflight`) after authentication and authorization, while its handler runs (body
-  read, store, webhooks, aggregated backends; aiohttp then writes the answer); when the budget is spent the
-  answer is upstream's 429 (plain text, `Retry-After: 1`), the one non-Status error, as upstream's. Health
-  probes and `/version` draw on no budget.
+  read, store, webhooks, aggregated backends; aiohttp then writes the answer); when the budget is spent it waits
+  in its user's queue (`_wait_for_slot`) and, when the queue is full or the wait ends without a slot, the
+  answer is upstream's 429 (plain text, `Retry-After: 1`), the one non-Status error, as upstream's. A waiting
+  request holds no slot; one whose client left is out of its queue within DISCONNECT_CHECK seconds and is never
+  served. Health probes and `/version` draw on no budget.
 - Every request through `_api` is counted in `apiserver_request_total` and
   `apiserver_request_duration_seconds` (`lite.server.metrics`) with the status sent; `/metrics` is served
   only to authenticated users (with an authorizer: those the policy grants it, e.g. group system:monitoring).

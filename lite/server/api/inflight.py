@@ -1,5 +1,5 @@
 """Requests in flight: kube-apiserver's `--max-requests-inflight` / `--max-mutating-requests-inflight`, with
-queues in front of the budgets as API Priority and Fairness (upstream's default since 1.29) has.
+queues in front of the budgets as API Priority and Fairness (upstream's default; GA in 1.29) has.
 
 Role: `kind_of(verb, subresource, query)` sorts a request by its RequestInfo (`authz.attrs.request_info`:
 the verb, and the subresource of a resource request; pure, table-tested): `None` for a long-running request, which is
