@@ -234,10 +234,10 @@ def _add_connection_flags(srv: argparse.ArgumentParser) -> None:
                      help="past N connections in all, close the longest-idle one of the address holding the most; "
                           "refuse only when all N are busy (default 0: the open-file limit less a reserve)")
     srv.add_argument("--max-requests-inflight", type=_count, default=400, metavar="N",
-                     help="answer 429 past N read requests in flight; watches, exec, logs, proxy excepted "
-                          "(default 400; 0: no limit)")
+                     help="serve at most N read requests at once, queue the rest per user (300 each, up to "
+                          "15 s), then answer 429; watches, exec, logs, proxy excepted (default 400; 0: no limit)")
     srv.add_argument("--max-mutating-requests-inflight", type=_count, default=200, metavar="N",
-                     help="answer 429 past N mutating requests in flight (default 200; 0: no limit)")
+                     help="serve at most N mutating requests at once, queued likewise (default 200; 0: no limit)")
     srv.add_argument("--log-repeat-window", type=float, default=10.0, metavar="SECONDS",
                      help="log at most 5 copies of one message per window, then a count of those dropped "
                           "(default 10; 0: log everything)")

@@ -161,7 +161,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                          store_stats=lambda: StoreTotals(store.commits, store.writes, store.compactions,
                                                          store.compacted_rows),
                          queues=lambda: [c.queue for c in manager.controllers], agent_stats=hub.agent_stats,
-                         inflight=inflight.take_peaks)
+                         budgets=inflight)
     store.on_commit = prom.committed
     scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                            scheduler.profile.scheduler_name)

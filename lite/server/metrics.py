@@ -9,9 +9,10 @@ Invariants:
   default registry, so two servers in one process (tests) never mix their numbers.
 - Store and work-queue families are read from the objects' own counters (`StoreTotals`, each controller
   queue's length and `QueueStats`: client-go's workqueue_* families by queue name) when scraped, except the
-  commit batch-size histogram, fed by the store's `on_commit` hook; in-flight peaks per request kind are taken
-  from the API's budgets (`InFlight.take_peaks`) at each scrape. Pod start latency and image pulls are the
-  numbers each node's agent last reported (`wire.Metrics.stats`), by `node`; a malformed report is skipped.
+  commit batch-size histogram, fed by the store's `on_commit` hook; in-flight and in-queue peaks per request
+  kind, and the 429s by reason, are read from the API's budgets (`BudgetView`) at each scrape. Pod start
+  latency and image pulls are the numbers each node's agent last reported (`wire.Metrics.stats`), by `node`;
+  a malformed report is skipped.
 - The hot path does one dict lookup for the kind check, one counter increment and one histogram observation
   per request; file sizes, commit totals and work-queue depths are read only when `/metrics` is scraped.
 - Label values come from a fixed vocabulary or from the served kinds (`is_served`), never from arbitrary
@@ -45,7 +46,16 @@ CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
 APPLY_PATCH = "application/apply-patch+yaml"
 
 IsServed = Callable[[str, str, str], bool]
-InflightPeaks = Callable[[], dict[str, int]]  # `api.inflight.InFlight.take_peaks`
+
+
+class BudgetView(Protocol):
+    """What a scrape reads of the API's request budgets (`api.inflight.InFlight` is one)."""
+
+    rejected: dict[str, dict[str, int]]  # 429s by request kind, then reason
+
+    def take_peaks(self) -> dict[str, int]: ...
+
+    def take_queue_peaks(self) -> dict[str, int]: ...
 
 
 class QueueView(Protocol):
@@ -132,7 +142,7 @@ class ServerMetrics:
 
     def __init__(self, *, store_path: str = "", store_stats: StoreStats | None = None,
                  queues: Queues | None = None, agent_stats: AgentStatsSource | None = None,
-                 inflight: InflightPeaks | None = None) -> None:
+                 budgets: BudgetView | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         labels = ("verb", "group", "version", "resource", "subresource", "scope", "component")
         self.requests = Counter("apiserver_request_total",
@@ -159,7 +169,7 @@ class ServerMetrics:
                                          ("result", "profile"), buckets=ATTEMPT_BUCKETS, registry=self.registry)
         self._counters: dict[tuple[RequestLabels, int], Counter] = {}
         self._latencies: dict[RequestLabels, Histogram] = {}
-        self.registry.register(_ScrapeTime(store_path, store_stats, queues, agent_stats, inflight))
+        self.registry.register(_ScrapeTime(store_path, store_stats, queues, agent_stats, budgets))
 
     def observe(self, labels: RequestLabels, code: int, seconds: float) -> None:
         """Count one finished request and its latency (the labelled children are looked up once per series:
@@ -197,8 +207,8 @@ class _ScrapeTime(Collector):
     """Families read only when scraped: store file sizes and totals, controller work queues."""
 
     def __init__(self, store_path: str, store_stats: StoreStats | None, queues: Queues | None,
-                 agent_stats: AgentStatsSource | None = None, inflight: InflightPeaks | None = None) -> None:
-        self.inflight = inflight
+                 agent_stats: AgentStatsSource | None = None, budgets: BudgetView | None = None) -> None:
+        self.budgets = budgets
         self.store_path = store_path
         self.store_stats = store_stats
         self.queues = queues
@@ -223,14 +233,32 @@ class _ScrapeTime(Collector):
             yield from queue_families(self.queues())
         if self.agent_stats is not None:
             yield from agent_families(self.agent_stats())
-        if self.inflight is not None:
-            peaks = GaugeMetricFamily("apiserver_current_inflight_requests",
-                                      "Most requests of each kind (readOnly, mutating) served at once under "
-                                      "--max-requests-inflight / --max-mutating-requests-inflight since the "
-                                      "previous scrape.", labels=("request_kind",))
-            for kind, peak in sorted(self.inflight().items()):
-                peaks.add_metric((kind,), float(peak))
-            yield peaks
+        if self.budgets is not None:
+            yield from budget_families(self.budgets)
+
+
+def budget_families(budgets: BudgetView) -> Iterator[Metric]:
+    """Upstream's in-flight and in-queue gauges (per request kind, the peak since the previous scrape) and the
+    429s by reason, as APF's `apiserver_flowcontrol_rejected_requests_total` reasons (lite has no priority
+    levels or flow schemas to label them with, hence its own family name)."""
+    for name, help_, peaks in (
+            ("apiserver_current_inflight_requests", "Most requests of each kind (readOnly, mutating) served at once "
+             "under --max-requests-inflight / --max-mutating-requests-inflight since the previous scrape.",
+             budgets.take_peaks()),
+            ("apiserver_current_inqueue_requests", "Most requests of each kind (readOnly, mutating) waiting at "
+             "once in the queues in front of those budgets since the previous scrape.", budgets.take_queue_peaks())):
+        family = GaugeMetricFamily(name, help_, labels=("request_kind",))
+        for kind, peak in sorted(peaks.items()):
+            family.add_metric((kind,), float(peak))
+        yield family
+    rejected = CounterMetricFamily("lite_apiserver_rejected_requests",
+                                   "Requests answered 429 by the in-flight budgets, by request kind and reason "
+                                   "(queue-full, time-out, cancelled: the client left while queued).",
+                                   labels=("request_kind", "reason"))
+    for kind, reasons in sorted(budgets.rejected.items()):
+        for reason, n in sorted(reasons.items()):
+            rejected.add_metric((kind, reason), float(n))
+    yield rejected
 
 
 def queue_families(queues: Iterable[QueueView]) -> Iterator[Metric]:

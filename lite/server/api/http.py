@@ -20,9 +20,11 @@ Invariants:
 - Every request through `_api` but the long-running ones (watches, exec, attach, port-forward, logs, proxy)
   draws on the in-flight budget of its kind (`inflight.py`, kube-apiserver's `--max-requests-inflight` and
   `--max-mutating-requests-inflight`) after authentication and authorization, while its handler runs (body
-  read, store, webhooks, aggregated backends; aiohttp then writes the answer); when the budget is spent the
-  answer is upstream's 429 (plain text, `Retry-After: 1`), the one non-Status error, as upstream's. Health
-  probes and `/version` draw on no budget.
+  read, store, webhooks, aggregated backends; aiohttp then writes the answer); when the budget is spent it waits
+  in its user's queue (`_wait_for_slot`) and, when the queue is full or the wait ends without a slot, the
+  answer is upstream's 429 (plain text, `Retry-After: 1`), the one non-Status error, as upstream's. A waiting
+  request holds no slot; one whose client left is out of its queue within DISCONNECT_CHECK seconds and is never
+  served. Health probes and `/version` draw on no budget.
 - Every request through `_api` is counted in `apiserver_request_total` and
   `apiserver_request_duration_seconds` (`lite.server.metrics`) with the status sent; `/metrics` is served
   only to authenticated users (with an authorizer: those the policy grants it, e.g. group system:monitoring).
@@ -32,6 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
@@ -56,10 +59,19 @@ from lite.server.api.handlers import (
     json_response,
     read_body,
 )
-from lite.server.api.inflight import InFlight, kind_of, too_many_requests
+from lite.server.api.inflight import (
+    CANCELLED,
+    TIME_OUT,
+    InFlight,
+    Waiter,
+    kind_of,
+    too_many_requests,
+    wait_limit,
+)
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
 from lite.server.api.reviews import REVIEWS
+from lite.server.api.strategies.crcel import go_duration
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
 from lite.server.authz.attrs import Attributes, request_info
@@ -82,6 +94,7 @@ AGGREGATOR: web.AppKey[Aggregator] = web.AppKey("lite_aggregator", Aggregator)
 PROM: web.AppKey[ServerMetrics] = web.AppKey("lite_prometheus", ServerMetrics)
 AUTHZ: web.AppKey[AuthorizerChain] = web.AppKey("lite_authz", AuthorizerChain)
 INFLIGHT: web.AppKey[InFlight] = web.AppKey("lite_inflight", InFlight)
+DISCONNECT_CHECK = 1.0  # seconds between checks that a queued request's client is still there
 
 VERSION_INFO = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.0+lite", "gitCommit": "0000000000000000000000000000000000000000",
@@ -205,18 +218,57 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
 
 
 async def _within_budget(request: web.Request, kind: str, fn: Handler) -> web.StreamResponse:
-    """`fn` within the in-flight budget of `kind` (`inflight.py`): 429 when it is spent."""
+    """`fn` within the in-flight budget of `kind` (`inflight.py`): when it is spent, after a wait in the
+    user's queue; 429 when the queues are full or the wait ends without a slot."""
     budget = request.app[INFLIGHT]
-    slot = budget.enter(kind, MASTERS in request[USER_INFO].groups)
+    user = request[USER_INFO]
+    slot = budget.enter(kind, MASTERS in user.groups, user.name)
+    if isinstance(slot, Waiter):
+        slot = await _wait_for_slot(request, budget, slot)
     if slot is False:
-        log.debug("answered 429 to %s %s: %d %s requests in flight", request.method, request.path,
-                  budget.inflight[kind], kind)
+        log.debug("answered 429 to %s %s: %d %s requests in flight, %d queued", request.method, request.path,
+                  budget.inflight[kind], kind, budget.queued[kind])
         return too_many_requests()
     try:
         return _with_admission_warnings(await fn(request, request.app[API]))
     finally:
         if slot:
             budget.leave(kind)
+
+
+async def _wait_for_slot(request: web.Request, budget: InFlight, waiter: Waiter) -> bool:
+    """True once `waiter` holds its slot; False (it left its queue) when its wait limit passed or its client
+    went away (checked every DISCONNECT_CHECK seconds: aiohttp does not cancel a handler whose client left)."""
+    loop = asyncio.get_running_loop()
+    granted: asyncio.Future[None] = loop.create_future()
+    waiter.on_grant = lambda: granted.set_result(None)
+    deadline = loop.time() + wait_limit(_timeout_seconds(request.query.get("timeout")))
+    reason = TIME_OUT
+    try:
+        while (left := deadline - loop.time()) > 0:
+            await asyncio.wait((granted,), timeout=min(left, DISCONNECT_CHECK))
+            if granted.done():
+                return True
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                reason = CANCELLED
+                break
+    except BaseException:  # cancelled: the slot, if it came meanwhile, goes to the next one
+        if not budget.abandon(waiter, CANCELLED):
+            budget.leave(waiter.kind)
+        raise
+    return not budget.abandon(waiter, reason)  # granted at the last moment: keep it
+
+
+def _timeout_seconds(value: str | None) -> float | None:
+    """The `timeout` query parameter (a Go duration) in seconds; None when absent or malformed (then the
+    default wait: lite reads `timeout` for nothing else, so it does not refuse it with upstream's 400)."""
+    if not value:
+        return None
+    try:
+        return go_duration(value).total_seconds()
+    except ValueError:
+        return None
 
 
 def _with_admission_warnings(resp: web.StreamResponse) -> web.StreamResponse:
