@@ -52,7 +52,7 @@ from lite.objects import deep_copy
 from lite.patch import json_equal
 from lite.patch.jsonpatch import json_patch
 from lite.selectors import LabelSelector
-from lite.server.admission import callerrors, matching, review
+from lite.server.admission import callerrors, equivalent, matching, review
 from lite.server.admission.matching import Attributes
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.aggregator.resolve import Backend, backend
@@ -93,6 +93,7 @@ class WebhookAdmission:
         self._session: aiohttp.ClientSession | None = None
         self._tls: dict[bytes, ssl.SSLContext] = {}
         self._selectors: dict[bytes, LabelSelector | None] = {}
+        self.families = equivalent.families(kinds)
 
     async def run(self) -> None:
         try:
@@ -115,16 +116,17 @@ class WebhookAdmission:
             return
         a = attributes(adm)
         labels = _Lazy(self.namespaces, a.namespace)
-        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm, labels)]
+        chosen = [(wh, k) for _, wh in hooks if (k := await self._matches(wh, a, adm, labels)) is not None]
         if not chosen:
             return
         before = deep_copy(adm.obj) if adm.obj is not None else None
-        reinvoke: list[Obj] = []
-        for i, wh in enumerate(chosen):
-            if await self._mutate_one(wh, a, adm):
-                reinvoke += [w for w in chosen[:i] if w.get("reinvocationPolicy") == "IfNeeded" and w not in reinvoke]
-        for wh in reinvoke:
-            await self._mutate_one(wh, a, adm)
+        reinvoke: list[tuple[Obj, Kind]] = []
+        for i, (wh, k) in enumerate(chosen):
+            if await self._mutate_one(wh, a, adm, k):
+                reinvoke += [c for c in chosen[:i] if c[0].get("reinvocationPolicy") == "IfNeeded"
+                             and c not in reinvoke]
+        for wh, k in reinvoke:
+            await self._mutate_one(wh, a, adm, k)
         if adm.obj is not None and before is not None and not json_equal(adm.obj, before) \
                 and adm.operation != "CONNECT":
             self._revalidate(adm)
@@ -137,8 +139,8 @@ class WebhookAdmission:
             return
         a = attributes(adm)
         labels = _Lazy(self.namespaces, a.namespace)
-        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm, labels)]
-        results = await asyncio.gather(*(self._validate_one(wh, a, adm) for wh in chosen), return_exceptions=True)
+        chosen = [(wh, k) for _, wh in hooks if (k := await self._matches(wh, a, adm, labels)) is not None]
+        results = await asyncio.gather(*(self._call(wh, a, adm, k) for wh, k in chosen), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 raise r
@@ -159,30 +161,36 @@ class WebhookAdmission:
 
     # ---- one webhook -------------------------------------------------------------------------------
 
-    async def _mutate_one(self, wh: Obj, a: Attributes, adm: Admission) -> bool:
-        """Call one mutating webhook; True when its patch changed the object."""
-        verdict = await self._call(wh, a, adm)
-        if verdict is None or adm.obj is None or not verdict.patch:
+    async def _mutate_one(self, wh: Obj, a: Attributes, adm: Admission, seen: Kind) -> bool:
+        """Call one mutating webhook (which sees the request in `seen`'s version); True when its patch changed
+        the object. The patch applies to the object in that version, which is then converted back."""
+        if adm.obj is None:
+            await self._call(wh, a, adm, seen)
+            return False
+        shown = equivalent.present(adm.kind, seen, adm.obj)
+        assert shown is not None
+        verdict = await self._call(wh, a, adm, seen, shown)
+        if verdict is None or not verdict.patch:
             return False
         name = str(wh.get("name", ""))
         try:
-            patched = json_patch(deep_copy(adm.obj), verdict.patch)
+            patched = json_patch(deep_copy(shown), verdict.patch)
         except ApiError as e:
             raise review.call_failed(name, f"JSON patch could not be applied: {e.message}") from e
-        if not isinstance(patched, dict) or json_equal(patched, adm.obj):
+        if not isinstance(patched, dict) or json_equal(patched, shown):
             return False
-        changed = review.identity_changes(adm.obj, patched)
+        changed = review.identity_changes(shown, patched)
         if changed:
             raise errors.bad_request(f'admission webhook "{name}" may not change {", ".join(changed)} of the object')
+        patched = equivalent.take_back(adm.kind, seen, patched)
         adm.obj.clear()
         adm.obj.update(patched)
         return True
 
-    async def _validate_one(self, wh: Obj, a: Attributes, adm: Admission) -> None:
-        await self._call(wh, a, adm)
-
-    async def _call(self, wh: Obj, a: Attributes, adm: Admission) -> review.Verdict | None:
-        """POST the review; the verdict when allowed, None when a failure was ignored; raises on refusal."""
+    async def _call(self, wh: Obj, a: Attributes, adm: Admission, seen: Kind,
+                    shown: Obj | None = None) -> review.Verdict | None:
+        """POST the review of the request as seen in `seen`'s version (`shown`: the object already converted
+        to it); the verdict when allowed, None when a failure was ignored; raises on refusal."""
         name = str(wh.get("name", ""))
         if adm.dry_run and wh.get("sideEffects") not in ("None", "NoneOnDryRun"):
             raise errors.bad_request(f'admission webhook "{name}" does not support dry run')
@@ -191,8 +199,11 @@ class WebhookAdmission:
         info = review.user_info(user.name, user.groups, user.uid) if user is not None \
             else review.user_info("system:apiserver", ("system:masters",), "")
         # a CONNECT's review is of its options object (kind PodExecOptions, ...), as upstream's
-        kind = str((adm.obj or {}).get("kind") or "") if adm.operation == "CONNECT" else adm.kind.kind
-        body = review.review_request(uid, a, kind, adm.obj, adm.old, info, adm.dry_run)
+        kind = str((adm.obj or {}).get("kind") or "") if adm.operation == "CONNECT" else seen.kind
+        obj = shown if shown is not None else equivalent.present(adm.kind, seen, adm.obj)
+        old = equivalent.present(adm.kind, seen, adm.old)
+        body = review.review_request(uid, equivalent.seen_as(a, seen), kind, obj, old, info, adm.dry_run,
+                                     requested=None if adm.operation == "CONNECT" else (a, adm.request_kind.kind))
         try:
             raw = await self._post(wh, body)
             verdict = review.read_response(raw, uid)
@@ -266,13 +277,17 @@ class WebhookAdmission:
                 return None
             raise
 
-    async def _matches(self, wh: Obj, a: Attributes, adm: Admission, namespace: _Lazy) -> bool:
-        if not matching.rules_match(wh, a):
-            return False
+    async def _matches(self, wh: Obj, a: Attributes, adm: Admission, namespace: _Lazy) -> Kind | None:
+        """The kind whose version the webhook sees the request in, or None when it does not match."""
+        request = adm.request_kind
+        seen = equivalent.webhook_kind(wh, a, request, self.families.get(equivalent.key(request), ()))
+        if seen is None:
+            return None
         parse = self._parse
         labels = await namespace.get() if matching.needs_namespace_labels(wh, a, parse) else None
-        return matching.namespace_matches(wh, a, labels, adm.obj, adm.old, parse) and \
+        ok = matching.namespace_matches(wh, a, labels, adm.obj, adm.old, parse) and \
             matching.object_matches(wh, adm.obj, adm.old, parse)
+        return seen if ok else None
 
     def _parse(self, d: Any) -> LabelSelector | None:
         """`matching.parse_selector`, remembered by the selector's JSON (configurations change rarely; parsing
@@ -335,7 +350,8 @@ class _Lazy:
 
 
 def attributes(adm: Admission) -> Attributes:
-    k = adm.kind
+    """The request as the client made it (through a view: in the view's group and version)."""
+    k = adm.request_kind
     return Attributes(adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced,
                       adm.namespace if k.namespaced else "", adm.name)
 

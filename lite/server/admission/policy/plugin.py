@@ -35,7 +35,7 @@ from lite.errors import ApiError, Cause
 from lite.informer import Informer
 from lite.kinds import Kind, KindRegistry
 from lite.selectors import LabelSelector
-from lite.server.admission import review
+from lite.server.admission import equivalent, review
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.policy import decide, matching
@@ -86,6 +86,7 @@ class PolicyAdmission:
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self._elements: dict[tuple[str, str], list[str] | None] = {}
         self._everything = LabelSelector()
+        self.families = equivalent.families(kinds)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -158,10 +159,15 @@ class PolicyAdmission:
         if not bound:
             return
         a = _attributes(adm)
-        ctx = _Request(self, adm, a)
-        k = adm.kind
-        plan = self._plans.get((adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced)) \
-            if self._memo else None
+        family = self.families.get(equivalent.key(adm.request_kind), ())
+        ctx = _Request(self, adm, a, family)
+        k = adm.request_kind
+        plan: Plan | None
+        if family:  # kinds with equivalents: each policy sees the request in the version it matched
+            plan = Plan(None, bound, frozenset())
+        else:
+            plan = self._plans.get((adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced)) \
+                if self._memo else None
         if plan is None:
             plan = self._plan(bound, a)
         exact = plan.others
@@ -263,7 +269,8 @@ class PolicyAdmission:
         spec = policy.get("spec") or {}
         fp = str(spec.get("failurePolicy") or "Fail")
         pname = _name(policy)
-        if not await ctx.matches(spec.get("matchConstraints"), rules_required=True):
+        seen = await ctx.constraints_kind(spec.get("matchConstraints"))
+        if seen is None:
             return
         compiled = self._compile(policy)
         if compiled.error:
@@ -291,7 +298,7 @@ class PolicyAdmission:
                 continue
             actions = [str(x) for x in bspec.get("validationActions") or []]
             for param in params:
-                await self._evaluate(ctx, compiled, fp, pname, bname, actions, param, out, annotations)
+                await self._evaluate(ctx.seen_as(seen), compiled, fp, pname, bname, actions, param, out, annotations)
         for key, values in annotations.items():
             out.annotations[f"{pname}/{key}"] = ", ".join(values)
 
@@ -418,14 +425,41 @@ class _ConfigError(Exception):
 class _Request:
     """One request as the policies see it; the namespace is looked up at most once."""
 
-    def __init__(self, plugin: PolicyAdmission, adm: Admission, a: Attributes) -> None:
-        self.plugin, self.adm, self.a = plugin, adm, a
+    def __init__(self, plugin: PolicyAdmission, adm: Admission, a: Attributes, family: equivalent.Family = (),
+                 kind: Kind | None = None) -> None:
+        """`a`: the request as the client made it; `kind`: the version this view of it is in (by default the
+        client's); `family`: the request kind's equivalent kinds."""
+        self.plugin, self.adm, self.family = plugin, adm, family
+        self.requested = a
+        self.kind = kind or adm.request_kind
+        self.a = equivalent.seen_as(a, self.kind) if kind is not None else a
+        self.obj = equivalent.present(adm.kind, self.kind, adm.obj)
+        self.old = equivalent.present(adm.kind, self.kind, adm.old)
+        self._versions: dict[equivalent.Key, _Request] = {equivalent.key(self.kind): self}
         self._ns: Obj | None = None
         self._ns_done = False
         self._base: Obj | None = None
         self.shared: Any = None  # the runtime activation without params, shared by the policies that have none
         self._user: Obj = {}
         self._authz: Obj | None = None
+
+    def seen_as(self, kind: Kind) -> _Request:
+        """This request as a policy that sees it in `kind`'s version does (object converted, `request.kind` that
+        version); one per version, sharing the namespace lookup."""
+        got = self._versions.get(equivalent.key(kind))
+        if got is None:
+            got = _Request(self.plugin, self.adm, self.requested, self.family, kind)
+            got._versions = self._versions
+            got._ns, got._ns_done = self._ns, self._ns_done
+            self._versions[equivalent.key(kind)] = got
+        return got
+
+    async def constraints_kind(self, m: Any) -> Kind | None:
+        """The kind whose version the policy with matchConstraints `m` sees the request in; None: no match."""
+        if not self.family:
+            return self.kind if await self.matches(m, rules_required=True) else None
+        seen = matching.constraints_kind(m, self.requested, self.adm.request_kind, self.family)
+        return seen if seen is not None and await self._selectors_match(m) else None
 
     async def namespace(self) -> Obj | None:
         if not self._ns_done:
@@ -447,6 +481,9 @@ class _Request:
             return not rules_required
         if not self.plugin._rules_match(m, self.a, rules_required):
             return False
+        return await self._selectors_match(m)
+
+    async def _selectors_match(self, m: Obj) -> bool:
         labels = None
         if matching.needs_namespace_labels(m, self.a, self.plugin._parse):
             ns = await self.namespace()
@@ -462,8 +499,8 @@ class _Request:
             return self.shared
         if reads & {"request", "namespaceObject"}:
             return self.plugin.env.activation(await self.activation(None))
-        old = self.adm.old if self.adm.operation != "CREATE" else None
-        return self.plugin.env.activation({"object": self.adm.obj, "oldObject": old, "params": None})
+        old = self.old if self.adm.operation != "CREATE" else None
+        return self.plugin.env.activation({"object": self.obj, "oldObject": old, "params": None})
 
     async def activation(self, param: Obj | None) -> Obj:
         if param is None and self._base is not None:
@@ -473,14 +510,15 @@ class _Request:
             u: Obj = review.user_info(user.name, user.groups, user.uid) if user is not None else {"username": ""}
             if user is not None and user.extra:
                 u["extra"] = {k: list(v) for k, v in user.extra}
-            req = review.review_request("", self.a, self.adm.kind.kind, None, None, u, self.adm.dry_run)["request"]
+            req = review.review_request("", self.a, self.kind.kind, None, None, u, self.adm.dry_run,
+                                        requested=(self.requested, self.adm.request_kind.kind))["request"]
             for k in ("object", "oldObject", "uid"):
                 req.pop(k, None)
             ns = await self.namespace()
             self._user = u
             self._base = {
-                "params": None, "object": self.adm.obj,
-                "oldObject": self.adm.old if self.adm.operation != "CREATE" else None,
+                "params": None, "object": self.obj,
+                "oldObject": self.old if self.adm.operation != "CREATE" else None,
                 "request": req, "namespaceObject": ns,
             }
         return self._base if param is None else {**self._base, "params": param}
@@ -513,7 +551,8 @@ def _run(prog: Program, act: Any) -> Any:
 
 
 def _attributes(adm: Admission) -> Attributes:
-    k = adm.kind
+    """The request as the client made it (through a view: in the view's group and version)."""
+    k = adm.request_kind
     return Attributes(adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced,
                       adm.namespace if k.namespaced else "", adm.name)
 
