@@ -100,6 +100,19 @@ def test_policy_constraints_kind(m: dict[str, Any] | None, request_kind: Kind, w
     assert policy_matching.constraints_kind(m, attrs(request_kind), request_kind, fam) == want
 
 
+@pytest.mark.parametrize(("m", "request_kind", "want"), [
+    (None, EV_CORE, True),
+    ({}, EV_CORE, True),  # no rules: no narrowing
+    ({"resourceRules": [R_EV_V1]}, EV_CORE, True),  # the other group's Events, under Equivalent
+    ({"resourceRules": [R_EV_V1], "matchPolicy": "Exact"}, EV_CORE, False),
+    ({"resourceRules": [R_HPA1]}, EV_CORE, False),
+    ({"excludeResourceRules": [R_EV_CORE]}, EV_CORE, False),
+])
+def test_policy_binding_rules_match(m: dict[str, Any] | None, request_kind: Kind, want: bool) -> None:
+    fam = FAMILIES[equivalent.key(request_kind)]
+    assert policy_matching.binding_rules_match(m, attrs(request_kind), request_kind, fam) is want
+
+
 V2_HPA: dict[str, Any] = {
     "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
     "metadata": {"name": "h", "namespace": "team"},

@@ -218,3 +218,20 @@ def test_policy_on_v1_denies_a_v2_write_in_v1_shape(cluster: Cluster, ns: str, m
     cluster.kubectl("apply", "-f", "-", input=hpa_v2("hot2", ns, 90))
     refused = cluster.kubectl("apply", "-f", "-", input=hpa_v1("hot3", ns, 90), check=False)
     assert refused.returncode != 0 and "cpu target 90 over 80, written as v1, seen as v1" in refused.stderr
+
+
+def test_policy_on_events_k8s_io_sees_core_event_writes(cluster: Cluster, ns: str, made: Made) -> None:
+    match = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+             "resourceRules": [{"apiGroups": ["events.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                "resources": ["events"]}]}
+    policy = made.apply("ValidatingAdmissionPolicy", {"spec": {"matchConstraints": match, "validations": [
+        {"expression": "object.note != 'looked at web-0'",
+         "messageExpression": "'note of ' + object.regarding.name + ' refused, seen as ' + request.kind.group"}]}})
+    # the binding narrows with a rule on events.k8s.io Events too: a core write is selected as an equivalent
+    made.apply("ValidatingAdmissionPolicyBinding", {"spec": {
+        "policyName": policy, "validationActions": ["Deny"],
+        "matchResources": {"resourceRules": [{"apiGroups": ["events.k8s.io"], "apiVersions": ["v1"],
+                                              "operations": ["*"], "resources": ["events"]}]}}})
+    refused = cluster.kubectl("apply", "-f", "-", input=core_event("noted", ns, {}), check=False)
+    assert refused.returncode != 0
+    assert "note of web-0 refused, seen as events.k8s.io" in refused.stderr

@@ -10,6 +10,9 @@ never from the store per request) and offers two admission hooks:
   may not change what names the object (apiVersion, kind, metadata name/namespace/uid/resourceVersion;
   400): the registry already chose the stored key from them.
 - `validate`: every matching validating webhook, in parallel; the first refusal (in webhook order) wins.
+Each webhook sees the request in the version its rules matched (`equivalent.py`): for a kind with views
+(HPAs, Events) the object is converted to that version, and a mutating webhook's patch, applied there, is
+converted back to the stored shape.
 
 A call is an AdmissionReview v1 POST over HTTPS to `clientConfig.url`, or to `clientConfig.service` resolved
 to a ready endpoint of the Service (as the aggregator resolves APIServices; the Service's clusterIP when it

@@ -95,3 +95,12 @@ def constraints_kind(m: Obj | None, a: Attributes, request: Kind, family: equiva
         return None
     rules = [r for r in m.get("resourceRules") or [] if isinstance(r, dict)]
     return equivalent.matched_kind(rules, a, request, family, policy != "Exact", _rule_matches)
+
+
+def binding_rules_match(m: Obj | None, a: Attributes, request: Kind, family: equivalent.Family) -> bool:
+    """The rules part of `matches` for a binding's `matchResources` when the request's kind has equivalent
+    kinds: rules naming any equivalent kind select it under Equivalent (upstream's binding matcher uses the
+    same equivalent resources); no rules do not narrow."""
+    if not isinstance(m, dict) or not m.get("resourceRules"):
+        return resource_rules_match(m, a, rules_required=False)
+    return constraints_kind(m, a, request, family) is not None

@@ -289,7 +289,7 @@ class PolicyAdmission:
         for binding in bindings:
             bspec = binding.get("spec") or {}
             bname = _name(binding)
-            if not await ctx.matches(bspec.get("matchResources"), rules_required=False):
+            if not await ctx.binding_matches(bspec.get("matchResources")):
                 continue
             try:
                 params = await self._params(param_kind, bspec.get("paramRef"), ctx.a)
@@ -460,6 +460,15 @@ class _Request:
             return self.kind if await self.matches(m, rules_required=True) else None
         seen = matching.constraints_kind(m, self.requested, self.adm.request_kind, self.family)
         return seen if seen is not None and await self._selectors_match(m) else None
+
+    async def binding_matches(self, m: Any) -> bool:
+        """Whether a binding's matchResources `m` selects the request."""
+        if not self.family:
+            return await self.matches(m, rules_required=False)
+        if not isinstance(m, dict):
+            return True
+        return matching.binding_rules_match(m, self.requested, self.adm.request_kind, self.family) and \
+            await self._selectors_match(m)
 
     async def namespace(self) -> Obj | None:
         if not self._ns_done:
