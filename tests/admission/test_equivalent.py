@@ -151,3 +151,35 @@ def test_review_request_kind_and_request_kind() -> None:
                                        "resource": "horizontalpodautoscalers"}
     same = review.review_request("u", a, "HorizontalPodAutoscaler", {}, None, {}, False)["request"]
     assert same["requestKind"] == same["kind"] and same["requestResource"] == same["resource"]
+
+
+def crd_kind(version: str, strategy: str = "None") -> Kind:
+    return Kind("lite.test", version, "Widget", "widgets", True, crd=True,
+                conversion={"strategy": strategy} if strategy == "Webhook" else {})
+
+
+W1, W2 = crd_kind("v1"), crd_kind("v2")
+
+
+def test_family_of_custom_kinds() -> None:
+    reg = KindRegistry([*KINDS, W1, W2])
+    assert equivalent.family_of(FAMILIES, reg, W1) == (W1, W2)
+    assert equivalent.family_of(FAMILIES, reg, HPA1) == (HPA2, HPA1)
+    assert equivalent.family_of(FAMILIES, reg, DEPLOY) == ()
+    assert equivalent.family_of(FAMILIES, KindRegistry([*KINDS, W1]), W1) == ()  # one version
+    hooked = KindRegistry([*KINDS, crd_kind("v1", "Webhook"), crd_kind("v2", "Webhook")])
+    assert equivalent.family_of(FAMILIES, hooked, crd_kind("v1", "Webhook")) == ()  # converted by a webhook
+
+
+def test_custom_objects_seen_in_another_version() -> None:
+    fam = (W1, W2)
+    wh = {"rules": [rule("lite.test", "v2", "widgets")]}
+    assert equivalent.webhook_kind(wh, attrs(W1), W1, fam) == W2
+    assert equivalent.webhook_kind({**wh, "matchPolicy": "Exact"}, attrs(W1), W1, fam) is None
+    # a version the CRD does not serve is not equivalent (lite matched any version before)
+    assert equivalent.webhook_kind({"rules": [rule("lite.test", "v3", "widgets")]}, attrs(W1), W1, fam) is None
+    obj = {"apiVersion": "lite.test/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}}
+    seen = equivalent.present(W1, W2, obj)
+    assert seen == {**obj, "apiVersion": "lite.test/v2"} and obj["apiVersion"] == "lite.test/v1"
+    assert equivalent.take_back(W1, W2, {**obj, "apiVersion": "lite.test/v2", "spec": {"size": 2}}) == \
+        {**obj, "spec": {"size": 2}}

@@ -235,3 +235,32 @@ def test_policy_on_events_k8s_io_sees_core_event_writes(cluster: Cluster, ns: st
     refused = cluster.kubectl("apply", "-f", "-", input=core_event("noted", ns, {}), check=False)
     assert refused.returncode != 0
     assert "note of web-0 refused, seen as events.k8s.io" in refused.stderr
+
+
+def test_custom_resources_seen_in_the_rules_version(cluster: Cluster, ns: str, hook: WebhookServer,
+                                                    made: Made) -> None:
+    group = f"{unique('v')}.lite.test"
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"gadgets.{group}"},
+           "spec": {"group": group, "scope": "Namespaced",
+                    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema},
+                                 {"name": "v2", "served": True, "storage": False, "schema": schema}]}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(crd))
+    try:
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/gadgets.{group}", "--timeout=30s")
+        made.apply("MutatingWebhookConfiguration", {"webhooks": [
+            webhook("gadget-v2.lite.test", ns, hook, "/label/seenv2", group, "v2", "gadgets", "Equivalent"),
+            webhook("gadget-v2-exact.lite.test", ns, hook, "/label/exactv2", group, "v2", "gadgets", "Exact")]})
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+            "apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": ns},
+            "spec": {"size": 3}}))
+        [seen] = reviews_for(hook, "/label/seenv2", "g")
+        assert (seen["kind"], seen["requestKind"]) == (gvk(group, "v2", "Gadget"), gvk(group, "v1", "Gadget"))
+        assert seen["object"]["apiVersion"] == f"{group}/v2" and seen["object"]["spec"] == {"size": 3}
+        assert reviews_for(hook, "/label/exactv2", "g") == []
+        got = json.loads(cluster.kubectl("get", f"gadgets.v1.{group}", "g", "-n", ns, "-o", "json").stdout)
+        assert got["apiVersion"] == f"{group}/v1" and got["metadata"]["labels"] == {"seenv2": "yes"}
+    finally:
+        cluster.kubectl("delete", "crd", f"gadgets.{group}", "--ignore-not-found", "--wait=false", check=False)

@@ -7,12 +7,14 @@ Events') matches too, and the hook then sees the request *in the rule's version*
 `request.kind/resource` that version, `requestKind/requestResource` the client's. Rules are tried in their order,
 and for each rule the equivalent resources in their order (the stored kind first, then its views).
 
-In lite the resources serving one set of stored objects are a stored built-in kind and its views (`Kind.storage`:
-autoscaling/v2 and v1 HorizontalPodAutoscalers, core and events.k8s.io Events): a `Family`. Admission holds the
-object in the stored shape (`Admission.kind`), whatever version the client wrote (`Admission.view`);
-`present`/`take_back` convert it to and from the version a hook sees. A kind in no family (every other built-in,
-each version of a custom resource) keeps lite's earlier rule: Equivalent matches another version of the same
-group and resource, and the hook sees the request as it came (custom objects are not converted for hooks).
+In lite the resources serving one set of stored objects (a `Family`, `family_of`) are a stored built-in kind and
+its views (`Kind.storage`: autoscaling/v2 and v1 HorizontalPodAutoscalers, core and events.k8s.io Events), and
+the served versions of a CRD whose conversion strategy is None. Admission holds a view's object in the stored
+shape (`Admission.kind`), whatever version the client wrote (`Admission.view`), and a custom object in the version
+it was written in; `present`/`take_back` convert it to and from the version a hook sees (views: lite's
+conversions; CRD versions: the apiVersion, as upstream's None converter). A kind in no family (every other
+built-in, a CRD with one version or converted by a webhook) keeps lite's earlier rule: Equivalent matches another
+version of the same group and resource, and the hook sees the request as it came (not converted).
 
 Invariants: no I/O; `take_back(stored, seen, present(stored, seen, obj))` keeps every field the stored shape
 has (the conversions' own round-trip guarantee); a kind is presented as itself without a copy.
@@ -58,6 +60,19 @@ def families(kinds: Iterable[Kind]) -> dict[Key, Family]:
     return out
 
 
+def family_of(families: dict[Key, Family], kinds: Iterable[Kind], request: Kind) -> Family:
+    """The kinds equivalent to `request` (itself included), or () when it has none: its view family (from
+    `families`), or the served versions of its CRD when they convert with strategy None (from `kinds`, the
+    registry, in its order)."""
+    got = families.get(key(request))
+    if got is not None:
+        return got
+    if request.crd and not request.converts_by_webhook:
+        fam = tuple(k for k in kinds if k.crd and k.group == request.group and k.plural == request.plural)
+        return fam if len(fam) > 1 else ()
+    return ()
+
+
 def seen_as(a: Attributes, k: Kind) -> Attributes:
     """The request's attributes as a hook that sees it in `k`'s version does."""
     return replace(a, group=k.group, version=k.version, resource=k.plural)
@@ -96,11 +111,15 @@ def present(stored: Kind, seen: Kind, obj: Obj | None) -> Obj | None:
     """An object held in `stored`'s shape as a hook that sees `seen`'s version gets it."""
     if obj is None or key(seen) == key(stored):
         return obj
-    return versions.to_view(seen, obj) if seen.storage else obj
+    if seen.storage:
+        return versions.to_view(seen, obj)
+    return {**obj, "apiVersion": seen.api_version} if seen.crd else obj
 
 
 def take_back(stored: Kind, seen: Kind, obj: Obj) -> Obj:
     """An object in `seen`'s version (a webhook's mutation) in `stored`'s shape again."""
     if key(seen) == key(stored):
         return obj
-    return versions.to_stored(seen, obj) if seen.storage else obj
+    if seen.storage:
+        return versions.to_stored(seen, obj)
+    return {**obj, "apiVersion": stored.api_version} if seen.crd else obj

@@ -11,8 +11,8 @@ never from the store per request) and offers two admission hooks:
   400): the registry already chose the stored key from them.
 - `validate`: every matching validating webhook, in parallel; the first refusal (in webhook order) wins.
 Each webhook sees the request in the version its rules matched (`equivalent.py`): for a kind with views
-(HPAs, Events) the object is converted to that version, and a mutating webhook's patch, applied there, is
-converted back to the stored shape.
+(HPAs, Events) or a CRD's versions without a conversion webhook the object is converted to that version, and a
+mutating webhook's patch, applied there, is converted back.
 
 A call is an AdmissionReview v1 POST over HTTPS to `clientConfig.url`, or to `clientConfig.service` resolved
 to a ready endpoint of the Service (as the aggregator resolves APIServices; the Service's clusterIP when it
@@ -96,6 +96,7 @@ class WebhookAdmission:
         self._session: aiohttp.ClientSession | None = None
         self._tls: dict[bytes, ssl.SSLContext] = {}
         self._selectors: dict[bytes, LabelSelector | None] = {}
+        self.kinds = kinds
         self.families = equivalent.families(kinds)
 
     async def run(self) -> None:
@@ -119,7 +120,8 @@ class WebhookAdmission:
             return
         a = attributes(adm)
         labels = _Lazy(self.namespaces, a.namespace)
-        chosen = [(wh, k) for _, wh in hooks if (k := await self._matches(wh, a, adm, labels)) is not None]
+        family = equivalent.family_of(self.families, self.kinds, adm.request_kind)
+        chosen = [(wh, k) for _, wh in hooks if (k := await self._matches(wh, a, adm, labels, family)) is not None]
         if not chosen:
             return
         before = deep_copy(adm.obj) if adm.obj is not None else None
@@ -142,7 +144,8 @@ class WebhookAdmission:
             return
         a = attributes(adm)
         labels = _Lazy(self.namespaces, a.namespace)
-        chosen = [(wh, k) for _, wh in hooks if (k := await self._matches(wh, a, adm, labels)) is not None]
+        family = equivalent.family_of(self.families, self.kinds, adm.request_kind)
+        chosen = [(wh, k) for _, wh in hooks if (k := await self._matches(wh, a, adm, labels, family)) is not None]
         results = await asyncio.gather(*(self._call(wh, a, adm, k) for wh, k in chosen), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
@@ -280,10 +283,10 @@ class WebhookAdmission:
                 return None
             raise
 
-    async def _matches(self, wh: Obj, a: Attributes, adm: Admission, namespace: _Lazy) -> Kind | None:
+    async def _matches(self, wh: Obj, a: Attributes, adm: Admission, namespace: _Lazy,
+                       family: equivalent.Family) -> Kind | None:
         """The kind whose version the webhook sees the request in, or None when it does not match."""
-        request = adm.request_kind
-        seen = equivalent.webhook_kind(wh, a, request, self.families.get(equivalent.key(request), ()))
+        seen = equivalent.webhook_kind(wh, a, adm.request_kind, family)
         if seen is None:
             return None
         parse = self._parse

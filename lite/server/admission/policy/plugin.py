@@ -159,7 +159,7 @@ class PolicyAdmission:
         if not bound:
             return
         a = _attributes(adm)
-        family = self.families.get(equivalent.key(adm.request_kind), ())
+        family = equivalent.family_of(self.families, self.kinds, adm.request_kind)
         ctx = _Request(self, adm, a, family)
         k = adm.request_kind
         plan: Plan | None
