@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from lite.cel.env import CelError, Program
@@ -433,8 +434,6 @@ class _Request:
         self.requested = a
         self.kind = kind or adm.request_kind
         self.a = equivalent.seen_as(a, self.kind) if kind is not None else a
-        self.obj = equivalent.present(adm.kind, self.kind, adm.obj)
-        self.old = equivalent.present(adm.kind, self.kind, adm.old)
         self._versions: dict[equivalent.Key, _Request] = {equivalent.key(self.kind): self}
         self._ns: Obj | None = None
         self._ns_done = False
@@ -442,6 +441,15 @@ class _Request:
         self.shared: Any = None  # the runtime activation without params, shared by the policies that have none
         self._user: Obj = {}
         self._authz: Obj | None = None
+
+    @cached_property
+    def obj(self) -> Obj | None:
+        """The object in this version (converted on first use: most requests match no policy)."""
+        return equivalent.present(self.adm.kind, self.kind, self.adm.obj)
+
+    @cached_property
+    def old(self) -> Obj | None:
+        return equivalent.present(self.adm.kind, self.kind, self.adm.old)
 
     def seen_as(self, kind: Kind) -> _Request:
         """This request as a policy that sees it in `kind`'s version does (object converted, `request.kind` that
