@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lite.kinds import Kind, KindRegistry
-from lite.server.admission import equivalent, review
+from lite.server.admission import equivalent, review, versioned
 from lite.server.admission.matching import Attributes
 from lite.server.admission.policy import matching as policy_matching
 
@@ -167,8 +167,10 @@ def test_family_of_custom_kinds() -> None:
     assert equivalent.family_of(FAMILIES, reg, HPA1) == (HPA2, HPA1)
     assert equivalent.family_of(FAMILIES, reg, DEPLOY) == ()
     assert equivalent.family_of(FAMILIES, KindRegistry([*KINDS, W1]), W1) == ()  # one version
-    hooked = KindRegistry([*KINDS, crd_kind("v1", "Webhook"), crd_kind("v2", "Webhook")])
-    assert equivalent.family_of(FAMILIES, hooked, crd_kind("v1", "Webhook")) == ()  # converted by a webhook
+    h1, h2 = crd_kind("v1", "Webhook"), crd_kind("v2", "Webhook")
+    assert equivalent.family_of(FAMILIES, KindRegistry([*KINDS, h1, h2]), h1) == (h1, h2)
+    assert versioned.by_webhook(h1, h2) and not versioned.by_webhook(h1, h1)  # converted by the CRD's webhook
+    assert not versioned.by_webhook(W1, W2) and not versioned.by_webhook(HPA2, HPA1)  # converted in process
 
 
 def test_custom_objects_seen_in_another_version() -> None:

@@ -23,6 +23,7 @@ from e2ekit import Cluster, unique
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.helpers.convwebhook import conversion_webhook, gizmo_crd
 from tests.helpers.webhookserver import WebhookServer
 
 V1 = "admissionregistration.k8s.io/v1"
@@ -264,3 +265,38 @@ def test_custom_resources_seen_in_the_rules_version(cluster: Cluster, ns: str, h
         assert got["apiVersion"] == f"{group}/v1" and got["metadata"]["labels"] == {"seenv2": "yes"}
     finally:
         cluster.kubectl("delete", "crd", f"gadgets.{group}", "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_custom_resources_converted_by_their_webhook_for_admission(cluster: Cluster, ns: str, hook: WebhookServer,
+                                                                  made: Made, tmp_path: Path) -> None:
+    group = f"{unique('c')}.lite.test"
+    (tmp_path / "conv").mkdir()
+    with conversion_webhook(tmp_path / "conv") as conv:
+        crd = gizmo_crd(conv)
+        crd["metadata"]["name"], crd["spec"]["group"] = f"gizmos.{group}", group
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
+        try:
+            cluster.kubectl("wait", "--for=condition=Established", f"crd/gizmos.{group}", "--timeout=30s")
+            made.apply("MutatingWebhookConfiguration", {"webhooks": [
+                webhook("gizmo-v2.lite.test", ns, hook, "/label/seenv2", group, "v2", "gizmos", "Equivalent")]})
+            cluster.kubectl("apply", "-f", "-", input=json.dumps({
+                "apiVersion": f"{group}/v1", "kind": "Gizmo", "metadata": {"name": "g", "namespace": ns},
+                "spec": {"size": 3}}))
+            # the admission webhook got the v2 object the conversion webhook made
+            [seen] = reviews_for(hook, "/label/seenv2", "g")
+            assert (seen["kind"], seen["requestKind"]) == (gvk(group, "v2", "Gizmo"), gvk(group, "v1", "Gizmo"))
+            assert seen["object"]["apiVersion"] == f"{group}/v2"
+            assert seen["object"]["spec"]["dims"] == {"size": 3}
+            assert any(r["request"]["desiredAPIVersion"] == f"{group}/v2" for r in conv.reviews)
+            # its v2 mutation was converted back to v1 (by the conversion webhook) and stored
+            got = json.loads(cluster.kubectl("get", f"gizmos.v1.{group}", "g", "-n", ns, "-o", "json").stdout)
+            assert got["spec"]["size"] == 3 and got["metadata"]["labels"]["seenv2"] == "yes"
+            # a failing conversion fails the admission, not silently skipped
+            conv.fail = True
+            refused = cluster.kubectl("apply", "-f", "-", input=json.dumps({
+                "apiVersion": f"{group}/v1", "kind": "Gizmo", "metadata": {"name": "h", "namespace": ns},
+                "spec": {"size": 4}}), check=False)
+            assert refused.returncode != 0 and "conversion refused by the test" in refused.stderr
+        finally:
+            conv.fail = False
+            cluster.kubectl("delete", "crd", f"gizmos.{group}", "--ignore-not-found", "--wait=false", check=False)

@@ -101,7 +101,7 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
         assert namespaces is not None
         strategies.register(f"ValidatingWebhookConfiguration.{GROUP}", VALIDATING)
         strategies.register(f"MutatingWebhookConfiguration.{GROUP}", MUTATING)
-        webhooks = WebhookAdmission(resources, kinds, strategies, namespaces)
+        webhooks = WebhookAdmission(resources, kinds, strategies, namespaces, resources.converter)
         if "MutatingAdmissionWebhook" in wanted:
             plugins.append(Plugin("MutatingAdmissionWebhook", webhooks.mutate))
         if "ValidatingAdmissionWebhook" in wanted:
@@ -112,7 +112,7 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
         if namespaces is None:
             namespaces = NamespaceLabels(resources, resources.core_kind("namespaces"))
             out.background.append(("admission-namespaces", namespaces.run))
-        policies = PolicyAdmission(resources, kinds, namespaces, authorizer)
+        policies = PolicyAdmission(resources, kinds, namespaces, authorizer, converter=resources.converter)
         strategies.register(f"ValidatingAdmissionPolicy.{GROUP}", policy_strategy(policies.env.compile_error))
         strategies.register(f"ValidatingAdmissionPolicyBinding.{GROUP}", BINDING)
         plugins.append(Plugin("ValidatingAdmissionPolicy", validate=policies.validate))

@@ -9,12 +9,12 @@ and for each rule the equivalent resources in their order (the stored kind first
 
 In lite the resources serving one set of stored objects (a `Family`, `family_of`) are a stored built-in kind and
 its views (`Kind.storage`: autoscaling/v2 and v1 HorizontalPodAutoscalers, core and events.k8s.io Events), and
-the served versions of a CRD whose conversion strategy is None. Admission holds a view's object in the stored
-shape (`Admission.kind`), whatever version the client wrote (`Admission.view`), and a custom object in the version
-it was written in; `present`/`take_back` convert it to and from the version a hook sees (views: lite's
-conversions; CRD versions: the apiVersion, as upstream's None converter). A kind in no family (every other
-built-in, a CRD with one version or converted by a webhook) keeps lite's earlier rule: Equivalent matches another
-version of the same group and resource, and the hook sees the request as it came (not converted).
+the served versions of a CRD. Admission holds a view's object in the stored shape (`Admission.kind`), whatever
+version the client wrote (`Admission.view`), and a custom object in the version it was written in;
+`present`/`take_back` convert it to and from the version a hook sees (views: lite's conversions; CRD versions:
+the apiVersion, as upstream's None converter; a CRD's conversion webhook is called by `versioned.py`, not here).
+A kind in no family (every other built-in, a CRD with one version) keeps lite's earlier rule: Equivalent matches
+another version of the same group and resource, and the hook sees the request as it came (not converted).
 
 Invariants: no I/O; `take_back(stored, seen, present(stored, seen, obj))` keeps every field the stored shape
 has (the conversions' own round-trip guarantee); a kind is presented as itself without a copy.
@@ -62,12 +62,11 @@ def families(kinds: Iterable[Kind]) -> dict[Key, Family]:
 
 def family_of(families: dict[Key, Family], kinds: Iterable[Kind], request: Kind) -> Family:
     """The kinds equivalent to `request` (itself included), or () when it has none: its view family (from
-    `families`), or the served versions of its CRD when they convert with strategy None (from `kinds`, the
-    registry, in its order)."""
+    `families`), or the served versions of its CRD (from `kinds`, the registry, in its order)."""
     got = families.get(key(request))
     if got is not None:
         return got
-    if request.crd and not request.converts_by_webhook:
+    if request.crd:
         fam = tuple(k for k in kinds if k.crd and k.group == request.group and k.plural == request.plural)
         return fam if len(fam) > 1 else ()
     return ()
@@ -113,7 +112,7 @@ def present(stored: Kind, seen: Kind, obj: Obj | None) -> Obj | None:
         return obj
     if seen.storage:
         return versions.to_view(seen, obj)
-    return {**obj, "apiVersion": seen.api_version} if seen.crd else obj
+    return {**obj, "apiVersion": seen.api_version} if seen.crd else obj  # strategy None (webhook: versioned.py)
 
 
 def take_back(stored: Kind, seen: Kind, obj: Obj) -> Obj:

@@ -11,7 +11,8 @@ never from the store per request) and offers two admission hooks:
   400): the registry already chose the stored key from them.
 - `validate`: every matching validating webhook, in parallel; the first refusal (in webhook order) wins.
 Each webhook sees the request in the version its rules matched (`equivalent.py`): for a kind with views
-(HPAs, Events) or a CRD's versions without a conversion webhook the object is converted to that version, and a
+(HPAs, Events) or a CRD's versions (through its conversion webhook, if it has one) the object is converted to that
+version, and a
 mutating webhook's patch, applied there, is converted back.
 
 A call is an AdmissionReview v1 POST over HTTPS to `clientConfig.url`, or to `clientConfig.service` resolved
@@ -55,11 +56,12 @@ from lite.objects import deep_copy
 from lite.patch import json_equal
 from lite.patch.jsonpatch import json_patch
 from lite.selectors import LabelSelector
-from lite.server.admission import callerrors, equivalent, matching, review
+from lite.server.admission import callerrors, equivalent, matching, review, versioned
 from lite.server.admission.matching import Attributes
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.aggregator.resolve import Backend, backend
 from lite.server.api.admissionwarnings import add_warning
+from lite.server.api.conversion import Converter
 from lite.server.api.strategies import Admission, Strategies, crschema
 from lite.server.requestuser import current_user
 from lite.validation import validate_object_meta
@@ -85,8 +87,10 @@ class WebhookAdmission:
     """See the module docstring. `client` is the in-process registry."""
 
     def __init__(self, client: Client, kinds: KindRegistry, strategies: Strategies,
-                 namespaces: NamespaceLabels) -> None:
+                 namespaces: NamespaceLabels, converter: Converter | None = None) -> None:
+        """`converter`: the API server's CRD conversion webhooks, for custom objects shown in another version."""
         self.client = client
+        self.converter = converter
         self.strategies = strategies
         self.namespaces = namespaces
         self.validating = Informer(client, _kind(kinds, "validatingwebhookconfigurations"))
@@ -173,7 +177,7 @@ class WebhookAdmission:
         if adm.obj is None:
             await self._call(wh, a, adm, seen)
             return False
-        shown = equivalent.present(adm.kind, seen, adm.obj)
+        shown = await versioned.present(self.converter, adm.kind, seen, adm.obj)
         assert shown is not None
         verdict = await self._call(wh, a, adm, seen, shown)
         if verdict is None or not verdict.patch:
@@ -188,7 +192,7 @@ class WebhookAdmission:
         changed = review.identity_changes(shown, patched)
         if changed:
             raise errors.bad_request(f'admission webhook "{name}" may not change {", ".join(changed)} of the object')
-        patched = equivalent.take_back(adm.kind, seen, patched)
+        patched = await versioned.take_back(self.converter, adm.kind, seen, patched)
         adm.obj.clear()
         adm.obj.update(patched)
         return True
@@ -206,8 +210,8 @@ class WebhookAdmission:
             else review.user_info("system:apiserver", ("system:masters",), "")
         # a CONNECT's review is of its options object (kind PodExecOptions, ...), as upstream's
         kind = str((adm.obj or {}).get("kind") or "") if adm.operation == "CONNECT" else seen.kind
-        obj = shown if shown is not None else equivalent.present(adm.kind, seen, adm.obj)
-        old = equivalent.present(adm.kind, seen, adm.old)
+        obj = shown if shown is not None else await versioned.present(self.converter, adm.kind, seen, adm.obj)
+        old = await versioned.present(self.converter, adm.kind, seen, adm.old)
         body = review.review_request(uid, equivalent.seen_as(a, seen), kind, obj, old, info, adm.dry_run,
                                      requested=None if adm.operation == "CONNECT" else (a, adm.request_kind.kind))
         try:

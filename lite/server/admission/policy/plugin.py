@@ -36,7 +36,7 @@ from lite.errors import ApiError, Cause
 from lite.informer import Informer
 from lite.kinds import Kind, KindRegistry
 from lite.selectors import LabelSelector
-from lite.server.admission import equivalent, review
+from lite.server.admission import equivalent, review, versioned
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.policy import decide, matching
@@ -44,6 +44,7 @@ from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 from lite.server.admission.policy.plain import Plan, no_selectors, plain_elements
 from lite.server.admission.policy.status import PolicyStatus
 from lite.server.api.admissionwarnings import add_warning
+from lite.server.api.conversion import Converter
 from lite.server.api.strategies.base import Admission
 from lite.server.authz.attrs import Attributes as AuthzAttributes
 from lite.server.authz.attrs import RequestInfo
@@ -69,8 +70,10 @@ class Compiled:
 
 class PolicyAdmission:
     def __init__(self, client: Client, kinds: KindRegistry, namespaces: NamespaceLabels,
-                 authorizer: AuthorizerChain | None, *, plain: bool = True) -> None:
-        """`plain=False` judges every policy exactly (tests compare both paths)."""
+                 authorizer: AuthorizerChain | None, *, plain: bool = True, converter: Converter | None = None) -> None:
+        """`plain=False` judges every policy exactly (tests compare both paths); `converter`: the API server's
+        CRD conversion webhooks, for custom objects shown in another version."""
+        self.converter = converter
         self.client, self.kinds, self.namespaces, self.authorizer = client, kinds, namespaces, authorizer
         self.plain = plain
         self.env = PolicyEnv(self._check)
@@ -298,8 +301,9 @@ class PolicyAdmission:
                 out.config_error(pname, bname, fp, str(e))
                 continue
             actions = [str(x) for x in bspec.get("validationActions") or []]
+            versioned_ctx = await ctx.seen_as(seen)
             for param in params:
-                await self._evaluate(ctx.seen_as(seen), compiled, fp, pname, bname, actions, param, out, annotations)
+                await self._evaluate(versioned_ctx, compiled, fp, pname, bname, actions, param, out, annotations)
         for key, values in annotations.items():
             out.annotations[f"{pname}/{key}"] = ", ".join(values)
 
@@ -451,7 +455,7 @@ class _Request:
     def old(self) -> Obj | None:
         return equivalent.present(self.adm.kind, self.kind, self.adm.old)
 
-    def seen_as(self, kind: Kind) -> _Request:
+    async def seen_as(self, kind: Kind) -> _Request:
         """This request as a policy that sees it in `kind`'s version does (object converted, `request.kind` that
         version); one per version, sharing the namespace lookup."""
         got = self._versions.get(equivalent.key(kind))
@@ -459,6 +463,10 @@ class _Request:
             got = _Request(self.plugin, self.adm, self.requested, self.family, kind)
             got._versions = self._versions
             got._ns, got._ns_done = self._ns, self._ns_done
+            if versioned.by_webhook(self.adm.kind, kind):  # through the CRD's conversion webhook, now
+                conv = self.plugin.converter
+                got.__dict__["obj"] = await versioned.present(conv, self.adm.kind, kind, self.adm.obj)
+                got.__dict__["old"] = await versioned.present(conv, self.adm.kind, kind, self.adm.old)
             self._versions[equivalent.key(kind)] = got
         return got
 
