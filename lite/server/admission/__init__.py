@@ -6,7 +6,8 @@ checks of `psachecks.py`), Priority (`priority.py`), DefaultStorageClass (`defau
 RuntimeClass (`runtimeclass.py`), CertificateSubjectRestriction (`certsubjectrestriction.py`),
 DefaultIngressClass (`defaultingressclass.py`), ValidatingAdmissionPolicy (`policy/`), the admission
 webhooks (`webhooks.py`, configured by
-`webhookconfig.py` objects, matched by `matching.py`, spoken to with `review.py`), LimitRanger and
+`webhookconfig.py` objects, matched by `matching.py`, shown the request in their rule's version by
+`equivalent.py` and `versioned.py`, spoken to with `review.py`), LimitRanger and
 ResourceQuota (`quota/`), plus the two storage steps upstream runs beside admission: Service IP/NodePort
 allocation (`serviceips.py`) and RBAC escalation prevention (`escalation.py`). Their order is the one list
 `plugins.ORDER` (upstream's AllOrderedPlugins): mutating hooks first, then validating ones, policies and
