@@ -12,7 +12,8 @@ Endpoints (each answers an AdmissionReview v1 and records the request in `review
 - `/deny-connect`: refuses every CONNECT review ("connecting to <name> (<subresource>) is not allowed", no code:
   upstream makes that a 400), allows anything else;
 - `/init-container`: adds an init container `added` (image `busybox`, nothing else set) to a Pod;
-- `/status/<code>`: answers HTTP <code> with a plain-text body (for failed calls).
+- `/status/<code>`: answers HTTP <code> with a plain-text body (for failed calls);
+- `/patch/<name>`: answers with the JSONPatch `patches[<name>]` (set by the test) as it is.
 `calls` lists the path of every request, in order.
 """
 
@@ -52,6 +53,7 @@ class WebhookServer:
         self.reviews: list[dict[str, Any]] = []
         self.calls: list[str] = []
         self.slow_seconds = slow_seconds
+        self.patches: dict[str, list[dict[str, Any]]] = {}
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -99,6 +101,7 @@ class WebhookServer:
         app.router.add_post("/deny-connect", self._deny_connect)
         app.router.add_post("/init-container", self._init_container)
         app.router.add_post("/status/{code}", self._status)
+        app.router.add_post("/patch/{name}", self._patch)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.pki.cert_file, self.pki.key_file)
         self._runner = web.AppRunner(app)
@@ -171,3 +174,9 @@ class WebhookServer:
     async def _status(self, request: web.Request) -> web.Response:
         await self._review(request)
         return web.Response(status=int(request.match_info["code"]), text="webhook broke")
+
+    async def _patch(self, request: web.Request) -> web.Response:
+        review = await self._review(request)
+        ops = self.patches[request.match_info["name"]]
+        return _answer(review, allowed=True, patchType="JSONPatch",
+                       patch=base64.b64encode(json.dumps(ops).encode()).decode())

@@ -6,7 +6,8 @@ checks of `psachecks.py`), Priority (`priority.py`), DefaultStorageClass (`defau
 RuntimeClass (`runtimeclass.py`), CertificateSubjectRestriction (`certsubjectrestriction.py`),
 DefaultIngressClass (`defaultingressclass.py`), ValidatingAdmissionPolicy (`policy/`), the admission
 webhooks (`webhooks.py`, configured by
-`webhookconfig.py` objects, matched by `matching.py`, spoken to with `review.py`), LimitRanger and
+`webhookconfig.py` objects, matched by `matching.py`, shown the request in their rule's version by
+`equivalent.py` and `versioned.py`, spoken to with `review.py`), LimitRanger and
 ResourceQuota (`quota/`), plus the two storage steps upstream runs beside admission: Service IP/NodePort
 allocation (`serviceips.py`) and RBAC escalation prevention (`escalation.py`). Their order is the one list
 `plugins.ORDER` (upstream's AllOrderedPlugins): mutating hooks first, then validating ones, policies and
@@ -101,7 +102,7 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
         assert namespaces is not None
         strategies.register(f"ValidatingWebhookConfiguration.{GROUP}", VALIDATING)
         strategies.register(f"MutatingWebhookConfiguration.{GROUP}", MUTATING)
-        webhooks = WebhookAdmission(resources, kinds, strategies, namespaces)
+        webhooks = WebhookAdmission(resources, kinds, strategies, namespaces, resources.converter)
         if "MutatingAdmissionWebhook" in wanted:
             plugins.append(Plugin("MutatingAdmissionWebhook", webhooks.mutate))
         if "ValidatingAdmissionWebhook" in wanted:
@@ -112,7 +113,7 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
         if namespaces is None:
             namespaces = NamespaceLabels(resources, resources.core_kind("namespaces"))
             out.background.append(("admission-namespaces", namespaces.run))
-        policies = PolicyAdmission(resources, kinds, namespaces, authorizer)
+        policies = PolicyAdmission(resources, kinds, namespaces, authorizer, converter=resources.converter)
         strategies.register(f"ValidatingAdmissionPolicy.{GROUP}", policy_strategy(policies.env.compile_error))
         strategies.register(f"ValidatingAdmissionPolicyBinding.{GROUP}", BINDING)
         plugins.append(Plugin("ValidatingAdmissionPolicy", validate=policies.validate))

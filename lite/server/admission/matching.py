@@ -5,8 +5,8 @@ Follows upstream's `pkg/admission/plugin/webhook/predicates`:
   `pods` (the resource itself, not its subresources), `pods/status`, `pods/*` (pods and its subresources),
   `*` (every resource, no subresources), `*/*` (everything), `*/scale` (that subresource of every resource);
 - matchPolicy `Exact` needs the request's own version in the rule; `Equivalent` also matches the same
-  group and resource in another version (lite serves one version of each built-in resource, so the object
-  sent is the request's version);
+  group and resource in another version (`rules_match`). Kinds served in several versions of one stored object
+  (views) are matched by `equivalent.py` instead, which also says which version the webhook sees;
 - namespaceSelector applies to the labels of the request's namespace; for a Namespace itself to the object's
   labels; cluster-scoped requests ignore it;
 - objectSelector matches when the new or the old object's labels match.

@@ -41,10 +41,17 @@ class Verdict:
 
 
 def review_request(uid: str, a: Attributes, kind: str, obj: Obj | None, old: Obj | None,
-                   user: Obj, dry_run: bool) -> Obj:
+                   user: Obj, dry_run: bool, requested: tuple[Attributes, str] | None = None) -> Obj:
+    """`a` and `kind`: the request as the webhook sees it (its version); `requested`: (attributes, kind) of
+    the request as the client made it, when that differs (`requestKind`, `requestResource`)."""
     gvk = {"group": a.group, "version": a.version, "kind": kind}
     gvr = {"group": a.group, "version": a.version, "resource": a.resource}
-    req: Obj = {"uid": uid, "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+    rgvk, rgvr = gvk, gvr
+    if requested is not None:
+        ra, rkind = requested
+        rgvk = {"group": ra.group, "version": ra.version, "kind": rkind}
+        rgvr = {"group": ra.group, "version": ra.version, "resource": ra.resource}
+    req: Obj = {"uid": uid, "kind": gvk, "resource": gvr, "requestKind": rgvk, "requestResource": rgvr,
                 "name": a.name, "operation": a.operation, "userInfo": user,
                 "object": obj, "oldObject": old, "dryRun": dry_run}
     if a.subresource:

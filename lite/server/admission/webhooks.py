@@ -10,6 +10,10 @@ never from the store per request) and offers two admission hooks:
   may not change what names the object (apiVersion, kind, metadata name/namespace/uid/resourceVersion;
   400): the registry already chose the stored key from them.
 - `validate`: every matching validating webhook, in parallel; the first refusal (in webhook order) wins.
+Each webhook sees the request in the version its rules matched (`equivalent.py`): for a kind with views
+(HPAs, Events) or a CRD's versions (through its conversion webhook, if it has one) the object is converted to that
+version, and a
+mutating webhook's patch, applied there, is converted back.
 
 A call is an AdmissionReview v1 POST over HTTPS to `clientConfig.url`, or to `clientConfig.service` resolved
 to a ready endpoint of the Service (as the aggregator resolves APIServices; the Service's clusterIP when it
@@ -52,11 +56,12 @@ from lite.objects import deep_copy
 from lite.patch import json_equal
 from lite.patch.jsonpatch import json_patch
 from lite.selectors import LabelSelector
-from lite.server.admission import callerrors, matching, review
+from lite.server.admission import callerrors, equivalent, matching, review, versioned
 from lite.server.admission.matching import Attributes
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.aggregator.resolve import Backend, backend
 from lite.server.api.admissionwarnings import add_warning
+from lite.server.api.conversion import Converter
 from lite.server.api.strategies import Admission, Strategies, crschema
 from lite.server.requestuser import current_user
 from lite.validation import validate_object_meta
@@ -82,8 +87,10 @@ class WebhookAdmission:
     """See the module docstring. `client` is the in-process registry."""
 
     def __init__(self, client: Client, kinds: KindRegistry, strategies: Strategies,
-                 namespaces: NamespaceLabels) -> None:
+                 namespaces: NamespaceLabels, converter: Converter | None = None) -> None:
+        """`converter`: the API server's CRD conversion webhooks, for custom objects shown in another version."""
         self.client = client
+        self.converter = converter
         self.strategies = strategies
         self.namespaces = namespaces
         self.validating = Informer(client, _kind(kinds, "validatingwebhookconfigurations"))
@@ -93,6 +100,8 @@ class WebhookAdmission:
         self._session: aiohttp.ClientSession | None = None
         self._tls: dict[bytes, ssl.SSLContext] = {}
         self._selectors: dict[bytes, LabelSelector | None] = {}
+        self.kinds = kinds
+        self.families = equivalent.families(kinds)
 
     async def run(self) -> None:
         try:
@@ -115,16 +124,18 @@ class WebhookAdmission:
             return
         a = attributes(adm)
         labels = _Lazy(self.namespaces, a.namespace)
-        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm, labels)]
+        family = equivalent.family_of(self.families, self.kinds, adm.request_kind)
+        chosen = [(wh, k) for _, wh in hooks if (k := await self._matches(wh, a, adm, labels, family)) is not None]
         if not chosen:
             return
         before = deep_copy(adm.obj) if adm.obj is not None else None
-        reinvoke: list[Obj] = []
-        for i, wh in enumerate(chosen):
-            if await self._mutate_one(wh, a, adm):
-                reinvoke += [w for w in chosen[:i] if w.get("reinvocationPolicy") == "IfNeeded" and w not in reinvoke]
-        for wh in reinvoke:
-            await self._mutate_one(wh, a, adm)
+        reinvoke: list[tuple[Obj, Kind]] = []
+        for i, (wh, k) in enumerate(chosen):
+            if await self._mutate_one(wh, a, adm, k):
+                reinvoke += [c for c in chosen[:i] if c[0].get("reinvocationPolicy") == "IfNeeded"
+                             and c not in reinvoke]
+        for wh, k in reinvoke:
+            await self._mutate_one(wh, a, adm, k)
         if adm.obj is not None and before is not None and not json_equal(adm.obj, before) \
                 and adm.operation != "CONNECT":
             self._revalidate(adm)
@@ -137,8 +148,9 @@ class WebhookAdmission:
             return
         a = attributes(adm)
         labels = _Lazy(self.namespaces, a.namespace)
-        chosen = [wh for _, wh in hooks if await self._matches(wh, a, adm, labels)]
-        results = await asyncio.gather(*(self._validate_one(wh, a, adm) for wh in chosen), return_exceptions=True)
+        family = equivalent.family_of(self.families, self.kinds, adm.request_kind)
+        chosen = [(wh, k) for _, wh in hooks if (k := await self._matches(wh, a, adm, labels, family)) is not None]
+        results = await asyncio.gather(*(self._call(wh, a, adm, k) for wh, k in chosen), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 raise r
@@ -159,30 +171,36 @@ class WebhookAdmission:
 
     # ---- one webhook -------------------------------------------------------------------------------
 
-    async def _mutate_one(self, wh: Obj, a: Attributes, adm: Admission) -> bool:
-        """Call one mutating webhook; True when its patch changed the object."""
-        verdict = await self._call(wh, a, adm)
-        if verdict is None or adm.obj is None or not verdict.patch:
+    async def _mutate_one(self, wh: Obj, a: Attributes, adm: Admission, seen: Kind) -> bool:
+        """Call one mutating webhook (which sees the request in `seen`'s version); True when its patch changed
+        the object. The patch applies to the object in that version, which is then converted back."""
+        if adm.obj is None:
+            await self._call(wh, a, adm, seen)
+            return False
+        shown = await versioned.present(self.converter, adm.kind, seen, adm.obj)
+        assert shown is not None
+        verdict = await self._call(wh, a, adm, seen, shown)
+        if verdict is None or not verdict.patch:
             return False
         name = str(wh.get("name", ""))
         try:
-            patched = json_patch(deep_copy(adm.obj), verdict.patch)
+            patched = json_patch(deep_copy(shown), verdict.patch)
         except ApiError as e:
             raise review.call_failed(name, f"JSON patch could not be applied: {e.message}") from e
-        if not isinstance(patched, dict) or json_equal(patched, adm.obj):
+        if not isinstance(patched, dict) or json_equal(patched, shown):
             return False
-        changed = review.identity_changes(adm.obj, patched)
+        changed = review.identity_changes(shown, patched)
         if changed:
             raise errors.bad_request(f'admission webhook "{name}" may not change {", ".join(changed)} of the object')
+        patched = await versioned.take_back(self.converter, adm.kind, seen, patched)
         adm.obj.clear()
         adm.obj.update(patched)
         return True
 
-    async def _validate_one(self, wh: Obj, a: Attributes, adm: Admission) -> None:
-        await self._call(wh, a, adm)
-
-    async def _call(self, wh: Obj, a: Attributes, adm: Admission) -> review.Verdict | None:
-        """POST the review; the verdict when allowed, None when a failure was ignored; raises on refusal."""
+    async def _call(self, wh: Obj, a: Attributes, adm: Admission, seen: Kind,
+                    shown: Obj | None = None) -> review.Verdict | None:
+        """POST the review of the request as seen in `seen`'s version (`shown`: the object already converted
+        to it); the verdict when allowed, None when a failure was ignored; raises on refusal."""
         name = str(wh.get("name", ""))
         if adm.dry_run and wh.get("sideEffects") not in ("None", "NoneOnDryRun"):
             raise errors.bad_request(f'admission webhook "{name}" does not support dry run')
@@ -191,8 +209,11 @@ class WebhookAdmission:
         info = review.user_info(user.name, user.groups, user.uid) if user is not None \
             else review.user_info("system:apiserver", ("system:masters",), "")
         # a CONNECT's review is of its options object (kind PodExecOptions, ...), as upstream's
-        kind = str((adm.obj or {}).get("kind") or "") if adm.operation == "CONNECT" else adm.kind.kind
-        body = review.review_request(uid, a, kind, adm.obj, adm.old, info, adm.dry_run)
+        kind = str((adm.obj or {}).get("kind") or "") if adm.operation == "CONNECT" else seen.kind
+        obj = shown if shown is not None else await versioned.present(self.converter, adm.kind, seen, adm.obj)
+        old = await versioned.present(self.converter, adm.kind, seen, adm.old)
+        body = review.review_request(uid, equivalent.seen_as(a, seen), kind, obj, old, info, adm.dry_run,
+                                     requested=None if adm.operation == "CONNECT" else (a, adm.request_kind.kind))
         try:
             raw = await self._post(wh, body)
             verdict = review.read_response(raw, uid)
@@ -266,13 +287,17 @@ class WebhookAdmission:
                 return None
             raise
 
-    async def _matches(self, wh: Obj, a: Attributes, adm: Admission, namespace: _Lazy) -> bool:
-        if not matching.rules_match(wh, a):
-            return False
+    async def _matches(self, wh: Obj, a: Attributes, adm: Admission, namespace: _Lazy,
+                       family: equivalent.Family) -> Kind | None:
+        """The kind whose version the webhook sees the request in, or None when it does not match."""
+        seen = equivalent.webhook_kind(wh, a, adm.request_kind, family)
+        if seen is None:
+            return None
         parse = self._parse
         labels = await namespace.get() if matching.needs_namespace_labels(wh, a, parse) else None
-        return matching.namespace_matches(wh, a, labels, adm.obj, adm.old, parse) and \
+        ok = matching.namespace_matches(wh, a, labels, adm.obj, adm.old, parse) and \
             matching.object_matches(wh, adm.obj, adm.old, parse)
+        return seen if ok else None
 
     def _parse(self, d: Any) -> LabelSelector | None:
         """`matching.parse_selector`, remembered by the selector's JSON (configurations change rarely; parsing
@@ -335,7 +360,8 @@ class _Lazy:
 
 
 def attributes(adm: Admission) -> Attributes:
-    k = adm.kind
+    """The request as the client made it (through a view: in the view's group and version)."""
+    k = adm.request_kind
     return Attributes(adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced,
                       adm.namespace if k.namespaced else "", adm.name)
 

@@ -88,8 +88,8 @@ class DeleteMixin(RegistryBase):
 
     async def delete_object(self, kind: Kind, namespace: str, name: str, *, propagation_policy: str | None = None,
                             grace_period_seconds: int | None = None, preconditions: Obj | None = None,
-                            dry_run: bool = False) -> tuple[Obj, bool]:
-        """(object, deleted now)."""
+                            dry_run: bool = False, view: Kind | None = None) -> tuple[Obj, bool]:
+        """(object, deleted now). `view`: the view kind the request came through (for admission)."""
         self.check_stored(kind)
         if kind.gk == "Namespace" and name in IMMORTAL_NAMESPACES:
             raise errors.forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted',
@@ -98,7 +98,7 @@ class DeleteMixin(RegistryBase):
             rev, old = self.read(kind, namespace, name)
             check_preconditions(kind, old, preconditions)
             await self.admit(Admission("DELETE", kind, self.scoped(kind, namespace), name, None, old,
-                                       dry_run=dry_run))
+                                       dry_run=dry_run, view=view))
             try:
                 if kind.gk == "Namespace":
                     return await self._delete_namespace(kind, rev, old, propagation_policy, dry_run)
@@ -192,7 +192,8 @@ class DeleteMixin(RegistryBase):
 
     async def delete_many(self, kind: Kind, namespace: str = "", *, label_selector: str = "",
                           field_selector: str = "", propagation_policy: str | None = None,
-                          grace_period_seconds: int | None = None, dry_run: bool = False) -> Obj:
+                          grace_period_seconds: int | None = None, dry_run: bool = False,
+                          view: Kind | None = None) -> Obj:
         """deletecollection: list with the selectors, then delete each (NotFound ignored)."""
         self.check_stored(kind)
         matcher = make_matcher(kind, label_selector, field_selector)
@@ -206,7 +207,8 @@ class DeleteMixin(RegistryBase):
             try:
                 out, _ = await self.delete_object(kind, str(meta.get("namespace", "")), str(meta.get("name")),
                                                   propagation_policy=propagation_policy,
-                                                  grace_period_seconds=grace_period_seconds, dry_run=dry_run)
+                                                  grace_period_seconds=grace_period_seconds, dry_run=dry_run,
+                                                  view=view)
             except errors.ApiError as e:
                 if e.code != 404:
                     raise

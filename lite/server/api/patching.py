@@ -113,11 +113,11 @@ class PatchMixin(WriteMixin):
                     probe = deep_copy(obj)
                     probe["metadata"].setdefault("namespace", namespace)
                     self.check_view_write(view, probe, None)
-                return await self.create_object(kind, namespace, obj, dry_run=dry_run)
+                return await self.create_object(kind, namespace, obj, dry_run=dry_run, view=view)
 
         # An apply records its own managedFields entry; other patches record an Update entry.
         return await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
-                                      manager="" if patch_type == "apply" else manager, create=create)
+                                      manager="" if patch_type == "apply" else manager, create=create, view=view)
 
 
 def _take_managed_fields(new: Obj, patched: Obj) -> None:

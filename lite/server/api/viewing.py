@@ -83,7 +83,8 @@ class ViewMixin(SubresourceMixin, ReadMixin, WatchMixin):
             probe = deep_copy(stored)
             probe.setdefault("metadata", {}).setdefault("namespace", namespace)
             self.check_view_write(kind, probe, None)
-        out = await self.create_object(self.stored_kind(kind), namespace, stored, dry_run=dry_run, manager=manager)
+        out = await self.create_object(self.stored_kind(kind), namespace, stored, dry_run=dry_run, manager=manager,
+                                       view=kind)
         return versions.to_view(kind, out)
 
     async def view_update(self, kind: Kind, namespace: str, name: str, body: Obj, subresource: str,
@@ -92,7 +93,7 @@ class ViewMixin(SubresourceMixin, ReadMixin, WatchMixin):
         if (kind.group, kind.kind) == _EVENTS_V1:
             self.check_view_write(kind, stored, self.get_object(self.stored_kind(kind), namespace, name))
         out = await self.update_object(self.stored_kind(kind), namespace, name, stored, subresource=subresource,
-                                       dry_run=dry_run, manager=manager)
+                                       dry_run=dry_run, manager=manager, view=kind)
         return versions.to_view(kind, out)
 
     async def view_patch(self, kind: Kind, namespace: str, name: str, patch: Any, patch_type: PatchType,
@@ -117,12 +118,12 @@ class ViewMixin(SubresourceMixin, ReadMixin, WatchMixin):
             raise errors.invalid(kind.kind, name, causes, kind.group)
 
     async def view_delete(self, kind: Kind, namespace: str, name: str, **kw: Any) -> tuple[Obj, bool]:
-        out, deleted = await self.delete_object(self.stored_kind(kind), namespace, name, **kw)
+        out, deleted = await self.delete_object(self.stored_kind(kind), namespace, name, view=kind, **kw)
         return versions.to_view(kind, out), deleted
 
     async def view_delete_many(self, kind: Kind, namespace: str, field_selector: str, **kw: Any) -> Obj:
         sel = versions.stored_field_selector(kind, field_selector)
-        out = await self.delete_many(self.stored_kind(kind), namespace, field_selector=sel, **kw)
+        out = await self.delete_many(self.stored_kind(kind), namespace, field_selector=sel, view=kind, **kw)
         return self._view_list(kind, out)
 
 

@@ -108,9 +108,10 @@ class WriteMixin(RegistryBase):
     # ---- create ------------------------------------------------------------------------------------
 
     async def create_object(self, kind: Kind, namespace: str, obj: Obj, *, dry_run: bool = False,
-                            manager: str = "") -> Obj:
+                            manager: str = "", view: Kind | None = None) -> Obj:
         """POST of a whole object; `obj` is consumed (mutated and returned). `manager` records an Update
-        entry in managedFields (empty: none, as for in-process controllers)."""
+        entry in managedFields (empty: none, as for in-process controllers). `view`: the view kind the request
+        came through (admission sees it as `Admission.view`)."""
         self.check_stored(kind)
         meta = meta_of(obj)
         check_shape(kind, obj)
@@ -147,7 +148,7 @@ class WriteMixin(RegistryBase):
         if kind.namespaced:
             self._check_namespace(kind, ns, name)
         check_object_size(obj)
-        review = Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run)
+        review = Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run, view=view)
         await self.admit(review)
         try:
             return await self._insert(kind, ns, obj, generated, dry_run)
@@ -219,7 +220,8 @@ class WriteMixin(RegistryBase):
 
     async def update_loop(self, kind: Kind, namespace: str, name: str, build: Build, *,
                           subresource: str = "", dry_run: bool = False, manager: str = "",
-                          create: Callable[[], Awaitable[Obj]] | None = None) -> tuple[Obj, bool]:
+                          create: Callable[[], Awaitable[Obj]] | None = None,
+                          view: Kind | None = None) -> tuple[Obj, bool]:
         """Read, `build(old) -> new`, prepare/validate, write with the read revision; (object, created)."""
         self.check_stored(kind)
         ns = self.scoped(kind, namespace)
@@ -238,7 +240,8 @@ class WriteMixin(RegistryBase):
             if wanted and wanted != str(rev):
                 raise conflict_error(kind, name)
             try:
-                out = await self._write_update(kind, ns, name, key, rev, new, old, subresource, dry_run, manager)
+                out = await self._write_update(kind, ns, name, key, rev, new, old, subresource, dry_run, manager,
+                                               view)
                 return out, False
             except RetryWrite:
                 if wanted:
@@ -246,7 +249,7 @@ class WriteMixin(RegistryBase):
         raise conflict_error(kind, name)
 
     async def _write_update(self, kind: Kind, ns: str, name: str, key: str, rev: int, new: Obj, old: Obj,
-                            subresource: str, dry_run: bool, manager: str) -> Obj:
+                            subresource: str, dry_run: bool, manager: str, view: Kind | None = None) -> Obj:
         self.prepare_update(kind, ns, name, new, old, subresource)
         new["metadata"]["resourceVersion"] = str(rev)
         if same_json(new, old) or _same_but_field_times(new, old):
@@ -256,7 +259,7 @@ class WriteMixin(RegistryBase):
                                 schema=self.schema(kind), ignore_status=subresource not in STATUS_LIKE,
                                 subresource=subresource, in_place=True)
         check_object_size(new, old=old)
-        review = Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run)
+        review = Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run, view=view)
         await self.admit(review)
         if _should_delete_during_update(new, old):
             return await self.remove(kind, key, new, rev, dry_run)
@@ -317,7 +320,8 @@ class WriteMixin(RegistryBase):
             raise errors.invalid(kind.kind, name, causes, kind.group)
 
     async def update_object(self, kind: Kind, namespace: str, name: str, obj: Obj, *,
-                            subresource: str = "", dry_run: bool = False, manager: str = "") -> Obj:
+                            subresource: str = "", dry_run: bool = False, manager: str = "",
+                            view: Kind | None = None) -> Obj:
         """PUT of the object or of its `status`; the body's resourceVersion is the precondition."""
         meta = meta_of(obj)
         if meta.get("name") and meta["name"] != name:
@@ -335,7 +339,7 @@ class WriteMixin(RegistryBase):
             return _keep_managed_fields(deep_copy(obj), old)
 
         out, _ = await self.update_loop(kind, namespace, name, build, subresource=subresource, dry_run=dry_run,
-                                        manager=manager)
+                                        manager=manager, view=view)
         return out
 
     async def replace_status(self, kind: Kind, namespace: str, name: str, rev: str, status: Obj) -> Obj:

@@ -6,6 +6,9 @@ Upstream's order (`pkg/admission/plugin/policy/matching`): namespaceSelector, ob
 version must be listed; Equivalent: any version of the group and resource). A rule's `resourceNames`, when
 set, must name the object. A binding without `matchResources`, or whose `resourceRules` is empty, does not
 narrow what its policy matched.
+
+`constraints_kind` is the rules part for a policy's `matchConstraints` when the request's kind has equivalent
+kinds (`lite.server.admission.equivalent`): the kind whose version the policy sees the request in.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lite.server.admission import matching
+from lite.kinds import Kind
+from lite.server.admission import equivalent, matching
 from lite.server.admission.matching import Attributes, Parse, parse_selector
 
 Obj = dict[str, Any]
@@ -76,3 +80,27 @@ def matches(m: Obj | None, a: Attributes, namespace_labels: Mapping[str, str] | 
         return not rules_required
     return selectors_match(m, a, namespace_labels, obj, old, parse) and \
         resource_rules_match(m, a, rules_required=rules_required)
+
+
+def constraints_kind(m: Obj | None, a: Attributes, request: Kind, family: equivalent.Family) -> Kind | None:
+    """The rules part of `matches` for a policy's `matchConstraints` (rules required), as the kind whose version
+    the policy sees the request in: `request` when a rule names the request's own version, under Equivalent
+    the first equivalent kind a rule names (rules in order), None when nothing matches or an exclude rule does.
+    """
+    if not isinstance(m, dict):
+        return None
+    policy = str(m.get("matchPolicy") or "Equivalent")
+    excluded = m.get("excludeResourceRules")
+    if excluded and rules_match(excluded, a, policy):
+        return None
+    rules = [r for r in m.get("resourceRules") or [] if isinstance(r, dict)]
+    return equivalent.matched_kind(rules, a, request, family, policy != "Exact", _rule_matches)
+
+
+def binding_rules_match(m: Obj | None, a: Attributes, request: Kind, family: equivalent.Family) -> bool:
+    """The rules part of `matches` for a binding's `matchResources` when the request's kind has equivalent
+    kinds: rules naming any equivalent kind select it under Equivalent (upstream's binding matcher uses the
+    same equivalent resources); no rules do not narrow."""
+    if not isinstance(m, dict) or not m.get("resourceRules"):
+        return resource_rules_match(m, a, rules_required=False)
+    return constraints_kind(m, a, request, family) is not None

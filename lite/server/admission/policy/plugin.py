@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from lite.cel.env import CelError, Program
@@ -35,7 +36,7 @@ from lite.errors import ApiError, Cause
 from lite.informer import Informer
 from lite.kinds import Kind, KindRegistry
 from lite.selectors import LabelSelector
-from lite.server.admission import review
+from lite.server.admission import equivalent, review, versioned
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.policy import decide, matching
@@ -43,6 +44,7 @@ from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 from lite.server.admission.policy.plain import Plan, no_selectors, plain_elements
 from lite.server.admission.policy.status import PolicyStatus
 from lite.server.api.admissionwarnings import add_warning
+from lite.server.api.conversion import Converter
 from lite.server.api.strategies.base import Admission
 from lite.server.authz.attrs import Attributes as AuthzAttributes
 from lite.server.authz.attrs import RequestInfo
@@ -68,8 +70,10 @@ class Compiled:
 
 class PolicyAdmission:
     def __init__(self, client: Client, kinds: KindRegistry, namespaces: NamespaceLabels,
-                 authorizer: AuthorizerChain | None, *, plain: bool = True) -> None:
-        """`plain=False` judges every policy exactly (tests compare both paths)."""
+                 authorizer: AuthorizerChain | None, *, plain: bool = True, converter: Converter | None = None) -> None:
+        """`plain=False` judges every policy exactly (tests compare both paths); `converter`: the API server's
+        CRD conversion webhooks, for custom objects shown in another version."""
+        self.converter = converter
         self.client, self.kinds, self.namespaces, self.authorizer = client, kinds, namespaces, authorizer
         self.plain = plain
         self.env = PolicyEnv(self._check)
@@ -86,6 +90,7 @@ class PolicyAdmission:
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self._elements: dict[tuple[str, str], list[str] | None] = {}
         self._everything = LabelSelector()
+        self.families = equivalent.families(kinds)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -158,10 +163,15 @@ class PolicyAdmission:
         if not bound:
             return
         a = _attributes(adm)
-        ctx = _Request(self, adm, a)
-        k = adm.kind
-        plan = self._plans.get((adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced)) \
-            if self._memo else None
+        family = equivalent.family_of(self.families, self.kinds, adm.request_kind)
+        ctx = _Request(self, adm, a, family)
+        k = adm.request_kind
+        plan: Plan | None
+        if family:  # kinds with equivalents: each policy sees the request in the version it matched
+            plan = Plan(None, bound, frozenset())
+        else:
+            plan = self._plans.get((adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced)) \
+                if self._memo else None
         if plan is None:
             plan = self._plan(bound, a)
         exact = plan.others
@@ -263,7 +273,8 @@ class PolicyAdmission:
         spec = policy.get("spec") or {}
         fp = str(spec.get("failurePolicy") or "Fail")
         pname = _name(policy)
-        if not await ctx.matches(spec.get("matchConstraints"), rules_required=True):
+        seen = await ctx.constraints_kind(spec.get("matchConstraints"))
+        if seen is None:
             return
         compiled = self._compile(policy)
         if compiled.error:
@@ -282,7 +293,7 @@ class PolicyAdmission:
         for binding in bindings:
             bspec = binding.get("spec") or {}
             bname = _name(binding)
-            if not await ctx.matches(bspec.get("matchResources"), rules_required=False):
+            if not await ctx.binding_matches(bspec.get("matchResources")):
                 continue
             try:
                 params = await self._params(param_kind, bspec.get("paramRef"), ctx.a)
@@ -290,8 +301,9 @@ class PolicyAdmission:
                 out.config_error(pname, bname, fp, str(e))
                 continue
             actions = [str(x) for x in bspec.get("validationActions") or []]
+            versioned_ctx = await ctx.seen_as(seen)
             for param in params:
-                await self._evaluate(ctx, compiled, fp, pname, bname, actions, param, out, annotations)
+                await self._evaluate(versioned_ctx, compiled, fp, pname, bname, actions, param, out, annotations)
         for key, values in annotations.items():
             out.annotations[f"{pname}/{key}"] = ", ".join(values)
 
@@ -418,14 +430,61 @@ class _ConfigError(Exception):
 class _Request:
     """One request as the policies see it; the namespace is looked up at most once."""
 
-    def __init__(self, plugin: PolicyAdmission, adm: Admission, a: Attributes) -> None:
-        self.plugin, self.adm, self.a = plugin, adm, a
+    def __init__(self, plugin: PolicyAdmission, adm: Admission, a: Attributes, family: equivalent.Family = (),
+                 kind: Kind | None = None) -> None:
+        """`a`: the request as the client made it; `kind`: the version this view of it is in (by default the
+        client's); `family`: the request kind's equivalent kinds."""
+        self.plugin, self.adm, self.family = plugin, adm, family
+        self.requested = a
+        self.kind = kind or adm.request_kind
+        self.a = equivalent.seen_as(a, self.kind) if kind is not None else a
+        self._versions: dict[equivalent.Key, _Request] = {equivalent.key(self.kind): self}
         self._ns: Obj | None = None
         self._ns_done = False
         self._base: Obj | None = None
         self.shared: Any = None  # the runtime activation without params, shared by the policies that have none
         self._user: Obj = {}
         self._authz: Obj | None = None
+
+    @cached_property
+    def obj(self) -> Obj | None:
+        """The object in this version (converted on first use: most requests match no policy)."""
+        return equivalent.present(self.adm.kind, self.kind, self.adm.obj)
+
+    @cached_property
+    def old(self) -> Obj | None:
+        return equivalent.present(self.adm.kind, self.kind, self.adm.old)
+
+    async def seen_as(self, kind: Kind) -> _Request:
+        """This request as a policy that sees it in `kind`'s version does (object converted, `request.kind` that
+        version); one per version, sharing the namespace lookup."""
+        got = self._versions.get(equivalent.key(kind))
+        if got is None:
+            got = _Request(self.plugin, self.adm, self.requested, self.family, kind)
+            got._versions = self._versions
+            got._ns, got._ns_done = self._ns, self._ns_done
+            if versioned.by_webhook(self.adm.kind, kind):  # through the CRD's conversion webhook, now
+                conv = self.plugin.converter
+                got.__dict__["obj"] = await versioned.present(conv, self.adm.kind, kind, self.adm.obj)
+                got.__dict__["old"] = await versioned.present(conv, self.adm.kind, kind, self.adm.old)
+            self._versions[equivalent.key(kind)] = got
+        return got
+
+    async def constraints_kind(self, m: Any) -> Kind | None:
+        """The kind whose version the policy with matchConstraints `m` sees the request in; None: no match."""
+        if not self.family:
+            return self.kind if await self.matches(m, rules_required=True) else None
+        seen = matching.constraints_kind(m, self.requested, self.adm.request_kind, self.family)
+        return seen if seen is not None and await self._selectors_match(m) else None
+
+    async def binding_matches(self, m: Any) -> bool:
+        """Whether a binding's matchResources `m` selects the request."""
+        if not self.family:
+            return await self.matches(m, rules_required=False)
+        if not isinstance(m, dict):
+            return True
+        return matching.binding_rules_match(m, self.requested, self.adm.request_kind, self.family) and \
+            await self._selectors_match(m)
 
     async def namespace(self) -> Obj | None:
         if not self._ns_done:
@@ -447,6 +506,9 @@ class _Request:
             return not rules_required
         if not self.plugin._rules_match(m, self.a, rules_required):
             return False
+        return await self._selectors_match(m)
+
+    async def _selectors_match(self, m: Obj) -> bool:
         labels = None
         if matching.needs_namespace_labels(m, self.a, self.plugin._parse):
             ns = await self.namespace()
@@ -462,8 +524,8 @@ class _Request:
             return self.shared
         if reads & {"request", "namespaceObject"}:
             return self.plugin.env.activation(await self.activation(None))
-        old = self.adm.old if self.adm.operation != "CREATE" else None
-        return self.plugin.env.activation({"object": self.adm.obj, "oldObject": old, "params": None})
+        old = self.old if self.adm.operation != "CREATE" else None
+        return self.plugin.env.activation({"object": self.obj, "oldObject": old, "params": None})
 
     async def activation(self, param: Obj | None) -> Obj:
         if param is None and self._base is not None:
@@ -473,14 +535,15 @@ class _Request:
             u: Obj = review.user_info(user.name, user.groups, user.uid) if user is not None else {"username": ""}
             if user is not None and user.extra:
                 u["extra"] = {k: list(v) for k, v in user.extra}
-            req = review.review_request("", self.a, self.adm.kind.kind, None, None, u, self.adm.dry_run)["request"]
+            req = review.review_request("", self.a, self.kind.kind, None, None, u, self.adm.dry_run,
+                                        requested=(self.requested, self.adm.request_kind.kind))["request"]
             for k in ("object", "oldObject", "uid"):
                 req.pop(k, None)
             ns = await self.namespace()
             self._user = u
             self._base = {
-                "params": None, "object": self.adm.obj,
-                "oldObject": self.adm.old if self.adm.operation != "CREATE" else None,
+                "params": None, "object": self.obj,
+                "oldObject": self.old if self.adm.operation != "CREATE" else None,
                 "request": req, "namespaceObject": ns,
             }
         return self._base if param is None else {**self._base, "params": param}
@@ -513,7 +576,8 @@ def _run(prog: Program, act: Any) -> Any:
 
 
 def _attributes(adm: Admission) -> Attributes:
-    k = adm.kind
+    """The request as the client made it (through a view: in the view's group and version)."""
+    k = adm.request_kind
     return Attributes(adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced,
                       adm.namespace if k.namespaced else "", adm.name)
 

@@ -109,6 +109,15 @@ class Admission:
     subresource: str = ""
     dry_run: bool = False
     undo: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # The kind the request came through when it is a view of `kind` (autoscaling/v1 HPAs, events.k8s.io
+    # Events; `lite.server.api.viewing`); `obj` and `old` are always in `kind`'s (the stored) shape. Hooks that
+    # match rules by version (webhooks, policies) match and present the request in this version.
+    view: Kind | None = None
+
+    @property
+    def request_kind(self) -> Kind:
+        """The kind (group, version) the client used."""
+        return self.view or self.kind
 
     async def rollback(self) -> None:
         """Run (and forget) the undo actions, newest first; each is run even if an earlier one fails."""
