@@ -29,6 +29,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from lite.cel import projection
 from lite.cel.env import CelError, Program
 from lite.client import Client
 from lite.errors import ApiError, Cause
@@ -53,6 +54,7 @@ log = logging.getLogger("lite.admission")
 audit = logging.getLogger("lite.audit")
 GROUP = "admissionregistration.k8s.io"
 Obj = dict[str, Any]
+_JSON_VARIABLES = ("object", "oldObject", "request", "namespaceObject")
 
 
 @dataclass
@@ -157,17 +159,19 @@ class PolicyAdmission:
             bound = await self._bound()
         if not bound:
             return
-        a = _attributes(adm)
-        ctx = _Request(self, adm, a)
         k = adm.kind
         plan = self._plans.get((adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced)) \
             if self._memo else None
         if plan is None:
-            plan = self._plan(bound, a)
+            plan = self._plan(bound, _attributes(adm))
+        if plan.combined is None and not plan.others:
+            return  # no policy can match a request of this kind: nothing to build
+        a = _attributes(adm)
+        ctx = _Request(self, adm, a)
         exact = plan.others
         if plan.combined is not None:
             try:
-                r: Any = _run(plan.combined, await ctx.plain_activation(plan.reads))
+                r: Any = _run(plan.combined, await ctx.plain_activation(plan.reads, plan.paths))
             except CelError:  # the request's values do not convert to CEL: the exact path reports it
                 r = None
             if not (isinstance(r, list) and all(x is True for x in r)):
@@ -217,14 +221,15 @@ class PolicyAdmission:
                 continue
             plain += elements
         combined: Program | None = None
+        source = "[" + ", ".join(plain) + "]"
         if plain:
             try:
-                combined = self.env.compile("[" + ", ".join(plain) + "]")
+                combined = self.env.compile(source)
             except CelError:
                 others = bound
         joined = " ".join(plain)
         reads = frozenset(v for v in ("request", "namespaceObject", "authorizer") if v in joined)
-        plan = Plan(combined, others, reads)
+        plan = Plan(combined, others, reads, projection.reads(source, _JSON_VARIABLES) if combined else None)
         if self._memo:
             if len(self._plans) > 1024:
                 self._plans.clear()
@@ -453,17 +458,22 @@ class _Request:
             labels = _labels(ns) if ns is not None else {}
         return matching.selectors_match(m, self.a, labels, self.adm.obj, self.adm.old, self.plugin._parse)
 
-    async def plain_activation(self, reads: frozenset[str]) -> Any:
+    async def plain_activation(self, reads: frozenset[str], paths: dict[str, projection.Paths | None] | None) -> Any:
         """The runtime activation of the plain path: no params, and of the other variables only those the
-        combined program `reads` (the request, namespace and authorizer values cost a little to make)."""
+        combined program `reads` (the request, namespace and authorizer values cost a little to make); of the
+        JSON variables only the `paths` it can read (the runtime converts what it is given, whole)."""
         if "authorizer" in reads:
             if self.shared is None:
                 self.shared = self.plugin.env.activation(await self.full(None))
             return self.shared
         if reads & {"request", "namespaceObject"}:
-            return self.plugin.env.activation(await self.activation(None))
-        old = self.adm.old if self.adm.operation != "CREATE" else None
-        return self.plugin.env.activation({"object": self.adm.obj, "oldObject": old, "params": None})
+            data = await self.activation(None)
+        else:
+            old = self.adm.old if self.adm.operation != "CREATE" else None
+            data = {"object": self.adm.obj, "oldObject": old, "params": None}
+        if paths is not None:
+            data = {k: projection.project(v, paths[k]) if k in paths else v for k, v in data.items()}
+        return data  # evaluated once: converted by the runtime during that evaluation (no Activation to make)
 
     async def activation(self, param: Obj | None) -> Obj:
         if param is None and self._base is not None:
