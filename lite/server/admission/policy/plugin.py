@@ -166,18 +166,25 @@ class PolicyAdmission:
             plan = self._plan(bound, _attributes(adm))
         if plan.combined is None and not plan.others:
             return  # no policy can match a request of this kind: nothing to build
-        a = _attributes(adm)
-        ctx = _Request(self, adm, a)
+        ctx: _Request | None = None
         exact = plan.others
         if plan.combined is not None:
-            try:
-                r: Any = _run(plan.combined, await ctx.plain_activation(plan.reads, plan.paths))
-            except CelError:  # the request's values do not convert to CEL: the exact path reports it
-                r = None
+            r: Any = None
+            if plan.reads:
+                ctx = _Request(self, adm, _attributes(adm))
+                try:
+                    r = _run(plan.combined, await ctx.plain_activation(plan.reads, plan.paths))
+                except CelError:  # the request's values do not convert to CEL: the exact path reports it
+                    pass
+            else:  # object and oldObject alone: no request to describe (conversion errors are eval errors)
+                r = _run(plan.combined, _plain_data(adm, plan.paths))
             if not (isinstance(r, list) and all(x is True for x in r)):
                 exact = bound  # something failed: every policy's exact decisions, in order
         if not exact:
             return
+        a = _attributes(adm)
+        if ctx is None:
+            ctx = _Request(self, adm, a)
         out = decide.Outcome()
         for policy, bindings in exact:
             await self._policy(ctx, policy, bindings, out)
@@ -466,11 +473,9 @@ class _Request:
             if self.shared is None:
                 self.shared = self.plugin.env.activation(await self.full(None))
             return self.shared
-        if reads & {"request", "namespaceObject"}:
-            data = await self.activation(None)
-        else:
-            old = self.adm.old if self.adm.operation != "CREATE" else None
-            data = {"object": self.adm.obj, "oldObject": old, "params": None}
+        if not reads & {"request", "namespaceObject"}:
+            return _plain_data(self.adm, paths)
+        data = await self.activation(None)
         if paths is not None:
             data = {k: projection.project(v, paths[k]) if k in paths else v for k, v in data.items()}
         return data  # evaluated once: converted by the runtime during that evaluation (no Activation to make)
@@ -504,6 +509,16 @@ class _Request:
                 "group": self.a.group, "resource": self.a.resource, "subresource": self.a.subresource,
                 "namespace": self.a.namespace, "name": self.a.name})}
         return {**data, **self._authz}
+
+
+def _plain_data(adm: Admission, paths: dict[str, projection.Paths | None] | None) -> Obj:
+    """The plain path's variables when it reads only `object` and `oldObject` (null on CREATE, as upstream):
+    of each, the `paths` the combined program can read."""
+    old = adm.old if adm.operation != "CREATE" else None
+    if paths is None:
+        return {"object": adm.obj, "oldObject": old, "params": None}
+    return {"object": projection.project(adm.obj, paths["object"]),
+            "oldObject": projection.project(old, paths["oldObject"]), "params": None}
 
 
 def _run_with(prog: Program, env: PolicyEnv, data: Obj) -> Any:
