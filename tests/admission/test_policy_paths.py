@@ -45,8 +45,8 @@ POLICIES: list[dict[str, Any]] = [
      "validations": [{"expression": "true"}]},
     # the plain path converts only what its list reads (lite.cel.projection): elements that `filter` lets
     # through are read whole, so `has(o.controller)` sees the field (without ownerReferences: an error, ignored)
-    {"failurePolicy": "Ignore", "validations": [{"expression": "object.metadata.ownerReferences"
-                                                               ".filter(o, o.kind == 'Owner').all(o, !has(o.controller))"}]},
+    {"failurePolicy": "Ignore", "validations": [{
+        "expression": "object.metadata.ownerReferences.filter(o, o.kind == 'Owner').all(o, !has(o.controller))"}]},
 ]
 
 OBJECTS: list[dict[str, Any]] = [
