@@ -4,13 +4,26 @@ them, measured in the same run (issue 18: target, the policy create costs at mos
 In process (real SQLite store, `Resources` with the ValidatingAdmissionPolicy plugin, no HTTP), `--n` pod
 creates per case, 16 at a time. The 10 policies each match pod CREATE in every namespace, each with a
 binding (Deny) and one validation over the pod (containers, names, labels, security context), all of which
-pass; a third case gives each policy a variable and a second validation with a messageExpression.
+pass; a third case gives each policy a variable and a second validation with a messageExpression. Each case
+waits for the policies' status to be written (the status writer's first run compiles the built-in schemas),
+then makes 200 creates not counted, then the timed ones.
 
 Measured in creates per CPU-second of the process (time.process_time: the machine is shared, and wall-clock
 rates swing with other load).
-Usage: python bench/admission_policies.py [--n 2000] [--rounds 3] [--dir DIR]   (cases interleaved, medians)
-Prints the figures and the cost per create relative to the baseline (baseline rate / case rate); exits 1
-when any create fails (or a policy refused one).
+
+End to end (what a user sees; skipped with `--http-n 0`): one real `lite server` (API only) over HTTPS, pod
+creates with `--concurrency` clients, rounds alternating between no bindings (baseline) and the same 10
+policies bound (1 validation each): before each burst the bindings are created or deleted and a probe create
+(a pod named `forbidden-1-...`, refused by policy bench-1 only while it is bound) shows the state is in force.
+Figures: median creates/s of each side, the median of the per-round ratios (the two bursts of a round run
+back to back, order alternating), and the server process's CPU time per create (/proc, same bursts: on a
+shared machine wall-clock rates swing with other load much more than CPU time does).
+
+Usage: python bench/admission_policies.py [--n 2000] [--rounds 3] [--dir DIR] [--http-n 600]
+       [--http-rounds 4] [--concurrency 16]   (cases interleaved, medians)
+Prints the figures and the cost per create relative to the baseline (baseline rate / case rate) against the
+1.3x target; exits 1 when any create fails (or a policy refused one). Traffic goes only to 127.0.0.1; the
+server is a child process stopped at the end.
 """
 
 from __future__ import annotations
@@ -27,6 +40,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import aiohttp  # noqa: E402
+import orjson  # noqa: E402
+from api import Target, ensure_namespace, start_lite  # noqa: E402
+from cel import cpu_seconds  # noqa: E402
 
 from lite.kinds import Kind, KindRegistry  # noqa: E402
 from lite.server.admission import build_admission  # noqa: E402
@@ -69,27 +88,53 @@ def kind(kinds: KindRegistry, group: str, plural: str) -> Kind:
     return k
 
 
+def policy(i: int, heavy: bool) -> dict[str, object]:
+    """Policy bench-<i>: one validation; `heavy`: also a variable and a second validation with a
+    messageExpression."""
+    name = f"bench-{i}"
+    # ten different expressions: five shapes, each with its own constant
+    validations: list[dict[str, str]] = [{"expression": VALIDATIONS[i % len(VALIDATIONS)].replace("X", str(i))}]
+    spec: dict[str, object] = {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["CREATE"], "resources": ["pods"]}]},
+        "validations": validations}
+    if heavy:
+        spec["variables"] = [{"name": "count", "expression": "object.spec.containers.size()"}]
+        validations.append({"expression": "variables.count <= 10",
+                            "messageExpression": "'refused ' + object.metadata.name"})
+    return {"apiVersion": f"{GROUP}/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+            "spec": spec}
+
+
+def binding(i: int) -> dict[str, object]:
+    name = f"bench-{i}"
+    return {"apiVersion": f"{GROUP}/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]}}
+
+
 async def bind_policies(r: Resources, kinds: KindRegistry, count: int, heavy: bool) -> None:
-    """`count` policies, each with one validation; `heavy`: each also has a variable and a second validation
-    with a messageExpression."""
+    """`count` policies (see `policy`), each with its binding."""
     for i in range(count):
-        name = f"bench-{i}"
-        # ten different expressions: five shapes, each with its own constant
-        validations: list[dict[str, str]] = [{"expression": VALIDATIONS[i % len(VALIDATIONS)].replace("X", str(i))}]
-        spec: dict[str, object] = {
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                    "operations": ["CREATE"], "resources": ["pods"]}]},
-            "validations": validations}
-        if heavy:
-            spec["variables"] = [{"name": "count", "expression": "object.spec.containers.size()"}]
-            validations.append({"expression": "variables.count <= 10",
-                                "messageExpression": "'refused ' + object.metadata.name"})
-        await r.create(kind(kinds, GROUP, "validatingadmissionpolicies"), "", {
-            "apiVersion": f"{GROUP}/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
-            "spec": spec})
-        await r.create(kind(kinds, GROUP, "validatingadmissionpolicybindings"), "", {
-            "apiVersion": f"{GROUP}/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
-            "spec": {"policyName": name, "validationActions": ["Deny"]}})
+        await r.create(kind(kinds, GROUP, "validatingadmissionpolicies"), "", policy(i, heavy))
+        await r.create(kind(kinds, GROUP, "validatingadmissionpolicybindings"), "", binding(i))
+
+
+WARM = 200
+
+
+async def settled(r: Resources, kinds: KindRegistry, policies: int) -> None:
+    """Until the plugin's status writer has written every policy's status (observedGeneration: its first
+    run compiles the built-in schemas, a fraction of a second of CPU that must not fall in the timed window),
+    then a moment for the informers to see the writes."""
+    vap = kind(kinds, GROUP, "validatingadmissionpolicies")
+    for _ in range(2000):
+        items = (await r.list(vap)).get("items") or []
+        if len(items) == policies and all((o.get("status") or {}).get("observedGeneration") for o in items):
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise RuntimeError("the policies' status was never written")
+    await asyncio.sleep(0.3)
 
 
 Case = Callable[[Path, int], Awaitable[tuple[float, int]]]
@@ -99,7 +144,7 @@ def pod_case(policies: int, heavy: bool = False) -> Case:
     async def case(db: Path, n: int) -> tuple[float, int]:
         async with stack(db) as (r, kinds):
             await bind_policies(r, kinds, policies, heavy)
-            await asyncio.sleep(0.3)  # the informers list them
+            await settled(r, kinds, policies)
             pod = kind(kinds, "", "pods")
             failed = 0
 
@@ -114,6 +159,8 @@ def pod_case(policies: int, heavy: bool = False) -> Case:
                     if failed == 1:
                         print(f"create failed: {e}", file=sys.stderr)
 
+            for i in range(n, n + WARM, 16):  # warm-up, not counted (first evaluations, caches)
+                await asyncio.gather(*(make(j) for j in range(i, min(n + WARM, i + 16))))
             start = time.process_time()  # CPU seconds of this process (all threads): less swayed by other load
             for i in range(0, n, 16):
                 await asyncio.gather(*(make(j) for j in range(i, min(n, i + 16))))
@@ -121,11 +168,114 @@ def pod_case(policies: int, heavy: bool = False) -> Case:
     return case
 
 
+class Failed(Exception):
+    pass
+
+
+def pod_body(name: str) -> bytes:
+    return orjson.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+
+
+PODS = "/api/v1/namespaces/bench/pods"
+
+
+async def pod_burst(t: Target, n: int, concurrency: int, prefix: str) -> float:
+    """n pod creates with `concurrency` clients; creates/s; raises Failed on any answer but 201."""
+    bodies = [pod_body(f"{prefix}-{i}") for i in range(n)]
+    failures: list[str] = []
+    next_i = 0
+
+    async def worker(s: aiohttp.ClientSession) -> None:
+        nonlocal next_i
+        while next_i < n:
+            i = next_i
+            next_i += 1
+            async with s.post(t.url + PODS, data=bodies[i], headers=t.headers) as r:
+                text = await r.read()
+                if r.status != 201:
+                    failures.append(f"{r.status} {text[:300]!r}")
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency, ssl=t.ctx)) as s:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(s) for _ in range(concurrency)))
+        elapsed = time.perf_counter() - t0
+    if failures:
+        raise Failed(f"{len(failures)} of {n} pod creates failed, first: {failures[0]}")
+    return n / elapsed
+
+
+async def set_bound(t: Target, s: aiohttp.ClientSession, bound: bool, probe: str) -> None:
+    """Create (or delete) the 10 bindings, then probe until the policies are (or are no longer) enforced."""
+    base = f"{t.url}/apis/{GROUP}/v1/validatingadmissionpolicybindings"
+    for i in range(10):
+        if bound:
+            async with s.post(base, data=orjson.dumps(binding(i)), headers=t.headers) as r:
+                if r.status != 201:
+                    raise Failed(f"binding bench-{i}: {r.status} {await r.text()}")
+        else:
+            async with s.delete(f"{base}/bench-{i}", headers=t.headers) as r:
+                if r.status != 200:
+                    raise Failed(f"delete binding bench-{i}: {r.status} {await r.text()}")
+    for k in range(400):  # policy bench-1 refuses names starting with forbidden-1
+        async with s.post(t.url + PODS, data=pod_body(f"forbidden-1-{probe}-{k}"), headers=t.headers) as r:
+            await r.read()
+            if r.status == 201:
+                async with s.delete(f"{t.url}{PODS}/forbidden-1-{probe}-{k}", headers=t.headers) as d:
+                    await d.read()
+            if (r.status != 201) == bound:
+                if r.status not in (201, 403, 422):
+                    raise Failed(f"probe: {r.status}")
+                return
+        await asyncio.sleep(0.025)
+    raise Failed(f"the policies were never {'enforced' if bound else 'lifted'}")
+
+
+async def end_to_end(n: int, rounds: int, conc: int) -> tuple[float, float, float, float, float]:
+    """(baseline creates/s, bound creates/s, median of the rounds' baseline/bound rate ratios, baseline server
+    CPU ms per create, bound ms per create)."""
+    with tempfile.TemporaryDirectory(prefix="lite-bench-vap-") as tmp:
+        t, _ = await start_lite(Path(tmp) / "data", "--disable-scheduler", "--disable-controller-manager")
+        try:
+            await ensure_namespace(t, "bench")
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=t.ctx)) as s:
+                for i in range(10):
+                    async with s.post(f"{t.url}/apis/{GROUP}/v1/validatingadmissionpolicies",
+                                      data=orjson.dumps(policy(i, False)), headers=t.headers) as r:
+                        if r.status != 201:
+                            raise Failed(f"policy bench-{i}: {r.status} {await r.text()}")
+                rates: dict[bool, list[float]] = {False: [], True: []}
+                cpu = {False: 0.0, True: 0.0}
+                state = False
+                for rnd in range(rounds + 1):  # round 0 warms both sides up and is not counted
+                    order = (False, True) if rnd % 2 == 0 else (True, False)
+                    for bound in order:
+                        if bound != state:
+                            await set_bound(t, s, bound, f"{rnd}{int(bound)}")
+                            state = bound
+                        c0 = cpu_seconds(t.proc.pid)
+                        rate = await pod_burst(t, n if rnd else 100, conc, f"r{rnd}-{int(bound)}")
+                        if rnd:
+                            cpu[bound] += cpu_seconds(t.proc.pid) - c0
+                            rates[bound].append(rate)
+                            print(f"  http round {rnd} {'10 policies bound' if bound else 'no bindings':<18} "
+                                  f"{rate:7.0f} pod creates/s")
+        finally:
+            t.stop()
+    done = n * rounds
+    pairs = statistics.median(a / b for a, b in zip(rates[False], rates[True], strict=True))
+    return (statistics.median(rates[False]), statistics.median(rates[True]), pairs, cpu[False] / done * 1000,
+            cpu[True] / done * 1000)
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--http-n", type=int, default=600)
+    ap.add_argument("--http-rounds", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=16)
     args = ap.parse_args()
     cases = [("no policies (baseline)", pod_case(0)), ("10 policies bound, 1 validation each", pod_case(10)),
              ("10 policies, 2 validations + a variable each", pod_case(10, True))]
@@ -142,6 +292,25 @@ async def main() -> int:
         med = statistics.median(got[label])
         print(f"pod creates per CPU-second, {label:<44} median {med:>6.0f}   cost per create {base / med:.2f}x   "
               f"rounds {' '.join(f'{v:.0f}' for v in got[label])}")
+    in_process = base / statistics.median(got[cases[1][0]])
+    if failures:
+        print(f"{failures} creates failed", file=sys.stderr)
+        return 1
+    if args.http_n <= 0:
+        print(f"in process: 10 policies cost {in_process:.2f}x the create without them (target <= 1.3x)")
+        return 0
+    try:
+        plain, policed, pairs, cpu_plain, cpu_policed = await end_to_end(args.http_n, args.http_rounds,
+                                                                          args.concurrency)
+    except Failed as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(f"end to end over HTTPS (lite server, {args.concurrency} clients, medians of {args.http_rounds} rounds): "
+          f"no bindings (baseline) {plain:.0f} pod creates/s, 10 policies bound {policed:.0f}; server CPU per create "
+          f"{cpu_plain:.3f} ms vs {cpu_policed:.3f} ms")
+    print(f"figures against the 1.3x target: in process (CPU) {in_process:.2f}x; end to end {plain / policed:.2f}x "
+          f"(median creates/s; median of per-round ratios {pairs:.2f}x), {cpu_policed / cpu_plain:.2f}x (server "
+          "CPU per create)")
     if failures:
         print(f"{failures} creates failed", file=sys.stderr)
         return 1

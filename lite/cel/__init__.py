@@ -27,6 +27,8 @@ Stable API (add, don't break):
   `Budget`, charges `runtime_cost` (or the static maximum) first. `activation` is a mapping, or an
   `Activation` from `env.activation(mapping)`: the values converted to CEL once and shared by every program
   evaluated on them (the conversion is most of a rule's cost when `self` is an object).
+- `lite.cel.projection.reads(src, names)` / `project(value, paths)`: the parts of JSON variables an expression
+  can read, and the values cut down to them (same result, less to convert; see projection.py).
 - Errors: `CompileError`, `EvalError`, `CostExceeded` (all `CelError`); `str(e)` is upstream-like text.
 - `issue(src, offset, message)`: an error text in the runtime's format (`ERROR: <input>:1:5: ...` and a caret
   line), for callers' own compile-time checks.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lite.cel.env import Program
+from lite.cel.projection import Paths
 
 Obj = dict[str, Any]
 _VAR_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -26,6 +27,9 @@ class Plan:
     combined: Program | None
     others: list[tuple[Obj, list[Obj]]]
     reads: frozenset[str]  # which of request, namespaceObject, authorizer `combined` may read (by name)
+    # per JSON variable (object, oldObject, request, namespaceObject), the parts `combined` may read (see
+    # lite.cel.projection): the activation converts only those to CEL
+    paths: dict[str, Paths | None] | None = None
 
 
 _LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from lite.cel import projection
 from lite.cel.env import CelError, Program
 from lite.client import Client
 from lite.errors import ApiError, Cause
@@ -55,6 +56,7 @@ log = logging.getLogger("lite.admission")
 audit = logging.getLogger("lite.audit")
 GROUP = "admissionregistration.k8s.io"
 Obj = dict[str, Any]
+_JSON_VARIABLES = ("object", "oldObject", "request", "namespaceObject")
 
 
 @dataclass
@@ -162,10 +164,8 @@ class PolicyAdmission:
             bound = await self._bound()
         if not bound:
             return
-        a = _attributes(adm)
-        family = equivalent.family_of(self.families, self.kinds, adm.request_kind)
-        ctx = _Request(self, adm, a, family)
         k = adm.request_kind
+        family = equivalent.family_of(self.families, self.kinds, k)
         plan: Plan | None
         if family:  # kinds with equivalents: each policy sees the request in the version it matched
             plan = Plan(None, bound, frozenset())
@@ -173,17 +173,28 @@ class PolicyAdmission:
             plan = self._plans.get((adm.operation, k.group, k.version, k.plural, adm.subresource, k.namespaced)) \
                 if self._memo else None
         if plan is None:
-            plan = self._plan(bound, a)
+            plan = self._plan(bound, _attributes(adm))
+        if plan.combined is None and not plan.others:
+            return  # no policy can match a request of this kind: nothing to build
+        ctx: _Request | None = None
         exact = plan.others
         if plan.combined is not None:
-            try:
-                r: Any = _run(plan.combined, await ctx.plain_activation(plan.reads))
-            except CelError:  # the request's values do not convert to CEL: the exact path reports it
-                r = None
+            r: Any = None
+            if plan.reads:
+                ctx = _Request(self, adm, _attributes(adm), family)
+                try:
+                    r = _run(plan.combined, await ctx.plain_activation(plan.reads, plan.paths))
+                except CelError:  # the request's values do not convert to CEL: the exact path reports it
+                    pass
+            else:  # object and oldObject alone: no request to describe (conversion errors are eval errors)
+                r = _run(plan.combined, _plain_data(adm, plan.paths))
             if not (isinstance(r, list) and all(x is True for x in r)):
                 exact = bound  # something failed: every policy's exact decisions, in order
         if not exact:
             return
+        a = _attributes(adm)
+        if ctx is None:
+            ctx = _Request(self, adm, a, family)
         out = decide.Outcome()
         for policy, bindings in exact:
             await self._policy(ctx, policy, bindings, out)
@@ -227,14 +238,15 @@ class PolicyAdmission:
                 continue
             plain += elements
         combined: Program | None = None
+        source = "[" + ", ".join(plain) + "]"
         if plain:
             try:
-                combined = self.env.compile("[" + ", ".join(plain) + "]")
+                combined = self.env.compile(source)
             except CelError:
                 others = bound
         joined = " ".join(plain)
         reads = frozenset(v for v in ("request", "namespaceObject", "authorizer") if v in joined)
-        plan = Plan(combined, others, reads)
+        plan = Plan(combined, others, reads, projection.reads(source, _JSON_VARIABLES) if combined else None)
         if self._memo:
             if len(self._plans) > 1024:
                 self._plans.clear()
@@ -515,17 +527,20 @@ class _Request:
             labels = _labels(ns) if ns is not None else {}
         return matching.selectors_match(m, self.a, labels, self.adm.obj, self.adm.old, self.plugin._parse)
 
-    async def plain_activation(self, reads: frozenset[str]) -> Any:
+    async def plain_activation(self, reads: frozenset[str], paths: dict[str, projection.Paths | None] | None) -> Any:
         """The runtime activation of the plain path: no params, and of the other variables only those the
-        combined program `reads` (the request, namespace and authorizer values cost a little to make)."""
+        combined program `reads` (the request, namespace and authorizer values cost a little to make); of the
+        JSON variables only the `paths` it can read (the runtime converts what it is given, whole)."""
         if "authorizer" in reads:
             if self.shared is None:
                 self.shared = self.plugin.env.activation(await self.full(None))
             return self.shared
-        if reads & {"request", "namespaceObject"}:
-            return self.plugin.env.activation(await self.activation(None))
-        old = self.old if self.adm.operation != "CREATE" else None
-        return self.plugin.env.activation({"object": self.obj, "oldObject": old, "params": None})
+        if not reads & {"request", "namespaceObject"}:  # (the plain path never serves kinds with equivalents)
+            return _plain_data(self.adm, paths)
+        data = await self.activation(None)
+        if paths is not None:
+            data = {k: projection.project(v, paths[k]) if k in paths else v for k, v in data.items()}
+        return data  # evaluated once: converted by the runtime during that evaluation (no Activation to make)
 
     async def activation(self, param: Obj | None) -> Obj:
         if param is None and self._base is not None:
@@ -557,6 +572,16 @@ class _Request:
                 "group": self.a.group, "resource": self.a.resource, "subresource": self.a.subresource,
                 "namespace": self.a.namespace, "name": self.a.name})}
         return {**data, **self._authz}
+
+
+def _plain_data(adm: Admission, paths: dict[str, projection.Paths | None] | None) -> Obj:
+    """The plain path's variables when it reads only `object` and `oldObject` (null on CREATE, as upstream):
+    of each, the `paths` the combined program can read."""
+    old = adm.old if adm.operation != "CREATE" else None
+    if paths is None:
+        return {"object": adm.obj, "oldObject": old, "params": None}
+    return {"object": projection.project(adm.obj, paths["object"]),
+            "oldObject": projection.project(old, paths["oldObject"]), "params": None}
 
 
 def _run_with(prog: Program, env: PolicyEnv, data: Obj) -> Any:
