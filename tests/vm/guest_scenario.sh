@@ -239,14 +239,14 @@ c=$(find /sys/fs/cgroup -mindepth 1 -type d \( -name '*lite*' -o -name 'pod*' \)
 if [ -z "$c" ]; then pass killall-cgroups "no lite or pod cgroup left"; else fail killall-cgroups "cgroups left: $c"; fi
 
 step "lite installed with pip on the guest's own python3: a pod from an imported archive"
-# What a user of the distribution's Python does (no network here: /share/wheelhouse holds the wheels). The server
+# What a user of the distribution's Python does; no network here: /share/wheelhouse holds the wheels. The server
 # runs as a unit of its own (Type=notify, Delegate, as lite.service), from the venv's `lite` script.
 VENV=/opt/lite-venv
 PDATA=/var/lib/lite-pip
 pyver=$(python3 -c 'import sys, tarfile; print(sys.version.split()[0], "with" if hasattr(tarfile, "data_filter") else "without", "tarfile extraction filters")' 2>&1)
-echo "guest python3: $(readlink -f /usr/bin/python3) $pyver"
+echo "guest python3: $(readlink -f /usr/bin/python3) $pyver; $(python3 -m pip --version 2>&1)"
 t=$(now)
-if python3 -m venv $VENV > /tmp/pip.log 2>&1 \
+if python3 -m venv $VENV > /tmp/pip.log 2>&1 && echo "TIME pip-venv $(since "$t")" \
     && $VENV/bin/pip install --no-index --find-links $S/wheelhouse lite >> /tmp/pip.log 2>&1; then
     echo "TIME pip-install $(since "$t")"
     version=$($VENV/bin/lite --version 2>&1)
@@ -254,7 +254,7 @@ if python3 -m venv $VENV > /tmp/pip.log 2>&1 \
         pip_ok=yes; pass pip-install "$version in $VENV on Python $pyver"
     else fail pip-install "$VENV/bin/lite --version: '$version'"; fi
 else
-    fail pip-install "python3 -m venv + pip install --no-index --find-links $S/wheelhouse lite: $(tail -5 /tmp/pip.log | tr '\n' ' ')"
+    fail pip-install "python3 -m venv $VENV, then $VENV/bin/pip install --no-index --find-links $S/wheelhouse lite: $(tail -5 /tmp/pip.log | tr '\n' ' ')"
 fi
 if [ -n "${pip_ok:-}" ]; then
     export KUBECONFIG=$PDATA/kubeconfig.yaml
@@ -283,6 +283,8 @@ EOF
     echo "TIME pip-pod-done $(since "$t")"
     phase=$(jp pod from-archive '{.status.phase}')
     said=$(k logs from-archive 2>&1)
+    # the node's status lists the image once the agent reports it (the pod may be done before that)
+    wait_for 60 sh -c "kubectl get node litevm -o jsonpath='{.status.images[*].names}' | grep -q '$IMAGE'"
     images=$(kubectl get node litevm -o jsonpath='{.status.images[*].names}')
     k get pod from-archive -o wide
     if [ "$phase" = Succeeded ] && [ "$said" = "ran from the archive" ] && grep -q "$IMAGE" <<<"$images"; then
