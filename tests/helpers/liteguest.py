@@ -10,7 +10,8 @@ it off. The share, at /share in the guest (the script's cwd), holds:
     busybox-oci.tar  an OCI image archive named lite.local/airgap/busybox:oci (drop it into
                      /var/lib/lite/agent/images/ and pods can use it with imagePullPolicy: Never)
     wheelhouse/      lite's wheel and its dependencies' (tests/helpers/wheelhouse.py; cp311, for the guest's
-                     own python3): `pip install --no-index --find-links /share/wheelhouse lite` in a venv
+                     own python3): `pip install --no-index --find-links /share/wheelhouse lite` in a venv; or
+                     only wheelhouse/ERROR, saying why it could not be built
     out/             for whatever the script wants to keep (left in `workdir/share/out` on the host)
 
 The script reports with lines `CHECK <name> PASS|FAIL <detail>` and `TIME <step> <seconds>`; `Outcome` holds them
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +71,10 @@ def run_scenario(script: str, workdir: Path, *, timeout: float = 900) -> Outcome
     guestvm.ensure_host_tools()
     started = time.monotonic()
     exe = built_onefile()
-    wheels = built_wheelhouse()
+    try:  # pip needs its index to build it: without one the other checks still run, the pip ones fail saying why
+        wheels, wheel_error = built_wheelhouse(), ""
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        wheels, wheel_error = None, f"{type(e).__name__}: {e}"
     image = guestvm.guest_image(log=workdir / "image-build.log")
     prepared = time.monotonic() - started
     guest = guestvm.Guest(image, workdir)
@@ -79,8 +84,11 @@ def run_scenario(script: str, workdir: Path, *, timeout: float = 900) -> Outcome
         guest.put("lite", exe)
         guest.put("install.sh", ROOT / "packaging" / "install.sh")
         guest.put("kubectl", KUBECTL)
-        for wheel in wheels.glob("*.whl"):
+        (guest.share / "wheelhouse").mkdir(exist_ok=True)
+        for wheel in wheels.glob("*.whl") if wheels else ():
             guest.put(f"wheelhouse/{wheel.name}", wheel)
+        if wheel_error:
+            (guest.share / "wheelhouse" / "ERROR").write_text(wheel_error[-2000:])
         oci_layout_tar(guest.share / "busybox-oci.tar", Image([Layer.build(busybox_entries())]), AIRGAP_IMAGE)
         guest.boot()
         ran = guest.run(script, timeout=timeout)
