@@ -241,8 +241,9 @@ if [ -z "$c" ]; then pass killall-cgroups "no lite or pod cgroup left"; else fai
 step "lite installed with pip on the guest's own python3: a pod from an imported archive"
 # What a user of the distribution's Python does; no network here: /share/wheelhouse holds the wheels. The venv is
 # made without a pip of its own (ensurepip, which installs pip and setuptools into it, took 33 s of the step under
-# TCG): the distribution's pip (python3-pip) installs into it with --python. The server runs as a unit of its own
-# (Type=notify, Delegate, as lite.service), from the venv's `lite` script.
+# TCG): the distribution's pip (python3-pip) installs into it with --python, without compiling every module of
+# every package (lite compiles what it imports as it starts). The server runs as a unit of its own (Type=notify,
+# Delegate, as lite.service), from the venv's `lite` script.
 VENV=/opt/lite-venv
 PDATA=/var/lib/lite-pip
 pyver=$(python3 -c 'import sys, tarfile; print(sys.version.split()[0], "with" if hasattr(tarfile, "data_filter") else "without", "tarfile extraction filters")' 2>&1)
@@ -251,7 +252,8 @@ t=$(now)
 if [ -e $S/wheelhouse/ERROR ]; then
     fail pip-install "the host could not build the wheelhouse: $(tr '\n' ' ' < $S/wheelhouse/ERROR)"
 elif python3 -m venv --without-pip $VENV > /tmp/pip.log 2>&1 && echo "TIME pip-venv $(since "$t")" \
-    && python3 -m pip --python $VENV/bin/python install --no-index --find-links $S/wheelhouse lite >> /tmp/pip.log 2>&1; then
+    && python3 -m pip --python $VENV/bin/python install --no-compile --no-index --find-links $S/wheelhouse lite \
+       >> /tmp/pip.log 2>&1; then
     echo "TIME pip-install $(since "$t")"
     version=$($VENV/bin/lite --version 2>&1)
     if [ "$version" = "lite $(cd / && $VENV/bin/python -c 'import importlib.metadata as m; print(m.version("lite"))')" ]; then

@@ -9,7 +9,7 @@ pod from an imported image archive with that lite, printing one `CHECK` line per
 below asserts one of those lines, so a run reports every broken fact, not just the first.
 
 Marked `vm`; skipped with the reason where no guest can boot (not root, no qemu and no apt-get, one CPU).
-About 4-6 minutes under TCG (no KVM needed), plus about 2 minutes the first time the image is built (cached
+About 4-7 minutes under TCG (no KVM needed), plus about 2 minutes the first time the image is built (cached
 under /var/tmp/lite-vm-test). The guest's network is qemu's restricted user net: no packet leaves it.
 """
 
