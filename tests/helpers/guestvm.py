@@ -11,8 +11,8 @@ in it:
         ran = guest.run("uname -r", timeout=60) # Ran(rc, output)
 
 The guest: Debian of the host's release (debootstrap, minbase + systemd, nftables, iproute2, the distro
-kernel), systemd as PID 1 with the default unified cgroup hierarchy, no Python (tests install lite's single
-executable), the host folder `<workdir>/share` mounted at /share over virtio-9p, and `vm-runner.service`,
+kernel, the distribution's python3 with venv and pip), systemd as PID 1 with the default unified cgroup
+hierarchy, the host folder `<workdir>/share` mounted at /share over virtio-9p, and `vm-runner.service`,
 which runs each `/share/queue/<name>.sh` once and writes `<name>.out` then `<name>.rc`.
 
 Invariants:
@@ -45,7 +45,9 @@ MIRROR = os.environ.get("LITE_VM_MIRROR", "http://deb.debian.org/debian")
 HOST_TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils", "debootstrap": "debootstrap",
               "mkfs.ext4": "e2fsprogs"}
 PACKAGES = ("systemd", "systemd-sysv", "udev", "dbus", "kmod", "procps", "iproute2", "nftables", "psmisc",
-            "linux-image-amd64", "initramfs-tools")
+            "linux-image-amd64", "initramfs-tools",
+            # the distribution's own Python, as a `pip install lite` user on this release has it
+            "python3", "python3-venv", "python3-pip")
 IMAGE_SIZE = "4G"
 MIN_FREE = 3 << 30  # the debootstrap tree and the image while building (~1.6 GB), one overlay (~0.3 GB)
 

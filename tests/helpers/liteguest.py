@@ -9,6 +9,9 @@ it off. The share, at /share in the guest (the script's cwd), holds:
     kubectl          the host's /usr/bin/kubectl
     busybox-oci.tar  an OCI image archive named lite.local/airgap/busybox:oci (drop it into
                      /var/lib/lite/agent/images/ and pods can use it with imagePullPolicy: Never)
+    wheelhouse/      lite's wheel and its dependencies' (tests/helpers/wheelhouse.py; cp311, for the guest's
+                     own python3): `pip install --no-index --find-links /share/wheelhouse lite` in a venv; or
+                     only wheelhouse/ERROR, saying why it could not be built
     out/             for whatever the script wants to keep (left in `workdir/share/out` on the host)
 
 The script reports with lines `CHECK <name> PASS|FAIL <detail>` and `TIME <step> <seconds>`; `Outcome` holds them
@@ -19,6 +22,8 @@ The big inputs are removed from the share afterwards; the logs stay in `workdir`
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +31,7 @@ from pathlib import Path
 from tests.helpers import guestvm
 from tests.helpers.images import BUSYBOX, Image, Layer, busybox_entries, oci_layout_tar
 from tests.helpers.onefile import built_onefile
+from tests.helpers.wheelhouse import built_wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = Path("/usr/bin/kubectl")
@@ -65,6 +71,10 @@ def run_scenario(script: str, workdir: Path, *, timeout: float = 900) -> Outcome
     guestvm.ensure_host_tools()
     started = time.monotonic()
     exe = built_onefile()
+    try:  # pip needs its index to build it: without one the other checks still run, the pip ones fail saying why
+        wheels, wheel_error = built_wheelhouse(), ""
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        wheels, wheel_error = None, f"{type(e).__name__}: {e}"
     image = guestvm.guest_image(log=workdir / "image-build.log")
     prepared = time.monotonic() - started
     guest = guestvm.Guest(image, workdir)
@@ -74,6 +84,11 @@ def run_scenario(script: str, workdir: Path, *, timeout: float = 900) -> Outcome
         guest.put("lite", exe)
         guest.put("install.sh", ROOT / "packaging" / "install.sh")
         guest.put("kubectl", KUBECTL)
+        (guest.share / "wheelhouse").mkdir(exist_ok=True)
+        for wheel in wheels.glob("*.whl") if wheels else ():
+            guest.put(f"wheelhouse/{wheel.name}", wheel)
+        if wheel_error:
+            (guest.share / "wheelhouse" / "ERROR").write_text(wheel_error[-2000:])
         oci_layout_tar(guest.share / "busybox-oci.tar", Image([Layer.build(busybox_entries())]), AIRGAP_IMAGE)
         guest.boot()
         ran = guest.run(script, timeout=timeout)
@@ -81,6 +96,7 @@ def run_scenario(script: str, workdir: Path, *, timeout: float = 900) -> Outcome
         guest.stop()
         for name in big:
             (guest.share / name).unlink(missing_ok=True)
+        shutil.rmtree(guest.share / "wheelhouse", ignore_errors=True)
     (workdir / "scenario.out").write_text(ran.output)
     checks, times = parse(ran.output)
     times = {"build-and-image": prepared, "boot": guest.boot_seconds, **times, "total": time.monotonic() - started}

@@ -23,20 +23,28 @@ CACHE = Path(os.environ.get("LITE_ONEFILE_CACHE", "/var/tmp/lite-onefile"))
 KEEP = 3  # builds kept in the cache (each ~40 MB plus its onedir)
 
 
+def source_files(root: Path = ROOT, tops: tuple[str, ...] = ("lite", "packaging"),
+                 files: tuple[str, ...] = ("pyproject.toml",)) -> list[str]:
+    """The tracked and untracked (not ignored) files under `tops`, plus `files`, relative to `root`, sorted."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", *tops, *files], cwd=root,
+                            capture_output=True)
+    if listed.returncode == 0:
+        names = [os.fsdecode(f) for f in listed.stdout.split(b"\0") if f]
+    else:  # not a git checkout: every file but caches
+        names = [str(p.relative_to(root)) for top in tops for p in (root / top).rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts] + list(files)
+    return sorted(n for n in names if (root / n).is_file())
+
+
+def hash_files(h: hashlib._Hash, root: Path, names: list[str]) -> None:
+    for name in names:
+        h.update(os.fsencode(name) + b"\0" + (root / name).read_bytes() + b"\0")
+
+
 def source_key(root: Path = ROOT, python: str = sys.executable) -> str:
     """A hash of what the executable is built from."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "lite", "packaging",
-                             "pyproject.toml"], cwd=root, capture_output=True)
-    if listed.returncode == 0:
-        files = listed.stdout.split(b"\0")
-    else:  # not a git checkout: every file but caches
-        files = [os.fsencode(p.relative_to(root)) for top in ("lite", "packaging") for p in (root / top).rglob("*")
-                 if p.is_file() and "__pycache__" not in p.parts] + [b"pyproject.toml"]
     h = hashlib.sha256()
-    for name in sorted(f for f in files if f):
-        path = root / os.fsdecode(name)
-        if path.is_file():
-            h.update(name + b"\0" + path.read_bytes() + b"\0")
+    hash_files(h, root, source_files(root))
     versions = subprocess.run([python, "-c", "import sys, PyInstaller; print(sys.version, PyInstaller.__version__)"],
                               capture_output=True, text=True, check=True).stdout
     h.update(versions.encode())

@@ -6,8 +6,11 @@
 #     CHECK <name> PASS|FAIL <detail>
 # plus `TIME <step> <seconds>` lines. It never stops at the first failure: each check reports on its own, and
 # a check that depends on an earlier step that failed reports FAIL with that reason.
+# Then it installs lite with pip into a venv of the guest's own python3 and runs a pod from an imported archive
+# with that lite.
 # Inputs in /share: lite (the executable), install.sh, kubectl, busybox-oci.tar (an OCI image archive named
-# lite.local/airgap/busybox:oci, imported by the agent from <data-dir>/agent/images/).
+# lite.local/airgap/busybox:oci, imported by the agent from <data-dir>/agent/images/), wheelhouse/ (lite's
+# wheel and its dependencies', for pip install --no-index).
 set -u
 S=/share
 DATA=/var/lib/lite
@@ -234,6 +237,73 @@ tb=$(comm -13 /tmp/tables.before <(tables) | tr '\n' ' ')
 if [ -z "$tb" ]; then pass killall-nftables "no nftables table left"; else fail killall-nftables "tables left: $tb"; fi
 c=$(find /sys/fs/cgroup -mindepth 1 -type d \( -name '*lite*' -o -name 'pod*' \) | tr '\n' ' ')
 if [ -z "$c" ]; then pass killall-cgroups "no lite or pod cgroup left"; else fail killall-cgroups "cgroups left: $c"; fi
+
+step "lite installed with pip on the guest's own python3: a pod from an imported archive"
+# What a user of the distribution's Python does; no network here: /share/wheelhouse holds the wheels. The venv is
+# made without a pip of its own (ensurepip, which installs pip and setuptools into it, took 33 s of the step under
+# TCG): the distribution's pip (python3-pip) installs into it with --python, without compiling every module of
+# every package (lite compiles what it imports as it starts). The server runs as a unit of its own (Type=notify,
+# Delegate, as lite.service), from the venv's `lite` script.
+VENV=/opt/lite-venv
+PDATA=/var/lib/lite-pip
+pyver=$(python3 -c 'import sys, tarfile; print(sys.version.split()[0], "with" if hasattr(tarfile, "data_filter") else "without", "tarfile extraction filters")' 2>&1)
+echo "guest python3: $(readlink -f /usr/bin/python3) $pyver; $(python3 -m pip --version 2>&1)"
+t=$(now)
+if [ -e $S/wheelhouse/ERROR ]; then
+    fail pip-install "the host could not build the wheelhouse: $(tr '\n' ' ' < $S/wheelhouse/ERROR)"
+elif python3 -m venv --without-pip $VENV > /tmp/pip.log 2>&1 && echo "TIME pip-venv $(since "$t")" \
+    && python3 -m pip --python $VENV/bin/python install --no-compile --no-index --find-links $S/wheelhouse lite \
+       >> /tmp/pip.log 2>&1; then
+    echo "TIME pip-install $(since "$t")"
+    version=$($VENV/bin/lite --version 2>&1)
+    if [ "$version" = "lite $(cd / && $VENV/bin/python -c 'import importlib.metadata as m; print(m.version("lite"))')" ]; then
+        pip_ok=yes; pass pip-install "$version in $VENV on Python $pyver"
+    else fail pip-install "$VENV/bin/lite --version: '$version'"; fi
+else
+    fail pip-install "python3 -m venv --without-pip $VENV, then python3 -m pip --python $VENV/bin/python install --no-index --find-links $S/wheelhouse lite: $(tail -5 /tmp/pip.log | tr '\n' ' ')"
+fi
+if [ -n "${pip_ok:-}" ]; then
+    export KUBECONFIG=$PDATA/kubeconfig.yaml
+    mkdir -p $PDATA/agent/images
+    cp $S/busybox-oci.tar $PDATA/agent/images/
+    t=$(now)
+    systemd-run --unit=lite-pip --collect -p Type=notify -p Delegate=yes -p KillMode=process -p TimeoutStartSec=180 \
+        $VENV/bin/lite server --data-dir $PDATA --node-name litevm && echo "TIME pip-server-start $(since "$t")"
+    main=$(systemctl show lite-pip.service -p MainPID --value)
+    exe=$(readlink "/proc/$main/exe" 2>/dev/null)
+    wait_for 60 sh -c "kubectl get node litevm -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+    cat > /tmp/from-archive.yaml <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: from-archive}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: $IMAGE
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "echo ran from the archive"]
+EOF
+    wait_for 30 kubectl apply -f /tmp/from-archive.yaml
+    wait_for 90 sh -c "kubectl get pod from-archive -o jsonpath='{.status.phase}' | grep -qE 'Failed|Succeeded'"
+    echo "TIME pip-pod-done $(since "$t")"
+    phase=$(jp pod from-archive '{.status.phase}')
+    said=$(k logs from-archive 2>&1)
+    # the node's status lists the image once the agent reports it (the pod may be done before that)
+    wait_for 60 sh -c "kubectl get node litevm -o jsonpath='{.status.images[*].names}' | grep -q '$IMAGE'"
+    images=$(kubectl get node litevm -o jsonpath='{.status.images[*].names}')
+    k get pod from-archive -o wide
+    if [ "$phase" = Succeeded ] && [ "$said" = "ran from the archive" ] && grep -q "$IMAGE" <<<"$images"; then
+        pass pip-airgap-import "$version (pid $main runs $exe, Python $pyver): pod from-archive Succeeded from $IMAGE, imported from $PDATA/agent/images"
+    else
+        fail pip-airgap-import "$version (pid ${main:-none} runs ${exe:-nothing}, Python $pyver): pod phase '$phase', logs '$said', node images '$images'; events: $(k get events --field-selector involvedObject.name=from-archive -o custom-columns=REASON:.reason,MSG:.message --no-headers 2>&1 | tail -4 | tr '\n' ' '); journal: $(journalctl -u lite-pip.service -o cat --no-pager | grep -iE 'import|archive|error|traceback' | head -5 | tr '\n' ' ')"
+    fi
+    journalctl -u lite-pip.service -o short-precise --no-pager > $S/out/lite-pip-journal.txt 2>&1
+    systemctl stop lite-pip.service
+    $VENV/bin/lite killall --data-dir $PDATA > /dev/null
+else
+    fail pip-airgap-import "no pip-installed lite (see pip-install)"
+fi
 
 step "done in $(since "$T0")s"
 journalctl -u lite.service -o short-precise --no-pager > $S/out/lite-journal.txt 2>&1

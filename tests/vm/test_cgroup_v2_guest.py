@@ -3,11 +3,13 @@
 One guest boot per run: the single executable (built once, tests/helpers/onefile.py) and packaging/install.sh
 go into the guest's share, `guest_scenario.sh` installs and starts `lite.service` (Type=notify), runs a pod
 with limits (its image an archive dropped into the agent's images dir) and a memory hog, reads the pod's log
-into `head`, restarts the service and runs `lite-killall.sh`, printing one `CHECK` line per fact. Each test
+into `head`, restarts the service and runs `lite-killall.sh`; then it installs lite with pip (offline, from a
+wheelhouse built on the host: tests/helpers/wheelhouse.py) into a venv of the guest's own python3 and runs a
+pod from an imported image archive with that lite, printing one `CHECK` line per fact. Each test
 below asserts one of those lines, so a run reports every broken fact, not just the first.
 
 Marked `vm`; skipped with the reason where no guest can boot (not root, no qemu and no apt-get, one CPU).
-About 4-6 minutes under TCG (no KVM needed), plus about 2 minutes the first time the image is built (cached
+About 4-7 minutes under TCG (no KVM needed), plus about 2 minutes the first time the image is built (cached
 under /var/tmp/lite-vm-test). The guest's network is qemu's restricted user net: no packet leaves it.
 """
 
@@ -82,6 +84,16 @@ def test_kubectl_logs_into_head_logs_no_server_error(outcome: Outcome) -> None:
 
 def test_finished_pod_keeps_its_ip_across_a_restart(outcome: Outcome) -> None:
     _check(outcome, "finished-pod-keeps-ip")
+
+
+def test_pip_install_into_a_venv_of_the_guests_python(outcome: Outcome) -> None:
+    """lite's wheel and its dependencies' install offline into `python3 -m venv` of Debian's own python3."""
+    _check(outcome, "pip-install")
+
+
+def test_pip_installed_lite_on_the_guests_python_runs_a_pod_from_an_imported_archive(outcome: Outcome) -> None:
+    """The agent's air-gap import on Debian's own Python (3.11.2: no tarfile extraction filters), end to end."""
+    _check(outcome, "pip-airgap-import")
 
 
 @pytest.mark.parametrize("what", ["processes", "mounts", "netns", "links", "nftables", "cgroups"])

@@ -1,13 +1,16 @@
 """The guest harness' pure parts: the qemu command line, the image cache key, the skip reasons
-(tests/helpers/guestvm.py) and the parsing of a scenario's verdicts (tests/helpers/liteguest.py)."""
+(tests/helpers/guestvm.py), the parsing of a scenario's verdicts (tests/helpers/liteguest.py) and the
+wheelhouse's pins (tests/helpers/wheelhouse.py)."""
 
 from __future__ import annotations
 
+import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import guestvm, liteguest
+from tests.helpers import guestvm, liteguest, wheelhouse
 
 IMAGE = guestvm.GuestImage(Path("/c/vmlinuz"), Path("/c/initrd"), Path("/c/base.img"))
 
@@ -60,3 +63,11 @@ def test_unavailable_names_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
 ])
 def test_parse(text: str, checks: dict[str, tuple[bool, str]], times: dict[str, float]) -> None:
     assert liteguest.parse(text) == (checks, times)
+
+
+def test_wheelhouse_pins_what_the_test_venv_runs_but_not_lite() -> None:
+    """The guest's pip installs the dependency versions this venv tested (tests/helpers/wheelhouse.py)."""
+    pinned = wheelhouse.pins(sys.executable).splitlines()
+    for dist in ("aiohttp", "cryptography", "pyroute2"):
+        assert f"{dist}=={version(dist)}" in pinned
+    assert not [p for p in pinned if p.lower().startswith("lite==")] and all("==" in p for p in pinned)
