@@ -20,10 +20,6 @@ Entry = tuple[str, bool, tuple[str, ...], tuple[str, ...], tuple[str, ...]]  # k
 RO = ("get", "list", "watch")
 # Differences lite keeps on purpose: (why, what lite serves instead; None = not served).
 KNOWN: dict[Key, tuple[str, Entry | None]] = {
-    ("admissionregistration.k8s.io/v1", "validatingadmissionpolicies"):
-        ("ValidatingAdmissionPolicy is issue 18 item 5, served by its own change", None),
-    ("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings"):
-        ("ValidatingAdmissionPolicyBinding is issue 18 item 5, served by its own change", None),
     ("flowcontrol.apiserver.k8s.io/v1", "flowschemas"):
         ("lite has no API Priority and Fairness: upstream's mandatory FlowSchemas are served read-only",
          ("FlowSchema", False, RO, (), ())),
