@@ -10,8 +10,12 @@ connection is never refused while some other connection is idle:
    of the address holding the most connections (the next one down if that address has none idle) is
    closed, whatever its age. Only when every open connection is busy is the new one refused;
 2. per-address trimming: when `addr` already holds `per_address` connections, its own longest-idle
-   connection is closed if it has been idle for at least `min_idle` seconds (so connections of a burst
-   still in their handshake are never taken); otherwise the new one is simply admitted.
+   connection among those that have served a request (kept open between requests) is closed if it has been
+   idle for at least `min_idle` seconds; otherwise the new one is simply admitted. A connection that has not
+   yet had a request served (accepted, in its TLS handshake, or sending its first request) is never taken
+   here, however long it waits: when the server is slow to get through a burst of handshakes, those are the
+   connections still waiting for it, and closing one resets a client that did nothing wrong (the handshake
+   and header timeouts bound how long they can wait).
 
 The listener moves a connection to the end of its address's idle order when it becomes idle and when a
 new request head starts arriving, so a slowloris head ages from its first byte, and a trickle does not
@@ -19,8 +23,10 @@ make it young again.
 
 Invariants: `total` and `open_from` count every connection added and not yet removed; a victim returned
 by `admit` has already been removed (a later `remove` of it is a no-op); idle order per address is the
-order of `idle_since` (the clock is monotonic); every method is O(1) but the search for a victim under
-fd pressure, which walks addresses from the most connections down until one has an idle connection.
+order of `idle_since` (the clock is monotonic); every method is O(1) but the searches for a victim: under
+fd pressure it walks addresses from the most connections down until one has an idle connection; past the
+per-address threshold it walks that address's idle connections idle for `min_idle` or more, oldest first,
+until one has served a request.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ class ConnectionTable(Generic[C]):
         self._count: dict[str, int] = {}
         self._idle: dict[str, dict[C, float]] = {}  # per address: idle connection -> idle since, oldest first
         self._by_count: dict[int, set[str]] = {}
+        self._served: set[C] = set()  # connections that have had a request served
         self._top = 0  # the largest count held by an address
 
     # -- queries --
@@ -83,6 +90,7 @@ class ConnectionTable(Generic[C]):
         addr = self._addr.pop(conn, None)
         if addr is None:
             return
+        self._served.discard(conn)
         idle = self._idle.get(addr)
         if idle is not None:
             idle.pop(conn, None)
@@ -94,6 +102,8 @@ class ConnectionTable(Generic[C]):
     def busy(self, conn: C) -> None:
         """A request is being served on `conn`: it is not closed to make room until it is idle again."""
         addr = self._addr.get(conn)
+        if addr is not None:
+            self._served.add(conn)
         if addr is not None and (idle := self._idle.get(addr)) is not None:
             idle.pop(conn, None)
             if not idle:
@@ -121,10 +131,10 @@ class ConnectionTable(Generic[C]):
                                      f"{owner} holds the most ({self.open_from(owner) + 1})", pressure=True)
         n = self.open_from(addr)
         if self.per_address and n >= self.per_address:
-            idle = self._idle.get(addr)
-            if idle:
-                victim, since = next(iter(idle.items()))
-                if now - since >= self.min_idle:
+            for victim, since in (self._idle.get(addr) or {}).items():  # longest idle first
+                if now - since < self.min_idle:
+                    break
+                if victim in self._served:
                     self.remove(victim)
                     return Admission(victim, f"{n} connections are open from this address "
                                              f"(threshold {self.per_address})")

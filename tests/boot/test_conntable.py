@@ -5,6 +5,12 @@ from __future__ import annotations
 from lite.server.conntable import ConnectionTable
 
 
+def _served(table: ConnectionTable[str], conn: str, at: float) -> None:
+    """`conn` had a request served, and is idle since `at`."""
+    table.busy(conn)
+    table.idle(conn, at)
+
+
 def test_nothing_happens_below_the_thresholds() -> None:
     table: ConnectionTable[str] = ConnectionTable(per_address=3, max_total=10)
     for i in range(3):
@@ -15,8 +21,9 @@ def test_nothing_happens_below_the_thresholds() -> None:
 
 def test_per_address_threshold_trims_that_address_longest_idle_and_never_refuses() -> None:
     table: ConnectionTable[str] = ConnectionTable(per_address=2, max_total=0)
-    table.add("a", "10.0.0.1", 0.0)
-    table.add("b", "10.0.0.1", 0.5)
+    for c, t in (("a", 0.0), ("b", 0.5)):
+        table.add(c, "10.0.0.1", t)
+        _served(table, c, t)
     table.add("other", "10.0.0.2", 0.0)
     room = table.admit("10.0.0.1", 3.0)
     assert (room.victim, room.refused, room.pressure) == ("a", None, False)
@@ -41,11 +48,13 @@ def test_busy_connections_are_never_victims_and_idle_restamps() -> None:
     table: ConnectionTable[str] = ConnectionTable(per_address=2, max_total=0)
     table.add("watch", "10.0.0.1", 0.0)
     table.add("old", "10.0.0.1", 1.0)
+    _served(table, "old", 1.0)
     table.busy("watch")
     assert table.admit("10.0.0.1", 5.0).victim == "old"
-    table.add("new", "10.0.0.1", 5.0)
-    table.add("newer", "10.0.0.1", 5.0)
-    table.idle("new", 9.0)  # served a request: idle again, now the youngest
+    for c in ("new", "newer"):
+        table.add(c, "10.0.0.1", 5.0)
+        _served(table, c, 5.0)
+    table.idle("new", 9.0)  # served another request: idle again, now the youngest
     assert table.admit("10.0.0.1", 11.0).victim == "newer"
 
 
@@ -96,3 +105,19 @@ def test_counts_return_to_zero() -> None:
     assert table.total == 0 and all(table.open_from(f"10.0.0.{i}") == 0 for i in range(3))
     table.add("again", "10.0.0.1", 99.0)
     assert table.admit("10.0.0.5", 99.0).victim is None
+
+
+def test_per_address_threshold_never_takes_a_connection_that_has_not_been_served() -> None:
+    """A server slow to get through a burst of handshakes: the connections still waiting for their handshake
+    or first request are not taken however long they wait (closing one resets a well-behaved client); fd
+    pressure still takes them."""
+    table: ConnectionTable[str] = ConnectionTable(per_address=2, max_total=0)
+    table.add("hello", "10.0.0.1", 0.0)  # in its handshake since 0
+    table.add("done", "10.0.0.1", 1.0)
+    _served(table, "done", 2.0)
+    assert table.admit("10.0.0.1", 10.0).victim == "done"  # the older "hello" is spared
+    table.add("c", "10.0.0.1", 10.0)
+    assert table.admit("10.0.0.1", 20.0).victim is None  # nothing served is idle: admitted, nothing closed
+    pressed: ConnectionTable[str] = ConnectionTable(per_address=0, max_total=1)
+    pressed.add("hello", "10.0.0.1", 0.0)
+    assert pressed.admit("10.0.0.2", 0.1).victim == "hello"
