@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.helpers.loopthread import stop_server
 from tests.helpers.tls import make_pki
 
 Obj = dict[str, Any]
@@ -84,10 +85,7 @@ def conversion_webhook(directory: Path) -> Iterator[ConversionWebhook]:
     try:
         yield hook
     finally:
-        asyncio.run_coroutine_threadsafe(runner_box[0].cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+        stop_server(loop, thread, runner_box[0])
 
 
 def gizmo_crd(webhook: ConversionWebhook | None, storage: str = "v1") -> Obj:

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.helpers.loopthread import stop_server
 from tests.helpers.tls import Pki, make_pki
 
 
@@ -65,11 +66,7 @@ class ExtensionServer:
 
     def stop(self) -> None:
         self.release()
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+        stop_server(self._loop, self._thread, self._runner)
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
