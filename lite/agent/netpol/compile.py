@@ -91,6 +91,15 @@ class Allow:
     pods: PodSet | None
     ports: tuple[PortMatch, ...] | None
 
+    def __hash__(self) -> int:
+        # Computed once: clauses are hashed many times per compile (deduplication, the renderer's caches).
+        try:
+            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            h = hash((self.blocks, self.pods, self.ports))
+            object.__setattr__(self, "_hash", h)
+            return h
+
     @property
     def any_peer(self) -> bool:
         return self.blocks is None and self.pods is None
@@ -153,49 +162,188 @@ def compile_all(policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
     everyone = _Pods(pods, namespaces)
     local_list = list(local)
     mine = _Pods(local_list, namespaces)
+    parts = [compile_policy(policy, everyone, mine) for policy in sorted(policies, key=_policy_id)]
+    return assemble(parts, local_list)
+
+
+@dataclass(frozen=True)
+class PolicyPart:
+    """What one policy contributes, given every pod and the local pods: its shared clauses (`chains`, chain id
+    → clauses), the local pod IPs it isolates per direction, and the clauses it resolves on each local pod
+    (named ingress ports). A policy that selects no local pod contributes an empty part."""
+
+    chains: Mapping[str, tuple[Allow, ...]] = field(default_factory=dict)
+    ins: frozenset[str] = frozenset()
+    outs: frozenset[str] = frozenset()
+    own: Mapping[str, tuple[Allow, ...]] = field(default_factory=dict)
+
+    def touches(self) -> set[str]:
+        """The local pod IPs whose policy this part takes part in."""
+        return set(self.ins) | set(self.outs) | set(self.own)
+
+
+EMPTY = PolicyPart()
+
+
+def compile_policy(policy: Mapping[str, Any], everyone: _Pods, mine: _Pods) -> PolicyPart:
+    """One policy's part; `everyone` answers peer selections, `mine` (the local pods) the policy's targets."""
+    meta, spec = policy.get("metadata") or {}, policy.get("spec") or {}
+    ns = str(meta.get("namespace") or "default")
+    selected = mine.select([{"podSelector": spec.get("podSelector") or {}}], ns)
+    if not selected:
+        return EMPTY
+    types = spec.get("policyTypes") or (["Ingress", "Egress"] if spec.get("egress") else ["Ingress"])
+    pid = _policy_id(policy)
     chains: dict[str, tuple[Allow, ...]] = {}
-    refs: dict[str, dict[str, list[str]]] = {"in": {}, "out": {}}  # direction → pod IP → chain ids
-    own_allows: dict[str, list[Allow]] = {}
-    for policy in sorted(policies, key=_policy_id):
-        meta, spec = policy.get("metadata") or {}, policy.get("spec") or {}
-        ns = str(meta.get("namespace") or "default")
-        selected = mine.select([{"podSelector": spec.get("podSelector") or {}}], ns)
-        if not selected:
-            continue
-        types = spec.get("policyTypes") or (["Ingress", "Egress"] if spec.get("egress") else ["Ingress"])
-        pid = _policy_id(policy)
-        if "Ingress" in types:
-            shared: list[Allow] = []
-            per_pod: list[tuple[Mapping[str, Any], Peers]] = []
-            for i, r in enumerate(spec.get("ingress") or []):
-                rule = r or {}
-                peers = _rule_peers(rule.get("from"), ns, everyone, f"{pid}/in/{i}")
-                if any(isinstance((p or {}).get("port"), str) for p in rule.get("ports") or []):
-                    per_pod.append((rule, peers))
-                else:
-                    shared += _ingress_allows(rule, None, peers)
-            chains[f"{pid}/in"] = _tuple(shared) or ()
+    ins: frozenset[str] = frozenset()
+    outs: frozenset[str] = frozenset()
+    own: dict[str, tuple[Allow, ...]] = {}
+    if "Ingress" in types:
+        shared: list[Allow] = []
+        per_pod: list[tuple[Mapping[str, Any], Peers]] = []
+        for i, r in enumerate(spec.get("ingress") or []):
+            rule = r or {}
+            peers = _rule_peers(rule.get("from"), ns, everyone, f"{pid}/in/{i}")
+            if any(isinstance((p or {}).get("port"), str) for p in rule.get("ports") or []):
+                per_pod.append((rule, peers))
+            else:
+                shared += _ingress_allows(rule, None, peers)
+        chains[f"{pid}/in"] = _tuple(shared) or ()
+        ins = frozenset(pod.ip for pod in selected)
+        if per_pod:
             for pod in selected:
-                refs["in"].setdefault(pod.ip, []).append(f"{pid}/in")
-                got = own_allows.setdefault(pod.ip, [])
-                for rule, peers in per_pod:
-                    got += _ingress_allows(rule, pod, peers)
-        if "Egress" in types:
-            allows = [a for i, r in enumerate(spec.get("egress") or [])
-                      for a in _egress_allows(r or {}, ns, everyone, f"{pid}/out/{i}")]
-            chains[f"{pid}/out"] = _tuple(allows) or ()
-            for pod in selected:
-                refs["out"].setdefault(pod.ip, []).append(f"{pid}/out")
-    out = []
-    for p in local_list:
-        ins, outs = refs["in"].get(p.ip), refs["out"].get(p.ip)
+                got = [a for rule, peers in per_pod for a in _ingress_allows(rule, pod, peers)]
+                if got:
+                    own[pod.ip] = tuple(got)
+    if "Egress" in types:
+        allows = [a for i, r in enumerate(spec.get("egress") or [])
+                  for a in _egress_allows(r or {}, ns, everyone, f"{pid}/out/{i}")]
+        chains[f"{pid}/out"] = _tuple(allows) or ()
+        outs = frozenset(pod.ip for pod in selected)
+    return PolicyPart(chains, ins, outs, own)
+
+
+class _Assembly:
+    """Turns policy parts into each local pod's `PodPolicy`; pods that share the same policies share their
+    flattened clauses."""
+
+    def __init__(self, parts: list[PolicyPart]) -> None:
+        self.parts = parts
+        self.chains: dict[str, tuple[Allow, ...]] = {}
+        for part in parts:
+            self.chains.update(part.chains)
+        self._flat: dict[tuple[str, ...], tuple[Allow, ...]] = {}
+
+    def flatten(self, ids: tuple[str, ...]) -> tuple[Allow, ...]:
+        found = self._flat.get(ids)
+        if found is None:
+            found = self._flat[ids] = tuple(dict.fromkeys(a for c in ids for a in self.chains[c]))
+        return found
+
+    def pod_policy(self, pod: PodView, ins: list[str] | None, outs: list[str] | None,
+                   own_parts: list[tuple[Allow, ...]]) -> PodPolicy | None:
         if ins is None and outs is None:
-            continue
-        own = tuple(dict.fromkeys(own_allows.get(p.ip, [])))
-        ingress = None if ins is None else tuple(dict.fromkeys([a for c in ins for a in chains[c]] + list(own)))
-        egress = None if outs is None else tuple(dict.fromkeys(a for c in outs for a in chains[c]))
-        out.append(PodPolicy(p, ingress, egress, tuple(ins or ()), tuple(outs or ()), own))
-    return Compiled(out, chains)
+            return None
+        own = tuple(dict.fromkeys(a for got in own_parts for a in got))
+        in_ids, out_ids = tuple(ins or ()), tuple(outs or ())
+        ingress = None
+        if ins is not None:
+            ingress = self.flatten(in_ids)
+            if own:
+                ingress = tuple(dict.fromkeys(ingress + own))
+        egress = None if outs is None else self.flatten(out_ids)
+        return PodPolicy(pod, ingress, egress, in_ids, out_ids, own)
+
+    def all(self, local: Iterable[PodView]) -> dict[str, PodPolicy | None]:
+        """Every local pod's policy (None: not isolated), by pod IP, in the order of `local`."""
+        refs: dict[str, dict[str, list[str]]] = {"in": {}, "out": {}}  # direction → pod IP → chain ids
+        own: dict[str, list[tuple[Allow, ...]]] = {}
+        for part in self.parts:
+            for cid in part.chains:
+                direction, ips = (refs["in"], part.ins) if cid.endswith("/in") else (refs["out"], part.outs)
+                for ip in ips:
+                    direction.setdefault(ip, []).append(cid)
+            for ip, got in part.own.items():
+                own.setdefault(ip, []).append(got)
+        return {p.ip: self.pod_policy(p, refs["in"].get(p.ip), refs["out"].get(p.ip), own.get(p.ip, []))
+                for p in local}
+
+    def one(self, pod: PodView) -> PodPolicy | None:
+        """One local pod's policy, found by scanning the parts (for the few pods a change touches)."""
+        ins: list[str] | None = None
+        outs: list[str] | None = None
+        own: list[tuple[Allow, ...]] = []
+        ip = pod.ip
+        for part in self.parts:
+            if ip in part.ins or ip in part.outs:
+                for cid in part.chains:
+                    if cid.endswith("/in") and ip in part.ins:
+                        ins = (ins or []) + [cid]
+                    elif cid.endswith("/out") and ip in part.outs:
+                        outs = (outs or []) + [cid]
+            got = part.own.get(ip)
+            if got:
+                own.append(got)
+        return self.pod_policy(pod, ins, outs, own)
+
+
+def assemble(parts: Iterable[PolicyPart], local: Iterable[PodView]) -> Compiled:
+    """The `Compiled` of these policy parts (in policy order) for the local pods (in their order)."""
+    assembly = _Assembly(list(parts))
+    return Compiled([pp for pp in assembly.all(local).values() if pp is not None], assembly.chains)
+
+
+class IncrementalCompiler:
+    """`compile_all` for a loop that recompiles after each change, redoing only what changed.
+
+    Invariant: a policy's part is reused only while the pods, the local pods and the namespaces' labels equal
+    those it was compiled against AND the policy is the very same object (objects given here are never mutated:
+    a changed policy arrives as a new object); a local pod's `PodPolicy` is reused (the same object) unless a
+    policy whose part changed touches it, before or after. Any change of pods or namespaces drops everything, so
+    the result always equals `compile_all` of the same inputs (the tests compare the two)."""
+
+    def __init__(self) -> None:
+        self._inputs: tuple[list[PodView], list[PodView], dict[str, dict[str, str]]] | None = None
+        self._pods: tuple[_Pods, _Pods] | None = None
+        self._parts: dict[str, tuple[Mapping[str, Any], PolicyPart]] = {}
+        self._by_ip: dict[str, PodPolicy | None] | None = None
+        self.compiled_last = 0  # policies compiled (not reused) by the last call, for tests and benches
+        self.touched_last = 0  # local pods whose policy was recomputed by the last call
+
+    def compile(self, policies: Iterable[Mapping[str, Any]], pods: Iterable[PodView],
+                namespaces: Mapping[str, Mapping[str, str]], local: Iterable[PodView]) -> Compiled:
+        inputs = (list(pods), list(local), {k: dict(v) for k, v in namespaces.items()})
+        if inputs != self._inputs:
+            self._inputs, self._pods, self._parts, self._by_ip = inputs, None, {}, None
+        before = self._parts
+        parts: dict[str, tuple[Mapping[str, Any], PolicyPart]] = {}
+        self.compiled_last = 0
+        touched: set[str] = set()
+        for policy in sorted(policies, key=_policy_id):
+            pid = _policy_id(policy)
+            cached = before.get(pid)
+            if cached is not None and cached[0] is policy:
+                parts[pid] = cached
+                continue
+            if self._pods is None:
+                self._pods = (_Pods(inputs[0], inputs[2]), _Pods(inputs[1], inputs[2]))
+            parts[pid] = (policy, compile_policy(policy, *self._pods))
+            self.compiled_last += 1
+            touched |= parts[pid][1].touches() | (cached[1].touches() if cached is not None else set())
+        for pid, (_, gone) in before.items():
+            if pid not in parts:
+                touched |= gone.touches()
+        self._parts = parts
+        assembly = _Assembly([part for _, part in parts.values()])
+        if self._by_ip is None:
+            self._by_ip = assembly.all(inputs[1])
+            self.touched_last = len(self._by_ip)
+        else:
+            for pod in inputs[1]:
+                if pod.ip in touched:
+                    self._by_ip[pod.ip] = assembly.one(pod)
+            self.touched_last = len(touched)
+        return Compiled([pp for pp in self._by_ip.values() if pp is not None], assembly.chains)
 
 
 def _policy_id(policy: Mapping[str, Any]) -> str:

@@ -1,7 +1,9 @@
 """The NetworkPolicy loop of one agent: Pods, Namespaces and NetworkPolicies in, one nftables transaction out.
 
     set / delete / replace ──► state + dirty flag ──► run(): at most one sync per `min_interval`
-        sync_once(): compile.compile_policies(state, this node's pods) ─► rules.render ─► TableSyncer.sync
+        sync_once(): compile.IncrementalCompiler (this node's pods) ─► rules.Renderer ─► TableSyncer.sync
+        (each stage reuses what the last sync computed for unchanged inputs: one policy edit recompiles,
+        re-renders and re-diffs that policy only; a pod or namespace change recompiles every policy)
     watch_refusals(): every `check_every` s read the drop counters; a pod whose egress refusals grew gets
         a Warning event `NetworkPolicyDenied` (at most one per pod per `event_every` s)
 
@@ -66,6 +68,9 @@ class Enforcer(SyncLoop):
         self.node_name = node_name
         self.nft = nft
         self.syncer = TableSyncer(nft, rules.FAMILY, table)
+        self.compiler = comp.IncrementalCompiler()
+        self.renderer = rules.Renderer(table)
+        self._views: dict[Key, tuple[Obj, comp.PodView | None]] = {}  # pod → (object, its view), last sync
         self.event = event
         self.check_every = check_every
         self.event_every = event_every
@@ -99,14 +104,23 @@ class Enforcer(SyncLoop):
 
     # ---- work ----
     def desired(self) -> tuple[list[comp.PodPolicy], Any]:
-        views = [v for p in self.state["PolicyPod"].values() if (v := comp.pod_view(p)) is not None]
+        views: list[comp.PodView] = []
+        known: dict[Key, tuple[Obj, comp.PodView | None]] = {}
+        for key, p in self.state["PolicyPod"].items():
+            cached = self._views.get(key)
+            if cached is None or cached[0] is not p:
+                cached = (p, comp.pod_view(p))
+            known[key] = cached
+            if cached[1] is not None:
+                views.append(cached[1])
+        self._views = known
         local = [v for v in views if v.node == self.node_name]
         if self.cluster_dns:
             views.append(comp.dns_view(self.cluster_dns))
         namespaces = {name: dict((o.get("metadata") or {}).get("labels") or {})
                       for (_, name), o in self.state["Namespace"].items()}
-        compiled = comp.compile_all(self.state["NetworkPolicy"].values(), views, namespaces, local)
-        return compiled.pods, rules.render(compiled, self.syncer.name)
+        compiled = self.compiler.compile(self.state["NetworkPolicy"].values(), views, namespaces, local)
+        return compiled.pods, self.renderer.render(compiled)
 
     async def sync_once(self) -> bool:
         self._dirty.clear()

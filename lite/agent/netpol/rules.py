@@ -37,7 +37,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from lite.agent.netpol.compile import Allow, Compiled, PortMatch
+from lite.agent.netpol.compile import Allow, Compiled, PodPolicy, PortMatch
 from lite.netns.nftstate import Chain, Set, Table
 
 TABLE = "lite-policy"
@@ -51,44 +51,128 @@ def chain_id(ip: str) -> str:
 
 
 def render(compiled: Compiled, name: str = TABLE) -> Table:
-    chains: dict[str, Chain] = {
-        "forward": Chain((ESTABLISHED, "ip saddr vmap @egress", "ip daddr vmap @ingress"), BASE.format(hook="forward")),
-        "input": Chain((ESTABLISHED, "ip saddr vmap @egress"), BASE.format(hook="input")),
-        "allowed-out": Chain(("ip daddr vmap @ingress", "accept")),
-    }
-    sets: dict[str, Set] = {}
-    used: set[str] = set()
-    for pp in compiled.pods:
-        used.update(pp.ingress_chains + pp.egress_chains)
-    for chain in sorted(used):
-        allows = compiled.chains.get(chain, ())
-        if allows:
-            verdict = "accept" if chain.endswith("/in") else "goto allowed-out"
-            chains[policy_chain(chain)] = Chain(tuple(r for a in allows for r in allow_rules(a, chain, verdict)))
-            _add_sets(sets, allows)
-    ingress: dict[str, str] = {}
-    egress: dict[str, str] = {}
-    for pp in compiled.pods:
-        cid = chain_id(pp.pod.ip)
-        if pp.ingress is not None:
-            jumps = [f"jump {policy_chain(c)}" for c in pp.ingress_chains if compiled.chains.get(c)]
-            own = [r for a in pp.ingress_own for r in allow_rules(a, "/in", "accept")]
-            _add_sets(sets, pp.ingress_own)
-            chains[f"in-{cid}"] = Chain((*jumps, *own, "counter drop"))
-            ingress[pp.pod.ip] = f"jump in-{cid}"
-        if pp.egress is not None:
-            jumps = [f"jump {policy_chain(c)}" for c in pp.egress_chains if compiled.chains.get(c)]
-            chains[f"out-{cid}"] = Chain((*jumps, "counter drop"))
-            egress[pp.pod.ip] = f"jump out-{cid}"
-    sets["ingress"] = Set("ipv4_addr", "verdict", elements=ingress)
-    sets["egress"] = Set("ipv4_addr", "verdict", elements=egress)
-    return Table(FAMILY, name, chains, sets)
+    return Renderer(name).render(compiled)
 
 
-def _add_sets(sets: dict[str, Set], allows: Iterable[Allow]) -> None:
-    for allow in allows:
-        if allow.pods is not None and allow.pods.ips and (name := set_name(allow.pods.group)) not in sets:
-            sets[name] = Set("ipv4_addr", elements=dict.fromkeys(allow.pods.ips, ""))
+class Renderer:
+    """`render` for a loop that re-renders after each change: a policy chain whose clauses are unchanged, a pod
+    set whose addresses are unchanged and a chain name already hashed are reused from the last call, so the
+    table differs from the last one only where the policies did (and `nftstate.transaction` finds unchanged
+    chains and sets by identity). Output always equals `render` of the same `Compiled`."""
+
+    def __init__(self, name: str = TABLE) -> None:
+        self.name = name
+        # Each cache holds only what the last render used (rebuilt per call), so churn never grows them.
+        self._names: dict[str, str] = {}  # compiled chain id → pol-<hash>-in|out
+        self._set_names: dict[str, str] = {}  # pod set group → pods-<hash>
+        self._chains: dict[str, tuple[tuple[Allow, ...], Chain]] = {}  # policy chain → (clauses, Chain)
+        self._sets: dict[str, tuple[tuple[str, ...], Set]] = {}  # set name → (addresses, Set)
+        self._own: dict[Allow, list[str]] = {}  # a pod's own clause → its rules
+        self._pod_chains: dict[str, tuple[PodPolicy, list[tuple[str, Chain]]]] = {}  # pod IP → its chains
+        self._used_names: dict[str, str] = {}
+        self._used_set_names: dict[str, str] = {}
+        self._used_sets: dict[str, tuple[tuple[str, ...], Set]] = {}
+        self._used_own: dict[Allow, list[str]] = {}
+
+    def _policy_chain(self, chain: str) -> str:
+        found = self._used_names.get(chain)
+        if found is None:
+            found = self._names.get(chain) or policy_chain(chain)
+            self._used_names[chain] = found
+        return found
+
+    def _own_rules(self, allow: Allow) -> list[str]:
+        found = self._used_own.get(allow)
+        if found is None:
+            found = self._own.get(allow)
+            if found is None:
+                found = allow_rules(allow, "/in", "accept")
+            self._used_own[allow] = found
+        return found
+
+    def render(self, compiled: Compiled) -> Table:
+        chains: dict[str, Chain] = {
+            "forward": FORWARD,
+            "input": INPUT,
+            "allowed-out": ALLOWED_OUT,
+        }
+        sets: dict[str, Set] = {}
+        self._used_names, self._used_set_names, self._used_sets, self._used_own = {}, {}, {}, {}
+        used: set[str] = set()
+        for pp in compiled.pods:
+            used.update(pp.ingress_chains + pp.egress_chains)
+        kept: dict[str, tuple[tuple[Allow, ...], Chain]] = {}
+        for chain in sorted(used):
+            allows = compiled.chains.get(chain, ())
+            if allows:
+                name = self._policy_chain(chain)
+                cached = self._chains.get(name)
+                if cached is None or (cached[0] is not allows and cached[0] != allows):
+                    verdict = "accept" if chain.endswith("/in") else "goto allowed-out"
+                    cached = (allows, Chain(tuple(r for a in allows for r in allow_rules(a, chain, verdict))))
+                kept[name] = cached
+                chains[name] = cached[1]
+                self._add_sets(sets, allows)
+        self._chains = kept
+        ingress: dict[str, str] = {}
+        egress: dict[str, str] = {}
+        jumps_of: dict[tuple[str, ...], tuple[str, ...]] = {}  # this render's chain ids → jump rules
+
+        def jumps(ids: tuple[str, ...]) -> tuple[str, ...]:
+            found = jumps_of.get(ids)
+            if found is None:
+                found = jumps_of[ids] = tuple(f"jump {self._policy_chain(c)}" for c in ids if compiled.chains.get(c))
+            return found
+
+        pod_chains: dict[str, tuple[PodPolicy, list[tuple[str, Chain]]]] = {}
+        for pp in compiled.pods:
+            entry = self._pod_chains.get(pp.pod.ip)
+            if entry is None or entry[0] is not pp:
+                # A PodPolicy object is reused by the compiler only while its policies' chains are unchanged,
+                # so the same object renders to the same chains.
+                cid = chain_id(pp.pod.ip)
+                made: list[tuple[str, Chain]] = []
+                if pp.ingress is not None:
+                    own = [r for a in pp.ingress_own for r in self._own_rules(a)]
+                    made.append((f"in-{cid}", Chain((*jumps(pp.ingress_chains), *own, "counter drop"))))
+                if pp.egress is not None:
+                    made.append((f"out-{cid}", Chain((*jumps(pp.egress_chains), "counter drop"))))
+                entry = (pp, made)
+            pod_chains[pp.pod.ip] = entry
+            if pp.ingress is not None:
+                self._add_sets(sets, pp.ingress_own)
+                ingress[pp.pod.ip] = "jump in-" + chain_id(pp.pod.ip)
+            if pp.egress is not None:
+                egress[pp.pod.ip] = "jump out-" + chain_id(pp.pod.ip)
+            chains.update(entry[1])
+        self._pod_chains = pod_chains
+        self._names, self._set_names, self._sets, self._own = (
+            self._used_names, self._used_set_names, self._used_sets, self._used_own)
+        sets["ingress"] = Set("ipv4_addr", "verdict", elements=ingress)
+        sets["egress"] = Set("ipv4_addr", "verdict", elements=egress)
+        return Table(FAMILY, self.name, chains, sets)
+
+    def _add_sets(self, sets: dict[str, Set], allows: Iterable[Allow]) -> None:
+        for allow in allows:
+            if allow.pods is None or not allow.pods.ips:
+                continue
+            group = allow.pods.group
+            name = self._used_set_names.get(group)
+            if name is None:
+                name = self._used_set_names[group] = self._set_names.get(group) or set_name(group)
+            if name in sets:
+                continue
+            ips = allow.pods.ips
+            cached = self._sets.get(name)
+            if cached is None or (cached[0] is not ips and cached[0] != ips):
+                cached = (ips, Set("ipv4_addr", elements=dict.fromkeys(ips, "")))
+            self._used_sets[name] = cached
+            sets[name] = cached[1]
+
+
+FORWARD = Chain((ESTABLISHED, "ip saddr vmap @egress", "ip daddr vmap @ingress"), BASE.format(hook="forward"))
+INPUT = Chain((ESTABLISHED, "ip saddr vmap @egress"), BASE.format(hook="input"))
+ALLOWED_OUT = Chain(("ip daddr vmap @ingress", "accept"))
 
 
 def policy_chain(chain: str) -> str:
