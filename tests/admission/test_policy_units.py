@@ -9,7 +9,7 @@ import pytest
 
 from lite.server.admission.matching import Attributes
 from lite.server.admission.plugins import ORDER, Plugin, ordered_hooks
-from lite.server.admission.policy import decide, matching
+from lite.server.admission.policy import budget, decide, matching
 from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 from lite.server.admission.policy.validation import default_policy, validate_binding, validate_policy
 from lite.server.api.strategies.base import Admission
@@ -271,7 +271,27 @@ def test_authorizer_signatures_as_upstream() -> None:
     for ok in ("authorizer.path('/healthz').check('get').allowed()",
                "authorizer.path('/healthz').check('get').reason() == ''",
                "authorizer.path('/healthz').check('get').errored() || authorizer.path('/x').check('get').error() == ''",
-               "authorizer.serviceAccount('ns', 'sa').path('/metrics').check('get').allowed()"):
+               "authorizer.serviceAccount('ns', 'sa').path('/metrics').check('get').allowed()",
+               "object.metadata.name.matches('^[a-z]+(-[a-z]+)*$')"):
         assert env.compile_error(ok) is None, ok
+    assert "invalid matches argument" in str(env.compile_error("object.metadata.name.matches('[')"))
     assert env.compile("authorizer.serviceAccount('ns', 'sa').path('/metrics').check('get').allowed()").eval(
         {"authorizer": env.authorizer({"username": "alice"})}) is False
+
+
+def test_cost_safe_size_and_meter() -> None:
+    """A policy's `safe_size`: unbounded without comprehensions or string functions over its variables; finite
+    with them, and values no larger are not metered while larger ones are (budget.py)."""
+    env = _env()
+    cheap = [env.compile("object.metadata.name == 'x'"), env.compile("has(object.spec)")]
+    assert budget.safe_size([], [], cheap, [], []) == budget.UNBOUNDED
+    loops = [env.compile("object.data.all(k, object.data.all(j, j != k || true))")]
+    safe = budget.safe_size([], [], loops, [], [])
+    assert 300 < safe < 1000  # about sqrt(PER_CALL_LIMIT / the body's cost)
+    assert budget.meter(safe, {"object": {"data": {"k": "v"}}}) is None
+    big = {"object": {"data": {f"k{i}": "v" for i in range(200)}}}
+    m = budget.meter(safe, big)
+    assert m is not None and m.cost(loops[0]) > 200 * 200
+    # the per-evaluation budget: many validations each under the per-call limit
+    assert budget.safe_size([], [], loops * 20, [], []) < safe
+    assert budget.safe_size(loops * 20, [], [], [], []) < budget.safe_size([], [], loops * 20, [], [])  # 2.5M

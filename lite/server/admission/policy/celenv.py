@@ -62,6 +62,14 @@ class AuthzDecision:
 Check = Callable[[dict[str, Any], dict[str, str]], AuthzDecision]
 
 
+class _TypesOnly(Environment):
+    """An environment that is only compiled against, never evaluated (its two `check` overloads cannot be
+    registered for evaluation): the literal checks, which evaluate, are the evaluated environment's."""
+
+    def _check_literals(self, source: str) -> None:
+        return None
+
+
 def _typing_functions() -> list[Function]:
     """Upstream's authorizer library signatures (`library/authz.go`), for type checking only: `path` gives a
     PathCheck, which has `check` and nothing else. (The runtime cannot tell two `check` overloads apart by their
@@ -109,7 +117,7 @@ class PolicyEnv:
     def __init__(self, check: Check) -> None:
         self.check = check
         self.env = Environment(VARIABLES, functions=self._functions(), opaque_types=OPAQUE)
-        self.types = Environment(VARIABLES, functions=_typing_functions(), opaque_types=(*OPAQUE, PATH_CHECK))
+        self.types = _TypesOnly(VARIABLES, functions=_typing_functions(), opaque_types=(*OPAQUE, PATH_CHECK))
 
     def compile(self, source: str) -> Program:
         """Type-check `source` against upstream's authorizer signatures, then compile it for the runtime."""
@@ -117,7 +125,7 @@ class PolicyEnv:
             self.types.compile(source)
         except CompileError as e:
             raise CompileError(member_style(source, str(e))) from None
-        return self.env.compile(source)
+        return self.env.compile(source)  # (also checks literal regexes, durations and timestamps)
 
     def compile_error(self, source: str) -> str | None:
         try:
