@@ -41,7 +41,7 @@ JSON_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params")
 _CEILING = 4 * MAX_REQUEST_SIZE_BYTES  # no variable can be larger (the request, its defaults, a namespace)
 
 __all__ = ["CALL_LIMIT", "MATCH_CONDITIONS_BUDGET", "OUT_OF_BUDGET", "PER_CALL_LIMIT", "RUNTIME_CEL_COST_BUDGET",
-           "Meter", "json_size", "meter", "safe_size"]
+           "Meter", "json_size", "meter", "safe_size", "too_large"]
 
 
 def json_size(value: Any) -> int:
@@ -113,6 +113,17 @@ class Meter:
     def set_variables(self, values: Mapping[str, Any]) -> None:
         self.cap = max(self.cap, max((json_size(v) for v in values.values()), default=0))
         self.scope["variables"] = CappedShape(values=[dict(values)], cap=self.cap)
+
+
+def too_large(limit: int, data: Mapping[str, Any]) -> bool:
+    """Whether some JSON variable of `data` is longer than `limit` (one serialization of the whole mapping
+    answers no for the common small request)."""
+    try:
+        if len(orjson.dumps(data)) <= limit:
+            return False
+    except TypeError:  # opaque values (the authorizer's): variable by variable
+        pass
+    return meter(limit, data) is not None
 
 
 def meter(limit: int, data: Mapping[str, Any]) -> Meter | None:

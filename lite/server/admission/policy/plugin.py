@@ -187,13 +187,14 @@ class PolicyAdmission:
                     data: Any = await ctx.plain_activation(plan.reads, plan.paths)
                 else:  # object and oldObject alone: no request to describe
                     data = _plain_data(adm, plan.paths)
-                values = data.data if isinstance(data, Activation) else data
-                if plan.safe_size < budget.UNBOUNDED and budget.meter(plan.safe_size, values) is not None:
-                    raise CelError("metered")  # values that might go over a cost limit: each policy is metered
-                # converted once: evaluated from a plain mapping, the runtime converts a variable again at each
-                # reference (the combined program names `object` once per validation: ~2x the whole evaluation)
-                r = _run(plan.combined, data if isinstance(data, Activation) else self.env.activation(data))
-            except CelError:  # the request's values do not convert to CEL: the exact path reports it
+                plain = not isinstance(data, Activation)
+                # values that might go over a cost limit: every policy is judged (and metered) exactly
+                if plan.safe_size >= budget.UNBOUNDED or \
+                        not budget.too_large(plan.safe_size, data if plain else data.data):
+                    # converted once: evaluated from a plain mapping, the runtime converts a variable again at
+                    # each reference (the combined program names `object` once per validation: ~2x the work)
+                    r = plan.combined.eval(self.env.activation(data) if plain else data)
+            except CelError:  # conversion or evaluation failed: the exact path reports it
                 pass
             if r is not True:
                 exact = bound  # something failed: every policy's exact decisions, in order
