@@ -525,3 +525,44 @@ def _free_ids(node: Node) -> set[str]:
                 visit(x)
     visit(node)
     return out
+
+
+# ---- runtime bounds (ValidatingAdmissionPolicy's per-call limit and per-evaluation budget) --------------------
+
+
+@dataclass
+class CappedShape(Shape):
+    """A Shape whose unknown sizes are `cap` rather than the request-size bound: at runtime, no list, map or
+    string the expression meets can be larger than the largest one its variables hold (`cap`, e.g. their JSON
+    length), beyond what the expression itself builds (literals, `+`, `map`, which the estimator sizes)."""
+
+    cap: int = 0
+
+    def max(self) -> int:
+        if self.size is not None or self.values is not None or self.schema:
+            return Shape.max(self)
+        return self.cap
+
+    def child(self, name: str | None) -> Shape:
+        c = Shape.child(self, name)
+        return CappedShape(c.schema, c.values, None, cap=self.cap)
+
+
+@dataclass
+class _CappedEstimator(_Estimator):
+    cap: int = 0
+
+    def walk(self, n: Node) -> tuple[float, Shape]:
+        cost, shape = super().walk(n)
+        if not isinstance(shape, CappedShape):
+            shape = CappedShape(shape.schema, shape.values, shape.size, cap=self.cap)
+        return cost, shape
+
+
+def bounded_cost(node: Node, scope: dict[str, Shape], cap: int) -> tuple[int, int]:
+    """(cost, result size) of a parsed expression whose variables are `scope` (`CappedShape(values=[v],
+    cap=cap)` for actual values, `CappedShape(cap=cap)` for any value no larger than `cap`), every size the
+    walk cannot know taken as `cap`. Monotonic in `cap`; an upper bound of the runtime figure (see the module
+    doc: comprehensions are charged every element, short-circuits are not credited)."""
+    cost, shape = _CappedEstimator(dict(scope), cap).walk(node)
+    return min(math.ceil(cost), 2**63 - 1), shape.max()

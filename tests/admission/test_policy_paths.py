@@ -128,9 +128,10 @@ async def test_plain_and_exact_paths_agree(stack: tuple[Resources, KindRegistry,
                 plan = plain._plans[("CREATE", "", "v1", "configmaps", "", True)]
                 assert plan.combined is not None
                 act = plain.env.activation({"object": obj, "oldObject": None, "params": None})
-                assert plan.combined.eval(act) == [True] * len(POLICIES)
+                assert plan.combined.eval(act) is True
+                assert plan.combined.source.count(") && (") >= len(POLICIES) - 1
         key = ("CREATE", "", "v1", "configmaps", "", True)
-        # every policy (variables and matchConditions included) went into `plain`'s one list; none into `exact`'s
+        # every policy (variables and matchConditions included) went into `plain`'s one program; none into `exact`'s
         assert plain._plans[key].combined is not None and not plain._plans[key].others
         assert exact._plans[key].combined is None and len(exact._plans[key].others) == len(POLICIES)
         for t in running:
@@ -151,3 +152,65 @@ def test_plain_elements() -> None:
     assert plain_elements({"validations": [{"expression": "object.a == 'variables.x'"}],
                            "variables": [{"name": "x", "expression": "1"}]}) is None
     assert plain_elements({"validations": [{"expression": "object.a == 1"}]}) == ["(object.a == 1)"]
+
+
+PATTERN = "object.data.all(k, object.data[k].matches('^[a-z]+(-[a-z]+)*([.][a-z]+(-[a-z]+)*)*$'))"
+BUDGET_POLICIES: list[dict[str, Any]] = [
+    # over the per-call limit on 1,000 values of 1,400 characters: an evaluation error, by failurePolicy
+    {"matchConditions": [{"name": "c", "expression": "object.metadata.labels['case'] == 'fail'"}],
+     "validations": [{"expression": PATTERN}]},
+    {"failurePolicy": "Ignore", "matchConditions": [{"name": "c", "expression":
+                                                     "object.metadata.labels['case'] == 'ignore'"}],
+     "validations": [{"expression": PATTERN}]},
+    # each validation under the per-call limit on 600 such values, 20 of them over the evaluation's budget
+    {"matchConditions": [{"name": "c", "expression": "object.metadata.labels['case'] == 'budget'"}],
+     "validations": [{"expression": PATTERN.replace("))", f") || k == '{i}')")} for i in range(20)]},
+]
+
+
+def _cm(case: str, keys: int, extra: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{case}-{keys}", "namespace": "default",
+                                                                 "labels": {"case": case}},
+            "data": {**{f"k{i}": "a" * 1400 for i in range(keys)}, **(extra or {})}}
+
+
+async def test_runtime_cost_limits(stack: tuple[Resources, KindRegistry, Any]) -> None:
+    """Upstream's per-call limit and per-evaluation budget, on both paths: an expression over a large map goes
+    over them and the policy's failurePolicy decides (Fail refuses with upstream's message, Ignore admits);
+    the same policies on small objects evaluate as usual."""
+    r, kinds, _ = stack
+    for i, spec in enumerate(BUDGET_POLICIES):
+        await r.create(kind(kinds, GROUP, "validatingadmissionpolicies"), "", {
+            "metadata": {"name": f"cost{i}"}, "spec": {"matchConstraints": {"resourceRules": RULES}, **spec}})
+        await r.create(kind(kinds, GROUP, "validatingadmissionpolicybindings"), "", {
+            "metadata": {"name": f"cost{i}"}, "spec": {"policyName": f"cost{i}", "validationActions": ["Deny"]}})
+    namespaces = NamespaceLabels(r, r.core_kind("namespaces"))
+    plain = PolicyAdmission(r, kinds, namespaces, None)
+    exact = PolicyAdmission(r, kinds, namespaces, None, plain=False)
+    async with asyncio.TaskGroup() as tg:
+        running = [tg.create_task(p.run()) for p in (plain, exact)]
+        for p in (plain, exact):
+            await p.policies.wait_synced()
+            await p.bindings.wait_synced()
+        cm = kind(kinds, "", "configmaps")
+        forbidden = "422 Invalid configmaps \"{}\" is forbidden: ValidatingAdmissionPolicy 'cost{}' with binding " \
+                    "'cost{}' denied request: {}"
+        cases = [
+            (_cm("fail", 1000), forbidden.format(
+                "fail-1000", 0, 0, f"expression '{PATTERN}' resulted in error: operation cancelled: actual cost "
+                                   "limit exceeded")),
+            (_cm("fail", 10, {"x": "1"}), forbidden.format("fail-10", 0, 0, f"failed expression: {PATTERN}")),
+            (_cm("ignore", 1000, {"x": "1"}), ""),  # would be refused, but the error is ignored
+            (_cm("ignore", 10, {"x": "1"}), forbidden.format("ignore-10", 1, 1, f"failed expression: {PATTERN}")),
+            (_cm("budget", 600), forbidden.format(
+                "budget-600", 2, 2, "validation failed due to running out of cost budget, no further validation "
+                                    "rules will be run")),
+            (_cm("budget", 100), ""),
+        ]
+        for obj, want in cases:
+            name = obj["metadata"]["name"]
+            for p in (plain, exact):
+                got, _ = await outcome(p, Admission("CREATE", cm, "default", name, obj, None))
+                assert got == want, (name, p.plain, got)
+        for t in running:
+            t.cancel()

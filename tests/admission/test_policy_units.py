@@ -9,7 +9,7 @@ import pytest
 
 from lite.server.admission.matching import Attributes
 from lite.server.admission.plugins import ORDER, Plugin, ordered_hooks
-from lite.server.admission.policy import decide, matching
+from lite.server.admission.policy import budget, decide, matching
 from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 from lite.server.admission.policy.validation import default_policy, validate_binding, validate_policy
 from lite.server.api.strategies.base import Admission
@@ -236,3 +236,62 @@ def test_type_checking_warnings() -> None:
     warned = typecheck.check_expression("object.spec.containers.size() > 0 && object.spec.replicas > 0", both)
     assert warned.startswith("apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'containers'")
     assert "\n/v1, Kind=Pod: ERROR: <input>:1:49: undefined field 'replicas'" in warned
+
+
+def test_authorizer_signatures_as_upstream() -> None:
+    """`path()` gives a PathCheck (check only, as upstream's library/authz.go); what upstream's type checker
+    refuses is refused at policy write, in cel-go's words for receiver-style calls."""
+    env = _env()
+    refused = {
+        "authorizer.path('/healthz').namespace('ns').check('get').allowed()":
+            "found no matching overload for 'namespace' applied to 'kubernetes.authorization.PathCheck.(string)'",
+        "authorizer.path('/healthz').resource('pods').check('get').allowed()":
+            "found no matching overload for 'resource' applied to 'kubernetes.authorization.PathCheck.(string)'",
+        "authorizer.path('/healthz').check(1).allowed()":
+            "found no matching overload for 'check' applied to 'kubernetes.authorization.PathCheck.(int)'",
+        "authorizer.group('').check('get').allowed()":
+            "found no matching overload for 'check' applied to 'kubernetes.authorization.GroupCheck.(string)'",
+        "authorizer.group('').resource('pods').check('get')":  # a Decision: not a bool validation
+            None,
+        "authorizer.path('/healthz').check('get').name('x')":
+            "found no matching overload for 'name' applied to 'kubernetes.authorization.Decision.(string)'",
+    }
+    for expr, want in refused.items():
+        err = env.compile_error(expr)
+        if want is None:
+            assert err is None, expr
+            continue
+        assert err is not None and err.startswith("ERROR: <input>:1:") and want in err, (expr, err)
+        policy: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {
+            "matchConstraints": {"resourceRules": [rule()]}, "validations": [{"expression": expr}]}}
+        default_policy(policy)
+        causes = validate_policy(policy, env.compile_error)
+        assert [(c.field, c.message.split("\n")[0]) for c in causes] == [
+            ("spec.validations[0].expression", f"Invalid value: \"{expr}\": compilation failed: {err.splitlines()[0]}")]
+    for ok in ("authorizer.path('/healthz').check('get').allowed()",
+               "authorizer.path('/healthz').check('get').reason() == ''",
+               "authorizer.path('/healthz').check('get').errored() || authorizer.path('/x').check('get').error() == ''",
+               "authorizer.serviceAccount('ns', 'sa').path('/metrics').check('get').allowed()",
+               "object.metadata.name.matches('^[a-z]+(-[a-z]+)*$')"):
+        assert env.compile_error(ok) is None, ok
+    assert "invalid matches argument" in str(env.compile_error("object.metadata.name.matches('[')"))
+    assert env.compile("authorizer.serviceAccount('ns', 'sa').path('/metrics').check('get').allowed()").eval(
+        {"authorizer": env.authorizer({"username": "alice"})}) is False
+
+
+def test_cost_safe_size_and_meter() -> None:
+    """A policy's `safe_size`: unbounded without comprehensions or string functions over its variables; finite
+    with them, and values no larger are not metered while larger ones are (budget.py)."""
+    env = _env()
+    cheap = [env.compile("object.metadata.name == 'x'"), env.compile("has(object.spec)")]
+    assert budget.safe_size([], [], cheap, [], []) == budget.UNBOUNDED
+    loops = [env.compile("object.data.all(k, object.data.all(j, j != k || true))")]
+    safe = budget.safe_size([], [], loops, [], [])
+    assert 300 < safe < 1000  # about sqrt(PER_CALL_LIMIT / the body's cost)
+    assert budget.meter(safe, {"object": {"data": {"k": "v"}}}) is None
+    big = {"object": {"data": {f"k{i}": "v" for i in range(200)}}}
+    m = budget.meter(safe, big)
+    assert m is not None and m.cost(loops[0]) > 200 * 200
+    # the per-evaluation budget: many validations each under the per-call limit
+    assert budget.safe_size([], [], loops * 20, [], []) < safe
+    assert budget.safe_size(loops * 20, [], [], [], []) < budget.safe_size([], [], loops * 20, [], [])  # 2.5M

@@ -269,3 +269,38 @@ def test_params_from_a_custom_resource_by_selector_and_audit(cluster: Cluster, n
         assert "validation.policy.admission.k8s.io/validation_failure" in log and f"'{p}/keys': '2'" in log
     finally:
         cluster.kubectl("delete", "crd", f"limits.{group}", "--ignore-not-found", check=False)
+
+
+def test_runtime_cost_limit_and_authorizer_signatures(cluster: Cluster, ns: str, policies: Policies) -> None:
+    """An expression over a large map goes over upstream's per-call cost limit: failurePolicy Fail refuses with
+    upstream's message, Ignore admits; and an authorizer path check used as a resource check is refused at
+    policy write, as upstream's type checker does."""
+    wrong = {"apiVersion": V1, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": unique("vap")},
+             "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                              "operations": ["CREATE"], "resources": ["pods"]}]},
+                      "validations": [{"expression": "authorizer.path('/healthz').namespace('a').check('get')"
+                                                     ".allowed()"}]}}
+    refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(wrong), check=False)
+    assert refused.returncode != 0
+    assert "spec.validations[0].expression: Invalid value" in refused.stderr
+    assert "compilation failed: ERROR: <input>:1:38: found no matching overload for 'namespace' applied to " \
+           "'kubernetes.authorization.PathCheck.(string)'" in refused.stderr
+    expr = "object.data.all(k, object.data[k].matches('^[a-z]+(-[a-z]+)*([.][a-z]+(-[a-z]+)*)*$'))"
+    big = {f"k{i}": "a" * 1400 for i in range(1000)}  # 1.4 MB: 1,000 x 140 x 10 over the 1,000,000 per call
+    strict = policies.policy([{"expression": expr}], failurePolicy="Fail",
+                             matchConditions=[{"name": "strict", "expression": "'strict' in object.metadata.labels"}])
+    policies.bind(strict, ["Deny"])
+    lax = policies.policy([{"expression": expr}], failurePolicy="Ignore",
+                          matchConditions=[{"name": "lax", "expression": "'lax' in object.metadata.labels"}])
+    policies.bind(lax, ["Deny"])
+    refused = cluster.kubectl("create", "-f", "-", input=cm("strict", ns, big, {"strict": "1"}), check=False)
+    assert refused.returncode != 0
+    assert f"ValidatingAdmissionPolicy '{strict}' with binding" in refused.stderr
+    assert f"denied request: expression '{expr}' resulted in error: operation cancelled: actual cost limit " \
+           "exceeded" in refused.stderr
+    # the lax policy would refuse this one (the 'x' value does not match), but its evaluation is cut off and
+    # its failurePolicy ignores that; a small one it judges as usual
+    cluster.kubectl("create", "-f", "-", input=cm("lax", ns, {**big, "x": "1"}, {"lax": "1"}))
+    refused = cluster.kubectl("create", "-f", "-", input=cm("lax-small", ns, {"a": "b", "x": "1"}, {"lax": "1"}),
+                              check=False)
+    assert f"denied request: failed expression: {expr}" in refused.stderr

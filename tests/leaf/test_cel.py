@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from lite import cel
+from lite.cel import cost
 
 ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
 
@@ -314,3 +315,19 @@ def test_static_cost_estimates_match_upstreams_for_presence_tests_and_conditiona
 def test_min_serialized_sizes_are_upstreams(schema: dict[str, Any], size: int) -> None:
     from lite.cel import cost
     assert cost.min_serialized(schema) == size
+
+
+def test_bounded_cost_over_actual_values() -> None:
+    """`bounded_cost`: the runtime bound of an expression over actual values, sizes the walk cannot know (what a
+    `filter` or `map` builds) capped by the largest value of the variables rather than the request-size bound."""
+    node = cost.parse("object.items.filter(c, c.x).all(c, c.name.startsWith('a'))")
+    obj = {"items": [{"x": True, "name": "abc"}] * 4}
+    got, _ = cost.bounded_cost(node, {"object": cost.CappedShape(values=[obj], cap=100)}, 100)
+    assert got < 200  # 4 elements, each a few operations
+    # every size at most 1,000: two nested loops over one list
+    quadratic = cost.parse("object.items.all(a, object.items.all(b, a != b))")
+    low, _ = cost.bounded_cost(quadratic, {"object": cost.CappedShape(cap=1000)}, 1000)
+    high, _ = cost.bounded_cost(quadratic, {"object": cost.CappedShape(cap=2000)}, 2000)
+    assert 1000 * 1000 < low < 5 * 1000 * 1000 < high
+    values = cost.CappedShape(values=[{"items": list(range(1500))}], cap=9000)
+    assert cost.bounded_cost(quadratic, {"object": values}, 9000)[0] > 1500 * 1500

@@ -5,13 +5,17 @@ Variables (upstream `k8s.io/apiserver/pkg/admission/plugin/cel`): `object`, `old
 Kubernetes authorizer library, upstream `library/authz.go`):
 
     authorizer.group(g).resource(r)[.subresource(s)][.namespace(ns)][.name(n)].check(verb) -> Decision
-    authorizer.path(p).check(verb) -> Decision
+    authorizer.path(p).check(verb) -> Decision (path(p) is a PathCheck: check is all it has)
     authorizer.serviceAccount(ns, name) -> Authorizer (checks then run as that ServiceAccount)
     authorizer.requestResource.check(verb) -> Decision (the request's group/resource/namespace/name)
     Decision.allowed() / .reason() / .errored() / .error()
 
 Each opaque value carries its state as JSON text in its one string field (see `lite.cel.opaque`); `check`
 calls the `Check` function given to `PolicyEnv` with (user, attributes) and turns its answer into a Decision.
+
+Expressions are type-checked against upstream's signatures (a second environment where PathCheck is its own
+type, never evaluated) before they are compiled for the runtime, so what upstream refuses at policy write is
+refused, with cel-go's wording for receiver-style calls (`applied to 'kubernetes.authorization.PathCheck.(string)'`).
 
 Invariants: one `PolicyEnv` per plugin (its `Environment` is immutable and shared by all requests); a
 `Program` is compiled once per policy revision by the caller.
@@ -20,6 +24,7 @@ Invariants: one `PolicyEnv` per plugin (its `Environment` is immutable and share
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +36,11 @@ from lite.cel.env import Activation, CompileError, Environment, Function, Progra
 AUTHORIZER = "kubernetes.authorization.Authorizer"
 GROUP_CHECK = "kubernetes.authorization.GroupCheck"
 RESOURCE_CHECK = "kubernetes.authorization.ResourceCheck"
+PATH_CHECK = "kubernetes.authorization.PathCheck"
 DECISION = "kubernetes.authorization.Decision"
 OPAQUE = (AUTHORIZER, GROUP_CHECK, RESOURCE_CHECK, DECISION)
+_MEMBER_OVERLOAD = re.compile(r"^(ERROR: <input>:(\d+):(\d+): found no matching overload for '[^']*' applied to )"
+                              r"'\(([^,()]+)(?:, (.*))?\)'$")
 
 VARIABLES: dict[str, Any] = {
     "object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN, "params": cel.Type.DYN,
@@ -54,6 +62,51 @@ class AuthzDecision:
 Check = Callable[[dict[str, Any], dict[str, str]], AuthzDecision]
 
 
+class _TypesOnly(Environment):
+    """An environment that is only compiled against, never evaluated (its two `check` overloads cannot be
+    registered for evaluation): the literal checks, which evaluate, are the evaluated environment's."""
+
+    def _check_literals(self, source: str) -> None:
+        return None
+
+
+def _typing_functions() -> list[Function]:
+    """Upstream's authorizer library signatures (`library/authz.go`), for type checking only: `path` gives a
+    PathCheck, which has `check` and nothing else. (The runtime cannot tell two `check` overloads apart by their
+    message receivers, so the evaluated environment gives `path` a ResourceCheck; compiling against this one
+    first refuses what upstream refuses.)"""
+    S, B = cel.Type.STRING, cel.Type.BOOL
+
+    def never(*_: Any) -> Any:
+        raise ValueError("type-checking environment: not evaluated")
+
+    member = [("path", [AUTHORIZER, S], PATH_CHECK), ("group", [AUTHORIZER, S], GROUP_CHECK),
+              ("serviceAccount", [AUTHORIZER, S, S], AUTHORIZER), ("resource", [GROUP_CHECK, S], RESOURCE_CHECK),
+              ("subresource", [RESOURCE_CHECK, S], RESOURCE_CHECK), ("namespace", [RESOURCE_CHECK, S], RESOURCE_CHECK),
+              ("name", [RESOURCE_CHECK, S], RESOURCE_CHECK), ("check", [RESOURCE_CHECK, S], DECISION),
+              ("check", [PATH_CHECK, S], DECISION), ("allowed", [DECISION], B), ("reason", [DECISION], S),
+              ("errored", [DECISION], B), ("error", [DECISION], S)]
+    return [Function(name, f"typing_{name}_{params[0].rsplit('.', 1)[1].lower()}", params, result, never, True)
+            for name, params, result in member]
+
+
+def member_style(source: str, message: str) -> str:
+    """A "no matching overload" error of a receiver-style call in cel-go's words: the receiver's type before the
+    arguments (`'kubernetes.authorization.PathCheck.(string)'`, not `'(kubernetes.authorization.PathCheck,
+    string)'`). Other messages are returned as they are."""
+    first, sep, rest = message.partition("\n")
+    m = _MEMBER_OVERLOAD.match(first)
+    if m is None:
+        return message
+    line, col = int(m.group(2)), int(m.group(3))
+    lines = source.split("\n")
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    before = re.sub(r"[A-Za-z_][A-Za-z0-9_]*\s*$", "", text[:col - 1]).rstrip()  # the caret is at the '('
+    if not before.endswith("."):
+        return message  # a global call: cel-go writes the arguments alone, as the runtime does
+    return f"{m.group(1)}'{m.group(4)}.({m.group(5) or ''})'{sep}{rest}"
+
+
 def _state(v: Any) -> dict[str, Any]:
     return dict(json.loads(v.v or "{}"))
 
@@ -64,13 +117,19 @@ class PolicyEnv:
     def __init__(self, check: Check) -> None:
         self.check = check
         self.env = Environment(VARIABLES, functions=self._functions(), opaque_types=OPAQUE)
+        self.types = _TypesOnly(VARIABLES, functions=_typing_functions(), opaque_types=(*OPAQUE, PATH_CHECK))
 
     def compile(self, source: str) -> Program:
-        return self.env.compile(source)
+        """Type-check `source` against upstream's authorizer signatures, then compile it for the runtime."""
+        try:
+            self.types.compile(source)
+        except CompileError as e:
+            raise CompileError(member_style(source, str(e))) from None
+        return self.env.compile(source)  # (also checks literal regexes, durations and timestamps)
 
     def compile_error(self, source: str) -> str | None:
         try:
-            self.env.compile(source)
+            self.compile(source)
         except CompileError as e:
             return str(e)
         return None

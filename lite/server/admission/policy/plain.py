@@ -21,7 +21,7 @@ _VAR_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
 
 @dataclass(frozen=True)
 class Plan:
-    """How requests of one kind are judged: `combined` (the plain policies' validations as one list, or None)
+    """How requests of one kind are judged: `combined` (the plain policies' validations as one conjunction, or None)
     and the policies judged exactly."""
 
     combined: Program | None
@@ -30,6 +30,8 @@ class Plan:
     # per JSON variable (object, oldObject, request, namespaceObject), the parts `combined` may read (see
     # lite.cel.projection): the activation converts only those to CEL
     paths: dict[str, Paths | None] | None = None
+    # the smallest safe_size of the policies in `combined` (see budget.py): larger values are judged exactly
+    safe_size: int = 1 << 62
 
 
 _LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")

@@ -19,7 +19,7 @@ through `/status` once per generation.
 
 Invariants: requests on admissionregistration.k8s.io objects are exempt (a broken policy can always be
 removed); the policy set is read from memory once the informers listed (from the registry before); each
-policy evaluation has upstream's runtime cost budget.
+policy evaluation has upstream's runtime cost limits (see `budget.py`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from functools import cached_property
 from typing import Any
 
 from lite.cel import projection
-from lite.cel.env import CelError, Program
+from lite.cel.env import Activation, CelError, Program
 from lite.client import Client
 from lite.errors import ApiError, Cause
 from lite.informer import Informer
@@ -40,7 +40,7 @@ from lite.selectors import LabelSelector
 from lite.server.admission import equivalent, review, versioned
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
-from lite.server.admission.policy import decide, matching
+from lite.server.admission.policy import budget, decide, matching
 from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 from lite.server.admission.policy.plain import Plan, no_selectors, plain_elements
 from lite.server.admission.policy.status import PolicyStatus
@@ -68,6 +68,7 @@ class Compiled:
     variables: list[tuple[str, Program]] = field(default_factory=list)
     validations: list[tuple[Obj, Program, Program | None]] = field(default_factory=list)
     audits: list[tuple[str, str, Program]] = field(default_factory=list)
+    safe_size: int = budget.UNBOUNDED  # values no longer than this cannot go over a cost limit (budget.py)
 
 
 class PolicyAdmission:
@@ -180,15 +181,22 @@ class PolicyAdmission:
         exact = plan.others
         if plan.combined is not None:
             r: Any = None
-            if plan.reads:
-                ctx = _Request(self, adm, _attributes(adm), family)
-                try:
-                    r = _run(plan.combined, await ctx.plain_activation(plan.reads, plan.paths))
-                except CelError:  # the request's values do not convert to CEL: the exact path reports it
-                    pass
-            else:  # object and oldObject alone: no request to describe (conversion errors are eval errors)
-                r = _run(plan.combined, _plain_data(adm, plan.paths))
-            if not (isinstance(r, list) and all(x is True for x in r)):
+            try:
+                if plan.reads:
+                    ctx = _Request(self, adm, _attributes(adm), family)
+                    data: Any = await ctx.plain_activation(plan.reads, plan.paths)
+                else:  # object and oldObject alone: no request to describe
+                    data = _plain_data(adm, plan.paths)
+                plain = not isinstance(data, Activation)
+                # values that might go over a cost limit: every policy is judged (and metered) exactly
+                if plan.safe_size >= budget.UNBOUNDED or \
+                        not budget.too_large(plan.safe_size, data if plain else data.data):
+                    # converted once: evaluated from a plain mapping, the runtime converts a variable again at
+                    # each reference (the combined program names `object` once per validation: ~2x the work)
+                    r = plan.combined.eval(self.env.activation(data) if plain else data)
+            except CelError:  # conversion or evaluation failed: the exact path reports it
+                pass
+            if r is not True:
                 exact = bound  # something failed: every policy's exact decisions, in order
         if not exact:
             return
@@ -212,14 +220,16 @@ class PolicyAdmission:
     def _plan(self, bound: list[tuple[Obj, list[Obj]]], a: Attributes) -> Plan:
         """How to judge requests of `a`'s kind against the current set: the validations of every "plain"
         policy (no params, matchConditions, variables, audit annotations, selectors or resourceNames, and a
-        binding that applies whole) as one CEL list, judged at once (the request passes them all, or every
-        policy is then evaluated exactly); the others one by one. Remembered per request kind."""
+        binding that applies whole) as one CEL conjunction (`a && b && ...`), judged at once (the request
+        passes them all, or every policy is then evaluated exactly); the others one by one. Remembered per
+        request kind."""
         key = (a.operation, a.group, a.version, a.resource, a.subresource, a.namespaced)
         got = self._plans.get(key) if self._memo else None
         if got is not None:
             return got
         plain: list[str] = []
         others: list[tuple[Obj, list[Obj]]] = []
+        safe = budget.UNBOUNDED
         for policy, bindings in bound:
             spec = policy.get("spec") or {}
             m = spec.get("matchConstraints")
@@ -237,8 +247,11 @@ class PolicyAdmission:
                 others.append((policy, bindings))
                 continue
             plain += elements
+            safe = min(safe, compiled.safe_size)
         combined: Program | None = None
-        source = "[" + ", ".join(plain) + "]"
+        # one conjunction: true exactly when every element is (an error or a false anywhere is not true), and
+        # cheaper than a list, which the runtime builds and hands back element by element
+        source = " && ".join(f"({e})" for e in plain)
         if plain:
             try:
                 combined = self.env.compile(source)
@@ -246,7 +259,7 @@ class PolicyAdmission:
                 others = bound
         joined = " ".join(plain)
         reads = frozenset(v for v in ("request", "namespaceObject", "authorizer") if v in joined)
-        plan = Plan(combined, others, reads, projection.reads(source, _JSON_VARIABLES) if combined else None)
+        plan = Plan(combined, others, reads, projection.reads(source, _JSON_VARIABLES) if combined else None, safe)
         if self._memo:
             if len(self._plans) > 1024:
                 self._plans.clear()
@@ -330,39 +343,82 @@ class PolicyAdmission:
             return
         if param is None:
             ctx.shared = act
+        meter = budget.meter(c.safe_size, data)
+
+        def give_up(message: str) -> None:
+            if fp != "Ignore":
+                out.apply(pname, bname, actions, 0, decide.Decision(True, message, "", True))
+
         if c.conditions:  # as upstream's matcher: any false skips; else errors fail by failurePolicy
-            results = [_run(prog, act) for _cond, prog in c.conditions]
+            left = budget.MATCH_CONDITIONS_BUDGET
+            results = []
+            for _cond, prog in c.conditions:
+                r, left = _metered(prog, act, meter, left)
+                if left < 0:
+                    return give_up(budget.OUT_OF_BUDGET)
+                results.append(r)
             if any(r is False for r in results):
                 return
             errors = [r.message for r in results if isinstance(r, decide.Failed)]
             if errors:
-                if fp != "Ignore":
-                    text = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
-                    out.apply(pname, bname, actions, 0, decide.Decision(True, text, "", True))
-                return
+                return give_up(errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
             if any(r is not True for r in results):
                 return
+        left = budget.RUNTIME_CEL_COST_BUDGET
         if c.variables:
             variables: Obj = {}
             for vname, prog in c.variables:  # in order: a variable may read the ones before it
+                over = False
+                if meter is not None:
+                    meter.set_variables(variables)
+                    cost = meter.cost(prog)
+                    over = cost > budget.PER_CALL_LIMIT
+                    left -= min(cost, budget.PER_CALL_LIMIT)
+                    if left < 0:
+                        return give_up(budget.OUT_OF_BUDGET)
+                if over:
+                    continue  # cancelled: as a variable that failed, an error where it is read
                 r = _run_with(prog, self.env, {**data, "variables": variables})
                 if not isinstance(r, decide.Failed):
                     variables[vname] = r
+            if meter is not None:
+                meter.set_variables(variables)
             try:
                 act = self.env.activation({**data, "variables": variables})
             except CelError as e:
-                if fp != "Ignore":
-                    out.apply(pname, bname, actions, 0, decide.Decision(True, str(e), "", True))
-                return
-        for i, (v, prog, msg_prog) in enumerate(c.validations):
-            r = _run(prog, act)
+                return give_up(str(e))
+        results = []
+        for _v, prog, _msg in c.validations:
+            r, left = _metered(prog, act, meter, left)
+            if left < 0:
+                return give_up(budget.OUT_OF_BUDGET)
+            results.append(r)
+        messages_failed = False
+        if meter is not None:  # upstream evaluates every messageExpression, on what the validations left
+            for _v, _prog, msg_prog in c.validations:
+                if msg_prog is not None:
+                    left -= min(meter.cost(msg_prog), budget.PER_CALL_LIMIT)
+            messages_failed = left < 0
+        decisions: list[tuple[int, decide.Decision]] = []
+        for i, ((v, _prog, msg_prog), r) in enumerate(zip(c.validations, results, strict=True)):
+            if messages_failed and not isinstance(r, decide.Failed):
+                r = decide.Failed(f"failed messageExpression: {budget.OUT_OF_BUDGET}")
             m = _run(msg_prog, act) if msg_prog is not None and r is not True \
                 and not isinstance(r, decide.Failed) else None
             d = decide.validation_decision(v, r, m, fp)
             if d.deny:
-                out.apply(pname, bname, actions, i, d)
+                decisions.append((i, d))
+        left = budget.RUNTIME_CEL_COST_BUDGET
+        audited: list[tuple[str, str, Any]] = []
         for key, expr, prog in c.audits:
-            value, denial = decide.audit_value(key, expr, _run(prog, act), fp)
+            r, left = _metered(prog, act, meter, left)
+            if left < 0:
+                return give_up(budget.OUT_OF_BUDGET)
+            audited.append((key, expr, r))
+        for i, d in decisions:
+            out.apply(pname, bname, actions, i, d)
+        for key, expr, r in audited:
+            value, denial = decide.audit_value(key, expr, r, fp)
             if denial is not None:
                 out.denied.append((pname, bname, denial))
             if value is not None and value not in annotations.setdefault(key, []):
@@ -392,6 +448,10 @@ class PolicyAdmission:
             c.audits = [(str(a.get("key")), str(a.get("valueExpression")),
                          self.env.compile(str(a.get("valueExpression"))))
                         for a in spec.get("auditAnnotations") or []]
+            c.safe_size = budget.safe_size([p for _, p in c.conditions], [p for _, p in c.variables],
+                                           [p for _, p, _m in c.validations],
+                                           [m for _, _p, m in c.validations if m is not None],
+                                           [p for _, _k, p in c.audits])
         except CelError as e:
             c = Compiled(error=f"compilation error: {e}")
         self._compiled[key] = c
@@ -592,8 +652,22 @@ def _run_with(prog: Program, env: PolicyEnv, data: Obj) -> Any:
         return decide.Failed(f"expression '{prog.source}' resulted in error: {e}")
 
 
+def _metered(prog: Program, act: Any, meter: budget.Meter | None, left: int) -> tuple[Any, int]:
+    """(`_run`'s result, what is left of the budget after it; -1: it ran out). An expression over the per-call
+    limit fails without running (upstream cancels it there)."""
+    if meter is None:
+        return _run(prog, act), left
+    cost = meter.cost(prog)
+    if cost > budget.PER_CALL_LIMIT:
+        left -= budget.PER_CALL_LIMIT
+        return decide.Failed(f"expression '{prog.source}' resulted in error: {budget.CALL_LIMIT}"), \
+            (left if left >= 0 else -1)
+    if cost > left:
+        return None, -1
+    return _run(prog, act), left - cost
+
+
 def _run(prog: Program, act: Any) -> Any:
-    # No runtime cost budget yet: lite.cel charges static estimates, which unbounded request objects exceed.
     try:
         return prog.eval(act)
     except CelError as e:
