@@ -367,6 +367,59 @@ def get_path(obj: Any, p: FieldPath, schema: Schema) -> Any:
 MISSING = _MISSING
 
 
+def extract_items(obj: dict[str, Any], keep: set[FieldPath], schema: Schema) -> dict[str, Any]:
+    """The part of `obj` the field set `keep` names (upstream ExtractItems): the value at a kept path whole, a
+    kept list item with its key fields and its kept children, parents only as far as needed; plus apiVersion,
+    kind and metadata name and namespace (no set names them), so that the result still converts as an object.
+    `obj` is not changed; the result shares nothing with it."""
+    prefixes = {q[:i] for q in keep for i in range(len(q))}
+    got = _extract(obj, keep, prefixes, schema, (), ())
+    out: dict[str, Any] = got if isinstance(got, dict) else {}
+    for k in ("apiVersion", "kind"):
+        if k in obj:
+            out[k] = obj[k]
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        ident = {k: meta[k] for k in ("name", "namespace") if k in meta}
+        if ident:
+            out["metadata"] = {**(out.get("metadata") or {}), **ident}
+    return out
+
+
+def _extract(v: Any, keep: set[FieldPath], prefixes: set[FieldPath], schema: Schema, spath: Path,
+             fpath: FieldPath) -> Any:
+    if fpath in keep and not isinstance(v, list) and not (isinstance(v, dict) and fpath in prefixes):
+        return orjson.loads(orjson.dumps(v))
+    if fpath not in prefixes and fpath not in keep:
+        return _MISSING
+    if isinstance(v, dict):
+        out: dict[str, Any] = {}
+        for k, x in v.items():
+            got = _extract(x, keep, prefixes, schema, (*spath, k), (*fpath, f"f:{k}"))
+            if got is not _MISSING:
+                out[k] = got
+        return out
+    if isinstance(v, list):
+        if fpath in keep:  # an atomic list (or one walked whole): the value
+            return orjson.loads(orjson.dumps(v))
+        rule = schema.list_rule(spath)
+        items: list[Any] = []
+        for item in v:
+            if rule.strategy == "set":
+                if (*fpath, "v:" + _json(item)) in keep:
+                    items.append(orjson.loads(orjson.dumps(item)))
+                continue
+            if not isinstance(item, dict):
+                continue
+            member = (*fpath, key_element(rule, item))
+            got = _extract(item, keep, prefixes, schema, spath, member) if member in prefixes else _MISSING
+            if member in keep or got is not _MISSING:
+                keyed = {k: item[k] for k in (rule.keys or (rule.merge_key,)) if k in item}
+                items.append({**orjson.loads(orjson.dumps(keyed)), **(got if isinstance(got, dict) else {})})
+        return items
+    return orjson.loads(orjson.dumps(v))
+
+
 def remove_path(obj: Any, p: FieldPath, schema: Schema) -> None:
     """Delete the field, list item or set member at `p` from `obj` in place (no-op if absent)."""
     if not p:

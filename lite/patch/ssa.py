@@ -9,13 +9,18 @@ field another manager owns unless `force`, which transfers ownership. `record_up
 
 Invariants:
 - Pure: `live` and `intent` are never mutated; the result is a new dict.
-- A manager is identified by (manager, operation, subresource); its set is replaced on every Apply.
+- A manager is identified by (manager, operation, subresource), and an Update one by its apiVersion too (upstream
+  BuildManagerIdentifier); an Apply entry's set is replaced on every Apply.
+- Each entry keeps the apiVersion it was written with and its fields in that version's shape; with `versions`,
+  what a write changes (conflicts, fields taken over, fields pruned) is judged in each entry's own version.
 - Paths stripped by the server (apiVersion, kind, name, namespace, uid, resourceVersion, ...) and, unless
   asked otherwise, `status` are never owned.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from lite import errors
@@ -24,6 +29,7 @@ from lite.patch.fieldset import (
     MISSING,
     FieldPath,
     diff_fields,
+    extract_items,
     from_fields_v1,
     get_path,
     object_fields,
@@ -38,9 +44,21 @@ from lite.patch.schema import Path, Schema
 Entry = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Versions:
+    """The API versions one object is served in, for managedFields entries written through another version than
+    the request's (a built-in kind with views: autoscaling v1/v2 HPAs, core/events.k8s.io Events). As upstream,
+    each entry keeps its own apiVersion and its field set in that version's shape; what a write changes is seen,
+    for each entry, in the entry's version. `convert(obj, from, to)`: `obj` (in apiVersion `from`) as `to`
+    presents it, None when `to` is not a version of this object; `schema(api_version)`: that version's schema."""
+
+    convert: Callable[[dict[str, Any], str, str], dict[str, Any] | None]
+    schema: Callable[[str], Schema]
+
+
 def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, force: bool,
           api_version: str, now: str, schema: Schema, ignore_status: bool = True,
-          subresource: str = "") -> dict[str, Any]:
+          subresource: str = "", versions: Versions | None = None) -> dict[str, Any]:
     """The object after `manager` applies `intent` to `live` (None when creating). An apply through a
     subresource (`status`, `scale`: `intent` then in the parent's terms) is the entry
     `{manager, Apply, subresource}`, apart from the same manager's apply of the object itself."""
@@ -57,18 +75,27 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
     owned = object_fields(want, schema, ignore_status=ignore_status)
 
     result: dict[str, Any] = _merge(deep_copy(base), want, schema, ())
-    conflicts = _conflicts(base, result, owned, entries, manager, schema, subresource)
+    seen = _InVersions(versions, api_version)
+    conflicts = _conflicts(base, result, owned, entries, manager, schema, subresource, seen)
     if conflicts and not force:
         raise _conflict_error(conflicts, entries)
-    taken = {p for _, p in conflicts}
-    others = [(e, s - taken) for i, (e, s) in enumerate(entries) if i not in mine]
-    still_owned = set().union(*(s for _, s in others)) if others else set()
-    removed: list[FieldPath] = []
-    for p in sorted(previous - owned, key=len):  # ancestors first: removing an item removes its fields
-        if any(p[:len(r)] == r for r in removed) or _owned_below(p, still_owned | owned):
-            continue
-        remove_path(result, p, schema)
-        removed.append(p)
+    taken: dict[int, set[FieldPath]] = {}
+    for i, p in conflicts:
+        taken.setdefault(i, set()).add(p)
+    others = [(e, s - taken.get(i, set())) for i, (e, s) in enumerate(entries) if i not in mine]
+    pruned = None
+    if mine and any(seen.other(e) for e, _ in [entries[mine[0]], *others]):
+        pruned = _prune_across(result, entries[mine[0]], owned, others, seen, schema)
+    if pruned is not None:
+        result = pruned
+    else:
+        still_owned = set().union(*(s for _, s in others)) if others else set()
+        removed: list[FieldPath] = []
+        for p in sorted(previous - owned, key=len):  # ancestors first: removing an item removes its fields
+            if any(p[:len(r)] == r for r in removed) or _owned_below(p, still_owned | owned):
+                continue
+            remove_path(result, p, schema)
+            removed.append(p)
 
     new_entry = {"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": now,
                  "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(owned)}
@@ -80,7 +107,7 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
 
 def record_update(old: dict[str, Any] | None, new: dict[str, Any], *, manager: str, api_version: str,
                   now: str, schema: Schema, ignore_status: bool = True, subresource: str = "",
-                  in_place: bool = False) -> dict[str, Any]:
+                  in_place: bool = False, versions: Versions | None = None) -> dict[str, Any]:
     """`new` with managedFields updated for a non-apply write by `manager` (upstream Update operation):
     fields that changed from `old` become the manager's, and other managers lose them. A write through a
     subresource (`status`, `scale`) is its own manager entry, `{manager, Update, subresource}`, as upstream
@@ -100,16 +127,19 @@ def record_update(old: dict[str, Any] | None, new: dict[str, Any], *, manager: s
         _store_entries(out, [entry0] if fields else [])
         return out
     changed, removed = diff_fields(old, out, schema, ignore_status=ignore_status)
+    seen = _InVersions(versions, api_version)
     kept: list[Entry] = []
     mine: set[FieldPath] = set()
     was: Entry | None = None
     for e in managed_entries(old):
         s = from_fields_v1(e.get("fieldsV1"))
-        if _is(e, manager, "Update", subresource):
+        if _is(e, manager, "Update", subresource) and (e.get("apiVersion") or api_version) == api_version:
             mine |= s
             was = e
             continue
-        left = s - changed - removed  # fields this write ignores (status) stay owned
+        other = seen.other(e)
+        c, r = (changed, removed) if not other else seen.diff(old, out, other, ignore_status, (changed, removed))
+        left = s - c - r  # fields this write ignores (status) stay owned
         if left == s:
             kept.append(e)  # untouched: its FieldsV1 as it was
         elif left:
@@ -151,15 +181,61 @@ def _owned_below(p: FieldPath, owned: set[FieldPath]) -> bool:
     return any(q[:len(p)] == p for q in owned)
 
 
+class _InVersions:
+    """The objects of one write as the other versions of its entries see them (converted once per version)."""
+
+    def __init__(self, versions: Versions | None, api_version: str) -> None:
+        self.versions, self.api_version = versions, api_version
+        self._seen: dict[tuple[int, str], dict[str, Any] | None] = {}
+
+    def other(self, e: Entry) -> str:
+        """The entry's apiVersion when it is another version of this object than the request's, else ''."""
+        v = str(e.get("apiVersion") or "")
+        return v if self.versions is not None and v and v != self.api_version else ""
+
+    def see(self, obj: dict[str, Any], version: str) -> dict[str, Any] | None:
+        key = (id(obj), version)
+        if key not in self._seen:
+            assert self.versions is not None
+            self._seen[key] = self.versions.convert(obj, self.api_version, version)
+        return self._seen[key]
+
+    def schema(self, version: str) -> Schema:
+        assert self.versions is not None
+        return self.versions.schema(version)
+
+    def diff(self, old: dict[str, Any], new: dict[str, Any], version: str, ignore_status: bool,
+             fallback: tuple[set[FieldPath], set[FieldPath]]) -> tuple[set[FieldPath], set[FieldPath]]:
+        a, b = self.see(old, version), self.see(new, version)
+        if a is None or b is None:
+            return fallback
+        return diff_fields(a, b, self.schema(version), ignore_status=ignore_status)
+
+
 def _conflicts(live: dict[str, Any], merged: dict[str, Any], owned: set[FieldPath],
                entries: list[tuple[Entry, set[FieldPath]]], manager: str,
-               schema: Schema, subresource: str = "") -> list[tuple[int, FieldPath]]:
+               schema: Schema, subresource: str = "", seen: _InVersions | None = None) -> list[tuple[int, FieldPath]]:
     """(entry index, path) for every path the intent names that another manager owns and that the merge
-    changed (upstream compares the merged object with the live one, so equal values are shared)."""
+    changed (upstream compares the merged object with the live one, so equal values are shared). An entry of
+    another version conflicts on each of its fields whose value differs between the two objects as that
+    version presents them (upstream converts both to the entry's version)."""
     out: list[tuple[int, FieldPath]] = []
     for i, (e, s) in enumerate(entries):
         if _is(e, manager, "Apply", subresource):
             continue
+        other = seen.other(e) if seen is not None else ""
+        if other:
+            assert seen is not None
+            a, b = seen.see(live, other), seen.see(merged, other)
+            if a is not None and b is not None:
+                in_schema = seen.schema(other)
+                for p in sorted(s):
+                    if p[-1].startswith(("k:", "v:")):
+                        continue
+                    x, y = get_path(a, p, in_schema), get_path(b, p, in_schema)
+                    if (x is MISSING) != (y is MISSING) or (x is not MISSING and not json_equal(x, y)):
+                        out.append((i, p))
+                continue
         for p in sorted(s & owned):
             if p[-1].startswith(("k:", "v:")):
                 continue  # list membership is shared, never a conflicting value
@@ -167,6 +243,38 @@ def _conflicts(live: dict[str, Any], merged: dict[str, Any], owned: set[FieldPat
             if current is MISSING or not json_equal(current, get_path(merged, p, schema)):
                 out.append((i, p))
     return out
+
+
+def _prune_across(merged: dict[str, Any], previous: tuple[Entry, set[FieldPath]], owned: set[FieldPath],
+                  others: list[tuple[Entry, set[FieldPath]]], seen: _InVersions,
+                  schema: Schema) -> dict[str, Any] | None:
+    """upstream's prune when versions differ: in the version of the applier's previous set, remove everything
+    that set named, then add back, in each owner's version, what each owner's set names of the merged object
+    (the applier's new set first); the result in the request's version. None when a version cannot be seen."""
+    request = seen.api_version
+    steps = [(seen.other(previous[0]) or request, previous[1], True), (request, owned, False),
+             *[(seen.other(e) or request, s, False) for e, s in others]]
+    cur: dict[str, Any] | None = deep_copy(merged)
+    at = request
+    for version, fields, remove in steps:
+        if cur is None:
+            return None
+        if version != at:
+            cur, at = seen.versions.convert(cur, at, version) if seen.versions else None, version
+            if cur is None:
+                return None
+        in_schema = schema if version == request else seen.schema(version)
+        if remove:
+            for p in sorted(fields, key=len, reverse=True):
+                remove_path(cur, p, in_schema)
+            continue
+        source = merged if version == request else seen.see(merged, version)
+        if source is None:
+            return None
+        cur = _merge(cur, extract_items(source, fields, in_schema), in_schema, ())
+    if cur is not None and at != request:
+        cur = seen.versions.convert(cur, at, request) if seen.versions else None
+    return cur
 
 
 def _describe(e: Entry) -> str:

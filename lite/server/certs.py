@@ -375,12 +375,28 @@ def user_kubeconfig(config: ServerConfig, user: str, groups: tuple[str, ...], da
     return kubeconfig_text(server, (tls / "ca.crt").read_bytes(), "", pair, user=user)
 
 
+# The TLS 1.2 suites the API listener offers: ECDHE key exchange with AES-GCM, ChaCha20-Poly1305 or AES-CBC
+# with a SHA-2 MAC (Python's default list less the inert DHE ones). `@SECLEVEL=0` does not widen this list (it
+# names no weak suite): it lets OpenSSL sign with SHA-1 for a TLS 1.2 client that sends no signature_algorithms
+# extension. RFC 5246 (7.4.1.4.1) then allows the server nothing but SHA-1, and busybox wget's own TLS code
+# (before busybox 1.36) sends none; at OpenSSL 3's default levels (1 and up) such a hello fails with
+# NO_SHARED_CIPHER, while Go's crypto/tls (kube-apiserver, k3s; Go before 1.25) signs with SHA-1 and serves it.
+# What the level also decides is held by other means: TLS 1.2 at least (`minimum_version`), no compression
+# (Python's default options), keys of our own making (P-256) and client certificates only from lite's client CA,
+# which signs with SHA-256. Clients that send the extension get a SHA-2 signature as before (OpenSSL prefers
+# the strongest shared algorithm).
+TLS12_CIPHERS = "@SECLEVEL=0:ECDHE+AESGCM:ECDHE+CHACHA20:ECDHE+AES:!aNULL:!eNULL:!aDSS:!SHA1:!AESCCM"
+
+
 def server_ssl_context(creds: Credentials) -> ssl.SSLContext:
     """TLS 1.2+ server context; ALPN offers only http/1.1 because upgrades (exec, watch) need it. A client
     certificate is asked for but optional; one that is presented must verify against the client CA (OpenSSL
-    checks chain, validity and the clientAuth purpose during the handshake), and then names the user."""
+    checks chain, validity and the clientAuth purpose during the handshake), and then names the user. The
+    TLS 1.2 suites and signature rule are `TLS12_CIPHERS`'s (a hello without signature_algorithms is served,
+    as by Go's TLS)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(TLS12_CIPHERS)
     ctx.load_cert_chain(creds.serving_cert, creds.serving_key)
     if creds.client_ca_cert is not None:
         ctx.verify_mode = ssl.CERT_OPTIONAL

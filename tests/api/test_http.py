@@ -286,6 +286,34 @@ async def test_tables(api: Api) -> None:
     assert plain["kind"] == "Pod"
 
 
+async def test_writes_answer_a_table_when_asked(api: Api) -> None:
+    """upstream's transformResponseObject turns every write's answer into a one-row Table when Accept asks for
+    one (create 201, update, patch, delete of a lingering object); a Status answer passes through as it is."""
+    table_only = {**JSON, "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+    status, made = await api.call("POST", PODS, pod("tw", app="a"), headers=table_only)
+    assert status == 201 and (made["kind"], made["apiVersion"]) == ("Table", "meta.k8s.io/v1"), made
+    [row] = made["rows"]
+    assert row["cells"][0] == "tw" and row["object"]["kind"] == "PartialObjectMetadata"
+    assert row["object"]["metadata"]["labels"] == {"app": "a"}
+    assert made["metadata"]["resourceVersion"] == row["object"]["metadata"]["resourceVersion"]
+    assert made["columnDefinitions"][0]["name"] == "Name"
+    _, plain = await api.call("GET", f"{PODS}/tw")
+    status, put = await api.call("PUT", f"{PODS}/tw", plain, headers=table_only)
+    assert status == 200 and put["kind"] == "Table" and put["rows"][0]["cells"][0] == "tw"
+    status, patched = await api.call("PATCH", f"{PODS}/tw", {"metadata": {"labels": {"b": "c"}}}, headers={
+        **table_only, "Content-Type": "application/merge-patch+json"})
+    assert status == 200 and patched["kind"] == "Table"
+    assert patched["rows"][0]["object"]["metadata"]["labels"] == {"app": "a", "b": "c"}
+    status, deleted = await api.call("DELETE", f"{PODS}/tw", headers=table_only)  # graceful: the pod lingers
+    assert status == 200 and deleted["kind"] == "Table", deleted
+    assert (await api.call("POST", DEPLOYS, deployment("tw")))[0] == 201
+    status, gone = await api.call("DELETE", f"{DEPLOYS}/tw", headers=table_only)
+    assert status == 200 and (gone["kind"], gone["status"]) == ("Status", "Success"), gone  # passes through
+    status, scale = await api.call("PATCH", f"{DEPLOYS}/nope/scale", {"spec": {"replicas": 3}}, headers={
+        **table_only, "Content-Type": "application/merge-patch+json"})
+    assert status == 404 and scale["kind"] == "Status"
+
+
 async def _read_line(resp: Any) -> dict[str, Any]:
     line = await asyncio.wait_for(resp.content.readline(), GUARD)
     assert line.endswith(b"\n"), line

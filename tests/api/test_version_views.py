@@ -242,6 +242,97 @@ async def test_events_kept_apart_by_an_older_lite_move_into_the_one_store(tmp_pa
         await store.close()
 
 
+# ---- managedFields of writes through a view -------------------------------------------------------------------
+
+HPA_V2 = KINDS.by_gvk("autoscaling", "v2", "HorizontalPodAutoscaler")
+
+
+def hpa_v1(cpu: int | None = 50) -> dict[str, Any]:
+    spec: dict[str, Any] = {"scaleTargetRef": REF, "minReplicas": 1, "maxReplicas": 5}
+    if cpu is not None:
+        spec["targetCPUUtilizationPercentage"] = cpu
+    return {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+            "spec": spec}
+
+
+def hpa_v2(metrics: list[dict[str, Any]] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"scaleTargetRef": REF, "minReplicas": 1, "maxReplicas": 5}
+    if metrics is not None:
+        spec["metrics"] = metrics
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+            "spec": spec}
+
+
+def cpu(utilization: int) -> dict[str, Any]:
+    return {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                                       "averageUtilization": utilization}}}
+
+
+def entries(obj: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(manager, operation, apiVersion) -> fieldsV1 of every managedFields entry."""
+    return {(e["manager"], e["operation"], e["apiVersion"]): e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
+
+
+async def test_entries_keep_the_version_they_were_written_in(res: Resources) -> None:
+    """As upstream: an apply through autoscaling/v1 is an autoscaling/v1 entry naming v1's fields, shown so
+    through v2 too; a v2 apply changing the CPU target conflicts with it on v1's field; forced, the v1 entry
+    loses that field, seen in v1."""
+    assert HPA_V1 is not None and HPA_V2 is not None
+    await res.patch(HPA_V1, "default", "h", hpa_v1(50), patch_type="apply", field_manager="kubectl")
+    got = entries(await res.get(HPA_V2, "default", "h"))
+    assert got == {("kubectl", "Apply", "autoscaling/v1"): {"f:spec": {
+        "f:maxReplicas": {}, "f:minReplicas": {}, "f:targetCPUUtilizationPercentage": {},
+        "f:scaleTargetRef": {"f:apiVersion": {}, "f:kind": {}, "f:name": {}}}}}
+    with pytest.raises(errors.ApiError) as e:
+        await res.patch(HPA_V2, "default", "h", hpa_v2([cpu(70)]), patch_type="apply", field_manager="other")
+    assert e.value.code == 409
+    assert [(c.reason, c.field) for c in e.value.causes] == [("FieldManagerConflict",
+                                                              ".spec.targetCPUUtilizationPercentage")]
+    assert 'conflict with "kubectl"' in e.value.message
+    # the same value is shared, not a conflict (compared in v1: 50 stays 50)
+    await res.patch(HPA_V2, "default", "h", hpa_v2([cpu(50)]), patch_type="apply", field_manager="sharer")
+    out = await res.patch(HPA_V2, "default", "h", hpa_v2([cpu(70)]), patch_type="apply", field_manager="other",
+                          force=True)
+    got = entries(out)
+    assert "f:targetCPUUtilizationPercentage" not in got[("kubectl", "Apply", "autoscaling/v1")]["f:spec"]
+    assert "f:metrics" in got[("other", "Apply", "autoscaling/v2")]["f:spec"]
+    assert out["spec"]["metrics"] == [cpu(70)]
+
+
+async def test_an_update_through_v1_is_a_v1_entry_apart_from_the_same_managers_v2_one(res: Resources) -> None:
+    assert HPA_V1 is not None and HPA_V2 is not None
+    await res.create(HPA_V1, "default", hpa_v1(50), field_manager="editor")
+    cur = await res.get(HPA_V1, "default", "h")
+    cur["spec"]["targetCPUUtilizationPercentage"] = 60
+    await res.update(HPA_V1, "default", "h", cur, field_manager="editor")
+    got = entries(await res.get(HPA_V2, "default", "h"))
+    assert list(got) == [("editor", "Update", "autoscaling/v1")]
+    assert "f:targetCPUUtilizationPercentage" in got[("editor", "Update", "autoscaling/v1")]["f:spec"]
+    v2obj = await res.get(HPA_V2, "default", "h")
+    v2obj["spec"]["maxReplicas"] = 7
+    out = await res.update(HPA_V2, "default", "h", v2obj, field_manager="editor")
+    got = entries(out)
+    # upstream's manager identity of an Update includes its apiVersion: two entries; the v1 one lost maxReplicas
+    assert got[("editor", "Update", "autoscaling/v2")] == {"f:spec": {"f:maxReplicas": {}}}
+    assert "f:maxReplicas" not in got[("editor", "Update", "autoscaling/v1")]["f:spec"]
+    assert "f:targetCPUUtilizationPercentage" in got[("editor", "Update", "autoscaling/v1")]["f:spec"]
+
+
+async def test_an_apply_through_v2_prunes_what_the_managers_v1_apply_set(res: Resources) -> None:
+    """The same manager applies v1 with a CPU target, then v2 without metrics: upstream prunes, in v1, the
+    target that manager no longer applies (v2's default CPU metric, 80%, comes back); applied again with
+    metrics, they are kept."""
+    assert HPA_V1 is not None and HPA_V2 is not None
+    await res.patch(HPA_V1, "default", "h", hpa_v1(50), patch_type="apply", field_manager="kubectl")
+    out = await res.patch(HPA_V2, "default", "h", hpa_v2(None), patch_type="apply", field_manager="kubectl")
+    assert out["spec"]["metrics"] == [cpu(80)]
+    assert list(entries(out)) == [("kubectl", "Apply", "autoscaling/v2")]
+    await res.patch(HPA_V1, "default", "h", hpa_v1(50), patch_type="apply", field_manager="kubectl")
+    out = await res.patch(HPA_V2, "default", "h", hpa_v2([cpu(50)]), patch_type="apply", field_manager="kubectl")
+    assert out["spec"]["metrics"] == [cpu(50)]
+    assert entries(out)[("kubectl", "Apply", "autoscaling/v2")]["f:spec"]["f:metrics"] == {}
+
+
 # ---- componentstatuses ----------------------------------------------------------------------------------------
 
 NOW = datetime.datetime(2024, 1, 1, 0, 1, tzinfo=datetime.UTC)

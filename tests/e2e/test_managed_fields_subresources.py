@@ -1,6 +1,8 @@
 """managedFields of writes through subresources, as upstream records them: `kubectl scale` (and any write
 through `/scale` or `/status`) is an entry `{manager, operation: Update, subresource}` owning what it changed,
-so a later server-side apply of those fields conflicts instead of silently setting them back."""
+so a later server-side apply of those fields conflicts instead of silently setting them back. And of writes
+through another served version (issue 18): each entry keeps the apiVersion it was written in, its fields in
+that version's shape, and what later writes change is judged in each entry's version."""
 
 from __future__ import annotations
 
@@ -105,3 +107,36 @@ def test_server_side_apply_through_scale_and_status(cluster: Cluster, ns: str) -
     mine = [e for e in ing["metadata"]["managedFields"] if e["manager"] == "lb"]
     assert [(e["operation"], e.get("subresource")) for e in mine] == [("Apply", "status")]
     assert "f:status" in mine[0]["fieldsV1"]
+
+
+def hpa(ns: str, version: str, cpu: int) -> str:
+    spec: dict[str, Any] = {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                            "minReplicas": 1, "maxReplicas": 5}
+    if version == "v1":
+        spec["targetCPUUtilizationPercentage"] = cpu
+    else:
+        spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {
+            "type": "Utilization", "averageUtilization": cpu}}}]
+    return yaml.safe_dump({"apiVersion": f"autoscaling/{version}", "kind": "HorizontalPodAutoscaler",
+                           "metadata": {"name": "web", "namespace": ns}, "spec": spec})
+
+
+def test_server_side_apply_through_autoscaling_v1_then_v2(cluster: Cluster, ns: str) -> None:
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=hpa(ns, "v1", 50))
+    (entry,) = entries(cluster, "horizontalpodautoscalers.v2.autoscaling", "web", "-n", ns)
+    assert (entry["manager"], entry["operation"], entry["apiVersion"]) == ("kubectl", "Apply", "autoscaling/v1")
+    assert "f:targetCPUUtilizationPercentage" in entry["fieldsV1"]["f:spec"]
+
+    other = cluster.kubectl("apply", "--server-side", "--field-manager", "other", "-f", "-",
+                            input=hpa(ns, "v2", 70), check=False)
+    assert other.returncode != 0
+    assert 'Apply failed with 1 conflict: conflict with "kubectl": .spec.targetCPUUtilizationPercentage' \
+        in other.stderr, other.stderr
+
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=hpa(ns, "v2", 70))  # its own field: no conflict
+    (entry,) = entries(cluster, "horizontalpodautoscalers.v2.autoscaling", "web", "-n", ns)
+    assert (entry["manager"], entry["apiVersion"]) == ("kubectl", "autoscaling/v2")
+    assert "f:metrics" in entry["fieldsV1"]["f:spec"]
+    got = json.loads(cluster.kubectl("get", "horizontalpodautoscalers.v1.autoscaling", "web", "-n", ns,
+                                     "-o", "json").stdout)
+    assert got["spec"]["targetCPUUtilizationPercentage"] == 70

@@ -88,3 +88,15 @@ def test_a_table_of_a_review_is_not_acceptable(cluster: Cluster) -> None:
                          {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
                          "application/json;as=Table;v=v1;g=meta.k8s.io")
     assert code == 406
+
+
+def test_a_create_asking_for_a_table_gets_one(cluster: Cluster, ns: str) -> None:
+    """A create of a resource that has a table form, asking for a Table: upstream's transformResponseObject
+    answers the created object as a one-row Table (201)."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "as-table"}, "data": {"a": "1", "b": "2"}}
+    code, table = _post(cluster, f"/api/v1/namespaces/{ns}/configmaps", cm,
+                        "application/json;as=Table;v=v1;g=meta.k8s.io")
+    assert code == 201 and (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1"), table
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Data", "Age"]
+    [row] = table["rows"]
+    assert row["cells"][:2] == ["as-table", 2] and row["object"]["metadata"]["namespace"] == ns

@@ -6,7 +6,8 @@ non-default port. A Python pod on that very node talks HTTPS to the API server (
 ClusterIP, and straight to the node IP and port the `default/kubernetes` EndpointSlice names: each request
 gets its HTTP answer (200 for `/version` with the token, 401 for `/api` with a wrong one). The TLS hello of a
 current busybox wget (the client of the report: TLS 1.2, P-256 and x25519, its cipher and signature lists) gets
-a ServerHello on each path, not a close.
+a ServerHello on each path, not a close; and the pod's own busybox wget (no `openssl` in the image, so busybox's
+own TLS code: no signature_algorithms extension in busybox 1.35) gets `/version` on each path.
 """
 
 from __future__ import annotations
@@ -152,3 +153,12 @@ def test_busybox_tls_hello_gets_a_server_hello(cluster: NetCluster, target: str)
     r = cluster.exec(client_pod(cluster), "python3", "-c", BUSYBOX_HELLO, host, str(to), timeout=40)
     # a handshake record (0x16) of TLS 1.2 (0x0303) carrying a ServerHello (type 2)
     assert r.stdout.startswith("GOT 160303") and r.stdout.strip()[-2:] == "02", r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("target", ["dns", "endpoint"])
+def test_busybox_wget_in_the_pod_gets_the_version(cluster: NetCluster, target: str) -> None:
+    ip, port = endpoint(cluster)
+    host = {"dns": "kubernetes.default.svc", "endpoint": f"{ip}:{port}"}[target]
+    r = cluster.exec(client_pod(cluster), "wget", "-q", "-O", "-", "--no-check-certificate",
+                     f"https://{host}/version", timeout=40)
+    assert '"gitVersion"' in r.stdout, r.stdout + r.stderr

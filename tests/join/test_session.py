@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -149,6 +151,12 @@ async def test_pods_relayed_on_bind_with_configmaps_and_status_written_back(stac
             evs = await r.list(EVENT, "default")
             return any(e.get("reason") == "Started" for e in evs["items"])
         await eventually(evented, "event")
+        (started,) = [e for e in (await r.list(EVENT, "default"))["items"] if e.get("reason") == "Started"]
+        # named as client-go's recorder names it: <object name>.<hex UnixNano of firstTimestamp>
+        name, stamp = started["metadata"]["name"].split(".")
+        assert name == "web" and re.fullmatch("[0-9a-f]{16}", stamp), started["metadata"]["name"]
+        at = dt.datetime.fromtimestamp(int(stamp, 16) / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert started["firstTimestamp"] == started["lastTimestamp"] == at, started
         assert sum(isinstance(m, wire.PodUpsert) for m in agent.messages) == n_upserts
 
         # Graceful delete: the agent is told (deletionTimestamp), finalises, the pod is gone and withdrawn.

@@ -218,6 +218,18 @@ def table_of(kind: Kind, objects: list[Obj], list_meta: Obj) -> Obj | None:
     return out
 
 
+def _written(request: web.Request, kind: Kind, obj: Obj, status: int = 200, sub: str = "") -> web.Response:
+    """The answer to a write (create, update, patch, delete) of `obj`: as a one-row Table when Accept asks for
+    one, as upstream's `transformResponseObject` does for every verb (a Status passes through untransformed;
+    a scale subresource answers its Scale), else the object itself."""
+    if (sub in ("", "status") and obj.get("kind") != "Status"
+            and negotiate.wants_table(request.headers.get("Accept", ""))):
+        rows = table_of(kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")})
+        if rows is not None:
+            return json_response(rows, status)
+    return json_response(obj, status)
+
+
 def _table_transform(kind: Kind) -> ObjectTransform | None:
     mod = _tables()
     if mod is None:
@@ -349,7 +361,7 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     _check_meta(obj, t)
     create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
-    return _with_warning(json_response(out, 201), warning)
+    return _with_warning(_written(request, t.kind, out, 201), warning)
 
 
 async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
@@ -377,7 +389,7 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
     _check_meta(obj, t)
     update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
     out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
-    return _with_warning(json_response(out), warning)
+    return _with_warning(_written(request, t.kind, out, sub=sub), warning)
 
 
 async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
@@ -404,7 +416,7 @@ async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = ""
     else:
         created = patch_type == "apply" and not sub and not await _exists(ctx, t)
         out = await ctx.resources.patch(t.kind, t.namespace, t.name, patch, **kwargs)
-    return _with_warning(json_response(out, 201 if created else 200), warning)
+    return _with_warning(_written(request, t.kind, out, 201 if created else 200, sub), warning)
 
 
 async def _exists(ctx: ApiContext, t: Target) -> bool:
@@ -453,7 +465,7 @@ async def _delete(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     # Upstream answers 202 only when the object lingers and orphanDependents=false was asked for.
     if opts.get("orphanDependents") is False and (out.get("metadata") or {}).get("deletionTimestamp"):
         status = 202
-    return json_response(out, status)
+    return _written(request, t.kind, out, status)
 
 
 async def _delete_collection(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:

@@ -22,6 +22,7 @@ from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import Schema, apply, json_patch, merge_patch, object_fields, strategic_merge
 from lite.patch.fieldset import path_string
+from lite.patch.ssa import Versions
 from lite.server.api import versions
 from lite.server.api.bodylimits import check_object_size
 from lite.server.api.registry_base import STATUS_LIKE, Obj
@@ -37,7 +38,7 @@ class PatchMixin(WriteMixin):
     """patch."""
 
     def apply_patch(self, kind: Kind, doc: Obj, patch: Any, patch_type: PatchType, *, manager: str = "",
-                    force: bool = False, subresource: str = "") -> Obj:
+                    force: bool = False, subresource: str = "", in_versions: Versions | None = None) -> Obj:
         if patch_type == "json":
             out = json_patch(doc, patch)
         elif patch_type == "merge":
@@ -47,7 +48,7 @@ class PatchMixin(WriteMixin):
                 raise errors.unsupported_media_type(_SMP_UNSUPPORTED)
             out = strategic_merge(doc, patch, self.schema(kind))
         elif patch_type == "apply":
-            out = _apply(kind, self.schema(kind), doc, patch, manager, force, subresource)
+            out = _apply(kind, self.schema(kind), doc, patch, manager, force, subresource, in_versions)
         else:
             raise errors.unsupported_media_type(f"unsupported patch type {patch_type!r}")
         if not isinstance(out, dict):
@@ -79,7 +80,8 @@ class PatchMixin(WriteMixin):
             seen = versions.to_view(view, old) if view is not None else old
             doc = {k: v for k, v in seen.items() if k in _STATUS_VIEW} if status_view else seen
             patched = self.apply_patch(shape, doc, patch, patch_type, manager=manager, force=force,
-                                       subresource=subresource)
+                                       subresource=subresource, in_versions=self.field_versions(shape)
+                                       if patch_type == "apply" else None)
             check_object_size(patched, old=old)  # refuse a grown object before validating or merging more
             if not explicit_rv:  # no precondition: a concurrent write re-applies the patch on the new state
                 meta_of(patched)["resourceVersion"] = ""
@@ -129,14 +131,14 @@ def _take_managed_fields(new: Obj, patched: Obj) -> None:
 
 
 def _apply(kind: Kind, schema: Schema, doc: Obj, intent: Any, manager: str, force: bool,
-           subresource: str = "") -> Obj:
+           subresource: str = "", versions: Versions | None = None) -> Obj:
     """Server-side apply. As upstream's lastAppliedManager, `kubectl --server-side` may take over fields a
     client-side apply set (they appear in the last-applied annotation) without a conflict. An apply to a
     status-like subresource owns the status fields it names, as its own `{manager, Apply, subresource}`."""
     ignore_status = subresource not in STATUS_LIKE
     try:
         return apply(doc, intent, manager=manager, force=force, api_version=kind.api_version, now=rfc3339(),
-                     schema=schema, ignore_status=ignore_status, subresource=subresource)
+                     schema=schema, ignore_status=ignore_status, subresource=subresource, versions=versions)
     except ApiError as e:
         if e.code != 409 or manager != "kubectl":
             raise
@@ -151,7 +153,7 @@ def _apply(kind: Kind, schema: Schema, doc: Obj, intent: Any, manager: str, forc
         if any(c.field not in allowed for c in e.causes):
             raise
     return apply(doc, intent, manager=manager, force=True, api_version=kind.api_version, now=rfc3339(),
-                 schema=schema, ignore_status=ignore_status, subresource=subresource)
+                 schema=schema, ignore_status=ignore_status, subresource=subresource, versions=versions)
 
 
 def _patch_sets_rv(patch: Any, patch_type: PatchType) -> bool:

@@ -31,6 +31,8 @@ from lite.errors import ApiError, Cause
 from lite.kinds import Kind
 from lite.objects import deep_copy, rfc3339
 from lite.patch import json_equal, record_update
+from lite.patch.ssa import Versions
+from lite.server.api import versions
 from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
 from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
@@ -137,8 +139,7 @@ class WriteMixin(RegistryBase):
         strategy.default(obj)
         strategy.prepare_create(obj)
         if manager:
-            obj = record_update(None, obj, manager=manager, api_version=kind.api_version, now=rfc3339(),
-                                schema=self.schema(kind), in_place=True)
+            obj = self.record_write(kind, None, obj, manager, view=view)
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
@@ -155,6 +156,56 @@ class WriteMixin(RegistryBase):
         except Exception:  # not on cancellation: the queued write may still commit
             await review.rollback()
             raise
+
+    def field_versions(self, kind: Kind) -> Versions | None:
+        """The versions `kind`'s objects are served in, as managedFields bookkeeping needs them (each entry is
+        judged in its own version, `lite.patch.ssa.Versions`); None for a kind served in one version."""
+        if not versions.has_views(kind):
+            return None
+        stored = self.kinds.by_gvk(kind.storage[0], kind.storage[1], kind.kind) if kind.storage else kind
+        if stored is None:
+            return None
+
+        def find(api_version: str) -> Kind | None:
+            group, _, version = api_version.rpartition("/")
+            found = self.kinds.by_gvk(group, version, stored.kind)
+            if found is stored or (found is not None and found.storage == (stored.group, stored.version)):
+                return found
+            return None
+
+        def convert(obj: Obj, frm: str, to: str) -> Obj | None:
+            a, b = find(frm), find(to)
+            if a is None or b is None:
+                return None
+            return versions.to_view(b, versions.to_stored(a, obj))
+
+        def schema(api_version: str) -> Any:
+            return self.schema(find(api_version) or stored)
+
+        return Versions(convert, schema)
+
+    def record_write(self, kind: Kind, old: Obj | None, new: Obj, manager: str, subresource: str = "",
+                     view: Kind | None = None) -> Obj:
+        """`new` with the managedFields entry of `manager`'s write (not an apply) recorded in place: in the
+        version the request came through (`view`, else `kind`) and that version's field shape, as upstream keeps
+        each entry; the other entries lose, each in its own version, what the write changed."""
+        shape = view or kind
+        ignore_status = subresource not in STATUS_LIKE
+        if view is None:
+            return record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
+                                 schema=self.schema(kind), ignore_status=ignore_status, subresource=subresource,
+                                 in_place=True, versions=self.field_versions(kind))
+        seen = record_update(versions.to_view(view, old) if old is not None else None, versions.to_view(view, new),
+                             manager=manager, api_version=shape.api_version, now=rfc3339(),
+                             schema=self.schema(shape), ignore_status=ignore_status, subresource=subresource,
+                             versions=self.field_versions(shape))
+        meta = new["metadata"] = dict(new.get("metadata") or {})
+        fields = (seen.get("metadata") or {}).get("managedFields")
+        if fields:
+            meta["managedFields"] = fields
+        else:
+            meta.pop("managedFields", None)
+        return new
 
     def _init_system_meta(self, kind: Kind, obj: Obj, meta: Obj) -> None:
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
@@ -255,9 +306,7 @@ class WriteMixin(RegistryBase):
         if same_json(new, old) or _same_but_field_times(new, old):
             return old
         if manager:  # a subresource write is its own entry, owning what it changed (status, spec.replicas)
-            new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
-                                schema=self.schema(kind), ignore_status=subresource not in STATUS_LIKE,
-                                subresource=subresource, in_place=True)
+            new = self.record_write(kind, old, new, manager, subresource, view)
         check_object_size(new, old=old)
         review = Admission("UPDATE", kind, ns, name, new, old, subresource, dry_run, view=view)
         await self.admit(review)

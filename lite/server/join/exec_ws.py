@@ -90,6 +90,24 @@ SUBPROTOCOLS = {
 PROTOCOLS = tuple(SUBPROTOCOLS)
 
 
+def offered_subprotocols(request: web.Request) -> list[str]:
+    """The WebSocket subprotocols a request offers, in its order (every Sec-WebSocket-Protocol header)."""
+    raw = ",".join(request.headers.getall("Sec-WebSocket-Protocol", ()))
+    return [p.strip() for p in raw.split(",") if p.strip()]
+
+
+def refuse_subprotocols(request: web.Request, supported: tuple[str, ...]) -> web.Response | None:
+    """The kubelet's answer to a WebSocket upgrade offering subprotocols of which it serves none (apimachinery's
+    wsstream handshake fails, golang.org/x/net/websocket then writes a bare `403 Forbidden`, no body, and closes
+    the connection; kube-apiserver relays it), else None. Offering none at all is fine: the unnamed default."""
+    offered = offered_subprotocols(request)
+    if not offered or any(p in supported for p in offered) or not web.WebSocketResponse().can_prepare(request).ok:
+        return None
+    resp = web.Response(status=403)
+    resp.force_close()
+    return resp
+
+
 def exit_status(code: int, message: str = "") -> dict[str, Any]:
     """The channel-3 Status for a process's end (kubectl exits with `code`)."""
     if code == 0:

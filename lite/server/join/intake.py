@@ -12,8 +12,10 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import platform
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,7 +23,7 @@ from lite import wire
 from lite.client import Client
 from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
-from lite.objects import deep_copy, new_uid, rfc3339, rfc3339_micro
+from lite.objects import deep_copy, rfc3339, rfc3339_micro
 
 log = logging.getLogger("lite.server.join")
 
@@ -35,6 +37,11 @@ def _kind(kinds: KindRegistry, group: str, kind: str) -> Kind:
     if k is None:
         raise RuntimeError(f"kind {group}/v1 {kind} is not registered")
     return k
+
+
+def event_name(involved_name: str, unix_ns: int) -> str:
+    """client-go's recorder's Event name: `fmt.Sprintf("%v.%x", ref.Name, t.UnixNano())`."""
+    return f"{involved_name}.{unix_ns:x}"
 
 
 def default_labels(node: str) -> dict[str, str]:
@@ -160,13 +167,17 @@ class Intake:
         return [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": obj["metadata"]["uid"]}]
 
     async def event(self, node: str, msg: wire.Event) -> None:
+        """Create the Event an agent recorded, named and stamped as the kubelet's recorder (client-go
+        `tools/record`) does: `<involved object's name>.<hex nanoseconds since the epoch>`, the same instant as
+        first/lastTimestamp."""
         ev = deep_copy(msg.event)
         involved = ev.get("involvedObject") or {}
         ns = involved.get("namespace") or "default"
         meta = ev.setdefault("metadata", {})
-        meta.setdefault("name", f"{involved.get('name', node)}.{new_uid().replace('-', '')[:16]}")
+        ns_now = time.time_ns()
+        meta.setdefault("name", event_name(str(involved.get("name") or node), ns_now))
         meta["namespace"] = ns
-        now = rfc3339()
+        now = rfc3339(dt.datetime.fromtimestamp(ns_now / 1e9, dt.UTC))
         ev.setdefault("apiVersion", "v1")
         ev.setdefault("kind", "Event")
         ev.setdefault("source", {"component": "kubelet", "host": node})

@@ -9,12 +9,12 @@ text on the error stream; the side that finishes sends an empty DATA+FIN.
 
 Channel protocol, as the kubelet serves it (subprotocol `v4.channel.k8s.io`, or none asked for: binary
 messages; `v4.base64.channel.k8s.io`: text messages, the channel as an ASCII digit and the payload in base64;
-a client offering only others is refused, as upstream): port i (the i-th of `?ports=`) uses channel 2i for
-data and 2i+1 for errors; the server's first message on each channel is the port, 2 bytes little-endian; then
-data flows both ways on 2i, and a failure is written once as text on 2i+1 (`error forwarding port <p> to pod
-<name>, uid <uid>: <reason>`). What the client sends is read by the subprotocol, not the frame's type;
-writes to an error channel or an unknown channel are ignored. The websocket closes when every port's
-connection has ended.
+a client offering only others gets the kubelet's bare `403 Forbidden`, as upstream): port i (the i-th of
+`?ports=`) uses channel 2i for data and 2i+1 for errors; the server's first message on each channel is the
+port, 2 bytes little-endian; then data flows both ways on 2i, and a failure is written once as text on 2i+1
+(`error forwarding port <p> to pod <name>, uid <uid>: <reason>`). What the client sends is read by the
+subprotocol, not the frame's type; writes to an error channel or an unknown channel are ignored. The websocket
+closes when every port's connection has ended.
 
 Invariants: frames with compressed headers are built and sent under one lock, so the header-compression
 context sees blocks in wire order; every agent stream opened here is closed when its connection ends.
@@ -34,7 +34,7 @@ from aiohttp import WSMsgType, web
 from lite import wire
 from lite.errors import ApiError, bad_request
 from lite.server.join import spdy
-from lite.server.join.exec_ws import Subprotocol
+from lite.server.join.exec_ws import Subprotocol, offered_subprotocols, refuse_subprotocols
 from lite.server.join.tunnel import AgentStream
 
 log = logging.getLogger("lite.server.join")
@@ -44,11 +44,6 @@ SPDY_WS = "SPDY/3.1+portforward.k8s.io"
 CHANNEL_PROTOCOLS = {"v4.channel.k8s.io": Subprotocol(4, False), "v4.base64.channel.k8s.io": Subprotocol(4, True)}
 BINARY = Subprotocol(4, False)
 Obj = dict[str, Any]
-
-
-def _offered(request: web.Request) -> list[str]:
-    raw = ",".join(request.headers.getall("Sec-WebSocket-Protocol", ()))
-    return [p.strip() for p in raw.split(",") if p.strip()]
 
 
 def parse_ports(request: web.Request) -> list[int]:
@@ -68,7 +63,7 @@ def parse_ports(request: web.Request) -> list[int]:
 
 
 async def serve_portforward(request: web.Request, session: Any, base: Obj) -> web.StreamResponse:
-    offered = _offered(request)
+    offered = offered_subprotocols(request)
     if SPDY_WS in offered:
         ws = web.WebSocketResponse(protocols=(SPDY_WS,), max_msg_size=0)
         await ws.prepare(request)
@@ -83,11 +78,11 @@ async def serve_portforward(request: web.Request, session: Any, base: Obj) -> we
             await pf.close()
             await ws.close()
         return ws
-    ports = parse_ports(request)
+    ports = parse_ports(request)  # the kubelet reads its options before the websocket handshake
+    refused = refuse_subprotocols(request, (*CHANNEL_PROTOCOLS, SPDY_WS))
+    if refused is not None:
+        return refused
     chosen = next((p for p in offered if p in CHANNEL_PROTOCOLS), "")
-    if offered and not chosen:
-        raise bad_request(f"requested protocol(s) are not supported: {' '.join(offered)}; "
-                          f"supports {' '.join([*CHANNEL_PROTOCOLS, SPDY_WS])}")
     ws = web.WebSocketResponse(protocols=(chosen,) if chosen else (), max_msg_size=0)
     if not ws.can_prepare(request).ok:
         raise bad_request("Upgrade request required: port-forward needs a websocket")

@@ -8,7 +8,9 @@ and hands over to the protocol module: chunked text or WebSocket messages (`bina
 
 Invariants:
 - Every refusal before the response starts is an `ApiError` with upstream's code and wording: 404 pod,
-  400 bad container / not started / bad parameters, 503 when the node's agent is not connected.
+  400 bad container / not started / bad parameters, 503 when the node's agent is not connected; except that a
+  WebSocket upgrade offering only subprotocols the kubelet does not serve gets its bare `403 Forbidden` (no
+  body, connection closed), as kube-apiserver relays it, before any agent stream is opened.
 - A log stream ends when the agent ends it or the client goes away; the agent's stream is always closed.
 """
 
@@ -27,7 +29,7 @@ from lite.errors import bad_request, service_unavailable
 from lite.kinds import Kind
 from lite.objects import parse_time
 from lite.server.api.handlers import q_bool, q_int
-from lite.server.join.exec_ws import serve_exec
+from lite.server.join.exec_ws import PROTOCOLS, refuse_subprotocols, serve_exec
 from lite.server.join.portforward import serve_portforward
 from lite.server.join.proxysub import serve_proxy
 from lite.server.join.rawspdy import is_spdy_upgrade, serve_raw_spdy, serve_spdy_exec
@@ -147,6 +149,10 @@ async def serve_stream(hub: JoinHub, request: web.Request, kind: Kind, namespace
             raise bad_request("you must specify at least 1 command")
     if not (params["stdin"] or params["stdout"] or params["stderr"]):
         raise bad_request("you must specify at least 1 of stdin, stdout, stderr")
+    if not is_spdy_upgrade(request):
+        refused = refuse_subprotocols(request, PROTOCOLS)  # before any process starts, as the kubelet
+        if refused is not None:
+            return refused
     stream = session.open_stream(subresource, params)
     if is_spdy_upgrade(request):
         try:

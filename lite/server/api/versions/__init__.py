@@ -29,6 +29,15 @@ _CONVERSIONS: dict[tuple[str, str, str], tuple[_Conv, _Conv]] = {
 }
 
 
+# (group, version, kind) of the stored kinds that the views above present
+_STORED = frozenset({("autoscaling", "v2", "HorizontalPodAutoscaler"), ("", "v1", "Event")})
+
+
+def has_views(kind: Kind) -> bool:
+    """Whether `kind`'s objects are served in more than one version (it is a view, or the stored kind of one)."""
+    return bool(kind.storage) or (kind.group, kind.version, kind.kind) in _STORED
+
+
 def _pair(kind: Kind) -> tuple[_Conv, _Conv] | None:
     return _CONVERSIONS.get((kind.group, kind.version, kind.kind))
 
