@@ -39,39 +39,61 @@ Stable API (add, don't break):
 
 from __future__ import annotations
 
-from cel_expr_python.cel import Type as _Type
+from typing import TYPE_CHECKING, Any
 
 from lite.cel.cost import Cost, Shape, estimate, parse
-from lite.cel.env import (
-    MAX_REQUEST_SIZE_BYTES,
-    PER_CALL_LIMIT,
-    RUNTIME_CEL_COST_BUDGET,
-    STATIC_ESTIMATED_COST_LIMIT,
-    STATIC_ESTIMATED_CRD_COST_LIMIT,
-    Activation,
-    Budget,
-    CelError,
-    CompileError,
-    CostExceeded,
-    Environment,
-    EvalError,
-    Function,
-    Program,
-    cost_error_message,
-    issue,
-)
+from lite.cel.errors import CelError, CompileError, CostExceeded, EvalError
 
-DYN = _Type.DYN
-STRING = _Type.STRING
-INT = _Type.INT
-UINT = _Type.UINT
-DOUBLE = _Type.DOUBLE
-BOOL = _Type.BOOL
-BYTES = _Type.BYTES
-NULL = _Type.NULL
-LIST_DYN = _Type.List(_Type.DYN)
-MAP_DYN = _Type.Map(_Type.STRING, _Type.DYN)
-Type = _Type
+if TYPE_CHECKING:
+    from cel_expr_python.cel import Type
+
+    from lite.cel.env import (
+        MAX_REQUEST_SIZE_BYTES,
+        PER_CALL_LIMIT,
+        RUNTIME_CEL_COST_BUDGET,
+        STATIC_ESTIMATED_COST_LIMIT,
+        STATIC_ESTIMATED_CRD_COST_LIMIT,
+        Activation,
+        Budget,
+        Environment,
+        Function,
+        Program,
+        cost_error_message,
+        issue,
+    )
+
+    DYN: Type
+    STRING: Type
+    INT: Type
+    UINT: Type
+    DOUBLE: Type
+    BOOL: Type
+    BYTES: Type
+    NULL: Type
+    LIST_DYN: Type
+    MAP_DYN: Type
+
+_TYPES = ("DYN", "STRING", "INT", "UINT", "DOUBLE", "BOOL", "BYTES", "NULL")
+
+
+def __getattr__(name: str) -> Any:
+    """The runtime-backed names, loaded on first use (module `__getattr__`, PEP 562): importing `lite.cel`,
+    its errors, `cost` or `projection` does not load cel-expr-python and protobuf (about 15 MB of a server's
+    memory); the first `Environment` does, once."""
+    if name not in __all__ or name in globals():
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from cel_expr_python.cel import Type as _Type
+
+    from lite.cel import env
+
+    values: dict[str, Any] = {t: getattr(_Type, t) for t in _TYPES}
+    values.update(Type=_Type, LIST_DYN=_Type.List(_Type.DYN), MAP_DYN=_Type.Map(_Type.STRING, _Type.DYN))
+    for n in __all__:
+        if n not in values and n not in globals():
+            values[n] = getattr(env, n)
+    globals().update(values)
+    return values[name]
+
 
 __all__ = [
     "BOOL", "BYTES", "DOUBLE", "DYN", "INT", "LIST_DYN", "MAP_DYN", "MAX_REQUEST_SIZE_BYTES", "NULL",

@@ -7,7 +7,8 @@ plain Python result (or raises `EvalError`, or `CostExceeded` when the budget ru
 
 Invariants: an `Environment` and its `Program`s are immutable after construction and safe to share between
 requests; evaluation never mutates the activation; errors carry upstream-like text without the C++ runtime's
-status-code prefixes (`NOT_FOUND: `, `[INVALID_ARGUMENT]`).
+status-code prefixes (`NOT_FOUND: `, `[INVALID_ARGUMENT]`). The error classes are defined in `errors.py` (importable
+without the runtime) and re-exported here.
 """
 
 from __future__ import annotations
@@ -22,33 +23,21 @@ from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from lite.cel import cost as costmod
 from lite.cel import libraries
-from lite.cel.opaque import OpaqueTypes
+from lite.cel.errors import CelError as CelError
+from lite.cel.errors import CompileError as CompileError
+from lite.cel.errors import CostExceeded as CostExceeded
+from lite.cel.errors import EvalError as EvalError
 
 # Upstream's limits (k8s.io/apiserver/pkg/apis/cel/config.go).
-PER_CALL_LIMIT = 1_000_000
-RUNTIME_CEL_COST_BUDGET = 10_000_000
-STATIC_ESTIMATED_COST_LIMIT = 10_000_000
-STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000
-MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024
+from lite.cel.limits import MAX_REQUEST_SIZE_BYTES as MAX_REQUEST_SIZE_BYTES
+from lite.cel.limits import PER_CALL_LIMIT as PER_CALL_LIMIT
+from lite.cel.limits import RUNTIME_CEL_COST_BUDGET as RUNTIME_CEL_COST_BUDGET
+from lite.cel.limits import STATIC_ESTIMATED_COST_LIMIT as STATIC_ESTIMATED_COST_LIMIT
+from lite.cel.limits import STATIC_ESTIMATED_CRD_COST_LIMIT as STATIC_ESTIMATED_CRD_COST_LIMIT
+from lite.cel.opaque import OpaqueTypes
 
 _STATUS_PREFIX = re.compile(r"^(?:[A-Z_]+: )")
 _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
-
-
-class CelError(Exception):
-    """Base of the errors raised by this package; `str(e)` is the upstream-like message."""
-
-
-class CompileError(CelError):
-    """The expression does not parse or type-check (message: `ERROR: <input>:1:5: ...` with a caret line)."""
-
-
-class EvalError(CelError):
-    """Evaluation failed (`no such key: x`, `division by zero`, a library function's own error, ...)."""
-
-
-class CostExceeded(CelError):
-    """The evaluation's cost went past the per-call limit or the remaining budget."""
 
 
 def clean_message(text: str) -> str:

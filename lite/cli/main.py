@@ -313,9 +313,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
     import sqlite3
 
+    from lite.malloctune import pin_mmap_threshold
     from lite.sdnotify import notify
     from lite.server import main as server_main  # the heavy imports start here
     from lite.server.store import StoreCorrupt, StoreError
+
+    pin_mmap_threshold()
 
     try:
         from lite.cli.agentcmd import embedded_agent
@@ -347,8 +350,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         _setup_logging(args.log_level)
         return sim_cli.run(args)  # simulated nodes keep nothing on disk
     from lite.cli.agentcmd import run_remote
+    from lite.malloctune import pin_mmap_threshold
 
     _setup_logging(args.log_level)
+    pin_mmap_threshold()
     return run_remote(args, Path(args.data_dir) if args.data_dir else default_data_dir())
 
 

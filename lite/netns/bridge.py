@@ -20,7 +20,7 @@ import errno
 import ipaddress
 import logging
 
-from pyroute2 import AsyncIPRoute
+from pyroute2.iproute.linux import AsyncIPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from lite.netns import nsfs

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from pyroute2 import AsyncIPRoute
+from pyroute2.iproute.linux import AsyncIPRoute
 
 NETNS_RUN_DIR = Path("/run/netns")
 NetnsRef = str | Path | None

@@ -36,7 +36,7 @@ from pathlib import Path
 from socket import AF_INET
 from typing import Any
 
-from pyroute2 import AsyncIPRoute
+from pyroute2.iproute.linux import AsyncIPRoute
 from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK, RTM_NEWROUTE

@@ -19,7 +19,7 @@ import errno
 from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv4Network
 
-from pyroute2 import AsyncIPRoute
+from pyroute2.iproute.linux import AsyncIPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from lite.netns import nsfs

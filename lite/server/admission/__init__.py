@@ -114,7 +114,7 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
             namespaces = NamespaceLabels(resources, resources.core_kind("namespaces"))
             out.background.append(("admission-namespaces", namespaces.run))
         policies = PolicyAdmission(resources, kinds, namespaces, authorizer, converter=resources.converter)
-        strategies.register(f"ValidatingAdmissionPolicy.{GROUP}", policy_strategy(policies.env.compile_error))
+        strategies.register(f"ValidatingAdmissionPolicy.{GROUP}", policy_strategy(policies.compile_error))
         strategies.register(f"ValidatingAdmissionPolicyBinding.{GROUP}", BINDING)
         plugins.append(Plugin("ValidatingAdmissionPolicy", validate=policies.validate))
         out.background.append(("admission-policies", policies.run))

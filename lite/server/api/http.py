@@ -45,6 +45,7 @@ from aiohttp import web
 
 from lite.client import Client
 from lite.errors import ApiError, path_not_found, unauthorized
+from lite.goduration import go_duration
 from lite.kinds import KindRegistry
 from lite.server.aggregator import Aggregator
 from lite.server.aggregator.aggregator import openapi_root_with
@@ -71,7 +72,6 @@ from lite.server.api.inflight import (
 from lite.server.api.openapi import OpenAPI
 from lite.server.api.params import query_bool
 from lite.server.api.reviews import REVIEWS
-from lite.server.api.strategies.crcel import go_duration
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
 from lite.server.authz.attrs import Attributes, request_info

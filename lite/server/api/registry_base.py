@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -28,8 +28,11 @@ from lite.kinds import Kind, KindRegistry
 from lite.patch import ListRule, Schema, schema_for
 from lite.patch.schema import Path
 from lite.server.api.conversion import Converter
-from lite.server.api.strategies import Admission, Strategies, Strategy, crcel, crschema
+from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
 from lite.server.store import KeyNotFound, RevMismatch, Store
+
+if TYPE_CHECKING:
+    from lite.server.api.strategies import crcel
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -78,9 +81,13 @@ class RegistryBase:
         got = self._cel_rules.get(key)
         if got is not None and got[0] is kind.schema:
             return got[1]
-        if self._cel_env is None:
-            self._cel_env = crcel.environment()
-        node = crcel.build(kind.schema, self._cel_env)
+        node = None
+        if crschema.has_rules(kind.schema):  # the CEL runtime is loaded only for kinds with rules
+            from lite.server.api.strategies import crcel
+
+            if self._cel_env is None:
+                self._cel_env = crcel.environment()
+            node = crcel.build(kind.schema, self._cel_env)
         self._cel_rules[key] = (kind.schema, node)
         return node
 

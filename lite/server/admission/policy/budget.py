@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from lite.cel.cost import CappedShape, Shape, bounded_cost
-from lite.cel.env import MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, Program
+from lite.cel.limits import MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET
+
+if TYPE_CHECKING:
+    from lite.cel.env import Program
 
 MATCH_CONDITIONS_BUDGET = 2_500_000  # upstream's RuntimeCELCostBudgetMatchConditions
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lite.cel.env import Program
 from lite.cel.projection import Paths
+
+if TYPE_CHECKING:
+    from lite.cel.env import Program
 
 Obj = dict[str, Any]
 _VAR_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")

@@ -28,10 +28,10 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lite.cel import projection
-from lite.cel.env import Activation, CelError, Program
+from lite.cel.errors import CelError
 from lite.client import Client
 from lite.errors import ApiError, Cause
 from lite.informer import Informer
@@ -41,7 +41,6 @@ from lite.server.admission import equivalent, review, versioned
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.policy import budget, decide, matching
-from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 from lite.server.admission.policy.plain import Plan, no_selectors, plain_elements
 from lite.server.admission.policy.status import PolicyStatus
 from lite.server.api.admissionwarnings import add_warning
@@ -51,6 +50,10 @@ from lite.server.authz.attrs import Attributes as AuthzAttributes
 from lite.server.authz.attrs import RequestInfo
 from lite.server.authz.chain import AuthorizerChain
 from lite.server.requestuser import UserInfo, current_user
+
+if TYPE_CHECKING:
+    from lite.cel.env import Activation, Program
+    from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 
 log = logging.getLogger("lite.admission")
 audit = logging.getLogger("lite.audit")
@@ -79,7 +82,6 @@ class PolicyAdmission:
         self.converter = converter
         self.client, self.kinds, self.namespaces, self.authorizer = client, kinds, namespaces, authorizer
         self.plain = plain
-        self.env = PolicyEnv(self._check)
         self.policy_kind = _kind(kinds, "validatingadmissionpolicies")
         self.binding_kind = _kind(kinds, "validatingadmissionpolicybindings")
         self.policies = Informer(client, self.policy_kind)
@@ -94,6 +96,18 @@ class PolicyAdmission:
         self._elements: dict[tuple[str, str], list[str] | None] = {}
         self._everything = LabelSelector()
         self.families = equivalent.families(kinds)
+
+    @cached_property
+    def env(self) -> PolicyEnv:
+        """The CEL environment, built when the first policy is compiled: a server without policies never
+        loads the CEL runtime (cel-expr-python and protobuf, about 15 MB)."""
+        from lite.server.admission.policy.celenv import PolicyEnv
+
+        return PolicyEnv(self._check)
+
+    def compile_error(self, source: str) -> str | None:
+        """`PolicyEnv.compile_error` (for the policy strategy's validation), the environment built on first use."""
+        return self.env.compile_error(source)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -187,6 +201,8 @@ class PolicyAdmission:
                     data: Any = await ctx.plain_activation(plan.reads, plan.paths)
                 else:  # object and oldObject alone: no request to describe
                     data = _plain_data(adm, plan.paths)
+                from lite.cel.env import Activation  # loaded already: a plan with policies compiled them
+
                 plain = not isinstance(data, Activation)
                 # values that might go over a cost limit: every policy is judged (and metered) exactly
                 if plan.safe_size >= budget.UNBOUNDED or \
@@ -484,6 +500,8 @@ class PolicyAdmission:
         return found
 
     def _check(self, user: Obj, attrs: dict[str, str]) -> AuthzDecision:
+        from lite.server.admission.policy.celenv import AuthzDecision  # loaded with `env`, which calls this
+
         if self.authorizer is None:
             return AuthzDecision(False, "", "no authorizer is configured")
         info = UserInfo(str(user.get("username") or ""), tuple(user.get("groups") or ()), str(user.get("uid") or ""))

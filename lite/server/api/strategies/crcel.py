@@ -32,6 +32,8 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from lite import cel
 from lite.cel import cost as celcost
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
+from lite.goduration import go_duration
+from lite.server.api.strategies.crschema import has_rules
 
 Schema = dict[str, Any]
 REASONS = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"]
@@ -248,9 +250,6 @@ def _root_view(obj: Any) -> Any:
 
 
 _TYPED_FORMATS = ("date-time", "date", "duration", "byte")
-_GO_DURATION = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-_UNIT_US = {"ns": 0.001, "us": 1, "\u00b5s": 1, "\u03bcs": 1, "ms": 1000, "s": 10**6, "m": 60 * 10**6,
-            "h": 3600 * 10**6}
 
 
 def _needs_view(schema: Any) -> bool:
@@ -322,23 +321,6 @@ def _scalar(value: Any, schema: Schema) -> Any:
         return stamp
     except (ValueError, OverflowError):
         return value
-
-
-def go_duration(text: str) -> datetime.timedelta:
-    """Go's time.ParseDuration (`1h30m`, `-1.5s`, `300ms`) as a timedelta (microsecond precision)."""
-    body = text.lstrip("+-")
-    if body == "0":
-        return datetime.timedelta(0)
-    total, pos = 0.0, 0
-    while pos < len(body):
-        m = _GO_DURATION.match(body, pos)
-        if m is None or not m.group(1) or m.group(1) == ".":
-            raise ValueError(f"time: invalid duration {text!r}")
-        total += float(m.group(1)) * _UNIT_US[m.group(2)]
-        pos = m.end()
-    if not body:
-        raise ValueError(f"time: invalid duration {text!r}")
-    return datetime.timedelta(microseconds=-total if text.startswith("-") else total)
 
 
 def _cause(path: str, type_: str, detail: str, reason: str) -> Cause:
@@ -728,16 +710,6 @@ def _build(schema: Schema, path: str, cardinality: int | None, ctx: _Ctx, root: 
     if node.rules or node.broken or node.properties or node.items or node.additional:
         return node
     return None
-
-
-def has_rules(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        if schema.get("x-kubernetes-validations"):
-            return True
-        return any(has_rules(v) for v in schema.values())
-    if isinstance(schema, list):
-        return any(has_rules(v) for v in schema)
-    return False
 
 
 def build(schema: Schema, env: cel.Environment | None = None) -> Node | None:

@@ -17,7 +17,7 @@ from lite import jsonpath
 from lite.errors import Cause, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.kinds import STD_VERBS, Kind
 from lite.objects import rfc3339
-from lite.server.api.strategies import crcel
+from lite.server.api.strategies import crschema
 from lite.server.api.strategies.base import Obj, Strategy
 from lite.server.api.strategies.crdstructural import junctor_causes
 from lite.validation import is_dns1035_label, is_dns1123_label, is_dns1123_subdomain
@@ -129,7 +129,11 @@ def validate_crd(obj: Obj) -> list[Cause]:
         if isinstance(schema, dict):
             causes += junctor_causes(schema.get("openAPIV3Schema"), f"spec.versions[{i}].schema.openAPIV3Schema")
     causes += _validate_conversion(spec.get("conversion"))
-    causes += crcel.check_crd(spec)
+    if any(crschema.has_rules((v.get("schema") or {}).get("openAPIV3Schema"))
+           for v in spec.get("versions") or [] if isinstance(v, dict)):
+        from lite.server.api.strategies import crcel  # the CEL runtime, loaded once the first CRD has rules
+
+        causes += crcel.check_crd(spec)
     return causes
 
 

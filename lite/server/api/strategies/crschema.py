@@ -184,3 +184,15 @@ def _check_len(n: int, schema: Schema, path: str, lo_key: str, hi_key: str, unit
     if hi is not None and n > hi:
         return [field_invalid(path, shown, f"{path} in body should {verb} at most {hi} {unit}")]
     return []
+
+
+def has_rules(schema: Any) -> bool:
+    """Whether a schema holds any CEL rule (`x-kubernetes-validations`) at any depth: callers load the CEL
+    runtime (`crcel`) only for schemas where this is true."""
+    if isinstance(schema, dict):
+        if schema.get("x-kubernetes-validations"):
+            return True
+        return any(has_rules(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(has_rules(v) for v in schema)
+    return False
