@@ -239,3 +239,17 @@ async def test_unschedulable_reports_are_bounded_coalesced_and_skipped_when_moot
         assert not await kit.events("gone", "FailedScheduling")
         cond = next(c for c in (await kit.get_pod("later"))["status"]["conditions"] if c["type"] == "PodScheduled")
         assert cond["message"] == want
+
+
+async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit) -> None:
+    assert kit.scheduler is not None
+    queue = kit.scheduler.queue
+    await kit.api.create(POD, "default", pod("p", cpu="1"))
+    first = await kit.until(lambda: queue.info("default/p"))
+    await kit.api.patch(POD, "default", "p", {"status": {"conditions": [{"type": "Example", "status": "True"}]}},
+                        patch_type="strategic", subresource="status")
+    later = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.obj is not first.obj and i)
+    assert later.requests is first.requests and later.spread is first.spread  # not parsed again
+    await kit.api.patch(POD, "default", "p", {"metadata": {"labels": {"new": "label"}}}, patch_type="merge")
+    relabelled = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.labels and i)
+    assert relabelled.requests is not first.requests  # a change the plugins read: parsed again

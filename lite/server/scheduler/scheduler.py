@@ -47,7 +47,7 @@ from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
 from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
 from lite.server.scheduler.plugins.volumebinding import NAME as VOLUME_BINDING
 from lite.server.scheduler.plugins.volumebinding import Plan
-from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, pod_info, reparse
+from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, pod_info, reparse, same_facts
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
@@ -336,7 +336,11 @@ class Scheduler:
                 or (pod.get("status") or {}).get("phase") in TERMINAL:
             self.queue.delete(key)  # not schedulable (upstream skips these before the queue)
             return
-        info = pod_info(pod, self._priority(pod), self._default_spread(pod))
+        priority, queued = self._priority(pod), self.queue.info(key)
+        if queued is not None and same_facts(queued, pod, priority):
+            info = reparse(queued, pod, priority)  # a status update (our own report): nothing to parse again
+        else:
+            info = pod_info(pod, priority, self._default_spread(pod))
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:
