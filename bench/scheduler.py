@@ -5,7 +5,7 @@ to all pods Running [<= 60 s], server RSS at the end [<= 300 MB]; also the time 
 the simulator's RSS. The server and `lite agent --simulate` are child processes on 127.0.0.1 with a
 temporary data dir; both are stopped at the end. One watch on the pods observes binding and Running.
 
-Usage: python bench/scheduler.py [--nodes 1000] [--pods 10000] [--deployments 10] [--quick]
+Usage: python bench/scheduler.py [--nodes 1000] [--pods 10000] [--deployments 10] [--quick] [--timeline]
 (`bench/rollout.py` reuses the process helpers below.)
 """
 
@@ -206,7 +206,18 @@ async def track_pods(admin: HttpClient, ns: str, rv: str, times: PodTimes, want:
             await stream.aclose()  # type: ignore[attr-defined]
 
 
-async def run(nodes: int, pods: int, deployments: int) -> None:
+def print_timeline(times: PodTimes, t0: float, step: float = 0.5) -> None:
+    """How many pods had been created, bound and seen Running at each `step` seconds from apply."""
+    end = max((*times.created.values(), *times.running.values()), default=t0)
+    print("seconds  created    bound  Running")
+    t = step
+    while t0 + t - step <= end:
+        counts = [sum(1 for v in d.values() if v - t0 <= t) for d in (times.created, times.bound, times.running)]
+        print(f"{t:7.1f} {counts[0]:8d} {counts[1]:8d} {counts[2]:8d}")
+        t += step
+
+
+async def run(nodes: int, pods: int, deployments: int, timeline: bool = False) -> None:
     per = pods // deployments
     async with bench_cluster("scheduler") as b:
         b.start_simulator(nodes)
@@ -244,6 +255,8 @@ async def run(nodes: int, pods: int, deployments: int) -> None:
         print(f"server RSS at the end: {server_rss:.0f} MB (peak {server_peak:.0f} MB; target <= 300 MB)")
         print(f"simulator RSS: {sim_rss:.0f} MB")
         print(f"CPU seconds from apply to the end: server {cpu1[0] - cpu0[0]:.1f}, simulator {cpu1[1] - cpu0[1]:.1f}")
+        if timeline:
+            print_timeline(times, t0)
 
 
 def main() -> None:
@@ -252,11 +265,12 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=10000)
     ap.add_argument("--deployments", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="100 nodes, 1,000 pods")
+    ap.add_argument("--timeline", action="store_true", help="print created/bound/Running counts every 0.5 s")
     args = ap.parse_args()
     if args.quick:
         args.nodes, args.pods = 100, 1000
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    asyncio.run(run(args.nodes, args.pods, args.deployments))
+    asyncio.run(run(args.nodes, args.pods, args.deployments, args.timeline))
 
 
 if __name__ == "__main__":

@@ -12,9 +12,12 @@ Invariants of `EventRecorder`:
 - An Event lives in the involved object's namespace ("default" for cluster-scoped objects), is named
   `<object name>.<hex nanoseconds>` as upstream, and carries involvedObject, reason, message, type, source,
   firstTimestamp, lastTimestamp and count.
-- Repeats of the same (object uid, type, reason, message) are aggregated: the recorder remembers the Event it
-  wrote and patches `count` and `lastTimestamp` instead of writing a new one. If that Event is gone (deleted,
-  expired) a fresh one is created. The memory is a bounded LRU, per recorder instance.
+- What is written is upstream's correlator's decision (`lite.eventcorrelation`, pure): a repeat of the same
+  (object, type, reason, message) patches the remembered Event's `count`, `lastTimestamp` (and `message`)
+  instead of writing a new one, and a fresh one is created under the remembered name if that Event is gone;
+  the 10th and later distinct messages for one (object, type, reason) within 10 minutes go to one aggregate
+  Event ("(combined from similar events): ..."); an object gets at most 25 events from one recorder, then
+  one per 5 minutes (the rest are dropped). The memory is bounded LRUs, per recorder instance.
 - Recording is best effort: API errors are logged, never raised, so a failing event never fails a reconcile.
 
 Invariants of `SeriesRecorder`:
@@ -32,14 +35,13 @@ import datetime as dt
 import logging
 import socket
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from lite import eventseries
 from lite.client import Client
 from lite.errors import ApiError
+from lite.eventcorrelation import Correlator, Recorded
 from lite.eventseries import FINISH_SECONDS, REFRESH_SECONDS, Key, SeriesCache
 from lite.kinds import BUILTIN_KINDS, Kind
 from lite.objects import meta, rfc3339
@@ -51,7 +53,6 @@ WARNING = "Warning"
 
 log = logging.getLogger("lite.events")
 
-_CACHE_SIZE = 4096
 
 
 def _event_kind(group: str = "") -> Kind:
@@ -59,13 +60,6 @@ def _event_kind(group: str = "") -> Kind:
         if k.group == group and k.kind == "Event":
             return k
     raise RuntimeError(f"Event kind of group {group!r} missing from BUILTIN_KINDS")
-
-
-@dataclass
-class _Seen:
-    namespace: str
-    name: str
-    count: int
 
 
 def involved_object(obj: Obj) -> Obj:
@@ -82,34 +76,45 @@ def involved_object(obj: Obj) -> Obj:
 
 
 class EventRecorder:
-    """Writes Events as `component` on `host`. One per component; safe to share between controllers."""
+    """Writes Events as `component` on `host`. One per component; safe to share between controllers.
+    What is written for each call is `lite.eventcorrelation` (upstream's correlator); `clock` is monotonic."""
 
-    def __init__(self, client: Client, component: str, host: str = "") -> None:
+    def __init__(self, client: Client, component: str, host: str = "", *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.component = component
         self.host = host
         self.kind = _event_kind()
-        self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
+        self.clock = clock
+        self.correlator = Correlator()
 
     async def event(self, obj: Obj, type: str, reason: str, message: str) -> None:
-        """Record that `reason: message` happened to `obj` (type Normal or Warning)."""
+        """Record that `reason: message` happened to `obj` (type Normal or Warning). Decided before the first
+        await: a repeat patches the remembered Event's count, a spammed object's event is dropped."""
         ref = involved_object(obj)
-        key = (ref.get("uid", "") or f"{ref.get('namespace', '')}/{ref['name']}", ref["kind"], type, reason,
-               message)
+        ns = ref.get("namespace") or "default"
+        obj_key = (self.component, self.host, str(ref.get("kind", "")), str(ref.get("namespace", "")),
+                   str(ref.get("name", "")), str(ref.get("uid", "")), str(ref.get("apiVersion", "")))
         now = rfc3339()
-        seen = self._seen.get(key)
+        out = self.correlator.correlate(obj_key, type, reason, message, ns, f"{ref['name']}.{time.time_ns():x}",
+                                        now, self.clock())
+        if out is None:
+            return
         try:
-            if seen is not None and await self._bump(seen, now):
-                self._seen.move_to_end(key)
+            prev = out.previous
+            if prev is not None and await self._bump(prev, out.message, now):
                 return
-            created = await self._create(ref, type, reason, message, now)
+            name, count, first = (prev.name, prev.count + 1, prev.first_timestamp) if prev is not None else \
+                (None, 1, now)
+            created = await self._create(ref, type, reason, out.message, now, name=name, count=count, first=first)
         except ApiError as e:
+            self.correlator.forget(out.key)
             log.warning("event %s/%s %s for %s/%s not recorded: %s", type, reason, message,
                         ref.get("namespace", ""), ref["name"], e)
             return
-        self._seen[key] = _Seen(str(meta(created).get("namespace", "")), str(meta(created).get("name", "")), 1)
-        while len(self._seen) > _CACHE_SIZE:
-            self._seen.popitem(last=False)
+        m = meta(created)
+        self.correlator.written(out.key, str(m.get("namespace", "")), str(m.get("name", "")),
+                                int(created.get("count") or 1), str(created.get("firstTimestamp") or now))
 
     async def normal(self, obj: Obj, reason: str, message: str) -> None:
         await self.event(obj, NORMAL, reason, message)
@@ -117,28 +122,29 @@ class EventRecorder:
     async def warning(self, obj: Obj, reason: str, message: str) -> None:
         await self.event(obj, WARNING, reason, message)
 
-    async def _bump(self, seen: _Seen, now: str) -> bool:
-        """Patch the remembered Event's count; False when it no longer exists."""
-        seen.count += 1
+    async def _bump(self, prev: Recorded, message: str, now: str) -> bool:
+        """Patch the remembered Event's count (and message: an aggregate's changes); False when it is gone."""
         try:
-            await self.client.patch(self.kind, seen.namespace, seen.name,
-                                    {"count": seen.count, "lastTimestamp": now}, patch_type="merge")
+            await self.client.patch(self.kind, prev.namespace, prev.name,
+                                    {"count": prev.count + 1, "lastTimestamp": now, "message": message},
+                                    patch_type="merge")
         except ApiError as e:
             if e.code == 404:
                 return False
             raise
         return True
 
-    async def _create(self, ref: Obj, type: str, reason: str, message: str, now: str) -> Obj:
+    async def _create(self, ref: Obj, type: str, reason: str, message: str, now: str, *, name: str | None,
+                      count: int, first: str) -> Obj:
         ns = ref.get("namespace") or "default"
         source: Obj = {"component": self.component}
         if self.host:
             source["host"] = self.host
         body: Obj = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{ref['name']}.{time.time_ns():x}", "namespace": ns},
+            "metadata": {"name": name or f"{ref['name']}.{time.time_ns():x}", "namespace": ns},
             "involvedObject": ref, "reason": reason, "message": message, "type": type,
-            "source": source, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "source": source, "firstTimestamp": first, "lastTimestamp": now, "count": count,
             "reportingComponent": self.component, "reportingInstance": self.host,
         }
         return await self.client.create(self.kind, ns, body)

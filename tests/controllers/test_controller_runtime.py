@@ -122,8 +122,27 @@ async def test_event_recorder_aggregates_repeats(kit: Kit) -> None:
     assert poked["source"] == {"component": "test-controller", "host": "host-1"}
     assert poked["firstTimestamp"] <= poked["lastTimestamp"]
     assert by_reason["Failed"]["type"] == "Warning" and by_reason["Failed"]["count"] == 1
-    # The aggregated Event was deleted (expired): the next repeat starts a new one.
+    # The aggregated Event was deleted (expired): the next repeat creates it again under its name with its
+    # count (upstream's recordEvent creates when the patch finds nothing).
     await kit.api.delete(EVENT, "default", poked["metadata"]["name"])
     await rec.normal(cm, "Poked", "poked once")
     again = [e for e in (await kit.api.list(EVENT, "default"))["items"] if e["reason"] == "Poked"]
-    assert [e["count"] for e in again] == [1]
+    assert [(e["metadata"]["name"], e["count"]) for e in again] == [(poked["metadata"]["name"], 3)]
+
+
+async def test_event_recorder_combines_similar_events_and_drops_spam(kit: Kit) -> None:
+    """As kube-controller-manager's recorder: a ReplicaSet creating 40 pods writes 9 Events, then one
+    aggregate Event counted up, and nothing past 25 events for the object."""
+    from lite.events import EventRecorder
+
+    cm = await kit.api.create(CM, "default", configmap("spammed"))
+    rec = EventRecorder(kit.api, "test-controller")
+    for i in range(40):
+        await rec.normal(cm, "SuccessfulCreate", f"Created pod: p-{i}")
+    events = [e for e in (await kit.api.list(EVENT, "default"))["items"]
+              if e["involvedObject"]["name"] == "spammed"]
+    plain = sorted(e["message"] for e in events if not e["message"].startswith("(combined"))
+    combined = [e for e in events if e["message"].startswith("(combined from similar events): ")]
+    assert plain == sorted(f"Created pod: p-{i}" for i in range(9))
+    assert len(combined) == 1 and combined[0]["count"] == 25 - 9
+    assert combined[0]["message"] == "(combined from similar events): Created pod: p-24"

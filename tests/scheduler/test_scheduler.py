@@ -184,3 +184,72 @@ async def test_pods_selected_by_a_service_spread_by_default(kit: Kit) -> None:
     await kit.until(lambda: kit.scheduler is not None and len(kit.scheduler.selecting[0]) > 0)
     await kit.api.create(POD, "default", pod("web-new", labels={"app": "web"}))
     assert await kit.bound("web-new") == "n2"
+
+
+class _GatedStatusWrites:
+    """The API, but status writes wait for `gate` and are counted (how many at once, at most)."""
+
+    def __init__(self, api: object) -> None:
+        self.api, self.gate, self.now, self.most = api, asyncio.Event(), 0, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.api, name)
+
+    async def patch(self, *args: object, **kwargs: object) -> Obj:
+        if kwargs.get("subresource") != "status":
+            return await self.api.patch(*args, **kwargs)  # type: ignore[attr-defined, no-any-return]
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await self.gate.wait()
+            return await self.api.patch(*args, **kwargs)  # type: ignore[attr-defined, no-any-return]
+        finally:
+            self.now -= 1
+
+
+async def test_unschedulable_reports_are_bounded_coalesced_and_skipped_when_moot(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import open_kit
+
+    async with open_kit(tmp_path, report_concurrency=2) as kit:
+        assert kit.scheduler is not None
+        gated = _GatedStatusWrites(kit.api)
+        kit.scheduler.client = gated  # type: ignore[assignment]
+        for i in range(20):
+            await kit.api.create(POD, "default", pod(f"w{i}", nodeSelector={"x": "y"}))
+        await kit.api.create(POD, "default", pod("later"))
+        await kit.api.create(POD, "default", pod("gone"))
+        await kit.until(lambda: gated.now == 2 and len(kit.scheduler._reports) == 20)  # type: ignore[union-attr]
+        await kit.api.delete(POD, "default", "gone")
+        # A tainted node: every pod is tried again and fails for another reason before its report is written.
+        await kit.api.create(NODE, "", node("tainted", taints=[TAINT]))
+        reports = kit.scheduler._reports
+        # 20 w pods (the two being written failed again too) and "later"; "gone" left with its pod
+        await kit.until(lambda: all(m.startswith("0/1") for _, m, _ in reports.values()) and len(reports) == 21)
+        gated.gate.set()
+        want = "0/1 nodes are available: 1 node(s) had untolerated taint {k: v}. preemption: 0/1 nodes are " \
+               "available: 1 Preemption is not helpful for scheduling.."
+        ev = await kit.until(lambda: kit.events("later", "FailedScheduling"))
+        assert [e["message"] for e in ev] == [want]  # one report, with the latest message
+
+        async def all_reported() -> bool:
+            return all([await kit.events(f"w{i}", "FailedScheduling") for i in range(20)])
+
+        await kit.until(all_reported)
+        assert gated.most == 2  # never more status writes in flight than writers
+        assert not await kit.events("gone", "FailedScheduling")
+        cond = next(c for c in (await kit.get_pod("later"))["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert cond["message"] == want
+
+
+async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit) -> None:
+    assert kit.scheduler is not None
+    queue = kit.scheduler.queue
+    await kit.api.create(POD, "default", pod("p", cpu="1"))
+    first = await kit.until(lambda: queue.info("default/p"))
+    await kit.api.patch(POD, "default", "p", {"status": {"conditions": [{"type": "Example", "status": "True"}]}},
+                        patch_type="strategic", subresource="status")
+    later = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.obj is not first.obj and i)
+    assert later.requests is first.requests and later.spread is first.spread  # not parsed again
+    await kit.api.patch(POD, "default", "p", {"metadata": {"labels": {"new": "label"}}}, patch_type="merge")
+    relabelled = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.labels and i)
+    assert relabelled.requests is not first.requests  # a change the plugins read: parsed again

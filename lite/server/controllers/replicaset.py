@@ -46,7 +46,6 @@ from lite.server.controllers.replicaset_pods import (
     CONTROLLER_UID_INDEX,
     ORPHAN_INDEX,
     controller_uid_index,
-    is_active,
     is_pod_available,
     is_pod_ready,
     orphan_index,
@@ -200,31 +199,42 @@ class ReplicaSetController(Controller):
     def _candidates(self, rs: Obj) -> list[Obj]:
         """The active pods `_claim` can take: those this set controls and the namespace's orphans (pods
         controlled by anything else are skipped by the claim anyway), in key order as a namespace scan."""
-        keys = self.pods.index_keys(CONTROLLER_UID_INDEX, uid_of(rs))
-        keys |= self.pods.index_keys(ORPHAN_INDEX, namespace_of(rs))
         ns = namespace_of(rs)
+        keys = self.pods.index_keys(CONTROLLER_UID_INDEX, uid_of(rs))
+        keys |= self.pods.index_keys(ORPHAN_INDEX, ns)
+        get = self.pods.get
         out = []
-        for k in sorted(keys):
-            p = self.pods.get(k)
-            if p is not None and namespace_of(p) == ns and is_active(p):
+        for k in sorted(keys):  # every sync runs this over every pod of the set: inlined is_active
+            p = get(k)
+            if p is None:
+                continue
+            m = p.get("metadata") or {}
+            if m.get("namespace", "") == ns and not m.get("deletionTimestamp") \
+                    and (p.get("status") or {}).get("phase") not in _TERMINAL:
                 out.append(p)
         return out
 
     async def _claim(self, rs: Obj, selector: LabelSelector, pods: list[Obj]) -> list[Obj]:
         claimed: list[Obj] = []
         fresh_checked: bool | None = None
+        uid, rs_deleting = uid_of(rs), is_deleting(rs)
+        matches_labels = selector.matches
+        last_labels: object = None
+        matches = False
         for pod in pods:
             ref = _controller_ref(pod)
-            matches = selector.matches(labels_of(pod))
+            labels = labels_of(pod)
+            if labels is not last_labels:  # pods of one template often share one labels object
+                matches, last_labels = matches_labels(labels), labels
             if ref is not None:
-                if ref.get("uid") != uid_of(rs):
+                if ref.get("uid") != uid:
                     continue
-                if matches or is_deleting(rs):
+                if matches or rs_deleting:
                     claimed.append(pod)
                 else:
                     await release(self.client, self.pod_kind, pod, rs)
                 continue
-            if not matches or is_deleting(pod) or is_deleting(rs):
+            if not matches or is_deleting(pod) or rs_deleting:
                 continue
             if fresh_checked is None:
                 fresh_checked = await still_ours(self.client, self.kind, rs)
@@ -299,8 +309,13 @@ class ReplicaSetController(Controller):
         min_ready = int(spec.get("minReadySeconds") or 0)
         t = now()
         labeled = ready = available = 0
+        last_labels: object = None
+        has_all = False
         for p in pods:  # one pass: this runs on every sync over every pod of the set
-            labeled += _has_all(labels_of(p), tlabels)
+            labels = labels_of(p)
+            if labels is not last_labels:  # pods of one template often share one labels object
+                has_all, last_labels = _has_all(labels, tlabels), labels
+            labeled += has_all
             if is_pod_ready(p):
                 ready += 1
                 available += min_ready <= 0 or is_pod_available(p, min_ready, t)
@@ -355,6 +370,9 @@ class ReplicationControllerController(ReplicaSetController):
         if ref is None or ref.get("kind") != self.kind_name or ref.get("apiVersion") != "v1":
             return None
         return f"{namespace_of(pod)}/{ref.get('name', '')}"
+
+
+_TERMINAL = ("Succeeded", "Failed")
 
 
 def _controller_ref(pod: Obj) -> Obj | None:

@@ -120,6 +120,8 @@ class ResourceQuotaController(Controller):
         """Creates are charged by admission; an update matters only when it changes what the object uses
         (a pod finishing, a Service changing type) — upstream's replenishment rule."""
         def handler(old: Obj, new: Obj) -> None:
+            if not self.quotas.by_index(BY_NAMESPACE, namespace_of(new)):
+                return  # no quota to recount: skip computing the usage (every pod update of the cluster)
             now = dt.datetime.now(dt.UTC)
             if u.object_usage(kind, old, now) != u.object_usage(kind, new, now):
                 self._touch(new)

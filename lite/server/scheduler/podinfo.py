@@ -348,16 +348,22 @@ _FACT_FIELDS = ("containers", "initContainers", "overhead", "affinity", "tolerat
                 "topologySpreadConstraints", "priority", "preemptionPolicy")
 
 
-def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None) -> PodInfo:
-    """`pod_info(pod, priority)`, reusing `old`'s parsed facts when the fields they come from are unchanged
-    (status updates and the binding itself change nothing the plugins read but node and deletion)."""
-    if old is None:
-        return pod_info(pod, priority)
+def same_facts(old: PodInfo, pod: Obj, priority: int | None = None) -> bool:
+    """Whether `pod` has the labels, priority and spec fields `old`'s parsed facts come from."""
     spec, old_spec = pod.get("spec") or {}, old.obj.get("spec") or {}
     m = pod.get("metadata") or {}
-    if (m.get("labels") or {}) != old.labels or any(spec.get(f) != old_spec.get(f) for f in _FACT_FIELDS) \
-            or (priority is not None and priority != old.priority):
+    return (m.get("labels") or {}) == old.labels and all(spec.get(f) == old_spec.get(f) for f in _FACT_FIELDS) \
+        and (priority is None or priority == old.priority)
+
+
+def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None) -> PodInfo:
+    """`pod_info(pod, priority)`, reusing `old`'s parsed facts (its default spreading too) when the fields they
+    come from are unchanged (status updates and the binding itself change nothing the plugins read but node and
+    deletion)."""
+    if old is None or not same_facts(old, pod, priority):
         return pod_info(pod, priority)
+    spec = pod.get("spec") or {}
+    m = pod.get("metadata") or {}
     status = pod.get("status") or {}
     return replace(old, obj=pod, uid=str(m.get("uid", "")), node_name=str(spec.get("nodeName") or ""),
                    nominated_node=str(status.get("nominatedNodeName") or ""),

@@ -95,6 +95,11 @@ class SchedulingQueue:
         self._unschedulable.pop(key, None)
         self._in_flight.pop(key, None)
 
+    def info(self, key: str) -> PodInfo | None:
+        """The PodInfo of a queued (or in-flight) pod."""
+        qp = self._pods.get(key)
+        return qp.info if qp is not None else None
+
     def __contains__(self, key: str) -> bool:
         return key in self._pods
 

@@ -10,6 +10,12 @@ Invariants:
 - The loop never awaits the API for a pod it scheduled: binding, status updates, events and victim
   deletion run as tasks of the scheduler's TaskGroup (binding bounded by `bind_concurrency`), so the next
   cycle starts while earlier pods are still being written. The assumed pod holds its node's room meanwhile.
+- An unschedulable pod's report (PodScheduled=False with the message, then a FailedScheduling event) is
+  queued per pod and written by `report_concurrency` writers, oldest first: a burst or a restart with
+  thousands of pending pods costs at most that many writes in flight, so API clients keep their share of the
+  loop. A pod that fails again before its report is written gets one report, with the latest message (as
+  kube-scheduler, which writes one status per attempt and backs off, never one per retry storm); a pod bound,
+  deleted or gone by then gets none.
 - A pod is scheduled only by the profile whose schedulerName it names; pods being deleted are skipped.
 - Priority is `spec.priority`, or the value of its PriorityClass when admission left it unset.
 - Any API failure on the way is logged and the pod goes back to the queue with backoff; the loop survives.
@@ -41,7 +47,7 @@ from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
 from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
 from lite.server.scheduler.plugins.volumebinding import NAME as VOLUME_BINDING
 from lite.server.scheduler.plugins.volumebinding import Plan
-from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, pod_info, reparse
+from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, pod_info, reparse, same_facts
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
@@ -70,7 +76,7 @@ class Scheduler:
     """One profile's scheduler. Build it with `build_scheduler`; run `run()` in the server's TaskGroup."""
 
     def __init__(self, client: Client, informers: SharedInformers, profile: Profile, *,
-                 bind_concurrency: int = 128, scheduled_events: bool = True,
+                 bind_concurrency: int = 128, report_concurrency: int = 4, scheduled_events: bool = True,
                  rng: random.Random | None = None) -> None:
         self.client = client
         self.profile = profile
@@ -95,6 +101,9 @@ class Scheduler:
         self.recorder = SeriesRecorder(client, profile.scheduler_name)  # as kube-scheduler: events.k8s.io
         self.scheduled_events = scheduled_events
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self.report_concurrency = report_concurrency
+        self._reports: dict[str, tuple[PodInfo, str, str]] = {}  # pod key -> (pod, message, nominated node)
+        self._report_ready = asyncio.Event()
         self._tg: asyncio.TaskGroup | None = None
         self.bound = 0
         self.on_attempt: Callable[[str, float], None] | None = None  # (result, seconds): see the module doc
@@ -111,6 +120,8 @@ class Scheduler:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
                 tg.create_task(self._guarded(self.recorder.run()))
+                for _ in range(self.report_concurrency):
+                    tg.create_task(self._report_writer())
                 while True:
                     info = await self.queue.pop()
                     start = time.perf_counter()
@@ -173,7 +184,9 @@ class Scheduler:
             self.cache.nominate(info, outcome.node)
             for v in outcome.victims:
                 self._spawn(self._evict(info, v, outcome.node))
-        self._spawn(self._report_unschedulable(info, msg, outcome.node))
+        self._reports.pop(info.key, None)  # re-queued at the end: writers take the oldest first
+        self._reports[info.key] = (info, msg, outcome.node)
+        self._report_ready.set()
 
     async def _bind(self, info: PodInfo, node: str, start: float, volumes: Plan | None = None) -> None:
         try:
@@ -207,6 +220,20 @@ class Scheduler:
         if self.scheduled_events:
             await self.recorder.eventf(info.obj, None, NORMAL, "Scheduled", "Binding",
                                        f"Successfully assigned {info.key} to {node}")
+
+    async def _report_writer(self) -> None:
+        """One of the writers of queued unschedulable reports (see the module doc), until cancelled."""
+        while True:
+            while not self._reports:
+                self._report_ready.clear()
+                await self._report_ready.wait()
+            key = next(iter(self._reports))
+            info, msg, nominated = self._reports.pop(key)
+            current = self.pods.get(key)
+            if current is None or (current.get("metadata") or {}).get("uid") != info.uid \
+                    or (current.get("spec") or {}).get("nodeName") or self.cache.is_assumed(key):
+                continue  # gone, replaced, bound or being bound meanwhile: nothing to report
+            await self._guarded(self._report_unschedulable(info, msg, nominated))
 
     async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
         await self._set_unschedulable(info, msg, nominated)
@@ -309,7 +336,11 @@ class Scheduler:
                 or (pod.get("status") or {}).get("phase") in TERMINAL:
             self.queue.delete(key)  # not schedulable (upstream skips these before the queue)
             return
-        info = pod_info(pod, self._priority(pod), self._default_spread(pod))
+        priority, queued = self._priority(pod), self.queue.info(key)
+        if queued is not None and same_facts(queued, pod, priority):
+            info = reparse(queued, pod, priority)  # a status update (our own report): nothing to parse again
+        else:
+            info = pod_info(pod, priority, self._default_spread(pod))
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:
@@ -337,6 +368,7 @@ class Scheduler:
         m = pod.get("metadata") or {}
         key = f"{m.get('namespace', '')}/{m.get('name', '')}"
         self.queue.delete(key)
+        self._reports.pop(key, None)
         self.cache.clear_nomination(key)
         if self.cache.node_of(key) is not None:
             self.cache.remove_pod(key)
