@@ -116,9 +116,12 @@ class Results:
 
 def run(results: Results, body: Callable[[], object]) -> NoReturn:
     """Run a bench's body and exit through `results.exit`: a BenchFailed is the error; any other exception
-    has its traceback printed first and is the error too. The body's `finally` blocks have run by then."""
+    has its traceback printed first and is the error too; so is a non-zero int returned (an older bench's exit
+    status). The body's `finally` blocks have run by then."""
     try:
-        body()
+        status = body()
+        if isinstance(status, int) and not isinstance(status, bool) and status != 0:
+            results.exit(f"exit status {status} (see above)")
     except BenchFailed as exc:
         results.exit(str(exc))
     except SystemExit as exc:
