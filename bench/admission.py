@@ -77,7 +77,10 @@ async def post(s: aiohttp.ClientSession, t: Target, path: str, body: dict[str, A
 
 async def get(s: aiohttp.ClientSession, t: Target, path: str) -> Any:
     async with s.get(t.url + path, headers=t.headers, ssl=t.ctx) as r:
-        return orjson.loads(await r.read())
+        body = await r.read()
+        if r.status != 200:
+            raise RuntimeError(f"GET {path}: {r.status} {body[:300]!r}")
+        return orjson.loads(body)
 
 
 async def setup(t: Target) -> None:
@@ -156,4 +159,7 @@ if __name__ == "__main__":
     ap.add_argument("--short-pods", type=int, default=150)
     ap.add_argument("--short-rounds", type=int, default=12)
     a = ap.parse_args()
-    asyncio.run(main(a.pods, a.concurrency, a.rounds, a.short_pods, a.short_rounds))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("admission"),
+                 lambda: asyncio.run(main(a.pods, a.concurrency, a.rounds, a.short_pods, a.short_rounds)))

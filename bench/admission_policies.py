@@ -20,10 +20,10 @@ back to back, order alternating), and the server process's CPU time per create (
 shared machine wall-clock rates swing with other load much more than CPU time does).
 
 Usage: python bench/admission_policies.py [--n 2000] [--rounds 3] [--dir DIR] [--http-n 600]
-       [--http-rounds 4] [--concurrency 16]   (cases interleaved, medians)
+       [--http-rounds 4] [--concurrency 16] [--json FILE]   (cases interleaved, medians)
 Prints the figures and the cost per create relative to the baseline (baseline rate / case rate) against the
-1.3x target; exits 1 when any create fails (or a policy refused one). Traffic goes only to 127.0.0.1; the
-server is a child process stopped at the end.
+1.3x target; exits 1, the error on the last line, when any create fails (or a policy refused one). Traffic
+goes only to 127.0.0.1; the server is a child process stopped at the end.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import aiohttp  # noqa: E402
+import benchlib  # noqa: E402
 import orjson  # noqa: E402
 from api import Target, ensure_namespace, start_lite  # noqa: E402
 from cel import cpu_seconds  # noqa: E402
@@ -133,7 +134,7 @@ async def settled(r: Resources, kinds: KindRegistry, policies: int) -> None:
             break
         await asyncio.sleep(0.01)
     else:
-        raise RuntimeError("the policies' status was never written")
+        raise Failed("the policies' status was never written")
     await asyncio.sleep(0.3)
 
 
@@ -168,8 +169,7 @@ def pod_case(policies: int, heavy: bool = False) -> Case:
     return case
 
 
-class Failed(Exception):
-    pass
+Failed = benchlib.BenchFailed
 
 
 def pod_body(name: str) -> bytes:
@@ -268,15 +268,7 @@ async def end_to_end(n: int, rounds: int, conc: int) -> tuple[float, float, floa
             cpu[True] / done * 1000)
 
 
-async def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--dir", default=None)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--http-n", type=int, default=600)
-    ap.add_argument("--http-rounds", type=int, default=4)
-    ap.add_argument("--concurrency", type=int, default=16)
-    args = ap.parse_args()
+async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
     cases = [("no policies (baseline)", pod_case(0)), ("10 policies bound, 1 validation each", pod_case(10)),
              ("10 policies, 2 validations + a variable each", pod_case(10, True))]
     got: dict[str, list[float]] = {label: [] for label, _ in cases}
@@ -293,29 +285,39 @@ async def main() -> int:
         print(f"pod creates per CPU-second, {label:<44} median {med:>6.0f}   cost per create {base / med:.2f}x   "
               f"rounds {' '.join(f'{v:.0f}' for v in got[label])}")
     in_process = base / statistics.median(got[cases[1][0]])
+    res.set("in_process_cost", in_process)
+    res.set("in_process_heavy_cost", base / statistics.median(got[cases[2][0]]))
     if failures:
-        print(f"{failures} creates failed", file=sys.stderr)
-        return 1
+        res.error("an in-process create failed (see above)", failures)
+        return
     if args.http_n <= 0:
         print(f"in process: 10 policies cost {in_process:.2f}x the create without them (target <= 1.3x)")
-        return 0
-    try:
-        plain, policed, pairs, cpu_plain, cpu_policed = await end_to_end(args.http_n, args.http_rounds,
-                                                                          args.concurrency)
-    except Failed as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return 1
+        return
+    plain, policed, pairs, cpu_plain, cpu_policed = await end_to_end(args.http_n, args.http_rounds, args.concurrency)
     print(f"end to end over HTTPS (lite server, {args.concurrency} clients, medians of {args.http_rounds} rounds): "
           f"no bindings (baseline) {plain:.0f} pod creates/s, 10 policies bound {policed:.0f}; server CPU per create "
           f"{cpu_plain:.3f} ms vs {cpu_policed:.3f} ms")
     print(f"figures against the 1.3x target: in process (CPU) {in_process:.2f}x; end to end {plain / policed:.2f}x "
           f"(median creates/s; median of per-round ratios {pairs:.2f}x), {cpu_policed / cpu_plain:.2f}x (server "
           "CPU per create)")
-    if failures:
-        print(f"{failures} creates failed", file=sys.stderr)
-        return 1
-    return 0
+    res.set("http_plain_creates_per_s", plain)
+    res.set("http_policed_creates_per_s", policed)
+    res.set("http_cost", plain / policed)
+    res.set("http_pair_cost", pairs)
+    res.set("plain_cpu_ms_per_create", cpu_plain)
+    res.set("policed_cpu_ms_per_create", cpu_policed)
+    res.set("cpu_cost", cpu_policed / cpu_plain)
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--http-n", type=int, default=600)
+    ap.add_argument("--http-rounds", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=16)
+    benchlib.add_args(ap)
+    cli = ap.parse_args()
+    results = benchlib.Results.from_args("admission_policies", cli)
+    benchlib.run(results, lambda: asyncio.run(main(cli, results)))

@@ -81,9 +81,14 @@ async def main(n: int, conc: int) -> None:
                 while True:
                     async with s.get(f"{lite.url}/apis/apiregistration.k8s.io/v1/apiservices/v1.{GROUP}",
                                      ssl=lite.ctx) as r:
-                        conds = (orjson.loads(await r.read()).get("status") or {}).get("conditions") or []
+                        text = await r.read()
+                        if r.status != 200:
+                            raise RuntimeError(f"GET APIService v1.{GROUP}: {r.status} {text[:300]!r}")
+                        conds = (orjson.loads(text).get("status") or {}).get("conditions") or []
                     if any(c.get("status") == "True" for c in conds):
                         break
+                    if time.perf_counter() - t0 > 60:
+                        raise RuntimeError(f"APIService v1.{GROUP} not Available after 60 s: {conds}")
                     await asyncio.sleep(0.01)
                 available = time.perf_counter() - t0
             path = f"/apis/{GROUP}/v1/namespaces/{NS}/widgets"
@@ -110,4 +115,6 @@ if __name__ == "__main__":
     p.add_argument("--requests", type=int, default=2000)
     p.add_argument("--concurrency", type=int, default=16)
     a = p.parse_args()
-    asyncio.run(main(a.requests, a.concurrency))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("aggregation"), lambda: asyncio.run(main(a.requests, a.concurrency)))

@@ -163,5 +163,10 @@ if __name__ == "__main__":
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    decision_cost()
-    asyncio.run(main(a.pods, a.concurrency, a.rounds))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    def body() -> None:
+        decision_cost()
+        asyncio.run(main(a.pods, a.concurrency, a.rounds))
+
+    benchlib.run(benchlib.Results("authz"), body)

@@ -85,4 +85,6 @@ async def main(seconds: float) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=2.0)
-    asyncio.run(main(ap.parse_args().seconds))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("authz_tokens"), lambda: asyncio.run(main(ap.parse_args().seconds)))

@@ -70,9 +70,13 @@ async def main() -> None:
     async def ready(request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def listing(request: web.Request) -> web.Response:  # for clients that warm their connections up
+        return web.Response(body=b'{"items":[]}', content_type="application/json")
+
     app = web.Application()
     app.router.add_post("/pods", create)
     app.router.add_get("/readyz", ready)
+    app.router.add_get("/pods", listing)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)
     runner = web.AppRunner(app, access_log=None)

@@ -8,10 +8,11 @@ ruled/plain of the medians, and the median of per-pair ratios of short back-to-b
 so a drifting machine load favours neither side), and the server process's CPU time per create of each kind
 (from /proc/<pid>/stat over the same bursts: on a shared machine it moves much less than wall-clock rates).
 Target (issue 18 item 4): the 20-rule create costs at most 2x the plain one, i.e. ratio >= 0.5. Every create
-must answer 201 (the object passes all 20 rules): any other answer makes the run exit non-zero.
+must answer 201 (the object passes all 20 rules): any other answer makes the run exit non-zero, the error on
+the last line.
 
 Usage: python bench/cel.py [--objects 600] [--concurrency 16] [--rounds 3] [--short-objects 150]
-       [--short-rounds 10]
+       [--short-rounds 10] [--json FILE]
 Traffic goes only to 127.0.0.1; the lite server is a child process stopped at the end.
 """
 
@@ -34,6 +35,7 @@ import orjson
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import benchlib  # noqa: E402
 from api import Target, ensure_namespace, pct, start_lite  # noqa: E402
 
 GROUP = "bench.example.com"
@@ -121,8 +123,7 @@ def body(kind: str, name: str) -> bytes:
                          "spec": copy.deepcopy(SPEC)})
 
 
-class Failed(Exception):
-    pass
+Failed = benchlib.BenchFailed
 
 
 def cpu_seconds(pid: int) -> float:
@@ -180,7 +181,7 @@ async def setup(t: Target) -> None:
                 raise Failed(f"{kind} was never served")
 
 
-async def main(n: int, conc: int, rounds: int, short_n: int, short_rounds: int) -> int:
+async def main(n: int, conc: int, rounds: int, short_n: int, short_rounds: int, res: benchlib.Results) -> None:
     with tempfile.TemporaryDirectory(prefix="lite-bench-cel-") as tmp:
         t, _ = await start_lite(Path(tmp) / "data", "--disable-scheduler", "--disable-controller-manager")
         try:
@@ -218,16 +219,19 @@ async def main(n: int, conc: int, rounds: int, short_n: int, short_rounds: int) 
                 print(f"{short_rounds} short pairs of {short_n} creates, back to back, order alternating: ratios "
                       + " ".join(f"{x:.2f}" for x in ratios))
                 print(f"median of per-pair ratios {statistics.median(ratios):.2f} (target >= 0.5)")
+                res.set("pair_ratio", statistics.median(ratios))
             per = {k: cpu[k] / done[k] * 1000 for k in cpu}
             print(f"server CPU per create: plain (baseline) {per['Plain']:.3f} ms, 20 rules {per['Ruled']:.3f} ms "
                   f"({per['Ruled'] / per['Plain']:.2f}x; as a throughput ratio {per['Plain'] / per['Ruled']:.2f}, "
                   "target >= 0.5)")
-        except Failed as exc:
-            print(f"FAILED: {exc}", file=sys.stderr)
-            return 1
+            res.set("plain_creates_per_s", plain)
+            res.set("ruled_creates_per_s", ruled)
+            res.set("rate_ratio", ruled / plain)
+            res.set("plain_cpu_ms_per_create", per["Plain"])
+            res.set("ruled_cpu_ms_per_create", per["Ruled"])
+            res.set("cpu_ratio", per["Plain"] / per["Ruled"])
         finally:
             t.stop()
-    return 0
 
 
 if __name__ == "__main__":
@@ -237,5 +241,8 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--short-objects", type=int, default=150)
     ap.add_argument("--short-rounds", type=int, default=10)
+    benchlib.add_args(ap)
     a = ap.parse_args()
-    sys.exit(asyncio.run(main(a.objects, a.concurrency, a.rounds, a.short_objects, a.short_rounds)))
+    results = benchlib.Results.from_args("cel", a)
+    benchlib.run(results, lambda: asyncio.run(main(a.objects, a.concurrency, a.rounds, a.short_objects,
+                                                   a.short_rounds, results)))

@@ -147,7 +147,7 @@ def _raise_nofile() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
-async def main(argv: list[str]) -> int:
+async def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=16)
     p.add_argument("--seconds", type=float, default=15.0)
@@ -176,10 +176,10 @@ async def main(argv: list[str]) -> int:
     for name, tally in (("keep-alive", kt), ("fresh", ft), ("paced", pt)):
         failures += [f"{name}: {e}" for e in tally.errors]
     if failures:
-        print(f"FAILED: {len(failures)} requests, e.g. {failures[:5]}", file=sys.stderr)
-        return 1
-    return 0
+        raise RuntimeError(f"{len(failures)} requests failed, e.g. {failures[:5]}")
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1:])))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("connections"), lambda: asyncio.run(main(sys.argv[1:])))

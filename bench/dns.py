@@ -15,9 +15,10 @@ Prints (issue 8, item 3; targets: lite >= 0.5 x dnsmasq queries/s, lite p99 <= 2
 The lite server runs in a child process of its own (one asyncio loop, as in the agent), so the dnsperf
 process and this script do not share its loop. Latencies come from `dnsperf -v` (one line per query).
 
-Usage: python bench/dns.py [--services 1000] [--duration 10] [--clients 4] [--rate 10000]
-Needs the Debian packages dnsperf and dnsmasq (skips with a message when missing). Binds 127.0.54.1-3 only.
-Figures are printed, never asserted.
+Usage: python bench/dns.py [--services 1000] [--duration 10] [--clients 4] [--rate 10000] [--json FILE]
+Needs the Debian packages dnsperf and dnsmasq ("not measured" with a message when missing). Binds 127.0.54.1-3
+only. Figures are printed, never asserted. Exits 1, the error on the last line, when a query is lost or answered
+with anything but NOERROR, by lite or by dnsmasq.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import benchlib
+from benchlib import BenchFailed
 
 LITE_HOST, DNSMASQ_HOST, UPSTREAM_HOST = "127.0.54.1", "127.0.54.2", "127.0.54.3"
 EXTERNAL = 50  # distinct outside names in the 10 % mix
@@ -114,19 +119,30 @@ def wait_udp(host: str, port: int) -> None:
                 return
             except OSError:
                 continue
-    raise SystemExit(f"no DNS server answered on {host}:{port}")
+    raise BenchFailed(f"no DNS server answered on {host}:{port}")
 
 
 def dnsperf(host: str, port: int, data: Path, duration: float, clients: int, rate: int = 0) -> dict[str, float]:
+    """One dnsperf run; BenchFailed when dnsperf fails, a query is lost (no answer within 2 s) or answered
+    with anything but NOERROR (every name asked exists)."""
     cmd = ["dnsperf", "-s", host, "-p", str(port), "-d", str(data), "-l", str(duration), "-c", str(clients),
            "-q", "100", "-t", "2", "-v", *(["-Q", str(rate)] if rate else [])]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60).stdout
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    out = run.stdout
+    if run.returncode != 0 or "Queries per second:" not in out:
+        raise BenchFailed(f"dnsperf against {host}:{port} exited {run.returncode}: {(run.stderr or out)[-500:]}")
+    codes = re.search(r"Response codes:\s*(.*)$", out, re.M)
+    bad = [c for c in (codes.group(1).split(", ") if codes else []) if c and not c.startswith("NOERROR")]
+    if bad:
+        raise BenchFailed(f"dnsperf against {host}:{port}: answers other than NOERROR: {', '.join(bad)}")
     latencies = sorted(float(m.group(1)) for m in re.finditer(r"^> \w+ \S+ \S+ ([0-9.]+)$", out, re.M))
     qps = float(re.search(r"Queries per second:\s+([0-9.]+)", out).group(1))  # type: ignore[union-attr]
     lost = float(re.search(r"Queries lost:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
     completed = float(re.search(r"Queries completed:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else float("nan")
     mean = sum(latencies) / len(latencies) if latencies else float("nan")
+    if lost:
+        raise BenchFailed(f"dnsperf against {host}:{port}: {lost:.0f} of {lost + completed:.0f} queries lost")
     return {"qps": qps, "mean_ms": mean * 1000, "p99_ms": p99 * 1000, "lost": lost, "completed": completed}
 
 
@@ -135,17 +151,7 @@ def show(label: str, r: dict[str, float]) -> None:
           f"   lost {r['lost']:.0f}/{r['completed'] + r['lost']:.0f}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--services", type=int, default=1000)
-    ap.add_argument("--duration", type=float, default=10.0)
-    ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--rate", type=int, default=10000, help="fixed query rate of the latency runs (q/s)")
-    args = ap.parse_args()
-    missing = [tool for tool in ("dnsperf", "dnsmasq") if shutil.which(tool) is None]
-    if missing:
-        print(f"bench/dns.py: skipped, {' and '.join(missing)} not installed (apt-get install dnsperf dnsmasq-base)")
-        return
+def main(args: argparse.Namespace, res: benchlib.Results) -> None:
     repo = str(Path(__file__).resolve().parent.parent)
     with tempfile.TemporaryDirectory(prefix="lite-bench-dns-") as tmp:
         inputs = write_inputs(Path(tmp), args.services)
@@ -163,7 +169,7 @@ def main() -> None:
                                     stdout=subprocess.PIPE, text=True)
             assert lite.stdout is not None and lite.stdin is not None
             if lite.stdout.readline().strip() != "ready":
-                raise SystemExit("the lite DNS server did not start")
+                raise BenchFailed("the lite DNS server did not start")
             print(f"cluster DNS, {args.services} services, dnsperf UDP {args.duration:.0f} s x {args.clients} "
                   f"clients, 100 outstanding ({os.cpu_count()} cores, shared)")
             results: dict[str, dict[str, float]] = {}
@@ -176,13 +182,20 @@ def main() -> None:
                     results[f"{mix}/{label}"] = r
                     show(label, r)
                 ratio = results[f"{mix}/lite"]["qps"] / max(1.0, results[f"{mix}/dnsmasq (baseline)"]["qps"])
-                print(f"  ratio lite/dnsmasq {ratio:.2f} (target >= 0.5)")
+                print(f"  ratio lite/dnsmasq {ratio:.2f}")
+                res.set(f"{mix}_lite_qps", results[f"{mix}/lite"]["qps"])
+                res.set(f"{mix}_dnsmasq_qps", results[f"{mix}/dnsmasq (baseline)"]["qps"])
+                res.set(f"{mix}_lite_vs_dnsmasq", ratio)
                 print(f"{title}, at a fixed {args.rate:,} q/s:")
                 for label, host, port in servers:
                     r = dnsperf(host, port, inputs[mix], args.duration, args.clients, args.rate)
                     results[f"{mix}/{label}/rate"] = r
                     show(label, r)
-                print(f"  lite p99 {results[f'{mix}/lite/rate']['p99_ms']:.3f} ms (target <= 2 ms)")
+                print(f"  lite p99 {results[f'{mix}/lite/rate']['p99_ms']:.3f} ms")
+                res.set(f"{mix}_rate", args.rate)
+                res.set(f"{mix}_rate_lite_p99_ms", results[f"{mix}/lite/rate"]["p99_ms"])
+                res.set(f"{mix}_rate_dnsmasq_p99_ms", results[f"{mix}/dnsmasq (baseline)/rate"]["p99_ms"])
+                res.set(f"{mix}_rate_lite_qps", results[f"{mix}/lite/rate"]["qps"])
             lite.stdin.write("\n")
             lite.stdin.flush()
             stats = lite.stdout.readline().split()
@@ -201,4 +214,15 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--services", type=int, default=1000)
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--rate", type=int, default=10000, help="fixed query rate of the latency runs (q/s)")
+    benchlib.add_args(ap)
+    cli = ap.parse_args()
+    results = benchlib.Results.from_args("dns", cli)
+    missing = [tool for tool in ("dnsperf", "dnsmasq") if shutil.which(tool) is None]
+    if missing:
+        results.skip(f"{' and '.join(missing)} not installed (apt-get install dnsperf dnsmasq-base)")
+    benchlib.run(results, lambda: main(cli, results))

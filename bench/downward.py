@@ -69,7 +69,7 @@ def inner(args: argparse.Namespace) -> None:
         uid = api.read_namespaced_pod("dw", "bench").metadata.uid
         files = list((base / "data" / "agent" / "pods").glob(f"*{uid}*/volumes/info/labels"))
         if not files:
-            raise SystemExit("the pod's downwardAPI file was not found under the data dir")
+            raise RuntimeError("the pod's downwardAPI file was not found under the data dir")
         path = files[0]
         patch_s: list[float] = []
         file_s: list[float] = []
@@ -80,7 +80,7 @@ def inner(args: argparse.Namespace) -> None:
             want = f'step="{i}"'
             while want not in path.read_text():
                 if time.perf_counter() - t0 > 120:
-                    raise SystemExit(f"change {i} never reached the file")
+                    raise RuntimeError(f"change {i} never reached the file")
                 time.sleep(0.002)
             t2 = time.perf_counter()
             patch_s.append(t1 - t0)
@@ -115,4 +115,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("downward"), main)

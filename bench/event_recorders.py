@@ -91,7 +91,7 @@ def check(listed: dict[str, Any], case: str, name: str, n: int) -> int:
     else:  # count 2 written at once; the rest waits for the sweeps
         ok = len(items) == 1 and (items[0].get("series") or {}).get("count") == 2
     if not ok:
-        print(f"FAILED: {case}/{name}: {len(items)} events stored", file=sys.stderr)
+        print(f"  {case}/{name}: {len(items)} events stored, wrong", file=sys.stderr)
     return 0 if ok else 1
 
 
@@ -100,8 +100,12 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    sys.exit(1 if asyncio.run(run(args.events, args.rounds)) else 0)
+    failures = asyncio.run(run(args.events, args.rounds))
+    if failures:
+        raise RuntimeError(f"{failures} recorder runs stored the wrong events (see above)")
 
 
 if __name__ == "__main__":
-    main()
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("event_recorders"), main)

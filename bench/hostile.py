@@ -24,15 +24,16 @@ import argparse
 import asyncio
 import socket
 import ssl
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
+import benchlib
 import orjson
 from api import API_ONLY, Target, pct, rss_mb, start_lite
+from benchlib import BenchFailed
 
 Section = Callable[[Target], Awaitable[list[str]]]
 CM = "/api/v1/namespaces/default/configmaps"
@@ -71,12 +72,18 @@ def ms(x: float) -> str:
 
 
 async def timed(s: aiohttp.ClientSession, t: Target, method: str, path: str, body: bytes,
-                content_type: str) -> tuple[float, int]:
+                content_type: str, refused: bool = False) -> tuple[float, int]:
+    """(seconds, status) of one request; BenchFailed unless it succeeded (2xx) or, `refused`, was refused with
+    a 4xx (a bomb the server accepted or failed on is no refusal to time)."""
     headers = {**t.headers, "Content-Type": content_type}
     t0 = time.perf_counter()
     async with s.request(method, t.url + path, data=body, headers=headers, ssl=t.ctx) as r:
-        await r.read()
-        return time.perf_counter() - t0, r.status
+        text = await r.read()
+        took = time.perf_counter() - t0
+    if (400 <= r.status < 500) if refused else (200 <= r.status < 300):
+        return took, r.status
+    raise BenchFailed(f"{method} {path}: {r.status} {text[:300]!r} ({'a refusal' if refused else 'success'} "
+                      "expected)")
 
 
 async def section_patch(t: Target) -> list[str]:
@@ -87,7 +94,8 @@ async def section_patch(t: Target) -> list[str]:
         normal = min([(await timed(s, t, "PATCH", f"{CM}/victim", orjson.dumps(
             [{"op": "add", "path": f"/data/k{i}", "value": "v"}]), "application/json-patch+json"))[0]
             for i in range(5)])
-        bomb, code = min([await timed(s, t, "PATCH", f"{CM}/victim", copy_bomb(), "application/json-patch+json")
+        bomb, code = min([await timed(s, t, "PATCH", f"{CM}/victim", copy_bomb(), "application/json-patch+json",
+                                             refused=True)
                           for _ in range(5)])
         rss1 = rss_mb(t.proc.pid)
     return [f"patch bomb (40 doubling copies): refused {code} in {ms(bomb)}  (baseline: a 1-op JSON patch "
@@ -101,7 +109,8 @@ async def section_yaml(t: Target) -> list[str]:
                                    f"data: {{a: '1'}}\n".encode(), "application/yaml"))[0] for i in range(5)])
         for name, body in (("CVE-2019-11253 (533 B)", CVE_2019_11253), ("billion laughs", laughs())):
             rss0 = rss_mb(t.proc.pid)
-            took, code = min([await timed(s, t, "POST", CM, body, "application/yaml") for _ in range(5)])
+            took, code = min([await timed(s, t, "POST", CM, body, "application/yaml", refused=True)
+                              for _ in range(5)])
             rss1 = rss_mb(t.proc.pid)
             out.append(f"yaml bomb {name}: refused {code} in {ms(took)}  (baseline: a YAML create "
                        f"{ms(normal)})  RSS {rss0:.0f} -> {rss1:.0f} MB")
@@ -115,7 +124,9 @@ async def _gets(t: Target, n: int) -> list[float]:
         for _ in range(n):
             t0 = time.perf_counter()
             async with s.get(t.url + "/api/v1/namespaces/default", headers=t.headers, ssl=t.ctx) as r:
-                await r.read()
+                text = await r.read()
+                if r.status != 200:
+                    raise BenchFailed(f"GET namespace default: {r.status} {text[:300]!r}")
             lat.append(time.perf_counter() - t0)
     return lat
 
@@ -233,12 +244,16 @@ def main(argv: list[str] | None = None) -> None:
         return await section_idle(t, args.idle, args.gets)
 
     names = args.sections.split(",")
-    asyncio.run(run([n for n in names if n != "watch"], sections={**SECTIONS, "idle": idle}))
-    if "watch" in names:
-        import hostile_watch  # bench/ is on sys.path when run as a script
 
-        asyncio.run(hostile_watch.main([]))
+    def body() -> None:
+        asyncio.run(run([n for n in names if n != "watch"], sections={**SECTIONS, "idle": idle}))
+        if "watch" in names:
+            import hostile_watch  # bench/ is on sys.path when run as a script
+
+            asyncio.run(hostile_watch.main([]))
+
+    benchlib.run(benchlib.Results("hostile"), body)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

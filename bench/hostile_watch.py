@@ -30,6 +30,8 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib
+from benchlib import BenchFailed
 from scheduler import free_port, lite_command, rss_mb, stop
 
 from lite.httpclient import HttpClient
@@ -87,7 +89,11 @@ async def open_watch(s: Server, path: str, rcvbuf: int = 0) -> asyncio.StreamWri
     reader, writer = await asyncio.open_connection(sock=sock, ssl=s.tls, server_hostname="127.0.0.1")
     writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {s.token}\r\n\r\n".encode())
     await writer.drain()
-    await reader.readuntil(b"\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        writer.close()
+        status = head.splitlines()[0].decode(errors="replace")
+        raise BenchFailed(f"watch {path}: {status}")
     return writer
 
 
@@ -166,4 +172,4 @@ async def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    benchlib.run(benchlib.Results("hostile_watch"), lambda: asyncio.run(main()))

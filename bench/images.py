@@ -110,4 +110,6 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--dir", default="/var/tmp", help="scratch directory (store, registry data)")
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.dir))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("images"), lambda: asyncio.run(main(args.runs, args.dir)))

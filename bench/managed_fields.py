@@ -93,4 +93,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("managed_fields"), main)

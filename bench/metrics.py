@@ -92,4 +92,6 @@ async def _queue_cycle(n: int) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("metrics"), main)

@@ -24,6 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import benchlib
+from benchlib import BenchFailed
+
 from lite.netns import bridge, nsfs, pod
 from lite.netns.ipam import Ipam
 
@@ -65,6 +70,8 @@ async def one_pass(node: str, prefix: str, ipam: Ipam, pods: int, concurrent: bo
     first, last = setups[0], setups[-1]
     reachable = ping(pod.netns_name(first[0]), str(last[1])) and ping(pod.netns_name(first[0]), str(ipam.gateway))
     print(f"  connectivity (first pod -> last pod, -> node): {'OK' if reachable else 'FAILED'}")
+    if not reachable:  # set up fast but broken: not a figure (the teardown below still runs first)
+        failed = BenchFailed(f"{mode} pass: the first pod cannot reach the last pod or the node")
     start = time.perf_counter()
     if concurrent:
         down = await asyncio.gather(*(timed(pod.teardown_pod_network, pid, **kwargs) for pid in ids))
@@ -73,6 +80,8 @@ async def one_pass(node: str, prefix: str, ipam: Ipam, pods: int, concurrent: bo
     wall = time.perf_counter() - start
     print(summary(f"  {mode} teardown", list(down)) + f"; {pods / wall:.0f} pods/s")
     ipam.reconcile([])
+    if not reachable:
+        raise failed
 
 
 async def main(pods: int, passes: int, workdir: Path) -> None:
@@ -98,8 +107,12 @@ if __name__ == "__main__":
     parser.add_argument("--pods", type=int, default=50)
     parser.add_argument("--passes", type=int, default=2)
     args = parser.parse_args()
+    results = benchlib.Results("netns")
     if os.geteuid() != 0:
-        sys.exit("needs root (network namespaces)")
+        results.skip("needs root (network namespaces)")
 
-    with tempfile.TemporaryDirectory(prefix="lite-bench-netns-") as tmp:
-        asyncio.run(main(args.pods, args.passes, Path(tmp)))
+    def body() -> None:
+        with tempfile.TemporaryDirectory(prefix="lite-bench-netns-") as tmp:
+            asyncio.run(main(args.pods, args.passes, Path(tmp)))
+
+    benchlib.run(results, body)

@@ -11,7 +11,8 @@ change):
   (delete + `nft -f`, one transaction too);
 - process RSS.
 
-Usage (root): python bench/netpol.py [--policies 1000] [--pods 1000] [--namespaces 10] [--changes 50]
+Usage (root): python bench/netpol.py [--policies 1000] [--pods 1000] [--namespaces 10] [--changes 50] [--json FILE]
+Exits 1, the error on the last line, when an nftables load fails (not root: "not measured").
 Everything happens in a netns created here (`ltest-bench-<hex>-netpol`), removed at the end, also on failure.
 Nothing touches the host netns. Figures are printed, never asserted.
 """
@@ -20,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,6 +34,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import benchlib
+from benchlib import BenchFailed
 
 from lite.agent.netpol.enforcer import Enforcer
 from lite.netns import nftstate
@@ -66,11 +73,18 @@ def nft_file(netns: str, text: str) -> float:
         f.write(text)
         f.flush()
         start = time.perf_counter()
-        subprocess.run(["ip", "netns", "exec", netns, "nft", "-f", f.name], check=True)
+        nft_load(netns, f.name)
         return time.perf_counter() - start
 
 
-async def run(netns: str, n_policies: int, n_pods: int, n_namespaces: int, n_changes: int) -> None:
+def nft_load(netns: str, path: str) -> None:
+    done = subprocess.run(["ip", "netns", "exec", netns, "nft", "-f", path], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BenchFailed(f"nft -f in {netns} exited {done.returncode}: {done.stderr[-500:]}")
+
+
+async def run(netns: str, n_policies: int, n_pods: int, n_namespaces: int, n_changes: int,
+              res: benchlib.Results) -> None:
     pods = [pod(i, n_namespaces) for i in range(n_pods)]
     namespaces = [{"metadata": {"name": f"ns{i}", "labels": {"team": f"t{i % 3}"}}} for i in range(n_namespaces)]
     policies = [policy(i, n_namespaces) for i in range(n_policies)]
@@ -107,8 +121,9 @@ async def run(netns: str, n_policies: int, n_pods: int, n_namespaces: int, n_cha
             enforcer.desired()
             builds.append(time.perf_counter() - start)
             start = time.perf_counter()
-            await enforcer.sync_once()
+            changed = await enforcer.sync_once()
             inc.append(time.perf_counter() - start)
+            res.count(changed, f"change {k} (policy pol{i}'s port) programmed nothing")
             commands.append(enforcer.syncer.last_commands)
         base: list[float] = []
         for _ in range(min(n_changes, 10)):
@@ -116,13 +131,19 @@ async def run(netns: str, n_policies: int, n_pods: int, n_namespaces: int, n_cha
                 f.write(f"delete table inet lite-policy\n{text}")
                 f.flush()
                 start = time.perf_counter()
-                subprocess.run(["ip", "netns", "exec", netns, "nft", "-f", f.name], check=True)
+                nft_load(netns, f.name)
                 base.append(time.perf_counter() - start)
         print(f"one policy change, incremental: p50 {pct(inc, 0.5) * 1000:7.1f} ms  p99 {pct(inc, 0.99) * 1000:7.1f} ms"
               f"  ({statistics.mean(commands):.0f} nft commands each; compile+render p50 "
               f"{pct(builds, 0.5) * 1000:.1f} ms)")
         print(f"baseline full reload per change: p50 {pct(base, 0.5) * 1000:7.1f} ms  "
               f"p99 {pct(base, 0.99) * 1000:7.1f} ms")
+        res.set("policies", n_policies)
+        res.set("full_program_ms", full * 1000)
+        res.set("full_program_nft_f_ms", base_full * 1000)
+        res.set("change_p50_ms", pct(inc, 0.5) * 1000)
+        res.set("change_p99_ms", pct(inc, 0.99) * 1000)
+        res.set("full_reload_p99_ms", pct(base, 0.99) * 1000)
         print(f"RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     finally:
         nft.close()
@@ -134,13 +155,23 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--namespaces", type=int, default=10)
     parser.add_argument("--changes", type=int, default=50)
+    benchlib.add_args(parser)
     args = parser.parse_args()
-    netns = f"ltest-bench-{secrets.token_hex(3)}-netpol"
-    subprocess.run(["ip", "netns", "add", netns], check=True)
-    try:
-        asyncio.run(run(netns, args.policies, args.pods, args.namespaces, args.changes))
-    finally:
-        subprocess.run(["ip", "netns", "del", netns], check=False)
+    res = benchlib.Results.from_args("netpol", args)
+    if os.geteuid() != 0:
+        res.skip("needs root (a network namespace and nftables)")
+    if shutil.which("nft") is None:
+        res.skip("nft not installed (apt-get install nftables)")
+
+    def body() -> None:
+        netns = f"ltest-bench-{secrets.token_hex(3)}-netpol"
+        subprocess.run(["ip", "netns", "add", netns], check=True)
+        try:
+            asyncio.run(run(netns, args.policies, args.pods, args.namespaces, args.changes, res))
+        finally:
+            subprocess.run(["ip", "netns", "del", netns], check=False)
+
+    benchlib.run(res, body)
 
 
 if __name__ == "__main__":

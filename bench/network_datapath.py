@@ -45,8 +45,11 @@ done, end = 0, time.monotonic() + seconds
 while time.monotonic() < end:
     with socket.create_connection((host, port), timeout=5) as s:
         s.sendall(req)
-        while s.recv(65536):
-            pass
+        head = b""
+        while chunk := s.recv(65536):
+            head = head or chunk
+    if b" 200 " not in head.split(b"\\r\\n", 1)[0]:
+        sys.exit(f"answer from {host}:{port}: {head[:100]!r}")
     done += 1
 print(done / seconds)
 """
@@ -121,4 +124,6 @@ def main() -> None:
     print(line("baseline: same-node pod IP", r["local-pod"]))
 
 if __name__ == "__main__":
-    main()
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("network_datapath"), main)

@@ -5,7 +5,10 @@ network is never touched, the script re-executes itself inside a fresh network a
 where the registry, the server, its `lite0` bridge and kubectl all live. Needs root, busybox-static and
 docker-registry. Prints its figures; asserts nothing about speed.
 
-    python bench/pods.py [--pods 50] [--idle 60]
+    python bench/pods.py [--pods 50] [--idle 60] [--json FILE]
+
+Exits 1, the error on the last line, when a kubectl call fails or a pod is not Running in time; not root or
+a missing tool: "not measured" (exit 0).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,6 +27,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import benchlib  # noqa: E402
+from benchlib import BenchFailed  # noqa: E402
+
 KUBECTL = "/usr/bin/kubectl"
 IMAGE = "busybox:1.36"
 
@@ -46,15 +55,17 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
+def _zygotes(server: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{server}/task/{server}/children").read_text().split()
+            if b"zygote" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
 def _shim_memory(base: Path, server: int) -> tuple[int, int, int]:
     """(count, RSS KiB, PSS KiB) of the live shims (pids from their state dirs) plus the agent's zygote. RSS
     counts pages shared copy-on-write with the zygote once per shim; PSS splits them among the sharers."""
-    pids = set()
+    pids = set(_zygotes(server))
     for rec in (base / "data" / "agent" / "pods").glob("*/containers/*/state/shim.json"):
         pids.add(int(json.loads(rec.read_text())["shim_pid"]))
-    for child in Path(f"/proc/{server}/task/{server}/children").read_text().split():
-        if b"zygote" in Path(f"/proc/{child}/cmdline").read_bytes():
-            pids.add(int(child))
     rss = pss = 0
     for pid in pids:
         try:
@@ -88,7 +99,7 @@ class Bench:
             except RuntimeError:
                 pass
             time.sleep(0.2)
-        raise SystemExit(f"timed out waiting for {what}")
+        raise BenchFailed(f"timed out after {limit:.0f} s waiting for {what}")
 
     def manifest(self, names: list[str]) -> str:
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
@@ -134,13 +145,15 @@ class Bench:
         created = time.time()
         thread.join(600)
         api.api_client.close()
+        if len(seen) < self.n:
+            raise BenchFailed(f"{len(seen)} of {self.n} pods Running within 600 s")
         lat = sorted(seen[n] - added.get(n, t0) for n in seen)
         return {"running": len(seen), "p50": statistics.median(lat), "p99": lat[min(len(lat) - 1, int(len(lat) * .99))],
                 "pods_per_s": len(seen) / (max(seen.values()) - t0), "create_s": created - t0,
                 "all_s": max(seen.values()) - t0}
 
 
-def inner(args: argparse.Namespace) -> None:
+def inner(args: argparse.Namespace, results: benchlib.Results) -> None:
     sys.path.insert(0, str(ROOT))
     from tests.helpers.images import Layer, Pusher, busybox_entries, push_test_images
     from tests.helpers.registry import RegistryServer
@@ -169,6 +182,7 @@ def inner(args: argparse.Namespace) -> None:
         b.kubectl("delete", "pod", "-n", "bench", "warm", "--wait=true")
         res = b.run_pods()
         rss_before = _rss_kib(server.pid)
+        zygote_rss = sum(_rss_kib(z) for z in _zygotes(server.pid))
         shims, shim_rss, shim_pss = _shim_memory(base, server.pid)
         cpu0, w0 = _cpu_seconds(server.pid), time.monotonic()
         time.sleep(args.idle)
@@ -179,10 +193,19 @@ def inner(args: argparse.Namespace) -> None:
         print(f"RSS lite server (embedded agent, {args.pods} pods): {rss_before / 1024:.1f} MiB; "
               f"{shims - 1} shims + zygote: RSS {shim_rss / 1024:.1f} MiB total, PSS {shim_pss / 1024:.1f} MiB total")
         print(f"idle CPU of lite server over {args.idle} s: {idle:.2f} % of one core")
+        results.set("pods", args.pods)
+        results.set("running", res["running"])
+        results.set("create_running_p50_s", res["p50"])
+        results.set("create_running_p99_s", res["p99"])
+        results.set("server_rss_mb", rss_before / 1024)
+        results.set("zygote_rss_mb", zygote_rss / 1024)
+        results.set("shims_zygote_pss_mb", shim_pss / 1024)
+        results.set("idle_cpu_percent", idle)
     finally:
         try:
             b.kubectl("delete", "pods", "-n", "bench", "--all", "--wait=true")
         except RuntimeError as e:
+            results.error(f"cleanup: {e}")
             print(f"cleanup: {e}")
         server.terminate()
         server.wait(30)
@@ -208,7 +231,7 @@ def run_inner_isolated(script: str, args: list[str]) -> None:
     makes every container's mount namespace N times larger): the bench measures a node, not this VM's
     leftovers. Exits with the inner run's status."""
     if os.geteuid() != 0:
-        raise SystemExit(f"{Path(script).name} needs root")
+        raise BenchFailed(f"{Path(script).name} needs root")
     cmd = " ".join(["ip link set lo up && exec", sys.executable, script, "--inner", *args])
     clean = "while umount -l /run/netns 2>/dev/null; do :; done"
     raise SystemExit(subprocess.call(["unshare", "--net", "--mount", "--propagation", "private", "sh", "-c",
@@ -220,11 +243,19 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=50)
     ap.add_argument("--idle", type=float, default=60.0)
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    benchlib.add_args(ap)
     args = ap.parse_args()
+    results = benchlib.Results.from_args("pods", args)
     if args.inner:
-        inner(args)
-        return
-    run_inner_isolated(__file__, ["--pods", str(args.pods), "--idle", str(args.idle)])
+        benchlib.run(results, lambda: inner(args, results))
+    if os.geteuid() != 0:
+        results.skip("needs root (network, mount and cgroup namespaces for real pods)")
+    missing = [tool for tool in ("docker-registry", "busybox", "unshare") if shutil.which(tool) is None]
+    if missing:
+        results.skip(f"{', '.join(missing)} not installed")
+    # the inner run writes the results file and prints its own error last
+    run_inner_isolated(__file__, ["--pods", str(args.pods), "--idle", str(args.idle),
+                                  *(["--json", args.json] if args.json else [])])
 
 
 if __name__ == "__main__":

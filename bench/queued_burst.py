@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -80,7 +79,7 @@ async def _inqueue_peaks(t: Target) -> str:
                      (line[len(prefix):].split('"} ') for line in text.splitlines() if line.startswith(prefix)))
 
 
-async def main() -> int:
+async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=400, help="creates and lists per burst (each)")
     ap.add_argument("--limit", type=int, default=0, help="both in-flight budgets (0: lite's defaults, 400/200)")
@@ -90,7 +89,7 @@ async def main() -> int:
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 8192), hard), hard))
     flags = ("--max-requests-inflight", str(args.limit), "--max-mutating-requests-inflight", str(args.limit)) \
         if args.limit else ()
-    failed = 0
+    failed: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         t, _ = await start_lite(Path(tmp) / "data", *flags)
         try:
@@ -106,7 +105,7 @@ async def main() -> int:
                     await _inqueue_peaks(t)  # the peaks start afresh
                     seconds, errors = await _burst(t, token, ns, args.count)
                     times[who] = seconds
-                    failed += len(errors)
+                    failed += errors
                     print(f"  round {r + 1} {who:34} {seconds:6.2f} s  {2 * args.count / seconds:7.0f} req/s  "
                           f"failed {len(errors)}{' e.g. ' + errors[0] if errors else ''}  "
                           f"most queued: {await _inqueue_peaks(t)}")
@@ -114,8 +113,11 @@ async def main() -> int:
                 print(f"  round {r + 1} queued / baseline time: {queued / admin:.2f}x")
         finally:
             t.stop()
-    return 1 if failed else 0
+    if failed:
+        raise RuntimeError(f"{len(failed)} requests failed, first: {failed[0]}")
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("queued_burst"), lambda: asyncio.run(main()))

@@ -122,4 +122,6 @@ if __name__ == "__main__":
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--services", action="store_true",
                     help="50 Services select the pods, so upstream's default topology spreading applies")
-    asyncio.run(main(ap.parse_args()))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("scheduler_core"), lambda: asyncio.run(main(ap.parse_args())))

@@ -80,4 +80,6 @@ async def main(n: int) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--containers", type=int, default=40)
-    asyncio.run(main(ap.parse_args().containers))
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("secctx"), lambda: asyncio.run(main(ap.parse_args().containers)))

@@ -29,6 +29,8 @@ from api import create_burst, ensure_namespace, lite_command, paced_creates, sta
 async def count(t: object, path: str) -> int:
     async with aiohttp.ClientSession(headers=t.headers) as s, s.get(  # type: ignore[attr-defined]
             t.url + path, ssl=t.ctx) as r:  # type: ignore[attr-defined]
+        if r.status != 200:
+            raise RuntimeError(f"list {path}: {r.status} {await r.text()}")
         return len((await r.json())["items"])
 
 
@@ -77,6 +79,8 @@ async def main() -> None:
     t2, ready_s = await start_lite(data)
     try:
         n = await count(t2, "/api/v1/namespaces/bench/pods")
+        if n < args.objects:
+            raise RuntimeError(f"the restored server serves {n} pods, not the {args.objects} saved")
         print(f"  restore (--cluster-reset)             {reset_s * 1000:8.1f} ms; restarted server ready in "
               f"{ready_s * 1000:.0f} ms serving {n} pods (>= {args.objects} expected)")
     finally:
@@ -85,4 +89,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("snapshot"), lambda: asyncio.run(main()))

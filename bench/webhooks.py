@@ -167,4 +167,6 @@ async def main() -> None:
                       work, args.n, args.rounds)
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import benchlib  # bench/ is on sys.path: the script's own directory
+
+    benchlib.run(benchlib.Results("webhooks"), lambda: asyncio.run(main()))

@@ -52,7 +52,7 @@ from lite.server.authz.chain import AuthorizerChain
 from lite.server.requestuser import UserInfo, current_user
 
 if TYPE_CHECKING:
-    from lite.cel.env import Activation, Program
+    from lite.cel.env import Program
     from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
 
 log = logging.getLogger("lite.admission")
