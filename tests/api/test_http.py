@@ -309,6 +309,19 @@ async def test_writes_answer_a_table_when_asked(api: Api) -> None:
     assert (await api.call("POST", DEPLOYS, deployment("tw")))[0] == 201
     status, gone = await api.call("DELETE", f"{DEPLOYS}/tw", headers=table_only)
     assert status == 200 and (gone["kind"], gone["status"]) == ("Status", "Success"), gone  # passes through
+    # includeObject as upstream's TableOptions: None, Metadata (default), Object; anything else is 400
+    status, none = await api.call("POST", f"{PODS}?includeObject=None", pod("tw2"), headers=table_only)
+    assert status == 201 and "object" not in none["rows"][0], none
+    status, whole = await api.call("GET", f"{PODS}/tw2?includeObject=Object", headers=table_only)
+    assert status == 200 and whole["rows"][0]["object"]["kind"] == "Pod"
+    assert whole["rows"][0]["object"]["spec"]["containers"]
+    status, listed = await api.call("GET", f"{PODS}?includeObject=None", headers=table_only)
+    assert status == 200 and all("object" not in r for r in listed["rows"])
+    status, bad = await api.call("POST", f"{PODS}?includeObject=All", pod("tw3"), headers=table_only)
+    assert (status, bad["reason"]) == (400, "BadRequest")
+    assert bad["message"] == ("Unable to convert to Table as requested: includeObject: Invalid value: \"All\": "
+                              "must be 'Metadata', 'Object', 'None', or empty")
+    assert (await api.call("GET", f"{PODS}/tw3"))[0] == 404  # refused before it was written
     status, scale = await api.call("PATCH", f"{DEPLOYS}/nope/scale", {"spec": {"replicas": 3}}, headers={
         **table_only, "Content-Type": "application/merge-patch+json"})
     assert status == 404 and scale["kind"] == "Status"

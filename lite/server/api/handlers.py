@@ -210,34 +210,51 @@ def _tables() -> Any:
     return mod if hasattr(mod, "to_table") else None
 
 
-def table_of(kind: Kind, objects: list[Obj], list_meta: Obj) -> Obj | None:
+_INCLUDE_OBJECT = ("None", "Metadata", "Object")
+
+
+def table_request(request: web.Request) -> str | None:
+    """None when Accept asks for no Table; else the rows' `includeObject` (upstream's TableOptions: None,
+    Metadata (the default) or Object; anything else is 400, as upstream's ValidateTableOptions)."""
+    if not negotiate.wants_table(request.headers.get("Accept", "")):
+        return None
+    value = request.query.get("includeObject", "")
+    if value and value not in _INCLUDE_OBJECT:
+        raise bad_request(f'Unable to convert to Table as requested: includeObject: Invalid value: "{value}": '
+                          "must be 'Metadata', 'Object', 'None', or empty")
+    return value or "Metadata"
+
+
+def table_of(kind: Kind, objects: list[Obj], list_meta: Obj, include_object: str = "Metadata") -> Obj | None:
     mod = _tables()
     if mod is None:
         return None
-    out: Obj = mod.to_table(kind, objects, list_meta)
+    out: Obj = mod.to_table(kind, objects, list_meta, include_object=include_object)
     return out
 
 
 def _written(request: web.Request, kind: Kind, obj: Obj, status: int = 200, sub: str = "") -> web.Response:
     """The answer to a write (create, update, patch, delete) of `obj`: as a one-row Table when Accept asks for
     one, as upstream's `transformResponseObject` does for every verb (a Status passes through untransformed;
-    a scale subresource answers its Scale), else the object itself."""
-    if (sub in ("", "status") and obj.get("kind") != "Status"
-            and negotiate.wants_table(request.headers.get("Accept", ""))):
-        rows = table_of(kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")})
+    a scale subresource answers its Scale), else the object itself. (`table_request` was checked before the
+    write, so a bad includeObject refuses it rather than its answer.)"""
+    include = table_request(request)
+    if sub in ("", "status") and obj.get("kind") != "Status" and include is not None:
+        rows = table_of(kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")},
+                        include)
         if rows is not None:
             return json_response(rows, status)
     return json_response(obj, status)
 
 
-def _table_transform(kind: Kind) -> ObjectTransform | None:
+def _table_transform(kind: Kind, include_object: str = "Metadata") -> ObjectTransform | None:
     mod = _tables()
     if mod is None:
         return None
 
     def one_row(obj: Obj) -> Obj:
         out: Obj = mod.to_table(kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get(
-            "resourceVersion", "")})
+            "resourceVersion", "")}, include_object=include_object)
         return out
     return one_row
 
@@ -293,13 +310,14 @@ async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     params.parse_resource_version(request.query.get("resourceVersion", ""))  # served from the current state
-    table = negotiate.wants_table(request.headers.get("Accept", ""))
+    table = table_request(request)
     if ctx.get_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
             and not t.kind.storage:
         return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name))
     obj = await ctx.resources.get(t.kind, t.namespace, t.name)
     if table:
-        rows = table_of(t.kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")})
+        rows = table_of(t.kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")},
+                        table)
         if rows is not None:
             return json_response(rows)
     return json_response(obj)
@@ -314,13 +332,13 @@ async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Respons
         "label_selector": q.get("labelSelector", ""), "field_selector": q.get("fieldSelector", ""), "limit": limit,
         "continue_": q.get("continue", ""), "resource_version": q.get("resourceVersion", ""),
         "resource_version_match": q.get("resourceVersionMatch", "")}
-    table = negotiate.wants_table(request.headers.get("Accept", ""))
+    table = table_request(request)
     if ctx.list_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
             and not t.kind.storage:
         return raw_json_response(ctx.list_encoded(t.kind, t.namespace, **args))
     out = await ctx.resources.list(t.kind, t.namespace, **args)
     if table:
-        rows = table_of(t.kind, out.get("items") or [], out.get("metadata") or {})
+        rows = table_of(t.kind, out.get("items") or [], out.get("metadata") or {}, table)
         if rows is not None:
             return json_response(rows)
     return json_response(out)
@@ -328,6 +346,7 @@ async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Respons
 
 async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.StreamResponse:
     _need_verb(t.kind, "watch")
+    include = table_request(request)
     q = request.query
     field_selector = q.get("fieldSelector", "")
     if t.name:  # GET .../pods/p?watch=true: a watch narrowed to that name
@@ -346,13 +365,14 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
         allow_bookmarks=q_bool(q, "allowWatchBookmarks"), timeout_seconds=timeout_s,
         send_initial_events=q_bool(q, "sendInitialEvents"), **extra)
     transform = None
-    if negotiate.wants_table(request.headers.get("Accept", "")):
-        transform = _table_transform(t.kind)
+    if include is not None:
+        transform = _table_transform(t.kind, include)
     return await serve_watch(request, events, ctx.watches, transform, timeout_s)
 
 
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "create")
+    table_request(request)  # a bad includeObject refuses the write, not only its answer
     dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
@@ -379,6 +399,7 @@ async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
 
 async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "update")
+    table_request(request)  # a bad includeObject refuses the write, not only its answer
     dry, manager, validation = params.write_options(request.query, "Update", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
@@ -394,6 +415,7 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
 
 async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:
     _need_verb(t.kind, "patch")
+    table_request(request)  # a bad includeObject refuses the write, not only its answer
     patch_type = negotiate.patch_type_of(request.content_type)
     dry, manager, validation = params.write_options(request.query, "Patch", patch_type, _agent(request))
     body = await read_body(request, ctx)
@@ -452,6 +474,7 @@ async def _delete_options(ctx: ApiContext, request: web.Request) -> Obj:
 
 async def _delete(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "delete")
+    table_request(request)  # a bad includeObject refuses the write, not only its answer
     opts = await _delete_options(ctx, request)
     grace = opts.get("gracePeriodSeconds")
     kwargs: dict[str, Any] = {
