@@ -11,8 +11,9 @@ as over the whole ones: a variable used in any way but as the root of a selectio
 root, passed to a function, bound or shadowed by a macro variable of the same name) is read whole (`None`);
 each selected path keeps its whole subtree (indexes, `has()` and everything else apply to the kept value),
 except one only measured (`size(x)`, `x.size()`), which keeps every element of a list (each cut to what else is
-read of it, `{}` when nothing), a map or a string whole; a path that meets a value that is not a map keeps that value whole (selection on it errors as before);
-a path absent from the value stays absent. Text lite cannot parse reads every variable whole.
+read of it, `{}` when nothing), a map or a string whole; a path that meets a value that is not a map keeps
+that value whole (selection on it errors as before); a path absent from the value stays absent. Text lite
+cannot parse reads every variable whole.
 """
 
 from __future__ import annotations
