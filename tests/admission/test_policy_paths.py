@@ -1,4 +1,4 @@
-"""ValidatingAdmissionPolicy: the plain path (one CEL list for the plain policies) decides exactly as the exact
+"""ValidatingAdmissionPolicy: the plain path (one CEL conjunction for the plain policies) decides exactly as the exact
 path (every policy alone), over a real store and registry; and `plain_elements` (pure) rewrites as documented."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.server.admission import build_admission
 from lite.server.admission.namespaces import NamespaceLabels
-from lite.server.admission.policy.plain import plain_elements
+from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
+from lite.server.admission.policy.plain import bind_once, plain_elements
 from lite.server.admission.policy.plugin import PolicyAdmission
 from lite.server.api import admissionwarnings
 from lite.server.api.resources import Resources
@@ -152,6 +153,20 @@ def test_plain_elements() -> None:
     assert plain_elements({"validations": [{"expression": "object.a == 'variables.x'"}],
                            "variables": [{"name": "x", "expression": "1"}]}) is None
     assert plain_elements({"validations": [{"expression": "object.a == 1"}]}) == ["(object.a == 1)"]
+
+
+def test_bind_once() -> None:
+    """Each variable read once (the runtime converts plain data at each reference): an alpha-renaming that
+    leaves field names, string literals and a single reference alone, and evaluates alike."""
+    src = "object.a.all(object, object.x == 'object') && has(object.b) && oldObject == null && object.c.object == 1"
+    got = bind_once(src, ("object", "oldObject"))
+    assert got == ("cel.bind(__lite_object, object, __lite_object.a.all(__lite_object, __lite_object.x == 'object') "
+                   "&& has(__lite_object.b) && oldObject == null && __lite_object.c.object == 1)")
+    env = PolicyEnv(lambda _u, _a: AuthzDecision(False))
+    data = {"object": {"a": [{"x": "object"}], "b": 1, "c": {"object": 1}}, "oldObject": None}
+    assert env.compile(got).eval(data) is True and env.compile(src).eval(data) is True
+    assert bind_once("object.a == 1", ("object",)) == "object.a == 1"
+    assert bind_once("object.a == ", ("object",)) == "object.a == "
 
 
 PATTERN = "object.data.all(k, object.data[k].matches('^[a-z]+(-[a-z]+)*([.][a-z]+(-[a-z]+)*)*$'))"
