@@ -342,7 +342,7 @@ class PolicyAdmission:
             return
         if param is None:
             ctx.shared = act
-        meter = budget.meter(c.safe_size, data)
+        meter = budget.meter(c.safe_size, data, ctx.sizes)
 
         def give_up(message: str) -> None:
             if fp != "Ignore":
@@ -514,6 +514,7 @@ class _Request:
         self._ns_done = False
         self._base: Obj | None = None
         self.shared: Any = None  # the runtime activation without params, shared by the policies that have none
+        self.sizes: dict[int, int] = {}  # JSON lengths of this request's values, by identity (budget.meter)
         self._user: Obj = {}
         self._authz: Obj | None = None
 
