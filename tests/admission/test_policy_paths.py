@@ -180,6 +180,10 @@ BUDGET_POLICIES: list[dict[str, Any]] = [
     # each validation under the per-call limit on 600 such values, 20 of them over the evaluation's budget
     {"matchConditions": [{"name": "c", "expression": "object.metadata.labels['case'] == 'budget'"}],
      "validations": [{"expression": PATTERN.replace("))", f") || k == '{i}')")} for i in range(20)]},
+    # a messageExpression over the per-call limit: cancelled, the message is used
+    {"matchConditions": [{"name": "c", "expression": "object.metadata.labels['case'] == 'message'"}],
+     "validations": [{"expression": "!('x' in object.data)", "message": "no x",
+                      "messageExpression": f"{PATTERN} ? 'x, all matching' : 'x, not all matching'"}]},
 ]
 
 
@@ -221,6 +225,8 @@ async def test_runtime_cost_limits(stack: tuple[Resources, KindRegistry, Any]) -
                 "budget-600", 2, 2, "validation failed due to running out of cost budget, no further validation "
                                     "rules will be run")),
             (_cm("budget", 100), ""),
+            (_cm("message", 1000, {"x": "a"}), forbidden.format("message-1000", 3, 3, "no x")),
+            (_cm("message", 10, {"x": "a"}), forbidden.format("message-10", 3, 3, "x, all matching")),
         ]
         for obj, want in cases:
             name = obj["metadata"]["name"]

@@ -393,17 +393,21 @@ class PolicyAdmission:
                 return give_up(budget.OUT_OF_BUDGET)
             results.append(r)
         messages_failed = False
+        cancelled: set[int] = set()  # messageExpressions over the per-call limit
         if meter is not None:  # upstream evaluates every messageExpression, on what the validations left
-            for _v, _prog, msg_prog in c.validations:
+            for i, (_v, _prog, msg_prog) in enumerate(c.validations):
                 if msg_prog is not None:
-                    left -= min(meter.cost(msg_prog), budget.PER_CALL_LIMIT)
+                    cost = meter.cost(msg_prog)
+                    if cost > budget.PER_CALL_LIMIT:
+                        cancelled.add(i)
+                    left -= min(cost, budget.PER_CALL_LIMIT)
             messages_failed = left < 0
         decisions: list[tuple[int, decide.Decision]] = []
         for i, ((v, _prog, msg_prog), r) in enumerate(zip(c.validations, results, strict=True)):
             if messages_failed and not isinstance(r, decide.Failed):
                 r = decide.Failed(f"failed messageExpression: {budget.OUT_OF_BUDGET}")
             m = _run(msg_prog, act) if msg_prog is not None and r is not True \
-                and not isinstance(r, decide.Failed) else None
+                and not isinstance(r, decide.Failed) and i not in cancelled else None
             d = decide.validation_decision(v, r, m, fp)
             if d.deny:
                 decisions.append((i, d))
