@@ -4,12 +4,14 @@ them, measured in the same run (issue 18: target, the policy create costs at mos
 In process (real SQLite store, `Resources` with the ValidatingAdmissionPolicy plugin, no HTTP), `--n` pod
 creates per case, 16 at a time. The 10 policies each match pod CREATE in every namespace, each with a
 binding (Deny) and one validation over the pod (containers, names, labels, security context), all of which
-pass; a third case gives each policy a variable and a second validation with a messageExpression. Each case
-waits for the policies' status to be written (the status writer's first run compiles the built-in schemas),
-then makes 200 creates not counted, then the timed ones.
+pass; a third case gives each policy a variable and a second validation with a messageExpression. The three
+cases' stacks are open at once (each waits for its policies' status to be written: the status writer's first
+run compiles the built-in schemas, then 200 creates not counted); the timed creates go in batches of 160, the
+cases taking turns batch by batch (order rotating), `--rounds` rounds, so that every case sees the same load
+of the shared machine.
 
 Measured in creates per CPU-second of the process (time.process_time: the machine is shared, and wall-clock
-rates swing with other load).
+rates swing with other load); per case the median of the rounds, and the range of the per-round ratios.
 
 End to end (what a user sees; skipped with `--http-n 0`): one real `lite server` (API only) over HTTPS, pod
 creates with `--concurrency` clients, rounds alternating between no bindings (baseline) and the same 10
@@ -19,7 +21,7 @@ Figures: median creates/s of each side, the median of the per-round ratios (the 
 back to back, order alternating), and the server process's CPU time per create (/proc, same bursts: on a
 shared machine wall-clock rates swing with other load much more than CPU time does).
 
-Usage: python bench/admission_policies.py [--n 2000] [--rounds 3] [--dir DIR] [--http-n 600]
+Usage: python bench/admission_policies.py [--n 4800] [--rounds 5] [--dir DIR] [--http-n 600]
        [--http-rounds 4] [--concurrency 16] [--json FILE]   (cases interleaved, medians)
 Prints the figures and the cost per create relative to the baseline (baseline rate / case rate) against the
 1.3x target; exits 1, the error on the last line, when any create fails (or a policy refused one). Traffic
@@ -30,11 +32,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -138,35 +141,58 @@ async def settled(r: Resources, kinds: KindRegistry, policies: int) -> None:
     await asyncio.sleep(0.3)
 
 
-Case = Callable[[Path, int], Awaitable[tuple[float, int]]]
+CASES = [("no policies (baseline)", 0, False), ("10 policies bound, 1 validation each", 10, False),
+         ("10 policies, 2 validations + a variable each", 10, True)]
 
 
-def pod_case(policies: int, heavy: bool = False) -> Case:
-    async def case(db: Path, n: int) -> tuple[float, int]:
-        async with stack(db) as (r, kinds):
+async def in_process(d: Path, n: int, rounds: int) -> tuple[dict[str, list[float]], int]:
+    """Every case's stack open at once in this process; creates in batches of 160 (16 at a time), the cases
+    taking turns batch by batch (order rotating), so that each sees the same load of the shared machine. Per
+    case and round: creates per CPU-second of the batches of that round. Also the number of failed creates."""
+    failed = 0
+    async with contextlib.AsyncExitStack() as stacks:
+        made = []
+        for i, (_label, policies, heavy) in enumerate(CASES):
+            r, kinds = await stacks.enter_async_context(stack(d / f"{i}.db"))
             await bind_policies(r, kinds, policies, heavy)
+            made.append((r, kinds))
+        for (r, kinds), (_label, policies, _heavy) in zip(made, CASES, strict=True):
             await settled(r, kinds, policies)
-            pod = kind(kinds, "", "pods")
-            failed = 0
 
-            async def make(k: int) -> None:
-                nonlocal failed
-                try:
-                    await r.create(pod, "default", {
-                        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{k}", "labels": {"app": "b"}},
-                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
-                except Exception as e:  # counted: the bench fails when any create fails
-                    failed += 1
-                    if failed == 1:
-                        print(f"create failed: {e}", file=sys.stderr)
+        async def make(r: Resources, kinds: KindRegistry, k: int) -> None:
+            nonlocal failed
+            try:
+                await r.create(kind(kinds, "", "pods"), "default", {
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{k}", "labels": {"app": "b"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+            except Exception as e:  # counted: the bench fails when any create fails
+                failed += 1
+                if failed == 1:
+                    print(f"create failed: {e}", file=sys.stderr)
 
-            for i in range(n, n + WARM, 16):  # warm-up, not counted (first evaluations, caches)
-                await asyncio.gather(*(make(j) for j in range(i, min(n + WARM, i + 16))))
-            start = time.process_time()  # CPU seconds of this process (all threads): less swayed by other load
-            for i in range(0, n, 16):
-                await asyncio.gather(*(make(j) for j in range(i, min(n, i + 16))))
-            return n / (time.process_time() - start), failed
-    return case
+        async def batch(i: int, first: int, count: int) -> float:
+            r, kinds = made[i]
+            start = time.process_time()  # CPU seconds of this process: less swayed by other load than wall time
+            for j in range(first, first + count, 16):
+                await asyncio.gather(*(make(r, kinds, x) for x in range(j, min(first + count, j + 16))))
+            return time.process_time() - start
+
+        for i in range(len(CASES)):  # warm-up, not counted (first evaluations, caches)
+            await batch(i, 10**7, WARM)
+        got: dict[str, list[float]] = {label: [] for label, _, _ in CASES}
+        per_round = max(160, n // rounds)
+        k = 0
+        for rnd in range(rounds):
+            cpu = [0.0] * len(CASES)
+            for b in range(0, per_round, 160):
+                order = list(range(len(CASES)))
+                shift = (rnd + b // 160) % len(CASES)
+                for i in order[shift:] + order[:shift]:
+                    cpu[i] += await batch(i, k, 160)
+                k += 160
+            for i, (label, _, _) in enumerate(CASES):
+                got[label].append(per_round / cpu[i])
+    return got, failed
 
 
 Failed = benchlib.BenchFailed
@@ -269,35 +295,28 @@ async def end_to_end(n: int, rounds: int, conc: int) -> tuple[float, float, floa
 
 
 async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
-    cases = [("no policies (baseline)", pod_case(0)), ("10 policies bound, 1 validation each", pod_case(10)),
-             ("10 policies, 2 validations + a variable each", pod_case(10, True))]
-    got: dict[str, list[float]] = {label: [] for label, _ in cases}
-    failures = 0
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="vap-bench-") as d:
-        for rnd in range(args.rounds):
-            for i, (label, case) in enumerate(cases):
-                rate, failed = await case(Path(d) / f"{rnd}-{i}.db", args.n)
-                got[label].append(rate)
-                failures += failed
-    base = statistics.median(got[cases[0][0]])
-    for label, _ in cases:
+        got, failures = await in_process(Path(d), args.n, args.rounds)
+    base = statistics.median(got[CASES[0][0]])
+    for label, _, _ in CASES:
         med = statistics.median(got[label])
+        ratios = sorted(b / v for b, v in zip(got[CASES[0][0]], got[label], strict=True))
         print(f"pod creates per CPU-second, {label:<44} median {med:>6.0f}   cost per create {base / med:.2f}x   "
-              f"rounds {' '.join(f'{v:.0f}' for v in got[label])}")
-    in_process = base / statistics.median(got[cases[1][0]])
-    res.set("in_process_cost", in_process)
-    res.set("in_process_heavy_cost", base / statistics.median(got[cases[2][0]]))
+              f"(rounds {ratios[0]:.2f}x-{ratios[-1]:.2f}x: {' '.join(f'{v:.0f}' for v in got[label])})")
+    in_proc = base / statistics.median(got[CASES[1][0]])
+    res.set("in_process_cost", in_proc)
+    res.set("in_process_heavy_cost", base / statistics.median(got[CASES[2][0]]))
     if failures:
         res.error("an in-process create failed (see above)", failures)
         return
     if args.http_n <= 0:
-        print(f"in process: 10 policies cost {in_process:.2f}x the create without them (target <= 1.3x)")
+        print(f"in process: 10 policies cost {in_proc:.2f}x the create without them (target <= 1.3x)")
         return
     plain, policed, pairs, cpu_plain, cpu_policed = await end_to_end(args.http_n, args.http_rounds, args.concurrency)
     print(f"end to end over HTTPS (lite server, {args.concurrency} clients, medians of {args.http_rounds} rounds): "
           f"no bindings (baseline) {plain:.0f} pod creates/s, 10 policies bound {policed:.0f}; server CPU per create "
           f"{cpu_plain:.3f} ms vs {cpu_policed:.3f} ms")
-    print(f"figures against the 1.3x target: in process (CPU) {in_process:.2f}x; end to end {plain / policed:.2f}x "
+    print(f"figures against the 1.3x target: in process (CPU) {in_proc:.2f}x; end to end {plain / policed:.2f}x "
           f"(median creates/s; median of per-round ratios {pairs:.2f}x), {cpu_policed / cpu_plain:.2f}x (server "
           "CPU per create)")
     res.set("http_plain_creates_per_s", plain)
@@ -311,9 +330,9 @@ async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--n", type=int, default=4800)
     ap.add_argument("--dir", default=None)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--http-n", type=int, default=600)
     ap.add_argument("--http-rounds", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=16)

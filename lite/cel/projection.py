@@ -9,9 +9,11 @@ and `metadata.labels`) as a `Paths` tree; `project(value, paths)` keeps only tho
 Invariants: pure. Evaluating the expression over the projected values gives the same result (value or error)
 as over the whole ones: a variable used in any way but as the root of a selection chain (bare, indexed at its
 root, passed to a function, bound or shadowed by a macro variable of the same name) is read whole (`None`);
-each selected path keeps its whole subtree (indexes, `size()`, `has()` and everything else apply to the kept
-value); a path that meets a value that is not a map keeps that value whole (selection on it errors as before);
-a path absent from the value stays absent. Text lite cannot parse reads every variable whole.
+each selected path keeps its whole subtree (indexes, `has()` and everything else apply to the kept value),
+except one only measured (`size(x)`, `x.size()`), which keeps every element of a list (each cut to what else is
+read of it, `{}` when nothing), a map or a string whole; a path that meets a value that is not a map keeps
+that value whole (selection on it errors as before); a path absent from the value stays absent. Text lite
+cannot parse reads every variable whole.
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ def reads(src: str, names: tuple[str, ...]) -> dict[str, Paths | None]:
             var, prefix = scope[chain[0]]
             add(var, prefix + chain[1:])  # used bare or selected: that much of it, whole
             return
+        if n[0] == "call" and n[1] == "size" and len(n[3]) == (0 if n[2] is not None else 1):
+            size_of = _chain(n[2] if n[2] is not None else n[3][0])
+            if size_of is not None and size_of[0] in scope:  # its length alone: each element or key, not content
+                var, prefix = scope[size_of[0]]
+                ensure(var, prefix + size_of[1:] + ["*"])
+                return
         if n[0] == "call" and n[1] in _ELEMENT_MACROS and isinstance(n[3], list) and len(n[3]) in (2, 3) \
                 and n[3][0][0] == "id" and (n[1] == "map" or len(n[3]) == 2):
             target = _chain(n[2]) if n[2] is not None else None

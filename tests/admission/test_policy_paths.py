@@ -1,4 +1,4 @@
-"""ValidatingAdmissionPolicy: the plain path (one CEL list for the plain policies) decides exactly as the exact
+"""ValidatingAdmissionPolicy: the plain path (one CEL conjunction for the plain policies) decides exactly as the exact
 path (every policy alone), over a real store and registry; and `plain_elements` (pure) rewrites as documented."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.server.admission import build_admission
 from lite.server.admission.namespaces import NamespaceLabels
-from lite.server.admission.policy.plain import plain_elements
+from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
+from lite.server.admission.policy.plain import bind_once, plain_elements
 from lite.server.admission.policy.plugin import PolicyAdmission
 from lite.server.api import admissionwarnings
 from lite.server.api.resources import Resources
@@ -154,6 +155,20 @@ def test_plain_elements() -> None:
     assert plain_elements({"validations": [{"expression": "object.a == 1"}]}) == ["(object.a == 1)"]
 
 
+def test_bind_once() -> None:
+    """Each variable read once (the runtime converts plain data at each reference): an alpha-renaming that
+    leaves field names, string literals and a single reference alone, and evaluates alike."""
+    src = "object.a.all(object, object.x == 'object') && has(object.b) && oldObject == null && object.c.object == 1"
+    got = bind_once(src, ("object", "oldObject"))
+    assert got == ("cel.bind(__lite_object, object, __lite_object.a.all(__lite_object, __lite_object.x == 'object') "
+                   "&& has(__lite_object.b) && oldObject == null && __lite_object.c.object == 1)")
+    env = PolicyEnv(lambda _u, _a: AuthzDecision(False))
+    data = {"object": {"a": [{"x": "object"}], "b": 1, "c": {"object": 1}}, "oldObject": None}
+    assert env.compile(got).eval(data) is True and env.compile(src).eval(data) is True
+    assert bind_once("object.a == 1", ("object",)) == "object.a == 1"
+    assert bind_once("object.a == ", ("object",)) == "object.a == "
+
+
 PATTERN = "object.data.all(k, object.data[k].matches('^[a-z]+(-[a-z]+)*([.][a-z]+(-[a-z]+)*)*$'))"
 BUDGET_POLICIES: list[dict[str, Any]] = [
     # over the per-call limit on 1,000 values of 1,400 characters: an evaluation error, by failurePolicy
@@ -165,6 +180,10 @@ BUDGET_POLICIES: list[dict[str, Any]] = [
     # each validation under the per-call limit on 600 such values, 20 of them over the evaluation's budget
     {"matchConditions": [{"name": "c", "expression": "object.metadata.labels['case'] == 'budget'"}],
      "validations": [{"expression": PATTERN.replace("))", f") || k == '{i}')")} for i in range(20)]},
+    # a messageExpression over the per-call limit: cancelled, the message is used
+    {"matchConditions": [{"name": "c", "expression": "object.metadata.labels['case'] == 'message'"}],
+     "validations": [{"expression": "!('x' in object.data)", "message": "no x",
+                      "messageExpression": f"{PATTERN} ? 'x, all matching' : 'x, not all matching'"}]},
 ]
 
 
@@ -206,6 +225,8 @@ async def test_runtime_cost_limits(stack: tuple[Resources, KindRegistry, Any]) -
                 "budget-600", 2, 2, "validation failed due to running out of cost budget, no further validation "
                                     "rules will be run")),
             (_cm("budget", 100), ""),
+            (_cm("message", 1000, {"x": "a"}), forbidden.format("message-1000", 3, 3, "no x")),
+            (_cm("message", 10, {"x": "a"}), forbidden.format("message-10", 3, 3, "x, all matching")),
         ]
         for obj, want in cases:
             name = obj["metadata"]["name"]

@@ -255,6 +255,13 @@ def test_authorizer_signatures_as_upstream() -> None:
             None,
         "authorizer.path('/healthz').check('get').name('x')":
             "found no matching overload for 'name' applied to 'kubernetes.authorization.Decision.(string)'",
+        # the wrong number of arguments: cel-go names the types, the runtime would say "undeclared reference"
+        "authorizer.serviceAccount('ns').group('').resource('pods').check('get').allowed()":
+            "found no matching overload for 'serviceAccount' applied to 'kubernetes.authorization.Authorizer.(string)'",
+        "authorizer.path('/x', 1).check('get').allowed()":
+            "found no matching overload for 'path' applied to 'kubernetes.authorization.Authorizer.(string, int)'",
+        "authorizer.group('').resource('pods').check().allowed()":
+            "found no matching overload for 'check' applied to 'kubernetes.authorization.ResourceCheck.()'",
     }
     for expr, want in refused.items():
         err = env.compile_error(expr)

@@ -49,6 +49,12 @@ OLD = {**POD, "spec": {**POD["spec"], "restartPolicy": "Never"}}
     # a macro variable with a variable's name stands for the elements inside its body
     ("object.spec.containers.all(object, object.name != '')",
      {"object": {"spec": {"containers": {"*": {"name": None}}}}, "oldObject": {}}),
+    # only measured: every element kept, cut to what else is read of it
+    ("object.spec.containers.size() > 0", {"object": {"spec": {"containers": {"*": {}}}}, "oldObject": {}}),
+    ("size(object.spec.containers) > 0 && object.spec.containers.all(c, c.image != '')",
+     {"object": {"spec": {"containers": {"*": {"image": None}}}}, "oldObject": {}}),
+    ("object.spec.containers.size() > 0 && object.spec.containers[0].image != ''",
+     {"object": {"spec": {"containers": None}}, "oldObject": {}}),
     # not parsed by lite: everything
     ("object.metadata.name ==", {"object": None, "oldObject": None}),
 ])
@@ -92,6 +98,10 @@ def _outcome(src: str, data: dict[str, Any]) -> Any:
     "[object.spec.containers.all(c, c.name != ''), object.metadata.?labels.app.orValue('') == 'web']",
     "object.spec.containers.all(object, object.name != '')",
     "has(object.spec.tolerations) && object.spec.tolerations[0].key == 'k'",
+    "object.spec.containers.size() == 2 && object.spec.containers.all(c, has(c.image))",
+    "size(object.metadata.labels) == 2 && object.metadata.name.size() == 3 && size(object.spec.tolerations) == 1",
+    "object.spec.nothing.size() == 0",
+    "object.metadata.managedFields.size() == 1 && object.metadata.managedFields.all(f, f.manager == 'kubectl')",
 ])
 def test_projected_evaluation_agrees(src: str) -> None:
     """The property the plugin relies on: the same value or the same error."""

@@ -129,11 +129,24 @@ def too_large(limit: int, data: Mapping[str, Any]) -> bool:
     return meter(limit, data) is not None
 
 
-def meter(limit: int, data: Mapping[str, Any]) -> Meter | None:
-    """A Meter for an evaluation over `data`, or None when its values are within the policy's `safe_size`."""
+def meter(limit: int, data: Mapping[str, Any], sizes: dict[int, int] | None = None) -> Meter | None:
+    """A Meter for an evaluation over `data`, or None when its values are within the policy's `safe_size`;
+    `sizes` remembers JSON lengths by value identity (one request's values, which it keeps alive, shared by
+    its policies; params are measured each time)."""
     if limit >= UNBOUNDED:
         return None
-    size = max((json_size(data.get(v)) for v in JSON_VARIABLES), default=0)
+    size = 0
+    for v in JSON_VARIABLES:
+        value = data.get(v)
+        if value is None:
+            continue
+        memo = sizes if sizes is not None and v != "params" else None  # params come and go within a request
+        n = memo.get(id(value)) if memo is not None else None
+        if n is None:
+            n = json_size(value)
+            if memo is not None:
+                memo[id(value)] = n
+        size = max(size, n)
     if size <= limit:
         return None
     return Meter({v: CappedShape(values=[data.get(v)], cap=size) for v in JSON_VARIABLES}, size)

@@ -31,6 +31,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
+from lite.cel.cost import member_calls
 from lite.cel.env import Activation, CompileError, Environment, Function, Program
 
 AUTHORIZER = "kubernetes.authorization.Authorizer"
@@ -90,6 +91,21 @@ def _typing_functions() -> list[Function]:
             for name, params, result in member]
 
 
+_UNDECLARED = re.compile(r"^(ERROR: <input>:(\d+):(\d+): )undeclared reference to '([^']*)' \(in container ''\)$")
+_AUTHZ_METHODS = frozenset({"path", "group", "serviceAccount", "resource", "subresource", "namespace", "name",
+                            "check", "allowed", "reason", "errored", "error"})
+_TYPE_PART = re.compile(r"[A-Z_]+(?=[<>,]|$)")
+
+
+def _type_name(runtime: str) -> str:
+    """A type as cel-go writes it (`string`, `list(int)`, `map(string, dyn)`, `null_type`), from the runtime's
+    (`STRING`, `LIST<INT>`, ...); message types are left as they are."""
+    if "." in runtime:
+        return runtime
+    out = _TYPE_PART.sub(lambda m: {"NULL": "null_type"}.get(m.group(0), m.group(0).lower()), runtime)
+    return out.replace("<", "(").replace(">", ")").replace(",", ", ").replace(",  ", ", ")
+
+
 def member_style(source: str, message: str) -> str:
     """A "no matching overload" error of a receiver-style call in cel-go's words: the receiver's type before the
     arguments (`'kubernetes.authorization.PathCheck.(string)'`, not `'(kubernetes.authorization.PathCheck,
@@ -124,8 +140,30 @@ class PolicyEnv:
         try:
             self.types.compile(source)
         except CompileError as e:
-            raise CompileError(member_style(source, str(e))) from None
+            raise CompileError(self._arity(source, member_style(source, str(e)))) from None
         return self.env.compile(source)  # (also checks literal regexes, durations and timestamps)
+
+    def _arity(self, source: str, message: str) -> str:
+        """The runtime calls an authorizer method given the wrong number of arguments an undeclared reference;
+        cel-go reports no matching overload for the receiver's and arguments' types: so does this."""
+        first, sep, rest = message.partition("\n")
+        m = _UNDECLARED.match(first)
+        if m is None or m.group(4) not in _AUTHZ_METHODS:
+            return message
+        line, col, name = int(m.group(2)), int(m.group(3)), m.group(4)
+        offset = sum(len(x) + 1 for x in source.split("\n")[:line - 1]) + col - 1
+        for c in member_calls(source, (name,)):
+            if c.name_start + len(name) != offset or c.start == c.name_start:
+                continue
+            receiver = source[c.start:c.name_start].rstrip().removesuffix(".").removesuffix("?")
+            try:
+                types = [_type_name(self.types.compile(t).result_type().name())
+                         for t in [receiver, *(source[a:b] for a, b in c.args)]]
+            except CompileError:
+                return message
+            return (f"{m.group(1)}found no matching overload for '{name}' applied to "
+                    f"'{types[0]}.({', '.join(types[1:])})'{sep}{rest}")
+        return message
 
     def compile_error(self, source: str) -> str | None:
         try:

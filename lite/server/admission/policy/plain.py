@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lite.cel.cost import tokenize
 from lite.cel.projection import Paths
 
 if TYPE_CHECKING:
@@ -73,3 +74,27 @@ def plain_elements(spec: Obj) -> list[str] | None:
 def no_selectors(m: Obj) -> bool:
     """Whether a match block has no namespace or object selector."""
     return not m.get("namespaceSelector") and not m.get("objectSelector")
+
+
+def bind_once(source: str, names: tuple[str, ...]) -> str:
+    """Pure: `source` reading each variable of `names` it names once, through `cel.bind(__lite_<name>, <name>,
+    ...)` with every other occurrence of the identifier renamed (an alpha-renaming: field names after `.` are
+    not identifiers, and a macro variable of the same name is renamed with them, so it still shadows). The
+    runtime converts a variable given as plain data at each reference. Text lite cannot tokenize is returned
+    as it is."""
+    try:
+        toks = tokenize(source)
+    except ValueError:
+        return source
+    for name in names:
+        at = [t for i, t in enumerate(toks) if t[0] == "id" and t[1] == name and
+              not (i > 0 and toks[i - 1][1] in (".", ".?"))]
+        if len(at) < 2:
+            continue
+        out, last = [], 0
+        for _kind, _text, start, end in at:
+            out += [source[last:start], f"__lite_{name}"]
+            last = end
+        source = f"cel.bind(__lite_{name}, {name}, {''.join(out) + source[last:]})"
+        toks = tokenize(source)
+    return source

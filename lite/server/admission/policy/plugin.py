@@ -41,7 +41,7 @@ from lite.server.admission import equivalent, review, versioned
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.policy import budget, decide, matching
-from lite.server.admission.policy.plain import Plan, no_selectors, plain_elements
+from lite.server.admission.policy.plain import Plan, bind_once, no_selectors, plain_elements
 from lite.server.admission.policy.status import PolicyStatus
 from lite.server.api.admissionwarnings import add_warning
 from lite.server.api.conversion import Converter
@@ -203,13 +203,12 @@ class PolicyAdmission:
                     data = _plain_data(adm, plan.paths)
                 from lite.cel.env import Activation  # loaded already: a plan with policies compiled them
 
-                plain = not isinstance(data, Activation)
                 # values that might go over a cost limit: every policy is judged (and metered) exactly
-                if plan.safe_size >= budget.UNBOUNDED or \
-                        not budget.too_large(plan.safe_size, data if plain else data.data):
-                    # converted once: evaluated from a plain mapping, the runtime converts a variable again at
-                    # each reference (the combined program names `object` once per validation: ~2x the work)
-                    r = plan.combined.eval(self.env.activation(data) if plain else data)
+                if plan.safe_size >= budget.UNBOUNDED or not budget.too_large(
+                        plan.safe_size, data.data if isinstance(data, Activation) else data):
+                    # from a plain mapping (the program reads each variable once, `bind_once`): ~2.5 us less
+                    # than making an Activation first
+                    r = plan.combined.eval(data)
             except CelError:  # conversion or evaluation failed: the exact path reports it
                 pass
             if r is not True:
@@ -270,7 +269,7 @@ class PolicyAdmission:
         source = " && ".join(f"({e})" for e in plain)
         if plain:
             try:
-                combined = self.env.compile(source)
+                combined = self.env.compile(bind_once(source, ("object", "oldObject")))
             except CelError:
                 others = bound
         joined = " ".join(plain)
@@ -359,7 +358,7 @@ class PolicyAdmission:
             return
         if param is None:
             ctx.shared = act
-        meter = budget.meter(c.safe_size, data)
+        meter = budget.meter(c.safe_size, data, ctx.sizes)
 
         def give_up(message: str) -> None:
             if fp != "Ignore":
@@ -410,17 +409,21 @@ class PolicyAdmission:
                 return give_up(budget.OUT_OF_BUDGET)
             results.append(r)
         messages_failed = False
+        cancelled: set[int] = set()  # messageExpressions over the per-call limit
         if meter is not None:  # upstream evaluates every messageExpression, on what the validations left
-            for _v, _prog, msg_prog in c.validations:
+            for i, (_v, _prog, msg_prog) in enumerate(c.validations):
                 if msg_prog is not None:
-                    left -= min(meter.cost(msg_prog), budget.PER_CALL_LIMIT)
+                    cost = meter.cost(msg_prog)
+                    if cost > budget.PER_CALL_LIMIT:
+                        cancelled.add(i)
+                    left -= min(cost, budget.PER_CALL_LIMIT)
             messages_failed = left < 0
         decisions: list[tuple[int, decide.Decision]] = []
         for i, ((v, _prog, msg_prog), r) in enumerate(zip(c.validations, results, strict=True)):
             if messages_failed and not isinstance(r, decide.Failed):
                 r = decide.Failed(f"failed messageExpression: {budget.OUT_OF_BUDGET}")
             m = _run(msg_prog, act) if msg_prog is not None and r is not True \
-                and not isinstance(r, decide.Failed) else None
+                and not isinstance(r, decide.Failed) and i not in cancelled else None
             d = decide.validation_decision(v, r, m, fp)
             if d.deny:
                 decisions.append((i, d))
@@ -533,6 +536,7 @@ class _Request:
         self._ns_done = False
         self._base: Obj | None = None
         self.shared: Any = None  # the runtime activation without params, shared by the policies that have none
+        self.sizes: dict[int, int] = {}  # JSON lengths of this request's values, by identity (budget.meter)
         self._user: Obj = {}
         self._authz: Obj | None = None
 
