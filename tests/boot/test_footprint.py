@@ -3,7 +3,7 @@
 A real server (`lite.cli.main.main`, the command's own entry point) runs in a child process; once it answers
 /readyz, a thread of that same process writes the names in `sys.modules` and stops the server with SIGTERM. The
 CEL runtime (cel-expr-python and protobuf, about 15 MB of resident memory) is loaded by the first CRD with
-rules or the first admission policy, not at start.
+rules or the first admission policy, not at start; importlib.metadata only by `lite --version`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ sys.exit(main(["server", "--data-dir", sys.argv[1], "--https-listen-port", sys.a
 
 # Loaded on first use only (see the module docstring); each prefix names a package and its submodules.
 LAZY = ("cel_expr_python", "google.protobuf", "lite.cel.env", "lite.server.api.strategies.crcel",
-        "lite.server.admission.policy.celenv")
+        "lite.server.admission.policy.celenv", "importlib.metadata")
 
 
 def test_idle_server_leaves_the_cel_runtime_unloaded(data_dir: Path, free_port: int, tmp_path: Path) -> None:
