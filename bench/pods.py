@@ -5,7 +5,7 @@ network is never touched, the script re-executes itself inside a fresh network a
 where the registry, the server, its `lite0` bridge and kubectl all live. Needs root, busybox-static and
 docker-registry. Prints its figures; asserts nothing about speed.
 
-    python bench/pods.py [--pods 50] [--idle 60] [--json FILE]
+    python bench/pods.py [--pods 50] [--idle 60] [--json FILE]   (issue 19 footprint: --pods 2, target <= 50 MB)
 
 Exits 1, the error on the last line, when a kubectl call fails or a pod is not Running in time; not root or
 a missing tool: "not measured" (exit 0).
@@ -58,6 +58,14 @@ def _pss_kib(pid: int) -> int:
 def _zygotes(server: int) -> list[int]:
     return [int(child) for child in Path(f"/proc/{server}/task/{server}/children").read_text().split()
             if b"zygote" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
+def _floor_rss_kib() -> int:
+    """RSS of this interpreter started afresh with only the libraries any aiohttp server on SQLite loads: the
+    floor under lite's figure, measured in the same run."""
+    code = ("import asyncio, ssl, sqlite3, aiohttp, aiohttp.web\n"
+            "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS:')][0])")
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
 def _shim_memory(base: Path, server: int) -> tuple[int, int, int]:
@@ -175,6 +183,7 @@ def inner(args: argparse.Namespace, results: benchlib.Results) -> None:
         b.wait(lambda: b.kubeconfig.exists() and "True" in b.kubectl(
             "get", "node", "bench-node", "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"),
             120, "node Ready")
+        rss_idle = _rss_kib(server.pid)  # node Ready, nothing scheduled yet
         b.kubectl("create", "namespace", "bench")
         # the warm-up pod pulls the image once: the 50 then use the cache
         b.kubectl("create", "--validate=false", "-f", "-", input=b.manifest(["warm"]))
@@ -190,6 +199,8 @@ def inner(args: argparse.Namespace, results: benchlib.Results) -> None:
         print(f"pods Running: {res['running']}/{args.pods}")
         print(f"create→Running: p50 {res['p50']:.3f} s, p99 {res['p99']:.3f} s; {res['pods_per_s']:.1f} pods/s "
               f"(kubectl create took {res['create_s']:.2f} s, all Running after {res['all_s']:.2f} s)")
+        print(f"RSS lite server (embedded agent, idle, node Ready): {rss_idle / 1024:.1f} MiB; baseline, a bare "
+              f"interpreter with asyncio, ssl, sqlite3 and aiohttp loaded: {_floor_rss_kib() / 1024:.1f} MiB")
         print(f"RSS lite server (embedded agent, {args.pods} pods): {rss_before / 1024:.1f} MiB; "
               f"{shims - 1} shims + zygote: RSS {shim_rss / 1024:.1f} MiB total, PSS {shim_pss / 1024:.1f} MiB total")
         print(f"idle CPU of lite server over {args.idle} s: {idle:.2f} % of one core")

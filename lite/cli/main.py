@@ -96,7 +96,7 @@ def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lite", description="A lightweight Kubernetes-compatible orchestrator.")
-    parser.add_argument("--version", action="version", version=f"lite {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     srv = sub.add_parser("server", help="run the control plane (API server, controllers, scheduler)")
@@ -241,6 +241,20 @@ def _add_connection_flags(srv: argparse.ArgumentParser) -> None:
     srv.add_argument("--log-repeat-window", type=float, default=10.0, metavar="SECONDS",
                      help="log at most 5 copies of one message per window, then a count of those dropped "
                           "(default 10; 0: log everything)")
+
+
+class _VersionAction(argparse.Action):
+    """`--version`, with the version looked up only when asked: importlib.metadata (and the email and zipfile
+    modules it pulls in, about 1 MB) is not loaded by every command."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"lite {_version()}")
+        parser.exit()
 
 
 def _version() -> str:

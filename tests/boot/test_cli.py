@@ -49,6 +49,11 @@ def test_token_and_kubeconfig_before_and_after_first_start(data_dir: Path) -> No
     assert creds.admin_token in kc.stdout and "https://127.0.0.1:7443" in kc.stdout
 
 
+def test_version_is_printed_on_request() -> None:
+    out = lite("--version")
+    assert out.returncode == 0 and out.stdout.startswith("lite ") and len(out.stdout.split()) == 2
+
+
 def test_agent_flags_parse() -> None:
     args = build_parser().parse_args(["agent", "--server", "https://10.0.0.1:6443", "--token", "K10x::server:y",
                                       "--node-name", "n1"])

@@ -1,9 +1,10 @@
 """What a running `lite server` has loaded: the modules that only some clusters need stay unloaded until used.
 
 A real server (`lite.cli.main.main`, the command's own entry point) runs in a child process; once it answers
-/readyz, a thread of that same process writes the names in `sys.modules` and stops the server with SIGTERM. The
+/readyz, a thread of that same process creates a CRD without CEL rules and one of its objects, writes the names in
+`sys.modules` and stops the server with SIGTERM. The
 CEL runtime (cel-expr-python and protobuf, about 15 MB of resident memory) is loaded by the first CRD with
-rules or the first admission policy, not at start.
+rules or the first admission policy, not at start; importlib.metadata only by `lite --version`.
 """
 
 from __future__ import annotations
@@ -14,23 +15,57 @@ import sys
 from pathlib import Path
 
 SCRIPT = r'''
-import json, os, signal, ssl, sys, threading, time, urllib.request
+import base64, json, os, signal, ssl, sys, threading, time, urllib.error, urllib.request
+import yaml
 from lite.cli.main import main
 
+CTX = ssl.create_default_context()
+CTX.check_hostname, CTX.verify_mode = False, ssl.CERT_NONE
+BASE = f"https://127.0.0.1:{sys.argv[2]}"
+
+def call(method, path, body=None):
+    req = urllib.request.Request(BASE + path, method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        return urllib.request.urlopen(req, context=CTX, timeout=5).status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+       "metadata": {"name": "widgets.example.com"},
+       "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                    "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                        "size": {"type": "integer", "minimum": 1}}}}}}}]}}
+
 def watch():
-    ctx = ssl.create_default_context()
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    try:
+        probe()
+    finally:  # whatever happened, the server stops
+        os.kill(os.getpid(), signal.SIGTERM)
+
+def probe():
     end = time.monotonic() + 60
-    while time.monotonic() < end:
-        try:
-            if urllib.request.urlopen(f"https://127.0.0.1:{sys.argv[2]}/readyz", context=ctx, timeout=1).status == 200:
-                break
-        except OSError:
-            time.sleep(0.05)
-    time.sleep(0.5)  # the controllers and admission plugins have started by now
+    while call("GET", "/readyz") != 200 and time.monotonic() < end:
+        time.sleep(0.05)
+    user = yaml.safe_load(open(os.path.join(sys.argv[1], "kubeconfig.yaml")))["users"][0]["user"]
+    pem = os.path.join(sys.argv[1], "admin-test.pem")
+    with open(pem, "wb") as f:
+        f.write(base64.b64decode(user["client-certificate-data"]) + base64.b64decode(user["client-key-data"]))
+    CTX.load_cert_chain(pem)  # the admin's client certificate, from the kubeconfig the server wrote
+    created = [call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)]
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 2}}
+    while time.monotonic() < end:  # until the new kind is served
+        got = call("POST", "/apis/example.com/v1/namespaces/default/widgets", widget)
+        if got != 404:
+            break
+        time.sleep(0.05)
+    created.append(got)
     with open(sys.argv[3], "w") as f:
-        json.dump(sorted(sys.modules), f)
-    os.kill(os.getpid(), signal.SIGTERM)
+        json.dump({"created": created, "modules": sorted(sys.modules)}, f)
 
 threading.Thread(target=watch, daemon=True).start()
 sys.exit(main(["server", "--data-dir", sys.argv[1], "--https-listen-port", sys.argv[2], "--bind-address",
@@ -39,15 +74,18 @@ sys.exit(main(["server", "--data-dir", sys.argv[1], "--https-listen-port", sys.a
 
 # Loaded on first use only (see the module docstring); each prefix names a package and its submodules.
 LAZY = ("cel_expr_python", "google.protobuf", "lite.cel.env", "lite.server.api.strategies.crcel",
-        "lite.server.admission.policy.celenv")
+        "lite.server.admission.policy.celenv", "importlib.metadata")
 
 
-def test_idle_server_leaves_the_cel_runtime_unloaded(data_dir: Path, free_port: int, tmp_path: Path) -> None:
+def test_server_without_rules_or_policies_leaves_the_cel_runtime_unloaded(data_dir: Path, free_port: int,
+                                                                          tmp_path: Path) -> None:
     out = tmp_path / "modules.json"
     run = subprocess.run([sys.executable, "-c", SCRIPT, str(data_dir), str(free_port), str(out)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
-    modules = json.loads(out.read_text())
+    got = json.loads(out.read_text())
+    assert got["created"] == [201, 201]  # a CRD without rules and one of its objects
+    modules = got["modules"]
     assert "lite.server.admission.policy.plugin" in modules  # the policy plugin is there, its runtime is not
     loaded = [m for m in modules if any(m == p or m.startswith(p + ".") for p in LAZY)]
     assert loaded == []
