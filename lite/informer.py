@@ -43,6 +43,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 from orjson import dumps as _dumps
@@ -81,12 +82,21 @@ def strip_managed_fields(obj: Obj) -> Obj:
 
 
 class ShareCommonParts:
-    """A transform that makes equal parts of objects one shared object: each dict/list value of `spec`,
-    `metadata.labels`, `annotations` and `ownerReferences`, and each of `status.conditions`, are looked up
-    by their JSON encoding among the last `limit` distinct parts seen. Objects are rebuilt shallowly; the
-    argument is never mutated."""
+    """A transform that makes equal parts of objects one shared object, and equal short strings one string.
 
-    META_PARTS = ("labels", "annotations", "ownerReferences")
+    Parts are looked up by their JSON encoding among the last `limit` distinct parts used (least recently
+    used forgotten first): each dict value of `spec`, each element of its lists and, when that element is
+    new, each of its values (a pod's volumes differ by name but share their `projected` sources); `metadata.labels`,
+    `annotations`, `ownerReferences` and each `managedFields` entry's `fieldsV1` (the same template gives
+    the same field set, the largest part of a decoded pod); each of `status.conditions`. Short scalar
+    strings of `spec`, `status` and a few `metadata` fields (`namespace`, `creationTimestamp`, a managed
+    field entry's manager, time and versions) are interned. Objects are rebuilt shallowly; the argument is
+    never mutated.
+    """
+
+    META_PARTS = frozenset(("labels", "annotations", "ownerReferences"))
+    META_WORDS = frozenset(("namespace", "creationTimestamp", "generateName"))
+    WORD_MAX = 64  # longer strings are rarely equal across objects (and interning them buys little)
 
     def __init__(self, limit: int = 4096) -> None:
         self.limit = limit
@@ -95,32 +105,73 @@ class ShareCommonParts:
     def __len__(self) -> int:
         return len(self._seen)
 
-    def share(self, v: Any) -> Any:
+    def word(self, v: Any) -> Any:
+        """The one string equal to `v` (any other value is returned as it is)."""
+        # CPython's interned strings are freed with their last user: no table here to bound
+        return intern(v) if type(v) is str and len(v) <= self.WORD_MAX else v
+
+    def share(self, v: Any, depth: int = 0) -> Any:
+        """The shared part equal to `v`; on a miss (and `depth` > 0) `v` rebuilt from shared children."""
         try:
             key = _dumps(v)
         except TypeError:
             return v
-        got = self._seen.get(key)
+        seen = self._seen
+        got = seen.get(key)
         if got is not None:
+            seen.move_to_end(key)
             return got
-        self._seen[key] = v
-        if len(self._seen) > self.limit:
-            self._seen.popitem(last=False)
+        if depth > 0:
+            if isinstance(v, dict):
+                v = {k: self.share(x, depth - 1) if isinstance(x, (dict, list)) and x else self.word(x)
+                     for k, x in v.items()}
+            elif isinstance(v, list):
+                v = [self.share(x, depth - 1) if isinstance(x, (dict, list)) and x else self.word(x) for x in v]
+        # orjson's result keeps its growth buffer: keep an exact-size copy
+        seen[memoryview(key).tobytes()] = v
+        if len(seen) > self.limit:
+            seen.popitem(last=False)
         return v
 
+    def _spec_part(self, v: Any) -> Any:
+        if isinstance(v, list) and v:
+            # each element, and on a miss its values (a volume's `projected` sources, a container's env)
+            return [self.share(e, 1) if isinstance(e, (dict, list)) and e else self.word(e) for e in v]
+        return self.share(v) if isinstance(v, dict) and v else self.word(v)
+
+    def _entry(self, e: Any) -> Any:
+        if not isinstance(e, dict):
+            return e
+        return {k: self.share(x) if k == "fieldsV1" and isinstance(x, dict) else self.word(x) for k, x in e.items()}
+
+    def _metadata(self, m: Obj) -> Obj:
+        out: Obj = {}
+        for k, v in m.items():
+            if k in self.META_PARTS and v:
+                v = self.share(v)
+            elif k in self.META_WORDS:
+                v = self.word(v)
+            elif k == "managedFields" and isinstance(v, list):
+                v = [self._entry(e) for e in v]
+            out[k] = v
+        return out
+
     def __call__(self, obj: Obj) -> Obj:
-        out = dict(obj)
+        out = {k: self.word(v) for k, v in obj.items()}
         spec = obj.get("spec")
         if isinstance(spec, dict):
-            out["spec"] = {k: self.share(v) if isinstance(v, (dict, list)) and v else v for k, v in spec.items()}
+            out["spec"] = {k: self._spec_part(v) for k, v in spec.items()}
         m = obj.get("metadata")
         if isinstance(m, dict):
-            out["metadata"] = {k: self.share(v) if k in self.META_PARTS and v else v for k, v in m.items()}
+            out["metadata"] = self._metadata(m)
         status = obj.get("status")
-        conditions = status.get("conditions") if isinstance(status, dict) else None
-        if isinstance(status, dict) and isinstance(conditions, list) and conditions:
-            # conditions written in the same second are equal across many objects
-            out["status"] = {**status, "conditions": [self.share(c) for c in conditions]}
+        if isinstance(status, dict):
+            st = {k: self.word(v) for k, v in status.items()}
+            conditions = status.get("conditions")
+            if isinstance(conditions, list) and conditions:
+                # conditions written in the same second are equal across many objects
+                st["conditions"] = [self.share(c) for c in conditions]
+            out["status"] = st
         return out
 
 

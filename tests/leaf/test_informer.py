@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
+import orjson
 import pytest
 
 from lite.client import Client, Obj, WatchEvent
@@ -461,18 +462,35 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
     from lite.informer import ShareCommonParts
 
     def pod(name: str, stamp: str) -> Obj:
-        return {"metadata": {"name": name, "labels": {"app": "x"}},
-                "spec": {"nodeName": name, "containers": [{"name": "c", "image": "i"}], "securityContext": {}},
-                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
-                                                               "lastTransitionTime": stamp}]}}
+        fields = {"f:spec": {"f:containers": {'k:{"name":"c"}': {".": {}, "f:image": {}}}}}
+        return orjson.loads(orjson.dumps({  # decoded, as the client gives it: no string is shared yet
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "x"}, "managedFields": [
+                {"manager": "kubectl", "operation": "Update", "time": stamp, "fieldsV1": fields}]},
+            "spec": {"nodeName": name, "containers": [{"name": "c", "image": "i"}], "securityContext": {},
+                     "restartPolicy": "Always",
+                     "volumes": [{"name": f"token-{name}", "projected": {"sources": [{"configMap": {"name": "ca"}}]}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                           "lastTransitionTime": stamp}]}}))
 
-    share = ShareCommonParts(limit=3)
+    share = ShareCommonParts(limit=8)
     originals = [pod("a", "t1"), pod("b", "t1"), pod("c", "t2")]
     before = deep_copy(originals)
     a, b, c = (share(p) for p in originals)
     assert originals == before and [a, b, c] == before  # equal content, arguments untouched
-    assert a["spec"]["containers"] is b["spec"]["containers"] is c["spec"]["containers"]
+    assert a["spec"]["containers"][0] is b["spec"]["containers"][0] is c["spec"]["containers"][0]
     assert a["status"]["conditions"][0] is b["status"]["conditions"][0]
     assert c["status"]["conditions"][0] is not a["status"]["conditions"][0]
     assert a["spec"] is not originals[0]["spec"] and a["metadata"]["labels"] is b["metadata"]["labels"]
-    assert len(share) <= 3  # bounded: the oldest parts are forgotten
+    # volumes differ by name but share their sources; managed field sets are shared across times
+    assert a["spec"]["volumes"][0] is not b["spec"]["volumes"][0]
+    assert a["spec"]["volumes"][0]["projected"] is b["spec"]["volumes"][0]["projected"]
+    assert a["metadata"]["managedFields"][0]["fieldsV1"] is c["metadata"]["managedFields"][0]["fieldsV1"]
+    # short strings are one string: equal values decoded apart are not identical before
+    assert originals[0]["spec"]["restartPolicy"] is not originals[1]["spec"]["restartPolicy"]
+    assert a["spec"]["restartPolicy"] is b["spec"]["restartPolicy"]
+    assert a["metadata"]["namespace"] is c["metadata"]["namespace"]
+    assert a["status"]["phase"] is b["status"]["phase"]
+    assert a["metadata"]["managedFields"][0]["manager"] is c["metadata"]["managedFields"][0]["manager"]
+    for i in range(20):
+        share({"spec": {"x": {"n": i}}})
+    assert len(share) <= 8  # bounded: the least recently used parts are forgotten
