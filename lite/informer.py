@@ -10,9 +10,16 @@ matching objects, keyed `"namespace/name"` (`"name"` for cluster-scoped objects,
                                                        from the last RV seen
 
 Invariants:
-- Objects in the cache are the client's objects, shared by every handler and reader: never mutate them
-  (copy with `lite.objects.deep_copy` before changing one). List items missing `apiVersion`/`kind` are
-  stored as shallow copies with both filled in, so cached objects always carry them.
+- Who may mutate what: nobody mutates a cached object. One decoded object per revision is shared by the
+  cache, every handler, every reader (`get`, `list`, `by_index`) and, through `ShareCommonParts`, by other
+  cached objects (equal parts are one object). Only the informer itself creates objects (at list and watch
+  time, never afterwards); handlers and reconcilers that want to change one make their own copy first
+  (`lite.objects.deep_copy`, or a shallow copy of exactly the levels they replace) and write that. Indexes
+  and handlers' own state hold references to cached objects, never copies. List items missing
+  `apiVersion`/`kind` are stored as shallow copies with both filled in, so cached objects always carry them.
+- Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
+  kits use it) caches `lite.readonly.freeze`d objects, so any in-place change raises `SharedObjectMutated`;
+  a handler that raises it is recorded in `mutations` (and logged) for the test to fail on.
 - Handlers run synchronously in the informer's task, in event order, and should only turn objects into
   work-queue keys. A failing handler is logged and does not disturb the informer or other handlers.
   `on_add(obj)`, `on_update(old, new)` (also for resyncs, then `old is new`), `on_delete(obj)`.
@@ -53,6 +60,7 @@ from lite.controllerkit import Backoff
 from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.objects import key_of, namespace_of, rv_of
+from lite.readonly import SharedObjectMutated, freeze
 
 log = logging.getLogger("lite.informer")
 
@@ -184,9 +192,13 @@ class Informer:
 
     def __init__(self, client: Client, kind: Kind, namespace: str = "", *, label_selector: str = "",
                  field_selector: str = "", resync: float = 0.0, page_size: int = 500,
-                 watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None) -> None:
+                 watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None,
+                 read_only: bool = False) -> None:
         self.client = client
         self.transform = transform
+        self.read_only = read_only
+        # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
+        self.mutations: builtins.list[str] = []
         self.kind = kind
         self.namespace = namespace if kind.namespaced else ""
         self.label_selector = label_selector
@@ -307,6 +319,9 @@ class Informer:
     def _call(self, fn: Callable[..., None], *args: Obj) -> None:
         try:
             fn(*args)
+        except SharedObjectMutated as e:
+            self.mutations.append(f"{fn!r}: {e}")
+            log.exception("%r: event handler %r changed a shared object", self, fn)
         except Exception:
             log.exception("%r: event handler %r failed", self, fn)
 
@@ -326,9 +341,9 @@ class Informer:
     def _with_type(self, obj: Obj) -> Obj:
         if self.transform is not None:
             obj = self.transform(obj)
-        if "kind" in obj and "apiVersion" in obj:
-            return obj
-        return {"apiVersion": self.kind.api_version, "kind": self.kind.kind, **obj}
+        if "kind" not in obj or "apiVersion" not in obj:
+            obj = {"apiVersion": self.kind.api_version, "kind": self.kind.kind, **obj}
+        return freeze(obj) if self.read_only else obj
 
     # -- list and watch --
 
@@ -480,9 +495,11 @@ class SharedInformers:
     default a `ShareCommonParts` (memory), None for the client's objects as they are.
     """
 
-    def __init__(self, client: Client, *, page_size: int = 500, transform: Transform | bool | None = True) -> None:
+    def __init__(self, client: Client, *, page_size: int = 500, transform: Transform | bool | None = True,
+                 read_only: bool = False) -> None:
         self.client = client
         self.page_size = page_size
+        self.read_only = read_only
         self.transform: Transform | None = ShareCommonParts() if transform is True else \
             None if transform is False else transform
         self._informers: dict[tuple[Hashable, ...], Informer] = {}
@@ -495,7 +512,7 @@ class SharedInformers:
         if inf is None:
             inf = Informer(self.client, kind, namespace, label_selector=label_selector,
                            field_selector=field_selector, resync=resync, page_size=self.page_size,
-                           transform=self.transform)
+                           transform=self.transform, read_only=self.read_only)
             self._informers[key] = inf
             self._changed.set()
         elif resync > 0 and (inf.resync <= 0 or resync < inf.resync):
@@ -521,3 +538,7 @@ class SharedInformers:
         """Wait until every informer created so far has synced."""
         for inf in list(self._informers.values()):
             await inf.wait_synced()
+
+    def mutations(self) -> builtins.list[str]:
+        """Every informer's `mutations` (read_only mode): a test kit asserts this is empty at teardown."""
+        return [f"{inf!r}: {m}" for inf in self._informers.values() for m in inf.mutations]

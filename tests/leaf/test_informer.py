@@ -22,6 +22,7 @@ from lite.errors import internal
 from lite.informer import Informer, SharedInformers, strip_managed_fields
 from lite.kinds import KindRegistry
 from lite.objects import deep_copy, labels_of, name_of
+from lite.readonly import FrozenDict, SharedObjectMutated
 from lite.server.store.store import Store
 
 
@@ -494,3 +495,47 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
     for i in range(20):
         share({"spec": {"x": {"n": i}}})
     assert len(share) <= 8  # bounded: the least recently used parts are forgotten
+
+
+async def test_read_only_informer_catches_a_handler_that_mutates_a_shared_object(tmp_path: Path) -> None:
+    """The shared-object invariant: a handler (or reader) that changes a cached object in place is caught,
+    the cache and the other handlers still see the object as stored."""
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a", labels={"app": "x"}, v="1"))
+        factory = SharedInformers(api, read_only=True)
+        inf = factory.informer(CM, "default")
+        seen: list[Obj] = []
+
+        def mutating(obj: Obj) -> None:
+            obj["metadata"]["labels"]["app"] = "changed"  # the bug: no copy first
+
+        inf.add_handlers(on_add=mutating)
+        inf.add_handlers(on_add=seen.append, on_update=lambda old, new: seen.append(new))
+        async with running(factory):
+            async with asyncio.timeout(GUARD):
+                await factory.wait_synced()
+            await api.create(CM, "default", cm("b", labels={"app": "y"}))
+            await eventually(lambda: len(seen) == 2)
+            assert len(factory.mutations()) == 2 and "mutating" in factory.mutations()[0]
+            assert [labels_of(o) for o in seen] == [{"app": "x"}, {"app": "y"}]
+            cached = inf.get("default/a")
+            assert cached is not None and labels_of(cached) == {"app": "x"}
+            with pytest.raises(SharedObjectMutated):
+                cached["data"]["v"] = "2"  # a reconciler's in-place change is refused the same way
+            with pytest.raises(SharedObjectMutated):
+                cached["metadata"].setdefault("annotations", {})
+            copied = deep_copy(cached)  # the sanctioned way: a plain, mutable copy
+            copied["data"]["v"] = "2"
+            assert cached["data"] == {"v": "1"} and await api.update(CM, "default", "a", copied)
+            await eventually(lambda: (inf.get("default/a") or {}).get("data") == {"v": "2"})
+            assert len(factory.mutations()) == 2  # copy-then-write is not a mutation
+
+
+def test_plain_informers_cache_plain_objects() -> None:
+    """Production informers are not frozen (freezing costs a deep copy per event)."""
+    factory = SharedInformers(cast(Client, object()))
+    inf = factory.informer(CM)
+    assert not inf.read_only
+    obj = inf._with_type(cm("a"))
+    assert type(obj) is dict and type(obj["metadata"]) is dict
+    assert type(Informer(cast(Client, object()), CM, read_only=True)._with_type(cm("a"))) is FrozenDict
