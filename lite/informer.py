@@ -93,13 +93,13 @@ class ShareCommonParts:
     """A transform that makes equal parts of objects one shared object, and equal short strings one string.
 
     Parts are looked up by their JSON encoding among the last `limit` distinct parts used (least recently
-    used forgotten first): each dict value of `spec`, each element of its lists and, when that element is
-    new, each of its values (a pod's volumes differ by name but share their `projected` sources); `metadata.labels`,
+    used forgotten first): each dict value of `spec` and `status`, each element of their lists and, when
+    that element is new, each of its values (a pod's volumes differ by name but share their `projected`
+    sources; container statuses differ by container id but share their state); `metadata.labels`,
     `annotations`, `ownerReferences` and each `managedFields` entry's `fieldsV1` (the same template gives
-    the same field set, the largest part of a decoded pod); each of `status.conditions`. Short scalar
-    strings of `spec`, `status` and a few `metadata` fields (`namespace`, `creationTimestamp`, a managed
-    field entry's manager, time and versions) are interned. Objects are rebuilt shallowly; the argument is
-    never mutated.
+    the same field set, the largest part of a decoded pod). Short scalar strings of `spec`, `status` and a
+    few `metadata` fields (`namespace`, `creationTimestamp`, a managed field entry's manager, time and
+    versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
     """
 
     META_PARTS = frozenset(("labels", "annotations", "ownerReferences"))
@@ -142,6 +142,7 @@ class ShareCommonParts:
         return v
 
     def _spec_part(self, v: Any) -> Any:
+        """A dict or list value of `spec` or `status`, shared."""
         if isinstance(v, list) and v:
             # each element, and on a miss its values (a volume's `projected` sources, a container's env)
             return [self.share(e, 1) if isinstance(e, (dict, list)) and e else self.word(e) for e in v]
@@ -174,12 +175,10 @@ class ShareCommonParts:
             out["metadata"] = self._metadata(m)
         status = obj.get("status")
         if isinstance(status, dict):
-            st = {k: self.word(v) for k, v in status.items()}
-            conditions = status.get("conditions")
-            if isinstance(conditions, list) and conditions:
-                # conditions written in the same second are equal across many objects
-                st["conditions"] = [self.share(c) for c in conditions]
-            out["status"] = st
+            # conditions written in the same second are equal across many objects; container statuses differ
+            # by container id but share their state, image and ports
+            out["status"] = {k: self._spec_part(v) if isinstance(v, (dict, list)) and v else self.word(v)
+                             for k, v in status.items()}
         return out
 
 

@@ -471,7 +471,9 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
                      "restartPolicy": "Always",
                      "volumes": [{"name": f"token-{name}", "projected": {"sources": [{"configMap": {"name": "ca"}}]}}]},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
-                                                           "lastTransitionTime": stamp}]}}))
+                                                           "lastTransitionTime": stamp}],
+                       "containerStatuses": [{"name": "c", "containerID": f"lite://{name}", "ready": True,
+                                              "state": {"running": {"startedAt": "t0"}}}]}}))
 
     share = ShareCommonParts(limit=8)
     originals = [pod("a", "t1"), pod("b", "t1"), pod("c", "t2")]
@@ -486,6 +488,7 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
     assert a["spec"]["volumes"][0] is not b["spec"]["volumes"][0]
     assert a["spec"]["volumes"][0]["projected"] is b["spec"]["volumes"][0]["projected"]
     assert a["metadata"]["managedFields"][0]["fieldsV1"] is c["metadata"]["managedFields"][0]["fieldsV1"]
+    assert a["status"]["containerStatuses"][0]["state"] is c["status"]["containerStatuses"][0]["state"]
     # short strings are one string: equal values decoded apart are not identical before
     assert originals[0]["spec"]["restartPolicy"] is not originals[1]["spec"]["restartPolicy"]
     assert a["spec"]["restartPolicy"] is b["spec"]["restartPolicy"]
