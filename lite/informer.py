@@ -10,9 +10,16 @@ matching objects, keyed `"namespace/name"` (`"name"` for cluster-scoped objects,
                                                        from the last RV seen
 
 Invariants:
-- Objects in the cache are the client's objects, shared by every handler and reader: never mutate them
-  (copy with `lite.objects.deep_copy` before changing one). List items missing `apiVersion`/`kind` are
-  stored as shallow copies with both filled in, so cached objects always carry them.
+- Who may mutate what: nobody mutates a cached object. One decoded object per revision is shared by the
+  cache, every handler, every reader (`get`, `list`, `by_index`) and, through `ShareCommonParts`, by other
+  cached objects (equal parts are one object). Only the informer itself creates objects (at list and watch
+  time, never afterwards); handlers and reconcilers that want to change one make their own copy first
+  (`lite.objects.deep_copy`, or a shallow copy of exactly the levels they replace) and write that. Indexes
+  and handlers' own state hold references to cached objects, never copies. List items missing
+  `apiVersion`/`kind` are stored as shallow copies with both filled in, so cached objects always carry them.
+- Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
+  kits use it) caches `lite.readonly.freeze`d objects, so any in-place change raises `SharedObjectMutated`;
+  a handler that raises it is recorded in `mutations` (and logged) for the test to fail on.
 - Handlers run synchronously in the informer's task, in event order, and should only turn objects into
   work-queue keys. A failing handler is logged and does not disturb the informer or other handlers.
   `on_add(obj)`, `on_update(old, new)` (also for resyncs, then `old is new`), `on_delete(obj)`.
@@ -43,6 +50,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 from orjson import dumps as _dumps
@@ -52,6 +60,7 @@ from lite.controllerkit import Backoff
 from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.objects import key_of, namespace_of, rv_of
+from lite.readonly import SharedObjectMutated, freeze
 
 log = logging.getLogger("lite.informer")
 
@@ -81,12 +90,21 @@ def strip_managed_fields(obj: Obj) -> Obj:
 
 
 class ShareCommonParts:
-    """A transform that makes equal parts of objects one shared object: each dict/list value of `spec`,
-    `metadata.labels`, `annotations` and `ownerReferences`, and each of `status.conditions`, are looked up
-    by their JSON encoding among the last `limit` distinct parts seen. Objects are rebuilt shallowly; the
-    argument is never mutated."""
+    """A transform that makes equal parts of objects one shared object, and equal short strings one string.
 
-    META_PARTS = ("labels", "annotations", "ownerReferences")
+    Parts are looked up by their JSON encoding among the last `limit` distinct parts used (least recently
+    used forgotten first): each dict value of `spec` and `status`, each element of their lists and, when
+    that element is new, each of its values (a pod's volumes differ by name but share their `projected`
+    sources; container statuses differ by container id but share their state); `metadata.labels`,
+    `annotations`, `ownerReferences` and each `managedFields` entry's `fieldsV1` (the same template gives
+    the same field set, the largest part of a decoded pod). Short scalar strings of `spec`, `status` and a
+    few `metadata` fields (`namespace`, `creationTimestamp`, a managed field entry's manager, time and
+    versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
+    """
+
+    META_PARTS = frozenset(("labels", "annotations", "ownerReferences"))
+    META_WORDS = frozenset(("namespace", "creationTimestamp", "generateName"))
+    WORD_MAX = 64  # longer strings are rarely equal across objects (and interning them buys little)
 
     def __init__(self, limit: int = 4096) -> None:
         self.limit = limit
@@ -95,32 +113,72 @@ class ShareCommonParts:
     def __len__(self) -> int:
         return len(self._seen)
 
-    def share(self, v: Any) -> Any:
+    def word(self, v: Any) -> Any:
+        """The one string equal to `v` (any other value is returned as it is)."""
+        # CPython's interned strings are freed with their last user: no table here to bound
+        return intern(v) if type(v) is str and len(v) <= self.WORD_MAX else v
+
+    def share(self, v: Any, depth: int = 0) -> Any:
+        """The shared part equal to `v`; on a miss (and `depth` > 0) `v` rebuilt from shared children."""
         try:
             key = _dumps(v)
         except TypeError:
             return v
-        got = self._seen.get(key)
+        seen = self._seen
+        got = seen.get(key)
         if got is not None:
+            seen.move_to_end(key)
             return got
-        self._seen[key] = v
-        if len(self._seen) > self.limit:
-            self._seen.popitem(last=False)
+        if depth > 0:
+            if isinstance(v, dict):
+                v = {k: self.share(x, depth - 1) if isinstance(x, (dict, list)) and x else self.word(x)
+                     for k, x in v.items()}
+            elif isinstance(v, list):
+                v = [self.share(x, depth - 1) if isinstance(x, (dict, list)) and x else self.word(x) for x in v]
+        # orjson's result keeps its growth buffer: keep an exact-size copy
+        seen[memoryview(key).tobytes()] = v
+        if len(seen) > self.limit:
+            seen.popitem(last=False)
         return v
 
+    def _spec_part(self, v: Any) -> Any:
+        """A dict or list value of `spec` or `status`, shared."""
+        if isinstance(v, list) and v:
+            # each element, and on a miss its values (a volume's `projected` sources, a container's env)
+            return [self.share(e, 1) if isinstance(e, (dict, list)) and e else self.word(e) for e in v]
+        return self.share(v) if isinstance(v, dict) and v else self.word(v)
+
+    def _entry(self, e: Any) -> Any:
+        if not isinstance(e, dict):
+            return e
+        return {k: self.share(x) if k == "fieldsV1" and isinstance(x, dict) else self.word(x) for k, x in e.items()}
+
+    def _metadata(self, m: Obj) -> Obj:
+        out: Obj = {}
+        for k, v in m.items():
+            if k in self.META_PARTS and v:
+                v = self.share(v)
+            elif k in self.META_WORDS:
+                v = self.word(v)
+            elif k == "managedFields" and isinstance(v, list):
+                v = [self._entry(e) for e in v]
+            out[k] = v
+        return out
+
     def __call__(self, obj: Obj) -> Obj:
-        out = dict(obj)
+        out = {k: self.word(v) for k, v in obj.items()}
         spec = obj.get("spec")
         if isinstance(spec, dict):
-            out["spec"] = {k: self.share(v) if isinstance(v, (dict, list)) and v else v for k, v in spec.items()}
+            out["spec"] = {k: self._spec_part(v) for k, v in spec.items()}
         m = obj.get("metadata")
         if isinstance(m, dict):
-            out["metadata"] = {k: self.share(v) if k in self.META_PARTS and v else v for k, v in m.items()}
+            out["metadata"] = self._metadata(m)
         status = obj.get("status")
-        conditions = status.get("conditions") if isinstance(status, dict) else None
-        if isinstance(status, dict) and isinstance(conditions, list) and conditions:
-            # conditions written in the same second are equal across many objects
-            out["status"] = {**status, "conditions": [self.share(c) for c in conditions]}
+        if isinstance(status, dict):
+            # conditions written in the same second are equal across many objects; container statuses differ
+            # by container id but share their state, image and ports
+            out["status"] = {k: self._spec_part(v) if isinstance(v, (dict, list)) and v else self.word(v)
+                             for k, v in status.items()}
         return out
 
 
@@ -133,9 +191,13 @@ class Informer:
 
     def __init__(self, client: Client, kind: Kind, namespace: str = "", *, label_selector: str = "",
                  field_selector: str = "", resync: float = 0.0, page_size: int = 500,
-                 watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None) -> None:
+                 watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None,
+                 read_only: bool = False) -> None:
         self.client = client
         self.transform = transform
+        self.read_only = read_only
+        # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
+        self.mutations: builtins.list[str] = []
         self.kind = kind
         self.namespace = namespace if kind.namespaced else ""
         self.label_selector = label_selector
@@ -256,6 +318,9 @@ class Informer:
     def _call(self, fn: Callable[..., None], *args: Obj) -> None:
         try:
             fn(*args)
+        except SharedObjectMutated as e:
+            self.mutations.append(f"{fn!r}: {e}")
+            log.exception("%r: event handler %r changed a shared object", self, fn)
         except Exception:
             log.exception("%r: event handler %r failed", self, fn)
 
@@ -275,9 +340,9 @@ class Informer:
     def _with_type(self, obj: Obj) -> Obj:
         if self.transform is not None:
             obj = self.transform(obj)
-        if "kind" in obj and "apiVersion" in obj:
-            return obj
-        return {"apiVersion": self.kind.api_version, "kind": self.kind.kind, **obj}
+        if "kind" not in obj or "apiVersion" not in obj:
+            obj = {"apiVersion": self.kind.api_version, "kind": self.kind.kind, **obj}
+        return freeze(obj) if self.read_only else obj
 
     # -- list and watch --
 
@@ -429,9 +494,11 @@ class SharedInformers:
     default a `ShareCommonParts` (memory), None for the client's objects as they are.
     """
 
-    def __init__(self, client: Client, *, page_size: int = 500, transform: Transform | bool | None = True) -> None:
+    def __init__(self, client: Client, *, page_size: int = 500, transform: Transform | bool | None = True,
+                 read_only: bool = False) -> None:
         self.client = client
         self.page_size = page_size
+        self.read_only = read_only
         self.transform: Transform | None = ShareCommonParts() if transform is True else \
             None if transform is False else transform
         self._informers: dict[tuple[Hashable, ...], Informer] = {}
@@ -444,7 +511,7 @@ class SharedInformers:
         if inf is None:
             inf = Informer(self.client, kind, namespace, label_selector=label_selector,
                            field_selector=field_selector, resync=resync, page_size=self.page_size,
-                           transform=self.transform)
+                           transform=self.transform, read_only=self.read_only)
             self._informers[key] = inf
             self._changed.set()
         elif resync > 0 and (inf.resync <= 0 or resync < inf.resync):
@@ -470,3 +537,7 @@ class SharedInformers:
         """Wait until every informer created so far has synced."""
         for inf in list(self._informers.values()):
             await inf.wait_synced()
+
+    def mutations(self) -> builtins.list[str]:
+        """Every informer's `mutations` (read_only mode): a test kit asserts this is empty at teardown."""
+        return [f"{inf!r}: {m}" for inf in self._informers.values() for m in inf.mutations]

@@ -43,7 +43,8 @@ class Kit:
     def __init__(self, api: Resources, kinds: KindRegistry) -> None:
         self.api = api
         self.kinds = kinds
-        self.informers = SharedInformers(api)
+        # read-only: a controller that changes a cached object in place fails its test (lite.informer)
+        self.informers = SharedInformers(api, read_only=True)
 
     async def settle(self, *controllers: Controller) -> None:
         """Wait until every informer of `controllers` (all informers if none) matches a fresh list."""
@@ -110,6 +111,7 @@ async def kit(tmp_path: Path) -> AsyncIterator[Kit]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        assert not k.informers.mutations(), "handlers changed shared objects in place"
 
 
 def pod_template(labels: dict[str, str], image: str = "nginx:1") -> Obj:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
+import orjson
 import pytest
 
 from lite.client import Client, Obj, WatchEvent
@@ -21,6 +22,7 @@ from lite.errors import internal
 from lite.informer import Informer, SharedInformers, strip_managed_fields
 from lite.kinds import KindRegistry
 from lite.objects import deep_copy, labels_of, name_of
+from lite.readonly import FrozenDict, SharedObjectMutated
 from lite.server.store.store import Store
 
 
@@ -461,18 +463,82 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
     from lite.informer import ShareCommonParts
 
     def pod(name: str, stamp: str) -> Obj:
-        return {"metadata": {"name": name, "labels": {"app": "x"}},
-                "spec": {"nodeName": name, "containers": [{"name": "c", "image": "i"}], "securityContext": {}},
-                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
-                                                               "lastTransitionTime": stamp}]}}
+        fields = {"f:spec": {"f:containers": {'k:{"name":"c"}': {".": {}, "f:image": {}}}}}
+        return orjson.loads(orjson.dumps({  # decoded, as the client gives it: no string is shared yet
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "x"}, "managedFields": [
+                {"manager": "kubectl", "operation": "Update", "time": stamp, "fieldsV1": fields}]},
+            "spec": {"nodeName": name, "containers": [{"name": "c", "image": "i"}], "securityContext": {},
+                     "restartPolicy": "Always",
+                     "volumes": [{"name": f"token-{name}", "projected": {"sources": [{"configMap": {"name": "ca"}}]}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                           "lastTransitionTime": stamp}],
+                       "containerStatuses": [{"name": "c", "containerID": f"lite://{name}", "ready": True,
+                                              "state": {"running": {"startedAt": "t0"}}}]}}))
 
-    share = ShareCommonParts(limit=3)
+    share = ShareCommonParts(limit=8)
     originals = [pod("a", "t1"), pod("b", "t1"), pod("c", "t2")]
     before = deep_copy(originals)
     a, b, c = (share(p) for p in originals)
     assert originals == before and [a, b, c] == before  # equal content, arguments untouched
-    assert a["spec"]["containers"] is b["spec"]["containers"] is c["spec"]["containers"]
+    assert a["spec"]["containers"][0] is b["spec"]["containers"][0] is c["spec"]["containers"][0]
     assert a["status"]["conditions"][0] is b["status"]["conditions"][0]
     assert c["status"]["conditions"][0] is not a["status"]["conditions"][0]
     assert a["spec"] is not originals[0]["spec"] and a["metadata"]["labels"] is b["metadata"]["labels"]
-    assert len(share) <= 3  # bounded: the oldest parts are forgotten
+    # volumes differ by name but share their sources; managed field sets are shared across times
+    assert a["spec"]["volumes"][0] is not b["spec"]["volumes"][0]
+    assert a["spec"]["volumes"][0]["projected"] is b["spec"]["volumes"][0]["projected"]
+    assert a["metadata"]["managedFields"][0]["fieldsV1"] is c["metadata"]["managedFields"][0]["fieldsV1"]
+    assert a["status"]["containerStatuses"][0]["state"] is c["status"]["containerStatuses"][0]["state"]
+    # short strings are one string: equal values decoded apart are not identical before
+    assert originals[0]["spec"]["restartPolicy"] is not originals[1]["spec"]["restartPolicy"]
+    assert a["spec"]["restartPolicy"] is b["spec"]["restartPolicy"]
+    assert a["metadata"]["namespace"] is c["metadata"]["namespace"]
+    assert a["status"]["phase"] is b["status"]["phase"]
+    assert a["metadata"]["managedFields"][0]["manager"] is c["metadata"]["managedFields"][0]["manager"]
+    for i in range(20):
+        share({"spec": {"x": {"n": i}}})
+    assert len(share) <= 8  # bounded: the least recently used parts are forgotten
+
+
+async def test_read_only_informer_catches_a_handler_that_mutates_a_shared_object(tmp_path: Path) -> None:
+    """The shared-object invariant: a handler (or reader) that changes a cached object in place is caught,
+    the cache and the other handlers still see the object as stored."""
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a", labels={"app": "x"}, v="1"))
+        factory = SharedInformers(api, read_only=True)
+        inf = factory.informer(CM, "default")
+        seen: list[Obj] = []
+
+        def mutating(obj: Obj) -> None:
+            obj["metadata"]["labels"]["app"] = "changed"  # the bug: no copy first
+
+        inf.add_handlers(on_add=mutating)
+        inf.add_handlers(on_add=seen.append, on_update=lambda old, new: seen.append(new))
+        async with running(factory):
+            async with asyncio.timeout(GUARD):
+                await factory.wait_synced()
+            await api.create(CM, "default", cm("b", labels={"app": "y"}))
+            await eventually(lambda: len(seen) == 2)
+            assert len(factory.mutations()) == 2 and "mutating" in factory.mutations()[0]
+            assert [labels_of(o) for o in seen] == [{"app": "x"}, {"app": "y"}]
+            cached = inf.get("default/a")
+            assert cached is not None and labels_of(cached) == {"app": "x"}
+            with pytest.raises(SharedObjectMutated):
+                cached["data"]["v"] = "2"  # a reconciler's in-place change is refused the same way
+            with pytest.raises(SharedObjectMutated):
+                cached["metadata"].setdefault("annotations", {})
+            copied = deep_copy(cached)  # the sanctioned way: a plain, mutable copy
+            copied["data"]["v"] = "2"
+            assert cached["data"] == {"v": "1"} and await api.update(CM, "default", "a", copied)
+            await eventually(lambda: (inf.get("default/a") or {}).get("data") == {"v": "2"})
+            assert len(factory.mutations()) == 2  # copy-then-write is not a mutation
+
+
+def test_plain_informers_cache_plain_objects() -> None:
+    """Production informers are not frozen (freezing costs a deep copy per event)."""
+    factory = SharedInformers(cast(Client, object()))
+    inf = factory.informer(CM)
+    assert not inf.read_only
+    obj = inf._with_type(cm("a"))
+    assert type(obj) is dict and type(obj["metadata"]) is dict
+    assert type(Informer(cast(Client, object()), CM, read_only=True)._with_type(cm("a"))) is FrozenDict

@@ -68,7 +68,8 @@ def pod(name: str, cpu: str = "", memory: str = "", ns: str = "default", labels:
 class Kit:
     def __init__(self, api: Resources) -> None:
         self.api = api
-        self.informers = SharedInformers(api)
+        # read-only: a plugin or handler that changes a cached object in place fails (lite.informer)
+        self.informers = SharedInformers(api, read_only=True)
         self.scheduler: Scheduler | None = None
 
     async def until(self, pred: Callable[[], Any]) -> Any:
@@ -111,6 +112,7 @@ async def open_kit(path: Path, profile: Profile | None = None, **options: Any) -
             finally:
                 for t in tasks:
                     t.cancel()
+        assert not kit.informers.mutations(), "handlers changed shared objects in place"
     finally:
         stop = getattr(api, "stop", None)
         if stop is not None:
