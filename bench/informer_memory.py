@@ -8,7 +8,8 @@ synced from the real in-process API (`Resources`) twice in the same run:
 For each it prints the bytes each cached pod holds (tracemalloc, after a collection) and the CPU of the sync
 per pod (list, decode, transform, index), with the ratio to the baseline.
 
-Usage: python bench/informer_memory.py [--pods 10000] [--quick]
+Usage: python bench/informer_memory.py [--pods 10000] [--quick] [--json FILE]
+Exits 1, the error on the last line, when a create fails or not every pod was stored.
 Traffic goes only to 127.0.0.1; the server is a child process and is stopped before the measurement.
 """
 
@@ -23,6 +24,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import benchlib
 from api import API_ONLY, create_burst, ensure_namespace, start_lite
 
 from lite.informer import SharedInformers, Transform
@@ -70,11 +72,7 @@ async def sync(api: Resources, transform: Transform | bool | None, pods: int, tr
     return held / pods if trace else cpu / pods
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pods", type=int, default=10000)
-    ap.add_argument("--quick", action="store_true", help="2,000 pods")
-    args = ap.parse_args()
+async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
     pods = 2000 if args.quick else args.pods
     gc.set_threshold(50_000, 20, 100)  # as the server runs (lite.server.main._tune_gc)
     with tempfile.TemporaryDirectory(prefix="lite-bench-") as tmp:
@@ -84,6 +82,8 @@ async def main() -> None:
         try:
             api = Resources(store, KindRegistry(), default_strategies())
             items, _rev, _ = store.list("core/pods/bench/")
+            if len(items) != pods:
+                raise benchlib.BenchFailed(f"{len(items)} of {pods} pods stored")
             stored = sum(len(v) for _k, _r, v in items) / len(items)
             held = [await sync(api, t, pods, True) for t in (None, True)]
             # A B A B A B: the machine is shared, so each CPU figure is the best of three runs
@@ -99,8 +99,19 @@ async def main() -> None:
     print(f"pod informer, shared parts (lite):                           {lite[0]:8.0f} B/pod  "
           f"sync {lite[1] * 1e6:6.0f} us/pod")
     print(f"ratio lite/baseline: memory {lite[0] / base[0]:.2f}, sync CPU {lite[1] / base[1]:.2f}")
+    res.set("stored_bytes_per_pod", stored)
+    res.set("plain_informer_bytes_per_pod", base[0])
+    res.set("shared_informer_bytes_per_pod", lite[0])
+    res.set("memory_ratio", lite[0] / base[0])
+    res.set("sync_cpu_ratio", lite[1] / base[1])
     sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", type=int, default=10000)
+    ap.add_argument("--quick", action="store_true", help="2,000 pods")
+    benchlib.add_args(ap)
+    cli = ap.parse_args()
+    results = benchlib.Results.from_args("informer_memory", cli)
+    benchlib.run(results, lambda: asyncio.run(main(cli, results)))
