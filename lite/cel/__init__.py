@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from cel_expr_python.cel import Type as _Type
 
+from lite.cel.checking import go_type_name, mixed_literals
 from lite.cel.cost import Cost, Shape, estimate, parse
 from lite.cel.env import (
     MAX_REQUEST_SIZE_BYTES,
@@ -77,5 +78,6 @@ __all__ = [
     "BOOL", "BYTES", "DOUBLE", "DYN", "INT", "LIST_DYN", "MAP_DYN", "MAX_REQUEST_SIZE_BYTES", "NULL",
     "PER_CALL_LIMIT", "RUNTIME_CEL_COST_BUDGET", "STATIC_ESTIMATED_COST_LIMIT", "STATIC_ESTIMATED_CRD_COST_LIMIT",
     "STRING", "UINT", "Activation", "Budget", "CelError", "CompileError", "Cost", "CostExceeded", "Environment",
-    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "issue", "parse",
+    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "go_type_name", "issue",
+    "mixed_literals", "parse",
 ]

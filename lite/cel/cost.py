@@ -74,6 +74,7 @@ class _Parser:
         # (name, start, name start, end) of every member call `x.name(...)` and of `format.named(...)`
         self.calls: list[Call] = []
         self.last_args: list[tuple[int, int]] = []
+        self.literals: list[Literal] = []  # list and map literals, for checking.mixed_literals
 
     def peek(self) -> tuple[str, str, int, int]:
         return self.toks[self.i]
@@ -155,15 +156,22 @@ class _Parser:
 
     def entries(self) -> list[Node]:
         out: list[Node] = []
+        self.last_args = []
+        spans: list[tuple[int, int]] = []
         while not self.at("}"):
             if self.at("?"):
                 self.take()
+            start = self.peek()[2]
             k = self.expr()
+            spans.append((start, self.toks[self.i - 1][3]))
             self.take(":")
+            start = self.peek()[2]
             out += [k, self.expr()]
+            spans.append((start, self.toks[self.i - 1][3]))
             if not self.at("}"):
                 self.take(",")
         self.take("}")
+        self.last_args = spans
         return out
 
     def primary(self) -> Node:
@@ -188,14 +196,36 @@ class _Parser:
             self.take(")")
             return e
         if text == "[":
-            return ("list", self.args("]"))
+            items: Node = ("list", self.args("]"))
+            self.literals.append(Literal("list", at, self.last_args))
+            return items
         if text == "{":
-            return ("map", self.entries())
+            entries: Node = ("map", self.entries())
+            self.literals.append(Literal("map", at, self.last_args))
+            return entries
         raise ValueError(f"unexpected {text!r}")
 
 
 def parse(src: str) -> Node:
     return _parse(src)[0]
+
+
+class Literal(NamedTuple):
+    """A list or map literal in a source text: `kind` ("list"/"map"), the offset of its bracket, and the (start,
+    end) of each element (of a map: key, value, key, value, ...)."""
+
+    kind: str
+    start: int
+    elements: list[tuple[int, int]]
+
+
+def aggregate_literals(src: str) -> list[Literal]:
+    """Every list and map literal of `src`; raises ValueError on text lite cannot parse."""
+    p = _Parser(src)
+    p.expr()
+    if p.peek()[0] != "eof":
+        raise ValueError(f"unexpected {p.peek()[1]!r}")
+    return p.literals
 
 
 def _parse(src: str) -> tuple[Node, list[Call]]:

@@ -263,7 +263,9 @@ def test_list_items_are_checked_in_one_batch_with_per_item_messages_and_fallback
     ("self.l.all(x, x.name == 'a' && x.bad)", ["ERROR: <input>:1:33: undefined field 'bad'"]),
     ("self.m.all(k, self.m[k].v > 0 && self.m[k].w > 0)", ["ERROR: <input>:1:43: undefined field 'w'"]),
     ("self.__namespace__ == '' && self.a.b == ''", []),  # escaped names refer to their properties
-    ("self.free.anything == 1 && self.dyn.x == 1", []),  # preserve-unknown-fields / int-or-string: not checked
+    # an object that preserves unknown fields exposes its declared fields only, as upstream's declared types
+    ("self.free.anything == 1", ["ERROR: <input>:1:10: undefined field 'anything'"]),
+    ("self.dyn.x == 1", []),  # int-or-string: dyn, checked at runtime
     ("self.l.map(x, x.name).all(n, n.size() > 0)", []),
     ("cel.bind(x, self.a, x.b == '')", []),
 ])
