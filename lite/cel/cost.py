@@ -9,7 +9,8 @@ cel-expr-python exposes no AST and no cost tracking, so lite parses rules itself
 
 This is an approximation of cel-go's cost model, not a copy: unit cost per identifier, selection, index, call
 and operator; string traversals at 0.1 per character; comprehensions cost size(range) x (body + 1); list
-membership and equality of lists, maps and strings are linear. Figures are within a small factor of
+membership is linear; equality and ordering (`==`, `!=`, `<`, ...) traverse the smaller operand at 0.1 per
+character or element (two scalars, timestamps and durations included: 1), as cel-go. Figures are within a small factor of
 upstream's for the rule shapes seen in real CRDs (and identical in what they make unbounded).
 
 Invariants: pure functions; `parse` raises ValueError on text the estimator cannot read (callers compile first,
@@ -292,10 +293,15 @@ def max_items(schema: dict[str, Any], key: str, elem: dict[str, Any] | None) -> 
     return (MAX_REQUEST_SIZE_BYTES - 2) // per
 
 
+_SCALAR_FORMATS = ("date", "date-time", "duration")  # strings rules see as timestamps and durations (scalars)
+
+
 def max_size(schema: dict[str, Any] | None) -> int:
     if not schema:
         return MAX_REQUEST_SIZE_BYTES
     t = schema.get("type")
+    if t == "string" and schema.get("format") in _SCALAR_FORMATS and not schema.get("x-kubernetes-int-or-string"):
+        return 1
     if t == "string" or schema.get("x-kubernetes-int-or-string"):
         bound = schema.get("maxLength")
         return bound if isinstance(bound, int) else MAX_REQUEST_SIZE_BYTES - 2
@@ -364,6 +370,8 @@ class Shape:
     def max(self) -> int:
         if self.size is not None:
             return self.size
+        if self.schema and self.schema.get("type") == "string" and self.schema.get("format") in _SCALAR_FORMATS:
+            return 1  # a timestamp or duration, whatever its text
         if self.values is not None:
             return max((_value_size(v) for v in self.values), default=0)
         return max_size(self.schema)
@@ -450,8 +458,11 @@ class _Estimator:
         parts = [self.walk(a) for a in args]
         cost = sum(c for c, _ in parts)
         shapes = [s for _, s in parts]
-        if op in ("==", "!="):
-            return cost + 1, Shape(size=1)
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            # cel-go: the traversal of the smaller operand (strings, bytes, lists, maps), 0.1 per element; two
+            # scalars (size 1) cost 1
+            smallest = min(shapes[0].max(), shapes[1].max())
+            return cost + math.ceil(STRING_FACTOR * smallest), Shape(size=1)
         if op == "in":
             return cost + max(1, shapes[1].max()), Shape(size=1)
         if op == "+":

@@ -161,7 +161,8 @@ PREFIX = "spec.validation.openAPIV3Schema.properties[spec]"
      [f"{PREFIX}.x-kubernetes-validations[0].messageExpression: Invalid value"]),
     ({"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10},
       "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x == y))"}]}, []),
-    ({"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}},
+    ({"type": "array", "items": {"type": "string", "maxLength": 10,
+                                 "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}},
      [f'{PREFIX}.items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used '
       f"on the uncorrelatable portion of the schema within {PREFIX}"]),
     ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"], "items": {
