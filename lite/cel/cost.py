@@ -10,8 +10,8 @@ cel-expr-python exposes no AST and no cost tracking, so lite parses rules itself
 This is an approximation of cel-go's cost model, not a copy: unit cost per identifier, selection, index, call
 and operator; string traversals at 0.1 per character; comprehensions cost size(range) x (body + 1); list
 membership is linear; equality and ordering (`==`, `!=`, `<`, ...) traverse the smaller operand at 0.1 per
-character or element (two scalars, timestamps and durations included: 1), as cel-go. Figures are within a small factor of
-upstream's for the rule shapes seen in real CRDs (and identical in what they make unbounded).
+character or element (two scalars, timestamps and durations included: 1), as cel-go. Figures are within a
+small factor of upstream's for the rule shapes seen in real CRDs (and identical in what they make unbounded).
 
 Invariants: pure functions; `parse` raises ValueError on text the estimator cannot read (callers compile first,
 so the runtime's own error wins); the estimate of a node is an upper bound of the runtime figure for any value

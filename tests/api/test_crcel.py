@@ -316,3 +316,37 @@ def test_declared_bounds_multiply_down_the_schema() -> None:
                    "and strings are declared)"]
     assert crcel.check_crd({"versions": [{"name": "v1", "schema": {
         "openAPIV3Schema": _nested_lists(1000, 2000)}}]}) == []
+
+
+TYPED = {"type": "object", "properties": {"replicas": {"type": "integer"}, "name": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(("rule", "where", "want"), [
+    ({"rule": "self.replicas.startsWith('a')"}, "rule",
+     "compilation failed: ERROR: <input>:1:25: found no matching overload for 'startsWith' applied to "
+     "'int.(string)'\n | self.replicas.startsWith('a')\n | ........................^"),
+    ({"rule": "self.name in [1, 'a']"}, "rule",
+     "compilation failed: ERROR: <input>:1:18: expected type 'int' but found 'string'"),
+    ({"rule": "self.name"}, "rule", "cel expression must evaluate to a bool"),
+    ({"rule": "self.replicas > 0", "messageExpression": "'replicas: ' + self.replicas"}, "messageExpression",
+     "messageExpression compilation failed: ERROR: <input>:1:14: found no matching overload for '_+_' applied "
+     "to '(string, int)'"),
+    # oldSelf is an optional with optionalOldSelf: compared bare, it does not type-check (upstream's case)
+    ({"rule": "self.replicas >= oldSelf.replicas", "optionalOldSelf": True}, "rule",
+     "compilation failed: ERROR: <input>:1:15: found no matching overload for '_>=_' applied to "
+     "'(int, optional_type(int))'\n | self.replicas >= oldSelf.replicas\n | ..............^"),
+    ({"rule": "self.replicas >= oldSelf.value().replicas", "optionalOldSelf": True}, "", ""),
+    ({"rule": "self.replicas >= 1 && self.name.startsWith('a')", "messageExpression": "self.name + ' is bad'"}, "",
+     ""),
+])
+def test_rules_are_type_checked_against_the_schema_at_crd_time(rule: dict[str, Any], where: str, want: str) -> None:
+    spec = {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root({
+        **TYPED, "x-kubernetes-validations": [rule]})}}]}
+    got = crcel.check_crd(spec)
+    if not want:
+        assert got == [], _msgs(got)
+        return
+    assert len(got) == 1, _msgs(got)
+    assert got[0].field == f"spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].{where}"
+    assert got[0].message.startswith("Invalid value: apiextensions.ValidationRule{Rule:"), got[0].message
+    assert want in got[0].message, got[0].message
