@@ -23,6 +23,11 @@ Stable API (add, don't break):
   authorizer's user) is best passed through a `contextvars.ContextVar` set around `eval`.
 - `Environment.compile(src, sizes=None)`: compile once, keep the `Program`; `sizes(var) -> Shape` gives the
   schema bounds used by the static cost estimate.
+- Typed checking (schematypes.py, checking.py): `Environment(variables, messages=decls.files(), checking=True)`
+  with variables typed by `schematypes.Declarations().cel_type(schematypes.decl_type(schema))`; `env.check(src)`
+  gives the result type or raises CompileError in cel-go's words; `mixed_literals(src, type_of)` finds mixed
+  list/map literals. A checking environment is not for evaluation (variables of message types take protobuf
+  messages): evaluate programs compiled with `DYN` variables.
 - `Program.eval(activation, budget=None, runtime_cost=None)`: plain values in, plain value out; with a
   `Budget`, charges `runtime_cost` (or the static maximum) first. `activation` is a mapping, or an
   `Activation` from `env.activation(mapping)`: the values converted to CEL once and shared by every program

@@ -1,9 +1,12 @@
 """CEL validation rules of CustomResourceDefinitions (`x-kubernetes-validations`), compiled and evaluated.
 
 `check_crd(crd)` is the CRD-time half (upstream's apiextensions validation): every rule and messageExpression
-compiles, `reason` is one of the four supported, `fieldPath` names a field of the schema, `optionalOldSelf` only
-on rules using `oldSelf`, and the estimated costs stay within upstream's limits (per rule x its cardinality:
-10,000,000; all rules of a schema: 100,000,000), each refusal a cause with upstream's path and text.
+compiles, also against the CEL types of its schema (lite.cel.schematypes: operand types, undefined fields,
+mixed list/map literals, a bool rule and a string messageExpression; `oldSelf` an optional with
+`optionalOldSelf`), `reason` is one of the four supported, `fieldPath` names a field of the schema,
+`optionalOldSelf` only on rules using `oldSelf`, and the estimated costs stay within upstream's limits (per rule x
+its cardinality: 10,000,000; all rules of a schema: 100,000,000), each refusal a cause with upstream's path and
+text.
 
 `build(schema)` compiles a version's rules once into a `Node` tree mirroring the schema (`None` when the schema
 has no rule); `Node.validate(obj, old)` is the write-time half (upstream's schema/cel Validator): rules run at
@@ -394,7 +397,10 @@ def _typed_env(ctx: _Ctx, schema: Schema, root: bool) -> cel.Environment | None:
     try:
         env: cel.Environment | None = cel.Environment(
             {"self": t, "oldSelf": t, _OLD: t, _HAS_OLD: cel.BOOL}, messages=decls.files(), checking=True)
-    except (RuntimeError, TypeError, ValueError):
+        # the runtime drops message types it finds invalid (and would then refuse every rule): make sure not
+        if env is not None and env.check("self").name() != t.name():
+            env = None
+    except (cel.CompileError, RuntimeError, TypeError, ValueError):
         env = None  # a type protobuf cannot declare: left to the dyn compile
     ctx.typed[decl] = env
     return env
