@@ -14,7 +14,7 @@ their declaration to the runtime's type checker as protobuf messages.
 - anything else (no type: a bare `x-kubernetes-preserve-unknown-fields`) -> None (not visible to rules).
 
 `Declarations` turns DeclTypes into `cel.Type`s for `Environment(variables, messages=decls.files())`: each
-object type is a proto3 message (`selfType<N>`) with one field per property, so the runtime's checker resolves
+object type is a proto2 message (`selfType<N>`) with one field per property, so the runtime's checker resolves
 field selections and operand types (`undefined field`, `found no matching overload`) as cel-go does with
 upstream's DeclTypes. Protobuf cannot hold a list or map directly inside a list or map: such an inner value is
 declared `google.protobuf.ListValue` / `Struct` (`list(dyn)` / `map(string, dyn)`), so what it holds is checked at
@@ -144,7 +144,7 @@ class Declarations:
     def __init__(self, prefix: str = "selfType") -> None:
         self._prefix = prefix
         self._file = descriptor_pb2.FileDescriptorProto(
-            name=f"lite_{prefix}.proto", syntax="proto3",
+            name=f"lite_{prefix}.proto", syntax="proto2",  # with JSON names of their own, `a_b` and `aB` do not clash
             dependency=["google/protobuf/timestamp.proto", "google/protobuf/duration.proto",
                         "google/protobuf/struct.proto"])
         self._names: dict[DeclType, str] = {}
@@ -160,6 +160,15 @@ class Declarations:
         if t.kind == "object":
             return cel.Type(self._message(t))
         return _CEL_SCALARS[t.kind]
+
+    def probe(self) -> tuple[str, str] | None:
+        """(message, field) of some declared message with a field: an environment that resolves
+        `has(x.field)` for `x` of that type has taken these declarations (the runtime silently drops a file it
+        finds invalid)."""
+        for m in self._file.message_type:
+            if m.field:
+                return str(m.name), str(m.field[0].name)
+        return None
 
     def files(self) -> list[descriptor_pb2.FileDescriptorProto]:
         """The files to add to the environment's descriptor pool (well-known types first)."""
@@ -198,14 +207,14 @@ class Declarations:
             if value.kind in ("list", "map"):
                 value = DeclType("google.protobuf.ListValue" if value.kind == "list" else "google.protobuf.Struct")
             self._scalar_or_message(entry, "value", 2, value, _F.LABEL_OPTIONAL)
-            msg.field.add(name=name, number=number, type=_F.TYPE_MESSAGE, label=_F.LABEL_REPEATED,
+            msg.field.add(name=name, number=number, type=_F.TYPE_MESSAGE, label=_F.LABEL_REPEATED, json_name=name,
                           type_name=f".{msg.name}.{entry_name}")
             return
         self._scalar_or_message(msg, name, number, t, label)
 
     def _scalar_or_message(self, msg: Any, name: str, number: int, t: DeclType, label: int) -> None:
         if t.kind in _SCALAR_FIELDS:
-            msg.field.add(name=name, number=number, type=_SCALAR_FIELDS[t.kind], label=label)
+            msg.field.add(name=name, number=number, type=_SCALAR_FIELDS[t.kind], label=label, json_name=name)
             return
         if t.kind == "object":
             type_name = f".{self._message(t)}"
@@ -213,4 +222,5 @@ class Declarations:
             type_name = _WELL_KNOWN[t.kind]
         else:
             type_name = f".{t.kind}"
-        msg.field.add(name=name, number=number, type=_F.TYPE_MESSAGE, label=label, type_name=type_name)
+        msg.field.add(name=name, number=number, type=_F.TYPE_MESSAGE, label=label, type_name=type_name,
+                      json_name=name)

@@ -350,3 +350,12 @@ def test_rules_are_type_checked_against_the_schema_at_crd_time(rule: dict[str, A
     assert got[0].field == f"spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].{where}"
     assert got[0].message.startswith("Invalid value: apiextensions.ValidationRule{Rule:"), got[0].message
     assert want in got[0].message, got[0].message
+
+
+def test_a_schema_protobuf_cannot_declare_is_not_refused_for_it() -> None:
+    # two maps `a_b` and `aB` need the same protobuf entry type name: no typed check, never a false refusal
+    spec = {"type": "object", "properties": {
+        "a_b": {"type": "object", "additionalProperties": {"type": "string"}},
+        "aB": {"type": "object", "additionalProperties": {"type": "integer"}}},
+        "x-kubernetes-validations": [{"rule": "self.a_b['k'] == 'x' && self.aB['k'] == 1"}]}
+    assert crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec)}}]}) == []

@@ -170,3 +170,10 @@ def test_a_type_check_environment_is_not_a_runtime_one() -> None:
     assert ENV.check("self.ratio >= 1") == cel.BOOL
     dyn = cel.Environment({"self": cel.DYN})
     assert dyn.compile("self.ratio >= 1").eval({"self": {"ratio": 1.5}}) is True
+
+
+def test_fields_whose_json_names_would_clash_are_declared() -> None:
+    env = _env({"type": "object", "properties": {"x_y": S, "xY": {"type": "integer"}}})
+    assert env.check("self.x_y.size() > self.xY") == cel.BOOL
+    with pytest.raises(cel.CompileError, match=r"applied to '\(string, int\)'"):
+        env.check("self.x_y + self.xY == 'a'")

@@ -44,6 +44,7 @@ _ROOT_META = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 253}, "generateName": {"type": "string", "maxLength": 253}}}
 _NOT_BOOL = "cel expression must evaluate to a bool"
 _OLD, _HAS_OLD = "__lite_old_self", "__lite_has_old_self"
+_PROBE = "__lite_probe"
 
 
 def environment() -> cel.Environment:
@@ -394,12 +395,15 @@ def _typed_env(ctx: _Ctx, schema: Schema, root: bool) -> cel.Environment | None:
         return ctx.typed[decl]
     decls = schematypes.Declarations()
     t = decls.cel_type(decl)
+    probe = decls.probe()
+    variables = {"self": t, "oldSelf": t, _OLD: t, _HAS_OLD: cel.BOOL}
+    if probe is not None:
+        variables[_PROBE] = cel.Type(probe[0])
     try:
-        env: cel.Environment | None = cel.Environment(
-            {"self": t, "oldSelf": t, _OLD: t, _HAS_OLD: cel.BOOL}, messages=decls.files(), checking=True)
+        env: cel.Environment | None = cel.Environment(variables, messages=decls.files(), checking=True)
         # the runtime drops message types it finds invalid (and would then refuse every rule): make sure not
-        if env is not None and env.check("self").name() != t.name():
-            env = None
+        if env is not None and probe is not None:
+            env.check(f"has({_PROBE}.{probe[1]})")
     except (cel.CompileError, RuntimeError, TypeError, ValueError):
         env = None  # a type protobuf cannot declare: left to the dyn compile
     ctx.typed[decl] = env
