@@ -318,7 +318,8 @@ def test_declared_bounds_multiply_down_the_schema() -> None:
         "openAPIV3Schema": _nested_lists(1000, 2000)}}]}) == []
 
 
-TYPED = {"type": "object", "properties": {"replicas": {"type": "integer"}, "name": {"type": "string"}}}
+TYPED = {"type": "object", "properties": {"replicas": {"type": "integer"}, "name": {"type": "string"},
+                                         "port": {"x-kubernetes-int-or-string": True}}}
 
 
 @pytest.mark.parametrize(("rule", "where", "want"), [
@@ -328,6 +329,9 @@ TYPED = {"type": "object", "properties": {"replicas": {"type": "integer"}, "name
     ({"rule": "self.name in [1, 'a']"}, "rule",
      "compilation failed: ERROR: <input>:1:18: expected type 'int' but found 'string'"),
     ({"rule": "self.name"}, "rule", "cel expression must evaluate to a bool"),
+    ({"rule": "self.port"}, "rule", "cel expression must evaluate to a bool"),  # dyn is not bool
+    ({"rule": "self.replicas > 0", "messageExpression": "self.port"}, "messageExpression",
+     "must evaluate to a string"),
     ({"rule": "self.replicas > 0", "messageExpression": "'replicas: ' + self.replicas"}, "messageExpression",
      "messageExpression compilation failed: ERROR: <input>:1:14: found no matching overload for '_+_' applied "
      "to '(string, int)'"),

@@ -579,10 +579,12 @@ def _compile_rules(schema: Schema, path: str, bound: int | None, ctx: _Ctx, root
             undefined = undefined_fields(src, node_schema)
             if undefined:
                 raise cel.CompileError("\n".join(cel.issue(src, at, msg) for at, msg in undefined))
-            result = program.result_type()
+            result, allowed = program.result_type(), [cel.BOOL, cel.DYN]
             if ctx.report:  # at CRD create/update: checked against the schema's types, as upstream compiles
-                result = _typed_check(ctx, schema, root, src, optional_old) or result
-            if result not in (cel.BOOL, cel.DYN):
+                typed = _typed_check(ctx, schema, root, src, optional_old)
+                if typed is not None:  # typed: a bool, not a dyn (an int-or-string is not a rule)
+                    result, allowed = typed, [cel.BOOL]
+            if result not in allowed:
                 raise cel.CompileError(_NOT_BOOL)
             if optional_old:
                 program = _optional_old(ctx.env, src, program)
@@ -598,10 +600,12 @@ def _compile_rules(schema: Schema, path: str, bound: int | None, ctx: _Ctx, root
                 pass  # both may be set; messageExpression wins when it evaluates
             try:
                 mprogram = ctx.env.compile(str(raw["messageExpression"]), sizes=sizes)
-                mresult = mprogram.result_type()
+                mresult, mallowed = mprogram.result_type(), [cel.STRING, cel.DYN]
                 if ctx.report:
-                    mresult = _typed_check(ctx, schema, root, str(raw["messageExpression"]), optional_old) or mresult
-                if mresult not in (cel.STRING, cel.DYN):
+                    mtyped = _typed_check(ctx, schema, root, str(raw["messageExpression"]), optional_old)
+                    if mtyped is not None:
+                        mresult, mallowed = mtyped, [cel.STRING]
+                if mresult not in mallowed:
                     raise cel.CompileError("must evaluate to a string")
                 if optional_old:
                     mprogram = _optional_old(ctx.env, str(raw["messageExpression"]), mprogram)
