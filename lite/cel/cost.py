@@ -423,6 +423,18 @@ _LIST_FNS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "sets.co
              "sets.intersects", "join"}
 
 
+# Functions whose result is a scalar (size 1 to cel-go's estimator, whatever the size of their arguments):
+# `duration(s) < duration(t)` compares two durations, not two strings.
+_SCALAR_RESULTS = {
+    "duration", "timestamp", "int", "uint", "double", "bool", "size", "matches", "startsWith", "endsWith",
+    "contains", "isSorted", "isURL", "isIP", "isCIDR", "isQuantity", "isInteger", "asInteger", "asApproximateFloat",
+    "sign", "compareTo", "isLessThan", "isGreaterThan", "prefixLength", "family", "isUnspecified", "isLoopback",
+    "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "isCanonical", "containsIP", "containsCIDR",
+    "sets.contains", "sets.equivalent", "sets.intersects", "getFullYear", "getMonth", "getDate", "getDayOfMonth",
+    "getDayOfWeek", "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds", "hasValue",
+}
+
+
 @dataclass
 class _Estimator:
     scope: dict[str, Shape] = field(default_factory=dict)
@@ -492,9 +504,16 @@ class _Estimator:
         if target is not None and target[0] == "id" and target[1] not in self.scope and \
                 target[1] in ("format", "sets", "base64", "math", "strings", "optional", "ip"):
             name, target = f"{target[1]}.{name}", None
+        cost, shape = self._call(name, target, args)
+        return cost, Shape(size=1) if name in _SCALAR_RESULTS else shape
+
+    def _call(self, name: str, target: Node | None, args: list[Node]) -> tuple[float, Shape]:
         parts = [self.walk(a) for a in ([target] if target is not None else []) + args]
         cost = sum(c for c, _ in parts) + 1
         sizes = [s.max() for _, s in parts]
+        if name in ("startsWith", "endsWith") and target is not None and len(sizes) == 2:
+            # cel-go: the traversal of the prefix or suffix, not of the string it is looked for in
+            return cost + math.ceil(STRING_FACTOR * sizes[1]), Shape(size=1)
         if name in ("matches", "find", "findAll"):
             pattern = sizes[-1] if len(sizes) > 1 else 1
             return cost + math.ceil(STRING_FACTOR * sizes[0]) * max(1, math.ceil(pattern / 4)), \

@@ -191,7 +191,7 @@ def test_cost_limits_per_rule_and_per_crd() -> None:
                               "messageExpression cost total for entire OpenAPIv3 schema exceeds budget by factor of")
     # many cheap rules under an unbounded list add up past the CRD total without any one passing its limit
     many = _root({"type": "array", "items": {"type": "string", "maxLength": 64, "x-kubernetes-validations": [
-        {"rule": f"self.startsWith('{i}')"} for i in range(30)]}})
+        {"rule": f"self.matches('^{chr(97 + i % 26)}')"} for i in range(30)]}})
     got = _msgs(crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": many}}]}))
     assert got and got[-1].startswith("spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations "
                                       "estimated rule & messageExpression cost total")
@@ -362,4 +362,20 @@ def test_a_schema_protobuf_cannot_declare_is_not_refused_for_it() -> None:
         "a_b": {"type": "object", "additionalProperties": {"type": "string"}},
         "aB": {"type": "object", "additionalProperties": {"type": "integer"}}},
         "x-kubernetes-validations": [{"rule": "self.a_b['k'] == 'x' && self.aB['k'] == 1"}]}
+    assert crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec)}}]}) == []
+
+
+def test_envoy_gateway_rule_shapes_fit_upstreams_cost_limits() -> None:
+    # Envoy Gateway's CRDs (accepted upstream): durations compared as durations, prefixes traversed, under
+    # lists without maxItems
+    keepalive = {"type": "object", "properties": {"timeout": {"type": "string"}, "interval": {"type": "string"}},
+                 "x-kubernetes-validations": [{"rule": "!has(self.timeout) || !has(self.interval) || "
+                                                       "duration(self.timeout) < duration(self.interval)"}]}
+    namespaces = {"type": "array", "maxItems": 8, "items": {"type": "string"},
+                  "x-kubernetes-validations": [{"rule": "self.all(f, !f.startsWith('envoy.filters.http'))"}]}
+    sinks = {"type": "array", "maxItems": 50, "items": {"type": "object", "properties": {"keepalive": keepalive}}}
+    spec = {"type": "object", "properties": {
+        "settings": {"type": "array", "maxItems": 50, "items": {"type": "object", "properties": {"sinks": sinks}}},
+        "extProc": {"type": "array", "maxItems": 16, "items": {"type": "object", "properties": {
+            "namespaces": namespaces}}}}}
     assert crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec)}}]}) == []
