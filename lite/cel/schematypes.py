@@ -13,13 +13,14 @@ their declaration to the runtime's type checker as protobuf messages.
   `google.protobuf.Timestamp` (date, date-time); `boolean` -> `bool`; `number` -> `double`; `integer` -> `int`;
 - anything else (no type: a bare `x-kubernetes-preserve-unknown-fields`) -> None (not visible to rules).
 
-`Declarations` turns DeclTypes into `cel.Type`s for `Environment(variables, messages=decls.files())`: each
-object type is a proto2 message (`selfType<N>`) with one field per property, so the runtime's checker resolves
-field selections and operand types (`undefined field`, `found no matching overload`) as cel-go does with
-upstream's DeclTypes. Protobuf cannot hold a list or map directly inside a list or map: such an inner value is
-declared `google.protobuf.ListValue` / `Struct` (`list(dyn)` / `map(string, dyn)`), so what it holds is checked at
-runtime only (never a false refusal, a weaker check). These types are for checking: the programs evaluated on
-objects are compiled with `dyn` variables (a message-typed variable takes protobuf messages, not dicts).
+`Declarations` turns DeclTypes into `cel.Type`s for `Environment(variables, messages=decls.files())`: each object
+type is a proto2 message (`selfType<N>`) with one field per property (a reserved word's property also under its own
+name, as Kubernetes 1.32 resolves `x.namespace` to `__namespace__`), so the runtime's checker resolves field
+selections and operand types (`undefined field`, `found no matching overload`) as cel-go does with upstream's
+DeclTypes. Protobuf cannot hold a list or map directly inside a list or map: such an inner value is declared
+`google.protobuf.ListValue` / `Struct` (`list(dyn)` / `map(string, dyn)`), so what it holds is checked at runtime
+only (never a false refusal, a weaker check). These types are for checking: the programs evaluated on objects are
+compiled with `dyn` variables (a message-typed variable takes protobuf messages, not dicts).
 
 Invariants: pure (`decl_type`); a `Declarations` only grows, one message per distinct object type.
 """
@@ -32,7 +33,7 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, duration_pb2, struct_pb2, timestamp_pb2
 
-from lite.cel.cost import escape
+from lite.cel.cost import RESERVED, escape
 
 _F = descriptor_pb2.FieldDescriptorProto
 SCALARS = ("bool", "int", "double", "string", "bytes", "google.protobuf.Timestamp", "google.protobuf.Duration",
@@ -129,6 +130,8 @@ def _embedded(schema: Any) -> bool:
     return isinstance(schema, dict) and bool(schema.get("x-kubernetes-embedded-resource"))
 
 
+# Reserved words a rule can select as a field name (`true`, `false`, `null` and `in` do not parse there).
+_KEYWORD_FIELDS = RESERVED - {"true", "false", "null", "in"}
 _SCALAR_FIELDS = {"bool": _F.TYPE_BOOL, "int": _F.TYPE_INT64, "double": _F.TYPE_DOUBLE, "string": _F.TYPE_STRING,
                   "bytes": _F.TYPE_BYTES}
 _WELL_KNOWN = {"google.protobuf.Timestamp": ".google.protobuf.Timestamp",
@@ -188,6 +191,15 @@ class Declarations:
         msg = self._file.message_type.add(name=name)
         for number, (field_name, ft) in enumerate(t.fields, start=1):
             self._field(msg, field_name, number, ft)
+        # Kubernetes 1.32 also resolves a reserved word selected as a field (`x.namespace`) to its escaped
+        # property (`__namespace__`): the same field under its own name too
+        names = {f for f, _ in t.fields}
+        number = len(t.fields)
+        for field_name, ft in t.fields:
+            word = field_name[2:-2]
+            if field_name == f"__{word}__" and word in _KEYWORD_FIELDS and word not in names:
+                number += 1
+                self._field(msg, word, number, ft)
         return name
 
     def _field(self, msg: Any, name: str, number: int, t: DeclType) -> None:

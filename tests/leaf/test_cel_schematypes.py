@@ -177,3 +177,11 @@ def test_fields_whose_json_names_would_clash_are_declared() -> None:
     assert env.check("self.x_y.size() > self.xY") == cel.BOOL
     with pytest.raises(cel.CompileError, match=r"applied to '\(string, int\)'"):
         env.check("self.x_y + self.xY == 'a'")
+
+
+def test_a_reserved_word_selects_its_escaped_property_as_in_kubernetes_1_32() -> None:
+    # JobSet's CRD: `!has(t.metadata.namespace)`; escaped or not, the same string field
+    env = _env({"type": "object", "properties": {"namespace": S, "continue": {"type": "integer"}}})
+    assert env.check("has(self.namespace) && self.__namespace__ == self.namespace && self.continue > 0") == cel.BOOL
+    with pytest.raises(cel.CompileError, match=r"applied to '\(string, int\)'"):
+        env.check("self.namespace + 1 == 2")
