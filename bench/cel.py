@@ -60,7 +60,7 @@ SPEC_RULES = [
     {"rule": "self.labels.all(k, k.size() <= 32 && self.labels[k].size() <= 63)"},
     {"rule": "self.tags.isSorted()", "message": "tags must be sorted"},
     {"rule": "self.image.matches('^[a-z0-9./-]+(:[A-Za-z0-9._-]+)?$')", "message": "bad image"},
-    {"rule": "self.replicas == null || self.replicas >= oldSelf.replicas || true"},
+    {"rule": "!has(self.replicas) || self.replicas >= oldSelf.replicas || true"},
 ]
 ROUTE_RULES = [
     {"rule": "self.weight >= 0 && self.weight <= 1000"},

@@ -23,6 +23,11 @@ Stable API (add, don't break):
   authorizer's user) is best passed through a `contextvars.ContextVar` set around `eval`.
 - `Environment.compile(src, sizes=None)`: compile once, keep the `Program`; `sizes(var) -> Shape` gives the
   schema bounds used by the static cost estimate.
+- Typed checking (schematypes.py, checking.py): `Environment(variables, messages=decls.files(), checking=True)`
+  with variables typed by `schematypes.Declarations().cel_type(schematypes.decl_type(schema))`; `env.check(src)`
+  gives the result type or raises CompileError in cel-go's words; `mixed_literals(src, type_of)` finds mixed
+  list/map literals. A checking environment is not for evaluation (variables of message types take protobuf
+  messages): evaluate programs compiled with `DYN` variables.
 - `Program.eval(activation, budget=None, runtime_cost=None)`: plain values in, plain value out; with a
   `Budget`, charges `runtime_cost` (or the static maximum) first. `activation` is a mapping, or an
   `Activation` from `env.activation(mapping)`: the values converted to CEL once and shared by every program
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lite.cel.checking import go_type_name, mixed_literals
 from lite.cel.cost import Cost, Shape, estimate, parse
 from lite.cel.errors import CelError, CompileError, CostExceeded, EvalError
 
@@ -99,5 +105,6 @@ __all__ = [
     "BOOL", "BYTES", "DOUBLE", "DYN", "INT", "LIST_DYN", "MAP_DYN", "MAX_REQUEST_SIZE_BYTES", "NULL",
     "PER_CALL_LIMIT", "RUNTIME_CEL_COST_BUDGET", "STATIC_ESTIMATED_COST_LIMIT", "STATIC_ESTIMATED_CRD_COST_LIMIT",
     "STRING", "UINT", "Activation", "Budget", "CelError", "CompileError", "Cost", "CostExceeded", "Environment",
-    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "issue", "parse",
+    "EvalError", "Function", "Program", "Shape", "Type", "cost_error_message", "estimate", "go_type_name", "issue",
+    "mixed_literals", "parse",
 ]

@@ -9,8 +9,9 @@ cel-expr-python exposes no AST and no cost tracking, so lite parses rules itself
 
 This is an approximation of cel-go's cost model, not a copy: unit cost per identifier, selection, index, call
 and operator; string traversals at 0.1 per character; comprehensions cost size(range) x (body + 1); list
-membership and equality of lists, maps and strings are linear. Figures are within a small factor of
-upstream's for the rule shapes seen in real CRDs (and identical in what they make unbounded).
+membership is linear; equality and ordering (`==`, `!=`, `<`, ...) traverse the smaller operand at 0.1 per
+character or element (two scalars, timestamps and durations included: 1), as cel-go. Figures are within a
+small factor of upstream's for the rule shapes seen in real CRDs (and identical in what they make unbounded).
 
 Invariants: pure functions; `parse` raises ValueError on text the estimator cannot read (callers compile first,
 so the runtime's own error wins); the estimate of a node is an upper bound of the runtime figure for any value
@@ -74,6 +75,7 @@ class _Parser:
         # (name, start, name start, end) of every member call `x.name(...)` and of `format.named(...)`
         self.calls: list[Call] = []
         self.last_args: list[tuple[int, int]] = []
+        self.literals: list[Literal] = []  # list and map literals, for checking.mixed_literals
 
     def peek(self) -> tuple[str, str, int, int]:
         return self.toks[self.i]
@@ -155,15 +157,22 @@ class _Parser:
 
     def entries(self) -> list[Node]:
         out: list[Node] = []
+        self.last_args = []
+        spans: list[tuple[int, int]] = []
         while not self.at("}"):
             if self.at("?"):
                 self.take()
+            start = self.peek()[2]
             k = self.expr()
+            spans.append((start, self.toks[self.i - 1][3]))
             self.take(":")
+            start = self.peek()[2]
             out += [k, self.expr()]
+            spans.append((start, self.toks[self.i - 1][3]))
             if not self.at("}"):
                 self.take(",")
         self.take("}")
+        self.last_args = spans
         return out
 
     def primary(self) -> Node:
@@ -188,14 +197,36 @@ class _Parser:
             self.take(")")
             return e
         if text == "[":
-            return ("list", self.args("]"))
+            items: Node = ("list", self.args("]"))
+            self.literals.append(Literal("list", at, self.last_args))
+            return items
         if text == "{":
-            return ("map", self.entries())
+            entries: Node = ("map", self.entries())
+            self.literals.append(Literal("map", at, self.last_args))
+            return entries
         raise ValueError(f"unexpected {text!r}")
 
 
 def parse(src: str) -> Node:
     return _parse(src)[0]
+
+
+class Literal(NamedTuple):
+    """A list or map literal in a source text: `kind` ("list"/"map"), the offset of its bracket, and the (start,
+    end) of each element (of a map: key, value, key, value, ...)."""
+
+    kind: str
+    start: int
+    elements: list[tuple[int, int]]
+
+
+def aggregate_literals(src: str) -> list[Literal]:
+    """Every list and map literal of `src`; raises ValueError on text lite cannot parse."""
+    p = _Parser(src)
+    p.expr()
+    if p.peek()[0] != "eof":
+        raise ValueError(f"unexpected {p.peek()[1]!r}")
+    return p.literals
 
 
 def _parse(src: str) -> tuple[Node, list[Call]]:
@@ -262,10 +293,15 @@ def max_items(schema: dict[str, Any], key: str, elem: dict[str, Any] | None) -> 
     return (MAX_REQUEST_SIZE_BYTES - 2) // per
 
 
+_SCALAR_FORMATS = ("date", "date-time", "duration")  # strings rules see as timestamps and durations (scalars)
+
+
 def max_size(schema: dict[str, Any] | None) -> int:
     if not schema:
         return MAX_REQUEST_SIZE_BYTES
     t = schema.get("type")
+    if t == "string" and schema.get("format") in _SCALAR_FORMATS and not schema.get("x-kubernetes-int-or-string"):
+        return 1
     if t == "string" or schema.get("x-kubernetes-int-or-string"):
         bound = schema.get("maxLength")
         return bound if isinstance(bound, int) else MAX_REQUEST_SIZE_BYTES - 2
@@ -334,6 +370,8 @@ class Shape:
     def max(self) -> int:
         if self.size is not None:
             return self.size
+        if self.schema and self.schema.get("type") == "string" and self.schema.get("format") in _SCALAR_FORMATS:
+            return 1  # a timestamp or duration, whatever its text
         if self.values is not None:
             return max((_value_size(v) for v in self.values), default=0)
         return max_size(self.schema)
@@ -385,6 +423,18 @@ _LIST_FNS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "sets.co
              "sets.intersects", "join"}
 
 
+# Functions whose result is a scalar (size 1 to cel-go's estimator, whatever the size of their arguments):
+# `duration(s) < duration(t)` compares two durations, not two strings.
+_SCALAR_RESULTS = {
+    "duration", "timestamp", "int", "uint", "double", "bool", "size", "matches", "startsWith", "endsWith",
+    "contains", "isSorted", "isURL", "isIP", "isCIDR", "isQuantity", "isInteger", "asInteger", "asApproximateFloat",
+    "sign", "compareTo", "isLessThan", "isGreaterThan", "prefixLength", "family", "isUnspecified", "isLoopback",
+    "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "isCanonical", "containsIP", "containsCIDR",
+    "sets.contains", "sets.equivalent", "sets.intersects", "getFullYear", "getMonth", "getDate", "getDayOfMonth",
+    "getDayOfWeek", "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds", "hasValue",
+}
+
+
 @dataclass
 class _Estimator:
     scope: dict[str, Shape] = field(default_factory=dict)
@@ -420,8 +470,11 @@ class _Estimator:
         parts = [self.walk(a) for a in args]
         cost = sum(c for c, _ in parts)
         shapes = [s for _, s in parts]
-        if op in ("==", "!="):
-            return cost + 1, Shape(size=1)
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            # cel-go: the traversal of the smaller operand (strings, bytes, lists, maps), 0.1 per element; two
+            # scalars (size 1) cost 1
+            smallest = min(shapes[0].max(), shapes[1].max())
+            return cost + math.ceil(STRING_FACTOR * smallest), Shape(size=1)
         if op == "in":
             return cost + max(1, shapes[1].max()), Shape(size=1)
         if op == "+":
@@ -451,9 +504,16 @@ class _Estimator:
         if target is not None and target[0] == "id" and target[1] not in self.scope and \
                 target[1] in ("format", "sets", "base64", "math", "strings", "optional", "ip"):
             name, target = f"{target[1]}.{name}", None
+        cost, shape = self._call(name, target, args)
+        return cost, Shape(size=1) if name in _SCALAR_RESULTS else shape
+
+    def _call(self, name: str, target: Node | None, args: list[Node]) -> tuple[float, Shape]:
         parts = [self.walk(a) for a in ([target] if target is not None else []) + args]
         cost = sum(c for c, _ in parts) + 1
         sizes = [s.max() for _, s in parts]
+        if name in ("startsWith", "endsWith") and target is not None and len(sizes) == 2:
+            # cel-go: the traversal of the prefix or suffix, not of the string it is looked for in
+            return cost + math.ceil(STRING_FACTOR * sizes[1]), Shape(size=1)
         if name in ("matches", "find", "findAll"):
             pattern = sizes[-1] if len(sizes) > 1 else 1
             return cost + math.ceil(STRING_FACTOR * sizes[0]) * max(1, math.ceil(pattern / 4)), \

@@ -21,6 +21,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
+from lite.cel import checking as checking_mod
 from lite.cel import cost as costmod
 from lite.cel import libraries
 from lite.cel.errors import CelError as CelError
@@ -142,8 +143,12 @@ class Environment:
     """Declared variables + the Kubernetes libraries + caller functions, compiled once."""
 
     def __init__(self, variables: Mapping[str, Any], *, functions: Iterable[Function] = (),
-                 opaque_types: Iterable[str] = (), library: bool = True) -> None:
-        self.opaque = OpaqueTypes([*libraries.EXTRA_TYPES, *opaque_types])
+                 opaque_types: Iterable[str] = (), library: bool = True, messages: Iterable[Any] = (),
+                 checking: bool = False) -> None:
+        """`messages`: protobuf `FileDescriptorProto`s declaring message types that variables may have
+        (`schematypes.Declarations.files()`). `checking`: an environment only to type-check with (`check`): it
+        has cel-go's cross-type numeric comparisons, which the runtime lacks; do not evaluate its programs."""
+        self.opaque = OpaqueTypes([*libraries.EXTRA_TYPES, *opaque_types], messages)
         decls: dict[str, list[Any]] = {}
         funcs = [*(libraries.all_functions(self.opaque) if library else []), *functions]
         for f in funcs:
@@ -151,10 +156,15 @@ class Environment:
             decls.setdefault(f.name, []).append(cel.Overload(f.overload_id, self._type(f.result), params,
                                                              is_member=f.member, impl=f.impl))
         self.variables = {k: self._type(v) for k, v in variables.items()}
+        declared = [cel.FunctionDecl(name, overloads) for name, overloads in decls.items()]
+        config = None
+        if checking:
+            config = cel.NewEnvConfigFromYaml(checking_mod.COMPARISON_CONFIG)
+            declared += checking_mod.comparison_functions()
         self._env = cel.NewEnv(
-            descriptor_pool=self.opaque.pool, variables=self.variables,
+            descriptor_pool=self.opaque.pool, variables=self.variables, config=config,
             extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
-            functions=[cel.FunctionDecl(name, overloads) for name, overloads in decls.items()])
+            functions=declared)
 
     def _type(self, t: Any) -> Any:
         if isinstance(t, str):
@@ -186,18 +196,26 @@ class Environment:
         except (RuntimeError, TypeError, ValueError) as exc:
             raise EvalError(clean_message(str(exc))) from None
 
-    def compile(self, source: str, *, sizes: costmod.SizeFn | None = None) -> Program:
-        """Compile `source`; `sizes` (variable path -> (min, max) size) feeds the static cost estimate."""
+    def check(self, source: str) -> Any:
+        """Type-check `source` alone (no literal checks, no cost estimate): its result type (`cel.BOOL`, ...),
+        or CompileError with cel-go's text."""
+        return self._compile(source).return_type()
+
+    def _compile(self, source: str) -> Any:
         rewritten = _with_optional_results(source)
         try:
-            expr = self._env.compile(rewritten)
+            return self._env.compile(rewritten)
         except RuntimeError as exc:
             if rewritten == source:
-                raise CompileError(clean_message(str(exc))) from None
+                raise CompileError(checking_mod.go_style(source, clean_message(str(exc)))) from None
             try:  # the text as written: its own message (with its columns) if it does not compile either
-                expr = self._env.compile(source)
+                return self._env.compile(source)
             except RuntimeError as original:
-                raise CompileError(clean_message(str(original))) from None
+                raise CompileError(checking_mod.go_style(source, clean_message(str(original)))) from None
+
+    def compile(self, source: str, *, sizes: costmod.SizeFn | None = None) -> Program:
+        """Compile `source`; `sizes` (variable path -> (min, max) size) feeds the static cost estimate."""
+        expr = self._compile(source)
         self._check_literals(source)
         try:
             node: costmod.Node | None = costmod.parse(source)

@@ -24,9 +24,12 @@ BUILTIN = ("kubernetes.Quantity", "net.IP", "net.CIDR", "kubernetes.URL", "kuber
 class OpaqueTypes:
     """A descriptor pool holding one message per opaque type name (`package.Name`)."""
 
-    def __init__(self, extra: Iterable[str] = ()) -> None:
+    def __init__(self, extra: Iterable[str] = (), files: Iterable[Any] = ()) -> None:
+        """`files`: more `FileDescriptorProto`s for the pool (declared message types, see schematypes.py)."""
         names = list(dict.fromkeys([*BUILTIN, *extra]))
         self.pool = descriptor_pool.DescriptorPool()
+        for fdp in files:
+            self.pool.Add(fdp)
         by_package: dict[str, list[str]] = {}
         for name in names:
             package, _, short = name.rpartition(".")

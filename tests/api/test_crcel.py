@@ -162,7 +162,8 @@ PREFIX = "spec.validation.openAPIV3Schema.properties[spec]"
      [f"{PREFIX}.x-kubernetes-validations[0].messageExpression: Invalid value"]),
     ({"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10},
       "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x == y))"}]}, []),
-    ({"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}},
+    ({"type": "array", "items": {"type": "string", "maxLength": 10,
+                                 "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}},
      [f'{PREFIX}.items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used '
       f"on the uncorrelatable portion of the schema within {PREFIX}"]),
     ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"], "items": {
@@ -191,7 +192,7 @@ def test_cost_limits_per_rule_and_per_crd() -> None:
                               "messageExpression cost total for entire OpenAPIv3 schema exceeds budget by factor of")
     # many cheap rules under an unbounded list add up past the CRD total without any one passing its limit
     many = _root({"type": "array", "items": {"type": "string", "maxLength": 64, "x-kubernetes-validations": [
-        {"rule": f"self.startsWith('{i}')"} for i in range(30)]}})
+        {"rule": f"self.matches('^{chr(97 + i % 26)}')"} for i in range(30)]}})
     got = _msgs(crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": many}}]}))
     assert got and got[-1].startswith("spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations "
                                       "estimated rule & messageExpression cost total")
@@ -264,7 +265,9 @@ def test_list_items_are_checked_in_one_batch_with_per_item_messages_and_fallback
     ("self.l.all(x, x.name == 'a' && x.bad)", ["ERROR: <input>:1:33: undefined field 'bad'"]),
     ("self.m.all(k, self.m[k].v > 0 && self.m[k].w > 0)", ["ERROR: <input>:1:43: undefined field 'w'"]),
     ("self.__namespace__ == '' && self.a.b == ''", []),  # escaped names refer to their properties
-    ("self.free.anything == 1 && self.dyn.x == 1", []),  # preserve-unknown-fields / int-or-string: not checked
+    # an object that preserves unknown fields exposes its declared fields only, as upstream's declared types
+    ("self.free.anything == 1", ["ERROR: <input>:1:10: undefined field 'anything'"]),
+    ("self.dyn.x == 1", []),  # int-or-string: dyn, checked at runtime
     ("self.l.map(x, x.name).all(n, n.size() > 0)", []),
     ("cel.bind(x, self.a, x.b == '')", []),
 ])
@@ -314,3 +317,66 @@ def test_declared_bounds_multiply_down_the_schema() -> None:
                    "and strings are declared)"]
     assert crcel.check_crd({"versions": [{"name": "v1", "schema": {
         "openAPIV3Schema": _nested_lists(1000, 2000)}}]}) == []
+
+
+TYPED = {"type": "object", "properties": {"replicas": {"type": "integer"}, "name": {"type": "string"},
+                                         "port": {"x-kubernetes-int-or-string": True}}}
+
+
+@pytest.mark.parametrize(("rule", "where", "want"), [
+    ({"rule": "self.replicas.startsWith('a')"}, "rule",
+     "compilation failed: ERROR: <input>:1:25: found no matching overload for 'startsWith' applied to "
+     "'int.(string)'\n | self.replicas.startsWith('a')\n | ........................^"),
+    ({"rule": "self.name in [1, 'a']"}, "rule",
+     "compilation failed: ERROR: <input>:1:18: expected type 'int' but found 'string'"),
+    ({"rule": "self.name"}, "rule", "cel expression must evaluate to a bool"),
+    ({"rule": "self.port"}, "rule", "cel expression must evaluate to a bool"),  # dyn is not bool
+    ({"rule": "self.replicas > 0", "messageExpression": "self.port"}, "messageExpression",
+     "must evaluate to a string"),
+    ({"rule": "self.replicas > 0", "messageExpression": "'replicas: ' + self.replicas"}, "messageExpression",
+     "messageExpression compilation failed: ERROR: <input>:1:14: found no matching overload for '_+_' applied "
+     "to '(string, int)'"),
+    # oldSelf is an optional with optionalOldSelf: compared bare, it does not type-check (upstream's case)
+    ({"rule": "self.replicas >= oldSelf.replicas", "optionalOldSelf": True}, "rule",
+     "compilation failed: ERROR: <input>:1:15: found no matching overload for '_>=_' applied to "
+     "'(int, optional_type(int))'\n | self.replicas >= oldSelf.replicas\n | ..............^"),
+    ({"rule": "self.replicas >= oldSelf.value().replicas", "optionalOldSelf": True}, "", ""),
+    ({"rule": "self.replicas >= 1 && self.name.startsWith('a')", "messageExpression": "self.name + ' is bad'"}, "",
+     ""),
+])
+def test_rules_are_type_checked_against_the_schema_at_crd_time(rule: dict[str, Any], where: str, want: str) -> None:
+    spec = {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root({
+        **TYPED, "x-kubernetes-validations": [rule]})}}]}
+    got = crcel.check_crd(spec)
+    if not want:
+        assert got == [], _msgs(got)
+        return
+    assert len(got) == 1, _msgs(got)
+    assert got[0].field == f"spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].{where}"
+    assert got[0].message.startswith("Invalid value: apiextensions.ValidationRule{Rule:"), got[0].message
+    assert want in got[0].message, got[0].message
+
+
+def test_a_schema_protobuf_cannot_declare_is_not_refused_for_it() -> None:
+    # two maps `a_b` and `aB` need the same protobuf entry type name: no typed check, never a false refusal
+    spec = {"type": "object", "properties": {
+        "a_b": {"type": "object", "additionalProperties": {"type": "string"}},
+        "aB": {"type": "object", "additionalProperties": {"type": "integer"}}},
+        "x-kubernetes-validations": [{"rule": "self.a_b['k'] == 'x' && self.aB['k'] == 1"}]}
+    assert crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec)}}]}) == []
+
+
+def test_envoy_gateway_rule_shapes_fit_upstreams_cost_limits() -> None:
+    # Envoy Gateway's CRDs (accepted upstream): durations compared as durations, prefixes traversed, under
+    # lists without maxItems
+    keepalive = {"type": "object", "properties": {"timeout": {"type": "string"}, "interval": {"type": "string"}},
+                 "x-kubernetes-validations": [{"rule": "!has(self.timeout) || !has(self.interval) || "
+                                                       "duration(self.timeout) < duration(self.interval)"}]}
+    namespaces = {"type": "array", "maxItems": 8, "items": {"type": "string"},
+                  "x-kubernetes-validations": [{"rule": "self.all(f, !f.startsWith('envoy.filters.http'))"}]}
+    sinks = {"type": "array", "maxItems": 50, "items": {"type": "object", "properties": {"keepalive": keepalive}}}
+    spec = {"type": "object", "properties": {
+        "settings": {"type": "array", "maxItems": 50, "items": {"type": "object", "properties": {"sinks": sinks}}},
+        "extProc": {"type": "array", "maxItems": 16, "items": {"type": "object", "properties": {
+            "namespaces": namespaces}}}}}
+    assert crcel.check_crd({"versions": [{"name": "v1", "schema": {"openAPIV3Schema": _root(spec)}}]}) == []

@@ -147,6 +147,44 @@ def test_crd_whose_rule_does_not_compile_is_refused(cluster: Cluster) -> None:
             '"FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"') in got.stderr
 
 
+TYPED_RULES = [{"rule": "self.replicas.startsWith('a')", "message": "replicas must start with a"},
+               {"rule": "self.name + 1 > 1", "message": "name must be positive"}]
+
+
+def test_crd_whose_rule_fails_the_schema_types_is_refused_and_the_same_rules_on_right_types_work(
+        cluster: Cluster, ns: str) -> None:
+    group = f"{unique('cel')}.example.com"
+    wrong = _crd_with_rule(group, {"type": "object", "properties": {
+        "replicas": {"type": "integer"}, "name": {"type": "string", "maxLength": 10}},
+        "x-kubernetes-validations": [*TYPED_RULES, {"rule": "self.name in [1, 'a']"}]})
+    got = cluster.kubectl("apply", "-f", "-", input=json.dumps(wrong), check=False)
+    assert got.returncode != 0
+    prefix = "spec.validation.openAPIV3Schema.properties[spec].properties[items].x-kubernetes-validations"
+    for i, message in enumerate([
+            "found no matching overload for 'startsWith' applied to 'int.(string)'\n | self.replicas.startsWith('a')"
+            "\n | ........................^",
+            "ERROR: <input>:1:11: found no matching overload for '_+_' applied to '(string, int)'",
+            "ERROR: <input>:1:18: expected type 'int' but found 'string'"]):
+        assert f"{prefix}[{i}].rule: Invalid value: apiextensions.ValidationRule{{Rule:" in got.stderr, got.stderr
+        assert message in got.stderr, (message, got.stderr)
+    assert "compilation failed: ERROR: <input>:1:25: found no matching overload for 'startsWith'" in got.stderr
+    right = _crd_with_rule(group, {"type": "object", "properties": {
+        "replicas": {"type": "string", "maxLength": 10}, "name": {"type": "integer"}},
+        "x-kubernetes-validations": TYPED_RULES})
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(right))
+    try:
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/widgets.{group}", "--timeout=30s")
+        good = _widget(group, "w-typed", {"items": {"replicas": "abc", "name": 2}})
+        assert _apply(cluster, ns, good).returncode == 0
+        bad = _widget(group, "w-typed", {"items": {"replicas": "xyz", "name": -5}})
+        got = _apply(cluster, ns, bad)
+        assert got.returncode != 0
+        assert 'spec.items: Invalid value: "object": replicas must start with a' in got.stderr, got.stderr
+        assert 'spec.items: Invalid value: "object": name must be positive' in got.stderr, got.stderr
+    finally:
+        cluster.kubectl("delete", "crd", f"widgets.{group}", "--wait=false", check=False)
+
+
 def test_crd_whose_rules_cost_too_much_is_refused_and_bounds_make_it_fit(cluster: Cluster) -> None:
     group = f"{unique('cel')}.example.com"
     rule = {"rule": "self.all(x, self.exists(y, x == y))"}

@@ -1,9 +1,12 @@
 """CEL validation rules of CustomResourceDefinitions (`x-kubernetes-validations`), compiled and evaluated.
 
 `check_crd(crd)` is the CRD-time half (upstream's apiextensions validation): every rule and messageExpression
-compiles, `reason` is one of the four supported, `fieldPath` names a field of the schema, `optionalOldSelf` only
-on rules using `oldSelf`, and the estimated costs stay within upstream's limits (per rule x its cardinality:
-10,000,000; all rules of a schema: 100,000,000), each refusal a cause with upstream's path and text.
+compiles, also against the CEL types of its schema (lite.cel.schematypes: operand types, undefined fields,
+mixed list/map literals, a bool rule and a string messageExpression; `oldSelf` an optional with
+`optionalOldSelf`), `reason` is one of the four supported, `fieldPath` names a field of the schema,
+`optionalOldSelf` only on rules using `oldSelf`, and the estimated costs stay within upstream's limits (per rule x
+its cardinality: 10,000,000; all rules of a schema: 100,000,000), each refusal a cause with upstream's path and
+text.
 
 `build(schema)` compiles a version's rules once into a `Node` tree mirroring the schema (`None` when the schema
 has no rule); `Node.validate(obj, old)` is the write-time half (upstream's schema/cel Validator): rules run at
@@ -31,6 +34,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from lite import cel
 from lite.cel import cost as celcost
+from lite.cel import schematypes
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.goduration import go_duration
 from lite.server.api.strategies.crschema import has_rules
@@ -42,6 +46,7 @@ _ROOT_META = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 253}, "generateName": {"type": "string", "maxLength": 253}}}
 _NOT_BOOL = "cel expression must evaluate to a bool"
 _OLD, _HAS_OLD = "__lite_old_self", "__lite_has_old_self"
+_PROBE = "__lite_probe"
 
 
 def environment() -> cel.Environment:
@@ -358,6 +363,73 @@ class _Ctx:
     costs: list[tuple[int, str]]  # (cost x cardinality, rule path)
     report: bool
     broken: list[str] = field(default_factory=list)  # compile errors of the node being built
+    # type-checking environments by the CEL type of `self` (schematypes), None where one cannot be built
+    typed: dict[Any, cel.Environment | None] = field(default_factory=dict)
+
+
+def _typed_env(ctx: _Ctx, schema: Schema, root: bool) -> cel.Environment | None:
+    """An environment where `self` and `oldSelf` have the CEL type of `schema` (upstream's declared types),
+    to type-check rules with; None when the schema exposes no type (rules then stay checked as dyn only)."""
+    decl = schematypes.decl_type(schema, root)
+    if decl is None:
+        return None
+    if decl in ctx.typed:
+        return ctx.typed[decl]
+    decls = schematypes.Declarations()
+    t = decls.cel_type(decl)
+    probe = decls.probe()
+    variables = {"self": t, "oldSelf": t, _OLD: t, _HAS_OLD: cel.BOOL}
+    if probe is not None:
+        variables[_PROBE] = cel.Type(probe[0])
+    try:
+        env: cel.Environment | None = cel.Environment(variables, messages=decls.files(), checking=True)
+        # the runtime drops message types it finds invalid (and would then refuse every rule): make sure not
+        if env is not None and probe is not None:
+            env.check(f"has({_PROBE}.{probe[1]})")
+    except (cel.CompileError, RuntimeError, TypeError, ValueError):
+        env = None  # a type protobuf cannot declare: left to the dyn compile
+    ctx.typed[decl] = env
+    return env
+
+
+def _typed_check(ctx: _Ctx, schema: Schema, root: bool, src: str, optional_old: bool) -> Any:
+    """Type-check `src` against the schema's types: its result type (None when it cannot be typed), or
+    CompileError with cel-go's text (operand types, undefined fields, mixed list and map literals)."""
+    env = _typed_env(ctx, schema, root)
+    if env is None:
+        return None
+    if not optional_old:
+        result = env.check(src)
+    else:  # oldSelf an optional: the rule inside the same cel.bind as it runs, errors placed back in `src`
+        wrapped = _optional_old_source(src)
+        shift = wrapped.index(f", ({src}))") + 3
+        try:
+            result = env.check(wrapped)
+        except cel.CompileError as exc:
+            raise cel.CompileError(_shifted(str(exc), src, shift)) from None
+
+    def type_of(text: str) -> str | None:
+        if optional_old and "oldSelf" in text:
+            return None
+        try:
+            return cel.go_type_name(env.check(text))
+        except cel.CompileError:
+            return None
+    mixed = cel.mixed_literals(src, type_of)
+    if mixed:
+        raise cel.CompileError("\n".join(cel.issue(src, at, msg) for at, msg in mixed))
+    return result
+
+
+def _shifted(text: str, src: str, shift: int) -> str:
+    """Errors of a text that holds `src` at offset `shift` (one line), as errors of `src` itself."""
+    out = []
+    for line in text.split("\n"):
+        m = re.match(r"^ERROR: <input>:1:(\d+): (.*)$", line)
+        if m is not None:
+            at = int(m.group(1)) - 1 - shift
+            out.append(cel.issue(src, min(max(at, 0), max(len(src) - 1, 0)), m.group(2)))
+    return "\n".join(out) or text
 
 
 def _type_of(schema: Schema) -> str:
@@ -489,7 +561,12 @@ def _compile_rules(schema: Schema, path: str, bound: int | None, ctx: _Ctx, root
             undefined = undefined_fields(src, node_schema)
             if undefined:
                 raise cel.CompileError("\n".join(cel.issue(src, at, msg) for at, msg in undefined))
-            if program.result_type() not in (cel.BOOL, cel.DYN):
+            result, allowed = program.result_type(), [cel.BOOL, cel.DYN]
+            if ctx.report:  # at CRD create/update: checked against the schema's types, as upstream compiles
+                typed = _typed_check(ctx, schema, root, src, optional_old)
+                if typed is not None:  # typed: a bool, not a dyn (an int-or-string is not a rule)
+                    result, allowed = typed, [cel.BOOL]
+            if result not in allowed:
                 raise cel.CompileError(_NOT_BOOL)
             if optional_old:
                 program = _optional_old(ctx.env, src, program)
@@ -505,7 +582,12 @@ def _compile_rules(schema: Schema, path: str, bound: int | None, ctx: _Ctx, root
                 pass  # both may be set; messageExpression wins when it evaluates
             try:
                 mprogram = ctx.env.compile(str(raw["messageExpression"]), sizes=sizes)
-                if mprogram.result_type() not in (cel.STRING, cel.DYN):
+                mresult, mallowed = mprogram.result_type(), [cel.STRING, cel.DYN]
+                if ctx.report:
+                    mtyped = _typed_check(ctx, schema, root, str(raw["messageExpression"]), optional_old)
+                    if mtyped is not None:
+                        mresult, mallowed = mtyped, [cel.STRING]
+                if mresult not in mallowed:
                     raise cel.CompileError("must evaluate to a string")
                 if optional_old:
                     mprogram = _optional_old(ctx.env, str(raw["messageExpression"]), mprogram)
