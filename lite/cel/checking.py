@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
-
-from cel_expr_python import cel
+from typing import TYPE_CHECKING, Any
 
 from lite.cel import cost
+
+if TYPE_CHECKING:
+    from cel_expr_python import cel
 
 _OPS = ("_<_", "_<=_", "_>_", "_>=_")
 COMPARISON_CONFIG = "stdlib:\n  exclude_functions:\n" + "".join(f'    - name: "{op}"\n' for op in _OPS)
@@ -39,6 +40,8 @@ def _never(*_args: Any) -> bool:
 
 def comparison_functions() -> list[cel.FunctionDecl]:
     """`<`, `<=`, `>`, `>=` over each ordered type and across int, uint and double (for checking only)."""
+    from cel_expr_python import cel  # the runtime, loaded with the environment that asks for these
+
     pairs = [(t, t) for t in _SAME] + [(a, b) for a in _NUMERIC for b in _NUMERIC if a != b]
     out = []
     for op in _OPS:
