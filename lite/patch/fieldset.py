@@ -13,7 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -228,7 +228,8 @@ def to_fields_v1(paths: Iterable[FieldPath]) -> dict[str, Any]:
     return tree
 
 
-def object_fields_v1(obj: Any, schema: Schema, *, ignore_status: bool = True) -> dict[str, Any]:
+def object_fields_v1(obj: Any, schema: Schema, *, ignore_status: bool = True,
+                     known: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """`to_fields_v1(object_fields(obj))` in one walk of the object (what a create records): maps are built in
     structured-merge-diff's order as they are walked. The schema's facts per path (list rule, atomic map) come
     from its `PathNode` tree, built once per schema, so the walk builds no path tuples and looks up no patterns
@@ -236,7 +237,18 @@ def object_fields_v1(obj: Any, schema: Schema, *, ignore_status: bool = True) ->
     root = path_root(schema)
     if not isinstance(obj, dict):
         return _list_tree(obj, root) if isinstance(obj, list) else {}
-    return _map_tree(obj, root, _TOP_IGNORED_STATUS if ignore_status else _TOP_IGNORED)
+    skip = _TOP_IGNORED_STATUS if ignore_status else _TOP_IGNORED
+    if not known:
+        return _map_tree(obj, root, skip)
+    # `known`: the children of some top-level non-empty, non-atomic maps, computed before for an equal value
+    # (`lite.server.api.specmemo`); such a map is in the result exactly when it has children
+    usable = {k: sub for k, sub in known.items() if k not in skip and isinstance(obj.get(k), dict) and obj[k]
+              and not root.child(k).atomic_map}
+    out = _map_tree(obj, root, skip | usable.keys())
+    for k, sub in usable.items():
+        if sub:
+            out["f:" + k] = sub
+    return {k: out[k] for k in sorted(out)}
 
 
 class PathNode:

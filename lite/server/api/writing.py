@@ -34,6 +34,7 @@ from lite.patch import json_equal, record_update
 from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
 from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
+from lite.server.api.specmemo import SpecMemo
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
@@ -136,13 +137,27 @@ class WriteMixin(RegistryBase):
         _prune(kind, obj)
         strategy.default(obj)
         strategy.prepare_create(obj)
+        # The spec is final from here on (managedFields touch only metadata): equal specs share their results.
+        spec_key = SpecMemo.key(kind.gk, strategy.validate, obj.get("spec")) if strategy.spec_validation else None
+        known = self.spec_memo.get(spec_key) if spec_key is not None else None
         if manager:
+            spec_fields = known.fields_v1() if known is not None else None
             obj = record_update(None, obj, manager=manager, api_version=kind.api_version, now=rfc3339(),
-                                schema=self.schema(kind), in_place=True)
+                                schema=self.schema(kind), in_place=True,
+                                known={"spec": spec_fields} if spec_fields is not None else None)
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
-        causes += strategy.validate(obj) + self.schema_causes(kind, obj, None)
+        if known is not None:
+            causes += known.causes
+            if manager and known.fields is None and spec_key is not None:  # first seen without a manager
+                self.spec_memo.put(spec_key, list(known.causes), _spec_fields(obj))
+        else:
+            spec_causes = strategy.validate(obj)
+            causes += spec_causes
+            if spec_key is not None:
+                self.spec_memo.put(spec_key, spec_causes, _spec_fields(obj) if manager else None)
+        causes += self.schema_causes(kind, obj, None)
         if causes:
             raise errors.invalid(kind.kind, name, causes, kind.group)
         if kind.namespaced:
@@ -461,6 +476,12 @@ def _prune(kind: Kind, obj: Obj) -> None:
         crschema.prune_and_default(obj, kind.schema)
 
 
+
+
+def _spec_fields(obj: Obj) -> dict[str, Any]:
+    """The `f:spec` subtree of the Update entry `record_update` just wrote on a create ({} when it owns none)."""
+    entries = obj["metadata"].get("managedFields") or [{}]
+    return dict((entries[0].get("fieldsV1") or {}).get("f:spec") or {})
 
 
 def _should_delete_during_update(new: Obj, old: Obj) -> bool:
