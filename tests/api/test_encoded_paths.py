@@ -125,3 +125,14 @@ async def test_written_encoded_is_the_stored_encoding_of_what_a_write_returned(r
     newer = await res.update(POD, "default", "w1", got, field_manager="m")
     assert res.written_encoded(POD, "default", out) is None  # stale: the answer is encoded from the dict
     assert res.written_encoded(POD, "default", newer) == orjson.dumps(newer)
+
+
+async def test_get_shared_decodes_each_revision_once(res: Resources) -> None:
+    sa = _kind("serviceaccounts")
+    assert res.get_shared(sa, "default", "robot") is None
+    await res.create(sa, "default", {"metadata": {"name": "robot"}})
+    first = res.get_shared(sa, "default", "robot")
+    assert first is not None and first is res.get_shared(sa, "default", "robot")  # one decoded copy per revision
+    await res.patch(sa, "default", "robot", {"metadata": {"labels": {"a": "b"}}})
+    again = res.get_shared(sa, "default", "robot")
+    assert again is not first and again is not None and again["metadata"]["labels"] == {"a": "b"}

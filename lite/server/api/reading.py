@@ -143,6 +143,16 @@ class ReadMixin(RegistryBase):
             raise errors.not_found(kind.plural, name, kind.group)
         return orjson.dumps(self.decode(kind, got[1])) if kind.crd else got[1]
 
+    def get_shared(self, kind: Kind, namespace: str, name: str) -> Obj | None:
+        """The stored object of a built-in kind, decoded once per revision and shared (callers must not mutate
+        it), or None when there is none: for admission plugins that read one small object on every request (the
+        pod's ServiceAccount)."""
+        self.check_stored(kind)
+        if kind.crd:
+            raise ValueError("get_shared serves built-in kinds only (custom objects are presented per version)")
+        got = self.store.get(self.key(kind, self.scoped(kind, namespace), name))
+        return self.decoded_once(*got) if got is not None else None
+
     def written_encoded(self, kind: Kind, namespace: str, obj: Obj) -> bytes | None:
         """The stored bytes of `obj`, an object a write just returned, when they are its JSON: a built-in kind
         (custom objects are stored in their storage version) whose stored revision is still `obj`'s

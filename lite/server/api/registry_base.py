@@ -58,8 +58,8 @@ class RegistryBase:
         # Signs TokenRequests (`serviceaccounts/<sa>/token`): (namespace, service account, validated spec) ->
         # (token, expiry in epoch seconds). None: random opaque tokens that nothing accepts.
         self.token_issuer: Callable[[str, Obj, Obj], tuple[str, int]] | None = None
-        # Stored objects that every pod create reads (PriorityClasses), decoded once per revision: a
-        # revision names one immutable value, so an entry can never go stale. Read-only for its users.
+        # Stored objects that every pod create reads (PriorityClasses, its ServiceAccount), decoded once per
+        # revision: a revision names one immutable value, so an entry can never go stale. Read-only for its users.
         self.decoded_by_rev: dict[int, Obj] = {}
         self._stamp: tuple[int, str] = (-1, "")
         self._schemas: dict[tuple[str, str], MemoSchema] = {}
