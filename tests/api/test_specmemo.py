@@ -41,6 +41,7 @@ async def test_equal_specs_share_results_and_record_what_a_fresh_walk_records(re
         entry = out["metadata"]["managedFields"][0]
         assert orjson.dumps(entry["fieldsV1"]) == orjson.dumps(fresh_fields(res, out))
         assert entry["fieldsV1"]["f:metadata"]["f:labels"] == {"f:n": {}}
+        assert entry["time"] == out["metadata"]["creationTimestamp"]  # one "now" per create, as upstream
     # every object gets its own copy: changing one changes no other
     outs[1]["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].clear()
     again = await res.create(POD, "default", pod("p9"), field_manager="m")

@@ -29,7 +29,7 @@ import orjson
 from lite import errors
 from lite.errors import ApiError, Cause
 from lite.kinds import Kind
-from lite.objects import deep_copy, rfc3339
+from lite.objects import deep_copy
 from lite.patch import json_equal, record_update
 from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
@@ -142,7 +142,9 @@ class WriteMixin(RegistryBase):
         known = self.spec_memo.get(spec_key) if spec_key is not None else None
         if manager:
             spec_fields = known.fields_v1() if known is not None else None
-            obj = record_update(None, obj, manager=manager, api_version=kind.api_version, now=rfc3339(),
+            # the entry's time is the creation time (one clock read per create, formatted once per second)
+            obj = record_update(None, obj, manager=manager, api_version=kind.api_version,
+                                now=str(meta.get("creationTimestamp") or self.now_rfc3339()),
                                 schema=self.schema(kind), in_place=True,
                                 known={"spec": spec_fields} if spec_fields is not None else None)
             meta = obj["metadata"]
@@ -270,7 +272,7 @@ class WriteMixin(RegistryBase):
         if same_json(new, old) or _same_but_field_times(new, old):
             return old
         if manager:  # a subresource write is its own entry, owning what it changed (status, spec.replicas)
-            new = record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
+            new = record_update(old, new, manager=manager, api_version=kind.api_version, now=self.now_rfc3339(),
                                 schema=self.schema(kind), ignore_status=subresource not in STATUS_LIKE,
                                 subresource=subresource, in_place=True)
         check_object_size(new, old=old)
