@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -28,6 +29,14 @@ def parse_quantity(s: str) -> Fraction:
     """Parse a quantity string exactly; raises ValueError on anything upstream would reject."""
     if not isinstance(s, str):
         raise ValueError(f"quantity must be a string, not {type(s).__name__}")
+    return _parse_str(s)
+
+
+# A pure function of an immutable string to an immutable Fraction, and the same few strings ("100m", "64Mi")
+# are parsed about twelve times per pod create (type check, validation, QoS, LimitRanger, quota): a bounded
+# memo makes the repeats a dict lookup. It holds no state anything could observe.
+@functools.lru_cache(maxsize=1024)
+def _parse_str(s: str) -> Fraction:
     fast = _parse_simple(s)
     if fast is not None:
         return fast

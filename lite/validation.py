@@ -126,7 +126,7 @@ def is_valid_label_value(value: str) -> list[str]:
 def validate_labels(labels: Any, path: str = "metadata.labels") -> list[Cause]:
     if labels is None:
         return []
-    if not isinstance(labels, Mapping):
+    if type(labels) is not dict and not isinstance(labels, Mapping):  # the ABC check is slow; dicts are usual
         return [field_invalid(path, labels, "must be a map of strings")]
     causes: list[Cause] = []
     for k, v in labels.items():
@@ -141,7 +141,7 @@ def validate_labels(labels: Any, path: str = "metadata.labels") -> list[Cause]:
 def validate_annotations(annotations: Any, path: str = "metadata.annotations") -> list[Cause]:
     if annotations is None:
         return []
-    if not isinstance(annotations, Mapping):
+    if type(annotations) is not dict and not isinstance(annotations, Mapping):  # the ABC check is slow; dicts are usual
         return [field_invalid(path, annotations, "must be a map of strings")]
     causes: list[Cause] = []
     total = 0
@@ -159,7 +159,7 @@ def validate_label_selector(d: Any, path: str = "spec.selector") -> list[Cause]:
     """A metav1.LabelSelector dict (matchLabels + matchExpressions)."""
     if d is None:
         return []
-    if not isinstance(d, Mapping):
+    if type(d) is not dict and not isinstance(d, Mapping):  # the ABC check is slow; dicts are usual
         return [field_invalid(path, d, "must be a label selector object")]
     causes = validate_labels(d.get("matchLabels"), f"{path}.matchLabels")
     for i, e in enumerate(d.get("matchExpressions") or []):
@@ -205,7 +205,7 @@ def _mask_prefix(name: str) -> str:
 def validate_object_meta(meta: Any, *, namespaced: bool, name_fn: NameFn = name_is_dns_subdomain,
                          path: str = "metadata") -> list[Cause]:
     """ObjectMeta checks common to all kinds (upstream `ValidateObjectMeta`)."""
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):  # the ABC check is slow; dicts are usual
         return [field_required(path)]
     causes: list[Cause] = []
     name, gen = meta.get("name") or "", meta.get("generateName") or ""

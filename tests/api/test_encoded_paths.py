@@ -110,3 +110,29 @@ def test_fast_uid_is_a_version_4_uuid() -> None:
         assert str(parsed) == u and parsed.version == 4 and parsed.variant == uuid.RFC_4122
         seen.add(u)
     assert len(seen) == 2000
+
+
+async def test_written_encoded_is_the_stored_encoding_of_what_a_write_returned(res: Resources) -> None:
+    """Creates and updates answer with the store's bytes (encoded once): exactly `orjson.dumps` of the returned
+    object while it is the stored revision; nothing for a dry run or once a newer write replaced it."""
+    out = await res.create_owned(POD, "default", pod("w1", a="b"), field_manager="m")
+    raw = res.written_encoded(POD, "default", out)
+    assert raw is not None and raw == orjson.dumps(out) and raw is res.store.get("core/pods/default/w1")[1]
+    dry = await res.create_owned(POD, "default", pod("w2"), dry_run=True)
+    assert res.written_encoded(POD, "default", dry) is None
+    got = await res.get(POD, "default", "w1")
+    got["metadata"]["labels"] = {"c": "d"}
+    newer = await res.update(POD, "default", "w1", got, field_manager="m")
+    assert res.written_encoded(POD, "default", out) is None  # stale: the answer is encoded from the dict
+    assert res.written_encoded(POD, "default", newer) == orjson.dumps(newer)
+
+
+async def test_get_shared_decodes_each_revision_once(res: Resources) -> None:
+    sa = _kind("serviceaccounts")
+    assert res.get_shared(sa, "default", "robot") is None
+    await res.create(sa, "default", {"metadata": {"name": "robot"}})
+    first = res.get_shared(sa, "default", "robot")
+    assert first is not None and first is res.get_shared(sa, "default", "robot")  # one decoded copy per revision
+    await res.patch(sa, "default", "robot", {"metadata": {"labels": {"a": "b"}}})
+    again = res.get_shared(sa, "default", "robot")
+    assert again is not first and again is not None and again["metadata"]["labels"] == {"a": "b"}

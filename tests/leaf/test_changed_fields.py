@@ -119,9 +119,39 @@ def test_to_fields_v1_in_plain_order_is_structured_merge_diffs_order() -> None:
                                                                                             {"name": "a"}]}}}},
      "Deployment"),
     ({"data": {"k": {"nested": [1, 2, {"x": 1}]}}, "status": {"a": 1}}, "Widget"),
+    ({"apiVersion": "v1", "kind": "Pod",
+      "metadata": {"name": "p", "namespace": "n", "uid": "u", "resourceVersion": "1", "generation": 1,
+                   "creationTimestamp": "t", "labels": {"b": "2", "a": "1"}, "ownerReferences": [{"uid": "x"}],
+                   "finalizers": ["a/b"], "annotations": {}},
+      "spec": {"containers": [{"name": "b", "ports": [{"containerPort": 80}, {"containerPort": 80, "protocol": "UDP"},
+                                                      {"containerPort": 81, "protocol": "TCP", "name": "x"}],
+                               "env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}, {"value": "3"}],
+                               "volumeMounts": [], "resources": {"limits": {"cpu": "1"}}},
+                              {"name": "a", "args": ["x"], "securityContext": {}}],
+               "volumes": [{"name": "v", "emptyDir": {}}], "tolerations": [{"key": "k"}], "nodeSelector": None},
+      "status": {"conditions": [{"type": "Ready"}]}}, "Pod"),
+    ({"metadata": [{"name": "x"}], "spec": [1]}, "Pod"),
 ])
 def test_object_fields_v1_is_the_encoding_of_object_fields(obj: dict[str, Any], kind: str) -> None:
     for ignore_status in (True, False):
         want = to_fields_v1(object_fields(obj, schema_for(kind), ignore_status=ignore_status))
         got = object_fields_v1(obj, schema_for(kind), ignore_status=ignore_status)
         assert orjson.dumps(got) == orjson.dumps(want)
+
+
+def test_object_fields_v1_keeps_at_most_path_nodes_per_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths come from request bodies: past the budget, a schema's path facts are made afresh, never kept, and
+    the field sets stay the same."""
+    from lite.patch import fieldset
+    monkeypatch.setattr(fieldset, "PATH_NODES", 3)
+    schema = schema_for("Widget")
+    obj = {"data": {f"k{i}": {"nested": [{"x": i}], "m": {"y": i}} for i in range(10)}}
+    want = to_fields_v1(object_fields(obj, schema))
+    for _ in range(2):
+        assert orjson.dumps(object_fields_v1(obj, schema)) == orjson.dumps(want)
+    kept, stack = 0, [fieldset.path_root(schema)]
+    while stack:
+        node = stack.pop()
+        kept += len(node._kids)
+        stack.extend(node._kids.values())
+    assert kept == 3

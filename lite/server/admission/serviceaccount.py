@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from typing import Any
 
 from lite import errors
@@ -36,7 +37,7 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet (no vo
 
 
 def random_suffix(n: int = 5) -> str:
-    return "".join(random.choice(_ALPHABET) for _ in range(n))
+    return "".join(random.choices(_ALPHABET, k=n))  # one call, the same uniform draw as n random.choice
 
 
 def api_access_volume(name: str) -> Obj:
@@ -88,6 +89,9 @@ class ServiceAccountAdmission:
 
     def __init__(self, client: Client, sa_kind: Kind) -> None:
         self.client, self.sa_kind = client, sa_kind
+        # The registry's shared read (decoded once per revision) when it has one: every pod create reads its
+        # ServiceAccount, and only reads it.
+        self._shared: Callable[[Kind, str, str], Obj | None] | None = getattr(client, "get_shared", None)
 
     async def admit(self, review: Admission) -> None:
         if review.operation != "CREATE" or review.kind.gk != "Pod" or review.subresource or review.obj is None:
@@ -110,6 +114,11 @@ class ServiceAccountAdmission:
         for i in range(attempts):
             if i:
                 await asyncio.sleep(pause)
+            if self._shared is not None:
+                got = self._shared(self.sa_kind, namespace, name)
+                if got is not None:
+                    return got
+                continue
             try:
                 return await self.client.get(self.sa_kind, namespace, name)
             except errors.ApiError as e:

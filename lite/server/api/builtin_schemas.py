@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from lite.kinds import Kind
+from lite.server.api.specmemo import Bounded
 from lite.server.api.typecheck import STRING, STRUCT, Compiler, Node
 
 DATA_FILE = "openapi_v1_32.json.gz"
@@ -40,6 +41,8 @@ class BuiltinSchemas:
         self._nodes: dict[str, Node] = {}
         self._object_meta: Node | None = None
         self._crd: dict[int, tuple[object, Node]] = {}
+        # (spec node, spec encoding) -> object keys in it, for specs that type-checked clean (`fieldvalidation`)
+        self.clean_specs: Bounded[tuple[int, bytes], int] = Bounded(256)
 
     @staticmethod
     def _read() -> dict[str, Any]:

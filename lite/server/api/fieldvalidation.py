@@ -31,7 +31,7 @@ from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.dupkeys import json_duplicates, yaml_duplicates
-from lite.server.api.typecheck import ANY, Node, Report, at_pointer, check, ssa_path
+from lite.server.api.typecheck import ANY, STRUCT, Node, Report, at_pointer, check, ssa_path
 
 STRICT, WARN, IGNORE = "Strict", "Warn", "Ignore"
 
@@ -98,7 +98,7 @@ def _check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: b
     node, types = _node(schemas, kind)
     if kind.crd and isinstance(obj, dict):
         _drop_malformed_meta(schemas, obj)
-    report = check(node, obj, prune=mode != STRICT, types=types) if node is not None else Report()
+    report = _check_object(schemas, node, obj, mode != STRICT, types) if node is not None else Report()
     if report.type_error:
         raise _cannot_handle(kind, report.type_error)
     if mode == IGNORE:
@@ -110,6 +110,36 @@ def _check_body(schemas: BuiltinSchemas, kind: Kind, obj: Any, mode: str, raw: b
     if problems and mode == STRICT:
         raise _cannot_handle(kind, "strict decoding error: " + ", ".join(problems))
     return problems
+
+
+def _check_object(schemas: BuiltinSchemas, node: Node, obj: Any, prune: bool, types: bool) -> Report:
+    """`check(node, obj)` of a whole body, where a `spec` found clean before (no unknown field, no type error:
+    `schemas.clean_specs`, keyed by its encoding) is not walked again: controllers and bulk clients send the same
+    spec over and over, and it is most of a pod's body. Only a clean spec is remembered, so every report of an
+    error or an unknown field comes from a full walk, in its order."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    spec_node = node.props.get("spec") if types and node.tag == STRUCT else None
+    if spec_node is None or spec_node.tag != STRUCT or not isinstance(spec, dict) or not spec:
+        return check(node, obj, prune=prune, types=types)
+    try:
+        key = (id(spec_node), orjson.dumps(spec))
+    except TypeError:  # YAML values orjson cannot encode (dates, non-string keys): walk it all
+        return check(node, obj, prune=prune, types=types)
+    inner = schemas.clean_specs.get(key)
+    if inner is None:
+        # the spec on its own, as the whole walk would reach it (struct, Go path, strict path)
+        alone = check(spec_node, spec, types=types, at=(node.go.rpartition(".")[2], "spec", "spec"))
+        if alone.type_error or alone.unknown:
+            return check(node, obj, prune=prune, types=types)
+        inner = alone.keys
+        schemas.clean_specs.put(key, inner)
+    rest = {k: v for k, v in obj.items() if k != "spec"}
+    report = check(node, rest, prune=prune, types=types)
+    if report.type_error is None:
+        for k in [k for k in obj if k != "spec" and k not in rest]:  # pruned as unknown
+            del obj[k]
+        report.keys += 1 + inner  # the `spec` key and the keys inside it
+    return report
 
 
 def check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: str, mode: str, *,

@@ -83,6 +83,7 @@ Write = Callable[..., Awaitable[Obj]]
 GetEncoded = Callable[[Kind, str, str], bytes]
 ListEncoded = Callable[..., bytes]
 AdmitConnect = Callable[[Kind, str, str, str, Obj], Awaitable[None]]
+WrittenEncoded = Callable[[Kind, str, Obj], bytes | None]
 
 
 @dataclass
@@ -93,7 +94,9 @@ class ApiContext:
     Client still works): `patch_ex` says whether an apply created the object (201), `delete_ex` gives
     the body and code upstream answers a DELETE with, `watch` may take `resource_version_match`, and
     `create_owned`/`update_owned` take over a freshly decoded JSON body instead of copying it, and
-    `get_encoded`/`list_encoded` answer with the JSON bytes (built from the stored bytes, not re-encoded).
+    `get_encoded`/`list_encoded` answer with the JSON bytes (built from the stored bytes, not re-encoded), and
+    `written_encoded` gives the stored bytes of an object a create or update just wrote (encoded once, by the
+    store, for the store, the watchers and the answer).
     """
 
     resources: Client
@@ -112,6 +115,7 @@ class ApiContext:
     get_encoded: GetEncoded | None = field(init=False, default=None)
     list_encoded: ListEncoded | None = field(init=False, default=None)
     admit_connect: AdmitConnect | None = field(init=False, default=None)
+    written_encoded: WrittenEncoded | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.create_owned = getattr(self.resources, "create_owned", self.resources.create)
@@ -119,6 +123,7 @@ class ApiContext:
         self.get_encoded = getattr(self.resources, "get_encoded", None)
         self.list_encoded = getattr(self.resources, "list_encoded", None)
         self.admit_connect = getattr(self.resources, "admit_connect", None)
+        self.written_encoded = getattr(self.resources, "written_encoded", None)
         self.patch_ex = getattr(self.resources, "patch_ex", None)
         self.delete_ex = getattr(self.resources, "delete_ex", None)
         try:
@@ -130,6 +135,13 @@ class ApiContext:
 
 def json_response(obj: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+
+def written_response(ctx: ApiContext, t: Target, out: Obj, status: int) -> web.Response:
+    """The answer to a create or update: the store's bytes of the written object when they are its JSON (no
+    second encoding of a fresh 2 KB pod), else `out` encoded."""
+    raw = ctx.written_encoded(t.kind, t.namespace, out) if ctx.written_encoded is not None else None
+    return raw_json_response(raw, status) if raw is not None else json_response(out, status)
 
 
 def raw_json_response(body: bytes, status: int = 200) -> web.Response:
@@ -233,17 +245,21 @@ def table_of(kind: Kind, objects: list[Obj], list_meta: Obj, include_object: str
     return out
 
 
-def _written(request: web.Request, kind: Kind, obj: Obj, status: int = 200, sub: str = "") -> web.Response:
+def _written(request: web.Request, kind: Kind, obj: Obj, status: int = 200, sub: str = "",
+             ctx: ApiContext | None = None, t: Target | None = None) -> web.Response:
     """The answer to a write (create, update, patch, delete) of `obj`: as a one-row Table when Accept asks for
     one, as upstream's `transformResponseObject` does for every verb (a Status passes through untransformed;
-    a scale subresource answers its Scale), else the object itself. (`table_request` was checked before the
-    write, so a bad includeObject refuses it rather than its answer.)"""
+    a scale subresource answers its Scale), else the object itself — given `ctx` and `t`, the store's bytes of
+    it when they are its JSON (`written_response`). (`table_request` was checked before the write, so a bad
+    includeObject refuses it rather than its answer.)"""
     include = table_request(request)
     if sub in ("", "status") and obj.get("kind") != "Status" and include is not None:
         rows = table_of(kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")},
                         include)
         if rows is not None:
             return json_response(rows, status)
+    if ctx is not None and t is not None and sub in ("", "status"):
+        return written_response(ctx, t, obj, status)
     return json_response(obj, status)
 
 
@@ -381,7 +397,7 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     _check_meta(obj, t)
     create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
-    return _with_warning(_written(request, t.kind, out, 201), warning)
+    return _with_warning(_written(request, t.kind, out, 201, ctx=ctx, t=t), warning)
 
 
 async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
@@ -410,7 +426,7 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
     _check_meta(obj, t)
     update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
     out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
-    return _with_warning(_written(request, t.kind, out, sub=sub), warning)
+    return _with_warning(_written(request, t.kind, out, sub=sub, ctx=ctx, t=t), warning)
 
 
 async def _patch(ctx: ApiContext, request: web.Request, t: Target, sub: str = "") -> web.Response:

@@ -74,7 +74,7 @@ from lite.server.api.params import query_bool
 from lite.server.api.reviews import REVIEWS
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
-from lite.server.authz.attrs import Attributes, request_info
+from lite.server.authz.attrs import Attributes, RequestInfo, request_info
 from lite.server.authz.chain import ANONYMOUS, MASTERS, AuthorizerChain
 from lite.server.metrics import ServerMetrics, request_labels
 from lite.server.requestuser import CURRENT_USER, UserInfo, user_info
@@ -197,11 +197,11 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
     async def serve(request: web.Request) -> web.StreamResponse:
         admissionwarnings.begin()
         try:
-            await _authenticate(request)
+            info = request_info(request.method, request.path, request.query)  # once: authz reads it too
+            await _authenticate(request, info)
             if methods and request.method not in methods:
                 raise ApiError(f"the server does not allow this method on the requested resource "
                                f"({request.method} {request.path})", 405, "MethodNotAllowed")
-            info = request_info(request.method, request.path, request.query)
             kind = kind_of(info.verb, info.subresource if info.resource_request else "", request.query)
             if kind is None:
                 return _with_admission_warnings(await fn(request, request.app[API]))
@@ -293,7 +293,9 @@ def _public(fn: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[w
     return wrapped
 
 
-async def _authenticate(request: web.Request) -> None:
+async def _authenticate(request: web.Request, attrs: RequestInfo | None = None) -> None:
+    """Name the caller (401 when its credential fails), impersonate when asked, authorize `attrs` (the request's
+    RequestInfo; computed here when not given)."""
     user = request.app[AUTH](request)
     if inspect.isawaitable(user):
         user = await user
@@ -315,7 +317,8 @@ async def _authenticate(request: web.Request) -> None:
             await chain.ready()  # the policy is loaded (only at start-up is there anything to wait for)
         if asks:
             info = impersonation.impersonate(request.headers, info, chain.impersonation_refusal)
-        chain.check(Attributes(info, request_info(request.method, request.path, request.query)))
+        chain.check(Attributes(info, attrs if attrs is not None else
+                               request_info(request.method, request.path, request.query)))
     request[USER] = info.name
     request[USER_INFO] = info
     CURRENT_USER.set(info)

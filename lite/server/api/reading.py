@@ -143,6 +143,32 @@ class ReadMixin(RegistryBase):
             raise errors.not_found(kind.plural, name, kind.group)
         return orjson.dumps(self.decode(kind, got[1])) if kind.crd else got[1]
 
+    def get_shared(self, kind: Kind, namespace: str, name: str) -> Obj | None:
+        """The stored object of a built-in kind, decoded once per revision and shared (callers must not mutate
+        it), or None when there is none: for admission plugins that read one small object on every request (the
+        pod's ServiceAccount)."""
+        self.check_stored(kind)
+        if kind.crd:
+            raise ValueError("get_shared serves built-in kinds only (custom objects are presented per version)")
+        got = self.store.get(self.key(kind, self.scoped(kind, namespace), name))
+        return self.decoded_once(*got) if got is not None else None
+
+    def written_encoded(self, kind: Kind, namespace: str, obj: Obj) -> bytes | None:
+        """The stored bytes of `obj`, an object a write just returned, when they are its JSON: a built-in kind
+        (custom objects are stored in their storage version) whose stored revision is still `obj`'s
+        resourceVersion (the store encoded exactly this object then). None otherwise (a dry run, a newer write
+        meanwhile): the caller encodes `obj` itself."""
+        if kind.crd or kind.storage or kind.converts_by_webhook:
+            return None
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            return None
+        rv = meta.get("resourceVersion")
+        if not isinstance(rv, str) or not rv.isdigit():
+            return None
+        got = self.store.get(self.key(kind, self.scoped(kind, namespace), str(meta.get("name") or "")))
+        return got[1] if got is not None and str(got[0]) == rv else None
+
     def revisions(self, kind: Kind, namespace: str = "") -> list[tuple[str, int]]:
         """(name, revision) of every stored object of `kind` (in `namespace`), sorted by name, committed
         state, nothing decoded: a cache key for in-process callers that keep what they derived from those

@@ -28,6 +28,7 @@ from lite.kinds import Kind, KindRegistry
 from lite.patch import ListRule, Schema, schema_for
 from lite.patch.schema import Path
 from lite.server.api.conversion import Converter
+from lite.server.api.specmemo import SpecMemo
 from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
 from lite.server.store import KeyNotFound, RevMismatch, Store
 
@@ -60,11 +61,12 @@ class RegistryBase:
         # Signs TokenRequests (`serviceaccounts/<sa>/token`): (namespace, service account, validated spec) ->
         # (token, expiry in epoch seconds). None: random opaque tokens that nothing accepts.
         self.token_issuer: Callable[[str, Obj, Obj], tuple[str, int]] | None = None
-        # Stored objects that every pod create reads (PriorityClasses), decoded once per revision: a
-        # revision names one immutable value, so an entry can never go stale. Read-only for its users.
+        # Stored objects that every pod create reads (PriorityClasses, its ServiceAccount), decoded once per
+        # revision: a revision names one immutable value, so an entry can never go stale. Read-only for its users.
         self.decoded_by_rev: dict[int, Obj] = {}
         self._stamp: tuple[int, str] = (-1, "")
         self._schemas: dict[tuple[str, str], MemoSchema] = {}
+        self.spec_memo = SpecMemo()  # validation and FieldsV1 of recently created specs (`specmemo`)
         self.converter = Converter(self._lookup_core)  # CRD conversion webhooks
         # Compiled x-kubernetes-validations per served CRD version: (the Kind's schema dict, its rules). Kinds
         # are rebuilt on every write of their CRD, so the identity of the schema names one CRD revision.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -29,13 +29,14 @@ import orjson
 from lite import errors
 from lite.errors import ApiError, Cause
 from lite.kinds import Kind
-from lite.objects import deep_copy, rfc3339
+from lite.objects import deep_copy
 from lite.patch import json_equal, record_update
 from lite.patch.ssa import Versions
 from lite.server.api import versions
 from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
 from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
+from lite.server.api.specmemo import SpecMemo
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
@@ -138,12 +139,30 @@ class WriteMixin(RegistryBase):
         _prune(kind, obj)
         strategy.default(obj)
         strategy.prepare_create(obj)
+        # The spec is final from here on (managedFields touch only metadata): equal specs share their results.
+        # (not through a view: the remembered field sets are in the stored version's shape)
+        spec_key = SpecMemo.key(kind.gk, strategy.validate, obj.get("spec")) \
+            if strategy.spec_validation and view is None else None
+        known = self.spec_memo.get(spec_key) if spec_key is not None else None
         if manager:
-            obj = self.record_write(kind, None, obj, manager, view=view)
+            spec_fields = known.fields_v1() if known is not None else None
+            # the entry's time is the creation time (one clock read per create, formatted once per second)
+            obj = self.record_write(kind, None, obj, manager, view=view,
+                                    now=str(meta.get("creationTimestamp") or self.now_rfc3339()),
+                                    known={"spec": spec_fields} if spec_fields is not None else None)
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
-        causes += strategy.validate(obj) + self.schema_causes(kind, obj, None)
+        if known is not None:
+            causes += known.causes
+            if manager and known.fields is None and spec_key is not None:  # first seen without a manager
+                self.spec_memo.put(spec_key, list(known.causes), _spec_fields(obj))
+        else:
+            spec_causes = strategy.validate(obj)
+            causes += spec_causes
+            if spec_key is not None:
+                self.spec_memo.put(spec_key, spec_causes, _spec_fields(obj) if manager else None)
+        causes += self.schema_causes(kind, obj, None)
         if causes:
             raise errors.invalid(kind.kind, name, causes, kind.group)
         if kind.namespaced:
@@ -185,18 +204,22 @@ class WriteMixin(RegistryBase):
         return Versions(convert, schema)
 
     def record_write(self, kind: Kind, old: Obj | None, new: Obj, manager: str, subresource: str = "",
-                     view: Kind | None = None) -> Obj:
+                     view: Kind | None = None, *, now: str | None = None,
+                     known: Mapping[str, dict[str, Any]] | None = None) -> Obj:
         """`new` with the managedFields entry of `manager`'s write (not an apply) recorded in place: in the
         version the request came through (`view`, else `kind`) and that version's field shape, as upstream keeps
-        each entry; the other entries lose, each in its own version, what the write changed."""
+        each entry; the other entries lose, each in its own version, what the write changed. `now`: the entry's
+        time (default the current second); `known`: field sets already computed for equal values (a create in
+        the stored version only, see `record_update`)."""
         shape = view or kind
         ignore_status = subresource not in STATUS_LIKE
+        now = now or self.now_rfc3339()
         if view is None:
-            return record_update(old, new, manager=manager, api_version=kind.api_version, now=rfc3339(),
+            return record_update(old, new, manager=manager, api_version=kind.api_version, now=now,
                                  schema=self.schema(kind), ignore_status=ignore_status, subresource=subresource,
-                                 in_place=True, versions=self.field_versions(kind))
+                                 in_place=True, versions=self.field_versions(kind), known=known)
         seen = record_update(versions.to_view(view, old) if old is not None else None, versions.to_view(view, new),
-                             manager=manager, api_version=shape.api_version, now=rfc3339(),
+                             manager=manager, api_version=shape.api_version, now=now,
                              schema=self.schema(shape), ignore_status=ignore_status, subresource=subresource,
                              versions=self.field_versions(shape))
         meta = new["metadata"] = dict(new.get("metadata") or {})
@@ -510,6 +533,12 @@ def _prune(kind: Kind, obj: Obj) -> None:
         crschema.prune_and_default(obj, kind.schema)
 
 
+
+
+def _spec_fields(obj: Obj) -> dict[str, Any]:
+    """The `f:spec` subtree of the Update entry `record_update` just wrote on a create ({} when it owns none)."""
+    entries = obj["metadata"].get("managedFields") or [{}]
+    return dict((entries[0].get("fieldsV1") or {}).get("f:spec") or {})
 
 
 def _should_delete_during_update(new: Obj, old: Obj) -> bool:

@@ -68,6 +68,9 @@ class Strategy:
     # PrepareForUpdate(new, old): e.g. keep fields that only a subresource may change.
     prepare_update: Callable[[Obj, Obj], None] = _noop2
     validate: Callable[[Obj], list[Cause]] = _ok
+    # `validate(obj)` reads nothing but `obj["spec"]` (and raises nothing but ValueError): the registry then
+    # remembers its causes per spec on create (`lite.server.api.specmemo`), as controllers make many equal specs.
+    spec_validation: bool = False
     validate_update: Callable[[Obj, Obj], list[Cause]] = _ok2
     # A status-like subresource write (`status`, `approval`): (subresource, new, old), after the generic
     # rule copied the body's status onto the stored object; narrows what that subresource may change.

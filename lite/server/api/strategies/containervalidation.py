@@ -189,16 +189,17 @@ def _ports(ports: Any, path: str) -> list[Cause]:
 
 def _env(env: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    for i, e in enumerate(as_list(env)):
-        p = f"{path}[{i}]"
+    for i, e in enumerate(as_list(env)):  # paths are built only for what is reported (pods carry many vars)
         e = as_dict(e)
         name = e.get("name")
         if not name:
-            causes.append(field_required(f"{p}.name"))
+            causes.append(field_required(f"{path}[{i}].name"))
         else:
-            causes += [field_invalid(f"{p}.name", name, m) for m in is_env_var_name(str(name))]
+            errs = is_env_var_name(str(name))
+            if errs:
+                causes += [field_invalid(f"{path}[{i}].name", name, m) for m in errs]
         if e.get("valueFrom") is not None:
-            causes += _env_source(e, f"{p}.valueFrom")
+            causes += _env_source(e, f"{path}[{i}].valueFrom")
     return causes
 
 

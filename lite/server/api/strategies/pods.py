@@ -276,6 +276,7 @@ POD = Strategy(
     default=default_pod,
     prepare_create=prepare_create_pod,
     validate=validate_pod,
+    spec_validation=True,  # validate_pod is validate_pod_spec of the spec, a pure function
     validate_update=validate_pod_update,
     graceful=pod_grace,
     return_deleted_object=True,

@@ -1,0 +1,96 @@
+"""What a create computes from an object's `spec` alone, remembered per spec: its validation causes and the
+FieldsV1 subtree a field manager owns under it (`SpecMemo`), and that its body's spec type-checked clean
+(`Bounded`, used by `fieldvalidation`).
+
+Role: controllers (ReplicaSet, Job, StatefulSet, DaemonSet) and bulk clients create many objects whose specs
+are identical, and validating a pod spec and walking it for managedFields were the two largest costs of a pod
+create. For a kind whose strategy declares `Strategy.spec_validation` (its `validate(obj)` reads nothing but
+`obj["spec"]`), `WriteMixin.create_object` keys this memo by the spec's JSON encoding after defaulting and
+create preparation (the spec that is validated and recorded) and reuses both results for an equal spec.
+
+Invariants:
+- The key holds the strategy's validate function (re-registering a strategy never reuses the results of the
+  one it replaced) and the exact orjson encoding of the spec, so equal keys mean equal values with equal key order:
+  pure functions of the spec give equal results (validation reports its causes in walk order, so order
+  matters and is part of the key).
+- Entries are immutable to their users: causes are a tuple of frozen `Cause`s, FieldsV1 is kept as bytes and
+  decoded afresh for every object it goes into (objects are mutable and leave the registry).
+- Bounded: at most `size` entries, the oldest evicted first; per-registry state, no module state.
+- A validation that raises (a quantity that does not parse) caches nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import orjson
+
+from lite.errors import Cause
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Bounded(Generic[K, V]):
+    """A dict of at most `size` entries that evicts its oldest entry first."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._entries: dict[K, V] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: K) -> V | None:
+        return self._entries.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        entries = self._entries
+        if key not in entries and len(entries) >= self.size:
+            del entries[next(iter(entries))]  # dicts keep insertion order: the oldest goes
+        entries[key] = value
+
+
+@dataclass(frozen=True, slots=True)
+class SpecResult:
+    """The remembered results for one spec."""
+
+    causes: tuple[Cause, ...]
+    fields: bytes | None  # the `f:spec` FieldsV1 subtree, encoded; None until a create with a manager saw it
+
+    def fields_v1(self) -> dict[str, Any] | None:
+        """A fresh copy of the remembered `f:spec` subtree (None when none was remembered)."""
+        return orjson.loads(self.fields) if self.fields is not None else None
+
+
+Key = tuple[str, object, bytes]  # (kind's group-kind, its validate function, the spec's encoding)
+
+
+class SpecMemo:
+    """Bounded map from (kind, spec encoding) to `SpecResult` (see the module docstring)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._entries: Bounded[Key, SpecResult] = Bounded(size)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @staticmethod
+    def key(gk: str, validate: object, spec: Any) -> Key | None:
+        """The memo key of `spec` for kind `gk` validated by `validate` (a strategy registered anew, such as a
+        CRD's, brings its own function: results of the old one are never reused); None when the spec is not a
+        non-empty JSON object (never remembered)."""
+        if not isinstance(spec, dict) or not spec:
+            return None
+        try:
+            return gk, validate, orjson.dumps(spec)
+        except TypeError:  # not JSON-encodable as it is: the shape checks refuse it elsewhere
+            return None
+
+    def get(self, key: Key) -> SpecResult | None:
+        return self._entries.get(key)
+
+    def put(self, key: Key, causes: list[Cause], fields: dict[str, Any] | None) -> None:
+        """Remember the results for `key` (replacing an entry that had no FieldsV1 yet)."""
+        self._entries.put(key, SpecResult(tuple(causes), orjson.dumps(fields) if fields is not None else None))

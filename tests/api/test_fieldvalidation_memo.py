@@ -1,0 +1,85 @@
+"""A body's `spec` that type-checked clean is not walked again (`fieldvalidation._check_object`), and every
+report stays what a full walk gives: unknown fields (pruned or refused), type errors, the key count that the
+duplicate-key screening relies on."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+import pytest
+
+from lite.errors import ApiError
+from lite.kinds import KindRegistry
+from lite.server.api import fieldvalidation
+from lite.server.api.builtin_schemas import BuiltinSchemas
+from lite.server.api.fieldvalidation import check_body
+from lite.server.api.typecheck import check
+
+POD = KindRegistry().by_resource("", "v1", "pods")
+assert POD is not None
+SPEC: dict[str, Any] = {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}],
+                                        "resources": {"limits": {"cpu": "1"}}}], "restartPolicy": "Always"}
+
+
+def body(name: str, spec: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": copy.deepcopy(spec or SPEC)}
+
+
+@pytest.fixture(scope="module")
+def schemas() -> BuiltinSchemas:
+    return BuiltinSchemas()
+
+
+def full(schemas: BuiltinSchemas, obj: dict[str, Any]) -> tuple[list[str], int, str | None]:
+    node = schemas.node(POD)  # type: ignore[arg-type]
+    assert node is not None
+    r = check(node, copy.deepcopy(obj))
+    return r.unknown, r.keys, r.type_error
+
+
+def test_a_clean_spec_is_remembered_and_the_rest_still_checked(schemas: BuiltinSchemas) -> None:
+    before = len(schemas.clean_specs)
+    assert check_body(schemas, POD, body("a"), "Strict") == []  # type: ignore[arg-type]
+    assert len(schemas.clean_specs) == before + 1
+    obj = body("b", extra="x")  # metadata.extra is unknown: warned and dropped, the spec not walked again
+    assert check_body(schemas, POD, obj, "Warn") == ['unknown field "metadata.extra"']  # type: ignore[arg-type]
+    assert "extra" not in obj["metadata"] and len(schemas.clean_specs) == before + 1
+    top = body("c") | {"bogus": 1}
+    assert check_body(schemas, POD, top, "") == ['unknown field "bogus"']  # type: ignore[arg-type]
+    assert "bogus" not in top and list(top) == ["apiVersion", "kind", "metadata", "spec"]
+    with pytest.raises(ApiError) as e:
+        check_body(schemas, POD, body("d", labels="x"), "Strict")  # type: ignore[arg-type]
+    assert "cannot unmarshal string into Go struct field ObjectMeta.metadata.labels" in e.value.message
+
+
+def test_an_unclean_spec_is_never_remembered(schemas: BuiltinSchemas) -> None:
+    bad = copy.deepcopy(SPEC)
+    bad["containers"][0]["imagePullPolcy"] = "Always"
+    before = len(schemas.clean_specs)
+    for _ in range(2):
+        obj = body("e", bad)
+        warned = check_body(schemas, POD, obj, "Warn")  # type: ignore[arg-type]
+        assert warned == ['unknown field "spec.containers[0].imagePullPolcy"']
+        assert "imagePullPolcy" not in obj["spec"]["containers"][0]
+    typo = copy.deepcopy(SPEC)
+    typo["containers"][0]["ports"][0]["containerPort"] = "80"
+    with pytest.raises(ApiError) as e:
+        check_body(schemas, POD, body("f", typo), "Strict")  # type: ignore[arg-type]
+    assert "Go struct field ContainerPort.spec.containers.ports.containerPort of type int32" in e.value.message
+    assert len(schemas.clean_specs) == before
+
+
+def test_the_key_count_is_the_full_walks(schemas: BuiltinSchemas) -> None:
+    """The duplicate-key screening compares it with the text: a remembered spec must count as walked."""
+    obj = body("g", labels={"a": "b"})
+    check_body(schemas, POD, copy.deepcopy(obj), "Strict")  # type: ignore[arg-type]
+    node = schemas.node(POD)  # type: ignore[arg-type]
+    assert node is not None
+    got = fieldvalidation._check_object(schemas, node, copy.deepcopy(obj), True, True)
+    assert (got.unknown, got.keys, got.type_error) == full(schemas, obj)
+    raw = b'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"h","name":"h2"},"spec":' + orjson.dumps(SPEC) + b"}"
+    decoded = orjson.loads(raw)
+    assert check_body(schemas, POD, decoded, "Warn", raw, "application/json") == \
+        ['duplicate field "metadata.name"']  # type: ignore[arg-type]

@@ -1,0 +1,82 @@
+"""Creates of equal specs share their validation and managedFields results (`lite.server.api.specmemo`), and
+give exactly what computing them afresh gives."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+import pytest
+
+from lite.errors import ApiError
+from lite.kinds import KindRegistry
+from lite.patch import record_update
+from lite.server.api.resources import Resources
+from lite.server.api.specmemo import SpecMemo
+
+POD = KindRegistry().by_resource("", "v1", "pods")
+assert POD is not None
+
+
+def pod(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"n": name}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1", "env": [{"name": "A", "value": "1"}],
+                                     "ports": [{"containerPort": 80}]}], **spec}}
+
+
+def fresh_fields(res: Resources, out: dict[str, Any]) -> dict[str, Any]:
+    """The FieldsV1 a create records for `out`, computed without the memo."""
+    bare = copy.deepcopy(out)
+    bare["metadata"].pop("managedFields")
+    got = record_update(None, bare, manager="m", api_version="v1", now="t", schema=res.schema(POD))
+    fields: dict[str, Any] = got["metadata"]["managedFields"][0]["fieldsV1"]
+    return fields
+
+
+async def test_equal_specs_share_results_and_record_what_a_fresh_walk_records(res: Resources) -> None:
+    outs = [await res.create(POD, "default", pod(f"p{i}"), field_manager="m") for i in range(3)]
+    assert len(res.spec_memo) == 1  # one spec, remembered once
+    for out in outs:
+        entry = out["metadata"]["managedFields"][0]
+        assert orjson.dumps(entry["fieldsV1"]) == orjson.dumps(fresh_fields(res, out))
+        assert entry["fieldsV1"]["f:metadata"]["f:labels"] == {"f:n": {}}
+        assert entry["time"] == out["metadata"]["creationTimestamp"]  # one "now" per create, as upstream
+    # every object gets its own copy: changing one changes no other
+    outs[1]["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].clear()
+    again = await res.create(POD, "default", pod("p9"), field_manager="m")
+    assert again["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]
+
+
+async def test_a_spec_first_created_without_a_manager_gets_its_fields_later(res: Resources) -> None:
+    await res.create(POD, "default", pod("a"))  # as in-process controllers write: no managedFields
+    assert "managedFields" not in (await res.get(POD, "default", "a"))["metadata"]
+    out = await res.create(POD, "default", pod("b"), field_manager="m")
+    assert orjson.dumps(out["metadata"]["managedFields"][0]["fieldsV1"]) == orjson.dumps(fresh_fields(res, out))
+
+
+async def test_an_invalid_spec_is_refused_alike_every_time(res: Resources) -> None:
+    causes = []
+    for name in ("x1", "x2"):
+        with pytest.raises(ApiError) as e:
+            await res.create(POD, "default", pod(name, restartPolicy="Sometimes", dnsPolicy="Nope"),
+                             field_manager="m")
+        causes.append([(c.field, c.reason, c.message) for c in e.value.causes])
+    assert causes[0] == causes[1] and {f for f, _, _ in causes[0]} == {"spec.restartPolicy", "spec.dnsPolicy"}
+
+
+async def test_a_different_spec_is_validated_on_its_own(res: Resources) -> None:
+    await res.create(POD, "default", pod("ok"), field_manager="m")
+    with pytest.raises(ApiError) as e:
+        await res.create(POD, "default", pod("bad", restartPolicy="Sometimes"), field_manager="m")
+    assert [c.field for c in e.value.causes] == ["spec.restartPolicy"]
+
+
+def test_the_memo_is_bounded_oldest_first() -> None:
+    memo = SpecMemo(size=2)
+    keys = [SpecMemo.key("Pod", len, {"n": i}) for i in range(3)]
+    for k in keys:
+        assert k is not None
+        memo.put(k, [], None)
+    assert len(memo) == 2 and memo.get(keys[0]) is None and memo.get(keys[2]) is not None  # type: ignore[arg-type]
+    assert SpecMemo.key("Pod", len, {}) is None and SpecMemo.key("Pod", len, "x") is None
