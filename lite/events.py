@@ -26,6 +26,9 @@ Invariants of `SeriesRecorder`:
   write. Writes for one isomorphic key are serialised (a series patch never overtakes the create it patches).
 - `run()` does upstream's periodic sweeps (`finish_series` every FINISH_SECONDS, `refresh_series` every
   REFRESH_SECONDS); without it a series' later counts stay in memory. Best effort as above.
+- `post` is `eventf` that does not wait for the write (upstream's recorder never does): the decision is taken
+  at the call, the write is queued and done by `run()`'s POST_WRITERS writers in call order; past MAX_QUEUED
+  waiting writes an event is dropped with a warning. Without `run()` posted events are never written.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import datetime as dt
 import logging
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -48,6 +52,8 @@ from lite.objects import meta, rfc3339
 from lite.objects import now as utc_now
 
 Obj = dict[str, Any]
+POST_WRITERS = 4  # SeriesRecorder.post: writes in flight at most
+MAX_QUEUED = 10_000  # SeriesRecorder.post: waiting writes at most (upstream's broadcaster queue: 1,000)
 NORMAL = "Normal"
 WARNING = "Warning"
 
@@ -156,8 +162,12 @@ class SeriesRecorder:
 
     def __init__(self, client: Client, controller: str, instance: str | None = None, *,
                  clock: Callable[[], dt.datetime] = utc_now, finish_seconds: float = FINISH_SECONDS,
-                 refresh_seconds: float = REFRESH_SECONDS) -> None:
+                 refresh_seconds: float = REFRESH_SECONDS, writers: int = POST_WRITERS,
+                 max_queued: int = MAX_QUEUED) -> None:
         self.client = client
+        self.writers, self.max_queued = writers, max_queued
+        self._posted: deque[tuple[Key, Obj]] = deque()
+        self._posted_ready = asyncio.Event()
         self.controller = controller
         self.instance = instance if instance is not None else f"{controller}-{socket.gethostname()}"
         self.kind = _event_kind("events.k8s.io")
@@ -178,11 +188,43 @@ class SeriesRecorder:
         if out is not None:
             await self._record(eventseries.isomorphic_key(ev), out)
 
+    def post(self, regarding: Obj, related: Obj | None, type: str, reason: str, action: str, note: str) -> None:
+        """`eventf` without waiting for the write, as upstream's recorder (its broadcaster queues the event for
+        the sink's goroutine): decided now, written by `run()`'s `writers` in call order. Past `max_queued`
+        waiting writes the event is dropped (logged), as upstream drops past its queue."""
+        now = self.clock()
+        ev = eventseries.new_event(eventseries.object_reference(regarding),
+                                   eventseries.object_reference(related) if related is not None else None,
+                                   type, reason, action, note, self.controller, self.instance, now)
+        out = self.cache.observe(ev, now)
+        if out is None:
+            return
+        if len(self._posted) >= self.max_queued:
+            log.warning("event %s/%s for %s dropped: %d events waiting to be written", type, reason,
+                        ev["regarding"].get("name", ""), len(self._posted))
+            return
+        self._posted.append((eventseries.isomorphic_key(ev), out))
+        self._posted_ready.set()
+
     async def run(self) -> None:
-        """upstream's sweeps, until cancelled: finished series written and forgotten, open ones refreshed."""
+        """upstream's sweeps, until cancelled: finished series written and forgotten, open ones refreshed; and
+        the writers of `post`ed events."""
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self._every(self.finish_seconds, self.finish_series))
             tg.create_task(self._every(self.refresh_seconds, self.refresh_series))
+            for _ in range(self.writers):
+                tg.create_task(self._write_posted())
+
+    async def _write_posted(self) -> None:
+        while True:
+            while not self._posted:
+                self._posted_ready.clear()
+                await self._posted_ready.wait()
+            key, ev = self._posted.popleft()
+            try:
+                await self._record(key, ev)
+            except Exception:
+                log.exception("event write failed")
 
     async def finish_series(self) -> None:
         for key, ev in self.cache.finished(self.clock()):

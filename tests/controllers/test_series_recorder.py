@@ -122,3 +122,24 @@ async def test_run_sweeps_write_the_final_count(kit: Kit) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_posted_events_are_written_by_the_recorders_writers_and_overflow_is_dropped(
+        kit: Kit, caplog: pytest.LogCaptureFixture) -> None:
+    cms = [await kit.api.create(CM, "default", configmap(f"c{i}")) for i in range(12)]
+    rec = SeriesRecorder(kit.api, "test-scheduler", "h", writers=2, max_queued=10)
+    for cm in cms:  # nothing written yet: no writer runs
+        rec.post(cm, None, "Normal", "Scheduled", "Binding", f"assigned {cm['metadata']['name']}")
+    assert await v1_events(kit) == []
+    assert caplog.text.count("dropped: 10 events waiting") == 2
+    task = asyncio.create_task(rec.run())
+    try:
+        async with asyncio.timeout(GUARD):
+            while len(await v1_events(kit)) < 10:
+                await asyncio.sleep(0.01)
+        notes = sorted(e["note"] for e in await v1_events(kit))
+        assert notes == sorted(f"assigned c{i}" for i in range(10))  # the first ten; c10 and c11 dropped
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

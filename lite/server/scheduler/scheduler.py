@@ -10,6 +10,8 @@ Invariants:
 - The loop never awaits the API for a pod it scheduled: binding, status updates, events and victim
   deletion run as tasks of the scheduler's TaskGroup (binding bounded by `bind_concurrency`), so the next
   cycle starts while earlier pods are still being written. The assumed pod holds its node's room meanwhile.
+- Events are posted (`SeriesRecorder.post`: decided at once, written by the recorder's own few writers, as
+  upstream's broadcaster does), so no bind or report waits for an event write.
 - An unschedulable pod's report (PodScheduled=False with the message, then a FailedScheduling event) is
   queued per pod and written by `report_concurrency` writers, oldest first: a burst or a restart with
   thousands of pending pods costs at most that many writes in flight, so API clients keep their share of the
@@ -200,7 +202,7 @@ class Scheduler:
             self.cache.forget(info.key)
             self.queue.requeue(info.key, unschedulable=False)
             self._attempted("error", start)
-            await self._failed_event(info, str(e))
+            self._failed_event(info, str(e))
             return
         except ApiError as e:
             self.cache.forget(info.key)
@@ -210,7 +212,7 @@ class Scheduler:
             log.info("binding %s to %s failed: %s", info.key, node, e)
             self.queue.requeue(info.key, unschedulable=False)
             self._attempted("error", start)
-            await self._failed_event(info, f"Binding rejected: {e.message}")
+            self._failed_event(info, f"Binding rejected: {e.message}")
             return
         finally:
             self._bind_slots.release()
@@ -218,8 +220,8 @@ class Scheduler:
         self.bound += 1
         self._attempted("scheduled", start)
         if self.scheduled_events:
-            await self.recorder.eventf(info.obj, None, NORMAL, "Scheduled", "Binding",
-                                       f"Successfully assigned {info.key} to {node}")
+            self.recorder.post(info.obj, None, NORMAL, "Scheduled", "Binding",
+                               f"Successfully assigned {info.key} to {node}")
 
     async def _report_writer(self) -> None:
         """One of the writers of queued unschedulable reports (see the module doc), until cancelled."""
@@ -237,10 +239,10 @@ class Scheduler:
 
     async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
         await self._set_unschedulable(info, msg, nominated)
-        await self._failed_event(info, msg)
+        self._failed_event(info, msg)
 
-    async def _failed_event(self, info: PodInfo, msg: str) -> None:
-        await self.recorder.eventf(info.obj, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(msg))
+    def _failed_event(self, info: PodInfo, msg: str) -> None:
+        self.recorder.post(info.obj, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(msg))
 
     async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
         """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so."""
@@ -276,8 +278,8 @@ class Scheduler:
             if e.code != 404:
                 log.warning("preempting %s failed: %s", victim.key, e)
             return
-        await self.recorder.eventf(victim.obj, preemptor.obj, NORMAL, "Preempted", "Preempting",
-                                   f"Preempted by pod {preemptor.uid} on node {node}")
+        self.recorder.post(victim.obj, preemptor.obj, NORMAL, "Preempted", "Preempting",
+                           f"Preempted by pod {preemptor.uid} on node {node}")
 
     # -- informer events --
 
