@@ -4,6 +4,7 @@ give exactly what computing them afresh gives."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import orjson
@@ -80,3 +81,33 @@ def test_the_memo_is_bounded_oldest_first() -> None:
         memo.put(k, [], None)
     assert len(memo) == 2 and memo.get(keys[0]) is None and memo.get(keys[2]) is not None  # type: ignore[arg-type]
     assert SpecMemo.key("Pod", len, {}) is None and SpecMemo.key("Pod", len, "x") is None
+
+
+async def test_a_write_that_keeps_the_spec_skips_spec_validation(res: Resources,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Status, label and finalizer writes of a pod leave its spec as stored: its spec-only validation would give
+    the stored causes, all ratcheted away, so it is not run; a write that changes the spec still runs it."""
+    out = await res.create(POD, "default", pod("s"), field_manager="m")
+    strategy = res.strategy(POD)
+    calls: list[Any] = []
+    original = strategy.validate
+
+    def counting(obj: dict[str, Any]) -> Any:
+        calls.append(obj.get("spec"))
+        return original(obj)
+
+    counted = dataclasses.replace(strategy, validate=counting)
+    lookup = res.strategy
+    monkeypatch.setattr(res, "strategy", lambda kind: counted if kind == POD else lookup(kind))
+    status = {**out, "status": {"phase": "Running"}}
+    await res.update(POD, "default", "s", status, subresource="status", field_manager="kubelet")
+    got = await res.get(POD, "default", "s")
+    labelled = {**got, "metadata": {**got["metadata"], "labels": {"n": "s", "x": "y"}}}
+    await res.update(POD, "default", "s", labelled, field_manager="m")
+    assert calls == []
+    got = await res.get(POD, "default", "s")
+    bad = copy.deepcopy(got)
+    bad["spec"]["activeDeadlineSeconds"] = -1  # a spec change: validated, and refused as before
+    with pytest.raises(ApiError) as err:
+        await res.update(POD, "default", "s", bad, field_manager="m")
+    assert calls and err.value.code == 422
