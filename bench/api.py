@@ -418,6 +418,17 @@ async def settle(t: Target, limit: float = 20.0) -> float:
     return time.perf_counter() - t0
 
 
+async def count_pods(t: Target) -> int:
+    """Pods stored in all namespaces (one list of one item and its remainingItemCount)."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=t.ctx)) as s, \
+            s.get(t.url + "/api/v1/pods?limit=1", headers=t.headers) as r:
+        text = await r.read()
+        if r.status != 200:
+            raise BenchFailed(f"list pods: {r.status} {text[:300]!r}")
+        body = orjson.loads(text)
+    return len(body["items"]) + int(body["metadata"].get("remainingItemCount") or 0)
+
+
 def kb_per_pod(rss: float, idle: float, pods: int) -> float:
     return (rss - idle) * 1024 / pods
 
@@ -513,6 +524,15 @@ async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
             rss_more = rss_mb(again.proc.pid)
         finally:
             again.stop()
+        # As issue 19's first figures were taken: the whole control plane started on the API alone's data dir,
+        # on pods it never saw (every one to schedule, and fail to, at once).
+        onto, _ = await start_lite(work / "lite")
+        try:
+            stored = await count_pods(onto)
+            onto_settle = await settle(onto)
+            rss_onto = rss_mb(onto.proc.pid)
+        finally:
+            onto.stop()
 
     ratio = rate / b_rate
     res.set("baseline_creates_per_s", b_rate)
@@ -539,6 +559,9 @@ async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
     res.set("full_restart_rss_mb", rss_restart)
     res.set("full_restart_kb_per_pod", kb_per_pod(rss_restart, full_idle, pods))
     res.set("full_restart_more_rss_mb", rss_more)
+    res.set("onto_api_pods", stored)
+    res.set("onto_api_rss_mb", rss_onto)
+    res.set("onto_api_kb_per_pod", kb_per_pod(rss_onto, full_idle, stored))
     res.set("cold_start_fresh_s", cold_fresh)
     res.set("cold_start_existing_s", cold_warm)
 
@@ -567,6 +590,8 @@ async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
           f"({kb_per_pod(full_rss, full_idle, pods):.1f} KB/pod above idle)")
     print(f"after a restart on them, settled ({again_settle:.1f} s): {rss_restart:.0f} MB "
           f"({kb_per_pod(rss_restart, full_idle, pods):.1f} KB/pod above idle); after {more} more: {rss_more:.0f} MB")
+    print(f"started on the API alone's {stored} pods (never scheduled), settled ({onto_settle:.1f} s): "
+          f"{rss_onto:.0f} MB ({kb_per_pod(rss_onto, full_idle, stored):.1f} KB/pod above idle)")
     print(f"cold start to /readyz: fresh data dir {cold_fresh:.2f} s, existing data dir {cold_warm:.2f} s, "
           f"first {cold_first:.2f} s")
     print(f"median create latency lite/baseline: {statistics.median(lat) / statistics.median(b_lat):.2f}")
