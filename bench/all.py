@@ -194,14 +194,16 @@ def run_bench(name: str, bench: Bench, quick: bool, logs: Path) -> dict[str, Any
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             code, timed_out = proc.returncode, True
+    wrote = out.exists()
     doc = benchlib.load(out)
     doc["exit"] = code
     doc["seconds"] = round(time.monotonic() - t0, 1)
     if timed_out:
         doc["error"] = f"timed out after {bench.timeout:.0f} s (log {logs / (name + '.log')})"
         doc["failures"] = max(1, int(doc.get("failures") or 0))
-    elif code != 0 and not doc.get("error"):
-        doc["error"] = f"exit status {code}: {_last_line(logs / f'{name}.log')}"
+    elif code != 0 and (not wrote or not doc.get("error")):
+        doc["error"] = f"exit status {code}{'' if wrote else ', no results'}: {_last_line(logs / f'{name}.log')}"
+        doc["failures"] = max(1, int(doc.get("failures") or 0))
     return doc
 
 
