@@ -168,3 +168,15 @@ def test_run_bench_takes_a_child_failure(all_py: ModuleType, tmp_path: Path) -> 
     doc = all_py.run_bench("crashed", all_py.Bench(str(crashed), ()), True, tmp_path)
     assert doc["exit"] == 1 and doc["failures"] == 1
     assert doc["error"] == "exit status 1, no results: registry unreachable"
+
+
+def test_benchlib_skip_inside_run_stays_a_skip(tmp_path: Path) -> None:
+    out = tmp_path / "skip.json"
+    script = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); import benchlib\n"
+              f"res = benchlib.Results('fake', {str(out)!r})\n"
+              "benchlib.run(res, lambda: res.skip('needs root'))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert done.stdout.strip().splitlines()[-1] == "not measured (fake): needs root"
+    doc = json.loads(out.read_text())
+    assert (doc["skipped"], doc["failures"], doc["error"]) == ("needs root", 0, None)
