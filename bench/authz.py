@@ -78,11 +78,8 @@ async def setup(t: Target) -> None:
         await ensure_namespace(t, ns)
     conn = aiohttp.TCPConnector(limit=16, ssl=t.ctx)
     async with aiohttp.ClientSession(connector=conn) as s:
-        # The controller manager is off (API only), so nothing makes the namespaces' `default` ServiceAccount,
-        # which the ServiceAccount admission needs for every pod (it refuses pods without it, as upstream).
-        for ns in ("rbac-admin", "rbac-user"):
-            await post(s, t, f"/api/v1/namespaces/{ns}/serviceaccounts",
-                       {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+        # (ensure_namespace made each namespace's `default` ServiceAccount, which nothing else makes with the
+        # controller manager off, and which the ServiceAccount admission needs for every pod.)
         sem = asyncio.Semaphore(16)
 
         async def one(path: str, body: dict[str, Any]) -> None:

@@ -50,6 +50,7 @@ class Results:
         self.figures: dict[str, float | None] = {}
         self.failures = 0
         self.first_error: str | None = None
+        self.skipped: str | None = None
 
     @classmethod
     def from_args(cls, bench: str, args: argparse.Namespace) -> Results:
@@ -74,11 +75,11 @@ class Results:
         for _ in range(n):
             self.count(False, error)
 
-    def _write(self, error: str | None, skipped: str | None = None) -> None:
+    def _write(self, error: str | None) -> None:
         if not self.path:
             return
         doc: dict[str, Any] = {"bench": self.bench, "figures": self.figures, "failures": self.failures,
-                               "error": error, "skipped": skipped}
+                               "error": error, "skipped": self.skipped}
         Path(self.path).write_text(json.dumps(doc, indent=1) + "\n")
 
     def fail(self, error: str) -> NoReturn:
@@ -94,7 +95,8 @@ class Results:
 
     def skip(self, reason: str) -> NoReturn:
         """This bench cannot run here: say why (exit status 0; all.py shows "not measured: why")."""
-        self._write(None, skipped=reason)
+        self.skipped = reason
+        self._write(None)
         print(f"not measured ({self.bench}): {reason}", flush=True)
         sys.exit(0)
 

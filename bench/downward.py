@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from pods import IMAGE, Bench, _remove_empty_cgroups, run_inner_isolated  # noqa: E402
+from pods import IMAGE, Bench, _remove_empty_cgroups, remove_base, run_inner_isolated  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:
@@ -101,6 +101,7 @@ def inner(args: argparse.Namespace) -> None:
         log.close()
         registry.stop()
         _remove_empty_cgroups("lite")
+        remove_base(base)
 
 
 def main() -> None:

@@ -223,6 +223,18 @@ def inner(args: argparse.Namespace, results: benchlib.Results) -> None:
         log.close()
         registry.stop()
         _remove_empty_cgroups("lite")
+        remove_base(base)
+
+
+def remove_base(base: Path) -> None:
+    """Remove the run's temporary dir, unless something is still mounted under it (then say so: deleting
+    through a live mount would reach into what is mounted)."""
+    mounted = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+               if line.split()[1].startswith(str(base) + "/")]
+    if mounted:
+        print(f"left {base}: {len(mounted)} mounts still under it, e.g. {mounted[0]}")
+        return
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def _remove_empty_cgroups(root: str) -> None:

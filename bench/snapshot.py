@@ -40,6 +40,13 @@ async def main() -> None:
     ap.add_argument("--write-rate", type=float, default=200.0)
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="lite-bench-snapshot-"))
+    try:
+        await run(args, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)  # also when the run failed
+
+
+async def run(args: argparse.Namespace, base: Path) -> None:
     data = base / "data"
     t, _ = await start_lite(data)
     try:
@@ -85,7 +92,6 @@ async def main() -> None:
               f"{ready_s * 1000:.0f} ms serving {n} pods (>= {args.objects} expected)")
     finally:
         t2.stop()
-    shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

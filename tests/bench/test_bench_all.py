@@ -149,3 +149,34 @@ def test_benchlib_reports_an_exception_last(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "Traceback" in done.stderr
     assert done.stderr.strip().splitlines()[-1] == "FAILED (fake): ConnectionResetError: peer went away"
+
+
+def test_run_bench_takes_a_child_failure(all_py: ModuleType, tmp_path: Path) -> None:
+    """A bench process that counted a failed request, and one that died before writing its results: both
+    are failures in all.py's results, with their error."""
+    counted = tmp_path / "counted.py"
+    counted.write_text(f"import sys\nsys.path.insert(0, {str(BENCH)!r})\nimport benchlib\n"
+                       "res = benchlib.Results('counted', sys.argv[sys.argv.index('--json') + 1])\n"
+                       "res.set('rate', 42.0)\n"
+                       "benchlib.run(res, lambda: res.count(False, 'create: 503'))\n")
+    crashed = tmp_path / "crashed.py"
+    crashed.write_text("raise SystemExit('registry unreachable')\n")
+    doc = all_py.run_bench("counted", all_py.Bench(str(counted), ()), True, tmp_path)
+    assert (doc["exit"], doc["failures"]) == (1, 1)
+    assert doc["error"] == "1 request(s) failed, first: create: 503"
+    assert doc["figures"] == {"rate": 42.0}
+    doc = all_py.run_bench("crashed", all_py.Bench(str(crashed), ()), True, tmp_path)
+    assert doc["exit"] == 1 and doc["failures"] == 1
+    assert doc["error"] == "exit status 1, no results: registry unreachable"
+
+
+def test_benchlib_skip_inside_run_stays_a_skip(tmp_path: Path) -> None:
+    out = tmp_path / "skip.json"
+    script = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); import benchlib\n"
+              f"res = benchlib.Results('fake', {str(out)!r})\n"
+              "benchlib.run(res, lambda: res.skip('needs root'))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert done.stdout.strip().splitlines()[-1] == "not measured (fake): needs root"
+    doc = json.loads(out.read_text())
+    assert (doc["skipped"], doc["failures"], doc["error"]) == ("needs root", 0, None)
