@@ -4,7 +4,8 @@ A real server (`lite.cli.main.main`, the command's own entry point) runs in a ch
 /readyz, a thread of that same process creates a CRD without CEL rules and one of its objects, writes the names in
 `sys.modules` and stops the server with SIGTERM. The
 CEL runtime (cel-expr-python and protobuf, about 15 MB of resident memory) is loaded by the first CRD with
-rules or the first admission policy, not at start; importlib.metadata only by `lite --version`.
+rules or the first admission policy, not at start; importlib.metadata only by `lite --version`; the stream
+protocols (exec, attach, port-forward, proxy) by the first such request.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ sys.exit(main(["server", "--data-dir", sys.argv[1], "--https-listen-port", sys.a
 
 # Loaded on first use only (see the module docstring); each prefix names a package and its submodules.
 LAZY = ("cel_expr_python", "google.protobuf", "lite.cel.env", "lite.server.api.strategies.crcel",
-        "lite.server.admission.policy.celenv", "importlib.metadata")
+        "lite.server.admission.policy.celenv", "importlib.metadata",
+        # the exec/attach/port-forward/proxy stream protocols: imported by the first such request
+        "lite.server.join.streams", "lite.server.join.spdy", "lite.server.join.rawspdy", "lite.server.join.exec_ws",
+        "lite.server.join.portforward")
 
 
 def test_server_without_rules_or_policies_leaves_the_cel_runtime_unloaded(data_dir: Path, free_port: int,
