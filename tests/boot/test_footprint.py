@@ -5,7 +5,8 @@ A real server (`lite.cli.main.main`, the command's own entry point) runs in a ch
 `sys.modules` and stops the server with SIGTERM. The
 CEL runtime (cel-expr-python and protobuf, about 15 MB of resident memory) is loaded by the first CRD with
 rules or the first admission policy, not at start; importlib.metadata only by `lite --version`; the stream
-protocols (exec, attach, port-forward, proxy) by the first such request.
+protocols (exec, attach, port-forward, proxy) by the first such request; prometheus_client's exporters never
+and its text format by the first scrape.
 """
 
 from __future__ import annotations
@@ -78,7 +79,11 @@ LAZY = ("cel_expr_python", "google.protobuf", "lite.cel.env", "lite.server.api.s
         "lite.server.admission.policy.celenv", "importlib.metadata",
         # the exec/attach/port-forward/proxy stream protocols: imported by the first such request
         "lite.server.join.streams", "lite.server.join.spdy", "lite.server.join.rawspdy", "lite.server.join.exec_ws",
-        "lite.server.join.portforward")
+        "lite.server.join.portforward",
+        # prometheus_client's exporters and collectors (its package __init__, never run) and its text format
+        # (loaded by the first scrape of /metrics)
+        "prometheus_client.exposition", "prometheus_client.gc_collector", "prometheus_client.process_collector",
+        "prometheus_client.platform_collector", "prometheus_client.asgi", "wsgiref", "http.server")
 
 
 def test_server_without_rules_or_policies_leaves_the_cel_runtime_unloaded(data_dir: Path, free_port: int,
