@@ -7,6 +7,10 @@ this package registers `pyroute2` as a bare package (`lite.barepkg`) whose submo
 use of pyroute2 keeps working. Modules here import pyroute2's submodules
 directly (`pyroute2.iproute.linux`, `pyroute2.netlink...`), never names from the package.
 
+pyroute2's netlink socket module uses `unittest.mock` at import (for a mock mode lite never turns on), which
+would load the whole `unittest` framework (case, loader, runner, difflib...); `unittest` is registered bare
+too, so only `unittest.mock` and what it imports load (unless something asks `unittest` for a name).
+
 Invariant: the registration happens once per process and only while `pyroute2` is not loaded yet.
 """
 
@@ -15,3 +19,4 @@ from __future__ import annotations
 from lite.barepkg import bare_package
 
 bare_package("pyroute2")
+bare_package("unittest")  # pyroute2's netlink socket needs unittest.mock only, not the test framework (~1.5 MB)

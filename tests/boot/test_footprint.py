@@ -98,3 +98,14 @@ def test_server_without_rules_or_policies_leaves_the_cel_runtime_unloaded(data_d
     assert "lite.server.admission.policy.plugin" in modules  # the policy plugin is there, its runtime is not
     loaded = [m for m in modules if any(m == p or m.startswith(p + ".") for p in LAZY)]
     assert loaded == []
+
+
+def test_the_agent_modules_load_pyroute2_without_its_init_and_without_the_unittest_framework() -> None:
+    """pyroute2's package __init__ (220 modules) and the unittest framework its netlink socket would pull in
+    (through unittest.mock) stay unloaded by the agent's modules; see lite.netns."""
+    code = ("import sys, lite.agent.agent, lite.netns.pod, lite.netns.conntrack, lite.netns.routes\n"
+            "print(' '.join(sorted(sys.modules)))")
+    modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "pyroute2.netlink.rtnl.iprsocket" in modules  # the netlink socket is there
+    assert [m for m in modules if m in ("unittest.case", "unittest.loader", "unittest.runner", "difflib",
+                                        "pyroute2.ndb", "pyroute2.ipdb", "pyroute2.iwutil")] == []
