@@ -102,10 +102,11 @@ def test_server_without_rules_or_policies_leaves_the_cel_runtime_unloaded(data_d
 
 def test_the_agent_modules_load_pyroute2_without_its_init_and_without_the_unittest_framework() -> None:
     """pyroute2's package __init__ (220 modules) and the unittest framework its netlink socket would pull in
-    (through unittest.mock) stay unloaded by the agent's modules; see lite.netns."""
+    (through unittest.mock) stay unloaded by the agent's modules (see lite.netns), and so does tarfile until an image
+    is unpacked or imported."""
     code = ("import sys, lite.agent.agent, lite.netns.pod, lite.netns.conntrack, lite.netns.routes\n"
             "print(' '.join(sorted(sys.modules)))")
     modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert "pyroute2.netlink.rtnl.iprsocket" in modules  # the netlink socket is there
     assert [m for m in modules if m in ("unittest.case", "unittest.loader", "unittest.runner", "difflib",
-                                        "pyroute2.ndb", "pyroute2.ipdb", "pyroute2.iwutil")] == []
+                                        "pyroute2.ndb", "pyroute2.ipdb", "pyroute2.iwutil", "tarfile")] == []
