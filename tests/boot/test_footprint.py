@@ -83,7 +83,9 @@ LAZY = ("cel_expr_python", "google.protobuf", "lite.cel.env", "lite.server.api.s
         # prometheus_client's exporters and collectors (its package __init__, never run) and its text format
         # (loaded by the first scrape of /metrics)
         "prometheus_client.exposition", "prometheus_client.gc_collector", "prometheus_client.process_collector",
-        "prometheus_client.platform_collector", "prometheus_client.asgi", "wsgiref", "http.server")
+        "prometheus_client.platform_collector", "prometheus_client.asgi", "wsgiref", "http.server",
+        # the built-in schemas are read from their files directly (the CRD's create reads them)
+        "importlib.resources", "zipfile")
 
 
 def test_server_without_rules_or_policies_leaves_the_cel_runtime_unloaded(data_dir: Path, free_port: int,

@@ -23,8 +23,8 @@ Invariants:
 from __future__ import annotations
 
 import gzip
-import importlib.resources
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -67,7 +67,9 @@ class BuiltinSchemas:
 
     @staticmethod
     def _read(name: str = DATA_FILE) -> dict[str, Any]:
-        raw = importlib.resources.files("lite.server.api").joinpath(name).read_bytes()
+        # next to this module (where the wheel and the PyInstaller build put package data); read directly, as
+        # importlib.resources would load zipfile and its readers (~0.3 MB) for a plain directory
+        raw = (Path(__file__).resolve().parent / name).read_bytes()
         data: dict[str, Any] = orjson.loads(gzip.decompress(raw))
         return data
 
