@@ -18,7 +18,13 @@ Output: `lite/server/api/openapi_v1_32.json.gz`, gzip of one JSON object:
   kubernetes/api's `<group>/<version>/types.go` under `api/` and kubernetes/apimachinery's
   `pkg/apis/meta/v1/types.go` under `apimachinery/` (tag v0.32.9, matching 1.32).
 
+Second output, next to the first: `typecheck_v1_32.json.gz`, the lean copy the type checks compile from
+(`lean`): `schemas`, each one a JSON text (decoded only when it is compiled) with only the keys
+`typecheck.Compiler` reads (no descriptions, no `required`/`oneOf`), plus `kinds` and `gotypes`. A server
+compiles its trees per kind from it, so a write never parses the descriptions nor the schemas it does not use.
+
 Run: python3 tools/gen_openapi_schemas.py DIR [OUT] [GO_DIR]
+     python3 tools/gen_openapi_schemas.py --lean [FULL]   (only rewrite the lean copy from the full data)
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ from typing import Any
 KEEP = {"description", "type", "format", "properties", "items", "additionalProperties", "$ref", "allOf", "oneOf",
         "required"}
 DROP_EXT = {"x-kubernetes-unions"}
+LEAN_FILE = "typecheck_v1_32.json.gz"
+# what `lite.server.api.typecheck.Compiler` reads of a schema
+LEAN_KEEP = {"type", "format", "properties", "items", "additionalProperties", "$ref", "allOf",
+             "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource", "x-kubernetes-int-or-string",
+             "x-kubernetes-list-map-keys", "x-kubernetes-list-type"}
 
 
 def reduce(schema: Any) -> Any:
@@ -51,6 +62,39 @@ def reduce(schema: Any) -> Any:
         else:
             out[key] = value
     return out
+
+
+def lean_schema(schema: Any) -> Any:
+    """A reduced schema with only what the type checks read (`LEAN_KEEP`), recursively."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in LEAN_KEEP:
+            continue
+        if key == "properties":
+            value = {name: lean_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            value = lean_schema(value)
+        elif key == "allOf":
+            value = [lean_schema(v) for v in value]
+        out[key] = value
+    return out
+
+
+def lean(data: dict[str, Any]) -> bytes:
+    """The lean copy (see the module docstring) of the full data, as JSON."""
+    small = {"schemas": {name: json.dumps(lean_schema(s), separators=(",", ":"), sort_keys=True)
+                         for name, s in data["schemas"].items()}, "kinds": data["kinds"],
+             "gotypes": data.get("gotypes") or {}}
+    return json.dumps(small, separators=(",", ":"), sort_keys=True).encode()
+
+
+def write_lean(data: dict[str, Any], full: Path) -> None:
+    out = full.with_name(LEAN_FILE)
+    raw = lean(data)
+    out.write_bytes(gzip.compress(raw, 9, mtime=0))
+    print(f"lean copy: {len(raw)} bytes JSON, {out.stat().st_size} bytes gzip -> {out}")
 
 
 _IMPORT = re.compile(r'^\s*(\w+\s+)?"([\w./-]+)"', re.M)
@@ -129,9 +173,13 @@ def documents(root: Path) -> list[Path]:
 
 
 def main() -> None:
+    default = Path(__file__).resolve().parent.parent / "lite" / "server" / "api" / "openapi_v1_32.json.gz"
+    if sys.argv[1] == "--lean":
+        full = Path(sys.argv[2]) if len(sys.argv) > 2 else default
+        write_lean(json.loads(gzip.decompress(full.read_bytes())), full)
+        return
     root = Path(sys.argv[1])
-    out = Path(sys.argv[2]) if len(sys.argv) > 2 else \
-        Path(__file__).resolve().parent.parent / "lite" / "server" / "api" / "openapi_v1_32.json.gz"
+    out = Path(sys.argv[2]) if len(sys.argv) > 2 else default
     schemas: dict[str, Any] = {}
     params: dict[str, Any] = {}
     kinds: dict[str, str] = {}
@@ -159,6 +207,7 @@ def main() -> None:
     out.write_bytes(gzip.compress(raw, 9, mtime=0))
     print(f"{len(schemas)} schemas, {len(params)} parameters, {len(kinds)} kinds, {len(gotypes)} with Go types: "
           f"{len(raw)} bytes JSON, {out.stat().st_size} bytes gzip -> {out}")
+    write_lean(data, out)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ Invariants:
   a malformed report is skipped.
 - The hot path does one dict lookup for the kind check, one counter increment and one histogram observation
   per request; file sizes, commit totals and work-queue depths are read only when `/metrics` is scraped.
+- prometheus_client is loaded bare (`lite.barepkg`): its metric classes and registry at start, its text
+  exposition on the first scrape, its exporters and process collectors never.
 - Label values come from a fixed vocabulary or from the served kinds (`is_served`), never from arbitrary
   client input, so a client requesting made-up paths cannot grow the series without bound.
 """
@@ -25,13 +27,21 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
+from lite.barepkg import bare_package
 
-from lite.histo import Histo
-from lite.workqueue import QueueStats
+bare_package("prometheus_client")  # its __init__ loads the HTTP/WSGI/ASGI exporters and process collectors
+
+from prometheus_client.metrics import Counter, Gauge, Histogram  # noqa: E402
+from prometheus_client.metrics_core import (  # noqa: E402
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry  # noqa: E402
+
+from lite.histo import Histo  # noqa: E402
+from lite.workqueue import QueueStats  # noqa: E402
 
 # Upstream's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
 LATENCY_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
@@ -200,6 +210,8 @@ class ServerMetrics:
 
     def exposition(self) -> bytes:
         """The text format body of a scrape."""
+        from prometheus_client.exposition import generate_latest  # the text format, loaded by the first scrape
+
         return generate_latest(self.registry)
 
 

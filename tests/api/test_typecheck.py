@@ -263,3 +263,67 @@ def test_a_recursive_schema_followed_too_deep_is_a_400() -> None:
     with pytest.raises(ApiError) as e:
         check_body(BuiltinSchemas(), crd, body, "Strict")
     assert e.value.code == 400 and e.value.message.endswith("json: exceeded max depth")
+
+
+def _load_generator() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "gen_openapi_schemas.py"
+    spec = importlib.util.spec_from_file_location("gen_openapi_schemas", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _same_tree(a: Node, b: Node, seen: set[tuple[int, int]]) -> None:
+    if (id(a), id(b)) in seen:
+        return
+    seen.add((id(a), id(b)))
+    assert (a.tag, a.go, a.plain, a.keys, sorted(a.props)) == (b.tag, b.go, b.plain, b.keys, sorted(b.props))
+    assert (a.item is None) == (b.item is None)
+    if a.item is not None and b.item is not None:
+        _same_tree(a.item, b.item, seen)
+    for name, child in a.props.items():
+        _same_tree(child, b.props[name], seen)
+
+
+def test_lean_copy_is_the_full_data_reduced_and_compiles_the_same_trees() -> None:
+    """The lean copy the server compiles from is what the generator makes of the full data (so it is not stale),
+    and every published kind compiles from it to the tree the full schemas give."""
+    import gzip
+    import importlib.resources
+
+    from lite.server.api.builtin_schemas import DATA_FILE, LEAN_FILE, OBJECT_META, BuiltinSchemas
+
+    files = importlib.resources.files("lite.server.api")
+    full = orjson.loads(gzip.decompress(files.joinpath(DATA_FILE).read_bytes()))
+    lean = gzip.decompress(files.joinpath(LEAN_FILE).read_bytes())
+    assert orjson.loads(lean) == orjson.loads(_load_generator().lean(full))
+    reference = Compiler(full["schemas"], go_types=full["gotypes"])
+    schemas = BuiltinSchemas()
+    seen: set[tuple[int, int]] = set()
+    for key, name in full["kinds"].items():
+        node = schemas.node_for(*key.split("/"))
+        assert node is not None
+        _same_tree(node, reference.named(name), seen)
+    meta = schemas.object_meta()
+    assert meta is not None
+    _same_tree(meta, reference.named(OBJECT_META), seen)
+
+
+def test_builtin_trees_are_compiled_per_kind_on_first_use() -> None:
+    from lite.server.api.builtin_schemas import BuiltinSchemas
+
+    schemas = BuiltinSchemas()
+    pod = schemas.node_for("", "v1", "Pod")
+    assert pod is not None and pod.go == "v1.Pod"
+    compiled = schemas._compiler._named if schemas._compiler else {}
+    assert "io.k8s.api.core.v1.PodSpec" in compiled
+    assert "io.k8s.api.apps.v1.Deployment" not in compiled and "io.k8s.api.batch.v1.Job" not in compiled
+    deploy = schemas.node_for("apps", "v1", "Deployment")
+    assert deploy is not None and "io.k8s.api.apps.v1.Deployment" in compiled
+    # the pod template of a Deployment is the very PodSpec tree the Pod has (compiled once)
+    assert deploy.props["spec"].props["template"].props["spec"] is pod.props["spec"]
+    assert schemas.node_for("", "v1", "NoSuchKind") is None

@@ -4,7 +4,9 @@ A real server (`lite.cli.main.main`, the command's own entry point) runs in a ch
 /readyz, a thread of that same process creates a CRD without CEL rules and one of its objects, writes the names in
 `sys.modules` and stops the server with SIGTERM. The
 CEL runtime (cel-expr-python and protobuf, about 15 MB of resident memory) is loaded by the first CRD with
-rules or the first admission policy, not at start; importlib.metadata only by `lite --version`.
+rules or the first admission policy, not at start; importlib.metadata only by `lite --version`; the stream
+protocols (exec, attach, port-forward, proxy) by the first such request; prometheus_client's exporters never
+and its text format by the first scrape.
 """
 
 from __future__ import annotations
@@ -74,7 +76,16 @@ sys.exit(main(["server", "--data-dir", sys.argv[1], "--https-listen-port", sys.a
 
 # Loaded on first use only (see the module docstring); each prefix names a package and its submodules.
 LAZY = ("cel_expr_python", "google.protobuf", "lite.cel.env", "lite.server.api.strategies.crcel",
-        "lite.server.admission.policy.celenv", "importlib.metadata")
+        "lite.server.admission.policy.celenv", "importlib.metadata",
+        # the exec/attach/port-forward/proxy stream protocols: imported by the first such request
+        "lite.server.join.streams", "lite.server.join.spdy", "lite.server.join.rawspdy", "lite.server.join.exec_ws",
+        "lite.server.join.portforward",
+        # prometheus_client's exporters and collectors (its package __init__, never run) and its text format
+        # (loaded by the first scrape of /metrics)
+        "prometheus_client.exposition", "prometheus_client.gc_collector", "prometheus_client.process_collector",
+        "prometheus_client.platform_collector", "prometheus_client.asgi", "wsgiref", "http.server",
+        # the built-in schemas are read from their files directly (the CRD's create reads them)
+        "importlib.resources", "zipfile")
 
 
 def test_server_without_rules_or_policies_leaves_the_cel_runtime_unloaded(data_dir: Path, free_port: int,
@@ -89,3 +100,15 @@ def test_server_without_rules_or_policies_leaves_the_cel_runtime_unloaded(data_d
     assert "lite.server.admission.policy.plugin" in modules  # the policy plugin is there, its runtime is not
     loaded = [m for m in modules if any(m == p or m.startswith(p + ".") for p in LAZY)]
     assert loaded == []
+
+
+def test_the_agent_modules_load_pyroute2_without_its_init_and_without_the_unittest_framework() -> None:
+    """pyroute2's package __init__ (220 modules) and the unittest framework its netlink socket would pull in
+    (through unittest.mock) stay unloaded by the agent's modules (see lite.netns), and so does tarfile until an image
+    is unpacked or imported."""
+    code = ("import sys, lite.agent.agent, lite.netns.pod, lite.netns.conntrack, lite.netns.routes\n"
+            "print(' '.join(sorted(sys.modules)))")
+    modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "pyroute2.netlink.rtnl.iprsocket" in modules  # the netlink socket is there
+    assert [m for m in modules if m in ("unittest.case", "unittest.loader", "unittest.runner", "difflib",
+                                        "pyroute2.ndb", "pyroute2.ipdb", "pyroute2.iwutil", "tarfile")] == []

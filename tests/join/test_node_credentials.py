@@ -140,3 +140,16 @@ async def test_a_certificate_from_another_cluster_ca_is_replaced_by_a_fresh_join
         assert stack.creds.client_ca_cert is not None
         assert issuer == x509.load_pem_x509_certificate(stack.creds.client_ca_cert.read_bytes()).subject
         assert stack.hub.connected_nodes() == ["nc7"]
+
+
+async def test_the_node_tls_context_trusts_what_its_base_trusts(stack: Stack, tmp_path: Path) -> None:
+    """The context presenting the node certificate trusts the CAs of the context it copies (the cluster CA),
+    not the host's whole CA bundle besides; it connects to the server with them."""
+    creds = NodeCredentials(tmp_path / "ctx", "nc9")
+    base = _tls(stack)
+    async with aiohttp.ClientSession() as http:
+        assert await creds.ensure(http, stack.url, stack.creds.join_token, base)
+        ctx = creds.ssl_context(base)
+        assert ctx.cert_store_stats()["x509_ca"] == base.cert_store_stats()["x509_ca"] == 1
+        assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname == base.check_hostname
+        assert not await creds.rejected(http, stack.url, base)  # the server accepts the certificate over it

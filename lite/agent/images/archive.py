@@ -17,11 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lite.agent.images.distribution import INDEX_TYPES, OCI_MANIFEST
 from lite.agent.images.errors import ImageError, ImageImportError, InvalidImageNameError
@@ -29,6 +28,9 @@ from lite.agent.images.manifests import Descriptor, descriptor, parse_image_mani
 from lite.agent.images.reference import parse
 from lite.agent.images.store import ContentStore
 from lite.agent.images.unpack import GZIP_MAGIC
+
+if TYPE_CHECKING:
+    import tarfile  # loaded by the first pull or import (an idle agent with cached images never unpacks)
 
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -44,6 +46,8 @@ class ArchiveImage:
 
 
 def read_archive(path: Path, store: ContentStore, platform: tuple[str, str]) -> list[ArchiveImage]:
+    import tarfile
+
     work = Path(tempfile.mkdtemp(dir=store.tmp, prefix="import-"))
     try:
         try:

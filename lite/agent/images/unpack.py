@@ -24,11 +24,13 @@ import os
 import posixpath
 import shutil
 import stat
-import tarfile
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from lite.agent.images.errors import ImagePullError
+
+if TYPE_CHECKING:
+    import tarfile  # loaded by the first pull or import (an idle agent with cached images never unpacks)
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -75,6 +77,8 @@ def open_layer(f: BinaryIO) -> Readable:
 
 def unpack_layer(blob: Path, dest: Path) -> tuple[str, int]:
     """Extract `blob` into the existing directory `dest`; return (diff_id, bytes of file data written)."""
+    import tarfile
+
     with blob.open("rb") as f:
         reader = _HashingReader(open_layer(f))
         try:
@@ -87,6 +91,8 @@ def unpack_layer(blob: Path, dest: Path) -> tuple[str, int]:
 
 
 def _extract_all(tar: tarfile.TarFile, dest: Path) -> int:
+    import tarfile
+
     written, count = 0, 0
     dir_times: list[tuple[Path, float]] = []
     while True:

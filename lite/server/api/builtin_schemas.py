@@ -2,15 +2,19 @@
 
 Role: one `BuiltinSchemas` per server (built once, shared by the HTTP layer and `Resources`). It reads
 `openapi_v1_32.json.gz` (made by `tools/gen_openapi_schemas.py` from upstream's `api/openapi-spec/v3`
-documents; see that script) on first use and offers:
+documents; see that script) and its lean copy `typecheck_v1_32.json.gz` (same script: only what the type checks
+read) on first use and offers:
 - `node(kind)`: the compiled type-check tree (`lite.server.api.typecheck.Node`) of a built-in kind;
 - `schema_name(kind)`, `openapi_data()`: the raw component schemas and parameter objects that
   `/openapi/v3` serves (so `kubectl explain` prints upstream's descriptions).
 
 Invariants:
-- Loading and compiling happen once per instance, lazily (start-up does not pay for them; the first write
-  does, a few tens of milliseconds); only the compiled trees stay in memory (under 1 MB); everything handed
-  out is shared and must not be mutated.
+- Trees are compiled per kind, from the lean copy, on the first use of that kind (start-up does not pay for
+  them; the first write of a kind does, a few milliseconds), each named schema once per instance (trees share
+  their common parts, such as ObjectMeta and PodSpec). The lean schemas are parsed for that compile and
+  dropped; only the compiled trees and the kind -> schema name map stay in memory. The full data (with
+  upstream's descriptions, ~16 MB at its peak to parse) is read only to build `/openapi/v3` documents.
+  Everything handed out is shared and must not be mutated.
 - Kinds upstream does not publish have no node. Custom resources get `crd_node`: their CRD's structural
   schema compiled for unknown fields only (their types are the CRD validation's business), with upstream's
   ObjectMeta for `metadata`; it is cached per schema object (a CRD update brings a new one).
@@ -19,7 +23,8 @@ Invariants:
 from __future__ import annotations
 
 import gzip
-import importlib.resources
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,8 +34,25 @@ from lite.server.api.specmemo import Bounded
 from lite.server.api.typecheck import STRING, STRUCT, Compiler, Node
 
 DATA_FILE = "openapi_v1_32.json.gz"
+LEAN_FILE = "typecheck_v1_32.json.gz"
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _CRD_CACHE = 256
+
+
+class _Decoding(Mapping[str, Any]):
+    """Schema name -> schema, decoded from its JSON text when asked (the compiler asks once per name)."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self._texts = texts
+
+    def __getitem__(self, name: str) -> Any:
+        return orjson.loads(self._texts[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
 
 
 class BuiltinSchemas:
@@ -38,34 +60,40 @@ class BuiltinSchemas:
 
     def __init__(self) -> None:
         self._kinds: dict[str, str] | None = None  # "group/version/Kind" -> schema name
-        self._nodes: dict[str, Node] = {}
+        self._nodes: dict[str, Node] = {}  # "group/version/Kind" -> compiled tree (kinds used so far)
+        self._compiler: Compiler | None = None  # keeps every tree compiled so far
+        self._lean: dict[str, str] = {}  # schema name -> its lean schema as JSON text (decoded when compiled)
         self._object_meta: Node | None = None
         self._crd: dict[int, tuple[object, Node]] = {}
         # (spec node, spec encoding) -> object keys in it, for specs that type-checked clean (`fieldvalidation`)
         self.clean_specs: Bounded[tuple[int, bytes], int] = Bounded(256)
 
     @staticmethod
-    def _read() -> dict[str, Any]:
-        raw = importlib.resources.files("lite.server.api").joinpath(DATA_FILE).read_bytes()
+    def _read(name: str = DATA_FILE) -> dict[str, Any]:
+        # next to this module (where the wheel and the PyInstaller build put package data); read directly, as
+        # importlib.resources would load zipfile and its readers (~0.3 MB) for a plain directory
+        raw = (Path(__file__).resolve().parent / name).read_bytes()
         data: dict[str, Any] = orjson.loads(gzip.decompress(raw))
         return data
 
-    def _compiled(self) -> dict[str, str]:
-        """Compile every published kind once; the schemas themselves (~3 MB as Python objects, mostly
-        descriptions) are not kept: `openapi_data` reads them again when documents are built."""
+    def _kind_names(self) -> dict[str, str]:
         if self._kinds is None:
-            data = self._read()
-            compiler = Compiler(data["schemas"], go_types=data.get("gotypes"))
-            self._nodes = {key: compiler.named(name) for key, name in data["kinds"].items()}
-            self._object_meta = compiler.named(OBJECT_META)
-            self._kinds = data["kinds"]
+            data = self._read(LEAN_FILE)
+            self._kinds, self._lean = data["kinds"], data["schemas"]
+            self._compiler = Compiler(_Decoding(self._lean), go_types=data.get("gotypes") or {})
         return self._kinds
+
+    def _compile(self, name: str) -> Node:
+        """The tree of one named schema (compiled on first use, with what it refers to)."""
+        self._kind_names()
+        assert self._compiler is not None
+        return self._compiler.named(name)
 
     def schema_name(self, kind: Kind) -> str:
         """Upstream's component name for a built-in kind ("" for custom or unpublished kinds)."""
         if kind.crd:  # virtual kinds with an upstream schema (the reviews) publish it; metrics have none
             return ""
-        return self._compiled().get(f"{kind.group}/{kind.version}/{kind.kind}", "")
+        return self._kind_names().get(f"{kind.group}/{kind.version}/{kind.kind}", "")
 
     def node(self, kind: Kind) -> Node | None:
         """The compiled type-check tree of `kind`, or None when it is not a published built-in kind."""
@@ -75,17 +103,24 @@ class BuiltinSchemas:
 
     def node_for(self, group: str, version: str, kind_name: str) -> Node | None:
         """The compiled tree of any published type (a subresource body such as autoscaling/v1 Scale)."""
-        self._compiled()
-        return self._nodes.get(f"{group}/{version}/{kind_name}")
+        key = f"{group}/{version}/{kind_name}"
+        node = self._nodes.get(key)
+        if node is None:
+            name = self._kind_names().get(key)
+            if name is None:
+                return None
+            node = self._nodes[key] = self._compile(name)
+        return node
 
     def openapi_data(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """(all component schemas by name, upstream's parameter objects by name), freshly read."""
-        data = self._read()
+        data = self._read(DATA_FILE)
         return data["schemas"], data["params"]
 
     def object_meta(self) -> Node | None:
         """The compiled tree of upstream's ObjectMeta."""
-        self._compiled()
+        if self._object_meta is None:
+            self._object_meta = self._compile(OBJECT_META)
         return self._object_meta
 
     def crd_node(self, kind: Kind) -> Node | None:

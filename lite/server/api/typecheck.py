@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,7 @@ def go_name(schema_name: str) -> str:
 class Compiler:
     """Compiles component schemas into shared `Node`s, each named schema once (recursion-safe)."""
 
-    def __init__(self, schemas: dict[str, Any], *, structural: bool = False,
+    def __init__(self, schemas: Mapping[str, Any], *, structural: bool = False,
                  go_types: dict[str, dict[str, str]] | None = None) -> None:
         self._schemas = schemas
         self._go_types = go_types or {}

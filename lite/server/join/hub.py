@@ -44,7 +44,6 @@ from lite.server.join.policyrelay import PolicyRelay, wants_policies
 from lite.server.join.proxyrelay import ServiceRelay, wants_services
 from lite.server.join.relay import NodeRelay
 from lite.server.join.session import NodeSession
-from lite.server.join.streams import serve_stream
 from lite.server.join.tokens import answer_token_request
 
 log = logging.getLogger("lite.server.join")
@@ -283,7 +282,11 @@ class JoinHub:
 
     async def serve(self, request: web.Request, kind: Any, namespace: str, name: str,
                     subresource: str) -> web.StreamResponse:
-        """`StreamProvider`: pods/log, exec, attach, portforward through the node's session."""
+        """`StreamProvider`: pods/log, exec, attach, portforward through the node's session. The stream
+        protocols (websocket and SPDY exec, port forwarding, proxy) are imported on the first such request:
+        a server whose users never exec or forward does not hold them."""
+        from lite.server.join.streams import serve_stream
+
         return await serve_stream(self, request, kind, namespace, name, subresource)
 
     def stats_summary(self, node: str) -> Obj | None:
