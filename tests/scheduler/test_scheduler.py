@@ -8,7 +8,7 @@ import contextlib
 import socket
 from collections import Counter
 
-from conftest import NODE, PC, POD, SVC, Kit, node, pod
+from conftest import NODE, PC, POD, SVC, Kit, node, open_kit, pod
 
 from lite.client import Obj
 
@@ -208,8 +208,6 @@ class _GatedStatusWrites:
 
 
 async def test_unschedulable_reports_are_bounded_coalesced_and_skipped_when_moot(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import open_kit
-
     async with open_kit(tmp_path, report_concurrency=2) as kit:
         assert kit.scheduler is not None
         gated = _GatedStatusWrites(kit.api)
