@@ -13,7 +13,7 @@ from lite.client import Obj
 from lite.crds import CRD_CLEANUP_FINALIZER
 from lite.errors import ApiError
 from lite.kinds import Kind
-from lite.server.controllers.crdcleanup import CRDCleanupController
+from lite.server.controllers.crdcleanup import CRDCleanupController, needs_sync
 
 CRD = Kind("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False)
 
@@ -110,3 +110,26 @@ async def test_crd_over_a_builtin_leaves_its_objects(kit: Kit) -> None:
         await kit.api.delete(CRD, "", "leases.coordination.k8s.io")
         await kit.until(lambda: _gone(kit, "leases.coordination.k8s.io"))
     assert (await kit.api.get(lease, "default", "l"))["metadata"]["name"] == "l"
+
+
+def _deleting(rv: str, reason: str = "InstanceDeletionInProgress", **extra: Any) -> Obj:
+    crd = _crd()
+    crd["metadata"].update(resourceVersion=rv, deletionTimestamp="2026-01-01T00:00:00Z",
+                           finalizers=[CRD_CLEANUP_FINALIZER])
+    crd["status"] = {"conditions": [{"type": "Established", "status": "True"},
+                                    {"type": "Terminating", "status": "True", "reason": reason}]}
+    crd.update(extra)
+    return crd
+
+
+@pytest.mark.parametrize(("old", "new", "want"), [
+    # its own condition writes do not wake it (upstream's filter: no busy loop on a CRD whose objects cannot go)
+    (_deleting("1"), _deleting("2", "InstanceDeletionFailed"), False),
+    (_deleting("1"), _deleting("1"), True),  # a resync
+    (_deleting("1"), _deleting("2", spec={**_crd()["spec"], "scope": "Cluster"}), True),  # a real change
+    ({**_crd(), "metadata": {**_crd()["metadata"], "resourceVersion": "1"}}, _deleting("2"), True),  # deleted now
+    (_crd(), _crd(), False),  # not being deleted
+    (_deleting("1"), {**_deleting("2"), "metadata": {**_deleting("2")["metadata"], "finalizers": []}}, False),
+])
+def test_only_changes_beyond_its_own_condition_wake_the_cleanup(old: Obj, new: Obj, want: bool) -> None:
+    assert needs_sync(old, new) is want

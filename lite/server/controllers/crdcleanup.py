@@ -42,6 +42,28 @@ RECHECK = 1.0  # seconds between looks at a CRD whose objects are still going aw
 CHECK_TIMEOUT = 60.0  # upstream polls one minute before it reports InstanceDeletionCheck
 
 
+def needs_sync(old: Obj, new: Obj) -> bool:
+    """Whether a change of a CRD asks for a cleanup round (upstream's crdfinalizer update filter): only a CRD being
+    deleted that still has the cleanup finalizer, and then a resync (same resourceVersion) or any change beyond
+    the Terminating condition (and the bookkeeping that comes with writing it). This controller writes that
+    condition itself every round; waking on its own writes would turn a CRD whose objects cannot be deleted
+    (a conversion webhook gone, a delete refused) into a busy loop instead of one look per `RECHECK`."""
+    if not is_deleting(new) or CRD_CLEANUP_FINALIZER not in (meta(new).get("finalizers") or []):
+        return False
+    if meta(old).get("resourceVersion") == meta(new).get("resourceVersion"):
+        return True
+    return _without_terminating(old) != _without_terminating(new)
+
+
+def _without_terminating(crd: Obj) -> Obj:
+    """A shallow view of `crd` without its resourceVersion, managedFields and Terminating condition (never
+    mutates `crd`: informer objects are shared)."""
+    md = {k: v for k, v in meta(crd).items() if k not in ("resourceVersion", "managedFields")}
+    status = dict(crd.get("status") or {})
+    status["conditions"] = [c for c in status.get("conditions") or [] if (c or {}).get("type") != TERMINATING]
+    return {**crd, "metadata": md, "status": status}
+
+
 class CRDCleanupController(Controller):
     name: ClassVar[str] = "crd-finalizer"
     workers = 2
@@ -52,7 +74,11 @@ class CRDCleanupController(Controller):
         self.kinds = kinds
         self.kind = builtin("apiextensions.k8s.io", "CustomResourceDefinition")
         self.crds = self.informer(self.kind, primary=True)
-        self.watch_primary(self.crds)
+        self.crds.add_handlers(on_add=self.enqueue, on_update=self._on_update, on_delete=self.enqueue)
+
+    def _on_update(self, old: Obj, new: Obj) -> None:
+        if needs_sync(old, new):
+            self.enqueue(new)
 
     async def run_synced(self) -> None:
         """`run` once the CRD cache has synced: the API server runs this controller itself, outside the
