@@ -75,6 +75,7 @@ async def test_localhost_is_tried_over_ipv4_then_ipv6() -> None:
             assert await asyncio.wait_for(reader.read(), 10) == b"inside:v6"
             writer.close()
             await writer.wait_closed()
+            await asyncio.to_thread(server.wait, 10)  # gone, its socket closed (before: a race with its exit)
             with pytest.raises(OSError, match=r"IPv4: .* IPv6: "):
                 await open_localhost(f"/run/netns/{name}", port)  # the server took its one connection
         finally:
