@@ -141,18 +141,17 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                   cluster_cidr=config.cluster_cidr, service_cidr=config.service_cidr)
     authorizer.node = NodeAuthorizer(lambda node: hub.pods.by_index(NODE_INDEX, node),
                                      lambda _res, ns, name: hub.objects["PersistentVolumeClaim"].get(f"{ns}/{name}"))
-    manager = build_controller_manager(resources, kinds=kinds, informers=informers,
-                                       cluster_cidr=config.cluster_cidr,
-                                       node_grace_period=config.node_monitor_grace_period,
-                                       hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
-                                       quota_admission=quota,
-                                       local_path_root=config.local_storage_path, cluster_dns=hub.cluster_dns,
-                                       root_ca_pem=creds.ca_pem,
-                                       legacy_token=sa_tokens.legacy_token if sa_tokens is not None else None)
-    rq = manager.controller("resourcequota")
+    # A disabled controller manager or scheduler is not built at all: built, their informer handlers would
+    # still run on every event (queueing work nobody takes) and their caches still fill.
+    manager = None if config.disable_controller_manager else build_controller_manager(
+        resources, kinds=kinds, informers=informers, cluster_cidr=config.cluster_cidr,
+        node_grace_period=config.node_monitor_grace_period, hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
+        quota_admission=quota, local_path_root=config.local_storage_path, cluster_dns=hub.cluster_dns,
+        root_ca_pem=creds.ca_pem, legacy_token=sa_tokens.legacy_token if sa_tokens is not None else None)
+    rq = manager.controller("resourcequota") if manager is not None else None
     if isinstance(rq, ResourceQuotaController):
         strategies.add_removed_hook(rq.removed)
-    scheduler = build_scheduler(resources, informers)
+    scheduler = None if config.disable_scheduler else build_scheduler(resources, informers)
     proxy_cert = (str(creds.front_proxy_cert), str(creds.front_proxy_key)) \
         if creds.front_proxy_cert is not None and creds.front_proxy_key is not None else None
     aggregator = Aggregator(resources, kinds, client_cert=proxy_cert)
@@ -160,11 +159,13 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     prom = ServerMetrics(store_path=store.path,
                          store_stats=lambda: StoreTotals(store.commits, store.writes, store.compactions,
                                                          store.compacted_rows),
-                         queues=lambda: [c.queue for c in manager.controllers], agent_stats=hub.agent_stats,
-                         budgets=inflight)
+                         queues=lambda: [c.queue for c in manager.controllers] if manager is not None else [],
+                         agent_stats=hub.agent_stats, budgets=inflight)
     store.on_commit = prom.committed
-    scheduler.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
-                                                                           scheduler.profile.scheduler_name)
+    if scheduler is not None:
+        sched = scheduler
+        sched.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
+                                                                       sched.profile.scheduler_name)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
                         authorizer=authorizer, inflight=inflight)
     add_join_routes(app, hub, authenticate, _node_credentials(resources, kinds, creds))
@@ -187,9 +188,9 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     crd_cleanup = CRDCleanupController(resources, informers, kinds)
     plane.background.append(("crd-finalizer", crd_cleanup.run_synced))
     # The controller manager runs the shared informers, so without it they run on their own.
-    plane.background.append(("informers", informers.run) if config.disable_controller_manager
+    plane.background.append(("informers", informers.run) if manager is None
                             else ("controller-manager", manager.run))
-    if not config.disable_scheduler:
+    if scheduler is not None:
         plane.background.append(("scheduler", scheduler.run))
     return plane
 
