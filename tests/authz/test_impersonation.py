@@ -88,3 +88,19 @@ def test_groups_without_user_is_400(chain: AuthorizerChain) -> None:
 
 def test_nothing_asked_is_the_caller(chain: AuthorizerChain) -> None:
     assert impersonation.impersonate(headers(), HELPER, chain.impersonation_refusal) is HELPER
+
+
+@pytest.mark.parametrize(("names", "asked"), [
+    ((), False),
+    (("Authorization", "Content-Type", "Accept"), False),
+    (("Impersonate-User",), True),
+    (("impersonate-group",), True),
+    (("IMPERSONATE-UID",), True),
+    (("Impersonate-Extra-Scopes",), True),
+    (("Impersonate-Extra-",), True),
+    (("Impersonate-Someone",), False),  # not one of upstream's headers
+    (("Impersonate",), False),
+    (("X-Impersonate-User",), False),
+])
+def test_which_headers_ask_for_impersonation(names: tuple[str, ...], asked: bool) -> None:
+    assert impersonation.requested(headers(*((n, "x") for n in names))) is asked

@@ -69,7 +69,12 @@ def split_sa_username(name: str) -> tuple[str, str] | None:
 
 
 def requested(headers: CIMultiDictProxy[str]) -> bool:
-    return any(k.lower() == USER or k.lower() in _OTHERS or k.lower().startswith(_EXTRA) for k in headers)
+    for k in headers:  # asked on every request: only a name starting "impersonate-" is looked at further
+        if k[:12].lower() == "impersonate-":
+            low = k.lower()
+            if low == USER or low in _OTHERS or low.startswith(_EXTRA):
+                return True
+    return False
 
 
 def impersonate(headers: CIMultiDictProxy[str], caller: UserInfo, authorize: Authorize) -> UserInfo:
