@@ -103,7 +103,8 @@ class _Conn(asyncio.Protocol):
         self._inner: RequestHandler | None = None
         self._closed = False
         self._busy = False
-        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_since: float | None = None  # loop time the request head now arriving began; None: none is
+        self._head_timer: asyncio.TimerHandle | None = None  # armed for the oldest head it may have to cut
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -115,10 +116,12 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self._inner is not None
-        if not self._busy and self._head_timer is None:
+        if not self._busy and self._head_since is None:
             loop = asyncio.get_running_loop()
-            self._head_timer = loop.call_later(self._l.limits.header_timeout, self._head_expired)
-            self._l.table.idle(self, loop.time())  # a head ages from its first byte, not from the last
+            now = self._head_since = loop.time()
+            if self._head_timer is None:
+                self._head_timer = loop.call_at(now + self._l.limits.header_timeout, self._head_expired)
+            self._l.table.idle(self, now)  # a head ages from its first byte, not from the last
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -143,6 +146,7 @@ class _Conn(asyncio.Protocol):
     # -- bookkeeping --
 
     def _lost(self) -> None:
+        self._head_since = None
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -161,8 +165,17 @@ class _Conn(asyncio.Protocol):
             self.sock.close()
 
     def _head_expired(self) -> None:
+        # The timer is not cancelled when a head completes (a timer armed and cancelled on every request cost
+        # more than the request's routing): it lapses when no head is arriving, and is armed again for a head
+        # that began after the one it was armed for.
         self._head_timer = None
-        if self._busy or self._tls is None:
+        since = self._head_since
+        if since is None or self._busy or self._tls is None:
+            return
+        loop = asyncio.get_running_loop()
+        due = since + self._l.limits.header_timeout
+        if loop.time() < due:
+            self._head_timer = loop.call_at(due, self._head_expired)
             return
         log.warning("closed a connection from %s: no complete request head within %gs", self.addr,
                     self._l.limits.header_timeout)
@@ -171,9 +184,7 @@ class _Conn(asyncio.Protocol):
     def request_started(self) -> None:
         self._busy = True
         self._l.table.busy(self)
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._head_since = None  # the head is complete: an armed timer finds none and lapses
 
     def request_finished(self) -> None:
         self._busy = False

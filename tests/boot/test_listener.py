@@ -219,3 +219,24 @@ async def test_refused_hello_is_logged_with_its_reason(served: tuple[Listener, i
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and warnings[0].startswith("TLS handshake with 127.0.0.1 failed: "), warnings
     assert "NO_SUITABLE" in warnings[0] or "SHARED" in warnings[0], warnings
+
+
+@pytest.mark.parametrize("limits", [ConnectionLimits(header_timeout=0.6)])
+async def test_a_head_is_cut_off_its_own_header_timeout_after_its_first_byte(
+        served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    """The header timer is armed by one request's head and not cancelled when that head completes: when it
+    fires for a later head, it waits for that head's own deadline instead of cutting it early."""
+    listener, port, ctx = served
+    loop = asyncio.get_running_loop()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+    writer.write(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")  # arms the timer; completes at once
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+    await reader.readexactly(2)
+    await asyncio.sleep(0.4)
+    started = loop.time()
+    writer.write(b"GET /hello HTTP/1.1\r\nHost: x\r\n")  # a head that never completes
+    await writer.drain()
+    assert await _closed_by_server(reader)
+    assert loop.time() - started >= 0.6
+    writer.close()
+    await _counted_out(listener)

@@ -17,8 +17,7 @@ handled by the verbs themselves and pass through untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 from lite.errors import ApiError
 from lite.server.store import CommitFailed, StoreClosed, StoreError, StoreFull
@@ -38,13 +37,27 @@ def api_error(err: StoreError) -> ApiError | None:
     return None
 
 
-@contextmanager
-def store_faults() -> Iterator[None]:
+class _StoreFaults:
+    """The context manager `store_faults` returns (stateless: one instance serves every block). A class, not a
+    generator-based one: it wraps every write, and a generator costs a frame and its setup on each."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if isinstance(exc, StoreError):
+            mapped = api_error(exc)
+            if mapped is not None:
+                raise mapped from exc
+        # anything else (or nothing) goes on as it was
+
+
+_STORE_FAULTS = _StoreFaults()
+
+
+def store_faults() -> _StoreFaults:
     """Turn store failures raised inside the block into their Status errors (see `api_error`)."""
-    try:
-        yield
-    except StoreError as e:
-        mapped = api_error(e)
-        if mapped is None:
-            raise
-        raise mapped from e
+    return _STORE_FAULTS
