@@ -77,6 +77,9 @@ class PolicyRelay:
                 emit(wire.ObjectUpsert(kind, slim(kind, obj)))
 
     def _changed(self, kind: str, old: Obj | None, obj: Obj, deleted: bool = False) -> None:
+        emits = list(self._sessions())
+        if not emits:  # no agent enforces policies (the usual case, and every pod event asks): nothing to cut
+            return
         meta = obj.get("metadata") or {}
         msg: wire.Message
         if deleted:
@@ -86,5 +89,5 @@ class PolicyRelay:
             if old is not None and kind != "NetworkPolicy" and slim(kind, old) == new:
                 return
             msg = wire.ObjectUpsert(kind, new)
-        for emit in self._sessions():
+        for emit in emits:
             emit(msg)
