@@ -138,7 +138,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     informers = SharedInformers(resources)
     hub = JoinHub(resources, kinds, informers=informers, cluster_dns=cluster_dns,
                   cluster_domain=config.cluster_domain, flannel_backend=config.flannel_backend,
-                  cluster_cidr=config.cluster_cidr, service_cidr=config.service_cidr)
+                  cluster_cidr=config.cluster_cidr, service_cidr=config.service_cidr,
+                  bound_pods_only=config.disable_controller_manager and config.disable_scheduler)
     authorizer.node = NodeAuthorizer(lambda node: hub.pods.by_index(NODE_INDEX, node),
                                      lambda _res, ns, name: hub.objects["PersistentVolumeClaim"].get(f"{ns}/{name}"))
     # A disabled controller manager or scheduler is not built at all: built, their informer handlers would

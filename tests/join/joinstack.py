@@ -60,7 +60,7 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def serve_join(tmp_path: Path, port: int) -> AsyncIterator[Stack]:
+async def serve_join(tmp_path: Path, port: int, *, bound_pods_only: bool = False) -> AsyncIterator[Stack]:
     resources_mod = pytest.importorskip("lite.server.api.resources")
     strategies = pytest.importorskip("lite.server.api.strategies")
     from lite.server.api.http import build_api_app
@@ -71,7 +71,7 @@ async def serve_join(tmp_path: Path, port: int) -> AsyncIterator[Stack]:
     store = await Store.open(str(tmp_path / "state.db"))
     resources = resources_mod.Resources(store, KINDS, strategies.default_strategies())
     await resources.start()
-    hub = JoinHub(resources, KINDS, cluster_dns="10.43.0.10", heartbeat=5.0)
+    hub = JoinHub(resources, KINDS, cluster_dns="10.43.0.10", heartbeat=5.0, bound_pods_only=bound_pods_only)
     auth = ClusterAuthenticator(TokenAuthenticator(creds.admin_token, creds.join_secret))
     app = build_api_app(resources, KINDS, auth, streams=hub, metrics=hub)
     assert creds.client_ca_cert is not None and creds.client_ca_key is not None

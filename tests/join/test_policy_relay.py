@@ -121,3 +121,24 @@ def test_refusals_ride_in_the_metrics_sample_to_the_stats_summary() -> None:
     assert pods[0]["networkPolicyRefused"] == 7 and "networkPolicyRefused" not in pods[1]
     summary = stats_summary("n1", wire.Metrics(timestamp="2026-01-01T00:00:00Z", pods=pods))
     assert [p.get("networkPolicyRefused") for p in summary["pods"]] == [7, None]
+
+
+async def test_a_hub_of_bound_pods_only_relays_a_pod_once_it_is_bound(tmp_path: Path, free_port: int) -> None:
+    """The API server alone (no scheduler or controller sharing the informers) caches no pending pod in the
+    hub: a pod reaches its node, and the policy agents, when it is bound."""
+    async with serve_join(tmp_path, free_port, bound_pods_only=True) as stack:
+        r = stack.resources
+        await r.create(POD, "default", pod("web"))  # bound to n2 at creation
+        waiting = {**pod("wait"), "spec": {"containers": pod("wait")["spec"]["containers"]}}  # no node yet
+        created = await r.create(POD, "default", waiting)
+        agent = PolicyAgent()
+        async with joined(stack, "n1", agent):
+            await agent.wait_for(lambda: ("PolicyPod", "default", "web") in agent.objects)
+            assert ("PolicyPod", "default", "wait") not in agent.objects
+            assert stack.hub.pods.get("default/wait") is None and stack.hub.pods.get("default/web") is not None
+            await r.create(POD, "default", {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "wait"},
+                                            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}},
+                           name="wait", subresource="binding")
+            await agent.wait_for(lambda: agent.starts[created["metadata"]["uid"]] == 1
+                                 and ("PolicyPod", "default", "wait") in agent.objects)
+            assert agent.objects[("PolicyPod", "default", "wait")]["spec"]["nodeName"] == "n1"

@@ -1,7 +1,7 @@
 """The join hub: node agents' sessions, and the relay of desired state to them.
 
 `JoinHub(client, kinds, informers=None, cluster_dns=..., cluster_domain=..., flannel_backend=..., cluster_cidr=...,
-service_cidr=...)`:
+service_cidr=..., bound_pods_only=False)`:
 - `handle(request, node)` serves `GET /lite/join` for node `node` (a websocket; `routes.add_join_routes`
   authenticates the node's certificate first; a Hello naming another node is closed with 4403):
   Hello → Node registered/updated → Welcome (podCIDR, cluster DNS, pod network backend and cluster CIDR) → full
@@ -18,7 +18,10 @@ Invariants:
   PersistentVolumeClaims and PersistentVolumes (`relay.node_needs_volume`); and
   Services/EndpointSlices for agents that run a service proxy, `proxyrelay`; slim Pods, Namespaces and
   NetworkPolicies for agents that enforce policies, `policyrelay`);
-  their handlers push changes to the affected sessions synchronously, in event order. Registering a
+  their handlers push changes to the affected sessions synchronously, in event order. Everything the hub
+  does with pods concerns pods bound to a node; with `bound_pods_only` (when no scheduler or controller
+  shares the informers: the API server alone) its pod informer watches `spec.nodeName!=` and caches no
+  pending pod. Registering a
   session and taking its resync snapshot happen with no await in between, so no event is missed or doubled.
 """
 
@@ -50,6 +53,7 @@ log = logging.getLogger("lite.server.join")
 
 Obj = dict[str, Any]
 NODE_INDEX = "lite.join/spec.nodeName"
+BOUND_PODS = "spec.nodeName!="  # the field selector of pods bound to a node
 HELLO_TIMEOUT = 30.0
 MAX_FRAME = 64 * 1024 * 1024
 
@@ -69,7 +73,8 @@ class JoinHub:
 
     def __init__(self, client: Client, kinds: KindRegistry, *, informers: SharedInformers | None = None,
                  cluster_dns: str = "", cluster_domain: str = "cluster.local", heartbeat: float = 20.0,
-                 flannel_backend: str = "vxlan", cluster_cidr: str = "", service_cidr: str = "") -> None:
+                 flannel_backend: str = "vxlan", cluster_cidr: str = "", service_cidr: str = "",
+                 bound_pods_only: bool = False) -> None:
         self.client = client
         self.kinds = kinds
         self.intake = Intake(client, kinds)
@@ -77,7 +82,8 @@ class JoinHub:
         self._sa_kind = _must(kinds.by_gvk("", "v1", "ServiceAccount"))
         self._own_informers = informers is None
         self.informers = informers if informers is not None else SharedInformers(client)
-        self.pods = self.informers.informer(self.intake.pod)
+        self.pods = self.informers.informer(self.intake.pod,
+                                            field_selector=BOUND_PODS if bound_pods_only else "")
         self.nodes = self.informers.informer(self.intake.node)
         self.objects: dict[str, Informer] = {}
         for group, kind in (("", "ConfigMap"), ("", "Secret"), ("node.k8s.io", "RuntimeClass"),
@@ -102,7 +108,7 @@ class JoinHub:
         self._proxy_nodes: set[str] = set()  # nodes whose agent runs a service proxy
         self.services = ServiceRelay(self.informers, kinds, self._proxy_emitters)
         self._policy_nodes: set[str] = set()  # nodes whose agent enforces NetworkPolicies
-        self.policies = PolicyRelay(self.informers, kinds, self._policy_emitters)
+        self.policies = PolicyRelay(self.informers, kinds, self._policy_emitters, pods=self.pods)
         self._fabric_nodes: set[str] = set()  # nodes whose agent runs the pod network
         self.fabric = NodeFabricRelay(self.nodes, lambda: [s.emit for node, (s, _) in self._sessions.items()
                                                            if node in self._fabric_nodes])

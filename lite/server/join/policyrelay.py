@@ -53,13 +53,16 @@ def slim(kind: str, obj: Obj) -> Obj:
 
 
 class PolicyRelay:
-    def __init__(self, informers: SharedInformers, kinds: KindRegistry, sessions: Callable[[], Iterable[Emit]]) -> None:
+    def __init__(self, informers: SharedInformers, kinds: KindRegistry, sessions: Callable[[], Iterable[Emit]],
+                 *, pods: Informer | None = None) -> None:
+        """`pods`: the pod informer to read (the hub's, which may hold bound pods only: a pending pod has no
+        IP for a policy to match); by default the shared one of every pod."""
         self._sessions = sessions
         self.informers: dict[str, Informer] = {}
         for group, version, kind, wire_kind in KINDS:
             k = kinds.by_gvk(group, version, kind)
             assert k is not None
-            inf = informers.informer(k)
+            inf = pods if pods is not None and kind == "Pod" else informers.informer(k)
             inf.add_handlers(
                 on_add=lambda o, wk=wire_kind: self._changed(wk, None, o),  # type: ignore[misc]
                 on_update=lambda old, o, wk=wire_kind: self._changed(wk, old, o),  # type: ignore[misc]
