@@ -8,6 +8,7 @@ with SIGSTOP), with the ratios; p99 at a paced 1,000 creates/s (and the baseline
 and for the whole control plane with 10,000 pods, before and after a restart on them; cold start to /readyz.
 
 Usage: python bench/api.py [--pods 10000] [--quick] [--json FILE]
+       python bench/api.py --creates-only [--rounds N] [--quick]   (the API alone and the baseline only)
 Exits 1, the error on the last line, when any request fails (bench/benchlib.py).
 Traffic goes only to 127.0.0.1. The servers are child processes and are stopped at the end.
 """
@@ -448,7 +449,59 @@ async def alone(target: Target, servers: list[Target]) -> AsyncIterator[None]:
             t.proc.send_signal(signal.SIGCONT)
 
 
+async def creates_only(args: argparse.Namespace, res: benchlib.Results) -> None:
+    """`--creates-only`: the baseline and the API server alone, their bursts alternating (A B B A ...), each
+    measured while the other is stopped; creates/s, their ratio, and each server's CPU per create (user +
+    system, all its threads: what a create costs it, steadier than a rate on a shared machine)."""
+    rounds = args.rounds or (4 if args.quick else 6)
+    per = 500 if args.quick else 1000
+    path = "/api/v1/namespaces/bench/pods"
+    with tempfile.TemporaryDirectory(prefix="lite-bench-") as tmp:
+        work = Path(tmp)
+        base = await start_baseline(work)
+        servers = [base]
+        try:
+            lite, _ = await start_lite(work / "lite", *API_ONLY)
+            servers.append(lite)
+            await ensure_namespace(lite, "bench")
+            await settle(lite)
+            order = [("base", base, "/pods"), ("api", lite, path)]
+            for _, t, p in order:
+                async with alone(t, servers):
+                    await create_burst(t, p, 500, 64, "warm")
+            rates: dict[str, list[float]] = {name: [] for name, _, _ in order}
+            cpu: dict[str, list[float]] = {name: [] for name, _, _ in order}
+            for r in range(rounds):
+                for name, t, p in (order if r % 2 == 0 else order[::-1]):
+                    async with alone(t, servers):
+                        before = cpu_seconds(t.proc.pid)
+                        got, _ = await create_burst(t, p, per, 64, f"c{r}")
+                        cpu[name].append((cpu_seconds(t.proc.pid) - before) / per)
+                    rates[name].append(got)
+        finally:
+            for t in servers:
+                t.stop()
+    b_rate, rate = statistics.median(rates["base"]), statistics.median(rates["api"])
+    b_cpu, a_cpu = statistics.median(cpu["base"]), statistics.median(cpu["api"])
+    pairs = statistics.median(a / b for a, b in zip(rates["api"], rates["base"], strict=True))
+    res.set("baseline_creates_per_s", b_rate)
+    res.set("api_creates_per_s", rate)
+    res.set("api_vs_baseline", rate / b_rate)
+    res.set("api_vs_baseline_pairs", pairs)
+    res.set("baseline_cpu_us_per_create", b_cpu * 1e6)
+    res.set("api_cpu_us_per_create", a_cpu * 1e6)
+    print("== lite API alone vs the baseline: creates only (2 KB pods, 64 concurrent clients, TLS) ==")
+    print(f"baseline: {b_rate:8.0f} creates/s  {b_cpu * 1e6:6.0f} us CPU per create")
+    print(f"lite:     {rate:8.0f} creates/s  {a_cpu * 1e6:6.0f} us CPU per create")
+    print(f"ratio lite/baseline: {rate / b_rate:.2f} (median of per-round ratios {pairs:.2f}; rounds lite/baseline: "
+          f"{' '.join(f'{x:.0f}/{y:.0f}' for x, y in zip(rates['api'], rates['base'], strict=True))}); "
+          f"CPU per create lite/baseline: {a_cpu / b_cpu:.2f}")
+
+
 async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
+    if args.creates_only:
+        await creates_only(args, res)
+        return
     burst = 2000 if args.quick else 5000
     rounds = 4 if args.quick else 5
     per = burst // rounds
@@ -607,6 +660,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", type=int, default=10000)
     ap.add_argument("--quick", action="store_true", help="smaller bursts (the 10,000 pods stay)")
+    ap.add_argument("--creates-only", action="store_true",
+                    help="only the create throughput of the API alone against the baseline, with CPU per create")
+    ap.add_argument("--rounds", type=int, default=0, help="with --creates-only: alternating rounds (default 6; 4 "
+                                                          "with --quick)")
     benchlib.add_args(ap)
     cli = ap.parse_args()
     results = benchlib.Results.from_args("api", cli)
