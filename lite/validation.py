@@ -112,6 +112,15 @@ def is_qualified_name(value: str) -> list[str]:
     return errs
 
 
+def plain_qualified_name(value: str) -> bool:
+    """True exactly when `is_qualified_name(value)` finds nothing: the usual case, answered without building
+    any message (every label and annotation key of every write asks)."""
+    prefix, slash, name = value.rpartition("/")
+    if len(name) > 63 or _QNAME_RE.fullmatch(name) is None:
+        return False
+    return not slash or (0 < len(prefix) <= 253 and _SUBDOMAIN_RE.fullmatch(prefix) is not None)
+
+
 def is_valid_label_value(value: str) -> list[str]:
     errs = []
     if len(value) > 63:
@@ -130,6 +139,9 @@ def validate_labels(labels: Any, path: str = "metadata.labels") -> list[Cause]:
         return [field_invalid(path, labels, "must be a map of strings")]
     causes: list[Cause] = []
     for k, v in labels.items():
+        if type(k) is str and type(v) is str and len(v) <= 63 and _LVALUE_RE.fullmatch(v) is not None \
+                and plain_qualified_name(k):
+            continue  # valid: the messages below are built only for what is not
         causes += [field_invalid(path, k, m) for m in is_qualified_name(str(k))]
         if not isinstance(v, str):
             causes.append(field_invalid(path, v, "must be a string"))
@@ -147,7 +159,9 @@ def validate_annotations(annotations: Any, path: str = "metadata.annotations") -
     total = 0
     for k, v in annotations.items():
         # Upstream lower-cases the key before checking it (annotation keys are case-insensitive here).
-        causes += [field_invalid(path, k, m) for m in is_qualified_name(str(k).lower())]
+        key = str(k).lower()
+        if not plain_qualified_name(key):
+            causes += [field_invalid(path, k, m) for m in is_qualified_name(key)]
         # Sizes are in bytes, as Go's len() counts them.
         total += len(str(k).encode()) + len(v.encode() if isinstance(v, str) else orjson.dumps(v))
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:

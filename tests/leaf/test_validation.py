@@ -13,6 +13,7 @@ from lite.validation import (
     is_qualified_name,
     is_valid_label_value,
     name_is_dns_label,
+    plain_qualified_name,
     validate_annotations,
     validate_label_selector,
     validate_labels,
@@ -208,3 +209,13 @@ def test_object_meta_update() -> None:
     no_rv = {k: v for k, v in old.items() if k != "resourceVersion"}
     assert _fields(validate_object_meta_update(no_rv, old, require_resource_version=True)) == [
         ("metadata.resourceVersion", "FieldValueInvalid")]
+
+
+@pytest.mark.parametrize("value", [
+    "app", "App.Name_1", "a", "example.com/app", "a.b-c.d/x", "kubernetes.io/metadata.name", "x" * 63,
+    "x" * 64, "", "/", "/app", "example.com/", "a/b/c", "-app", "app-", "app_", "ex ample.com/app", "Example.com/app",
+    "example..com/app", "-example.com/app", ("a" * 63 + ".") * 3 + "b/app", ("a" * 63 + ".") * 4 + "b/app",
+    "app/" + "x" * 63, "app/" + "x" * 64, "é", "exämple.com/app", "a\n", "1.2.3/4",
+])
+def test_plain_qualified_name_is_exactly_no_error(value: str) -> None:
+    assert plain_qualified_name(value) == (is_qualified_name(value) == [])
