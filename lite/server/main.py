@@ -31,7 +31,7 @@ from pathlib import Path
 from aiohttp import web
 
 from lite.client import Client
-from lite.server import gctune
+from lite.server import pauses
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
 from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
@@ -127,11 +127,11 @@ async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -
                  config.bind_address, config.port, path)
         if on_ready is not None:
             on_ready()
-        schedule = gctune.GcSchedule()
-        schedule.start()
-        server.exit_stack.callback(schedule.stop)
+        tuning = pauses.LoopPauses()
+        tuning.start()
+        server.exit_stack.callback(tuning.stop)
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(_guarded("gc-full-pass", schedule.run), name="gc-full-pass")
+            tg.create_task(_guarded("gc-full-pass", tuning.run), name="gc-full-pass")
             for name, start in server.background:
                 tg.create_task(_guarded(name, start), name=name)
             await asyncio.Event().wait()  # until cancelled

@@ -1,15 +1,17 @@
-"""The server's GC schedule (lite.server.gctune): young passes walk a bounded number of objects whatever the
-heap holds, cycles among the frozen survivors are still collected by the full pass, and stop undoes start."""
+"""lite.server.pauses: young GC passes walk a bounded number of objects whatever the heap holds, cycles among
+the frozen survivors are still collected by the full pass, the GIL switch interval is short, and stop undoes
+start."""
 
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from lite.server.gctune import GcSchedule
+from lite.server.pauses import SWITCH_INTERVAL, LoopPauses
 
 
 class Node:
@@ -18,9 +20,9 @@ class Node:
 
 
 @pytest.fixture
-def schedule() -> Iterator[GcSchedule]:
+def schedule() -> Iterator[LoopPauses]:
     before = gc.get_threshold()
-    s = GcSchedule(young=1000, full_interval=3600)
+    s = LoopPauses(young=1000, full_interval=3600)
     s.start()
     try:
         yield s
@@ -33,7 +35,7 @@ def unfrozen() -> int:
     return sum(len(gc.get_objects(g)) for g in range(3))
 
 
-def test_survivors_leave_the_walked_generations_so_a_pass_stays_short(schedule: GcSchedule) -> None:
+def test_survivors_leave_the_walked_generations_so_a_pass_stays_short(schedule: LoopPauses) -> None:
     frozen = gc.get_freeze_count()
     heap = [[i] for i in range(30_000)]  # long-lived containers, as informer caches are
     # Every automatic pass froze what survived it: the generations a pass walks hold at most ~`young` objects,
@@ -42,7 +44,7 @@ def test_survivors_leave_the_walked_generations_so_a_pass_stays_short(schedule: 
     assert gc.get_freeze_count() - frozen >= len(heap) - 2 * schedule.young
 
 
-def test_cycles_among_frozen_survivors_are_collected_by_the_full_pass(schedule: GcSchedule) -> None:
+def test_cycles_among_frozen_survivors_are_collected_by_the_full_pass(schedule: LoopPauses) -> None:
     a, b = Node(), Node()
     a.other, b.other = b, a
     gone = weakref.ref(a)
@@ -55,12 +57,13 @@ def test_cycles_among_frozen_survivors_are_collected_by_the_full_pass(schedule: 
     assert schedule.full_passes == 1
 
 
-def test_stop_removes_the_callback_and_unfreezes() -> None:
-    before = gc.get_threshold()
-    s = GcSchedule(young=1000)
+def test_stop_undoes_start() -> None:
+    before, switch = gc.get_threshold(), sys.getswitchinterval()
+    s = LoopPauses(young=1000)
     s.start()
     assert gc.get_threshold()[0] == 1000 and gc.get_freeze_count() > 0
+    assert sys.getswitchinterval() == SWITCH_INTERVAL < switch
     s.stop()
-    assert gc.get_threshold() == before
+    assert gc.get_threshold() == before and sys.getswitchinterval() == switch
     assert gc.get_freeze_count() == 0
     assert all(cb.__self__ is not s for cb in gc.callbacks if hasattr(cb, "__self__"))

@@ -1,4 +1,5 @@
-"""The API server's cyclic-GC schedule: every pause short, whatever the heap holds.
+"""What keeps the server's event-loop pauses short whatever the heap holds: the cyclic-GC schedule and the GIL
+switch interval (`LoopPauses`).
 
 Why: the server holds hundreds of thousands of long-lived container objects (the in-process informers'
 decoded objects: about a dozen dicts and lists per stored pod). A cyclic-GC pass walks every object of the
@@ -10,7 +11,7 @@ paced 1,000 creates/s with 10,000 pods stored:
   ~50,000 objects that all survive every few seconds (12-19 ms each, most of the paced p99), and every 20
   of those a gen-1 pass over up to a million objects (~300 ms).
 
-The schedule (`GcSchedule`):
+The GC schedule:
 - Only gen-0 passes run automatically, every `young` net container allocations; right after each one its
   survivors are frozen (`gc.freeze`), so a pass walks at most about `young` objects (plus garbage not yet
   freed) and no object is walked twice by automatic passes: pauses of 1-5 ms (measured under the paced load
@@ -21,22 +22,32 @@ The schedule (`GcSchedule`):
   gen-0 passes as before. Cycles among frozen objects (a long-lived connection that closed) wait for the
   full pass that `run` makes every `full_interval` seconds (unfreeze, collect everything, freeze): cyclic
   garbage lives at most that long, and the one long pause of a full pass comes that rarely.
-- `start` then `stop` leave the process as they found it (callback removed, thresholds restored, nothing
-  left frozen), so an in-process server in a test leaves no trace.
+
+The GIL switch interval: how long a thread waiting for the GIL lets the running one go on before asking it
+to switch (CPython's default 5 ms). The store's writer thread needs the GIL back after each COMMIT's fsync;
+while the loop runs Python without a pause (a GC pass, a burst of requests) every commit, and so every write
+waiting on it, took up to 5 ms more. `SWITCH_INTERVAL` (1 ms) bounds that wait (measured: a 30-row commit
+next to a busy thread, median 5.7 ms at 5 ms, 1.6-2.1 ms at 1 ms). Only helper threads ever wait for the
+GIL in the server, so the shorter interval costs the loop nothing when they are idle.
+
+`start` then `stop` leave the process as they found it (GC callback removed, thresholds and switch interval
+restored, nothing left frozen), so an in-process server in a test leaves no trace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 from typing import Any
 
-YOUNG = 10_000  # net container allocations between gen-0 passes: a pass of ~3 ms at most
+YOUNG = 10_000  # net container allocations between gen-0 passes: a pass walks ~10,000 objects, ~3 ms
 FULL_INTERVAL = 600.0  # seconds between full passes
+SWITCH_INTERVAL = 0.001  # seconds
 NEVER = 1 << 30  # a threshold no count reaches: gen-1 and gen-2 passes only when asked for
 
 
-class GcSchedule:
+class LoopPauses:
     """See the module docstring. Runs on the event loop's thread (GC callbacks run in whatever thread allocated)."""
 
     def __init__(self, young: int = YOUNG, full_interval: float = FULL_INTERVAL) -> None:
@@ -44,6 +55,7 @@ class GcSchedule:
         self.full_interval = full_interval
         self.full_passes = 0
         self._saved: tuple[int, int, int] | None = None
+        self._saved_switch = 0.0
 
     def start(self) -> None:
         """Collect and freeze what start-up made, then switch to the schedule."""
@@ -54,13 +66,16 @@ class GcSchedule:
         self._saved = gc.get_threshold()
         gc.set_threshold(self.young, NEVER, NEVER)
         gc.callbacks.append(self._after_pass)
+        self._saved_switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
 
     def stop(self) -> None:
-        """Back to the thresholds found at `start`, nothing frozen."""
+        """Back to the thresholds and switch interval found at `start`, nothing frozen."""
         if self._saved is None:
             return
         gc.callbacks.remove(self._after_pass)
         gc.set_threshold(*self._saved)
+        sys.setswitchinterval(self._saved_switch)
         gc.unfreeze()
         self._saved = None
 
