@@ -9,6 +9,10 @@ and for the whole control plane with 10,000 pods, before and after a restart on 
 
 Usage: python bench/api.py [--pods 10000] [--quick] [--json FILE]
        python bench/api.py --creates-only [--rounds N] [--quick]   (the API alone and the baseline only)
+       python bench/api.py --paced-only [--pods 10000] [--rounds 3] [--json FILE]
+`--paced-only` measures only the paced 1,000 creates/s: the baseline and the API alone filled with --pods pods
+first (as the whole run has them when it paces), then paced rounds alternating baseline / API alone (A B B A ...),
+each measured alone; it prints each round's p50/p99 and their medians.
 Exits 1, the error on the last line, when any request fails (bench/benchlib.py).
 Traffic goes only to 127.0.0.1. The servers are child processes and are stopped at the end.
 """
@@ -498,9 +502,61 @@ async def creates_only(args: argparse.Namespace, res: benchlib.Results) -> None:
           f"CPU per create lite/baseline: {a_cpu / b_cpu:.2f}")
 
 
+async def paced_only(args: argparse.Namespace, res: benchlib.Results) -> None:
+    """Only the paced figure (see the module docstring), in `rounds` alternating rounds."""
+    path = "/api/v1/namespaces/bench/pods"
+    seconds = 3.0 if args.quick else 5.0
+    rounds = args.rounds or 3
+    with tempfile.TemporaryDirectory(prefix="lite-bench-") as tmp:
+        work = Path(tmp)
+        base = await start_baseline(work)
+        servers = [base]
+        try:
+            lite, _ = await start_lite(work / "lite", *API_ONLY)
+            servers.append(lite)
+            await ensure_namespace(lite, "bench")
+            await settle(lite)
+            idle = rss_mb(lite.proc.pid)
+            async with alone(lite, servers):
+                await create_burst(lite, path, max(args.pods, 500), 64, "fill")
+                await settle(lite)
+            filled = rss_mb(lite.proc.pid)
+            async with alone(base, servers):
+                await create_burst(base, "/pods", 500, 64, "warm")
+            p99s: dict[str, list[float]] = {"base": [], "api": []}
+            p50s: dict[str, list[float]] = {"base": [], "api": []}
+            order = [("base", base, "/pods"), ("api", lite, path)]
+            for r in range(rounds):
+                for name, t, p in (order if r % 2 == 0 else order[::-1]):
+                    async with alone(t, servers):
+                        started = time.time()
+                        lat = await paced_creates(t, p, 1000, seconds, f"p{r}")
+                    p99s[name].append(pct(lat, 99) * 1000)
+                    p50s[name].append(pct(lat, 50) * 1000)
+                    print(f"round {r} {name:4}: p50 {pct(lat, 50) * 1000:6.2f} ms  p99 {pct(lat, 99) * 1000:6.2f} ms"
+                          f"  max {max(lat) * 1000:6.1f} ms  (wall {started:.3f}..{time.time():.3f})", flush=True)
+            rss = rss_mb(lite.proc.pid)
+        finally:
+            for t in servers:
+                t.stop()
+    stored = max(args.pods, 500) + rounds * int(1000 * seconds)
+    p99, b_p99 = statistics.median(p99s["api"]), statistics.median(p99s["base"])
+    res.set("paced_create_p50_ms", statistics.median(p50s["api"]))
+    res.set("paced_create_p99_ms", p99)
+    res.set("baseline_paced_create_p99_ms", b_p99)
+    res.set("api_kb_per_pod", kb_per_pod(rss, idle, stored))
+    print(f"paced 1,000 creates/s, median of {rounds} rounds: API alone p99 {p99:.2f} ms, "
+          f"baseline p99 {b_p99:.2f} ms (ratio {p99 / b_p99:.2f})")
+    print(f"server RSS idle {idle:.0f} MB, filled with {max(args.pods, 500)} pods {filled:.0f} MB, "
+          f"after the rounds ({stored} pods) {rss:.0f} MB: {kb_per_pod(rss, idle, stored):.1f} KB/pod above idle")
+
+
 async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
     if args.creates_only:
         await creates_only(args, res)
+        return
+    if args.paced_only:
+        await paced_only(args, res)
         return
     burst = 2000 if args.quick else 5000
     rounds = 4 if args.quick else 5
@@ -662,8 +718,10 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="smaller bursts (the 10,000 pods stay)")
     ap.add_argument("--creates-only", action="store_true",
                     help="only the create throughput of the API alone against the baseline, with CPU per create")
-    ap.add_argument("--rounds", type=int, default=0, help="with --creates-only: alternating rounds (default 6; 4 "
-                                                          "with --quick)")
+    ap.add_argument("--paced-only", action="store_true",
+                    help="only the paced 1,000 creates/s figure, baseline and API alone alternating")
+    ap.add_argument("--rounds", type=int, default=0, help="alternating rounds with --creates-only (default 6; 4 "
+                                                          "with --quick) or --paced-only (default 3)")
     benchlib.add_args(ap)
     cli = ap.parse_args()
     results = benchlib.Results.from_args("api", cli)

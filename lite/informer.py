@@ -23,6 +23,9 @@ Invariants:
 - Handlers run synchronously in the informer's task, in event order, and should only turn objects into
   work-queue keys. A failing handler is logged and does not disturb the informer or other handlers.
   `on_add(obj)`, `on_update(old, new)` (also for resyncs, then `old is new`), `on_delete(obj)`.
+- A burst of watch events (one commit batch of the in-process store arrives at once) is applied in slices of
+  about `SLICE` seconds of work, the informer yielding to the event loop between them: a batch of a few dozen
+  creates is never one multi-millisecond stall of the loop, and the writers of that batch answer in between.
 - On a relist, objects that disappeared get `on_delete(last_known_state)`: like client-go's
   DeletedFinalStateUnknown, it is the last state this cache saw, not the deleted object's final state.
   Objects whose resourceVersion did not change on a relist produce no event.
@@ -67,6 +70,7 @@ log = logging.getLogger("lite.informer")
 IndexFunc = Callable[[Obj], Iterable[str]]
 Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
+SLICE = 0.001  # seconds of event handling between yields to the loop (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -431,10 +435,16 @@ class Informer:
         stream = self.client.watch(self.kind, self.namespace, resource_version=self._rv,
                                    label_selector=self.label_selector, field_selector=self.field_selector,
                                    allow_bookmarks=True, timeout_seconds=random.uniform(*self.watch_timeout))
+        spent = 0.0  # seconds of handling since the last yield to the loop
         try:
             async for ev in stream:
+                t0 = time.perf_counter()
                 self._apply(ev)
                 events += 1
+                spent += time.perf_counter() - t0
+                if spent >= SLICE:
+                    await asyncio.sleep(0)
+                    spent = 0.0
         finally:
             await _close(stream)
         if events:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -32,6 +31,7 @@ from pathlib import Path
 from aiohttp import web
 
 from lite.client import Client
+from lite.server import pauses
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
 from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
@@ -127,24 +127,14 @@ async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -
                  config.bind_address, config.port, path)
         if on_ready is not None:
             on_ready()
-        _tune_gc()
+        tuning = pauses.LoopPauses()
+        tuning.start()
+        server.exit_stack.callback(tuning.stop)
         async with asyncio.TaskGroup() as tg:
+            tg.create_task(_guarded("gc-full-pass", tuning.run), name="gc-full-pass")
             for name, start in server.background:
                 tg.create_task(_guarded(name, start), name=name)
             await asyncio.Event().wait()  # until cancelled
-
-
-def _tune_gc() -> None:
-    """Fewer, cheaper cyclic-GC passes once start-up is done.
-
-    The server holds hundreds of thousands of long-lived objects (informer caches, the store index); with
-    CPython's default thresholds every full collection walks all of them, measured at ~190 ms a pause and a
-    third of the server's CPU under a create load. Freezing what start-up made and raising the thresholds
-    keeps cycles collected (refcounting frees everything else at once) without those pauses.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
 
 
 async def _guarded(name: str, start: Background) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
@@ -19,7 +21,7 @@ import pytest
 from lite.client import Client, Obj, WatchEvent
 from lite.controllerkit import Backoff
 from lite.errors import internal
-from lite.informer import Informer, SharedInformers, strip_managed_fields
+from lite.informer import SLICE, Informer, SharedInformers, strip_managed_fields
 from lite.kinds import KindRegistry
 from lite.objects import deep_copy, labels_of, name_of
 from lite.readonly import FrozenDict, SharedObjectMutated
@@ -542,3 +544,42 @@ def test_plain_informers_cache_plain_objects() -> None:
     obj = inf._with_type(cm("a"))
     assert type(obj) is dict and type(obj["metadata"]) is dict
     assert type(Informer(cast(Client, object()), CM, read_only=True)._with_type(cm("a"))) is FrozenDict
+
+
+async def test_a_burst_of_events_is_applied_in_slices_that_let_the_loop_run(tmp_path: Path) -> None:
+    """A burst of events arriving at once (one commit batch; here a replay of 40 events) is not one long stall
+    of the event loop: the informer yields between slices of about SLICE of handling, so other tasks (the
+    writers of that batch answering) run in between. Handled all in one go, the loop would not tick at all."""
+    async with open_api(tmp_path) as api:
+        ctl = Controlled(api)
+        ctl.events_per_watch = 1  # the first watch ends after one event...
+        ctl.hold_from = 2  # ...and the next one waits, so that the burst is replayed at once
+        inf = Informer(cast(Client, ctl), CM)
+        applied: list[str] = []
+
+        def busy(obj: Obj) -> None:
+            applied.append(name_of(obj))
+            time.sleep(SLICE / 2)  # stands for the handlers' work on one event
+
+        inf.add_handlers(on_add=busy)
+        ticks: list[int] = []
+
+        async def ticker() -> None:
+            while True:
+                ticks.append(len(applied))
+                await asyncio.sleep(0)
+
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            await api.create(CM, "default", cm("first"))
+            await eventually(lambda: ctl.watch_calls >= 2)
+            ctl.events_per_watch = None
+            for i in range(40):
+                await api.create(CM, "default", cm(f"c{i}"))
+            tick = asyncio.create_task(ticker())
+            ctl.release.set()
+            await eventually(lambda: len(applied) == 41)
+            tick.cancel()
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
+        assert max(gaps) <= 4, f"events handled between two loop ticks: {gaps}"

@@ -399,18 +399,17 @@ class Store:
         oldest as it takes to keep the superseded history within max(history_floor, history_factor x live
         bytes); vacuum. Returns rows removed.
 
-        Runs on the writer thread, so it is serialised with commits. Watches are unaffected (they are
+        The deletion runs on the writer thread, so it is serialised with commits; measuring the history's size
+        does not (it reads on a connection of its own). Watches are unaffected (they are
         served from memory); after a restart the replayable window is at most `keep` revisions deep (less
         when large objects changed often: a restarted watcher far behind then relists after a 410).
         """
         newest = self.current_rev
         by_revs = max(0, newest - max(0, keep))
-
-        def work() -> int:
-            below = min(newest, max(by_revs, self._db.size_cut(history_factor, history_floor)))
-            return self._db.compact(below) if below > 0 else 0
-
-        removed = await self._run(work)
+        # Off the writer's thread (see LogDB.size_cut): commits go on while it reads.
+        by_size = await asyncio.to_thread(self._db.size_cut, history_factor, history_floor)
+        below = min(newest, max(by_revs, by_size))
+        removed = await self._run(lambda: self._db.compact(below)) if below > 0 else 0
         self.compactions += 1
         self.compacted_rows += removed
         return removed
