@@ -15,6 +15,14 @@ three per API request; from the heap it is a split of a free block. The heap's t
 
 Called once by the `lite server` and `lite agent` commands at start; no import-time side effect. Elsewhere
 (a C library without this mallopt) it does nothing and returns False.
+
+`shrink_tls_reads()`, called beside it, lowers asyncio's TLS read size (`asyncio.sslproto.SSLProtocol.max_size`)
+from 256 KiB to 64 KiB, below the pinned threshold. asyncio gives every TLS connection a zero-filled receive
+buffer of that size for its whole life (256 KiB resident per connection: the embedded agent's session, every
+joined node, every client), and asks OpenSSL for that many bytes on each read, allocating a bytes object of that
+size first: above the threshold, one mmap and munmap per read of any request. TLS records carry 16 KiB at most
+and the read loop goes on until the socket is drained, so 64 KiB loses nothing: measured on one TLS connection
+over loopback (1.5 KB echoes), 2.5 to 3 times fewer CPU seconds per round trip than at 256 KiB.
 """
 
 from __future__ import annotations
@@ -37,3 +45,14 @@ def pin_mmap_threshold(size: int = THRESHOLD, trim: int = TRIM_THRESHOLD) -> boo
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, size)) and bool(mallopt(M_TRIM_THRESHOLD, trim))
+
+
+TLS_READ_SIZE = 64 * 1024
+
+
+def shrink_tls_reads(size: int = TLS_READ_SIZE) -> None:
+    """Set asyncio's per-connection TLS read buffer and read size (see the module docstring) for connections
+    made from now on, in this process."""
+    from asyncio import sslproto
+
+    sslproto.SSLProtocol.max_size = size

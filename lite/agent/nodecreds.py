@@ -31,6 +31,7 @@ from typing import Any
 import aiohttp
 
 from lite import wire
+from lite.der import pem_certificate_validity
 
 log = logging.getLogger("lite.agent.session")
 
@@ -64,10 +65,7 @@ def _https(base_url: str) -> str:
 
 def cert_validity(pem: bytes) -> tuple[float, float]:
     """(not before, not after) of a PEM certificate, epoch seconds."""
-    from cryptography import x509
-
-    cert = x509.load_pem_x509_certificate(pem)
-    return cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
+    return pem_certificate_validity(pem)
 
 
 class NodeCredentials:

@@ -327,12 +327,13 @@ def cmd_server(args: argparse.Namespace) -> int:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
     import sqlite3
 
-    from lite.malloctune import pin_mmap_threshold
+    from lite.malloctune import pin_mmap_threshold, shrink_tls_reads
     from lite.sdnotify import notify
     from lite.server import main as server_main  # the heavy imports start here
     from lite.server.store import StoreCorrupt, StoreError
 
     pin_mmap_threshold()
+    shrink_tls_reads()
 
     try:
         from lite.cli.agentcmd import embedded_agent
@@ -364,10 +365,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
         _setup_logging(args.log_level)
         return sim_cli.run(args)  # simulated nodes keep nothing on disk
     from lite.cli.agentcmd import run_remote
-    from lite.malloctune import pin_mmap_threshold
+    from lite.malloctune import pin_mmap_threshold, shrink_tls_reads
 
     _setup_logging(args.log_level)
     pin_mmap_threshold()
+    shrink_tls_reads()
     return run_remote(args, Path(args.data_dir) if args.data_dir else default_data_dir())
 
 

@@ -15,7 +15,8 @@ Invariants:
 - Secrets (keys, tokens, kubeconfigs) are written atomically with mode 0600; directories are 0700.
 - The join token has the k3s shape `K10<sha256 of the CA PEM>::server:<secret>`, so an agent given only the
   token can pin the server's CA. Authentication compares the secret part.
-- `cryptography` is imported only when something must be generated: a restart does not pay for it.
+- `cryptography` is imported only when something must be generated (reading a certificate's expiry does not
+  need it): a restart does not pay for it, and `lite server` generates in a short-lived child process.
 - Blocking (file I/O, key generation): call from a thread or before the event loop runs.
 """
 
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lite.der import pem_certificate_validity
 from lite.server.config import ServerConfig
 
 CA_DAYS = 3650
@@ -208,13 +210,11 @@ def _serving_stale(crt: Path, key: Path, meta: Path, sans: list[str]) -> bool:
 
 def expires_within(crt: Path, days: float) -> bool:
     """The certificate at `crt` ends within `days` (or cannot be read: then it must be made again)."""
-    from cryptography import x509
-
     try:
-        cert = x509.load_pem_x509_certificate(crt.read_bytes())
+        not_after = pem_certificate_validity(crt.read_bytes())[1]
     except (OSError, ValueError):
         return True
-    return cert.not_valid_after_utc - dt.datetime.now(dt.UTC) < dt.timedelta(days=days)
+    return not_after - dt.datetime.now(dt.UTC).timestamp() < days * 86400
 
 
 def _write_ca(cert_path: Path, key_path: Path, cn: str = "lite-server-ca") -> None:

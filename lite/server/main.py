@@ -3,7 +3,8 @@
 Role: the composition root of `lite server`. It owns no behaviour of its own beyond start-up order,
 shutdown order and the long-lived background tasks.
 
-Start-up: credentials (CA, serving cert, tokens) → the secrets encryption key file → Store.open (with its codec) →
+Start-up: credentials (CA, serving cert, tokens; whatever is missing is generated first in a forked child, so
+the server never loads `cryptography`) → the secrets encryption key file → Store.open (with its codec) →
 Resources.start → build_api_app (+ `/lite/secrets-encrypt`) →
 RLIMIT_NOFILE raised → aiohttp runner behind the connection-limiting TLS `Listener` → kubeconfig written
 (so a kubeconfig on disk means the port is open).
@@ -24,6 +25,7 @@ import logging
 import os
 import signal
 import ssl
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +65,7 @@ async def build(config: ServerConfig) -> Server:
     from lite.server.encryption.control import add_routes as add_encryption_routes
     from lite.server.store import Store, compactor
 
+    _generate_credentials_apart(config)
     creds = await asyncio.to_thread(ensure_credentials, config)
     stack = contextlib.AsyncExitStack()
     try:
@@ -89,6 +92,27 @@ async def build(config: ServerConfig) -> Server:
         server.background.append(("snapshots", lambda: run_schedule(
             config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name)))
     return server
+
+
+def _generate_credentials_apart(config: ServerConfig) -> None:
+    """Create the missing keys and certificates (and renew those near expiry) in a short-lived child process,
+    so this one never maps `cryptography` (about 10 MB resident): it reads the files afterwards. If the child
+    fails, `ensure_credentials` and `ensure_signing_key` do the work here, as they always could."""
+    from lite.forkcall import ChildFailed, call_in_child
+    from lite.server.authn.signer import ensure_signing_key
+
+    if "cryptography" in sys.modules:
+        return
+
+    def generate() -> bytes:
+        ensure_credentials(config)
+        ensure_signing_key(config.paths.tls / "service.key")
+        return b""
+
+    try:
+        call_in_child(generate)
+    except ChildFailed as e:
+        log.warning("generating credentials in a child process failed, generating them here: %s", e)
 
 
 def private_store_files(db: Path) -> None:

@@ -11,6 +11,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -233,3 +234,43 @@ async def test_cached_upstream_answers_age(server: DnsServer, upstream: tuple[Fi
         assert msg.answer[0].ttl == 20 and ips(msg) == ["192.0.2.10"] and msg.edns == 0
         assert msg.question[0].name.to_text() == "WWW.Example.test."
     assert upstream[0].asked == ["www.example.test. A"]
+
+
+LAZY_DNSLIB = r'''
+import asyncio, socket, struct, sys
+from lite.agent.dns.forward import Forwarder
+from lite.agent.dns.server import DnsServer
+from lite.agent.dns.zone import ClusterZone
+
+def query(name, ident):
+    qname = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+    return struct.pack("!HHHHHH", ident, 0x0100, 1, 0, 0, 0) + qname + struct.pack("!HH", 1, 1)
+
+async def main():
+    zone = ClusterZone()
+    zone.set_service({"metadata": {"namespace": "default", "name": "web"},
+                      "spec": {"clusterIP": "10.43.0.20", "ports": [{"port": 80, "protocol": "TCP"}]}})
+    dead = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); dead.bind(("127.0.53.3", 0))
+    srv = DnsServer(zone, Forwarder([("127.0.53.3", dead.getsockname()[1])], timeout=0.2))
+    await srv.start("127.0.53.1", 0)
+    loop = asyncio.get_running_loop()
+    c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.setblocking(False)
+    c.connect(srv.address)
+    out = []
+    for name, ident in (("web.default.svc.cluster.local", 7), ("www.example.test", 8)):
+        await loop.sock_sendall(c, query(name, ident))
+        reply = await loop.sock_recv(c, 4096)
+        out.append(f"{struct.unpack('!H', reply[:2])[0]}:{struct.unpack('!H', reply[2:4])[0] & 0xF}:"
+                   f"{struct.unpack('!H', reply[6:8])[0]}:{'dnslib' in sys.modules}")
+    await srv.close()
+    print(" ".join(out))
+asyncio.run(main())
+'''
+
+
+def test_dnslib_loads_only_for_a_query_the_zone_does_not_answer() -> None:
+    out = subprocess.run([sys.executable, "-c", LAZY_DNSLIB], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    # id:rcode:answers:dnslib loaded — the zone's answer without dnslib; the forwarded one (no upstream answers:
+    # SERVFAIL) loads it
+    assert out.stdout.split() == ["7:0:1:False", "8:2:0:True"]

@@ -49,3 +49,59 @@ def test_a_tls_read_buffer_comes_from_the_heap() -> None:
 
     # what asyncio's TLS transport allocates for each read (SSLObject.read(max_size)), with its object header
     assert mapped_after_a_large_free("pin", asyncio.sslproto.SSLProtocol.max_size + 64) == 0
+
+
+TLS_SCRIPT = r'''
+import asyncio, ssl, sys, tempfile, tracemalloc
+from pathlib import Path
+from lite.malloctune import pin_mmap_threshold, shrink_tls_reads
+from lite.server.certs import ensure_credentials
+from lite.server.config import ServerConfig
+
+pin_mmap_threshold()
+if sys.argv[1] == "shrink":
+    shrink_tls_reads()
+creds = ensure_credentials(ServerConfig.create(Path(tempfile.mkdtemp())))
+sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+sctx.load_cert_chain(creds.serving_cert, creds.serving_key)
+cctx = ssl.create_default_context(cadata=creds.ca_pem.decode())
+
+async def main():
+    buffers = []
+    async def echo(r, w):
+        buffers.append(len(w.transport._ssl_protocol._ssl_buffer))
+        while data := await r.read(65536):
+            w.write(data)
+            await w.drain()
+        w.close()
+    srv = await asyncio.start_server(echo, "127.0.0.1", 0, ssl=sctx)
+    r, w = await asyncio.open_connection("127.0.0.1", srv.sockets[0].getsockname()[1], ssl=cctx,
+                                        server_hostname="localhost")
+    w.write(b"warm"); await r.readexactly(4)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for _ in range(20):
+        w.write(b"x" * 1500); await w.drain(); await r.readexactly(1500)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    big = b"y" * (3 << 20)
+    w.write(big)
+    assert await r.readexactly(len(big)) == big  # bulk data still flows whole
+    w.close(); srv.close()
+    print(buffers[0], peak)
+asyncio.run(main())
+'''
+
+
+def tls_buffer_and_read_peak(mode: str) -> tuple[int, int]:
+    out = subprocess.run([sys.executable, "-c", TLS_SCRIPT, mode], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    buffer, peak = out.stdout.split()
+    return int(buffer), int(peak)
+
+
+def test_tls_reads_use_a_64k_buffer_and_allocate_below_the_mmap_threshold() -> None:
+    buffer, peak = tls_buffer_and_read_peak("default")
+    assert buffer == 256 * 1024 and peak >= 256 * 1024  # asyncio's: each read allocates its 256 KiB bytes first
+    buffer, peak = tls_buffer_and_read_peak("shrink")
+    assert buffer == 64 * 1024 and peak < 128 * 1024  # below the pinned threshold: no mapping per read

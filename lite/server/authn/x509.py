@@ -10,16 +10,24 @@ Invariants:
 - `user_from_peercert` is pure: it trusts its input only because the TLS layer verified the chain (signature,
   validity period, clientAuth purpose) before any byte of the request was read. A certificate without a CN
   names nobody (None: the request falls through to token authentication, then 401).
-- `cryptography` is imported inside `issue_client_cert` only; authenticating a request never needs it.
+- `cryptography` is imported inside `issue_client_cert` only; authenticating a request never needs it, and
+  `issue_client_cert_apart` (what the running server calls) imports it in a short-lived child process
+  (`lite.forkcall`) while this one has not loaded it, with the same result.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import logging
+import sys
 from collections.abc import Sequence
 from typing import Any
 
+from lite.forkcall import ChildFailed, call_in_child
 from lite.server.requestuser import UserInfo
+
+log = logging.getLogger("lite.server.authn")
 
 PeerCert = dict[str, Any]  # what ssl.SSLSocket.getpeercert() returns for a verified peer
 
@@ -44,6 +52,11 @@ def user_from_peercert(peercert: PeerCert | None) -> UserInfo | None:
     return UserInfo(names[0], groups)
 
 
+def _check_user(user: str) -> None:
+    if not user:
+        raise ValueError("a client certificate needs a user name (its CN)")
+
+
 def issue_client_cert(ca_cert_pem: bytes, ca_key_pem: bytes, user: str, groups: Sequence[str] = (),
                       days: float = 365) -> tuple[bytes, bytes]:
     """(certificate PEM, key PEM) for `user` in `groups`, clientAuth, signed by the given CA, valid `days`
@@ -53,8 +66,7 @@ def issue_client_cert(ca_cert_pem: bytes, ca_key_pem: bytes, user: str, groups: 
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    if not user:
-        raise ValueError("a client certificate needs a user name (its CN)")
+    _check_user(user)
     ca = x509.load_pem_x509_certificate(ca_cert_pem)
     signer = serialization.load_pem_private_key(ca_key_pem, password=None)
     if not isinstance(signer, ec.EllipticCurvePrivateKey):
@@ -81,3 +93,24 @@ def issue_client_cert(ca_cert_pem: bytes, ca_key_pem: bytes, user: str, groups: 
     key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def issue_client_cert_apart(ca_cert_pem: bytes, ca_key_pem: bytes, user: str, groups: Sequence[str] = (),
+                            days: float = 365) -> tuple[bytes, bytes]:
+    """`issue_client_cert`, run in a forked child while this process has not loaded `cryptography` (so a
+    running server never maps it); in-process otherwise or if the child fails (its errors are the same).
+    Blocking: call from a thread."""
+    _check_user(user)
+    if "cryptography" in sys.modules:
+        return issue_client_cert(ca_cert_pem, ca_key_pem, user, groups, days)
+
+    def issue() -> bytes:
+        cert, key = issue_client_cert(ca_cert_pem, ca_key_pem, user, groups, days)
+        return json.dumps([cert.decode(), key.decode()]).encode()
+
+    try:
+        cert, key = json.loads(call_in_child(issue))
+    except ChildFailed as e:
+        log.warning("issuing a client certificate in a child process failed, issuing it here: %s", e)
+        return issue_client_cert(ca_cert_pem, ca_key_pem, user, groups, days)
+    return str(cert).encode(), str(key).encode()

@@ -9,17 +9,15 @@
   value without it is returned as it is (identity), so enabling, disabling and rotating never make a stored
   Secret unreadable. A value naming an unknown key or failing authentication raises `UnsealError`.
 
-Invariants: keys are replaced as one immutable `Keyset` (the store thread reads it while the event loop may
-swap it); other keys than `core/secrets/` pass through untouched.
+Invariants: `cryptography` is imported by the first value sealed or unsealed, not before (a server that never
+encrypts never loads it); keys are replaced as one immutable `Keyset` (the store thread reads it while the event
+loop may swap it); other keys than `core/secrets/` pass through untouched.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 PREFIX = b"k8s:enc:aesgcm:v1:"
 SEALED_KEYS = ("core/secrets/",)
@@ -57,6 +55,8 @@ def key_name(value: bytes) -> str | None:
 
 
 def seal(key: Key, name: str, value: bytes) -> bytes:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     nonce = os.urandom(NONCE)
     return PREFIX + key.name.encode() + b":" + nonce + AESGCM(key.secret).encrypt(nonce, value, name.encode())
 
@@ -68,6 +68,9 @@ def unseal(keys: tuple[Key, ...], name: str, value: bytes) -> bytes:
     key = next((k for k in keys if k.name == which), None)
     if key is None:
         raise UnsealError(f"{name}: sealed with key {which!r}, which is not in the encryption configuration")
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     body = value[len(PREFIX) + len(which.encode()) + 1:]
     try:
         return AESGCM(key.secret).decrypt(body[:NONCE], body[NONCE:], name.encode())

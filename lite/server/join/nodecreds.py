@@ -113,9 +113,9 @@ class NodeCredentialIssuer:
                 log.warning("node %s: node password Secret not deleted: %s", node, e)
 
     async def issue(self, node: str) -> dict[str, str]:
-        from lite.server.authn.x509 import issue_client_cert
+        from lite.server.authn.x509 import issue_client_cert_apart
 
-        cert, key = await asyncio.to_thread(issue_client_cert, self.ca_cert_pem, self.ca_key_pem,
+        cert, key = await asyncio.to_thread(issue_client_cert_apart, self.ca_cert_pem, self.ca_key_pem,
                                             f"system:node:{node}", (NODES_GROUP,), self.days)
         return {"cert": cert.decode(), "key": key.decode(), "ca": self.ca_cert_pem.decode()}
 
