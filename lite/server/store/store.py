@@ -333,6 +333,7 @@ class Store:
                 continue
             batch, self._pending = self._pending, []
             await self._commit_batch(batch)
+            del batch  # its rows hold the plain values: not kept alive while waiting for the next write
 
     async def _commit_batch(self, batch: _Batch) -> None:
         rows = [p.row for p in batch]
