@@ -65,6 +65,7 @@ class _Pending:
 
 
 _Batch = list[_Pending]  # an alias: inside Store, `list` names the method
+_History = list[tuple[Row, bytes, bytes | None]]  # (row, packed value, packed prev) for the window at open
 
 
 def _encode(obj: dict[str, Any], rev: int) -> bytes:
@@ -139,7 +140,7 @@ class Store:
         rev = await self._run(self._db.max_rev)
         known = {r: value for _, r, value in current}
 
-        def recent() -> list[tuple[Row, bytes, bytes | None]]:
+        def recent() -> _History:
             # Values of live rows come from `known` (already packed, shared with the index); pack the rest.
             packed: dict[int, bytes] = {id(v): v for v in known.values()}
 
@@ -151,7 +152,7 @@ class Store:
                     got = packed[id(v)] = pack(v)
                 return got
 
-            out = []
+            out: _History = []
             for h in self._db.recent(window, known):
                 value = packed_once(h.row.value)
                 assert value is not None
