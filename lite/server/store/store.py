@@ -65,6 +65,7 @@ class _Pending:
 
 
 _Batch = list[_Pending]  # an alias: inside Store, `list` names the method
+_Items = list[tuple[str, int, bytes]]  # (key, mod_rev, value) as `list` returns them
 _History = list[tuple[Row, bytes, bytes | None]]  # (row, packed value, packed prev) for the window at open
 
 
@@ -209,9 +210,7 @@ class Store:
         instead of a copy of its own."""
         return self._index.get(key)
 
-    def list_packed(
-        self, prefix: str, *, start_after: str = "", limit: int = 0
-    ) -> tuple[list[tuple[str, int, bytes]], int, int]:
+    def list_packed(self, prefix: str, *, start_after: str = "", limit: int = 0) -> tuple[_Items, int, int]:
         """Like `list`, with values as the store holds them (see `get_packed`)."""
         items, remaining = self._index.list(prefix, start_after, limit)
         return items, self.current_rev, remaining
