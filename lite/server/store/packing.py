@@ -12,8 +12,8 @@ Invariants:
   packed and plain values (pending writes are plain, committed ones packed) and unpack either.
 - The packed form is memory-only: the file stores plain JSON, so `ZDICT` may change between versions.
 
-All functions are pure and thread-safe (the store packs on its writer thread, where zlib runs without the
-GIL).
+All functions are pure and thread-safe. Costs on a 5 KB pod: `pack` ~19 us (most of it loading the
+dictionary), `unpack` ~5 us (`orjson.loads` of the result: ~13 us).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import zlib
 TAG = 0x01  # first byte of a deflated value; plain JSON objects start with `{` (0x7b)
 _TAG_BYTES = bytes([TAG])
 MIN_SIZE = 64  # shorter values are kept plain: the deflate stream would save too little to pay for unpack
-LEVEL = 1  # deflate level 1: ~4x faster than the default 6, and its output only a few percent larger
+LEVEL = 3  # deflate level 3 (the fast matcher): as fast as 1 and ~20 % smaller here; the default 6 is slower
 
 # Preset dictionary: fragments as orjson writes them (no spaces), the most frequent last (deflate codes near
 # matches in fewer bits). Only vocabulary, never data of a particular object: names, uids and times differ.
@@ -117,7 +117,7 @@ def pack(value: bytes) -> bytes:
     """The compact form of a JSON object's bytes (deflated, or `value` itself if that is not smaller)."""
     if len(value) < MIN_SIZE or value[0] != 0x7B:
         return value
-    c = zlib.compressobj(LEVEL, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, ZDICT)
+    c = zlib.compressobj(LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, ZDICT)
     out = b"".join((_TAG_BYTES, c.compress(value), c.flush()))
     return out if len(out) < len(value) else value
 

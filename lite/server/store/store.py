@@ -136,7 +136,7 @@ class Store:
         return store
 
     async def _load(self, window: int) -> None:
-        # Packed on the store's thread, where zlib runs without the GIL.
+        # Packed on the store's thread: the loop is only waiting for the open.
         current = await self._run(lambda: [(k, r, pack(v)) for k, r, v in self._db.load_current()])
         rev = await self._run(self._db.max_rev)
         known = {r: value for _, r, value in current}
@@ -338,12 +338,8 @@ class Store:
     async def _commit_batch(self, batch: _Batch) -> None:
         rows = [p.row for p in batch]
 
-        def commit() -> list[bytes]:
-            self._db.commit(rows)
-            return [pack(r.value) for r in rows]  # here, where zlib runs without the GIL
-
         try:
-            packed = await self._run(commit)
+            await self._run(lambda: self._db.commit(rows))
         except Exception as e:
             err = await self._run(functools.partial(faults.commit_error, e, self._db.path))
             self._note_failure(len(rows), err)
@@ -352,6 +348,9 @@ class Store:
         if self.full:
             self.full = False
             log.warning("store writable again: a commit succeeded after the disk was full")
+        # Packed here on the loop, not on the store's thread: zlib drops the GIL for every value, and each
+        # time the thread would wait for the busy loop to hand it back (a switch interval, 5 ms).
+        packed = [pack(r.value) for r in rows]
         events, kept = [], []
         for p, value in zip(batch, packed, strict=True):
             r = p.row
