@@ -7,8 +7,9 @@ Write path (all on the event loop except the COMMIT itself):
    like the same writes done one after another.
 2. The single writer task takes everything pending and commits it in one transaction on the store's one
    thread (`synchronous=FULL`, so COMMIT is durable). While that runs, new writes queue up for the next batch.
-3. After COMMIT the writer updates the index and `current_rev`, publishes the events to watchers, and only
-   then resolves the writers' futures: an acknowledged write is durable, readable, and already on watches.
+3. After COMMIT the writer packs the values (`packing`), updates the index and `current_rev`, publishes the
+   events to watchers, and only then resolves the writers' futures: an acknowledged write is durable,
+   readable, and already on watches. Reads unpack; the index and the window share each packed value.
 
 If a COMMIT fails, exactly that batch fails, plus any write queued behind it on a key the batch wrote (it
 was checked against a write that did not happen); the index, `current_rev` and the watch stream are
