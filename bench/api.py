@@ -7,7 +7,7 @@ with SIGSTOP), with the ratios; p99 at a paced 1,000 creates/s (and the baseline
 10,000 pods; watch delivery latency with 100 watchers; server RSS per stored pod above idle for the API alone
 and for the whole control plane with 10,000 pods, before and after a restart on them; cold start to /readyz.
 
-Usage: python bench/api.py [--pods 10000] [--quick] [--json FILE]
+Usage: python bench/api.py [--pods 10000] [--quick] [--memory-only] [--json FILE]
        python bench/api.py --creates-only [--rounds N] [--quick]   (the API alone and the baseline only)
        python bench/api.py --paced-only [--pods 10000] [--rounds 3] [--json FILE]
 `--paced-only` measures only the paced 1,000 creates/s: the baseline and the API alone filled with --pods pods
@@ -712,6 +712,34 @@ async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
     print(f"median create latency lite/baseline: {statistics.median(lat) / statistics.median(b_lat):.2f}")
 
 
+async def memory_only(args: argparse.Namespace, res: benchlib.Results) -> None:
+    """Only the API-alone memory figure, measured as `main` does (RSS above the settled idle server after
+    --pods creates with 64 clients), with the creates/s, gets/s and list time on the same server."""
+    path = "/api/v1/namespaces/bench/pods"
+    with tempfile.TemporaryDirectory(prefix="lite-bench-") as tmp:
+        lite, _ = await start_lite(Path(tmp) / "lite", *API_ONLY)
+        try:
+            await ensure_namespace(lite, "bench")
+            await settle(lite)
+            idle = rss_mb(lite.proc.pid)
+            rate, lat = await create_burst(lite, path, args.pods, 64, "m")
+            list_s = await list_time(lite, path, expect=args.pods)
+            rss = rss_mb(lite.proc.pid)
+            get_rate = await gets(lite, path, [f"m-{i}" for i in range(args.pods)], 5000, 64)
+        finally:
+            lite.stop()
+    res.set("api_idle_rss_mb", idle)
+    res.set("api_rss_mb", rss)
+    res.set("api_kb_per_pod", kb_per_pod(rss, idle, args.pods))
+    res.set("api_creates_per_s", rate)
+    res.set("gets_per_s", get_rate)
+    res.set("list_pods_ms", list_s * 1000)
+    print(f"API alone: {args.pods} creates at {rate:.0f}/s (p99 {ms(pct(lat, 99))}), list (limit=500 pages) "
+          f"{ms(list_s)}, {get_rate:.0f} gets/s")
+    print(f"server RSS idle {idle:.1f} MB, after {args.pods} pods {rss:.1f} MB: "
+          f"{kb_per_pod(rss, idle, args.pods):.2f} KB/pod above idle")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", type=int, default=10000)
@@ -722,7 +750,9 @@ if __name__ == "__main__":
                     help="only the paced 1,000 creates/s figure, baseline and API alone alternating")
     ap.add_argument("--rounds", type=int, default=0, help="alternating rounds with --creates-only (default 6; 4 "
                                                           "with --quick) or --paced-only (default 3)")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="only the API-alone RSS per stored pod (with its creates/s, gets/s, list time)")
     benchlib.add_args(ap)
     cli = ap.parse_args()
     results = benchlib.Results.from_args("api", cli)
-    benchlib.run(results, lambda: asyncio.run(main(cli, results)))
+    benchlib.run(results, lambda: asyncio.run((memory_only if cli.memory_only else main)(cli, results)))

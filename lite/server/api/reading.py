@@ -175,7 +175,7 @@ class ReadMixin(RegistryBase):
         objects (quota and LimitRange admission)."""
         self.check_stored(kind)
         prefix = self.prefix(kind, self.scoped(kind, namespace))
-        page, _, _ = self.store.list(prefix)
+        page, _, _ = self.store.list_packed(prefix)  # values unused: not unpacked
         return [(key[len(prefix):], rev) for key, rev, _ in page]
 
     def list_objects(self, kind: Kind, namespace: str = "", *, label_selector: str = "", field_selector: str = "",

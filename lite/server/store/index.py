@@ -1,8 +1,9 @@
-"""The in-memory index of current objects: key -> (mod_rev, JSON bytes), plus the keys in sorted order.
+"""The in-memory index of current objects: key -> (mod_rev, value as held), plus the keys in sorted order.
 
-Only bytes are held (no parsed dicts), so 10,000 2 KB objects cost ~20 MB. The sorted key list makes a
-prefix list a pair of bisections and a slice, and keeps `count` O(log n). Inserting a new key is an O(n)
-memmove, which is microseconds at the sizes lite targets.
+Only bytes are held (no parsed dicts), and the store hands it packed values (`packing`), so 10,000 5 KB
+pods cost ~5 MB of values. The index never packs or unpacks: it holds what it is given. The sorted key
+list makes a prefix list a pair of bisections and a slice, and keeps `count` O(log n). Inserting a new key
+is an O(n) memmove, which is microseconds at the sizes lite targets.
 
 Only the store's writer task (on the event loop) mutates it, after COMMIT; readers are synchronous.
 """

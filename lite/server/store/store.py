@@ -7,8 +7,9 @@ Write path (all on the event loop except the COMMIT itself):
    like the same writes done one after another.
 2. The single writer task takes everything pending and commits it in one transaction on the store's one
    thread (`synchronous=FULL`, so COMMIT is durable). While that runs, new writes queue up for the next batch.
-3. After COMMIT the writer updates the index and `current_rev`, publishes the events to watchers, and only
-   then resolves the writers' futures: an acknowledged write is durable, readable, and already on watches.
+3. After COMMIT the writer packs the values (`packing`), updates the index and `current_rev`, publishes the
+   events to watchers, and only then resolves the writers' futures: an acknowledged write is durable,
+   readable, and already on watches. Reads unpack; the index and the window share each packed value.
 
 If a COMMIT fails, exactly that batch fails, plus any write queued behind it on a key the batch wrote (it
 was checked against a write that did not happen); the index, `current_rev` and the watch stream are
@@ -45,6 +46,7 @@ from lite.server.store.errors import (
     StoreFull,
 )
 from lite.server.store.index import KeyIndex
+from lite.server.store.packing import pack, unpack
 from lite.server.store.sqlite import LogDB, Row, ValueCodec
 from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
 
@@ -64,6 +66,8 @@ class _Pending:
 
 
 _Batch = list[_Pending]  # an alias: inside Store, `list` names the method
+_Items = list[tuple[str, int, bytes]]  # (key, mod_rev, value) as `list` returns them
+_History = list[tuple[Row, bytes, bytes | None]]  # (row, packed value, packed prev) for the window at open
 
 
 def _encode(obj: dict[str, Any], rev: int) -> bytes:
@@ -133,16 +137,35 @@ class Store:
         return store
 
     async def _load(self, window: int) -> None:
-        current = await self._run(lambda: list(self._db.load_current()))
+        # Packed on the store's thread: the loop is only waiting for the open.
+        current = await self._run(lambda: [(k, r, pack(v)) for k, r, v in self._db.load_current()])
         rev = await self._run(self._db.max_rev)
         known = {r: value for _, r, value in current}
-        history = await self._run(lambda: self._db.recent(window, known)) if window > 0 else []
+
+        def recent() -> _History:
+            # Values of live rows come from `known` (already packed, shared with the index); pack the rest.
+            packed: dict[int, bytes] = {id(v): v for v in known.values()}
+
+            def packed_once(v: bytes | None) -> bytes | None:
+                if v is None:
+                    return None
+                got = packed.get(id(v))
+                if got is None:
+                    got = packed[id(v)] = pack(v)
+                return got
+
+            out: _History = []
+            for h in self._db.recent(window, known):
+                value = packed_once(h.row.value)
+                assert value is not None
+                out.append((h.row, value, packed_once(h.prev_value)))
+            return out
+
+        history = await self._run(recent) if window > 0 else []
         self._index.load_sorted(current)
         self.current_rev = rev
         self._next_rev = rev + 1
-        self._hub.remember(
-            StoreEvent(_event_type(h.row), h.row.name, h.row.id, h.row.value, h.prev_value) for h in history
-        )
+        self._hub.remember(StoreEvent(_event_type(row), row.name, row.id, value, prev) for row, value, prev in history)
 
     async def close(self) -> None:
         """Commit everything pending, end all watches, close the file. Idempotent; safe to call concurrently."""
@@ -172,12 +195,24 @@ class Store:
         return self._hub.oldest_rev(self.current_rev)
 
     def get(self, key: str) -> tuple[int, bytes] | None:
-        return self._index.get(key)
+        got = self._index.get(key)
+        return None if got is None else (got[0], unpack(got[1]))
 
     def list(
         self, prefix: str, *, start_after: str = "", limit: int = 0
     ) -> tuple[list[tuple[str, int, bytes]], int, int]:
         """(items sorted by key, current_rev, how many more items follow the page)."""
+        items, remaining = self._index.list(prefix, start_after, limit)
+        return [(k, r, unpack(v)) for k, r, v in items], self.current_rev, remaining
+
+    def get_packed(self, key: str) -> tuple[int, bytes] | None:
+        """Like `get`, but the value as the store holds it (`packing.pack`'s form; `packing.unpack` gives
+        the JSON). The same bytes object stays in the index until the key changes: a cache may keep it
+        instead of a copy of its own."""
+        return self._index.get(key)
+
+    def list_packed(self, prefix: str, *, start_after: str = "", limit: int = 0) -> tuple[_Items, int, int]:
+        """Like `list`, with values as the store holds them (see `get_packed`)."""
         items, remaining = self._index.list(prefix, start_after, limit)
         return items, self.current_rev, remaining
 
@@ -225,7 +260,7 @@ class Store:
         unconditional.
         """
         rev, prev = await self._check_existing(key, expected_rev)
-        obj = final if final is not None else orjson.loads(prev)
+        obj = final if final is not None else orjson.loads(unpack(prev))
         return await self._submit(key, obj, created=False, deleted=True, prev_rev=rev, prev=prev)
 
     async def _check_existing(self, key: str, expected_rev: int) -> tuple[int, bytes]:
@@ -299,9 +334,11 @@ class Store:
                 continue
             batch, self._pending = self._pending, []
             await self._commit_batch(batch)
+            del batch  # its rows hold the plain values: not kept alive while waiting for the next write
 
     async def _commit_batch(self, batch: _Batch) -> None:
         rows = [p.row for p in batch]
+
         try:
             await self._run(lambda: self._db.commit(rows))
         except Exception as e:
@@ -312,16 +349,25 @@ class Store:
         if self.full:
             self.full = False
             log.warning("store writable again: a commit succeeded after the disk was full")
-        events = []
-        for p in batch:
+        # Packed here on the loop, not on the store's thread: zlib drops the GIL for every value, and each
+        # time the thread would wait for the busy loop to hand it back (a switch interval, 5 ms).
+        packed = [pack(r.value) for r in rows]
+        events, kept = [], []
+        for p, value in zip(batch, packed, strict=True):
             r = p.row
+            # The replaced value as the index holds it (packed), so that the window does not keep a plain
+            # copy of it beside the packed one (a pending write's overlay holds its plain bytes).
+            held = self._index.get(r.name)
+            prev = held[1] if p.prev is not None and held is not None and held[0] == r.prev_revision else p.prev
             if r.deleted:
                 self._index.remove(r.name)
             else:
-                self._index.put(r.name, r.id, r.value)
+                self._index.put(r.name, r.id, value)
             if self._overlay.get(r.name, (0,))[0] == r.id:
                 del self._overlay[r.name]
-            events.append(StoreEvent(_event_type(r), r.name, r.id, r.value, p.prev))
+            kind = _event_type(r)
+            events.append(StoreEvent(kind, r.name, r.id, r.value, prev))
+            kept.append(StoreEvent(kind, r.name, r.id, value, prev))
         self.current_rev = rows[-1].id
         self._committed.set()
         self._committed = asyncio.Event()
@@ -329,7 +375,7 @@ class Store:
         self.writes += len(rows)
         if self.on_commit is not None:
             self.on_commit(len(rows))
-        self._hub.publish(events)
+        self._hub.publish(events, kept)
         for p in batch:
             if not p.future.done():  # the submitter may have been cancelled; the write stands anyway
                 p.future.set_result((p.row.id, p.row.value))

@@ -4,6 +4,8 @@
   `oldest_rev` to the current one is there), so a watch can replay from any rev inside it. It is capped in
   events (`window`) and in bytes (`window_bytes`, see `event_size`): 1 MiB objects cannot pin
   10,000 MiB. The newest event always stays, so `oldest_rev` never passes the current revision + 1.
+  Its events hold packed values (`packing`), the same bytes objects as the index's, and unpack on access;
+  live events pushed to watchers hold the plain bytes that were written, so delivery unpacks nothing.
 - Watchers are indexed by resource prefix ("group/plural/"): publishing an event touches only the watchers
   of that resource (plus the rare watcher of a shorter prefix), so 100+ watchers cost little per write.
 - A watcher's live queue is bounded in events (`queue_bound`) and bytes (`queue_bytes`); a watcher that
@@ -20,31 +22,57 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import islice
 from types import TracebackType
 from typing import Literal
 
 from lite.server.store.errors import Compacted, WatchDropped
+from lite.server.store.packing import unpack
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 
-@dataclass(frozen=True, slots=True)
 class StoreEvent:
-    """One committed change. `value` carries resourceVersion=rev; for DELETED it is the final state."""
+    """One committed change. `value` carries resourceVersion=rev; for DELETED it is the final state.
 
-    type: EventType
-    key: str
-    rev: int
-    value: bytes
-    prev: bytes | None
+    `value` and `prev` are plain JSON however the event holds them: the window keeps events with packed
+    values (`packing`), shared with the index, and they are unpacked on each access; live events carry
+    the written bytes themselves. `packed_value`/`packed_prev` give what the event holds, unconverted.
+    """
+
+    __slots__ = ("key", "packed_prev", "packed_value", "rev", "type")
+
+    def __init__(self, type: EventType, key: str, rev: int, value: bytes, prev: bytes | None) -> None:
+        self.type = type
+        self.key = key
+        self.rev = rev
+        self.packed_value = value
+        self.packed_prev = prev
+
+    @property
+    def value(self) -> bytes:
+        return unpack(self.packed_value)
+
+    @property
+    def prev(self) -> bytes | None:
+        return None if self.packed_prev is None else unpack(self.packed_prev)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoreEvent):
+            return NotImplemented
+        return (self.type, self.key, self.rev, self.value, self.prev) == (
+            other.type, other.key, other.rev, other.value, other.prev)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoreEvent({self.type!r}, {self.key!r}, {self.rev}, {self.value!r}, {self.prev!r})"
 
 
 def event_size(ev: StoreEvent) -> int:
     """Bytes an event holds on to. `prev` is not counted: it is the same bytes object as the value of the
     key's previous event (or of the index), so counting it would count most bytes twice."""
-    return len(ev.value) + 100
+    return len(ev.packed_value) + 100
 
 
 def resource_prefix(key: str) -> str:
@@ -203,9 +231,10 @@ class WatchHub:
         while len(self.events) > 1 and (len(self.events) > self.window or self.events_bytes > self.window_bytes):
             self.events_bytes -= event_size(self.events.popleft())
 
-    def publish(self, events: list[StoreEvent]) -> None:
-        """Append committed events to the window and push them to matching watchers."""
-        self.remember(events)
+    def publish(self, events: list[StoreEvent], kept: list[StoreEvent] | None = None) -> None:
+        """Append committed events to the window (`kept`: the same events holding packed values, if given)
+        and push `events` to matching watchers."""
+        self.remember(events if kept is None else kept)
         for ev in events:
             bucket = self._by_resource.get(resource_prefix(ev.key), ())
             for targets in (bucket, self._broad):
