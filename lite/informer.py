@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from sys import intern
 from typing import Any
 
+import orjson
 from orjson import dumps as _dumps
 
 from lite.client import Client, Obj, WatchEvent
@@ -67,6 +68,7 @@ log = logging.getLogger("lite.informer")
 IndexFunc = Callable[[Obj], Iterable[str]]
 Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
+DECODED_LIMIT = 256  # decoded objects a compact informer keeps (the most recently written or read)
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class ShareCommonParts:
     versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
     """
 
+    keeps_value = True  # the result equals the argument: its JSON is the argument's (compact informers)
     META_PARTS = frozenset(("labels", "annotations", "ownerReferences"))
     META_WORDS = frozenset(("namespace", "creationTimestamp", "generateName"))
     WORD_MAX = 64  # longer strings are rarely equal across objects (and interning them buys little)
@@ -192,10 +195,16 @@ class Informer:
     def __init__(self, client: Client, kind: Kind, namespace: str = "", *, label_selector: str = "",
                  field_selector: str = "", resync: float = 0.0, page_size: int = 500,
                  watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, compact: bool = False, decoded_limit: int = DECODED_LIMIT) -> None:
         self.client = client
         self.transform = transform
         self.read_only = read_only
+        # compact: the cache holds each object's JSON (the store's own bytes when the client hands them over)
+        # and at most `decoded_limit` decoded objects, the most recently written or read
+        self.compact = compact
+        self.decoded_limit = decoded_limit
+        self._decoded: OrderedDict[str, Obj] = OrderedDict()
+        self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
         self.mutations: builtins.list[str] = []
         self.kind = kind
@@ -206,7 +215,7 @@ class Informer:
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.backoff = Backoff()
-        self._cache: dict[str, Obj] = {}
+        self._cache: dict[str, Any] = {}  # key -> the object, or (compact) its JSON
         self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: namespace_index}
         self._indices: dict[str, dict[str, set[str]]] = {NAMESPACE_INDEX: {}}
         self._handlers: list[Handlers] = []
@@ -235,10 +244,26 @@ class Informer:
         return self._rv
 
     def get(self, key: str) -> Obj | None:
-        return self._cache.get(key)
+        entry = self._cache.get(key)
+        if entry is None or not self.compact:
+            return entry
+        obj = self._decoded.get(key)
+        if obj is None:
+            obj = self._remember(key, self._decode(entry))
+        else:
+            self._decoded.move_to_end(key)
+        return obj
 
     def list(self) -> builtins.list[Obj]:
-        return builtins.list(self._cache.values())
+        if not self.compact:
+            return builtins.list(self._cache.values())
+        return [self._value(k, e) for k, e in self._cache.items()]
+
+    def encoded(self, key: str) -> bytes | None:
+        """The cached object's JSON (compact informers; None otherwise or when there is no such object): for a
+        handler that keeps a long-lived reference to what it derived from an object, instead of the object."""
+        entry = self._cache.get(key)
+        return entry if type(entry) is bytes else None
 
     def keys(self) -> builtins.list[str]:
         return list(self._cache)
@@ -252,8 +277,8 @@ class Informer:
             raise ValueError(f"index {name!r} already exists")
         self._indexers[name] = fn
         self._indices[name] = {}
-        for key, obj in self._cache.items():
-            self._index_one(name, key, obj)
+        for key, entry in self._cache.items():
+            self._index_one(name, key, self._value(key, entry))
 
     def ensure_index(self, name: str, fn: IndexFunc) -> None:
         """`add_index` unless an index of that name exists already (controllers sharing an informer)."""
@@ -261,7 +286,7 @@ class Informer:
             self.add_index(name, fn)
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
-        return [self._cache[k] for k in sorted(self.index_keys(name, value))]
+        return [self._value(k, self._cache[k]) for k in sorted(self.index_keys(name, value))]
 
     def index_keys(self, name: str, value: str) -> set[str]:
         if name not in self._indices:
@@ -299,20 +324,64 @@ class Informer:
                 if not keys:
                     del index[value]
 
-    def _put(self, key: str, obj: Obj) -> Obj | None:
-        old = self._cache.get(key)
+    def _decode(self, raw: bytes) -> Obj:
+        obj: Obj = orjson.loads(raw)
+        return freeze(obj) if self.read_only else obj
+
+    def _value(self, key: str, entry: Any) -> Obj:
+        """The object of a cache entry: itself, or (compact) its decoded object, remembered or decoded anew
+        (then not remembered: `list` and `by_index` would push out the objects `get` keeps finding)."""
+        if not self.compact:
+            return entry  # type: ignore[no-any-return]
+        obj = self._decoded.get(key)
+        return obj if obj is not None else self._decode(entry)
+
+    def _remember(self, key: str, obj: Obj) -> Obj:
+        decoded = self._decoded
+        decoded[key] = obj
+        decoded.move_to_end(key)
+        if len(decoded) > self.decoded_limit:
+            decoded.popitem(last=False)
+        return obj
+
+    def _entry(self, obj: Obj, raw: bytes | None) -> Any:
+        """What the cache keeps of `obj`: itself, or (compact) its JSON: `raw` (the bytes it was decoded from,
+        shared with the store for the in-process API) when the cached object is exactly what they encode, the
+        store's bytes of its revision when the client can tell them (lists), else a new encoding."""
+        if not self.compact:
+            return obj
+        if raw is not None and self._raw_is_cached:
+            return raw
+        stored = getattr(self.client, "written_encoded", None)
+        if stored is not None and self._raw_is_cached:
+            got = stored(self.kind, namespace_of(obj), obj)
+            if type(got) is bytes:
+                return got
+        # orjson's result keeps its growth buffer: keep an exact-size copy
+        return memoryview(_dumps(obj)).tobytes()
+
+    def _put(self, key: str, obj: Obj, entry: Any) -> Obj | None:
+        """Cache `obj` (as `entry`, from `_entry`) under `key`, indexed; returns the object it replaces."""
+        key = intern(key)  # one string for the cache, the indexes and the decoded objects
+        prev = self._cache.get(key)
+        old = None if prev is None else self._value(key, prev)
         for name in self._indexers:
             if old is not None:
                 self._unindex_one(name, key, old)
             self._index_one(name, key, obj)
-        self._cache[key] = obj
+        self._cache[key] = entry
+        if self.compact:
+            self._remember(key, obj)
         return old
 
     def _pop(self, key: str) -> Obj | None:
-        old = self._cache.pop(key, None)
-        if old is not None:
-            for name in self._indexers:
-                self._unindex_one(name, key, old)
+        entry = self._cache.pop(key, None)
+        if entry is None:
+            return None
+        old = self._value(key, entry)
+        self._decoded.pop(key, None)
+        for name in self._indexers:
+            self._unindex_one(name, key, old)
         return old
 
     def _call(self, fn: Callable[..., None], *args: Obj) -> None:
@@ -415,10 +484,11 @@ class Informer:
             if old is not None:
                 self._deleted(old)
         for key, obj in fresh.items():
-            old = self._cache.get(key)
-            if old is not None and rv_of(old) == rv_of(obj):
-                continue
-            self._put(key, obj)
+            entry = self._cache.get(key)
+            new = self._entry(obj, None)
+            if entry is not None and (entry == new if self.compact else rv_of(entry) == rv_of(obj)):
+                continue  # the same revision (compact: the same JSON, compared without decoding)
+            old = self._put(key, obj, new)
             self._added_or_updated(old, obj)
         self._rv = rv
         self._listed_at = time.monotonic()
@@ -454,6 +524,7 @@ class Informer:
         if ev.type == "BOOKMARK":
             self._rv = rv or self._rv
             return
+        typed = "kind" in obj and "apiVersion" in obj
         obj = self._with_type(obj)
         key = key_of(obj)
         if ev.type == "DELETED":
@@ -461,7 +532,7 @@ class Informer:
             self._rv = rv or self._rv
             self._deleted(obj)
             return
-        old = self._put(key, obj)
+        old = self._put(key, obj, self._entry(obj, ev.raw if typed else None))
         self._rv = rv or self._rv
         self._added_or_updated(old, obj)
 
@@ -495,10 +566,11 @@ class SharedInformers:
     """
 
     def __init__(self, client: Client, *, page_size: int = 500, transform: Transform | bool | None = True,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, compact: bool = True) -> None:
         self.client = client
         self.page_size = page_size
         self.read_only = read_only
+        self.compact = compact
         self.transform: Transform | None = ShareCommonParts() if transform is True else \
             None if transform is False else transform
         self._informers: dict[tuple[Hashable, ...], Informer] = {}
@@ -511,7 +583,7 @@ class SharedInformers:
         if inf is None:
             inf = Informer(self.client, kind, namespace, label_selector=label_selector,
                            field_selector=field_selector, resync=resync, page_size=self.page_size,
-                           transform=self.transform, read_only=self.read_only)
+                           transform=self.transform, read_only=self.read_only, compact=self.compact)
             self._informers[key] = inf
             self._changed.set()
         elif resync > 0 and (inf.resync <= 0 or resync < inf.resync):

@@ -161,7 +161,8 @@ class Scheduler:
         snap = self.cache.snapshot()
         res = self.algorithm.schedule(info, snap)
         if res.node:
-            volumes = self.volume_binder.reserve(info.obj, snap.by_name[res.node], self.cache.volumes)
+            volumes = self.volume_binder.reserve(info.obj, snap.by_name[res.node], self.cache.volumes) \
+                if info.claims else None
             self.cache.assume(info, res.node)
             self.cache.clear_nomination(info.key)
             await self._bind_slots.acquire()
@@ -328,7 +329,8 @@ class Scheduler:
             if (pod.get("status") or {}).get("phase") in TERMINAL:
                 self._pod_deleted(pod)
                 return
-            self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod)), str(node))
+            self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod), self.pods.encoded(key)),
+                               str(node))
             self.queue.move_all(POD_EVENTS_PLUGINS)
             return
         if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
@@ -340,9 +342,10 @@ class Scheduler:
             return
         priority, queued = self._priority(pod), self.queue.info(key)
         if queued is not None and same_facts(queued, pod, priority):
-            info = reparse(queued, pod, priority)  # a status update (our own report): nothing to parse again
+            # a status update (our own report): nothing to parse again
+            info = reparse(queued, pod, priority, self.pods.encoded(key))
         else:
-            info = pod_info(pod, priority, self._default_spread(pod))
+            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key))
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:
