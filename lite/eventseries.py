@@ -143,7 +143,8 @@ class SeriesCache:
         key = isomorphic_key(ev)
         cached = self._events.get(key)
         if cached is None:
-            raw = orjson.dumps({k: v for k, v in ev.items() if k != "series"})
+            # orjson's result keeps its growth buffer (4 KB for a 600-byte event): keep an exact-size copy
+            raw = memoryview(orjson.dumps({k: v for k, v in ev.items() if k != "series"})).tobytes()
             self._events[key] = entry = _Entry(raw, str(_observed_stamp(ev)))
             if "series" in ev:  # a caller's event with a series of its own: keep counting from it
                 entry.count = max(int(ev["series"].get("count") or 1), 1)

@@ -60,6 +60,7 @@ log = logging.getLogger("lite.scheduler")
 
 TERMINAL = ("Succeeded", "Failed")
 POD_EVENTS_PLUGINS = frozenset((INTERPOD, SPREAD))
+NO_PLUGINS: frozenset[str] = frozenset()
 
 
 def _kind(group: str, kind: str) -> Kind:
@@ -181,7 +182,7 @@ class Scheduler:
             if not outcome.node:
                 post = f"preemption: {outcome.message}"
         msg = fit_error_message(res.num_nodes, res.statuses, post)
-        plugins = frozenset(f.plugin for f in res.statuses.values())
+        plugins = frozenset(f.plugin for f in res.statuses.values()) or NO_PLUGINS  # not one empty set per pod
         self.queue.requeue(info.key, unschedulable=True, plugins=plugins)
         if outcome.node:
             self.cache.nominate(info, outcome.node)
