@@ -10,16 +10,28 @@ matching objects, keyed `"namespace/name"` (`"name"` for cluster-scoped objects,
                                                        from the last RV seen
 
 Invariants:
-- Who may mutate what: nobody mutates a cached object. One decoded object per revision is shared by the
-  cache, every handler, every reader (`get`, `list`, `by_index`) and, through `ShareCommonParts`, by other
-  cached objects (equal parts are one object). Only the informer itself creates objects (at list and watch
-  time, never afterwards); handlers and reconcilers that want to change one make their own copy first
+- Who may mutate what: nobody mutates an object an informer hands out. Each event's object is decoded once
+  and that one object goes to the cache, every handler and (while remembered, below) every reader (`get`,
+  `list`, `by_index`); through `ShareCommonParts` its equal parts are shared with other objects (equal parts
+  are one object). Only the informer itself creates objects (at list and watch time, and when it decodes a
+  compact entry); handlers and reconcilers that want to change one make their own copy first
   (`lite.objects.deep_copy`, or a shallow copy of exactly the levels they replace) and write that. Indexes
-  and handlers' own state hold references to cached objects, never copies. List items missing
-  `apiVersion`/`kind` are stored as shallow copies with both filled in, so cached objects always carry them.
+  and handlers' own state hold keys or references to objects, never copies. List items missing
+  `apiVersion`/`kind` are cached as shallow copies with both filled in, so cached objects always carry them.
+- Compact caches (`compact=True`; `SharedInformers` makes every informer compact): the cache keeps each
+  object as its JSON, not decoded. In-process (`lite.server.api.resources.Resources`), that is the store's
+  own bytes of the revision (the watch event's `raw`, or `written_encoded` for listed objects), so caching
+  an object costs a reference; otherwise it is the informer's own exact-size encoding. What is decoded when:
+  the object of each event, once, for the index functions and the handlers (`on_update`'s `old` comes from
+  the remembered objects or is decoded again); the last `decoded_limit` objects written or read with `get`
+  are remembered (so a reconciler's `get` of what a handler just saw is that same object, not a decode);
+  `list`, `by_index` and `get` of anything else decode anew (fresh objects: equal, not identical, to what a
+  handler saw). A handler that keeps what it derived from an object for long (the scheduler's queue) keeps
+  `encoded(key)` rather than the object. Plain informers (`compact=False`) keep the decoded objects.
 - Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
-  kits use it) caches `lite.readonly.freeze`d objects, so any in-place change raises `SharedObjectMutated`;
-  a handler that raises it is recorded in `mutations` (and logged) for the test to fail on.
+  kits use it) hands out only `lite.readonly.freeze`d objects (events' and decoded compact entries alike),
+  so any in-place change raises `SharedObjectMutated`; a handler that raises it is recorded in `mutations`
+  (and logged) for the test to fail on.
 - Handlers run synchronously in the informer's task, in event order, and should only turn objects into
   work-queue keys. A failing handler is logged and does not disturb the informer or other handlers.
   `on_add(obj)`, `on_update(old, new)` (also for resyncs, then `old is new`), `on_delete(obj)`.
@@ -35,9 +47,10 @@ Invariants:
   client-go's `TransformStripManagedFields` (kube-scheduler and kube-controller-manager use it); it is
   opt-in here because an in-process update built from a stripped object drops the stored managedFields
   (upstream's apiserver keeps them when an update omits them).
-- `SharedInformers` applies `ShareCommonParts` by default: equal sub-objects of cached objects (a pod
+- `SharedInformers` applies `ShareCommonParts` by default: equal sub-objects of decoded objects (a pod
   template's containers, tolerations, labels, owner references) become one shared object. That is safe only
-  because cached objects are never mutated (see above); it cuts a Deployment's pods' cache memory by ~40%.
+  because those objects are never mutated (see above); it keeps what handlers derive from objects (labels,
+  selectors) small. It changes no value, so a compact cache still keeps the store's bytes.
 """
 
 from __future__ import annotations
@@ -486,8 +499,8 @@ class Informer:
         for key, obj in fresh.items():
             entry = self._cache.get(key)
             new = self._entry(obj, None)
-            if entry is not None and (entry == new if self.compact else rv_of(entry) == rv_of(obj)):
-                continue  # the same revision (compact: the same JSON, compared without decoding)
+            if entry is not None and ((self.compact and entry == new) or rv_of(self._value(key, entry)) == rv_of(obj)):
+                continue  # the same revision (compact: the same JSON is, without decoding it)
             old = self._put(key, obj, new)
             self._added_or_updated(old, obj)
         self._rv = rv

@@ -542,3 +542,54 @@ def test_plain_informers_cache_plain_objects() -> None:
     obj = inf._with_type(cm("a"))
     assert type(obj) is dict and type(obj["metadata"]) is dict
     assert type(Informer(cast(Client, object()), CM, read_only=True)._with_type(cm("a"))) is FrozenDict
+
+
+async def test_compact_informer_keeps_the_stores_bytes_and_a_bounded_few_decoded(tmp_path: Path) -> None:
+    """A compact cache keeps each object as the store's own bytes of its revision (listed or watched), at most
+    `decoded_limit` decoded objects, and hands out objects equal to what the API serves."""
+    async with open_api(tmp_path) as api:
+        for name in "ab":
+            await api.create(CM, "default", cm(name, v="1"))
+        inf = Informer(api, CM, "default", compact=True, decoded_limit=2)
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            for name in "cd":
+                await api.create(CM, "default", cm(name, v="1"))
+            await api.patch(CM, "default", "a", {"data": {"v": "2"}})
+            await eventually(lambda: (inf.get("default/a") or {}).get("data") == {"v": "2"})
+            for name in "abcd":  # listed (b), watched (c, d) or both (a): the store's bytes, not a copy
+                assert inf.encoded(f"default/{name}") is api.get_encoded(CM, "default", name)
+                assert inf.get(f"default/{name}") == await api.get(CM, "default", name)
+            assert len(inf._decoded) <= 2
+            assert [name_of(o) for o in inf.list()] == ["a", "b", "c", "d"]
+            assert [name_of(o) for o in inf.by_index("namespace", "default")] == ["a", "b", "c", "d"]
+            # the update's old object is the state before it, decoded again when no longer remembered
+            kind, new, old = rec.objects[-1]
+            assert kind == "update" and old is not None and old["data"] == {"v": "1"} and new["data"] == {"v": "2"}
+            # the object a handler just got is the one `get` returns (remembered), not a decode
+            await api.patch(CM, "default", "b", {"data": {"v": "3"}})
+            await eventually(lambda: rec.events[-1] == ("update", "b"))
+            assert inf.get("default/b") is rec.objects[-1][1]
+            await api.delete(CM, "default", "c")
+            await eventually(lambda: rec.events[-1] == ("delete", "c"))
+            assert inf.get("default/c") is None and inf.encoded("default/c") is None
+            assert sorted(inf.index_keys("namespace", "default")) == ["default/a", "default/b", "default/d"]
+
+
+async def test_read_only_compact_informer_decodes_frozen_objects(tmp_path: Path) -> None:
+    """The checking mode covers the compact form: an object decoded again from its bytes is read-only too."""
+    async with open_api(tmp_path) as api:
+        for name in "ab":
+            await api.create(CM, "default", cm(name, labels={"app": "x"}, v="1"))
+        inf = Informer(api, CM, "default", compact=True, read_only=True, decoded_limit=1)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            for obj in [*inf.list(), inf.get("default/a"), inf.get("default/b")]:
+                assert obj is not None
+                with pytest.raises(SharedObjectMutated):
+                    obj["metadata"]["labels"]["app"] = "changed"
+            assert all(labels_of(o) == {"app": "x"} for o in inf.list())
