@@ -19,9 +19,11 @@ Invariants:
   and handlers' own state hold keys or references to objects, never copies. List items missing
   `apiVersion`/`kind` are cached as shallow copies with both filled in, so cached objects always carry them.
 - Compact caches (`compact=True`; `SharedInformers` makes every informer compact): the cache keeps each
-  object as its JSON, not decoded. In-process (`lite.server.api.resources.Resources`), that is the store's
-  own bytes of the revision (the watch event's `raw`, or `written_encoded` for listed objects), so caching
-  an object costs a reference; otherwise it is the informer's own exact-size encoding. What is decoded when:
+  object encoded, not decoded. A client that holds objects' bytes itself (the in-process
+  `lite.server.api.resources.Resources`: its store) tells them with `held_encoding(kind, namespace, obj)`
+  (bytes, or None when it cannot) and decodes them with `decode_held(bytes)`, which also takes plain JSON:
+  then caching an object costs a reference to the store's own bytes of that revision. Otherwise the cache
+  keeps the watch event's `raw` JSON, or its own exact-size encoding. What is decoded when:
   the object of each event, once, for the index functions and the handlers (`on_update`'s `old` comes from
   the remembered objects or is decoded again); the last `decoded_limit` objects written or read with `get`
   are remembered (so a reconciler's `get` of what a handler just saw is that same object, not a decode);
@@ -218,6 +220,7 @@ class Informer:
         self.decoded_limit = decoded_limit
         self._decoded: OrderedDict[str, Obj] = OrderedDict()
         self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
+        self._decode_held: Callable[[bytes], Obj] = getattr(client, "decode_held", None) or orjson.loads
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
         self.mutations: builtins.list[str] = []
         self.kind = kind
@@ -262,7 +265,7 @@ class Informer:
             return entry
         obj = self._decoded.get(key)
         if obj is None:
-            obj = self._remember(key, self._decode(entry))
+            obj = self._remember(key, self.decode(entry))
         else:
             self._decoded.move_to_end(key)
         return obj
@@ -273,10 +276,16 @@ class Informer:
         return [self._value(k, e) for k, e in self._cache.items()]
 
     def encoded(self, key: str) -> bytes | None:
-        """The cached object's JSON (compact informers; None otherwise or when there is no such object): for a
-        handler that keeps a long-lived reference to what it derived from an object, instead of the object."""
+        """The cached object's bytes (compact informers; None otherwise or when there is no such object), which
+        `decode` turns back into the object: for a handler that keeps a long-lived reference to what it
+        derived from an object, instead of the object."""
         entry = self._cache.get(key)
         return entry if type(entry) is bytes else None
+
+    def decode(self, raw: bytes) -> Obj:
+        """The object of bytes from `encoded` (a new object on every call; read-only in checking mode)."""
+        obj: Obj = self._decode_held(raw)
+        return freeze(obj) if self.read_only else obj
 
     def keys(self) -> builtins.list[str]:
         return list(self._cache)
@@ -337,17 +346,13 @@ class Informer:
                 if not keys:
                     del index[value]
 
-    def _decode(self, raw: bytes) -> Obj:
-        obj: Obj = orjson.loads(raw)
-        return freeze(obj) if self.read_only else obj
-
     def _value(self, key: str, entry: Any) -> Obj:
         """The object of a cache entry: itself, or (compact) its decoded object, remembered or decoded anew
         (then not remembered: `list` and `by_index` would push out the objects `get` keeps finding)."""
         if not self.compact:
             return entry  # type: ignore[no-any-return]
         obj = self._decoded.get(key)
-        return obj if obj is not None else self._decode(entry)
+        return obj if obj is not None else self.decode(entry)
 
     def _remember(self, key: str, obj: Obj) -> Obj:
         decoded = self._decoded
@@ -363,13 +368,14 @@ class Informer:
         store's bytes of its revision when the client can tell them (lists), else a new encoding."""
         if not self.compact:
             return obj
-        if raw is not None and self._raw_is_cached:
-            return raw
-        stored = getattr(self.client, "written_encoded", None)
-        if stored is not None and self._raw_is_cached:
-            got = stored(self.kind, namespace_of(obj), obj)
-            if type(got) is bytes:
-                return got
+        if self._raw_is_cached:
+            held = getattr(self.client, "held_encoding", None)
+            if held is not None:
+                got = held(self.kind, namespace_of(obj), obj)
+                if type(got) is bytes:
+                    return got
+            if raw is not None:
+                return raw
         # orjson's result keeps its growth buffer: keep an exact-size copy
         return memoryview(_dumps(obj)).tobytes()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
@@ -561,8 +562,9 @@ async def test_compact_informer_keeps_the_stores_bytes_and_a_bounded_few_decoded
             await api.patch(CM, "default", "a", {"data": {"v": "2"}})
             await eventually(lambda: (inf.get("default/a") or {}).get("data") == {"v": "2"})
             for name in "abcd":  # listed (b), watched (c, d) or both (a): the store's bytes, not a copy
-                assert inf.encoded(f"default/{name}") is api.get_encoded(CM, "default", name)
-                assert inf.get(f"default/{name}") == await api.get(CM, "default", name)
+                served = await api.get(CM, "default", name)
+                assert inf.encoded(f"default/{name}") is api.held_encoding(CM, "default", served)
+                assert inf.get(f"default/{name}") == served
             assert len(inf._decoded) <= 2
             assert [name_of(o) for o in inf.list()] == ["a", "b", "c", "d"]
             assert [name_of(o) for o in inf.by_index("namespace", "default")] == ["a", "b", "c", "d"]
@@ -593,3 +595,43 @@ async def test_read_only_compact_informer_decodes_frozen_objects(tmp_path: Path)
                 with pytest.raises(SharedObjectMutated):
                     obj["metadata"]["labels"]["app"] = "changed"
             assert all(labels_of(o) == {"app": "x"} for o in inf.list())
+
+
+class Packing(Controlled):
+    """A client that holds objects in a form of its own (as a store keeping packed values would): compact
+    informers keep that form and decode it with the client's `decode_held`."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.held: dict[str, bytes] = {}
+
+    def held_encoding(self, kind: Any, namespace: str, obj: Obj) -> bytes | None:
+        plain = self.inner.held_encoding(kind, namespace, obj)
+        if plain is None:
+            return None
+        key = f"{namespace}/{name_of(obj)}@{obj['metadata']['resourceVersion']}"
+        return self.held.setdefault(key, b"Z" + zlib.compress(plain))  # one object per revision, as a store's
+
+    @staticmethod
+    def decode_held(raw: bytes) -> Obj:
+        out: Obj = orjson.loads(zlib.decompress(raw[1:]) if raw[:1] == b"Z" else raw)
+        return out
+
+
+async def test_compact_informer_keeps_and_decodes_the_clients_own_form(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a", v="1"))
+        client = Packing(api)
+        inf = Informer(cast(Client, client), CM, "default", compact=True, decoded_limit=1)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            await api.create(CM, "default", cm("b", v="1"))
+            await api.patch(CM, "default", "a", {"data": {"v": "2"}})
+            await eventually(lambda: (inf.get("default/a") or {}).get("data") == {"v": "2"})
+            for name in "ab":
+                raw = inf.encoded(f"default/{name}")
+                served = await api.get(CM, "default", name)
+                assert raw is not None and raw[:1] == b"Z" and raw is client.held_encoding(CM, "default", served)
+                assert inf.decode(raw) == served and inf.get(f"default/{name}") == served
+            assert [o["data"] for o in inf.list()] == [{"v": "2"}, {"v": "1"}]

@@ -142,6 +142,8 @@ async def test_queued_pod_info_keeps_the_pods_json_and_spec_changes_still_move_i
     raw = orjson.dumps(p)
     i = pod_info(p, encoded=raw)
     assert i.source is raw and i.obj == p and i.obj is not i.obj
+    packed = pod_info(p, encoded=b"x" + raw, decoder=lambda b: orjson.loads(b[1:]))  # the informer's own form
+    assert packed.obj == p and reparse(packed, p, encoded=b"x" + raw, decoder=packed.decoder).obj == p
     status_only = {**p, "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}}
     bound = {**p, "spec": {**p["spec"], "nodeName": "n1"}}
     tolerant = {**p, "spec": {**p["spec"], "tolerations": [{"operator": "Exists"}]}}

@@ -5,10 +5,11 @@ and tolerations are parsed once (when the pod enters the queue or the cache), no
 
 Invariants:
 - A PodInfo is immutable and derived only from the pod dict (plus the priority resolved by the caller).
-- It keeps the pod as `source`: the dict, or its JSON when the caller has it (the scheduler passes the compact
-  informer's bytes, shared with the store, so the queue and the cache do not keep a decoded copy of every
-  pod); `obj` decodes it on each use (failures, volume binding: rare). `facts` fingerprints the labels and
-  the spec (but `nodeName`), for `same_facts` and the queue's "did it change" without decoding.
+- It keeps the pod as `source`: the dict, or its encoding when the caller has one (the scheduler passes the
+  compact informer's bytes, shared with the store, and the informer's `decode`, so the queue and the cache do
+  not keep a decoded copy of every pod); `obj` decodes it on each use (failures, volume binding: rare).
+  `facts` fingerprints the labels and the spec (but `nodeName`), for `same_facts` and the queue's "did it
+  change" without decoding.
 - Requests follow upstream `resource.PodRequests`: max(sum of containers + restartable init containers,
   each init container + the sidecars started before it), plus `spec.overhead`. `nonzero_cpu`/`nonzero_mem`
   use 100m / 200Mi for a container that does not request them (upstream `GetNonzeroRequests`).
@@ -17,7 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -276,7 +277,7 @@ def _host_ports(spec: Obj) -> tuple[tuple[str, str, int], ...]:
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
-    source: Obj | bytes                # the pod, or its JSON (see the module doc)
+    source: Obj | bytes                # the pod, or its encoding (see the module doc)
     facts: int                         # `facts_of(spec, labels)`
     key: str
     uid: str
@@ -305,6 +306,7 @@ class PodInfo:
     deleting: bool
     spread_defaulted: bool = False     # `spread` holds the system default constraints
     claims: tuple[str, ...] = ()       # the PersistentVolumeClaims its volumes name (VolumeBinding's input)
+    decoder: Callable[[bytes], Obj] | None = None  # decodes an encoded `source` (None: it is JSON)
 
     @property
     def obj(self) -> Obj:
@@ -312,7 +314,7 @@ class PodInfo:
         src = self.source
         if isinstance(src, dict):
             return src
-        out: Obj = orjson.loads(src)
+        out: Obj = (self.decoder or orjson.loads)(src)
         return out
 
     @property
@@ -330,10 +332,11 @@ def facts_of(spec: Obj, labels: Mapping[str, str]) -> int:
 
 
 def pod_info(pod: Obj, priority: int | None = None,
-             default_spread: tuple[SpreadConstraint, ...] = (), encoded: bytes | None = None) -> PodInfo:
+             default_spread: tuple[SpreadConstraint, ...] = (), encoded: bytes | None = None,
+             decoder: Callable[[bytes], Obj] | None = None) -> PodInfo:
     """Parse `pod`; `priority` overrides spec.priority (resolved from its PriorityClass by the caller);
     `default_spread` applies when the pod has no topologySpreadConstraints of its own; `encoded` is the pod's
-    JSON, kept instead of the dict when given."""
+    encoding, kept instead of the dict when given, which `decoder` decodes (default: it is JSON)."""
     m = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -368,7 +371,7 @@ def pod_info(pod: Obj, priority: int | None = None,
         node_name=str(spec.get("nodeName") or ""), nominated_node=str(status.get("nominatedNodeName") or ""),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
-        deleting=bool(m.get("deletionTimestamp")),
+        deleting=bool(m.get("deletionTimestamp")), decoder=decoder if encoded is not None else None,
         claims=tuple(str(v["persistentVolumeClaim"].get("claimName", "")) for v in spec.get("volumes") or []
                      if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)),
     )
@@ -380,16 +383,18 @@ def same_facts(old: PodInfo, pod: Obj, priority: int | None = None) -> bool:
         and (priority is None or priority == old.priority)
 
 
-def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None, encoded: bytes | None = None) -> PodInfo:
-    """`pod_info(pod, priority, encoded=encoded)`, reusing `old`'s parsed facts (its default spreading too) when
-    the fields they come from are unchanged (status updates and the binding itself change nothing the plugins
-    read but node and deletion)."""
+def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None, encoded: bytes | None = None,
+            decoder: Callable[[bytes], Obj] | None = None) -> PodInfo:
+    """`pod_info(pod, priority, encoded=encoded, decoder=decoder)`, reusing `old`'s parsed facts (its default
+    spreading too) when the fields they come from are unchanged (status updates and the binding itself change
+    nothing the plugins read but node and deletion)."""
     if old is None or not same_facts(old, pod, priority):
-        return pod_info(pod, priority, encoded=encoded)
+        return pod_info(pod, priority, encoded=encoded, decoder=decoder)
     spec = pod.get("spec") or {}
     m = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    return replace(old, source=pod if encoded is None else encoded, uid=str(m.get("uid", "")),
+    return replace(old, source=pod if encoded is None else encoded, decoder=decoder if encoded is not None else None,
+                   uid=str(m.get("uid", "")),
                    node_name=str(spec.get("nodeName") or ""),
                    nominated_node=str(status.get("nominatedNodeName") or ""),
                    start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),

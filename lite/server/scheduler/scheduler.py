@@ -85,6 +85,7 @@ class Scheduler:
         self.profile = profile
         self.pod_kind, self.node_kind = _kind("", "Pod"), _kind("", "Node")
         self.pods = informers.informer(self.pod_kind)
+        self._decode_pod = self.pods.decode  # one bound method for every PodInfo that keeps a pod's bytes
         self.nodes = informers.informer(self.node_kind)
         self.namespaces = informers.informer(_kind("", "Namespace"))
         self.priority_classes = informers.informer(_kind("scheduling.k8s.io", "PriorityClass"))
@@ -330,8 +331,8 @@ class Scheduler:
             if (pod.get("status") or {}).get("phase") in TERMINAL:
                 self._pod_deleted(pod)
                 return
-            self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod), self.pods.encoded(key)),
-                               str(node))
+            self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod), self.pods.encoded(key),
+                                       self._decode_pod), str(node))
             self.queue.move_all(POD_EVENTS_PLUGINS)
             return
         if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
@@ -344,9 +345,9 @@ class Scheduler:
         priority, queued = self._priority(pod), self.queue.info(key)
         if queued is not None and same_facts(queued, pod, priority):
             # a status update (our own report): nothing to parse again
-            info = reparse(queued, pod, priority, self.pods.encoded(key))
+            info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod)
         else:
-            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key))
+            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key), self._decode_pod)
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:
