@@ -310,6 +310,12 @@ class Informer:
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
         return [self._value(k, self._cache[k]) for k in sorted(self.index_keys(name, value))]
 
+    def index_values(self, name: str) -> builtins.list[str]:
+        """The values under which index `name` holds at least one object."""
+        if name not in self._indices:
+            raise KeyError(f"no index {name!r}")
+        return builtins.list(self._indices[name])
+
     def index_keys(self, name: str, value: str) -> set[str]:
         if name not in self._indices:
             raise KeyError(f"no index {name!r}")
