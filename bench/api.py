@@ -7,12 +7,16 @@ with SIGSTOP), with the ratios; p99 at a paced 1,000 creates/s (and the baseline
 10,000 pods; watch delivery latency with 100 watchers; server RSS per stored pod above idle for the API alone
 and for the whole control plane with 10,000 pods, before and after a restart on them; cold start to /readyz.
 
-Usage: python bench/api.py [--pods 10000] [--quick] [--memory-only] [--json FILE]
+Usage: python bench/api.py [--pods 10000] [--quick] [--memory-only] [--only memory] [--json FILE]
        python bench/api.py --creates-only [--rounds N] [--quick]   (the API alone and the baseline only)
        python bench/api.py --paced-only [--pods 10000] [--rounds 3] [--json FILE]
 `--paced-only` measures only the paced 1,000 creates/s: the baseline and the API alone filled with --pods pods
 first (as the whole run has them when it paces), then paced rounds alternating baseline / API alone (A B B A ...),
 each measured alone; it prints each round's p50/p99 and their medians.
+`--memory-only` measures only the API alone's RSS per stored pod. `--only memory` runs only the whole control
+plane's memory figures (10,000 pods created and settled, a restart on them, and a start on an API-alone data dir
+of 1.3 x --pods pods it never saw), without the throughput rounds or the baseline server; `--onto-pods N` sets
+that last count.
 Exits 1, the error on the last line, when any request fails (bench/benchlib.py).
 Traffic goes only to 127.0.0.1. The servers are child processes and are stopped at the end.
 """
@@ -740,6 +744,65 @@ async def memory_only(args: argparse.Namespace, res: benchlib.Results) -> None:
           f"{kb_per_pod(rss, idle, args.pods):.2f} KB/pod above idle")
 
 
+async def cp_memory_only(args: argparse.Namespace, res: benchlib.Results) -> None:
+    """The whole control plane's RSS per pod above its idle RSS: --pods pods created and settled; restarted on
+    them and settled; and started on an API-alone data dir of --onto-pods pods it never saw, settled."""
+    path = "/api/v1/namespaces/bench/pods"
+    pods, onto_pods = args.pods, args.onto_pods or args.pods * 13 // 10
+    with tempfile.TemporaryDirectory(prefix="lite-bench-") as tmp:
+        work = Path(tmp)
+        full, _ = await start_lite(work / "full")
+        try:
+            await ensure_namespace(full, "bench")
+            await settle(full)
+            full_idle = rss_mb(full.proc.pid)
+            t0 = time.perf_counter()
+            rate, _ = await create_burst(full, path, pods, 64, "m")
+            full_settle = await settle(full, limit=60.0)
+            full_rss = rss_mb(full.proc.pid)
+        finally:
+            full.stop()
+        again, _ = await start_lite(work / "full")
+        try:
+            await list_time(again, path, repeat=1, expect=pods)
+            again_settle = await settle(again, limit=60.0)
+            rss_restart = rss_mb(again.proc.pid)
+        finally:
+            again.stop()
+        api, _ = await start_lite(work / "api", *API_ONLY)
+        try:
+            await ensure_namespace(api, "bench")
+            await create_burst(api, path, onto_pods, 64, "a")
+        finally:
+            api.stop()
+        onto, _ = await start_lite(work / "api")
+        try:
+            stored = await count_pods(onto)
+            onto_settle = await settle(onto, limit=60.0)
+            rss_onto = rss_mb(onto.proc.pid)
+        finally:
+            onto.stop()
+    res.set("pods", pods)
+    res.set("full_creates_per_s", rate)
+    res.set("full_idle_rss_mb", full_idle)
+    res.set("full_rss_mb", full_rss)
+    res.set("full_kb_per_pod", kb_per_pod(full_rss, full_idle, pods))
+    res.set("full_restart_rss_mb", rss_restart)
+    res.set("full_restart_kb_per_pod", kb_per_pod(rss_restart, full_idle, pods))
+    res.set("onto_api_pods", stored)
+    res.set("onto_api_rss_mb", rss_onto)
+    res.set("onto_api_kb_per_pod", kb_per_pod(rss_onto, full_idle, stored))
+    print("== lite whole control plane memory (2 KB pods; no nodes, so every pod stays Pending) ==")
+    print(f"idle {full_idle:.0f} MB; {pods} pods created ({rate:.0f}/s, {time.perf_counter() - t0:.0f} s in all), "
+          f"settled ({full_settle:.1f} s): {full_rss:.0f} MB ({kb_per_pod(full_rss, full_idle, pods):.1f} KB/pod "
+          "above idle)")
+    settled = f"settled ({again_settle:.1f} s)" if again_settle < 60.0 else "NOT settled after 60 s"
+    print(f"after a restart on them, {settled}: {rss_restart:.0f} MB "
+          f"({kb_per_pod(rss_restart, full_idle, pods):.1f} KB/pod above idle)")
+    print(f"started on an API-alone data dir of {stored} pods (never scheduled), settled ({onto_settle:.1f} s): "
+          f"{rss_onto:.0f} MB ({kb_per_pod(rss_onto, full_idle, stored):.1f} KB/pod above idle)")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", type=int, default=10000)
@@ -752,7 +815,12 @@ if __name__ == "__main__":
                                                           "with --quick) or --paced-only (default 3)")
     ap.add_argument("--memory-only", action="store_true",
                     help="only the API-alone RSS per stored pod (with its creates/s, gets/s, list time)")
+    ap.add_argument("--only", choices=("all", "memory"), default="all",
+                    help="memory: only the whole control plane's RSS per pod (see the module doc)")
+    ap.add_argument("--onto-pods", type=int, default=0, help="--only memory: pods of the API-alone data dir "
+                    "the whole control plane starts on (default 1.3 x --pods)")
     benchlib.add_args(ap)
     cli = ap.parse_args()
     results = benchlib.Results.from_args("api", cli)
-    benchlib.run(results, lambda: asyncio.run((memory_only if cli.memory_only else main)(cli, results)))
+    run = cp_memory_only if cli.only == "memory" else memory_only if cli.memory_only else main
+    benchlib.run(results, lambda: asyncio.run(run(cli, results)))

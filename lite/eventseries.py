@@ -18,7 +18,8 @@ The series (`SeriesCache`, upstream's `eventBroadcasterImpl.eventCache`):
   forgotten; a singleton older than that is forgotten).
 - Returned events are copies: a caller may change them without touching the cache.
 - The cache holds at most `max_entries` keys (least recently observed dropped first); upstream's is unbounded
-  between two `finished` sweeps.
+  between two `finished` sweeps. It keeps each event as its JSON plus the series' count and last observed
+  time (a scheduler failing every pod has one entry per pod: ~1 KB each rather than ~2.4 KB decoded).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from lite.objects import deep_copy, rfc3339_micro
+import orjson
+
+from lite.objects import rfc3339_micro
 
 Obj = dict[str, Any]
 Key = tuple[str, ...]
@@ -95,10 +98,33 @@ def series_patch(ev: Obj) -> Obj:
     return {"series": dict(ev["series"])}
 
 
-def _observed(ev: Obj) -> dt.datetime:
+def _observed_stamp(ev: Obj) -> Any:
     series = ev.get("series")
-    stamp = series["lastObservedTime"] if isinstance(series, dict) else ev["eventTime"]
-    return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return series["lastObservedTime"] if isinstance(series, dict) else ev["eventTime"]
+
+
+def _parse_stamp(stamp: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One cached event: its JSON as first recorded (no `series`), and the series so far."""
+
+    raw: bytes
+    observed: str  # the event's eventTime, then its series' lastObservedTime
+    count: int = 1  # 1: a singleton; more: a series of that many
+
+    def series(self) -> Obj | None:
+        return {"count": self.count, "lastObservedTime": self.observed} if self.count > 1 else None
+
+    def event(self) -> Obj:
+        """The event as it is to be recorded: a new object each time."""
+        ev: Obj = orjson.loads(self.raw)
+        series = self.series()
+        if series is not None:
+            ev["series"] = series
+        return ev
 
 
 @dataclass
@@ -107,7 +133,7 @@ class SeriesCache:
 
     finish_seconds: float = FINISH_SECONDS
     max_entries: int = 4096
-    _events: OrderedDict[Key, Obj] = field(default_factory=OrderedDict)
+    _events: OrderedDict[Key, _Entry] = field(default_factory=OrderedDict)
 
     def __len__(self) -> int:
         return len(self._events)
@@ -117,33 +143,33 @@ class SeriesCache:
         key = isomorphic_key(ev)
         cached = self._events.get(key)
         if cached is None:
-            self._events[key] = deep_copy(ev)
+            # orjson's result keeps its growth buffer (4 KB for a 600-byte event): keep an exact-size copy
+            raw = memoryview(orjson.dumps({k: v for k, v in ev.items() if k != "series"})).tobytes()
+            self._events[key] = entry = _Entry(raw, str(_observed_stamp(ev)))
+            if "series" in ev:  # a caller's event with a series of its own: keep counting from it
+                entry.count = max(int(ev["series"].get("count") or 1), 1)
             while len(self._events) > self.max_entries:
                 self._events.popitem(last=False)
-            return deep_copy(ev)
+            return entry.event()
         self._events.move_to_end(key)
-        series = cached.get("series")
-        if isinstance(series, dict):
-            series["count"] = int(series.get("count") or 1) + 1
-            series["lastObservedTime"] = rfc3339_micro(now)
-            return None
-        cached["series"] = {"count": 2, "lastObservedTime": rfc3339_micro(now)}
-        return deep_copy(cached)
+        cached.observed = rfc3339_micro(now)
+        cached.count += 1
+        return cached.event() if cached.count == 2 else None
 
     def refresh(self) -> list[tuple[Key, Obj]]:
         """Every open series, to be re-recorded with its current count (upstream every 30 minutes)."""
-        return [(k, deep_copy(ev)) for k, ev in self._events.items() if isinstance(ev.get("series"), dict)]
+        return [(k, e.event()) for k, e in self._events.items() if e.count > 1]
 
     def finished(self, now: dt.datetime) -> list[tuple[Key, Obj]]:
         """Forget singletons not seen for `finish_seconds`; return the series not observed for that long, to
         be recorded a last time and then `forget`-ten (kept when that write should be retried)."""
         cutoff = now - dt.timedelta(seconds=self.finish_seconds)
         out: list[tuple[Key, Obj]] = []
-        for key, ev in list(self._events.items()):
-            if _observed(ev) >= cutoff:
+        for key, e in list(self._events.items()):
+            if _parse_stamp(e.observed) >= cutoff:
                 continue
-            if isinstance(ev.get("series"), dict):
-                out.append((key, deep_copy(ev)))
+            if e.count > 1:
+                out.append((key, e.event()))
             else:
                 del self._events[key]
         return out
@@ -151,5 +177,5 @@ class SeriesCache:
     def forget(self, key: Key, written: Obj | None = None) -> None:
         """Drop `key`; with `written` (what `finished` returned), only if the series has not moved since."""
         cached = self._events.get(key)
-        if cached is not None and (written is None or cached.get("series") == written.get("series")):
+        if cached is not None and (written is None or cached.series() == written.get("series")):
             del self._events[key]

@@ -10,16 +10,30 @@ matching objects, keyed `"namespace/name"` (`"name"` for cluster-scoped objects,
                                                        from the last RV seen
 
 Invariants:
-- Who may mutate what: nobody mutates a cached object. One decoded object per revision is shared by the
-  cache, every handler, every reader (`get`, `list`, `by_index`) and, through `ShareCommonParts`, by other
-  cached objects (equal parts are one object). Only the informer itself creates objects (at list and watch
-  time, never afterwards); handlers and reconcilers that want to change one make their own copy first
+- Who may mutate what: nobody mutates an object an informer hands out. Each event's object is decoded once
+  and that one object goes to the cache, every handler and (while remembered, below) every reader (`get`,
+  `list`, `by_index`); through `ShareCommonParts` its equal parts are shared with other objects (equal parts
+  are one object). Only the informer itself creates objects (at list and watch time, and when it decodes a
+  compact entry); handlers and reconcilers that want to change one make their own copy first
   (`lite.objects.deep_copy`, or a shallow copy of exactly the levels they replace) and write that. Indexes
-  and handlers' own state hold references to cached objects, never copies. List items missing
-  `apiVersion`/`kind` are stored as shallow copies with both filled in, so cached objects always carry them.
+  and handlers' own state hold keys or references to objects, never copies. List items missing
+  `apiVersion`/`kind` are cached as shallow copies with both filled in, so cached objects always carry them.
+- Compact caches (`compact=True`; `SharedInformers` makes every informer compact): the cache keeps each
+  object encoded, not decoded. A client that holds objects' bytes itself (the in-process
+  `lite.server.api.resources.Resources`: its store) tells them with `held_encoding(kind, namespace, obj)`
+  (bytes, or None when it cannot) and decodes them with `decode_held(bytes)`, which also takes plain JSON:
+  then caching an object costs a reference to the store's own bytes of that revision. Otherwise the cache
+  keeps the watch event's `raw` JSON, or its own exact-size encoding. What is decoded when:
+  the object of each event, once, for the index functions and the handlers (`on_update`'s `old` comes from
+  the remembered objects or is decoded again); the last `decoded_limit` objects written or read with `get`
+  are remembered (so a reconciler's `get` of what a handler just saw is that same object, not a decode);
+  `list`, `by_index` and `get` of anything else decode anew (fresh objects: equal, not identical, to what a
+  handler saw). A handler that keeps what it derived from an object for long (the scheduler's queue) keeps
+  `encoded(key)` rather than the object. Plain informers (`compact=False`) keep the decoded objects.
 - Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
-  kits use it) caches `lite.readonly.freeze`d objects, so any in-place change raises `SharedObjectMutated`;
-  a handler that raises it is recorded in `mutations` (and logged) for the test to fail on.
+  kits use it) hands out only `lite.readonly.freeze`d objects (events' and decoded compact entries alike),
+  so any in-place change raises `SharedObjectMutated`; a handler that raises it is recorded in `mutations`
+  (and logged) for the test to fail on.
 - Handlers run synchronously in the informer's task, in event order, and should only turn objects into
   work-queue keys. A failing handler is logged and does not disturb the informer or other handlers.
   `on_add(obj)`, `on_update(old, new)` (also for resyncs, then `old is new`), `on_delete(obj)`.
@@ -38,9 +52,10 @@ Invariants:
   client-go's `TransformStripManagedFields` (kube-scheduler and kube-controller-manager use it); it is
   opt-in here because an in-process update built from a stripped object drops the stored managedFields
   (upstream's apiserver keeps them when an update omits them).
-- `SharedInformers` applies `ShareCommonParts` by default: equal sub-objects of cached objects (a pod
+- `SharedInformers` applies `ShareCommonParts` by default: equal sub-objects of decoded objects (a pod
   template's containers, tolerations, labels, owner references) become one shared object. That is safe only
-  because cached objects are never mutated (see above); it cuts a Deployment's pods' cache memory by ~40%.
+  because those objects are never mutated (see above); it keeps what handlers derive from objects (labels,
+  selectors) small. It changes no value, so a compact cache still keeps the store's bytes.
 """
 
 from __future__ import annotations
@@ -56,6 +71,7 @@ from dataclasses import dataclass
 from sys import intern
 from typing import Any
 
+import orjson
 from orjson import dumps as _dumps
 
 from lite.client import Client, Obj, WatchEvent
@@ -71,6 +87,7 @@ IndexFunc = Callable[[Obj], Iterable[str]]
 Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
 SLICE = 0.001  # seconds of event handling between yields to the loop (see the module docstring)
+DECODED_LIMIT = 256  # decoded objects a compact informer keeps (the most recently written or read)
 
 
 @dataclass(frozen=True)
@@ -106,6 +123,7 @@ class ShareCommonParts:
     versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
     """
 
+    keeps_value = True  # the result equals the argument: its JSON is the argument's (compact informers)
     META_PARTS = frozenset(("labels", "annotations", "ownerReferences"))
     META_WORDS = frozenset(("namespace", "creationTimestamp", "generateName"))
     WORD_MAX = 64  # longer strings are rarely equal across objects (and interning them buys little)
@@ -196,10 +214,17 @@ class Informer:
     def __init__(self, client: Client, kind: Kind, namespace: str = "", *, label_selector: str = "",
                  field_selector: str = "", resync: float = 0.0, page_size: int = 500,
                  watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, compact: bool = False, decoded_limit: int = DECODED_LIMIT) -> None:
         self.client = client
         self.transform = transform
         self.read_only = read_only
+        # compact: the cache holds each object's JSON (the store's own bytes when the client hands them over)
+        # and at most `decoded_limit` decoded objects, the most recently written or read
+        self.compact = compact
+        self.decoded_limit = decoded_limit
+        self._decoded: OrderedDict[str, Obj] = OrderedDict()
+        self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
+        self._decode_held: Callable[[bytes], Obj] = getattr(client, "decode_held", None) or orjson.loads
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
         self.mutations: builtins.list[str] = []
         self.kind = kind
@@ -210,7 +235,7 @@ class Informer:
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.backoff = Backoff()
-        self._cache: dict[str, Obj] = {}
+        self._cache: dict[str, Any] = {}  # key -> the object, or (compact) its JSON
         self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: namespace_index}
         self._indices: dict[str, dict[str, set[str]]] = {NAMESPACE_INDEX: {}}
         self._handlers: list[Handlers] = []
@@ -239,10 +264,32 @@ class Informer:
         return self._rv
 
     def get(self, key: str) -> Obj | None:
-        return self._cache.get(key)
+        entry = self._cache.get(key)
+        if entry is None or not self.compact:
+            return entry
+        obj = self._decoded.get(key)
+        if obj is None:
+            obj = self._remember(key, self.decode(entry))
+        else:
+            self._decoded.move_to_end(key)
+        return obj
 
     def list(self) -> builtins.list[Obj]:
-        return builtins.list(self._cache.values())
+        if not self.compact:
+            return builtins.list(self._cache.values())
+        return [self._value(k, e) for k, e in self._cache.items()]
+
+    def encoded(self, key: str) -> bytes | None:
+        """The cached object's bytes (compact informers; None otherwise or when there is no such object), which
+        `decode` turns back into the object: for a handler that keeps a long-lived reference to what it
+        derived from an object, instead of the object."""
+        entry = self._cache.get(key)
+        return entry if type(entry) is bytes else None
+
+    def decode(self, raw: bytes) -> Obj:
+        """The object of bytes from `encoded` (a new object on every call; read-only in checking mode)."""
+        obj: Obj = self._decode_held(raw)
+        return freeze(obj) if self.read_only else obj
 
     def keys(self) -> builtins.list[str]:
         return list(self._cache)
@@ -256,8 +303,8 @@ class Informer:
             raise ValueError(f"index {name!r} already exists")
         self._indexers[name] = fn
         self._indices[name] = {}
-        for key, obj in self._cache.items():
-            self._index_one(name, key, obj)
+        for key, entry in self._cache.items():
+            self._index_one(name, key, self._value(key, entry))
 
     def ensure_index(self, name: str, fn: IndexFunc) -> None:
         """`add_index` unless an index of that name exists already (controllers sharing an informer)."""
@@ -265,7 +312,13 @@ class Informer:
             self.add_index(name, fn)
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
-        return [self._cache[k] for k in sorted(self.index_keys(name, value))]
+        return [self._value(k, self._cache[k]) for k in sorted(self.index_keys(name, value))]
+
+    def index_values(self, name: str) -> builtins.list[str]:
+        """The values under which index `name` holds at least one object."""
+        if name not in self._indices:
+            raise KeyError(f"no index {name!r}")
+        return builtins.list(self._indices[name])
 
     def index_keys(self, name: str, value: str) -> set[str]:
         if name not in self._indices:
@@ -303,20 +356,61 @@ class Informer:
                 if not keys:
                     del index[value]
 
-    def _put(self, key: str, obj: Obj) -> Obj | None:
-        old = self._cache.get(key)
+    def _value(self, key: str, entry: Any) -> Obj:
+        """The object of a cache entry: itself, or (compact) its decoded object, remembered or decoded anew
+        (then not remembered: `list` and `by_index` would push out the objects `get` keeps finding)."""
+        if not self.compact:
+            return entry  # type: ignore[no-any-return]
+        obj = self._decoded.get(key)
+        return obj if obj is not None else self.decode(entry)
+
+    def _remember(self, key: str, obj: Obj) -> Obj:
+        decoded = self._decoded
+        decoded[key] = obj
+        decoded.move_to_end(key)
+        if len(decoded) > self.decoded_limit:
+            decoded.popitem(last=False)
+        return obj
+
+    def _entry(self, obj: Obj, raw: bytes | None) -> Any:
+        """What the cache keeps of `obj`: itself, or (compact) its JSON: `raw` (the bytes it was decoded from,
+        shared with the store for the in-process API) when the cached object is exactly what they encode, the
+        store's bytes of its revision when the client can tell them (lists), else a new encoding."""
+        if not self.compact:
+            return obj
+        if self._raw_is_cached:
+            held = getattr(self.client, "held_encoding", None)
+            if held is not None:
+                got = held(self.kind, namespace_of(obj), obj)
+                if type(got) is bytes:
+                    return got
+            if raw is not None:
+                return raw
+        # orjson's result keeps its growth buffer: keep an exact-size copy
+        return memoryview(_dumps(obj)).tobytes()
+
+    def _put(self, key: str, obj: Obj, entry: Any) -> Obj | None:
+        """Cache `obj` (as `entry`, from `_entry`) under `key`, indexed; returns the object it replaces."""
+        key = intern(key)  # one string for the cache, the indexes and the decoded objects
+        prev = self._cache.get(key)
+        old = None if prev is None else self._value(key, prev)
         for name in self._indexers:
             if old is not None:
                 self._unindex_one(name, key, old)
             self._index_one(name, key, obj)
-        self._cache[key] = obj
+        self._cache[key] = entry
+        if self.compact:
+            self._remember(key, obj)
         return old
 
     def _pop(self, key: str) -> Obj | None:
-        old = self._cache.pop(key, None)
-        if old is not None:
-            for name in self._indexers:
-                self._unindex_one(name, key, old)
+        entry = self._cache.pop(key, None)
+        if entry is None:
+            return None
+        old = self._value(key, entry)
+        self._decoded.pop(key, None)
+        for name in self._indexers:
+            self._unindex_one(name, key, old)
         return old
 
     def _call(self, fn: Callable[..., None], *args: Obj) -> None:
@@ -419,10 +513,11 @@ class Informer:
             if old is not None:
                 self._deleted(old)
         for key, obj in fresh.items():
-            old = self._cache.get(key)
-            if old is not None and rv_of(old) == rv_of(obj):
-                continue
-            self._put(key, obj)
+            entry = self._cache.get(key)
+            new = self._entry(obj, None)
+            if entry is not None and ((self.compact and entry == new) or rv_of(self._value(key, entry)) == rv_of(obj)):
+                continue  # the same revision (compact: the same JSON is, without decoding it)
+            old = self._put(key, obj, new)
             self._added_or_updated(old, obj)
         self._rv = rv
         self._listed_at = time.monotonic()
@@ -464,6 +559,7 @@ class Informer:
         if ev.type == "BOOKMARK":
             self._rv = rv or self._rv
             return
+        typed = "kind" in obj and "apiVersion" in obj
         obj = self._with_type(obj)
         key = key_of(obj)
         if ev.type == "DELETED":
@@ -471,7 +567,7 @@ class Informer:
             self._rv = rv or self._rv
             self._deleted(obj)
             return
-        old = self._put(key, obj)
+        old = self._put(key, obj, self._entry(obj, ev.raw if typed else None))
         self._rv = rv or self._rv
         self._added_or_updated(old, obj)
 
@@ -505,10 +601,11 @@ class SharedInformers:
     """
 
     def __init__(self, client: Client, *, page_size: int = 500, transform: Transform | bool | None = True,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, compact: bool = True) -> None:
         self.client = client
         self.page_size = page_size
         self.read_only = read_only
+        self.compact = compact
         self.transform: Transform | None = ShareCommonParts() if transform is True else \
             None if transform is False else transform
         self._informers: dict[tuple[Hashable, ...], Informer] = {}
@@ -521,7 +618,7 @@ class SharedInformers:
         if inf is None:
             inf = Informer(self.client, kind, namespace, label_selector=label_selector,
                            field_selector=field_selector, resync=resync, page_size=self.page_size,
-                           transform=self.transform, read_only=self.read_only)
+                           transform=self.transform, read_only=self.read_only, compact=self.compact)
             self._informers[key] = inf
             self._changed.set()
         elif resync > 0 and (inf.resync <= 0 or resync < inf.resync):

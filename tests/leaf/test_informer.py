@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import logging
 import time
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
@@ -583,3 +584,95 @@ async def test_a_burst_of_events_is_applied_in_slices_that_let_the_loop_run(tmp_
             tick.cancel()
         gaps = [b - a for a, b in itertools.pairwise(ticks)]
         assert max(gaps) <= 4, f"events handled between two loop ticks: {gaps}"
+
+
+async def test_compact_informer_keeps_the_stores_bytes_and_a_bounded_few_decoded(tmp_path: Path) -> None:
+    """A compact cache keeps each object as the store's own bytes of its revision (listed or watched), at most
+    `decoded_limit` decoded objects, and hands out objects equal to what the API serves."""
+    async with open_api(tmp_path) as api:
+        for name in "ab":
+            await api.create(CM, "default", cm(name, v="1"))
+        inf = Informer(api, CM, "default", compact=True, decoded_limit=2)
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            for name in "cd":
+                await api.create(CM, "default", cm(name, v="1"))
+            await api.patch(CM, "default", "a", {"data": {"v": "2"}})
+            await eventually(lambda: (inf.get("default/a") or {}).get("data") == {"v": "2"})
+            for name in "abcd":  # listed (b), watched (c, d) or both (a): the store's bytes, not a copy
+                served = await api.get(CM, "default", name)
+                assert inf.encoded(f"default/{name}") is api.held_encoding(CM, "default", served)
+                assert inf.get(f"default/{name}") == served
+            assert len(inf._decoded) <= 2
+            assert [name_of(o) for o in inf.list()] == ["a", "b", "c", "d"]
+            assert [name_of(o) for o in inf.by_index("namespace", "default")] == ["a", "b", "c", "d"]
+            # the update's old object is the state before it, decoded again when no longer remembered
+            kind, new, old = rec.objects[-1]
+            assert kind == "update" and old is not None and old["data"] == {"v": "1"} and new["data"] == {"v": "2"}
+            # the object a handler just got is the one `get` returns (remembered), not a decode
+            await api.patch(CM, "default", "b", {"data": {"v": "3"}})
+            await eventually(lambda: rec.events[-1] == ("update", "b"))
+            assert inf.get("default/b") is rec.objects[-1][1]
+            await api.delete(CM, "default", "c")
+            await eventually(lambda: rec.events[-1] == ("delete", "c"))
+            assert inf.get("default/c") is None and inf.encoded("default/c") is None
+            assert sorted(inf.index_keys("namespace", "default")) == ["default/a", "default/b", "default/d"]
+
+
+async def test_read_only_compact_informer_decodes_frozen_objects(tmp_path: Path) -> None:
+    """The checking mode covers the compact form: an object decoded again from its bytes is read-only too."""
+    async with open_api(tmp_path) as api:
+        for name in "ab":
+            await api.create(CM, "default", cm(name, labels={"app": "x"}, v="1"))
+        inf = Informer(api, CM, "default", compact=True, read_only=True, decoded_limit=1)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            for obj in [*inf.list(), inf.get("default/a"), inf.get("default/b")]:
+                assert obj is not None
+                with pytest.raises(SharedObjectMutated):
+                    obj["metadata"]["labels"]["app"] = "changed"
+            assert all(labels_of(o) == {"app": "x"} for o in inf.list())
+
+
+class Packing(Controlled):
+    """A client that holds objects in a form of its own (as a store keeping packed values would): compact
+    informers keep that form and decode it with the client's `decode_held`."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.held: dict[str, bytes] = {}
+
+    def held_encoding(self, kind: Any, namespace: str, obj: Obj) -> bytes | None:
+        plain = self.inner.held_encoding(kind, namespace, obj)
+        if plain is None:
+            return None
+        key = f"{namespace}/{name_of(obj)}@{obj['metadata']['resourceVersion']}"
+        return self.held.setdefault(key, b"Z" + zlib.compress(plain))  # one object per revision, as a store's
+
+    @staticmethod
+    def decode_held(raw: bytes) -> Obj:
+        out: Obj = orjson.loads(zlib.decompress(raw[1:]) if raw[:1] == b"Z" else raw)
+        return out
+
+
+async def test_compact_informer_keeps_and_decodes_the_clients_own_form(tmp_path: Path) -> None:
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a", v="1"))
+        client = Packing(api)
+        inf = Informer(cast(Client, client), CM, "default", compact=True, decoded_limit=1)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            await api.create(CM, "default", cm("b", v="1"))
+            await api.patch(CM, "default", "a", {"data": {"v": "2"}})
+            await eventually(lambda: (inf.get("default/a") or {}).get("data") == {"v": "2"})
+            for name in "ab":
+                raw = inf.encoded(f"default/{name}")
+                served = await api.get(CM, "default", name)
+                assert raw is not None and raw[:1] == b"Z" and raw is client.held_encoding(CM, "default", served)
+                assert inf.decode(raw) == served and inf.get(f"default/{name}") == served
+            assert [o["data"] for o in inf.list()] == [{"v": "2"}, {"v": "1"}]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 import pytest
 from plugkit import info, pod
 
+from lite.server.scheduler.podinfo import pod_info, reparse, same_facts
 from lite.server.scheduler.queue import SchedulingQueue
 
 
@@ -130,4 +132,32 @@ async def test_requeue_of_a_deleted_pod_is_ignored(unschedulable: bool) -> None:
     q.delete("default/p")
     q.requeue("default/p", unschedulable=unschedulable)
     assert len(q) == 0
+    q.close()
+
+
+async def test_queued_pod_info_keeps_the_pods_json_and_spec_changes_still_move_it() -> None:
+    """What the queue keeps of a pod: its JSON (decoded per use, never kept) and a fingerprint of the facts
+    parsed from it, which a status write or the binding leaves alone and a label or spec change does not."""
+    p = pod("p", labels={"app": "x"})
+    raw = orjson.dumps(p)
+    i = pod_info(p, encoded=raw)
+    assert i.source is raw and i.obj == p and i.obj is not i.obj
+    packed = pod_info(p, encoded=b"x" + raw, decoder=lambda b: orjson.loads(b[1:]))  # the informer's own form
+    assert packed.obj == p and reparse(packed, p, encoded=b"x" + raw, decoder=packed.decoder).obj == p
+    status_only = {**p, "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}}
+    bound = {**p, "spec": {**p["spec"], "nodeName": "n1"}}
+    tolerant = {**p, "spec": {**p["spec"], "tolerations": [{"operator": "Exists"}]}}
+    assert same_facts(i, status_only) and same_facts(i, bound)
+    assert not same_facts(i, {**p, "metadata": {**p["metadata"], "labels": {"app": "y"}}})
+    assert not same_facts(i, tolerant)
+    again = reparse(i, bound, encoded=orjson.dumps(bound))
+    assert again.facts == i.facts and again.node_name == "n1" and again.obj == bound
+    q, _ = queue()
+    q.add(i)
+    await pop_now(q)
+    q.requeue("default/p", unschedulable=True)
+    q.update(pod_info(status_only, encoded=orjson.dumps(status_only)))
+    assert q.pending()["unschedulable"] == ["default/p"]
+    q.update(pod_info(tolerant, encoded=orjson.dumps(tolerant)))  # a spec change: out of unschedulable
+    assert q.pending()["unschedulable"] == [] and len(q) == 1
     q.close()

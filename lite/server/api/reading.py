@@ -169,6 +169,19 @@ class ReadMixin(RegistryBase):
         got = self.store.get(self.key(kind, self.scoped(kind, namespace), str(meta.get("name") or "")))
         return got[1] if got is not None and str(got[0]) == rv else None
 
+    def held_encoding(self, kind: Kind, namespace: str, obj: Obj) -> bytes | None:
+        """The bytes the store holds for `obj`'s revision, for an in-process cache to keep instead of a copy of
+        its own (`lite.informer`'s compact caches): the same bytes object stays in the store until the object
+        changes. A built-in kind whose stored revision is still `obj`'s only (as `written_encoded`), else None.
+        `decode_held` decodes them."""
+        return self.written_encoded(kind, namespace, obj)
+
+    @staticmethod
+    def decode_held(raw: bytes) -> Obj:
+        """The object of bytes from `held_encoding` (or of plain JSON)."""
+        out: Obj = orjson.loads(raw)
+        return out
+
     def revisions(self, kind: Kind, namespace: str = "") -> list[tuple[str, int]]:
         """(name, revision) of every stored object of `kind` (in `namespace`), sorted by name, committed
         state, nothing decoded: a cache key for in-process callers that keep what they derived from those

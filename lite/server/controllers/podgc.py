@@ -7,7 +7,10 @@
                  (creationTimestamp, then name)
 
 Invariants: the only key is "podgc"; a pass looks only at the caches (plus the node 404 check); NotFound on
-delete is success (someone else got there first). Force = grace period 0, as upstream.
+delete is success (someone else got there first). Force = grace period 0, as upstream. A pass reads only the
+pods it may act on, through indexes (`GC_INDEX`: terminated and unscheduled-deleting pods; pods by node), not
+every pod: a compact pod cache decodes what it hands out, and 10,000 pods every 20 s cost ~150 ms and a
+transient ~200 MB.
 """
 
 from __future__ import annotations
@@ -19,12 +22,23 @@ from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.objects import is_deleting, meta, name_of, namespace_of
+from lite.server.controllers.nodelifecycle import NODE_NAME_INDEX, ensure_node_index
 from lite.server.controllers.runtime import Controller, builtin
 
 Obj = dict[str, Any]
 KEY = "podgc"
 TERMINATED_THRESHOLD = 12500
 GC_PERIOD = 20.0
+GC_INDEX = "podgc"
+TERMINATED, UNSCHEDULED = "terminated", "unscheduled"
+
+
+def gc_categories(pod: Obj) -> list[str]:
+    """`GC_INDEX`'s values of a pod: TERMINATED (Succeeded/Failed, not being deleted), UNSCHEDULED (being
+    deleted, never bound), or none."""
+    if is_deleting(pod):
+        return [] if (pod.get("spec") or {}).get("nodeName") else [UNSCHEDULED]
+    return [TERMINATED] if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") else []
 
 
 class PodGCController(Controller):
@@ -39,40 +53,35 @@ class PodGCController(Controller):
         self.period = period
         self.pods = self.informer(self.pod_kind)
         self.nodes = self.informer(self.node_kind)
+        self.pods.ensure_index(GC_INDEX, gc_categories)
+        ensure_node_index(self.pods)
 
     def initial_keys(self) -> list[str]:
         return [KEY]
 
     async def reconcile(self, key: str) -> float | None:
-        pods = self.pods.list()
-        await self._terminated(pods)
-        await self._orphaned(pods)
-        for pod in pods:
-            if is_deleting(pod) and not (pod.get("spec") or {}).get("nodeName"):
-                await self._delete(pod, force=True)
+        await self._terminated()
+        await self._orphaned()
+        for pod in self.pods.by_index(GC_INDEX, UNSCHEDULED):
+            await self._delete(pod, force=True)
         return self.period
 
-    async def _terminated(self, pods: list[Obj]) -> None:
+    async def _terminated(self) -> None:
         if self.threshold <= 0:
             return
-        done = [p for p in pods if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-                and not is_deleting(p)]
-        extra = len(done) - self.threshold
+        extra = len(self.pods.index_keys(GC_INDEX, TERMINATED)) - self.threshold
         if extra <= 0:
             return
+        done = self.pods.by_index(GC_INDEX, TERMINATED)
         done.sort(key=lambda p: (str(meta(p).get("creationTimestamp") or ""), name_of(p)))
         for pod in done[:extra]:
             await self._delete(pod, force=False)
 
-    async def _orphaned(self, pods: list[Obj]) -> None:
-        gone: dict[str, bool] = {}
-        for pod in pods:
-            node = str((pod.get("spec") or {}).get("nodeName") or "")
-            if not node or self.nodes.get(node) is not None:
+    async def _orphaned(self) -> None:
+        for node in self.pods.index_values(NODE_NAME_INDEX):
+            if not node or self.nodes.get(node) is not None or not await self._node_gone(node):
                 continue
-            if node not in gone:
-                gone[node] = await self._node_gone(node)
-            if gone[node]:
+            for pod in self.pods.by_index(NODE_NAME_INDEX, node):
                 await self._delete(pod, force=True)
 
     async def _node_gone(self, node: str) -> bool:

@@ -5,6 +5,11 @@ and tolerations are parsed once (when the pod enters the queue or the cache), no
 
 Invariants:
 - A PodInfo is immutable and derived only from the pod dict (plus the priority resolved by the caller).
+- It keeps the pod as `source`: the dict, or its encoding when the caller has one (the scheduler passes the
+  compact informer's bytes, shared with the store, and the informer's `decode`, so the queue and the cache do
+  not keep a decoded copy of every pod); `obj` decodes it on each use (failures, volume binding: rare).
+  `facts` fingerprints the labels and the spec (but `nodeName`), for `same_facts` and the queue's "did it
+  change" without decoding.
 - Requests follow upstream `resource.PodRequests`: max(sum of containers + restartable init containers,
   each init container + the sidecars started before it), plus `spec.overhead`. `nonzero_cpu`/`nonzero_mem`
   use 100m / 200Mi for a container that does not request them (upstream `GetNonzeroRequests`).
@@ -13,9 +18,11 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+
+import orjson
 
 from lite.client import Obj
 from lite.quantity import to_int, to_milli
@@ -270,7 +277,8 @@ def _host_ports(spec: Obj) -> tuple[tuple[str, str, int], ...]:
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
-    obj: Obj
+    source: Obj | bytes                # the pod, or its encoding (see the module doc)
+    facts: int                         # `facts_of(spec, labels)`
     key: str
     uid: str
     namespace: str
@@ -297,16 +305,38 @@ class PodInfo:
     start_time: str
     deleting: bool
     spread_defaulted: bool = False     # `spread` holds the system default constraints
+    claims: tuple[str, ...] = ()       # the PersistentVolumeClaims its volumes name (VolumeBinding's input)
+    decoder: Callable[[bytes], Obj] | None = None  # decodes an encoded `source` (None: it is JSON)
+
+    @property
+    def obj(self) -> Obj:
+        """The pod (decoded anew from `source` when that is its JSON: do not keep it)."""
+        src = self.source
+        if isinstance(src, dict):
+            return src
+        out: Obj = (self.decoder or orjson.loads)(src)
+        return out
 
     @property
     def has_affinity(self) -> bool:
         return bool(self.affinity or self.anti_affinity or self.preferred_affinity or self.preferred_anti_affinity)
 
 
+def facts_of(spec: Obj, labels: Mapping[str, str]) -> int:
+    """A fingerprint of what a PodInfo is parsed from: the labels and the spec but `nodeName` (the binding
+    changes nothing else the plugins read). Equal fingerprints stand for equal facts (a 64-bit hash of their
+    JSON); unequal ones may come from equal facts written in another key order (then they are parsed again)."""
+    if "nodeName" in spec:
+        spec = {k: v for k, v in spec.items() if k != "nodeName"}
+    return hash((orjson.dumps(spec), orjson.dumps(labels)))
+
+
 def pod_info(pod: Obj, priority: int | None = None,
-             default_spread: tuple[SpreadConstraint, ...] = ()) -> PodInfo:
+             default_spread: tuple[SpreadConstraint, ...] = (), encoded: bytes | None = None,
+             decoder: Callable[[bytes], Obj] | None = None) -> PodInfo:
     """Parse `pod`; `priority` overrides spec.priority (resolved from its PriorityClass by the caller);
-    `default_spread` applies when the pod has no topologySpreadConstraints of its own."""
+    `default_spread` applies when the pod has no topologySpreadConstraints of its own; `encoded` is the pod's
+    encoding, kept instead of the dict when given, which `decoder` decodes (default: it is JSON)."""
     m = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -326,7 +356,8 @@ def pod_info(pod: Obj, priority: int | None = None,
     req_key = "requiredDuringSchedulingIgnoredDuringExecution"
     pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
     return PodInfo(
-        obj=pod, key=f"{ns}/{name}", uid=str(m.get("uid", "")), namespace=ns, name=name, labels=labels,
+        source=pod if encoded is None else encoded, facts=facts_of(spec, labels), key=f"{ns}/{name}",
+        uid=str(m.get("uid", "")), namespace=ns, name=name, labels=labels,
         priority=int(spec.get("priority") or 0) if priority is None else priority,
         requests=req, nonzero_cpu=nz_cpu, nonzero_mem=nz_mem, host_ports=_host_ports(spec),
         tolerations=tolerations_of(spec), node_selector=spec.get("nodeSelector") or {},
@@ -340,32 +371,31 @@ def pod_info(pod: Obj, priority: int | None = None,
         node_name=str(spec.get("nodeName") or ""), nominated_node=str(status.get("nominatedNodeName") or ""),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
-        deleting=bool(m.get("deletionTimestamp")),
+        deleting=bool(m.get("deletionTimestamp")), decoder=decoder if encoded is not None else None,
+        claims=tuple(str(v["persistentVolumeClaim"].get("claimName", "")) for v in spec.get("volumes") or []
+                     if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)),
     )
 
 
-_FACT_FIELDS = ("containers", "initContainers", "overhead", "affinity", "tolerations", "nodeSelector",
-                "topologySpreadConstraints", "priority", "preemptionPolicy")
-
-
 def same_facts(old: PodInfo, pod: Obj, priority: int | None = None) -> bool:
-    """Whether `pod` has the labels, priority and spec fields `old`'s parsed facts come from."""
-    spec, old_spec = pod.get("spec") or {}, old.obj.get("spec") or {}
-    m = pod.get("metadata") or {}
-    return (m.get("labels") or {}) == old.labels and all(spec.get(f) == old_spec.get(f) for f in _FACT_FIELDS) \
+    """Whether `pod` has the labels, priority and spec (but nodeName) `old`'s parsed facts come from."""
+    return facts_of(pod.get("spec") or {}, (pod.get("metadata") or {}).get("labels") or {}) == old.facts \
         and (priority is None or priority == old.priority)
 
 
-def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None) -> PodInfo:
-    """`pod_info(pod, priority)`, reusing `old`'s parsed facts (its default spreading too) when the fields they
-    come from are unchanged (status updates and the binding itself change nothing the plugins read but node and
-    deletion)."""
+def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None, encoded: bytes | None = None,
+            decoder: Callable[[bytes], Obj] | None = None) -> PodInfo:
+    """`pod_info(pod, priority, encoded=encoded, decoder=decoder)`, reusing `old`'s parsed facts (its default
+    spreading too) when the fields they come from are unchanged (status updates and the binding itself change
+    nothing the plugins read but node and deletion)."""
     if old is None or not same_facts(old, pod, priority):
-        return pod_info(pod, priority)
+        return pod_info(pod, priority, encoded=encoded, decoder=decoder)
     spec = pod.get("spec") or {}
     m = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    return replace(old, obj=pod, uid=str(m.get("uid", "")), node_name=str(spec.get("nodeName") or ""),
+    return replace(old, source=pod if encoded is None else encoded, decoder=decoder if encoded is not None else None,
+                   uid=str(m.get("uid", "")),
+                   node_name=str(spec.get("nodeName") or ""),
                    nominated_node=str(status.get("nominatedNodeName") or ""),
                    start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
                    deleting=bool(m.get("deletionTimestamp")))

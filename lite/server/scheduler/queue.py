@@ -80,7 +80,7 @@ class SchedulingQueue:
         if qp is None:
             self.add(info)
             return
-        changed = qp.info.obj.get("spec") != info.obj.get("spec") or qp.info.labels != info.labels
+        changed = qp.info.facts != info.facts or qp.info.labels != info.labels
         qp.info = info
         if info.key in self._unschedulable and changed:
             del self._unschedulable[info.key]

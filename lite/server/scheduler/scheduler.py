@@ -60,6 +60,7 @@ log = logging.getLogger("lite.scheduler")
 
 TERMINAL = ("Succeeded", "Failed")
 POD_EVENTS_PLUGINS = frozenset((INTERPOD, SPREAD))
+NO_PLUGINS: frozenset[str] = frozenset()
 
 
 def _kind(group: str, kind: str) -> Kind:
@@ -84,6 +85,7 @@ class Scheduler:
         self.profile = profile
         self.pod_kind, self.node_kind = _kind("", "Pod"), _kind("", "Node")
         self.pods = informers.informer(self.pod_kind)
+        self._decode_pod = self.pods.decode  # one bound method for every PodInfo that keeps a pod's bytes
         self.nodes = informers.informer(self.node_kind)
         self.namespaces = informers.informer(_kind("", "Namespace"))
         self.priority_classes = informers.informer(_kind("scheduling.k8s.io", "PriorityClass"))
@@ -161,7 +163,8 @@ class Scheduler:
         snap = self.cache.snapshot()
         res = self.algorithm.schedule(info, snap)
         if res.node:
-            volumes = self.volume_binder.reserve(info.obj, snap.by_name[res.node], self.cache.volumes)
+            volumes = self.volume_binder.reserve(info.obj, snap.by_name[res.node], self.cache.volumes) \
+                if info.claims else None
             self.cache.assume(info, res.node)
             self.cache.clear_nomination(info.key)
             await self._bind_slots.acquire()
@@ -180,7 +183,7 @@ class Scheduler:
             if not outcome.node:
                 post = f"preemption: {outcome.message}"
         msg = fit_error_message(res.num_nodes, res.statuses, post)
-        plugins = frozenset(f.plugin for f in res.statuses.values())
+        plugins = frozenset(f.plugin for f in res.statuses.values()) or NO_PLUGINS  # not one empty set per pod
         self.queue.requeue(info.key, unschedulable=True, plugins=plugins)
         if outcome.node:
             self.cache.nominate(info, outcome.node)
@@ -328,7 +331,8 @@ class Scheduler:
             if (pod.get("status") or {}).get("phase") in TERMINAL:
                 self._pod_deleted(pod)
                 return
-            self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod)), str(node))
+            self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod), self.pods.encoded(key),
+                                       self._decode_pod), str(node))
             self.queue.move_all(POD_EVENTS_PLUGINS)
             return
         if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
@@ -340,9 +344,10 @@ class Scheduler:
             return
         priority, queued = self._priority(pod), self.queue.info(key)
         if queued is not None and same_facts(queued, pod, priority):
-            info = reparse(queued, pod, priority)  # a status update (our own report): nothing to parse again
+            # a status update (our own report): nothing to parse again
+            info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod)
         else:
-            info = pod_info(pod, priority, self._default_spread(pod))
+            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key), self._decode_pod)
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:

@@ -166,7 +166,7 @@ class VolumeBinding:
     name = NAME
 
     def pre_filter(self, pod: PodInfo, snap: Snapshot) -> State | None:
-        return pre_filter_state(pod.obj, snap.volumes)
+        return pre_filter_state(pod.obj, snap.volumes) if pod.claims else None  # `obj` may decode: only if needed
 
     def filter(self, state: State, pod: PodInfo, node: NodeInfo) -> Failure | None:
         if state.error is not None:
