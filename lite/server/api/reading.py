@@ -28,6 +28,7 @@ from lite.kinds import Kind
 from lite.selectors import check_field_selector, field_set, parse_field_selector, parse_label_selector
 from lite.server.api.params import INT64_MAX, parse_resource_version
 from lite.server.api.registry_base import Obj, RegistryBase
+from lite.server.store.packing import unpack
 
 Matcher = Callable[[Obj], bool]
 _EXPIRED_CONTINUE = ("The provided continue parameter is too old to display a consistent list result. You can "
@@ -170,16 +171,25 @@ class ReadMixin(RegistryBase):
         return got[1] if got is not None and str(got[0]) == rv else None
 
     def held_encoding(self, kind: Kind, namespace: str, obj: Obj) -> bytes | None:
-        """The bytes the store holds for `obj`'s revision, for an in-process cache to keep instead of a copy of
-        its own (`lite.informer`'s compact caches): the same bytes object stays in the store until the object
-        changes. A built-in kind whose stored revision is still `obj`'s only (as `written_encoded`), else None.
-        `decode_held` decodes them."""
-        return self.written_encoded(kind, namespace, obj)
+        """The bytes the store holds for `obj`'s revision (packed: `lite.server.store.packing`), for an
+        in-process cache to keep instead of a copy of its own (`lite.informer`'s compact caches): the same bytes
+        object stays in the store until the object changes. A built-in kind whose stored revision is still
+        `obj`'s only (as `written_encoded`), else None. `decode_held` decodes them."""
+        if kind.crd or kind.storage or kind.converts_by_webhook:
+            return None
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            return None
+        rv = meta.get("resourceVersion")
+        if not isinstance(rv, str) or not rv.isdigit():
+            return None
+        got = self.store.get_packed(self.key(kind, self.scoped(kind, namespace), str(meta.get("name") or "")))
+        return got[1] if got is not None and str(got[0]) == rv else None
 
     @staticmethod
     def decode_held(raw: bytes) -> Obj:
-        """The object of bytes from `held_encoding` (or of plain JSON)."""
-        out: Obj = orjson.loads(raw)
+        """The object of bytes from `held_encoding` (packed or plain JSON)."""
+        out: Obj = orjson.loads(unpack(raw))
         return out
 
     def revisions(self, kind: Kind, namespace: str = "") -> list[tuple[str, int]]:
