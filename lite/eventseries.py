@@ -16,7 +16,9 @@ The series (`SeriesCache`, upstream's `eventBroadcasterImpl.eventCache`):
   written until `refresh` (every `REFRESH_SECONDS`: every open series is re-recorded with its count) or
   `finished` (every `FINISH_SECONDS`: a series not observed for `FINISH_SECONDS` is recorded a last time and
   forgotten; a singleton older than that is forgotten).
-- Returned events are copies: a caller may change them without touching the cache.
+- Returned events are copies: a caller may change them without touching the cache. The cache keeps each
+  event as its JSON bytes (a third of the decoded dict's memory: a burst of pods each leaves one event here
+  for `FINISH_SECONDS`), decoded only when a series moves or a sweep runs.
 - The cache holds at most `max_entries` keys (least recently observed dropped first); upstream's is unbounded
   between two `finished` sweeps.
 """
@@ -28,7 +30,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from lite.objects import deep_copy, rfc3339_micro
+import orjson
+
+from lite.objects import rfc3339_micro
 
 Obj = dict[str, Any]
 Key = tuple[str, ...]
@@ -95,6 +99,16 @@ def series_patch(ev: Obj) -> Obj:
     return {"series": dict(ev["series"])}
 
 
+def _encoded(ev: Obj) -> bytes:
+    """`ev`'s JSON in an exact-size bytes object (orjson's own result keeps its growth buffer)."""
+    return memoryview(orjson.dumps(ev)).tobytes()
+
+
+def _decoded(raw: bytes) -> Obj:
+    out: Obj = orjson.loads(raw)
+    return out
+
+
 def _observed(ev: Obj) -> dt.datetime:
     series = ev.get("series")
     stamp = series["lastObservedTime"] if isinstance(series, dict) else ev["eventTime"]
@@ -107,7 +121,7 @@ class SeriesCache:
 
     finish_seconds: float = FINISH_SECONDS
     max_entries: int = 4096
-    _events: OrderedDict[Key, Obj] = field(default_factory=OrderedDict)
+    _events: OrderedDict[Key, bytes] = field(default_factory=OrderedDict)  # each event's JSON
 
     def __len__(self) -> int:
         return len(self._events)
@@ -115,41 +129,45 @@ class SeriesCache:
     def observe(self, ev: Obj, now: dt.datetime) -> Obj | None:
         """One more event: what to record now (a copy), or None when it only counts in an open series."""
         key = isomorphic_key(ev)
-        cached = self._events.get(key)
-        if cached is None:
-            self._events[key] = deep_copy(ev)
+        raw = self._events.get(key)
+        if raw is None:
+            raw = self._events[key] = _encoded(ev)
             while len(self._events) > self.max_entries:
                 self._events.popitem(last=False)
-            return deep_copy(ev)
+            return _decoded(raw)
         self._events.move_to_end(key)
+        cached = _decoded(raw)
         series = cached.get("series")
         if isinstance(series, dict):
             series["count"] = int(series.get("count") or 1) + 1
             series["lastObservedTime"] = rfc3339_micro(now)
+            self._events[key] = _encoded(cached)
             return None
         cached["series"] = {"count": 2, "lastObservedTime": rfc3339_micro(now)}
-        return deep_copy(cached)
+        self._events[key] = _encoded(cached)
+        return cached  # decoded from the bytes: already the caller's own copy
 
     def refresh(self) -> list[tuple[Key, Obj]]:
         """Every open series, to be re-recorded with its current count (upstream every 30 minutes)."""
-        return [(k, deep_copy(ev)) for k, ev in self._events.items() if isinstance(ev.get("series"), dict)]
+        return [(k, ev) for k, raw in self._events.items() if isinstance((ev := _decoded(raw)).get("series"), dict)]
 
     def finished(self, now: dt.datetime) -> list[tuple[Key, Obj]]:
         """Forget singletons not seen for `finish_seconds`; return the series not observed for that long, to
         be recorded a last time and then `forget`-ten (kept when that write should be retried)."""
         cutoff = now - dt.timedelta(seconds=self.finish_seconds)
         out: list[tuple[Key, Obj]] = []
-        for key, ev in list(self._events.items()):
+        for key, raw in list(self._events.items()):
+            ev = _decoded(raw)
             if _observed(ev) >= cutoff:
                 continue
             if isinstance(ev.get("series"), dict):
-                out.append((key, deep_copy(ev)))
+                out.append((key, ev))
             else:
                 del self._events[key]
         return out
 
     def forget(self, key: Key, written: Obj | None = None) -> None:
         """Drop `key`; with `written` (what `finished` returned), only if the series has not moved since."""
-        cached = self._events.get(key)
-        if cached is not None and (written is None or cached.get("series") == written.get("series")):
+        raw = self._events.get(key)
+        if raw is not None and (written is None or _decoded(raw).get("series") == written.get("series")):
             del self._events[key]
