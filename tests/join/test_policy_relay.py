@@ -121,3 +121,26 @@ def test_refusals_ride_in_the_metrics_sample_to_the_stats_summary() -> None:
     assert pods[0]["networkPolicyRefused"] == 7 and "networkPolicyRefused" not in pods[1]
     summary = stats_summary("n1", wire.Metrics(timestamp="2026-01-01T00:00:00Z", pods=pods))
     assert [p.get("networkPolicyRefused") for p in summary["pods"]] == [7, None]
+
+
+def test_without_enforcing_agents_no_event_is_cut_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lite.server.join import policyrelay
+
+    real_slim, cut = policyrelay.slim, []
+
+    def counting_slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        cut.append(kind)
+        return real_slim(kind, obj)
+
+    monkeypatch.setattr(policyrelay, "slim", counting_slim)
+    relay = object.__new__(policyrelay.PolicyRelay)
+    sessions: list[Any] = []
+    relay._sessions = lambda: sessions
+    old = {"metadata": {"name": "p", "namespace": "ns", "labels": {"a": "1"}}, "status": {"podIP": "10.0.0.1"}}
+    new = {**old, "metadata": {**old["metadata"], "labels": {"a": "2"}}}
+    relay._changed("PolicyPod", old, new)
+    assert cut == []  # nobody to send to: nothing computed
+    sent: list[Any] = []
+    sessions.append(sent.append)
+    relay._changed("PolicyPod", old, new)
+    assert cut == ["PolicyPod", "PolicyPod"] and len(sent) == 1

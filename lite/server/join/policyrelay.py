@@ -7,7 +7,8 @@ announced `networkPolicy: true` in its Hello; other agents never get them.
 
 Invariants:
 - On join, `resync(emit)` sends the whole current set before the hub's relay sends Synced (see proxyrelay).
-- Changes are forwarded synchronously from the informer handlers, in event order.
+- Changes are forwarded synchronously from the informer handlers, in event order; with no such session the
+  handlers do nothing (a session that joins later gets the whole set from `resync`).
 - Pods are cut down to what enforcement reads (name, namespace, uid, labels, node, hostNetwork, named
   container ports, IP, phase): no pod spec of another node (env, commands, secrets' names) leaves the server,
   and a pod update that changes none of those (status conditions, heartbeats of probes) is not relayed.
@@ -77,6 +78,9 @@ class PolicyRelay:
                 emit(wire.ObjectUpsert(kind, slim(kind, obj)))
 
     def _changed(self, kind: str, old: Obj | None, obj: Obj, deleted: bool = False) -> None:
+        targets = list(self._sessions())
+        if not targets:
+            return  # no agent enforces policies (simulated nodes, most clusters): nothing to cut down per event
         meta = obj.get("metadata") or {}
         msg: wire.Message
         if deleted:
@@ -86,5 +90,5 @@ class PolicyRelay:
             if old is not None and kind != "NetworkPolicy" and slim(kind, old) == new:
                 return
             msg = wire.ObjectUpsert(kind, new)
-        for emit in self._sessions():
+        for emit in targets:
             emit(msg)
