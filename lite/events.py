@@ -42,6 +42,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
+
 from lite import eventseries
 from lite.client import Client
 from lite.errors import ApiError
@@ -166,7 +168,7 @@ class SeriesRecorder:
                  max_queued: int = MAX_QUEUED) -> None:
         self.client = client
         self.writers, self.max_queued = writers, max_queued
-        self._posted: deque[tuple[Key, Obj]] = deque()
+        self._posted: deque[tuple[Key, bytes]] = deque()  # JSON: a third of the memory of the dicts
         self._posted_ready = asyncio.Event()
         self.controller = controller
         self.instance = instance if instance is not None else f"{controller}-{socket.gethostname()}"
@@ -203,7 +205,7 @@ class SeriesRecorder:
             log.warning("event %s/%s for %s dropped: %d events waiting to be written", type, reason,
                         ev["regarding"].get("name", ""), len(self._posted))
             return
-        self._posted.append((eventseries.isomorphic_key(ev), out))
+        self._posted.append((eventseries.isomorphic_key(ev), memoryview(orjson.dumps(out)).tobytes()))
         self._posted_ready.set()
 
     async def run(self) -> None:
@@ -220,9 +222,9 @@ class SeriesRecorder:
             while not self._posted:
                 self._posted_ready.clear()
                 await self._posted_ready.wait()
-            key, ev = self._posted.popleft()
+            key, raw = self._posted.popleft()
             try:
-                await self._record(key, ev)
+                await self._record(key, orjson.loads(raw))
             except Exception:
                 log.exception("event write failed")
 

@@ -40,6 +40,11 @@ def parse_pointer(pointer: str) -> list[str]:
 
 def json_equal(a: Any, b: Any) -> bool:
     """JSON value equality (unlike `==`, `true` is not `1` and `1` is `1.0`)."""
+    ta = type(a)
+    if ta is str:  # the common case (merge keys, field values), decided before the isinstance chain
+        return type(b) is str and a == b
+    if ta is dict and type(b) is dict:
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):

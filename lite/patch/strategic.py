@@ -109,8 +109,9 @@ def _set_element_orders(out: dict[str, Any], patch: dict[str, Any], schema: Sche
         else:
             merged = _merge_list([], plist, schema, (*path, name)) if plist is not None else live or []
         ident = _identity(rule)
-        in_order = [x for x in merged if _find(order, ident(x), ident) >= 0]
-        server_only = [x for x in merged if _find(order, ident(x), ident) < 0]
+        where = _Index(order, ident)
+        in_order = [x for x in merged if where.find(ident(x)) >= 0]
+        server_only = [x for x in merged if where.find(ident(x)) < 0]
         out[name] = _normalize(in_order, server_only, order, live or [], ident)
 
 
@@ -127,13 +128,41 @@ def _find(items: list[Any], value: Any, ident: Any) -> int:
     return -1
 
 
+class _Index:
+    """`_find` over one list, answered from a dict when every identity in it is a string (merge keys
+    nearly always are): a string identity then equals exactly the same strings, and nothing else."""
+
+    __slots__ = ("ident", "items", "pos")
+
+    def __init__(self, items: list[Any], ident: Any) -> None:
+        self.items, self.ident = items, ident
+        self.pos: dict[str, int] | None = {}
+        for i in range(len(items)):
+            self.add(i)
+
+    def add(self, i: int) -> None:
+        """Take in `items[i]` (appended since, or at construction)."""
+        if self.pos is not None:
+            k = self.ident(self.items[i])
+            if type(k) is str:
+                self.pos.setdefault(k, i)
+            else:
+                self.pos = None
+
+    def find(self, value: Any) -> int:
+        if self.pos is not None:
+            return self.pos.get(value, -1) if type(value) is str else -1
+        return _find(self.items, value, self.ident)
+
+
 def _check_order_list(plist: list[Any], order: list[Any], rule: ListRule) -> None:
     ident = _identity(rule)
+    where = _Index(order, ident)
     last = -1
     for item in plist:
         if isinstance(item, dict) and item.get(DIRECTIVE) is not None:
             continue
-        pos = _find(order, ident(item), ident)
+        pos = where.find(ident(item))
         if pos < last:
             raise errors.bad_request(f"The order in patch list:\n{plist}\n doesn't match {SET_ORDER} list:\n"
                                      f"{order}\n")
@@ -156,8 +185,9 @@ def _merge_list(original: list[Any], patch: list[Any], schema: Schema, path: Pat
         original, patch = _special_elements(original, patch, rule)
         merged = _merge_keyed(original, patch, rule, schema, path)
         ident = _identity(rule)
-    in_patch = [x for x in merged if _find(patch, ident(x), ident) >= 0]
-    server_only = [x for x in merged if _find(patch, ident(x), ident) < 0]
+    where = _Index(patch, ident)
+    in_patch = [x for x in merged if where.find(ident(x)) >= 0]
+    server_only = [x for x in merged if where.find(ident(x)) < 0]
     return _normalize(in_patch, server_only, patch, original, ident)
 
 
@@ -187,14 +217,17 @@ def _special_elements(original: list[Any], patch: list[Any], rule: ListRule) -> 
 def _merge_keyed(original: list[Any], patch: list[Any], rule: ListRule, schema: Schema,
                  path: Path) -> list[Any]:
     out = list(original)
+    key = rule.merge_key
+    where = _Index(out, lambda o: o.get(key))
     for item in patch:
-        if rule.merge_key not in item:
-            raise errors.bad_request(f"map: {item} does not contain declared merge key: {rule.merge_key}")
-        i = next((i for i, o in enumerate(out) if json_equal(o.get(rule.merge_key), item[rule.merge_key])), -1)
+        if key not in item:
+            raise errors.bad_request(f"map: {item} does not contain declared merge key: {key}")
+        i = where.find(item[key])
         if i >= 0:
-            out[i] = _merge_map(out[i], item, schema, path)
+            out[i] = _merge_map(out[i], item, schema, path)  # the same merge key: the index stays true
         else:
             out.append(_merge_map({}, item, schema, path))
+            where.add(len(out) - 1)
     return out
 
 
@@ -208,11 +241,13 @@ def _clean(value: Any, schema: Schema, path: Path) -> Any:
 def _normalize(patch_items: list[Any], server_only: list[Any], patch_order: list[Any],
                server_order: list[Any], ident: Any) -> list[Any]:
     """Upstream `normalizeElementOrder`: sort each part, then interleave server-only items by live order."""
-    def by(order: list[Any]) -> Any:
-        return lambda x: (_find(order, ident(x), ident) + 1) or len(order) + 1
+    server_at, patch_at = _Index(server_order, ident), _Index(patch_order, ident)
 
-    left = sorted(server_only, key=by(server_order))
-    right = sorted(patch_items, key=by(patch_order))
+    def by(where: _Index) -> Any:
+        return lambda x: (where.find(ident(x)) + 1) or len(where.items) + 1
+
+    left = sorted(server_only, key=by(server_at))
+    right = sorted(patch_items, key=by(patch_at))
     out: list[Any] = []
     i = j = 0
     while i < len(left) or j < len(right):
@@ -223,7 +258,7 @@ def _normalize(patch_items: list[Any], server_only: list[Any], patch_order: list
             out.append(right[j])
             j += 1
         else:
-            li, ri = _find(server_order, ident(left[i]), ident), _find(server_order, ident(right[j]), ident)
+            li, ri = server_at.find(ident(left[i])), server_at.find(ident(right[j]))
             if li >= 0 and ri >= 0 and li < ri:
                 out.append(left[i])
                 i += 1

@@ -96,6 +96,21 @@ async def test_binding(res: Resources) -> None:
         'Operation cannot be fulfilled on pods/binding "p": pod p is already assigned to node "n1"')
 
 
+async def test_binding_validates_the_target_only(res: Resources) -> None:
+    """As upstream's BindingREST: ValidatePodBinding checks the target (kind Node, a name), and the pod is then
+    written with nodeName set but not validated again (a name that is no DNS subdomain binds too)."""
+    await res.create(POD, "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+                                                                                          "image": "i"}]}})
+    with pytest.raises(ApiError) as e:
+        await res.create(POD, "default", {"metadata": {"name": "p"}, "target": {"kind": "Pod", "name": "n1"}},
+                         name="p", subresource="binding")
+    assert e.value.code == 422 and "target.kind" in e.value.message
+    out = await res.create(POD, "default", {"metadata": {"name": "p"}, "target": {"name": "Node_1"}}, name="p",
+                           subresource="binding")
+    assert out["code"] == 201
+    assert (await res.get(POD, "default", "p"))["spec"]["nodeName"] == "Node_1"
+
+
 async def test_eviction(tmp_path: Path) -> None:
     calls: list[str] = []
 

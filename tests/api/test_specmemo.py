@@ -111,3 +111,32 @@ async def test_a_write_that_keeps_the_spec_skips_spec_validation(res: Resources,
     with pytest.raises(ApiError) as err:
         await res.update(POD, "default", "s", bad, field_manager="m")
     assert calls and err.value.code == 422
+
+
+@pytest.mark.parametrize("kind_name", ["ReplicaSet", "Deployment"])
+async def test_workload_status_writes_skip_the_template_walk(res: Resources, monkeypatch: pytest.MonkeyPatch,
+                                                             kind_name: str) -> None:
+    """ReplicaSet and Deployment validation reads the spec alone: the status their controllers write on every
+    sync does not validate the template again (its causes are the stored ones); a spec change still does."""
+    kind = KindRegistry().by_api_version("apps/v1", kind_name)
+    assert kind is not None
+    labels = {"app": "w"}
+    body = {"apiVersion": "apps/v1", "kind": kind_name, "metadata": {"name": "w"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod("x")["spec"]}}}
+    await res.create(kind, "default", body)
+    strategy = res.strategy(kind)
+    calls: list[Any] = []
+    original = strategy.validate
+
+    def counting(obj: dict[str, Any]) -> Any:
+        calls.append(obj.get("spec"))
+        return original(obj)
+
+    counted = dataclasses.replace(strategy, validate=counting)
+    lookup = res.strategy
+    monkeypatch.setattr(res, "strategy", lambda k: counted if k == kind else lookup(k))
+    await res.patch(kind, "default", "w", {"status": {"replicas": 1, "observedGeneration": 1}}, subresource="status")
+    assert calls == []
+    await res.patch(kind, "default", "w", {"spec": {"replicas": 2}})
+    assert len(calls) == 1

@@ -142,3 +142,26 @@ async def test_a_hub_of_bound_pods_only_relays_a_pod_once_it_is_bound(tmp_path: 
             await agent.wait_for(lambda: agent.starts[created["metadata"]["uid"]] == 1
                                  and ("PolicyPod", "default", "wait") in agent.objects)
             assert agent.objects[("PolicyPod", "default", "wait")]["spec"]["nodeName"] == "n1"
+
+
+def test_without_enforcing_agents_no_event_is_cut_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lite.server.join import policyrelay
+
+    real_slim, cut = policyrelay.slim, []
+
+    def counting_slim(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        cut.append(kind)
+        return real_slim(kind, obj)
+
+    monkeypatch.setattr(policyrelay, "slim", counting_slim)
+    relay = object.__new__(policyrelay.PolicyRelay)
+    sessions: list[Any] = []
+    relay._sessions = lambda: sessions
+    old = {"metadata": {"name": "p", "namespace": "ns", "labels": {"a": "1"}}, "status": {"podIP": "10.0.0.1"}}
+    new = {**old, "metadata": {**old["metadata"], "labels": {"a": "2"}}}
+    relay._changed("PolicyPod", old, new)
+    assert cut == []  # nobody to send to: nothing computed
+    sent: list[Any] = []
+    sessions.append(sent.append)
+    relay._changed("PolicyPod", old, new)
+    assert cut == ["PolicyPod", "PolicyPod"] and len(sent) == 1

@@ -155,3 +155,28 @@ def test_cache_is_bounded_least_recently_observed_first() -> None:
 ])
 def test_truncate_note(note: str, want: str) -> None:
     assert truncate_note(note) == want
+
+
+def test_the_cache_keeps_events_compact() -> None:
+    """A burst of pods leaves one remembered event each for FINISH_SECONDS: kept as JSON bytes, not dicts."""
+    import tracemalloc
+
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"web-7c9f8d6b5-{i:05d}", "namespace": "shop", "uid": f"3f2a1b4c-1234-4abc-9def-{i:012d}",
+        "resourceVersion": str(1000 + i)}} for i in range(500)]
+    events = [ev(p, f"Successfully assigned shop/{p['metadata']['name']} to node-{i}", reason="Scheduled",
+                 action="Binding", type_="Normal") for i, p in enumerate(pods)]
+    cache = SeriesCache()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for e in events:
+            out = cache.observe(e, T0)
+            assert out == e and out is not e
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(cache) == 500
+    assert held / 500 < 1500  # bytes per remembered event (a dict copy of each held ~2,500)
+    out = cache.observe(events[0], at(1))  # the second of its kind: a series, decoded from the bytes
+    assert out is not None and out["series"]["count"] == 2 and out["note"] == events[0]["note"]

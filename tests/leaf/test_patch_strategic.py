@@ -220,3 +220,19 @@ def test_empty_schema_is_atomic_everywhere() -> None:
 def test_type_change_replaces() -> None:
     assert strategic_merge({"a": {"b": 1}}, {"a": "s"}, POD) == {"a": "s"}
     assert strategic_merge({"a": "s"}, {"a": {"b": None, "c": 1}}, POD) == {"a": {"c": 1}}
+
+
+def test_merge_keys_compare_as_json_values_whatever_their_types() -> None:
+    """String merge keys are looked up by value, any other key by JSON equality: a key "80" is not 80, a
+    patch item with a repeated key merges into the item the patch itself added, and order follows the patch."""
+    live = {"status": {"conditions": [{"type": "A", "status": "False"}, {"type": "B", "status": "True"}]}}
+    patch = {"status": {"conditions": [{"type": "C", "status": "True"}, {"type": "A", "status": "True"},
+                                       {"type": "C", "reason": "again"}]}}
+    out = strategic_merge(live, patch, POD)
+    assert out["status"]["conditions"] == [{"type": "C", "status": "True", "reason": "again"},
+                                           {"type": "A", "status": "True"}, {"type": "B", "status": "True"}]
+    mixed = {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80, "name": "int"}]}]}}
+    patched = strategic_merge(mixed, {"spec": {"containers": [{"name": "c", "ports": [
+        {"containerPort": "80", "name": "text"}, {"containerPort": 80.0, "protocol": "UDP"}]}]}}, POD)
+    assert patched["spec"]["containers"][0]["ports"] == [
+        {"containerPort": "80", "name": "text"}, {"containerPort": 80, "name": "int", "protocol": "UDP"}]

@@ -251,3 +251,23 @@ async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit
     await kit.api.patch(POD, "default", "p", {"metadata": {"labels": {"new": "label"}}}, patch_type="merge")
     relabelled = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.labels and i)
     assert relabelled.requests is not first.requests  # a change the plugins read: parsed again
+
+
+async def test_default_spreading_is_remembered_until_a_selector_changes(kit: Kit) -> None:
+    s = kit.scheduler
+    assert s is not None
+    web = pod("web-a", labels={"app": "web"})
+    assert s._default_spread(web) == ()  # nothing selects it yet
+    await kit.api.create(SVC, "default", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                                          "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+    await kit.until(lambda: s._default_spread(web) != ())
+    first = s._default_spread(web)
+    assert s._default_spread(pod("web-b", labels={"app": "web"})) is first  # remembered per namespace and labels
+    await kit.api.patch(SVC, "default", "web", {"metadata": {"annotations": {"a": "b"}}})
+    await kit.until(lambda: (s.selecting[0].get("default/web") or {}).get("metadata", {}).get("annotations"))
+    assert s._default_spread(web) is first  # a change that keeps the selector keeps the memo
+    await kit.api.patch(SVC, "default", "web", {"spec": {"selector": {"app": "other"}}})
+    await kit.until(lambda: s._default_spread(web) == ())  # a new selector: computed again
+    assert s._default_spread(pod("o", labels={"app": "other"})) != ()
+    await kit.api.delete(SVC, "default", "web")
+    await kit.until(lambda: s._default_spread(pod("o", labels={"app": "other"})) == ())

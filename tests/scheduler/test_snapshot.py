@@ -62,3 +62,27 @@ def test_counts_used_by_plugins_to_skip_work() -> None:
     assert (s.tainted_nodes, s.affinity_pod_count, s.anti_affinity_pod_count) == (0, 0, 0)
     assert dict(s.image_nodes) == {}
     assert s.by_name["b"].used_ports == frozenset()
+
+
+def test_a_pod_counted_alike_is_swapped_in_place_and_a_changed_one_recounted() -> None:
+    c = Cache()
+    c.set_node(node("a", cpu="4"))
+    c.set_node(node("b", cpu="4"))
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    p = info(pod("p", cpu="1", labels={"app": "web"}, affinity=anti))
+    c.assume(p, "a")
+    tally = c.spread.tally("default", c.snapshot().by_name["a"].pods[0].anti_affinity[0].selector)
+    bound = info(pod("p", cpu="1", labels={"app": "web"}, affinity=anti, nodeName="a"))
+    c.add_pod(bound, "a")  # confirmed: the same counts, swapped in
+    a = c.snapshot().by_name["a"]
+    assert a.pods == (bound,) and a.anti_affinity_pods == (bound,) and a.affinity_pods == (bound,)
+    assert a.requested.cpu == 1000 and c.info_of("default/p") is bound and not c.is_assumed("default/p")
+    assert dict(tally.per_node) == {"a": 1} and c.snapshot().nodes_with_label("default", "app", "web") == [a]
+    relabelled = info(pod("p", cpu="2", labels={"app": "db"}, nodeName="a"))
+    c.add_pod(relabelled, "a")  # counted differently: removed and added again
+    a = c.snapshot().by_name["a"]
+    assert a.pods == (relabelled,) and a.anti_affinity_pods == () and a.requested.cpu == 2000
+    assert dict(tally.per_node) == {} and c.snapshot().nodes_with_label("default", "app", "web") == []
+    c.add_pod(relabelled, "b")  # moved: recounted on the other node
+    assert c.snapshot().by_name["a"].pods == () and c.snapshot().by_name["b"].pods == (relabelled,)

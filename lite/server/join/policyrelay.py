@@ -7,7 +7,8 @@ announced `networkPolicy: true` in its Hello; other agents never get them.
 
 Invariants:
 - On join, `resync(emit)` sends the whole current set before the hub's relay sends Synced (see proxyrelay).
-- Changes are forwarded synchronously from the informer handlers, in event order.
+- Changes are forwarded synchronously from the informer handlers, in event order; with no such session the
+  handlers do nothing (a session that joins later gets the whole set from `resync`).
 - Pods are cut down to what enforcement reads (name, namespace, uid, labels, node, hostNetwork, named
   container ports, IP, phase): no pod spec of another node (env, commands, secrets' names) leaves the server,
   and a pod update that changes none of those (status conditions, heartbeats of probes) is not relayed.

@@ -61,6 +61,7 @@ log = logging.getLogger("lite.scheduler")
 TERMINAL = ("Succeeded", "Failed")
 POD_EVENTS_PLUGINS = frozenset((INTERPOD, SPREAD))
 NO_PLUGINS: frozenset[str] = frozenset()
+SPREAD_MEMO_SIZE = 1024  # distinct (namespace, labels) sets whose default spreading is remembered
 
 
 def _kind(group: str, kind: str) -> Kind:
@@ -109,6 +110,8 @@ class Scheduler:
         self._reports: dict[str, tuple[PodInfo, str, str]] = {}  # pod key -> (pod, message, nominated node)
         self._report_ready = asyncio.Event()
         self._tg: asyncio.TaskGroup | None = None
+        # namespace and labels -> default spreading; cleared when a selecting object's selector may have changed
+        self._spread_memo: dict[tuple[str, frozenset[tuple[str, str]]], tuple[SpreadConstraint, ...]] = {}
         self.bound = 0
         self.on_attempt: Callable[[str, float], None] | None = None  # (result, seconds): see the module doc
 
@@ -294,9 +297,19 @@ class Scheduler:
             on_delete=lambda n: self.cache.set_namespace(str((n.get("metadata") or {}).get("name")), None))
         self.pods.add_handlers(on_add=self._pod_set, on_update=lambda _o, n: self._pod_set(n),
                                on_delete=self._pod_deleted)
+        for inf in self.selecting:  # what `_default_spread` remembers comes from their selectors
+            inf.add_handlers(on_add=self._selecting_changed, on_update=self._selecting_updated,
+                             on_delete=self._selecting_changed)
         for inf in (self.claims, self.pvs, self.storage_classes):  # VolumeBinding's inputs
             inf.add_handlers(on_add=self._volumes_changed, on_update=lambda _o, n: self._volumes_changed(n),
                              on_delete=self._volumes_changed)
+
+    def _selecting_changed(self, _obj: Obj) -> None:
+        self._spread_memo.clear()
+
+    def _selecting_updated(self, old: Obj, new: Obj) -> None:
+        if (old.get("spec") or {}).get("selector") != (new.get("spec") or {}).get("selector"):
+            self._spread_memo.clear()  # status writes (most updates) keep the selector: the memo stays
 
     def _volumes_changed(self, _obj: Obj) -> None:
         self.volume_binder.changed()
@@ -363,9 +376,19 @@ class Scheduler:
         labels: dict[str, str] = m.get("labels") or {}
         if not labels:
             return ()
+        ns = str(m.get("namespace", ""))
+        memo_key = (ns, frozenset(labels.items()))
+        known = self._spread_memo.get(memo_key)
+        if known is None:
+            if len(self._spread_memo) >= SPREAD_MEMO_SIZE:
+                self._spread_memo.clear()
+            known = self._spread_memo[memo_key] = self._selecting_constraints(ns, labels)
+        return known
+
+    def _selecting_constraints(self, ns: str, labels: dict[str, str]) -> tuple[SpreadConstraint, ...]:
         reqs: set[Requirement] = set()
         for inf in self.selecting:
-            for owner in inf.by_index(NAMESPACE_INDEX, str(m.get("namespace", ""))):
+            for owner in inf.by_index(NAMESPACE_INDEX, ns):
                 reqs |= _selecting_requirements(inf.kind.kind, owner, labels)
         if not reqs:
             return ()

@@ -121,9 +121,27 @@ class NodeInfo:
                         tuple(p for p in self.affinity_pods if p is not gone),
                         tuple(p for p in self.anti_affinity_pods if p is not gone))
 
+    def replacing(self, old: PodInfo, new: PodInfo) -> NodeInfo:
+        """This node with `old` swapped for `new`, which must count the same (`counts_same`): sums kept."""
+        def swap(pods: tuple[PodInfo, ...]) -> tuple[PodInfo, ...]:
+            return tuple(new if p is old else p for p in pods)
+
+        return NodeInfo(self.node, swap(self.pods), self.requested, self.nonzero_cpu, self.nonzero_mem,
+                        self.used_ports, swap(self.affinity_pods) if old.has_affinity else self.affinity_pods,
+                        swap(self.anti_affinity_pods) if old.anti_affinity else self.anti_affinity_pods)
+
     def with_node(self, node: NodeData) -> NodeInfo:
         return NodeInfo(node, self.pods, self.requested, self.nonzero_cpu, self.nonzero_mem, self.used_ports,
                         self.affinity_pods, self.anti_affinity_pods)
+
+
+def counts_same(a: PodInfo, b: PodInfo) -> bool:
+    """Whether `b` adds to a node, its label index and its spread tallies exactly what `a` adds (same namespace,
+    labels, deletion state, requests, host ports and (anti-)affinity membership)."""
+    return a.namespace == b.namespace and a.deleting == b.deleting and a.labels == b.labels \
+        and a.requests == b.requests and a.nonzero_cpu == b.nonzero_cpu and a.nonzero_mem == b.nonzero_mem \
+        and a.host_ports == b.host_ports and a.has_affinity == b.has_affinity \
+        and bool(a.anti_affinity) == bool(b.anti_affinity)
 
 
 def build_node_info(node: NodeData, pods: Iterable[PodInfo]) -> NodeInfo:
@@ -270,6 +288,17 @@ class Cache:
     def add_pod(self, p: PodInfo, node: str) -> None:
         """Add or replace an assigned pod (also confirms an assumed one)."""
         self._assumed.discard(p.key)
+        old = self._infos.get(p.key)
+        if old is not None and self._pod_node.get(p.key) == node and counts_same(old, p):
+            # The same pod on the same node, counted alike (the binding confirming an assumed pod, status
+            # writes): swap it in; the label index and the spread tallies already hold what it adds.
+            self._infos[p.key] = p
+            ni = self._nodes.get(node)
+            if ni is None:
+                self._orphans.setdefault(node, {})[p.key] = p
+            else:
+                self._set(node, ni.replacing(old, p))
+            return
         self._remove(p.key)
         self._pod_node[p.key] = node
         self._infos[p.key] = p

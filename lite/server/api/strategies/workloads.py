@@ -232,12 +232,14 @@ def _validate_daemonset(obj: Obj) -> list[Cause]:
     return _validate_apps(obj) + specrules.daemonset_causes(obj)
 
 
+# spec_validation: their validate reads obj["spec"] alone, so a status write (the controllers write one per
+# sync) skips the template's pod spec walk, and equal specs share their create results (SpecMemo).
 DEPLOYMENT = Strategy(default=default_deployment, prepare_create=reset_status, validate=_validate_deployment,
-                      validate_update=immutable_selector, gc_policy="background",
+                      validate_update=immutable_selector, gc_policy="background", spec_validation=True,
                       generation_on_annotations=True,
                       status_metadata=("annotations", "finalizers", "ownerReferences"))
 REPLICASET = Strategy(default=default_replicaset, prepare_create=reset_status, validate=_validate_apps,
-                      validate_update=immutable_selector, gc_policy="background")
+                      validate_update=immutable_selector, gc_policy="background", spec_validation=True)
 STATEFULSET = Strategy(default=default_statefulset, prepare_create=reset_status, validate=_validate_statefulset,
                        validate_update=immutable_selector, gc_policy="background")
 DAEMONSET = Strategy(default=default_daemonset, prepare_create=reset_status, validate=_validate_daemonset,
