@@ -3,15 +3,9 @@
 glibc raises its mmap threshold each time a large mmapped block is freed (up to 32 MB): after one image pull,
 one large list response or one big request body, later buffers of that size are carved from the heap, which
 can only shrink from its top, so a server that once handled a burst keeps that memory for good (measured: a
-`lite server` with its agent held 10 MB more after starting its first two pods). Pinning the threshold
-(`mallopt(M_MMAP_THRESHOLD)`, which also turns the dynamic adjustment off) keeps every larger buffer in its own
-mapping, returned on free. Python's small objects are unaffected (pymalloc has its own arenas).
-
-The threshold sits just above 256 KiB, not at glibc's initial 128 KiB: asyncio's TLS transport reads each
-chunk of decrypted data into a fresh 256 KiB bytes object (`SSLProtocol.max_size`) and shrinks it to what
-arrived. Mapped, that was an mmap, an mremap and a munmap (with its TLB shootdown) for every read, two or
-three per API request; from the heap it is a split of a free block. The heap's top is trimmed only past
-`TRIM_THRESHOLD`, so those reads do not move the break up and down either.
+`lite server` with its agent held 10 MB more after starting its first two pods). Pinning the threshold at its
+initial 128 KiB (`mallopt(M_MMAP_THRESHOLD)`, which also turns the dynamic adjustment off) keeps every larger
+buffer in its own mapping, returned on free. Python's small objects are unaffected (pymalloc has its own arenas).
 
 Called once by the `lite server` and `lite agent` commands at start; no import-time side effect. Elsewhere
 (a C library without this mallopt) it does nothing and returns False.
@@ -29,22 +23,19 @@ from __future__ import annotations
 
 import ctypes
 
-M_TRIM_THRESHOLD = -1  # glibc's <malloc.h>
-M_MMAP_THRESHOLD = -3
-THRESHOLD = 272 * 1024  # above asyncio's 256 KiB TLS read buffer (and its object header); glibc's initial: 128 KiB
-TRIM_THRESHOLD = 512 * 1024  # free memory kept at the heap's top before it is given back (glibc's: 128 KiB)
+M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
+THRESHOLD = 128 * 1024  # glibc's initial value (DEFAULT_MMAP_THRESHOLD_MIN)
 
 
-def pin_mmap_threshold(size: int = THRESHOLD, trim: int = TRIM_THRESHOLD) -> bool:
-    """Fix the mmap threshold at `size` bytes and the trim threshold at `trim`; True when the C library took
-    them."""
+def pin_mmap_threshold(size: int = THRESHOLD) -> bool:
+    """Fix the threshold at `size` bytes; True when the C library took it."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, size)) and bool(mallopt(M_TRIM_THRESHOLD, trim))
+    return bool(mallopt(M_MMAP_THRESHOLD, size))
 
 
 TLS_READ_SIZE = 64 * 1024

@@ -1,6 +1,5 @@
 """`pin_mmap_threshold` in a fresh interpreter: after a large block is freed, a 300 KB buffer still gets a
-mapping of its own (glibc's `mallinfo2().hblks` counts them) instead of heap that never shrinks; the 256 KiB
-buffer of each asyncio TLS read comes from the heap."""
+mapping of its own (glibc's `mallinfo2().hblks` counts them) instead of heap that never shrinks."""
 
 from __future__ import annotations
 
@@ -41,14 +40,6 @@ def mapped_after_a_large_free(mode: str, size: int = 300_000) -> int:
 def test_a_large_buffer_keeps_its_own_mapping_once_pinned() -> None:
     assert mapped_after_a_large_free("default") == 0  # glibc's dynamic threshold: the buffer came from the heap
     assert mapped_after_a_large_free("pin") == 1
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and mallinfo2")
-def test_a_tls_read_buffer_comes_from_the_heap() -> None:
-    import asyncio.sslproto
-
-    # what asyncio's TLS transport allocates for each read (SSLObject.read(max_size)), with its object header
-    assert mapped_after_a_large_free("pin", asyncio.sslproto.SSLProtocol.max_size + 64) == 0
 
 
 TLS_SCRIPT = r'''
