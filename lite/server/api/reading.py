@@ -28,7 +28,7 @@ from lite.kinds import Kind
 from lite.selectors import check_field_selector, field_set, parse_field_selector, parse_label_selector
 from lite.server.api.params import INT64_MAX, parse_resource_version
 from lite.server.api.registry_base import Obj, RegistryBase
-from lite.server.store.packing import unpack
+from lite.server.store.packing import is_packed, unpack
 
 Matcher = Callable[[Obj], bool]
 _EXPIRED_CONTINUE = ("The provided continue parameter is too old to display a consistent list result. You can "
@@ -151,8 +151,8 @@ class ReadMixin(RegistryBase):
         self.check_stored(kind)
         if kind.crd:
             raise ValueError("get_shared serves built-in kinds only (custom objects are presented per version)")
-        got = self.store.get(self.key(kind, self.scoped(kind, namespace), name))
-        return self.decoded_once(*got) if got is not None else None
+        got = self.store.get_packed(self.key(kind, self.scoped(kind, namespace), name))
+        return self.decoded_once(*got) if got is not None else None  # unpacked only when not decoded before
 
     def written_encoded(self, kind: Kind, namespace: str, obj: Obj) -> bytes | None:
         """The stored bytes of `obj`, an object a write just returned, when they are its JSON: a built-in kind
@@ -167,8 +167,10 @@ class ReadMixin(RegistryBase):
         rv = meta.get("resourceVersion")
         if not isinstance(rv, str) or not rv.isdigit():
             return None
-        got = self.store.get(self.key(kind, self.scoped(kind, namespace), str(meta.get("name") or "")))
-        return got[1] if got is not None and str(got[0]) == rv else None
+        got = self.store.get_packed(self.key(kind, self.scoped(kind, namespace), str(meta.get("name") or "")))
+        if got is None or str(got[0]) != rv or is_packed(got[1]):
+            return None  # packed (the store packs at commit): encoding `obj` is cheaper than inflating them
+        return got[1]
 
     def held_encoding(self, kind: Kind, namespace: str, obj: Obj) -> bytes | None:
         """The bytes the store holds for `obj`'s revision (packed: `lite.server.store.packing`), for an

@@ -31,6 +31,7 @@ from lite.server.api.conversion import Converter
 from lite.server.api.specmemo import SpecMemo
 from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
 from lite.server.store import KeyNotFound, RevMismatch, Store
+from lite.server.store.packing import unpack
 
 if TYPE_CHECKING:
     from lite.server.api.strategies import crcel
@@ -118,12 +119,13 @@ class RegistryBase:
         return schema
 
     def decoded_once(self, rev: int, raw: bytes) -> Obj:
-        """The decoded value of revision `rev` (bytes `raw`), shared: callers must not mutate it."""
+        """The decoded value of revision `rev` (bytes `raw`, plain or as the store packs them: unpacked only
+        when not decoded before), shared: callers must not mutate it."""
         obj = self.decoded_by_rev.get(rev)
         if obj is None:
             if len(self.decoded_by_rev) >= 256:  # classes are few; a bound keeps churn from growing it
                 self.decoded_by_rev.clear()
-            obj = self.decoded_by_rev[rev] = orjson.loads(raw)
+            obj = self.decoded_by_rev[rev] = orjson.loads(unpack(raw))
         return obj
 
     def now_rfc3339(self) -> str:

@@ -242,13 +242,10 @@ class WriteMixin(RegistryBase):
             meta.pop("generation", None)
 
     def _check_namespace(self, kind: Kind, ns: str, name: str) -> None:
-        got = self.store.get(f"core/namespaces/{ns}")
+        got = self.store.get_packed(f"core/namespaces/{ns}")
         if got is None:
             raise errors.not_found("namespaces", ns)
-        raw = got[1]
-        if b'"deletionTimestamp"' not in raw and b'"Terminating"' not in raw:
-            return  # neither condition below can hold: skip decoding the namespace on every create
-        nsobj = orjson.loads(raw)  # the namespace itself, not an object of `kind`
+        nsobj = self.decoded_once(*got)  # the namespace itself (shared, read only), decoded once per revision
         if (nsobj.get("metadata") or {}).get("deletionTimestamp") or \
                 (nsobj.get("status") or {}).get("phase") == "Terminating":
             detail = _TERMINATING.format(ns)
@@ -259,12 +256,12 @@ class WriteMixin(RegistryBase):
 
     def priority_class(self, name: str) -> Obj | None:
         """The stored PriorityClass `name` (shared: do not mutate), read from the store's cache (no I/O)."""
-        got = self.store.get(f"{_PRIORITY_CLASSES}{name}")
+        got = self.store.get_packed(f"{_PRIORITY_CLASSES}{name}")
         return self.decoded_once(*got) if got is not None else None
 
     def priority_classes(self) -> list[Obj]:
         """Every stored PriorityClass (shared: do not mutate), read from the store's cache (no I/O)."""
-        page, _, _ = self.store.list(_PRIORITY_CLASSES)
+        page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
         return [self.decoded_once(rev, raw) for _k, rev, raw in page]
 
     async def _insert(self, kind: Kind, ns: str, obj: Obj, generated: bool, dry_run: bool) -> Obj:
