@@ -163,15 +163,17 @@ def _check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: st
         report = _check_json_patch(node, patch, prune=mode != STRICT, types=types)
     else:
         report = check(node, patch, prune=mode != STRICT, directives=True, types=types)
-    shown = go_repr(patch) if patch_type == "strategic" else orjson.dumps(patch).decode()
+    def shown() -> str:  # the patch as upstream prints it in the error (rendered only for an error)
+        return go_repr(patch) if patch_type == "strategic" else orjson.dumps(patch).decode()
+
     if report.type_error:
-        raise errors.invalid("", "", [errors.field_invalid("patch", shown, report.type_error)])
+        raise errors.invalid("", "", [errors.field_invalid("patch", shown(), report.type_error)])
     if mode == IGNORE:
         return []
     problems = [f'unknown field "{p}"' for p in report.unknown] + dups
     if problems and mode == STRICT:
         detail = "strict decoding error: " + ", ".join(problems)
-        raise errors.invalid("", "", [errors.field_invalid("patch", shown, detail)])
+        raise errors.invalid("", "", [errors.field_invalid("patch", shown(), detail)])
     return problems
 
 

@@ -311,14 +311,17 @@ class ReplicaSetController(Controller):
         labeled = ready = available = 0
         last_labels: object = None
         has_all = False
-        for p in pods:  # one pass: this runs on every sync over every pod of the set
-            labels = labels_of(p)
+        for p in pods:  # one pass: this runs on every sync over every pod of the set (is_pod_ready inlined)
+            labels = (p.get("metadata") or {}).get("labels") or {}
             if labels is not last_labels:  # pods of one template often share one labels object
                 has_all, last_labels = _has_all(labels, tlabels), labels
             labeled += has_all
-            if is_pod_ready(p):
-                ready += 1
-                available += min_ready <= 0 or is_pod_available(p, min_ready, t)
+            for c in (p.get("status") or {}).get("conditions") or ():
+                if c.get("type") == "Ready":
+                    if c.get("status") == "True":
+                        ready += 1
+                        available += min_ready <= 0 or is_pod_available(p, min_ready, t)
+                    break
         status: Obj = {
             "replicas": len(pods),
             "fullyLabeledReplicas": labeled,
