@@ -18,7 +18,6 @@ Invariants: pure, no I/O beyond `zoneinfo` lookups; errors are `ValueError` with
 from __future__ import annotations
 
 import datetime as dt
-import zoneinfo
 from dataclasses import dataclass
 
 _MACROS = {
@@ -106,6 +105,8 @@ def load_zone(name: str) -> dt.tzinfo:
     """A zoneinfo zone ("" and "UTC" are UTC, "Local" is refused as upstream validation does)."""
     if name in ("", "UTC", "Etc/UTC"):
         return dt.UTC
+    import zoneinfo  # here: its import reads the interpreter's build configuration (~0.3 MB), for named zones only
+
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:

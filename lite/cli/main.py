@@ -327,8 +327,11 @@ def cmd_server(args: argparse.Namespace) -> int:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
     import sqlite3
 
+    from lite.lazycerts import import_aiohttp
     from lite.malloctune import pin_mmap_threshold, shrink_tls_reads
     from lite.sdnotify import notify
+
+    import_aiohttp()  # before anything else imports it: its default CA bundles load at first use
     from lite.server import main as server_main  # the heavy imports start here
     from lite.server.store import StoreCorrupt, StoreError
 
@@ -364,8 +367,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
         _setup_logging(args.log_level)
         return sim_cli.run(args)  # simulated nodes keep nothing on disk
-    from lite.cli.agentcmd import run_remote
+    from lite.lazycerts import import_aiohttp
     from lite.malloctune import pin_mmap_threshold, shrink_tls_reads
+
+    import_aiohttp()  # before anything else imports it: its default CA bundles load at first use
+    from lite.cli.agentcmd import run_remote
 
     _setup_logging(args.log_level)
     pin_mmap_threshold()

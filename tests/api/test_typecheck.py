@@ -322,8 +322,10 @@ def test_builtin_trees_are_compiled_per_kind_on_first_use() -> None:
     compiled = schemas._compiler._named if schemas._compiler else {}
     assert "io.k8s.api.core.v1.PodSpec" in compiled
     assert "io.k8s.api.apps.v1.Deployment" not in compiled and "io.k8s.api.batch.v1.Job" not in compiled
+    assert len(schemas._lean) == 0  # the lean schemas are held only while a kind compiles
     deploy = schemas.node_for("apps", "v1", "Deployment")
     assert deploy is not None and "io.k8s.api.apps.v1.Deployment" in compiled
+    assert len(schemas._lean) == 0
     # the pod template of a Deployment is the very PodSpec tree the Pod has (compiled once)
     assert deploy.props["spec"].props["template"].props["spec"] is pod.props["spec"]
     assert schemas.node_for("", "v1", "NoSuchKind") is None

@@ -25,17 +25,19 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lite import errors
 from lite.client import Client
 from lite.errors import ApiError, Cause
 from lite.kinds import Kind, KindRegistry
 from lite.patch import json_equal
-from lite.server.admission import psachecks
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.api.admissionwarnings import add_warning
 from lite.server.api.strategies import Admission
+
+if TYPE_CHECKING:  # psachecks is imported when a namespace has a pod-security label (~0.1 MB otherwise)
+    from lite.server.admission import psachecks
 
 log = logging.getLogger("lite.admission")
 Obj = dict[str, Any]
@@ -71,6 +73,8 @@ def policies(labels: dict[str, Any] | None) -> dict[str, Policy]:
         if level is None:
             continue
         version = str(labels.get(f"{PREFIX}{mode}-version") or "latest")
+        from lite.server.admission import psachecks
+
         if level not in psachecks.LEVELS:
             level = "restricted"
         if version != "latest" and not _VERSION.match(version):
@@ -84,9 +88,12 @@ def label_causes(labels: dict[str, Any] | None) -> list[Cause]:
     for mode in MODES:
         key = PREFIX + mode
         level = (labels or {}).get(key)
-        if level is not None and level not in psachecks.LEVELS:
-            causes.append(errors.field_invalid(f"metadata.labels[{key}]", level,
-                                               f"must be one of {', '.join(psachecks.LEVELS)}"))
+        if level is not None:
+            from lite.server.admission import psachecks
+
+            if level not in psachecks.LEVELS:
+                causes.append(errors.field_invalid(f"metadata.labels[{key}]", level,
+                                                   f"must be one of {', '.join(psachecks.LEVELS)}"))
         version = (labels or {}).get(f"{key}-version")
         if version is not None and version != "latest" and not _VERSION.match(str(version)):
             causes.append(errors.field_invalid(f"metadata.labels[{key}-version]", version,
@@ -105,6 +112,8 @@ def pod_template(gk: str, obj: Obj) -> Obj | None:
 def violations(policy: Policy, pod: Obj) -> list[psachecks.Violation]:
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    from lite.server.admission import psachecks
+
     return psachecks.evaluate(policy.level, meta or {}, spec or {})
 
 
@@ -171,6 +180,8 @@ class PodSecurityAdmission:
         modes = policies(await self._namespace_labels(adm.namespace))
         if not modes:
             return
+        from lite.server.admission import psachecks
+
         refused: ApiError | None = None
         enforced = modes.get("enforce")
         if enforce and enforced is not None:

@@ -11,8 +11,9 @@ read) on first use and offers:
 Invariants:
 - Trees are compiled per kind, from the lean copy, on the first use of that kind (start-up does not pay for
   them; the first write of a kind does, a few milliseconds), each named schema once per instance (trees share
-  their common parts, such as ObjectMeta and PodSpec). The lean schemas are parsed for that compile and
-  dropped; only the compiled trees and the kind -> schema name map stay in memory. The full data (with
+  their common parts, such as ObjectMeta and PodSpec). The lean copy is read for that compile (0.6 ms) and
+  dropped, texts and parsed schemas alike (~0.3 MB held otherwise); only the compiled trees, the kind -> schema
+  name map and the Go type names stay in memory. The full data (with
   upstream's descriptions, ~16 MB at its peak to parse) is read only to build `/openapi/v3` documents.
   Everything handed out is shared and must not be mutated.
 - Kinds upstream does not publish have no node. Custom resources get `crd_node`: their CRD's structural
@@ -40,19 +41,20 @@ _CRD_CACHE = 256
 
 
 class _Decoding(Mapping[str, Any]):
-    """Schema name -> schema, decoded from its JSON text when asked (the compiler asks once per name)."""
+    """Schema name -> schema, decoded from its JSON text when asked (the compiler asks once per name); `texts`
+    is set for the time of one compile and emptied after it."""
 
-    def __init__(self, texts: dict[str, str]) -> None:
-        self._texts = texts
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
 
     def __getitem__(self, name: str) -> Any:
-        return orjson.loads(self._texts[name])
+        return orjson.loads(self.texts[name])
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._texts)
+        return iter(self.texts)
 
     def __len__(self) -> int:
-        return len(self._texts)
+        return len(self.texts)
 
 
 class BuiltinSchemas:
@@ -62,7 +64,7 @@ class BuiltinSchemas:
         self._kinds: dict[str, str] | None = None  # "group/version/Kind" -> schema name
         self._nodes: dict[str, Node] = {}  # "group/version/Kind" -> compiled tree (kinds used so far)
         self._compiler: Compiler | None = None  # keeps every tree compiled so far
-        self._lean: dict[str, str] = {}  # schema name -> its lean schema as JSON text (decoded when compiled)
+        self._lean = _Decoding()  # the lean schemas, during a compile only
         self._object_meta: Node | None = None
         self._crd: dict[int, tuple[object, Node]] = {}
         # (spec node, spec encoding) -> object keys in it, for specs that type-checked clean (`fieldvalidation`)
@@ -79,15 +81,21 @@ class BuiltinSchemas:
     def _kind_names(self) -> dict[str, str]:
         if self._kinds is None:
             data = self._read(LEAN_FILE)
-            self._kinds, self._lean = data["kinds"], data["schemas"]
-            self._compiler = Compiler(_Decoding(self._lean), go_types=data.get("gotypes") or {})
+            self._kinds = data["kinds"]
+            self._compiler = Compiler(self._lean, go_types=data.get("gotypes") or {})
         return self._kinds
 
     def _compile(self, name: str) -> Node:
         """The tree of one named schema (compiled on first use, with what it refers to)."""
         self._kind_names()
         assert self._compiler is not None
-        return self._compiler.named(name)
+        if self._compiler.has(name):
+            return self._compiler.named(name)
+        self._lean.texts = self._read(LEAN_FILE)["schemas"]
+        try:
+            return self._compiler.named(name)
+        finally:
+            self._lean.texts = {}
 
     def schema_name(self, kind: Kind) -> str:
         """Upstream's component name for a built-in kind ("" for custom or unpublished kinds)."""

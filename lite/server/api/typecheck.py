@@ -91,6 +91,10 @@ class Compiler:
         # schemas use such objects for "anything" (FieldsV1 and the like)
         self._structural = structural
 
+    def has(self, name: str) -> bool:
+        """`name` is compiled already (`named` then reads no schema)."""
+        return name in self._named
+
     def named(self, name: str) -> Node:
         node = self._named.get(name)
         if node is not None:

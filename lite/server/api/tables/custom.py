@@ -19,12 +19,14 @@ a column whose JSONPath does not parse is left out, as upstream falls back from 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lite.jsonpath import JSONPathError, Template, parse, text
 from lite.kinds import Kind
 from lite.server.api.tables.format import since, when
 from lite.server.api.tables.spec import Column, Printer, col
+
+if TYPE_CHECKING:
+    from lite.jsonpath import Template  # lite.jsonpath is imported by the first CRD with printer columns
 
 _NAME_DESC = ("Name must be unique within a namespace. Is required when creating resources, although some "
               "resources may allow a client to request the generation of an appropriate name automatically. "
@@ -38,6 +40,8 @@ def cell(value: Any, ctype: str, now: dt.datetime) -> Any:
     if value is None:
         return None
     if ctype == "string":
+        from lite.jsonpath import text
+
         return text(value)
     if ctype == "integer":
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -58,6 +62,8 @@ def cell(value: Any, ctype: str, now: dt.datetime) -> Any:
 
 def first(template: Template, obj: Any) -> Any:
     """The first value a column's template finds in `obj`, or None."""
+    from lite.jsonpath import JSONPathError
+
     try:
         found = template.find(obj, allow_missing=True)
     except JSONPathError:
@@ -68,6 +74,10 @@ def first(template: Template, obj: Any) -> Any:
 def printer(kind: Kind) -> Printer | None:
     """The printer of a custom resource kind, or None when its CRD version declares no printer columns."""
     specs = [c for c in kind.printer_columns if isinstance(c.get("name"), str) and isinstance(c.get("jsonPath"), str)]
+    if not specs:
+        return None
+    from lite.jsonpath import JSONPathError, parse
+
     compiled: list[tuple[Template, str]] = []
     cols: list[Column] = [col("Name", fmt="name", desc=_NAME_DESC)]
     for c in specs:

@@ -1,0 +1,70 @@
+"""Import aiohttp without loading the system's CA bundle twice at import: the certificates load at first use.
+
+`aiohttp.connector` builds two client SSL contexts when it is imported (its defaults for `ssl=True` and for
+`ssl=False`), and each one loads every certificate of the system bundle (`set_default_verify_paths`: about 140
+parsed X.509 certificates, ~2 MB resident for the two). A `lite server` or `lite agent` only uses them when it
+fetches from a public HTTPS registry or webhook with no CA of its own; its own connections (the agent's session,
+node credentials, webhooks with a caBundle) build their own contexts.
+
+`import_aiohttp()` imports aiohttp while `SSLContext.set_default_verify_paths` is deferred: a context that asks
+for the default paths during that import gets, instead of them, per-instance wrappers of the methods that use
+the trust store (`wrap_bio`, `wrap_socket`, `get_ca_certs`, `cert_store_stats`, `load_default_certs`); the first
+call of any of them loads the default paths, removes the wrappers and goes on. So every handshake with such a
+context verifies against exactly what it would have loaded at import (the bundle as it is at first use).
+
+Invariants: the class attribute is restored before `import_aiohttp` returns (also on error), so contexts made
+later are untouched; it acts only if aiohttp is not imported yet (otherwise it does nothing and returns False);
+called once by the `lite server` and `lite agent` commands at start, before anything imports aiohttp, while the
+process has one thread. No import-time side effect.
+"""
+
+from __future__ import annotations
+
+import importlib
+import ssl
+import sys
+from collections.abc import Callable
+from typing import Any
+
+_USES_STORE = ("wrap_bio", "wrap_socket", "get_ca_certs", "cert_store_stats", "load_default_certs")
+
+
+def _deferring(load_default_paths: Callable[[ssl.SSLContext], None]) -> Callable[[ssl.SSLContext], None]:
+    """What stands in for `SSLContext.set_default_verify_paths` during the import (see the module docstring);
+    `load_default_paths` is the real method."""
+
+    def defer(ctx: ssl.SSLContext) -> None:
+        def load() -> None:
+            for name in _USES_STORE:
+                ctx.__dict__.pop(name, None)
+            load_default_paths(ctx)
+
+        def loading_first(name: str) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                load()
+                return getattr(ctx, name)(*args, **kwargs)
+
+            return call
+
+        for name in _USES_STORE:
+            ctx.__dict__[name] = loading_first(name)
+
+    return defer
+
+
+def import_aiohttp() -> bool:
+    """Import aiohttp (client and server) with the default contexts it builds at import deferred; False when
+    aiohttp was imported already."""
+    if "aiohttp" in sys.modules:
+        return False
+    cls: Any = ssl.SSLContext
+    own = cls.__dict__.get("set_default_verify_paths")  # None: inherited from the C type
+    cls.set_default_verify_paths = _deferring(cls.set_default_verify_paths)
+    try:
+        importlib.import_module("aiohttp")
+    finally:
+        if own is None:
+            del cls.set_default_verify_paths
+        else:
+            cls.set_default_verify_paths = own
+    return True
