@@ -39,7 +39,9 @@ Invariants:
   `on_add(obj)`, `on_update(old, new)` (also for resyncs, then `old is new`), `on_delete(obj)`.
 - On a relist, objects that disappeared get `on_delete(last_known_state)`: like client-go's
   DeletedFinalStateUnknown, it is the last state this cache saw, not the deleted object's final state.
-  Objects whose resourceVersion did not change on a relist produce no event.
+  Objects whose resourceVersion did not change on a relist produce no event. Each page is applied as it
+  arrives (adds and changes), the deletions once the last page is in: only one page of decoded objects is
+  alive at a time (a restart on 10,000 pods would otherwise hold them all at once).
 - A watch that ends or fails resumes from the last RV seen (the list's, then each event's, bookmarks
   included); only a 410 (watch ERROR event or error answer) or another ERROR event forces a relist.
 - `run()` never ends except by cancellation: failures are logged and retried with backoff.
@@ -481,8 +483,9 @@ class Informer:
         if time.monotonic() - self._listed_at < 1.0:
             await asyncio.sleep(self.backoff.next())
 
-    async def _list_all(self) -> tuple[builtins.list[Obj], str]:
-        items: builtins.list[Obj] = []
+    async def _relist(self) -> None:
+        """List every page, applying each as it arrives (adds and changes), then drop what was not listed."""
+        listed: set[str] = set()
         cont, rv, limit = "", "", self.page_size
         while True:
             try:
@@ -492,32 +495,34 @@ class Informer:
                 if e.code != 410 or not cont:
                     raise
                 # The continue token expired between pages: take one unpaginated, consistent list.
-                items, cont, limit = [], "", 0
+                listed, cont, limit = set(), "", 0
                 continue
             meta = page.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion", ""))
-            items.extend(self._with_type(o) for o in page.get("items") or [])
+            for item in page.get("items") or []:
+                obj = self._with_type(item)
+                key = key_of(obj)
+                listed.add(key)
+                self._listed(key, obj)
+            del page
             cont = str(meta.get("continue") or "")
             if not cont:
-                return items, rv
-
-    async def _relist(self) -> None:
-        items, rv = await self._list_all()
-        fresh = {key_of(o): o for o in items}
-        for key in [k for k in self._cache if k not in fresh]:
+                break
+        for key in [k for k in self._cache if k not in listed]:
             old = self._pop(key)
             if old is not None:
                 self._deleted(old)
-        for key, obj in fresh.items():
-            entry = self._cache.get(key)
-            new = self._entry(obj, None)
-            if entry is not None and ((self.compact and entry == new) or rv_of(self._value(key, entry)) == rv_of(obj)):
-                continue  # the same revision (compact: the same JSON is, without decoding it)
-            old = self._put(key, obj, new)
-            self._added_or_updated(old, obj)
         self._rv = rv
         self._listed_at = time.monotonic()
         self._synced.set()
+
+    def _listed(self, key: str, obj: Obj) -> None:
+        entry = self._cache.get(key)
+        new = self._entry(obj, None)
+        if entry is not None and ((self.compact and entry == new) or rv_of(self._value(key, entry)) == rv_of(obj)):
+            return  # the same revision (compact: the same bytes are, without decoding them)
+        old = self._put(key, obj, new)
+        self._added_or_updated(old, obj)
 
     async def _watch_once(self) -> bool:
         """Watch from the last RV until the stream ends. True when it made progress (events or a long life)."""

@@ -635,3 +635,26 @@ async def test_compact_informer_keeps_and_decodes_the_clients_own_form(tmp_path:
                 assert raw is not None and raw[:1] == b"Z" and raw is client.held_encoding(CM, "default", served)
                 assert inf.decode(raw) == served and inf.get(f"default/{name}") == served
             assert [o["data"] for o in inf.list()] == [{"v": "2"}, {"v": "1"}]
+
+
+async def test_relist_applies_each_page_before_asking_for_the_next(tmp_path: Path) -> None:
+    """Only one page of decoded objects is alive at a time: handlers have seen a page before the next is
+    asked for; what was not listed is deleted once the last page is in."""
+    async with open_api(tmp_path) as api:
+        for i in range(5):
+            await api.create(CM, "default", cm(f"c{i}"))
+        ctl = Controlled(api)
+        handled_at_page: list[int] = []
+        rec = Recorder()
+
+        async def note(page: Obj) -> None:
+            handled_at_page.append(len(rec.events))
+
+        ctl.after_list = note
+        inf = Informer(cast(Client, ctl), CM, "default", page_size=2, compact=True)
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+        assert handled_at_page == [0, 2, 4]
+        assert sorted(rec.events) == [("add", f"c{i}") for i in range(5)]
