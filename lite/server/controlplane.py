@@ -140,7 +140,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                   cluster_domain=config.cluster_domain, flannel_backend=config.flannel_backend,
                   cluster_cidr=config.cluster_cidr, service_cidr=config.service_cidr)
     authorizer.node = NodeAuthorizer(lambda node: hub.pods.by_index(NODE_INDEX, node),
-                                     lambda _res, ns, name: hub.objects["PersistentVolumeClaim"].get(f"{ns}/{name}"))
+                                     lambda _res, ns, name: hub.objects["PersistentVolumeClaim"].get(f"{ns}/{name}"),
+                                     lambda node: hub.pods.index_keys(NODE_INDEX, node))
     manager = build_controller_manager(resources, kinds=kinds, informers=informers,
                                        cluster_cidr=config.cluster_cidr,
                                        node_grace_period=config.node_monitor_grace_period,
