@@ -25,11 +25,14 @@ Invariants:
   then caching an object costs a reference to the store's own bytes of that revision. Otherwise the cache
   keeps the watch event's `raw` JSON, or its own exact-size encoding. What is decoded when:
   the object of each event, once, for the index functions and the handlers (`on_update`'s `old` comes from
-  the remembered objects or is decoded again); the last `decoded_limit` objects written or read with `get`
-  are remembered (so a reconciler's `get` of what a handler just saw is that same object, not a decode);
-  `list`, `by_index` and `get` of anything else decode anew (fresh objects: equal, not identical, to what a
-  handler saw). A handler that keeps what it derived from an object for long (the scheduler's queue) keeps
-  `encoded(key)` rather than the object. Plain informers (`compact=False`) keep the decoded objects.
+  the remembered objects or is decoded again). Objects written or read with `get` are remembered while in
+  use: until unused for `decoded_seconds` (1 s; `run()` forgets them), at most `decoded_limit` (8,192) of
+  them, so a reconciler's `get` of what a handler just saw is that same object, and a controller going over
+  the same pods again and again (a ReplicaSet's, during a rollout) decodes them once; at rest the cache holds
+  only bytes. `list` and `by_index` return remembered objects and decode the others anew without
+  remembering them (fresh objects: equal, not identical, to what a handler saw). A handler that keeps what
+  it derived from an object for long (the scheduler's queue) keeps `encoded(key)` (and `decode`s it when
+  needed) rather than the object. Plain informers (`compact=False`) keep the decoded objects.
 - Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
   kits use it) hands out only `lite.readonly.freeze`d objects (events' and decoded compact entries alike),
   so any in-place change raises `SharedObjectMutated`; a handler that raises it is recorded in `mutations`
@@ -85,7 +88,8 @@ log = logging.getLogger("lite.informer")
 IndexFunc = Callable[[Obj], Iterable[str]]
 Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
-DECODED_LIMIT = 256  # decoded objects a compact informer keeps (the most recently written or read)
+DECODED_SECONDS = 1.0  # a compact informer forgets a decoded object not used for this long
+DECODED_LIMIT = 8192  # and keeps at most this many (the most recently used)
 
 
 @dataclass(frozen=True)
@@ -212,15 +216,19 @@ class Informer:
     def __init__(self, client: Client, kind: Kind, namespace: str = "", *, label_selector: str = "",
                  field_selector: str = "", resync: float = 0.0, page_size: int = 500,
                  watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None,
-                 read_only: bool = False, compact: bool = False, decoded_limit: int = DECODED_LIMIT) -> None:
+                 read_only: bool = False, compact: bool = False, decoded_limit: int = DECODED_LIMIT,
+                 decoded_seconds: float = DECODED_SECONDS) -> None:
         self.client = client
         self.transform = transform
         self.read_only = read_only
         # compact: the cache holds each object's JSON (the store's own bytes when the client hands them over)
-        # and at most `decoded_limit` decoded objects, the most recently written or read
+        # and the decoded objects used (written, or read with `get`) in the last `decoded_seconds`, at most
+        # `decoded_limit` of them
         self.compact = compact
         self.decoded_limit = decoded_limit
-        self._decoded: OrderedDict[str, Obj] = OrderedDict()
+        self.decoded_seconds = decoded_seconds
+        self._decoded: OrderedDict[str, Obj] = OrderedDict()  # least recently used first
+        self._used: dict[str, float] = {}  # when each of them was last used (monotonic)
         self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
         self._decode_held: Callable[[bytes], Obj] = getattr(client, "decode_held", None) or orjson.loads
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
@@ -267,9 +275,9 @@ class Informer:
             return entry
         obj = self._decoded.get(key)
         if obj is None:
-            obj = self._remember(key, self.decode(entry))
-        else:
-            self._decoded.move_to_end(key)
+            return self._remember(key, self.decode(entry))
+        self._decoded.move_to_end(key)
+        self._used[key] = time.monotonic()
         return obj
 
     def list(self) -> builtins.list[Obj]:
@@ -366,9 +374,29 @@ class Informer:
         decoded = self._decoded
         decoded[key] = obj
         decoded.move_to_end(key)
+        self._used[key] = time.monotonic()
         if len(decoded) > self.decoded_limit:
-            decoded.popitem(last=False)
+            self._used.pop(decoded.popitem(last=False)[0], None)
         return obj
+
+    def forget_unused(self, before: float) -> int:
+        """Forget the decoded objects last used before `before` (monotonic); how many. `run()` does it every
+        `decoded_seconds / 2` for those unused for `decoded_seconds`: at rest a compact cache holds only bytes."""
+        stale = []
+        used = self._used
+        for key in self._decoded:
+            if used[key] >= before:
+                break
+            stale.append(key)
+        for key in stale:
+            del self._decoded[key]
+            del used[key]
+        return len(stale)
+
+    async def _forget_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.decoded_seconds / 2)
+            self.forget_unused(time.monotonic() - self.decoded_seconds)
 
     def _entry(self, obj: Obj, raw: bytes | None) -> Any:
         """What the cache keeps of `obj`: itself, or (compact) its JSON: `raw` (the bytes it was decoded from,
@@ -406,7 +434,8 @@ class Informer:
         if entry is None:
             return None
         old = self._value(key, entry)
-        self._decoded.pop(key, None)
+        if self._decoded.pop(key, None) is not None:
+            del self._used[key]
         for name in self._indexers:
             self._unindex_one(name, key, old)
         return old
@@ -450,6 +479,8 @@ class Informer:
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._resync_loop())
+                if self.compact:
+                    tg.create_task(self._forget_loop())
                 await self._list_watch_loop()
         finally:
             self._running = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -658,3 +659,26 @@ async def test_relist_applies_each_page_before_asking_for_the_next(tmp_path: Pat
                 await inf.wait_synced()
         assert handled_at_page == [0, 2, 4]
         assert sorted(rec.events) == [("add", f"c{i}") for i in range(5)]
+
+
+async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_path: Path) -> None:
+    """Objects in use stay decoded (a controller going over them again decodes nothing); at rest only bytes."""
+    async with open_api(tmp_path) as api:
+        for name in "ab":
+            await api.create(CM, "default", cm(name, v="1"))
+        inf = Informer(api, CM, "default", compact=True, decoded_seconds=3600.0)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            a = inf.get("default/a")
+            assert a is not None and inf.get("default/a") is a  # in use: decoded once
+            assert inf.forget_unused(time.monotonic() - 60) == 0
+            assert inf.forget_unused(time.monotonic() + 1) == 2 and not inf._decoded
+            again = inf.get("default/a")
+            assert again == a and again is not a
+        inf = Informer(api, CM, "default", compact=True, decoded_seconds=0.05)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            assert inf.get("default/b") is not None
+            await eventually(lambda: not inf._decoded)  # run() forgets what nobody used for decoded_seconds
