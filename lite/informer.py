@@ -18,21 +18,21 @@ Invariants:
   (`lite.objects.deep_copy`, or a shallow copy of exactly the levels they replace) and write that. Indexes
   and handlers' own state hold keys or references to objects, never copies. List items missing
   `apiVersion`/`kind` are cached as shallow copies with both filled in, so cached objects always carry them.
-- Compact caches (`compact=True`; `SharedInformers` makes every informer compact): the cache keeps each
-  object encoded, not decoded. A client that holds objects' bytes itself (the in-process
-  `lite.server.api.resources.Resources`: its store) tells them with `held_encoding(kind, namespace, obj)`
-  (bytes, or None when it cannot) and decodes them with `decode_held(bytes)`, which also takes plain JSON:
-  then caching an object costs a reference to the store's own bytes of that revision. Otherwise the cache
-  keeps the watch event's `raw` JSON, or its own exact-size encoding. What is decoded when:
-  the object of each event, once, for the index functions and the handlers (`on_update`'s `old` comes from
-  the remembered objects or is decoded again). Objects written or read with `get` are remembered while in
-  use: until unused for `decoded_seconds` (1 s; `run()` forgets them), at most `decoded_limit` (8,192) of
-  them, so a reconciler's `get` of what a handler just saw is that same object, and a controller going over
-  the same pods again and again (a ReplicaSet's, during a rollout) decodes them once; at rest the cache holds
-  only bytes. `list` and `by_index` return remembered objects and decode the others anew without
-  remembering them (fresh objects: equal, not identical, to what a handler saw). A handler that keeps what
-  it derived from an object for long (the scheduler's queue) keeps `encoded(key)` (and `decode`s it when
-  needed) rather than the object. Plain informers (`compact=False`) keep the decoded objects.
+- Compact caches (`compact=True`; `SharedInformers` makes every informer compact): the cache keeps each object
+  encoded, not decoded. A client that holds objects' bytes itself (the in-process
+  `lite.server.api.resources.Resources`: its store) tells them with `held_encoding(kind, namespace, obj)` (bytes, or
+  None when it cannot) and decodes them with `decode_held(bytes)`, which also takes plain JSON: then caching an
+  object costs a reference to the store's own bytes of that revision. Otherwise the cache keeps the watch event's
+  `raw` JSON, or its own exact-size encoding. What is decoded when: the object of each event, once, for the index
+  functions and the handlers (`on_update`'s `old` comes from the remembered objects or is decoded again). Objects
+  written or read with `get` are remembered while in use: until unused for `decoded_seconds` (5 s), all of them once
+  none was used for a quarter of a second (`run()` forgets them), at most `decoded_limit` (8,192), so a reconciler's
+  `get` of what a handler just saw is that same object, and a controller going over the same pods again and again (a
+  ReplicaSet's, during a rollout) decodes them once; at rest the cache holds only bytes. `list` and `by_index`
+  return remembered objects and decode the others anew without remembering them (fresh objects: equal, not
+  identical, to what a handler saw). A handler that keeps what it derived from an object for long (the scheduler's
+  queue) keeps `encoded(key)` (and `decode`s it when needed) rather than the object. Plain informers
+  (`compact=False`) keep the decoded objects.
 - Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
   kits use it) hands out only `lite.readonly.freeze`d objects (events' and decoded compact entries alike),
   so any in-place change raises `SharedObjectMutated`; a handler that raises it is recorded in `mutations`
@@ -88,7 +88,8 @@ log = logging.getLogger("lite.informer")
 IndexFunc = Callable[[Obj], Iterable[str]]
 Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
-DECODED_SECONDS = 1.0  # a compact informer forgets a decoded object not used for this long
+DECODED_SECONDS = 5.0  # a compact informer forgets a decoded object not used for this long,
+DECODED_IDLE = 0.25  # and every decoded object once none was used for this long (at rest)
 DECODED_LIMIT = 8192  # and keeps at most this many (the most recently used)
 
 
@@ -229,6 +230,7 @@ class Informer:
         self.decoded_seconds = decoded_seconds
         self._decoded: OrderedDict[str, Obj] = OrderedDict()  # least recently used first
         self._used: dict[str, float] = {}  # when each of them was last used (monotonic)
+        self._last_use = 0.0  # when any was
         self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
         self._decode_held: Callable[[bytes], Obj] = getattr(client, "decode_held", None) or orjson.loads
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
@@ -277,7 +279,7 @@ class Informer:
         if obj is None:
             return self._remember(key, self.decode(entry))
         self._decoded.move_to_end(key)
-        self._used[key] = time.monotonic()
+        self._used[key] = self._last_use = time.monotonic()
         return obj
 
     def list(self) -> builtins.list[Obj]:
@@ -374,14 +376,15 @@ class Informer:
         decoded = self._decoded
         decoded[key] = obj
         decoded.move_to_end(key)
-        self._used[key] = time.monotonic()
+        self._used[key] = self._last_use = time.monotonic()
         if len(decoded) > self.decoded_limit:
             self._used.pop(decoded.popitem(last=False)[0], None)
         return obj
 
     def forget_unused(self, before: float) -> int:
         """Forget the decoded objects last used before `before` (monotonic); how many. `run()` does it every
-        `decoded_seconds / 2` for those unused for `decoded_seconds`: at rest a compact cache holds only bytes."""
+        DECODED_IDLE seconds, for those unused for `decoded_seconds`, or for all once none was used for
+        DECODED_IDLE: at rest a compact cache holds only bytes."""
         stale = []
         used = self._used
         for key in self._decoded:
@@ -395,8 +398,10 @@ class Informer:
 
     async def _forget_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.decoded_seconds / 2)
-            self.forget_unused(time.monotonic() - self.decoded_seconds)
+            await asyncio.sleep(DECODED_IDLE)
+            now = time.monotonic()
+            if self._decoded:
+                self.forget_unused(now if now - self._last_use >= DECODED_IDLE else now - self.decoded_seconds)
 
     def _entry(self, obj: Obj, raw: bytes | None) -> Any:
         """What the cache keeps of `obj`: itself, or (compact) its JSON: `raw` (the bytes it was decoded from,

@@ -672,8 +672,8 @@ async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_p
                 await inf.wait_synced()
             a = inf.get("default/a")
             assert a is not None and inf.get("default/a") is a  # in use: decoded once
-            assert inf.forget_unused(time.monotonic() - 60) == 0
-            assert inf.forget_unused(time.monotonic() + 1) == 2 and not inf._decoded
+            assert inf.forget_unused(time.monotonic() - 60) == 0 and "default/a" in inf._decoded
+            assert inf.forget_unused(time.monotonic() + 1) >= 1 and not inf._decoded
             again = inf.get("default/a")
             assert again == a and again is not a
         inf = Informer(api, CM, "default", compact=True, decoded_seconds=0.05)
@@ -681,4 +681,4 @@ async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_p
             async with asyncio.timeout(GUARD):
                 await inf.wait_synced()
             assert inf.get("default/b") is not None
-            await eventually(lambda: not inf._decoded)  # run() forgets what nobody used for decoded_seconds
+            await eventually(lambda: not inf._decoded)  # run() forgets what nobody used for a while
