@@ -25,14 +25,14 @@ Invariants:
   object costs a reference to the store's own bytes of that revision. Otherwise the cache keeps the watch event's
   `raw` JSON, or its own exact-size encoding. What is decoded when: the object of each event, once, for the index
   functions and the handlers (`on_update`'s `old` comes from the remembered objects or is decoded again). Objects
-  written or read with `get` are remembered while in use: until unused for `decoded_seconds` (5 s), all of them once
-  none was used for a quarter of a second (`run()` forgets them), at most `decoded_limit` (8,192), so a reconciler's
-  `get` of what a handler just saw is that same object, and a controller going over the same pods again and again (a
-  ReplicaSet's, during a rollout) decodes them once; at rest the cache holds only bytes. `list` and `by_index`
-  return remembered objects and decode the others anew without remembering them (fresh objects: equal, not
-  identical, to what a handler saw). A handler that keeps what it derived from an object for long (the scheduler's
-  queue) keeps `encoded(key)` (and `decode`s it when needed) rather than the object. Plain informers
-  (`compact=False`) keep the decoded objects.
+  written or read with `get` (decoded through a value-keeping transform) are remembered while in use: until unused
+  for `decoded_seconds` (5 s), all of them once none was used for a quarter of a second (`run()` forgets them), at
+  most `decoded_limit` (8,192), so a reconciler's `get` of what a handler just saw is that same object, and a
+  controller going over the same pods again and again (a ReplicaSet's, during a rollout) decodes them once; at rest
+  the cache holds only bytes. `list` and `by_index` return remembered objects and decode the others anew without
+  remembering them (fresh objects: equal, not identical, to what a handler saw). A handler that keeps what it
+  derived from an object for long (the scheduler's queue) keeps `encoded(key)` (and `decode`s it when needed) rather
+  than the object. Plain informers (`compact=False`) keep the decoded objects.
 - Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
   kits use it) hands out only `lite.readonly.freeze`d objects (events' and decoded compact entries alike),
   so any in-place change raises `SharedObjectMutated`; a handler that raises it is recorded in `mutations`
@@ -277,7 +277,7 @@ class Informer:
             return entry
         obj = self._decoded.get(key)
         if obj is None:
-            return self._remember(key, self.decode(entry))
+            return self._remember(key, self._decode_kept(entry))
         self._decoded.move_to_end(key)
         self._used[key] = self._last_use = time.monotonic()
         return obj
@@ -286,6 +286,15 @@ class Informer:
         if not self.compact:
             return builtins.list(self._cache.values())
         return [self._value(k, e) for k, e in self._cache.items()]
+
+    def iter_objects(self) -> Iterator[Obj]:
+        """Every cached object, one at a time: `list` without holding them all at once (a compact cache
+        decodes each anew unless remembered, and 10,000 decoded pods at once are ~200 MB)."""
+        if not self.compact:
+            yield from builtins.list(self._cache.values())
+            return
+        for key, entry in builtins.list(self._cache.items()):
+            yield self._value(key, entry)
 
     def encoded(self, key: str) -> bytes | None:
         """The cached object's bytes (compact informers; None otherwise or when there is no such object), which
@@ -297,6 +306,13 @@ class Informer:
     def decode(self, raw: bytes) -> Obj:
         """The object of bytes from `encoded` (a new object on every call; read-only in checking mode)."""
         obj: Obj = self._decode_held(raw)
+        return freeze(obj) if self.read_only else obj
+
+    def _decode_kept(self, raw: bytes) -> Obj:
+        """`decode`, through a value-keeping transform (`ShareCommonParts`): for an object to be remembered."""
+        obj: Obj = self._decode_held(raw)
+        if self.transform is not None and self._raw_is_cached:
+            obj = self.transform(obj)
         return freeze(obj) if self.read_only else obj
 
     def keys(self) -> builtins.list[str]:

@@ -568,6 +568,7 @@ async def test_compact_informer_keeps_the_stores_bytes_and_a_bounded_few_decoded
                 assert inf.get(f"default/{name}") == served
             assert len(inf._decoded) <= 2
             assert [name_of(o) for o in inf.list()] == ["a", "b", "c", "d"]
+            assert list(inf.iter_objects()) == inf.list()
             assert [name_of(o) for o in inf.by_index("namespace", "default")] == ["a", "b", "c", "d"]
             # the update's old object is the state before it, decoded again when no longer remembered
             kind, new, old = rec.objects[-1]
