@@ -614,9 +614,8 @@ class Packing(Controlled):
         key = f"{namespace}/{name_of(obj)}@{obj['metadata']['resourceVersion']}"
         return self.held.setdefault(key, b"Z" + zlib.compress(plain))  # one object per revision, as a store's
 
-    @staticmethod
-    def decode_held(raw: bytes) -> Obj:
-        out: Obj = orjson.loads(zlib.decompress(raw[1:]) if raw[:1] == b"Z" else raw)
+    def decode_held(self, raw: bytes) -> Obj:
+        out: Obj = self.inner.decode_held(zlib.decompress(raw[1:]) if raw[:1] == b"Z" else raw)
         return out
 
 
