@@ -90,7 +90,7 @@ Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
 DECODED_SECONDS = 5.0  # a compact informer forgets a decoded object not used for this long,
 DECODED_IDLE = 0.25  # and every decoded object once none was used for this long (at rest)
-DECODED_LIMIT = 8192  # and keeps at most this many (the most recently used)
+DECODED_LIMIT = 8192  # and keeps at most this many (past it, the longest remembered go first)
 
 
 @dataclass(frozen=True)
@@ -228,9 +228,10 @@ class Informer:
         self.compact = compact
         self.decoded_limit = decoded_limit
         self.decoded_seconds = decoded_seconds
-        self._decoded: OrderedDict[str, Obj] = OrderedDict()  # least recently used first
-        self._used: dict[str, float] = {}  # when each of them was last used (monotonic)
-        self._last_use = 0.0  # when any was
+        self._decoded: dict[str, Obj] = {}
+        self._used: dict[str, float] = {}  # when each of them was last used (`_clock`)
+        self._clock = time.monotonic()  # a coarse clock: set by `_forget_loop` every DECODED_IDLE seconds
+        self._in_use = False  # whether any was used since the last `_forget_loop` pass
         self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
         self._decode_held: Callable[[bytes], Obj] = getattr(client, "decode_held", None) or orjson.loads
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
@@ -278,8 +279,8 @@ class Informer:
         obj = self._decoded.get(key)
         if obj is None:
             return self._remember(key, self._decode_kept(entry))
-        self._decoded.move_to_end(key)
-        self._used[key] = self._last_use = time.monotonic()
+        self._used[key] = self._clock
+        self._in_use = True
         return obj
 
     def list(self) -> builtins.list[Obj]:
@@ -391,22 +392,19 @@ class Informer:
     def _remember(self, key: str, obj: Obj) -> Obj:
         decoded = self._decoded
         decoded[key] = obj
-        decoded.move_to_end(key)
-        self._used[key] = self._last_use = time.monotonic()
-        if len(decoded) > self.decoded_limit:
-            self._used.pop(decoded.popitem(last=False)[0], None)
+        self._used[key] = self._clock
+        self._in_use = True
+        if len(decoded) > self.decoded_limit:  # the first remembered goes
+            first = next(iter(decoded))
+            del decoded[first], self._used[first]
         return obj
 
     def forget_unused(self, before: float) -> int:
         """Forget the decoded objects last used before `before` (monotonic); how many. `run()` does it every
         DECODED_IDLE seconds, for those unused for `decoded_seconds`, or for all once none was used for
         DECODED_IDLE: at rest a compact cache holds only bytes."""
-        stale = []
         used = self._used
-        for key in self._decoded:
-            if used[key] >= before:
-                break
-            stale.append(key)
+        stale = [key for key, t in used.items() if t < before]
         for key in stale:
             del self._decoded[key]
             del used[key]
@@ -415,9 +413,10 @@ class Informer:
     async def _forget_loop(self) -> None:
         while True:
             await asyncio.sleep(DECODED_IDLE)
-            now = time.monotonic()
+            self._clock = now = time.monotonic()
             if self._decoded:
-                self.forget_unused(now if now - self._last_use >= DECODED_IDLE else now - self.decoded_seconds)
+                self.forget_unused(now if not self._in_use else now - self.decoded_seconds)
+            self._in_use = False
 
     def _entry(self, obj: Obj, raw: bytes | None) -> Any:
         """What the cache keeps of `obj`: itself, or (compact) its JSON: `raw` (the bytes it was decoded from,
