@@ -18,18 +18,21 @@ Invariants:
   (`lite.objects.deep_copy`, or a shallow copy of exactly the levels they replace) and write that. Indexes
   and handlers' own state hold keys or references to objects, never copies. List items missing
   `apiVersion`/`kind` are cached as shallow copies with both filled in, so cached objects always carry them.
-- Compact caches (`compact=True`; `SharedInformers` makes every informer compact): the cache keeps each
-  object encoded, not decoded. A client that holds objects' bytes itself (the in-process
-  `lite.server.api.resources.Resources`: its store) tells them with `held_encoding(kind, namespace, obj)`
-  (bytes, or None when it cannot) and decodes them with `decode_held(bytes)`, which also takes plain JSON:
-  then caching an object costs a reference to the store's own bytes of that revision. Otherwise the cache
-  keeps the watch event's `raw` JSON, or its own exact-size encoding. What is decoded when:
-  the object of each event, once, for the index functions and the handlers (`on_update`'s `old` comes from
-  the remembered objects or is decoded again); the last `decoded_limit` objects written or read with `get`
-  are remembered (so a reconciler's `get` of what a handler just saw is that same object, not a decode);
-  `list`, `by_index` and `get` of anything else decode anew (fresh objects: equal, not identical, to what a
-  handler saw). A handler that keeps what it derived from an object for long (the scheduler's queue) keeps
-  `encoded(key)` rather than the object. Plain informers (`compact=False`) keep the decoded objects.
+- Compact caches (`compact=True`; `SharedInformers` makes every informer compact): the cache keeps each object
+  encoded, not decoded. A client that holds objects' bytes itself (the in-process
+  `lite.server.api.resources.Resources`: its store) tells them with `held_encoding(kind, namespace, obj)` (bytes, or
+  None when it cannot) and decodes them with `decode_held(bytes)`, which also takes plain JSON: then caching an
+  object costs a reference to the store's own bytes of that revision. Otherwise the cache keeps the watch event's
+  `raw` JSON, or its own exact-size encoding. What is decoded when: the object of each event, once, for the index
+  functions and the handlers (`on_update`'s `old` comes from the remembered objects or is decoded again). Objects
+  written or read with `get` (decoded through a value-keeping transform) are remembered while in use: until unused
+  for `decoded_seconds` (5 s), all of them once none was used for a quarter of a second (`run()` forgets them), at
+  most `decoded_limit` (8,192), so a reconciler's `get` of what a handler just saw is that same object, and a
+  controller going over the same pods again and again (a ReplicaSet's, during a rollout) decodes them once; at rest
+  the cache holds only bytes. `list` and `by_index` return remembered objects and decode the others anew without
+  remembering them (fresh objects: equal, not identical, to what a handler saw). A handler that keeps what it
+  derived from an object for long (the scheduler's queue) keeps `encoded(key)` (and `decode`s it when needed) rather
+  than the object. Plain informers (`compact=False`) keep the decoded objects.
 - Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
   kits use it) hands out only `lite.readonly.freeze`d objects (events' and decoded compact entries alike),
   so any in-place change raises `SharedObjectMutated`; a handler that raises it is recorded in `mutations`
@@ -42,7 +45,9 @@ Invariants:
   creates is never one multi-millisecond stall of the loop, and the writers of that batch answer in between.
 - On a relist, objects that disappeared get `on_delete(last_known_state)`: like client-go's
   DeletedFinalStateUnknown, it is the last state this cache saw, not the deleted object's final state.
-  Objects whose resourceVersion did not change on a relist produce no event.
+  Objects whose resourceVersion did not change on a relist produce no event. Each page is applied as it
+  arrives (adds and changes), the deletions once the last page is in: only one page of decoded objects is
+  alive at a time (a restart on 10,000 pods would otherwise hold them all at once).
 - A watch that ends or fails resumes from the last RV seen (the list's, then each event's, bookmarks
   included); only a 410 (watch ERROR event or error answer) or another ERROR event forces a relist.
 - `run()` never ends except by cancellation: failures are logged and retried with backoff.
@@ -87,7 +92,9 @@ IndexFunc = Callable[[Obj], Iterable[str]]
 Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
 SLICE = 0.001  # seconds of event handling between yields to the loop (see the module docstring)
-DECODED_LIMIT = 256  # decoded objects a compact informer keeps (the most recently written or read)
+DECODED_SECONDS = 5.0  # a compact informer forgets a decoded object not used for this long,
+DECODED_IDLE = 0.25  # and every decoded object once none was used for this long (at rest)
+DECODED_LIMIT = 8192  # and keeps at most this many (past it, the longest remembered go first)
 
 
 @dataclass(frozen=True)
@@ -214,15 +221,21 @@ class Informer:
     def __init__(self, client: Client, kind: Kind, namespace: str = "", *, label_selector: str = "",
                  field_selector: str = "", resync: float = 0.0, page_size: int = 500,
                  watch_timeout: tuple[float, float] = (300.0, 600.0), transform: Transform | None = None,
-                 read_only: bool = False, compact: bool = False, decoded_limit: int = DECODED_LIMIT) -> None:
+                 read_only: bool = False, compact: bool = False, decoded_limit: int = DECODED_LIMIT,
+                 decoded_seconds: float = DECODED_SECONDS) -> None:
         self.client = client
         self.transform = transform
         self.read_only = read_only
         # compact: the cache holds each object's JSON (the store's own bytes when the client hands them over)
-        # and at most `decoded_limit` decoded objects, the most recently written or read
+        # and the decoded objects used (written, or read with `get`) in the last `decoded_seconds`, at most
+        # `decoded_limit` of them
         self.compact = compact
         self.decoded_limit = decoded_limit
-        self._decoded: OrderedDict[str, Obj] = OrderedDict()
+        self.decoded_seconds = decoded_seconds
+        self._decoded: dict[str, Obj] = {}
+        self._used: dict[str, float] = {}  # when each of them was last used (`_clock`)
+        self._clock = time.monotonic()  # a coarse clock: set by `_forget_loop` every DECODED_IDLE seconds
+        self._in_use = False  # whether any was used since the last `_forget_loop` pass
         self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
         self._decode_held: Callable[[bytes], Obj] = getattr(client, "decode_held", None) or orjson.loads
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
@@ -269,15 +282,24 @@ class Informer:
             return entry
         obj = self._decoded.get(key)
         if obj is None:
-            obj = self._remember(key, self.decode(entry))
-        else:
-            self._decoded.move_to_end(key)
+            return self._remember(key, self._decode_kept(entry))
+        self._used[key] = self._clock
+        self._in_use = True
         return obj
 
     def list(self) -> builtins.list[Obj]:
         if not self.compact:
             return builtins.list(self._cache.values())
         return [self._value(k, e) for k, e in self._cache.items()]
+
+    def iter_objects(self) -> Iterator[Obj]:
+        """Every cached object, one at a time: `list` without holding them all at once (a compact cache
+        decodes each anew unless remembered, and 10,000 decoded pods at once are ~200 MB)."""
+        if not self.compact:
+            yield from builtins.list(self._cache.values())
+            return
+        for key, entry in builtins.list(self._cache.items()):
+            yield self._value(key, entry)
 
     def encoded(self, key: str) -> bytes | None:
         """The cached object's bytes (compact informers; None otherwise or when there is no such object), which
@@ -289,6 +311,13 @@ class Informer:
     def decode(self, raw: bytes) -> Obj:
         """The object of bytes from `encoded` (a new object on every call; read-only in checking mode)."""
         obj: Obj = self._decode_held(raw)
+        return freeze(obj) if self.read_only else obj
+
+    def _decode_kept(self, raw: bytes) -> Obj:
+        """`decode`, through a value-keeping transform (`ShareCommonParts`): for an object to be remembered."""
+        obj: Obj = self._decode_held(raw)
+        if self.transform is not None and self._raw_is_cached:
+            obj = self.transform(obj)
         return freeze(obj) if self.read_only else obj
 
     def keys(self) -> builtins.list[str]:
@@ -367,10 +396,31 @@ class Informer:
     def _remember(self, key: str, obj: Obj) -> Obj:
         decoded = self._decoded
         decoded[key] = obj
-        decoded.move_to_end(key)
-        if len(decoded) > self.decoded_limit:
-            decoded.popitem(last=False)
+        self._used[key] = self._clock
+        self._in_use = True
+        if len(decoded) > self.decoded_limit:  # the first remembered goes
+            first = next(iter(decoded))
+            del decoded[first], self._used[first]
         return obj
+
+    def forget_unused(self, before: float) -> int:
+        """Forget the decoded objects last used before `before` (monotonic); how many. `run()` does it every
+        DECODED_IDLE seconds, for those unused for `decoded_seconds`, or for all once none was used for
+        DECODED_IDLE: at rest a compact cache holds only bytes."""
+        used = self._used
+        stale = [key for key, t in used.items() if t < before]
+        for key in stale:
+            del self._decoded[key]
+            del used[key]
+        return len(stale)
+
+    async def _forget_loop(self) -> None:
+        while True:
+            await asyncio.sleep(DECODED_IDLE)
+            self._clock = now = time.monotonic()
+            if self._decoded:
+                self.forget_unused(now if not self._in_use else now - self.decoded_seconds)
+            self._in_use = False
 
     def _entry(self, obj: Obj, raw: bytes | None) -> Any:
         """What the cache keeps of `obj`: itself, or (compact) its JSON: `raw` (the bytes it was decoded from,
@@ -408,7 +458,8 @@ class Informer:
         if entry is None:
             return None
         old = self._value(key, entry)
-        self._decoded.pop(key, None)
+        if self._decoded.pop(key, None) is not None:
+            del self._used[key]
         for name in self._indexers:
             self._unindex_one(name, key, old)
         return old
@@ -452,6 +503,8 @@ class Informer:
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._resync_loop())
+                if self.compact:
+                    tg.create_task(self._forget_loop())
                 await self._list_watch_loop()
         finally:
             self._running = False
@@ -485,8 +538,9 @@ class Informer:
         if time.monotonic() - self._listed_at < 1.0:
             await asyncio.sleep(self.backoff.next())
 
-    async def _list_all(self) -> tuple[builtins.list[Obj], str]:
-        items: builtins.list[Obj] = []
+    async def _relist(self) -> None:
+        """List every page, applying each as it arrives (adds and changes), then drop what was not listed."""
+        listed: set[str] = set()
         cont, rv, limit = "", "", self.page_size
         while True:
             try:
@@ -496,32 +550,34 @@ class Informer:
                 if e.code != 410 or not cont:
                     raise
                 # The continue token expired between pages: take one unpaginated, consistent list.
-                items, cont, limit = [], "", 0
+                listed, cont, limit = set(), "", 0
                 continue
             meta = page.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion", ""))
-            items.extend(self._with_type(o) for o in page.get("items") or [])
+            for item in page.get("items") or []:
+                obj = self._with_type(item)
+                key = key_of(obj)
+                listed.add(key)
+                self._listed(key, obj)
+            del page
             cont = str(meta.get("continue") or "")
             if not cont:
-                return items, rv
-
-    async def _relist(self) -> None:
-        items, rv = await self._list_all()
-        fresh = {key_of(o): o for o in items}
-        for key in [k for k in self._cache if k not in fresh]:
+                break
+        for key in [k for k in self._cache if k not in listed]:
             old = self._pop(key)
             if old is not None:
                 self._deleted(old)
-        for key, obj in fresh.items():
-            entry = self._cache.get(key)
-            new = self._entry(obj, None)
-            if entry is not None and ((self.compact and entry == new) or rv_of(self._value(key, entry)) == rv_of(obj)):
-                continue  # the same revision (compact: the same JSON is, without decoding it)
-            old = self._put(key, obj, new)
-            self._added_or_updated(old, obj)
         self._rv = rv
         self._listed_at = time.monotonic()
         self._synced.set()
+
+    def _listed(self, key: str, obj: Obj) -> None:
+        entry = self._cache.get(key)
+        new = self._entry(obj, None)
+        if entry is not None and ((self.compact and entry == new) or rv_of(self._value(key, entry)) == rv_of(obj)):
+            return  # the same revision (compact: the same bytes are, without decoding them)
+        old = self._put(key, obj, new)
+        self._added_or_updated(old, obj)
 
     async def _watch_once(self) -> bool:
         """Watch from the last RV until the stream ends. True when it made progress (events or a long life)."""

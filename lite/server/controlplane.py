@@ -141,7 +141,8 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                   cluster_cidr=config.cluster_cidr, service_cidr=config.service_cidr,
                   bound_pods_only=config.disable_controller_manager and config.disable_scheduler)
     authorizer.node = NodeAuthorizer(lambda node: hub.pods.by_index(NODE_INDEX, node),
-                                     lambda _res, ns, name: hub.objects["PersistentVolumeClaim"].get(f"{ns}/{name}"))
+                                     lambda _res, ns, name: hub.objects["PersistentVolumeClaim"].get(f"{ns}/{name}"),
+                                     lambda node: hub.pods.index_keys(NODE_INDEX, node))
     # A disabled controller manager or scheduler is not built at all: built, their informer handlers would
     # still run on every event (queueing work nobody takes) and their caches still fill.
     manager = None if config.disable_controller_manager else build_controller_manager(

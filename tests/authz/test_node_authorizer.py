@@ -8,7 +8,7 @@ import pytest
 
 from lite.server.admission.noderestriction import refusal
 from lite.server.authz.attrs import RequestInfo
-from lite.server.authz.node import decide, node_name
+from lite.server.authz.node import NodePods, decide, node_name
 from lite.server.join.nodecreds import hash_password, password_matches
 from lite.server.requestuser import UserInfo
 
@@ -128,3 +128,22 @@ def test_node_password_hash() -> None:
     assert not password_matches("secret-password-124", stored)
     assert hash_password("secret-password-123") != stored  # salted
     assert not password_matches("x", "garbage") and not password_matches("x", "md5$a$b")
+
+
+@pytest.mark.parametrize(("info", "want"), CASES, ids=[f"{i.verb}-{i.resource}/{i.subresource}-{i.namespace}/{i.name}"
+                                                      for i, _ in CASES])
+def test_node_pods_read_lazily_give_the_same_verdicts(info: RequestInfo, want: bool | None) -> None:
+    """NodeAuthorizer hands `decide` the node's pods as NodePods: read only by the requests that need them (its
+    lease, its Node and its pods' status need no pod: the pod cache decodes what it hands out), same verdicts."""
+    fetched: list[bool] = []
+
+    def fetch() -> list[dict[str, Any]]:
+        fetched.append(True)
+        return PODS
+
+    keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in PODS}
+    got = decide("n1", info, NodePods(fetch, lambda: keys), lookup)
+    assert (None if got is None else got.allowed) == want
+    graph = info.resource in ("secrets", "configmaps", "persistentvolumeclaims", "persistentvolumes",
+                              "serviceaccounts")
+    assert bool(fetched) <= graph  # only the object graph reads the pods themselves

@@ -184,8 +184,11 @@ async def test_taint_eviction_at_once_and_after_toleration_seconds(kit: Kit) -> 
         "n1",
         {"spec": {"taints": [{"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": rfc3339(clock.wall())}]}},
     )
+    await kit.api.create(POD, "default", bare_pod("unbound", {"app": "x"}))
     c = TaintEvictionController(kit.api, kit.informers, now=clock.wall)
     await kit.settle(c)
+    # the bound pods, from the node index (no pod decoded)
+    assert list(c.initial_keys()) == [f"default/{n}" for n in ("forever", "intolerant", "plain", "short")]
     tols = (await kit.api.get(POD, "default", "intolerant"))["spec"].get("tolerations") or []
     assert any(t.get("tolerationSeconds") == 300 for t in tols)  # default tolerations from admission
     assert await c.reconcile("default/short") == 10.0
@@ -193,7 +196,7 @@ async def test_taint_eviction_at_once_and_after_toleration_seconds(kit: Kit) -> 
     assert await c.reconcile("default/forever") is None
     clock.t = 11
     await c.reconcile("default/short")
-    assert [p["metadata"]["name"] for p in await kit.pods()] == ["forever", "intolerant", "plain"]
+    assert [p["metadata"]["name"] for p in await kit.pods()] == ["forever", "intolerant", "plain", "unbound"]
     events = (await kit.api.list(EVENT, "default"))["items"]
     assert any(e["reason"] == "TaintManagerEviction" and e["involvedObject"]["name"] == "short" for e in events)
     # A taint nobody tolerates: evicted at once (forever tolerates everything).
@@ -201,7 +204,7 @@ async def test_taint_eviction_at_once_and_after_toleration_seconds(kit: Kit) -> 
     await kit.settle(c)
     for name in ("intolerant", "plain", "forever"):
         await c.reconcile(f"default/{name}")
-    assert [p["metadata"]["name"] for p in await kit.pods()] == ["forever"]
+    assert [p["metadata"]["name"] for p in await kit.pods()] == ["forever", "unbound"]
 
 
 async def test_new_node_without_status_not_schedulable_then_never_updated(kit: Kit) -> None:

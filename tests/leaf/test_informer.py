@@ -608,6 +608,7 @@ async def test_compact_informer_keeps_the_stores_bytes_and_a_bounded_few_decoded
                 assert inf.get(f"default/{name}") == served
             assert len(inf._decoded) <= 2
             assert [name_of(o) for o in inf.list()] == ["a", "b", "c", "d"]
+            assert list(inf.iter_objects()) == inf.list()
             assert [name_of(o) for o in inf.by_index("namespace", "default")] == ["a", "b", "c", "d"]
             # the update's old object is the state before it, decoded again when no longer remembered
             kind, new, old = rec.objects[-1]
@@ -675,3 +676,49 @@ async def test_compact_informer_keeps_and_decodes_the_clients_own_form(tmp_path:
                 assert raw is not None and raw[:1] == b"Z" and raw is client.held_encoding(CM, "default", served)
                 assert inf.decode(raw) == served and inf.get(f"default/{name}") == served
             assert [o["data"] for o in inf.list()] == [{"v": "2"}, {"v": "1"}]
+
+
+async def test_relist_applies_each_page_before_asking_for_the_next(tmp_path: Path) -> None:
+    """Only one page of decoded objects is alive at a time: handlers have seen a page before the next is
+    asked for; what was not listed is deleted once the last page is in."""
+    async with open_api(tmp_path) as api:
+        for i in range(5):
+            await api.create(CM, "default", cm(f"c{i}"))
+        ctl = Controlled(api)
+        handled_at_page: list[int] = []
+        rec = Recorder()
+
+        async def note(page: Obj) -> None:
+            handled_at_page.append(len(rec.events))
+
+        ctl.after_list = note
+        inf = Informer(cast(Client, ctl), CM, "default", page_size=2, compact=True)
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+        assert handled_at_page == [0, 2, 4]
+        assert sorted(rec.events) == [("add", f"c{i}") for i in range(5)]
+
+
+async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_path: Path) -> None:
+    """Objects in use stay decoded (a controller going over them again decodes nothing); at rest only bytes."""
+    async with open_api(tmp_path) as api:
+        for name in "ab":
+            await api.create(CM, "default", cm(name, v="1"))
+        inf = Informer(api, CM, "default", compact=True, decoded_seconds=3600.0)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            a = inf.get("default/a")
+            assert a is not None and inf.get("default/a") is a  # in use: decoded once
+            assert inf.forget_unused(time.monotonic() - 60) == 0 and "default/a" in inf._decoded
+            assert inf.forget_unused(time.monotonic() + 1) >= 1 and not inf._decoded
+            again = inf.get("default/a")
+            assert again == a and again is not a
+        inf = Informer(api, CM, "default", compact=True, decoded_seconds=0.05)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            assert inf.get("default/b") is not None
+            await eventually(lambda: not inf._decoded)  # run() forgets what nobody used for a while

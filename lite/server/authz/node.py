@@ -16,12 +16,14 @@ A refusal for one of the graph resources (secrets ... tokens) carries upstream's
 between node '<n>' and this object".
 
 Invariants: pure over what the callables return (the join hub's pod informer, indexed by node); users that are
-not node identities get None (no opinion) for everything; synchronous and cheap (one index lookup per call).
+not node identities get None (no opinion) for everything; synchronous and cheap: the pods of the node are
+read only by the requests that need them (`NodePods`: a node's lease and Node need none; its pods' status and
+delete need only their keys), since the pod cache decodes the pods it hands out (`lite.informer`, compact).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
 from lite.server.authz.attrs import Attributes, RequestInfo
@@ -33,6 +35,7 @@ NODE_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
 LEASE_NAMESPACE = "kube-node-lease"
 PodsOnNode = Callable[[str], Iterable[Obj]]
+PodKeysOnNode = Callable[[str], Collection[str]]
 Lookup = Callable[[str, str, str], "Obj | None"]
 _READ = frozenset({"get", "list", "watch"})
 _WRITE_OWN = frozenset({"create", "update", "patch", "delete", "get", "watch", "list"})
@@ -61,7 +64,7 @@ def claims_of(pod: Obj) -> set[str]:
             if (v.get("persistentVolumeClaim") or {}).get("claimName")}
 
 
-def _graph(node: str, info: RequestInfo, pods: list[Obj], lookup: Lookup) -> Verdict:
+def _graph(node: str, info: RequestInfo, pods: Iterable[Obj], lookup: Lookup) -> Verdict:
     """Secrets, ConfigMaps, PVCs, PVs and ServiceAccount tokens: only through a pod bound to `node`."""
     from lite.server.join.relay import pod_refs  # here: lite.server.join imports this module
 
@@ -89,7 +92,26 @@ def _graph(node: str, info: RequestInfo, pods: list[Obj], lookup: Lookup) -> Ver
     return _no_relation(node)
 
 
-def decide(node: str, info: RequestInfo, pods: list[Obj], lookup: Lookup) -> Verdict | None:
+class NodePods:
+    """The pods bound to one node, read when first iterated (once); `has(namespace, name)` from their keys
+    (`namespace/name`) when given, without reading the pods."""
+
+    def __init__(self, fetch: Callable[[], Iterable[Obj]], keys: Callable[[], Collection[str]] | None = None) -> None:
+        self._fetch, self._keys = fetch, keys
+        self._pods: list[Obj] | None = None
+
+    def __iter__(self) -> Iterator[Obj]:
+        if self._pods is None:
+            self._pods = list(self._fetch())
+        return iter(self._pods)
+
+    def has(self, namespace: str, name: str) -> bool:
+        if self._keys is not None:
+            return f"{namespace}/{name}" in self._keys()
+        return any(_meta(p) == (namespace, name) for p in self)
+
+
+def decide(node: str, info: RequestInfo, pods: Iterable[Obj], lookup: Lookup) -> Verdict | None:
     """The verdict for node `node` asking `info`; None for no opinion. See the module doc."""
     if not info.resource_request:
         return None
@@ -112,7 +134,8 @@ def decide(node: str, info: RequestInfo, pods: list[Obj], lookup: Lookup) -> Ver
             return ALLOW
         if (verb in ("update", "patch") and info.subresource == "status") or (verb == "delete"
                                                                                and not info.subresource):
-            bound = any(_meta(p) == (info.namespace, info.name) for p in pods)
+            bound = pods.has(info.namespace, info.name) if isinstance(pods, NodePods) else \
+                any(_meta(p) == (info.namespace, info.name) for p in pods)
             return ALLOW if bound else Verdict(False, f"pod is not bound to node '{node}'")
         return None
     if group in ("", "events.k8s.io") and res == "events" and verb in ("create", "update", "patch"):
@@ -123,11 +146,13 @@ def decide(node: str, info: RequestInfo, pods: list[Obj], lookup: Lookup) -> Ver
 class NodeAuthorizer:
     """The chain's `node` decider over live pod and claim caches; see the module doc."""
 
-    def __init__(self, pods_on_node: PodsOnNode, lookup: Lookup) -> None:
-        self.pods_on_node, self.lookup = pods_on_node, lookup
+    def __init__(self, pods_on_node: PodsOnNode, lookup: Lookup, pod_keys_on_node: PodKeysOnNode | None = None) -> None:
+        self.pods_on_node, self.lookup, self.pod_keys_on_node = pods_on_node, lookup, pod_keys_on_node
 
     def __call__(self, attrs: Attributes) -> Verdict | None:
         node = node_name(attrs.user)
         if node is None:
             return None
-        return decide(node, attrs.info, list(self.pods_on_node(node)), self.lookup)
+        keys = self.pod_keys_on_node
+        pods = NodePods(lambda: self.pods_on_node(node), None if keys is None else lambda: keys(node))
+        return decide(node, attrs.info, pods, self.lookup)

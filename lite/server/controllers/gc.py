@@ -118,7 +118,8 @@ class GarbageCollector(Controller):
         return [(k, o) for k, inf in list(self.graph.items()) for o in inf.by_index(OWNER_INDEX, uid)]
 
     def initial_keys(self) -> list[str]:
-        return [self.key(k, o) for k, inf in list(self.graph.items()) for o in inf.list() if self._interesting(o)]
+        return [self.key(k, o) for k, inf in list(self.graph.items()) for o in inf.iter_objects()
+                if self._interesting(o)]
 
     # -- reconcile --
 

@@ -24,7 +24,7 @@ from lite.client import Client
 from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.informer import SharedInformers
-from lite.objects import is_deleting, key_of, name_of, namespace_of, parse_time
+from lite.objects import is_deleting, name_of, namespace_of, parse_time
 from lite.objects import now as utc_now
 from lite.server.controllers.nodelifecycle import NODE_NAME_INDEX, ensure_node_index
 from lite.server.controllers.runtime import Controller, builtin
@@ -80,7 +80,9 @@ class TaintEvictionController(Controller):
         self._first_seen: dict[tuple[str, str, str], dt.datetime] = {}
 
     def initial_keys(self) -> list[str]:
-        return [key_of(p) for p in self.pods.list() if (p.get("spec") or {}).get("nodeName")]
+        # the node index: the keys of bound pods without reading (decoding) every pod
+        return sorted(k for node in self.pods.index_values(NODE_NAME_INDEX) if node
+                      for k in self.pods.index_keys(NODE_NAME_INDEX, node))
 
     def on_start(self) -> None:
         self._first_seen = {}
