@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from lite.server.store.checkpoint import WRITER_GUARD_PAGES
 from lite.server.store.faults import quick_check
 
 SCHEMA = """
@@ -90,6 +91,9 @@ class LogDB:
             c.execute("PRAGMA auto_vacuum=INCREMENTAL")
             c.execute("PRAGMA journal_mode=WAL")
             c.execute("PRAGMA synchronous=FULL")
+            # Checkpoints run on the store's Checkpointer thread, not inside a commit (see checkpoint.py);
+            # this connection checkpoints itself only if that thread falls far behind.
+            c.execute(f"PRAGMA wal_autocheckpoint={WRITER_GUARD_PAGES}")
             # Without a limit the -wal file keeps its high-water size forever.
             c.execute("PRAGMA journal_size_limit=8388608")
             c.executescript(SCHEMA)

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 import orjson
 
 from lite.server.store import faults
+from lite.server.store.checkpoint import Checkpointer
 from lite.server.store.errors import (
     CommitFailed,
     KeyExists,
@@ -87,6 +88,7 @@ class Store:
                  window_bytes: int = 64 << 20, watch_queue_bytes: int = 16 << 20) -> None:
         self._db = db
         self._executor = executor
+        self._checkpointer: Checkpointer | None = None  # started by open once the file is loaded
         self._index = KeyIndex()
         self._hub = WatchHub(window, watch_queue, window_bytes, watch_queue_bytes)
         self.current_rev = 0
@@ -132,6 +134,11 @@ class Store:
         except BaseException as e:
             await store._close()
             _raise_open_fault(e, path)
+            raise
+        try:
+            store._checkpointer = await store._run(lambda: Checkpointer(path))
+        except BaseException:
+            await store._close()
             raise
         store._writer = asyncio.create_task(store._write_loop(), name="lite-store-writer")
         return store
@@ -180,6 +187,9 @@ class Store:
             # A crashed writer was already logged and failed its writes; the file must still be closed.
             await asyncio.gather(self._writer, return_exceptions=True)
         self._hub.close_all()
+        if self._checkpointer is not None:
+            # Before the writer's connection closes: that one must be the last (it checkpoints, removes the WAL).
+            await self._run(self._checkpointer.close)
         await self._run(self._db.close)
         self._executor.shutdown(wait=True)
 
@@ -346,6 +356,8 @@ class Store:
             self._note_failure(len(rows), err)
             self._fail_batch(batch, err)
             return
+        if self._checkpointer is not None:
+            self._checkpointer.poke()
         if self.full:
             self.full = False
             log.warning("store writable again: a commit succeeded after the disk was full")
