@@ -19,8 +19,10 @@ again if a batch failed meanwhile. A full disk fails writes with `StoreFull` (lo
 once when writes succeed again); nothing else changes, so the store recovers by itself as soon as a commit
 fits. `open` raises `StoreCorrupt` for a damaged file and `StoreFull` when the disk is too full to open it.
 
-The writer task is owned by the store (started in `open`, awaited in `close`); `compactor` is the one loop
-that the server runs in its own TaskGroup.
+The writer task is owned by the store (started in `open`, awaited in `close`), and so is the `Checkpointer`
+thread (`checkpoint.py`: WAL checkpoints off the commit path; started in `open`, joined in `close` before the
+file closes); `compactor` is the one loop that the server runs in its own TaskGroup. Compaction deletes and
+vacuums in small transactions on the writer's thread, so a commit never waits for more than one step.
 """
 
 from __future__ import annotations
