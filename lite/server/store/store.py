@@ -60,8 +60,8 @@ T = TypeVar("T")
 HISTORY_FACTOR = 2.0
 HISTORY_FLOOR = 1 << 20
 # Compaction's steps on the writer's thread: rows deleted per transaction, pages vacuumed per transaction.
-COMPACT_ROWS = 500
-VACUUM_PAGES = 256
+COMPACT_ROWS = 200
+VACUUM_PAGES = 128
 
 
 @dataclass(slots=True)
