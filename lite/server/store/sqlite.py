@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from lite.server.store.checkpoint import WRITER_GUARD_PAGES
 from lite.server.store.faults import quick_check
 
 SCHEMA = """
@@ -90,6 +91,9 @@ class LogDB:
             c.execute("PRAGMA auto_vacuum=INCREMENTAL")
             c.execute("PRAGMA journal_mode=WAL")
             c.execute("PRAGMA synchronous=FULL")
+            # Checkpoints run on the store's Checkpointer thread, not inside a commit (see checkpoint.py);
+            # this connection checkpoints itself only if that thread falls far behind.
+            c.execute(f"PRAGMA wal_autocheckpoint={WRITER_GUARD_PAGES}")
             # Without a limit the -wal file keeps its high-water size forever.
             c.execute("PRAGMA journal_size_limit=8388608")
             c.executescript(SCHEMA)
@@ -165,27 +169,43 @@ class LogDB:
                 c.execute("ROLLBACK")
             raise
 
-    def compact(self, below: int) -> int:
-        """Delete rows with id < below that are not some key's live row; free the pages. Returns rows gone.
+    def doomed(self, below: int) -> list[int]:
+        """Ids of the rows compaction removes below `below`: neither some key's live row nor >= below.
 
-        That removes superseded values and tombstones older than `below`; live rows are kept whatever their
-        age, and the newest row survives because callers pass below <= max id.
-        """
+        Read on a connection of its own in the calling thread, like `size_cut`, so commits go on meanwhile.
+        The list stays right while commits go on: a row that is not live never becomes live again (a write
+        always appends a new row), so deleting these ids later removes no live row."""
+        c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            return [int(i) for (i,) in c.execute(
+                "SELECT id FROM log WHERE id < ? AND id NOT IN (SELECT id FROM current) ORDER BY id", (below,))]
+        finally:
+            c.close()
+
+    def delete_rows(self, ids: Sequence[int]) -> int:
+        """Delete these (superseded) rows in one transaction; returns rows gone. One compaction step: the
+        caller keeps it small (hundreds of rows), since commits wait for it on the writer's thread."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            cur = c.execute("DELETE FROM log WHERE id < ? AND id NOT IN (SELECT id FROM current)", (below,))
-            removed = cur.rowcount
+            removed = 0
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                cur = c.execute(f"DELETE FROM log WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+                removed += cur.rowcount
             c.execute("COMMIT")
         except BaseException:
             if c.in_transaction:
                 c.execute("ROLLBACK")
             raise
-        # executescript steps the pragma to completion; execute() would free only one page per call.
-        c.executescript("PRAGMA incremental_vacuum;")
-        # Move the freed pages into the main file and shrink the WAL back (journal_size_limit caps it).
-        c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return int(removed)
+
+    def vacuum_step(self, pages: int) -> int:
+        """Give back up to `pages` free pages to the file system (one transaction); returns free pages left."""
+        # executescript steps the pragma to completion; execute() would free only one page per call.
+        self.conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+        (free,) = self.conn.execute("PRAGMA freelist_count").fetchone()
+        return int(free)
 
     def size_cut(self, factor: float, floor: int) -> int:
         """The lowest id compaction must keep so that superseded history holds at most
