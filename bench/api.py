@@ -9,6 +9,7 @@ and for the whole control plane with 10,000 pods, before and after a restart on 
 
 Usage: python bench/api.py [--pods 10000] [--quick] [--memory-only] [--only memory] [--json FILE]
        python bench/api.py --creates-only [--rounds N] [--quick]   (the API alone and the baseline only)
+       python bench/api.py --cp-only [--rounds N] [--quick]        (the whole control plane against the API alone only)
        python bench/api.py --paced-only [--pods 10000] [--rounds 3] [--json FILE]
 `--paced-only` measures only the paced 1,000 creates/s: the baseline and the API alone filled with --pods pods
 first (as the whole run has them when it paces), then paced rounds alternating baseline / API alone (A B B A ...),
@@ -150,12 +151,13 @@ def lite_command() -> list[str]:
 API_ONLY = ("--disable-scheduler", "--disable-controller-manager")
 
 
-async def start_lite(data_dir: Path, *flags: str) -> tuple[Target, float]:
+async def start_lite(data_dir: Path, *flags: str, env: dict[str, str] | None = None) -> tuple[Target, float]:
     port = free_port()
     t0 = time.perf_counter()
     proc = subprocess.Popen([*lite_command(), "server", "--data-dir", str(data_dir), "--https-listen-port",
                              str(port), "--bind-address", "127.0.0.1", "--disable-agent", *flags],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=None if env is None else {**os.environ, **env})
     kubeconfig = data_dir / "kubeconfig.yaml"
     while not kubeconfig.exists():
         if proc.poll() is not None:
@@ -506,6 +508,66 @@ async def creates_only(args: argparse.Namespace, res: benchlib.Results) -> None:
           f"CPU per create lite/baseline: {a_cpu / b_cpu:.2f}")
 
 
+async def cp_only(args: argparse.Namespace, res: benchlib.Results) -> None:
+    """`--cp-only`: the API alone and the whole control plane (no nodes), their bursts alternating (A B B A
+    ...), each measured while the other is stopped; creates/s, their ratio, and each server's CPU per create
+    (the burst and the settling after it: the whole control plane's controllers and scheduler catch up then).
+    `--cp-variant NAME=VALUE` adds a third server, a whole control plane with that environment variable set
+    (for comparing an experiment against the unchanged one in the same run)."""
+    rounds = args.rounds or (4 if args.quick else 6)
+    per = 500 if args.quick else 1000
+    path = "/api/v1/namespaces/bench/pods"
+    with tempfile.TemporaryDirectory(prefix="lite-bench-") as tmp:
+        work = Path(tmp)
+        servers: list[Target] = []
+        try:
+            lite, _ = await start_lite(work / "lite", *API_ONLY)
+            servers.append(lite)
+            full, _ = await start_lite(work / "full")
+            servers.append(full)
+            order = [("api", lite), ("full", full)]
+            if args.cp_variant:
+                k, _, v = args.cp_variant.partition("=")
+                variant, _ = await start_lite(work / "variant", env={k: v})
+                servers.append(variant)
+                order.append(("variant", variant))
+            for _, t in order:
+                await ensure_namespace(t, "bench")
+                await settle(t)
+            for _, t in order:
+                async with alone(t, servers):
+                    await create_burst(t, path, 500, 64, "warm")
+                    await settle(t, limit=10.0)
+            rates: dict[str, list[float]] = {name: [] for name, _ in order}
+            cpu: dict[str, list[float]] = {name: [] for name, _ in order}
+            for r in range(rounds):
+                for name, t in (order if r % 2 == 0 else order[::-1]):
+                    async with alone(t, servers):
+                        before = cpu_seconds(t.proc.pid)
+                        got, _ = await create_burst(t, path, per, 64, f"c{r}")
+                        await settle(t, limit=10.0)
+                        cpu[name].append((cpu_seconds(t.proc.pid) - before) / per)
+                    rates[name].append(got)
+        finally:
+            for t in servers:
+                t.stop()
+    print("== lite whole control plane (no nodes) vs the API alone: creates only (2 KB pods, 64 clients, TLS) ==")
+    api_rate, api_cpu = statistics.median(rates["api"]), statistics.median(cpu["api"])
+    res.set("api_creates_per_s", api_rate)
+    res.set("api_cpu_us_per_create", api_cpu * 1e6)
+    for name, _ in order:
+        rate, c = statistics.median(rates[name]), statistics.median(cpu[name])
+        pairs = statistics.median(a / b for a, b in zip(rates[name], rates["api"], strict=True))
+        if name != "api":
+            res.set(f"{name}_creates_per_s", rate)
+            res.set(f"{name}_vs_api", rate / api_rate)
+            res.set(f"{name}_vs_api_pairs", pairs)
+            res.set(f"{name}_cpu_us_per_create", c * 1e6)
+        print(f"{name:8} {rate:8.0f} creates/s ({rate / api_rate:.2f} of the API alone; median of per-round ratios "
+              f"{pairs:.2f})  {c * 1e6:6.0f} us CPU per create ({c / api_cpu:.2f} x)  rounds: "
+              f"{' '.join(f'{x:.0f}' for x in rates[name])}")
+
+
 async def paced_only(args: argparse.Namespace, res: benchlib.Results) -> None:
     """Only the paced figure (see the module docstring), in `rounds` alternating rounds."""
     path = "/api/v1/namespaces/bench/pods"
@@ -561,6 +623,9 @@ async def main(args: argparse.Namespace, res: benchlib.Results) -> None:
         return
     if args.paced_only:
         await paced_only(args, res)
+        return
+    if args.cp_only:
+        await cp_only(args, res)
         return
     burst = 2000 if args.quick else 5000
     rounds = 4 if args.quick else 5
@@ -811,6 +876,11 @@ if __name__ == "__main__":
                     help="only the create throughput of the API alone against the baseline, with CPU per create")
     ap.add_argument("--paced-only", action="store_true",
                     help="only the paced 1,000 creates/s figure, baseline and API alone alternating")
+    ap.add_argument("--cp-only", action="store_true",
+                    help="only the create throughput of the whole control plane (no nodes) against the API alone, "
+                         "with CPU per create")
+    ap.add_argument("--cp-variant", default="", metavar="NAME=VALUE",
+                    help="--cp-only: also a whole control plane started with this environment variable")
     ap.add_argument("--rounds", type=int, default=0, help="alternating rounds with --creates-only (default 6; 4 "
                                                           "with --quick) or --paced-only (default 3)")
     ap.add_argument("--memory-only", action="store_true",
