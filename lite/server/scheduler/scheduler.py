@@ -241,18 +241,21 @@ class Scheduler:
             if current is None or (current.get("metadata") or {}).get("uid") != info.uid \
                     or (current.get("spec") or {}).get("nodeName") or self.cache.is_assumed(key):
                 continue  # gone, replaced, bound or being bound meanwhile: nothing to report
-            await self._guarded(self._report_unschedulable(info, msg, nominated))
+            await self._guarded(self._report_unschedulable(info, msg, nominated, current))
 
-    async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
-        await self._set_unschedulable(info, msg, nominated)
-        self._failed_event(info, msg)
+    async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj) -> None:
+        """The condition and the event, both from `current` (the cached pod, already decoded: `info.obj` would
+        decode the pod again just for the event's reference to it)."""
+        await self._set_unschedulable(info, msg, nominated, current)
+        self._failed_event(info, msg, current)
 
-    def _failed_event(self, info: PodInfo, msg: str) -> None:
-        self.recorder.post(info.obj, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(msg))
+    def _failed_event(self, info: PodInfo, msg: str, pod: Obj | None = None) -> None:
+        self.recorder.post(info.obj if pod is None else pod, None, WARNING, "FailedScheduling", "Scheduling",
+                           truncate_note(msg))
 
-    async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str) -> None:
+    async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj | None = None) -> None:
         """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so."""
-        current = self.pods.get(info.key) or info.obj
+        current = current or self.pods.get(info.key) or info.obj
         status = current.get("status") or {}
         cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
         same = cond is not None and cond.get("status") == "False" and cond.get("reason") == "Unschedulable" \
