@@ -57,9 +57,8 @@ Invariants:
   client-go's `TransformStripManagedFields` (kube-scheduler and kube-controller-manager use it); it is
   opt-in here because an in-process update built from a stripped object drops the stored managedFields
   (upstream's apiserver keeps them when an update omits them).
-- `SharedInformers` applies `ShareCommonParts` by default (compact informers: only its metadata part): equal
-  sub-objects of decoded objects (labels, owner references; plain informers also a pod template's containers,
-  tolerations) become one shared object. That is safe only
+- `SharedInformers` applies `ShareCommonParts` by default: equal sub-objects of decoded objects (a pod
+  template's containers, tolerations, labels, owner references) become one shared object. That is safe only
   because those objects are never mutated (see above); it keeps what handlers derive from objects (labels,
   selectors) small. It changes no value, so a compact cache still keeps the store's bytes.
 """
@@ -129,12 +128,6 @@ class ShareCommonParts:
     the same field set, the largest part of a decoded pod). Short scalar strings of `spec`, `status` and a
     few `metadata` fields (`namespace`, `creationTimestamp`, a managed field entry's manager, time and
     versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
-
-    With `whole=False` only `metadata` is shared (labels, annotations, owner references; interned words; not
-    `managedFields`): what handlers keep derived from objects (the scheduler's labels, controllers' owner
-    keys). That is the mode for compact informers, whose cache keeps bytes and whose decoded objects live only
-    while in use: sharing their spec, status and managed fields saves no lasting memory, and cost about a
-    third of the informers' CPU per created pod (mostly encoding each part to look it up).
     """
 
     keeps_value = True  # the result equals the argument: its JSON is the argument's (compact informers)
@@ -142,9 +135,8 @@ class ShareCommonParts:
     META_WORDS = frozenset(("namespace", "creationTimestamp", "generateName"))
     WORD_MAX = 64  # longer strings are rarely equal across objects (and interning them buys little)
 
-    def __init__(self, limit: int = 4096, *, whole: bool = True) -> None:
+    def __init__(self, limit: int = 4096) -> None:
         self.limit = limit
-        self.whole = whole
         self._seen: OrderedDict[bytes, Any] = OrderedDict()
 
     def __len__(self) -> int:
@@ -197,15 +189,12 @@ class ShareCommonParts:
                 v = self.share(v)
             elif k in self.META_WORDS:
                 v = self.word(v)
-            elif k == "managedFields" and isinstance(v, list) and self.whole:
+            elif k == "managedFields" and isinstance(v, list):
                 v = [self._entry(e) for e in v]
             out[k] = v
         return out
 
     def __call__(self, obj: Obj) -> Obj:
-        if not self.whole:
-            m = obj.get("metadata")
-            return {**obj, "metadata": self._metadata(m)} if isinstance(m, dict) else obj
         out = {k: self.word(v) for k, v in obj.items()}
         spec = obj.get("spec")
         if isinstance(spec, dict):
@@ -664,8 +653,7 @@ class SharedInformers:
     `informer(...)` returns the existing informer for those arguments or creates it; `run()` runs every
     informer created so far and any created later, until cancelled. A smaller non-zero `resync` asked by a
     later caller lowers the shared informer's resync period. `transform` applies to every informer: by
-    default a `ShareCommonParts` (memory; metadata only for compact informers), None for the client's objects
-    as they are.
+    default a `ShareCommonParts` (memory), None for the client's objects as they are.
     """
 
     def __init__(self, client: Client, *, page_size: int = 500, transform: Transform | bool | None = True,
@@ -674,7 +662,7 @@ class SharedInformers:
         self.page_size = page_size
         self.read_only = read_only
         self.compact = compact
-        self.transform: Transform | None = ShareCommonParts(whole=not compact) if transform is True else \
+        self.transform: Transform | None = ShareCommonParts() if transform is True else \
             None if transform is False else transform
         self._informers: dict[tuple[Hashable, ...], Informer] = {}
         self._changed = asyncio.Event()

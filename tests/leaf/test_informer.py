@@ -722,32 +722,3 @@ async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_p
                 await inf.wait_synced()
             assert inf.get("default/b") is not None
             await eventually(lambda: not inf._decoded)  # run() forgets what nobody used for a while
-
-
-def test_share_common_parts_metadata_only_for_compact_informers() -> None:
-    """`whole=False` (what `SharedInformers` gives compact informers): labels and owner references shared,
-    namespace interned, spec, status and managed fields left as decoded (their objects are short-lived)."""
-    from lite.informer import ShareCommonParts
-
-    def pod(name: str) -> Obj:
-        return orjson.loads(orjson.dumps({
-            "metadata": {"name": name, "namespace": "default", "labels": {"app": "x"},
-                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "u"}],
-                         "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
-            "spec": {"containers": [{"name": "c", "image": "i"}], "restartPolicy": "Always"},
-            "status": {"phase": "Pending"}}))
-
-    share = ShareCommonParts(whole=False)
-    originals = [pod("a"), pod("b")]
-    before = deep_copy(originals)
-    a, b = (share(p) for p in originals)
-    assert originals == before and [a, b] == before
-    assert a["metadata"]["labels"] is b["metadata"]["labels"]
-    assert a["metadata"]["ownerReferences"] is b["metadata"]["ownerReferences"]
-    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
-    assert a["spec"] is originals[0]["spec"] and a["status"] is originals[0]["status"]
-    assert a["metadata"]["managedFields"] is originals[0]["metadata"]["managedFields"]
-    compact = SharedInformers(cast(Any, None)).transform
-    plain = SharedInformers(cast(Any, None), compact=False).transform
-    assert isinstance(compact, ShareCommonParts) and not compact.whole
-    assert isinstance(plain, ShareCommonParts) and plain.whole
