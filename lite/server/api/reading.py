@@ -159,24 +159,16 @@ class ReadMixin(RegistryBase):
         (custom objects are stored in their storage version) whose stored revision is still `obj`'s
         resourceVersion (the store encoded exactly this object then). None otherwise (a dry run, a newer write
         meanwhile): the caller encodes `obj` itself."""
-        if kind.crd or kind.storage or kind.converts_by_webhook:
-            return None
-        meta = obj.get("metadata")
-        if not isinstance(meta, dict):
-            return None
-        rv = meta.get("resourceVersion")
-        if not isinstance(rv, str) or not rv.isdigit():
-            return None
-        got = self.store.get_packed(self.key(kind, self.scoped(kind, namespace), str(meta.get("name") or "")))
-        if got is None or str(got[0]) != rv or is_packed(got[1]):
+        got = self.held_encoding(kind, namespace, obj)
+        if got is None or is_packed(got):
             return None  # packed (the store packs at commit): encoding `obj` is cheaper than inflating them
-        return got[1]
+        return got
 
     def held_encoding(self, kind: Kind, namespace: str, obj: Obj) -> bytes | None:
         """The bytes the store holds for `obj`'s revision (packed: `lite.server.store.packing`), for an
         in-process cache to keep instead of a copy of its own (`lite.informer`'s compact caches): the same bytes
         object stays in the store until the object changes. A built-in kind whose stored revision is still
-        `obj`'s only (as `written_encoded`), else None. `decode_held` decodes them."""
+        `obj`'s only, else None. `decode_held` decodes them."""
         if kind.crd or kind.storage or kind.converts_by_webhook:
             return None
         meta = obj.get("metadata")
