@@ -328,7 +328,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     import sqlite3
 
     from lite.lazycerts import import_aiohttp
-    from lite.malloctune import pin_mmap_threshold, shrink_tls_reads
+    from lite.malloctune import limit_arenas, pin_mmap_threshold, shrink_tls_reads
     from lite.sdnotify import notify
 
     import_aiohttp()  # before anything else imports it: its default CA bundles load at first use
@@ -336,6 +336,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     from lite.server.store import StoreCorrupt, StoreError
 
     pin_mmap_threshold()
+    limit_arenas()
     shrink_tls_reads()
 
     try:
@@ -368,13 +369,14 @@ def cmd_agent(args: argparse.Namespace) -> int:
         _setup_logging(args.log_level)
         return sim_cli.run(args)  # simulated nodes keep nothing on disk
     from lite.lazycerts import import_aiohttp
-    from lite.malloctune import pin_mmap_threshold, shrink_tls_reads
+    from lite.malloctune import limit_arenas, pin_mmap_threshold, shrink_tls_reads
 
     import_aiohttp()  # before anything else imports it: its default CA bundles load at first use
     from lite.cli.agentcmd import run_remote
 
     _setup_logging(args.log_level)
     pin_mmap_threshold()
+    limit_arenas()
     shrink_tls_reads()
     return run_remote(args, Path(args.data_dir) if args.data_dir else default_data_dir())
 

@@ -96,3 +96,47 @@ def test_tls_reads_use_a_16k_buffer_and_allocate_below_the_mmap_threshold() -> N
     assert buffer == 256 * 1024 and peak >= 256 * 1024  # asyncio's: each read allocates its 256 KiB bytes first
     buffer, peak = tls_buffer_and_read_peak("shrink")
     assert buffer == 16 * 1024 and peak < 64 * 1024  # below the pinned threshold: no mapping per read
+
+
+ARENA_SCRIPT = r'''
+import ctypes, os, sys, tempfile, threading
+from lite.malloctune import limit_arenas
+
+if sys.argv[1] == "limit":
+    assert limit_arenas()
+held = []
+
+def work() -> None:
+    held.append([bytearray(4096) for _ in range(64)])  # above pymalloc's 512 bytes: glibc malloc
+
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+path = os.path.join(tempfile.mkdtemp(), "malloc.xml")
+fp = libc.fopen(path.encode(), b"w")
+assert libc.malloc_info(0, fp) == 0
+libc.fclose(fp)
+with open(path) as f:
+    print(f.read().count("<heap nr="))
+os.remove(path)
+os.rmdir(os.path.dirname(path))
+'''
+
+
+def arenas_after_threads(mode: str) -> int:
+    out = subprocess.run([sys.executable, "-c", ARENA_SCRIPT, mode], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and malloc_info")
+def test_threads_share_the_main_arena_once_limited() -> None:
+    assert arenas_after_threads("default") > 1  # glibc: each new thread that mallocs gets an arena of its own
+    assert arenas_after_threads("limit") == 1
