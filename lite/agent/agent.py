@@ -49,6 +49,7 @@ from lite.agent.proxy.feed import ProxyFeed
 from lite.agent.runtime.container import ProcessRuntime, Runtime
 from lite.agent.satokens import TokenClient
 from lite.agent.serviceenv import ServiceCatalog
+from lite.agent.session import LocalDial
 from lite.agent.stats import AgentStats
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 
@@ -87,6 +88,7 @@ class AgentConfig:
     resolv_conf: Path = Path("/etc/resolv.conf")  # the cluster DNS forwards other names to these nameservers
     seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault for pods that set no profile
     allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
+    dial: LocalDial | None = None  # the agent `lite server` embeds: its in-process join (`session.JoinSession`)
 
 
 
@@ -398,7 +400,7 @@ class Agent:
         session = JoinSession(self.config.server_url, self.config.token, node_name=self.node_name, agent=self,
                               credentials_dir=self.root / "credentials",
                               streams=AgentStreams(lambda: self.runners), ca_data=self.config.ca_data,
-                              ca_file=self.config.ca_file, insecure=self.config.insecure)
+                              ca_file=self.config.ca_file, insecure=self.config.insecure, dial=self.config.dial)
         await self.serve(session)
 
     async def serve(self, session: Any) -> None:

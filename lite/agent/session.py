@@ -17,6 +17,9 @@
   websocket authenticates with that certificate. A refusal (e.g. this node name is registered with another
   node password) is logged and retried with the backoff; a due renewal happens while connected and is used
   from the next connection on.
+- In process (`dial`, the agent `lite server` embeds): `dial(node, node_password)` gives a `lite.joinpipe` end
+  that the server serves as a session of that node, after the same node password check the credentials
+  endpoint makes (an ApiError 401/403/422 from it is a refusal, as above); no certificate, TLS or HTTP.
 - Heartbeats: websocket pings both ways (aiohttp `heartbeat`), and a LeaseRenew every `lease_interval`
   seconds while connected (the Node's lease, which node lifecycle watches).
 - Streams (StreamOpen & co.) go to a `StreamServer` over the given `StreamBackend`, one per connection.
@@ -33,11 +36,12 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import ssl
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,6 +51,8 @@ from lite import wire
 from lite.agent.nodecreds import CredentialsRefused, NodeCredentials
 from lite.agent.streams.backend import StreamBackend
 from lite.agent.streams.server import StreamServer
+from lite.errors import ApiError
+from lite.joinpipe import JoinSocket
 
 log = logging.getLogger("lite.agent.session")
 
@@ -58,6 +64,7 @@ _STREAM_OUT = (wire.StreamReady, wire.StreamData, wire.StreamClose, wire.StreamE
 
 
 RESYNC_KINDS = frozenset({"Service", "EndpointSlice"})
+LocalDial = Callable[[str, str], Awaitable[JoinSocket]]  # (node, node password) -> an in-process session end
 
 class NodeAgent(Protocol):
     """What the session needs from the node agent (the pod runner implements it)."""
@@ -82,7 +89,7 @@ class JoinSession:
                  streams: StreamBackend | None = None, ca_data: bytes | None = None, ca_file: str | None = None,
                  insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 30.0),
                  lease_interval: float = 10.0, lease_duration: int = 40,
-                 rand: Callable[[], float] = random.random) -> None:
+                 rand: Callable[[], float] = random.random, dial: LocalDial | None = None) -> None:
         self.url = server_url.rstrip("/") + wire.JOIN_PATH
         self.base_url = server_url.rstrip("/")
         self.token = token
@@ -95,8 +102,9 @@ class JoinSession:
         self.lease_interval = lease_interval
         self.lease_duration = lease_duration
         self._rand = rand
+        self.dial = dial
         self._ssl: ssl.SSLContext | bool = False
-        if self.url.startswith("https://") or self.url.startswith("wss://"):
+        if dial is None and (self.url.startswith("https://") or self.url.startswith("wss://")):
             ctx = ssl.create_default_context(cafile=ca_file, cadata=ca_data.decode() if ca_data else None)
             if insecure:
                 ctx.check_hostname = False
@@ -147,7 +155,7 @@ class JoinSession:
             return self._data.get_nowait()
         return None
 
-    async def _writer(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+    async def _writer(self, ws: JoinSocket) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -165,7 +173,8 @@ class JoinSession:
 
     async def run(self) -> None:
         delay = self.backoff[0]
-        async with aiohttp.ClientSession() as http:
+        async with contextlib.AsyncExitStack() as stack:
+            http = None if self.dial is not None else await stack.enter_async_context(aiohttp.ClientSession())
             while True:
                 welcomed_before = self.sessions
                 try:
@@ -176,7 +185,8 @@ class JoinSession:
                     log.error("join session to %s: node credentials refused: %s", self.url, e)
                 except (aiohttp.ClientError, OSError, TimeoutError, wire.WireError) as e:
                     log.info("join session to %s: %s", self.url, e or type(e).__name__)
-                    if self.sessions == welcomed_before and await self._certificate_rejected(http):
+                    if http is not None and self.sessions == welcomed_before and \
+                            await self._certificate_rejected(http):
                         delay = self.backoff[0]
                         continue
                 except Exception:
@@ -200,14 +210,26 @@ class JoinSession:
         self.credentials.discard()
         return True
 
-    async def _connect_once(self, http: aiohttp.ClientSession) -> None:
+    async def _dial(self, http: aiohttp.ClientSession | None) -> JoinSocket:
+        if self.dial is not None:
+            try:
+                return await self.dial(self.node_name, self.credentials.password())
+            except ApiError as e:
+                if e.code in (401, 403, 422):
+                    raise CredentialsRefused(e.message) from None
+                raise ConnectionError(f"in-process join refused: {e}") from None
+        assert http is not None
         await self.credentials.ensure(http, self.base_url, self.token, self._ssl)
         if not isinstance(self._ssl, ssl.SSLContext):
             raise wire.WireError("a node joins over https only (its client certificate authenticates it)")
         tls = self.credentials.ssl_context(self._ssl)
         self._http = http
-        async with http.ws_connect(self.url, ssl=tls, heartbeat=self.heartbeat,
-                                   max_msg_size=64 * 1024 * 1024) as ws:
+        return await http.ws_connect(self.url, ssl=tls, heartbeat=self.heartbeat, max_msg_size=64 * 1024 * 1024)
+
+    async def _connect_once(self, http: aiohttp.ClientSession | None) -> None:
+        ws = await self._dial(http)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(ws.close)
             hello = wire.Hello(self.node_name, wire.PROTOCOL_VERSION, self.agent.hello_info(),
                                self.agent.running_pods())
             await ws.send_bytes(wire.encode(hello))
@@ -227,10 +249,10 @@ class JoinSession:
             await self.agent.handle(welcome)
             self.connected.set()
             self._wake.set()
-            log.info("joined %s as node %s", self.url, self.node_name)
+            log.info("joined %s as node %s", "in process" if self.dial is not None else self.url, self.node_name)
             await self._serve(ws)
 
-    async def _serve(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+    async def _serve(self, ws: JoinSocket) -> None:
         streams = StreamServer(self.backend, self.send) if self.backend is not None else None
         async with asyncio.TaskGroup() as tg:
             writer = tg.create_task(self._writer(ws))
@@ -268,7 +290,7 @@ class JoinSession:
             self.post(wire.LeaseRenew(self.lease_duration))
             await asyncio.sleep(self.lease_interval)
 
-    async def _read(self, ws: aiohttp.ClientWebSocketResponse, streams: StreamServer | None) -> None:
+    async def _read(self, ws: JoinSocket, streams: StreamServer | None) -> None:
         async for frame in ws:
             if frame.type != aiohttp.WSMsgType.BINARY:
                 continue

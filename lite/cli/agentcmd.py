@@ -58,7 +58,7 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
             node_netns=config.agent_node_netns, netns_dir=config.agent_netns_dir,
             cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf"),
             seccomp_default=config.agent_seccomp_default, network_policy=config.agent_network_policy,
-            allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls))
+            allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls, dial=server.join_local))
         await agent.run()
 
     return [("agent", run)]

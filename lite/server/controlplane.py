@@ -56,6 +56,7 @@ from lite.server.controllers.resourcequota import ResourceQuotaController
 from lite.server.join import JoinHub, add_join_routes
 from lite.server.join.hub import NODE_INDEX
 from lite.server.join.nodecreds import NodeCredentialIssuer
+from lite.server.join.routes import LocalJoin, local_join
 from lite.server.manifests import ManifestDeployer
 from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.requestuser import UserInfo
@@ -78,6 +79,7 @@ class ControlPlane:
     app: web.Application
     hub: JoinHub
     background: list[tuple[str, Background]] = field(default_factory=list)
+    join_local: LocalJoin | None = None  # the embedded agent's in-process join (`join.routes.local_join`)
 
 
 class HubMetrics:
@@ -170,11 +172,12 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                                                        sched.profile.scheduler_name)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
                         authorizer=authorizer, inflight=inflight)
-    add_join_routes(app, hub, authenticate, _node_credentials(resources, kinds, creds))
+    issuer = _node_credentials(resources, kinds, creds)
+    add_join_routes(app, hub, authenticate, issuer)
     if isinstance(authenticate, ClusterAuthenticator):
         attach_authn(app, resources, authenticate, config)
     app.router.add_get("/cacerts", _cacerts(creds.ca_pem))
-    plane = ControlPlane(resources, app, hub)
+    plane = ControlPlane(resources, app, hub, join_local=local_join(hub, issuer))
     plane.background += [
         ("service-allocators", allocators.run),
         ("kubernetes-service", lambda: keep_kubernetes_service(resources, api_ip, advertise, config.port)),

@@ -29,6 +29,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -36,6 +37,9 @@ from lite.client import Client
 from lite.server import pauses
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
+
+if TYPE_CHECKING:
+    from lite.server.join.routes import LocalJoin
 from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
 
 log = logging.getLogger("lite.server")
@@ -54,6 +58,8 @@ class Server:
     # The in-process API (Resources) for whatever is wired next to the HTTP app (controllers, join).
     client: Client | None = None
     background: list[tuple[str, Background]] = field(default_factory=list)
+    # The embedded agent's in-process join: (node, node password) -> its end of a session (join.routes).
+    join_local: LocalJoin | None = None
     exit_stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
 
@@ -82,7 +88,7 @@ async def build(config: ServerConfig) -> Server:
         await stack.aclose()
         raise
     server = Server(config, creds, plane.app, server_ssl_context(creds), client=plane.resources,
-                    exit_stack=stack)
+                    exit_stack=stack, join_local=plane.join_local)
     server.background.append(
         ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
     server.background += plane.background

@@ -22,7 +22,7 @@ import pytest
 from aiohttp import web
 
 from lite import wire
-from lite.agent.session import JoinSession
+from lite.agent.session import JoinSession, LocalDial
 from lite.agent.streams.backend import ExecProcess, LogSource, PodRef
 from lite.agent.streams.netns_socket import open_connection
 from lite.errors import bad_request
@@ -57,6 +57,7 @@ class Stack:
     url: str
     http: HttpClient
     cred_root: Path  # each test agent's node credentials live in <cred_root>/<node>
+    issuer: NodeCredentialIssuer | None = None
 
 
 @contextlib.asynccontextmanager
@@ -85,7 +86,7 @@ async def serve_join(tmp_path: Path, port: int, *, bound_pods_only: bool = False
     http = HttpClient.from_kubeconfig(str(kubeconfig))
     hub_task = asyncio.create_task(hub.run())
     try:
-        yield Stack(resources, hub, creds, kubeconfig, cfg.server_url, http, tmp_path / "agents")
+        yield Stack(resources, hub, creds, kubeconfig, cfg.server_url, http, tmp_path / "agents", issuer)
     finally:
         hub_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -223,11 +224,12 @@ def node_tls(stack: Stack, node: str) -> ssl.SSLContext:
 
 
 @contextlib.asynccontextmanager
-async def joined(stack: Stack, node: str, agent: TestAgent,
-                 backend: HostBackend | None = None) -> AsyncIterator[JoinSession]:
+async def joined(stack: Stack, node: str, agent: TestAgent, backend: HostBackend | None = None, *,
+                 dial: LocalDial | None = None) -> AsyncIterator[JoinSession]:
+    """A JoinSession of `node` connected to the stack: over TLS, or in process through `dial` (`local_join`)."""
     session = JoinSession(stack.url, stack.creds.join_token, node_name=node, agent=agent, streams=backend,
                           credentials_dir=stack.cred_root / node,
-                          ca_data=stack.creds.ca_pem, heartbeat=5.0, backoff=(0.05, 0.5))
+                          ca_data=stack.creds.ca_pem, heartbeat=5.0, backoff=(0.05, 0.5), dial=dial)
     task = asyncio.create_task(session.run())
     try:
         async with asyncio.timeout(GUARD):

@@ -8,6 +8,9 @@ service_cidr=..., bound_pods_only=False)`:
   resync (every Node for the pod network, `noderelay`; pods bound to the node, their ConfigMaps/Secrets,
   deletions for reported pods no longer bound, Synced) → the session runs until the websocket closes.
   TokenRequests are answered on the session (`tokens.answer_token_request`).
+- `connect_local(node)` serves the same session for node `node` over an in-process pipe (`lite.joinpipe`) and
+  returns the agent's end: the embedded agent's join (`routes.local_join` checks its node password first);
+  `serve_session(ws, node)` is what both serve, on any `JoinSocket`.
 - `on_node_deleted(name)`, when set (the node credentials), runs as a task for every deleted Node.
 - `run()` runs the hub's informers (when it created them itself) until cancelled, then closes sessions.
 - `serve(...)` is the API layer's `StreamProvider`; `pod_metrics`/`node_metrics` its `MetricsProvider`.
@@ -38,6 +41,7 @@ from aiohttp import WSMsgType, web
 from lite import wire
 from lite.client import Client
 from lite.informer import Informer, SharedInformers
+from lite.joinpipe import JoinSocket, PipeEnd, pipe
 from lite.kinds import Kind, KindRegistry
 from lite.objects import name_of
 from lite.server.join.intake import Intake, intake_for
@@ -193,12 +197,26 @@ class JoinHub:
         """The /lite/join websocket of node `node` (authenticated by the route: its Hello must name it)."""
         ws = web.WebSocketResponse(heartbeat=self.heartbeat, max_msg_size=MAX_FRAME)
         await ws.prepare(request)
+        await self.serve_session(ws, node)
+        return ws
+
+    def connect_local(self, node: str) -> PipeEnd:
+        """An in-process session for node `node` (`lite.joinpipe`): the agent end is returned, the server end
+        is served as `handle` serves a websocket authenticated as that node (its Hello must name it)."""
+        agent_end, server_end = pipe()
+        task = asyncio.get_running_loop().create_task(self.serve_session(server_end, node))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return agent_end
+
+    async def serve_session(self, ws: JoinSocket, node: str) -> None:
+        """Serve one join session of node `node` on `ws` until it closes (see the module docstring)."""
         hello = await self._hello(ws)
         if hello is None:
-            return ws
+            return
         if hello.node != node:
             await ws.close(code=4403, message=f"this credential is node {node}, not {hello.node}".encode()[:120])
-            return ws
+            return
         node_obj = await self.intake.register(hello)
         # The volumes too: a resync missing a volume would make the agent remove that volume's directory.
         for inf in (self.pods, self.nodes, *self.objects.values(), self.volumes):
@@ -245,9 +263,8 @@ class JoinHub:
             if self._sessions.get(hello.node, (None,))[0] is session:
                 del self._sessions[hello.node]
             log.info("node %s: session ended", hello.node)
-        return ws
 
-    async def _hello(self, ws: web.WebSocketResponse) -> wire.Hello | None:
+    async def _hello(self, ws: JoinSocket) -> wire.Hello | None:
         try:
             frame = await ws.receive(timeout=HELLO_TIMEOUT)
         except TimeoutError:

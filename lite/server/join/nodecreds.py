@@ -66,7 +66,7 @@ def password_matches(password: str, stored: str) -> bool:
         return False
 
 
-def _valid_node_name(name: str) -> bool:
+def valid_node_name(name: str) -> bool:
     return 0 < len(name) <= 253 and all(part and part.replace("-", "a").isalnum() and part == part.lower()
                                         and not part.startswith("-") and not part.endswith("-")
                                         for part in name.split("."))
@@ -129,7 +129,7 @@ class NodeCredentialIssuer:
             raise bad_request(f"invalid node credentials request: {e}") from e
         node = req.get("node") if isinstance(req, dict) else None
         password = req.get("password") if isinstance(req, dict) else None
-        if not isinstance(node, str) or not _valid_node_name(node):
+        if not isinstance(node, str) or not valid_node_name(node):
             raise ApiError(f"node: Invalid value: {node!r}: a lowercase RFC 1123 subdomain is required", 422,
                            "Invalid")
         name = user.name if isinstance(user, UserInfo) else user

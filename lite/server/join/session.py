@@ -17,10 +17,11 @@ import asyncio
 import contextlib
 import logging
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSMsgType
 
 from lite import wire
 from lite.errors import ApiError, service_unavailable
+from lite.joinpipe import JoinSocket
 from lite.server.join.intake import Apply
 from lite.server.join.tunnel import AgentStream, StreamMsg, disconnected
 
@@ -33,7 +34,7 @@ INTAKE_CONCURRENCY = 16  # pods whose reports are written at once (each write is
 class NodeSession:
     """One connected agent. See the module docstring."""
 
-    def __init__(self, node: str, ws: web.WebSocketResponse, hello: wire.Hello, apply: Apply) -> None:
+    def __init__(self, node: str, ws: JoinSocket, hello: wire.Hello, apply: Apply) -> None:
         self.node = node
         self.ws = ws
         self.hello = hello
