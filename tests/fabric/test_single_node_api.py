@@ -162,3 +162,16 @@ def test_busybox_wget_in_the_pod_gets_the_version(cluster: NetCluster, target: s
     r = cluster.exec(client_pod(cluster), "wget", "-q", "-O", "-", "--no-check-certificate",
                      f"https://{host}/version", timeout=40)
     assert '"gitVersion"' in r.stdout, r.stdout + r.stderr
+
+
+def test_the_embedded_agent_joins_in_process(cluster: NetCluster) -> None:
+    """The agent `lite server` embeds joins through `join.routes.local_join`: its node password is registered
+    as any node's, and it holds no node certificate (nor a TLS session to its own server)."""
+    from lite.agent.nodecreds import NodeCredentials
+
+    creds = NodeCredentials(cluster.server.data_dir / "agent" / "credentials", cluster.server.name)
+    assert (creds.dir / "node-password").exists()
+    assert not creds.cert_path.exists() and not creds.key_path.exists()
+    assert f"joined in process as node {cluster.server.name}" in cluster.server.log.read_text(errors="replace")
+    secret = cluster.json("get", "secret", "-n", "kube-system", f"{cluster.server.name}.node-password.lite")
+    assert secret["type"] == "lite.io/node-password"
