@@ -1,7 +1,8 @@
 """Logs, exec and port-forward through the join tunnel, driven by the real kubectl and the Python client.
 
 The node agent is a real JoinSession with a test-only HostBackend: CRI log files written here, exec as plain
-host subprocesses, port connections to a loopback TCP server started here.
+host subprocesses, port connections to a loopback TCP server started here. It joins over TLS, or (tests
+parametrized with env "in-process") in process, as the agent `lite server` embeds does (`local_join`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from joinstack import GUARD, POD, HostBackend, Stack, TestAgent, joined, pod, se
 from liteproc import find_free_port
 
 from lite.agent.session import JoinSession
+from lite.server.join.routes import local_join
 
 KUBECTL = "/usr/bin/kubectl"
 pytestmark = pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl is not installed")
@@ -53,8 +55,10 @@ class Env:
 
 
 @pytest.fixture
-async def env(tmp_path: Path, free_port: int) -> AsyncIterator[Env]:
+async def env(request: pytest.FixtureRequest, tmp_path: Path, free_port: int) -> AsyncIterator[Env]:
     async with serve_join(tmp_path, free_port) as stack:
+        assert stack.issuer is not None
+        dial = local_join(stack.hub, stack.issuer) if getattr(request, "param", "tls") == "in-process" else None
         backend = HostBackend()
         log = tmp_path / "c-0.log"
         log.write_bytes(LOG)
@@ -65,7 +69,7 @@ async def env(tmp_path: Path, free_port: int) -> AsyncIterator[Env]:
         await stack.resources.create(POD, "default", pod("p", node="n1"))
         await set_running(stack.resources, "default", "p", restarted=True)
         try:
-            async with joined(stack, "n1", TestAgent(), backend) as session:
+            async with joined(stack, "n1", TestAgent(), backend, dial=dial) as session:
                 yield Env(stack, backend, tmp_path, session)
         finally:
             await backend.kill_all()
@@ -172,7 +176,8 @@ async def _roundtrip(port: int, payload: bytes) -> bytes:
     return data
 
 
-@pytest.mark.parametrize("websockets", ["true", "false"])
+@pytest.mark.parametrize(("env", "websockets"), [("tls", "true"), ("tls", "false"), ("in-process", "true")],
+                         indirect=["env"])
 async def test_kubectl_port_forward(env: Env, websockets: str) -> None:
     """SPDY tunnelled in a websocket (1.31+ default), and raw SPDY on the upgraded connection (1.29/1.30)."""
     local = find_free_port()
@@ -278,6 +283,7 @@ async def test_kubectl_top_from_agent_metrics(env: Env) -> None:
     assert re.search(r"^n1\s+250m\s+\S+\s+1024Mi", out, re.M), out
 
 
+@pytest.mark.parametrize("env", ["tls", "in-process"], indirect=True)
 async def test_exec_ends_with_an_error_when_the_agent_drops(env: Env) -> None:
     proc = await asyncio.create_subprocess_exec(
         KUBECTL, "--kubeconfig", str(env.stack.kubeconfig), "--cache-dir", str(env.tmp / "kcache"), "-n",
