@@ -21,8 +21,8 @@ Called once by the `lite server` and `lite agent` commands at start; no import-t
 
 `shrink_tls_reads()`, called beside it, lowers asyncio's TLS read size (`asyncio.sslproto.SSLProtocol.max_size`)
 from 256 KiB to 16 KiB, below the pinned threshold. asyncio gives every TLS connection a zero-filled receive
-buffer of that size for its whole life (256 KiB resident per connection: the embedded agent's sessions and
-watches, every joined node, every client; an idle `lite server` with its agent holds about 16), and asks OpenSSL
+buffer of that size for its whole life (256 KiB resident per connection: every joined node's session, every
+watch and client; the agent `lite server` embeds joins in process, with no connection), and asks OpenSSL
 for that many bytes on each read, allocating a bytes object of that size first: above the threshold, one mmap
 and munmap per read of any request. A TLS record carries 16 KiB of data at most and the read loop goes on until
 the socket is drained, so 16 KiB loses nothing: measured on one TLS connection over loopback, 2.5 to 3 times
