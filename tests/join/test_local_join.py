@@ -73,3 +73,13 @@ async def test_an_in_process_session_is_its_node_alone(stack: Stack) -> None:
     assert stack.hub.connected_nodes() == []
     with pytest.raises(ApiError):
         await stack.resources.get(NODE, "", "lj4")
+
+
+async def test_an_in_process_session_that_fails_is_closed_for_the_agent(stack: Stack) -> None:
+    """A server-side failure (here: a Node the API refuses) closes the pipe (1011), as aiohttp closes the
+    websocket of a handler that raised: the agent is not left waiting for a Welcome."""
+    end = await door(stack)("lj5", "w" * 32)
+    await end.send_bytes(wire.encode(wire.Hello("lj5", wire.PROTOCOL_VERSION, {"labels": {"bad key!": "x"}}, {})))
+    msg = await end.receive(timeout=GUARD)
+    assert msg.type == WSMsgType.CLOSE and msg.data == 1011
+    assert stack.hub.connected_nodes() == []

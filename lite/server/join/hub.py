@@ -204,10 +204,21 @@ class JoinHub:
         """An in-process session for node `node` (`lite.joinpipe`): the agent end is returned, the server end
         is served as `handle` serves a websocket authenticated as that node (its Hello must name it)."""
         agent_end, server_end = pipe()
-        task = asyncio.get_running_loop().create_task(self.serve_session(server_end, node))
+        task = asyncio.get_running_loop().create_task(self._serve_local(server_end, node))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return agent_end
+
+    async def _serve_local(self, end: PipeEnd, node: str) -> None:
+        """`serve_session` on a pipe end, closed when it returns or fails, as aiohttp closes a websocket whose
+        handler returned or raised (1011 then): the agent sees the close and dials again."""
+        try:
+            await self.serve_session(end, node)
+        except Exception:
+            log.exception("node %s: in-process session failed", node)
+            await end.close(code=1011, message=b"internal error")
+        finally:
+            await end.close()
 
     async def serve_session(self, ws: JoinSocket, node: str) -> None:
         """Serve one join session of node `node` on `ws` until it closes (see the module docstring)."""
