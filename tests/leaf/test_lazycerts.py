@@ -82,3 +82,27 @@ def test_the_default_trust_store_loads_at_the_first_handshake(creds: tuple[Path,
 
 def test_imported_as_usual_the_store_was_read_at_import(creds: tuple[Path, Path, Path], tmp_path: Path) -> None:
     assert get_with_default_trust("usual", creds, tmp_path) == "unverified"
+
+
+MIMETYPES = r'''
+import hashlib, json, mimetypes, sys
+if sys.argv[1] == "deferred":
+    from lite.lazycerts import import_aiohttp
+    assert import_aiohttp()
+else:
+    import aiohttp.web
+from aiohttp.web_fileresponse import CONTENT_TYPES
+table = json.dumps([CONTENT_TYPES.types_map, CONTENT_TYPES.encodings_map, CONTENT_TYPES.suffix_map], sort_keys=True)
+inited = mimetypes.inited
+print(hashlib.sha256(table.encode()).hexdigest(), inited, mimetypes.guess_type("clip.webm")[0], mimetypes.inited)
+'''
+
+
+def test_aiohttp_web_leaves_the_process_wide_mimetypes_database_to_its_first_use() -> None:
+    """After `import_aiohttp` the system's mime.types files are not read yet (mimetypes uninitialised), aiohttp's
+    own table is the one a plain import builds, and the first use of mimetypes initialises it as usual."""
+    deferred, usual = (subprocess.run([sys.executable, "-c", MIMETYPES, mode], capture_output=True, text=True,
+                                      timeout=60, check=True).stdout.split() for mode in ("deferred", "usual"))
+    assert deferred[1:] == ["False", "video/webm", "True"]
+    assert usual[1:] == ["True", "video/webm", "True"]
+    assert deferred[0] == usual[0]  # aiohttp's FileResponse table is the same either way
