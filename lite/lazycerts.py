@@ -1,4 +1,4 @@
-"""Import aiohttp without loading the system's CA bundle twice at import: the certificates load at first use.
+"""Import aiohttp cheaply: the system's CA bundle loads at first use, and no mime.types database or libstdc++.
 
 `aiohttp.connector` builds two client SSL contexts when it is imported (its defaults for `ssl=True` and for
 `ssl=False`), and each one loads every certificate of the system bundle (`set_default_verify_paths`: about 140
@@ -18,20 +18,27 @@ module-level `MimeTypes()` of `aiohttp.web_fileresponse` would first initialise 
 built-in defaults. `mimetypes.inited` is set during that import and reset after it, so aiohttp's table is the
 same and the process-wide database still loads, from the same files, at the first use of `mimetypes`.
 
-Invariants: the class attribute and `mimetypes.inited` are restored before `import_aiohttp` returns (also on
-error), so contexts made later are untouched; it acts only if aiohttp is not imported yet (otherwise it does
-nothing and returns False); called once by the `lite server` and `lite agent` commands at start, before anything
-imports aiohttp, while the process has one thread. No import-time side effect.
+aiohttp's `frozenlist` dependency is imported in its pure-Python form (`FROZENLIST_NO_EXTENSIONS`, which the
+package reads once, at import): its C extension is C++ and brings libstdc++ into the process, about 1.2 MB
+resident for a list type aiohttp uses for its signals and trace configurations (a few items, read per
+request at most). The variable is set for the import only.
+
+Invariants: the class attribute, `mimetypes.inited` and the environment are restored before `import_aiohttp`
+returns (also on error), so contexts made later are untouched; it acts only if aiohttp is not imported yet
+(otherwise it does nothing and returns False); called once by the `lite server` and `lite agent` commands at
+start, before anything imports aiohttp, while the process has one thread. No import-time side effect.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import ssl
 import sys
 from collections.abc import Callable
 from typing import Any
 
+_PURE_FROZENLIST = "FROZENLIST_NO_EXTENSIONS"
 _USES_STORE = ("wrap_bio", "wrap_socket", "get_ca_certs", "cert_store_stats", "load_default_certs")
 
 
@@ -66,6 +73,8 @@ def import_aiohttp() -> bool:
     cls: Any = ssl.SSLContext
     own = cls.__dict__.get("set_default_verify_paths")  # None: inherited from the C type
     cls.set_default_verify_paths = _deferring(cls.set_default_verify_paths)
+    pure = os.environ.get(_PURE_FROZENLIST)
+    os.environ[_PURE_FROZENLIST] = "1"
     try:
         importlib.import_module("aiohttp")
     finally:
@@ -73,6 +82,10 @@ def import_aiohttp() -> bool:
             del cls.set_default_verify_paths
         else:
             cls.set_default_verify_paths = own
+        if pure is None:
+            del os.environ[_PURE_FROZENLIST]
+        else:
+            os.environ[_PURE_FROZENLIST] = pure
     _import_web()
     return True
 
