@@ -25,11 +25,11 @@ import ipaddress
 import socket
 import struct
 from collections.abc import Collection
-from dataclasses import dataclass
 
 from lite.netns import nsfs
 from lite.netns.netlink import NLM_F_DUMP, NLM_F_REQUEST, REQUEST, Message, Netlink, NetlinkError, attrs, ip_text, nla
 from lite.netns.nsfs import NetnsRef
+from lite.records import dataclass
 
 __all__ = ["Entry", "Tuple", "delete_udp_flows", "delete_untranslated", "entries", "open_conntrack"]
 

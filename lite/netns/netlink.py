@@ -27,8 +27,9 @@ import os
 import socket
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from ipaddress import IPv4Address
+
+from lite.records import dataclass
 
 # netlink (linux/netlink.h)
 NLMSG_ERROR = 2

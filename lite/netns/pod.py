@@ -29,7 +29,6 @@ import contextlib
 import errno
 import hashlib
 import os
-from dataclasses import dataclass
 from ipaddress import IPv4Address
 from pathlib import Path
 
@@ -64,6 +63,7 @@ from lite.netns.netlink import (
     up_message,
 )
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
+from lite.records import dataclass
 
 NETNS_PREFIX = "lite-"
 RTPROT_STATIC = 4

@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from ipaddress import IPv4Address, IPv4Network
 
 from pyroute2.iproute.linux import AsyncIPRoute
@@ -32,6 +32,7 @@ from pyroute2.netlink.rtnl.ndmsg import NTF_SELF, NUD_PERMANENT
 from lite.netns import nsfs
 from lite.netns.nsfs import NetnsRef
 from lite.netns.routes import RT_TABLE_MAIN, RTPROT_LITE
+from lite.records import dataclass
 
 RTNH_F_ONLINK = 4
 IFF_UP = 0x1

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from lite.client import Client
 from lite.errors import ApiError, Cause
 from lite.informer import Informer
 from lite.kinds import Kind, KindRegistry
+from lite.records import dataclass
 from lite.selectors import LabelSelector
 from lite.server.admission import equivalent, review, versioned
 from lite.server.admission.matching import Attributes, parse_selector
