@@ -4,7 +4,8 @@ A real server (`lite.cli.main.main`, the command's own entry point) runs in a ch
 /readyz, a thread of that same process creates a CRD without CEL rules and one of its objects, writes the names in
 `sys.modules` and stops the server with SIGTERM. The
 CEL runtime (cel-expr-python and protobuf, about 15 MB of resident memory) is loaded by the first CRD with
-rules or the first admission policy, not at start; importlib.metadata only by `lite --version`; the stream
+rules or the first admission policy, not at start, and the pure-Python policy machinery (cost model, matching,
+plans) by the first bound policy; importlib.metadata only by `lite --version`; the stream
 protocols (exec, attach, port-forward, proxy) by the first such request; prometheus_client's exporters never
 and its text format by the first scrape.
 """
@@ -77,6 +78,10 @@ sys.exit(main(["server", "--data-dir", sys.argv[1], "--https-listen-port", sys.a
 # Loaded on first use only (see the module docstring); each prefix names a package and its submodules.
 LAZY = ("cel_expr_python", "google.protobuf", "lite.cel.env", "lite.server.api.strategies.crcel",
         "lite.server.admission.policy.celenv", "importlib.metadata",
+        # judging policies (the cost model, matching, plans, decisions, status type checks): the first bound policy
+        "lite.cel.cost", "lite.cel.checking", "lite.cel.projection", "lite.server.admission.policy.budget",
+        "lite.server.admission.policy.decide", "lite.server.admission.policy.plain",
+        "lite.server.admission.policy.matching", "lite.server.admission.policy.typecheck",
         # the exec/attach/port-forward/proxy stream protocols: imported by the first such request
         "lite.server.join.streams", "lite.server.join.spdy", "lite.server.join.rawspdy", "lite.server.join.exec_ws",
         "lite.server.join.portforward",
