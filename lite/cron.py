@@ -18,7 +18,8 @@ Invariants: pure, no I/O beyond `zoneinfo` lookups; errors are `ValueError` with
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+
+from lite.records import dataclass
 
 _MACROS = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",

@@ -9,8 +9,10 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from lite.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,10 @@ Invariants: every cache is a bounded LRU (`cache_size` keys each, least recently
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Generic, TypeVar
+
+from lite.records import dataclass
 
 CACHE_SIZE = 4096  # upstream maxLruCacheEntries
 AGGREGATE_MAX_EVENTS = 10  # upstream defaultAggregateMaxEvents

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import orjson
 
 from lite.objects import rfc3339_micro
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 Key = tuple[str, ...]

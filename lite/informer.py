@@ -75,7 +75,6 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
 from sys import intern
 from typing import Any
 
@@ -88,6 +87,7 @@ from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.objects import key_of, namespace_of, rv_of
 from lite.readonly import SharedObjectMutated, freeze
+from lite.records import dataclass
 
 log = logging.getLogger("lite.informer")
 

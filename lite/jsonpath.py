@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any
+
+from lite.records import dataclass
 
 _OPS = ("==", "!=", "<=", ">=", "<", ">")
 _FIELD_CHARS = re.compile(r"[A-Za-z0-9_\-/]")

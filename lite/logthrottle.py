@@ -21,7 +21,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from lite.records import dataclass
 
 Key = tuple[str, int, str, str]
 

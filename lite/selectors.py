@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lite import errors
 from lite.kinds import Kind
+from lite.records import dataclass
 from lite.validation import is_qualified_name, is_valid_label_value
 
 # Operators of the string form; `in`/`notin` print with spaces, Exists/DoesNotExist print no operator.

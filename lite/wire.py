@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 import msgpack
+
+from lite.records import dataclass
 
 PROTOCOL_VERSION = 1
 JOIN_PATH = "/lite/join"

@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import socket
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from lite.agent.serviceenv import ServiceCatalog
 from lite.agent.session import LocalDial
 from lite.agent.stats import AgentStats
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
+from lite.records import dataclass
 
 log = logging.getLogger("lite.agent")
 Obj = dict[str, Any]

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from fractions import Fraction
 from typing import Any
 
 from lite.quantity import parse_quantity
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 CONFIG_ERROR = "CreateContainerConfigError"

@@ -26,7 +26,7 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from lite.netns.bridge import remove_bridge
 from lite.netns.dnsaddr import remove_dns_address
 from lite.netns.nsfs import NETNS_RUN_DIR
 from lite.netns.pod import teardown_pod_network
+from lite.records import dataclass
 
 log = logging.getLogger(__name__)
 HOST_FILE = "host.json"

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from lite import wire
 from lite.agent.runtime.cgroups import PodCgroup
 from lite.objects import rfc3339
+from lite.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ import asyncio
 import contextlib
 import ssl
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
+
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 Connect = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]

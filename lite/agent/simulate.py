@@ -24,7 +24,6 @@ import logging
 import random
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from lite.agent.sim.model import node_ip
@@ -36,6 +35,7 @@ from lite.client import Client
 from lite.controllerkit import guarded, run_workers
 from lite.informer import Informer
 from lite.objects import key_of
+from lite.records import dataclass
 from lite.workqueue import ExponentialBackoff, WorkQueue
 
 log = logging.getLogger("lite.agent.sim")

@@ -10,10 +10,11 @@ with the last one pushed and sends only on change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lite.objects import parse_time, rfc3339
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 

@@ -44,15 +44,16 @@ Stable API (add, don't break):
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from lite.cel.checking import go_type_name, mixed_literals
-from lite.cel.cost import Cost, Shape, estimate, parse
 from lite.cel.errors import CelError, CompileError, CostExceeded, EvalError
 
 if TYPE_CHECKING:
     from cel_expr_python.cel import Type
 
+    from lite.cel.checking import go_type_name, mixed_literals
+    from lite.cel.cost import Cost, Shape, estimate, parse
     from lite.cel.env import (
         MAX_REQUEST_SIZE_BYTES,
         PER_CALL_LIMIT,
@@ -80,12 +81,22 @@ if TYPE_CHECKING:
     MAP_DYN: Type
 
 _TYPES = ("DYN", "STRING", "INT", "UINT", "DOUBLE", "BOOL", "BYTES", "NULL")
+# The pure-Python parts load on first use too: a server with no CEL rules and no bound policy needs only
+# `lite.cel.errors` (the cost model and the type-checking helpers are 0.2 MB of code).
+_LEAVES = {"go_type_name": "checking", "mixed_literals": "checking", "Cost": "cost", "Shape": "cost",
+           "estimate": "cost", "parse": "cost"}
 
 
 def __getattr__(name: str) -> Any:
     """The runtime-backed names, loaded on first use (module `__getattr__`, PEP 562): importing `lite.cel`,
     its errors, `cost` or `projection` does not load cel-expr-python and protobuf (about 15 MB of a server's
-    memory); the first `Environment` does, once."""
+    memory); the first `Environment` does, once. The names from `checking` and `cost` load their module on
+    first use."""
+    leaf = _LEAVES.get(name)
+    if leaf is not None:
+        value = getattr(importlib.import_module(f"lite.cel.{leaf}"), name)
+        globals()[name] = value
+        return value
     if name not in __all__ or name in globals():
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from cel_expr_python.cel import Type as _Type
@@ -95,7 +106,7 @@ def __getattr__(name: str) -> Any:
     values: dict[str, Any] = {t: getattr(_Type, t) for t in _TYPES}
     values.update(Type=_Type, LIST_DYN=_Type.List(_Type.DYN), MAP_DYN=_Type.Map(_Type.STRING, _Type.DYN))
     for n in __all__:
-        if n not in values and n not in globals():
+        if n not in values and n not in globals() and n not in _LEAVES:
             values[n] = getattr(env, n)
     globals().update(values)
     return values[name]

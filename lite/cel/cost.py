@@ -23,8 +23,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
+
+from lite.records import dataclass
 
 MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024
 STRING_FACTOR = 0.1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from cel_expr_python import cel
@@ -36,6 +36,7 @@ from lite.cel.limits import RUNTIME_CEL_COST_BUDGET as RUNTIME_CEL_COST_BUDGET
 from lite.cel.limits import STATIC_ESTIMATED_COST_LIMIT as STATIC_ESTIMATED_COST_LIMIT
 from lite.cel.limits import STATIC_ESTIMATED_CRD_COST_LIMIT as STATIC_ESTIMATED_CRD_COST_LIMIT
 from lite.cel.opaque import OpaqueTypes
+from lite.records import dataclass
 
 _STATUS_PREFIX = re.compile(r"^(?:[A-Z_]+: )")
 _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")

@@ -27,13 +27,13 @@ Invariants: pure (`decl_type`); a `Declarations` only grows, one message per dis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, duration_pb2, struct_pb2, timestamp_pb2
 
 from lite.cel.cost import RESERVED, escape
+from lite.records import dataclass
 
 _F = descriptor_pb2.FieldDescriptorProto
 SCALARS = ("bool", "int", "double", "string", "bytes", "google.protobuf.Timestamp", "google.protobuf.Duration",

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TextIO
+
+from lite.records import dataclass
 
 NAMESPACES = ("net", "pid", "mnt", "uts", "ipc", "cgroup")
 SYSCTL_FORWARD = "net.ipv4.ip_forward"

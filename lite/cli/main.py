@@ -500,6 +500,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lite.agent.runtime.shim import main as shim_main
 
         return shim_main(words[1:])
+    args = _parse(words)
+    if isinstance(args, int):
+        return args
+    return COMMANDS[args.command](args)
+
+
+def _parse(words: list[str]) -> argparse.Namespace | int:
+    """The parsed command line (after config files and LITE_* variables), or the exit code of a usage error.
+    Apart from `main`, so that the parser (every subcommand's flags) is garbage once the command runs."""
     from lite.cli.configfile import ConfigError, expand
 
     parser = build_parser()
@@ -508,8 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"lite: {e}", file=sys.stderr)
         return 2
-    args = parser.parse_args(words)
-    return COMMANDS[args.command](args)
+    return parser.parse_args(words)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,8 @@ import errno
 import ipaddress
 import logging
 
-from pyroute2.iproute.linux import AsyncIPRoute
-from pyroute2.netlink.exceptions import NetlinkError
-
 from lite.netns import nsfs
+from lite.netns.netlink import NetlinkError, Rtnl, hairpin_message
 from lite.netns.nsfs import NetnsRef
 
 log = logging.getLogger(__name__)
@@ -32,7 +30,6 @@ NODE_SYSCTLS = (
     ("net.ipv4.ip_forward", "1"),
     ("net.bridge.bridge-nf-call-iptables", "1"),
 )
-BRPORT_MODE_HAIRPIN = 1
 
 
 async def ensure_bridge(
@@ -44,8 +41,9 @@ async def ensure_bridge(
     try:
         index = await _ensure_link(ipr, name, mtu)
         await _ensure_address(ipr, index, gateway)
-        for port in await bridge_ports(ipr, index):
-            await ipr.brport("set", index=port, mode=BRPORT_MODE_HAIRPIN)
+        ports = await bridge_ports(ipr, index)
+        if ports:
+            await ipr.request([hairpin_message(index=port) for port in ports], "hairpin on")
     finally:
         ipr.close()
     missing = await nsfs.in_netns(node_netns, _write_node_sysctls)
@@ -59,35 +57,30 @@ async def remove_bridge(name: str = "lite0", *, node_netns: NetnsRef = None) -> 
     return await nsfs.remove_link(node_netns, name)
 
 
-async def bridge_ports(ipr: AsyncIPRoute, bridge_index: int) -> list[int]:
+async def bridge_ports(ipr: Rtnl, bridge_index: int) -> list[int]:
     """The ifindexes of the links enslaved to the bridge."""
-    ports = []
-    async for link in await ipr.link("dump"):
-        if link.get("master") == bridge_index:
-            ports.append(int(link["index"]))
-    return ports
+    return [link.index for link in await ipr.links() if link.master == bridge_index]
 
 
-async def _ensure_link(ipr: AsyncIPRoute, name: str, mtu: int) -> int:
-    found = await ipr.link_lookup(ifname=name)
-    if not found:
+async def _ensure_link(ipr: Rtnl, name: str, mtu: int) -> int:
+    index = await ipr.link_index(name)
+    if index is None:
         try:
-            await ipr.link("add", ifname=name, kind="bridge", mtu=mtu)
+            await ipr.add_bridge(name, mtu)
         except NetlinkError as exc:
             if exc.code != errno.EEXIST:  # another agent task created it meanwhile
                 raise
-        found = await ipr.link_lookup(ifname=name)
-    index = int(found[0])
-    await ipr.link("set", index=index, mtu=mtu, state="up")
+        index = (await ipr.link(name)).index
+    await ipr.set_link(index, up=True, mtu=mtu)
     return index
 
 
-async def _ensure_address(ipr: AsyncIPRoute, index: int, gateway: ipaddress.IPv4Interface) -> None:
-    async for addr in await ipr.addr("dump", index=index, family=2):
-        if addr.get("address") == str(gateway.ip) and addr["prefixlen"] == gateway.network.prefixlen:
+async def _ensure_address(ipr: Rtnl, index: int, gateway: ipaddress.IPv4Interface) -> None:
+    for addr in await ipr.addresses():
+        if addr.index == index and addr.address == str(gateway.ip) and addr.prefixlen == gateway.network.prefixlen:
             return
     try:
-        await ipr.addr("add", index=index, address=str(gateway.ip), prefixlen=gateway.network.prefixlen)
+        await ipr.add_address(index, str(gateway.ip), gateway.network.prefixlen)
     except NetlinkError as exc:
         if exc.code != errno.EEXIST:
             raise

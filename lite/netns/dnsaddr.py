@@ -20,9 +20,8 @@ from __future__ import annotations
 import errno
 import socket
 
-from pyroute2.netlink.exceptions import NetlinkError
-
 from lite.netns import nsfs
+from lite.netns.netlink import NetlinkError
 from lite.netns.nsfs import NetnsRef
 
 DNS_LINK = "lo"
@@ -32,10 +31,10 @@ async def ensure_dns_address(ip: str, *, link: str = DNS_LINK, node_netns: Netns
     """`ip/32` on `link` (up) in the node netns; returns the link's ifindex."""
     ipr = await nsfs.open_rtnl(node_netns)
     try:
-        (index,) = await ipr.link_lookup(ifname=link)
-        await ipr.link("set", index=index, state="up")
+        index = (await ipr.link(link)).index
+        await ipr.set_link(index, up=True)
         try:
-            await ipr.addr("add", index=index, address=ip, prefixlen=32)
+            await ipr.add_address(index, ip, 32)
         except NetlinkError as exc:
             if exc.code != errno.EEXIST:
                 raise
@@ -48,11 +47,11 @@ async def remove_dns_address(ip: str, *, link: str = DNS_LINK, node_netns: Netns
     """Take `ip/32` off `link` again; True if it was there. Idempotent."""
     ipr = await nsfs.open_rtnl(node_netns)
     try:
-        found = await ipr.link_lookup(ifname=link)
-        if not found:
+        index = await ipr.link_index(link)
+        if index is None:
             return False
         try:
-            await ipr.addr("del", index=found[0], address=ip, prefixlen=32)
+            await ipr.delete_address(index, ip, 32)
         except NetlinkError as exc:
             if exc.code not in (errno.EADDRNOTAVAIL, errno.ENODEV, errno.ESRCH):
                 raise

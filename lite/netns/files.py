@@ -24,9 +24,10 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from lite.records import dataclass
 
 HOSTS_HEADER = "# Kubernetes-managed hosts file."
 HOSTS_BOILERPLATE = (

@@ -22,8 +22,10 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from lite.records import dataclass
 
 Elements = Mapping[str, str]  # key → value; for plain sets the value is ""
 

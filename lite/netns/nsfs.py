@@ -12,7 +12,7 @@ Invariants:
   Measured on the loaded test VM: a throw-away thread per switch cost ~5 ms of scheduling, the switch ~0.05 ms.
 - The network namespace is per thread, so other threads never see the switch.
 - A netlink socket keeps the namespace it was created in for its whole life, whatever thread uses it later; so a
-  socket opened inside `run_in_netns` is then driven by `AsyncIPRoute` from the event loop.
+  socket opened inside `run_in_netns` is then driven by `netlink.Rtnl` from the event loop.
 - A netns is named by `NetnsRef`: None is the current (host) namespace, a string without "/" is a name under
   /run/netns, anything else is a path to a netns file. None is for the real agent; tests always pass their own.
 - The netns directory is made a shared mount point like iproute2 does, so unmounts propagate to mount namespaces
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from pyroute2.iproute.linux import AsyncIPRoute
+from lite.netns.netlink import NetlinkError, Rtnl
 
 NETNS_RUN_DIR = Path("/run/netns")
 NetnsRef = str | Path | None
@@ -110,29 +110,27 @@ def rtnl_socket_fd() -> int:
     return sock.detach()
 
 
-def rtnl_from_fd(fd: int) -> AsyncIPRoute:
-    """An AsyncIPRoute over an rtnetlink socket fd (takes ownership; close it with `.close()`)."""
-    return AsyncIPRoute(fileno=fd)
+def rtnl_from_fd(fd: int) -> Rtnl:
+    """An `Rtnl` over an rtnetlink socket fd (takes ownership; close it with `.close()`)."""
+    return Rtnl(fd)
 
 
-async def open_rtnl(ref: NetnsRef) -> AsyncIPRoute:
-    """An AsyncIPRoute whose socket lives in netns `ref` (None: the current netns, no thread needed)."""
+async def open_rtnl(ref: NetnsRef) -> Rtnl:
+    """An `Rtnl` whose socket lives in netns `ref` (None: the current netns, no thread needed)."""
     if ref is None:
-        return AsyncIPRoute()
+        return Rtnl()
     return rtnl_from_fd(run_in_netns(ref, rtnl_socket_fd))
 
 
 async def remove_link(ref: NetnsRef, name: str) -> bool:
     """Delete the link `name` in netns `ref`; True if it existed. Idempotent (a link gone meanwhile is False)."""
-    from pyroute2.netlink.exceptions import NetlinkError
-
     ipr = await open_rtnl(ref)
     try:
-        found = await ipr.link_lookup(ifname=name)
-        if not found:
+        index = await ipr.link_index(name)
+        if index is None:
             return False
         try:
-            await ipr.link("del", index=found[0])
+            await ipr.delete_link(index)
         except NetlinkError as exc:
             if exc.code != errno.ENODEV:
                 raise

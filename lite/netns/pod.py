@@ -10,7 +10,7 @@ pod end `eth0` with `<ip>/<prefixlen>`, `lo` up, default route via the gateway (
 Invariants:
 - Fast path without forking or threads (see `nsfs`): a short switched section opens a netlink socket in the
   node netns, unshares a new netns, pins it at the netns file and opens a netlink socket there; the event loop then
-  drives both sockets with AsyncIPRoute. Four round trips in all: bridge lookup; one batch creating the veth
+  drives both sockets (`netlink.Rtnl`). Four round trips in all: bridge lookup; one batch creating the veth
   straight into the pod netns, enslaved and up, plus hairpin; eth0 lookup; one batch with lo up, address, eth0 up
   and the default route.
 - Setup is all or nothing: on failure everything it made is removed before the error propagates.
@@ -29,28 +29,43 @@ import contextlib
 import errno
 import hashlib
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from ipaddress import IPv4Address
 from pathlib import Path
-from socket import AF_INET
-from typing import Any
-
-from pyroute2.iproute.linux import AsyncIPRoute
-from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
-from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK, RTM_NEWROUTE
-from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
-from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
-from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from lite.netns import nsfs
+from lite.netns.netlink import (
+    CREATE,
+    IFF_UP,
+    IFLA_IFNAME,
+    IFLA_INFO_DATA,
+    IFLA_INFO_KIND,
+    IFLA_LINKINFO,
+    IFLA_MASTER,
+    IFLA_MTU,
+    IFLA_NET_NS_FD,
+    RTA_GATEWAY,
+    RTA_OIF,
+    RTM_NEWADDR,
+    RTM_NEWLINK,
+    RTM_NEWROUTE,
+    VETH_INFO_PEER,
+    Message,
+    NetlinkError,
+    Rtnl,
+    address_message,
+    hairpin_message,
+    ifinfo,
+    nest,
+    nla_ip,
+    nla_str,
+    nla_u32,
+    rtmsg,
+    up_message,
+)
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
+from lite.records import dataclass
 
 NETNS_PREFIX = "lite-"
-REQUEST = NLM_F_REQUEST | NLM_F_ACK
-CREATE = REQUEST | NLM_F_CREATE | NLM_F_EXCL
-RT_TABLE_MAIN = 254
 RTPROT_STATIC = 4
 POD_IFNAME = "eth0"
 
@@ -163,81 +178,50 @@ def _create_netns(path: Path) -> tuple[int, int, int]:
     return node_fd, pod_fd, ns_fd
 
 
-async def _add_veth(node: AsyncIPRoute, net: PodNetwork, bridge: str, ns_fd: int, mtu: int, hairpin: bool) -> None:
+async def _add_veth(node: Rtnl, net: PodNetwork, bridge: str, ns_fd: int, mtu: int, hairpin: bool) -> None:
     """Veth created straight into the pod netns, enslaved and up, then hairpin: one batch, one round trip."""
     try:
-        (br,) = await node.link("get", ifname=bridge)
+        br = await node.link(bridge)
     except NetlinkError as exc:
         if exc.code != errno.ENODEV:
             raise
         raise FileNotFoundError(errno.ENODEV, f"bridge {bridge} does not exist (ensure_bridge first)") from None
     # The peer cannot be created up: the kernel opens it before the pair is linked (ENOTCONN); the pod side does.
-    peer = {"attrs": [["IFLA_IFNAME", net.ifname], ["IFLA_NET_NS_FD", ns_fd], ["IFLA_MTU", mtu]]}
-    linkinfo = {"attrs": [["IFLA_INFO_KIND", "veth"], ["IFLA_INFO_DATA", {"attrs": [["VETH_INFO_PEER", peer]]}]]}
-    up = {"index": 0, "flags": IFF_UP, "change": IFF_UP}
-    attrs = [
-        ["IFLA_IFNAME", net.host_ifname],
-        ["IFLA_MTU", mtu],
-        ["IFLA_MASTER", br["index"]],
-        ["IFLA_LINKINFO", linkinfo],
-    ]
-    slave = [["IFLA_INFO_SLAVE_KIND", "bridge"], ["IFLA_INFO_SLAVE_DATA", {"attrs": [["IFLA_BRPORT_MODE", 1]]}]]
-    hairpin_attrs = [["IFLA_IFNAME", net.host_ifname], ["IFLA_LINKINFO", {"attrs": slave}]]
-
-    def batch() -> list[Any]:  # fresh messages per send: pyroute2 stamps sequence numbers into them
-        msgs = [_msg(ifinfmsg, RTM_NEWLINK, CREATE, up, attrs)]
-        if hairpin:  # by name (index 0): RTM_NEWLINK looks the device up by IFLA_IFNAME
-            msgs.append(_msg(ifinfmsg, RTM_NEWLINK, REQUEST, {"index": 0}, hairpin_attrs))
-        return msgs
-
+    peer = ifinfo() + nla_str(IFLA_IFNAME, net.ifname) + nla_u32(IFLA_NET_NS_FD, ns_fd) + nla_u32(IFLA_MTU, mtu)
+    linkinfo = nest(IFLA_LINKINFO, nla_str(IFLA_INFO_KIND, "veth"), nest(IFLA_INFO_DATA, nest(VETH_INFO_PEER, peer)))
+    create = Message(RTM_NEWLINK, CREATE, ifinfo(flags=IFF_UP, change=IFF_UP) + nla_str(IFLA_IFNAME, net.host_ifname)
+                     + nla_u32(IFLA_MTU, mtu) + nla_u32(IFLA_MASTER, br.index) + linkinfo)
+    # by name (index 0): RTM_NEWLINK looks the device up by IFLA_IFNAME
+    batch = [create, hairpin_message(name=net.host_ifname)] if hairpin else [create]
     try:
-        await _batch(node, batch())
+        await node.request(batch, f"veth {net.host_ifname}")
     except NetlinkError as exc:
         if exc.code != errno.EEXIST:
             raise
         # A leftover from a pod whose netns died without teardown: its name is ours (same pod id).
         await _delete_link(node, net.host_ifname)
-        await _batch(node, batch())
+        await node.request(batch, f"veth {net.host_ifname}")
 
 
-async def _configure_pod_side(pod: AsyncIPRoute, net: PodNetwork) -> None:
+async def _configure_pod_side(pod: Rtnl, net: PodNetwork) -> None:
     """lo up, address, eth0 up, default route: one lookup and one batch."""
-    (eth,) = await pod.link("get", ifname=net.ifname)
-    index = eth["index"]
-    ip = str(net.ip)
-    address = {"family": AF_INET, "prefixlen": net.prefixlen, "index": index}
-    route = {"family": AF_INET, "dst_len": 0, "table": RT_TABLE_MAIN, "proto": RTPROT_STATIC, "scope": 0, "type": 1}
-    await _batch(
-        pod,
+    index = (await pod.link(net.ifname)).index
+    route = Message(RTM_NEWROUTE, CREATE, rtmsg(0, protocol=RTPROT_STATIC) + nla_ip(RTA_GATEWAY, net.gateway)
+                    + nla_u32(RTA_OIF, index))
+    await pod.request(
         [
-            _msg(ifinfmsg, RTM_NEWLINK, REQUEST, {"index": 1, "flags": IFF_UP, "change": IFF_UP}, []),  # lo is 1
-            _msg(ifaddrmsg, RTM_NEWADDR, CREATE, address, [["IFA_LOCAL", ip], ["IFA_ADDRESS", ip]]),
-            _msg(ifinfmsg, RTM_NEWLINK, REQUEST, {"index": index, "flags": IFF_UP, "change": IFF_UP}, []),
-            _msg(rtmsg, RTM_NEWROUTE, CREATE, route, [["RTA_GATEWAY", str(net.gateway)], ["RTA_OIF", index]]),
+            up_message(1),  # lo is 1
+            address_message(RTM_NEWADDR, CREATE, index, str(net.ip), net.prefixlen),
+            up_message(index),
+            route,
         ],
+        f"pod network {net.pod_id}",
     )
 
 
-def _msg(cls: Any, msg_type: int, flags: int, fields: Mapping[str, Any], attrs: list[Any]) -> Any:
-    msg = cls()
-    for key, value in fields.items():
-        msg[key] = value
-    msg["attrs"] = attrs
-    msg["header"]["type"] = msg_type
-    msg["header"]["flags"] = flags
-    return msg
-
-
-async def _batch(ipr: AsyncIPRoute, messages: list[Any]) -> None:
-    """Send the requests in one sendmsg; the kernel runs them in order; raises the first NetlinkError."""
-    async for _ in ipr.nlm_request_batch(messages):
-        pass
-
-
-async def _delete_link(ipr: AsyncIPRoute, ifname: str) -> bool:
+async def _delete_link(ipr: Rtnl, ifname: str) -> bool:
     try:
-        (link,) = await ipr.link("get", ifname=ifname)
-        await ipr.link("del", index=link["index"])
+        await ipr.delete_link((await ipr.link(ifname)).index)
     except NetlinkError as exc:
         if exc.code != errno.ENODEV:
             raise
@@ -245,10 +229,9 @@ async def _delete_link(ipr: AsyncIPRoute, ifname: str) -> bool:
     return True
 
 
-async def _link_down(ipr: AsyncIPRoute, ifname: str) -> bool:
+async def _link_down(ipr: Rtnl, ifname: str) -> bool:
     try:
-        (link,) = await ipr.link("get", ifname=ifname)
-        await ipr.link("set", index=link["index"], state="down")
+        await ipr.set_link((await ipr.link(ifname)).index, up=False)
     except NetlinkError as exc:
         if exc.code != errno.ENODEV:
             raise
@@ -263,9 +246,8 @@ async def _is_complete(net: PodNetwork, bridge: str, node_netns: NetnsRef) -> bo
     node = await nsfs.open_rtnl(node_netns)
     try:
         with contextlib.suppress(NetlinkError):
-            (link,) = await node.link("get", ifname=net.host_ifname)
-            (br,) = await node.link("get", ifname=bridge)
-            return bool(link.get("master") == br["index"])
+            link = await node.link(net.host_ifname)
+            return link.master == (await node.link(bridge)).index
         return False
     finally:
         node.close()

@@ -19,10 +19,8 @@ import errno
 from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv4Network
 
-from pyroute2.iproute.linux import AsyncIPRoute
-from pyroute2.netlink.exceptions import NetlinkError
-
 from lite.netns import nsfs
+from lite.netns.netlink import NetlinkError, Rtnl
 from lite.netns.nsfs import NetnsRef
 
 RTPROT_LITE = 77  # a free number in iproute2's rt_protos (user range); marks the routes this module owns
@@ -47,10 +45,8 @@ async def sync_pod_routes(routes: Mapping[str, str], *, node_netns: NetnsRef = N
         for dst, via in desired.items():
             if current.get(dst, (None, None))[0] != via:
                 network = IPv4Network(dst)
-                await ipr.route(
-                    "replace", dst=str(network.network_address), dst_len=network.prefixlen, gateway=via,
-                    proto=RTPROT_LITE,
-                )  # fmt: skip
+                await ipr.replace_route(str(network.network_address), network.prefixlen, gateway=via,
+                                        protocol=RTPROT_LITE)
                 changed.append(dst)
         return {"set": changed, "deleted": deleted}
     finally:
@@ -64,11 +60,9 @@ async def ensure_service_route(
     network = IPv4Network(service_cidr)
     ipr = await nsfs.open_rtnl(node_netns)
     try:
-        (link,) = await ipr.link("get", ifname=bridge)
-        await ipr.route(
-            "replace", dst=str(network.network_address), dst_len=network.prefixlen, oif=link["index"],
-            prefsrc=str(IPv4Address(gateway)), proto=RTPROT_LITE,
-        )  # fmt: skip
+        link = await ipr.link(bridge)
+        await ipr.replace_route(str(network.network_address), network.prefixlen, oif=link.index,
+                                prefsrc=str(IPv4Address(gateway)), protocol=RTPROT_LITE)
     finally:
         ipr.close()
 
@@ -81,21 +75,20 @@ async def remove_service_route(service_cidr: str, *, node_netns: NetnsRef = None
         ipr.close()
 
 
-async def _lite_routes(ipr: AsyncIPRoute) -> dict[str, tuple[str | None, int | None]]:
+async def _lite_routes(ipr: Rtnl) -> dict[str, tuple[str | None, int | None]]:
     """dst → (gateway, oif) of the IPv4 main-table routes carrying RTPROT_LITE."""
     found: dict[str, tuple[str | None, int | None]] = {}
-    async for route in await ipr.route("dump", family=2, table=RT_TABLE_MAIN):
-        if route["proto"] != RTPROT_LITE:
+    for route in await ipr.routes(RT_TABLE_MAIN):
+        if route.protocol != RTPROT_LITE:
             continue
-        dst = f"{route.get('dst') or '0.0.0.0'}/{route['dst_len']}"
-        found[dst] = (route.get("gateway"), route.get("oif"))
+        found[f"{route.dst or '0.0.0.0'}/{route.dst_len}"] = (route.gateway, route.oif)
     return found
 
 
-async def _delete(ipr: AsyncIPRoute, dst: str) -> bool:
+async def _delete(ipr: Rtnl, dst: str) -> bool:
     network = IPv4Network(dst)
     try:
-        await ipr.route("del", dst=str(network.network_address), dst_len=network.prefixlen, proto=RTPROT_LITE)
+        await ipr.delete_route(str(network.network_address), network.prefixlen, protocol=RTPROT_LITE)
     except NetlinkError as exc:
         if exc.code != errno.ESRCH:
             raise

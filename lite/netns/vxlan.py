@@ -13,7 +13,8 @@ Invariants:
 - An unchanged device is not written: setting its MAC (even the same one) would flush its neighbours, and the
   fabric calls `ensure_vxlan` at every sync (each Node event, an agent restart).
 - Everything goes through one rtnetlink socket per call (no fork, no `ip` process).
-Blocking: netlink requests are async; the socket is opened in the node netns by `nsfs.open_rtnl`.
+Blocking: netlink requests are async; the socket is opened in the node netns (`nsfs.rtnl_socket_fd`) and driven by
+pyroute2's AsyncIPRoute (neighbour and FDB messages are pyroute2's; only multi-node clusters load it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import errno
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from ipaddress import IPv4Address, IPv4Network
 
 from pyroute2.iproute.linux import AsyncIPRoute
@@ -31,9 +32,16 @@ from pyroute2.netlink.rtnl.ndmsg import NTF_SELF, NUD_PERMANENT
 from lite.netns import nsfs
 from lite.netns.nsfs import NetnsRef
 from lite.netns.routes import RT_TABLE_MAIN, RTPROT_LITE
+from lite.records import dataclass
 
 RTNH_F_ONLINK = 4
 IFF_UP = 0x1
+
+
+async def _open_ipr(node_netns: NetnsRef) -> AsyncIPRoute:
+    if node_netns is None:
+        return AsyncIPRoute()
+    return AsyncIPRoute(fileno=nsfs.run_in_netns(node_netns, nsfs.rtnl_socket_fd))
 
 
 @dataclass
@@ -48,33 +56,12 @@ class VxlanState:
     fdb_deleted: list[str] = field(default_factory=list)
 
 
-async def uplink_of(node_ip: str, iface: str = "", *, node_netns: NetnsRef = None) -> tuple[str, int]:
-    """(interface name, MTU) of `iface`, else of the interface holding `node_ip`; ("", 1500) when neither."""
-    ipr = await nsfs.open_rtnl(node_netns)
-    try:
-        index = 0
-        if iface:
-            found = await ipr.link_lookup(ifname=iface)
-            index = int(found[0]) if found else 0
-        else:
-            async for addr in await ipr.addr("dump", family=socket.AF_INET):
-                if addr.get("address") == node_ip:
-                    index = int(addr["index"])
-                    break
-        if not index:
-            return "", 1500
-        (link,) = await ipr.link("get", index=index)
-        return str(link.get("ifname")), int(link.get("mtu") or 1500)
-    finally:
-        ipr.close()
-
-
 async def ensure_vxlan(
     device: str, *, vni: int, port: int, local_ip: str, mac: str, mtu: int, address: str,
     uplink: str = "", node_netns: NetnsRef = None,
 ) -> int:  # fmt: skip
     """The VTEP `device` as described (re-created when its VNI, port or local address differ); its ifindex."""
-    ipr = await nsfs.open_rtnl(node_netns)
+    ipr = await _open_ipr(node_netns)
     try:
         found = await ipr.link_lookup(ifname=device)
         if found:
@@ -132,7 +119,7 @@ async def sync_vxlan_peers(
 ) -> VxlanState:  # fmt: skip
     """Make the kernel hold exactly: routes podCIDR → vtep ip (onlink, dev), neighbours ip → mac, fdb mac → ip."""
     state = VxlanState()
-    ipr = await nsfs.open_rtnl(node_netns)
+    ipr = await _open_ipr(node_netns)
     try:
         found = await ipr.link_lookup(ifname=device)
         if not found:

@@ -20,7 +20,6 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lite import errors
@@ -40,6 +39,7 @@ from lite.patch.fieldset import (
 )
 from lite.patch.jsonpatch import json_equal
 from lite.patch.schema import Path, Schema
+from lite.records import dataclass
 
 Entry = dict[str, Any]
 

@@ -14,9 +14,9 @@ Invariants: CA keys are read, never written; every file written is 0600 (through
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from pathlib import Path
 
+from lite.records import dataclass
 from lite.server.certs import RENEW_BEFORE_DAYS, Credentials, ensure_credentials
 from lite.server.config import ServerConfig
 

@@ -31,11 +31,11 @@ import os
 import secrets
 import socket
 import ssl
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lite.der import pem_certificate_validity
+from lite.records import dataclass
 from lite.server.config import ServerConfig
 
 CA_DAYS = 3650

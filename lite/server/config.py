@@ -21,8 +21,9 @@ Invariants: no I/O at import or construction; `ServerConfig` is immutable.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+from lite.records import dataclass
 
 DEFAULT_PORT = 6443
 ROOT_DATA_DIR = "/var/lib/lite"

@@ -32,8 +32,9 @@ until one has served a request.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from lite.records import dataclass
 
 C = TypeVar("C", bound=Hashable)
 

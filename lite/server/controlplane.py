@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from fractions import Fraction
 
 from aiohttp import web
@@ -30,6 +30,7 @@ from lite.errors import ApiError
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
 from lite.quantity import parse_quantity
+from lite.records import dataclass
 from lite.server.admission import build_admission
 from lite.server.admission.defaultstorageclass import ensure_local_path_class
 from lite.server.admission.serviceips import ServiceAllocators

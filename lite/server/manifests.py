@@ -23,7 +23,7 @@ import asyncio
 import hashlib
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from lite.client import Client
 from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.kinds import KindRegistry
+from lite.records import dataclass
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -17,7 +17,8 @@ Invariants:
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+
+from lite.records import dataclass
 
 AUTHENTICATED = "system:authenticated"
 _GROUPS = {"admin": ("system:masters",)}  # the join token's "node" is in no group: it only bootstraps

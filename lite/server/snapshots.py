@@ -26,10 +26,10 @@ import shutil
 import socket
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from lite.cron import parse as parse_cron
+from lite.records import dataclass
 
 log = logging.getLogger(__name__)
 DEFAULT_NAME = "lite-snapshot"

@@ -82,3 +82,66 @@ def test_the_default_trust_store_loads_at_the_first_handshake(creds: tuple[Path,
 
 def test_imported_as_usual_the_store_was_read_at_import(creds: tuple[Path, Path, Path], tmp_path: Path) -> None:
     assert get_with_default_trust("usual", creds, tmp_path) == "unverified"
+
+
+MIMETYPES = r'''
+import hashlib, json, mimetypes, sys
+if sys.argv[1] == "deferred":
+    from lite.lazycerts import import_aiohttp
+    assert import_aiohttp()
+else:
+    import aiohttp.web
+from aiohttp.web_fileresponse import CONTENT_TYPES
+table = json.dumps([CONTENT_TYPES.types_map, CONTENT_TYPES.encodings_map, CONTENT_TYPES.suffix_map], sort_keys=True)
+inited = mimetypes.inited
+print(hashlib.sha256(table.encode()).hexdigest(), inited, mimetypes.guess_type("clip.webm")[0], mimetypes.inited)
+'''
+
+
+def test_aiohttp_web_leaves_the_process_wide_mimetypes_database_to_its_first_use() -> None:
+    """After `import_aiohttp` the system's mime.types files are not read yet (mimetypes uninitialised), aiohttp's
+    own table is the one a plain import builds, and the first use of mimetypes initialises it as usual."""
+    deferred, usual = (subprocess.run([sys.executable, "-c", MIMETYPES, mode], capture_output=True, text=True,
+                                      timeout=60, check=True).stdout.split() for mode in ("deferred", "usual"))
+    assert deferred[1:] == ["False", "video/webm", "True"]
+    assert usual[1:] == ["True", "video/webm", "True"]
+    assert deferred[0] == usual[0]  # aiohttp's FileResponse table is the same either way
+
+
+FROZENLIST = r'''
+import asyncio, os, sys
+from lite.lazycerts import import_aiohttp
+assert import_aiohttp()
+import aiohttp.web
+from frozenlist import FrozenList
+
+async def main() -> list[str]:
+    seen: list[str] = []
+    app = aiohttp.web.Application()
+
+    async def on_prepare(request, response):
+        seen.append(request.path)
+
+    app.on_response_prepare.append(on_prepare)  # aiohttp's signals are FrozenLists
+    app.router.add_get("/x", lambda request: aiohttp.web.Response(text="ok"))
+    runner = aiohttp.web.AppRunner(app)
+    await runner.setup()
+    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/x") as r:
+        seen.append(await r.text())
+    await runner.cleanup()
+    return seen
+
+print(asyncio.run(main()), FrozenList.__module__, "frozenlist._frozenlist" in sys.modules,
+      "FROZENLIST_NO_EXTENSIONS" in os.environ, any("libstdc++" in l for l in open("/proc/self/maps")))
+'''
+
+
+def test_aiohttp_runs_on_the_pure_python_frozenlist_without_libstdcxx() -> None:
+    """After `import_aiohttp` frozenlist is its pure-Python form (no C++ extension, no libstdc++ mapped), the
+    environment variable that chose it is gone again, and aiohttp's signals still fire."""
+    out = subprocess.run([sys.executable, "-c", FROZENLIST], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["['/x',", "'ok']", "frozenlist", "False", "False", "False"]

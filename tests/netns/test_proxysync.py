@@ -168,9 +168,7 @@ def udp_flows(netns: str, *targets: tuple[str, int]) -> None:
 async def count_udp(netns: str) -> int:
     ct = await conntrack.open_conntrack(netns)
     try:
-        return len(
-            [e async for e in await ct.dump_entries(tuple_orig=conntrack.NFCTAttrTuple(proto=socket.IPPROTO_UDP))]
-        )
+        return len(await conntrack.entries(ct, socket.AF_INET, socket.IPPROTO_UDP))
     finally:
         ct.close()
 

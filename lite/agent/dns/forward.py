@@ -28,8 +28,9 @@ import secrets
 import struct
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
+
+from lite.records import dataclass
 
 if TYPE_CHECKING:
     from dnslib import DNSRecord

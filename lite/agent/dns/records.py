@@ -34,8 +34,9 @@ from __future__ import annotations
 import ipaddress
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from lite.records import dataclass
 
 Obj = Mapping[str, Any]
 Key = tuple[str, str]  # (namespace, service name)

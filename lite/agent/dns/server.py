@@ -37,12 +37,12 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lite.agent.dns.forward import Cached, Forwarder
 from lite.agent.dns.records import CNAME, NOERROR, SERVFAIL, Prepared
 from lite.agent.dns.zone import ClusterZone
+from lite.records import dataclass
 
 if TYPE_CHECKING:
     from dnslib import DNSRecord

@@ -79,7 +79,7 @@ class Fabric:
 
     async def prepare(self, backend: str, pod_cidr: str, cluster_cidr: str) -> int:
         """Take the server's choices; returns the MTU the bridge and pod veths must use."""
-        from lite.netns.vxlan import uplink_of
+        from lite.netns.uplink import uplink_of
 
         self.backend, self.pod_cidr, self.cluster_cidr = backend, pod_cidr, cluster_cidr
         uplink_mtu = 1500

@@ -20,9 +20,10 @@ Invariants:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
+
+from lite.records import dataclass
 
 VNI = 1
 VXLAN_PORT = 8472  # flannel's (and the Linux kernel's legacy) VXLAN port

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from lite.agent.runtime.container import ContainerHandle, Runtime
 from lite.agent.status import ContainerRecord
 from lite.netns.ipam import Ipam
 from lite.netns.nsfs import NetnsRef
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 

@@ -18,7 +18,7 @@ import hashlib
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from lite.agent.images.manifests import Descriptor, descriptor, parse_image_mani
 from lite.agent.images.reference import parse
 from lite.agent.images.store import ContentStore
 from lite.agent.images.unpack import GZIP_MAGIC
+from lite.records import dataclass
 
 if TYPE_CHECKING:
     import tarfile  # loaded by the first pull or import (an idle agent with cached images never unpacks)

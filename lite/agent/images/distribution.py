@@ -26,7 +26,6 @@ import re
 import ssl
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ import aiohttp
 from lite.agent.images.errors import DigestMismatchError, ImageNotFoundError, ImagePullError
 from lite.agent.images.reference import SHA256_DIGEST
 from lite.agent.images.registries import Credentials, Endpoint, TLSConfig
+from lite.records import dataclass
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"

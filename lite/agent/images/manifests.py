@@ -8,10 +8,10 @@ Docker schema 1 is refused, as containerd 2 does. Index entries whose platform i
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
 from typing import Any
 
 from lite.agent.images.errors import ImagePullError
+from lite.records import dataclass
 
 _MACHINE_TO_ARCH = {
     "x86_64": ("amd64", ""),

@@ -14,7 +14,6 @@ import asyncio
 import json
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -32,6 +31,7 @@ from lite.agent.images.manifests import (
 from lite.agent.images.reference import ImageRef
 from lite.agent.images.registries import Endpoint
 from lite.agent.images.store import ContentStore
+from lite.records import dataclass
 
 _MAX_INDEX_DEPTH = 4
 # network and disk failures (ENOSPC, reset connections, read timeouts): reported as ErrImagePull

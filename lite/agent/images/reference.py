@@ -8,9 +8,9 @@ Invariant: `str(ImageRef)` is the fully qualified, normalised form and parses ba
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from lite.agent.images.errors import InvalidImageNameError
+from lite.records import dataclass
 
 DOCKER_HUB = "docker.io"
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")

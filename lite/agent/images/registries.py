@@ -34,7 +34,7 @@ import fnmatch
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from lite.agent.images.reference import DOCKER_HUB, ImageRef
+from lite.records import dataclass
 
 DOCKER_HUB_ENDPOINT = "https://registry-1.docker.io/v2"
 _DOCKER_HUB_ALIASES = {"docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"}

@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +44,7 @@ from lite.agent.images.pull import TRANSIENT_ERRORS, Puller, Resolved
 from lite.agent.images.reference import ImageRef, parse
 from lite.agent.images.registries import RegistriesConfig
 from lite.agent.images.store import ContentStore, ImageRecord, write_atomic
+from lite.records import dataclass
 
 log = logging.getLogger(__name__)
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]

@@ -28,12 +28,13 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 
 from lite.agent.images.errors import DigestMismatchError, ImagePullError
 from lite.agent.images.reference import SHA256_DIGEST
 from lite.agent.images.unpack import unpack_layer
+from lite.records import dataclass
 
 log = logging.getLogger(__name__)
 _HEX = re.compile(r"[a-f0-9]{64}")

@@ -28,10 +28,11 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lite.errors import ApiError
+from lite.records import dataclass
 from lite.selectors import LabelSelector
 
 PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})

@@ -21,9 +21,10 @@ deterministic.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from ipaddress import IPv4Address
 from typing import Any
+
+from lite.records import dataclass
 
 Obj = Mapping[str, Any]
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"

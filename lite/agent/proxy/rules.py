@@ -44,11 +44,11 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lite.agent.proxy.endpoints import Endpoint, ServicePort, service_ports
 from lite.netns.nftstate import Chain, Set, Table
+from lite.records import dataclass
 
 MASQ_MARK = "0x4000"
 KEY3 = "ipv4_addr . inet_proto . inet_service"

@@ -9,9 +9,10 @@ import errno
 import os
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from lite.records import dataclass
 
 CFS_PERIOD_US = 100_000
 MIN_SHARES = 2

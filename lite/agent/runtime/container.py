@@ -27,7 +27,6 @@ import signal
 import struct
 import sys
 import termios
-from dataclasses import dataclass
 from pathlib import Path
 
 from lite.agent.runtime.attach import CLOSE_STDIN, HEADER, RESIZE, STDIN, STDOUT, frame, short_path
@@ -44,6 +43,7 @@ from lite.agent.runtime.state import (
     write_atomic,
 )
 from lite.agent.runtime.zygote import ZygoteClient
+from lite.records import dataclass
 
 __all__ = ["Attachment", "ContainerHandle", "ContainerSpec", "ContainerStartError", "ExecProcess", "ExitStatus",
            "Mount", "ProcessRuntime", "Runtime", "shim_command"]

@@ -17,7 +17,8 @@ import ctypes
 import os
 import platform
 import struct
-from dataclasses import dataclass
+
+from lite.records import dataclass
 
 BLOCK, CHAR = 1, 2
 ACCESS = {"m": 1, "r": 2, "w": 4}

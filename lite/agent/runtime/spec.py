@@ -7,8 +7,10 @@ through `<state_dir>/spec.json`. Imports only the stdlib so the shim starts fast
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
+
+from lite.records import dataclass
 
 PAUSE = "lite:pause"  # argv [PAUSE]: init holds the pod's pid namespace and reaps orphans, execs nothing
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from lite.records import dataclass
 
 SPEC = "spec.json"
 SHIM = "shim.json"

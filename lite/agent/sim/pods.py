@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from lite.agent.sim.model import running_status, terminated_status
@@ -35,6 +34,7 @@ from lite.client import Client
 from lite.errors import ApiError
 from lite.informer import Informer
 from lite.objects import is_deleting, parse_time, rfc3339, split_key
+from lite.records import dataclass
 
 log = logging.getLogger("lite.agent.sim")
 

@@ -14,9 +14,10 @@ Invariants: pure; every malformed value raises ValueError with a message fit for
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from lite.quantity import parse_quantity
+from lite.records import dataclass
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
+
+from lite.records import dataclass
 
 
 @dataclass(frozen=True)

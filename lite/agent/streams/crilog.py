@@ -22,7 +22,8 @@ import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+
+from lite.records import dataclass
 
 FOLLOW_POLL = 0.2
 CHUNK = 64 * 1024

@@ -22,9 +22,10 @@ admission the ResourceQuota controller shares.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from lite.kinds import KindRegistry
+from lite.records import dataclass
 from lite.server.admission.certsubjectrestriction import subject_restriction
 from lite.server.admission.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.admission.defaultstorageclass import DefaultStorageClass

@@ -15,9 +15,8 @@ Invariants: the hook reads only the in-memory policy index.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from lite.errors import ApiError, not_found
+from lite.records import dataclass
 from lite.server.api.strategies.base import Admission
 from lite.server.authz.attrs import Attributes, RequestInfo
 from lite.server.authz.chain import MASTERS, AuthorizerChain

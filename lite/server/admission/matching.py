@@ -18,10 +18,10 @@ parsing validates every key and value, so callers on the request path pass a mem
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lite.errors import ApiError
+from lite.records import dataclass
 from lite.selectors import LabelSelector
 
 Obj = dict[str, Any]

@@ -18,8 +18,7 @@ twice, so no plugin can be added outside the list.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from lite.records import dataclass
 from lite.server.api.strategies.base import AdmissionHook
 
 # Upstream's AllOrderedPlugins, restricted to what lite runs, plus the two storage steps named above.

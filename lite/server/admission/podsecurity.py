@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lite import errors
@@ -32,6 +31,7 @@ from lite.client import Client
 from lite.errors import ApiError, Cause
 from lite.kinds import Kind, KindRegistry
 from lite.patch import json_equal
+from lite.records import dataclass
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.api.admissionwarnings import add_warning
 from lite.server.api.strategies import Admission

@@ -13,8 +13,9 @@ word for word as upstream's (`pluralize`, `joinQuote` as upstream's helpers).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
+
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 LEVELS = ("privileged", "baseline", "restricted")

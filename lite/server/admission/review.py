@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import orjson
 
 from lite.errors import ApiError
+from lite.records import dataclass
 from lite.server.admission.matching import Attributes
 
 Obj = dict[str, Any]

@@ -40,7 +40,6 @@ import logging
 import ssl
 import uuid
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -55,6 +54,7 @@ from lite.kinds import Kind, KindRegistry
 from lite.objects import deep_copy
 from lite.patch import json_equal
 from lite.patch.jsonpatch import json_patch
+from lite.records import dataclass
 from lite.selectors import LabelSelector
 from lite.server.admission import callerrors, equivalent, matching, review, versioned
 from lite.server.admission.matching import Attributes

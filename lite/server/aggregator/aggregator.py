@@ -28,7 +28,6 @@ import logging
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -39,6 +38,7 @@ from lite import errors
 from lite.client import Client
 from lite.kinds import Kind, KindRegistry
 from lite.objects import rfc3339
+from lite.records import dataclass
 from lite.server.aggregator.proxy import UNAVAILABLE, proxy, ssl_context
 from lite.server.aggregator.resolve import Backend, Unavailable, backend, service_ref
 from lite.server.bootstrap import AUTOMANAGED, local_apiservice, local_status

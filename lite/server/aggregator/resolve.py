@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
 from typing import Any
+
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 

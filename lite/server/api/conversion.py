@@ -27,7 +27,6 @@ import binascii
 import ssl
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -35,6 +34,7 @@ import orjson
 
 from lite.errors import ApiError
 from lite.kinds import Kind
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 REVIEW_VERSION = "apiextensions.k8s.io/v1"

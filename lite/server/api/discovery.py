@@ -20,10 +20,10 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lite.kinds import Kind, KindRegistry
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 

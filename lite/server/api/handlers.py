@@ -19,7 +19,7 @@ import importlib
 import inspect
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 import orjson
@@ -35,6 +35,7 @@ from lite.errors import (
     too_large,
 )
 from lite.kinds import Kind, KindRegistry
+from lite.records import dataclass
 from lite.server.api import componentstatus, fieldvalidation, negotiate, params, reviews
 from lite.server.api.connectoptions import connect_options
 from lite.server.api.discovery import Discovery

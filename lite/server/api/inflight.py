@@ -37,9 +37,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from aiohttp import web
+
+from lite.records import dataclass
 
 READONLY = "readOnly"  # upstream's metric label values for the two budgets
 MUTATING = "mutating"

@@ -18,12 +18,12 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from lite.kinds import Kind, KindRegistry
+from lite.records import dataclass
 from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.openapi_paths import path_items
 from lite.server.api.openapi_v2 import swagger_document

@@ -13,12 +13,15 @@ Invariants:
 - Unknown field numbers are skipped (newer clients may send fields this table lacks).
 - Unknown types raise 415 UnsupportedMediaType naming the type; malformed bytes raise 400 BadRequest.
 - Pure, synchronous and bounded: no I/O, nesting depth capped.
+- The generated tables are compact text (one string per message); a message's table is parsed the first time a
+  body contains it and kept (`_table`, one entry per message type at most: ~400).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import struct
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -224,7 +227,7 @@ def _message(name: str, buf: bytes, depth: int) -> Any:
     special = _SPECIAL.get(name)
     if special is not None:
         return special(buf)
-    table = MESSAGES.get(name)
+    table = _table(name)
     if table is None:
         raise unsupported_media_type(f"protobuf decoding of {name} is not supported")
     out: dict[str, Any] = {}
@@ -251,7 +254,21 @@ def _message(name: str, buf: bytes, depth: int) -> Any:
     return _drop_zeros(table, out)
 
 
-def _drop_zeros(table: dict[int, tuple[str, str]], out: dict[str, Any]) -> dict[str, Any]:
+@functools.cache
+def _table(name: str) -> Mapping[int, tuple[str, str]] | None:
+    """Field number -> (JSON name, type) of message `name`, parsed from its `number jsonName type;...` text;
+    None for a message the tables do not have. Read-only: shared by every decode."""
+    text = MESSAGES.get(name)
+    if text is None:
+        return None
+    table: dict[int, tuple[str, str]] = {}
+    for item in text.split(";"):
+        num, key, typ = item.split(" ")
+        table[int(num)] = (key, typ)
+    return MappingProxyType(table)
+
+
+def _drop_zeros(table: Mapping[int, tuple[str, str]], out: dict[str, Any]) -> dict[str, Any]:
     """Remove what Go's JSON encoder would omit: zero non-pointer scalars and zero (null) times."""
     for key, typ in table.values():
         if key not in out:

@@ -21,12 +21,12 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import orjson
 
 from lite.errors import Cause
+from lite.records import dataclass
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lite.quantity import parse_quantity
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 

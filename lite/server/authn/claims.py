@@ -16,9 +16,9 @@ Invariants:
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
+from lite.records import dataclass
 from lite.server.requestuser import UserInfo
 
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"

@@ -20,8 +20,8 @@ no rule matches unless it says `*`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from lite.records import dataclass
 from lite.server.requestuser import UserInfo
 
 _SPECIAL_VERBS = frozenset({"proxy", "watch"})

@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from lite.errors import ApiError
+from lite.records import dataclass
 from lite.server.authz import rbac
 from lite.server.authz.attrs import Attributes, RequestInfo
 from lite.server.authz.index import PolicyIndex

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from lite.client import Client
 from lite.informer import Informer
 from lite.kinds import Kind, KindRegistry
+from lite.records import dataclass
 from lite.server.authz.rules import Rule, rules_from
 from lite.server.requestuser import UserInfo
 

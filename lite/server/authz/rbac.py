@@ -14,8 +14,9 @@ role resolution errors met (`RBAC: clusterrole.rbac.authorization.k8s.io "x" not
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from lite.records import dataclass
 from lite.server.authz.attrs import Attributes
 from lite.server.authz.index import Binding, PolicyIndex
 from lite.server.authz.rules import ALL, Rule, allows

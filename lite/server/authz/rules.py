@@ -17,9 +17,9 @@ Invariants: pure; rules are immutable once parsed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from lite.records import dataclass
 from lite.server.authz.attrs import RequestInfo
 
 ALL = "*"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from lite.client import Client
@@ -28,6 +27,7 @@ from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.objects import rfc3339
+from lite.records import dataclass
 from lite.server.controllers.runtime import Controller, builtin
 
 Obj = dict[str, Any]

@@ -15,11 +15,11 @@ Invariants: no I/O, exact arithmetic (Fractions), results reproducible.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from lite.quantity import parse_quantity
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 TOLERANCE = Fraction(1, 10)

@@ -17,7 +17,8 @@ loop may swap it); other keys than `core/secrets/` pass through untouched.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+from lite.records import dataclass
 
 PREFIX = b"k8s:enc:aesgcm:v1:"
 SEALED_KEYS = ("core/secrets/",)

@@ -28,7 +28,6 @@ import asyncio
 import base64
 import binascii
 import contextlib
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -36,6 +35,7 @@ from aiohttp import WSMsgType, web
 
 from lite import wire
 from lite.errors import bad_request
+from lite.records import dataclass
 from lite.server.join.tunnel import AgentStream
 
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255

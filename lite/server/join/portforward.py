@@ -26,13 +26,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from lite import wire
 from lite.errors import ApiError, bad_request
+from lite.records import dataclass
 from lite.server.join import spdy
 from lite.server.join.exec_ws import Subprotocol, offered_subprotocols, refuse_subprotocols
 from lite.server.join.tunnel import AgentStream

@@ -15,7 +15,9 @@ import asyncio
 import struct
 import zlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from lite.records import dataclass
 
 # The SPDY/3 header-compression dictionary (draft 3, section 2.6.10.1): length-prefixed words, then a tail.
 _DICT_WORDS = (

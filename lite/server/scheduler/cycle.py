@@ -14,9 +14,10 @@ Invariants:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from lite.records import dataclass
 from lite.server.scheduler.framework import Failure, FilterPlugin
 from lite.server.scheduler.podinfo import PodInfo
 from lite.server.scheduler.registry import Plugins, Profile

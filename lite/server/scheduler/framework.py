@@ -13,9 +13,9 @@ a plugin object holds only its configuration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lite.records import dataclass
 from lite.server.scheduler.podinfo import PodInfo
 from lite.server.scheduler.snapshot import NodeInfo, Snapshot
 

@@ -19,13 +19,14 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from lite.client import Obj
 from lite.quantity import to_int, to_milli
+from lite.records import dataclass
 from lite.selectors import DOES_NOT_EXIST, EXISTS, GT, IN, LT, NOT_IN, LabelSelector, Requirement
 
 DEFAULT_MILLI_CPU = 100

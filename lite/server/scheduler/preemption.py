@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from lite.records import dataclass
 from lite.selectors import LabelSelector
 from lite.server.scheduler.cycle import Algorithm, fit_error_message
 from lite.server.scheduler.framework import Failure

@@ -23,8 +23,8 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from lite.records import dataclass
 from lite.server.scheduler.podinfo import PodInfo
 
 INITIAL_BACKOFF = 1.0

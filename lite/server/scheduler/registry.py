@@ -6,8 +6,7 @@ Filter order decides which reason a node reports: the first failing filter wins,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from lite.records import dataclass
 from lite.server.scheduler.framework import FilterPlugin, ScorePlugin
 from lite.server.scheduler.plugins.balancedallocation import BalancedAllocation
 from lite.server.scheduler.plugins.imagelocality import ImageLocality

@@ -17,11 +17,11 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from lite.client import Obj
+from lite.records import dataclass
 from lite.server.scheduler.podinfo import PodInfo, Resources, parse_resources
 from lite.server.scheduler.spreadcount import SpreadIndex
 

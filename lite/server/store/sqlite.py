@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+from lite.records import dataclass
 from lite.server.store.checkpoint import WRITER_GUARD_PAGES
 from lite.server.store.faults import quick_check
 

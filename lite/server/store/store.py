@@ -32,11 +32,11 @@ import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
 
+from lite.records import dataclass
 from lite.server.store import faults
 from lite.server.store.checkpoint import Checkpointer
 from lite.server.store.errors import (

@@ -25,13 +25,13 @@ cannot refuse.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from lite.cel.cost import CappedShape, Shape, bounded_cost
 from lite.cel.limits import MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET
+from lite.records import dataclass
 
 if TYPE_CHECKING:
     from lite.cel.env import Program

@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from cel_expr_python import cel
 
 from lite.cel.cost import member_calls
 from lite.cel.env import Activation, CompileError, Environment, Function, Program
+from lite.records import dataclass
 
 AUTHORIZER = "kubernetes.authorization.Authorizer"
 GROUP_CHECK = "kubernetes.authorization.GroupCheck"

@@ -16,8 +16,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from lite.records import dataclass
 
 MAX_MESSAGE_BYTES = 5 * 1024
 MAX_AUDIT_VALUE = 10 * 1024

@@ -9,11 +9,11 @@ back to exact evaluation, which gives upstream's decision.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lite.cel.cost import tokenize
 from lite.cel.projection import Paths
+from lite.records import dataclass
 
 if TYPE_CHECKING:
     from lite.cel.env import Program

@@ -26,22 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from lite.cel import projection
 from lite.cel.errors import CelError
 from lite.client import Client
 from lite.errors import ApiError, Cause
 from lite.informer import Informer
 from lite.kinds import Kind, KindRegistry
+from lite.records import dataclass
 from lite.selectors import LabelSelector
 from lite.server.admission import equivalent, review, versioned
 from lite.server.admission.matching import Attributes, parse_selector
 from lite.server.admission.namespaces import NamespaceLabels
-from lite.server.admission.policy import budget, decide, matching
-from lite.server.admission.policy.plain import Plan, bind_once, no_selectors, plain_elements
 from lite.server.admission.policy.status import PolicyStatus
 from lite.server.api.admissionwarnings import add_warning
 from lite.server.api.conversion import Converter
@@ -52,8 +50,11 @@ from lite.server.authz.chain import AuthorizerChain
 from lite.server.requestuser import UserInfo, current_user
 
 if TYPE_CHECKING:
+    from lite.cel import projection
     from lite.cel.env import Program
+    from lite.server.admission.policy import budget, decide
     from lite.server.admission.policy.celenv import AuthzDecision, PolicyEnv
+    from lite.server.admission.policy.plain import Plan
 
 log = logging.getLogger("lite.admission")
 audit = logging.getLogger("lite.audit")
@@ -71,7 +72,14 @@ class Compiled:
     variables: list[tuple[str, Program]] = field(default_factory=list)
     validations: list[tuple[Obj, Program, Program | None]] = field(default_factory=list)
     audits: list[tuple[str, str, Program]] = field(default_factory=list)
-    safe_size: int = budget.UNBOUNDED  # values no longer than this cannot go over a cost limit (budget.py)
+    safe_size: int = field(default_factory=lambda: _unbounded())  # values no longer than this cannot go over a
+    # cost limit (budget.py)
+
+
+def _unbounded() -> int:
+    from lite.server.admission.policy.budget import UNBOUNDED
+
+    return UNBOUNDED
 
 
 class PolicyAdmission:
@@ -146,6 +154,8 @@ class PolicyAdmission:
     def _rules_match(self, m: Obj, a: Attributes, rules_required: bool) -> bool:
         """`matching.resource_rules_match`, remembered per match block of the current policy set and request
         kind (operation, resource, version, scope) unless the block's rules name objects."""
+        from lite.server.admission.policy import matching
+
         if not self._memo or matching.name_dependent(m):
             return matching.resource_rules_match(m, a, rules_required=rules_required)
         key = (id(m), rules_required, a.operation, a.group, a.version, a.resource, a.subresource, a.namespaced)
@@ -179,6 +189,9 @@ class PolicyAdmission:
             bound = await self._bound()
         if not bound:
             return
+        from lite.server.admission.policy import budget, decide  # with `plain`: loaded by the first bound policy
+        from lite.server.admission.policy.plain import Plan
+
         k = adm.request_kind
         family = equivalent.family_of(self.families, self.kinds, k)
         plan: Plan | None
@@ -238,6 +251,10 @@ class PolicyAdmission:
         binding that applies whole) as one CEL conjunction (`a && b && ...`), judged at once (the request
         passes them all, or every policy is then evaluated exactly); the others one by one. Remembered per
         request kind."""
+        from lite.cel import projection
+        from lite.server.admission.policy import budget, matching
+        from lite.server.admission.policy.plain import Plan, bind_once, no_selectors
+
         key = (a.operation, a.group, a.version, a.resource, a.subresource, a.namespaced)
         got = self._plans.get(key) if self._memo else None
         if got is not None:
@@ -285,6 +302,8 @@ class PolicyAdmission:
         """The policy's validations as elements of the plain path's list (each true when the validation passes
         or the matchConditions exclude the request; variables bound with `cel.bind`), or None when it has
         params or audit annotations or its rewritten expressions do not compile. Remembered per revision."""
+        from lite.server.admission.policy.plain import plain_elements
+
         meta = policy.get("metadata") or {}
         key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
         if key in self._elements:
@@ -304,6 +323,9 @@ class PolicyAdmission:
     def _binding_applies_whole(self, m: Any, a: Attributes) -> bool:
         """Whether a binding's matchResources lets every request of `a`'s kind through (so the plain path may
         judge it without looking at the request's object or namespace)."""
+        from lite.server.admission.policy import matching
+        from lite.server.admission.policy.plain import no_selectors
+
         if m is None:
             return True
         return isinstance(m, dict) and not matching.name_dependent(m) and no_selectors(m) \
@@ -349,6 +371,8 @@ class PolicyAdmission:
 
     async def _evaluate(self, ctx: _Request, c: Compiled, fp: str, pname: str, bname: str, actions: list[str],
                         param: Obj | None, out: decide.Outcome, annotations: dict[str, list[str]]) -> None:
+        from lite.server.admission.policy import budget, decide
+
         data = await ctx.full(param)
         try:
             act = ctx.shared if param is None and ctx.shared is not None else self.env.activation(data)
@@ -446,6 +470,8 @@ class PolicyAdmission:
     # ---- compile, params -----------------------------------------------------------------------------
 
     def _compile(self, policy: Obj) -> Compiled:
+        from lite.server.admission.policy import budget
+
         meta = policy.get("metadata") or {}
         key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
         got = self._compiled.get(key)
@@ -566,6 +592,8 @@ class _Request:
 
     async def constraints_kind(self, m: Any) -> Kind | None:
         """The kind whose version the policy with matchConstraints `m` sees the request in; None: no match."""
+        from lite.server.admission.policy import matching
+
         if not self.family:
             return self.kind if await self.matches(m, rules_required=True) else None
         seen = matching.constraints_kind(m, self.requested, self.adm.request_kind, self.family)
@@ -573,6 +601,8 @@ class _Request:
 
     async def binding_matches(self, m: Any) -> bool:
         """Whether a binding's matchResources `m` selects the request."""
+        from lite.server.admission.policy import matching
+
         if not self.family:
             return await self.matches(m, rules_required=False)
         if not isinstance(m, dict):
@@ -603,6 +633,8 @@ class _Request:
         return await self._selectors_match(m)
 
     async def _selectors_match(self, m: Obj) -> bool:
+        from lite.server.admission.policy import matching
+
         labels = None
         if matching.needs_namespace_labels(m, self.a, self.plugin._parse):
             ns = await self.namespace()
@@ -613,6 +645,8 @@ class _Request:
         """The runtime activation of the plain path: no params, and of the other variables only those the
         combined program `reads` (the request, namespace and authorizer values cost a little to make); of the
         JSON variables only the `paths` it can read (the runtime converts what it is given, whole)."""
+        from lite.cel import projection
+
         if "authorizer" in reads:
             if self.shared is None:
                 self.shared = self.plugin.env.activation(await self.full(None))
@@ -659,6 +693,8 @@ class _Request:
 def _plain_data(adm: Admission, paths: dict[str, projection.Paths | None] | None) -> Obj:
     """The plain path's variables when it reads only `object` and `oldObject` (null on CREATE, as upstream):
     of each, the `paths` the combined program can read."""
+    from lite.cel import projection
+
     old = adm.old if adm.operation != "CREATE" else None
     if paths is None:
         return {"object": adm.obj, "oldObject": old, "params": None}
@@ -668,6 +704,8 @@ def _plain_data(adm: Admission, paths: dict[str, projection.Paths | None] | None
 
 def _run_with(prog: Program, env: PolicyEnv, data: Obj) -> Any:
     """`_run` over a fresh activation of `data` (a conversion failure is the expression's failure)."""
+    from lite.server.admission.policy import decide
+
     try:
         return _run(prog, env.activation(data))
     except CelError as e:
@@ -677,6 +715,8 @@ def _run_with(prog: Program, env: PolicyEnv, data: Obj) -> Any:
 def _metered(prog: Program, act: Any, meter: budget.Meter | None, left: int) -> tuple[Any, int]:
     """(`_run`'s result, what is left of the budget after it; -1: it ran out). An expression over the per-call
     limit fails without running (upstream cancels it there)."""
+    from lite.server.admission.policy import budget, decide
+
     if meter is None:
         return _run(prog, act), left
     cost = meter.cost(prog)
@@ -690,6 +730,8 @@ def _metered(prog: Program, act: Any, meter: budget.Meter | None, left: int) -> 
 
 
 def _run(prog: Program, act: Any) -> Any:
+    from lite.server.admission.policy import decide
+
     try:
         return prog.eval(act)
     except CelError as e:

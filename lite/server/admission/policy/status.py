@@ -15,7 +15,6 @@ from lite.client import Client
 from lite.errors import ApiError
 from lite.informer import Informer
 from lite.kinds import KindRegistry
-from lite.server.admission.policy import typecheck
 from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.typecheck import Node
 
@@ -51,6 +50,8 @@ class PolicyStatus:
         status = policy.get("status") or {}
         if status.get("observedGeneration") == generation:
             return
+        from lite.server.admission.policy import typecheck  # loaded with the first policy (0.1 MB with its deps)
+
         spec = policy.get("spec") or {}
         schemas: list[tuple[str, Node]] = []
         for group, version, resource in typecheck.matched_kinds(spec):

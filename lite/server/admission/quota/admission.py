@@ -52,7 +52,7 @@ import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from fractions import Fraction
 from typing import Any
 
@@ -60,6 +60,7 @@ from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
 from lite.quantity import format_nano
+from lite.records import dataclass
 from lite.server.admission.quota import usage as u
 from lite.server.admission.quota.limitranger import Checked, Revisions
 from lite.server.api.strategies import Admission

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -28,6 +27,7 @@ from lite import errors
 from lite.client import Client
 from lite.kinds import Kind
 from lite.quantity import NANO, canonical, format_nano, parse_nano
+from lite.records import dataclass
 from lite.server.admission.quota.usage import Effective, pod_effective_nano, pod_shape
 from lite.server.api.strategies import Admission
 

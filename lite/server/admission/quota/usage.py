@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -31,6 +30,7 @@ import orjson
 
 from lite.kinds import Kind
 from lite.quantity import NANO, format_quantity, parse_nano, parse_quantity
+from lite.records import dataclass
 
 Obj = dict[str, Any]
 Usage = dict[str, Fraction]

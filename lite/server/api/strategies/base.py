@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from lite.errors import Cause
 from lite.kinds import Kind
+from lite.records import dataclass
 from lite.validation import NameFn, name_is_dns_subdomain
 
 Obj = dict[str, Any]

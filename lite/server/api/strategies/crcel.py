@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import datetime
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -37,6 +37,7 @@ from lite.cel import cost as celcost
 from lite.cel import schematypes
 from lite.errors import Cause, field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required
 from lite.goduration import go_duration
+from lite.records import dataclass
 from lite.server.api.strategies.crschema import has_rules
 
 Schema = dict[str, Any]

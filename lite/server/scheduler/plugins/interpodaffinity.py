@@ -8,8 +8,9 @@ is in a pair's domain when it carries the same label value.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from lite.records import dataclass
 from lite.server.scheduler.framework import MAX_SCORE, Failure
 from lite.server.scheduler.podinfo import AffinityTerm, PodInfo
 from lite.server.scheduler.snapshot import NodeInfo, Snapshot

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from lite.records import dataclass
 from lite.selectors import DOUBLE_EQUALS, EQUALS, IN, LabelSelector
 from lite.server.scheduler.framework import MAX_SCORE, Failure
 from lite.server.scheduler.plugins.nodeaffinity import required_matches

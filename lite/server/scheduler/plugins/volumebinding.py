@@ -17,9 +17,10 @@ Pure over the pod and `Snapshot.volumes` (a read-only `VolumeView`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
+from lite.records import dataclass
 from lite.server.scheduler.framework import Failure
 from lite.server.scheduler.podinfo import PodInfo
 from lite.server.scheduler.snapshot import NodeInfo, Snapshot
