@@ -239,6 +239,31 @@ async def test_unschedulable_reports_are_bounded_coalesced_and_skipped_when_moot
         assert cond["message"] == want
 
 
+async def test_unschedulable_reports_are_paced_while_the_api_serves_clients(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """While `api_busy` says clients are being served, reports go out at `busy_reports_per_s` (here one, then
+    none for 1,000 s); once the API is idle, the rest go out at once."""
+    async with open_kit(tmp_path, busy_reports_per_s=0.001) as kit:
+        s = kit.scheduler
+        assert s is not None
+        busy = [True]
+        s.api_busy = lambda: busy[0]
+
+        def reported() -> list[str]:
+            return [f"w{i}" for i in range(3) if ((s.pods.get(f"default/w{i}") or {}).get("status") or {})
+                    .get("conditions")]
+
+        for i in range(3):
+            await kit.api.create(POD, "default", pod(f"w{i}", nodeSelector={"x": "y"}))
+        first = await kit.until(lambda: len(reported()) == 1 and reported())
+        await kit.until(lambda: not s._reports or len(s._reports) == 2)
+        for _ in range(50):  # the writers get the loop many times over: the other two stay unreported
+            await asyncio.sleep(0.001)
+        assert reported() == first and len(s._reports) == 2
+        busy[0] = False
+        await kit.until(lambda: len(reported()) == 3)
+        assert [await kit.events(f"w{i}", "FailedScheduling") != [] for i in range(3)] == [True] * 3
+
+
 async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit) -> None:
     assert kit.scheduler is not None
     queue = kit.scheduler.queue

@@ -17,7 +17,10 @@ Invariants:
   thousands of pending pods costs at most that many writes in flight, so API clients keep their share of the
   loop. A pod that fails again before its report is written gets one report, with the latest message (as
   kube-scheduler, which writes one status per attempt and backs off, never one per retry storm); a pod bound,
-  deleted or gone by then gets none.
+  deleted or gone by then gets none. While the API is serving clients (`api_busy`, wired by the control
+  plane), reports go out at most `busy_reports_per_s` (50: kube-scheduler's default client QPS, the rate its
+  status writes reach an apiserver at) for all writers together; once it is idle, at once. A burst of creates
+  of pods that fit nowhere thus pays for its reports mostly after the burst, not in its middle.
 - A pod is scheduled only by the profile whose schedulerName it names; pods being deleted are skipped.
 - Priority is `spec.priority`, or the value of its PriorityClass when admission left it unset.
 - Any API failure on the way is logged and the pod goes back to the queue with backoff; the loop survives.
@@ -61,6 +64,8 @@ log = logging.getLogger("lite.scheduler")
 TERMINAL = ("Succeeded", "Failed")
 POD_EVENTS_PLUGINS = frozenset((INTERPOD, SPREAD))
 NO_PLUGINS: frozenset[str] = frozenset()
+BUSY_REPORTS_PER_S = 50.0  # kube-scheduler's default clientConnection.qps
+BUSY_RECHECK = 0.05  # seconds: how soon a paced report writer notices that the API went idle
 SPREAD_MEMO_SIZE = 1024  # distinct (namespace, labels) sets whose default spreading is remembered
 
 
@@ -81,7 +86,7 @@ class Scheduler:
 
     def __init__(self, client: Client, informers: SharedInformers, profile: Profile, *,
                  bind_concurrency: int = 128, report_concurrency: int = 4, scheduled_events: bool = True,
-                 rng: random.Random | None = None) -> None:
+                 busy_reports_per_s: float = BUSY_REPORTS_PER_S, rng: random.Random | None = None) -> None:
         self.client = client
         self.profile = profile
         self.pod_kind, self.node_kind = _kind("", "Pod"), _kind("", "Node")
@@ -109,6 +114,10 @@ class Scheduler:
         self.report_concurrency = report_concurrency
         self._reports: dict[str, tuple[PodInfo, str, str]] = {}  # pod key -> (pod, message, nominated node)
         self._report_ready = asyncio.Event()
+        # whether the API is serving clients now (None: never); reports are paced meanwhile (module doc)
+        self.api_busy: Callable[[], bool] | None = None
+        self.busy_reports_per_s = busy_reports_per_s
+        self._next_busy_report = 0.0  # loop time of the next report allowed while the API is busy
         self._tg: asyncio.TaskGroup | None = None
         # namespace and labels -> default spreading; cleared when a selecting object's selector may have changed
         self._spread_memo: dict[tuple[str, frozenset[tuple[str, str]]], tuple[SpreadConstraint, ...]] = {}
@@ -235,6 +244,9 @@ class Scheduler:
             while not self._reports:
                 self._report_ready.clear()
                 await self._report_ready.wait()
+            await self._pace_report()
+            if not self._reports:
+                continue  # taken by another writer, or moot, meanwhile
             key = next(iter(self._reports))
             info, msg, nominated = self._reports.pop(key)
             current = self.pods.get(key)
@@ -242,6 +254,17 @@ class Scheduler:
                     or (current.get("spec") or {}).get("nodeName") or self.cache.is_assumed(key):
                 continue  # gone, replaced, bound or being bound meanwhile: nothing to report
             await self._guarded(self._report_unschedulable(info, msg, nominated, current))
+
+    async def _pace_report(self) -> None:
+        """Return when the next report may be written: at once while the API is idle, else at its turn of
+        `busy_reports_per_s` (all writers together), or as soon as the API goes idle."""
+        loop = asyncio.get_running_loop()
+        while (busy := self.api_busy) is not None and busy():
+            now = loop.time()
+            if now >= self._next_busy_report:
+                self._next_busy_report = now + 1.0 / self.busy_reports_per_s
+                return
+            await asyncio.sleep(min(self._next_busy_report - now, BUSY_RECHECK))
 
     async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj) -> None:
         """The condition and the event, both from `current` (the cached pod, already decoded: `info.obj` would
