@@ -169,8 +169,28 @@ class Toleration:
 
 
 def tolerations_of(spec: Obj) -> tuple[Toleration, ...]:
+    """The pod's tolerations; equal lists (every pod gets admission's two defaults) give one shared tuple."""
+    tolerations = spec.get("tolerations")
+    if not tolerations:
+        return ()
+    try:
+        return _tolerations_of(orjson.dumps(tolerations))
+    except TypeError:  # not JSON (never from the API): parsed as it is
+        return _parse_tolerations(tolerations)
+
+
+# A pure function of the bytes of a `tolerations` list to an immutable tuple, memoised as `_requests_of` (the
+# same few lists on every pod, so the memo also makes their PodInfos share one tuple).
+@functools.lru_cache(maxsize=1024)
+def _tolerations_of(tolerations: bytes) -> tuple[Toleration, ...]:
+    return _parse_tolerations(orjson.loads(tolerations))
+
+
+def _parse_tolerations(tolerations: Any) -> tuple[Toleration, ...]:
+    if not isinstance(tolerations, list):
+        return ()
     return tuple(Toleration(str(t.get("key", "")), str(t.get("operator", "")), str(t.get("value", "")),
-                            str(t.get("effect", ""))) for t in spec.get("tolerations") or [] if isinstance(t, dict))
+                            str(t.get("effect", ""))) for t in tolerations if isinstance(t, dict))
 
 
 def tolerated(taint: Obj, tolerations: tuple[Toleration, ...]) -> bool:
