@@ -18,7 +18,8 @@ Invariants:
   loop. A pod that fails again before its report is written gets one report, with the latest message (as
   kube-scheduler, which writes one status per attempt and backs off, never one per retry storm); a pod bound,
   deleted or gone by then gets none. While the API is serving clients (`api_busy`, wired by the control
-  plane), reports go out at most `busy_reports_per_s` (50: kube-scheduler's default client QPS, the rate its
+  plane; busy until none was seen for BUSY_LINGER, so the gaps between busy clients' requests do not count),
+  reports go out at most `busy_reports_per_s` (50: kube-scheduler's default client QPS, the rate its
   status writes reach an apiserver at) for all writers together; once it is idle, at once. A burst of creates
   of pods that fit nowhere thus pays for its reports mostly after the burst, not in its middle.
 - A pod is scheduled only by the profile whose schedulerName it names; pods being deleted are skipped.
@@ -65,7 +66,8 @@ TERMINAL = ("Succeeded", "Failed")
 POD_EVENTS_PLUGINS = frozenset((INTERPOD, SPREAD))
 NO_PLUGINS: frozenset[str] = frozenset()
 BUSY_REPORTS_PER_S = 50.0  # kube-scheduler's default clientConnection.qps
-BUSY_RECHECK = 0.05  # seconds: how soon a paced report writer notices that the API went idle
+BUSY_RECHECK = 0.05  # seconds: how often a paced report writer looks whether the API went idle
+BUSY_LINGER = 0.1  # seconds without a request in flight before the API counts as idle
 SPREAD_MEMO_SIZE = 1024  # distinct (namespace, labels) sets whose default spreading is remembered
 
 
@@ -118,6 +120,7 @@ class Scheduler:
         self.api_busy: Callable[[], bool] | None = None
         self.busy_reports_per_s = busy_reports_per_s
         self._next_busy_report = 0.0  # loop time of the next report allowed while the API is busy
+        self._busy_at = float("-inf")  # loop time `api_busy` was last seen true
         self._tg: asyncio.TaskGroup | None = None
         # namespace and labels -> default spreading; cleared when a selecting object's selector may have changed
         self._spread_memo: dict[tuple[str, frozenset[tuple[str, str]]], tuple[SpreadConstraint, ...]] = {}
@@ -256,11 +259,16 @@ class Scheduler:
             await self._guarded(self._report_unschedulable(info, msg, nominated, current))
 
     async def _pace_report(self) -> None:
-        """Return when the next report may be written: at once while the API is idle, else at its turn of
+        """Return when the next report may be written: at once while the API is idle (not busy for BUSY_LINGER:
+        the gaps between the requests of busy clients are not idleness), else at its turn of
         `busy_reports_per_s` (all writers together), or as soon as the API goes idle."""
         loop = asyncio.get_running_loop()
-        while (busy := self.api_busy) is not None and busy():
+        while (busy := self.api_busy) is not None:
             now = loop.time()
+            if busy():
+                self._busy_at = now
+            elif now - self._busy_at >= BUSY_LINGER:
+                return
             if now >= self._next_busy_report:
                 self._next_busy_report = now + 1.0 / self.busy_reports_per_s
                 return
