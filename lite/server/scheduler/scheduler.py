@@ -285,17 +285,38 @@ class Scheduler:
                            truncate_note(msg))
 
     async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj | None = None) -> None:
-        """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so."""
+        """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so; its
+        lastTransitionTime kept when it was False already (upstream `UpdatePodCondition`). Written as the whole
+        status of the revision at hand (`replace_status`, when the client has it: an in-process status write
+        without a patch to merge), or, when the pod changed meanwhile (409), as a strategic merge patch."""
         current = current or self.pods.get(info.key) or info.obj
         status = current.get("status") or {}
-        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        conditions = status.get("conditions") or []
+        cond = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
         same = cond is not None and cond.get("status") == "False" and cond.get("reason") == "Unschedulable" \
             and cond.get("message") == msg
         if same and (not nominated or status.get("nominatedNodeName") == nominated):
             return
-        patch: Obj = {"status": {"conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
-             "lastProbeTime": None, "lastTransitionTime": rfc3339()}]}}
+        was_false = cond is not None and cond.get("status") == "False" and cond.get("lastTransitionTime")
+        new: Obj = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+                    "lastTransitionTime": cond["lastTransitionTime"] if was_false and cond else rfc3339()}
+        replace = getattr(self.client, "replace_status", None)
+        rv = str((current.get("metadata") or {}).get("resourceVersion") or "")
+        if replace is not None and rv:
+            whole: Obj = {**status, "conditions": [new if c is cond else c for c in conditions] + ([new] if cond is None
+                                                                                                  else [])}
+            if nominated:
+                whole["nominatedNodeName"] = nominated
+            try:
+                await replace(self.pod_kind, info.namespace, info.name, rv, whole)
+                return
+            except ApiError as e:
+                if e.code == 404:
+                    return
+                if e.code != 409:
+                    log.info("status of %s not updated: %s", info.key, e)
+                    return
+        patch: Obj = {"status": {"conditions": [{**new, "lastProbeTime": None}]}}
         if nominated:
             patch["status"]["nominatedNodeName"] = nominated
         try:
