@@ -19,6 +19,10 @@ Invariants of `EventRecorder`:
   Event ("(combined from similar events): ..."); an object gets at most 25 events from one recorder, then
   one per 5 minutes (the rest are dropped). The memory is bounded LRUs, per recorder instance.
 - Recording is best effort: API errors are logged, never raised, so a failing event never fails a reconcile.
+- Writes for one correlation key are serialised, in call order (upstream's broadcaster writes one event at a
+  time): a repeat's count patch waits for the create of the Event it patches, so concurrent callers (controller
+  workers) never both create it. A create under a remembered name answered 409 AlreadyExists (written meanwhile
+  by someone else) is retried as that repeat's count patch.
 
 Invariants of `SeriesRecorder`:
 - Writes only through events.k8s.io/v1 (so upstream's strict event validation applies): a create per new
@@ -47,7 +51,7 @@ import orjson
 from lite import eventseries
 from lite.client import Client
 from lite.errors import ApiError
-from lite.eventcorrelation import Correlator, Recorded
+from lite.eventcorrelation import Correlated, Correlator, Recorded
 from lite.eventseries import FINISH_SECONDS, REFRESH_SECONDS, Key, SeriesCache
 from lite.kinds import BUILTIN_KINDS, Kind
 from lite.objects import meta, rfc3339
@@ -95,6 +99,7 @@ class EventRecorder:
         self.kind = _event_kind()
         self.clock = clock
         self.correlator = Correlator()
+        self._writing: dict[Key, tuple[asyncio.Lock, list[int]]] = {}  # key -> (its writes' lock, users)
 
     async def event(self, obj: Obj, type: str, reason: str, message: str) -> None:
         """Record that `reason: message` happened to `obj` (type Normal or Warning). Decided before the first
@@ -104,25 +109,46 @@ class EventRecorder:
         obj_key = (self.component, self.host, str(ref.get("kind", "")), str(ref.get("namespace", "")),
                    str(ref.get("name", "")), str(ref.get("uid", "")), str(ref.get("apiVersion", "")))
         now = rfc3339()
-        out = self.correlator.correlate(obj_key, type, reason, message, ns, f"{ref['name']}.{time.time_ns():x}",
-                                        now, self.clock())
+        fresh = f"{ref['name']}.{time.time_ns():x}"  # a first occurrence's name, which the correlator remembers
+        out = self.correlator.correlate(obj_key, type, reason, message, ns, fresh, now, self.clock())
         if out is None:
             return
+        # One write at a time per key, in call order (upstream's broadcaster writes one event at a time): a
+        # repeat's patch must not overtake the create of the Event it patches, else both create it and one
+        # gets 409 AlreadyExists (an aggregate during a ReplicaSet's slow start).
+        lock, users = self._writing.setdefault(out.key, (asyncio.Lock(), [0]))
+        users[0] += 1
         try:
-            prev = out.previous
-            if prev is not None and await self._bump(prev, out.message, now):
-                return
-            name, count, first = (prev.name, prev.count + 1, prev.first_timestamp) if prev is not None else \
-                (None, 1, now)
-            created = await self._create(ref, type, reason, out.message, now, name=name, count=count, first=first)
+            async with lock:
+                created = await self._write(out, ref, type, reason, now, fresh)
         except ApiError as e:
             self.correlator.forget(out.key)
             log.warning("event %s/%s %s for %s/%s not recorded: %s", type, reason, message,
                         ref.get("namespace", ""), ref["name"], e)
             return
-        m = meta(created)
-        self.correlator.written(out.key, str(m.get("namespace", "")), str(m.get("name", "")),
-                                int(created.get("count") or 1), str(created.get("firstTimestamp") or now))
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                self._writing.pop(out.key, None)
+        if created is not None:
+            m = meta(created)
+            self.correlator.written(out.key, str(m.get("namespace", "")), str(m.get("name", "")),
+                                    int(created.get("count") or 1), str(created.get("firstTimestamp") or now))
+
+    async def _write(self, out: Correlated, ref: Obj, type: str, reason: str, now: str, fresh: str) -> Obj | None:
+        """The create or count patch `out` asks for; the created Event, or None when an existing one was
+        patched. A create under a remembered name that exists meanwhile (another writer's) is a repeat."""
+        prev = out.previous
+        if prev is not None and await self._bump(prev, out.message, now):
+            return None
+        name, count, first = (prev.name, prev.count + 1, prev.first_timestamp) if prev is not None else \
+            (fresh, 1, now)
+        try:
+            return await self._create(ref, type, reason, out.message, now, name=name, count=count, first=first)
+        except ApiError as e:
+            if e.code != 409 or prev is None or not await self._bump(prev, out.message, now):
+                raise
+            return None
 
     async def normal(self, obj: Obj, reason: str, message: str) -> None:
         await self.event(obj, NORMAL, reason, message)

@@ -171,6 +171,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
         sched = scheduler
         sched.on_attempt = lambda result, seconds: prom.scheduling_attempt(result, seconds,
                                                                        sched.profile.scheduler_name)
+        sched.api_busy = inflight.serving  # unschedulable reports yield to API clients (the scheduler's doc)
     app = build_api_app(resources, kinds, authenticate, streams=hub, metrics=hub, aggregator=aggregator, prom=prom,
                         authorizer=authorizer, inflight=inflight)
     issuer = _node_credentials(resources, kinds, creds)

@@ -62,6 +62,17 @@ def test_budgets_are_separate_and_masters_pass_without_a_slot() -> None:
     assert budget.rejected[READONLY][QUEUE_FULL] == budget.rejected[MUTATING][QUEUE_FULL] == 0
 
 
+def test_serving_is_whether_a_slot_is_held() -> None:
+    budget = InFlight(max_readonly=1, max_mutating=1)
+    assert not budget.serving()
+    assert budget.enter(MUTATING, False, "u") is True and budget.serving()
+    budget.leave(MUTATING)
+    assert not budget.serving()
+    assert budget.enter(READONLY, False, "u") is True and budget.serving()
+    budget.leave(READONLY)
+    assert not budget.serving()
+
+
 def _granted(budget: InFlight, kind: str, flow: str, log: list[str], tag: str) -> Waiter:
     waiter = budget.enter(kind, False, flow)
     assert isinstance(waiter, Waiter)

@@ -7,8 +7,10 @@ import asyncio
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
 from conftest import CM, EVENT, Kit, configmap, running
 
+from lite.errors import ApiError
 from lite.informer import SharedInformers
 from lite.objects import owner_ref
 from lite.server.controllers.runtime import Controller, Expectations
@@ -128,6 +130,55 @@ async def test_event_recorder_aggregates_repeats(kit: Kit) -> None:
     await rec.normal(cm, "Poked", "poked once")
     again = [e for e in (await kit.api.list(EVENT, "default"))["items"] if e["reason"] == "Poked"]
     assert [(e["metadata"]["name"], e["count"]) for e in again] == [(poked["metadata"]["name"], 3)]
+
+
+async def test_event_recorder_concurrent_repeats_write_one_event(kit: Kit, caplog: pytest.LogCaptureFixture) -> None:
+    """Controller workers record at once: the repeats of an aggregate wait for its create (no second create,
+    no 409 AlreadyExists, no count lost), as upstream's broadcaster, which writes one event at a time."""
+    from lite.events import EventRecorder
+
+    cm = await kit.api.create(CM, "default", configmap("burst"))
+    rec = EventRecorder(kit.api, "test-controller")
+    await asyncio.gather(*(rec.normal(cm, "SuccessfulCreate", f"Created pod: p-{i}") for i in range(25)))
+    events = [e for e in (await kit.api.list(EVENT, "default"))["items"]
+              if e["involvedObject"]["name"] == "burst"]
+    combined = [e for e in events if e["message"].startswith("(combined from similar events): ")]
+    assert len(events) == 10 and len(combined) == 1 and combined[0]["count"] == 25 - 9
+    assert not [r for r in caplog.records if "not recorded" in r.getMessage()]
+
+
+async def test_event_recorder_create_that_finds_the_event_patches_it(kit: Kit) -> None:
+    """A repeat whose Event is gone creates it again under its name; when another writer created it meanwhile
+    (409 AlreadyExists), the repeat is that Event's count patch, not a lost event."""
+    from lite.events import EventRecorder
+
+    cm = await kit.api.create(CM, "default", configmap("raced"))
+    rec = EventRecorder(kit.api, "test-controller")
+    await rec.normal(cm, "Poked", "poked")
+    first = next(e for e in (await kit.api.list(EVENT, "default"))["items"] if e["reason"] == "Poked")
+    await kit.api.delete(EVENT, "default", first["metadata"]["name"])
+
+    class Interleaved:
+        """The real API; the first failed patch of an Event lets another writer create it before it answers."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(kit.api, name)
+
+        async def patch(self, kind: object, ns: str, name: str, body: object, **kw: object) -> object:
+            try:
+                return await kit.api.patch(kind, ns, name, body, **kw)
+            except ApiError as e:
+                if e.code == 404 and not raced:
+                    raced.append(name)
+                    await kit.api.create(EVENT, ns, {**first, "metadata": {"name": name, "namespace": ns}})
+                raise
+
+    raced: list[str] = []
+    rec.client = Interleaved()  # type: ignore[assignment]
+    await rec.normal(cm, "Poked", "poked")
+    again = [e for e in (await kit.api.list(EVENT, "default"))["items"] if e["reason"] == "Poked"]
+    assert raced == [first["metadata"]["name"]]
+    assert [(e["metadata"]["name"], e["count"]) for e in again] == [(first["metadata"]["name"], 2)]
 
 
 async def test_event_recorder_combines_similar_events_and_drops_spam(kit: Kit) -> None:

@@ -89,6 +89,15 @@ def test_taint_toleration_filter(tolerations: list[Obj], taints: list[Obj], want
     assert got == want
 
 
+def test_equal_toleration_lists_are_parsed_once_and_shared() -> None:
+    defaults = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 300}]
+    a, b = info(pod("a", tolerations=defaults)), info(pod("b", tolerations=[dict(t) for t in defaults]))
+    other = info(pod("c", tolerations=[{**defaults[0], "effect": "NoSchedule"}]))
+    assert a.tolerations is b.tolerations and [t.effect for t in a.tolerations] == ["NoExecute"]
+    assert [t.effect for t in other.tolerations] == ["NoSchedule"] and info(pod("d")).tolerations == ()
+
+
 def test_taint_toleration_score_prefers_fewer_untolerated_soft_taints() -> None:
     soft = [{"key": f"s{i}", "effect": "PreferNoSchedule"} for i in range(2)]
     nodes = [ni(node("clean")), ni(node("one", taints=soft[:1])), ni(node("two", taints=soft))]

@@ -35,6 +35,13 @@ def c(name: str, cpu: str = "", memory: str = "", **extra: object) -> Obj:
      Resources(1250, 64 * MI), (1250, DEFAULT_MEMORY + 64 * MI)),
     ({"containers": [{"name": "a", "image": "x", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}]},
      Resources(2000, 0, 0, (("nvidia.com/gpu", 1),)), (2000, DEFAULT_MEMORY)),
+    # a zero extended resource counts for nothing, in one container as in several
+    ({"containers": [{"name": "a", "image": "x", "resources": {"limits": {"cpu": "1", "example.com/x": "0"}}}]},
+     Resources(1000), (1000, DEFAULT_MEMORY)),
+    # requests win over limits per resource; equal containers (parsed once) still add up
+    ({"containers": [{"name": n, "image": "x", "resources": {"limits": {"cpu": "2", "memory": "1Gi"},
+                                                             "requests": {"cpu": "1"}}} for n in "ab"]},
+     Resources(2000, 2 * GI), (2000, 2 * GI)),
 ])
 def test_pod_requests(spec: Obj, want: Resources, nz: tuple[int, int]) -> None:
     req, nz_cpu, nz_mem = pod_requests(spec)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import socket
 from collections import Counter
+from typing import Any
 
 from conftest import NODE, PC, POD, SVC, Kit, node, open_kit, pod
 
@@ -198,11 +199,17 @@ class _GatedStatusWrites:
     async def patch(self, *args: object, **kwargs: object) -> Obj:
         if kwargs.get("subresource") != "status":
             return await self.api.patch(*args, **kwargs)  # type: ignore[attr-defined, no-any-return]
+        return await self._gated(self.api.patch(*args, **kwargs))  # type: ignore[attr-defined]
+
+    async def replace_status(self, *args: object) -> Obj:
+        return await self._gated(self.api.replace_status(*args))  # type: ignore[attr-defined]
+
+    async def _gated(self, write: Any) -> Obj:
         self.now += 1
         self.most = max(self.most, self.now)
         try:
             await self.gate.wait()
-            return await self.api.patch(*args, **kwargs)  # type: ignore[attr-defined, no-any-return]
+            return await write  # type: ignore[no-any-return]
         finally:
             self.now -= 1
 
@@ -239,6 +246,87 @@ async def test_unschedulable_reports_are_bounded_coalesced_and_skipped_when_moot
         assert cond["message"] == want
 
 
+async def test_unschedulable_reports_are_paced_while_the_api_serves_clients(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """While `api_busy` says clients are being served, reports go out at `busy_reports_per_s` (here one, then
+    none for 1,000 s); once the API is idle, the rest go out at once."""
+    async with open_kit(tmp_path, busy_reports_per_s=0.001) as kit:
+        s = kit.scheduler
+        assert s is not None
+        busy = [True]
+        s.api_busy = lambda: busy[0]
+
+        def reported() -> list[str]:
+            return [f"w{i}" for i in range(3) if ((s.pods.get(f"default/w{i}") or {}).get("status") or {})
+                    .get("conditions")]
+
+        for i in range(3):
+            await kit.api.create(POD, "default", pod(f"w{i}", nodeSelector={"x": "y"}))
+        first = await kit.until(lambda: len(reported()) == 1 and reported())
+        await kit.until(lambda: not s._reports or len(s._reports) == 2)
+        for _ in range(50):  # the writers get the loop many times over: the other two stay unreported
+            await asyncio.sleep(0.001)
+        assert reported() == first and len(s._reports) == 2
+        busy[0] = False
+        await kit.until(lambda: len(reported()) == 3)
+
+        async def all_events() -> bool:
+            return all([await kit.events(f"w{i}", "FailedScheduling") for i in range(3)])
+
+        await kit.until(all_events)  # each report's event is posted after its status write
+
+
+async def test_a_report_keeps_the_transition_time_of_a_condition_already_false(kit: Kit) -> None:
+    """upstream `UpdatePodCondition`: a PodScheduled condition that stays False keeps its lastTransitionTime
+    (only the reason and message change)."""
+    await kit.api.create(POD, "default", pod("g", schedulingGates=[{"name": "example.com/wait"}]))
+    old = {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "message": "gated",
+           "lastTransitionTime": "2020-01-01T00:00:00Z"}
+    await kit.api.patch(POD, "default", "g", {"status": {"conditions": [old]}}, patch_type="strategic",
+                        subresource="status")
+    await kit.api.patch(POD, "default", "g", {"spec": {"schedulingGates": None}}, patch_type="merge")
+
+    async def reported() -> Obj | None:
+        conds = (await kit.get_pod("g"))["status"]["conditions"]
+        return next((c for c in conds if c["type"] == "PodScheduled" and c["reason"] == "Unschedulable"), None)
+
+    cond = await kit.until(reported)
+    assert cond == {**old, "reason": "Unschedulable", "message": "no nodes available to schedule pods"}
+
+
+async def test_a_report_on_a_pod_changed_meanwhile_is_merged_into_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The report writes the whole status of the revision it has; when another writer got there first (409),
+    it is a strategic merge patch into the pod as it is now: neither write is lost."""
+    async with open_kit(tmp_path) as kit:
+        assert kit.scheduler is not None
+        api = kit.api
+        raced: list[str] = []
+
+        class Interleaved:
+            """The real API; before the first status write of the scheduler, another writer changes the pod."""
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(api, name)
+
+            async def replace_status(self, kind: object, ns: str, name: str, rv: str, status: Obj) -> Obj:
+                if not raced:
+                    raced.append(name)
+                    await api.patch(POD, ns, name, {"status": {"conditions": [
+                        {"type": "example.com/Other", "status": "True"}]}}, patch_type="strategic",
+                        subresource="status")
+                return await api.replace_status(kind, ns, name, rv, status)  # type: ignore[arg-type]
+
+        kit.scheduler.client = Interleaved()  # type: ignore[assignment]
+        await kit.api.create(POD, "default", pod("p", nodeSelector={"x": "y"}))
+
+        async def conditions() -> dict[str, str] | None:
+            got = {c["type"]: c.get("message", "") for c in (await kit.get_pod("p"))["status"].get("conditions") or []}
+            return got if "PodScheduled" in got else None
+
+        assert await kit.until(conditions) == {"example.com/Other": "",
+                                               "PodScheduled": "no nodes available to schedule pods"}
+        assert raced == ["p"]
+
+
 async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit) -> None:
     assert kit.scheduler is not None
     queue = kit.scheduler.queue
@@ -247,10 +335,12 @@ async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit
     await kit.api.patch(POD, "default", "p", {"status": {"conditions": [{"type": "Example", "status": "True"}]}},
                         patch_type="strategic", subresource="status")
     later = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.obj is not first.obj and i)
-    assert later.requests is first.requests and later.spread is first.spread  # not parsed again
+    # not parsed again: equal parsed parts are shared across PodInfos (requests, tolerations), so the
+    # proof is a field only a parse takes from the new pod (its name, a string of each decode)
+    assert later.name is first.name and later.requests is first.requests and later.spread is first.spread
     await kit.api.patch(POD, "default", "p", {"metadata": {"labels": {"new": "label"}}}, patch_type="merge")
     relabelled = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.labels and i)
-    assert relabelled.requests is not first.requests  # a change the plugins read: parsed again
+    assert relabelled.name is not first.name  # a change the plugins read: parsed again
 
 
 async def test_default_spreading_is_remembered_until_a_selector_changes(kit: Kit) -> None:

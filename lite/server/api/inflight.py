@@ -127,6 +127,11 @@ class InFlight:
         self._queued_peak[kind] = max(self._queued_peak[kind], n)
         return waiter
 
+    def serving(self) -> bool:
+        """Whether any request holds a slot now (requests served without one, under no limit or past a spent
+        budget for `system:masters`, are not counted)."""
+        return self.inflight[READONLY] > 0 or self.inflight[MUTATING] > 0
+
     def leave(self, kind: str) -> None:
         """Release a slot: it goes to the next waiter (flows in turn), or becomes free when none waits."""
         flows = self._flows[kind]

@@ -420,7 +420,8 @@ class WriteMixin(RegistryBase):
         return out
 
     async def replace_status(self, kind: Kind, namespace: str, name: str, rev: str, status: Obj) -> Obj:
-        """A status write for the in-process sole writer of a status it built itself (quota admission): the
+        """A status write for an in-process writer of a whole status it built itself from revision `rev` (quota
+        admission; the scheduler's unschedulable report, which falls back to a patch on 409): the
         stored object at revision `rev` with `status` in place of its own, written with `rev` as the store's
         compare-and-swap; returns it with its new resourceVersion. It skips what `update_object(subresource=
         "status")` does for a client's body and such a write does not need: copying the body, re-deriving system

@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -98,7 +99,24 @@ def _max(a: Resources, b: Resources) -> Resources:
 
 
 def _container_requests(c: Obj) -> tuple[Resources, int, int]:
-    res = c.get("resources") or {}
+    res = c.get("resources")
+    if not res:
+        return _requests_of(b"{}")
+    try:
+        return _requests_of(orjson.dumps(res))
+    except TypeError:  # not JSON (never from the API): parsed as it is
+        return _parse_requests(res)
+
+
+# A pure function of the bytes of a container's `resources` to immutable values, and the containers of one
+# template have the same few: a bounded memo makes the repeats a dict lookup (parsing quantities is about half
+# of `pod_info`). It holds no state anything could observe.
+@functools.lru_cache(maxsize=1024)
+def _requests_of(resources: bytes) -> tuple[Resources, int, int]:
+    return _parse_requests(orjson.loads(resources))
+
+
+def _parse_requests(res: Obj) -> tuple[Resources, int, int]:
     merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
     r = parse_resources(merged)
     nz_cpu = r.cpu if CPU in merged else DEFAULT_MILLI_CPU
@@ -108,8 +126,13 @@ def _container_requests(c: Obj) -> tuple[Resources, int, int]:
 
 def pod_requests(spec: Obj) -> tuple[Resources, int, int]:
     """(requests, non-zero cpu, non-zero memory) of a pod spec, upstream's init-container max rule included."""
+    containers = spec.get("containers") or []
+    if len(containers) == 1 and not spec.get("initContainers") and not spec.get("overhead"):
+        one = _container_requests(containers[0])
+        if not one[0].scalars:  # what the general rule below gives, without its arithmetic
+            return one
     total, nz_cpu, nz_mem = Resources(), 0, 0
-    for c in spec.get("containers") or []:
+    for c in containers:
         r, c_cpu, c_mem = _container_requests(c)
         total, nz_cpu, nz_mem = total.plus(r), nz_cpu + c_cpu, nz_mem + c_mem
     sidecars, sc_cpu, sc_mem = Resources(), 0, 0
@@ -147,8 +170,28 @@ class Toleration:
 
 
 def tolerations_of(spec: Obj) -> tuple[Toleration, ...]:
+    """The pod's tolerations; equal lists (every pod gets admission's two defaults) give one shared tuple."""
+    tolerations = spec.get("tolerations")
+    if not tolerations:
+        return ()
+    try:
+        return _tolerations_of(orjson.dumps(tolerations))
+    except TypeError:  # not JSON (never from the API): parsed as it is
+        return _parse_tolerations(tolerations)
+
+
+# A pure function of the bytes of a `tolerations` list to an immutable tuple, memoised as `_requests_of` (the
+# same few lists on every pod, so the memo also makes their PodInfos share one tuple).
+@functools.lru_cache(maxsize=1024)
+def _tolerations_of(tolerations: bytes) -> tuple[Toleration, ...]:
+    return _parse_tolerations(orjson.loads(tolerations))
+
+
+def _parse_tolerations(tolerations: Any) -> tuple[Toleration, ...]:
+    if not isinstance(tolerations, list):
+        return ()
     return tuple(Toleration(str(t.get("key", "")), str(t.get("operator", "")), str(t.get("value", "")),
-                            str(t.get("effect", ""))) for t in spec.get("tolerations") or [] if isinstance(t, dict))
+                            str(t.get("effect", ""))) for t in tolerations if isinstance(t, dict))
 
 
 def tolerated(taint: Obj, tolerations: tuple[Toleration, ...]) -> bool:

@@ -17,7 +17,11 @@ Invariants:
   thousands of pending pods costs at most that many writes in flight, so API clients keep their share of the
   loop. A pod that fails again before its report is written gets one report, with the latest message (as
   kube-scheduler, which writes one status per attempt and backs off, never one per retry storm); a pod bound,
-  deleted or gone by then gets none.
+  deleted or gone by then gets none. While the API is serving clients (`api_busy`, wired by the control
+  plane; busy until none was seen for BUSY_LINGER, so the gaps between busy clients' requests do not count),
+  reports go out at most `busy_reports_per_s` (50: kube-scheduler's default client QPS, the rate its
+  status writes reach an apiserver at) for all writers together; once it is idle, at once. A burst of creates
+  of pods that fit nowhere thus pays for its reports mostly after the burst, not in its middle.
 - A pod is scheduled only by the profile whose schedulerName it names; pods being deleted are skipped.
 - Priority is `spec.priority`, or the value of its PriorityClass when admission left it unset.
 - Any API failure on the way is logged and the pod goes back to the queue with backoff; the loop survives.
@@ -61,6 +65,9 @@ log = logging.getLogger("lite.scheduler")
 TERMINAL = ("Succeeded", "Failed")
 POD_EVENTS_PLUGINS = frozenset((INTERPOD, SPREAD))
 NO_PLUGINS: frozenset[str] = frozenset()
+BUSY_REPORTS_PER_S = 50.0  # kube-scheduler's default clientConnection.qps
+BUSY_RECHECK = 0.05  # seconds: how often a paced report writer looks whether the API went idle
+BUSY_LINGER = 0.1  # seconds without a request in flight before the API counts as idle
 SPREAD_MEMO_SIZE = 1024  # distinct (namespace, labels) sets whose default spreading is remembered
 
 
@@ -81,7 +88,7 @@ class Scheduler:
 
     def __init__(self, client: Client, informers: SharedInformers, profile: Profile, *,
                  bind_concurrency: int = 128, report_concurrency: int = 4, scheduled_events: bool = True,
-                 rng: random.Random | None = None) -> None:
+                 busy_reports_per_s: float = BUSY_REPORTS_PER_S, rng: random.Random | None = None) -> None:
         self.client = client
         self.profile = profile
         self.pod_kind, self.node_kind = _kind("", "Pod"), _kind("", "Node")
@@ -109,6 +116,11 @@ class Scheduler:
         self.report_concurrency = report_concurrency
         self._reports: dict[str, tuple[PodInfo, str, str]] = {}  # pod key -> (pod, message, nominated node)
         self._report_ready = asyncio.Event()
+        # whether the API is serving clients now (None: never); reports are paced meanwhile (module doc)
+        self.api_busy: Callable[[], bool] | None = None
+        self.busy_reports_per_s = busy_reports_per_s
+        self._next_busy_report = 0.0  # loop time of the next report allowed while the API is busy
+        self._busy_at = float("-inf")  # loop time `api_busy` was last seen true
         self._tg: asyncio.TaskGroup | None = None
         # namespace and labels -> default spreading; cleared when a selecting object's selector may have changed
         self._spread_memo: dict[tuple[str, frozenset[tuple[str, str]]], tuple[SpreadConstraint, ...]] = {}
@@ -235,6 +247,9 @@ class Scheduler:
             while not self._reports:
                 self._report_ready.clear()
                 await self._report_ready.wait()
+            await self._pace_report()
+            if not self._reports:
+                continue  # taken by another writer, or moot, meanwhile
             key = next(iter(self._reports))
             info, msg, nominated = self._reports.pop(key)
             current = self.pods.get(key)
@@ -242,6 +257,22 @@ class Scheduler:
                     or (current.get("spec") or {}).get("nodeName") or self.cache.is_assumed(key):
                 continue  # gone, replaced, bound or being bound meanwhile: nothing to report
             await self._guarded(self._report_unschedulable(info, msg, nominated, current))
+
+    async def _pace_report(self) -> None:
+        """Return when the next report may be written: at once while the API is idle (not busy for BUSY_LINGER:
+        the gaps between the requests of busy clients are not idleness), else at its turn of
+        `busy_reports_per_s` (all writers together), or as soon as the API goes idle."""
+        loop = asyncio.get_running_loop()
+        while (busy := self.api_busy) is not None:
+            now = loop.time()
+            if busy():
+                self._busy_at = now
+            elif now - self._busy_at >= BUSY_LINGER:
+                return
+            if now >= self._next_busy_report:
+                self._next_busy_report = now + 1.0 / self.busy_reports_per_s
+                return
+            await asyncio.sleep(min(self._next_busy_report - now, BUSY_RECHECK))
 
     async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj) -> None:
         """The condition and the event, both from `current` (the cached pod, already decoded: `info.obj` would
@@ -254,17 +285,38 @@ class Scheduler:
                            truncate_note(msg))
 
     async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj | None = None) -> None:
-        """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so."""
+        """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so; its
+        lastTransitionTime kept when it was False already (upstream `UpdatePodCondition`). Written as the whole
+        status of the revision at hand (`replace_status`, when the client has it: an in-process status write
+        without a patch to merge), or, when the pod changed meanwhile (409), as a strategic merge patch."""
         current = current or self.pods.get(info.key) or info.obj
         status = current.get("status") or {}
-        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        conditions = status.get("conditions") or []
+        cond = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
         same = cond is not None and cond.get("status") == "False" and cond.get("reason") == "Unschedulable" \
             and cond.get("message") == msg
         if same and (not nominated or status.get("nominatedNodeName") == nominated):
             return
-        patch: Obj = {"status": {"conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
-             "lastProbeTime": None, "lastTransitionTime": rfc3339()}]}}
+        was_false = cond is not None and cond.get("status") == "False" and cond.get("lastTransitionTime")
+        new: Obj = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+                    "lastTransitionTime": cond["lastTransitionTime"] if was_false and cond else rfc3339()}
+        replace = getattr(self.client, "replace_status", None)
+        rv = str((current.get("metadata") or {}).get("resourceVersion") or "")
+        if replace is not None and rv:
+            whole: Obj = {**status, "conditions": [new if c is cond else c for c in conditions] + ([new] if cond is None
+                                                                                                  else [])}
+            if nominated:
+                whole["nominatedNodeName"] = nominated
+            try:
+                await replace(self.pod_kind, info.namespace, info.name, rv, whole)
+                return
+            except ApiError as e:
+                if e.code == 404:
+                    return
+                if e.code != 409:
+                    log.info("status of %s not updated: %s", info.key, e)
+                    return
+        patch: Obj = {"status": {"conditions": [{**new, "lastProbeTime": None}]}}
         if nominated:
             patch["status"]["nominatedNodeName"] = nominated
         try:
