@@ -39,6 +39,7 @@ from lite.server.api import componentstatus, fieldvalidation, negotiate, params,
 from lite.server.api.connectoptions import connect_options
 from lite.server.api.discovery import Discovery
 from lite.server.api.openapi import OpenAPI
+from lite.server.api.registry_base import WRITTEN, Written
 from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
 
 Obj = dict[str, Any]
@@ -396,6 +397,7 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
     _check_meta(obj, t)
     create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
+    WRITTEN.set(Written())  # the write leaves its JSON there for the answer (`written_response`)
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
     return _with_warning(_written(request, t.kind, out, 201, ctx=ctx, t=t), warning)
 
@@ -425,6 +427,7 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
                                          validation, raw, request.content_type)
     _check_meta(obj, t)
     update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
+    WRITTEN.set(Written())
     out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
     return _with_warning(_written(request, t.kind, out, sub=sub, ctx=ctx, t=t), warning)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,37 @@ CRD_GK = "CustomResourceDefinition.apiextensions.k8s.io"
 # Subresources whose writes replace only the status (the strategy's `prepare_subresource` narrows further:
 # a CertificateSigningRequest's `approval` keeps all but status.conditions).
 STATUS_LIKE = ("status", "approval")
+
+
+class Written:
+    """The store's JSON of the object a write just returned, for the HTTP layer to answer with instead of
+    encoding the object again: a request that wants it puts a fresh `Written` in `WRITTEN` before the write (the
+    HTTP layer's create and update); the write fills it (`note_written`); `written_encoded` takes it once, for
+    that very object only. Built-in kinds only (custom objects are stored in their storage version)."""
+
+    __slots__ = ("obj", "raw")
+
+    def __init__(self) -> None:
+        self.obj: Obj | None = None
+        self.raw: bytes | None = None
+
+    def take(self, obj: Obj) -> bytes | None:
+        """The bytes written for `obj` (this object, not an equal one), once; None otherwise."""
+        raw = self.raw if self.obj is obj else None
+        self.obj = self.raw = None
+        return raw
+
+
+# The current request's `Written` (None outside a request that asked for one: in-process writers keep nothing).
+WRITTEN: ContextVar[Written | None] = ContextVar("lite_written", default=None)
+
+
+def note_written(kind: Kind, obj: Obj, raw: bytes) -> None:
+    """`obj` was just written as `raw` (its exact JSON, resourceVersion included): kept for the request's answer
+    when it asked for it (see `Written`)."""
+    slot = WRITTEN.get()
+    if slot is not None and not (kind.crd or kind.storage or kind.converts_by_webhook):
+        slot.obj, slot.raw = obj, raw
 
 
 class RetryWrite(Exception):

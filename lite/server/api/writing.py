@@ -35,7 +35,15 @@ from lite.patch.ssa import Versions
 from lite.server.api import versions
 from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
-from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
+from lite.server.api.registry_base import (
+    STATUS_LIKE,
+    Obj,
+    RegistryBase,
+    RetryWrite,
+    check_shape,
+    conflict_error,
+    note_written,
+)
 from lite.server.api.specmemo import SpecMemo
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
@@ -275,15 +283,16 @@ class WriteMixin(RegistryBase):
                     raise KeyExists(key)
                 if dry_run:
                     return obj
-                rev, _ = await self.store.create(key, obj)
+                rev, raw = await self.store.create(key, obj)
             except KeyExists:
                 if generated and attempt + 1 < _NAME_ATTEMPTS:
                     meta["name"] = generate_name(str(meta["generateName"]))
                     strategy.default(obj)
                     continue
                 raise errors.already_exists(kind.plural, meta["name"], kind.group) from None
-            meta["resourceVersion"] = str(rev)
+            meta["resourceVersion"] = str(rev)  # now `raw` is exactly obj's JSON (the store set this rev there)
             await self.after_write(kind, obj, None)
+            note_written(kind, obj, raw)
             return obj
         raise errors.already_exists(kind.plural, meta["name"], kind.group)  # pragma: no cover
 
@@ -335,15 +344,16 @@ class WriteMixin(RegistryBase):
         if dry_run:
             return new
         try:
-            new_rev, _ = await self.store.update(key, new, rev)
+            new_rev, raw = await self.store.update(key, new, rev)
         except (RevMismatch, KeyNotFound) as e:
             await review.rollback()  # the loop reads again and is admitted (charged) again
             raise RetryWrite from e
         except Exception:
             await review.rollback()
             raise
-        new["metadata"]["resourceVersion"] = str(new_rev)
+        new["metadata"]["resourceVersion"] = str(new_rev)  # in place: `raw` is exactly new's JSON
         await self.after_write(kind, new, old)
+        note_written(kind, new, raw)
         return new
 
     def prepare_update(self, kind: Kind, ns: str, name: str, new: Obj, old: Obj, subresource: str) -> None:
