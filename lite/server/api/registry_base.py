@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
