@@ -17,7 +17,8 @@ from lite.kinds import Kind, KindRegistry
 from lite.patch import json_equal
 from lite.server.api.registry_base import WRITTEN, Written
 from lite.server.api.resources import Resources
-from lite.server.api.writing import fast_uid, same_json
+from lite.server.api.uids import Uids, fast_uid
+from lite.server.api.writing import same_json
 from lite.server.store.packing import is_packed
 
 
@@ -102,12 +103,14 @@ def test_same_json_agrees_with_json_equal(a: Any, b: Any) -> None:
     assert same_json(b, a) == json_equal(b, a)
 
 
-def test_fast_uid_is_a_version_4_uuid() -> None:
+@pytest.mark.parametrize("source", ["fast_uid", "Uids"])
+def test_fast_uid_is_a_version_4_uuid(source: str) -> None:
     import uuid
 
+    uids = Uids(batch=7)  # several refills
     seen: set[str] = set()
     for _ in range(2000):
-        u = fast_uid()
+        u = fast_uid() if source == "fast_uid" else uids.next()
         parsed = uuid.UUID(u)
         assert str(parsed) == u and parsed.version == 4 and parsed.variant == uuid.RFC_4122
         seen.add(u)

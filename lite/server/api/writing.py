@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -60,13 +59,6 @@ _TERMINATING = "unable to create new content in namespace {} because it is being
 _PRIORITY_CLASSES = "scheduling.k8s.io/priorityclasses/"
 
 Build = Callable[[Obj], Obj]
-
-
-def fast_uid() -> str:
-    """A random (version 4) UUID string, as `uuid.uuid4()` makes, in a third of its time."""
-    h = os.urandom(16).hex()
-    variant = "89ab"[int(h[16], 16) & 3]  # RFC 4122 variant: the top two bits of byte 8 are 10
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}"
 
 
 def generate_name(base: str) -> str:
@@ -240,7 +232,7 @@ class WriteMixin(RegistryBase):
 
     def _init_system_meta(self, kind: Kind, obj: Obj, meta: Obj) -> None:
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
-        meta["uid"] = fast_uid()
+        meta["uid"] = self.uids.next()
         meta["creationTimestamp"] = self.now_rfc3339()
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(k, None)
