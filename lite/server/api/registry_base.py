@@ -243,7 +243,7 @@ class RegistryBase:
     async def admit(self, review: Admission) -> None:
         """Run every hook; if one refuses, what the earlier ones took is given back (`review.undo`)."""
         try:
-            for hook in self.strategies.admission:
+            for hook in self.strategies.admission_for(review.kind.gk):
                 await hook(review)
         except Exception:
             await review.rollback()

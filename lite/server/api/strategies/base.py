@@ -149,6 +149,9 @@ class Strategies:
     admission: list[AdmissionHook] = field(default_factory=list)
     connect: list[AdmissionHook] = field(default_factory=list)
     removed: list[RemovedHook] = field(default_factory=list)
+    # each admission hook's group-kinds (None: every kind), and the hooks per group-kind (made on first use)
+    _scopes: list[frozenset[str] | None] = field(default_factory=list)
+    _by_gk: dict[str, tuple[AdmissionHook, ...]] = field(default_factory=dict)
 
     def for_kind(self, kind: Kind) -> Strategy:
         found = self.by_gk.get(kind.gk)
@@ -159,9 +162,23 @@ class Strategies:
     def register(self, gk: str, strategy: Strategy) -> None:
         self.by_gk[gk] = strategy
 
-    def add_admission(self, hook: AdmissionHook) -> None:
-        """Append a hook; hooks run in the order added, after validation, before the write."""
+    def add_admission(self, hook: AdmissionHook, kinds: frozenset[str] | None = None) -> None:
+        """Append a hook; hooks run in the order added, after validation, before the write. `kinds`: the only
+        group-kinds it acts on (it is not run for the others)."""
         self.admission.append(hook)
+        self._scopes.append(kinds)
+        self._by_gk.clear()
+
+    def admission_for(self, gk: str) -> tuple[AdmissionHook, ...]:
+        """The admission hooks that act on group-kind `gk`, in order."""
+        hooks = self._by_gk.get(gk)
+        if hooks is None:
+            scopes = self._scopes + [None] * (len(self.admission) - len(self._scopes))  # appended to directly
+            hooks = tuple(h for h, k in zip(self.admission, scopes, strict=True) if k is None or gk in k)
+            if len(self._by_gk) >= 4096:  # custom kinds come and go: keep the memo bounded
+                self._by_gk.clear()
+            self._by_gk[gk] = hooks
+        return hooks
 
     def add_connect_admission(self, hook: AdmissionHook) -> None:
         """Append a hook for CONNECT requests (the plugins that handle them: admission webhooks)."""
