@@ -137,12 +137,13 @@ class WriteMixin(RegistryBase):
         if kind.crd and kind.has_status():
             obj.pop("status", None)  # with a status subresource, create cannot set status (upstream)
         _prune(kind, obj)
-        strategy.default(obj)
-        strategy.prepare_create(obj)
+        spec_bytes = self._default_for_create(kind, strategy, obj)
         # The spec is final from here on (managedFields touch only metadata): equal specs share their results.
         # (not through a view: the remembered field sets are in the stored version's shape)
-        spec_key = SpecMemo.key(kind.gk, strategy.validate, obj.get("spec")) \
-            if strategy.spec_validation and view is None else None
+        spec_key = None
+        if strategy.spec_validation and view is None:
+            spec_key = (kind.gk, strategy.validate, spec_bytes) if spec_bytes is not None else \
+                SpecMemo.key(kind.gk, strategy.validate, obj.get("spec"))
         known = self.spec_memo.get(spec_key) if spec_key is not None else None
         if manager:
             spec_fields = known.fields_v1() if known is not None else None
@@ -175,6 +176,32 @@ class WriteMixin(RegistryBase):
         except Exception:  # not on cancellation: the queued write may still commit
             await review.rollback()
             raise
+
+    def _default_for_create(self, kind: Kind, strategy: Strategy, obj: Obj) -> bytes | None:
+        """`strategy.default` then `prepare_create` on `obj`; for a strategy with `spec_create`, their results are
+        remembered per spec (`specmemo.CreateDefaults`) and an equal spec takes them decoded afresh. Returns the
+        encoding of the spec they left when it is known (it is the `SpecMemo` key's), else None."""
+        key = SpecMemo.key(kind.gk, strategy.default, obj.get("spec")) if strategy.spec_create else None
+        got = self.create_defaults.get(key) if key is not None else None
+        if got is not None:
+            spec, status = got
+            obj["spec"] = orjson.loads(spec)
+            if status is None:
+                obj.pop("status", None)
+            else:
+                obj["status"] = orjson.loads(status)
+            return spec
+        strategy.default(obj)
+        strategy.prepare_create(obj)
+        if key is None or not isinstance(obj.get("spec"), dict):
+            return None
+        try:
+            spec = orjson.dumps(obj["spec"])
+            status = orjson.dumps(obj["status"]) if "status" in obj else None
+        except TypeError:  # not JSON-encodable as it is: the shape checks refuse it elsewhere
+            return None
+        self.create_defaults.put(key, spec, status)
+        return spec
 
     def field_versions(self, kind: Kind) -> Versions | None:
         """The versions `kind`'s objects are served in, as managedFields bookkeeping needs them (each entry is

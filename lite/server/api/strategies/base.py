@@ -65,6 +65,10 @@ class Strategy:
     default: Callable[[Obj], None] = _noop
     # PrepareForCreate: status reset, admission-time defaults that apply only on create.
     prepare_create: Callable[[Obj], None] = _noop
+    # `default` then `prepare_create` on a create read nothing but `obj["spec"]`, write nothing but `obj["spec"]` and
+    # `obj["status"]` (whatever status the body had), and raise nothing but ValueError: the registry then
+    # remembers their result per spec (`lite.server.api.specmemo.CreateDefaults`).
+    spec_create: bool = False
     # PrepareForUpdate(new, old): e.g. keep fields that only a subresource may change.
     prepare_update: Callable[[Obj, Obj], None] = _noop2
     validate: Callable[[Obj], list[Cause]] = _ok
