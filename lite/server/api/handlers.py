@@ -246,14 +246,19 @@ def table_of(kind: Kind, objects: list[Obj], list_meta: Obj, include_object: str
     return out
 
 
+_ASK_TABLE = "\0"  # `_written`'s default: read the request's table options itself
+
+
 def _written(request: web.Request, kind: Kind, obj: Obj, status: int = 200, sub: str = "",
-             ctx: ApiContext | None = None, t: Target | None = None) -> web.Response:
+             ctx: ApiContext | None = None, t: Target | None = None,
+             include: str | None = _ASK_TABLE) -> web.Response:
     """The answer to a write (create, update, patch, delete) of `obj`: as a one-row Table when Accept asks for
     one, as upstream's `transformResponseObject` does for every verb (a Status passes through untransformed;
     a scale subresource answers its Scale), else the object itself — given `ctx` and `t`, the store's bytes of
     it when they are its JSON (`written_response`). (`table_request` was checked before the write, so a bad
-    includeObject refuses it rather than its answer.)"""
-    include = table_request(request)
+    includeObject refuses it rather than its answer; `include`: its result when the caller has it.)"""
+    if include is _ASK_TABLE:
+        include = table_request(request)
     if sub in ("", "status") and obj.get("kind") != "Status" and include is not None:
         rows = table_of(kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")},
                         include)
@@ -389,7 +394,7 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "create")
-    table_request(request)  # a bad includeObject refuses the write, not only its answer
+    include = table_request(request)  # a bad includeObject refuses the write, not only its answer
     dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
@@ -399,7 +404,7 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
     WRITTEN.set(Written())  # the write leaves its JSON there for the answer (`written_response`)
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
-    return _with_warning(_written(request, t.kind, out, 201, ctx=ctx, t=t), warning)
+    return _with_warning(_written(request, t.kind, out, 201, ctx=ctx, t=t, include=include), warning)
 
 
 async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
