@@ -82,6 +82,9 @@ async def test_pod_field_selectors(res: Resources) -> None:
     await res.create(POD, "default", {"metadata": {"name": "p2"}, "spec": spec})
     got = await res.list(POD, "", field_selector="spec.nodeName=n1,status.phase!=Succeeded")
     assert names(got) == ["p1"]
+    # `spec.host` is the old label of spec.nodeName (pre-1.0 clients), matched as it (upstream converts it)
+    assert names(await res.list(POD, "", field_selector="spec.host=n1")) == ["p1"]
+    assert names(await res.list(POD, "", field_selector="spec.host!=n1")) == ["p2"]
 
 
 async def test_pagination(res: Resources) -> None:

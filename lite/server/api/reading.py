@@ -54,7 +54,7 @@ def make_matcher(kind: Kind, label_selector: str, field_selector: str) -> Matche
     labels = parse_label_selector(label_selector) if label_selector else None
     fields = parse_field_selector(field_selector) if field_selector else None
     if fields is not None:
-        check_field_selector(kind, fields)
+        fields = check_field_selector(kind, fields)  # old labels (a pod's spec.host) matched as their new ones
     if (labels is None or labels.empty) and (fields is None or fields.empty):
         return None
 
