@@ -386,6 +386,30 @@ def field_set(kind: Kind, obj: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+# Selectable fields read straight from one key of the object, "" when the key is missing (a null or any other
+# value present reads otherwise): (group, kind) -> field label -> that key.
+_KEYED_FIELDS: dict[tuple[str, str], dict[str, str]] = {
+    ("", "Pod"): {"spec.nodeName": "nodeName", "spec.restartPolicy": "restartPolicy",
+                  "spec.schedulerName": "schedulerName", "spec.serviceAccountName": "serviceAccountName",
+                  "status.phase": "phase", "status.nominatedNodeName": "nominatedNodeName"},
+    ("", "Secret"): {"type": "type"},
+}
+
+
+def required_keys(kind: Kind, sel: FieldSelector) -> tuple[bytes, ...]:
+    """Fragments (`"key":`, as orjson writes a key) that the JSON encoding of every object matching `sel` holds:
+    one per requirement that a missing field cannot meet (`field!=` with an empty value, `field=value` with a
+    non-empty one) on a field read from one key (`_KEYED_FIELDS`). An encoding without one of them cannot match,
+    whatever else it holds; one with all of them still has to be decoded and matched."""
+    keyed = _KEYED_FIELDS.get((kind.group, kind.kind), {})
+    out: list[bytes] = []
+    for r in check_field_selector(kind, sel).requirements:
+        key = keyed.get(r.field)
+        if key is not None and (r.value == "") == (r.op == NOT_EQUALS):
+            out.append(b'"' + key.encode() + b'":')
+    return tuple(out)
+
+
 def supported_fields(kind: Kind) -> tuple[str, ...]:
     """Field labels the server accepts in a field selector for this kind (upstream conversion funcs)."""
     extra: dict[tuple[str, str], tuple[str, ...]] = {

@@ -163,7 +163,9 @@ def validate_annotations(annotations: Any, path: str = "metadata.annotations") -
         if not plain_qualified_name(key):
             causes += [field_invalid(path, k, m) for m in is_qualified_name(key)]
         # Sizes are in bytes, as Go's len() counts them.
-        total += len(str(k).encode()) + len(v.encode() if isinstance(v, str) else orjson.dumps(v))
+        key_text = str(k)
+        total += (len(key_text) if key_text.isascii() else len(key_text.encode())) + \
+            ((len(v) if v.isascii() else len(v.encode())) if isinstance(v, str) else len(orjson.dumps(v)))
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(field_too_long(path, "", TOTAL_ANNOTATION_SIZE_LIMIT))
     return causes

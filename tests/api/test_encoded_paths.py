@@ -15,8 +15,10 @@ import pytest
 from lite.errors import ApiError
 from lite.kinds import Kind, KindRegistry
 from lite.patch import json_equal
+from lite.server.api.registry_base import WRITTEN, Written
 from lite.server.api.resources import Resources
-from lite.server.api.writing import fast_uid, same_json
+from lite.server.api.uids import Uids, fast_uid
+from lite.server.api.writing import same_json
 from lite.server.store.packing import is_packed
 
 
@@ -101,35 +103,48 @@ def test_same_json_agrees_with_json_equal(a: Any, b: Any) -> None:
     assert same_json(b, a) == json_equal(b, a)
 
 
-def test_fast_uid_is_a_version_4_uuid() -> None:
+@pytest.mark.parametrize("source", ["fast_uid", "Uids"])
+def test_fast_uid_is_a_version_4_uuid(source: str) -> None:
     import uuid
 
+    uids = Uids(batch=7)  # several refills
     seen: set[str] = set()
     for _ in range(2000):
-        u = fast_uid()
+        u = fast_uid() if source == "fast_uid" else uids.next()
         parsed = uuid.UUID(u)
         assert str(parsed) == u and parsed.version == 4 and parsed.variant == uuid.RFC_4122
         seen.add(u)
     assert len(seen) == 2000
 
 
-async def test_written_encoded_gives_the_stored_bytes_only_when_plain(res: Resources) -> None:
-    """Creates and updates answer with the store's bytes when the store holds them as the plain JSON of the
-    returned object. Packed (the store packs values at commit; inflating them costs more than encoding the
-    dict), for a dry run or once a newer write replaced it: nothing, and the answer is encoded from the dict,
-    which gives what was stored."""
+async def test_written_encoded_gives_the_written_bytes_once(res: Resources) -> None:
+    """Creates and updates of a request that asked for it (`Written`) answer with the bytes their write stored,
+    exactly the returned object's JSON, taken once and for that object only. The store packs values at commit
+    (inflating them costs more than encoding the dict): for a dry run, an in-process write, or once taken,
+    nothing, and the answer is encoded from the dict, which gives what was stored."""
+    WRITTEN.set(Written())  # as the HTTP layer's create and update do
     out = await res.create_owned(POD, "default", pod("w1", a="b"), field_manager="m")
     held = res.store.get_packed("core/pods/default/w1")
     assert held is not None and is_packed(held[1])
-    assert res.written_encoded(POD, "default", out) is None
-    assert res.store.get("core/pods/default/w1")[1] == orjson.dumps(out)
+    assert res.written_encoded(POD, "default", dict(out)) is None  # an equal object is not the written one
+    out = await res.create_owned(POD, "default", pod("w0", a="b"), field_manager="m")
+    raw = res.written_encoded(POD, "default", out)
+    assert raw is not None and raw == orjson.dumps(out) == res.store.get("core/pods/default/w0")[1]
+    assert res.written_encoded(POD, "default", out) is None  # taken
     dry = await res.create_owned(POD, "default", pod("w2"), dry_run=True)
     assert res.written_encoded(POD, "default", dry) is None
     got = await res.get(POD, "default", "w1")
     got["metadata"]["labels"] = {"c": "d"}
-    newer = await res.update(POD, "default", "w1", got, field_manager="m")
-    assert res.written_encoded(POD, "default", out) is None
-    assert res.store.get("core/pods/default/w1")[1] == orjson.dumps(newer)
+    newer = await res.update_owned(POD, "default", "w1", got, field_manager="m")
+    raw = res.written_encoded(POD, "default", newer)
+    assert raw is not None and raw == orjson.dumps(newer) == res.store.get("core/pods/default/w1")[1]
+    same = await res.update_owned(POD, "default", "w1", await res.get(POD, "default", "w1"), field_manager="m")
+    assert res.written_encoded(POD, "default", same) is None  # nothing written: encoded from the dict
+
+
+async def test_in_process_writes_keep_no_written_bytes(res: Resources) -> None:
+    await res.create(POD, "default", pod("i1"))
+    assert WRITTEN.get() is None
 
 
 async def test_get_shared_decodes_each_revision_once(res: Resources) -> None:

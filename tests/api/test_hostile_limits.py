@@ -341,6 +341,14 @@ def test_check_depth_on_values_orjson_cannot_encode() -> None:
         bodylimits.check_depth(deep)
 
 
+def test_object_size_counts_keys_that_are_not_strings() -> None:
+    """An object with integer keys (from YAML) is measured as the store writes it, keys as strings."""
+    bodylimits.check_object_size({1: "x" * 10}, limit=18)  # {"1":"xxxxxxxxxx"}: 18 bytes
+    with pytest.raises(Exception, match="Request entity too large") as got:
+        bodylimits.check_object_size({10: "x" * 10}, limit=18)  # 19 bytes
+    assert "19 bytes" in str(got.value)
+
+
 async def test_object_stored_over_the_cap_before_it_existed_may_shrink_not_grow(tmp_path: Path) -> None:
     """An object written before the 1.5 MiB cap (here: straight into the store) keeps its finalizers and
     metadata writable so it can be deleted, but no write may make it bigger."""

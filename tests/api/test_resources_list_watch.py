@@ -82,6 +82,9 @@ async def test_pod_field_selectors(res: Resources) -> None:
     await res.create(POD, "default", {"metadata": {"name": "p2"}, "spec": spec})
     got = await res.list(POD, "", field_selector="spec.nodeName=n1,status.phase!=Succeeded")
     assert names(got) == ["p1"]
+    # `spec.host` is the old label of spec.nodeName (pre-1.0 clients), matched as it (upstream converts it)
+    assert names(await res.list(POD, "", field_selector="spec.host=n1")) == ["p1"]
+    assert names(await res.list(POD, "", field_selector="spec.host!=n1")) == ["p2"]
 
 
 async def test_pagination(res: Resources) -> None:
@@ -190,6 +193,51 @@ async def test_watch_field_selector_on_name(res: Resources) -> None:
     evs = await take(w, 1)
     assert (evs[0].type, evs[0].object["metadata"]["name"]) == ("DELETED", "b")
     await w.aclose()  # type: ignore[attr-defined]
+
+
+async def test_watch_of_bound_pods_skips_unbound_ones_undecoded(res: Resources,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`spec.nodeName!=` (the join hub's informer): a pod whose JSON has no nodeName key is passed over without
+    being decoded; binding it is ADDED, an update of a bound pod MODIFIED, and a key elsewhere named nodeName
+    only costs a decode."""
+    spec = {"containers": [{"name": "c", "image": "i"}]}
+    w = res.watch(POD, "default", resource_version=str(res.store.current_rev), field_selector="spec.nodeName!=")
+    decoded: list[str] = []
+    real = res.decode
+
+    def counting(kind: Any, raw: bytes) -> Any:
+        obj = real(kind, raw)
+        decoded.append(obj["metadata"]["name"])
+        return obj
+
+    monkeypatch.setattr(res, "decode", counting)
+    first = asyncio.ensure_future(take(w, 1))
+    await res.create(POD, "default", {"metadata": {"name": "unbound"}, "spec": spec})
+    await res.create(POD, "default", {"metadata": {"name": "decoy", "labels": {"nodeName": "x"}},
+                                      "spec": spec})
+    await res.create(POD, "default", {"metadata": {"name": "bound"}, "spec": {**spec, "nodeName": "n1"}})
+    evs = await first
+    assert [(e.type, e.object["metadata"]["name"]) for e in evs] == [("ADDED", "bound")]
+    assert decoded == ["decoy", "bound"]  # the unbound pod's event was never decoded
+    await res.bind(POD, "default", "unbound", {"target": {"kind": "Node", "name": "n2"}}, False)
+    await res.patch(POD, "default", "bound", {"metadata": {"labels": {"a": "b"}}})
+    evs = await take(w, 2)
+    assert [(e.type, e.object["metadata"]["name"]) for e in evs] == [("ADDED", "unbound"), ("MODIFIED", "bound")]
+    await w.aclose()  # type: ignore[attr-defined]
+
+
+def test_required_keys() -> None:
+    from lite.selectors import parse_field_selector, required_keys
+
+    def keys(sel: str, kind: Any = POD) -> tuple[bytes, ...]:
+        return required_keys(kind, parse_field_selector(sel))
+
+    assert keys("spec.nodeName!=") == (b'"nodeName":',)
+    assert keys("spec.host=n1,status.phase!=Failed") == (b'"nodeName":',)  # the old label is nodeName too
+    assert keys("status.phase=Running,spec.schedulerName!=x") == (b'"phase":',)
+    assert keys("spec.nodeName=,spec.hostNetwork=true,metadata.name=a") == ()  # met by a missing key or not keyed
+    assert keys("type=Opaque", KINDS.by_resource("", "v1", "secrets")) == (b'"type":',)
+    assert keys("metadata.name=a", CM) == ()
 
 
 async def test_watch_bookmarks_timeout_and_initial_events(res: Resources) -> None:

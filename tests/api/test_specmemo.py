@@ -140,3 +140,33 @@ async def test_workload_status_writes_skip_the_template_walk(res: Resources, mon
     assert calls == []
     await res.patch(kind, "default", "w", {"spec": {"replicas": 2}})
     assert len(calls) == 1
+
+
+async def test_equal_specs_share_create_defaulting_and_get_what_defaulting_gives(res: Resources) -> None:
+    """A pod's create defaulting (`default_pod`, `prepare_create_pod`) runs once per spec
+    (`specmemo.CreateDefaults`): later creates of an equal spec get exactly what it gives, whatever status their
+    body had, each in objects of their own."""
+    from lite.server.api.strategies.pods import default_pod, prepare_create_pod
+
+    runs: list[str] = []
+
+    def counting(obj: dict[str, Any]) -> None:
+        runs.append(obj["metadata"]["name"])
+        default_pod(obj)
+
+    res.strategies.register("Pod", dataclasses.replace(res.strategy(POD), default=counting))
+    first = await res.create(POD, "default", pod("d1"))
+    second = await res.create(POD, "default", {**pod("d2"), "status": {"phase": "Running"}})
+    assert runs == ["d1"]
+    want = pod("d2")
+    default_pod(want)
+    prepare_create_pod(want)
+    for out in (first, second):
+        assert orjson.dumps(out["status"]) == orjson.dumps(want["status"])
+    assert want["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+    assert orjson.dumps(second["spec"]) == orjson.dumps(want["spec"])  # the spec as defaulting leaves it
+    first["spec"]["containers"].clear()  # objects of their own
+    third = await res.create(POD, "default", pod("d3"))
+    assert runs == ["d1"] and third["spec"]["containers"][0]["terminationMessagePath"] == "/dev/termination-log"
+    await res.create(POD, "default", pod("d4", hostNetwork=True))  # another spec: its own run
+    assert runs == ["d1", "d4"]

@@ -183,6 +183,9 @@ DUPS: list[tuple[bytes, list[str]]] = [
     (b'{"s":"{\\"a\\":1,\\"a\\":2}"}', []),  # duplicates inside a string value are not keys
     (b'{"k\\\\":1,"k\\\\":2}', ["k\\"]),  # a key ending in an escaped backslash is still counted
     (b'{"a":{"x":1},"a":{"y":2}}', ["a"]),
+    (b'{"a"\n:1,"a"\n:2}', ["a"]),  # whitespace before the colon, with no space anywhere
+    (b'{"a"\t:1,"a"\r\n:2}', ["a"]),
+    (b'{"a\\"":1,"a\\"":2}', ['a"']),  # a key ending in an escaped quote
 ]
 
 

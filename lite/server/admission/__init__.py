@@ -32,7 +32,7 @@ from lite.server.admission.defaultstorageclass import DefaultStorageClass
 from lite.server.admission.escalation import EscalationCheck
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.noderestriction import node_restriction
-from lite.server.admission.plugins import ORDER, Plugin, ordered_hooks
+from lite.server.admission.plugins import ORDER, Plugin, ordered_scoped_hooks
 from lite.server.admission.podsecurity import PodSecurityAdmission
 from lite.server.admission.policy.plugin import PolicyAdmission
 from lite.server.admission.policy.validation import BINDING, policy_strategy
@@ -46,9 +46,13 @@ from lite.server.admission.webhookconfig import MUTATING, VALIDATING
 from lite.server.admission.webhooks import GROUP, WebhookAdmission
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import Strategies
+from lite.server.api.strategies.certificates import GROUP as CSR_GROUP
+from lite.server.api.strategies.certificates import KIND as CSR_KIND
 from lite.server.authz.chain import AuthorizerChain
+from lite.server.authz.index import GROUP as RBAC_GROUP
 
 Background = Callable[[], Awaitable[None]]
+_POD = frozenset({"Pod"})
 
 
 @dataclass
@@ -74,9 +78,9 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
 
     if "ServiceAccount" in wanted:
         plugins.append(Plugin("ServiceAccount", ServiceAccountAdmission(
-            resources, resources.core_kind("serviceaccounts")).admit))
+            resources, resources.core_kind("serviceaccounts")).admit, kinds=_POD))
     if "NodeRestriction" in wanted:
-        plugins.append(Plugin("NodeRestriction", node_restriction))
+        plugins.append(Plugin("NodeRestriction", node_restriction, kinds=frozenset({"Node", "Pod"})))
     namespaces: NamespaceLabels | None = None
     if wanted & {"PodSecurity", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}:
         namespaces = NamespaceLabels(resources, resources.core_kind("namespaces"))
@@ -84,21 +88,24 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
         assert namespaces is not None
         plugins.append(Plugin("PodSecurity", validate=PodSecurityAdmission(resources, kinds, namespaces).admit))
     if "Priority" in wanted:
-        plugins.append(Plugin("Priority", PriorityAdmission(resources).admit))
+        plugins.append(Plugin("Priority", PriorityAdmission(resources).admit, kinds=_POD))
     if "DefaultStorageClass" in wanted:
         sc_kind = kinds.by_resource("storage.k8s.io", "v1", "storageclasses")
         if sc_kind is not None:
-            plugins.append(Plugin("DefaultStorageClass", DefaultStorageClass(resources, sc_kind).admit))
+            plugins.append(Plugin("DefaultStorageClass", DefaultStorageClass(resources, sc_kind).admit,
+                                  kinds=frozenset({"PersistentVolumeClaim"})))
     if "RuntimeClass" in wanted:
         rc_kind = kinds.by_resource("node.k8s.io", "v1", "runtimeclasses")
         if rc_kind is not None:
-            plugins.append(Plugin("RuntimeClass", RuntimeClassAdmission(resources, rc_kind).admit))
+            plugins.append(Plugin("RuntimeClass", RuntimeClassAdmission(resources, rc_kind).admit, kinds=_POD))
     if "CertificateSubjectRestriction" in wanted:
-        plugins.append(Plugin("CertificateSubjectRestriction", validate=subject_restriction))
+        plugins.append(Plugin("CertificateSubjectRestriction", validate=subject_restriction,
+                              kinds=frozenset({f"{CSR_KIND}.{CSR_GROUP}"})))
     if "DefaultIngressClass" in wanted:
         ic_kind = kinds.by_resource("networking.k8s.io", "v1", "ingressclasses")
         if ic_kind is not None:
-            plugins.append(Plugin("DefaultIngressClass", DefaultIngressClassAdmission(resources, ic_kind).admit))
+            plugins.append(Plugin("DefaultIngressClass", DefaultIngressClassAdmission(resources, ic_kind).admit,
+                                  kinds=frozenset({"Ingress.networking.k8s.io"})))
     if wanted & {"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}:
         assert namespaces is not None
         strategies.register(f"ValidatingWebhookConfiguration.{GROUP}", VALIDATING)
@@ -120,12 +127,14 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
         plugins.append(Plugin("ValidatingAdmissionPolicy", validate=policies.validate))
         out.background.append(("admission-policies", policies.run))
     if "ServiceIPAllocation" in wanted and allocators is not None:
-        plugins.append(Plugin("ServiceIPAllocation", validate=allocators.admit))
+        plugins.append(Plugin("ServiceIPAllocation", validate=allocators.admit, kinds=frozenset({"Service"})))
     if "RBACEscalation" in wanted and authorizer is not None:
-        plugins.append(Plugin("RBACEscalation", validate=EscalationCheck(authorizer)))
+        plugins.append(Plugin("RBACEscalation", validate=EscalationCheck(authorizer),
+                              kinds=frozenset(f"{k}.{RBAC_GROUP}" for k in ("Role", "ClusterRole", "RoleBinding",
+                                                                           "ClusterRoleBinding"))))
     if "ResourceQuota" in wanted:
         hook, out.quota = quota_hook(resources, strategies, resources.revisions, resources.replace_status)
         plugins.append(Plugin("ResourceQuota", validate=hook))
-    for hook in ordered_hooks(plugins):
-        strategies.add_admission(hook)
+    for hook, scope in ordered_scoped_hooks(plugins):
+        strategies.add_admission(hook, scope)
     return out

@@ -42,16 +42,27 @@ ORDER: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Plugin:
-    """One admission plugin: its name in `ORDER` and its hooks (either may be None)."""
+    """One admission plugin: its name in `ORDER`, its hooks (either may be None), and the group-kinds (`Kind.gk`)
+    it acts on (None: any kind). A scoped plugin's hooks must do nothing for any other kind: they are not run for
+    them at all (`Strategies.admission_for`)."""
 
     name: str
     mutate: AdmissionHook | None = None
     validate: AdmissionHook | None = None
+    kinds: frozenset[str] | None = None
+
+
+ScopedHook = tuple[AdmissionHook, "frozenset[str] | None"]
 
 
 def ordered_hooks(plugins: list[Plugin]) -> list[AdmissionHook]:
-    """The hooks of `plugins` in the order they run: every `mutate` in `ORDER`, then every `validate` in `ORDER`.
-    Raises ValueError for a name not in `ORDER` or given twice."""
+    """The hooks of `plugins` in the order they run (see `ordered_scoped_hooks`)."""
+    return [hook for hook, _ in ordered_scoped_hooks(plugins)]
+
+
+def ordered_scoped_hooks(plugins: list[Plugin]) -> list[ScopedHook]:
+    """The hooks of `plugins` in the order they run, each with its plugin's kinds: every `mutate` in `ORDER`, then
+    every `validate` in `ORDER`. Raises ValueError for a name not in `ORDER` or given twice."""
     rank = {name: i for i, name in enumerate(ORDER)}
     seen: set[str] = set()
     for p in plugins:
@@ -61,5 +72,5 @@ def ordered_hooks(plugins: list[Plugin]) -> list[AdmissionHook]:
             raise ValueError(f"admission plugin {p.name!r} is given twice")
         seen.add(p.name)
     by_rank = sorted(plugins, key=lambda p: rank[p.name])
-    return [p.mutate for p in by_rank if p.mutate is not None] + \
-        [p.validate for p in by_rank if p.validate is not None]
+    return [(p.mutate, p.kinds) for p in by_rank if p.mutate is not None] + \
+        [(p.validate, p.kinds) for p in by_rank if p.validate is not None]

@@ -154,6 +154,11 @@ def object_too_large(size: int, limit: int = MAX_OBJECT_BYTES) -> ApiError:
 
 def _encoded_size(obj: Any) -> int | None:
     try:
+        # without OPT_NON_STR_KEYS first: that option takes orjson's slow path (~3x the time for a pod)
+        return len(orjson.dumps(obj))
+    except orjson.JSONEncodeError:
+        pass
+    try:  # keys that are not strings (from YAML) are written as strings, as the store will write them
         return len(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
     except orjson.JSONEncodeError:  # not JSON at all: the shape checks after this one refuse it
         return None

@@ -48,8 +48,13 @@ def _keyish(raw: bytes) -> int:
     """An upper bound of the keys in a JSON text: `":` sequences, less those whose quote is escaped (`\\":`
     inside a string), plus those where the escape was itself an escaped backslash (`\\\\":`, a key ending in
     a backslash); with whitespace before a colon, those too (over-counting is safe, under-counting is not)."""
-    n = raw.count(b'":') - raw.count(b'\\":') + raw.count(b'\\\\":')
-    if b'" ' in raw or b'"\n' in raw or b'"\t' in raw or b'"\r' in raw:
+    n = raw.count(b'":')
+    # Single-byte searches (memchr) first: a two-byte search scans at a few ns per byte, ~3 us for a 2 KB pod,
+    # and a compact body (what clients send) has no backslash and no whitespace outside its strings.
+    if b"\\" in raw:
+        n += raw.count(b'\\\\":') - raw.count(b'\\":')
+    if (b" " in raw and b'" ' in raw) or (b"\n" in raw and b'"\n' in raw) or (b"\t" in raw and b'"\t' in raw) \
+            or (b"\r" in raw and b'"\r' in raw):
         n += len(_SPACED_KEY.findall(raw))
     return n
 

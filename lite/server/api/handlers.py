@@ -40,6 +40,7 @@ from lite.server.api import componentstatus, fieldvalidation, negotiate, params,
 from lite.server.api.connectoptions import connect_options
 from lite.server.api.discovery import Discovery
 from lite.server.api.openapi import OpenAPI
+from lite.server.api.registry_base import WRITTEN, Written
 from lite.server.api.watchstream import ObjectTransform, WatchRegistry, serve_watch
 
 Obj = dict[str, Any]
@@ -246,14 +247,19 @@ def table_of(kind: Kind, objects: list[Obj], list_meta: Obj, include_object: str
     return out
 
 
+_ASK_TABLE = "\0"  # `_written`'s default: read the request's table options itself
+
+
 def _written(request: web.Request, kind: Kind, obj: Obj, status: int = 200, sub: str = "",
-             ctx: ApiContext | None = None, t: Target | None = None) -> web.Response:
+             ctx: ApiContext | None = None, t: Target | None = None,
+             include: str | None = _ASK_TABLE) -> web.Response:
     """The answer to a write (create, update, patch, delete) of `obj`: as a one-row Table when Accept asks for
     one, as upstream's `transformResponseObject` does for every verb (a Status passes through untransformed;
     a scale subresource answers its Scale), else the object itself — given `ctx` and `t`, the store's bytes of
     it when they are its JSON (`written_response`). (`table_request` was checked before the write, so a bad
-    includeObject refuses it rather than its answer.)"""
-    include = table_request(request)
+    includeObject refuses it rather than its answer; `include`: its result when the caller has it.)"""
+    if include is _ASK_TABLE:
+        include = table_request(request)
     if sub in ("", "status") and obj.get("kind") != "Status" and include is not None:
         rows = table_of(kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")},
                         include)
@@ -389,7 +395,7 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
     _need_verb(t.kind, "create")
-    table_request(request)  # a bad includeObject refuses the write, not only its answer
+    include = table_request(request)  # a bad includeObject refuses the write, not only its answer
     dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
     obj = negotiate.decode_object(request.content_type, raw)
@@ -397,8 +403,9 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
     _check_meta(obj, t)
     create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
+    WRITTEN.set(Written())  # the write leaves its JSON there for the answer (`written_response`)
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
-    return _with_warning(_written(request, t.kind, out, 201, ctx=ctx, t=t), warning)
+    return _with_warning(_written(request, t.kind, out, 201, ctx=ctx, t=t, include=include), warning)
 
 
 async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
@@ -426,6 +433,7 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
                                          validation, raw, request.content_type)
     _check_meta(obj, t)
     update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
+    WRITTEN.set(Written())
     out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
     return _with_warning(_written(request, t.kind, out, sub=sub, ctx=ctx, t=t), warning)
 

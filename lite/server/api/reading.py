@@ -27,7 +27,7 @@ from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.selectors import check_field_selector, field_set, parse_field_selector, parse_label_selector
 from lite.server.api.params import INT64_MAX, parse_resource_version
-from lite.server.api.registry_base import Obj, RegistryBase
+from lite.server.api.registry_base import WRITTEN, Obj, RegistryBase
 from lite.server.store.packing import is_packed, unpack
 
 Matcher = Callable[[Obj], bool]
@@ -54,7 +54,7 @@ def make_matcher(kind: Kind, label_selector: str, field_selector: str) -> Matche
     labels = parse_label_selector(label_selector) if label_selector else None
     fields = parse_field_selector(field_selector) if field_selector else None
     if fields is not None:
-        check_field_selector(kind, fields)
+        fields = check_field_selector(kind, fields)  # old labels (a pod's spec.host) matched as their new ones
     if (labels is None or labels.empty) and (fields is None or fields.empty):
         return None
 
@@ -158,7 +158,12 @@ class ReadMixin(RegistryBase):
         """The stored bytes of `obj`, an object a write just returned, when they are its JSON: a built-in kind
         (custom objects are stored in their storage version) whose stored revision is still `obj`'s
         resourceVersion (the store encoded exactly this object then). None otherwise (a dry run, a newer write
-        meanwhile): the caller encodes `obj` itself."""
+        meanwhile): the caller encodes `obj` itself. The bytes the write itself left for this request
+        (`registry_base.Written`) come first: the store holds them packed once committed."""
+        slot = WRITTEN.get()
+        raw = slot.take(obj) if slot is not None else None
+        if raw is not None:
+            return raw
         got = self.held_encoding(kind, namespace, obj)
         if got is None or is_packed(got):
             return None  # packed (the store packs at commit): encoding `obj` is cheaper than inflating them

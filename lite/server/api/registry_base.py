@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,9 @@ from lite.kinds import Kind, KindRegistry
 from lite.patch import ListRule, Schema, schema_for
 from lite.patch.schema import Path
 from lite.server.api.conversion import Converter
-from lite.server.api.specmemo import SpecMemo
+from lite.server.api.specmemo import CreateDefaults, SpecMemo
 from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
+from lite.server.api.uids import Uids
 from lite.server.store import KeyNotFound, RevMismatch, Store
 from lite.server.store.packing import unpack
 
@@ -43,6 +45,37 @@ CRD_GK = "CustomResourceDefinition.apiextensions.k8s.io"
 # Subresources whose writes replace only the status (the strategy's `prepare_subresource` narrows further:
 # a CertificateSigningRequest's `approval` keeps all but status.conditions).
 STATUS_LIKE = ("status", "approval")
+
+
+class Written:
+    """The store's JSON of the object a write just returned, for the HTTP layer to answer with instead of
+    encoding the object again: a request that wants it puts a fresh `Written` in `WRITTEN` before the write (the
+    HTTP layer's create and update); the write fills it (`note_written`); `written_encoded` takes it once, for
+    that very object only. Built-in kinds only (custom objects are stored in their storage version)."""
+
+    __slots__ = ("obj", "raw")
+
+    def __init__(self) -> None:
+        self.obj: Obj | None = None
+        self.raw: bytes | None = None
+
+    def take(self, obj: Obj) -> bytes | None:
+        """The bytes written for `obj` (this object, not an equal one), once; None otherwise."""
+        raw = self.raw if self.obj is obj else None
+        self.obj = self.raw = None
+        return raw
+
+
+# The current request's `Written` (None outside a request that asked for one: in-process writers keep nothing).
+WRITTEN: ContextVar[Written | None] = ContextVar("lite_written", default=None)
+
+
+def note_written(kind: Kind, obj: Obj, raw: bytes) -> None:
+    """`obj` was just written as `raw` (its exact JSON, resourceVersion included): kept for the request's answer
+    when it asked for it (see `Written`)."""
+    slot = WRITTEN.get()
+    if slot is not None and not (kind.crd or kind.storage or kind.converts_by_webhook):
+        slot.obj, slot.raw = obj, raw
 
 
 class RetryWrite(Exception):
@@ -68,6 +101,8 @@ class RegistryBase:
         self._stamp: tuple[int, str] = (-1, "")
         self._schemas: dict[tuple[str, str], MemoSchema] = {}
         self.spec_memo = SpecMemo()  # validation and FieldsV1 of recently created specs (`specmemo`)
+        self.create_defaults = CreateDefaults()  # create defaulting of recently created specs (`specmemo`)
+        self.uids = Uids()  # metadata.uid of creates (`writing.Uids`)
         self.converter = Converter(self._lookup_core)  # CRD conversion webhooks
         # Compiled x-kubernetes-validations per served CRD version: (the Kind's schema dict, its rules). Kinds
         # are rebuilt on every write of their CRD, so the identity of the schema names one CRD revision.
@@ -209,7 +244,7 @@ class RegistryBase:
     async def admit(self, review: Admission) -> None:
         """Run every hook; if one refuses, what the earlier ones took is given back (`review.undo`)."""
         try:
-            for hook in self.strategies.admission:
+            for hook in self.strategies.admission_for(review.kind.gk):
                 await hook(review)
         except Exception:
             await review.rollback()

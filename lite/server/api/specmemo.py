@@ -1,6 +1,6 @@
 """What a create computes from an object's `spec` alone, remembered per spec: its validation causes and the
 FieldsV1 subtree a field manager owns under it (`SpecMemo`), and that its body's spec type-checked clean
-(`Bounded`, used by `fieldvalidation`).
+(`Bounded`, used by `fieldvalidation`), and what create defaulting made of a spec (`CreateDefaults`).
 
 Role: controllers (ReplicaSet, Job, StatefulSet, DaemonSet) and bulk clients create many objects whose specs
 are identical, and validating a pod spec and walking it for managedFields were the two largest costs of a pod
@@ -65,6 +65,7 @@ class SpecResult:
 
 
 Key = tuple[str, object, bytes]  # (kind's group-kind, its validate function, the spec's encoding)
+Created = tuple[bytes, bytes | None]  # (the spec's encoding after create defaulting, the status's or None)
 
 
 class SpecMemo:
@@ -94,3 +95,22 @@ class SpecMemo:
     def put(self, key: Key, causes: list[Cause], fields: dict[str, Any] | None) -> None:
         """Remember the results for `key` (replacing an entry that had no FieldsV1 yet)."""
         self._entries.put(key, SpecResult(tuple(causes), orjson.dumps(fields) if fields is not None else None))
+
+
+class CreateDefaults:
+    """Bounded map from (kind, the default function, a body's spec encoding) to what create defaulting made of that
+    spec: the spec's and the status's encodings, for a strategy with `spec_create` (its `default` then
+    `prepare_create` read nothing but `obj["spec"]` and write nothing but it and `obj["status"]`). The results are
+    decoded afresh for every object they go into."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._entries: Bounded[Key, Created] = Bounded(size)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Key) -> Created | None:
+        return self._entries.get(key)
+
+    def put(self, key: Key, spec: bytes, status: bytes | None) -> None:
+        self._entries.put(key, (spec, status))

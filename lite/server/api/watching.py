@@ -26,9 +26,11 @@ from lite import errors
 from lite.client import WatchEvent
 from lite.errors import ApiError, expired
 from lite.kinds import Kind
+from lite.selectors import parse_field_selector, required_keys
 from lite.server.api.reading import Matcher, make_matcher, parse_rv, too_large
 from lite.server.api.registry_base import Obj, RegistryBase
 from lite.server.store import Compacted, StoreEvent, Watch, WatchDropped
+from lite.server.store.packing import is_packed
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
@@ -47,6 +49,8 @@ class WatchMixin(RegistryBase):
         """Validate eagerly (bad selectors and RVs raise here, before any stream starts)."""
         self.check_stored(kind)
         matcher = make_matcher(kind, label_selector, field_selector)
+        needs = required_keys(kind, parse_field_selector(field_selector)) if matcher is not None and field_selector \
+            else ()
         if resource_version_match and resource_version_match != "NotOlderThan":
             raise errors.invalid("ListOptions", "", [errors.field_forbidden(
                 "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
@@ -55,10 +59,12 @@ class WatchMixin(RegistryBase):
         if after > self.store.current_rev:
             raise too_large(after, self.store.current_rev)
         prefix = self.prefix(kind, self.scoped(kind, namespace))
-        return self._stream(kind, prefix, after, matcher, allow_bookmarks, timeout_seconds, send_initial_events)
+        return self._stream(kind, prefix, after, matcher, allow_bookmarks, timeout_seconds, send_initial_events,
+                            needs)
 
     async def _stream(self, kind: Kind, prefix: str, after: int, matcher: Matcher | None, bookmarks: bool,
-                      lifetime: float | None, initial_events: bool) -> AsyncIterator[WatchEvent]:
+                      lifetime: float | None, initial_events: bool,
+                      needs: tuple[bytes, ...] = ()) -> AsyncIterator[WatchEvent]:
         initial: list[tuple[str, int, bytes]] = []
         if after < 0 or initial_events:
             initial, rev, _ = self.store.list(prefix)
@@ -77,13 +83,13 @@ class WatchMixin(RegistryBase):
                     yield WatchEvent("ADDED", obj)
             if initial_events:
                 yield self._bookmark(kind, after, end_of_initial=True)
-            async for ev in self._live(kind, w, after, matcher, bookmarks, lifetime):
+            async for ev in self._live(kind, w, after, matcher, bookmarks, lifetime, needs):
                 yield ev
         finally:
             w.close()
 
     async def _live(self, kind: Kind, w: Watch, last_rev: int, matcher: Matcher | None, bookmarks: bool,
-                    lifetime: float | None) -> AsyncIterator[WatchEvent]:
+                    lifetime: float | None, needs: tuple[bytes, ...] = ()) -> AsyncIterator[WatchEvent]:
         # A deadline polled between events, not asyncio.timeout: the generator is suspended at its yields
         # in the consumer's task, where a timeout would cancel the consumer instead.
         loop = asyncio.get_running_loop()
@@ -105,6 +111,9 @@ class WatchMixin(RegistryBase):
             if sev is None:
                 continue
             last_rev = sev.rev
+            if needs and _cannot_match(sev.value, needs) and (sev.prev is None or sev.type != "MODIFIED" or
+                                                              _cannot_match(sev.prev, needs)):
+                continue  # neither this state nor the one it replaced matches: nothing to decode or send
             out = self._translate(kind, sev, matcher)
             if out is not None:
                 yield out
@@ -133,3 +142,9 @@ class WatchMixin(RegistryBase):
         if end_of_initial:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
         return WatchEvent("BOOKMARK", {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta})
+
+
+def _cannot_match(raw: bytes, needs: tuple[bytes, ...]) -> bool:
+    """True when the plain JSON `raw` lacks a key every matching object has (`selectors.required_keys`); False
+    when it has them all or is packed (then only decoding tells)."""
+    return not is_packed(raw) and any(n not in raw for n in needs)

@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -35,7 +34,15 @@ from lite.patch.ssa import Versions
 from lite.server.api import versions
 from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
-from lite.server.api.registry_base import STATUS_LIKE, Obj, RegistryBase, RetryWrite, check_shape, conflict_error
+from lite.server.api.registry_base import (
+    STATUS_LIKE,
+    Obj,
+    RegistryBase,
+    RetryWrite,
+    check_shape,
+    conflict_error,
+    note_written,
+)
 from lite.server.api.specmemo import SpecMemo
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
@@ -52,13 +59,6 @@ _TERMINATING = "unable to create new content in namespace {} because it is being
 _PRIORITY_CLASSES = "scheduling.k8s.io/priorityclasses/"
 
 Build = Callable[[Obj], Obj]
-
-
-def fast_uid() -> str:
-    """A random (version 4) UUID string, as `uuid.uuid4()` makes, in a third of its time."""
-    h = os.urandom(16).hex()
-    variant = "89ab"[int(h[16], 16) & 3]  # RFC 4122 variant: the top two bits of byte 8 are 10
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}"
 
 
 def generate_name(base: str) -> str:
@@ -137,12 +137,13 @@ class WriteMixin(RegistryBase):
         if kind.crd and kind.has_status():
             obj.pop("status", None)  # with a status subresource, create cannot set status (upstream)
         _prune(kind, obj)
-        strategy.default(obj)
-        strategy.prepare_create(obj)
+        spec_bytes = self._default_for_create(kind, strategy, obj)
         # The spec is final from here on (managedFields touch only metadata): equal specs share their results.
         # (not through a view: the remembered field sets are in the stored version's shape)
-        spec_key = SpecMemo.key(kind.gk, strategy.validate, obj.get("spec")) \
-            if strategy.spec_validation and view is None else None
+        spec_key = None
+        if strategy.spec_validation and view is None:
+            spec_key = (kind.gk, strategy.validate, spec_bytes) if spec_bytes is not None else \
+                SpecMemo.key(kind.gk, strategy.validate, obj.get("spec"))
         known = self.spec_memo.get(spec_key) if spec_key is not None else None
         if manager:
             spec_fields = known.fields_v1() if known is not None else None
@@ -175,6 +176,32 @@ class WriteMixin(RegistryBase):
         except Exception:  # not on cancellation: the queued write may still commit
             await review.rollback()
             raise
+
+    def _default_for_create(self, kind: Kind, strategy: Strategy, obj: Obj) -> bytes | None:
+        """`strategy.default` then `prepare_create` on `obj`; for a strategy with `spec_create`, their results are
+        remembered per spec (`specmemo.CreateDefaults`) and an equal spec takes them decoded afresh. Returns the
+        encoding of the spec they left when it is known (it is the `SpecMemo` key's), else None."""
+        key = SpecMemo.key(kind.gk, strategy.default, obj.get("spec")) if strategy.spec_create else None
+        got = self.create_defaults.get(key) if key is not None else None
+        if got is not None:
+            spec, status = got
+            obj["spec"] = orjson.loads(spec)
+            if status is None:
+                obj.pop("status", None)
+            else:
+                obj["status"] = orjson.loads(status)
+            return spec
+        strategy.default(obj)
+        strategy.prepare_create(obj)
+        if key is None or not isinstance(obj.get("spec"), dict):
+            return None
+        try:
+            spec = orjson.dumps(obj["spec"])
+            status = orjson.dumps(obj["status"]) if "status" in obj else None
+        except TypeError:  # not JSON-encodable as it is: the shape checks refuse it elsewhere
+            return None
+        self.create_defaults.put(key, spec, status)
+        return spec
 
     def field_versions(self, kind: Kind) -> Versions | None:
         """The versions `kind`'s objects are served in, as managedFields bookkeeping needs them (each entry is
@@ -232,7 +259,7 @@ class WriteMixin(RegistryBase):
 
     def _init_system_meta(self, kind: Kind, obj: Obj, meta: Obj) -> None:
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
-        meta["uid"] = fast_uid()
+        meta["uid"] = self.uids.next()
         meta["creationTimestamp"] = self.now_rfc3339()
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(k, None)
@@ -275,15 +302,16 @@ class WriteMixin(RegistryBase):
                     raise KeyExists(key)
                 if dry_run:
                     return obj
-                rev, _ = await self.store.create(key, obj)
+                rev, raw = await self.store.create(key, obj)
             except KeyExists:
                 if generated and attempt + 1 < _NAME_ATTEMPTS:
                     meta["name"] = generate_name(str(meta["generateName"]))
                     strategy.default(obj)
                     continue
                 raise errors.already_exists(kind.plural, meta["name"], kind.group) from None
-            meta["resourceVersion"] = str(rev)
+            meta["resourceVersion"] = str(rev)  # now `raw` is exactly obj's JSON (the store set this rev there)
             await self.after_write(kind, obj, None)
+            note_written(kind, obj, raw)
             return obj
         raise errors.already_exists(kind.plural, meta["name"], kind.group)  # pragma: no cover
 
@@ -335,15 +363,16 @@ class WriteMixin(RegistryBase):
         if dry_run:
             return new
         try:
-            new_rev, _ = await self.store.update(key, new, rev)
+            new_rev, raw = await self.store.update(key, new, rev)
         except (RevMismatch, KeyNotFound) as e:
             await review.rollback()  # the loop reads again and is admitted (charged) again
             raise RetryWrite from e
         except Exception:
             await review.rollback()
             raise
-        new["metadata"]["resourceVersion"] = str(new_rev)
+        new["metadata"]["resourceVersion"] = str(new_rev)  # in place: `raw` is exactly new's JSON
         await self.after_write(kind, new, old)
+        note_written(kind, new, raw)
         return new
 
     def prepare_update(self, kind: Kind, ns: str, name: str, new: Obj, old: Obj, subresource: str) -> None:

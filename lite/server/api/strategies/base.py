@@ -66,6 +66,10 @@ class Strategy:
     default: Callable[[Obj], None] = _noop
     # PrepareForCreate: status reset, admission-time defaults that apply only on create.
     prepare_create: Callable[[Obj], None] = _noop
+    # `default` then `prepare_create` on a create read nothing but `obj["spec"]`, write nothing but `obj["spec"]` and
+    # `obj["status"]` (whatever status the body had), and raise nothing but ValueError: the registry then
+    # remembers their result per spec (`lite.server.api.specmemo.CreateDefaults`).
+    spec_create: bool = False
     # PrepareForUpdate(new, old): e.g. keep fields that only a subresource may change.
     prepare_update: Callable[[Obj, Obj], None] = _noop2
     validate: Callable[[Obj], list[Cause]] = _ok
@@ -150,6 +154,9 @@ class Strategies:
     admission: list[AdmissionHook] = field(default_factory=list)
     connect: list[AdmissionHook] = field(default_factory=list)
     removed: list[RemovedHook] = field(default_factory=list)
+    # each admission hook's group-kinds (None: every kind), and the hooks per group-kind (made on first use)
+    _scopes: list[frozenset[str] | None] = field(default_factory=list)
+    _by_gk: dict[str, tuple[AdmissionHook, ...]] = field(default_factory=dict)
 
     def for_kind(self, kind: Kind) -> Strategy:
         found = self.by_gk.get(kind.gk)
@@ -160,9 +167,23 @@ class Strategies:
     def register(self, gk: str, strategy: Strategy) -> None:
         self.by_gk[gk] = strategy
 
-    def add_admission(self, hook: AdmissionHook) -> None:
-        """Append a hook; hooks run in the order added, after validation, before the write."""
+    def add_admission(self, hook: AdmissionHook, kinds: frozenset[str] | None = None) -> None:
+        """Append a hook; hooks run in the order added, after validation, before the write. `kinds`: the only
+        group-kinds it acts on (it is not run for the others)."""
         self.admission.append(hook)
+        self._scopes.append(kinds)
+        self._by_gk.clear()
+
+    def admission_for(self, gk: str) -> tuple[AdmissionHook, ...]:
+        """The admission hooks that act on group-kind `gk`, in order."""
+        hooks = self._by_gk.get(gk)
+        if hooks is None:
+            scopes = self._scopes + [None] * (len(self.admission) - len(self._scopes))  # appended to directly
+            hooks = tuple(h for h, k in zip(self.admission, scopes, strict=True) if k is None or gk in k)
+            if len(self._by_gk) >= 4096:  # custom kinds come and go: keep the memo bounded
+                self._by_gk.clear()
+            self._by_gk[gk] = hooks
+        return hooks
 
     def add_connect_admission(self, hook: AdmissionHook) -> None:
         """Append a hook for CONNECT requests (the plugins that handle them: admission webhooks)."""

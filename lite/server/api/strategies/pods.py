@@ -275,6 +275,7 @@ def pod_grace(pod: Obj, requested: int | None) -> int:
 POD = Strategy(
     default=default_pod,
     prepare_create=prepare_create_pod,
+    spec_create=True,  # default_pod + prepare_create_pod: the spec, and a status made from the spec alone
     validate=validate_pod,
     spec_validation=True,  # validate_pod is validate_pod_spec of the spec, a pure function
     validate_update=validate_pod_update,

@@ -1,0 +1,39 @@
+"""Random (version 4) UUID strings for `metadata.uid`, fast: `fast_uid` one at a time, `Uids` in batches.
+
+Invariants: every UUID is version 4 with the RFC 4122 variant, from `os.urandom` bytes, each byte used once.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def fast_uid() -> str:
+    """A random (version 4) UUID string, as `uuid.uuid4()` makes, in a third of its time."""
+    return _uuid_of(os.urandom(16).hex())
+
+
+def _uuid_of(h: str) -> str:
+    """The version 4 UUID string of 32 random hex digits."""
+    variant = "89ab"[int(h[16], 16) & 3]  # RFC 4122 variant: the top two bits of byte 8 are 10
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}"
+
+
+class Uids:
+    """`fast_uid`s drawn from one `os.urandom` read per `batch` of them: each read is a system call that lets go of
+    the GIL, and a helper thread waiting for it (the store's) may then keep the event loop waiting. The random
+    bytes are used once each, in order; per-registry state."""
+
+    __slots__ = ("_at", "_batch", "_hex")
+
+    def __init__(self, batch: int = 256) -> None:
+        self._batch = batch
+        self._hex = ""
+        self._at = 0
+
+    def next(self) -> str:
+        at = self._at
+        if at >= len(self._hex):
+            self._hex, at = os.urandom(16 * self._batch).hex(), 0
+        self._at = at + 32
+        return _uuid_of(self._hex[at:at + 32])
