@@ -365,9 +365,11 @@ def cmd_server(args: argparse.Namespace) -> int:
 def cmd_agent(args: argparse.Namespace) -> int:
     if args.simulate or args.node_group:
         from lite.agent.sim import cli as sim_cli
+        from lite.server.pauses import LoopPauses
 
         _setup_logging(args.log_level)
-        return sim_cli.run(args)  # simulated nodes keep nothing on disk
+        # simulated nodes keep nothing on disk; thousands of decoded pods in memory: the server's GC schedule
+        return sim_cli.run(args, LoopPauses())
     from lite.lazycerts import import_aiohttp
     from lite.malloctune import limit_arenas, pin_mmap_threshold, shrink_tls_reads
 

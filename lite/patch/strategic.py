@@ -45,6 +45,15 @@ def _merge_map(original: dict[str, Any] | None, patch: dict[str, Any], schema: S
     if directive not in (None, "merge"):
         raise errors.bad_request(f"unknown patch type: {directive} in map: {patch}")
     out = original if isinstance(original, dict) else {}
+    if not any(key[:1] == "$" for key in patch):  # no directive here (nearly every map): merge the keys
+        for key, value in patch.items():
+            if value is None:
+                out.pop(key, None)
+            elif isinstance(value, dict | list):
+                out[key] = _merge_value(out.get(key), value, schema, (*path, key))
+            else:
+                out[key] = value
+        return out
     _retain_keys(out, patch)
     _set_element_orders(out, patch, schema, path)
     for key, value in patch.items():
@@ -175,6 +184,8 @@ def _merge_list(original: list[Any], patch: list[Any], schema: Schema, path: Pat
         return [_clean(v, schema, path) for v in patch]
     if not original and not patch:
         return original
+    if not original and rule.strategy == "merge" and _distinct_plain(patch, rule.merge_key):
+        return [_merge_map({}, item, schema, path) for item in patch]  # what the general merge below gives
     if rule.strategy == "set" or not all(isinstance(v, dict) for v in patch + original):
         merged: list[Any] = []
         for v in original + patch:
@@ -189,6 +200,20 @@ def _merge_list(original: list[Any], patch: list[Any], schema: Schema, path: Pat
     in_patch = [x for x in merged if where.find(ident(x)) >= 0]
     server_only = [x for x in merged if where.find(ident(x)) < 0]
     return _normalize(in_patch, server_only, patch, original, ident)
+
+
+def _distinct_plain(items: list[Any], key: str) -> bool:
+    """Every item a map with a string merge key of its own and no `$patch` directive: merged into an empty
+    list they are each their own element, in the patch's order."""
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict) or DIRECTIVE in item:
+            return False
+        k = item.get(key)
+        if type(k) is not str or k in seen:
+            return False
+        seen.add(k)
+    return True
 
 
 def _special_elements(original: list[Any], patch: list[Any], rule: ListRule) -> tuple[list[Any], list[Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import signal
 import subprocess
 import time
@@ -26,11 +27,12 @@ from lite.agent.sim.model import PodIPs, node_object, node_status, running_statu
 from lite.agent.sim.nodes import LEASE, NODE
 from lite.agent.sim.pods import POD
 from lite.agent.sim.spec import NodeGroup, parse_duration, parse_labels, parse_node_group, parse_taints
-from lite.agent.simulate import SimConfig, Simulator
+from lite.agent.simulate import SimConfig, Simulator, run_forever
 from lite.errors import ApiError
 from lite.httpclient import HttpClient
 from lite.kinds import BUILTIN_KINDS
 from lite.server.authn.x509 import issue_client_cert
+from lite.server.pauses import NEVER, LoopPauses
 
 Obj = dict[str, Any]
 NAMESPACE = next(k for k in BUILTIN_KINDS if k.kind == "Namespace")
@@ -384,6 +386,30 @@ def test_cli_registers_nodes_and_stops_on_sigterm(server: LiteServer, tmp_path: 
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=15)
     assert proc.returncode == 0, out.decode()
+
+
+def test_the_command_runs_the_simulator_under_a_gc_schedule(server: LiteServer, tmp_path: Path) -> None:
+    """`run_forever` with a GC schedule (the CLI hands it the server's): started before the loop (young passes
+    only, survivors frozen), its full-pass task running in the loop, and undone when the simulator stops."""
+    kubeconfig = simulator_kubeconfig(server.data_dir, tmp_path / "sim.kubeconfig")
+    before = gc.get_threshold()
+    seen: dict[str, Any] = {}
+
+    def stop() -> None:  # SIGTERM as an operator sends it, only while the simulator's handler is installed
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            signal.raise_signal(signal.SIGTERM)
+
+    class Recorded(LoopPauses):
+        async def run(self) -> None:
+            seen.update(threshold=gc.get_threshold(), frozen=gc.get_freeze_count())
+            asyncio.get_running_loop().call_later(0.5, stop)
+            await super().run()
+
+    schedule = Recorded(young=5000, full_interval=3600)
+    config = SimConfig((NodeGroup(1, prefix=prefix()),))
+    assert run_forever(lambda: HttpClient.from_kubeconfig(str(kubeconfig)), config, schedule) == 0
+    assert seen["threshold"] == (5000, NEVER, NEVER) and seen["frozen"] > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
 def test_cli_needs_a_kubeconfig_and_the_join_token_is_no_api_credential(server: LiteServer,

@@ -218,6 +218,42 @@ async def test_disconnected_client_released_on_an_idle_resource(tmp_path: Path) 
         assert (await s.res.get(CM, "default", "after"))["metadata"]["name"] == "after"
 
 
+# ---- a burst of events is written as one chunk, not one chunk per event -------------------------------------
+
+async def read_chunk(reader: asyncio.StreamReader) -> bytes:
+    """One chunk of a chunked HTTP body (b"" for the terminating one)."""
+    size = int((await asyncio.wait_for(reader.readuntil(b"\r\n"), GUARD)).strip(), 16)
+    data = await asyncio.wait_for(reader.readexactly(size + 2), GUARD)
+    return data[:-2]
+
+
+async def test_a_committed_burst_is_written_in_few_chunks(tmp_path: Path) -> None:
+    """60 creates committed together reach a watcher in one pass of the loop: they go out coalesced (each
+    chunk whole lines), in revision order, none lost; a lone event afterwards is still sent at once."""
+    async with stack(tmp_path) as s:
+        reader, writer = await raw_watch(s.port, "/api/v1/namespaces/default/configmaps?watch=true")
+        await until(lambda: s.store.watcher_count() == 1, lambda: "the watch never started")
+        await asyncio.gather(*(s.res.create(CM, "default", _cm(f"c{i}", n=i)) for i in range(60)))
+        chunks: list[bytes] = []
+        lines: list[bytes] = []
+        while len(lines) < 60:
+            chunk = await read_chunk(reader)
+            assert chunk.endswith(b"\n")  # an event is never split across chunks
+            chunks.append(chunk)
+            lines += chunk.splitlines()
+        events = [orjson.loads(line) for line in lines]
+        assert [e["type"] for e in events] == ["ADDED"] * 60
+        assert sorted(e["object"]["metadata"]["name"] for e in events) == sorted(f"c{i}" for i in range(60))
+        revs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+        assert revs == sorted(revs)
+        assert len(chunks) < 10, f"{len(chunks)} chunks for one burst of 60 events"
+        await s.res.create(CM, "default", _cm("alone"))
+        alone = orjson.loads(await read_chunk(reader))
+        assert alone["object"]["metadata"]["name"] == "alone"
+        writer.close()
+        await s.released()
+
+
 # ---- a watcher dropped for falling behind relists/resumes without losing anything ------------------------
 
 class CountingClient:

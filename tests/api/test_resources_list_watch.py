@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from lite.client import WatchEvent
@@ -179,6 +180,24 @@ async def test_watch_selector_transitions(res: Resources) -> None:
     assert evs[0].object["metadata"]["labels"] == {"app": "web"}
     assert evs[0].object["metadata"]["resourceVersion"] == (await res.get(CM, "default", "a"))["metadata"][
         "resourceVersion"]
+    await w.aclose()  # type: ignore[attr-defined]
+
+
+async def test_selector_watch_forwards_the_stored_bytes(res: Resources) -> None:
+    """An event that matches a selector carries the stored bytes (`raw`), so a stream writes them as they
+    are instead of encoding the decoded object again; a DELETED made of the previous state does not."""
+    rv = (await res.list(CM, "default"))["metadata"]["resourceVersion"]
+    w = res.watch(CM, "default", resource_version=rv, label_selector="app=web")
+    await res.create(CM, "default", cm("a", app="web"))
+    await res.patch(CM, "default", "a", {"data": {"k": "2"}})
+    await res.patch(CM, "default", "a", {"metadata": {"labels": {"app": "db"}}})
+    evs = await take(w, 3)
+    assert [e.type for e in evs] == ["ADDED", "MODIFIED", "DELETED"]
+    for ev in evs[:2]:
+        assert ev.raw is not None and orjson.loads(ev.raw) == ev.object
+    assert evs[1].object["data"] == {"k": "2"}
+    assert evs[2].raw is None or orjson.loads(evs[2].raw) == evs[2].object
+    assert evs[2].object["metadata"]["labels"] == {"app": "web"}
     await w.aclose()  # type: ignore[attr-defined]
 
 

@@ -236,3 +236,42 @@ def test_merge_keys_compare_as_json_values_whatever_their_types() -> None:
         {"containerPort": "80", "name": "text"}, {"containerPort": 80.0, "protocol": "UDP"}]}]}}, POD)
     assert patched["spec"]["containers"][0]["ports"] == [
         {"containerPort": "80", "name": "text"}, {"containerPort": 80, "name": "int", "protocol": "UDP"}]
+
+
+# A keyed list merged into an absent or empty one: items with distinct merge keys are taken as they are (their
+# nulls dropped); duplicates merge into one, `$patch` items and items without the key go the general way.
+INTO_EMPTY = [
+    ([{"name": "a", "image": "x", "command": None}, {"name": "b", "image": "y"}],
+     [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]),
+    ([{"name": "a", "image": "x"}, {"name": "a", "imagePullPolicy": "Always"}],
+     [{"name": "a", "image": "x", "imagePullPolicy": "Always"}]),
+    ([{"name": "a", "image": "x"}, {"$patch": "delete", "name": "a"}], [{"name": "a", "image": "x"}]),
+    ([{"name": "a", "env": [{"name": "E", "value": "1"}, {"name": "E", "valueFrom": None}]}],
+     [{"name": "a", "env": [{"name": "E", "value": "1"}]}]),
+    ([], []),
+]
+
+
+@pytest.mark.parametrize(("containers", "want"), INTO_EMPTY)
+@pytest.mark.parametrize("live", [None, []])
+def test_keyed_list_into_an_empty_one(containers: list[dict[str, Any]], want: list[dict[str, Any]],
+                                      live: list[dict[str, Any]] | None) -> None:
+    doc: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {} if live is None else {"containers": live}}
+    out = strategic_merge(doc, {"spec": {"containers": containers}}, POD)
+    assert out["spec"]["containers"] == want
+
+
+def test_keyed_list_item_without_its_key_into_an_empty_list() -> None:
+    with pytest.raises(ApiError) as e:
+        strategic_merge({"spec": {}}, {"spec": {"containers": [{"image": "x"}]}}, POD)
+    assert e.value.code == 400 and "does not contain declared merge key: name" in e.value.message
+
+
+def test_map_without_directives_merges_and_deletes() -> None:
+    live = {"metadata": {"labels": {"a": "1", "b": "2"}, "annotations": {"k": "v"}}, "status": {"phase": "Pending"}}
+    patch = {"metadata": {"labels": {"a": None, "c": "3"}, "annotations": None},
+             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    out = strategic_merge(live, patch, POD)
+    assert out == {"metadata": {"labels": {"b": "2", "c": "3"}},
+                   "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert live["metadata"]["labels"] == {"a": "1", "b": "2"}  # input untouched

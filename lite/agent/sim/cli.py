@@ -14,8 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from lite.agent.sim.spec import NodeGroup, parse_duration, parse_labels, parse_node_group, parse_taints
+
+if TYPE_CHECKING:
+    from lite.agent.simulate import GcSchedule
 
 log = logging.getLogger("lite.agent.sim")
 
@@ -66,8 +70,9 @@ def groups_from_args(args: argparse.Namespace) -> tuple[NodeGroup, ...]:
     return tuple(groups)
 
 
-def run(args: argparse.Namespace) -> int:
-    """`lite agent --simulate`: validate flags, then run until SIGTERM/SIGINT. Exit 2 on usage errors."""
+def run(args: argparse.Namespace, gc_schedule: GcSchedule | None = None) -> int:
+    """`lite agent --simulate`: validate flags, then run until SIGTERM/SIGINT (under `gc_schedule`, when
+    given). Exit 2 on usage errors."""
     from lite.agent.simulate import SimConfig, run_forever
     from lite.httpclient import HttpClient
 
@@ -99,4 +104,4 @@ def run(args: argparse.Namespace) -> int:
             c.server_url = str(args.server).rstrip("/")
         return c
 
-    return run_forever(client, config)
+    return run_forever(client, config, gc_schedule)

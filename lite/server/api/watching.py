@@ -13,7 +13,8 @@
 - Bookmarks every `bookmark_interval` seconds when allowed, carrying the last revision seen on the resource.
 - The stream ends at `timeout_seconds`, or when the store drops a slow watcher (the client re-watches).
 
-Invariants: with no selector the store's bytes are forwarded unchanged (`WatchEvent.raw`); events are
+Invariants: the store's bytes are forwarded unchanged (`WatchEvent.raw`) with no selector, and with one for
+every built-in kind's event but a DELETED made of the previous state (its resourceVersion is the event's); events are
 strictly in revision order; the store watch is closed however the consumer leaves.
 """
 
@@ -123,14 +124,17 @@ class WatchMixin(RegistryBase):
             if kind.crd:
                 return WatchEvent(ev.type, self.decode(kind, ev.value))
             return WatchEvent(ev.type, raw=ev.value)
-        cur = self.decode(kind, ev.value)
+        value = ev.value
+        cur = self.decode(kind, value)
+        # A built-in kind's object is its stored bytes decoded as they are: a stream forwards those bytes.
+        raw = None if kind.crd else value
         if ev.type == "DELETED":
-            return WatchEvent("DELETED", cur) if matcher(cur) else None
+            return WatchEvent("DELETED", cur, raw) if matcher(cur) else None
         cur_match = matcher(cur)
         prev = self.decode(kind, ev.prev) if ev.prev is not None and ev.type == "MODIFIED" else None
         prev_match = prev is not None and matcher(prev)
         if cur_match:
-            return WatchEvent("MODIFIED" if prev_match else "ADDED", cur)
+            return WatchEvent("MODIFIED" if prev_match else "ADDED", cur, raw)
         if prev_match and prev is not None:
             prev.setdefault("metadata", {})["resourceVersion"] = str(ev.rev)
             return WatchEvent("DELETED", prev)

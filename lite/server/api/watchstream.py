@@ -1,7 +1,8 @@
 """Watch responses: a `Client.watch` iterator streamed as newline-delimited JSON over chunked HTTP.
 
-Role: turn `WatchEvent`s into `{"type":..,"object":..}\\n` lines, one chunk per event, flushed as it
-comes; keep a registry of open streams so the app can end them all at shutdown.
+Role: turn `WatchEvent`s into `{"type":..,"object":..}\\n` lines, written as they come: the events that
+arrive in one pass of the loop (a store commit's burst) go out as one chunk, a lone event on the next pass;
+keep a registry of open streams so the app can end them all at shutdown.
 
 Invariants:
 - An event's `raw` bytes are written as they are (no decode/encode round trip) unless the client asked
@@ -179,13 +180,75 @@ class _Deadlines:
 
 
 async def _write(resp: web.StreamResponse, data: bytes, deadlines: _Deadlines) -> bool:
-    """Write one event; False if it could not be written in time (the client stopped reading)."""
+    """Write one chunk; False if it could not be written in time (the client stopped reading)."""
     try:
         async with asyncio.timeout_at(deadlines.for_write()):
             await resp.write(data)
     except TimeoutError:
         return False
     return True
+
+
+class _Sender:
+    """A stream's writes, coalesced: `add` queues an encoded event and a writer task sends everything queued
+    since its previous write as one chunk. The events of one store commit reach the pump in one pass of the
+    loop, so a burst costs one chunk (one TLS record run, one send) instead of one per event, and an event
+    alone is still sent on the next pass. At most `MAX_PENDING` bytes wait behind a write in progress (then
+    `add` waits). A write that fails, or is not done by its deadline, ends the stream: the writer records
+    why (`failed`, `error`) and cancels the task that owns the stream, which may be waiting for its next
+    event; `_pump` turns that cancel back into its result."""
+
+    MAX_PENDING = 256 << 10
+
+    def __init__(self, resp: web.StreamResponse, deadlines: _Deadlines) -> None:
+        owner = asyncio.current_task()
+        assert owner is not None
+        self.owner = owner
+        self.resp, self.deadlines = resp, deadlines
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.failed = False
+        self.error: BaseException | None = None
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task = asyncio.create_task(self._run())
+
+    async def add(self, data: bytes) -> None:
+        self.parts.append(data)
+        self.size += len(data)
+        self._idle.clear()
+        self._wake.set()
+        if self.size > self.MAX_PENDING:
+            self._room.clear()
+            await self._room.wait()
+
+    async def flush(self) -> None:
+        """Wait until everything added was written."""
+        if self.parts or not self._idle.is_set():
+            await self._idle.wait()
+
+    def close(self) -> None:
+        self._task.cancel()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                while not self.parts:
+                    self._idle.set()
+                    self._wake.clear()
+                    await self._wake.wait()
+                parts, self.parts, self.size = self.parts, [], 0
+                self._room.set()
+                if not await _write(self.resp, parts[0] if len(parts) == 1 else b"".join(parts), self.deadlines):
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # handed to the owner, which raises it where it waits
+            self.error = e
+        self.failed = True
+        self.owner.cancel()
 
 
 async def _pump(resp: web.StreamResponse, first: asyncio.Future[WatchEvent], events: AsyncIterator[WatchEvent],
@@ -195,18 +258,30 @@ async def _pump(resp: web.StreamResponse, first: asyncio.Future[WatchEvent], eve
         ev = await first
     except StopAsyncIteration:
         return True
+    out = _Sender(resp, deadlines)
     try:
-        while True:
-            if not await _write(resp, encode_event(ev, transform), deadlines):
-                return False
-            ev = await anext(events)
-    except StopAsyncIteration:
+        try:
+            while True:
+                await out.add(encode_event(ev, transform))
+                ev = await anext(events)
+        except StopAsyncIteration:
+            pass
+        except ApiError as e:
+            await out.add(error_event(e))
+        except (asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception:
+            log.exception("watch stream failed")
+            await out.add(error_event(internal("an error on the server prevented the watch from continuing")))
+        await out.flush()
         return True
-    except ApiError as e:
-        return await _write(resp, error_event(e), deadlines)
-    except (asyncio.CancelledError, ConnectionError):
-        raise
-    except Exception:
-        log.exception("watch stream failed")
-        return await _write(resp, error_event(internal("an error on the server prevented the watch from "
-                                                       "continuing")), deadlines)
+    except asyncio.CancelledError:
+        if not out.failed:
+            raise
+        if out.owner.uncancel() > 0:  # cancelled for another reason as well (shutdown, client gone)
+            raise
+        if out.error is not None:
+            raise out.error from None
+        return False
+    finally:
+        out.close()
