@@ -164,7 +164,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     prom = ServerMetrics(store_path=store.path,
                          store_stats=lambda: StoreTotals(store.commits, store.writes, store.compactions,
                                                          store.compacted_rows),
-                         queues=lambda: [c.queue for c in manager.controllers] if manager is not None else [],
+                         queues=lambda: [c.active().queue for c in manager.controllers] if manager is not None else [],
                          agent_stats=hub.agent_stats, budgets=inflight)
     store.on_commit = prom.committed
     if scheduler is not None:

@@ -69,6 +69,9 @@ async def test_reconcile_on_the_real_store(tmp_path: Path) -> None:
                     break
                 await asyncio.sleep(0.05)
             assert view and view < edit < admin_rules
+            # The feed's caches keep the store's bytes, not decoded objects: the index holds what it compiled.
+            held = [inf.encoded(key) for inf in feed.informers.values() for key in list(inf.keys())]
+            assert held and all(isinstance(b, bytes) for b in held)
             for t in tasks:
                 t.cancel()
     finally:

@@ -160,7 +160,7 @@ class PolicyFeed:
             kind = kinds.by_resource(GROUP, "v1", plural)
             if kind is None:
                 raise LookupError(f"{plural}.{GROUP} is not served")
-            inf = Informer(client, kind)
+            inf = Informer(client, kind, compact=True)  # the index holds what it needs: keep only bytes
             self._watch(inf, kind)
             self.informers[plural] = inf
 

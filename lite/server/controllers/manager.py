@@ -15,23 +15,21 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from lite.client import Client
 from lite.events import EventRecorder
 from lite.informer import SharedInformers
 from lite.kinds import KindRegistry
-from lite.server.controllers.cronjob import CronJobController
 from lite.server.controllers.csrcleaner import CSRCleanerController
 from lite.server.controllers.csrsigning import ClientCA, CSRSigningController
-from lite.server.controllers.daemonset import DaemonSetController
 from lite.server.controllers.dependson import DependsOnController
-from lite.server.controllers.deployment import DeploymentController
 from lite.server.controllers.disruption import DisruptionController
+from lite.server.controllers.dormant import dormant
 from lite.server.controllers.endpoints import EndpointsController
 from lite.server.controllers.endpointslices import EndpointSliceController
 from lite.server.controllers.gc import GarbageCollector
-from lite.server.controllers.hpa import HPAController, MetricsSource
-from lite.server.controllers.job import JobController
 from lite.server.controllers.leaderelection import LeaderElector
 from lite.server.controllers.namespace import NamespaceController
 from lite.server.controllers.nodeipam import DEFAULT_CLUSTER_CIDR, NodeIpamController
@@ -41,12 +39,14 @@ from lite.server.controllers.podgc import PodGCController
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.resourcequota import QuotaWriter, ResourceQuotaController
 from lite.server.controllers.rootca import RootCAPublisher
-from lite.server.controllers.runtime import Controller, ControllerManager
+from lite.server.controllers.runtime import Controller, ControllerManager, builtin
 from lite.server.controllers.satokens import MakeToken, TokensController
 from lite.server.controllers.serviceaccount import ServiceAccountController
 from lite.server.controllers.servicelb import ServiceLBController
-from lite.server.controllers.statefulset import StatefulSetController
 from lite.server.controllers.taints import TaintEvictionController
+
+if TYPE_CHECKING:
+    from lite.server.controllers.hpa import MetricsSource
 
 
 def default_identity() -> str:
@@ -83,11 +83,7 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         GarbageCollector(client, informers, kinds, recorder("garbage-collector-controller")),
         ReplicaSetController(client, informers, recorder("replicaset-controller")),
         ReplicationControllerController(client, informers, recorder("replication-controller")),
-        DeploymentController(client, informers, recorder("deployment-controller")),
-        DaemonSetController(client, informers, recorder("daemonset-controller")),
-        StatefulSetController(client, informers, recorder("statefulset-controller")),
-        JobController(client, informers, recorder("job-controller")),
-        CronJobController(client, informers, recorder("cronjob-controller")),
+        *_workload_controllers(client, informers, recorder, hpa_metrics),
         EndpointsController(client, informers, recorder("endpoint-controller")),
         EndpointSliceController(client, informers, recorder("endpoint-slice-controller")),
         ServiceLBController(client, informers, recorder("service-lb-controller")),
@@ -99,7 +95,6 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         TaintEvictionController(client, informers, recorder("taint-eviction-controller")),
         DisruptionController(client, informers, recorder("controllermanager")),
         PodGCController(client, informers, recorder("pod-garbage-collector")),
-        HPAController(client, informers, recorder("horizontal-pod-autoscaler"), metrics=hpa_metrics),
         CSRCleanerController(client, informers, recorder("csrcleaner")),
         ResourceQuotaController(client, informers, kinds, recorder("resource-quota-controller"),
                                 admission=quota_admission),
@@ -115,3 +110,47 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
     elector = LeaderElector(client, identity, lease_duration=lease_duration, renew_interval=renew_interval,
                             renew_deadline=renew_deadline, retry_interval=retry_interval)
     return ControllerManager(client, informers, controllers, elector=elector)
+
+
+def _workload_controllers(client: Client, informers: SharedInformers, recorder: Callable[[str], EventRecorder],
+                          hpa_metrics: MetricsSource | None) -> list[Controller]:
+    """The controllers most clusters leave idle, each `dormant` until its kind has an object (or a child of
+    one): their modules are imported and the controllers built only then (see `dormant`)."""
+
+    def deployment() -> Controller:
+        from lite.server.controllers.deployment import DeploymentController
+        return DeploymentController(client, informers, recorder("deployment-controller"))
+
+    def daemonset() -> Controller:
+        from lite.server.controllers.daemonset import DaemonSetController
+        return DaemonSetController(client, informers, recorder("daemonset-controller"))
+
+    def statefulset() -> Controller:
+        from lite.server.controllers.statefulset import StatefulSetController
+        return StatefulSetController(client, informers, recorder("statefulset-controller"))
+
+    def job() -> Controller:
+        from lite.server.controllers.job import JobController
+        return JobController(client, informers, recorder("job-controller"))
+
+    def cronjob() -> Controller:
+        from lite.server.controllers.cronjob import CronJobController
+        return CronJobController(client, informers, recorder("cronjob-controller"))
+
+    def hpa() -> Controller:
+        from lite.server.controllers.hpa import HPAController
+        return HPAController(client, informers, recorder("horizontal-pod-autoscaler"), metrics=hpa_metrics)
+
+    pod, revision = builtin("", "Pod"), builtin("apps", "ControllerRevision")
+    return [
+        dormant("deployment", client, informers, builtin("apps", "Deployment"), deployment,
+                children=[builtin("apps", "ReplicaSet")]),
+        dormant("daemonset", client, informers, builtin("apps", "DaemonSet"), daemonset, children=[pod, revision]),
+        dormant("statefulset", client, informers, builtin("apps", "StatefulSet"), statefulset,
+                children=[pod, revision]),
+        dormant("job", client, informers, builtin("batch", "Job"), job, children=[pod]),
+        dormant("cronjob", client, informers, builtin("batch", "CronJob"), cronjob,
+                children=[builtin("batch", "Job")]),
+        dormant("horizontalpodautoscaling", client, informers, builtin("autoscaling", "HorizontalPodAutoscaler"),
+                hpa),
+    ]

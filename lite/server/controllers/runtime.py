@@ -103,6 +103,10 @@ class Controller:
 
     # -- running --
 
+    def active(self) -> Controller:
+        """The controller doing the work: itself (a `dormant.Dormant` answers the one it built, once built)."""
+        return self
+
     def initial_keys(self) -> Iterable[str]:
         return self.primary.keys() if self.primary is not None else ()
 
@@ -112,12 +116,15 @@ class Controller:
     async def reconcile(self, key: str) -> float | None:
         raise NotImplementedError
 
-    async def run(self) -> None:
-        """Workers over a fresh queue holding every current key; returns only when cancelled."""
+    async def run(self, also: Iterable[str] = ()) -> None:
+        """Workers over a fresh queue holding every current key (and the keys `also`, events a stand-in saw
+        before this controller was built); returns only when cancelled."""
         self.queue.shut_down()
         self.queue = WorkQueue(name=self.name, stats=self.queue.stats)  # one series across leadership terms
         self.on_start()
         for key in self.initial_keys():
+            self.queue.add(key)
+        for key in also:
             self.queue.add(key)
         try:
             await run_workers(self.queue, self.reconcile, workers=self.workers, name=self.name)
@@ -143,7 +150,7 @@ class ControllerManager:
     def controller(self, name: str) -> Controller:
         for c in self.controllers:
             if c.name == name:
-                return c
+                return c.active()
         raise KeyError(name)
 
     async def run(self) -> None:
