@@ -252,13 +252,17 @@ def test_per_address_threshold_closes_that_address_longest_idle_and_refuses_nobo
             pool.append(sock)
             assert _http(sock, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 200  # kept alive
         _healthy(capped)  # 127.0.0.1 is served meanwhile
-        assert not any(_closed_now(waiting)) and not _closed_by_server(pool[0], 0.3)  # none idle a second yet
+        assert not any(_closed_now(waiting))
+        # None was idle a second yet, unless the flood itself took longer (a loaded machine): then its first
+        # ones have rightly made room already, oldest first, and the rest are still open.
+        taken = _closed_now(pool).count(True)
+        assert _closed_now(pool) == [True] * taken + [False] * (len(pool) - taken)
         time.sleep(1.2)  # the per-address threshold takes only connections idle for a second or more
         _served(capped, "127.0.0.2")  # the flooding address itself is served too ...
-        assert _closed_by_server(pool[0])  # ... and its longest-idle served connection made room
+        assert _closed_by_server(pool[taken])  # ... and its longest-idle served connection made room
         _served(capped, "127.0.0.2")
-        assert _closed_by_server(pool[1])
-        assert not _closed_by_server(pool[2], 0.3) and not any(_closed_now(waiting))
+        assert _closed_by_server(pool[taken + 1])
+        assert not _closed_by_server(pool[taken + 2], 0.3) and not any(_closed_now(waiting))
     finally:
         for s in [*pool, *waiting]:
             s.close()
