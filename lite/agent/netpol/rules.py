@@ -34,7 +34,7 @@ Kubernetes where the kubelet's probes always reach the pod. DNAT by the service 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lite.agent.netpol.compile import Allow, Compiled, PodPolicy, PortMatch
@@ -58,36 +58,35 @@ class Renderer:
     """`render` for a loop that re-renders after each change: a policy chain whose clauses are unchanged, a pod
     set whose addresses are unchanged and a chain name already hashed are reused from the last call, so the
     table differs from the last one only where the policies did (and `nftstate.transaction` finds unchanged
-    chains and sets by identity). Output always equals `render` of the same `Compiled`."""
+    chains and sets by identity). Output always equals `render` of the same `Compiled`, in the same order.
+
+    Cost of a call: a few dict operations per local pod and per used policy chain (what each contributes, its
+    chains, pod sets and map elements, is remembered with it); clauses are rendered and pod sets built only for
+    the policy chains whose clauses changed and the `PodPolicy` objects the compiler recomputed.
+    Memory: the per-chain and per-pod entries hold only what the last call used; the name, set and rule caches
+    are cut back to what the last call used whenever they grow past twice that, so churn never grows them."""
 
     def __init__(self, name: str = TABLE) -> None:
         self.name = name
-        # Each cache holds only what the last render used (rebuilt per call), so churn never grows them.
         self._names: dict[str, str] = {}  # compiled chain id → pol-<hash>-in|out
         self._set_names: dict[str, str] = {}  # pod set group → pods-<hash>
-        self._chains: dict[str, tuple[tuple[Allow, ...], Chain]] = {}  # policy chain → (clauses, Chain)
         self._sets: dict[str, tuple[tuple[str, ...], Set]] = {}  # set name → (addresses, Set)
         self._own: dict[Allow, list[str]] = {}  # a pod's own clause → its rules
-        self._pod_chains: dict[str, tuple[PodPolicy, list[tuple[str, Chain]]]] = {}  # pod IP → its chains
-        self._used_names: dict[str, str] = {}
-        self._used_set_names: dict[str, str] = {}
-        self._used_sets: dict[str, tuple[tuple[str, ...], Set]] = {}
-        self._used_own: dict[Allow, list[str]] = {}
+        # policy chain name → (clauses, Chain, its pod sets by name), as the last call used them
+        self._chains: dict[str, tuple[tuple[Allow, ...], Chain, dict[str, Set]]] = {}
+        self._pods: dict[str, _PodEntry] = {}  # pod IP → what its PodPolicy renders to, as the last call used
+        self._order: tuple[frozenset[str], list[str]] = (frozenset(), [])  # used chain ids, sorted
 
     def _policy_chain(self, chain: str) -> str:
-        found = self._used_names.get(chain)
+        found = self._names.get(chain)
         if found is None:
-            found = self._names.get(chain) or policy_chain(chain)
-            self._used_names[chain] = found
+            found = self._names[chain] = policy_chain(chain)
         return found
 
     def _own_rules(self, allow: Allow) -> list[str]:
-        found = self._used_own.get(allow)
+        found = self._own.get(allow)
         if found is None:
-            found = self._own.get(allow)
-            if found is None:
-                found = allow_rules(allow, "/in", "accept")
-            self._used_own[allow] = found
+            found = self._own[allow] = allow_rules(allow, "/in", "accept")
         return found
 
     def render(self, compiled: Compiled) -> Table:
@@ -97,25 +96,6 @@ class Renderer:
             "allowed-out": ALLOWED_OUT,
         }
         sets: dict[str, Set] = {}
-        self._used_names, self._used_set_names, self._used_sets, self._used_own = {}, {}, {}, {}
-        used: set[str] = set()
-        for pp in compiled.pods:
-            used.update(pp.ingress_chains + pp.egress_chains)
-        kept: dict[str, tuple[tuple[Allow, ...], Chain]] = {}
-        for chain in sorted(used):
-            allows = compiled.chains.get(chain, ())
-            if allows:
-                name = self._policy_chain(chain)
-                cached = self._chains.get(name)
-                if cached is None or (cached[0] is not allows and cached[0] != allows):
-                    verdict = "accept" if chain.endswith("/in") else "goto allowed-out"
-                    cached = (allows, Chain(tuple(r for a in allows for r in allow_rules(a, chain, verdict))))
-                kept[name] = cached
-                chains[name] = cached[1]
-                self._add_sets(sets, allows)
-        self._chains = kept
-        ingress: dict[str, str] = {}
-        egress: dict[str, str] = {}
         jumps_of: dict[tuple[str, ...], tuple[str, ...]] = {}  # this render's chain ids → jump rules
 
         def jumps(ids: tuple[str, ...]) -> tuple[str, ...]:
@@ -124,50 +104,114 @@ class Renderer:
                 found = jumps_of[ids] = tuple(f"jump {self._policy_chain(c)}" for c in ids if compiled.chains.get(c))
             return found
 
-        pod_chains: dict[str, tuple[PodPolicy, list[tuple[str, Chain]]]] = {}
+        before = self._pods
+        pods: dict[str, _PodEntry] = {}
+        used: set[str] = set()
         for pp in compiled.pods:
-            entry = self._pod_chains.get(pp.pod.ip)
-            if entry is None or entry[0] is not pp:
+            entry = before.get(pp.pod.ip)
+            if entry is None or entry.policy is not pp:
                 # A PodPolicy object is reused by the compiler only while its policies' chains are unchanged,
                 # so the same object renders to the same chains.
-                cid = chain_id(pp.pod.ip)
-                made: list[tuple[str, Chain]] = []
-                if pp.ingress is not None:
-                    own = [r for a in pp.ingress_own for r in self._own_rules(a)]
-                    made.append((f"in-{cid}", Chain((*jumps(pp.ingress_chains), *own, "counter drop"))))
-                if pp.egress is not None:
-                    made.append((f"out-{cid}", Chain((*jumps(pp.egress_chains), "counter drop"))))
-                entry = (pp, made)
-            pod_chains[pp.pod.ip] = entry
-            if pp.ingress is not None:
-                self._add_sets(sets, pp.ingress_own)
-                ingress[pp.pod.ip] = "jump in-" + chain_id(pp.pod.ip)
-            if pp.egress is not None:
-                egress[pp.pod.ip] = "jump out-" + chain_id(pp.pod.ip)
-            chains.update(entry[1])
-        self._pod_chains = pod_chains
-        self._names, self._set_names, self._sets, self._own = (
-            self._used_names, self._used_set_names, self._used_sets, self._used_own)
+                entry = self._pod_entry(pp, jumps)
+            pods[pp.pod.ip] = entry
+            used.update(entry.ids)
+        self._pods = pods
+        if used != self._order[0]:
+            self._order = (frozenset(used), sorted(used))
+        kept: dict[str, tuple[tuple[Allow, ...], Chain, dict[str, Set]]] = {}
+        last = self._chains
+        for chain in self._order[1]:
+            allows = compiled.chains.get(chain, ())
+            if allows:
+                name = self._policy_chain(chain)
+                cached = last.get(name)
+                if cached is None or cached[0] is not allows:
+                    if cached is None or cached[0] != allows:
+                        verdict = "accept" if chain.endswith("/in") else "goto allowed-out"
+                        made = Chain(tuple(r for a in allows for r in allow_rules(a, chain, verdict)))
+                    else:
+                        made = cached[1]
+                    cached = (allows, made, self._pod_sets(allows))
+                kept[name] = cached
+                chains[name] = cached[1]
+                sets.update(cached[2])
+        self._chains = kept
+        ingress: dict[str, str] = {}
+        egress: dict[str, str] = {}
+        for ip, entry in pods.items():
+            chains.update(entry.chains)
+            if entry.sets:
+                sets.update(entry.sets)
+            if entry.ingress:
+                ingress[ip] = entry.ingress
+            if entry.egress:
+                egress[ip] = entry.egress
+        self._prune(used, sets, pods)
         sets["ingress"] = Set("ipv4_addr", "verdict", elements=ingress)
         sets["egress"] = Set("ipv4_addr", "verdict", elements=egress)
         return Table(FAMILY, self.name, chains, sets)
 
-    def _add_sets(self, sets: dict[str, Set], allows: Iterable[Allow]) -> None:
+    def _pod_entry(self, pp: PodPolicy, jumps: Callable[[tuple[str, ...]], tuple[str, ...]]) -> _PodEntry:
+        cid = chain_id(pp.pod.ip)
+        made: dict[str, Chain] = {}
+        own_sets: dict[str, Set] = {}
+        if pp.ingress is not None:
+            own = [r for a in pp.ingress_own for r in self._own_rules(a)]
+            made[f"in-{cid}"] = Chain((*jumps(pp.ingress_chains), *own, "counter drop"))
+            own_sets = self._pod_sets(pp.ingress_own)
+        if pp.egress is not None:
+            made[f"out-{cid}"] = Chain((*jumps(pp.egress_chains), "counter drop"))
+        return _PodEntry(pp, pp.ingress_chains + pp.egress_chains, made, own_sets,
+                         "jump in-" + cid if pp.ingress is not None else "",
+                         "jump out-" + cid if pp.egress is not None else "")
+
+    def _pod_sets(self, allows: Iterable[Allow]) -> dict[str, Set]:
+        """The pod sets these clauses use, by name, in order; a set with unchanged addresses is the same object
+        as before (within one `Compiled` a group has one content, so every user of a set gets the same one)."""
+        out: dict[str, Set] = {}
         for allow in allows:
             if allow.pods is None or not allow.pods.ips:
                 continue
             group = allow.pods.group
-            name = self._used_set_names.get(group)
+            name = self._set_names.get(group)
             if name is None:
-                name = self._used_set_names[group] = self._set_names.get(group) or set_name(group)
-            if name in sets:
+                name = self._set_names[group] = set_name(group)
+            if name in out:
                 continue
             ips = allow.pods.ips
-            cached = self._sets.get(name)
-            if cached is None or (cached[0] is not ips and cached[0] != ips):
-                cached = (ips, Set("ipv4_addr", elements=dict.fromkeys(ips, "")))
-            self._used_sets[name] = cached
-            sets[name] = cached[1]
+            found = self._sets.get(name)
+            if found is None or (found[0] is not ips and found[0] != ips):
+                found = self._sets[name] = (ips, Set("ipv4_addr", elements=dict.fromkeys(ips, "")))
+            out[name] = found[1]
+        return out
+
+    def _prune(self, used: set[str], sets: dict[str, Set], pods: dict[str, _PodEntry]) -> None:
+        """Cut the caches back to what this call used once they hold more than twice that."""
+        if len(self._names) > 2 * len(used) + 64:
+            self._names = {c: n for c, n in self._names.items() if c in used}
+        if len(self._sets) > 2 * len(sets) + 64:
+            self._sets = {n: v for n, v in self._sets.items() if n in sets}
+        if len(self._set_names) > 2 * len(sets) + 64:
+            self._set_names = {g: n for g, n in self._set_names.items() if n in sets}
+        if len(self._own) > 2 * len(pods) + 64:
+            own = {a for entry in pods.values() for a in entry.policy.ingress_own}
+            self._own = {a: r for a, r in self._own.items() if a in own}
+
+
+class _PodEntry:
+    """What one local pod's `PodPolicy` renders to: its chains, the pod sets of its own clauses, its verdict map
+    values ("" when not isolated in that direction), and the policy chain ids it jumps to."""
+
+    __slots__ = ("chains", "egress", "ids", "ingress", "policy", "sets")
+
+    def __init__(self, policy: PodPolicy, ids: tuple[str, ...], chains: dict[str, Chain], sets: dict[str, Set],
+                 ingress: str, egress: str) -> None:
+        self.policy = policy
+        self.ids = ids
+        self.chains = chains
+        self.sets = sets
+        self.ingress = ingress
+        self.egress = egress
 
 
 FORWARD = Chain((ESTABLISHED, "ip saddr vmap @egress", "ip daddr vmap @ingress"), BASE.format(hook="forward"))
