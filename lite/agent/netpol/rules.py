@@ -76,6 +76,7 @@ class Renderer:
         self._chains: dict[str, tuple[tuple[Allow, ...], Chain, dict[str, Set]]] = {}
         self._pods: dict[str, _PodEntry] = {}  # pod IP → what its PodPolicy renders to, as the last call used
         self._order: tuple[frozenset[str], list[str]] = (frozenset(), [])  # used chain ids, sorted
+        self.rendered_last = 0  # policy chains and pods whose chains the last call built (not reused)
 
     def _policy_chain(self, chain: str) -> str:
         found = self._names.get(chain)
@@ -104,6 +105,7 @@ class Renderer:
                 found = jumps_of[ids] = tuple(f"jump {self._policy_chain(c)}" for c in ids if compiled.chains.get(c))
             return found
 
+        self.rendered_last = 0
         before = self._pods
         pods: dict[str, _PodEntry] = {}
         used: set[str] = set()
@@ -129,6 +131,7 @@ class Renderer:
                     if cached is None or cached[0] != allows:
                         verdict = "accept" if chain.endswith("/in") else "goto allowed-out"
                         made = Chain(tuple(r for a in allows for r in allow_rules(a, chain, verdict)))
+                        self.rendered_last += 1
                     else:
                         made = cached[1]
                     cached = (allows, made, self._pod_sets(allows))
@@ -152,6 +155,7 @@ class Renderer:
         return Table(FAMILY, self.name, chains, sets)
 
     def _pod_entry(self, pp: PodPolicy, jumps: Callable[[tuple[str, ...]], tuple[str, ...]]) -> _PodEntry:
+        self.rendered_last += 1
         cid = chain_id(pp.pod.ip)
         made: dict[str, Chain] = {}
         own_sets: dict[str, Set] = {}
