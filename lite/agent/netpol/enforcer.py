@@ -78,7 +78,8 @@ class Enforcer(SyncLoop):
         self.check_every = check_every
         self.event_every = event_every
         self.state: dict[str, dict[Key, Obj]] = {kind: {} for kind in KINDS}
-        self._by_chain: dict[str, comp.PodView] = {}  # chain id → local pod, from the last sync
+        self._synced: list[comp.PodPolicy] = []  # the isolated local pods of the last sync
+        self._by_chain: tuple[list[comp.PodPolicy], dict[str, comp.PodView]] = ([], {})  # chain id → local pod
         self._seen: dict[tuple[str, str], int] = {}  # (chain id, direction) → last counter value read
         self._last_event: dict[Key, float] = {}
         self.refused: dict[Key, int] = {}
@@ -143,7 +144,7 @@ class Enforcer(SyncLoop):
         self._dirty.clear()
         compiled, table = self.desired()
         changed = await self.syncer.sync(table)
-        self._by_chain = {rules.chain_id(pp.pod.ip): pp.pod for pp in compiled}
+        self._synced = compiled
         self.synced_now()
         return changed
 
@@ -155,8 +156,10 @@ class Enforcer(SyncLoop):
             log.debug("reading policy counters: %s", exc)
             return []
         grown: list[Key] = []
+        if self._by_chain[0] is not self._synced:  # built here, every few seconds, not on every sync
+            self._by_chain = (self._synced, {rules.chain_id(pp.pod.ip): pp.pod for pp in self._synced})
         for (cid, direction), packets in rules.drop_counters(items).items():
-            pod = self._by_chain.get(cid)
+            pod = self._by_chain[1].get(cid)
             before = self._seen.get((cid, direction), 0)
             self._seen[(cid, direction)] = packets
             if pod is None or packets <= before:
