@@ -34,7 +34,7 @@ Kubernetes where the kubelet's probes always reach the pod. DNAT by the service 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lite.agent.netpol.compile import Allow, Compiled, PodPolicy, PortMatch
@@ -58,13 +58,15 @@ class Renderer:
     """`render` for a loop that re-renders after each change: a policy chain whose clauses are unchanged, a pod
     set whose addresses are unchanged and a chain name already hashed are reused from the last call, so the
     table differs from the last one only where the policies did (and `nftstate.transaction` finds unchanged
-    chains and sets by identity). Output always equals `render` of the same `Compiled`, in the same order.
+    chains and sets by identity). Output always equals `render` of the same `Compiled` (as mappings: a chain or
+    set that appears later than the first call sits after the others, which no transaction depends on).
 
-    Cost of a call: a few dict operations per local pod and per used policy chain (what each contributes, its
-    chains, pod sets and map elements, is remembered with it); clauses are rendered and pod sets built only for
-    the policy chains whose clauses changed and the `PodPolicy` objects the compiler recomputed.
-    Memory: the per-chain and per-pod entries hold only what the last call used; the name, set and rule caches
-    are cut back to what the last call used whenever they grow past twice that, so churn never grows them."""
+    How: the table of the last call is kept (chains, pod sets, verdict map values) with what each policy chain
+    and each local pod's `PodPolicy` contributed to it, pod sets and policy chains counted by their users; a
+    call finds the `PodPolicy` objects and policy clauses that are not the very objects of the last call (one
+    identity check each) and patches the table for those alone.
+    Memory: per-chain and per-pod entries exist only for what the table holds; the name, set and rule caches
+    are cut back to what the table uses whenever they grow past twice that, so churn never grows them."""
 
     def __init__(self, name: str = TABLE) -> None:
         self.name = name
@@ -72,10 +74,15 @@ class Renderer:
         self._set_names: dict[str, str] = {}  # pod set group → pods-<hash>
         self._sets: dict[str, tuple[tuple[str, ...], Set]] = {}  # set name → (addresses, Set)
         self._own: dict[Allow, list[str]] = {}  # a pod's own clause → its rules
-        # policy chain name → (clauses, Chain, its pod sets by name), as the last call used them
-        self._chains: dict[str, tuple[tuple[Allow, ...], Chain, dict[str, Set]]] = {}
-        self._pods: dict[str, _PodEntry] = {}  # pod IP → what its PodPolicy renders to, as the last call used
-        self._order: tuple[frozenset[str], list[str]] = (frozenset(), [])  # used chain ids, sorted
+        self._pods: dict[str, _PodEntry] = {}  # pod IP → what its PodPolicy renders to
+        self._clauses: Mapping[str, tuple[Allow, ...]] = {}  # the last call's `Compiled.chains`
+        self._chains: dict[str, _ChainEntry] = {}  # compiled chain id → its policy chain, while in the table
+        self._users: dict[str, int] = {}  # compiled chain id → local pods jumping to it
+        self._set_users: dict[str, int] = {}  # set name → policy chains and pods using it
+        self._table_chains: dict[str, Chain] = {"forward": FORWARD, "input": INPUT, "allowed-out": ALLOWED_OUT}
+        self._table_sets: dict[str, Set] = {}  # pod sets
+        self._ingress: dict[str, str] = {}  # pod IP → jump in-<pod>
+        self._egress: dict[str, str] = {}
         self.rendered_last = 0  # policy chains and pods whose chains the last call built (not reused)
 
     def _policy_chain(self, chain: str) -> str:
@@ -91,12 +98,7 @@ class Renderer:
         return found
 
     def render(self, compiled: Compiled) -> Table:
-        chains: dict[str, Chain] = {
-            "forward": FORWARD,
-            "input": INPUT,
-            "allowed-out": ALLOWED_OUT,
-        }
-        sets: dict[str, Set] = {}
+        self.rendered_last = 0
         jumps_of: dict[tuple[str, ...], tuple[str, ...]] = {}  # this render's chain ids → jump rules
 
         def jumps(ids: tuple[str, ...]) -> tuple[str, ...]:
@@ -105,54 +107,106 @@ class Renderer:
                 found = jumps_of[ids] = tuple(f"jump {self._policy_chain(c)}" for c in ids if compiled.chains.get(c))
             return found
 
-        self.rendered_last = 0
-        before = self._pods
-        pods: dict[str, _PodEntry] = {}
-        used: set[str] = set()
-        for pp in compiled.pods:
-            entry = before.get(pp.pod.ip)
-            if entry is None or entry.policy is not pp:
-                # A PodPolicy object is reused by the compiler only while its policies' chains are unchanged,
-                # so the same object renders to the same chains.
-                entry = self._pod_entry(pp, jumps)
-            pods[pp.pod.ip] = entry
-            used.update(entry.ids)
-        self._pods = pods
-        if used != self._order[0]:
-            self._order = (frozenset(used), sorted(used))
-        kept: dict[str, tuple[tuple[Allow, ...], Chain, dict[str, Set]]] = {}
-        last = self._chains
-        for chain in self._order[1]:
-            allows = compiled.chains.get(chain, ())
-            if allows:
-                name = self._policy_chain(chain)
-                cached = last.get(name)
-                if cached is None or cached[0] is not allows:
-                    if cached is None or cached[0] != allows:
-                        verdict = "accept" if chain.endswith("/in") else "goto allowed-out"
-                        made = Chain(tuple(r for a in allows for r in allow_rules(a, chain, verdict)))
-                        self.rendered_last += 1
-                    else:
-                        made = cached[1]
-                    cached = (allows, made, self._pod_sets(allows))
-                kept[name] = cached
-                chains[name] = cached[1]
-                sets.update(cached[2])
-        self._chains = kept
-        ingress: dict[str, str] = {}
-        egress: dict[str, str] = {}
-        for ip, entry in pods.items():
-            chains.update(entry.chains)
-            if entry.sets:
-                sets.update(entry.sets)
-            if entry.ingress:
-                ingress[ip] = entry.ingress
-            if entry.egress:
-                egress[ip] = entry.egress
-        self._prune(used, sets, pods)
-        sets["ingress"] = Set("ipv4_addr", "verdict", elements=ingress)
-        sets["egress"] = Set("ipv4_addr", "verdict", elements=egress)
-        return Table(FAMILY, self.name, chains, sets)
+        # Pods: a PodPolicy object is reused by the compiler only while its policies' chains are unchanged, so
+        # the same object renders to the same chains.
+        last = self._pods
+        now = {pp.pod.ip: pp for pp in compiled.pods}
+        changed = [pp for ip, pp in now.items() if (e := last.get(ip)) is None or e.policy is not pp]
+        gone = [ip for ip in last if ip not in now] if len(last) + len(changed) > len(now) or changed else []
+        dirty: set[str] = set()  # chain ids whose users or clauses changed
+        for pp in changed:
+            old = last.get(pp.pod.ip)
+            entry = self._pod_entry(pp, jumps)
+            self._add_pod(entry, dirty)
+            if old is not None:
+                self._drop_pod(old, dirty, entry)
+            last[pp.pod.ip] = entry
+        for ip in gone:
+            self._drop_pod(last.pop(ip), dirty, None)
+        # Policy chains: clauses that are not the last call's objects, and chains whose users came or went.
+        before = self._clauses
+        if compiled.chains is not before:
+            dirty.update(c for c, allows in compiled.chains.items() if before.get(c) is not allows)
+            dirty.update(c for c in before if c not in compiled.chains)
+        self._clauses = compiled.chains
+        for cid in dirty:
+            self._update_chain(cid, compiled.chains.get(cid, ()) if self._users.get(cid) else ())
+        self._prune()
+        sets = dict(self._table_sets)
+        sets["ingress"] = Set("ipv4_addr", "verdict", elements=dict(self._ingress))
+        sets["egress"] = Set("ipv4_addr", "verdict", elements=dict(self._egress))
+        return Table(FAMILY, self.name, dict(self._table_chains), sets)
+
+    def _add_pod(self, entry: _PodEntry, dirty: set[str]) -> None:
+        for cid in entry.ids:
+            count = self._users.get(cid, 0)
+            self._users[cid] = count + 1
+            if not count:
+                dirty.add(cid)
+        self._table_chains.update(entry.chains)
+        self._use_sets(entry.sets)
+        ip = entry.policy.pod.ip
+        if entry.ingress:
+            self._ingress[ip] = entry.ingress
+        if entry.egress:
+            self._egress[ip] = entry.egress
+
+    def _drop_pod(self, entry: _PodEntry, dirty: set[str], successor: _PodEntry | None) -> None:
+        """Take a pod's old entry out of the table (after its successor, if any, was added)."""
+        for cid in entry.ids:
+            count = self._users[cid] - 1
+            if count:
+                self._users[cid] = count
+            else:
+                del self._users[cid]
+                dirty.add(cid)
+        for name in entry.chains:
+            if successor is None or name not in successor.chains:
+                del self._table_chains[name]
+        self._drop_sets(entry.sets)
+        ip = entry.policy.pod.ip
+        if entry.ingress and (successor is None or not successor.ingress):
+            del self._ingress[ip]
+        if entry.egress and (successor is None or not successor.egress):
+            del self._egress[ip]
+
+    def _update_chain(self, cid: str, allows: tuple[Allow, ...]) -> None:
+        """Make policy chain `cid` hold these clauses (none: out of the table)."""
+        old = self._chains.get(cid)
+        if old is not None and old.allows is allows:
+            return
+        if allows:
+            name = self._policy_chain(cid)
+            if old is not None and old.allows == allows:
+                made = old.chain  # equal clauses (pod sets compare by group) render the same rules
+            else:
+                verdict = "accept" if cid.endswith("/in") else "goto allowed-out"
+                made = Chain(tuple(r for a in allows for r in allow_rules(a, cid, verdict)))
+                self.rendered_last += 1
+            entry = _ChainEntry(allows, name, made, self._pod_sets(allows))
+            self._chains[cid] = entry
+            self._table_chains[name] = made
+            self._use_sets(entry.sets)
+        else:
+            self._chains.pop(cid, None)
+            if old is not None:
+                del self._table_chains[old.name]
+        if old is not None:
+            self._drop_sets(old.sets)
+
+    def _use_sets(self, sets: dict[str, Set]) -> None:
+        for name, s in sets.items():
+            self._set_users[name] = self._set_users.get(name, 0) + 1
+            self._table_sets[name] = s
+
+    def _drop_sets(self, sets: dict[str, Set]) -> None:
+        for name in sets:
+            count = self._set_users[name] - 1
+            if count:
+                self._set_users[name] = count
+            else:
+                del self._set_users[name]
+                del self._table_sets[name]
 
     def _pod_entry(self, pp: PodPolicy, jumps: Callable[[tuple[str, ...]], tuple[str, ...]]) -> _PodEntry:
         self.rendered_last += 1
@@ -189,17 +243,30 @@ class Renderer:
             out[name] = found[1]
         return out
 
-    def _prune(self, used: set[str], sets: dict[str, Set], pods: dict[str, _PodEntry]) -> None:
-        """Cut the caches back to what this call used once they hold more than twice that."""
+    def _prune(self) -> None:
+        """Cut the caches back to what the table uses once they hold more than twice that."""
+        used, sets = self._users, self._table_sets
         if len(self._names) > 2 * len(used) + 64:
             self._names = {c: n for c, n in self._names.items() if c in used}
         if len(self._sets) > 2 * len(sets) + 64:
             self._sets = {n: v for n, v in self._sets.items() if n in sets}
         if len(self._set_names) > 2 * len(sets) + 64:
             self._set_names = {g: n for g, n in self._set_names.items() if n in sets}
-        if len(self._own) > 2 * len(pods) + 64:
-            own = {a for entry in pods.values() for a in entry.policy.ingress_own}
+        if len(self._own) > 2 * len(self._pods) + 64:
+            own = {a for entry in self._pods.values() for a in entry.policy.ingress_own}
             self._own = {a: r for a, r in self._own.items() if a in own}
+
+
+class _ChainEntry:
+    """A policy chain in the table: its clauses, nft name, rules and the pod sets its rules use."""
+
+    __slots__ = ("allows", "chain", "name", "sets")
+
+    def __init__(self, allows: tuple[Allow, ...], name: str, chain: Chain, sets: dict[str, Set]) -> None:
+        self.allows = allows
+        self.name = name
+        self.chain = chain
+        self.sets = sets
 
 
 class _PodEntry:
