@@ -4,6 +4,7 @@ and `nftstate.transaction` between two renders touches only what differs."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -203,3 +204,29 @@ def test_enforcer_sees_every_pod_namespace_and_dns_change_after_policy_edits() -
         enforcer.desired()  # a policy-only sync in between
         change()
         same(enforcer)
+
+
+def test_a_render_that_fails_halfway_leaves_the_next_one_whole() -> None:
+    """The renderer patches its last table; a call that raises part way (here: a pod without an address, after
+    a pod that stopped using a policy chain) must not leave a half-patched table behind for the next call."""
+    pods = [pod(i) for i in range(20)]
+    namespaces = {f"ns{i}": {"team": f"t{i % 2}"} for i in range(3)}
+    local = [p for p in pods if p.node == "n1"]
+    renderer = rules.Renderer()
+    first = comp.compile_all([policy(i) for i in range(6)], pods, namespaces, local)
+    renderer.render(first)
+    users: dict[str, int] = {}
+    for pp in first.pods:
+        for c in pp.egress_chains:
+            users[c] = users.get(c, 0) + 1
+    alone = next(pp for pp in first.pods if any(users[c] == 1 for c in pp.egress_chains))
+    freed = dataclasses.replace(alone, egress=(), egress_chains=())  # its only user stops jumping to a chain
+    then = comp.Compiled([freed if pp is alone else pp for pp in first.pods], first.chains)
+    broken = comp.PodPolicy(comp.PodView("ns0", "x", None, {}, "n1"), (), None)  # type: ignore[arg-type]
+    try:
+        renderer.render(comp.Compiled([*then.pods, broken], first.chains))
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a pod without an address rendered")
+    assert renderer.render(then) == rules.render(then)

@@ -70,6 +70,9 @@ class Renderer:
 
     def __init__(self, name: str = TABLE) -> None:
         self.name = name
+        self._reset()
+
+    def _reset(self) -> None:
         self._names: dict[str, str] = {}  # compiled chain id → pol-<hash>-in|out
         self._set_names: dict[str, str] = {}  # pod set group → pods-<hash>
         self._sets: dict[str, tuple[tuple[str, ...], Set]] = {}  # set name → (addresses, Set)
@@ -98,6 +101,13 @@ class Renderer:
         return found
 
     def render(self, compiled: Compiled) -> Table:
+        try:
+            return self._render(compiled)
+        except BaseException:
+            self._reset()  # half-patched: the next call starts afresh
+            raise
+
+    def _render(self, compiled: Compiled) -> Table:
         self.rendered_last = 0
         jumps_of: dict[tuple[str, ...], tuple[str, ...]] = {}  # this render's chain ids → jump rules
 
