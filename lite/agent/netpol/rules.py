@@ -139,7 +139,7 @@ class Renderer:
             dirty.update(c for c, allows in compiled.chains.items() if before.get(c) is not allows)
             dirty.update(c for c in before if c not in compiled.chains)
         self._clauses = compiled.chains
-        for cid in dirty:
+        for cid in sorted(dirty):  # sorted: the same inputs always give the same table order
             self._update_chain(cid, compiled.chains.get(cid, ()) if self._users.get(cid) else ())
         self._prune()
         sets = dict(self._table_sets)
