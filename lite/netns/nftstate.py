@@ -79,8 +79,10 @@ def transaction(old: Table | None, new: Table) -> str:
     changed = [n for n, c in new.chains.items()
                if (o := old.chains.get(n)) is None or c.rules is None or (o is not c and o != c)]
     doomed = [n for n in old.chains if n not in new.chains]
-    set_gone = [n for n, s in old.sets.items() if n not in new.sets or s.signature() != new.sets[n].signature()]
-    set_new = [n for n, s in new.sets.items() if n not in old.sets or n in set_gone]
+    set_gone = [n for n, s in old.sets.items()
+                if (ns := new.sets.get(n)) is None or (ns is not s and s.signature() != ns.signature())]
+    gone = set(set_gone)
+    set_new = [n for n in new.sets if n not in old.sets or n in gone]
     for name in changed:
         chain = new.chains[name]
         if name not in old.chains or chain.hook != old.chains[name].hook:

@@ -4,11 +4,13 @@ and `nftstate.transaction` between two renders touches only what differs."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
 from lite.agent.netpol import compile as comp
 from lite.agent.netpol import rules
+from lite.agent.netpol.enforcer import Enforcer
 from lite.netns import nftstate
 
 Obj = dict[str, Any]
@@ -122,3 +124,109 @@ def test_a_pod_change_recompiles_every_policy() -> None:
     pods[3] = pod(3, app=0)
     compiler.compile(policies, pods, namespaces, pods)
     assert compiler.compiled_last == 6
+
+
+def test_a_policy_edit_renders_only_what_it_reached() -> None:
+    """The renderer builds chains only for the changed policy and the pods the compiler recomputed; every other
+    pod and policy chain is carried over as it was (the same objects), and the result still equals a fresh
+    render."""
+    pods = [pod(i) for i in range(40)]
+    namespaces = {f"ns{i}": {"team": f"t{i % 2}"} for i in range(3)}
+    policies = [policy(i) for i in range(12)]
+    local = [p for p in pods if p.node == "n1"]
+    compiler, renderer = comp.IncrementalCompiler(), rules.Renderer()
+    first = renderer.render(compiler.compile(policies, pods, namespaces, local))
+    assert renderer.rendered_last > len(local)
+    again = renderer.render(compiler.compile(policies, pods, namespaces, local))
+    assert renderer.rendered_last == 0 and again == first
+    assert all(again.sets[n] is first.sets[n] for n in first.sets if n.startswith("pods-"))
+    policies[5] = policy(5, port=9000)
+    table = renderer.render(compiler.compile(policies, pods, namespaces, local))
+    assert 0 < renderer.rendered_last <= compiler.touched_last + 2  # the pods it selects, its two chains
+    assert table == fresh(policies, pods, namespaces)[1]
+
+
+def test_renderer_caches_stay_bounded_under_churn() -> None:
+    """Policies added and removed for a long time: the renderer's caches hold at most about twice what the
+    current table uses."""
+    pods = [pod(i) for i in range(30)]
+    namespaces = {f"ns{i}": {"team": f"t{i % 2}"} for i in range(3)}
+    local = [p for p in pods if p.node == "n1"]
+    compiler, renderer = comp.IncrementalCompiler(), rules.Renderer()
+    for step in range(300):
+        policies = [{**policy(i), "metadata": {"namespace": f"ns{i % 3}", "name": f"gen{step}-{i}"}}
+                    for i in range(4)]
+        compiled = compiler.compile(policies, pods, namespaces, local)
+        table = renderer.render(compiled)
+    assert table == fresh(policies, pods, namespaces)[1]
+    used_sets = sum(1 for n in table.sets if n.startswith("pods-"))
+    used_chains = len({c for pp in compiled.pods for c in pp.ingress_chains + pp.egress_chains})
+    assert len(renderer._sets) <= 2 * used_sets + 64 and len(renderer._set_names) <= 2 * used_sets + 64
+    assert len(renderer._names) <= 2 * used_chains + 64 and len(renderer._own) <= 2 * len(local) + 64
+
+
+def test_enforcer_sees_every_pod_namespace_and_dns_change_after_policy_edits() -> None:
+    """The enforcer keeps the pod views while only policies change; each pod, namespace or DNS address change
+    (set, delete, replace) still reaches the next sync: every step equals a fresh enforcer given the same state."""
+    def pod_obj(i: int, app: int, node: str = "n1") -> Obj:
+        return {"metadata": {"namespace": f"ns{i % 3}", "name": f"p{i}", "labels": {"app": f"a{app}", "tier": "db"}},
+                "spec": {"nodeName": node, "containers": [{"ports": [{"name": "http", "containerPort": 8000}]}]},
+                "status": {"podIP": f"10.42.0.{i + 2}"}}
+
+    def ns_obj(i: int, team: int) -> Obj:
+        return {"metadata": {"name": f"ns{i}", "labels": {"team": f"t{team}"}}}
+
+    def same(enforcer: Enforcer) -> None:
+        twin = Enforcer("n1", None, min_interval=0)  # type: ignore[arg-type]  # desired() never touches nft
+        twin.replace({k: list(v.values()) for k, v in enforcer.state.items()})
+        twin.set_cluster_dns(enforcer.cluster_dns)
+        got, want = enforcer.desired(), twin.desired()
+        assert got[0] == want[0] and got[1] == want[1]
+
+    enforcer = Enforcer("n1", None, min_interval=0)  # type: ignore[arg-type]
+    enforcer.replace({"PolicyPod": [pod_obj(i, i % 4) for i in range(12)],
+                      "Namespace": [ns_obj(i, i % 2) for i in range(3)],
+                      "NetworkPolicy": [policy(i) for i in range(6)]})
+    same(enforcer)
+    changes = [
+        lambda: enforcer.set("NetworkPolicy", policy(2, port=81)),
+        lambda: enforcer.set("PolicyPod", pod_obj(3, app=1)),
+        lambda: enforcer.set("PolicyPod", pod_obj(20, app=2)),
+        lambda: enforcer.delete("PolicyPod", "ns1", "p4"),
+        lambda: enforcer.set("Namespace", ns_obj(1, 0)),
+        lambda: enforcer.delete("Namespace", "ns2", "ns2"),
+        lambda: enforcer.set_cluster_dns("10.42.9.9"),
+        lambda: enforcer.replace({"PolicyPod": [pod_obj(i, 0) for i in range(5)], "Namespace": [ns_obj(0, 0)],
+                                  "NetworkPolicy": [policy(i) for i in range(3)]}),
+    ]
+    for change in changes:
+        enforcer.set("NetworkPolicy", policy(0, port=82))
+        enforcer.desired()  # a policy-only sync in between
+        change()
+        same(enforcer)
+
+
+def test_a_render_that_fails_halfway_leaves_the_next_one_whole() -> None:
+    """The renderer patches its last table; a call that raises part way (here: a pod without an address, after
+    a pod that stopped using a policy chain) must not leave a half-patched table behind for the next call."""
+    pods = [pod(i) for i in range(20)]
+    namespaces = {f"ns{i}": {"team": f"t{i % 2}"} for i in range(3)}
+    local = [p for p in pods if p.node == "n1"]
+    renderer = rules.Renderer()
+    first = comp.compile_all([policy(i) for i in range(6)], pods, namespaces, local)
+    renderer.render(first)
+    users: dict[str, int] = {}
+    for pp in first.pods:
+        for c in pp.egress_chains:
+            users[c] = users.get(c, 0) + 1
+    alone = next(pp for pp in first.pods if any(users[c] == 1 for c in pp.egress_chains))
+    freed = dataclasses.replace(alone, egress=(), egress_chains=())  # its only user stops jumping to a chain
+    then = comp.Compiled([freed if pp is alone else pp for pp in first.pods], first.chains)
+    broken = comp.PodPolicy(comp.PodView("ns0", "x", None, {}, "n1"), (), None)  # type: ignore[arg-type]
+    try:
+        renderer.render(comp.Compiled([*then.pods, broken], first.chains))
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a pod without an address rendered")
+    assert renderer.render(then) == rules.render(then)

@@ -228,11 +228,13 @@ class _Assembly:
     """Turns policy parts into each local pod's `PodPolicy`; pods that share the same policies share their
     flattened clauses."""
 
-    def __init__(self, parts: list[PolicyPart]) -> None:
+    def __init__(self, parts: list[PolicyPart], chains: dict[str, tuple[Allow, ...]] | None = None) -> None:
         self.parts = parts
-        self.chains: dict[str, tuple[Allow, ...]] = {}
-        for part in parts:
-            self.chains.update(part.chains)
+        if chains is None:
+            chains = {}
+            for part in parts:
+                chains.update(part.chains)
+        self.chains = chains  # every part's chains (given: already gathered by the caller)
         self._flat: dict[tuple[str, ...], tuple[Allow, ...]] = {}
 
     def flatten(self, ids: tuple[str, ...]) -> tuple[Allow, ...]:
@@ -269,13 +271,14 @@ class _Assembly:
         return {p.ip: self.pod_policy(p, refs["in"].get(p.ip), refs["out"].get(p.ip), own.get(p.ip, []))
                 for p in local}
 
-    def one(self, pod: PodView) -> PodPolicy | None:
-        """One local pod's policy, found by scanning the parts (for the few pods a change touches)."""
+    def one(self, pod: PodView, parts: Iterable[PolicyPart] | None = None) -> PodPolicy | None:
+        """One local pod's policy, found by scanning the parts (for the few pods a change touches); `parts`,
+        in policy order, may narrow the scan to the parts that touch the pod."""
         ins: list[str] | None = None
         outs: list[str] | None = None
         own: list[tuple[Allow, ...]] = []
         ip = pod.ip
-        for part in self.parts:
+        for part in self.parts if parts is None else parts:
             if ip in part.ins or ip in part.outs:
                 for cid in part.chains:
                     if cid.endswith("/in") and ip in part.ins:
@@ -301,12 +304,18 @@ class IncrementalCompiler:
     those it was compiled against AND the policy is the very same object (objects given here are never mutated:
     a changed policy arrives as a new object); a local pod's `PodPolicy` is reused (the same object) unless a
     policy whose part changed touches it, before or after. Any change of pods or namespaces drops everything, so
-    the result always equals `compile_all` of the same inputs (the tests compare the two)."""
+    the result always equals `compile_all` of the same inputs (the tests compare the two).
+    Cost of a call that changes one policy: a dict lookup per policy (ids and the policy order are remembered
+    while the policy objects stay the same), then that policy's part and the pods it touches, each assembled
+    from the parts that touch it (`_touching`, kept up to date part by part)."""
 
     def __init__(self) -> None:
         self._inputs: tuple[list[PodView], list[PodView], dict[str, dict[str, str]]] | None = None
         self._pods: tuple[_Pods, _Pods] | None = None
-        self._parts: dict[str, tuple[Mapping[str, Any], PolicyPart]] = {}
+        self._parts: dict[str, tuple[Mapping[str, Any], PolicyPart]] = {}  # in policy order
+        self._ids: dict[int, tuple[Mapping[str, Any], str]] = {}  # id(policy) → (policy, its id), held parts
+        self._touching: dict[str, set[str]] = {}  # local pod IP → ids of the policies whose parts touch it
+        self._chains: dict[str, tuple[Allow, ...]] = {}  # every part's chains
         self._by_ip: dict[str, PodPolicy | None] | None = None
         self.compiled_last = 0  # policies compiled (not reused) by the last call, for tests and benches
         self.touched_last = 0  # local pods whose policy was recomputed by the last call
@@ -316,12 +325,18 @@ class IncrementalCompiler:
         inputs = (list(pods), list(local), {k: dict(v) for k, v in namespaces.items()})
         if inputs != self._inputs:
             self._inputs, self._pods, self._parts, self._by_ip = inputs, None, {}, None
+            self._touching, self._chains = {}, {}
         before = self._parts
+        ids = self._ids
+        given: dict[str, Mapping[str, Any]] = {}
+        for policy in policies:
+            known = ids.get(id(policy))
+            given[known[1] if known is not None and known[0] is policy else _policy_id(policy)] = policy
+        order = list(before) if given.keys() == before.keys() else sorted(given)
         parts: dict[str, tuple[Mapping[str, Any], PolicyPart]] = {}
-        self.compiled_last = 0
-        touched: set[str] = set()
-        for policy in sorted(policies, key=_policy_id):
-            pid = _policy_id(policy)
+        changed: dict[str, tuple[PolicyPart | None, PolicyPart | None]] = {}  # id → (old part, new part)
+        for pid in order:
+            policy = given[pid]
             cached = before.get(pid)
             if cached is not None and cached[0] is policy:
                 parts[pid] = cached
@@ -329,22 +344,47 @@ class IncrementalCompiler:
             if self._pods is None:
                 self._pods = (_Pods(inputs[0], inputs[2]), _Pods(inputs[1], inputs[2]))
             parts[pid] = (policy, compile_policy(policy, *self._pods))
-            self.compiled_last += 1
-            touched |= parts[pid][1].touches() | (cached[1].touches() if cached is not None else set())
+            changed[pid] = (cached[1] if cached is not None else None, parts[pid][1])
         for pid, (_, gone) in before.items():
             if pid not in parts:
-                touched |= gone.touches()
+                changed[pid] = (gone, None)
+        self.compiled_last = sum(1 for _, new in changed.values() if new is not None)
         self._parts = parts
-        assembly = _Assembly([part for _, part in parts.values()])
+        if changed:
+            self._ids = {id(policy): (policy, pid) for pid, (policy, _) in parts.items()}
+        touched = self._update_index(changed)
         if self._by_ip is None:
+            assembly = _Assembly([part for _, part in parts.values()])
             self._by_ip = assembly.all(inputs[1])
             self.touched_last = len(self._by_ip)
         else:
+            assembly = _Assembly([], self._chains)
             for pod in inputs[1]:
                 if pod.ip in touched:
-                    self._by_ip[pod.ip] = assembly.one(pod)
+                    pids = sorted(self._touching.get(pod.ip, ()))
+                    self._by_ip[pod.ip] = assembly.one(pod, [parts[pid][1] for pid in pids])
             self.touched_last = len(touched)
-        return Compiled([pp for pp in self._by_ip.values() if pp is not None], assembly.chains)
+        return Compiled([pp for pp in self._by_ip.values() if pp is not None], dict(self._chains))
+
+    def _update_index(self, changed: Mapping[str, tuple[PolicyPart | None, PolicyPart | None]]) -> set[str]:
+        """Apply the changed parts to `_touching` and `_chains`; return the local pod IPs they touch."""
+        touched: set[str] = set()
+        for pid, (old, new) in changed.items():
+            if old is not None:
+                for ip in old.touches():
+                    touched.add(ip)
+                    holders = self._touching[ip]
+                    holders.discard(pid)
+                    if not holders:
+                        del self._touching[ip]
+                for cid in old.chains:
+                    self._chains.pop(cid, None)
+            if new is not None:
+                for ip in new.touches():
+                    touched.add(ip)
+                    self._touching.setdefault(ip, set()).add(pid)
+                self._chains.update(new.chains)
+        return touched
 
 
 def _policy_id(policy: Mapping[str, Any]) -> str:

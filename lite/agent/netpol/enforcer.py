@@ -71,11 +71,15 @@ class Enforcer(SyncLoop):
         self.compiler = comp.IncrementalCompiler()
         self.renderer = rules.Renderer(table)
         self._views: dict[Key, tuple[Obj, comp.PodView | None]] = {}  # pod → (object, its view), last sync
+        # (pods, local pods, namespaces' labels) as given to the compiler, while no pod, namespace or the DNS
+        # address changed since (None: rebuild)
+        self._inputs: tuple[list[comp.PodView], list[comp.PodView], dict[str, dict[str, str]]] | None = None
         self.event = event
         self.check_every = check_every
         self.event_every = event_every
         self.state: dict[str, dict[Key, Obj]] = {kind: {} for kind in KINDS}
-        self._by_chain: dict[str, comp.PodView] = {}  # chain id → local pod, from the last sync
+        self._synced: list[comp.PodPolicy] = []  # the isolated local pods of the last sync
+        self._by_chain: tuple[list[comp.PodPolicy], dict[str, comp.PodView]] = ([], {})  # chain id → local pod
         self._seen: dict[tuple[str, str], int] = {}  # (chain id, direction) → last counter value read
         self._last_event: dict[Key, float] = {}
         self.refused: dict[Key, int] = {}
@@ -84,26 +88,41 @@ class Enforcer(SyncLoop):
     # ---- recording ----
     def set(self, kind: str, obj: Obj) -> None:
         self.state[kind][_key(obj)] = obj
+        if kind != "NetworkPolicy":
+            self._inputs = None
         self.mark()
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         if self.state[kind].pop((namespace, name), None) is not None:
+            if kind != "NetworkPolicy":
+                self._inputs = None
             self.mark()
 
     def set_cluster_dns(self, address: str) -> None:
         """The node-local cluster DNS address, which policies see as the pod `kube-system/kube-dns`."""
         if address != self.cluster_dns:
             self.cluster_dns = address
+            self._inputs = None
             self.mark()
 
     def replace(self, objects: Mapping[str, Iterable[Obj]]) -> None:
         """A full relist: the state becomes exactly these objects (kind → objects)."""
         self.state = {kind: {_key(o): o for o in objects.get(kind, ())} for kind in KINDS}
+        self._inputs = None
         self.have_state()
         self.mark()
 
     # ---- work ----
     def desired(self) -> tuple[list[comp.PodPolicy], Any]:
+        if self._inputs is None:
+            self._inputs = self._pod_inputs()
+        views, local, namespaces = self._inputs
+        compiled = self.compiler.compile(self.state["NetworkPolicy"].values(), views, namespaces, local)
+        return compiled.pods, self.renderer.render(compiled)
+
+    def _pod_inputs(self) -> tuple[list[comp.PodView], list[comp.PodView], dict[str, dict[str, str]]]:
+        """Every pod's view (this node's apart), the DNS peer, the namespaces' labels: rebuilt only after a pod,
+        namespace or DNS address change (a policy change, the common one, reuses them)."""
         views: list[comp.PodView] = []
         known: dict[Key, tuple[Obj, comp.PodView | None]] = {}
         for key, p in self.state["PolicyPod"].items():
@@ -119,14 +138,13 @@ class Enforcer(SyncLoop):
             views.append(comp.dns_view(self.cluster_dns))
         namespaces = {name: dict((o.get("metadata") or {}).get("labels") or {})
                       for (_, name), o in self.state["Namespace"].items()}
-        compiled = self.compiler.compile(self.state["NetworkPolicy"].values(), views, namespaces, local)
-        return compiled.pods, self.renderer.render(compiled)
+        return views, local, namespaces
 
     async def sync_once(self) -> bool:
         self._dirty.clear()
         compiled, table = self.desired()
         changed = await self.syncer.sync(table)
-        self._by_chain = {rules.chain_id(pp.pod.ip): pp.pod for pp in compiled}
+        self._synced = compiled
         self.synced_now()
         return changed
 
@@ -138,8 +156,10 @@ class Enforcer(SyncLoop):
             log.debug("reading policy counters: %s", exc)
             return []
         grown: list[Key] = []
+        if self._by_chain[0] is not self._synced:  # built here, every few seconds, not on every sync
+            self._by_chain = (self._synced, {rules.chain_id(pp.pod.ip): pp.pod for pp in self._synced})
         for (cid, direction), packets in rules.drop_counters(items).items():
-            pod = self._by_chain.get(cid)
+            pod = self._by_chain[1].get(cid)
             before = self._seen.get((cid, direction), 0)
             self._seen[(cid, direction)] = packets
             if pod is None or packets <= before:
