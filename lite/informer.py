@@ -25,7 +25,9 @@ Invariants:
   object costs a reference to the store's own bytes of that revision. Otherwise the cache keeps the watch event's
   `raw` JSON, or its own exact-size encoding. What is decoded when: the object of each event, once, for the index
   functions and the handlers (`on_update`'s `old` comes from the remembered objects or is decoded again). Objects
-  written or read with `get` (decoded through a value-keeping transform) are remembered while in use: until unused
+  of watch events or read with `get` (decoded through a value-keeping transform) are remembered while in use (those
+  of list pages are not, nor those read with `peek`: a restart's relist, or a reader going once over every pod,
+  would keep thousands decoded at once, and the heap fragmented after them): until unused
   for `decoded_seconds` (5 s), all of them once none was used for a quarter of a second (`run()` forgets them), at
   most `decoded_limit` (8,192), so a reconciler's `get` of what a handler just saw is that same object, and a
   controller going over the same pods again and again (a ReplicaSet's, during a rollout) decodes them once; at rest
@@ -290,6 +292,16 @@ class Informer:
         self._in_use = True
         return obj
 
+    def peek(self, key: str) -> Obj | None:
+        """`get` without remembering (compact): the remembered object if there is one, else one decoded anew
+        and not kept, as `list` gives them: for a reader that goes once over many objects in a burst (the
+        scheduler's reports of 10,000 unschedulable pods after a restart), which would otherwise keep up to
+        `decoded_limit` of them decoded at once."""
+        entry = self._cache.get(key)
+        if entry is None or not self.compact:
+            return entry
+        return self._value(key, entry)
+
     def list(self) -> builtins.list[Obj]:
         if not self.compact:
             return builtins.list(self._cache.values())
@@ -442,8 +454,9 @@ class Informer:
         # orjson's result keeps its growth buffer: keep an exact-size copy
         return memoryview(_dumps(obj)).tobytes()
 
-    def _put(self, key: str, obj: Obj, entry: Any) -> Obj | None:
-        """Cache `obj` (as `entry`, from `_entry`) under `key`, indexed; returns the object it replaces."""
+    def _put(self, key: str, obj: Obj, entry: Any, remember: bool = True) -> Obj | None:
+        """Cache `obj` (as `entry`, from `_entry`) under `key`, indexed; returns the object it replaces.
+        `remember` (compact): keep `obj` as the key's decoded object (watch events; not list pages)."""
         key = intern(key)  # one string for the cache, the indexes and the decoded objects
         prev = self._cache.get(key)
         old = None if prev is None else self._value(key, prev)
@@ -453,7 +466,10 @@ class Informer:
             self._index_one(name, key, obj)
         self._cache[key] = entry
         if self.compact:
-            self._remember(key, obj)
+            if remember:
+                self._remember(key, obj)
+            elif self._decoded.pop(key, None) is not None:  # an older revision's
+                del self._used[key]
         return old
 
     def _pop(self, key: str) -> Obj | None:
@@ -579,7 +595,7 @@ class Informer:
         new = self._entry(obj, None)
         if entry is not None and ((self.compact and entry == new) or rv_of(self._value(key, entry)) == rv_of(obj)):
             return  # the same revision (compact: the same bytes are, without decoding them)
-        old = self._put(key, obj, new)
+        old = self._put(key, obj, new, remember=False)
         self._added_or_updated(old, obj)
 
     async def _watch_once(self) -> bool:

@@ -680,25 +680,51 @@ async def test_compact_informer_keeps_and_decodes_the_clients_own_form(tmp_path:
 
 async def test_relist_applies_each_page_before_asking_for_the_next(tmp_path: Path) -> None:
     """Only one page of decoded objects is alive at a time: handlers have seen a page before the next is
-    asked for; what was not listed is deleted once the last page is in."""
+    asked for, and a compact cache does not keep listed objects decoded (a restart on 10,000 pods would
+    otherwise keep up to `decoded_limit` of them); what was not listed is deleted once the last page is in."""
     async with open_api(tmp_path) as api:
         for i in range(5):
             await api.create(CM, "default", cm(f"c{i}"))
         ctl = Controlled(api)
         handled_at_page: list[int] = []
+        kept_decoded: list[int] = []
         rec = Recorder()
 
         async def note(page: Obj) -> None:
             handled_at_page.append(len(rec.events))
 
         ctl.after_list = note
-        inf = Informer(cast(Client, ctl), CM, "default", page_size=2, compact=True)
+        inf = Informer(cast(Client, ctl), CM, "default", page_size=2, compact=True, decoded_seconds=3600.0)
         rec.attach(inf)
+        inf.add_handlers(on_add=lambda obj: kept_decoded.append(len(inf._decoded)))
         async with running(inf):
             async with asyncio.timeout(GUARD):
                 await inf.wait_synced()
         assert handled_at_page == [0, 2, 4]
         assert sorted(rec.events) == [("add", f"c{i}") for i in range(5)]
+        assert kept_decoded == [0] * 5
+
+
+async def test_peek_reads_without_keeping_decoded(tmp_path: Path) -> None:
+    """`peek` gives the remembered object when there is one (what a handler just saw), else a fresh decode
+    that is not kept; `get` keeps what it decodes."""
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a", v="1"))
+        inf = Informer(api, CM, "default", compact=True, decoded_seconds=3600.0)
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            first = inf.peek("default/a")
+            assert first is not None and first["data"] == {"v": "1"} and not inf._decoded
+            assert inf.peek("default/a") is not first  # decoded anew each time
+            assert inf.peek("default/none") is None
+            await api.patch(CM, "default", "a", {"data": {"v": "2"}})
+            await eventually(lambda: rec.events[-1] == ("update", "a"))
+            assert inf.peek("default/a") is rec.objects[-1][1]  # the watched object, remembered
+            got = inf.get("default/a")
+            assert got is rec.objects[-1][1] and list(inf._decoded) == ["default/a"]
 
 
 async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_path: Path) -> None:

@@ -237,7 +237,7 @@ class Scheduler:
                 await self._report_ready.wait()
             key = next(iter(self._reports))
             info, msg, nominated = self._reports.pop(key)
-            current = self.pods.get(key)
+            current = self.pods.peek(key)  # not kept decoded: after a restart a burst goes over every pod
             if current is None or (current.get("metadata") or {}).get("uid") != info.uid \
                     or (current.get("spec") or {}).get("nodeName") or self.cache.is_assumed(key):
                 continue  # gone, replaced, bound or being bound meanwhile: nothing to report
