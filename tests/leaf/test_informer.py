@@ -503,6 +503,29 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
     assert len(share) <= 8  # bounded: the least recently used parts are forgotten
 
 
+def test_share_common_parts_table_stays_small_under_parts_seen_once() -> None:
+    """Every pod has its own token volume (and so its own container, by its volumeMounts): those parts are seen
+    once. The table SharedInformers uses holds at most 1,024 parts (~1 MB) whatever the number of pods, and the
+    parts a template's pods have in common stay shared."""
+    from lite.informer import ShareCommonParts
+
+    def pod(i: int) -> Obj:
+        token = f"kube-api-access-{i:05d}"
+        return orjson.loads(orjson.dumps({
+            "metadata": {"name": f"p{i}", "namespace": "default", "labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "1"}],
+                                     "volumeMounts": [{"name": token, "mountPath": "/var/run/secrets"}]}],
+                     "volumes": [{"name": token, "projected": {"sources": [{"configMap": {"name": "ca"}}]}}]}}))
+
+    share = ShareCommonParts()
+    shared = [share(pod(i)) for i in range(3000)][-2:]
+    assert len(share) <= 1024
+    a, b = shared
+    assert a["metadata"]["labels"] is b["metadata"]["labels"]
+    assert a["spec"]["containers"][0]["env"] is b["spec"]["containers"][0]["env"]
+    assert a["spec"]["volumes"][0]["projected"] is b["spec"]["volumes"][0]["projected"]
+
+
 async def test_read_only_informer_catches_a_handler_that_mutates_a_shared_object(tmp_path: Path) -> None:
     """The shared-object invariant: a handler (or reader) that changes a cached object in place is caught,
     the cache and the other handlers still see the object as stored."""

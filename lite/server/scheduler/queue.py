@@ -32,7 +32,7 @@ MAX_BACKOFF = 10.0
 MAX_UNSCHEDULABLE = 300.0
 
 
-@dataclass
+@dataclass(slots=True)  # one per pending pod: no __dict__ each
 class QueuedPod:
     info: PodInfo
     timestamp: float                 # when it entered the queue (the activeQ tie-breaker)

@@ -49,7 +49,7 @@ from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
 from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
 from lite.server.scheduler.plugins.volumebinding import NAME as VOLUME_BINDING
 from lite.server.scheduler.plugins.volumebinding import Plan
-from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, pod_info, reparse, same_facts
+from lite.server.scheduler.podinfo import PodInfo, SharedParts, SpreadConstraint, pod_info, reparse, same_facts
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
@@ -87,6 +87,7 @@ class Scheduler:
         self.pod_kind, self.node_kind = _kind("", "Pod"), _kind("", "Node")
         self.pods = informers.informer(self.pod_kind)
         self._decode_pod = self.pods.decode  # one bound method for every PodInfo that keeps a pod's bytes
+        self._parts = SharedParts()  # equal parsed parts of the PodInfos kept (queue, cache) are one object
         self.nodes = informers.informer(self.node_kind)
         self.namespaces = informers.informer(_kind("", "Namespace"))
         self.priority_classes = informers.informer(_kind("scheduling.k8s.io", "PriorityClass"))
@@ -348,7 +349,7 @@ class Scheduler:
                 self._pod_deleted(pod)
                 return
             self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod), self.pods.encoded(key),
-                                       self._decode_pod), str(node))
+                                       self._decode_pod, self._parts), str(node))
             self.queue.move_all(POD_EVENTS_PLUGINS)
             return
         if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
@@ -361,9 +362,10 @@ class Scheduler:
         priority, queued = self._priority(pod), self.queue.info(key)
         if queued is not None and same_facts(queued, pod, priority):
             # a status update (our own report): nothing to parse again
-            info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod)
+            info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod, self._parts)
         else:
-            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key), self._decode_pod)
+            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key), self._decode_pod,
+                            self._parts)
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:
