@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import sys
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -765,6 +766,10 @@ async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_p
             assert inf.forget_unused(time.monotonic() + 1) >= 1 and not inf._decoded
             again = inf.get("default/a")
             assert again == a and again is not a
+            for i in range(2000):  # a burst of remembered objects (the same two, under many keys)
+                inf._remember(f"k{i}", a)
+            assert inf.forget_unused(time.monotonic() + 1) >= 2000
+            assert sys.getsizeof(inf._decoded) + sys.getsizeof(inf._used) < 1024  # at rest: small tables again
         inf = Informer(api, CM, "default", compact=True, decoded_seconds=0.05)
         async with running(inf):
             async with asyncio.timeout(GUARD):

@@ -192,3 +192,14 @@ def test_pod_infos_of_one_template_share_their_parsed_parts() -> None:
     for i in range(5):
         small.share(("x", i))
     assert len(small) <= 2  # bounded
+
+
+async def test_the_active_set_is_small_again_once_emptied() -> None:
+    """After a burst (a restart queues every pending pod at once) the queue's tables do not keep their size."""
+    q, _ = queue()
+    for i in range(3000):
+        q.add(info(pod(f"p{i}")))
+    for _ in range(3000):
+        await pop_now(q)
+    assert sys.getsizeof(q._active_keys) < 1024
+    q.close()
