@@ -149,6 +149,7 @@ class ShareCommonParts:
     def __init__(self, limit: int = 1024) -> None:
         self.limit = limit
         self._seen: OrderedDict[bytes, Any] = OrderedDict()
+        self._empty: Obj = {}  # the one empty dict of rebuilt parts (never mutated: the shared-object rule)
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -171,15 +172,27 @@ class ShareCommonParts:
             return got
         if depth > 0:
             if isinstance(v, dict):
-                v = {k: self.share(x, depth - 1) if isinstance(x, (dict, list)) and x else self.word(x)
-                     for k, x in v.items()}
+                v = {k: self._child(x, depth - 1) for k, x in v.items()}
             elif isinstance(v, list):
-                v = [self.share(x, depth - 1) if isinstance(x, (dict, list)) and x else self.word(x) for x in v]
+                v = [self._child(x, depth - 1) for x in v]
+        return self._keep(key, v)
+
+    def _keep(self, key: bytes, v: Any) -> Any:
+        seen = self._seen
         # orjson's result keeps its growth buffer: keep an exact-size copy
         seen[memoryview(key).tobytes()] = v
         if len(seen) > self.limit:
             seen.popitem(last=False)
         return v
+
+    def _child(self, x: Any, depth: int) -> Any:
+        """A value inside a part rebuilt on a miss: shared, an empty dict the one empty dict (managed field
+        sets are trees of them: ~100 per set, 64 bytes each), a short string interned."""
+        if isinstance(x, (dict, list)):
+            if x:
+                return self.share(x, depth)
+            return self._empty if type(x) is dict else x
+        return self.word(x)
 
     def _spec_part(self, v: Any) -> Any:
         """A dict or list value of `spec` or `status`, shared."""
@@ -191,7 +204,27 @@ class ShareCommonParts:
     def _entry(self, e: Any) -> Any:
         if not isinstance(e, dict):
             return e
-        return {k: self.share(x) if k == "fieldsV1" and isinstance(x, dict) else self.word(x) for k, x in e.items()}
+        return {k: self._field_set(x) if k == "fieldsV1" and isinstance(x, dict) else self.word(x)
+                for k, x in e.items()}
+
+    def _field_set(self, v: Obj) -> Any:
+        """A managed field set, shared; on a miss (a kubelet's status entry names the pod's own IPs and so is
+        one of a kind) rebuilt with interned keys and the one empty dict for its leaves (a set is a tree of
+        ~100 `"f:name": {}`: 64 bytes of dict and ~55 of key each, when decoded apart)."""
+        try:
+            key = _dumps(v)
+        except TypeError:
+            return v
+        got = self._seen.get(key)
+        if got is not None:
+            self._seen.move_to_end(key)
+            return got
+        return self._keep(key, self._leaves(v))
+
+    def _leaves(self, v: Any) -> Any:
+        if type(v) is dict:
+            return {self.word(k): self._leaves(x) for k, x in v.items()} if v else self._empty
+        return v
 
     def _metadata(self, m: Obj) -> Obj:
         out: Obj = {}

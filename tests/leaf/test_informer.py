@@ -527,6 +527,26 @@ def test_share_common_parts_table_stays_small_under_parts_seen_once() -> None:
     assert a["spec"]["volumes"][0]["projected"] is b["spec"]["volumes"][0]["projected"]
 
 
+def test_a_field_set_of_its_own_is_rebuilt_from_shared_leaves() -> None:
+    """A kubelet's status field set names the pod's own IP, so it is never shared whole; its `{}` leaves are one
+    empty dict and its keys one string each, instead of one of each per pod."""
+    from lite.informer import ShareCommonParts
+
+    def pod(ip: str) -> Obj:
+        fields = {"f:status": {"f:phase": {}, "f:podIP": {}, "f:podIPs": {".": {}, f'k:{{"ip":"{ip}"}}': {
+            ".": {}, "f:ip": {}}}}}
+        return orjson.loads(orjson.dumps({"metadata": {"name": ip, "managedFields": [
+            {"manager": "kubelet", "operation": "Update", "subresource": "status", "fieldsV1": fields}]}}))
+
+    share = ShareCommonParts()
+    originals = [pod("10.0.0.1"), pod("10.0.0.2")]
+    before = deep_copy(originals)
+    a, b = (share(p)["metadata"]["managedFields"][0]["fieldsV1"] for p in originals)
+    assert originals == before and [a, b] == [p["metadata"]["managedFields"][0]["fieldsV1"] for p in before]
+    assert a is not b and a["f:status"]["f:phase"] is b["f:status"]["f:podIP"] is b["f:status"]["f:phase"]
+    assert next(iter(a["f:status"])) is next(iter(b["f:status"]))  # "f:phase": one string
+
+
 async def test_read_only_informer_catches_a_handler_that_mutates_a_shared_object(tmp_path: Path) -> None:
     """The shared-object invariant: a handler (or reader) that changes a cached object in place is caught,
     the cache and the other handlers still see the object as stored."""
