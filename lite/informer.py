@@ -25,7 +25,9 @@ Invariants:
   object costs a reference to the store's own bytes of that revision. Otherwise the cache keeps the watch event's
   `raw` JSON, or its own exact-size encoding. What is decoded when: the object of each event, once, for the index
   functions and the handlers (`on_update`'s `old` comes from the remembered objects or is decoded again). Objects
-  written or read with `get` (decoded through a value-keeping transform) are remembered while in use: until unused
+  of watch events or read with `get` (decoded through a value-keeping transform) are remembered while in use (those
+  of list pages are not, nor those read with `peek`: a restart's relist, or a reader going once over every pod,
+  would keep thousands decoded at once, and the heap fragmented after them): until unused
   for `decoded_seconds` (5 s), all of them once none was used for a quarter of a second (`run()` forgets them), at
   most `decoded_limit` (8,192), so a reconciler's `get` of what a handler just saw is that same object, and a
   controller going over the same pods again and again (a ReplicaSet's, during a rollout) decodes them once; at rest
@@ -131,6 +133,12 @@ class ShareCommonParts:
     the same field set, the largest part of a decoded pod). Short scalar strings of `spec`, `status` and a
     few `metadata` fields (`namespace`, `creationTimestamp`, a managed field entry's manager, time and
     versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
+
+    `limit` (1,024): the table is a fixed cost, and most of what fills it is used once: every pod has its own
+    service account token volume, so its volume, each container (by its `volumeMounts`) and that list are
+    parts seen once (~1 KB of key and value each). At 4,096 the table held ~3.9 MB (measured with 10,000
+    pending pods: 0.4 KB per stored pod; 1.3 KB per pod with 3,000); the parts worth sharing (a template's)
+    are used by every object made from it and stay at the recently used end either way.
     """
 
     keeps_value = True  # the result equals the argument: its JSON is the argument's (compact informers)
@@ -138,9 +146,10 @@ class ShareCommonParts:
     META_WORDS = frozenset(("namespace", "creationTimestamp", "generateName"))
     WORD_MAX = 64  # longer strings are rarely equal across objects (and interning them buys little)
 
-    def __init__(self, limit: int = 4096) -> None:
+    def __init__(self, limit: int = 1024) -> None:
         self.limit = limit
         self._seen: OrderedDict[bytes, Any] = OrderedDict()
+        self._empty: Obj = {}  # the one empty dict of rebuilt parts (never mutated: the shared-object rule)
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -163,15 +172,27 @@ class ShareCommonParts:
             return got
         if depth > 0:
             if isinstance(v, dict):
-                v = {k: self.share(x, depth - 1) if isinstance(x, (dict, list)) and x else self.word(x)
-                     for k, x in v.items()}
+                v = {k: self._child(x, depth - 1) for k, x in v.items()}
             elif isinstance(v, list):
-                v = [self.share(x, depth - 1) if isinstance(x, (dict, list)) and x else self.word(x) for x in v]
+                v = [self._child(x, depth - 1) for x in v]
+        return self._keep(key, v)
+
+    def _keep(self, key: bytes, v: Any) -> Any:
+        seen = self._seen
         # orjson's result keeps its growth buffer: keep an exact-size copy
         seen[memoryview(key).tobytes()] = v
         if len(seen) > self.limit:
             seen.popitem(last=False)
         return v
+
+    def _child(self, x: Any, depth: int) -> Any:
+        """A value inside a part rebuilt on a miss: shared, an empty dict the one empty dict (managed field
+        sets are trees of them: ~100 per set, 64 bytes each), a short string interned."""
+        if isinstance(x, (dict, list)):
+            if x:
+                return self.share(x, depth)
+            return self._empty if type(x) is dict else x
+        return self.word(x)
 
     def _spec_part(self, v: Any) -> Any:
         """A dict or list value of `spec` or `status`, shared."""
@@ -183,7 +204,27 @@ class ShareCommonParts:
     def _entry(self, e: Any) -> Any:
         if not isinstance(e, dict):
             return e
-        return {k: self.share(x) if k == "fieldsV1" and isinstance(x, dict) else self.word(x) for k, x in e.items()}
+        return {k: self._field_set(x) if k == "fieldsV1" and isinstance(x, dict) else self.word(x)
+                for k, x in e.items()}
+
+    def _field_set(self, v: Obj) -> Any:
+        """A managed field set, shared; on a miss (a kubelet's status entry names the pod's own IPs and so is
+        one of a kind) rebuilt with interned keys and the one empty dict for its leaves (a set is a tree of
+        ~100 `"f:name": {}`: 64 bytes of dict and ~55 of key each, when decoded apart)."""
+        try:
+            key = _dumps(v)
+        except TypeError:
+            return v
+        got = self._seen.get(key)
+        if got is not None:
+            self._seen.move_to_end(key)
+            return got
+        return self._keep(key, self._leaves(v))
+
+    def _leaves(self, v: Any) -> Any:
+        if type(v) is dict:
+            return {self.word(k): self._leaves(x) for k, x in v.items()} if v else self._empty
+        return v
 
     def _metadata(self, m: Obj) -> Obj:
         out: Obj = {}
@@ -289,6 +330,16 @@ class Informer:
         self._used[key] = self._clock
         self._in_use = True
         return obj
+
+    def peek(self, key: str) -> Obj | None:
+        """`get` without remembering (compact): the remembered object if there is one, else one decoded anew
+        and not kept, as `list` gives them: for a reader that goes once over many objects in a burst (the
+        scheduler's reports of 10,000 unschedulable pods after a restart), which would otherwise keep up to
+        `decoded_limit` of them decoded at once."""
+        entry = self._cache.get(key)
+        if entry is None or not self.compact:
+            return entry
+        return self._value(key, entry)
 
     def list(self) -> builtins.list[Obj]:
         if not self.compact:
@@ -409,12 +460,15 @@ class Informer:
     def forget_unused(self, before: float) -> int:
         """Forget the decoded objects last used before `before` (monotonic); how many. `run()` does it every
         DECODED_IDLE seconds, for those unused for `decoded_seconds`, or for all once none was used for
-        DECODED_IDLE: at rest a compact cache holds only bytes."""
+        DECODED_IDLE: at rest a compact cache holds only bytes (and new, small tables: a dict keeps the size
+        it grew to, ~0.6 MB for these two after a burst of 8,192)."""
         used = self._used
         stale = [key for key, t in used.items() if t < before]
         for key in stale:
             del self._decoded[key]
             del used[key]
+        if stale and not used:
+            self._decoded, self._used = {}, {}
         return len(stale)
 
     async def _forget_loop(self) -> None:
@@ -442,8 +496,9 @@ class Informer:
         # orjson's result keeps its growth buffer: keep an exact-size copy
         return memoryview(_dumps(obj)).tobytes()
 
-    def _put(self, key: str, obj: Obj, entry: Any) -> Obj | None:
-        """Cache `obj` (as `entry`, from `_entry`) under `key`, indexed; returns the object it replaces."""
+    def _put(self, key: str, obj: Obj, entry: Any, remember: bool = True) -> Obj | None:
+        """Cache `obj` (as `entry`, from `_entry`) under `key`, indexed; returns the object it replaces.
+        `remember` (compact): keep `obj` as the key's decoded object (watch events; not list pages)."""
         key = intern(key)  # one string for the cache, the indexes and the decoded objects
         prev = self._cache.get(key)
         old = None if prev is None else self._value(key, prev)
@@ -453,7 +508,10 @@ class Informer:
             self._index_one(name, key, obj)
         self._cache[key] = entry
         if self.compact:
-            self._remember(key, obj)
+            if remember:
+                self._remember(key, obj)
+            elif self._decoded.pop(key, None) is not None:  # an older revision's
+                del self._used[key]
         return old
 
     def _pop(self, key: str) -> Obj | None:
@@ -579,7 +637,7 @@ class Informer:
         new = self._entry(obj, None)
         if entry is not None and ((self.compact and entry == new) or rv_of(self._value(key, entry)) == rv_of(obj)):
             return  # the same revision (compact: the same bytes are, without decoding them)
-        old = self._put(key, obj, new)
+        old = self._put(key, obj, new, remember=False)
         self._added_or_updated(old, obj)
 
     async def _watch_once(self) -> bool:

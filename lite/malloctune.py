@@ -19,6 +19,15 @@ Under the GIL few allocations can race for the one arena's lock: Python objects 
 Called once by the `lite server` and `lite agent` commands at start; no import-time side effect. Elsewhere
 (a C library without this mallopt) it does nothing and returns False.
 
+`QuietTrim` (the server runs it): once the process goes quiet after a stretch of work, `malloc_trim(0)` gives
+the free pages inside glibc's heaps back to the system. Buffers under the threshold freed in the middle of a
+heap (request bodies, JSON, packed values, large dict tables) otherwise stay resident for good: measured on a
+whole control plane with 10,000 pending pods, 3 MB of free heap after building them, 7 to 28 MB after a
+restart on them. A trim walks every heap (tens of ms on a 50 MB heap, holding each arena's lock in turn),
+so it runs in a thread, only when the process has been quiet for an interval (`quiet`: under 5 % of a core)
+after at least `min_busy` CPU seconds of work since the last one: never under load, at most once per burst.
+Python's own small objects (pymalloc's arenas) are not affected.
+
 `shrink_tls_reads()`, called beside it, lowers asyncio's TLS read size (`asyncio.sslproto.SSLProtocol.max_size`)
 from 256 KiB to 16 KiB, below the pinned threshold. asyncio gives every TLS connection a zero-filled receive
 buffer of that size for its whole life (256 KiB resident per connection: every joined node's session, every
@@ -32,7 +41,10 @@ echoes and for a 64 MB echo (within 5 %, the run's noise).
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
+import time
+from collections.abc import Callable
 
 M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
 M_ARENA_MAX = -8
@@ -69,3 +81,52 @@ def shrink_tls_reads(size: int = TLS_READ_SIZE) -> None:
     from asyncio import sslproto
 
     sslproto.SSLProtocol.max_size = size
+
+
+def trim() -> bool:
+    """`malloc_trim(0)`: free heap pages back to the system; False when the C library has no such call."""
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    malloc_trim.restype = ctypes.c_int
+    malloc_trim(0)
+    return True
+
+
+class QuietTrim:
+    """Trim the heap when the process goes quiet after work (see the module docstring).
+
+    `observe(cpu)` takes the CPU seconds used over one `interval` and says whether to trim now: the interval
+    was quiet (`cpu` under `quiet` x `interval`) and at least `min_busy` seconds of CPU were used since the last
+    trim. `run()` samples the process's CPU time every `interval` seconds and trims in a thread, until cancelled.
+    """
+
+    def __init__(self, interval: float = 0.25, quiet: float = 0.05, min_busy: float = 0.5,
+                 cpu: Callable[[], float] = time.process_time, trimmer: Callable[[], bool] = trim) -> None:
+        self.interval = interval
+        self.quiet = quiet
+        self.min_busy = min_busy
+        self.cpu = cpu
+        self.trimmer = trimmer
+        self.busy = 0.0  # CPU seconds since the last trim
+        self.trims = 0
+
+    def observe(self, cpu: float) -> bool:
+        self.busy += cpu
+        if cpu >= self.quiet * self.interval or self.busy < self.min_busy:
+            return False
+        self.busy = 0.0
+        return True
+
+    async def run(self) -> None:
+        last = self.cpu()
+        while True:
+            await asyncio.sleep(self.interval)
+            now = self.cpu()
+            if self.observe(now - last):
+                await asyncio.to_thread(self.trimmer)
+                self.trims += 1
+                now = self.cpu()  # the trim's own CPU is not work to trim after
+            last = now

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from lite.client import Client
+from lite.malloctune import QuietTrim
 from lite.records import dataclass
 from lite.server import pauses
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
@@ -163,6 +164,7 @@ async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -
         server.exit_stack.callback(tuning.stop)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(_guarded("gc-full-pass", tuning.run), name="gc-full-pass")
+            tg.create_task(_guarded("malloc-trim", QuietTrim().run), name="malloc-trim")
             for name, start in server.background:
                 tg.create_task(_guarded(name, start), name=name)
             await asyncio.Event().wait()  # until cancelled

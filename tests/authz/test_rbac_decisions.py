@@ -190,3 +190,15 @@ def test_rules_for_lists_cluster_and_namespace_rules(chain: AuthorizerChain) -> 
     assert {r.resources for r in rules} == {("*/status",), ("deployments/*",)} and errors == []
     rules, errors = chain.rules_for(user("gina"), "team")
     assert rules == [] and errors == ['clusterrole.rbac.authorization.k8s.io "missing-role" not found']
+
+
+def test_cached_verdicts_of_per_object_requests_are_small(chain: AuthorizerChain) -> None:
+    """A kubelet patching every pod's status is thousands of distinct requests, each cached: their equal
+    verdicts are one object, and each RequestInfo has no per-instance dict."""
+    carol = user("carol")
+    verdicts = [chain.authorize(Attributes(carol, req("GET", f"/api/v1/namespaces/team/pods/p{i}/status")))
+                for i in range(50)]
+    assert all(v.allowed for v in verdicts) and len({id(v) for v in verdicts}) == 1
+    assert len(chain._cache) == 50
+    info = req("PATCH", "/api/v1/namespaces/team/pods/p1/status")
+    assert not hasattr(info, "__dict__") and info.resource == "pods" and info.subresource == "status"

@@ -180,3 +180,18 @@ def test_the_cache_keeps_events_compact() -> None:
     assert held / 500 < 1500  # bytes per remembered event (a dict copy of each held ~2,500)
     out = cache.observe(events[0], at(1))  # the second of its kind: a series, decoded from the bytes
     assert out is not None and out["series"]["count"] == 2 and out["note"] == events[0]["note"]
+
+
+def test_cached_events_are_kept_small_and_come_back_whole() -> None:
+    """A scheduler failing every pod keeps one entry per pod: each is its event deflated against the first one
+    kept (a few dozen bytes, not the ~550 of its JSON), and every event recorded from the cache is whole."""
+    cache = SeriesCache()
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"web-{i}", "namespace": "shop",
+                                                             "uid": f"u-{i:04d}", "resourceVersion": str(i)}}
+            for i in range(200)]
+    firsts = [cache.observe(ev(p, now=at(i)), at(i)) for i, p in enumerate(pods)]
+    assert firsts == [ev(p, now=at(i)) for i, p in enumerate(pods)]
+    assert max(len(e.packed) for e in cache._events.values()) < 100
+    again = [cache.observe(ev(p, note="later", now=at(300)), at(300)) for p in pods]
+    assert [{k: v for k, v in e.items() if k != "series"} for e in again if e is not None] == firsts
+    assert all(e is not None and e["series"]["count"] == 2 for e in again)

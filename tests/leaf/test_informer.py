@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import sys
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -503,6 +504,49 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
     assert len(share) <= 8  # bounded: the least recently used parts are forgotten
 
 
+def test_share_common_parts_table_stays_small_under_parts_seen_once() -> None:
+    """Every pod has its own token volume (and so its own container, by its volumeMounts): those parts are seen
+    once. The table SharedInformers uses holds at most 1,024 parts (~1 MB) whatever the number of pods, and the
+    parts a template's pods have in common stay shared."""
+    from lite.informer import ShareCommonParts
+
+    def pod(i: int) -> Obj:
+        token = f"kube-api-access-{i:05d}"
+        return orjson.loads(orjson.dumps({
+            "metadata": {"name": f"p{i}", "namespace": "default", "labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "1"}],
+                                     "volumeMounts": [{"name": token, "mountPath": "/var/run/secrets"}]}],
+                     "volumes": [{"name": token, "projected": {"sources": [{"configMap": {"name": "ca"}}]}}]}}))
+
+    share = ShareCommonParts()
+    shared = [share(pod(i)) for i in range(3000)][-2:]
+    assert len(share) <= 1024
+    a, b = shared
+    assert a["metadata"]["labels"] is b["metadata"]["labels"]
+    assert a["spec"]["containers"][0]["env"] is b["spec"]["containers"][0]["env"]
+    assert a["spec"]["volumes"][0]["projected"] is b["spec"]["volumes"][0]["projected"]
+
+
+def test_a_field_set_of_its_own_is_rebuilt_from_shared_leaves() -> None:
+    """A kubelet's status field set names the pod's own IP, so it is never shared whole; its `{}` leaves are one
+    empty dict and its keys one string each, instead of one of each per pod."""
+    from lite.informer import ShareCommonParts
+
+    def pod(ip: str) -> Obj:
+        fields = {"f:status": {"f:phase": {}, "f:podIP": {}, "f:podIPs": {".": {}, f'k:{{"ip":"{ip}"}}': {
+            ".": {}, "f:ip": {}}}}}
+        return orjson.loads(orjson.dumps({"metadata": {"name": ip, "managedFields": [
+            {"manager": "kubelet", "operation": "Update", "subresource": "status", "fieldsV1": fields}]}}))
+
+    share = ShareCommonParts()
+    originals = [pod("10.0.0.1"), pod("10.0.0.2")]
+    before = deep_copy(originals)
+    a, b = (share(p)["metadata"]["managedFields"][0]["fieldsV1"] for p in originals)
+    assert originals == before and [a, b] == [p["metadata"]["managedFields"][0]["fieldsV1"] for p in before]
+    assert a is not b and a["f:status"]["f:phase"] is b["f:status"]["f:podIP"] is b["f:status"]["f:phase"]
+    assert next(iter(a["f:status"])) is next(iter(b["f:status"]))  # "f:phase": one string
+
+
 async def test_read_only_informer_catches_a_handler_that_mutates_a_shared_object(tmp_path: Path) -> None:
     """The shared-object invariant: a handler (or reader) that changes a cached object in place is caught,
     the cache and the other handlers still see the object as stored."""
@@ -680,25 +724,51 @@ async def test_compact_informer_keeps_and_decodes_the_clients_own_form(tmp_path:
 
 async def test_relist_applies_each_page_before_asking_for_the_next(tmp_path: Path) -> None:
     """Only one page of decoded objects is alive at a time: handlers have seen a page before the next is
-    asked for; what was not listed is deleted once the last page is in."""
+    asked for, and a compact cache does not keep listed objects decoded (a restart on 10,000 pods would
+    otherwise keep up to `decoded_limit` of them); what was not listed is deleted once the last page is in."""
     async with open_api(tmp_path) as api:
         for i in range(5):
             await api.create(CM, "default", cm(f"c{i}"))
         ctl = Controlled(api)
         handled_at_page: list[int] = []
+        kept_decoded: list[int] = []
         rec = Recorder()
 
         async def note(page: Obj) -> None:
             handled_at_page.append(len(rec.events))
 
         ctl.after_list = note
-        inf = Informer(cast(Client, ctl), CM, "default", page_size=2, compact=True)
+        inf = Informer(cast(Client, ctl), CM, "default", page_size=2, compact=True, decoded_seconds=3600.0)
         rec.attach(inf)
+        inf.add_handlers(on_add=lambda obj: kept_decoded.append(len(inf._decoded)))
         async with running(inf):
             async with asyncio.timeout(GUARD):
                 await inf.wait_synced()
         assert handled_at_page == [0, 2, 4]
         assert sorted(rec.events) == [("add", f"c{i}") for i in range(5)]
+        assert kept_decoded == [0] * 5
+
+
+async def test_peek_reads_without_keeping_decoded(tmp_path: Path) -> None:
+    """`peek` gives the remembered object when there is one (what a handler just saw), else a fresh decode
+    that is not kept; `get` keeps what it decodes."""
+    async with open_api(tmp_path) as api:
+        await api.create(CM, "default", cm("a", v="1"))
+        inf = Informer(api, CM, "default", compact=True, decoded_seconds=3600.0)
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            first = inf.peek("default/a")
+            assert first is not None and first["data"] == {"v": "1"} and not inf._decoded
+            assert inf.peek("default/a") is not first  # decoded anew each time
+            assert inf.peek("default/none") is None
+            await api.patch(CM, "default", "a", {"data": {"v": "2"}})
+            await eventually(lambda: rec.events[-1] == ("update", "a"))
+            assert inf.peek("default/a") is rec.objects[-1][1]  # the watched object, remembered
+            got = inf.get("default/a")
+            assert got is rec.objects[-1][1] and list(inf._decoded) == ["default/a"]
 
 
 async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_path: Path) -> None:
@@ -716,6 +786,10 @@ async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_p
             assert inf.forget_unused(time.monotonic() + 1) >= 1 and not inf._decoded
             again = inf.get("default/a")
             assert again == a and again is not a
+            for i in range(2000):  # a burst of remembered objects (the same two, under many keys)
+                inf._remember(f"k{i}", a)
+            assert inf.forget_unused(time.monotonic() + 1) >= 2000
+            assert sys.getsizeof(inf._decoded) + sys.getsizeof(inf._used) < 1024  # at rest: small tables again
         inf = Informer(api, CM, "default", compact=True, decoded_seconds=0.05)
         async with running(inf):
             async with asyncio.timeout(GUARD):

@@ -140,3 +140,39 @@ def arenas_after_threads(mode: str) -> int:
 def test_threads_share_the_main_arena_once_limited() -> None:
     assert arenas_after_threads("default") > 1  # glibc: each new thread that mallocs gets an arena of its own
     assert arenas_after_threads("limit") == 1
+
+
+def test_quiet_trim_trims_once_per_burst_and_never_under_load() -> None:
+    from lite.malloctune import QuietTrim
+
+    t = QuietTrim(interval=0.25, quiet=0.05, min_busy=0.5)
+    # CPU seconds per 0.25 s interval: idle, a burst of work, quiet again (trim once), quiet, a small blip
+    steps = [0.0, 0.001, 0.2, 0.25, 0.25, 0.1, 0.01, 0.0, 0.0, 0.1, 0.005, 0.0]
+    assert [t.observe(c) for c in steps] == [False, False, False, False, False, False, True, False, False, False,
+                                             False, False]
+    assert [t.observe(c) for c in [0.25, 0.25, 0.0125]] == [False, False, False]  # 5 % of the interval: not quiet
+    assert t.observe(0.0) is True
+
+
+async def test_quiet_trim_runs_the_trim_in_a_thread_after_work() -> None:
+    import asyncio
+    import threading
+
+    from lite.malloctune import QuietTrim, trim
+
+    clock = iter([0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0] + [1.0] * 100)
+    threads: list[str] = []
+
+    def trimmer() -> bool:
+        threads.append(threading.current_thread().name)
+        return True
+
+    q = QuietTrim(interval=0.001, cpu=lambda: next(clock), trimmer=trimmer)
+    task = asyncio.create_task(q.run())
+    async with asyncio.timeout(5):
+        while not q.trims:
+            await asyncio.sleep(0.001)
+    task.cancel()
+    assert q.trims == 1 and threads and threads[0] != threading.current_thread().name
+    if sys.platform.startswith("linux"):
+        assert trim() is True  # glibc's malloc_trim is there and callable

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import orjson
 import pytest
 from plugkit import info, pod
 
-from lite.server.scheduler.podinfo import pod_info, reparse, same_facts
-from lite.server.scheduler.queue import SchedulingQueue
+from lite.client import Obj
+from lite.server.scheduler.podinfo import NO_LABELS, SharedParts, pod_info, reparse, same_facts
+from lite.server.scheduler.queue import QueuedPod, SchedulingQueue
 
 
 class Clock:
@@ -160,4 +162,44 @@ async def test_queued_pod_info_keeps_the_pods_json_and_spec_changes_still_move_i
     assert q.pending()["unschedulable"] == ["default/p"]
     q.update(pod_info(tolerant, encoded=orjson.dumps(tolerant)))  # a spec change: out of unschedulable
     assert q.pending()["unschedulable"] == [] and len(q) == 1
+    q.close()
+
+
+def test_pod_infos_of_one_template_share_their_parsed_parts() -> None:
+    """What the scheduler keeps per pending pod is small: with one `SharedParts`, pods made from one template
+    (each with its own name, uid and token volume) share their parsed tolerations, requests, images and
+    non-zero memory; the key is the interned string (the informer's); no nodeSelector or labels is one
+    empty mapping; a queued pod has no per-instance dict."""
+    tolerations = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                    "tolerationSeconds": 300}]
+
+    def templated(name: str) -> Obj:
+        p = pod(name, cpu="100m", memory="64Mi", tolerations=tolerations,
+                volumes=[{"name": f"kube-api-access-{name}", "projected": {"sources": []}}])
+        p["metadata"] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+        return orjson.loads(orjson.dumps(p))  # decoded apart, as two informer events are: nothing shared yet
+
+    parts = SharedParts()
+    a, b = (pod_info(templated(n), parts=parts) for n in ("a", "b"))
+    assert a.requests == b.requests and a.requests is b.requests and a.tolerations is b.tolerations
+    assert a.images is b.images and a.nonzero_mem is b.nonzero_mem and a.host_ports is b.host_ports
+    assert a.key is sys.intern("default/a") and a.labels is NO_LABELS and a.node_selector is NO_LABELS
+    assert reparse(None, templated("c"), parts=parts).tolerations is a.tolerations
+    apart = pod_info(templated("d"))
+    assert apart.tolerations == a.tolerations  # without a SharedParts: equal (tolerations lists are memoised apart)
+    assert not hasattr(QueuedPod(a, 0.0), "__dict__")
+    small = SharedParts(limit=2)
+    for i in range(5):
+        small.share(("x", i))
+    assert len(small) <= 2  # bounded
+
+
+async def test_the_active_set_is_small_again_once_emptied() -> None:
+    """After a burst (a restart queues every pending pod at once) the queue's tables do not keep their size."""
+    q, _ = queue()
+    for i in range(3000):
+        q.add(info(pod(f"p{i}")))
+    for _ in range(3000):
+        await pop_now(q)
+    assert sys.getsizeof(q._active_keys) < 1024
     q.close()

@@ -20,6 +20,7 @@ no rule matches unless it says `*`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from sys import intern
 
 from lite.records import dataclass
 from lite.server.requestuser import UserInfo
@@ -30,9 +31,10 @@ _METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update",
                  "DELETE": "delete"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestInfo:
-    """Upstream's `request.RequestInfo` (the fields authorization reads)."""
+    """Upstream's `request.RequestInfo` (the fields authorization reads). The RBAC verdict cache keeps one per
+    distinct request (every pod's own status path: thousands), so it has slots and its words are interned."""
 
     resource_request: bool
     path: str
@@ -91,7 +93,8 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
         name = _name_from_field_selector(query.get("fieldSelector", ""))
     if by_method and not name and verb == "delete":
         verb = "deletecollection"
-    return RequestInfo(True, path, verb, group, version, resource, sub, namespace, name)
+    return RequestInfo(True, path, verb, intern(group), intern(version), intern(resource), intern(sub),
+                       intern(namespace), name)
 
 
 def _truthy(value: str | None) -> bool:

@@ -48,6 +48,7 @@ class AuthorizerChain:
     _cache: OrderedDict[tuple[object, ...], Verdict] = field(default_factory=OrderedDict, repr=False)
     _compiled: OrderedDict[tuple[object, ...], Compiled] = field(default_factory=OrderedDict, repr=False)
     _cache_generation: int = field(default=-1, repr=False)
+    _verdicts: dict[Verdict, Verdict] = field(default_factory=dict, repr=False)
 
     async def ready(self) -> None:
         if not self.index.ready.is_set():
@@ -74,11 +75,16 @@ class AuthorizerChain:
         if self._cache_generation != self.index.generation:
             self._cache.clear()
             self._compiled.clear()
+            self._verdicts.clear()
             self._cache_generation = self.index.generation
         key = (attrs.user.name, attrs.user.groups, attrs.info)
         verdict = self._cache.get(key)
         if verdict is None:
             verdict = rbac.decide(self._rules(attrs.user, attrs.info.namespace), attrs)
+            # equal verdicts (one rule allowing a user thousands of per-object requests) are one object
+            verdict = self._verdicts.setdefault(verdict, verdict)
+            if len(self._verdicts) > self.cache_size // 8:
+                self._verdicts.clear()
             self._cache[key] = verdict
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)

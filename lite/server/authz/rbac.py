@@ -25,7 +25,7 @@ from lite.server.requestuser import UserInfo
 Entry = tuple[int, Rule, Binding]  # (visiting order, rule, the binding that granted it)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
     allowed: bool
     reason: str = ""

@@ -14,14 +14,20 @@ Invariants:
   each init container + the sidecars started before it), plus `spec.overhead`. `nonzero_cpu`/`nonzero_mem`
   use 100m / 200Mi for a container that does not request them (upstream `GetNonzeroRequests`).
 - Requests fall back to limits per resource, as API defaulting would have set them.
+- Memory: the scheduler keeps a PodInfo per pending pod (10,000 unschedulable pods: 10,000 of them), so equal
+  parsed parts are one object: `key` is interned (the informer's own key string), an absent `nodeSelector` or
+  `labels` is the one empty mapping `NO_LABELS`, and with `parts` (a `SharedParts`, the scheduler's) the
+  tolerations, requests, images and non-zero memory of pods made from one template are shared.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
-from typing import Any
+from sys import intern
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 import orjson
 
@@ -34,6 +40,30 @@ DEFAULT_MILLI_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
 _NODE_OPS = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST, "Gt": GT, "Lt": LT}
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
+NO_LABELS: Mapping[str, str] = MappingProxyType({})  # the one empty (read-only) labels / nodeSelector mapping
+
+H = TypeVar("H", bound=Hashable)
+
+
+class SharedParts:
+    """Equal hashable parsed values made one object (`share(v)`): a table of at most `limit` values, emptied
+    when full (pods made from one template soon fill it again with the few values they share)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._table: dict[Any, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def share(self, v: H) -> H:
+        got: H | None = self._table.get(v)
+        if got is not None:
+            return got
+        if len(self._table) >= self.limit:
+            self._table.clear()
+        self._table[v] = v
+        return v
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,17 +405,23 @@ def facts_of(spec: Obj, labels: Mapping[str, str]) -> int:
     return hash((orjson.dumps(spec), orjson.dumps(labels)))
 
 
+def _same(v: H) -> H:
+    return v
+
+
 def pod_info(pod: Obj, priority: int | None = None,
              default_spread: tuple[SpreadConstraint, ...] = (), encoded: bytes | None = None,
-             decoder: Callable[[bytes], Obj] | None = None) -> PodInfo:
+             decoder: Callable[[bytes], Obj] | None = None, parts: SharedParts | None = None) -> PodInfo:
     """Parse `pod`; `priority` overrides spec.priority (resolved from its PriorityClass by the caller);
     `default_spread` applies when the pod has no topologySpreadConstraints of its own; `encoded` is the pod's
-    encoding, kept instead of the dict when given, which `decoder` decodes (default: it is JSON)."""
+    encoding, kept instead of the dict when given, which `decoder` decodes (default: it is JSON); `parts`
+    shares equal parsed values with other pods' (see the module doc)."""
     m = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     ns, name = str(m.get("namespace", "")), str(m.get("name", ""))
-    labels: Mapping[str, str] = m.get("labels") or {}
+    labels: Mapping[str, str] = m.get("labels") or NO_LABELS
+    share = _same if parts is None else parts.share
     req, nz_cpu, nz_mem = pod_requests(spec)
     aff = spec.get("affinity") or {}
     node_aff = aff.get("nodeAffinity") or {}
@@ -400,18 +436,18 @@ def pod_info(pod: Obj, priority: int | None = None,
     req_key = "requiredDuringSchedulingIgnoredDuringExecution"
     pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
     return PodInfo(
-        source=pod if encoded is None else encoded, facts=facts_of(spec, labels), key=f"{ns}/{name}",
-        uid=str(m.get("uid", "")), namespace=ns, name=name, labels=labels,
+        source=pod if encoded is None else encoded, facts=facts_of(spec, m.get("labels") or {}),
+        key=intern(f"{ns}/{name}"), uid=str(m.get("uid", "")), namespace=ns, name=name, labels=labels,
         priority=int(spec.get("priority") or 0) if priority is None else priority,
-        requests=req, nonzero_cpu=nz_cpu, nonzero_mem=nz_mem, host_ports=_host_ports(spec),
-        tolerations=tolerations_of(spec), node_selector=spec.get("nodeSelector") or {},
+        requests=share(req), nonzero_cpu=nz_cpu, nonzero_mem=share(nz_mem), host_ports=share(_host_ports(spec)),
+        tolerations=share(tolerations_of(spec)), node_selector=spec.get("nodeSelector") or NO_LABELS,
         required_node_terms=req_terms, preferred_node_terms=preferred,
         affinity=_terms(pa, req_key, ns, labels, False), anti_affinity=_terms(paa, req_key, ns, labels, False),
         preferred_affinity=_terms(pa, pref_key, ns, labels, True),
         preferred_anti_affinity=_terms(paa, pref_key, ns, labels, True),
         spread=default_spread if defaulted else spread, spread_defaulted=defaulted,
-        images=tuple(normalized_image(str(c.get("image", ""))) for c in spec.get("containers") or []
-                     if c.get("image")),
+        images=share(tuple(normalized_image(str(c.get("image", ""))) for c in spec.get("containers") or []
+                           if c.get("image"))),
         node_name=str(spec.get("nodeName") or ""), nominated_node=str(status.get("nominatedNodeName") or ""),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
@@ -428,12 +464,12 @@ def same_facts(old: PodInfo, pod: Obj, priority: int | None = None) -> bool:
 
 
 def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None, encoded: bytes | None = None,
-            decoder: Callable[[bytes], Obj] | None = None) -> PodInfo:
-    """`pod_info(pod, priority, encoded=encoded, decoder=decoder)`, reusing `old`'s parsed facts (its default
-    spreading too) when the fields they come from are unchanged (status updates and the binding itself change
-    nothing the plugins read but node and deletion)."""
+            decoder: Callable[[bytes], Obj] | None = None, parts: SharedParts | None = None) -> PodInfo:
+    """`pod_info(pod, priority, encoded=encoded, decoder=decoder, parts=parts)`, reusing `old`'s parsed facts
+    (its default spreading too) when the fields they come from are unchanged (status updates and the binding
+    itself change nothing the plugins read but node and deletion)."""
     if old is None or not same_facts(old, pod, priority):
-        return pod_info(pod, priority, encoded=encoded, decoder=decoder)
+        return pod_info(pod, priority, encoded=encoded, decoder=decoder, parts=parts)
     spec = pod.get("spec") or {}
     m = pod.get("metadata") or {}
     status = pod.get("status") or {}

@@ -53,7 +53,7 @@ from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
 from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
 from lite.server.scheduler.plugins.volumebinding import NAME as VOLUME_BINDING
 from lite.server.scheduler.plugins.volumebinding import Plan
-from lite.server.scheduler.podinfo import PodInfo, SpreadConstraint, pod_info, reparse, same_facts
+from lite.server.scheduler.podinfo import PodInfo, SharedParts, SpreadConstraint, pod_info, reparse, same_facts
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
@@ -94,6 +94,7 @@ class Scheduler:
         self.pod_kind, self.node_kind = _kind("", "Pod"), _kind("", "Node")
         self.pods = informers.informer(self.pod_kind)
         self._decode_pod = self.pods.decode  # one bound method for every PodInfo that keeps a pod's bytes
+        self._parts = SharedParts()  # equal parsed parts of the PodInfos kept (queue, cache) are one object
         self.nodes = informers.informer(self.node_kind)
         self.namespaces = informers.informer(_kind("", "Namespace"))
         self.priority_classes = informers.informer(_kind("scheduling.k8s.io", "PriorityClass"))
@@ -252,7 +253,9 @@ class Scheduler:
                 continue  # taken by another writer, or moot, meanwhile
             key = next(iter(self._reports))
             info, msg, nominated = self._reports.pop(key)
-            current = self.pods.get(key)
+            if not self._reports:  # a dict keeps the size it grew to (a burst of 10,000 reports: ~0.3 MB)
+                self._reports = {}
+            current = self.pods.peek(key)  # not kept decoded: after a restart a burst goes over every pod
             if current is None or (current.get("metadata") or {}).get("uid") != info.uid \
                     or (current.get("spec") or {}).get("nodeName") or self.cache.is_assumed(key):
                 continue  # gone, replaced, bound or being bound meanwhile: nothing to report
@@ -400,7 +403,7 @@ class Scheduler:
                 self._pod_deleted(pod)
                 return
             self.cache.add_pod(reparse(self.cache.info_of(key), pod, self._priority(pod), self.pods.encoded(key),
-                                       self._decode_pod), str(node))
+                                       self._decode_pod, self._parts), str(node))
             self.queue.move_all(POD_EVENTS_PLUGINS)
             return
         if spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
@@ -413,9 +416,10 @@ class Scheduler:
         priority, queued = self._priority(pod), self.queue.info(key)
         if queued is not None and same_facts(queued, pod, priority):
             # a status update (our own report): nothing to parse again
-            info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod)
+            info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod, self._parts)
         else:
-            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key), self._decode_pod)
+            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key), self._decode_pod,
+                            self._parts)
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:

@@ -21,7 +21,7 @@ removes rows; the newest log row is never compacted, so `max(id)` is always the 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from lite.records import dataclass
@@ -117,14 +117,18 @@ class LogDB:
     def _unseal(self, name: str, value: bytes) -> bytes:
         return value if self.codec is None else self.codec.unseal(name, value)
 
-    def recent(self, limit: int, known: dict[int, bytes]) -> list[HistoryRow]:
+    def recent(self, limit: int, known: dict[int, bytes],
+               convert: Callable[[bytes], bytes] | None = None) -> list[HistoryRow]:
         """The newest `limit` rows, oldest first, cut at the newest gap so that they are contiguous.
 
         `known` maps revs to values already in memory (the live rows); those objects are reused so the
         window and the index share one copy of each value instead of doubling memory at open. A row's prev
         value is shared with the window's copy when the superseded row is in the window (the usual case);
         only the others are read, by id: joining every row to its predecessor read each blob twice.
+        `convert` (the store's packing) applies to each value read from the file as it is read, so that
+        only converted values are ever held at once (not `limit` plain ones), as `known`'s already are.
         """
+        conv: Callable[[bytes], bytes] = convert or bytes
         cur = self.conn.execute(
             "SELECT id, name, created, deleted, prev_revision, value FROM log ORDER BY id DESC LIMIT ?", (limit,))
         rows: list[Row] = []
@@ -133,14 +137,14 @@ class LogDB:
                 break  # compaction left a gap: older rows cannot be replayed without holes
             mem = known.get(rid)
             rows.append(Row(rid, name, bool(created), bool(deleted), prev_rev,
-                            mem if mem is not None else self._unseal(name, bytes(value))))
+                            mem if mem is not None else conv(self._unseal(name, bytes(value)))))
         rows.reverse()
         by_rev = {r.id: r.value for r in rows}
         outside = sorted({r.prev_revision for r in rows if not r.created and r.prev_revision not in by_rev})
         for i in range(0, len(outside), 500):
             chunk = outside[i:i + 500]
             marks = ",".join("?" * len(chunk))
-            by_rev.update((rid, self._unseal(name, bytes(value))) for rid, name, value in self.conn.execute(
+            by_rev.update((rid, conv(self._unseal(name, bytes(value)))) for rid, name, value in self.conn.execute(
                 f"SELECT id, name, value FROM log WHERE id IN ({marks})", chunk))
         # A superseded row that compaction removed has no value: its event carries prev None.
         return [HistoryRow(r, None if r.created else by_rev.get(r.prev_revision)) for r in rows]
