@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import benchlib  # noqa: E402
-from benchlib import BenchFailed  # noqa: E402
+from benchlib import BenchFailed, paced  # noqa: E402
 
 
 def free_port() -> int:
@@ -265,14 +265,7 @@ async def paced_creates(t: Target, path: str, rate: float, seconds: float, prefi
                     errors.append(f"create: {r.status} {text[:300]!r}")
             lat.append(time.perf_counter() - t0)
 
-        tasks = []
-        start = time.perf_counter()
-        for i in range(int(rate * seconds)):
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i)))
-        await asyncio.gather(*tasks)
+        await paced(rate, seconds, one)
     if errors:
         raise BenchFailed(f"{len(errors)} paced requests to {path} failed, first: {errors[0]}")
     return lat

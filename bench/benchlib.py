@@ -21,12 +21,13 @@ Usage in a bench:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -134,6 +135,20 @@ def run(results: Results, body: Callable[[], object]) -> NoReturn:
         traceback.print_exc()
         results.exit(f"{type(exc).__name__}: {exc}")
     results.exit()
+
+
+async def paced(rate: float, seconds: float, one: Callable[[int], Awaitable[None]]) -> None:
+    """Start `one(i)` for i = 0, 1, ... at `rate` per second for `seconds` (open loop: a slow answer never delays
+    the next start), then wait for them all; the first exception among them is raised."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    tasks = []
+    for i in range(int(rate * seconds)):
+        delay = start + i / rate - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(i)))
+    await asyncio.gather(*tasks)
 
 
 def load(path: str | Path) -> dict[str, Any]:

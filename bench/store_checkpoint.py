@@ -20,6 +20,8 @@ import tempfile
 import time
 from typing import Any
 
+from benchlib import paced
+
 from lite.server.store import Store
 
 
@@ -50,15 +52,7 @@ async def run(path: str, background: bool, rate: int, seconds: float, size: int)
             raise
         lat.append(time.perf_counter() - t)
 
-    tasks = []
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    for i in range(int(rate * seconds)):
-        delay = t0 + i / rate - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one(i)))
-    await asyncio.gather(*tasks)
+    await paced(rate, seconds, one)
     if s._checkpointer is not None:
         print(f"  checkpointer: {s._checkpointer.passive} PASSIVE passes, {s._checkpointer.restarts} RESTARTs")
     await s.close()
