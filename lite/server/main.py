@@ -39,10 +39,10 @@ from lite.records import dataclass
 from lite.server import pauses
 from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
 from lite.server.config import ServerConfig
+from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
 
 if TYPE_CHECKING:
     from lite.server.join.routes import LocalJoin
-from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
 
 log = logging.getLogger("lite.server")
 
