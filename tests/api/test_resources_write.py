@@ -302,6 +302,16 @@ async def test_pod_priority_from_priority_class(res: Resources) -> None:
     await res.create(pc, "", {"metadata": {"name": "dflt"}, "value": 7, "globalDefault": True})
     p = await res.create(POD, "default", pod("d"))
     assert (p["spec"]["priority"], p["spec"]["priorityClassName"]) == (7, "dflt")
+    # the default class is judged again whenever a class changes (it is remembered between creates)
+    await res.create(pc, "", {"metadata": {"name": "aaa-low"}, "value": 3, "globalDefault": True})
+    p = await res.create(POD, "default", pod("d2"))
+    assert (p["spec"]["priority"], p["spec"]["priorityClassName"]) == (3, "aaa-low")
+    await res.patch(pc, "", "aaa-low", {"globalDefault": False})
+    p = await res.create(POD, "default", pod("d3"))
+    assert (p["spec"]["priority"], p["spec"]["priorityClassName"]) == (7, "dflt")
+    await res.delete(pc, "", "dflt")
+    p = await res.create(POD, "default", pod("d4"))
+    assert p["spec"]["priority"] == 0 and "priorityClassName" not in p["spec"]
 
 
 @pytest.mark.parametrize("body", [
