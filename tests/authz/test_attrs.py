@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lite.server.authz.attrs import RequestInfo, request_info
+from lite.server.authz.attrs import RequestInfo, RequestInfos, request_info
 
 R = True
 N = False
@@ -75,3 +75,16 @@ def test_request_info(method: str, path: str, query: dict[str, str], want: Reque
                                          ("verb", "api_group", "api_version", "resource", "subresource", "namespace",
                                           "name")])
     assert got == want
+
+
+def test_request_infos_remember_only_what_the_query_cannot_change() -> None:
+    infos = RequestInfos(size=8)
+    for _ in range(2):  # the second round is answered from memory where that is allowed
+        for method, path, query, _want in CASES:
+            assert infos.get(method, path, query) == request_info(method, path, query)
+    assert len(infos) == 8  # bounded: the oldest went
+    # GET and HEAD are never remembered: the same path lists, then watches
+    assert infos.get("GET", "/api/v1/namespaces/ns/pods", {}).verb == "list"
+    assert infos.get("GET", "/api/v1/namespaces/ns/pods", {"watch": "1"}).verb == "watch"
+    post = infos.get("POST", "/api/v1/namespaces/ns/pods", {})
+    assert infos.get("POST", "/api/v1/namespaces/ns/pods", {"watch": "1"}) is post

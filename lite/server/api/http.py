@@ -74,7 +74,7 @@ from lite.server.api.params import query_bool
 from lite.server.api.reviews import REVIEWS
 from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
-from lite.server.authz.attrs import Attributes, RequestInfo, request_info
+from lite.server.authz.attrs import Attributes, RequestInfo, RequestInfos, request_info
 from lite.server.authz.chain import ANONYMOUS, MASTERS, AuthorizerChain
 from lite.server.metrics import ServerMetrics, request_labels
 from lite.server.requestuser import CURRENT_USER, UserInfo, user_info
@@ -94,6 +94,7 @@ AGGREGATOR: web.AppKey[Aggregator] = web.AppKey("lite_aggregator", Aggregator)
 PROM: web.AppKey[ServerMetrics] = web.AppKey("lite_prometheus", ServerMetrics)
 AUTHZ: web.AppKey[AuthorizerChain] = web.AppKey("lite_authz", AuthorizerChain)
 INFLIGHT: web.AppKey[InFlight] = web.AppKey("lite_inflight", InFlight)
+INFOS: web.AppKey[RequestInfos] = web.AppKey("lite_request_infos", RequestInfos)
 DISCONNECT_CHECK = 1.0  # seconds between checks that a queued request's client is still there
 
 VERSION_INFO = {
@@ -122,6 +123,7 @@ def build_api_app(resources: Client, kinds: KindRegistry, authenticate: Authenti
                           metrics=metrics)
     app[AUTH] = authenticate
     app[INFLIGHT] = inflight if inflight is not None else InFlight(0, 0)
+    app[INFOS] = RequestInfos()
     app[PROM] = prom if prom is not None else ServerMetrics()
     if authorizer is not None:
         app[AUTHZ] = authorizer
@@ -197,7 +199,7 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
     async def serve(request: web.Request) -> web.StreamResponse:
         admissionwarnings.begin()
         try:
-            info = request_info(request.method, request.path, request.query)  # once: authz reads it too
+            info = request.app[INFOS].get(request.method, request.path, request.query)  # once: authz reads it too
             await _authenticate(request, info)
             if methods and request.method not in methods:
                 raise ApiError(f"the server does not allow this method on the requested resource "

@@ -97,6 +97,33 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
                        intern(namespace), name)
 
 
+class RequestInfos:
+    """`request_info` remembered per (method, path) where the query cannot change it: every method but GET and
+    HEAD (only those read `watch` and `fieldSelector`). A server sees the same create and update paths over and
+    over; a RequestInfo is frozen, so one is shared by all their requests. At most `size` entries, the oldest
+    dropped first."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._known: dict[tuple[str, str], RequestInfo] = {}
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def get(self, method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
+        if method in ("GET", "HEAD"):
+            return request_info(method, path, query)
+        key = (method, path)
+        known = self._known
+        info = known.get(key)
+        if info is None:
+            info = request_info(method, path, query)
+            if len(known) >= self.size:
+                del known[next(iter(known))]  # dicts keep insertion order: the oldest goes
+            known[key] = info
+        return info
+
+
 def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() not in ("false", "0")
 
