@@ -109,14 +109,25 @@ def request_labels(method: str, path: str, watch_param: bool, content_type: str,
     """Upstream's labels for one request. Non-resource paths (discovery, /metrics, ...) get the HTTP method
     as verb and empty resource labels; resource paths get GET/LIST/WATCH/POST/PUT/PATCH/APPLY/DELETE/
     DELETECOLLECTION/CONNECT and their group, version, resource, subresource and scope."""
+    labels, gvr, plain = _label_parts(method, path, watch_param, content_type)
+    return labels if gvr is None or is_served(*gvr) else plain
+
+
+_Parts = tuple[RequestLabels, tuple[str, str, str] | None, RequestLabels]
+
+
+def _label_parts(method: str, path: str, watch_param: bool, content_type: str) -> _Parts:
+    """(the labels when the path's resource is served, that (group, version, resource) or None when the labels
+    do not depend on it, the labels when it is not served): all of `request_labels` but the served check."""
     method = method.upper()
+    plain = RequestLabels(method, "", "", "", "", "")
     parts = [p for p in path.split("/") if p]
     if len(parts) >= 3 and parts[0] == "api":
         group, version, rest = "", parts[1], parts[2:]
     elif len(parts) >= 4 and parts[0] == "apis":
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
-        return RequestLabels(method, "", "", "", "", "")
+        return plain, None, plain
     watch = watch_param
     if rest[0] == "watch":
         watch, rest = True, rest[1:]
@@ -124,13 +135,41 @@ def request_labels(method: str, path: str, watch_param: bool, content_type: str,
     if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and not group
                                                           and rest[2] in ("status", "finalize")):
         scope, rest = "namespace", rest[2:]
-    if not rest or len(rest) > 3 or not is_served(group, version, rest[0]):
-        return RequestLabels(method, "", "", "", "", "")
+    if not rest or len(rest) > 3:
+        return plain, None, plain
     named = len(rest) >= 2
     sub = rest[2] if len(rest) == 3 and rest[2] in SUBRESOURCES else ""
     if named:
         scope = "resource"
-    return RequestLabels(_verb(method, named, watch, sub, content_type), group, version, rest[0], sub, scope)
+    return (RequestLabels(_verb(method, named, watch, sub, content_type), group, version, rest[0], sub, scope),
+            (group, version, rest[0]), plain)
+
+
+class LabelsMemo:
+    """`request_labels` remembered per (method, path, watch parameter, content type): a server sees the same
+    create and update paths over and over. Only the parsing is remembered: whether the resource is served is
+    asked every time (a CustomResourceDefinition may come or go). At most `size` entries, the oldest dropped
+    first."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._known: dict[tuple[str, str, bool, str], _Parts] = {}
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def get(self, method: str, path: str, watch_param: bool, content_type: str,
+            is_served: IsServed) -> RequestLabels:
+        key = (method, path, watch_param, content_type)
+        known = self._known
+        got = known.get(key)
+        if got is None:
+            got = _label_parts(method, path, watch_param, content_type)
+            if len(known) >= self.size:
+                del known[next(iter(known))]  # dicts keep insertion order: the oldest goes
+            known[key] = got
+        labels, gvr, plain = got
+        return labels if gvr is None or is_served(*gvr) else plain
 
 
 def _verb(method: str, named: bool, watch: bool, sub: str, content_type: str) -> str:
@@ -154,6 +193,7 @@ class ServerMetrics:
                  queues: Queues | None = None, agent_stats: AgentStatsSource | None = None,
                  budgets: BudgetView | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        self.labels = LabelsMemo()  # `request_labels` of this server's requests
         labels = ("verb", "group", "version", "resource", "subresource", "scope", "component")
         self.requests = Counter("apiserver_request_total",
                                 "Counter of apiserver requests broken out for each verb, group, version, resource, "

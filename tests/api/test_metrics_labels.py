@@ -7,7 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lite.agent.stats import AgentStats
-from lite.server.metrics import RequestLabels, ServerMetrics, request_labels
+from lite.server.metrics import LabelsMemo, RequestLabels, ServerMetrics, request_labels
 from lite.workqueue import WorkQueue
 
 SERVED = {("", "v1", "pods"), ("", "v1", "namespaces"), ("apps", "v1", "deployments"),
@@ -54,6 +54,19 @@ CASES = [
 @pytest.mark.parametrize(("method", "path", "watch", "ctype", "want"), CASES)
 def test_request_labels(method: str, path: str, watch: bool, ctype: str, want: tuple[str, ...]) -> None:
     assert request_labels(method, path, watch, ctype, served) == RequestLabels(*want)
+
+
+def test_labels_memo_answers_as_request_labels_and_asks_served_each_time() -> None:
+    memo = LabelsMemo(size=8)
+    for _ in range(2):  # the second round from memory, where the entry was kept
+        for method, path, watch, ctype, want in CASES:
+            assert memo.get(method, path, watch, ctype, served) == RequestLabels(*want)
+    assert len(memo) == 8  # bounded: the oldest went
+    custom = ("GET", "/apis/stable.example.com/v1/namespaces/a/crontabs", False, "")
+    assert memo.get(*custom, served) == RequestLabels("GET", "", "", "", "", "")  # not served (yet)
+    assert memo.get(*custom, lambda g, v, r: True) == RequestLabels("LIST", "stable.example.com", "v1", "crontabs",
+                                                                    "", "namespace")  # its CRD came
+    assert memo.get(*custom, served) == RequestLabels("GET", "", "", "", "", "")  # and went
 
 
 def test_each_server_has_its_own_registry() -> None:

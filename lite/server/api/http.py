@@ -76,7 +76,7 @@ from lite.server.api.watchstream import WatchRegistry
 from lite.server.authz import reviews
 from lite.server.authz.attrs import Attributes, RequestInfo, RequestInfos, request_info
 from lite.server.authz.chain import ANONYMOUS, MASTERS, AuthorizerChain
-from lite.server.metrics import ServerMetrics, request_labels
+from lite.server.metrics import ServerMetrics
 from lite.server.requestuser import CURRENT_USER, UserInfo, user_info
 
 __all__ = ["API", "USER", "USER_INFO", "MetricsProvider", "StreamProvider", "build_api_app", "error_response"]
@@ -177,9 +177,9 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
         start = time.perf_counter()
         ctx = request.app[API]
         prom = request.app[PROM]
-        labels = request_labels(request.method, request.path, query_bool(request.query, "watch"),
-                                request.headers.get("Content-Type", ""),
-                                lambda g, v, r: ctx.kinds.by_resource(g, v, r) is not None)
+        labels = prom.labels.get(request.method, request.path, query_bool(request.query, "watch"),
+                                 request.headers.get("Content-Type", ""),
+                                 lambda g, v, r: ctx.kinds.by_resource(g, v, r) is not None)
         watching = labels.verb == "WATCH"
         if watching:
             prom.watch_started(labels)
