@@ -159,8 +159,11 @@ def manager_from_user_agent(user_agent: str) -> str:
     """The field manager of a write that names none, as upstream derives it: the User-Agent up to its first
     `/` (`kubectl/v1.32.4 (linux/amd64) ...` is `kubectl`), unprintable characters dropped, cut to the
     length a fieldManager may have."""
+    head = user_agent.split("/", 1)[0]
+    if head.isprintable() and (len(head) if head.isascii() else len(head.encode())) <= FIELD_MANAGER_MAX:
+        return head  # the usual case, without the walk below
     out = ""
-    for ch in user_agent.split("/", 1)[0]:
+    for ch in head:
         if not ch.isprintable():
             continue
         if len((out + ch).encode()) > FIELD_MANAGER_MAX:
