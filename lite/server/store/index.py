@@ -52,7 +52,9 @@ class KeyIndex:
         end = prefix_end(prefix)
         keys = self._keys
         lo = bisect_right(keys, start_after) if start_after >= prefix else bisect_left(keys, prefix)
-        hi = bisect_left(self._keys, end) if end else len(self._keys)
+        if lo == len(keys) or not keys[lo].startswith(prefix):
+            return lo, lo  # nothing under the prefix (often: LimitRanges, quotas): no second search
+        hi = bisect_left(keys, end, lo) if end else len(keys)
         return lo, max(lo, hi)
 
     def list(self, prefix: str, start_after: str, limit: int) -> tuple[list[tuple[str, int, bytes]], int]:
