@@ -151,7 +151,7 @@ class LabelsMemo:
     asked every time (a CustomResourceDefinition may come or go). At most `size` entries, the oldest dropped
     first."""
 
-    def __init__(self, size: int = 1024) -> None:
+    def __init__(self, size: int = 256) -> None:
         self.size = size
         self._known: dict[tuple[str, str, bool, str], _Parts] = {}
 

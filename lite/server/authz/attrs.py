@@ -103,7 +103,7 @@ class RequestInfos:
     over; a RequestInfo is frozen, so one is shared by all their requests. At most `size` entries, the oldest
     dropped first."""
 
-    def __init__(self, size: int = 1024) -> None:
+    def __init__(self, size: int = 256) -> None:
         self.size = size
         self._known: dict[tuple[str, str], RequestInfo] = {}
 
