@@ -100,6 +100,7 @@ SLICE = 0.005  # seconds of event handling between yields to the loop (see the m
 DECODED_SECONDS = 5.0  # a compact informer forgets a decoded object not used for this long,
 DECODED_IDLE = 0.25  # and every decoded object once none was used for this long (at rest)
 DECODED_LIMIT = 8192  # and keeps at most this many (past it, the longest remembered go first)
+FIELD_SET_DEPTH = 3  # ShareCommonParts: levels of a managed field set below its root whose subtrees are shared
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,9 @@ class ShareCommonParts:
         if isinstance(v, list) and v:
             # each element, and on a miss its values (a volume's `projected` sources, a container's env)
             return [self.share(e, 1) if isinstance(e, (dict, list)) and e else self.word(e) for e in v]
-        return self.share(v) if isinstance(v, dict) and v else self.word(v)
+        if type(v) is dict:
+            return self.share(v) if v else self._empty  # `securityContext: {}` on every pod: one dict
+        return self.word(v)
 
     def _entry(self, e: Any) -> Any:
         if not isinstance(e, dict):
@@ -207,10 +210,13 @@ class ShareCommonParts:
         return {k: self._field_set(x) if k == "fieldsV1" and isinstance(x, dict) else self.word(x)
                 for k, x in e.items()}
 
-    def _field_set(self, v: Obj) -> Any:
+    def _field_set(self, v: Obj, depth: int = FIELD_SET_DEPTH) -> Any:
         """A managed field set, shared; on a miss (a kubelet's status entry names the pod's own IPs and so is
-        one of a kind) rebuilt with interned keys and the one empty dict for its leaves (a set is a tree of
-        ~100 `"f:name": {}`: 64 bytes of dict and ~55 of key each, when decoded apart)."""
+        one of a kind) rebuilt with interned keys, the one empty dict for its leaves (a set is a tree of
+        ~100 `"f:name": {}`: 64 bytes of dict and ~55 of key each, when decoded apart) and, `depth` levels
+        down, its subtrees shared in turn: the `f:conditions` of every Running pod's status set are one tree
+        (~1.2 KB of dicts per decoded pod otherwise), as are the `{".": {}, "f:ip": {}}` under its own
+        `k:{"ip":...}` key: only the few dicts on the way to the pod's IPs are the pod's own."""
         try:
             key = _dumps(v)
         except TypeError:
@@ -219,7 +225,10 @@ class ShareCommonParts:
         if got is not None:
             self._seen.move_to_end(key)
             return got
-        return self._keep(key, self._leaves(v))
+        if depth <= 0:
+            return self._keep(key, self._leaves(v))
+        return self._keep(key, {self.word(k): self._field_set(x, depth - 1) if type(x) is dict and x
+                                else self._leaves(x) for k, x in v.items()})
 
     def _leaves(self, v: Any) -> Any:
         if type(v) is dict:
