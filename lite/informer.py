@@ -127,11 +127,13 @@ class ShareCommonParts:
     """A transform that makes equal parts of objects one shared object, and equal short strings one string.
 
     Parts are looked up by their JSON encoding among the last `limit` distinct parts used (least recently
-    used forgotten first): each dict value of `spec` and `status`, each element of their lists and, when
-    that element is new, each of its values (a pod's volumes differ by name but share their `projected`
-    sources; container statuses differ by container id but share their state); `metadata.labels`,
-    `annotations`, `ownerReferences` and each `managedFields` entry's `fieldsV1` (the same template gives
-    the same field set, the largest part of a decoded pod). Short scalar strings of `spec`, `status` and a
+    used forgotten first): each dict or list value of `spec` and `status`, when that list is new each of its
+    elements and, when that element is new, each of its values (a pod's volumes differ by name but share
+    their `projected` sources; container statuses differ by container id but share their state);
+    `metadata.labels`, `annotations`, `ownerReferences` and each `managedFields` entry's `fieldsV1` (the same
+    template gives the same field set, the largest part of a decoded pod) and, when that set is new, its
+    subtrees `FIELD_SET_DEPTH` levels down (a Running pod's status set differs from others only under its
+    `f:podIPs`). Short scalar strings of `spec`, `status` and a
     few `metadata` fields (`namespace`, `creationTimestamp`, a managed field entry's manager, time and
     versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
 
@@ -198,8 +200,9 @@ class ShareCommonParts:
     def _spec_part(self, v: Any) -> Any:
         """A dict or list value of `spec` or `status`, shared."""
         if isinstance(v, list) and v:
-            # each element, and on a miss its values (a volume's `projected` sources, a container's env)
-            return [self.share(e, 1) if isinstance(e, (dict, list)) and e else self.word(e) for e in v]
+            # the list (a pod's tolerations, its node's hostIPs), else each element, and on a miss its values
+            # (a volume's `projected` sources, a container's env)
+            return self.share(v, 2)
         if type(v) is dict:
             return self.share(v) if v else self._empty  # `securityContext: {}` on every pod: one dict
         return self.word(v)

@@ -560,7 +560,9 @@ def test_a_field_set_of_its_own_shares_its_common_subtrees() -> None:
             ".": {}, f'k:{{"ip":"{ip}"}}': {".": {}, "f:ip": {}}}}}
         return orjson.loads(orjson.dumps({"metadata": {"name": ip, "managedFields": [
             {"manager": "kubelet", "operation": "Update", "subresource": "status", "fieldsV1": fields}]},
-            "spec": {"securityContext": {}, "nodeName": "n1"}}))
+            "spec": {"securityContext": {}, "nodeName": "n1", "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]},
+            "status": {"hostIPs": [{"ip": "10.200.0.1"}], "podIPs": [{"ip": ip}]}}))
 
     share = ShareCommonParts()
     originals = [pod("10.0.0.1"), pod("10.0.0.2")]
@@ -572,6 +574,9 @@ def test_a_field_set_of_its_own_shares_its_common_subtrees() -> None:
     assert fa["f:podIPs"] is not fb["f:podIPs"]
     assert fa["f:podIPs"]['k:{"ip":"10.0.0.1"}'] is fb["f:podIPs"]['k:{"ip":"10.0.0.2"}']
     assert a["spec"]["securityContext"] is b["spec"]["securityContext"]
+    # equal lists are one list (the same tolerations on every pod, its node's hostIPs on each pod of a node)
+    assert a["spec"]["tolerations"] is b["spec"]["tolerations"]
+    assert a["status"]["hostIPs"] is b["status"]["hostIPs"] and a["status"]["podIPs"] is not b["status"]["podIPs"]
 
 
 async def test_read_only_informer_catches_a_handler_that_mutates_a_shared_object(tmp_path: Path) -> None:
