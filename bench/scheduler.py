@@ -2,8 +2,10 @@
 
 Prints (issue 3 targets in brackets): pods bound per second [>= 500/s], time from applying the Deployments
 to all pods Running [<= 60 s], server RSS at the end [<= 300 MB]; also the time to bring the nodes up and
-the simulator's RSS. The server and `lite agent --simulate` are child processes on 127.0.0.1 with a
-temporary data dir; both are stopped at the end. One watch on the pods observes binding and Running.
+the simulator's RSS, and (informational, not the headline) the server's RSS once it has settled after the
+last pod turned Running (under 5 % of a core, as bench/api.py's memory figures). The server and
+`lite agent --simulate` are child processes on 127.0.0.1 with a temporary data dir; both are stopped at the
+end. One watch on the pods observes binding and Running.
 
 Usage: python bench/scheduler.py [--nodes 1000] [--pods 10000] [--deployments 10] [--quick] [--timeline]
        [--json FILE]
@@ -73,6 +75,20 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def settle(pid: int, limit: float = 20.0) -> float:
+    """Wait until a process is quiet (under 5 % of a core over half a second, as bench/api.py's memory figures;
+    the simulated nodes' heartbeats keep some load), at most `limit` seconds; returns the seconds waited."""
+    t0 = time.monotonic()
+    last = cpu_seconds(pid)
+    while time.monotonic() - t0 < limit:
+        await asyncio.sleep(0.5)
+        now = cpu_seconds(pid)
+        if now - last < 0.025:
+            break
+        last = now
+    return time.monotonic() - t0
 
 
 def stop(proc: subprocess.Popen[bytes]) -> int:
@@ -257,6 +273,8 @@ async def run(nodes: int, pods: int, deployments: int, timeout: float, res: benc
         cpu1 = cpu_seconds(b.server.pid), cpu_seconds(b.sim.pid) if b.sim is not None else 0.0
         server_rss, server_peak = rss_mb(b.server.pid)
         sim_rss, _ = rss_mb(b.sim.pid) if b.sim is not None else (0.0, 0.0)
+        waited = await settle(b.server.pid)
+        settled_rss, _ = rss_mb(b.server.pid)
         print(f"{deployments} Deployments x {per} replicas applied in {applied:.2f} s")
         if times.created:
             print(f"pods created: {len(times.created)} in {max(times.created.values()) - t0:.1f} s from apply")
@@ -269,6 +287,8 @@ async def run(nodes: int, pods: int, deployments: int, timeout: float, res: benc
         print(f"server RSS at the end: {server_rss:.0f} MB (peak {server_peak:.0f} MB)")
         print(f"server RSS with {nodes} nodes before the pods: {idle_rss:.0f} MB; "
               f"{(server_rss - idle_rss) * 1024 / total:.1f} KB per pod above that")
+        print(f"server RSS settled ({waited:.1f} s later, informational): {settled_rss:.0f} MB; "
+              f"{(settled_rss - idle_rss) * 1024 / total:.1f} KB per pod above the RSS with the nodes")
         print(f"simulator RSS: {sim_rss:.0f} MB")
         res.set("nodes", nodes)
         res.set("pods", total)
@@ -278,6 +298,8 @@ async def run(nodes: int, pods: int, deployments: int, timeout: float, res: benc
         res.set("server_idle_rss_mb", idle_rss)
         res.set("server_rss_mb", server_rss)
         res.set("server_kb_per_pod", (server_rss - idle_rss) * 1024 / total)
+        res.set("server_settled_rss_mb", settled_rss)
+        res.set("server_settled_kb_per_pod", (settled_rss - idle_rss) * 1024 / total)
         res.set("simulator_rss_mb", sim_rss)
         print(f"CPU seconds from apply to the end: server {cpu1[0] - cpu0[0]:.1f}, simulator {cpu1[1] - cpu0[1]:.1f}")
         if timeline:

@@ -100,6 +100,7 @@ SLICE = 0.005  # seconds of event handling between yields to the loop (see the m
 DECODED_SECONDS = 5.0  # a compact informer forgets a decoded object not used for this long,
 DECODED_IDLE = 0.25  # and every decoded object once none was used for this long (at rest)
 DECODED_LIMIT = 8192  # and keeps at most this many (past it, the longest remembered go first)
+FIELD_SET_DEPTH = 3  # ShareCommonParts: levels of a managed field set below its root whose subtrees are shared
 
 
 @dataclass(frozen=True)
@@ -126,11 +127,13 @@ class ShareCommonParts:
     """A transform that makes equal parts of objects one shared object, and equal short strings one string.
 
     Parts are looked up by their JSON encoding among the last `limit` distinct parts used (least recently
-    used forgotten first): each dict value of `spec` and `status`, each element of their lists and, when
-    that element is new, each of its values (a pod's volumes differ by name but share their `projected`
-    sources; container statuses differ by container id but share their state); `metadata.labels`,
-    `annotations`, `ownerReferences` and each `managedFields` entry's `fieldsV1` (the same template gives
-    the same field set, the largest part of a decoded pod). Short scalar strings of `spec`, `status` and a
+    used forgotten first): each dict or list value of `spec` and `status`, when that list is new each of its
+    elements and, when that element is new, each of its values (a pod's volumes differ by name but share
+    their `projected` sources; container statuses differ by container id but share their state);
+    `metadata.labels`, `annotations`, `ownerReferences` and each `managedFields` entry's `fieldsV1` (the same
+    template gives the same field set, the largest part of a decoded pod) and, when that set is new, its
+    subtrees `FIELD_SET_DEPTH` levels down (a Running pod's status set differs from others only under its
+    `f:podIPs`). Short scalar strings of `spec`, `status` and a
     few `metadata` fields (`namespace`, `creationTimestamp`, a managed field entry's manager, time and
     versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
 
@@ -197,9 +200,12 @@ class ShareCommonParts:
     def _spec_part(self, v: Any) -> Any:
         """A dict or list value of `spec` or `status`, shared."""
         if isinstance(v, list) and v:
-            # each element, and on a miss its values (a volume's `projected` sources, a container's env)
-            return [self.share(e, 1) if isinstance(e, (dict, list)) and e else self.word(e) for e in v]
-        return self.share(v) if isinstance(v, dict) and v else self.word(v)
+            # the list (a pod's tolerations, its node's hostIPs), else each element, and on a miss its values
+            # (a volume's `projected` sources, a container's env)
+            return self.share(v, 2)
+        if type(v) is dict:
+            return self.share(v) if v else self._empty  # `securityContext: {}` on every pod: one dict
+        return self.word(v)
 
     def _entry(self, e: Any) -> Any:
         if not isinstance(e, dict):
@@ -207,10 +213,13 @@ class ShareCommonParts:
         return {k: self._field_set(x) if k == "fieldsV1" and isinstance(x, dict) else self.word(x)
                 for k, x in e.items()}
 
-    def _field_set(self, v: Obj) -> Any:
+    def _field_set(self, v: Obj, depth: int = FIELD_SET_DEPTH) -> Any:
         """A managed field set, shared; on a miss (a kubelet's status entry names the pod's own IPs and so is
-        one of a kind) rebuilt with interned keys and the one empty dict for its leaves (a set is a tree of
-        ~100 `"f:name": {}`: 64 bytes of dict and ~55 of key each, when decoded apart)."""
+        one of a kind) rebuilt with interned keys, the one empty dict for its leaves (a set is a tree of
+        ~100 `"f:name": {}`: 64 bytes of dict and ~55 of key each, when decoded apart) and, `depth` levels
+        down, its subtrees shared in turn: the `f:conditions` of every Running pod's status set are one tree
+        (~1.2 KB of dicts per decoded pod otherwise), as are the `{".": {}, "f:ip": {}}` under its own
+        `k:{"ip":...}` key: only the few dicts on the way to the pod's IPs are the pod's own."""
         try:
             key = _dumps(v)
         except TypeError:
@@ -219,7 +228,10 @@ class ShareCommonParts:
         if got is not None:
             self._seen.move_to_end(key)
             return got
-        return self._keep(key, self._leaves(v))
+        if depth <= 0:
+            return self._keep(key, self._leaves(v))
+        return self._keep(key, {self.word(k): self._field_set(x, depth - 1) if type(x) is dict and x
+                                else self._leaves(x) for k, x in v.items()})
 
     def _leaves(self, v: Any) -> Any:
         if type(v) is dict:

@@ -193,12 +193,22 @@ def test_rules_for_lists_cluster_and_namespace_rules(chain: AuthorizerChain) -> 
 
 
 def test_cached_verdicts_of_per_object_requests_are_small(chain: AuthorizerChain) -> None:
-    """A kubelet patching every pod's status is thousands of distinct requests, each cached: their equal
-    verdicts are one object, and each RequestInfo has no per-instance dict."""
+    """A kubelet patching every pod's status is thousands of distinct requests: when none of the user's rules
+    names objects, they are one cached verdict (one object, one entry); each RequestInfo has no per-instance
+    dict."""
     carol = user("carol")
     verdicts = [chain.authorize(Attributes(carol, req("GET", f"/api/v1/namespaces/team/pods/p{i}/status")))
                 for i in range(50)]
     assert all(v.allowed for v in verdicts) and len({id(v) for v in verdicts}) == 1
-    assert len(chain._cache) == 50
+    assert len(chain._cache) == 1
     info = req("PATCH", "/api/v1/namespaces/team/pods/p1/status")
     assert not hasattr(info, "__dict__") and info.resource == "pods" and info.subresource == "status"
+
+
+def test_a_user_whose_rules_name_objects_is_decided_per_object_from_the_cache_too(chain: AuthorizerChain) -> None:
+    """Only the verdicts of users none of whose rules name objects are cached without the object's name."""
+    dan = user("dan")
+    asks = ["cfg", "other", "cfg", "other"]
+    got = [chain.authorize(Attributes(dan, req("GET", f"/api/v1/namespaces/team/configmaps/{n}"))).allowed
+           for n in asks]
+    assert got == [True, False, True, False] and len(chain._cache) == 2

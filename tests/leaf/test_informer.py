@@ -479,7 +479,7 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
                        "containerStatuses": [{"name": "c", "containerID": f"lite://{name}", "ready": True,
                                               "state": {"running": {"startedAt": "t0"}}}]}}))
 
-    share = ShareCommonParts(limit=8)
+    share = ShareCommonParts(limit=16)  # a managed field set seen first fills up to 4 entries (its subtrees)
     originals = [pod("a", "t1"), pod("b", "t1"), pod("c", "t2")]
     before = deep_copy(originals)
     a, b, c = (share(p) for p in originals)
@@ -499,9 +499,9 @@ def test_share_common_parts_shares_spec_parts_and_conditions_without_mutating() 
     assert a["metadata"]["namespace"] is c["metadata"]["namespace"]
     assert a["status"]["phase"] is b["status"]["phase"]
     assert a["metadata"]["managedFields"][0]["manager"] is c["metadata"]["managedFields"][0]["manager"]
-    for i in range(20):
+    for i in range(40):
         share({"spec": {"x": {"n": i}}})
-    assert len(share) <= 8  # bounded: the least recently used parts are forgotten
+    assert len(share) <= 16  # bounded: the least recently used parts are forgotten
 
 
 def test_share_common_parts_table_stays_small_under_parts_seen_once() -> None:
@@ -545,6 +545,38 @@ def test_a_field_set_of_its_own_is_rebuilt_from_shared_leaves() -> None:
     assert originals == before and [a, b] == [p["metadata"]["managedFields"][0]["fieldsV1"] for p in before]
     assert a is not b and a["f:status"]["f:phase"] is b["f:status"]["f:podIP"] is b["f:status"]["f:phase"]
     assert next(iter(a["f:status"])) is next(iter(b["f:status"]))  # "f:phase": one string
+
+
+def test_a_field_set_of_its_own_shares_its_common_subtrees() -> None:
+    """Running pods' status field sets differ only under `f:podIPs`: their `f:conditions` trees (and the
+    `{".": {}, "f:ip": {}}` under each pod's own IP key) are one tree, not ~1.2 KB of dicts per decoded pod; an
+    empty spec dict is the one empty dict. Values unchanged, arguments not mutated."""
+    from lite.informer import ShareCommonParts
+
+    def pod(ip: str) -> Obj:
+        conditions = {f'k:{{"type":"{t}"}}': {".": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}}
+                      for t in ("Initialized", "Ready", "ContainersReady")}
+        fields = {"f:status": {"f:conditions": conditions, "f:phase": {}, "f:podIPs": {
+            ".": {}, f'k:{{"ip":"{ip}"}}': {".": {}, "f:ip": {}}}}}
+        return orjson.loads(orjson.dumps({"metadata": {"name": ip, "managedFields": [
+            {"manager": "kubelet", "operation": "Update", "subresource": "status", "fieldsV1": fields}]},
+            "spec": {"securityContext": {}, "nodeName": "n1", "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]},
+            "status": {"hostIPs": [{"ip": "10.200.0.1"}], "podIPs": [{"ip": ip}]}}))
+
+    share = ShareCommonParts()
+    originals = [pod("10.0.0.1"), pod("10.0.0.2")]
+    before = deep_copy(originals)
+    a, b = (share(p) for p in originals)
+    assert originals == before and [a, b] == before
+    fa, fb = (x["metadata"]["managedFields"][0]["fieldsV1"]["f:status"] for x in (a, b))
+    assert fa is not fb and fa["f:conditions"] is fb["f:conditions"]
+    assert fa["f:podIPs"] is not fb["f:podIPs"]
+    assert fa["f:podIPs"]['k:{"ip":"10.0.0.1"}'] is fb["f:podIPs"]['k:{"ip":"10.0.0.2"}']
+    assert a["spec"]["securityContext"] is b["spec"]["securityContext"]
+    # equal lists are one list (the same tolerations on every pod, its node's hostIPs on each pod of a node)
+    assert a["spec"]["tolerations"] is b["spec"]["tolerations"]
+    assert a["status"]["hostIPs"] is b["status"]["hostIPs"] and a["status"]["podIPs"] is not b["status"]["podIPs"]
 
 
 async def test_read_only_informer_catches_a_handler_that_mutates_a_shared_object(tmp_path: Path) -> None:

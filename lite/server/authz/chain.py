@@ -8,7 +8,10 @@ from all of them refuses.
 SelfSubjectRulesReview with the same chain.
 
 RBAC verdicts are cached per (user, groups, request attributes) and dropped whenever the index changes
-(`PolicyIndex.generation`), so a cached answer is always the one the current policy gives.
+(`PolicyIndex.generation`), so a cached answer is always the one the current policy gives. A request about one
+object by a user none of whose rules in that namespace names objects (`resourceNames`) is cached without the
+object's name (and path): its verdict is that of every object of the kind, and a kubelet patching each of its
+pods' status is one entry, not thousands.
 
 Invariants: deciding is synchronous and pure over the in-memory index (`await ready()` first, once, so a
 request during start-up waits for the policy instead of being refused); nothing here touches the store.
@@ -77,17 +80,26 @@ class AuthorizerChain:
             self._compiled.clear()
             self._verdicts.clear()
             self._cache_generation = self.index.generation
-        key = (attrs.user.name, attrs.user.groups, attrs.info)
+        info = attrs.info
+        key: tuple[object, ...] = (attrs.user.name, attrs.user.groups, info)
         verdict = self._cache.get(key)
         if verdict is None:
-            verdict = rbac.decide(self._rules(attrs.user, attrs.info.namespace), attrs)
-            # equal verdicts (one rule allowing a user thousands of per-object requests) are one object
-            verdict = self._verdicts.setdefault(verdict, verdict)
-            if len(self._verdicts) > self.cache_size // 8:
-                self._verdicts.clear()
-            self._cache[key] = verdict
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            compiled = self._rules(attrs.user, info.namespace)
+            if info.resource_request and info.name and not compiled.by_name:
+                # no rule of the user's names objects: one verdict (and one entry) for the requests about every
+                # object of a kind (a kubelet's status patch of each of its pods), not one per object
+                key = (attrs.user.name, attrs.user.groups, info.verb, info.api_group, info.resource,
+                       info.subresource, info.namespace)
+                verdict = self._cache.get(key)
+            if verdict is None:
+                verdict = rbac.decide(compiled, attrs)
+                # equal verdicts (one rule allowing a user thousands of per-object requests) are one object
+                verdict = self._verdicts.setdefault(verdict, verdict)
+                if len(self._verdicts) > self.cache_size // 8:
+                    self._verdicts.clear()
+                self._cache[key] = verdict
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
         return verdict
 
     def _rules(self, user: UserInfo, namespace: str) -> Compiled:

@@ -39,6 +39,7 @@ class Compiled:
     urls: list[Entry] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    by_name: bool = False  # some rule names objects (`resourceNames`): verdicts may differ by object name
 
 
 def compile_rules(index: PolicyIndex, user: UserInfo, namespace: str) -> Compiled:
@@ -51,6 +52,7 @@ def compile_rules(index: PolicyIndex, user: UserInfo, namespace: str) -> Compile
         for rule in rules:
             order += 1
             out.rules.append(rule)
+            out.by_name = out.by_name or bool(rule.resource_names)
             if rule.non_resource_urls:
                 out.urls.append((order, rule, b))
             for res in rule.resources:

@@ -31,7 +31,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -44,6 +43,7 @@ from lite.informer import Informer, SharedInformers
 from lite.joinpipe import JoinSocket, PipeEnd, pipe
 from lite.kinds import Kind, KindRegistry
 from lite.objects import name_of
+from lite.server.controllers.nodelifecycle import NODE_NAME_INDEX, ensure_node_index
 from lite.server.join.intake import Intake, intake_for
 from lite.server.join.metrics import node_metrics, pod_metrics, stats_summary
 from lite.server.join.noderelay import NodeFabricRelay, wants_nodes
@@ -56,7 +56,7 @@ from lite.server.join.tokens import answer_token_request
 log = logging.getLogger("lite.server.join")
 
 Obj = dict[str, Any]
-NODE_INDEX = "lite.join/spec.nodeName"
+NODE_INDEX = NODE_NAME_INDEX  # the node controllers' index of bound pods: one index (one set per node) for all
 BOUND_PODS = "spec.nodeName!="  # the field selector of pods bound to a node
 HELLO_TIMEOUT = 30.0
 MAX_FRAME = 64 * 1024 * 1024
@@ -120,8 +120,7 @@ class JoinHub:
     # -- informer handlers: changes to sessions --
 
     def _wire_handlers(self) -> None:
-        with contextlib.suppress(ValueError):  # another hub on the same informers added it already
-            self.pods.add_index(NODE_INDEX, lambda p: [n] if (n := _node_of(p)) else [])
+        ensure_node_index(self.pods)  # shared with the node controllers (and another hub on the same informers)
         self.pods.add_handlers(on_add=lambda p: self._pod_changed(None, p), on_update=self._pod_changed,
                                on_delete=self._pod_deleted)
         for kind, inf in self.objects.items():
