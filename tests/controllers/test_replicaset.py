@@ -266,3 +266,53 @@ async def _drain(c: ReplicaSetController) -> None:
     """Take every queued key (the informers' add events for the created pods) off the controller's queue."""
     while len(c.queue):
         c.queue.done(await c.queue.get())
+
+
+async def test_create_batches_do_not_wait_for_their_events(kit: Kit) -> None:
+    import asyncio
+
+    from lite.server.api.strategies import Admission
+
+    release = asyncio.Event()
+
+    async def slow_events(review: Admission) -> None:
+        if review.kind.kind == "Event" and review.operation == "CREATE":
+            await release.wait()
+
+    kit.api.strategies.add_admission(slow_events)
+    await kit.api.create(RS, "default", replicaset("web", 7))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    sync = asyncio.create_task(c.reconcile("default/web"))
+    # Batches 1, 2 and 4 are all created while no SuccessfulCreate event could be written yet...
+    await kit.until(lambda: _count(kit))
+    assert not sync.done()  # ...and the sync still waits for the events before it ends
+    release.set()
+    await sync
+    events = (await kit.api.list(EVENT, "default"))["items"]
+    assert sum(e["count"] for e in events if e["reason"] == "SuccessfulCreate") == 7
+
+
+async def _count(kit: Kit) -> bool:
+    return len(await kit.pods()) == 7
+
+
+async def test_creates_seen_mid_burst_sync_later_the_last_at_once(kit: Kit) -> None:
+    from lite.workqueue import WorkQueue
+
+    await kit.api.create(RS, "default", replicaset("web", 2))
+    c = ReplicaSetController(kit.api, kit.informers, status_delay=30)
+    c.queue = WorkQueue(name="test")
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    await kit.settle(c)
+    await _drain(c)
+    a, b = await kit.pods()
+    c.expectations.expect_creations("default/web", 2)  # as if the burst's creates were not seen yet
+    c._pod_added(a)  # one of two seen: a sync now could only recount
+    assert len(c.queue) == 0 and "default/web" in c._counts_due
+    c._pod_added(b)  # the burst is all seen: the next one may start at once
+    assert len(c.queue) == 1
+    assert c.expectations.satisfied("default/web")
+    c.on_start()  # a new leadership term drops the pending timer
+    assert not c._counts_due

@@ -3,7 +3,8 @@
 reconcile(namespace/name), as upstream `ReplicaSetController.syncReplicaSet`:
     active pods of the namespace ──► claim (adopt matching orphans, release non-matching children)
     ──► if expectations are satisfied and the set is not being deleted: create or delete the difference
-        (creates in slow-start batches 1, 2, 4, ...; at most `burst` per sync; deletions in upstream order)
+        (creates in slow-start batches 1, 2, 4, ...; at most `burst` per sync; deletions in upstream order;
+        a batch waits for its creates, not for their SuccessfulCreate events, which the sync awaits at its end)
     ──► status (replicas, fullyLabeledReplicas, readyReplicas, availableReplicas, observedGeneration,
         ReplicaFailure condition), written whenever it differs from the cached status
 
@@ -15,7 +16,9 @@ Invariants:
 - Handlers only enqueue owners (children via their controllerRef; orphans to every matching set). A child's
   change that can move only the status counts (`counts_only_change`) enqueues its owner `status_delay` later
   (one pending timer per set); every other change (create, delete, deletion started, terminal phase, labels,
-  owner) enqueues it at once, so creations, replacements and adoption are never delayed.
+  owner) enqueues it at once, so creations, replacements and adoption are never delayed. So does a child's
+  add, unless it leaves the set's creations still expected (a sync could then only recount the pods): the
+  add that meets the expectations enqueues at once, so the next burst starts as soon as it may.
 """
 
 from __future__ import annotations
@@ -153,7 +156,10 @@ class ReplicaSetController(Controller):
         key = self._owner_key(pod)
         if key is not None:
             self.expectations.creation_observed(key)
-            self.queue.add(key)
+            if self.expectations.satisfied(key):
+                self.queue.add(key)  # the last of a burst: the next one may start now
+            else:
+                self._enqueue_counts(key)  # a sync now could only recount: the burst is not all seen yet
         elif controller_of(pod) is None:
             self._enqueue_matching(pod)
 
@@ -282,13 +288,16 @@ class ReplicaSetController(Controller):
         if diff < 0:
             n = min(-diff, self.burst)
             self.expectations.expect_creations(key, n)
+            recorded: list[asyncio.Task[None]] = []
             try:
-                await slow_start_batch(n, 1, lambda: self._create_pod(rs))
+                await slow_start_batch(n, 1, lambda: self._create_pod(rs, recorded))
             except SlowStartError as e:
                 for _ in range(n - e.succeeded):
                     self.expectations.creation_observed(key)
                 if not _namespace_terminating(e.error):
                     raise
+            finally:
+                await asyncio.gather(*recorded)  # best effort: recording never raises
         elif diff > 0:
             n = min(diff, self.burst)
             victims = pods_to_delete(pods, pods, n)
@@ -309,14 +318,17 @@ class ReplicaSetController(Controller):
                 pod_meta[field] = tmeta[field]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": tpl.get("spec") or {}}
 
-    async def _create_pod(self, rs: Obj) -> None:
+    async def _create_pod(self, rs: Obj, recorded: list[asyncio.Task[None]]) -> None:
+        """Create one pod; its SuccessfulCreate event is written by a task added to `recorded`, so the next
+        slow-start batch does not wait for it (upstream's recorder never blocks the sync either)."""
         try:
             pod = await self.client.create(self.pod_kind, namespace_of(rs), self.pod_from_template(rs))
         except ApiError as e:
             if not _namespace_terminating(e):
                 await self.recorder.warning(rs, "FailedCreate", f"Error creating: {e.message}")
             raise
-        await self.recorder.normal(rs, "SuccessfulCreate", f"Created pod: {name_of(pod)}")
+        recorded.append(asyncio.create_task(self.recorder.normal(rs, "SuccessfulCreate",
+                                                                 f"Created pod: {name_of(pod)}")))
 
     async def _delete_pod(self, rs: Obj, key: str, pod: Obj) -> None:
         try:
