@@ -191,3 +191,128 @@ async def test_failed_creates_stop_slow_start_and_set_replica_failure(kit: Kit) 
     await kit.settle(c)
     await c.reconcile("default/web")
     assert "conditions" not in (await kit.api.get(RS, "default", "web"))["status"]
+
+
+def test_counts_only_change() -> None:
+    from lite.server.controllers.replicaset_pods import counts_only_change
+
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": True}
+    base = {"metadata": {"name": "web-a", "labels": {"app": "web"}, "ownerReferences": [ref]},
+            "spec": {}, "status": {"phase": "Pending"}}
+
+    def changed(**parts: dict[str, object]) -> dict[str, object]:
+        return {k: {**v, **parts.get(k, {})} for k, v in base.items()}  # type: ignore[dict-item]
+
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    cases = [
+        (base, True),  # the same object (a resync)
+        (changed(spec={"nodeName": "n1"}), True),  # bound
+        (changed(status=ready), True),  # Running and Ready
+        (changed(status={"phase": "Failed"}), False),  # terminal: the set must replace it now
+        (changed(status={"phase": "Succeeded"}), False),
+        (changed(metadata={"labels": {"app": "other"}}), False),  # may be released
+        (changed(metadata={"ownerReferences": []}), False),  # orphaned
+        (changed(metadata={"deletionTimestamp": "2024-01-01T00:00:00Z"}), False),
+    ]
+    for new, want in cases:
+        assert counts_only_change(base, new) is want, new
+    deleting = changed(metadata={"deletionTimestamp": "2024-01-01T00:00:00Z"})
+    assert counts_only_change(deleting, {**deleting, "status": ready}) is False
+
+
+async def test_status_only_pod_changes_sync_the_set_later_once(kit: Kit) -> None:
+    from lite.workqueue import WorkQueue
+
+    await kit.api.create(RS, "default", replicaset("web", 2))
+    c = ReplicaSetController(kit.api, kit.informers, status_delay=0.05)
+    c.queue = WorkQueue(name="test")  # live, as while leading (workers are not run: the test takes keys)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    await kit.settle(c)
+    await _drain(c)
+    a, b = await kit.pods()
+    # Bound, then Running and Ready: only the counts can move, so the set is synced a little later, once.
+    c._pod_updated(a, {**a, "spec": {**a["spec"], "nodeName": "n1"}})
+    c._pod_updated(b, {**b, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    assert len(c.queue) == 0
+    await kit.until(lambda: len(c.queue) == 1)
+    assert await c.queue.get() == "default/web"
+    c.queue.done("default/web")
+    # A pod gone terminal must be replaced at once.
+    c._pod_updated(a, {**a, "status": {"phase": "Failed"}})
+    assert len(c.queue) == 1
+
+
+async def test_min_ready_recheck_survives_coalesced_syncs(kit: Kit) -> None:
+    from lite.workqueue import WorkQueue
+
+    await kit.api.create(RS, "default", replicaset("web", 2, minReadySeconds=30))
+    c = ReplicaSetController(kit.api, kit.informers, status_delay=0.05)
+    c.queue = WorkQueue(name="test")
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    await kit.settle(c)
+    await _drain(c)
+    a, b = await kit.pods()
+    c._pod_updated(a, {**a, "spec": {**a["spec"], "nodeName": "n1"}})  # a coalesced sync is pending
+    c._pod_updated(b, {**b, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    # Became Ready: synced now, and again once minReadySeconds have passed (not swallowed by the pending one).
+    assert len(c.queue) == 1
+    await kit.until(lambda: not c._counts_due)  # the coalesced sync came due...
+    assert c.queue.waiting() == 1  # ...and the minReadySeconds re-check still waits
+
+
+async def _drain(c: ReplicaSetController) -> None:
+    """Take every queued key (the informers' add events for the created pods) off the controller's queue."""
+    while len(c.queue):
+        c.queue.done(await c.queue.get())
+
+
+async def test_create_batches_do_not_wait_for_their_events(kit: Kit) -> None:
+    import asyncio
+
+    from lite.server.api.strategies import Admission
+
+    release = asyncio.Event()
+
+    async def slow_events(review: Admission) -> None:
+        if review.kind.kind == "Event" and review.operation == "CREATE":
+            await release.wait()
+
+    kit.api.strategies.add_admission(slow_events)
+    await kit.api.create(RS, "default", replicaset("web", 7))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    sync = asyncio.create_task(c.reconcile("default/web"))
+    # Batches 1, 2 and 4 are all created while no SuccessfulCreate event could be written yet...
+    await kit.until(lambda: _count(kit))
+    assert not sync.done()  # ...and the sync still waits for the events before it ends
+    release.set()
+    await sync
+    events = (await kit.api.list(EVENT, "default"))["items"]
+    assert sum(e["count"] for e in events if e["reason"] == "SuccessfulCreate") == 7
+
+
+async def _count(kit: Kit) -> bool:
+    return len(await kit.pods()) == 7
+
+
+async def test_creates_seen_mid_burst_sync_later_the_last_at_once(kit: Kit) -> None:
+    from lite.workqueue import WorkQueue
+
+    await kit.api.create(RS, "default", replicaset("web", 2))
+    c = ReplicaSetController(kit.api, kit.informers, status_delay=30)
+    c.queue = WorkQueue(name="test")
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    await kit.settle(c)
+    await _drain(c)
+    a, b = await kit.pods()
+    c.expectations.expect_creations("default/web", 2)  # as if the burst's creates were not seen yet
+    c._pod_added(a)  # one of two seen: a sync now could only recount
+    assert len(c.queue) == 0 and "default/web" in c._counts_due
+    c._pod_added(b)  # the burst is all seen: the next one may start at once
+    assert len(c.queue) == 1
+    assert c.expectations.satisfied("default/web")
+    c.on_start()  # a new leadership term drops the pending timer
+    assert not c._counts_due

@@ -3,7 +3,8 @@
 reconcile(namespace/name), as upstream `ReplicaSetController.syncReplicaSet`:
     active pods of the namespace ──► claim (adopt matching orphans, release non-matching children)
     ──► if expectations are satisfied and the set is not being deleted: create or delete the difference
-        (creates in slow-start batches 1, 2, 4, ...; at most `burst` per sync; deletions in upstream order)
+        (creates in slow-start batches 1, 2, 4, ...; at most `burst` per sync; deletions in upstream order;
+        a batch waits for its creates, not for their SuccessfulCreate events, which the sync awaits at its end)
     ──► status (replicas, fullyLabeledReplicas, readyReplicas, availableReplicas, observedGeneration,
         ReplicaFailure condition), written whenever it differs from the cached status
 
@@ -12,7 +13,12 @@ Invariants:
   (`Expectations`), so a slow informer cannot make it overshoot.
 - Pods are created from the template with generateName `<name>-` and one controller ownerReference
   (blockOwnerDeletion true); adoption and release patch ownerReferences with a resourceVersion precondition.
-- Handlers only enqueue owners (children via their controllerRef; orphans to every matching set).
+- Handlers only enqueue owners (children via their controllerRef; orphans to every matching set). A child's
+  change that can move only the status counts (`counts_only_change`) enqueues its owner `status_delay` later
+  (one pending timer per set); every other change (create, delete, deletion started, terminal phase, labels,
+  owner) enqueues it at once, so creations, replacements and adoption are never delayed. So does a child's
+  add, unless it leaves the set's creations still expected (a sync could then only recount the pods): the
+  add that meets the expectations enqueues at once, so the next burst starts as soon as it may.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from lite.server.controllers.replicaset_pods import (
     CONTROLLER_UID_INDEX,
     ORPHAN_INDEX,
     controller_uid_index,
+    counts_only_change,
     is_pod_available,
     is_pod_ready,
     orphan_index,
@@ -57,6 +64,11 @@ Obj = dict[str, Any]
 log = logging.getLogger("lite.controllers.replicaset")
 
 BURST_REPLICAS = 500
+# A pod change that can only move the set's status counts (bound, Running, Ready; not its labels, owner,
+# activeness or deletion) syncs the set at most this many seconds later, and one sync serves every such change
+# in between: a rollout of 1,000 pods then writes the set's status a few times a second instead of once per
+# pod event (upstream's kube-controller-manager bounds the same writes with its client's QPS limit).
+STATUS_DELAY = 0.2
 
 
 async def slow_start_batch(count: int, initial: int, fn: Callable[[], Awaitable[None]]) -> int:
@@ -96,11 +108,13 @@ class ReplicaSetController(Controller):
     workers = 5  # kube-controller-manager --concurrent-replicaset-syncs default
 
     def __init__(self, client: Client, informers: SharedInformers, recorder: EventRecorder | None = None, *,
-                 burst: int = BURST_REPLICAS) -> None:
+                 burst: int = BURST_REPLICAS, status_delay: float = STATUS_DELAY) -> None:
         super().__init__(client, informers, recorder or EventRecorder(client, f"{self.name}-controller"))
         self.kind = builtin(self.group, self.kind_name)
         self.pod_kind = builtin("", "Pod")
         self.burst = burst
+        self.status_delay = status_delay
+        self._counts_due: dict[str, asyncio.TimerHandle] = {}
         self.expectations = Expectations()
         self.sets = self.informer(self.kind, primary=True)
         self.pods = self.informer(self.pod_kind)
@@ -111,6 +125,9 @@ class ReplicaSetController(Controller):
 
     def on_start(self) -> None:
         self.expectations.clear()
+        for handle in self._counts_due.values():
+            handle.cancel()
+        self._counts_due.clear()
 
     # -- selector and template (the parts RC does differently) --
 
@@ -139,7 +156,10 @@ class ReplicaSetController(Controller):
         key = self._owner_key(pod)
         if key is not None:
             self.expectations.creation_observed(key)
-            self.queue.add(key)
+            if self.expectations.satisfied(key):
+                self.queue.add(key)  # the last of a burst: the next one may start now
+            else:
+                self._enqueue_counts(key)  # a sync now could only recount: the burst is not all seen yet
         elif controller_of(pod) is None:
             self._enqueue_matching(pod)
 
@@ -152,12 +172,27 @@ class ReplicaSetController(Controller):
         if old_key is not None and old_key != new_key:
             self.queue.add(old_key)
         if new_key is not None:
-            self.queue.add(new_key)
             ready_seconds = self._min_ready_seconds(new_key)
             if ready_seconds and is_pod_ready(new) and not is_pod_ready(old):
+                self.queue.add(new_key)
                 self.queue.add_after(new_key, float(ready_seconds))
+            elif old_key == new_key and counts_only_change(old, new):
+                self._enqueue_counts(new_key)
+            else:
+                self.queue.add(new_key)
         elif controller_of(new) is None and (labels_of(old) != labels_of(new) or controller_of(old) is not None):
             self._enqueue_matching(new)
+
+    def _enqueue_counts(self, key: str) -> None:
+        """Queue `key` `status_delay` seconds from now unless such a queueing is pending already (kept apart
+        from the queue's own delayed adds, where an earlier time would swallow a minReadySeconds re-check)."""
+        if key in self._counts_due:
+            return
+        self._counts_due[key] = asyncio.get_running_loop().call_later(self.status_delay, self._counts_fire, key)
+
+    def _counts_fire(self, key: str) -> None:
+        self._counts_due.pop(key, None)
+        self.queue.add(key)
 
     def _pod_deleted(self, pod: Obj) -> None:
         key = self._owner_key(pod)
@@ -253,13 +288,16 @@ class ReplicaSetController(Controller):
         if diff < 0:
             n = min(-diff, self.burst)
             self.expectations.expect_creations(key, n)
+            recorded: list[asyncio.Task[None]] = []
             try:
-                await slow_start_batch(n, 1, lambda: self._create_pod(rs))
+                await slow_start_batch(n, 1, lambda: self._create_pod(rs, recorded))
             except SlowStartError as e:
                 for _ in range(n - e.succeeded):
                     self.expectations.creation_observed(key)
                 if not _namespace_terminating(e.error):
                     raise
+            finally:
+                await asyncio.gather(*recorded)  # best effort: recording never raises
         elif diff > 0:
             n = min(diff, self.burst)
             victims = pods_to_delete(pods, pods, n)
@@ -280,14 +318,17 @@ class ReplicaSetController(Controller):
                 pod_meta[field] = tmeta[field]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": tpl.get("spec") or {}}
 
-    async def _create_pod(self, rs: Obj) -> None:
+    async def _create_pod(self, rs: Obj, recorded: list[asyncio.Task[None]]) -> None:
+        """Create one pod; its SuccessfulCreate event is written by a task added to `recorded`, so the next
+        slow-start batch does not wait for it (upstream's recorder never blocks the sync either)."""
         try:
             pod = await self.client.create(self.pod_kind, namespace_of(rs), self.pod_from_template(rs))
         except ApiError as e:
             if not _namespace_terminating(e):
                 await self.recorder.warning(rs, "FailedCreate", f"Error creating: {e.message}")
             raise
-        await self.recorder.normal(rs, "SuccessfulCreate", f"Created pod: {name_of(pod)}")
+        recorded.append(asyncio.create_task(self.recorder.normal(rs, "SuccessfulCreate",
+                                                                 f"Created pod: {name_of(pod)}")))
 
     async def _delete_pod(self, rs: Obj, key: str, pod: Obj) -> None:
         try:

@@ -75,6 +75,17 @@ def is_active(pod: Obj) -> bool:
     return phase not in ("Succeeded", "Failed") and not is_deleting(pod)
 
 
+def counts_only_change(old: Obj, new: Obj) -> bool:
+    """Whether a pod update can change only its owner's status counts (ready, available), nothing its owner
+    acts on: same labels, same controller reference, the same activeness and neither being deleted."""
+    if old is new:
+        return True
+    if is_deleting(old) or is_deleting(new) or is_active(old) != is_active(new):
+        return False
+    mo, mn = meta(old), meta(new)
+    return bool(mo.get("labels") == mn.get("labels") and mo.get("ownerReferences") == mn.get("ownerReferences"))
+
+
 def _created(pod: Obj) -> dt.datetime:
     ts = meta(pod).get("creationTimestamp")
     return parse_time(str(ts)) if ts else _EPOCH
