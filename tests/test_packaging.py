@@ -85,6 +85,20 @@ def test_one_file_unpacks_once_and_runs_every_subcommand(built: Built, tmp_path:
 
 
 @pytest.mark.root
+def test_the_bundle_leaves_out_what_a_server_never_runs(built: Built) -> None:
+    """Memory of every frozen process: no multiprocessing runtime hook (it imports multiprocessing at each
+    start), and code compiled without the per-instruction column tables (line numbers kept)."""
+    from PyInstaller.archive.readers import CArchiveReader
+
+    archive = CArchiveReader(str(built.onedir))
+    scripts = [name for name, entry in archive.toc.items() if entry[-1] == "s"]
+    assert "entry" in scripts and "pyi_rth_multiprocessing" not in scripts, scripts
+    code = archive.open_embedded_archive("PYZ.pyz").extract("lite.server.main")
+    positions = list(code.co_positions())
+    assert positions and all(col is None for _line, _end, col, _endcol in positions)
+    assert any(line is not None for line, _end, _col, _endcol in positions)
+
+
 def test_killall_runs_host_tools_without_the_bundled_libraries(built: Built, tmp_path: Path) -> None:
     """`lite killall` from the file, on a data dir whose host record names a netns, cgroup root and bridge of
     this test only; its `nft` is a stand-in that records the environment it got: the frozen bootloader's

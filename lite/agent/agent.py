@@ -51,6 +51,7 @@ from lite.agent.satokens import TokenClient
 from lite.agent.serviceenv import ServiceCatalog
 from lite.agent.session import LocalDial
 from lite.agent.stats import AgentStats
+from lite.netns.nftables import AsyncNft
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 from lite.records import dataclass
 
@@ -130,13 +131,15 @@ class Agent:
         self.local_volumes = localstorage.LocalVolumes(self.root / "local-volumes.json", self.node_name)
         self.proxy: ProxyFeed | None = None
         self.dns: NodeDns | None = None
-        if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
-            self.dns = NodeDns(node_netns=config.node_netns, resolv_conf=config.resolv_conf)
-            self.proxy = _proxy_feed(config, self.node_name, self.deps.node_ip, self.dns)
-            self.proxy.sinks += (self.services,)
         self.netpol: PolicyFeed | None = None
-        if config.service_proxy and config.network_policy:  # same node netns as the proxy's table
-            self.netpol = _policy_feed(config, self.node_name, self._event)
+        if config.service_proxy:  # the cluster DNS comes with the proxy: same feed, same netns
+            # one libnftables context (and worker thread) for both tables: ~1 MB of context caches each
+            nft = AsyncNft(config.node_netns)
+            self.dns = NodeDns(node_netns=config.node_netns, resolv_conf=config.resolv_conf)
+            self.proxy = _proxy_feed(config, self.node_name, self.deps.node_ip, self.dns, nft)
+            self.proxy.sinks += (self.services,)
+            if config.network_policy:  # same node netns as the proxy's table
+                self.netpol = _policy_feed(self.node_name, self._event, nft)
 
     def _deps(self) -> Deps:
         c = self.config
@@ -431,9 +434,8 @@ class Agent:
             self._tg = None
             if self.dns is not None:
                 await self.dns.close()
-            if self.netpol is not None:  # the policy table stays too, reconciled the same way
-                await asyncio.to_thread(self.netpol.enforcer.nft.close)
             if self.proxy is not None:  # the rules stay in the kernel: a restarted agent reconciles them
+                # (the policy table too); one context for both
                 await asyncio.to_thread(self.proxy.proxier.syncer.close)
                 if self.proxy.proxier.health is not None:
                     await self.proxy.proxier.health.close()
@@ -506,27 +508,26 @@ def _node_connect(node_netns: NetnsRef) -> Any:
     return connect
 
 
-def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str, dns: NodeDns) -> ProxyFeed:
+def _proxy_feed(config: AgentConfig, node_name: str, node_ip: str, dns: NodeDns, nft: AsyncNft) -> ProxyFeed:
     """The service proxy of this node: one nftables table `ip lite` in the node netns."""
     from lite.agent.proxy.healthcheck import HealthServers
     from lite.agent.proxy.proxier import Proxier
     from lite.agent.proxy.rules import ProxyConfig
-    from lite.netns.nftables import AsyncNft
     from lite.netns.proxysync import TableSyncer
 
     node_ips = tuple(ip for ip in (node_ip,) if ip and not ip.startswith("127."))
     proxy_config = ProxyConfig(node_name, node_ips, config.cluster_cidr, service_cidr=ipv4_cidr(config.service_cidr))
-    proxier = Proxier(proxy_config, TableSyncer(AsyncNft(config.node_netns)),
+    proxier = Proxier(proxy_config, TableSyncer(nft),
                       netns=config.node_netns, health=HealthServers(config.node_netns))
     return ProxyFeed(proxier, dns)
 
 
-def _policy_feed(config: AgentConfig, node_name: str, event: Any) -> PolicyFeed:
-    """NetworkPolicy enforcement of this node: one nftables table `inet lite-policy` in the node netns."""
+def _policy_feed(node_name: str, event: Any, nft: AsyncNft) -> PolicyFeed:
+    """NetworkPolicy enforcement of this node: one nftables table `inet lite-policy` in the node netns, through
+    the service proxy's libnftables context."""
     from lite.agent.netpol.enforcer import Enforcer
-    from lite.netns.nftables import AsyncNft
 
-    return PolicyFeed(Enforcer(node_name, AsyncNft(config.node_netns), event=event))
+    return PolicyFeed(Enforcer(node_name, nft, event=event))
 
 
 def build_agent(config: AgentConfig) -> Agent:

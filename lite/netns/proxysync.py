@@ -28,6 +28,11 @@ class TableSyncer:
         self.transactions = 0  # applied so far (for metrics and tests)
         self.last_commands = 0  # lines of the last transaction
 
+    @property
+    def nft(self) -> AsyncNft:
+        """The libnftables context this table is written through (an agent shares one between its tables)."""
+        return self._nft
+
     async def read(self) -> Table | None:
         """The table as the kernel holds it now (chain rules unknown), or None if there is none."""
         try:
@@ -59,7 +64,8 @@ class TableSyncer:
         return True
 
     def close(self) -> None:
-        """Release the libnftables context (the table stays in the kernel)."""
+        """Release the libnftables context (the table stays in the kernel; so do other tables sharing it, whose
+        syncers can no longer write)."""
         self._nft.close()
 
     async def delete(self) -> bool:

@@ -53,6 +53,7 @@ async def test_resync_programs_the_table_and_refusals_become_events(tmp_path: Pa
     posted = Posted()
     a.session = posted
     enforcer = a.netpol.enforcer
+    assert a.proxy is not None and enforcer.nft is a.proxy.proxier.syncer.nft  # one libnftables context (~1 MB)
     try:
         await a.handle(wire.Welcome(config={}))
         await a.handle(POD)
@@ -73,8 +74,6 @@ async def test_resync_programs_the_table_and_refusals_become_events(tmp_path: Pa
         await enforcer.sync_once()
         assert "jump out-" not in table(node_netns)
     finally:
-        enforcer.nft.close()
-        assert a.proxy is not None
         a.proxy.proxier.syncer.close()
 
 
