@@ -28,13 +28,19 @@ Invariants:
   of watch events or read with `get` (decoded through a value-keeping transform) are remembered while in use (those
   of list pages are not, nor those read with `peek`: a restart's relist, or a reader going once over every pod,
   would keep thousands decoded at once, and the heap fragmented after them): until unused
-  for `decoded_seconds` (5 s), all of them once none was used for a quarter of a second (`run()` forgets them), at
+  for `decoded_seconds` (2 s), all of them once none was used for a quarter of a second (`run()` forgets them), at
   most `decoded_limit` (8,192), so a reconciler's `get` of what a handler just saw is that same object, and a
   controller going over the same pods again and again (a ReplicaSet's, during a rollout) decodes them once; at rest
-  the cache holds only bytes. `list` and `by_index` return remembered objects and decode the others anew without
-  remembering them (fresh objects: equal, not identical, to what a handler saw). A handler that keeps what it
-  derived from an object for long (the scheduler's queue) keeps `encoded(key)` (and `decode`s it when needed) rather
-  than the object. Plain informers (`compact=False`) keep the decoded objects.
+  the cache holds only bytes. 2 s, not 5: during a burst of creates every object remembered is alive at once
+  (hundreds of small objects per pod), and the long-lived objects allocated meanwhile (the store's values, the
+  scheduler's queue) pin the pymalloc pools they share after the burst (a whole control plane that created
+  10,000 pods held 10.3 MB of free blocks in used pools and 4.5 MB of unused pools at rest with 5 s, 3.0 and 0.4
+  MB with 1 s). Not 1 s: placing 3,000 pods (bench/scheduler.py --quick) then took ~10 % more server CPU, the
+  ReplicaSet's rescans decoding again what they had just seen; 2 s costs none measurable there. `list` and
+  `by_index` return remembered objects and decode the others anew without remembering them (fresh objects:
+  equal, not identical, to what a handler saw). A handler that keeps what it derived from an object for long
+  (the scheduler's queue) keeps `encoded(key)` (and `decode`s it when needed) rather than the object. Plain
+  informers (`compact=False`) keep the decoded objects.
 - Checking mode: an informer built with `read_only=True` (`SharedInformers(..., read_only=True)`; the test
   kits use it) hands out only `lite.readonly.freeze`d objects (events' and decoded compact entries alike),
   so any in-place change raises `SharedObjectMutated`; a handler that raises it is recorded in `mutations`
@@ -97,7 +103,7 @@ IndexFunc = Callable[[Obj], Iterable[str]]
 Transform = Callable[[Obj], Obj]
 NAMESPACE_INDEX = "namespace"
 SLICE = 0.005  # seconds of event handling between yields to the loop (see the module docstring)
-DECODED_SECONDS = 5.0  # a compact informer forgets a decoded object not used for this long,
+DECODED_SECONDS = 2.0  # a compact informer forgets a decoded object not used for this long,
 DECODED_IDLE = 0.25  # and every decoded object once none was used for this long (at rest)
 DECODED_LIMIT = 8192  # and keeps at most this many (past it, the longest remembered go first)
 FIELD_SET_DEPTH = 3  # ShareCommonParts: levels of a managed field set below its root whose subtrees are shared

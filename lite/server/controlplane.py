@@ -9,7 +9,11 @@ Service), and returns the HTTP app plus the long-lived tasks for the server's Ta
 
 Invariants:
 - One `SharedInformers` is shared by the controller manager, the scheduler and the join hub, so each kind is
-  cached once in this process (pods are the big one).
+  cached once in this process (pods are the big one). Its informers list in pages of `LIST_PAGE` (100, not
+  the client default of 500): each page is decoded at once while the scheduler and the controllers keep what
+  they derive from it (queue entries, names), so a restart on 10,000 Pending pods left the pymalloc pools of
+  every 500-pod page sparsely held (measured, whole control plane restarted on 10,000 pods and settled: 4.3
+  KB/pod above idle with 500, 3.5 with 100); in process a page costs no round trip.
 - Everything here reaches the API through the in-process `Resources` (a `lite.client.Client`); nothing but
   `Resources` touches the store.
 - The embedded agent is not wired here (the server never imports the agent): `lite.cli` adds it, and it
@@ -66,6 +70,7 @@ from lite.server.services.kubedns import ensure_kube_dns_service
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
 from lite.server.store import Store
 
+LIST_PAGE = 100  # the in-process informers' list page (see the module doc)
 log = logging.getLogger("lite.server")
 
 Background = Callable[[], Awaitable[None]]
@@ -138,7 +143,7 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     except ApiError as e:  # e.g. a --cluster-dns outside the service CIDR: DNS still works, without the Service
         log.warning("kube-system/kube-dns: %s", e)
 
-    informers = SharedInformers(resources)
+    informers = SharedInformers(resources, page_size=LIST_PAGE)
     hub = JoinHub(resources, kinds, informers=informers, cluster_dns=cluster_dns,
                   cluster_domain=config.cluster_domain, flannel_backend=config.flannel_backend,
                   cluster_cidr=config.cluster_cidr, service_cidr=config.service_cidr,

@@ -54,3 +54,24 @@ def test_plain_values_pass_through_unchanged() -> None:
     assert packing.pack(b"[1,2,3]" * 20) == b"[1,2,3]" * 20  # not an object: never packed
     assert packing.unpack(packing.pack(POD))[:1] == b"{"
     assert packing.pack(POD)[:1] == bytes([packing.TAG])
+
+
+# A FailedScheduling Event as the scheduler's events.k8s.io recorder has it stored: one per unschedulable pod
+# (upstream's too), so a cluster with thousands of Pending pods stores thousands of them.
+FAILED_SCHEDULING = orjson.dumps({
+    "apiVersion": "v1", "kind": "Event",
+    "metadata": {"name": "web-0.18ee62bbf7b60068", "namespace": "shop", "uid": "110ceaac-1ffe-481a-b4cd-b514fc3c5ff2",
+                 "creationTimestamp": "2026-12-05T14:44:20Z", "resourceVersion": "184"},
+    "eventTime": "2026-12-05T14:44:20.821713Z", "reportingComponent": "default-scheduler",
+    "reportingInstance": "default-scheduler-vm", "action": "Scheduling", "reason": "FailedScheduling",
+    "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "web-0",
+                       "uid": "8632daaa-638a-487d-ab6a-f1d1b7d093e8", "apiVersion": "v1", "resourceVersion": "176"},
+    "message": "no nodes available to schedule pods", "type": "Warning",
+})
+
+
+def test_scheduler_event_packs_to_under_a_third() -> None:
+    """The dictionary carries the scheduler's event vocabulary (measured: 235 bytes without it, 182 with)."""
+    got = packing.pack(FAILED_SCHEDULING)
+    assert len(got) < len(FAILED_SCHEDULING) / 3
+    assert packing.unpack(got) == FAILED_SCHEDULING

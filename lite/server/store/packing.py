@@ -58,6 +58,13 @@ _FRAGMENTS = (
     b'{"kind":"Pod","apiVersion":"v1","resourceVersion":""},"source":{"component":"default-scheduler"},'
     b'"firstTimestamp":"","lastTimestamp":"","count":1,"message":"Successfully assigned default/ to ",'
     b'"type":"Normal"}',
+    b'{"apiVersion":"v1","kind":"Event","metadata":{"name":".","namespace":"default","uid":"",'
+    b'"creationTimestamp":"","resourceVersion":""},"eventTime":"","reportingComponent":"default-scheduler",'
+    b'"reportingInstance":"default-scheduler-","action":"Scheduling","reason":"FailedScheduling",'
+    b'"involvedObject":{"kind":"Pod","namespace":"default","name":"","uid":"","apiVersion":"v1",'
+    b'"resourceVersion":""},"message":"0/ nodes are available:  node(s) didn\'t match Pod\'s node '
+    b'affinity/selector. preemption: 0/ nodes are available:  Preemption is not helpful for scheduling.",'
+    b'"type":"Warning","series":{"count":,"lastObservedTime":""}}no nodes available to schedule pods',
     b'{"apiVersion":"v1","kind":"Node","status":{"capacity":{"cpu":"","memory":"","pods":"110",'
     b'"ephemeral-storage":""},"allocatable":{},"conditions":[{"type":"Ready","status":"True",'
     b'"lastHeartbeatTime":"","reason":"KubeletReady","message":"kubelet is posting ready status"}],'
