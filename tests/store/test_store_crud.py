@@ -114,6 +114,23 @@ async def test_concurrent_writers_group_commit(store: Store) -> None:
     assert store.commits < store.writes // 4  # writes arriving during a commit share the next one
 
 
+async def test_a_crash_applying_a_committed_batch_fails_its_writes_instead_of_hanging_them(db_path: str) -> None:
+    """A bug while applying a committed batch (here the commit hook raises) stops the writer: that batch's
+    writes and every later one fail with StoreClosed instead of waiting forever, and close still works."""
+    s = await Store.open(db_path)
+
+    def broken(rows: int) -> None:
+        raise RuntimeError("bug")
+
+    s.on_commit = broken
+    async with asyncio.timeout(10):
+        with pytest.raises(StoreClosed):
+            await s.create("core/pods/default/a", pod("a"))
+        with pytest.raises(StoreClosed):
+            await s.create("core/pods/default/b", pod("b"))
+        await s.close()
+
+
 async def test_close_drains_and_rejects(db_path: str) -> None:
     s = await Store.open(db_path)
     tasks = [asyncio.create_task(s.create(f"core/pods/default/p{i}", pod(f"p{i}"))) for i in range(50)]

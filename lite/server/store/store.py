@@ -101,6 +101,7 @@ class Store:
         # key -> (rev, value or None if deleted) for writes queued or committing but not yet applied.
         self._overlay: dict[str, tuple[int, bytes | None]] = {}
         self._pending: list[_Pending] = []
+        self._in_flight: list[_Pending] = []  # the batch the writer is committing or applying
         self._wake = asyncio.Event()
         self._committed = asyncio.Event()  # set (and replaced) after every commit or failed batch
         self._closing = False
@@ -324,11 +325,13 @@ class Store:
         try:
             await self._write_batches()
         except BaseException as e:
-            # Without the writer every write would wait forever: fail them all and refuse new ones.
+            # Without the writer every write would wait forever: fail them all (the batch it was committing or
+            # applying too, whose futures nobody else resolves) and refuse new ones.
             self._closing = True
             if not isinstance(e, asyncio.CancelledError):
                 log.exception("store writer crashed")
-            self._fail_all([], StoreClosed(f"store writer stopped: {e!r}"))
+            batch, self._in_flight = self._in_flight, []
+            self._fail_all(batch, StoreClosed(f"store writer stopped: {e!r}"))
             raise
 
     async def _write_batches(self) -> None:
@@ -339,9 +342,10 @@ class Store:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            batch, self._pending = self._pending, []
-            await self._commit_batch(batch)
-            del batch  # its rows hold the plain values: not kept alive while waiting for the next write
+            self._in_flight, self._pending = self._pending, []
+            await self._commit_batch(self._in_flight)
+            # Its rows hold the plain values: not kept alive while waiting for the next write.
+            self._in_flight = []
 
     async def _commit_batch(self, batch: _Batch) -> None:
         rows = [p.row for p in batch]
