@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 
 import orjson
 import pytest
 from store_helpers import pod
 
 from lite.server.store import CommitFailed, KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed
+from lite.server.store.sqlite import Row
 
 K = "core/pods/default/a"
 
@@ -112,6 +114,41 @@ async def test_concurrent_writers_group_commit(store: Store) -> None:
     await asyncio.gather(*(writer(w) for w in range(64)))
     assert store.writes == 64 * 21 and store.current_rev == 64 * 21
     assert store.commits < store.writes // 4  # writes arriving during a commit share the next one
+
+
+async def test_next_batch_commits_while_the_last_one_is_applied(store: Store) -> None:
+    """Pipelined group commit: once batch 1 is durable, the writes queued behind it start their COMMIT on the
+    store's thread before the loop applies batch 1 (index, watchers, answers), not after; and still answer in
+    order, batch 1 first."""
+    real_commit, first_may_finish, second_started = store._db.commit, threading.Event(), threading.Event()
+    calls: list[list[str]] = []
+
+    def commit(rows: list[Row]) -> None:
+        calls.append([r.name for r in rows])
+        if len(calls) == 1:
+            first_may_finish.wait(10)
+        else:
+            second_started.set()
+        real_commit(rows)
+
+    seen_while_applying: list[bool] = []
+
+    def applying(rows: int) -> None:  # runs on the loop while batch 1 is applied
+        if not seen_while_applying:
+            seen_while_applying.append(second_started.wait(5))
+
+    store._db.commit = commit  # type: ignore[method-assign]
+    store.on_commit = applying
+    first = asyncio.ensure_future(store.create("core/pods/default/p1", pod("p1")))
+    while not calls:  # the thread took [p1] and is committing it
+        await asyncio.sleep(0.001)
+    second = asyncio.ensure_future(store.create("core/pods/default/p2", pod("p2")))
+    await asyncio.sleep(0)  # p2 is queued behind the batch in flight
+    first_may_finish.set()
+    assert (await first)[0] == 1 and not second.done()
+    assert (await second)[0] == 2
+    assert calls == [["core/pods/default/p1"], ["core/pods/default/p2"]]
+    assert seen_while_applying == [True], "batch 2's COMMIT waited for batch 1 to be applied"
 
 
 async def test_a_crash_applying_a_committed_batch_fails_its_writes_instead_of_hanging_them(db_path: str) -> None:
