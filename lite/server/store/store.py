@@ -104,7 +104,7 @@ class Store:
         # key -> (rev, value or None if deleted) for writes queued or committing but not yet applied.
         self._overlay: dict[str, tuple[int, bytes | None]] = {}
         self._pending: list[_Pending] = []
-        self._in_flight: list[_Pending] = []  # the batch the writer is committing or applying
+        self._in_flight: list[_Pending] = []  # the writes the writer is committing or applying (up to 2 batches)
         self._wake = asyncio.Event()
         self._committed = asyncio.Event()  # set (and replaced) after every commit or failed batch
         self._closing = False
