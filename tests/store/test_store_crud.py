@@ -168,6 +168,37 @@ async def test_a_crash_applying_a_committed_batch_fails_its_writes_instead_of_ha
         await s.close()
 
 
+async def test_a_crash_applying_a_batch_also_fails_the_batch_committing_behind_it(db_path: str) -> None:
+    """With the next batch's COMMIT already running when the apply of the one before crashes, both batches'
+    writes fail with StoreClosed: none is left waiting for an apply that will never come."""
+    s = await Store.open(db_path)
+    real_commit, first_may_finish, calls = s._db.commit, threading.Event(), []
+
+    def commit(rows: list[Row]) -> None:
+        calls.append(len(rows))
+        if len(calls) == 1:
+            first_may_finish.wait(10)
+        real_commit(rows)
+
+    def broken(rows: int) -> None:
+        raise RuntimeError("bug")
+
+    s._db.commit = commit  # type: ignore[method-assign]
+    s.on_commit = broken
+    async with asyncio.timeout(10):
+        first = asyncio.ensure_future(s.create("core/pods/default/a", pod("a")))
+        while not calls:
+            await asyncio.sleep(0.001)
+        second = asyncio.ensure_future(s.create("core/pods/default/b", pod("b")))
+        await asyncio.sleep(0)  # b is queued behind the batch committing
+        first_may_finish.set()
+        for t in (first, second):
+            with pytest.raises(StoreClosed):
+                await t
+        await s.close()
+    assert calls == [1, 1]  # b's batch was committing while a's was applied
+
+
 async def test_close_drains_and_rejects(db_path: str) -> None:
     s = await Store.open(db_path)
     tasks = [asyncio.create_task(s.create(f"core/pods/default/p{i}", pod(f"p{i}"))) for i in range(50)]
