@@ -4,6 +4,7 @@ file inside a commit; the store's Checkpointer thread does, keeps the WAL bounde
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 
 import pytest
@@ -103,3 +104,39 @@ async def test_commits_go_on_while_a_checkpoint_runs(db_path: str, monkeypatch: 
     finally:
         wrote.set()
         await s.close()
+
+
+def test_a_poke_wakes_the_thread_only_when_a_step_has_work(db_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every commit pokes the checkpointer; with fewer than `passive_pages` frames waiting (and the WAL below
+    `restart_pages`) the poke leaves the thread asleep, since waking it would only cost the loop the GIL.
+    Once enough frames wait, a poke wakes it and it copies them."""
+    steps: list[tuple[int, int]] = []
+    real = Checkpointer.step
+
+    def counted(self: Checkpointer) -> None:
+        steps.append(self.wal_frames())
+        real(self)
+
+    monkeypatch.setattr(Checkpointer, "step", counted)
+    w = sqlite3.connect(db_path, isolation_level=None)
+    w.execute("PRAGMA journal_mode=WAL")
+    w.execute("PRAGMA wal_autocheckpoint=0")
+    w.execute("CREATE TABLE t (v BLOB)")
+    ckpt = Checkpointer(db_path, passive_pages=40, restart_pages=1000, poll=3600)
+    try:
+        assert ckpt.wal_frames()[0] > 0  # the header is mapped (as the thread's first step would)
+        ckpt._wake.clear()
+        w.execute("INSERT INTO t VALUES (zeroblob(100))")
+        ckpt.poke()
+        assert not ckpt._wake.is_set()  # a few frames: not woken
+        for _ in range(30):
+            w.execute("INSERT INTO t VALUES (zeroblob(6000))")  # 2 pages a row
+        ckpt.poke()
+        for _ in range(int(GUARD / 0.01)):
+            if ckpt.passive:
+                break
+            threading.Event().wait(0.01)
+        assert ckpt.passive >= 1 and steps and steps[-1][0] - steps[-1][1] >= 40, steps
+    finally:
+        ckpt.close()
+        w.close()

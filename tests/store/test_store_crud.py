@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 
 import orjson
 import pytest
 from store_helpers import pod
 
 from lite.server.store import CommitFailed, KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed
+from lite.server.store.sqlite import Row
 
 K = "core/pods/default/a"
 
@@ -112,6 +114,89 @@ async def test_concurrent_writers_group_commit(store: Store) -> None:
     await asyncio.gather(*(writer(w) for w in range(64)))
     assert store.writes == 64 * 21 and store.current_rev == 64 * 21
     assert store.commits < store.writes // 4  # writes arriving during a commit share the next one
+
+
+async def test_next_batch_commits_while_the_last_one_is_applied(store: Store) -> None:
+    """Pipelined group commit: once batch 1 is durable, the writes queued behind it start their COMMIT on the
+    store's thread before the loop applies batch 1 (index, watchers, answers), not after; and still answer in
+    order, batch 1 first."""
+    real_commit, first_may_finish, second_started = store._db.commit, threading.Event(), threading.Event()
+    calls: list[list[str]] = []
+
+    def commit(rows: list[Row]) -> None:
+        calls.append([r.name for r in rows])
+        if len(calls) == 1:
+            first_may_finish.wait(10)
+        else:
+            second_started.set()
+        real_commit(rows)
+
+    seen_while_applying: list[bool] = []
+
+    def applying(rows: int) -> None:  # runs on the loop while batch 1 is applied
+        if not seen_while_applying:
+            seen_while_applying.append(second_started.wait(5))
+
+    store._db.commit = commit  # type: ignore[method-assign]
+    store.on_commit = applying
+    first = asyncio.ensure_future(store.create("core/pods/default/p1", pod("p1")))
+    while not calls:  # the thread took [p1] and is committing it
+        await asyncio.sleep(0.001)
+    second = asyncio.ensure_future(store.create("core/pods/default/p2", pod("p2")))
+    await asyncio.sleep(0)  # p2 is queued behind the batch in flight
+    first_may_finish.set()
+    assert (await first)[0] == 1 and not second.done()
+    assert (await second)[0] == 2
+    assert calls == [["core/pods/default/p1"], ["core/pods/default/p2"]]
+    assert seen_while_applying == [True], "batch 2's COMMIT waited for batch 1 to be applied"
+
+
+async def test_a_crash_applying_a_committed_batch_fails_its_writes_instead_of_hanging_them(db_path: str) -> None:
+    """A bug while applying a committed batch (here the commit hook raises) stops the writer: that batch's
+    writes and every later one fail with StoreClosed instead of waiting forever, and close still works."""
+    s = await Store.open(db_path)
+
+    def broken(rows: int) -> None:
+        raise RuntimeError("bug")
+
+    s.on_commit = broken
+    async with asyncio.timeout(10):
+        with pytest.raises(StoreClosed):
+            await s.create("core/pods/default/a", pod("a"))
+        with pytest.raises(StoreClosed):
+            await s.create("core/pods/default/b", pod("b"))
+        await s.close()
+
+
+async def test_a_crash_applying_a_batch_also_fails_the_batch_committing_behind_it(db_path: str) -> None:
+    """With the next batch's COMMIT already running when the apply of the one before crashes, both batches'
+    writes fail with StoreClosed: none is left waiting for an apply that will never come."""
+    s = await Store.open(db_path)
+    real_commit, first_may_finish, calls = s._db.commit, threading.Event(), []
+
+    def commit(rows: list[Row]) -> None:
+        calls.append(len(rows))
+        if len(calls) == 1:
+            first_may_finish.wait(10)
+        real_commit(rows)
+
+    def broken(rows: int) -> None:
+        raise RuntimeError("bug")
+
+    s._db.commit = commit  # type: ignore[method-assign]
+    s.on_commit = broken
+    async with asyncio.timeout(10):
+        first = asyncio.ensure_future(s.create("core/pods/default/a", pod("a")))
+        while not calls:
+            await asyncio.sleep(0.001)
+        second = asyncio.ensure_future(s.create("core/pods/default/b", pod("b")))
+        await asyncio.sleep(0)  # b is queued behind the batch committing
+        first_may_finish.set()
+        for t in (first, second):
+            with pytest.raises(StoreClosed):
+                await t
+        await s.close()
+    assert calls == [1, 1]  # b's batch was committing while a's was applied
 
 
 async def test_close_drains_and_rejects(db_path: str) -> None:

@@ -70,7 +70,19 @@ class Checkpointer:
         self._thread.start()
 
     def poke(self) -> None:
-        """Tell the thread that the WAL may have grown (thread-safe, cheap)."""
+        """Tell the thread that the WAL may have grown (thread-safe, cheap). Called after every commit, but the
+        thread is woken only when a step would do something (`passive_pages` frames not yet copied, or the WAL
+        at `restart_pages`), read from the wal-index header here: each wake-up is one more thread taking the GIL
+        from the busy event loop, hundreds of times a second under a steady write load. Until the thread has
+        mapped the header (its first step), every poke wakes it."""
+        shm = self._shm
+        if shm is not None:
+            try:
+                frames, copied = _HDR.unpack_from(shm, 16)[0], _HDR.unpack_from(shm, 96)[0]
+            except ValueError:  # closed meanwhile: the thread is stopping anyway
+                return
+            if frames - copied < self.passive_pages and frames < self.restart_pages:
+                return
         self._wake.set()
 
     def close(self) -> None:

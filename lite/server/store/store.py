@@ -7,9 +7,12 @@ Write path (all on the event loop except the COMMIT itself):
    like the same writes done one after another.
 2. The single writer task takes everything pending and commits it in one transaction on the store's one
    thread (`synchronous=FULL`, so COMMIT is durable). While that runs, new writes queue up for the next batch.
-3. After COMMIT the writer packs the values (`packing`), updates the index and `current_rev`, publishes the
-   events to watchers, and only then resolves the writers' futures: an acknowledged write is durable,
-   readable, and already on watches. Reads unpack; the index and the window share each packed value.
+3. After COMMIT the writer first starts the next batch's COMMIT (what queued meanwhile), then, while that
+   runs, packs this batch's values (`packing`), updates the index and `current_rev`, publishes the events to
+   watchers, and only then resolves the writers' futures: an acknowledged write is durable, readable, and
+   already on watches. Reads unpack; the index and the window share each packed value. Batches are applied
+   and answered in commit order; a batch's COMMIT starts only after the one before it succeeded, so a failed
+   COMMIT never has a later batch committed behind it.
 
 If a COMMIT fails, exactly that batch fails, plus any write queued behind it on a key the batch wrote (it
 was checked against a write that did not happen); the index, `current_rev` and the watch stream are
@@ -101,6 +104,7 @@ class Store:
         # key -> (rev, value or None if deleted) for writes queued or committing but not yet applied.
         self._overlay: dict[str, tuple[int, bytes | None]] = {}
         self._pending: list[_Pending] = []
+        self._in_flight: list[_Pending] = []  # the writes the writer is committing or applying (up to 2 batches)
         self._wake = asyncio.Event()
         self._committed = asyncio.Event()  # set (and replaced) after every commit or failed batch
         self._closing = False
@@ -324,11 +328,13 @@ class Store:
         try:
             await self._write_batches()
         except BaseException as e:
-            # Without the writer every write would wait forever: fail them all and refuse new ones.
+            # Without the writer every write would wait forever: fail them all (the batch it was committing or
+            # applying too, whose futures nobody else resolves) and refuse new ones.
             self._closing = True
             if not isinstance(e, asyncio.CancelledError):
                 log.exception("store writer crashed")
-            self._fail_all([], StoreClosed(f"store writer stopped: {e!r}"))
+            batch, self._in_flight = self._in_flight, []
+            self._fail_all(batch, StoreClosed(f"store writer stopped: {e!r}"))
             raise
 
     async def _write_batches(self) -> None:
@@ -340,20 +346,44 @@ class Store:
                 await self._wake.wait()
                 continue
             batch, self._pending = self._pending, []
-            await self._commit_batch(batch)
-            del batch  # its rows hold the plain values: not kept alive while waiting for the next write
+            self._in_flight = batch
+            committing: asyncio.Future[None] | None = self._start_commit(batch)
+            while committing is not None:
+                if not await self._committed_ok(batch, committing):
+                    break
+                # Batch k is durable: batch k+1 (whatever queued meanwhile) starts its COMMIT on the store's
+                # thread now, and the loop applies batch k while that runs, instead of applying first and only
+                # then starting the next COMMIT (the apply's time was added to every queued write's wait).
+                # k+1 was checked against the pending view, which includes k: committing it before k is
+                # applied is what the serial order would have done; it is resolved only after k (below).
+                nxt, self._pending = self._pending, []
+                self._in_flight = [*batch, *nxt]
+                committing = self._start_commit(nxt) if nxt else None
+                self._apply_batch(batch)
+                batch = nxt
+            # Its rows hold the plain values: not kept alive while waiting for the next write.
+            self._in_flight = []
+            del batch
 
-    async def _commit_batch(self, batch: _Batch) -> None:
+    def _start_commit(self, batch: _Batch) -> asyncio.Future[None]:
         rows = [p.row for p in batch]
+        return asyncio.get_running_loop().run_in_executor(self._executor, self._db.commit, rows)
 
+    async def _committed_ok(self, batch: _Batch, committing: asyncio.Future[None]) -> bool:
+        """Wait for the batch's COMMIT; on failure fail it (see `_fail_batch`) and return False."""
         try:
-            await self._run(lambda: self._db.commit(rows))
+            await committing
         except Exception as e:
             err = await self._run(functools.partial(faults.commit_error, e, self._db.path))
-            self._note_failure(len(rows), err)
+            self._note_failure(len(batch), err)
             self._fail_batch(batch, err)
-            return
+            return False
         self._poke()
+        return True
+
+    def _apply_batch(self, batch: _Batch) -> None:
+        """Make a committed batch visible: index, current_rev, watchers; then resolve its writers' futures."""
+        rows = [p.row for p in batch]
         if self.full:
             self.full = False
             log.warning("store writable again: a commit succeeded after the disk was full")
