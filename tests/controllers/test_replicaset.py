@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from conftest import EVENT, POD, RC, RS, Kit, bare_pod, pod_template, replicaset
 
 from lite.errors import ApiError
@@ -316,3 +317,30 @@ async def test_creates_seen_mid_burst_sync_later_the_last_at_once(kit: Kit) -> N
     assert c.expectations.satisfied("default/web")
     c.on_start()  # a new leadership term drops the pending timer
     assert not c._counts_due
+
+
+async def test_sync_counts_pods_without_decoding_them(kit: Kit, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The status comes from the per-pod facts the handlers keep, not from the pods themselves: a sync of a set
+    # at its size reads no pod from the informer (a compact one would decode each on every sync).
+    await kit.api.create(RS, "default", replicaset("web", 3, minReadySeconds=30))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    pods = await kit.pods()
+    await kit.make_ready(pods[0], since=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60))
+    await kit.make_ready(pods[1])
+    await kit.api.patch(POD, "default", name_of(pods[2]), {"metadata": {"labels": {"app": "web", "x": "y"}}})
+    await kit.settle(c)
+    for reader in ("get", "peek", "list", "iter_objects", "by_index"):
+        monkeypatch.setattr(c.pods, reader, lambda *a, r=reader: pytest.fail(f"the sync read a pod with {r}"))
+    await c.reconcile("default/web")
+    monkeypatch.undo()
+    st = (await kit.api.get(RS, "default", "web"))["status"]
+    assert (st["replicas"], st["fullyLabeledReplicas"], st["readyReplicas"], st["availableReplicas"]) == (3, 3, 2, 1)
+    # A pod being deleted leaves the count at once (and is replaced), still without decoding the others.
+    await kit.api.delete(POD, "default", name_of(pods[1]))
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    st = (await kit.api.get(RS, "default", "web"))["status"]
+    assert (st["replicas"], st["readyReplicas"], st["availableReplicas"]) == (2, 1, 1)
+    assert len(await kit.pods()) == 3

@@ -27,6 +27,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
+from sys import intern
 from typing import Any, ClassVar
 
 from lite.client import Client
@@ -51,11 +52,13 @@ from lite.server.controllers.controllerref import adopt, release, still_ours
 from lite.server.controllers.replicaset_pods import (
     CONTROLLER_UID_INDEX,
     ORPHAN_INDEX,
+    PodFacts,
     controller_uid_index,
     counts_only_change,
-    is_pod_available,
+    facts_available,
     is_pod_ready,
     orphan_index,
+    pod_facts,
     pods_to_delete,
 )
 from lite.server.controllers.runtime import Controller, Expectations, builtin
@@ -121,6 +124,10 @@ class ReplicaSetController(Controller):
         for name, fn in ((CONTROLLER_UID_INDEX, controller_uid_index), (ORPHAN_INDEX, orphan_index)):
             self.pods.ensure_index(name, fn)
         self.watch_primary(self.sets)
+        # key -> PodFacts of every active pod this controller may claim (orphans and pods of its kind), kept
+        # by these handlers (registered first: they run before the ones that enqueue)
+        self._facts: dict[str, PodFacts] = {}
+        self.pods.add_handlers(on_add=self._note_pod, on_update=self._note_pod_update, on_delete=self._forget_pod)
         self.pods.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
 
     def on_start(self) -> None:
@@ -135,6 +142,26 @@ class ReplicaSetController(Controller):
         return LabelSelector.from_dict((rs.get("spec") or {}).get("selector"))
 
     # -- handlers --
+
+    def _note_pod(self, pod: Obj) -> None:
+        key = intern(key_of(pod))
+        ref = _controller_ref(pod)
+        facts = pod_facts(pod) if ref is None or self._is_our_kind(ref) else None
+        if facts is None:
+            self._facts.pop(key, None)
+        else:
+            self._facts[key] = facts
+
+    def _note_pod_update(self, old: Obj, new: Obj) -> None:
+        if old is not new:
+            self._note_pod(new)
+
+    def _forget_pod(self, pod: Obj) -> None:
+        self._facts.pop(key_of(pod), None)
+
+    def _is_our_kind(self, ref: Obj) -> bool:
+        return bool(ref.get("kind") == self.kind_name and
+                    str(ref.get("apiVersion", "")).rpartition("/")[0] == self.group)
 
     def _owner_key(self, pod: Obj) -> str | None:
         ref = controller_of(pod)
@@ -213,7 +240,7 @@ class ReplicaSetController(Controller):
             return None
         needs_sync = self.expectations.satisfied(key)
         selector = self.selector(rs)
-        pods = await self._claim(rs, selector, self._candidates(rs))
+        pods = await self._claim(rs, selector, self._candidates(rs))  # (key, facts) of each claimed pod
         error: ApiError | SlowStartError | None = None
         if needs_sync and not is_deleting(rs):
             try:
@@ -231,58 +258,64 @@ class ReplicaSetController(Controller):
 
     # -- adoption and release --
 
-    def _candidates(self, rs: Obj) -> list[Obj]:
-        """The active pods `_claim` can take: those this set controls and the namespace's orphans (pods
-        controlled by anything else are skipped by the claim anyway), in key order as a namespace scan."""
-        ns = namespace_of(rs)
+    def _candidates(self, rs: Obj) -> list[tuple[str, PodFacts]]:
+        """The active pods `_claim` can take, as (key, facts): those this set controls and the namespace's
+        orphans (pods controlled by anything else are skipped by the claim anyway), in key order as a
+        namespace scan. No pod is decoded: the handlers keep the facts."""
+        prefix = namespace_of(rs) + "/"
         keys = self.pods.index_keys(CONTROLLER_UID_INDEX, uid_of(rs))
-        keys |= self.pods.index_keys(ORPHAN_INDEX, ns)
-        get = self.pods.get
+        keys |= self.pods.index_keys(ORPHAN_INDEX, prefix[:-1])
+        facts = self._facts
         out = []
-        for k in sorted(keys):  # every sync runs this over every pod of the set: inlined is_active
-            p = get(k)
-            if p is None:
-                continue
-            m = p.get("metadata") or {}
-            if m.get("namespace", "") == ns and not m.get("deletionTimestamp") \
-                    and (p.get("status") or {}).get("phase") not in _TERMINAL:
-                out.append(p)
+        for k in sorted(keys):
+            f = facts.get(k)  # none: terminal, being deleted, or of another kind
+            if f is not None and k.startswith(prefix):
+                out.append((k, f))
         return out
 
-    async def _claim(self, rs: Obj, selector: LabelSelector, pods: list[Obj]) -> list[Obj]:
-        claimed: list[Obj] = []
+    async def _claim(self, rs: Obj, selector: LabelSelector,
+                     pods: list[tuple[str, PodFacts]]) -> list[tuple[str, PodFacts]]:
+        """Upstream's ClaimPods over active pods: keep the matching children, release the others (decoded
+        then), adopt matching orphans unless the set is being deleted (or is no longer the one it was)."""
+        claimed: list[tuple[str, PodFacts]] = []
         fresh_checked: bool | None = None
         uid, rs_deleting = uid_of(rs), is_deleting(rs)
         matches_labels = selector.matches
         last_labels: object = None
         matches = False
-        for pod in pods:
-            ref = _controller_ref(pod)
-            labels = labels_of(pod)
+        for key, facts in pods:
+            ref_uid, labels, _ = facts
             if labels is not last_labels:  # pods of one template often share one labels object
-                matches, last_labels = matches_labels(labels), labels
-            if ref is not None:
-                if ref.get("uid") != uid:
+                matches, last_labels = matches_labels(labels or {}), labels
+            if ref_uid is not None:
+                if ref_uid != uid:
                     continue
                 if matches or rs_deleting:
-                    claimed.append(pod)
+                    claimed.append((key, facts))
                 else:
-                    await release(self.client, self.pod_kind, pod, rs)
+                    pod = self.pods.get(key)
+                    if pod is not None:
+                        await release(self.client, self.pod_kind, pod, rs)
                 continue
-            if not matches or is_deleting(pod) or rs_deleting:
+            if not matches or rs_deleting:
                 continue
             if fresh_checked is None:
                 fresh_checked = await still_ours(self.client, self.kind, rs)
             if not fresh_checked:
                 continue
+            pod = self.pods.get(key)
+            if pod is None or is_deleting(pod):
+                continue
             adopted = await adopt(self.client, self.pod_kind, pod, rs)
             if adopted is not None:
-                claimed.append(adopted)
+                adopted_facts = pod_facts(adopted)
+                if adopted_facts is not None:
+                    claimed.append((key, adopted_facts))
         return claimed
 
     # -- creating and deleting pods --
 
-    async def _manage(self, rs: Obj, key: str, pods: list[Obj]) -> None:
+    async def _manage(self, rs: Obj, key: str, pods: list[tuple[str, PodFacts]]) -> None:
         want = int((rs.get("spec") or {}).get("replicas", 1) or 0)
         diff = len(pods) - want
         if diff < 0:
@@ -300,7 +333,9 @@ class ReplicaSetController(Controller):
                 await asyncio.gather(*recorded)  # best effort: recording never raises
         elif diff > 0:
             n = min(diff, self.burst)
-            victims = pods_to_delete(pods, pods, n)
+            # only now are the pods decoded: upstream's deletion ranking reads more than the facts
+            decoded = [p for p in map(self.pods.peek, (k for k, _ in pods)) if p is not None]
+            victims = pods_to_delete(decoded, decoded, n)
             self.expectations.expect_deletions(key, [key_of(p) for p in victims])
             results = await asyncio.gather(*(self._delete_pod(rs, key, p) for p in victims),
                                            return_exceptions=True)
@@ -344,7 +379,7 @@ class ReplicaSetController(Controller):
 
     # -- status --
 
-    def compute_status(self, rs: Obj, pods: list[Obj], error: BaseException | None) -> Obj:
+    def compute_status(self, rs: Obj, pods: list[tuple[str, PodFacts]], error: BaseException | None) -> Obj:
         spec = rs.get("spec") or {}
         tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         min_ready = int(spec.get("minReadySeconds") or 0)
@@ -352,17 +387,13 @@ class ReplicaSetController(Controller):
         labeled = ready = available = 0
         last_labels: object = None
         has_all = False
-        for p in pods:  # one pass: this runs on every sync over every pod of the set (is_pod_ready inlined)
-            labels = (p.get("metadata") or {}).get("labels") or {}
+        for _, (_, labels, ready_at) in pods:  # one pass over the facts: every sync runs this over every pod
             if labels is not last_labels:  # pods of one template often share one labels object
-                has_all, last_labels = _has_all(labels, tlabels), labels
+                has_all, last_labels = _has_all(labels or {}, tlabels), labels
             labeled += has_all
-            for c in (p.get("status") or {}).get("conditions") or ():
-                if c.get("type") == "Ready":
-                    if c.get("status") == "True":
-                        ready += 1
-                        available += min_ready <= 0 or is_pod_available(p, min_ready, t)
-                    break
+            if ready_at is not None:
+                ready += 1
+                available += min_ready <= 0 or facts_available(ready_at, min_ready, t)
         status: Obj = {
             "replicas": len(pods),
             "fullyLabeledReplicas": labeled,
@@ -383,7 +414,7 @@ class ReplicaSetController(Controller):
             status["conditions"] = conditions
         return status
 
-    async def _write_status(self, rs: Obj, pods: list[Obj], error: BaseException | None) -> Obj:
+    async def _write_status(self, rs: Obj, pods: list[tuple[str, PodFacts]], error: BaseException | None) -> Obj:
         status = self.compute_status(rs, pods, error)
         old = rs.get("status") or {}
         same = all(old.get(k, 0) == v for k, v in status.items() if k != "conditions")
@@ -409,14 +440,14 @@ class ReplicationControllerController(ReplicaSetController):
         sel = (rs.get("spec") or {}).get("selector")
         return LabelSelector.from_dict({"matchLabels": sel} if sel else None)
 
+    def _is_our_kind(self, ref: Obj) -> bool:
+        return bool(ref.get("kind") == self.kind_name and ref.get("apiVersion") == "v1")
+
     def _owner_key(self, pod: Obj) -> str | None:
         ref = controller_of(pod)
         if ref is None or ref.get("kind") != self.kind_name or ref.get("apiVersion") != "v1":
             return None
         return f"{namespace_of(pod)}/{ref.get('name', '')}"
-
-
-_TERMINAL = ("Succeeded", "Failed")
 
 
 def _controller_ref(pod: Obj) -> Obj | None:

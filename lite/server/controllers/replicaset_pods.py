@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Iterable
+from sys import intern
 from typing import Any
 
 from lite.objects import is_deleting, meta, parse_time
@@ -37,6 +38,42 @@ def orphan_index(pod: Obj) -> list[str]:
     if any(ref.get("controller") for ref in m.get("ownerReferences") or []):
         return []
     return [str(m.get("namespace", ""))]
+
+
+# What a ReplicaSet sync reads of one active pod, kept per pod by its controller's event handlers so that a
+# sync never decodes the pods it only counts: (controller reference uid or None; labels: the decoded pod's own
+# dict, shared by the pods of one template, None when it has none; Ready: None when not Ready=True, else the
+# condition's lastTransitionTime, "" when it has none).
+PodFacts = tuple[str | None, dict[str, str] | None, str | None]
+
+
+def pod_facts(pod: Obj) -> PodFacts | None:
+    """The `PodFacts` of `pod`, or None when it is not active (terminal or being deleted): syncs skip those."""
+    m = meta(pod)
+    status = pod.get("status") or {}
+    if m.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    uid = None
+    for ref in m.get("ownerReferences") or ():
+        if ref.get("controller"):
+            uid = intern(str(ref.get("uid", "")))
+            break
+    ready = None
+    for c in status.get("conditions") or ():
+        if c.get("type") == "Ready":
+            if c.get("status") == "True":
+                ready = str(c.get("lastTransitionTime") or "")
+            break
+    return (uid, m.get("labels") or None, ready)
+
+
+def facts_available(ready: str | None, min_ready_seconds: int, now: dt.datetime) -> bool:
+    """`is_pod_available` from a pod's `PodFacts` Ready entry."""
+    if ready is None:
+        return False
+    if min_ready_seconds <= 0:
+        return True
+    return bool(ready) and parse_time(ready) + dt.timedelta(seconds=min_ready_seconds) <= now
 
 
 def _ready_condition(pod: Obj) -> Obj | None:
