@@ -72,6 +72,7 @@ BURST_REPLICAS = 500
 # in between: a rollout of 1,000 pods then writes the set's status a few times a second instead of once per
 # pod event (upstream's kube-controller-manager bounds the same writes with its client's QPS limit).
 STATUS_DELAY = 0.2
+LABELS_KEPT = 4096  # distinct pod labels the per-pod facts share a dict for (forgotten all at once beyond)
 
 
 async def slow_start_batch(count: int, initial: int, fn: Callable[[], Awaitable[None]]) -> int:
@@ -127,6 +128,7 @@ class ReplicaSetController(Controller):
         # key -> PodFacts of every active pod this controller may claim (orphans and pods of its kind), kept
         # by these handlers (registered first: they run before the ones that enqueue)
         self._facts: dict[str, PodFacts] = {}
+        self._labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}  # the facts' labels dicts
         self.pods.add_handlers(on_add=self._note_pod, on_update=self._note_pod_update, on_delete=self._forget_pod)
         self.pods.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
 
@@ -149,8 +151,16 @@ class ReplicaSetController(Controller):
         facts = pod_facts(pod) if ref is None or self._is_our_kind(ref) else None
         if facts is None:
             self._facts.pop(key, None)
-        else:
-            self._facts[key] = facts
+            return
+        labels = facts[1]
+        if labels is not None:  # one labels dict per distinct labels: less memory, and the syncs' per-labels
+            seen = self._labels  # match caching then hits on every pod of a template
+            shared = seen.setdefault(tuple(labels.items()), labels)
+            if shared is not labels:
+                facts = (facts[0], shared, facts[2])
+            elif len(seen) > LABELS_KEPT:
+                seen.clear()
+        self._facts[key] = facts
 
     def _note_pod_update(self, old: Obj, new: Obj) -> None:
         if old is not new:
