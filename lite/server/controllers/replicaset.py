@@ -9,6 +9,9 @@ reconcile(namespace/name), as upstream `ReplicaSetController.syncReplicaSet`:
         ReplicaFailure condition), written whenever it differs from the cached status
 
 Invariants:
+- A sync decodes no pod it only claims or counts: the pod handlers keep a small `PodFacts` per active pod of
+  the set's kind or orphan (controller uid, labels, Ready and since when), and claim and status read those.
+  A pod is decoded only to be released, adopted, or ranked for deletion (upstream's order, from whole pods).
 - Never creates (or deletes) again while earlier creations (deletions) are not yet seen in the pod cache
   (`Expectations`), so a slow informer cannot make it overshoot.
 - Pods are created from the template with generateName `<name>-` and one controller ownerReference
