@@ -10,7 +10,7 @@ from conftest import EVENT, POD, RC, RS, Kit, bare_pod, pod_template, replicaset
 from lite.errors import ApiError
 from lite.objects import controller_of, labels_of, name_of, uid_of
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
-from lite.server.controllers.replicaset_pods import pods_to_delete
+from lite.server.controllers.replicaset_pods import facts_available, is_pod_available, pod_facts, pods_to_delete
 
 
 async def test_creates_pods_from_template_with_owner_and_status(kit: Kit) -> None:
@@ -344,3 +344,25 @@ async def test_sync_counts_pods_without_decoding_them(kit: Kit, monkeypatch: pyt
     st = (await kit.api.get(RS, "default", "web"))["status"]
     assert (st["replicas"], st["readyReplicas"], st["availableReplicas"]) == (2, 1, 1)
     assert len(await kit.pods()) == 3
+
+
+def test_pod_facts_agree_with_the_pod_predicates() -> None:
+    t = dt.datetime(2024, 1, 1, 0, 1, tzinfo=dt.UTC)
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+    table: list[tuple[dict[str, object], object]] = [
+        ({}, (None, None, None)),
+        ({"status": {"phase": "Running", "conditions": [ready]}}, (None, None, "2024-01-01T00:00:00Z")),
+        ({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, (None, None, "")),
+        ({"status": {"conditions": [{**ready, "status": "False"}, ready]}}, (None, None, None)),  # the first counts
+        ({"metadata": {"labels": {"a": "b"}, "ownerReferences": [{"uid": "x"}, {"uid": "u", "controller": True}]}},
+         ("u", {"a": "b"}, None)),
+        ({"status": {"phase": "Succeeded"}}, None),
+        ({"status": {"phase": "Failed"}}, None),
+        ({"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}}, None),
+    ]
+    for pod, want in table:
+        facts = pod_facts(pod)
+        assert facts == want, pod
+        if facts is not None:
+            for min_ready in (0, 30, 60, 61):
+                assert facts_available(facts[2], min_ready, t) == is_pod_available(pod, min_ready, t), (pod, min_ready)

@@ -320,10 +320,8 @@ class ReplicaSetController(Controller):
             if pod is None or is_deleting(pod):
                 continue
             adopted = await adopt(self.client, self.pod_kind, pod, rs)
-            if adopted is not None:
-                adopted_facts = pod_facts(adopted)
-                if adopted_facts is not None:
-                    claimed.append((key, adopted_facts))
+            if adopted is not None:  # counted even if it stopped being active meanwhile, as upstream's claim
+                claimed.append((key, pod_facts(adopted) or (uid, labels, facts[2])))
         return claimed
 
     # -- creating and deleting pods --
