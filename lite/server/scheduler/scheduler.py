@@ -53,7 +53,15 @@ from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
 from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
 from lite.server.scheduler.plugins.volumebinding import NAME as VOLUME_BINDING
 from lite.server.scheduler.plugins.volumebinding import Plan
-from lite.server.scheduler.podinfo import PodInfo, SharedParts, SpreadConstraint, pod_info, reparse, same_facts
+from lite.server.scheduler.podinfo import (
+    PodInfo,
+    SharedParts,
+    SpreadConstraint,
+    facts_of,
+    pod_info,
+    reparse,
+    same_facts,
+)
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
@@ -108,7 +116,7 @@ class Scheduler:
         self.storage_classes = informers.informer(_kind("storage.k8s.io", "StorageClass"))
         self.cache.volumes = InformerVolumes(self.claims, self.pvs, self.storage_classes)
         self.volume_binder = VolumeBinder(client, self.claims, self.pvs)
-        self.queue = SchedulingQueue()
+        self.queue = SchedulingQueue(rebuild=self._rebuild)
         self.rng = rng or random.Random()
         self.algorithm = Algorithm(plugins_for(profile), profile, self.rng)
         self.recorder = SeriesRecorder(client, profile.scheduler_name)  # as kube-scheduler: events.k8s.io
@@ -414,6 +422,13 @@ class Scheduler:
             self.queue.delete(key)  # not schedulable (upstream skips these before the queue)
             return
         priority, queued = self._priority(pod), self.queue.info(key)
+        parked = self.queue.parked(key) if queued is None else None
+        if parked is not None and not (pod.get("status") or {}).get("nominatedNodeName") \
+                and parked == (facts_of(spec, m.get("labels") or {}),
+                               int(spec.get("priority") or 0) if priority is None else priority):
+            # a status update of a parked pod (our own report): it stays parked, and nothing is parsed
+            self.cache.clear_nomination(key)
+            return
         if queued is not None and same_facts(queued, pod, priority):
             # a status update (our own report): nothing to parse again
             info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod, self._parts)
@@ -425,6 +440,20 @@ class Scheduler:
         else:
             self.cache.clear_nomination(key)
         self.queue.add(info)
+
+    def _rebuild(self, key: str) -> PodInfo | None:
+        """The PodInfo of a pod the queue parked without one, from the pod as the informer has it now (decoded
+        for this parse, not kept); None when it is no longer a pod to schedule (`_pod_set` drops those)."""
+        pod = self.pods.peek(key)
+        if pod is None:
+            return None
+        m, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if spec.get("nodeName") or m.get("deletionTimestamp") or spec.get("schedulingGates") \
+                or spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
+                or (pod.get("status") or {}).get("phase") in TERMINAL:
+            return None
+        return pod_info(pod, self._priority(pod), self._default_spread(pod), self.pods.encoded(key),
+                        self._decode_pod, self._parts)
 
     def _default_spread(self, pod: Obj) -> tuple[SpreadConstraint, ...]:
         """Upstream `DefaultSelector`: the requirements of every Service, RC, ReplicaSet and StatefulSet in
