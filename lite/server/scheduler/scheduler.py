@@ -123,7 +123,8 @@ class Scheduler:
         self.scheduled_events = scheduled_events
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self.report_concurrency = report_concurrency
-        self._reports: dict[str, tuple[PodInfo, str, str]] = {}  # pod key -> (pod, message, nominated node)
+        # pod key -> (uid, message, nominated node): no PodInfo, so a parked pod's waiting report keeps none
+        self._reports: dict[str, tuple[str, str, str]] = {}
         self._report_ready = asyncio.Event()
         # whether the API is serving clients now (None: never); reports are paced meanwhile (module doc)
         self.api_busy: Callable[[], bool] | None = None
@@ -214,7 +215,7 @@ class Scheduler:
             for v in outcome.victims:
                 self._spawn(self._evict(info, v, outcome.node))
         self._reports.pop(info.key, None)  # re-queued at the end: writers take the oldest first
-        self._reports[info.key] = (info, msg, outcome.node)
+        self._reports[info.key] = (info.uid, msg, outcome.node)
         self._report_ready.set()
 
     async def _bind(self, info: PodInfo, node: str, start: float, volumes: Plan | None = None) -> None:
@@ -229,7 +230,7 @@ class Scheduler:
             self.cache.forget(info.key)
             self.queue.requeue(info.key, unschedulable=False)
             self._attempted("error", start)
-            self._failed_event(info, str(e))
+            self._failed_event(info.obj, str(e))
             return
         except ApiError as e:
             self.cache.forget(info.key)
@@ -239,7 +240,7 @@ class Scheduler:
             log.info("binding %s to %s failed: %s", info.key, node, e)
             self.queue.requeue(info.key, unschedulable=False)
             self._attempted("error", start)
-            self._failed_event(info, f"Binding rejected: {e.message}")
+            self._failed_event(info.obj, f"Binding rejected: {e.message}")
             return
         finally:
             self._bind_slots.release()
@@ -260,14 +261,14 @@ class Scheduler:
             if not self._reports:
                 continue  # taken by another writer, or moot, meanwhile
             key = next(iter(self._reports))
-            info, msg, nominated = self._reports.pop(key)
+            uid, msg, nominated = self._reports.pop(key)
             if not self._reports:  # a dict keeps the size it grew to (a burst of 10,000 reports: ~0.3 MB)
                 self._reports = {}
             current = self.pods.peek(key)  # not kept decoded: after a restart a burst goes over every pod
-            if current is None or (current.get("metadata") or {}).get("uid") != info.uid \
+            if current is None or (current.get("metadata") or {}).get("uid") != uid \
                     or (current.get("spec") or {}).get("nodeName") or self.cache.is_assumed(key):
                 continue  # gone, replaced, bound or being bound meanwhile: nothing to report
-            await self._guarded(self._report_unschedulable(info, msg, nominated, current))
+            await self._guarded(self._report_unschedulable(key, msg, nominated, current))
 
     async def _pace_report(self) -> None:
         """Return when the next report may be written: at once while the API is idle (not busy for BUSY_LINGER:
@@ -285,22 +286,20 @@ class Scheduler:
                 return
             await asyncio.sleep(min(self._next_busy_report - now, BUSY_RECHECK))
 
-    async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj) -> None:
-        """The condition and the event, both from `current` (the cached pod, already decoded: `info.obj` would
-        decode the pod again just for the event's reference to it)."""
-        await self._set_unschedulable(info, msg, nominated, current)
-        self._failed_event(info, msg, current)
+    async def _report_unschedulable(self, key: str, msg: str, nominated: str, current: Obj) -> None:
+        """The condition and the event, both from `current` (the cached pod, decoded for this report)."""
+        await self._set_unschedulable(key, msg, nominated, current)
+        self._failed_event(current, msg)
 
-    def _failed_event(self, info: PodInfo, msg: str, pod: Obj | None = None) -> None:
-        self.recorder.post(info.obj if pod is None else pod, None, WARNING, "FailedScheduling", "Scheduling",
-                           truncate_note(msg))
+    def _failed_event(self, pod: Obj, msg: str) -> None:
+        self.recorder.post(pod, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(msg))
 
-    async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj | None = None) -> None:
+    async def _set_unschedulable(self, key: str, msg: str, nominated: str, current: Obj) -> None:
         """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so; its
         lastTransitionTime kept when it was False already (upstream `UpdatePodCondition`). Written as the whole
         status of the revision at hand (`replace_status`, when the client has it: an in-process status write
         without a patch to merge), or, when the pod changed meanwhile (409), as a strategic merge patch."""
-        current = current or self.pods.get(info.key) or info.obj
+        namespace, _, name = key.partition("/")
         status = current.get("status") or {}
         conditions = status.get("conditions") or []
         cond = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
@@ -319,23 +318,23 @@ class Scheduler:
             if nominated:
                 whole["nominatedNodeName"] = nominated
             try:
-                await replace(self.pod_kind, info.namespace, info.name, rv, whole)
+                await replace(self.pod_kind, namespace, name, rv, whole)
                 return
             except ApiError as e:
                 if e.code == 404:
                     return
                 if e.code != 409:
-                    log.info("status of %s not updated: %s", info.key, e)
+                    log.info("status of %s not updated: %s", key, e)
                     return
         patch: Obj = {"status": {"conditions": [{**new, "lastProbeTime": None}]}}
         if nominated:
             patch["status"]["nominatedNodeName"] = nominated
         try:
-            await self.client.patch(self.pod_kind, info.namespace, info.name, patch, patch_type="strategic",
+            await self.client.patch(self.pod_kind, namespace, name, patch, patch_type="strategic",
                                     subresource="status")
         except ApiError as e:
             if e.code != 404:
-                log.info("status of %s not updated: %s", info.key, e)
+                log.info("status of %s not updated: %s", key, e)
 
     async def _evict(self, preemptor: PodInfo, victim: PodInfo, node: str) -> None:
         cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
