@@ -169,7 +169,7 @@ class SchedulingQueue:
         if unschedulable and self._move_cycle < qp.cycle:
             qp.unschedulable_since = qp.timestamp
             if self.rebuild is not None:
-                qp.info = None  # parked small (module doc)
+                qp.info, qp.cycle = None, 0  # parked small (module doc); the cycle matters only in flight
             self._unschedulable[key] = qp
             self._arm(qp.timestamp + self.max_unschedulable)
         else:
