@@ -451,8 +451,12 @@ class Scheduler:
                 or spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
                 or (pod.get("status") or {}).get("phase") in TERMINAL:
             return None
-        return pod_info(pod, self._priority(pod), self._default_spread(pod), self.pods.encoded(key),
-                        self._decode_pod, self._parts)
+        try:  # parsed before, when it was queued: only a bug fails here, and it must not stop the loop's `pop`
+            return pod_info(pod, self._priority(pod), self._default_spread(pod), self.pods.encoded(key),
+                            self._decode_pod, self._parts)
+        except Exception:
+            log.exception("parsing %s again failed: it waits for its next update", key)
+            return None
 
     def _default_spread(self, pod: Obj) -> tuple[SpreadConstraint, ...]:
         """Upstream `DefaultSelector`: the requirements of every Service, RC, ReplicaSet and StatefulSet in
