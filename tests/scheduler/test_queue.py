@@ -215,7 +215,7 @@ async def test_with_rebuild_a_parked_pod_keeps_no_pod_info_and_is_rebuilt_when_p
         q.requeue(f"default/{name}", unschedulable=True, plugins=frozenset({"NodeResourcesFit"}))
     assert q.pending()["unschedulable"] == ["default/high", "default/low"]
     assert q.info("default/high") is None and q.info("default/low") is None and rebuilt == []
-    assert q.parked("default/high") == (info(pods["default/high"]).facts, 5)
+    assert q.unparsed("default/high") == (info(pods["default/high"]).facts, 5)
     q.update(info({**pods["default/low"], "status": {"phase": "Pending"}}))  # nothing the plugins read
     assert q.info("default/low") is None and q.pending()["unschedulable"] == ["default/high", "default/low"]
     pods["default/high"] = pod("high", priority=5, labels={"now": "this"})
@@ -228,6 +228,11 @@ async def test_with_rebuild_a_parked_pod_keeps_no_pod_info_and_is_rebuilt_when_p
     with pytest.raises(TimeoutError):
         await pop_now(q)
     assert "default/low" not in q and rebuilt == ["default/high", "default/low"]
+    late = info(pod("late", priority=3))
+    q.add_unparsed("default/late", 3, late.facts)                 # a new pod: parsed only when popped
+    assert q.info("default/late") is None and q.unparsed("default/late") == (late.facts, 3)
+    pods["default/late"] = pod("late", priority=3)
+    assert (await q.pop()).name == "late" and rebuilt[-1] == "default/late"
     q.close()
 
 

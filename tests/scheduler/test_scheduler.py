@@ -356,15 +356,15 @@ async def test_a_parked_pod_keeps_no_pod_info_and_is_scheduled_from_the_pod_as_i
     await kit.until(lambda: kit.events("p", "FailedScheduling"))
     await kit.until(lambda: queue.pending()["unschedulable"] == ["default/p"])
     assert queue.info("default/p") is None and queue._pods["default/p"].info is None
-    parked = queue.parked("default/p")
+    parked = queue.unparsed("default/p")
     assert parked is not None
     await kit.api.patch(POD, "default", "p", {"status": {"conditions": [{"type": "Example", "status": "True"}]}},
                         patch_type="strategic", subresource="status")
     await kit.until(lambda: any(c["type"] == "Example" for c in (s.pods.get("default/p") or {}).get(
         "status", {}).get("conditions") or []))
-    assert queue.pending()["unschedulable"] == ["default/p"] and queue.parked("default/p") == parked
+    assert queue.pending()["unschedulable"] == ["default/p"] and queue.unparsed("default/p") == parked
     await kit.api.patch(POD, "default", "p", {"metadata": {"labels": {"app": "b"}}}, patch_type="merge")
-    await kit.until(lambda: (now := queue.parked("default/p")) is not None and now != parked)  # tried again
+    await kit.until(lambda: (now := queue.unparsed("default/p")) is not None and now != parked)  # tried again
     await kit.api.create(NODE, "", node("big-hdd", cpu="8", labels={"disk": "hdd"}))
     await kit.api.create(NODE, "", node("big-ssd", cpu="8", labels={"disk": "ssd"}))
     assert await kit.bound("p") == "big-ssd"

@@ -14,11 +14,12 @@ Invariants:
   unschedulable (upstream's moveRequestCycle), so an event racing with the cycle is not lost. The
   scheduler's cycle itself is synchronous, so this only matters for attempts that await (binding).
 - Timers are loop callbacks (no task): `flush()` moves expired backoff and stale unschedulable pods.
-- Parked pods are small (given `rebuild`): an unschedulable pod keeps no PodInfo, only what the requeue
+- Waiting pods are small (given `rebuild`): an unschedulable pod keeps no PodInfo, only what the requeue
   decisions read (its key, priority, facts fingerprint, attempts, backoff and parking times, and the plugins
-  that rejected it: which cluster events can help). Its PodInfo is rebuilt by `rebuild(key)` (the scheduler's:
-  from its informer) when it is popped again; `rebuild` returning None (the pod is gone, bound or no longer
-  schedulable) drops it. 10,000 pods parked with no node to take them thus cost no parsed pod each.
+  that rejected it: which cluster events can help); a pod added with `add_unparsed` has none until its turn.
+  Its PodInfo is built by `rebuild(key)` (the scheduler's: from its informer) when it is popped; `rebuild`
+  returning None (the pod is gone, bound or no longer schedulable) drops it. 10,000 pods parked with no node
+  to take them, or queued at once by a restart, thus cost no parsed pod each.
 """
 
 from __future__ import annotations
@@ -85,6 +86,13 @@ class SchedulingQueue:
         self._pods[info.key] = qp
         self._push_active(qp)
 
+    def add_unparsed(self, key: str, priority: int, facts: int) -> None:
+        """A new pending pod, parsed only when popped (`rebuild`, which must be set); `key` is not queued."""
+        assert self.rebuild is not None and key not in self._pods
+        qp = QueuedPod(None, self.clock(), key, priority, facts)
+        self._pods[key] = qp
+        self._push_active(qp)
+
     def update(self, info: PodInfo) -> None:
         qp = self._pods.get(info.key)
         if qp is None:
@@ -92,9 +100,9 @@ class SchedulingQueue:
             return
         changed = qp.facts != info.facts or (qp.info is not None and qp.info.labels != info.labels)
         parked = info.key in self._unschedulable
-        if parked and not changed and self.rebuild is not None:
+        if qp.info is None and not changed:
             qp.priority = info.priority
-            return  # nothing the plugins read changed: it stays parked, without a PodInfo
+            return  # nothing the plugins read changed: it stays without a PodInfo
         qp.info, qp.priority, qp.facts = info, info.priority, info.facts
         if parked and changed:
             del self._unschedulable[info.key]
@@ -114,9 +122,9 @@ class SchedulingQueue:
         qp = self._pods.get(key)
         return qp.info if qp is not None else None
 
-    def parked(self, key: str) -> tuple[int, int] | None:
-        """(facts, priority) of a pod parked without its PodInfo (module doc), else None."""
-        qp = self._unschedulable.get(key)
+    def unparsed(self, key: str) -> tuple[int, int] | None:
+        """(facts, priority) of a pod queued without its PodInfo (module doc), else None."""
+        qp = self._pods.get(key)
         return (qp.facts, qp.priority) if qp is not None and qp.info is None else None
 
     def __contains__(self, key: str) -> bool:
@@ -138,7 +146,7 @@ class SchedulingQueue:
                 if not self._active_keys:  # a set keeps the size it grew to (10,000 pods at once: ~0.5 MB)
                     self._active_keys = set()
                 qp = self._pods[key]
-                if qp.info is None:  # parked without it: from the pod as it is now
+                if qp.info is None:  # queued without it: from the pod as it is now
                     assert self.rebuild is not None
                     info = self.rebuild(key)
                     if info is None:

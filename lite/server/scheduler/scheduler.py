@@ -37,6 +37,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from sys import intern
 from typing import Any
 
 from lite.client import Client, Obj
@@ -421,13 +422,19 @@ class Scheduler:
             self.queue.delete(key)  # not schedulable (upstream skips these before the queue)
             return
         priority, queued = self._priority(pod), self.queue.info(key)
-        parked = self.queue.parked(key) if queued is None else None
-        if parked is not None and not (pod.get("status") or {}).get("nominatedNodeName") \
-                and parked == (facts_of(spec, m.get("labels") or {}),
-                               int(spec.get("priority") or 0) if priority is None else priority):
-            # a status update of a parked pod (our own report): it stays parked, and nothing is parsed
-            self.cache.clear_nomination(key)
-            return
+        if queued is None and self.queue.rebuild is not None \
+                and not (pod.get("status") or {}).get("nominatedNodeName"):
+            # new, or waiting without its PodInfo (parked): parsed only when its turn comes (queue module doc)
+            bare = self.queue.unparsed(key)
+            facts = facts_of(spec, m.get("labels") or {})
+            effective = int(spec.get("priority") or 0) if priority is None else priority
+            if bare is None and key not in self.queue:
+                self.cache.clear_nomination(key)
+                self.queue.add_unparsed(intern(key), effective, facts)  # one key string, as a PodInfo's
+                return
+            if bare == (facts, effective):  # a status update (our own report): nothing to parse
+                self.cache.clear_nomination(key)
+                return
         if queued is not None and same_facts(queued, pod, priority):
             # a status update (our own report): nothing to parse again
             info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod, self._parts)
