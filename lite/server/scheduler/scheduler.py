@@ -448,8 +448,9 @@ class Scheduler:
         self.queue.add(info)
 
     def _rebuild(self, key: str) -> PodInfo | None:
-        """The PodInfo of a pod the queue parked without one, from the pod as the informer has it now (decoded
-        for this parse, not kept); None when it is no longer a pod to schedule (`_pod_set` drops those)."""
+        """The PodInfo of a pod the queue holds without one (new, or parked), from the pod as the informer has it
+        now (decoded for this parse, not kept); None when it is no longer a pod to schedule (`_pod_set` drops
+        those too)."""
         pod = self.pods.peek(key)
         if pod is None:
             return None
@@ -458,7 +459,7 @@ class Scheduler:
                 or spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
                 or (pod.get("status") or {}).get("phase") in TERMINAL:
             return None
-        try:  # parsed before, when it was queued: only a bug fails here, and it must not stop the loop's `pop`
+        try:  # a parse that fails must not stop the loop's `pop`
             return pod_info(pod, self._priority(pod), self._default_spread(pod), self.pods.encoded(key),
                             self._decode_pod, self._parts)
         except Exception:
