@@ -41,13 +41,12 @@ MAX_UNSCHEDULABLE = 300.0
 @dataclass(slots=True)  # one per pending pod: no __dict__ each
 class QueuedPod:
     info: PodInfo | None             # None while parked (unschedulable, with `rebuild`): rebuilt on pop
-    timestamp: float                 # when it entered the queue (the activeQ tie-breaker)
+    timestamp: float                 # when it entered the queue or was parked (activeQ tie-breaker, 5-min flush)
     key: str = ""
     priority: int = 0                # of `info`, kept while it is dropped (the activeQ order)
     facts: int = 0                   # of `info`, kept while it is dropped (did an update change the pod?)
     attempts: int = 0
     backoff_until: float = 0.0
-    unschedulable_since: float = 0.0
     cycle: int = 0                   # scheduling cycle in which it was popped
     plugins: frozenset[str] = frozenset()   # filters that rejected it last time
 
@@ -175,7 +174,6 @@ class SchedulingQueue:
         qp.timestamp = self.clock()
         qp.backoff_until = qp.timestamp + self.backoff_for(qp.attempts)
         if unschedulable and self._move_cycle < qp.cycle:
-            qp.unschedulable_since = qp.timestamp
             if self.rebuild is not None:
                 qp.info, qp.cycle = None, 0  # parked small (module doc); the cycle matters only in flight
             self._unschedulable[key] = qp
@@ -205,7 +203,7 @@ class SchedulingQueue:
                 del self._backoff[key]
                 self._push_active(qp)
         for key, qp in list(self._unschedulable.items()):
-            if now - qp.unschedulable_since >= self.max_unschedulable:
+            if now - qp.timestamp >= self.max_unschedulable:  # parked at `timestamp` (`requeue`)
                 del self._unschedulable[key]
                 self._requeue_backing_off(qp)
         nxt = min((qp.backoff_until for qp in self._backoff.values()), default=None)
@@ -258,5 +256,5 @@ class SchedulingQueue:
         self._timer = None
         self.flush()
         if self._unschedulable:
-            oldest = min(qp.unschedulable_since for qp in self._unschedulable.values())
+            oldest = min(qp.timestamp for qp in self._unschedulable.values())
             self._arm(oldest + self.max_unschedulable)
