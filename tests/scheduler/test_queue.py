@@ -10,7 +10,7 @@ import pytest
 from plugkit import info, pod
 
 from lite.client import Obj
-from lite.server.scheduler.podinfo import NO_LABELS, SharedParts, pod_info, reparse, same_facts
+from lite.server.scheduler.podinfo import NO_LABELS, PodInfo, SharedParts, pod_info, reparse, same_facts
 from lite.server.scheduler.queue import QueuedPod, SchedulingQueue
 
 
@@ -192,6 +192,48 @@ def test_pod_infos_of_one_template_share_their_parsed_parts() -> None:
     for i in range(5):
         small.share(("x", i))
     assert len(small) <= 2  # bounded
+
+
+async def test_with_rebuild_a_parked_pod_keeps_no_pod_info_and_is_rebuilt_when_popped() -> None:
+    """With `rebuild` (the scheduler's), an unschedulable pod is parked as its key, priority, facts and backoff
+    state only; a move sends it back in its priority order and `pop` rebuilds its PodInfo (from the pod as it
+    is then); a pod `rebuild` no longer finds is dropped; an update that changes nothing stays parked."""
+    pods = {"default/low": pod("low", priority=1), "default/high": pod("high", priority=5)}
+    rebuilt: list[str] = []
+
+    def rebuild(key: str) -> PodInfo | None:
+        rebuilt.append(key)
+        p = pods.get(key)
+        return info(p) if p is not None else None
+
+    clock = Clock()
+    q = SchedulingQueue(clock=clock, rebuild=rebuild)
+    for p in pods.values():
+        q.add(info(p))
+    for _ in range(2):
+        name = await pop_now(q)
+        q.requeue(f"default/{name}", unschedulable=True, plugins=frozenset({"NodeResourcesFit"}))
+    assert q.pending()["unschedulable"] == ["default/high", "default/low"]
+    assert q.info("default/high") is None and q.info("default/low") is None and rebuilt == []
+    assert q.unparsed("default/high") == (info(pods["default/high"]).facts, 5)
+    q.update(info({**pods["default/low"], "status": {"phase": "Pending"}}))  # nothing the plugins read
+    assert q.info("default/low") is None and q.pending()["unschedulable"] == ["default/high", "default/low"]
+    pods["default/high"] = pod("high", priority=5, labels={"now": "this"})
+    clock.t += 10                                                   # past their backoff
+    q.move_all()
+    assert q.pending()["active"] == ["default/high", "default/low"] and rebuilt == []
+    got = await q.pop()
+    assert got.name == "high" and got.labels == {"now": "this"} and rebuilt == ["default/high"]
+    del pods["default/low"]                                         # gone meanwhile: dropped when its turn comes
+    with pytest.raises(TimeoutError):
+        await pop_now(q)
+    assert "default/low" not in q and rebuilt == ["default/high", "default/low"]
+    late = info(pod("late", priority=3))
+    q.add_unparsed("default/late", 3, late.facts)                 # a new pod: parsed only when popped
+    assert q.info("default/late") is None and q.unparsed("default/late") == (late.facts, 3)
+    pods["default/late"] = pod("late", priority=3)
+    assert (await q.pop()).name == "late" and rebuilt[-1] == "default/late"
+    q.close()
 
 
 async def test_the_active_set_is_small_again_once_emptied() -> None:

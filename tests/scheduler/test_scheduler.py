@@ -330,6 +330,7 @@ async def test_a_report_on_a_pod_changed_meanwhile_is_merged_into_it(tmp_path) -
 async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit) -> None:
     assert kit.scheduler is not None
     queue = kit.scheduler.queue
+    queue.rebuild = None  # parked pods keep their PodInfo (with it they keep none: the test below)
     await kit.api.create(POD, "default", pod("p", cpu="1"))
     first = await kit.until(lambda: queue.info("default/p"))
     await kit.api.patch(POD, "default", "p", {"status": {"conditions": [{"type": "Example", "status": "True"}]}},
@@ -341,6 +342,34 @@ async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit
     await kit.api.patch(POD, "default", "p", {"metadata": {"labels": {"new": "label"}}}, patch_type="merge")
     relabelled = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.labels and i)
     assert relabelled.name is not first.name  # a change the plugins read: parsed again
+
+
+async def test_a_parked_pod_keeps_no_pod_info_and_is_scheduled_from_the_pod_as_it_is_now(kit: Kit) -> None:
+    """An unschedulable pod waits in the queue without its parsed PodInfo (10,000 of them with no node cost
+    no parsed pod each); a status write (the scheduler's own report) leaves it parked and unparsed, a label
+    change is seen, and once a node fits it is parsed again from the pod as it is then and bound."""
+    s = kit.scheduler
+    assert s is not None
+    queue = s.queue
+    await kit.api.create(NODE, "", node("small", cpu="1", labels={"disk": "ssd"}))
+    await kit.api.create(POD, "default", pod("p", cpu="2", labels={"app": "a"}, nodeSelector={"disk": "ssd"}))
+    await kit.until(lambda: kit.events("p", "FailedScheduling"))
+    await kit.until(lambda: queue.pending()["unschedulable"] == ["default/p"])
+    assert queue.info("default/p") is None and queue._pods["default/p"].info is None
+    parked = queue.unparsed("default/p")
+    assert parked is not None
+    await kit.api.patch(POD, "default", "p", {"status": {"conditions": [{"type": "Example", "status": "True"}]}},
+                        patch_type="strategic", subresource="status")
+    await kit.until(lambda: any(c["type"] == "Example" for c in (s.pods.get("default/p") or {}).get(
+        "status", {}).get("conditions") or []))
+    assert queue.pending()["unschedulable"] == ["default/p"] and queue.unparsed("default/p") == parked
+    await kit.api.patch(POD, "default", "p", {"metadata": {"labels": {"app": "b"}}}, patch_type="merge")
+    await kit.until(lambda: (now := queue.unparsed("default/p")) is not None and now != parked)  # tried again
+    await kit.api.create(NODE, "", node("big-hdd", cpu="8", labels={"disk": "hdd"}))
+    await kit.api.create(NODE, "", node("big-ssd", cpu="8", labels={"disk": "ssd"}))
+    assert await kit.bound("p") == "big-ssd"
+    bound = s.cache.info_of("default/p")
+    assert bound is not None and bound.labels == {"app": "b"}
 
 
 async def test_default_spreading_is_remembered_until_a_selector_changes(kit: Kit) -> None:

@@ -14,6 +14,12 @@ Invariants:
   unschedulable (upstream's moveRequestCycle), so an event racing with the cycle is not lost. The
   scheduler's cycle itself is synchronous, so this only matters for attempts that await (binding).
 - Timers are loop callbacks (no task): `flush()` moves expired backoff and stale unschedulable pods.
+- Waiting pods are small (given `rebuild`): an unschedulable pod keeps no PodInfo, only what the requeue
+  decisions read (its key, priority, facts fingerprint, attempts, backoff and parking times, and the plugins
+  that rejected it: which cluster events can help); a pod added with `add_unparsed` has none until its turn.
+  Its PodInfo is built by `rebuild(key)` (the scheduler's: from its informer) when it is popped; `rebuild`
+  returning None (the pod is gone, bound or no longer schedulable) drops it. 10,000 pods parked with no node
+  to take them, or queued at once by a restart, thus cost no parsed pod each.
 """
 
 from __future__ import annotations
@@ -34,19 +40,23 @@ MAX_UNSCHEDULABLE = 300.0
 
 @dataclass(slots=True)  # one per pending pod: no __dict__ each
 class QueuedPod:
-    info: PodInfo
-    timestamp: float                 # when it entered the queue (the activeQ tie-breaker)
+    info: PodInfo | None             # None while parked (unschedulable, with `rebuild`): rebuilt on pop
+    timestamp: float                 # when it entered the queue or was parked (activeQ tie-breaker, 5-min flush)
+    key: str = ""
+    priority: int = 0                # of `info`, kept while it is dropped (the activeQ order)
+    facts: int = 0                   # of `info`, kept while it is dropped (did an update change the pod?)
     attempts: int = 0
     backoff_until: float = 0.0
-    unschedulable_since: float = 0.0
     cycle: int = 0                   # scheduling cycle in which it was popped
     plugins: frozenset[str] = frozenset()   # filters that rejected it last time
 
 
 class SchedulingQueue:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, initial_backoff: float = INITIAL_BACKOFF,
-                 max_backoff: float = MAX_BACKOFF, max_unschedulable: float = MAX_UNSCHEDULABLE) -> None:
+                 max_backoff: float = MAX_BACKOFF, max_unschedulable: float = MAX_UNSCHEDULABLE,
+                 rebuild: Callable[[str], PodInfo | None] | None = None) -> None:
         self.clock = clock
+        self.rebuild = rebuild
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.max_unschedulable = max_unschedulable
@@ -71,8 +81,15 @@ class SchedulingQueue:
         if qp is not None:
             self.update(info)
             return
-        qp = QueuedPod(info, self.clock())
+        qp = QueuedPod(info, self.clock(), info.key, info.priority, info.facts)
         self._pods[info.key] = qp
+        self._push_active(qp)
+
+    def add_unparsed(self, key: str, priority: int, facts: int) -> None:
+        """A new pending pod, parsed only when popped (`rebuild`, which must be set); `key` is not queued."""
+        assert self.rebuild is not None and key not in self._pods
+        qp = QueuedPod(None, self.clock(), key, priority, facts)
+        self._pods[key] = qp
         self._push_active(qp)
 
     def update(self, info: PodInfo) -> None:
@@ -80,9 +97,13 @@ class SchedulingQueue:
         if qp is None:
             self.add(info)
             return
-        changed = qp.info.facts != info.facts or qp.info.labels != info.labels
-        qp.info = info
-        if info.key in self._unschedulable and changed:
+        changed = qp.facts != info.facts or (qp.info is not None and qp.info.labels != info.labels)
+        parked = info.key in self._unschedulable
+        if qp.info is None and not changed:
+            qp.priority = info.priority
+            return  # nothing the plugins read changed: it stays without a PodInfo
+        qp.info, qp.priority, qp.facts = info, info.priority, info.facts
+        if parked and changed:
             del self._unschedulable[info.key]
             self._requeue_backing_off(qp)
 
@@ -96,9 +117,14 @@ class SchedulingQueue:
         self._in_flight.pop(key, None)
 
     def info(self, key: str) -> PodInfo | None:
-        """The PodInfo of a queued (or in-flight) pod."""
+        """The PodInfo of a queued (or in-flight) pod; None for a parked one that keeps none (module doc)."""
         qp = self._pods.get(key)
         return qp.info if qp is not None else None
+
+    def unparsed(self, key: str) -> tuple[int, int] | None:
+        """(facts, priority) of a pod queued without its PodInfo (module doc), else None."""
+        qp = self._pods.get(key)
+        return (qp.facts, qp.priority) if qp is not None and qp.info is None else None
 
     def __contains__(self, key: str) -> bool:
         return key in self._pods
@@ -119,6 +145,13 @@ class SchedulingQueue:
                 if not self._active_keys:  # a set keeps the size it grew to (10,000 pods at once: ~0.5 MB)
                     self._active_keys = set()
                 qp = self._pods[key]
+                if qp.info is None:  # queued without it: from the pod as it is now
+                    assert self.rebuild is not None
+                    info = self.rebuild(key)
+                    if info is None:
+                        del self._pods[key]
+                        continue
+                    qp.info, qp.priority, qp.facts = info, info.priority, info.facts
                 self._cycle += 1
                 qp.cycle = self._cycle
                 qp.attempts += 1
@@ -141,7 +174,8 @@ class SchedulingQueue:
         qp.timestamp = self.clock()
         qp.backoff_until = qp.timestamp + self.backoff_for(qp.attempts)
         if unschedulable and self._move_cycle < qp.cycle:
-            qp.unschedulable_since = qp.timestamp
+            if self.rebuild is not None:
+                qp.info, qp.cycle = None, 0  # parked small (module doc); the cycle matters only in flight
             self._unschedulable[key] = qp
             self._arm(qp.timestamp + self.max_unschedulable)
         else:
@@ -169,7 +203,7 @@ class SchedulingQueue:
                 del self._backoff[key]
                 self._push_active(qp)
         for key, qp in list(self._unschedulable.items()):
-            if now - qp.unschedulable_since >= self.max_unschedulable:
+            if now - qp.timestamp >= self.max_unschedulable:  # parked at `timestamp` (`requeue`)
                 del self._unschedulable[key]
                 self._requeue_backing_off(qp)
         nxt = min((qp.backoff_until for qp in self._backoff.values()), default=None)
@@ -192,17 +226,17 @@ class SchedulingQueue:
 
     def _requeue_backing_off(self, qp: QueuedPod) -> None:
         if qp.backoff_until > self.clock():
-            self._backoff[qp.info.key] = qp
+            self._backoff[qp.key] = qp
             self._arm(qp.backoff_until)
         else:
             self._push_active(qp)
 
     def _push_active(self, qp: QueuedPod) -> None:
-        key = qp.info.key
+        key = qp.key
         if key in self._active_keys:
             return
         self._active_keys.add(key)
-        heapq.heappush(self._active, (-qp.info.priority, qp.timestamp, next(self._seq), key))
+        heapq.heappush(self._active, (-qp.priority, qp.timestamp, next(self._seq), key))
         self._ready.set()
 
     def _arm(self, when: float) -> None:
@@ -222,5 +256,5 @@ class SchedulingQueue:
         self._timer = None
         self.flush()
         if self._unschedulable:
-            oldest = min(qp.unschedulable_since for qp in self._unschedulable.values())
+            oldest = min(qp.timestamp for qp in self._unschedulable.values())
             self._arm(oldest + self.max_unschedulable)

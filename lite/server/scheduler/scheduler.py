@@ -37,6 +37,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from sys import intern
 from typing import Any
 
 from lite.client import Client, Obj
@@ -53,7 +54,15 @@ from lite.server.scheduler.plugins.podtopologyspread import NAME as SPREAD
 from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
 from lite.server.scheduler.plugins.volumebinding import NAME as VOLUME_BINDING
 from lite.server.scheduler.plugins.volumebinding import Plan
-from lite.server.scheduler.podinfo import PodInfo, SharedParts, SpreadConstraint, pod_info, reparse, same_facts
+from lite.server.scheduler.podinfo import (
+    PodInfo,
+    SharedParts,
+    SpreadConstraint,
+    facts_of,
+    pod_info,
+    reparse,
+    same_facts,
+)
 from lite.server.scheduler.preemption import Budget, Outcome, preempt
 from lite.server.scheduler.queue import SchedulingQueue
 from lite.server.scheduler.registry import Profile, plugins_for
@@ -108,14 +117,15 @@ class Scheduler:
         self.storage_classes = informers.informer(_kind("storage.k8s.io", "StorageClass"))
         self.cache.volumes = InformerVolumes(self.claims, self.pvs, self.storage_classes)
         self.volume_binder = VolumeBinder(client, self.claims, self.pvs)
-        self.queue = SchedulingQueue()
+        self.queue = SchedulingQueue(rebuild=self._rebuild)
         self.rng = rng or random.Random()
         self.algorithm = Algorithm(plugins_for(profile), profile, self.rng)
         self.recorder = SeriesRecorder(client, profile.scheduler_name)  # as kube-scheduler: events.k8s.io
         self.scheduled_events = scheduled_events
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self.report_concurrency = report_concurrency
-        self._reports: dict[str, tuple[PodInfo, str, str]] = {}  # pod key -> (pod, message, nominated node)
+        # pod key -> (uid, message, nominated node): no PodInfo, so a parked pod's waiting report keeps none
+        self._reports: dict[str, tuple[str, str, str]] = {}
         self._report_ready = asyncio.Event()
         # whether the API is serving clients now (None: never); reports are paced meanwhile (module doc)
         self.api_busy: Callable[[], bool] | None = None
@@ -206,7 +216,7 @@ class Scheduler:
             for v in outcome.victims:
                 self._spawn(self._evict(info, v, outcome.node))
         self._reports.pop(info.key, None)  # re-queued at the end: writers take the oldest first
-        self._reports[info.key] = (info, msg, outcome.node)
+        self._reports[info.key] = (info.uid, msg, outcome.node)
         self._report_ready.set()
 
     async def _bind(self, info: PodInfo, node: str, start: float, volumes: Plan | None = None) -> None:
@@ -221,7 +231,7 @@ class Scheduler:
             self.cache.forget(info.key)
             self.queue.requeue(info.key, unschedulable=False)
             self._attempted("error", start)
-            self._failed_event(info, str(e))
+            self._failed_event(info.obj, str(e))
             return
         except ApiError as e:
             self.cache.forget(info.key)
@@ -231,7 +241,7 @@ class Scheduler:
             log.info("binding %s to %s failed: %s", info.key, node, e)
             self.queue.requeue(info.key, unschedulable=False)
             self._attempted("error", start)
-            self._failed_event(info, f"Binding rejected: {e.message}")
+            self._failed_event(info.obj, f"Binding rejected: {e.message}")
             return
         finally:
             self._bind_slots.release()
@@ -252,14 +262,14 @@ class Scheduler:
             if not self._reports:
                 continue  # taken by another writer, or moot, meanwhile
             key = next(iter(self._reports))
-            info, msg, nominated = self._reports.pop(key)
+            uid, msg, nominated = self._reports.pop(key)
             if not self._reports:  # a dict keeps the size it grew to (a burst of 10,000 reports: ~0.3 MB)
                 self._reports = {}
             current = self.pods.peek(key)  # not kept decoded: after a restart a burst goes over every pod
-            if current is None or (current.get("metadata") or {}).get("uid") != info.uid \
+            if current is None or (current.get("metadata") or {}).get("uid") != uid \
                     or (current.get("spec") or {}).get("nodeName") or self.cache.is_assumed(key):
                 continue  # gone, replaced, bound or being bound meanwhile: nothing to report
-            await self._guarded(self._report_unschedulable(info, msg, nominated, current))
+            await self._guarded(self._report_unschedulable(key, msg, nominated, current))
 
     async def _pace_report(self) -> None:
         """Return when the next report may be written: at once while the API is idle (not busy for BUSY_LINGER:
@@ -277,22 +287,20 @@ class Scheduler:
                 return
             await asyncio.sleep(min(self._next_busy_report - now, BUSY_RECHECK))
 
-    async def _report_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj) -> None:
-        """The condition and the event, both from `current` (the cached pod, already decoded: `info.obj` would
-        decode the pod again just for the event's reference to it)."""
-        await self._set_unschedulable(info, msg, nominated, current)
-        self._failed_event(info, msg, current)
+    async def _report_unschedulable(self, key: str, msg: str, nominated: str, current: Obj) -> None:
+        """The condition and the event, both from `current` (the cached pod, decoded for this report)."""
+        await self._set_unschedulable(key, msg, nominated, current)
+        self._failed_event(current, msg)
 
-    def _failed_event(self, info: PodInfo, msg: str, pod: Obj | None = None) -> None:
-        self.recorder.post(info.obj if pod is None else pod, None, WARNING, "FailedScheduling", "Scheduling",
-                           truncate_note(msg))
+    def _failed_event(self, pod: Obj, msg: str) -> None:
+        self.recorder.post(pod, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(msg))
 
-    async def _set_unschedulable(self, info: PodInfo, msg: str, nominated: str, current: Obj | None = None) -> None:
+    async def _set_unschedulable(self, key: str, msg: str, nominated: str, current: Obj) -> None:
         """PodScheduled=False/Unschedulable with the message (and the nomination), unless already so; its
         lastTransitionTime kept when it was False already (upstream `UpdatePodCondition`). Written as the whole
         status of the revision at hand (`replace_status`, when the client has it: an in-process status write
         without a patch to merge), or, when the pod changed meanwhile (409), as a strategic merge patch."""
-        current = current or self.pods.get(info.key) or info.obj
+        namespace, _, name = key.partition("/")
         status = current.get("status") or {}
         conditions = status.get("conditions") or []
         cond = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
@@ -311,23 +319,23 @@ class Scheduler:
             if nominated:
                 whole["nominatedNodeName"] = nominated
             try:
-                await replace(self.pod_kind, info.namespace, info.name, rv, whole)
+                await replace(self.pod_kind, namespace, name, rv, whole)
                 return
             except ApiError as e:
                 if e.code == 404:
                     return
                 if e.code != 409:
-                    log.info("status of %s not updated: %s", info.key, e)
+                    log.info("status of %s not updated: %s", key, e)
                     return
         patch: Obj = {"status": {"conditions": [{**new, "lastProbeTime": None}]}}
         if nominated:
             patch["status"]["nominatedNodeName"] = nominated
         try:
-            await self.client.patch(self.pod_kind, info.namespace, info.name, patch, patch_type="strategic",
+            await self.client.patch(self.pod_kind, namespace, name, patch, patch_type="strategic",
                                     subresource="status")
         except ApiError as e:
             if e.code != 404:
-                log.info("status of %s not updated: %s", info.key, e)
+                log.info("status of %s not updated: %s", key, e)
 
     async def _evict(self, preemptor: PodInfo, victim: PodInfo, node: str) -> None:
         cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
@@ -414,6 +422,19 @@ class Scheduler:
             self.queue.delete(key)  # not schedulable (upstream skips these before the queue)
             return
         priority, queued = self._priority(pod), self.queue.info(key)
+        if queued is None and self.queue.rebuild is not None \
+                and not (pod.get("status") or {}).get("nominatedNodeName"):
+            # new, or waiting without its PodInfo (parked): parsed only when its turn comes (queue module doc)
+            bare = self.queue.unparsed(key)
+            facts = facts_of(spec, m.get("labels") or {})
+            effective = int(spec.get("priority") or 0) if priority is None else priority
+            if bare is None and key not in self.queue:
+                self.cache.clear_nomination(key)
+                self.queue.add_unparsed(intern(key), effective, facts)  # one key string, as a PodInfo's
+                return
+            if bare == (facts, effective):  # a status update (our own report): nothing to parse
+                self.cache.clear_nomination(key)
+                return
         if queued is not None and same_facts(queued, pod, priority):
             # a status update (our own report): nothing to parse again
             info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod, self._parts)
@@ -425,6 +446,25 @@ class Scheduler:
         else:
             self.cache.clear_nomination(key)
         self.queue.add(info)
+
+    def _rebuild(self, key: str) -> PodInfo | None:
+        """The PodInfo of a pod the queue holds without one (new, or parked), from the pod as the informer has it
+        now (decoded for this parse, not kept); None when it is no longer a pod to schedule (`_pod_set` drops
+        those too)."""
+        pod = self.pods.peek(key)
+        if pod is None:
+            return None
+        m, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if spec.get("nodeName") or m.get("deletionTimestamp") or spec.get("schedulingGates") \
+                or spec.get("schedulerName", "default-scheduler") != self.profile.scheduler_name \
+                or (pod.get("status") or {}).get("phase") in TERMINAL:
+            return None
+        try:  # a parse that fails must not stop the loop's `pop`
+            return pod_info(pod, self._priority(pod), self._default_spread(pod), self.pods.encoded(key),
+                            self._decode_pod, self._parts)
+        except Exception:
+            log.exception("parsing %s again failed: it waits for its next update", key)
+            return None
 
     def _default_spread(self, pod: Obj) -> tuple[SpreadConstraint, ...]:
         """Upstream `DefaultSelector`: the requirements of every Service, RC, ReplicaSet and StatefulSet in
