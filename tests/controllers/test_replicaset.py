@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from conftest import EVENT, POD, RC, RS, Kit, bare_pod, pod_template, replicaset
 
 from lite.errors import ApiError
-from lite.objects import controller_of, labels_of, name_of, uid_of
+from lite.objects import Obj, controller_of, labels_of, name_of, uid_of
 from lite.server.controllers.replicaset import ReplicaSetController, ReplicationControllerController
 from lite.server.controllers.replicaset_pods import facts_available, is_pod_available, pod_facts, pods_to_delete
 
@@ -222,16 +223,7 @@ def test_counts_only_change() -> None:
 
 
 async def test_status_only_pod_changes_sync_the_set_later_once(kit: Kit) -> None:
-    from lite.workqueue import WorkQueue
-
-    await kit.api.create(RS, "default", replicaset("web", 2))
-    c = ReplicaSetController(kit.api, kit.informers, status_delay=0.05)
-    c.queue = WorkQueue(name="test")  # live, as while leading (workers are not run: the test takes keys)
-    await kit.settle(c)
-    await c.reconcile("default/web")
-    await kit.settle(c)
-    await _drain(c)
-    a, b = await kit.pods()
+    c, (a, b) = await _synced_set(kit, 0.05)
     # Bound, then Running and Ready: only the counts can move, so the set is synced a little later, once.
     c._pod_updated(a, {**a, "spec": {**a["spec"], "nodeName": "n1"}})
     c._pod_updated(b, {**b, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
@@ -245,22 +237,28 @@ async def test_status_only_pod_changes_sync_the_set_later_once(kit: Kit) -> None
 
 
 async def test_min_ready_recheck_survives_coalesced_syncs(kit: Kit) -> None:
-    from lite.workqueue import WorkQueue
-
-    await kit.api.create(RS, "default", replicaset("web", 2, minReadySeconds=30))
-    c = ReplicaSetController(kit.api, kit.informers, status_delay=0.05)
-    c.queue = WorkQueue(name="test")
-    await kit.settle(c)
-    await c.reconcile("default/web")
-    await kit.settle(c)
-    await _drain(c)
-    a, b = await kit.pods()
+    c, (a, b) = await _synced_set(kit, 0.05, minReadySeconds=30)
     c._pod_updated(a, {**a, "spec": {**a["spec"], "nodeName": "n1"}})  # a coalesced sync is pending
     c._pod_updated(b, {**b, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
     # Became Ready: synced now, and again once minReadySeconds have passed (not swallowed by the pending one).
     assert len(c.queue) == 1
     await kit.until(lambda: not c._counts_due)  # the coalesced sync came due...
     assert c.queue.waiting() == 1  # ...and the minReadySeconds re-check still waits
+
+
+async def _synced_set(kit: Kit, status_delay: float, **spec: Any) -> tuple[ReplicaSetController, list[Obj]]:
+    """A set "web" of 2 replicas synced once by a controller with a live queue (as while leading; workers are not
+    run: the test takes keys), its queue drained; the controller and its two pods."""
+    from lite.workqueue import WorkQueue
+
+    await kit.api.create(RS, "default", replicaset("web", 2, **spec))
+    c = ReplicaSetController(kit.api, kit.informers, status_delay=status_delay)
+    c.queue = WorkQueue(name="test")
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    await kit.settle(c)
+    await _drain(c)
+    return c, await kit.pods()
 
 
 async def _drain(c: ReplicaSetController) -> None:
@@ -299,16 +297,7 @@ async def _count(kit: Kit) -> bool:
 
 
 async def test_creates_seen_mid_burst_sync_later_the_last_at_once(kit: Kit) -> None:
-    from lite.workqueue import WorkQueue
-
-    await kit.api.create(RS, "default", replicaset("web", 2))
-    c = ReplicaSetController(kit.api, kit.informers, status_delay=30)
-    c.queue = WorkQueue(name="test")
-    await kit.settle(c)
-    await c.reconcile("default/web")
-    await kit.settle(c)
-    await _drain(c)
-    a, b = await kit.pods()
+    c, (a, b) = await _synced_set(kit, 30)
     c.expectations.expect_creations("default/web", 2)  # as if the burst's creates were not seen yet
     c._pod_added(a)  # one of two seen: a sync now could only recount
     assert len(c.queue) == 0 and "default/web" in c._counts_due
