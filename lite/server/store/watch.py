@@ -1,7 +1,11 @@
 """Watch fan-out from an in-memory window of recent events.
 
-- The window keeps the most recent committed events in revision order, contiguous (every rev from
-  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it. It is capped in
+- The window keeps the most recent committed events in revision order, complete (every committed rev from
+  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it. Revisions may have
+  gaps (a shared datastore's, see `backend.py`): what is complete is what was committed, and `floor` (the
+  newest revision known to be out of reach: the newest event trimmed, or where a reloaded mirror started)
+  decides what is compacted, not arithmetic on revisions. `Store`'s revisions are contiguous; the lookup
+  checks that in O(1) and only bisects (O(log n)) a window with gaps. It is capped in
   events (`window`) and in bytes (`window_bytes`, see `event_size`): 1 MiB objects cannot pin
   10,000 MiB. The newest event always stays, so `oldest_rev` never passes the current revision + 1.
   Its events hold packed values (`packing`), the same bytes objects as the index's, and unpack on access;
@@ -20,9 +24,11 @@ Everything here runs on the event loop thread; `publish` is called by the writer
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
 from itertools import islice
+from operator import attrgetter
 from types import TracebackType
 from typing import Literal
 
@@ -30,6 +36,7 @@ from lite.server.store.errors import Compacted, WatchDropped
 from lite.server.store.packing import unpack
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+_rev = attrgetter("rev")
 
 
 class StoreEvent:
@@ -108,16 +115,20 @@ class Watch:
         size = event_size(ev)
         if self._queue and (len(self._queue) >= self._hub.queue_bound
                             or self._queued_bytes + size > self._hub.queue_bytes):
-            self._dropped = True
-            self._queue.clear()
-            self._replay.clear()
-            self._queued_bytes = 0
-            self._wake()
+            self._drop()
             return False
         self._queue.append(ev)
         self._queued_bytes += size
         self._wake()
         return True
+
+    def _drop(self) -> None:
+        """End the watch with WatchDropped(last_rev) once its consumer reaches it; frees its events now."""
+        self._dropped = True
+        self._queue.clear()
+        self._replay.clear()
+        self._queued_bytes = 0
+        self._wake()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
@@ -192,10 +203,16 @@ class WatchHub:
         self.events_bytes = 0
         self.queue_bound = queue_bound
         self.queue_bytes = queue_bytes
+        # The newest revision a watch can no longer replay after (None: below the oldest event, or current_rev
+        # while the window is empty, as a Store opened on its file has it): set by trimming and by `reset`.
+        self.floor: int | None = None
         self._by_resource: dict[str, set[Watch]] = {}
         self._broad: set[Watch] = set()  # prefixes shorter than "group/plural/"
 
     def oldest_rev(self, current_rev: int) -> int:
+        """The oldest revision a watch replays: watching from any after_rev >= oldest_rev - 1 misses nothing."""
+        if self.floor is not None:
+            return self.floor + 1
         return self.events[0].rev if self.events else current_rev + 1
 
     def watcher_count(self) -> int:
@@ -205,8 +222,24 @@ class WatchHub:
         oldest = self.oldest_rev(current_rev)
         if after_rev < oldest - 1:
             raise Compacted(oldest)
-        skip = max(0, after_rev + 1 - oldest)
-        replay = [ev for ev in islice(self.events, skip, None) if ev.key.startswith(prefix)]
+        events = self.events
+        n = len(events)
+        if not n:
+            replay = []
+        else:
+            first = events[0].rev
+            # Contiguous (always so for Store): the index is arithmetic; with gaps, a bisection on the revs.
+            skip = max(0, after_rev + 1 - first) if events[-1].rev - first == n - 1 \
+                else bisect_right(events, after_rev, key=_rev)
+            tail = n - skip
+            if tail <= 0:
+                replay = []
+            elif tail < skip:  # walk from the newest end: a watch from near the current revision costs O(tail)
+                newest = list(islice(reversed(events), tail))
+                newest.reverse()
+                replay = [ev for ev in newest if ev.key.startswith(prefix)]
+            else:
+                replay = [ev for ev in islice(events, skip, None) if ev.key.startswith(prefix)]
         w = Watch(self, prefix, after_rev, replay)
         res = resource_prefix(prefix)
         (self._by_resource.setdefault(res, set()) if res else self._broad).add(w)
@@ -229,7 +262,9 @@ class WatchHub:
             self.events.append(ev)
             self.events_bytes += event_size(ev)
         while len(self.events) > 1 and (len(self.events) > self.window or self.events_bytes > self.window_bytes):
-            self.events_bytes -= event_size(self.events.popleft())
+            gone = self.events.popleft()
+            self.events_bytes -= event_size(gone)
+            self.floor = gone.rev
 
     def publish(self, events: list[StoreEvent], kept: list[StoreEvent] | None = None) -> None:
         """Append committed events to the window (`kept`: the same events holding packed values, if given)
@@ -241,6 +276,18 @@ class WatchHub:
                 dropped = [w for w in targets if ev.key.startswith(w.prefix) and not w._push(ev)]
                 for w in dropped:
                     self.unregister(w)
+
+    def reset(self, floor: int) -> None:
+        """Forget the window and drop every watcher (`WatchDropped`): for a mirror reloaded from a snapshot at
+        revision `floor`, whose history before it is unknown. A dropped watcher's consumer re-watches from its
+        last revision and gets `Compacted` (410: the client relists) unless it was already at `floor`."""
+        for w in [*self._broad, *(w for s in self._by_resource.values() for w in s)]:
+            w._drop()
+        self._broad.clear()
+        self._by_resource.clear()
+        self.events.clear()
+        self.events_bytes = 0
+        self.floor = floor
 
     def close_all(self) -> None:
         for w in [*self._broad, *(w for s in self._by_resource.values() for w in s)]:
