@@ -224,6 +224,7 @@ class WatchHub:
             raise Compacted(oldest)
         events = self.events
         n = len(events)
+        replay: list[StoreEvent]
         if not n:
             replay = []
         else:

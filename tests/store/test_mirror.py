@@ -1,0 +1,385 @@
+"""MirrorStore over a real SqliteBackend: Store's interface, conflicts, acknowledged writes, watches with
+revision gaps, two mirrors on one backend, compaction, reload when the change stream is compacted away,
+the codec, and files shared with Store.
+
+The generic Store tests imported below run here again against a MirrorStore: this module's `store` fixture
+overrides conftest's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+
+import orjson
+import pytest
+from store_helpers import pod
+from test_store_crud import (  # noqa: F401  (collected again here, over a MirrorStore)
+    test_concurrent_writers_group_commit,
+    test_conflicts,
+    test_create_get_sets_resource_version,
+    test_delete_without_final_keeps_object,
+    test_update_and_delete,
+)
+from test_store_list import (  # noqa: F401
+    test_list_reflects_deletes,
+    test_list_sorted_and_prefix_isolated,
+    test_pagination,
+)
+from test_store_watch import (  # noqa: F401
+    take,
+    test_event_delivered_before_write_returns,
+    test_many_watchers_fan_out,
+    test_prefix_isolation,
+    test_replay_then_live,
+    test_watch_from_current_on_empty_store,
+)
+
+from lite.server.store import Compacted, KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed, WatchDropped
+from lite.server.store.backend import Change, Outcome, Write
+from lite.server.store.mirror import MirrorStore
+from lite.server.store.sqlitebackend import SqliteBackend
+
+K = "core/pods/default/a"
+
+
+async def caught_up(s: MirrorStore, rev: int) -> None:
+    while s.current_rev < rev:
+        await asyncio.wait_for(s._applied.wait(), 5)
+
+
+@pytest.fixture
+async def backend(db_path: str) -> AsyncIterator[SqliteBackend]:
+    b = await SqliteBackend.open(db_path)
+    yield b
+    await b.close()
+
+
+@pytest.fixture
+async def store(backend: SqliteBackend) -> AsyncIterator[MirrorStore]:
+    s = await MirrorStore.open(backend)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def gapped(db_path: str) -> AsyncIterator[MirrorStore]:
+    """A mirror over a backend whose revisions step by 3 (1 is never used: 3, 6, 9, ...)."""
+    b = await SqliteBackend.open(db_path, rev_step=3)
+    s = await MirrorStore.open(b, window=5)
+    yield s
+    await s.close()
+    await b.close()
+
+
+# ---- writes ---------------------------------------------------------------------------------------------
+
+async def test_acknowledged_write_is_readable_and_on_watches(store: MirrorStore, backend: SqliteBackend) -> None:
+    w = store.watch("core/pods/", store.current_rev)
+    for i in range(20):
+        rev, raw = await store.create(f"core/pods/default/p{i}", pod(f"p{i}"))
+        assert store.current_rev >= rev and store.get(f"core/pods/default/p{i}") == (rev, raw)
+        assert w._queue[-1].rev == rev and w._queue[-1].value == raw
+    assert orjson.loads(raw)["metadata"]["resourceVersion"] == str(rev)
+    w.close()
+
+
+async def test_stale_expected_rev_is_refused_locally(store: MirrorStore, backend: SqliteBackend) -> None:
+    rev, _ = await store.create(K, pod("a"))
+    rev2, _ = await store.update(K, pod("a", n=1), rev)
+    commits = backend.commits
+    with pytest.raises(RevMismatch) as err:
+        await store.update(K, pod("a", n=2), rev)
+    assert err.value.current_rev == rev2 and backend.commits == commits  # no round trip
+
+
+async def test_writes_go_to_the_backend_without_resource_version(store: MirrorStore, db_path: str) -> None:
+    await store.create(K, pod("a", metadata={"name": "a", "namespace": "default", "resourceVersion": "77"}))
+    rev, raw = await store.update(K, pod("a", n=1), 0)
+    assert orjson.loads(raw)["metadata"]["resourceVersion"] == str(rev)
+    # the file holds what Store would have written: the row id as resourceVersion
+    with sqlite3.connect(db_path) as c:
+        (value,) = c.execute("SELECT value FROM log WHERE id = ?", (rev,)).fetchone()
+    assert orjson.loads(value)["metadata"]["resourceVersion"] == str(rev)
+
+
+async def test_delete_without_final_takes_the_newest_state(backend: SqliteBackend) -> None:
+    a = await MirrorStore.open(backend)
+    b = await MirrorStore.open(backend)
+    try:
+        rev, _ = await a.create(K, pod("a", n=0))
+        wb = b.watch("core/pods/", 0)
+        await take(wb, 1)
+        # b's writer and a's commit race: b deletes (unconditionally) the state it mirrors unless a's
+        # update landed first, in which case its conditional delete fails and it retries with the newer state.
+        await a.update(K, pod("a", n=1), rev)
+        r, final = await b.delete(K, 0)
+        assert orjson.loads(final)["n"] == 1 and orjson.loads(final)["metadata"]["resourceVersion"] == str(r)
+        wb.close()
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_close_drains_and_rejects(backend: SqliteBackend) -> None:
+    s = await MirrorStore.open(backend)
+    writes = [asyncio.ensure_future(s.create(f"core/pods/default/p{i}", pod(f"p{i}"))) for i in range(10)]
+    await asyncio.sleep(0)
+    await s.close()
+    assert [r for r, _ in await asyncio.gather(*writes)] == list(range(1, 11))
+    with pytest.raises(StoreClosed):
+        await s.create(K, pod("a"))
+    with pytest.raises(StoreClosed):
+        s.watch("", 0)
+    again = await MirrorStore.open(backend)
+    assert len(again) == 10
+    await again.close()
+
+
+# ---- two servers on one datastore ----------------------------------------------------------------------
+
+async def test_two_mirrors_see_each_others_writes_and_conflicts(backend: SqliteBackend) -> None:
+    a = await MirrorStore.open(backend)
+    b = await MirrorStore.open(backend)
+    try:
+        wb = b.watch("core/pods/", 0)
+        rev, raw = await a.create(K, pod("a"))
+        ev = (await take(wb, 1))[0]
+        assert (ev.type, ev.rev, ev.value) == ("ADDED", rev, raw) and b.get(K) == (rev, raw)
+        with pytest.raises(KeyExists):
+            await b.create(K, pod("a"))
+        rev2, _ = await b.update(K, pod("a", n=1), rev)
+        # a's mirror may not have applied b's update yet; the backend refuses a's stale write, and by the time
+        # the error is raised a's mirror shows the state it conflicted with (a re-read gets the new revision).
+        with pytest.raises(RevMismatch) as err:
+            await a.update(K, pod("a", n=2), rev)
+        assert err.value.current_rev == rev2
+        got = a.get(K)
+        assert got is not None and got[0] == rev2
+        await b.delete(K, rev2)
+        with pytest.raises(KeyNotFound):
+            await a.update(K, pod("a", n=3), 0)
+        assert a.get(K) is None
+        # concurrent creates of one key from both servers: exactly one wins
+        results = await asyncio.gather(a.create("core/pods/default/x", pod("x")),
+                                       b.create("core/pods/default/x", pod("x")), return_exceptions=True)
+        assert sorted(type(r).__name__ for r in results) == ["KeyExists", "tuple"]
+        wb.close()
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_concurrent_writers_on_two_mirrors_agree(backend: SqliteBackend) -> None:
+    """Read-modify-write loops on both servers over shared keys: every acknowledged increment lands once,
+    and both mirrors end with the same state."""
+    a = await MirrorStore.open(backend)
+    b = await MirrorStore.open(backend)
+    try:
+        keys = [f"core/configmaps/default/c{i}" for i in range(4)]
+        for k in keys:
+            await a.create(k, {"metadata": {"name": k}, "n": 0})
+
+        async def bump(s: MirrorStore, k: str, times: int) -> None:
+            done = 0
+            while done < times:
+                got = s.get(k)
+                assert got is not None
+                doc = orjson.loads(got[1])
+                doc["n"] += 1
+                try:
+                    await s.update(k, doc, got[0])
+                    done += 1
+                except RevMismatch:
+                    pass
+
+        await asyncio.gather(*(bump(s, k, 10) for s in (a, b) for k in keys))
+        for s in (a, b):  # the last write answered on one server may still be on its way to the other
+            await caught_up(s, await backend.current_rev())
+        assert a.list("core/configmaps/") == b.list("core/configmaps/")
+        assert [orjson.loads(v)["n"] for _, _, v in a.list("core/configmaps/")[0]] == [20] * 4
+        assert a.writes + b.writes == 4 + 80
+    finally:
+        await a.close()
+        await b.close()
+
+
+# ---- revisions with gaps ------------------------------------------------------------------------------
+
+async def test_watch_replay_and_live_with_revision_gaps(gapped: MirrorStore) -> None:
+    s = gapped
+    revs = [(await s.create(f"core/pods/default/p{i}", pod(f"p{i}")))[0] for i in range(4)]
+    assert revs == [3, 6, 9, 12] and s.current_rev == 12
+    assert s.oldest_rev == 1  # the snapshot at 0: nothing is missing after it
+    assert [e.rev for e in await take(s.watch("core/pods/", 0), 4)] == revs
+    assert [e.rev for e in await take(s.watch("core/pods/", 7), 2)] == [9, 12]  # from a gap
+    assert [e.rev for e in await take(s.watch("core/pods/", 9), 1)] == [12]
+    live = s.watch("core/pods/", 10)
+    r5, _ = await s.create("core/pods/default/p4", pod("p4"))
+    assert [e.rev for e in await take(live, 2)] == [12, r5]
+    for i in range(5, 7):  # window=5: 3 and 6 leave it
+        await s.create(f"core/pods/default/p{i}", pod(f"p{i}"))
+    assert [e.rev for e in s._hub.events] == [9, 12, 15, 18, 21] and s.oldest_rev == 7
+    with pytest.raises(Compacted) as err:
+        s.watch("core/pods/", 5)
+    assert err.value.oldest_rev == 7
+    assert [e.rev for e in await take(s.watch("core/pods/", 6), 5)] == [9, 12, 15, 18, 21]
+    assert [e.rev for e in await take(s.watch("core/pods/", 8), 5)] == [9, 12, 15, 18, 21]
+
+
+async def test_store_opens_a_gapped_file(gapped: MirrorStore, db_path: str) -> None:
+    for i in range(3):
+        await gapped.create(f"core/pods/default/p{i}", pod(f"p{i}"))
+    items = gapped.list("")
+    await gapped.close()
+    st = await Store.open(db_path)
+    try:
+        assert st.list("") == items and st.current_rev == 9
+        assert (await st.create(K, pod("a")))[0] == 10
+    finally:
+        await st.close()
+
+
+# ---- compaction and reload ----------------------------------------------------------------------------
+
+class GatedBackend:
+    """A real SqliteBackend whose change streams wait at a gate before each batch: a server whose stream fell
+    behind (a slow network) while the datastore moved on and compacted."""
+
+    def __init__(self, inner: SqliteBackend) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def commit(self, writes: Sequence[Write]) -> list[Outcome]:
+        return await self.inner.commit(writes)
+
+    async def snapshot(self, prefix: str = "") -> tuple[int, list[tuple[str, int, bytes]]]:
+        return await self.inner.snapshot(prefix)
+
+    async def changes(self, after_rev: int, prefix: str = "") -> AsyncIterator[list[Change]]:
+        while True:
+            await self.gate.wait()
+            async with contextlib.aclosing(self.inner.changes(after_rev, prefix)) as stream:
+                async for batch in stream:
+                    if not self.gate.is_set():
+                        break  # arrived while stalled: read again from after_rev once the gate opens
+                    yield batch
+                    after_rev = batch[-1].rev
+                else:
+                    return
+
+    async def current_rev(self) -> int:
+        return await self.inner.current_rev()
+
+    async def compact(self, rev: int) -> None:
+        await self.inner.compact(rev)
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_compaction_reaches_the_backend(store: MirrorStore, backend: SqliteBackend) -> None:
+    rev, _ = await store.create(K, pod("a"))
+    for i in range(30):
+        rev, _ = await store.update(K, pod("a", n=i), rev)
+    rows, _ = await backend.stats()
+    assert rows == 31
+    assert await store.compact(10) == 0 and store.compactions == 1
+    rows, _ = await store.stats()
+    assert rows == 10  # the rows above current - 10 (the live one among them); older history is gone
+    w = store.watch("core/pods/", rev - 5)  # the window in memory is unaffected
+    assert len(await take(w, 5)) == 5
+    w.close()
+
+
+async def test_reload_when_the_stream_is_compacted_away(backend: SqliteBackend) -> None:
+    a = await MirrorStore.open(backend)
+    gated = GatedBackend(backend)
+    b = await MirrorStore.open(gated)
+    try:
+        await a.create("core/pods/default/gone", pod("gone"))
+        watcher = b.watch("core/pods/", 0)
+        await take(watcher, 1)
+        seen = b.current_rev
+        gated.gate.clear()  # b's stream stalls
+        rev, _ = await a.create(K, pod("a"))
+        await a.delete("core/pods/default/gone", 0)
+        for i in range(5):
+            rev, _ = await a.update(K, pod("a", n=i), rev)
+        await a.compact(0)
+        assert b.current_rev == seen and b.get("core/pods/default/gone") is not None
+        gated.gate.set()
+        with pytest.raises(WatchDropped):  # the watch ends: its client re-watches ...
+            await take(watcher, 1)
+        assert b.reloads == 1 and b.current_rev == a.current_rev
+        with pytest.raises(Compacted):  # ... from its last revision, which is gone: 410, relist
+            b.watch("core/pods/", seen)
+        assert b.get("core/pods/default/gone") is None and b.get(K) == a.get(K)
+        assert b.list("core/") == a.list("core/")
+        # and it follows the stream again
+        w = b.watch("core/pods/", b.current_rev)
+        r, _ = await a.update(K, pod("a", n=99), rev)
+        assert [e.rev for e in await take(w, 1)] == [r]
+        w.close()
+    finally:
+        await b.close()
+        await a.close()
+
+
+# ---- codec and files shared with Store ----------------------------------------------------------------
+
+class XorCodec:
+    """Seals values under core/secrets/ (a reversible transform: the file must not hold the plain bytes)."""
+
+    def seal(self, name: str, value: bytes) -> bytes:
+        return b"x:" + bytes(c ^ 0x5A for c in value) if name.startswith("core/secrets/") else value
+
+    def unseal(self, name: str, value: bytes) -> bytes:
+        return bytes(c ^ 0x5A for c in value[2:]) if value.startswith(b"x:") else value
+
+
+async def test_codec_seals_what_the_backend_holds(backend: SqliteBackend, db_path: str) -> None:
+    s = await MirrorStore.open(backend, codec=XorCodec())
+    try:
+        w = s.watch("core/secrets/", 0)
+        rev, raw = await s.create("core/secrets/default/t", {"metadata": {"name": "t"}, "data": {"k": "dG9w"}})
+        assert b"dG9w" in raw and (await take(w, 1))[0].value == raw
+        await s.create(K, pod("a"))
+        with sqlite3.connect(db_path) as c:
+            stored = dict(c.execute("SELECT name, value FROM log").fetchall())
+        assert b"dG9w" not in stored["core/secrets/default/t"] and stored[K].startswith(b"{")
+        again = await MirrorStore.open(backend, codec=XorCodec())
+        assert again.get("core/secrets/default/t") == (rev, raw)
+        await again.close()
+        w.close()
+    finally:
+        await s.close()
+
+
+async def test_files_move_between_store_and_sqlite_backend(db_path: str) -> None:
+    st = await Store.open(db_path)
+    r1, _ = await st.create(K, pod("a"))
+    await st.update(K, pod("a", n=1), r1)
+    await st.create("core/pods/default/b", pod("b"))
+    await st.delete("core/pods/default/b", 0)
+    before = st.list("")
+    await st.close()
+    backend = await SqliteBackend.open(db_path)
+    m = await MirrorStore.open(backend)
+    assert m.list("") == before
+    rev, raw = await m.create("core/pods/default/c", pod("c"))
+    _, upd = await m.update(K, pod("a", n=2), 0)
+    after = m.list("")
+    await m.close()
+    await backend.close()
+    st = await Store.open(db_path)
+    try:
+        assert st.list("") == after and st.get("core/pods/default/c") == (rev, raw)
+        got = st.get(K)
+        assert got is not None and got[1] == upd
+        rev2, _ = await st.create("core/pods/default/d", pod("d"))
+        assert rev2 == st.current_rev == after[1] + 1
+    finally:
+        await st.close()
