@@ -180,6 +180,7 @@ async def test_concurrent_writers_on_two_mirrors_agree(backend: SqliteBackend) -
         keys = [f"core/configmaps/default/c{i}" for i in range(4)]
         for k in keys:
             await a.create(k, {"metadata": {"name": k}, "n": 0})
+        await caught_up(b, a.current_rev)
 
         async def bump(s: MirrorStore, k: str, times: int) -> None:
             done = 0
@@ -326,6 +327,78 @@ async def test_reload_when_the_stream_is_compacted_away(backend: SqliteBackend) 
     finally:
         await b.close()
         await a.close()
+
+
+async def test_conflict_is_raised_once_the_mirror_shows_it(backend: SqliteBackend) -> None:
+    """A backend conflict about a state this mirror has not applied yet waits for it: the caller's re-read
+    after the error must show the revision it conflicted with, or its read-modify-write loop would spin."""
+    gated = GatedBackend(backend)
+    a = await MirrorStore.open(gated)
+    b = await MirrorStore.open(backend)
+    try:
+        rev, _ = await a.create(K, pod("a"))
+        await caught_up(b, rev)
+        gated.gate.clear()  # a's stream stalls
+        rev2, _ = await b.update(K, pod("a", n=1), rev)
+        stale = asyncio.ensure_future(a.update(K, pod("a", n=2), rev))  # a still mirrors rev: the backend judges
+        created = asyncio.ensure_future(a.create("core/pods/default/b", pod("b")))
+        await b.create("core/pods/default/c", pod("c"))
+        exists = asyncio.ensure_future(a.create("core/pods/default/c", pod("c")))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not stale.done() and not created.done() and not exists.done()
+        gated.gate.set()
+        with pytest.raises(RevMismatch) as err:
+            await stale
+        assert err.value.current_rev == rev2
+        got = a.get(K)
+        assert got is not None and got[0] == rev2
+        with pytest.raises(KeyExists):
+            await exists
+        assert a.get("core/pods/default/c") is not None
+        assert (await created)[0] == a.get("core/pods/default/b")[0]  # type: ignore[index]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_delete_of_a_revision_the_mirror_has_not_seen_yet(backend: SqliteBackend) -> None:
+    gated = GatedBackend(backend)
+    a = await MirrorStore.open(gated)
+    b = await MirrorStore.open(backend)
+    try:
+        rev, _ = await a.create(K, pod("a"))
+        await caught_up(b, rev)
+        gated.gate.clear()
+        rev2, _ = await b.update(K, pod("a", n=1), rev)  # a client saw rev2 on b, then deletes through a
+        deleting = asyncio.ensure_future(a.delete(K, rev2))
+        with pytest.raises(KeyNotFound):  # neither mirrored nor in the backend
+            await a.delete("core/pods/default/none", 0)
+        gated.gate.set()
+        r, final = await deleting
+        assert orjson.loads(final)["n"] == 1 and r > rev2 and a.get(K) is None
+    finally:
+        await a.close()
+        await b.close()
+
+
+def test_the_interface_is_stores() -> None:
+    """Every public method and property of Store exists on MirrorStore with the same signature."""
+    import inspect
+
+    for name, member in inspect.getmembers(Store):
+        if name.startswith("_") and name != "__len__":
+            continue
+        assert hasattr(MirrorStore, name), name
+        if inspect.isfunction(member) or inspect.ismethod(member):
+            theirs, mine = (inspect.signature(f, eval_str=True) for f in (member, getattr(MirrorStore, name)))
+            if name == "open":  # a file path there, a Backend here; the same options
+                assert list(theirs.parameters.values())[1:] == list(mine.parameters.values())[1:]
+            else:
+                assert theirs == mine, name
+    for attr in ("current_rev", "commits", "writes", "compactions", "compacted_rows", "on_commit", "full",
+                 "failed_batches"):
+        assert attr in MirrorStore.__init__.__code__.co_names, attr
 
 
 # ---- codec and files shared with Store ----------------------------------------------------------------

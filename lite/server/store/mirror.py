@@ -279,8 +279,10 @@ class MirrorStore:
         for ch in batch:
             if ch.rev <= self.current_rev:
                 continue  # already in the snapshot this mirror was (re)loaded from
+            own = self._acks.get(ch.rev)
             try:
-                value = self._decode(ch.key, ch.value, ch.rev)
+                # This server's write: encoded from the object it sent (the same bytes, without parsing them).
+                value = _encode(own.stored, ch.rev) if own is not None else self._decode(ch.key, ch.value, ch.rev)
             except Exception:
                 log.exception("store mirror: cannot read %s at revision %d; change skipped", ch.key, ch.rev)
                 self.current_rev = ch.rev
@@ -343,17 +345,17 @@ class MirrorStore:
             return await self._submit("delete", key, final, expected_rev)
         while True:
             held = self._index.get(key)
-            if held is not None:
+            if held is not None and (not expected_rev or held[0] >= expected_rev):
                 rev, value = held[0], unpack(held[1])
-            else:
+            else:  # not mirrored yet, or the caller saw a newer revision than the mirror has applied
                 found = await self._fetch(key)
                 if found is None:
-                    raise KeyNotFound(key)
+                    gone = KeyNotFound(key)
+                    await self._catch_up(gone)
+                    raise gone
                 rev, value = found
-            if expected_rev and expected_rev != rev:
-                raise RevMismatch(key, rev)
             try:
-                return await self._submit("delete", key, orjson.loads(value), rev)
+                return await self._submit("delete", key, orjson.loads(value), expected_rev or rev)
             except RevMismatch:
                 if expected_rev:
                     raise
