@@ -125,7 +125,7 @@ class MirrorStore:
         self._writer: asyncio.Task[None] | None = None
         self._consumer: asyncio.Task[None] | None = None
         self._close_task: asyncio.Future[None] | None = None
-        self.path = str(getattr(backend, "path", ""))  # the file of a file-backed backend; "" otherwise
+        self._path = str(getattr(backend, "path", ""))
         self.full = False  # the last commit failed for want of space (cleared by the next good one)
         self.failed_batches = 0
         self.commits = 0  # backend commits of this server's writes
@@ -466,6 +466,11 @@ class MirrorStore:
         self.writes += ok
         if self.on_commit is not None and ok:
             self.on_commit(ok)
+
+    @property
+    def path(self) -> str:
+        """The backend's file if it has one (SqliteBackend), else "" (metrics then report no file size)."""
+        return self._path
 
     # ---- compaction, stats ---------------------------------------------------------------------------
 
