@@ -36,6 +36,8 @@ from test_store_watch import (  # noqa: F401
     test_watch_from_current_on_empty_store,
 )
 
+from lite.server.encryption.aesgcm import Key, Keyset, SecretsCodec
+from lite.server.encryption.control import sealed_counts
 from lite.server.store import Compacted, KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed, WatchDropped
 from lite.server.store.backend import Change, Outcome, Write
 from lite.server.store.mirror import MirrorStore
@@ -403,18 +405,10 @@ def test_the_interface_is_stores() -> None:
 
 # ---- codec and files shared with Store ----------------------------------------------------------------
 
-class XorCodec:
-    """Seals values under core/secrets/ (a reversible transform: the file must not hold the plain bytes)."""
-
-    def seal(self, name: str, value: bytes) -> bytes:
-        return b"x:" + bytes(c ^ 0x5A for c in value) if name.startswith("core/secrets/") else value
-
-    def unseal(self, name: str, value: bytes) -> bytes:
-        return bytes(c ^ 0x5A for c in value[2:]) if value.startswith(b"x:") else value
-
-
 async def test_codec_seals_what_the_backend_holds(backend: SqliteBackend, db_path: str) -> None:
-    s = await MirrorStore.open(backend, codec=XorCodec())
+    """The real Secrets codec (AES-GCM): the datastore holds ciphertext, memory and watches plain JSON."""
+    codec = SecretsCodec(Keyset((Key("k1", b"\x01" * 32),), True))
+    s = await MirrorStore.open(backend, codec=codec)
     try:
         w = s.watch("core/secrets/", 0)
         rev, raw = await s.create("core/secrets/default/t", {"metadata": {"name": "t"}, "data": {"k": "dG9w"}})
@@ -423,12 +417,31 @@ async def test_codec_seals_what_the_backend_holds(backend: SqliteBackend, db_pat
         with sqlite3.connect(db_path) as c:
             stored = dict(c.execute("SELECT name, value FROM log").fetchall())
         assert b"dG9w" not in stored["core/secrets/default/t"] and stored[K].startswith(b"{")
-        again = await MirrorStore.open(backend, codec=XorCodec())
+        assert sealed_counts(s.path) == {"k1": 1}  # `lite secrets-encrypt status` reads the file
+        again = await MirrorStore.open(backend, codec=codec)
         assert again.get("core/secrets/default/t") == (rev, raw)
         await again.close()
         w.close()
     finally:
         await s.close()
+
+
+async def test_sealed_values_carry_their_revision_for_store(db_path: str) -> None:
+    """Opened with the writers' codec, the backend sets resourceVersion inside sealed values too: the file
+    then opens with Store.open and serves every object with its revision."""
+    codec = SecretsCodec(Keyset((Key("k1", b"\x01" * 32),), True))
+    b = await SqliteBackend.open(db_path, codec=codec)
+    s = await MirrorStore.open(b, codec=codec)
+    rev, _ = await s.create("core/secrets/default/t", {"metadata": {"name": "t"}, "data": {"k": "dG9w"}})
+    rev2, raw2 = await s.update("core/secrets/default/t", {"metadata": {"name": "t"}, "data": {"k": "b3Bz"}}, rev)
+    await s.close()
+    await b.close()
+    st = await Store.open(db_path, codec=codec)
+    try:
+        assert st.get("core/secrets/default/t") == (rev2, raw2)
+        assert orjson.loads(raw2)["metadata"]["resourceVersion"] == str(rev2)
+    finally:
+        await st.close()
 
 
 async def test_files_move_between_store_and_sqlite_backend(db_path: str) -> None:

@@ -402,7 +402,7 @@ class MirrorStore:
             return
         try:
             target = await self._backend.current_rev()
-        except StoreError:
+        except Exception:  # the datastore cannot say: report the conflict as it is
             return
         while not (seen() or self.current_rev >= target or self._closing or self._stream_ended):
             await self._applied.wait()
@@ -461,7 +461,8 @@ class MirrorStore:
                 else:
                     self._acks[out] = p
             elif not p.future.done():
-                p.future.set_exception(out)
+                p.future.set_exception(out if isinstance(out, StoreError)
+                                       else CommitFailed(f"the datastore answered {out!r} for a write"))
         self.commits += 1
         self.writes += ok
         if self.on_commit is not None and ok:

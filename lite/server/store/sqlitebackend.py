@@ -9,9 +9,11 @@ revision = log row id).
   batch's earlier writes left it, appends a log row per successful write (id = the newest id + `rev_step`) and
   updates `current`. A failed transaction fails the whole batch with `CommitFailed` (`StoreFull` for a full
   disk): nothing of it was written.
-- `metadata.resourceVersion` is set to the row id in a value that is a plain JSON object as it is written
-  (what `Store` writes, so that `Store.open` serves the right resourceVersions); a value it cannot parse
-  (sealed by a codec) is stored as given and gets its resourceVersion from the mirror that reads it.
+- `metadata.resourceVersion` is set to the row id in a value that is a JSON object as it is written (what
+  `Store` writes, so that `Store.open` serves the right resourceVersions). A value sealed by a codec (a
+  MirrorStore's, for encryption at rest) is rewritten the same way inside its seal when the backend is opened
+  with that codec (`codec=`: unsealed, given the revision, sealed again); without it, it is stored as given
+  and only a MirrorStore (which sets resourceVersion as it reads) reads it right.
 - Changes are pushed: a commit, once durable, wakes every `changes` stream (an asyncio event, no polling),
   which reads the new rows on the same thread. Only writes through this object wake its streams (one
   process, one handle per file).
@@ -37,7 +39,7 @@ from lite.server.store.backend import Change, Outcome, Write
 from lite.server.store.checkpoint import Checkpointer
 from lite.server.store.errors import Compacted, KeyExists, KeyNotFound, RevMismatch, StoreClosed
 from lite.server.store.index import prefix_end
-from lite.server.store.sqlite import LogDB
+from lite.server.store.sqlite import LogDB, ValueCodec
 
 T = TypeVar("T")
 CHANGES_BATCH = 1000  # rows per read of a change stream
@@ -70,8 +72,10 @@ def _range(prefix: str) -> tuple[str, str]:
 class SqliteBackend:
     """See the module docstring; open with `SqliteBackend.open(path)`, end with `close()`."""
 
-    def __init__(self, db: LogDB, executor: ThreadPoolExecutor, rev: int, rev_step: int) -> None:
+    def __init__(self, db: LogDB, executor: ThreadPoolExecutor, rev: int, rev_step: int,
+                 codec: ValueCodec | None = None) -> None:
         self._db = db
+        self._codec = codec
         self._executor = executor
         self._rev = rev  # newest committed revision known here
         self._compacted = rev  # streams from below this raise Compacted (history before open is not vouched for)
@@ -83,8 +87,9 @@ class SqliteBackend:
         self.commits = 0
 
     @classmethod
-    async def open(cls, path: str, *, rev_step: int = 1) -> SqliteBackend:
-        """Open (or create) the file; StoreCorrupt/StoreFull as `Store.open` raises them."""
+    async def open(cls, path: str, *, rev_step: int = 1, codec: ValueCodec | None = None) -> SqliteBackend:
+        """Open (or create) the file; StoreCorrupt/StoreFull as `Store.open` raises them. `codec`: the one the
+        writers seal values with, used only to set resourceVersion inside sealed values (module docstring)."""
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lite-sqlitebackend")
         loop = asyncio.get_running_loop()
         try:
@@ -95,7 +100,7 @@ class SqliteBackend:
             if fault is not None:
                 raise fault from e
             raise
-        backend = cls(db, executor, 0, rev_step)
+        backend = cls(db, executor, 0, rev_step, codec)
         try:
             backend._rev = backend._compacted = await backend._run(db.max_rev)
             backend._checkpointer = await backend._run(lambda: Checkpointer(path))
@@ -147,7 +152,7 @@ class SqliteBackend:
                     continue
                 top += self._rev_step
                 c.execute("INSERT INTO log(id, name, created, deleted, prev_revision, value) VALUES (?, ?, ?, ?, ?, ?)",
-                          (top, w.key, int(w.op == "create"), int(w.op == "delete"), mod, with_rev(w.value, top)))
+                          (top, w.key, int(w.op == "create"), int(w.op == "delete"), mod, self._with_rev(w, top)))
                 if w.op == "delete":
                     c.execute("DELETE FROM current WHERE name = ?", (w.key,))
                 else:
@@ -159,6 +164,12 @@ class SqliteBackend:
                 c.execute("ROLLBACK")
             raise
         return outcomes, int(top)
+
+    def _with_rev(self, w: Write, rev: int) -> bytes:
+        if self._codec is None or w.value.startswith(b"{"):
+            return with_rev(w.value, rev)
+        plain = self._codec.unseal(w.key, w.value)
+        return w.value if plain is w.value or plain == w.value else self._codec.seal(w.key, with_rev(plain, rev))
 
     def _wake(self) -> None:
         self._changed.set()
