@@ -122,6 +122,8 @@ class SqliteBackend:
         try:
             outcomes, top = await self._run(functools.partial(self._commit, list(writes)))
         except Exception as e:
+            if self._closed:  # closed while it waited for the thread
+                raise StoreClosed("backend is closed") from e
             raise await self._run(functools.partial(faults.commit_error, e, self.path)) from e
         self.commits += 1
         if self._checkpointer is not None:
