@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 
@@ -38,10 +39,20 @@ from test_store_watch import (  # noqa: F401
 
 from lite.server.encryption.aesgcm import Key, Keyset, SecretsCodec
 from lite.server.encryption.control import sealed_counts
-from lite.server.store import Compacted, KeyExists, KeyNotFound, RevMismatch, Store, StoreClosed, WatchDropped
+from lite.server.store import (
+    Compacted,
+    KeyExists,
+    KeyNotFound,
+    RevMismatch,
+    Store,
+    StoreClosed,
+    StoreFull,
+    WatchDropped,
+)
 from lite.server.store.backend import Change, Outcome, Write
 from lite.server.store.mirror import MirrorStore
 from lite.server.store.sqlitebackend import SqliteBackend
+from lite.server.store.watch import Watch
 
 K = "core/pods/default/a"
 
@@ -139,6 +150,26 @@ async def test_close_drains_and_rejects(backend: SqliteBackend) -> None:
     await again.close()
 
 
+async def test_a_full_datastore_fails_the_batch_and_recovers(store: MirrorStore, backend: SqliteBackend) -> None:
+    await store.create(K, pod("a"))
+
+    def cap() -> None:  # the file may not grow and has no free page: SQLITE_FULL for any new page
+        c = backend._db.conn
+        c.executescript("PRAGMA incremental_vacuum;")
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        (pages,) = c.execute("PRAGMA page_count").fetchone()
+        c.execute(f"PRAGMA max_page_count={pages}").fetchone()
+
+    await backend._run(cap)
+    big = pod("big", data={"x": "y" * 200_000})
+    with pytest.raises(StoreFull):
+        await store.create("core/pods/default/big", big)
+    assert store.full and store.failed_batches == 1 and store.get("core/pods/default/big") is None
+    await backend._run(lambda: backend._db.conn.execute("PRAGMA max_page_count=1073741823").fetchone())
+    rev, _ = await store.create("core/pods/default/big", big)
+    assert not store.full and store.get("core/pods/default/big") is not None and store.current_rev == rev
+
+
 # ---- two servers on one datastore ----------------------------------------------------------------------
 
 async def test_two_mirrors_see_each_others_writes_and_conflicts(backend: SqliteBackend) -> None:
@@ -206,6 +237,71 @@ async def test_concurrent_writers_on_two_mirrors_agree(backend: SqliteBackend) -
     finally:
         await a.close()
         await b.close()
+
+
+async def test_two_servers_random_writes_and_watchers(db_path: str) -> None:
+    """Writers on two mirrors of one datastore (revisions with gaps), watchers starting on either at random
+    revisions: every watcher's stream is exactly the committed history after its start (types, values, prev
+    values, in revision order), and both mirrors end in the datastore's state."""
+    rng = random.Random(20)
+    backend = await SqliteBackend.open(db_path, rev_step=2)
+    mirrors = [await MirrorStore.open(backend, window=150) for _ in range(2)]
+    keys = [f"core/configmaps/default/c{i}" for i in range(8)]
+    watchers: list[tuple[int, Watch]] = []
+
+    def start_watcher() -> None:
+        m = rng.choice(mirrors)
+        after = rng.randint(m.oldest_rev - 1, m.current_rev)
+        watchers.append((after, m.watch("core/configmaps/", after)))
+
+    async def writer(m: MirrorStore, n: int) -> None:
+        for i in range(n):
+            k = rng.choice(keys)
+            got = m.get(k)
+            try:
+                if got is None:
+                    await m.create(k, {"metadata": {"name": k}, "i": i})
+                elif rng.random() < 0.2:
+                    await m.delete(k, got[0] if rng.random() < 0.5 else 0)
+                else:
+                    await m.update(k, {"metadata": {"name": k}, "i": i}, got[0] if rng.random() < 0.7 else 0)
+            except (KeyExists, KeyNotFound, RevMismatch):
+                pass
+            if rng.random() < 0.05:
+                start_watcher()
+
+    try:
+        start_watcher()
+        await asyncio.gather(*(writer(m, 50) for m in mirrors for _ in range(3)))
+        top = await backend.current_rev()
+        for m in mirrors:
+            await caught_up(m, top)
+        with sqlite3.connect(db_path) as c:
+            log = c.execute("SELECT id, name, created, deleted, value FROM log ORDER BY id").fetchall()
+            current = c.execute("SELECT c.name, c.id, l.value FROM current c JOIN log l ON l.id = c.id "
+                                "ORDER BY c.name").fetchall()
+        assert len(log) > 150 and len(watchers) >= 5
+        last: dict[str, bytes] = {}
+        history = []
+        for rev, key, created, deleted, value in log:
+            kind = "DELETED" if deleted else "ADDED" if created else "MODIFIED"
+            history.append((rev, kind, key, orjson.loads(value), None if created else orjson.loads(last[key])))
+            last[key] = value
+        for after, w in watchers:
+            want = [h for h in history if h[0] > after]
+            got = await take(w, len(want))
+            assert [(e.rev, e.type, e.key, orjson.loads(e.value), e.prev and orjson.loads(e.prev))
+                    for e in got] == want
+            assert not w._queue
+        for m in mirrors:
+            assert [(k, r, orjson.loads(v)) for k, r, v in m.list("")[0]] == \
+                [(k, r, orjson.loads(v)) for k, r, v in current]
+    finally:
+        for _, w in watchers:
+            w.close()
+        for m in mirrors:
+            await m.close()
+        await backend.close()
 
 
 # ---- revisions with gaps ------------------------------------------------------------------------------
