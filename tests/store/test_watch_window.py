@@ -1,12 +1,13 @@
-"""WatchHub's window on its own: replay starts on contiguous windows (Store's) and windows with revision gaps
-(a shared datastore's), the floor left by trimming, and `reset` for a reloaded mirror."""
+"""The watch window on its own: replay starts on contiguous windows (WatchHub, Store's) and windows with
+revision gaps (GapWatchHub, a shared datastore's), the floor left by trimming, and `reset` for a reloaded
+mirror."""
 
 from __future__ import annotations
 
 import pytest
 
 from lite.server.store import Compacted, WatchDropped
-from lite.server.store.watch import StoreEvent, WatchHub
+from lite.server.store.watch import GapWatchHub, StoreEvent, WatchHub
 
 
 def ev(rev: int, key: str = "core/pods/default/a") -> StoreEvent:
@@ -21,8 +22,9 @@ def replayed(hub: WatchHub, after: int, current: int, prefix: str = "core/pods/"
 
 
 @pytest.mark.parametrize("revs", [list(range(1, 101)), list(range(3, 301, 3)), [1, 2, 3, 10, 11, 50, 51, 52, 99]])
-def test_replay_starts_after_any_revision(revs: list[int]) -> None:
-    hub = WatchHub(1000, 100)
+@pytest.mark.parametrize("hub_type", [WatchHub, GapWatchHub])
+def test_replay_starts_after_any_revision(revs: list[int], hub_type: type[WatchHub]) -> None:
+    hub = hub_type(1000, 100)
     hub.remember(ev(r) for r in revs)
     current = revs[-1]
     for after in range(revs[0] - 1, current + 2):  # both halves: from the oldest end and from the newest
@@ -37,7 +39,7 @@ def test_replay_filters_by_prefix_from_either_end() -> None:
 
 
 def test_trimming_a_gapped_window_sets_the_floor() -> None:
-    hub = WatchHub(3, 100)
+    hub = GapWatchHub(3, 100)
     hub.remember(ev(r) for r in (5, 10, 15, 20, 25))
     assert [e.rev for e in hub.events] == [15, 20, 25] and hub.oldest_rev(25) == 11
     with pytest.raises(Compacted) as err:
@@ -53,11 +55,11 @@ def test_contiguous_window_keeps_stores_oldest_rev() -> None:
     hub.remember(ev(r) for r in range(16, 26))  # as Store seeds it at open: no floor yet
     assert hub.oldest_rev(25) == 16
     hub.remember([ev(26)])
-    assert hub.oldest_rev(26) == 17 and hub.floor == 16
+    assert hub.oldest_rev(26) == 17
 
 
 async def test_reset_drops_watchers_and_sets_the_floor() -> None:
-    hub = WatchHub(10, 100)
+    hub = GapWatchHub(10, 100)
     hub.remember(ev(r) for r in range(1, 6))
     w = hub.watch("core/pods/", 2, 5)
     assert [(await anext(w)).rev for _ in range(3)] == [3, 4, 5]

@@ -8,7 +8,7 @@ conflicts and revisions (other servers write too).
   then one task consumes `backend.changes(rev)`: each change gets `metadata.resourceVersion` set to its
   revision (backends store values without it), is applied to the index, published to watchers (with the
   index's previous value as `prev`, like `Store`'s events), and `current_rev` advances to it. The window's
-  revisions have gaps (see `watch.py`): the floor is the snapshot's revision.
+  revisions have gaps (`watch.GapWatchHub`): its floor is the snapshot's revision.
 - **Writes** (`create`/`update`/`delete`) become `backend.Write`s, group-committed: writes arriving while a
   commit is in flight go together in the next `backend.commit`. The value sent is the object's JSON without
   `metadata.resourceVersion` (as kube-apiserver stores objects), sealed by the `codec` if one is given (memory
@@ -66,7 +66,7 @@ from lite.server.store.index import KeyIndex
 from lite.server.store.packing import pack, unpack
 from lite.server.store.sqlite import ValueCodec
 from lite.server.store.store import HISTORY_FACTOR, HISTORY_FLOOR
-from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
+from lite.server.store.watch import EventType, GapWatchHub, StoreEvent, Watch
 
 log = logging.getLogger(__name__)
 CLOSE_WAIT = 5.0  # seconds close waits for the mirror to apply writes already committed
@@ -114,7 +114,7 @@ class MirrorStore:
         self._backend = backend
         self._codec = codec
         self._index = KeyIndex()
-        self._hub = WatchHub(window, watch_queue, window_bytes, watch_queue_bytes)
+        self._hub = GapWatchHub(window, watch_queue, window_bytes, watch_queue_bytes)
         self.current_rev = 0
         self._pending: list[_Pending] = []
         self._acks: dict[int, _Pending] = {}  # committed writes waiting for the mirror to apply their revision

@@ -1,11 +1,11 @@
 """Watch fan-out from an in-memory window of recent events.
 
 - The window keeps the most recent committed events in revision order, complete (every committed rev from
-  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it. Revisions may have
-  gaps (a shared datastore's, see `backend.py`): what is complete is what was committed, and `floor` (the
-  newest revision known to be out of reach: the newest event trimmed, or where a reloaded mirror started)
-  decides what is compacted, not arithmetic on revisions. `Store`'s revisions are contiguous; the lookup
-  checks that in O(1) and only bisects (O(log n)) a window with gaps. It is capped in
+  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it. `Store`'s
+  revisions are contiguous (`WatchHub`); a shared datastore's have gaps (`GapWatchHub`, MirrorStore's; see
+  `backend.py`): there `floor` (the newest revision out of reach: the newest event trimmed, or the revision a
+  mirror was loaded at) decides what is compacted, not arithmetic on revisions. The replay lookup serves both:
+  it checks contiguity in O(1) and only bisects (O(log n)) a window with gaps. It is capped in
   events (`window`) and in bytes (`window_bytes`, see `event_size`): 1 MiB objects cannot pin
   10,000 MiB. The newest event always stays, so `oldest_rev` never passes the current revision + 1.
   Its events hold packed values (`packing`), the same bytes objects as the index's, and unpack on access;
@@ -203,16 +203,11 @@ class WatchHub:
         self.events_bytes = 0
         self.queue_bound = queue_bound
         self.queue_bytes = queue_bytes
-        # The newest revision a watch can no longer replay after (None: below the oldest event, or current_rev
-        # while the window is empty, as a Store opened on its file has it): set by trimming and by `reset`.
-        self.floor: int | None = None
         self._by_resource: dict[str, set[Watch]] = {}
         self._broad: set[Watch] = set()  # prefixes shorter than "group/plural/"
 
     def oldest_rev(self, current_rev: int) -> int:
         """The oldest revision a watch replays: watching from any after_rev >= oldest_rev - 1 misses nothing."""
-        if self.floor is not None:
-            return self.floor + 1
         return self.events[0].rev if self.events else current_rev + 1
 
     def watcher_count(self) -> int:
@@ -263,9 +258,7 @@ class WatchHub:
             self.events.append(ev)
             self.events_bytes += event_size(ev)
         while len(self.events) > 1 and (len(self.events) > self.window or self.events_bytes > self.window_bytes):
-            gone = self.events.popleft()
-            self.events_bytes -= event_size(gone)
-            self.floor = gone.rev
+            self.events_bytes -= event_size(self.events.popleft())
 
     def publish(self, events: list[StoreEvent], kept: list[StoreEvent] | None = None) -> None:
         """Append committed events to the window (`kept`: the same events holding packed values, if given)
@@ -278,8 +271,41 @@ class WatchHub:
                 for w in dropped:
                     self.unregister(w)
 
+    def close_all(self) -> None:
+        for w in [*self._broad, *(w for s in self._by_resource.values() for w in s)]:
+            w._end()
+        self._broad.clear()
+        self._by_resource.clear()
+
+
+class GapWatchHub(WatchHub):
+    """A WatchHub for revisions with gaps (MirrorStore's): what is compacted is decided by `floor`.
+
+    `floor` is the newest revision a watch can no longer replay after: the newest event trimmed from the
+    window, or the revision of the snapshot the mirror was (re)loaded from (`reset`). With gaps, the oldest
+    event's revision says nothing about the revisions just below it: a watch from any after_rev >= floor misses
+    nothing (the window holds every committed revision above floor).
+    """
+
+    def __init__(self, window: int, queue_bound: int, window_bytes: int = 64 << 20,
+                 queue_bytes: int = 16 << 20) -> None:
+        super().__init__(window, queue_bound, window_bytes, queue_bytes)
+        self.floor = 0
+
+    def oldest_rev(self, current_rev: int) -> int:
+        return self.floor + 1
+
+    def remember(self, events: Iterable[StoreEvent]) -> None:
+        for ev in events:
+            self.events.append(ev)
+            self.events_bytes += event_size(ev)
+        while len(self.events) > 1 and (len(self.events) > self.window or self.events_bytes > self.window_bytes):
+            gone = self.events.popleft()
+            self.events_bytes -= event_size(gone)
+            self.floor = gone.rev
+
     def reset(self, floor: int) -> None:
-        """Forget the window and drop every watcher (`WatchDropped`): for a mirror reloaded from a snapshot at
+        """Forget the window and drop every watcher (`WatchDropped`): for a mirror (re)loaded from a snapshot at
         revision `floor`, whose history before it is unknown. A dropped watcher's consumer re-watches from its
         last revision and gets `Compacted` (410: the client relists) unless it was already at `floor`."""
         for w in [*self._broad, *(w for s in self._by_resource.values() for w in s)]:
@@ -289,9 +315,3 @@ class WatchHub:
         self.events.clear()
         self.events_bytes = 0
         self.floor = floor
-
-    def close_all(self) -> None:
-        for w in [*self._broad, *(w for s in self._by_resource.values() for w in s)]:
-            w._end()
-        self._broad.clear()
-        self._by_resource.clear()
