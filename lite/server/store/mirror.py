@@ -63,9 +63,10 @@ from lite.server.store.errors import (
     StoreFull,
 )
 from lite.server.store.index import KeyIndex
+from lite.server.store.interface import StoreLike
 from lite.server.store.packing import pack, unpack
 from lite.server.store.sqlite import ValueCodec
-from lite.server.store.store import HISTORY_FACTOR, HISTORY_FLOOR
+from lite.server.store.store import HISTORY_FACTOR, HISTORY_FLOOR, Store
 from lite.server.store.watch import EventType, GapWatchHub, StoreEvent, Watch
 
 log = logging.getLogger(__name__)
@@ -493,3 +494,8 @@ class MirrorStore:
         if isinstance(self._backend, _HasStats):
             return await self._backend.stats()
         return 0, 0
+
+
+def _conforms(store: Store, mirror: MirrorStore) -> tuple[StoreLike, StoreLike]:
+    """Never called: mypy checks here that both stores give the API the same interface."""
+    return store, mirror

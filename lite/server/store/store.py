@@ -52,6 +52,7 @@ from lite.server.store.errors import (
     StoreFull,
 )
 from lite.server.store.index import KeyIndex
+from lite.server.store.interface import StoreLike
 from lite.server.store.packing import pack, unpack
 from lite.server.store.sqlite import LogDB, Row, ValueCodec
 from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
@@ -538,7 +539,7 @@ def _event_type(row: Row) -> EventType:
     return "ADDED" if row.created else "MODIFIED"
 
 
-async def compactor(store: Store, interval: float, keep: int) -> None:
+async def compactor(store: StoreLike, interval: float, keep: int) -> None:
     """Compact every `interval` seconds keeping `keep` revisions; for the server's TaskGroup. Never returns.
 
     A failed compaction is logged and retried next round: it must not take the server down. On a full disk
