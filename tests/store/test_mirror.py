@@ -499,6 +499,35 @@ def test_the_interface_is_stores() -> None:
         assert attr in MirrorStore.__init__.__code__.co_names, attr
 
 
+class BrokenStreamBackend(GatedBackend):
+    """Its change streams break once (a lost connection) when `breaks` is set, after delivering a batch."""
+
+    breaks = False
+
+    async def changes(self, after_rev: int, prefix: str = "") -> AsyncIterator[list[Change]]:
+        async for batch in super().changes(after_rev, prefix):
+            yield batch
+            if self.breaks:
+                self.breaks = False
+                raise ConnectionResetError("connection to the datastore lost")
+
+
+async def test_a_broken_stream_resumes_after_the_last_applied_revision(backend: SqliteBackend) -> None:
+    broken = BrokenStreamBackend(backend)
+    a = await MirrorStore.open(backend)
+    b = await MirrorStore.open(broken)
+    try:
+        w = b.watch("core/pods/", 0)
+        broken.breaks = True
+        revs = [(await a.create(f"core/pods/default/p{i}", pod(f"p{i}")))[0] for i in range(5)]
+        assert [e.rev for e in await take(w, 5)] == revs  # each once, in order, across the reconnection
+        assert not broken.breaks and len(b) == 5
+        w.close()
+    finally:
+        await a.close()
+        await b.close()
+
+
 # ---- codec and files shared with Store ----------------------------------------------------------------
 
 async def test_codec_seals_what_the_backend_holds(backend: SqliteBackend, db_path: str) -> None:
