@@ -8,7 +8,9 @@ conflicts and revisions (other servers write too).
   then one task consumes `backend.changes(rev)`: each change gets `metadata.resourceVersion` set to its
   revision (backends store values without it), is applied to the index, published to watchers (with the
   index's previous value as `prev`, like `Store`'s events), and `current_rev` advances to it. The window's
-  revisions have gaps (`watch.GapWatchHub`): its floor is the snapshot's revision.
+  revisions have gaps (`watch.GapWatchHub`): its floor is the snapshot's revision, so after a (re)start a
+  watch from an older revision gets `Compacted` (410, the client relists), as from a restarted
+  kube-apiserver's watch cache; `Store` instead seeds its window from its file's history.
 - **Writes** (`create`/`update`/`delete`) become `backend.Write`s, group-committed: writes arriving while a
   commit is in flight go together in the next `backend.commit`. The value sent is the object's JSON without
   `metadata.resourceVersion` (as kube-apiserver stores objects), sealed by the `codec` if one is given (memory
