@@ -48,6 +48,7 @@ from lite.server.store import (
     StoreClosed,
     StoreFull,
     WatchDropped,
+    mirror,
 )
 from lite.server.store.backend import Change, Outcome, Write
 from lite.server.store.mirror import MirrorStore
@@ -168,6 +169,23 @@ async def test_a_full_datastore_fails_the_batch_and_recovers(store: MirrorStore,
     await backend._run(lambda: backend._db.conn.execute("PRAGMA max_page_count=1073741823").fetchone())
     rev, _ = await store.create("core/pods/default/big", big)
     assert not store.full and store.get("core/pods/default/big") is not None and store.current_rev == rev
+
+
+async def test_close_does_not_wait_forever_for_a_stalled_stream(backend: SqliteBackend,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mirror, "CLOSE_WAIT", 0.05)
+    gated = GatedBackend(backend)
+    s = await MirrorStore.open(gated)
+    gated.gate.clear()
+    commits = backend.commits
+    write = asyncio.ensure_future(s.create(K, pod("a")))
+    while backend.commits == commits:  # committed, but its change never reaches this mirror
+        await asyncio.sleep(0.001)
+    await s.close()
+    with pytest.raises(StoreClosed):
+        await write
+    _, items = await backend.snapshot()
+    assert [k for k, _, _ in items] == [K]  # the datastore has it: the outcome was unknown, not a failure
 
 
 # ---- two servers on one datastore ----------------------------------------------------------------------
