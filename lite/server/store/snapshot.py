@@ -23,7 +23,10 @@ key's value at R has no `prev` (a window loaded at open whose replaced row compa
 
 from __future__ import annotations
 
-from collections.abc import Reversible
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import islice
+from operator import attrgetter
 
 import orjson
 
@@ -33,22 +36,23 @@ from lite.server.store.packing import unpack
 from lite.server.store.watch import StoreEvent
 
 Item = tuple[str, int, bytes]  # (key, mod_rev, value as held), as `KeyIndex.list` gives them
+_rev = attrgetter("rev")
 
 
-def list_at(index: KeyIndex, events: Reversible[StoreEvent], floor: int, at_rev: int, prefix: str,
+def list_at(index: KeyIndex, events: Sequence[StoreEvent], floor: int, at_rev: int, prefix: str,
             start_after: str = "", limit: int = 0) -> tuple[list[Item], int]:
     """The items under `prefix` with key > start_after as of `at_rev`, sorted by key, at most `limit` (0 = all);
     and how many more follow them at that revision. `index` is the current state, `events` the window (revision
     order), holding every event with rev > `floor`."""
     if at_rev < floor:
         raise Compacted(floor + 1)
+    newer = len(events) - bisect_right(events, at_rev, key=_rev)
     oldest: dict[str, StoreEvent] = {}  # key in range -> its oldest event newer than at_rev
-    for ev in reversed(events):
-        if ev.rev <= at_rev:
-            break
-        key = ev.key
-        if key > start_after and key.startswith(prefix):
-            oldest[key] = ev  # newest first: the last one written is the oldest
+    # Newest first, so the last one written for a key is its oldest. The prefix test runs as a comprehension
+    # over the window's tail (about half the time of a loop doing both tests per event).
+    for ev in [ev for ev in islice(reversed(events), newer) if ev.key.startswith(prefix)]:
+        if ev.key > start_after:
+            oldest[ev.key] = ev
     if not oldest:
         return index.list(prefix, start_after, limit)
     then: list[tuple[str, StoreEvent]] = []  # keys live at at_rev and changed since, with the event holding it
