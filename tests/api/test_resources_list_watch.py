@@ -113,6 +113,8 @@ async def test_pagination(res: Resources) -> None:
     await res.delete(CM, "default", "c6")
     rest = await res.list(CM, "default", limit=2, label_selector="even=true", continue_=sel["metadata"]["continue"])
     assert names(rest) == ["c6"] and "continue" not in rest["metadata"]  # c4 went before the first page
+    everything = await res.list(CM, "default", limit=-1, label_selector="even=true")  # negative: no limit
+    assert names(everything) == ["c0", "c2"] and "continue" not in everything["metadata"]
 
 
 async def test_bad_continue_and_rv_rules(res: Resources) -> None:

@@ -141,6 +141,7 @@ class _ListPlan(NamedTuple):
 
     prefix: str
     start: str  # the key to start after ("" = the first under prefix)
+    limit: int  # items per page (0 = all)
     at_rev: int  # the revision to read at (0 = the current state)
     matcher: Matcher | None
     continued: bool  # from a continue token (start is its position)
@@ -226,7 +227,7 @@ class ReadMixin(RegistryBase):
                      resource_version_match: str = "") -> Obj:
         plan = self._plan_list(kind, namespace, label_selector, field_selector, limit, continue_, resource_version,
                                resource_version_match)
-        items, rev, more, last = self._collect(kind, plan, limit)
+        items, rev, more, last = self._collect(kind, plan)
         meta = _list_meta(rev, more, last, plan.matcher)
         return {"apiVersion": kind.api_version, "kind": kind.list_kind, "metadata": meta, "items": items}
 
@@ -238,13 +239,13 @@ class ReadMixin(RegistryBase):
         plan = self._plan_list(kind, namespace, label_selector, field_selector, limit, continue_, resource_version,
                                resource_version_match)
         if plan.matcher is not None or kind.crd:  # custom objects may be presented in another apiVersion
-            items, rev, more, last = self._collect(kind, plan, limit)
+            items, rev, more, last = self._collect(kind, plan)
             meta = _list_meta(rev, more, last, plan.matcher)
             return orjson.dumps({"apiVersion": kind.api_version, "kind": kind.list_kind, "metadata": meta,
                                  "items": items})
-        page, rev, remaining = self._page(plan, plan.start, limit)
+        page, rev, remaining = self._page(plan, plan.start, plan.limit)
         last = page[-1][0] if page else plan.start
-        meta = _list_meta(rev, remaining if limit else 0, last, None)
+        meta = _list_meta(rev, remaining if plan.limit else 0, last, None)
         return b"".join((b'{"apiVersion":', orjson.dumps(kind.api_version), b',"kind":', orjson.dumps(kind.list_kind),
                          b',"metadata":', orjson.dumps(meta), b',"items":[',
                          b",".join([unpack(raw) for _key, _rev, raw in page]), b"]}"))
@@ -258,12 +259,12 @@ class ReadMixin(RegistryBase):
         matcher = make_matcher(kind, label_selector, field_selector)
         prefix = self.prefix(kind, self.scoped(kind, namespace))
         if not continue_:
-            return _ListPlan(prefix, "", self._list_rv(resource_version, resource_version_match, limit), matcher,
-                             False)
+            return _ListPlan(prefix, "", limit, self._list_rv(resource_version, resource_version_match, limit),
+                             matcher, False)
         rv, start = decode_continue(continue_, prefix)
         if rv > self.store.current_rev:
             raise too_large(rv, self.store.current_rev)
-        return _ListPlan(prefix, start, max(rv, 0), matcher, True)  # rv < 0: on from the current state
+        return _ListPlan(prefix, start, limit, max(rv, 0), matcher, True)  # rv < 0: on from the current state
 
     def _list_rv(self, rv: str, match: str, limit: int) -> int:
         """The revision a list without a continue token reads at (0: the current state)."""
@@ -286,10 +287,10 @@ class ReadMixin(RegistryBase):
             raise ApiError(_EXPIRED_CONTINUE, 410, "Expired",
                            list_continue=encode_continue(-1, plan.start)) from None
 
-    def _collect(self, kind: Kind, plan: _ListPlan, limit: int) -> tuple[list[Obj], int, int, str]:
+    def _collect(self, kind: Kind, plan: _ListPlan) -> tuple[list[Obj], int, int, str]:
         """(items, rev, how many more may follow (0 = none), last key examined)."""
         out: list[Obj] = []
-        start, matcher = plan.start, plan.matcher
+        start, matcher, limit = plan.start, plan.matcher, plan.limit
         while True:
             want = limit - len(out) if limit else 0
             page, rev, remaining = self._page(plan, start, max(want, _SELECTOR_CHUNK) if want and matcher else want)
