@@ -13,9 +13,11 @@ the key's mod revision there), and only for items that land on the page.
 `MirrorStore`) reads at a revision the same way. Its caller promises that the window holds every event newer
 than `floor`; nothing here assumes revisions are contiguous (a shared datastore's have gaps).
 
-Cost: one pass over the window's events newer than R, newest first, stopping at R (a revision compare and a
-prefix test each), then page size + the number of keys in range changed since R. Nothing proportional to the
-whole resource. Synchronous and read-only: call it on the loop, between two applied batches.
+Cost: a bisection for R in the window, one prefix test for each of the window's events newer than R (all
+resources': ~75 ns each, so ~0.7 ms for a page read behind a full 10,000-event window, bench/store_list_at.py),
+then page size + the number of keys in range changed since R. Nothing proportional to the whole resource: a
+list's pages follow each other closely, so what is newer than R is usually the writes of those milliseconds.
+Synchronous and read-only: call it on the loop, between two applied batches.
 
 Raises `Compacted` when R < floor (events after R may have left the window), or when the event that holds a
 key's value at R has no `prev` (a window loaded at open whose replaced row compaction had removed).
@@ -49,7 +51,7 @@ def list_at(index: KeyIndex, events: Sequence[StoreEvent], floor: int, at_rev: i
     newer = len(events) - bisect_right(events, at_rev, key=_rev)
     oldest: dict[str, StoreEvent] = {}  # key in range -> its oldest event newer than at_rev
     # Newest first, so the last one written for a key is its oldest. The prefix test runs as a comprehension
-    # over the window's tail (about half the time of a loop doing both tests per event).
+    # over the window's tail (0.96 -> 0.74 ms for 10,000 events against a loop doing both tests per event).
     for ev in [ev for ev in islice(reversed(events), newer) if ev.key.startswith(prefix)]:
         if ev.key > start_after:
             oldest[ev.key] = ev
