@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from typing import NamedTuple
 
 import orjson
 
@@ -136,15 +135,11 @@ def _list_meta(rv: int, more: int, last: str, matcher: Matcher | None) -> Obj:
     return meta
 
 
-class _ListPlan(NamedTuple):
-    """What a validated list request reads (a tuple: built on every list, the hot path)."""
-
-    prefix: str
-    start: str  # the key to start after ("" = the first under prefix)
-    limit: int  # items per page (0 = all)
-    at_rev: int  # the revision to read at (0 = the current state)
-    matcher: Matcher | None
-    continued: bool  # from a continue token (start is its position)
+# What a validated list request reads: (key prefix, key to start after ("" = the first under prefix), items per
+# page (0 = all), revision to read at (0 = the current state), matcher, from a continue token (start is its
+# position)). A plain tuple: built on every list, the hot path (a NamedTuple cost ~0.3 us of a one-item list's
+# ~8 us in process).
+_ListPlan = tuple[str, str, int, int, Matcher | None, bool]
 
 
 class ReadMixin(RegistryBase):
@@ -228,7 +223,7 @@ class ReadMixin(RegistryBase):
         plan = self._plan_list(kind, namespace, label_selector, field_selector, limit, continue_, resource_version,
                                resource_version_match)
         items, rev, more, last = self._collect(kind, plan)
-        meta = _list_meta(rev, more, last, plan.matcher)
+        meta = _list_meta(rev, more, last, plan[4])
         return {"apiVersion": kind.api_version, "kind": kind.list_kind, "metadata": meta, "items": items}
 
     def list_encoded(self, kind: Kind, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
@@ -238,14 +233,15 @@ class ReadMixin(RegistryBase):
         are (they are orjson's encoding of exactly the objects `list_objects` would decode from them)."""
         plan = self._plan_list(kind, namespace, label_selector, field_selector, limit, continue_, resource_version,
                                resource_version_match)
-        if plan.matcher is not None or kind.crd:  # custom objects may be presented in another apiVersion
+        if plan[4] is not None or kind.crd:  # custom objects may be presented in another apiVersion
             items, rev, more, last = self._collect(kind, plan)
-            meta = _list_meta(rev, more, last, plan.matcher)
+            meta = _list_meta(rev, more, last, plan[4])
             return orjson.dumps({"apiVersion": kind.api_version, "kind": kind.list_kind, "metadata": meta,
                                  "items": items})
-        page, rev, remaining = self._page(plan, plan.start, plan.limit)
-        last = page[-1][0] if page else plan.start
-        meta = _list_meta(rev, remaining if plan.limit else 0, last, None)
+        start, limit = plan[1], plan[2]
+        page, rev, remaining = self._page(plan, start, limit)
+        last = page[-1][0] if page else start
+        meta = _list_meta(rev, remaining if limit else 0, last, None)
         return b"".join((b'{"apiVersion":', orjson.dumps(kind.api_version), b',"kind":', orjson.dumps(kind.list_kind),
                          b',"metadata":', orjson.dumps(meta), b',"items":[',
                          b",".join([unpack(raw) for _key, _rev, raw in page]), b"]}"))
@@ -259,12 +255,11 @@ class ReadMixin(RegistryBase):
         matcher = make_matcher(kind, label_selector, field_selector)
         prefix = self.prefix(kind, self.scoped(kind, namespace))
         if not continue_:
-            return _ListPlan(prefix, "", limit, self._list_rv(resource_version, resource_version_match, limit),
-                             matcher, False)
+            return prefix, "", limit, self._list_rv(resource_version, resource_version_match, limit), matcher, False
         rv, start = decode_continue(continue_, prefix)
         if rv > self.store.current_rev:
             raise too_large(rv, self.store.current_rev)
-        return _ListPlan(prefix, start, limit, max(rv, 0), matcher, True)  # rv < 0: on from the current state
+        return prefix, start, limit, max(rv, 0), matcher, True  # rv < 0: on from the current state
 
     def _list_rv(self, rv: str, match: str, limit: int) -> int:
         """The revision a list without a continue token reads at (0: the current state)."""
@@ -279,18 +274,17 @@ class ReadMixin(RegistryBase):
     def _page(self, plan: _ListPlan, start: str, limit: int) -> tuple[_Page, int, int]:
         """One store read of the plan: (items, the revision they are as of, how many more follow)."""
         try:
-            return self.store.list_packed(plan.prefix, start_after=start, limit=limit, at_rev=plan.at_rev)
+            return self.store.list_packed(plan[0], start_after=start, limit=limit, at_rev=plan[3])
         except Compacted:
-            if not plan.continued:
+            if not plan[5]:
                 raise errors.expired(_EXPIRED_LIST) from None
             # upstream's handleCompactedErrorForPaging: the same position, at whatever is current then
-            raise ApiError(_EXPIRED_CONTINUE, 410, "Expired",
-                           list_continue=encode_continue(-1, plan.start)) from None
+            raise ApiError(_EXPIRED_CONTINUE, 410, "Expired", list_continue=encode_continue(-1, plan[1])) from None
 
     def _collect(self, kind: Kind, plan: _ListPlan) -> tuple[list[Obj], int, int, str]:
         """(items, rev, how many more may follow (0 = none), last key examined)."""
         out: list[Obj] = []
-        start, matcher, limit = plan.start, plan.matcher, plan.limit
+        _, start, limit, _, matcher, _ = plan
         while True:
             want = limit - len(out) if limit else 0
             page, rev, remaining = self._page(plan, start, max(want, _SELECTOR_CHUNK) if want and matcher else want)
