@@ -28,6 +28,12 @@ from test_store_list import (  # noqa: F401
     test_list_sorted_and_prefix_isolated,
     test_pagination,
 )
+from test_store_list_at import (  # noqa: F401
+    cm,
+    test_current_revision_reads_the_index,
+    test_list_at,
+    test_model_every_revision_every_page,
+)
 from test_store_watch import (  # noqa: F401
     take,
     test_event_delivered_before_write_returns,
@@ -612,3 +618,27 @@ async def test_files_move_between_store_and_sqlite_backend(db_path: str) -> None
         assert rev2 == st.current_rev == after[1] + 1
     finally:
         await st.close()
+
+
+# ---- lists at a revision over a window with gaps ------------------------------------------------------
+
+async def test_list_at_with_revision_gaps(db_path: str) -> None:
+    b = await SqliteBackend.open(db_path, rev_step=3)
+    s = await MirrorStore.open(b)
+    try:
+        await test_model_every_revision_every_page(s)  # type: ignore[arg-type]
+    finally:
+        await s.close()
+        await b.close()
+
+
+async def test_list_at_compacted_below_the_floor(gapped: MirrorStore) -> None:
+    for i in range(8):
+        await gapped.create(f"core/configmaps/n/{i}", cm(str(i)))
+    revs = [r for _, r, _ in gapped.list("core/configmaps/")[0]]
+    floor = gapped.oldest_rev - 1
+    ok = [r for r in revs if r >= floor]
+    assert [k for k, _, _ in gapped.list("core/configmaps/", at_rev=ok[0])[0]] == [
+        f"core/configmaps/n/{i}" for i in range(revs.index(ok[0]) + 1)]
+    with pytest.raises(Compacted):
+        gapped.list("core/configmaps/", at_rev=floor - 1)

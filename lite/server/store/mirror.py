@@ -67,6 +67,7 @@ from lite.server.store.errors import (
 from lite.server.store.index import KeyIndex
 from lite.server.store.interface import StoreLike
 from lite.server.store.packing import pack, unpack
+from lite.server.store.snapshot import list_at
 from lite.server.store.sqlite import ValueCodec
 from lite.server.store.store import HISTORY_FACTOR, HISTORY_FLOOR, Store
 from lite.server.store.watch import EventType, GapWatchHub, StoreEvent, Watch
@@ -201,16 +202,26 @@ class MirrorStore:
         got = self._index.get(key)
         return None if got is None else (got[0], unpack(got[1]))
 
-    def list(self, prefix: str, *, start_after: str = "", limit: int = 0) -> tuple[_Items, int, int]:
-        """(items sorted by key, current_rev, how many more items follow the page)."""
-        items, remaining = self._index.list(prefix, start_after, limit)
-        return [(k, r, unpack(v)) for k, r, v in items], self.current_rev, remaining
+    def list(self, prefix: str, *, start_after: str = "", limit: int = 0,
+             at_rev: int = 0) -> tuple[_Items, int, int]:
+        """(items sorted by key, the revision they are as of, how many more items follow the page); `at_rev` as
+        `Store.list` (an older revision is rebuilt from the window by `snapshot.list_at`)."""
+        items, rev, remaining = self.list_packed(prefix, start_after=start_after, limit=limit, at_rev=at_rev)
+        return [(k, r, unpack(v)) for k, r, v in items], rev, remaining
 
     def get_packed(self, key: str) -> tuple[int, bytes] | None:
         """Like `get`, with the value as held (`packing.pack`'s form), as `Store.get_packed`."""
         return self._index.get(key)
 
-    def list_packed(self, prefix: str, *, start_after: str = "", limit: int = 0) -> tuple[_Items, int, int]:
+    def list_packed(self, prefix: str, *, start_after: str = "", limit: int = 0,
+                    at_rev: int = 0) -> tuple[_Items, int, int]:
+        if at_rev and at_rev != self.current_rev:
+            if at_rev > self.current_rev:
+                raise ValueError(f"revision {at_rev} is beyond the current revision {self.current_rev}")
+            # the window holds every event newer than oldest_rev - 1 (its floor), gaps or not
+            items, remaining = list_at(self._index, self._hub.events, self.oldest_rev - 1, at_rev, prefix,
+                                       start_after, limit)
+            return items, at_rev, remaining
         items, remaining = self._index.list(prefix, start_after, limit)
         return items, self.current_rev, remaining
 
