@@ -1,9 +1,11 @@
 """A throw-away etcd (Debian's `etcd-server` package) for tests: loopback ports, a temporary data dir.
 
 `etcd_or_skip()` starts one and stops it (and removes its data dir) on exit; it skips the test with the reason
-when the etcd binary is missing. `EtcdServer.restart()` stops and starts the same member on the same ports and
-data, for tests of reconnection. With `tls=True` the client URL is https, with client certificates required
-(a throw-away CA from tests/helpers/tls.py; its server certificate doubles as the client's).
+when the etcd binary is missing. `EtcdServer.restart()` (or `stop()` then `start()`) runs the same member again
+on the same ports and data, for tests of reconnection; `wipe()` deletes every key, so that tests sharing one
+server (a module- or session-scoped fixture) can each start from an empty keyspace. With `tls=True` the client
+URL is https, with client certificates required (a throw-away CA from tests/helpers/tls.py; its server
+certificate doubles as the client's).
 
 The data dir lives on /dev/shm when there is one: etcd fsyncs its WAL on every commit, and tests measure
 behaviour, not the disk.
@@ -54,6 +56,14 @@ class EtcdServer:
         return {"cafile": str(self.pki.ca_file), "certfile": str(self.pki.cert_file),
                 "keyfile": str(self.pki.key_file)}
 
+    def _etcdctl(self) -> list[str]:
+        cmd = [shutil.which("etcdctl") or "/usr/bin/etcdctl", "--endpoints", self.endpoint, "--dial-timeout", "1s",
+               "--command-timeout", "5s"]
+        if self.pki is not None:
+            cmd += ["--cacert", str(self.pki.ca_file), "--cert", str(self.pki.cert_file),
+                    "--key", str(self.pki.key_file)]
+        return cmd
+
     def start(self) -> None:
         peer = f"http://127.0.0.1:{self.peer_port}"
         args = [shutil.which("etcd") or ETCD, "--name", "lite-test", "--data-dir", str(self.data),
@@ -75,11 +85,7 @@ class EtcdServer:
             if self.proc.poll() is not None:
                 log = (self.root / "etcd.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"etcd exited with {self.proc.returncode}: {log}")
-            cmd = ["/usr/bin/etcdctl", "--endpoints", self.endpoint, "--dial-timeout", "1s",
-                   "--command-timeout", "2s", "endpoint", "health"]
-            if self.pki is not None:
-                cmd += ["--cacert", str(self.pki.ca_file), "--cert", str(self.pki.cert_file),
-                        "--key", str(self.pki.key_file)]
+            cmd = [*self._etcdctl(), "endpoint", "health"]
             if Path(cmd[0]).exists():
                 ok = subprocess.run(cmd, capture_output=True, env={"ETCDCTL_API": "3"}).returncode == 0
             else:  # no etcdctl: a listening client port is as far as we can tell
@@ -99,6 +105,11 @@ class EtcdServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+    def wipe(self) -> None:
+        """Delete every key (revisions go on counting): a clean keyspace for the next test, without a restart."""
+        subprocess.run([*self._etcdctl(), "del", "--prefix", ""], check=True, capture_output=True,
+                       env={"ETCDCTL_API": "3"})
 
     def restart(self) -> None:
         self.stop()

@@ -16,7 +16,7 @@ import pytest
 from lite.kinds import BUILTIN_KINDS
 from lite.server.store import etcdbackend, etcdkeys
 from lite.server.store.backend import Change, Write
-from lite.server.store.errors import Compacted, KeyExists, KeyNotFound, RevMismatch, StoreClosed
+from lite.server.store.errors import CommitFailed, Compacted, KeyExists, KeyNotFound, RevMismatch, StoreClosed
 from lite.server.store.etcdbackend import EtcdBackend, grpc_target
 from tests.helpers.etcdserver import EtcdServer, etcd_or_skip
 
@@ -267,7 +267,10 @@ async def test_changes_resume_after_etcd_restart(etcd: EtcdServer, backend: Etcd
     task = asyncio.create_task(watch())
     [rev1] = await backend.commit([Write("create", prefix + "before", _obj("before"))])
     await asyncio.wait_for(first.wait(), 30)
-    await asyncio.to_thread(etcd.restart)
+    await asyncio.to_thread(etcd.stop)
+    with pytest.raises(CommitFailed):  # unreachable: the outcome is unknown, and said so
+        await backend.commit([Write("create", prefix + "down", _obj("down")), Write("create", prefix + "d2", b"{}")])
+    await asyncio.to_thread(etcd.start)
     rev2 = None
     async with asyncio.timeout(30):  # the channel reconnects by itself; writes fail until it has
         while rev2 is None:
@@ -327,3 +330,10 @@ async def test_tls_with_client_certificates(tmp_path: Path, ns: str) -> None:
         no_cert = {k: v for k, v in server.tls_files.items() if k == "cafile"}
         with pytest.raises(Exception, match="etcd"):  # the server asks for a client certificate
             await EtcdBackend.open([server.endpoint], **no_cert)
+
+
+async def test_fixture_wipe_empties_the_keyspace(etcd: EtcdServer, backend: EtcdBackend, ns: str) -> None:
+    await backend.commit([Write("create", f"core/configmaps/{ns}/w", _obj("w"))])
+    await asyncio.to_thread(etcd.wipe)
+    rev, items = await backend.snapshot("")
+    assert items == [] and rev > 0

@@ -213,7 +213,10 @@ class EtcdBackend:
             for i in indexes:
                 outcomes[i] = await self._write(writes[i])
 
-        await asyncio.gather(*(chain(indexes) for indexes in chains.values()))
+        failures = [e for e in await asyncio.gather(*(chain(indexes) for indexes in chains.values()),
+                                                    return_exceptions=True) if e is not None]
+        if failures:  # raised once every write of the batch is decided or failed, none still in flight
+            raise failures[0]
         return outcomes
 
     async def _write(self, write: Write) -> Outcome:
