@@ -6,6 +6,7 @@ One etcd serves the module; each test writes under a namespace of its own, so te
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -312,6 +313,14 @@ async def test_close_ends_streams_and_refuses(etcd: EtcdServer, ns: str) -> None
     await b.close()  # idempotent
 
 
+async def test_open_waits_then_says_etcd_is_unreachable() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(CommitFailed, match=r"etcd: UNAVAILABLE: .*(refused|failed to connect)"):
+            await EtcdBackend.open([f"http://127.0.0.1:{port}"], connect_timeout=0.3)
+
+
 async def test_save_snapshot_is_etcds_own(backend: EtcdBackend, tmp_path: Path) -> None:
     size = await backend.save_snapshot(tmp_path / "etcd.db")
     data = (tmp_path / "etcd.db").read_bytes()
@@ -328,8 +337,8 @@ async def test_tls_with_client_certificates(tmp_path: Path, ns: str) -> None:
         finally:
             await b.close()
         no_cert = {k: v for k, v in server.tls_files.items() if k == "cafile"}
-        with pytest.raises(Exception, match="etcd"):  # the server asks for a client certificate
-            await EtcdBackend.open([server.endpoint], **no_cert)
+        with pytest.raises(CommitFailed, match="etcd: UNAVAILABLE"):  # the server asks for a client certificate
+            await EtcdBackend.open([server.endpoint], **no_cert, connect_timeout=0.5)
 
 
 async def test_fixture_wipe_empties_the_keyspace(etcd: EtcdServer, backend: EtcdBackend, ns: str) -> None:

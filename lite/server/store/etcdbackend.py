@@ -61,6 +61,7 @@ RPC_TIMEOUT = 10.0  # seconds; a write not answered by then is reported as Commi
 PAGE = 1000  # keys per Range page of a snapshot
 _BACKOFF = (0.05, 2.0)  # a broken watch stream is re-opened after 50 ms, doubling to 2 s
 _LEADER = (("hasleader", "true"),)
+_PROBE = pb.RangeRequest(key=b"/lite/.rev", limit=1, keys_only=True)  # a key nobody writes: a cheap read
 _OPTIONS = [
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
@@ -135,8 +136,9 @@ class EtcdBackend:
 
     @classmethod
     async def open(cls, endpoints: list[str], *, cafile: str | None = None, certfile: str | None = None,
-                   keyfile: str | None = None) -> EtcdBackend:
-        """Connect to etcd at `endpoints` and check that it answers (raises CommitFailed when it does not)."""
+                   keyfile: str | None = None, connect_timeout: float = RPC_TIMEOUT) -> EtcdBackend:
+        """Connect to etcd at `endpoints` and check that it answers, waiting up to `connect_timeout` seconds for
+        it to come up (raises CommitFailed when it does not)."""
         target, tls = grpc_target(endpoints)
         if (certfile is None) != (keyfile is None):
             raise ValueError("an etcd client certificate needs both certfile and keyfile")
@@ -151,7 +153,10 @@ class EtcdBackend:
             channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
         backend = cls(channel)
         try:
-            await backend.current_rev()
+            try:
+                await backend._call(backend._range, _PROBE, wait=connect_timeout)
+            except CommitFailed:
+                await backend._call(backend._range, _PROBE)  # at once: its error says why (refused, TLS, ...)
         except BaseException:
             await channel.close()
             raise
@@ -159,10 +164,13 @@ class EtcdBackend:
 
     # ---- reads -------------------------------------------------------------------------------------
 
-    async def _call(self, method: Any, request: Any) -> Any:
+    async def _call(self, method: Any, request: Any, *, wait: float = 0) -> Any:
+        """One unary RPC; `wait` > 0: wait that long for a connection (else fail at once while there is none)."""
         if self._closed.is_set():
             raise StoreClosed("etcd backend is closed")
         try:
+            if wait:
+                return await method(request, timeout=wait, wait_for_ready=True)
             return await method(request, timeout=RPC_TIMEOUT)
         except grpc.aio.AioRpcError as e:
             if self._closed.is_set():
@@ -171,7 +179,7 @@ class EtcdBackend:
 
     async def current_rev(self) -> int:
         """etcd's newest revision, from the header of a linearizable one-key read."""
-        resp = await self._call(self._range, pb.RangeRequest(key=b"/lite/.rev", limit=1, keys_only=True))
+        resp = await self._call(self._range, _PROBE)
         return int(resp.header.revision)
 
     async def snapshot(self, prefix: str = "") -> tuple[int, list[tuple[str, int, bytes]]]:
