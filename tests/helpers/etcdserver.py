@@ -1,4 +1,4 @@
-"""A throw-away etcd (Debian's `etcd-server` package) for tests: loopback ports, a temporary data dir.
+"""A throw-away etcd (Debian's `etcd-server`, with `etcd-client`'s etcdctl) for tests: loopback ports, a temp data dir.
 
 `etcd_or_skip()` starts one and stops it (and removes its data dir) on exit; it skips the test with the reason
 when the etcd binary is missing. `EtcdServer.restart()` (or `stop()` then `start()`) runs the same member again
@@ -28,6 +28,7 @@ import pytest
 from tests.helpers.tls import Pki, make_pki
 
 ETCD = "/usr/bin/etcd"
+ETCDCTL = "/usr/bin/etcdctl"
 
 
 def _free_port() -> int:
@@ -57,7 +58,7 @@ class EtcdServer:
                 "keyfile": str(self.pki.key_file)}
 
     def _etcdctl(self) -> list[str]:
-        cmd = [shutil.which("etcdctl") or "/usr/bin/etcdctl", "--endpoints", self.endpoint, "--dial-timeout", "1s",
+        cmd = [shutil.which("etcdctl") or ETCDCTL, "--endpoints", self.endpoint, "--dial-timeout", "1s",
                "--command-timeout", "5s"]
         if self.pki is not None:
             cmd += ["--cacert", str(self.pki.ca_file), "--cert", str(self.pki.cert_file),
@@ -85,13 +86,9 @@ class EtcdServer:
             if self.proc.poll() is not None:
                 log = (self.root / "etcd.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"etcd exited with {self.proc.returncode}: {log}")
-            cmd = [*self._etcdctl(), "endpoint", "health"]
-            if Path(cmd[0]).exists():
-                ok = subprocess.run(cmd, capture_output=True, env={"ETCDCTL_API": "3"}).returncode == 0
-            else:  # no etcdctl: a listening client port is as far as we can tell
-                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.client_port), 1):
-                    ok = True
-            if ok:
+            health = subprocess.run([*self._etcdctl(), "endpoint", "health"], capture_output=True,
+                                    env={"ETCDCTL_API": "3"})
+            if health.returncode == 0:
                 return
             time.sleep(0.1)
         raise RuntimeError("etcd did not become healthy within 30 s")
@@ -106,10 +103,14 @@ class EtcdServer:
                 self.proc.wait()
         self.proc = None
 
+    def etcdctl(self, *args: str) -> bytes:
+        """etcd's own command-line client against this server (v3 API); its stdout."""
+        return subprocess.run([*self._etcdctl(), *args], check=True, capture_output=True,
+                              env={"ETCDCTL_API": "3"}).stdout
+
     def wipe(self) -> None:
         """Delete every key (revisions go on counting): a clean keyspace for the next test, without a restart."""
-        subprocess.run([*self._etcdctl(), "del", "--prefix", ""], check=True, capture_output=True,
-                       env={"ETCDCTL_API": "3"})
+        self.etcdctl("del", "--prefix", "")
 
     def restart(self) -> None:
         self.stop()
@@ -121,6 +122,8 @@ def etcd_or_skip(*, tls: bool = False) -> Iterator[EtcdServer]:
     """A running EtcdServer for the block; skips (with the reason) when Debian's etcd-server is missing."""
     if not Path(ETCD).exists() and shutil.which("etcd") is None:
         pytest.skip("etcd is not installed (Debian package etcd-server; .ci/run installs it)")
+    if not Path(ETCDCTL).exists() and shutil.which("etcdctl") is None:
+        pytest.skip("etcdctl is not installed (Debian package etcd-client; .ci/run installs it)")
     shm = Path("/dev/shm")
     root = Path(tempfile.mkdtemp(prefix="lite-etcd-", dir=shm if shm.is_dir() else None))
     server = EtcdServer(root, tls=tls)

@@ -159,6 +159,17 @@ async def test_conditional_writes(backend: EtcdBackend, ns: str) -> None:
     assert isinstance(gone, KeyNotFound)
 
 
+async def test_objects_sit_where_kube_apiserver_reads_them(etcd: EtcdServer, backend: EtcdBackend, ns: str) -> None:
+    """Read back with etcdctl (etcd's own client), not through the backend: keys and values as kube-apiserver's."""
+    pod, node = _obj("p", kind="Pod"), _obj(f"{ns}-n", kind="Node")
+    await backend.commit([Write("create", f"core/pods/{ns}/p", pod), Write("create", f"core/nodes/{ns}-n", node)])
+    got = {}
+    for key in (f"/registry/pods/{ns}/p", f"/registry/minions/{ns}-n"):
+        out = await asyncio.to_thread(etcd.etcdctl, "get", key, "--print-value-only")
+        got[key] = out.rstrip(b"\n")
+    assert got == {f"/registry/pods/{ns}/p": pod, f"/registry/minions/{ns}-n": node}
+
+
 async def test_batch_same_key_in_order_others_in_parallel(backend: EtcdBackend, ns: str) -> None:
     a, b = f"core/configmaps/{ns}/a", f"core/configmaps/{ns}/b"
     outcomes = await backend.commit([
