@@ -24,8 +24,9 @@ leader (gRPC metadata `hasleader`, as kube-apiserver's client does), so a member
 them and they resume on a healthy one.
 
 Endpoints: `http://HOST:PORT` or `https://HOST:PORT` (TLS with `cafile`, or the system roots, and an optional
-client certificate). Several endpoints must be IP addresses (gRPC then fails over between them by itself);
-one endpoint may be a host name.
+client certificate; each endpoint's certificate is checked against its own host name). One gRPC channel per
+endpoint; calls go to one of them, and to the next when it cannot be reached (UNAVAILABLE or no answer in
+time). A failed call is never retried by the backend: a write whose answer was lost may have happened.
 
 Invariants: every RPC has a deadline (`RPC_TIMEOUT`) except the watch stream, which is kept alive by gRPC
 keepalive pings; after `close` every method raises `StoreClosed` and every change stream ends.
@@ -34,7 +35,6 @@ keepalive pings; after `close` every method raises `StoreClosed` and every chang
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -61,6 +61,7 @@ RPC_TIMEOUT = 10.0  # seconds; a write not answered by then is reported as Commi
 PAGE = 1000  # keys per Range page of a snapshot
 _BACKOFF = (0.05, 2.0)  # a broken watch stream is re-opened after 50 ms, doubling to 2 s
 _LEADER = (("hasleader", "true"),)
+_UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _PROBE = pb.RangeRequest(key=b"/lite/.rev", limit=1, keys_only=True)  # a key nobody writes: a cheap read
 _OPTIONS = [
     ("grpc.max_receive_message_length", -1),
@@ -73,33 +74,40 @@ _OPTIONS = [
 ]
 
 
-def grpc_target(endpoints: list[str]) -> tuple[str, bool]:
-    """(gRPC target, TLS?) for etcd endpoints `http(s)://HOST:PORT` (pure; raises ValueError on bad input)."""
+def grpc_targets(endpoints: list[str]) -> tuple[list[str], bool]:
+    """(one gRPC target per endpoint, TLS?) for etcd endpoints `http(s)://HOST:PORT` (pure; ValueError on bad
+    input). A bare `HOST:PORT` is http, as etcdctl takes it; the port defaults to 2379."""
     if not endpoints:
         raise ValueError("no etcd endpoint given")
-    schemes, hosts = set(), []
+    schemes, targets = set(), []
     for endpoint in endpoints:
         url = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
         if url.scheme not in ("http", "https") or not url.hostname or url.path not in ("", "/"):
             raise ValueError(f"etcd endpoint {endpoint!r}: expected http://HOST:PORT or https://HOST:PORT")
         schemes.add(url.scheme)
-        hosts.append((url.hostname, url.port or 2379))
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        targets.append(f"{host}:{url.port or 2379}")
     if len(schemes) > 1:
         raise ValueError("etcd endpoints mix http:// and https://")
-    tls = schemes == {"https"}
-    if len(hosts) == 1:
-        host, port = hosts[0]
-        return (f"[{host}]:{port}" if ":" in host else f"{host}:{port}"), tls
-    addresses = []
-    for host, port in hosts:
-        try:
-            ip = ipaddress.ip_address(host)
-        except ValueError:
-            raise ValueError(f"several etcd endpoints must be IP addresses, not host names ({host!r})") from None
-        addresses.append((ip.version, f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"))
-    if len({version for version, _ in addresses}) > 1:
-        raise ValueError("etcd endpoints mix IPv4 and IPv6 addresses")
-    return f"ipv{addresses[0][0]}:" + ",".join(address for _, address in addresses), tls
+    return targets, schemes == {"https"}
+
+
+class _Conn:
+    """One endpoint's channel and the etcd methods on it."""
+
+    def __init__(self, target: str, channel: grpc.aio.Channel) -> None:
+        self.target = target
+        self.channel = channel
+        self.range = channel.unary_unary(pb.KV_RANGE, request_serializer=pb.RangeRequest.SerializeToString,
+                                         response_deserializer=pb.RangeResponse.FromString)
+        self.txn = channel.unary_unary(pb.KV_TXN, request_serializer=pb.TxnRequest.SerializeToString,
+                                       response_deserializer=pb.TxnResponse.FromString)
+        self.compact = channel.unary_unary(pb.KV_COMPACT, request_serializer=pb.CompactionRequest.SerializeToString,
+                                           response_deserializer=pb.CompactionResponse.FromString)
+        self.watch = channel.stream_stream(pb.WATCH, request_serializer=pb.WatchRequest.SerializeToString,
+                                           response_deserializer=pb.WatchResponse.FromString)
+        self.snapshot = channel.unary_stream(pb.SNAPSHOT, request_serializer=pb.SnapshotRequest.SerializeToString,
+                                             response_deserializer=pb.SnapshotResponse.FromString)
 
 
 def _condition(write: Write, key: bytes) -> list[Any]:
@@ -118,28 +126,18 @@ def _condition(write: Write, key: bytes) -> list[Any]:
 class EtcdBackend:
     """A `Backend` on an etcd v3 cluster; see the module docstring."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self._channel = channel
-        self._range = channel.unary_unary(pb.KV_RANGE, request_serializer=pb.RangeRequest.SerializeToString,
-                                          response_deserializer=pb.RangeResponse.FromString)
-        self._txn = channel.unary_unary(pb.KV_TXN, request_serializer=pb.TxnRequest.SerializeToString,
-                                        response_deserializer=pb.TxnResponse.FromString)
-        self._compact = channel.unary_unary(pb.KV_COMPACT,
-                                            request_serializer=pb.CompactionRequest.SerializeToString,
-                                            response_deserializer=pb.CompactionResponse.FromString)
-        self._watch = channel.stream_stream(pb.WATCH, request_serializer=pb.WatchRequest.SerializeToString,
-                                            response_deserializer=pb.WatchResponse.FromString)
-        self._snapshot = channel.unary_stream(pb.SNAPSHOT, request_serializer=pb.SnapshotRequest.SerializeToString,
-                                              response_deserializer=pb.SnapshotResponse.FromString)
+    def __init__(self, conns: list[_Conn]) -> None:
+        self._conns = conns
+        self._current = 0  # the endpoint in use; moves on to the next when it cannot be reached
         self._closed = asyncio.Event()
         self._streams: set[Any] = set()
 
     @classmethod
     async def open(cls, endpoints: list[str], *, cafile: str | None = None, certfile: str | None = None,
                    keyfile: str | None = None, connect_timeout: float = RPC_TIMEOUT) -> EtcdBackend:
-        """Connect to etcd at `endpoints` and check that it answers, waiting up to `connect_timeout` seconds for
-        it to come up (raises CommitFailed when it does not)."""
-        target, tls = grpc_target(endpoints)
+        """Connect to etcd at `endpoints` and check that one answers, waiting up to `connect_timeout` seconds for
+        one to come up (raises CommitFailed, with the connection's own error, when none does)."""
+        targets, tls = grpc_targets(endpoints)
         if (certfile is None) != (keyfile is None):
             raise ValueError("an etcd client certificate needs both certfile and keyfile")
         if not tls and (cafile or certfile):
@@ -148,38 +146,58 @@ class EtcdBackend:
             ca, cert, key = await asyncio.to_thread(
                 lambda: tuple(Path(p).read_bytes() if p else None for p in (cafile, certfile, keyfile)))
             creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
-            channel = grpc.aio.secure_channel(target, creds, options=_OPTIONS)
+            conns = [_Conn(t, grpc.aio.secure_channel(t, creds, options=_OPTIONS)) for t in targets]
         else:
-            channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
-        backend = cls(channel)
+            conns = [_Conn(t, grpc.aio.insecure_channel(t, options=_OPTIONS)) for t in targets]
+        backend = cls(conns)
         try:
-            try:
-                await backend._call(backend._range, _PROBE, wait=connect_timeout)
-            except CommitFailed:
-                await backend._call(backend._range, _PROBE)  # at once: its error says why (refused, TLS, ...)
+            await backend._first_contact(connect_timeout)
         except BaseException:
-            await channel.close()
+            for conn in conns:
+                await conn.channel.close()
             raise
         return backend
 
+    async def _first_contact(self, seconds: float) -> None:
+        """Try the endpoints in turn (each for a slice of the time left) until one answers."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while (left := deadline - loop.time()) > 0:
+            try:
+                await self._call("range", _PROBE, wait=min(left, max(0.2, seconds / len(self._conns) / 3)))
+                return
+            except CommitFailed:
+                pass  # _call moved on to the next endpoint
+        await self._call("range", _PROBE)  # at once: its error says why (refused, TLS handshake, ...)
+
+    def _failed(self, conn: _Conn, error: grpc.aio.AioRpcError) -> None:
+        """`conn` could not be reached: the next call goes to the next endpoint (if it still is the current)."""
+        if len(self._conns) > 1 and self._conns[self._current] is conn and error.code() in _UNREACHABLE:
+            self._current = (self._current + 1) % len(self._conns)
+            log.info("etcd at %s unreachable (%s): now using %s", conn.target, error.code().name,
+                     self._conns[self._current].target)
+
     # ---- reads -------------------------------------------------------------------------------------
 
-    async def _call(self, method: Any, request: Any, *, wait: float = 0) -> Any:
-        """One unary RPC; `wait` > 0: wait that long for a connection (else fail at once while there is none)."""
+    async def _call(self, method: str, request: Any, *, wait: float = 0) -> Any:
+        """One unary RPC on the current endpoint; `wait` > 0: wait that long for a connection (else fail at once
+        while there is none). Never retried here: a write whose answer was lost may have happened."""
         if self._closed.is_set():
             raise StoreClosed("etcd backend is closed")
+        conn = self._conns[self._current]
         try:
             if wait:
-                return await method(request, timeout=wait, wait_for_ready=True)
-            return await method(request, timeout=RPC_TIMEOUT)
+                return await getattr(conn, method)(request, timeout=wait, wait_for_ready=True)
+            return await getattr(conn, method)(request, timeout=RPC_TIMEOUT)
         except grpc.aio.AioRpcError as e:
             if self._closed.is_set():
                 raise StoreClosed("etcd backend is closed") from None
-            raise CommitFailed(f"etcd: {e.code().name}: {e.details()}") from None
+            self._failed(conn, e)
+            raise CommitFailed(f"etcd {conn.target}: {e.code().name}: {e.details()}") from None
 
     async def current_rev(self) -> int:
         """etcd's newest revision, from the header of a linearizable one-key read."""
-        resp = await self._call(self._range, _PROBE)
+        resp = await self._call("range", _PROBE)
         return int(resp.header.revision)
 
     async def snapshot(self, prefix: str = "") -> tuple[int, list[tuple[str, int, bytes]]]:
@@ -189,7 +207,7 @@ class EtcdBackend:
             rev, out, key = 0, [], start
             try:
                 while True:
-                    resp = await self._call(self._range, pb.RangeRequest(key=key, range_end=end, limit=PAGE,
+                    resp = await self._call("range", pb.RangeRequest(key=key, range_end=end, limit=PAGE,
                                                                          revision=rev))
                     rev = rev or int(resp.header.revision)
                     for kv in resp.kvs:
@@ -233,7 +251,7 @@ class EtcdBackend:
             op = pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=key))
         else:
             op = pb.RequestOp(request_put=pb.PutRequest(key=key, value=write.value))
-        resp = await self._call(self._txn, pb.TxnRequest(
+        resp = await self._call("txn", pb.TxnRequest(
             compare=_condition(write, key), success=[op],
             failure=[pb.RequestOp(request_range=pb.RangeRequest(key=key, keys_only=True))]))
         if resp.succeeded:
@@ -261,7 +279,7 @@ class EtcdBackend:
     async def compact(self, rev: int) -> None:
         """etcd's Compact at `rev`; a revision already compacted is no error."""
         try:
-            await self._call(self._compact, pb.CompactionRequest(revision=rev))
+            await self._call("compact", pb.CompactionRequest(revision=rev))
         except CommitFailed as e:
             if "compacted" not in str(e):
                 raise
@@ -273,7 +291,8 @@ class EtcdBackend:
         start, end = etcdkeys.etcd_range(prefix)
         last, backoff = after_rev, _BACKOFF[0]
         while not self._closed.is_set():
-            call = self._watch(metadata=_LEADER)
+            conn = self._conns[self._current]
+            call = conn.watch(metadata=_LEADER)
             self._streams.add(call)
             try:
                 await call.write(pb.WatchRequest(create_request=pb.WatchCreateRequest(
@@ -296,6 +315,7 @@ class EtcdBackend:
             except grpc.aio.AioRpcError as e:
                 if self._closed.is_set():
                     return
+                self._failed(conn, e)
                 log.info("etcd watch broken (%s), resuming after revision %d", e.code().name, last)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
@@ -338,7 +358,7 @@ class EtcdBackend:
         size = 0
         try:
             with tmp.open("wb") as f:  # chunks of etcd's stream (32 KiB each): small writes
-                async for chunk in self._snapshot(pb.SnapshotRequest()):
+                async for chunk in self._conns[self._current].snapshot(pb.SnapshotRequest()):
                     f.write(chunk.blob)
                     size += len(chunk.blob)
             tmp.replace(path)
@@ -354,4 +374,5 @@ class EtcdBackend:
         self._closed.set()
         for call in list(self._streams):
             call.cancel()
-        await self._channel.close()
+        for conn in self._conns:
+            await conn.channel.close()
