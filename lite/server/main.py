@@ -4,10 +4,14 @@ Role: the composition root of `lite server`. It owns no behaviour of its own bey
 shutdown order and the long-lived background tasks.
 
 Start-up: credentials (CA, serving cert, tokens; whatever is missing is generated first in a forked child, so
-the server never loads `cryptography`) → the secrets encryption key file → Store.open (with its codec) →
+the server never loads `cryptography`) → the secrets encryption key file → Store.open (with its codec; the file
+of `sqlite://PATH` if given) → the bootstrap data copied into the store (`bootstrapdata`) →
 Resources.start → build_api_app (+ `/lite/secrets-encrypt`) →
 RLIMIT_NOFILE raised → aiohttp runner behind the connection-limiting TLS `Listener` → kubeconfig written
 (so a kubeconfig on disk means the port is open).
+With a shared datastore (`--datastore-endpoint` postgres/etcd, `datastore`) the order differs at the start:
+the backend is connected, the bootstrap data stored there is adopted (or, on the first server, generated and
+stored), and only then are the credentials loaded and the mirror of the datastore opened.
 Shutdown (the root task is cancelled, e.g. by SIGTERM): the TaskGroup cancels the background tasks, the
 runner stops listening and gives open requests `shutdown_grace` seconds (the API app closes its watches in
 `on_shutdown`), then Resources stops and the store commits what is pending and closes. Everything opened is
@@ -37,12 +41,20 @@ from lite.client import Client
 from lite.malloctune import QuietTrim
 from lite.records import dataclass
 from lite.server import pauses
-from lite.server.certs import Credentials, ensure_credentials, server_ssl_context, write_kubeconfig
+from lite.server.certs import (
+    Credentials,
+    ensure_credentials,
+    parse_join_token,
+    server_ssl_context,
+    write_kubeconfig,
+)
 from lite.server.config import ServerConfig
 from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
 
 if TYPE_CHECKING:
+    from lite.server.encryption.control import SecretsEncryption
     from lite.server.join.routes import LocalJoin
+    from lite.server.store import Store
 
 log = logging.getLogger("lite.server")
 
@@ -69,20 +81,12 @@ async def build(config: ServerConfig) -> Server:
     """Create credentials, open the store, build the control plane and the API app (not yet listening)."""
     from lite.server.authn.wiring import build_authenticator
     from lite.server.controlplane import build_control_plane
-    from lite.server.encryption.control import SecretsEncryption
     from lite.server.encryption.control import add_routes as add_encryption_routes
-    from lite.server.store import Store, compactor
+    from lite.server.store import compactor
 
-    _generate_credentials_apart(config)
-    creds = await asyncio.to_thread(ensure_credentials, config)
     stack = contextlib.AsyncExitStack()
     try:
-        config.paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        await asyncio.to_thread(private_store_files, config.paths.db)
-        encryption = await asyncio.to_thread(SecretsEncryption.prepare, config.paths.cred, config.secrets_encryption)
-        store = await Store.open(str(config.paths.db), codec=encryption.codec)
-        stack.push_async_callback(store.close)
-        encryption.attach(store)
+        store, creds, encryption = await _open_store(config, stack)
         authenticate = await asyncio.to_thread(build_authenticator, config, creds)
         plane = await build_control_plane(config, store, creds, authenticate)
         add_encryption_routes(plane.app, encryption, authenticate)
@@ -98,8 +102,74 @@ async def build(config: ServerConfig) -> Server:
         from lite.server.snapshots import run_schedule
 
         server.background.append(("snapshots", lambda: run_schedule(
-            config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name)))
+            config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name,
+            db=config.store_path)))
     return server
+
+
+async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
+                      ) -> tuple[Store, Credentials, SecretsEncryption]:
+    """Credentials, the secrets encryption keys and the store, with the bootstrap data in agreement
+    (`lite.server.bootstrapdata`). SQLite: the data dir's files are the truth and the store gets a copy. A
+    shared datastore: its bootstrap data (made by the first server) is read before anything is generated here,
+    so every server has the same CAs and keys, and before the mirror loads (Secrets may need those keys)."""
+    from lite.server import bootstrapdata as bd
+    from lite.server.datastore import open_backend, open_mirror, open_sqlite
+    from lite.server.encryption.control import SecretsEncryption
+
+    def secret() -> str | None:
+        return _token_secret(config)
+
+    def republish(slot: bd.Slot) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:  # keys changed on this server (lite secrets-encrypt): its files are the truth
+            try:
+                await bd.sync_bootstrap(slot, server_dir, secret, lambda: None, local_wins=True)
+            except Exception as e:  # the keys are changed here whatever happens; say the copy is stale
+                log.error("the encryption keys changed but the datastore's bootstrap data was not updated: %s", e)
+        return run
+
+    server_dir = config.paths.root / "server"
+    endpoint = config.datastore
+    if endpoint is not None and endpoint.shared:
+        def generate() -> None:
+            _generate_credentials_apart(config)
+            ensure_credentials(config)
+            SecretsEncryption.prepare(config.paths.cred, config.secrets_encryption)
+
+        backend = await open_backend(endpoint)
+        stack.push_async_callback(backend.close)
+        slot: bd.Slot = bd.BackendSlot(backend)
+        done = await bd.sync_bootstrap(slot, server_dir, secret, generate, local_wins=False)
+        log.info("bootstrap data (%s): %s", endpoint.display, done)
+        creds = await asyncio.to_thread(ensure_credentials, config)
+        encryption = await asyncio.to_thread(SecretsEncryption.prepare, config.paths.cred, config.secrets_encryption)
+        store = await open_mirror(backend, endpoint, encryption.codec)
+        stack.push_async_callback(store.close)
+    else:
+        _generate_credentials_apart(config)
+        creds = await asyncio.to_thread(ensure_credentials, config)
+        db = config.store_path
+        db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await asyncio.to_thread(private_store_files, db)
+        encryption = await asyncio.to_thread(SecretsEncryption.prepare, config.paths.cred, config.secrets_encryption)
+        store = await open_sqlite(str(db), encryption.codec)
+        stack.push_async_callback(store.close)
+        slot = bd.StoreSlot(store)
+        await bd.sync_bootstrap(slot, server_dir, secret, lambda: None, local_wins=True)
+    encryption.attach(store)
+    encryption.on_change = republish(slot)
+    return store, creds, encryption
+
+
+def _token_secret(config: ServerConfig) -> str | None:
+    """The join token's secret part: --token, else the data dir's token file, else None (not made yet)."""
+    if config.token:
+        return parse_join_token(config.token)[1]
+    try:
+        stored = config.paths.token.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return parse_join_token(stored)[1] if stored else None
 
 
 def _generate_credentials_apart(config: ServerConfig) -> None:

@@ -97,11 +97,11 @@ def test_check_files(tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_text("x")
     check_files(parse_endpoint("https://e1", cafile=str(ca)))  # a readable file: fine
-    with pytest.raises(EndpointError, match="--datastore-cafile: .* is a directory"):
+    with pytest.raises(EndpointError, match=r"--datastore-cafile: .* is a directory"):
         check_files(parse_endpoint("https://e1", cafile=str(tmp_path)))
-    with pytest.raises(EndpointError, match="--datastore-keyfile: .*: no such file"):
+    with pytest.raises(EndpointError, match=r"--datastore-keyfile: .*: no such file"):
         check_files(parse_endpoint("https://e1", certfile=str(ca), keyfile=str(tmp_path / "gone.pem")))
-    with pytest.raises(EndpointError, match="--datastore-endpoint: .* is a directory"):
+    with pytest.raises(EndpointError, match=r"--datastore-endpoint: .* is a directory"):
         check_files(parse_endpoint(f"sqlite://{tmp_path}"))
     with pytest.raises(EndpointError, match="is not a directory"):
         check_files(parse_endpoint(f"sqlite://{ca}/state.db"))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,8 @@ class SecretsEncryption:
         self.store: Store | None = None
         self.stage = "start"
         self._lock = asyncio.Lock()
+        # Told after the keys changed (the server copies them into the datastore's bootstrap data).
+        self.on_change: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
     def prepare(cls, cred: Path, enable: bool) -> SecretsEncryption:
@@ -70,6 +72,8 @@ class SecretsEncryption:
     async def _set(self, keyset: Keyset) -> None:
         await asyncio.to_thread(keyfile.save, self.cred, keyset)
         self.codec.keyset = keyset
+        if self.on_change is not None:
+            await self.on_change()
 
     async def run(self, command: str) -> Obj:
         async with self._lock:
