@@ -32,6 +32,9 @@ def test_sqlite_endpoint_puts_the_store_where_it_says(tmp_path: Path) -> None:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "where"}, "data": {"a": "b"}}
         status, _ = server.request("/api/v1/namespaces/default/configmaps", "POST", body)
         assert status == 201
+        assert server.proc is not None
+        maps = Path(f"/proc/{server.proc.pid}/maps").read_text()
+        assert "cryptography" not in maps  # the bootstrap data was sealed in a forked child
     finally:
         assert server.stop(timeout=15) == 0
     assert not (tmp_path / "data" / "server" / "db" / "state.db").exists()
