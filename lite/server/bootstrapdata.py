@@ -4,9 +4,10 @@ sealed with the join token, so every server on a shared datastore has the same o
 The bundle: the files listed in `FILES` (paths under `<data-dir>/server`), as a JSON object of base64
 contents, sealed with AES-256-GCM under a key derived from the token's secret part (scrypt with a random
 16-byte salt; the parameters are stored with it, so they can grow later), the store key as associated data.
-It lives at `KEY` (`lite/bootstrap`): group `lite` names no API group (built-in groups are fixed, CRD groups
-need a dot), so no request can read or write it, yet it travels with every copy of the store (snapshots,
-migrations).
+It lives at `KEY` (`lite/bootstrap/cluster`, shaped as GROUP/PLURAL/NAME like every key, so backends map it as
+they map objects: etcd puts it under `/lite/`, outside `/registry/`): group `lite` names no API group (built-in
+groups are fixed, CRD groups need a dot), so no request can read or write it, yet it travels with every copy of
+the store (snapshots, migrations).
 
 `sync_bootstrap(slot, server_dir, secret_of, generate, local_wins=...)` runs at start:
 - the stored bundle's revision and a digest of the token and the local files are remembered in
@@ -20,6 +21,8 @@ migrations).
 - SQLite (`local_wins=True`): the store file belongs to this data dir, so the local files are the truth and
   the stored bundle is (re)written from them when it differs or was sealed with another token; it is never
   opened.
+While a server on a shared datastore runs, `follow_bootstrap` watches the key: bundles other servers store
+(`lite secrets-encrypt` there changed the keys) are adopted, and the server's codec reloads the key file.
 Writing the bundle's files keeps encryption keys the local file has and the bundle lacks (after them, inactive),
 so no stored Secret ever becomes unreadable; a CA that changes takes the certificates it signed with it.
 
@@ -35,6 +38,7 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -45,10 +49,12 @@ import orjson
 
 from lite.forkcall import ChildFailed, call_in_child
 from lite.server.certs import write_private
-from lite.server.store import KeyExists, Store
+from lite.server.store import Compacted, KeyExists, Store, StoreClosed, WatchDropped
 from lite.server.store.backend import Backend, Write
 
-KEY = "lite/bootstrap"
+PREFIX = "lite/bootstrap/"
+KEY = PREFIX + "cluster"
+log = logging.getLogger("lite.server")
 FORMAT = "lite.io/v1"
 KIND = "BootstrapData"
 ENCRYPTION_FILE = "cred/encryption-config.json"
@@ -380,3 +386,35 @@ class BackendSlot:
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
+
+
+async def follow_bootstrap(store: Store, server_dir: Path, secret_of: Callable[[], str | None],
+                           reload: Callable[[], None]) -> None:
+    """Until cancelled: adopt every bundle another server stores, then `reload()` (blocking; run in a thread).
+    A bundle that does not open (its token changed elsewhere) is logged and skipped: this server keeps its keys."""
+    rev = store.current_rev
+    while True:
+        try:
+            async with store.watch(PREFIX, rev) as watch:
+                async for ev in watch:
+                    rev = ev.rev
+                    if ev.key == KEY and ev.type != "DELETED":
+                        await _follow((ev.rev, orjson.loads(ev.value)), server_dir, secret_of, reload)
+            return  # the store is closing
+        except (Compacted, WatchDropped):
+            rev = store.current_rev  # missed changes: the current bundle is all that matters
+            got = store.get(KEY)
+            if got is not None:
+                await _follow((got[0], orjson.loads(got[1])), server_dir, secret_of, reload)
+        except StoreClosed:
+            return
+
+
+async def _follow(stored: tuple[int, Doc], server_dir: Path, secret_of: Callable[[], str | None],
+                  reload: Callable[[], None]) -> None:
+    try:
+        if await _adopt(stored, server_dir, secret_of, lambda: None):
+            await asyncio.to_thread(reload)
+            log.info("bootstrap data revision %d adopted (keys changed on another server)", stored[0])
+    except BootstrapError as e:
+        log.error("new bootstrap data in the datastore not adopted: %s", e)

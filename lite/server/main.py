@@ -87,6 +87,7 @@ async def build(config: ServerConfig) -> Server:
     stack = contextlib.AsyncExitStack()
     try:
         store, creds, encryption = await _open_store(config, stack)
+        server_dir = config.paths.root / "server"
         authenticate = await asyncio.to_thread(build_authenticator, config, creds)
         plane = await build_control_plane(config, store, creds, authenticate)
         add_encryption_routes(plane.app, encryption, authenticate)
@@ -98,6 +99,11 @@ async def build(config: ServerConfig) -> Server:
     server.background.append(
         ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
     server.background += plane.background
+    if config.shared_datastore:
+        from lite.server.bootstrapdata import follow_bootstrap
+
+        server.background.append(("bootstrap-data", lambda: follow_bootstrap(
+            store, server_dir, lambda: _token_secret(config), encryption.reload)))
     if not config.disable_snapshots:
         from lite.server.snapshots import run_schedule
 

@@ -153,6 +153,32 @@ async def test_two_servers_racing_on_an_empty_store_end_with_one_bundle(tmp_path
         await store.close()
 
 
+async def test_a_running_server_adopts_keys_another_server_stored(tmp_path: Path) -> None:
+    store = await Store.open(str(tmp_path / "shared.db"))
+    try:
+        slot = bd.StoreSlot(store)
+        (a, a_dir), (b, b_dir) = _server(tmp_path / "a", "tok"), _server(tmp_path / "b", "tok")
+        for cfg, d in ((a, a_dir), (b, b_dir)):
+            await bd.sync_bootstrap(slot, d, lambda c=cfg: _secret(c), lambda c=cfg: _generate(c), local_wins=False)
+        reloaded = asyncio.Event()
+        follower = asyncio.create_task(bd.follow_bootstrap(store, b_dir, lambda: "tok", reloaded.set))
+        try:
+            await asyncio.sleep(0)  # the follower watches from here on
+            rotated = keyfile.new_key()
+            keyfile.save(a_dir / "cred", Keyset((rotated,), True))  # lite secrets-encrypt on server A
+            assert await bd.sync_bootstrap(slot, a_dir, lambda: "tok", lambda: None, local_wins=True) == "updated"
+            await asyncio.wait_for(reloaded.wait(), 30)
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+        keys = keyfile.load(b_dir / "cred")
+        assert keys is not None and keys.primary == rotated
+        assert await bd.sync_bootstrap(slot, b_dir, lambda: "tok", lambda: _generate(b),
+                                       local_wins=False) == "unchanged"
+    finally:
+        await store.close()
+
+
 async def test_sqlite_keeps_the_stored_copy_equal_to_the_data_dir(tmp_path: Path) -> None:
     store = await Store.open(str(tmp_path / "state.db"))
     try:

@@ -53,7 +53,8 @@ class SecretsEncryption:
         self.store: Store | None = None
         self.stage = "start"
         self._lock = asyncio.Lock()
-        # Told after the keys changed (the server copies them into the datastore's bootstrap data).
+        # Told when the keys change, after the key file is written and before the codec uses them (the server
+        # copies them into the datastore's bootstrap data).
         self.on_change: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
@@ -71,9 +72,13 @@ class SecretsEncryption:
 
     async def _set(self, keyset: Keyset) -> None:
         await asyncio.to_thread(keyfile.save, self.cred, keyset)
-        self.codec.keyset = keyset
-        if self.on_change is not None:
+        if self.on_change is not None:  # before the new key seals anything: other servers learn it first
             await self.on_change()
+        self.codec.keyset = keyset
+
+    def reload(self) -> None:
+        """Take the key file as it is now (another server's keys were written into it). Blocking."""
+        self.codec.keyset = keyfile.load(self.cred) or Keyset()
 
     async def run(self, command: str) -> Obj:
         async with self._lock:
