@@ -122,6 +122,7 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
     from lite.server import bootstrapdata as bd
     from lite.server.datastore import open_backend, open_mirror, open_sqlite
     from lite.server.encryption.control import SecretsEncryption
+    from lite.server.store import StoreError
 
     def secret() -> str | None:
         return _token_secret(config)
@@ -156,12 +157,16 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
         creds = await asyncio.to_thread(ensure_credentials, config)
         db = config.store_path
         db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        await asyncio.to_thread(private_store_files, db)
+        await asyncio.to_thread(private_store_files, db, server_dir)
         encryption = await asyncio.to_thread(SecretsEncryption.prepare, config.paths.cred, config.secrets_encryption)
         store = await open_sqlite(str(db), encryption.codec)
         stack.push_async_callback(store.close)
         slot = bd.StoreSlot(store)
-        await bd.sync_bootstrap(slot, server_dir, secret, lambda: None, local_wins=True)
+        try:  # the copy serves later migrations only: its failure must not keep this server down
+            await bd.sync_bootstrap(slot, server_dir, secret, lambda: None, local_wins=True)
+        except (StoreError, bd.BootstrapError, OSError) as e:
+            log.warning("the bootstrap data could not be copied into the store (it is retried at the next "
+                        "start): %s", e)
     encryption.attach(store)
     encryption.on_change = republish(slot)
     return store, creds, encryption
@@ -199,10 +204,11 @@ def _generate_credentials_apart(config: ServerConfig) -> None:
         log.warning("generating credentials in a child process failed, generating them here: %s", e)
 
 
-def private_store_files(db: Path) -> None:
+def private_store_files(db: Path, server_dir: Path | None = None) -> None:
     """The store file and its -wal/-shm (SQLite gives those the main file's mode) readable by the owner only,
-    and `<data-dir>/server` (made by `mkdir(parents=True)` with the default mode) closed to others."""
-    db.parent.parent.chmod(0o700)
+    and `<data-dir>/server` (`server_dir`, default the store's grandparent: made by `mkdir(parents=True)` with
+    the default mode) closed to others. A `sqlite://PATH` store's directories are the user's: left as they are."""
+    (server_dir if server_dir is not None else db.parent.parent).chmod(0o700)
     if not db.exists():
         os.close(os.open(db, os.O_CREAT | os.O_WRONLY, 0o600))  # an empty file is a new SQLite database
     for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):

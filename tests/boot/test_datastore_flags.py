@@ -25,6 +25,7 @@ def _server(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 def test_sqlite_endpoint_puts_the_store_where_it_says(tmp_path: Path) -> None:
     db = tmp_path / "elsewhere" / "objects.db"
+    tmp_path.chmod(0o755)  # the user's directory: the server must leave its mode alone
     server = LiteServer(tmp_path / "data", find_free_port(),
                         extra=("--disable-snapshots", "--datastore-endpoint", f"sqlite://{db}")).start()
     try:
@@ -45,6 +46,8 @@ def test_sqlite_endpoint_puts_the_store_where_it_says(tmp_path: Path) -> None:
         conn.close()
     assert {"core/configmaps/default/where", KEY} <= names  # the objects and the sealed bootstrap data
     assert db.stat().st_mode & 0o777 == 0o600
+    assert tmp_path.stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "data" / "server").stat().st_mode & 0o777 == 0o700
 
 
 @pytest.mark.parametrize(("endpoint", "module"), [
