@@ -215,3 +215,32 @@ def test_sealing_apart_keeps_cryptography_out_of_the_calling_process() -> None:
     assert out.stdout.splitlines() == [
         "wrong: the datastore holds bootstrap data sealed with another token: start this server with the --token "
         "of the servers already using this datastore", "False"]
+
+
+async def test_secrets_encrypt_stores_new_keys_before_sealing_with_them(tmp_path: Path) -> None:
+    from lite.server.encryption.control import SecretsEncryption
+
+    store = await Store.open(str(tmp_path / "state.db"))
+    try:
+        cred = tmp_path / "server" / "cred"
+        enc = SecretsEncryption.prepare(cred, enable=True)
+        enc.attach(store)
+        old = enc.codec.keyset.primary
+        seen: list[tuple[object, object]] = []
+
+        async def on_change() -> None:
+            on_disk = keyfile.load(cred)
+            seen.append((on_disk.primary if on_disk is not None else None, enc.codec.keyset.primary))
+
+        enc.on_change = on_change
+        status = await enc.run("rotate-keys")
+        assert len(seen) == 1
+        written, sealing = seen[0]
+        assert written is not None and getattr(written, "name", "") == status["activeKey"]  # in the file ...
+        assert sealing == old  # ... while the codec still sealed with the old key
+        assert enc.codec.keyset.primary == written
+        keyfile.save(cred, Keyset((keyfile.new_key(), *enc.codec.keyset.keys), True))  # another server's key
+        enc.reload()
+        assert enc.codec.keyset == keyfile.load(cred)
+    finally:
+        await store.close()
