@@ -38,11 +38,15 @@ async def open_sqlite(path: str, codec: ValueCodec | None) -> Store:
 async def open_backend(endpoint: DatastoreEndpoint) -> Backend:
     """The shared datastore's Backend, connected."""
     module = _module(MODULES[endpoint.kind], endpoint)
-    if endpoint.kind == "postgres":
-        backend: Backend = await module.PgBackend.open(endpoint.dsn)
-    else:
-        backend = await module.EtcdBackend.open(list(endpoint.endpoints), cafile=endpoint.cafile or None,
-                                                certfile=endpoint.certfile or None, keyfile=endpoint.keyfile or None)
+    try:
+        if endpoint.kind == "postgres":
+            backend: Backend = await module.PgBackend.open(endpoint.dsn)
+        else:
+            backend = await module.EtcdBackend.open(list(endpoint.endpoints), cafile=endpoint.cafile or None,
+                                                    certfile=endpoint.certfile or None,
+                                                    keyfile=endpoint.keyfile or None)
+    except ValueError as e:  # a form the backend cannot use (e.g. several etcd endpoints by host name)
+        raise DatastoreUnavailable(f"--datastore-endpoint {endpoint.display}: {e}") from None
     return backend
 
 
