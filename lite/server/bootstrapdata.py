@@ -49,6 +49,7 @@ import orjson
 
 from lite.forkcall import ChildFailed, call_in_child
 from lite.server.certs import write_private
+from lite.server.encryption.aesgcm import SecretsCodec, UnsealError
 from lite.server.store import Compacted, KeyExists, Store, StoreClosed, WatchDropped
 from lite.server.store.backend import Backend, Write
 
@@ -418,3 +419,46 @@ async def _follow(stored: tuple[int, Doc], server_dir: Path, secret_of: Callable
             log.info("bootstrap data revision %d adopted (keys changed on another server)", stored[0])
     except BootstrapError as e:
         log.error("new bootstrap data in the datastore not adopted: %s", e)
+
+
+class FollowingCodec:
+    """The store codec of a server on a shared datastore: its `SecretsCodec`, watching the bootstrap data go by
+    in revision order. A Secret sealed with a key this server has not adopted yet (another server rotated the
+    keys and wrote with the new one before `follow_bootstrap` caught up) is opened by adopting the newest bundle
+    seen so far (`adopt`, blocking: a forked child, ~0.1 s, once per rotation); the change stream carries that
+    bundle before any value sealed with its keys, so the mirror never fails on such a value."""
+
+    def __init__(self, inner: SecretsCodec, adopt: Callable[[bytes], None]) -> None:
+        self.inner = inner
+        self.adopt = adopt
+        self._seen: bytes | None = None  # the newest bundle passed to unseal and not adopted here yet
+
+    def seal(self, name: str, value: bytes) -> bytes:
+        return self.inner.seal(name, value)
+
+    def unseal(self, name: str, value: bytes) -> bytes:
+        if name == KEY:
+            self._seen = value
+            return value
+        try:
+            return self.inner.unseal(name, value)
+        except UnsealError:
+            seen, self._seen = self._seen, None
+            if seen is None:
+                raise
+            try:
+                self.adopt(seen)
+            except BootstrapError as e:
+                log.error("new bootstrap data in the datastore not adopted: %s", e)
+                raise
+            return self.inner.unseal(name, value)
+
+
+def adopt_now(server_dir: Path, secret_of: Callable[[], str | None], reload: Callable[[], None]
+              ) -> Callable[[bytes], None]:
+    """`FollowingCodec`'s `adopt`: open the stored bundle `raw`, write its files here, then `reload()`."""
+    def adopt(raw: bytes) -> None:
+        install(server_dir, unseal_apart(_need_secret(secret_of, stored=True), orjson.loads(raw)))
+        reload()
+        log.info("bootstrap data adopted for a Secret sealed with a key new to this server")
+    return adopt

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from lite.server.encryption.control import SecretsEncryption
     from lite.server.join.routes import LocalJoin
     from lite.server.store import Store
+    from lite.server.store.backend import Backend
 
 log = logging.getLogger("lite.server")
 
@@ -150,8 +151,10 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
         log.info("bootstrap data (%s): %s", endpoint.display, done)
         creds = await asyncio.to_thread(ensure_credentials, config)
         encryption = await asyncio.to_thread(SecretsEncryption.prepare, config.paths.cred, config.secrets_encryption)
-        store = await open_mirror(backend, endpoint, encryption.codec)
+        codec = bd.FollowingCodec(encryption.codec, bd.adopt_now(server_dir, secret, encryption.reload))
+        store = await open_mirror(backend, endpoint, codec)
         stack.push_async_callback(store.close)
+        encryption.count_sealed = _backend_counts(backend)
     else:
         _generate_credentials_apart(config)
         creds = await asyncio.to_thread(ensure_credentials, config)
@@ -170,6 +173,21 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
     encryption.attach(store)
     encryption.on_change = republish(slot)
     return store, creds, encryption
+
+
+def _backend_counts(backend: Backend) -> Callable[[], Awaitable[dict[str, int]]]:
+    """`lite secrets-encrypt status`'s counts on a shared datastore: read from the stored (sealed) values."""
+    from lite.server.encryption.aesgcm import SEALED_KEYS
+    from lite.server.encryption.control import count_values
+
+    async def count() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for prefix in SEALED_KEYS:
+            _, items = await backend.snapshot(prefix)
+            for name, n in count_values(value for _, _, value in items).items():
+                counts[name] = counts.get(name, 0) + n
+        return counts
+    return count
 
 
 def _token_secret(config: ServerConfig) -> str | None:
