@@ -72,6 +72,7 @@ NONCE = 12
 
 Doc = dict[str, Any]
 Files = dict[str, bytes]
+Presealed = tuple[str, Doc]  # (files_digest of what was sealed, the sealed bundle)
 
 
 class BootstrapError(Exception):
@@ -220,6 +221,24 @@ def write_sum(server_dir: Path, rev: int, digest: str) -> None:
     write_private(server_dir / SUM_FILE, f"{rev}:{digest}\n".encode())
 
 
+def presealed(server_dir: Path, secret: str) -> bytes:
+    """For the credentials child (which has `cryptography` loaded): the bundle of the files as they are, sealed,
+    with their digest, unless `bootstrap.sum` shows they were stored already (b"" then). Blocking."""
+    files = collect(server_dir)
+    digest = files_digest(secret, files)
+    known = read_sum(server_dir)
+    if known is not None and known[1] == digest:
+        return b""
+    return json.dumps({"digest": digest, "doc": seal(secret, files)}).encode()
+
+
+def read_presealed(raw: bytes) -> Presealed | None:
+    if not raw:
+        return None
+    got = json.loads(raw)
+    return str(got["digest"]), dict(got["doc"])
+
+
 # ---- the crypto, away from the server process -----------------------------------------------------------
 
 
@@ -279,9 +298,17 @@ class Slot(Protocol):
 
 
 async def sync_bootstrap(slot: Slot, server_dir: Path, secret_of: Callable[[], str | None],
-                         generate: Callable[[], None], *, local_wins: bool) -> str:
+                         generate: Callable[[], None], *, local_wins: bool, presealed: Presealed | None = None
+                         ) -> str:
     """Bring the data dir and the stored bundle into agreement (see the module docstring); returns what was
-    done: "unchanged", "adopted" (the stored bundle's files are used), "created" or "updated" (stored)."""
+    done: "unchanged", "adopted" (the stored bundle's files are used), "created" or "updated" (stored).
+    `presealed`: a bundle sealed already (`presealed()`), used when its digest is the files' digest."""
+
+    async def sealed(secret: str, files: Files, digest: str) -> Doc:
+        if presealed is not None and presealed[0] == digest:
+            return presealed[1]
+        return await asyncio.to_thread(seal_apart, secret, files)
+
     stored = await slot.read()
     if stored is not None and not local_wins:
         adopted = await _adopt(stored, server_dir, secret_of, generate)
@@ -296,10 +323,10 @@ async def sync_bootstrap(slot: Slot, server_dir: Path, secret_of: Callable[[], s
     if stored is not None:
         if await asyncio.to_thread(read_sum, server_dir) == (stored[0], digest):
             return "unchanged"
-        rev = await slot.replace(await asyncio.to_thread(seal_apart, secret, files), stored[0])
+        rev = await slot.replace(await sealed(secret, files, digest), stored[0])
         await asyncio.to_thread(write_sum, server_dir, rev, digest)
         return "updated"
-    rev_or_none = await slot.create(await asyncio.to_thread(seal_apart, secret, files))
+    rev_or_none = await slot.create(await sealed(secret, files, digest))
     if rev_or_none is not None:
         await asyncio.to_thread(write_sum, server_dir, rev_or_none, digest)
         return "created"
@@ -307,7 +334,7 @@ async def sync_bootstrap(slot: Slot, server_dir: Path, secret_of: Callable[[], s
     if won is None:
         raise BootstrapError(f"{KEY}: the bootstrap data was created and deleted while this server started")
     if local_wins:
-        rev = await slot.replace(await asyncio.to_thread(seal_apart, secret, files), won[0])
+        rev = await slot.replace(await sealed(secret, files, digest), won[0])
         await asyncio.to_thread(write_sum, server_dir, rev, digest)
         return "updated"
     await _adopt(won, server_dir, secret_of, generate)

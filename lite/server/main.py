@@ -52,6 +52,7 @@ from lite.server.config import ServerConfig
 from lite.server.listener import FD_RESERVE, HANDLER_ARGS, Listener, raise_nofile_limit
 
 if TYPE_CHECKING:
+    from lite.server.bootstrapdata import Presealed
     from lite.server.encryption.control import SecretsEncryption
     from lite.server.join.routes import LocalJoin
     from lite.server.store import Store
@@ -156,7 +157,7 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
         stack.push_async_callback(store.close)
         encryption.count_sealed = _backend_counts(backend)
     else:
-        _generate_credentials_apart(config)
+        presealed = await asyncio.to_thread(_generate_credentials_apart, config, preseal=True)
         creds = await asyncio.to_thread(ensure_credentials, config)
         db = config.store_path
         db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -166,7 +167,7 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
         stack.push_async_callback(store.close)
         slot = bd.StoreSlot(store)
         try:  # the copy serves later migrations only: its failure must not keep this server down
-            await bd.sync_bootstrap(slot, server_dir, secret, lambda: None, local_wins=True)
+            await bd.sync_bootstrap(slot, server_dir, secret, lambda: None, local_wins=True, presealed=presealed)
         except (StoreError, bd.BootstrapError, OSError) as e:
             log.warning("the bootstrap data could not be copied into the store (it is retried at the next "
                         "start): %s", e)
@@ -201,25 +202,38 @@ def _token_secret(config: ServerConfig) -> str | None:
     return parse_join_token(stored)[1] if stored else None
 
 
-def _generate_credentials_apart(config: ServerConfig) -> None:
+def _generate_credentials_apart(config: ServerConfig, *, preseal: bool = False) -> Presealed | None:
     """Create the missing keys and certificates (and renew those near expiry) in a short-lived child process,
     so this one never maps `cryptography` (about 10 MB resident): it reads the files afterwards. If the child
-    fails, `ensure_credentials` and `ensure_signing_key` do the work here, as they always could."""
+    fails, `ensure_credentials` and `ensure_signing_key` do the work here, as they always could.
+
+    `preseal`: the child also makes the secrets encryption key file and, when the files differ from what
+    `bootstrap.sum` last recorded, seals the bootstrap data (`bootstrapdata.presealed`), which it has loaded
+    `cryptography` for anyway: a first start forks once, not twice."""
     from lite.forkcall import ChildFailed, call_in_child
+    from lite.server import bootstrapdata as bd
     from lite.server.authn.signer import ensure_signing_key
 
     if "cryptography" in sys.modules:
-        return
+        return None
 
     def generate() -> bytes:
         ensure_credentials(config)
         ensure_signing_key(config.paths.tls / "service.key")
-        return b""
+        if not preseal:
+            return b""
+        from lite.server.encryption.control import SecretsEncryption
+
+        SecretsEncryption.prepare(config.paths.cred, config.secrets_encryption)
+        secret = _token_secret(config)
+        return bd.presealed(config.paths.root / "server", secret) if secret else b""
 
     try:
-        call_in_child(generate)
+        out = call_in_child(generate)
     except ChildFailed as e:
         log.warning("generating credentials in a child process failed, generating them here: %s", e)
+        return None
+    return bd.read_presealed(out)
 
 
 def private_store_files(db: Path, server_dir: Path | None = None) -> None:

@@ -273,3 +273,26 @@ def test_following_codec_opens_a_secret_sealed_with_a_key_the_stream_just_carrie
     assert [k.name for k in inner.keyset.keys] == [new.name, old.name]
     assert (server / "tls/ca.key").read_bytes() == b"tls/ca.key"
     assert codec.seal("core/configmaps/default/c", b"x") == b"x"
+
+
+async def test_a_bundle_sealed_ahead_is_stored_only_for_the_files_it_was_sealed_from(tmp_path: Path) -> None:
+    store = await Store.open(str(tmp_path / "state.db"))
+    try:
+        slot = bd.StoreSlot(store)
+        cfg, server = _server(tmp_path / "a", "tok")
+        _generate(cfg)
+        ahead = bd.read_presealed(bd.presealed(server, "tok"))
+        assert ahead is not None
+        assert await bd.sync_bootstrap(slot, server, lambda: "tok", lambda: None, local_wins=True,
+                                       presealed=ahead) == "created"
+        got = store.get(bd.KEY)
+        assert got is not None and json.loads(got[1])["data"] == ahead[1]["data"]  # stored as sealed ahead
+        assert bd.presealed(server, "tok") == b""  # bootstrap.sum now knows these files: nothing to seal
+        (server / "cred/admin.token").write_text("changed\n")
+        assert await bd.sync_bootstrap(slot, server, lambda: "tok", lambda: None, local_wins=True,
+                                       presealed=ahead) == "updated"
+        got = store.get(bd.KEY)
+        assert got is not None and json.loads(got[1])["data"] != ahead[1]["data"]  # sealed anew, not the stale one
+        assert bd.unseal("tok", json.loads(got[1]))["cred/admin.token"] == b"changed\n"
+    finally:
+        await store.close()
