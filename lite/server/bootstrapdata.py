@@ -367,7 +367,6 @@ def _need_secret(secret_of: Callable[[], str | None], *, stored: bool = False) -
     return secret
 
 
-
 class StoreSlot:
     """The bundle in lite's own Store (SQLite)."""
 
