@@ -153,6 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--disable-snapshots", action="store_true", help="no scheduled snapshots")
     srv.add_argument("--secrets-encryption", action="store_true",
                      help="encrypt Secrets in the store with AES-GCM (keys in <data-dir>/server/cred)")
+    srv.add_argument("--datastore-endpoint", default="", metavar="URI",
+                     help="where the cluster's objects live: sqlite://PATH (default: <data-dir>/server/db/state.db), "
+                          "postgres://USER:PASS@HOST:PORT/DB, or http(s)://HOST:2379[,...] for etcd")
+    srv.add_argument("--datastore-cafile", default="", metavar="FILE",
+                     help="CA that verifies the datastore's TLS certificate (PostgreSQL, etcd over https)")
+    srv.add_argument("--datastore-certfile", default="", metavar="FILE",
+                     help="client certificate presented to the datastore (with --datastore-keyfile)")
+    srv.add_argument("--datastore-keyfile", default="", metavar="FILE",
+                     help="key of --datastore-certfile")
     srv.add_argument("--cluster-reset", action="store_true",
                      help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
     srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
@@ -274,10 +283,23 @@ def _setup_logging(level: str, repeat_window: float = 10.0) -> RepeatFilter:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    from lite.server.store.endpoint import EndpointError, check_files, parse_endpoint
+
+    try:
+        datastore = parse_endpoint(args.datastore_endpoint, cafile=args.datastore_cafile,
+                                   certfile=args.datastore_certfile, keyfile=args.datastore_keyfile)
+        check_files(datastore)
+    except EndpointError as e:
+        print(f"lite server: {e}", file=sys.stderr)
+        return 2
+    if datastore.shared and (args.check_db or args.cluster_reset or args.cluster_reset_restore_path):
+        print("lite server: --check-db and --cluster-reset work on SQLite stores only; use the datastore's own "
+              f"tools for {datastore.display}", file=sys.stderr)
+        return 2
     if args.check_db:
         from lite.cli.checkdb import check_db
 
-        return check_db(ServerConfig.create(args.data_dir).paths.db)
+        return check_db(ServerConfig.create(args.data_dir, datastore=datastore).store_path)
     repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
         args.data_dir,
@@ -322,7 +344,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         snapshot_retention=args.snapshot_retention,
         disable_snapshots=args.disable_snapshots,
         secrets_encryption=args.secrets_encryption,
+        datastore=datastore,
     )
+    if (args.cluster_reset or args.cluster_reset_restore_path) and config.store_path != config.paths.db:
+        print("lite server: --cluster-reset restores <data-dir>/server/db/state.db only, and "
+              f"--datastore-endpoint names {config.store_path}", file=sys.stderr)
+        return 2
     if args.cluster_reset or args.cluster_reset_restore_path:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
     import sqlite3
@@ -333,6 +360,8 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     import_aiohttp()  # before anything else imports it: its default CA bundles load at first use
     from lite.server import main as server_main  # the heavy imports start here
+    from lite.server.bootstrapdata import BootstrapError
+    from lite.server.datastore import DatastoreUnavailable
     from lite.server.store import StoreCorrupt, StoreError
 
     pin_mmap_threshold()
@@ -352,13 +381,18 @@ def cmd_server(args: argparse.Namespace) -> int:
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
+    except (BootstrapError, DatastoreUnavailable) as e:  # wrong token, a backend missing from this build
+        logging.getLogger("lite").error("lite server: %s", e)
+        return 1
     except StoreCorrupt as e:  # a damaged state.db: say what and how to restore, no traceback
         from lite.cli.checkdb import damaged_message
 
         logging.getLogger("lite").error("%s", damaged_message(Path(e.path), e.detail))
         return 1
     except (StoreError, sqlite3.Error) as e:  # e.g. the disk is full before start-up is done
-        logging.getLogger("lite").error("lite server: cannot use the store %s: %s", config.paths.db, e)
+        logging.getLogger("lite").error("lite server: cannot use the store %s: %s", config.datastore.display
+                                        if config.datastore is not None and config.datastore.shared
+                                        else config.store_path, e)
         return 1
 
 

@@ -7,7 +7,7 @@ Data dir layout (created with mode 0700 on first start):
 
     <data-dir>/token                     join token (mode 0600)
     <data-dir>/kubeconfig.yaml           admin kubeconfig, unless --write-kubeconfig points elsewhere
-    <data-dir>/server/db/state.db        the SQLite store
+    <data-dir>/server/db/state.db        the SQLite store (unless --datastore-endpoint names another)
     <data-dir>/server/tls/ca.{crt,key}   cluster CA
     <data-dir>/server/tls/client-ca.{crt,key}  client CA (signs kube-apiserver-client CSRs)
     <data-dir>/server/tls/front-proxy-{ca,client}.{crt,key}  the aggregator's client identity
@@ -22,8 +22,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lite.records import dataclass
+
+if TYPE_CHECKING:  # the parser lives with the store; importing it here would load the store with the CLI
+    from lite.server.store.endpoint import DatastoreEndpoint
 
 DEFAULT_PORT = 6443
 ROOT_DATA_DIR = "/var/lib/lite"
@@ -142,6 +146,9 @@ class ServerConfig:
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5
     disable_snapshots: bool = False
+    # Where the objects live (--datastore-endpoint & co., `lite.server.store.endpoint`); None = the SQLite file
+    # of the data dir, as `sqlite://` alone.
+    datastore: DatastoreEndpoint | None = None
     # Secrets sealed with AES-GCM in the store file (keys in <data-dir>/server/cred/encryption-config.json).
     secrets_encryption: bool = False
     # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).
@@ -165,6 +172,18 @@ class ServerConfig:
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:
         root = Path(data_dir).expanduser() if data_dir else default_data_dir()
         return cls(data_dir=root.absolute(), **kw)  # type: ignore[arg-type]
+
+    @property
+    def store_path(self) -> Path:
+        """The SQLite store file: `sqlite://PATH`'s PATH, else the data dir's `server/db/state.db`."""
+        if self.datastore is not None and self.datastore.kind == "sqlite" and self.datastore.path:
+            return Path(self.datastore.path).expanduser().absolute()
+        return self.paths.db
+
+    @property
+    def shared_datastore(self) -> bool:
+        """The objects live in a datastore other servers may share (PostgreSQL, etcd)."""
+        return self.datastore is not None and self.datastore.shared
 
     @property
     def connection_limits(self) -> ConnectionLimits:

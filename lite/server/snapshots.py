@@ -62,9 +62,10 @@ def db_path(data_dir: Path) -> Path:
     return data_dir / "server" / "db" / "state.db"
 
 
-def save(data_dir: Path, name: str = DEFAULT_NAME, node: str = "", now: float | None = None) -> Snapshot:
-    """Take a snapshot of the store (blocking)."""
-    src_path = db_path(data_dir)
+def save(data_dir: Path, name: str = DEFAULT_NAME, node: str = "", now: float | None = None,
+         db: Path | None = None) -> Snapshot:
+    """Take a snapshot of the store (blocking): `db`, else the data dir's `server/db/state.db`."""
+    src_path = db if db is not None else db_path(data_dir)
     if not src_path.exists():
         raise SnapshotError(f"no store at {src_path}: has `lite server` run with this data dir?")
     if not name or "/" in name or name.startswith("."):
@@ -165,8 +166,9 @@ def restore(data_dir: Path, snapshot: Path, now: float | None = None) -> Path:
 
 
 async def run_schedule(data_dir: Path, cron: str = DEFAULT_CRON, retention: int = DEFAULT_RETENTION,
-                       node: str = "") -> None:
-    """Save and prune at every activation of `cron`, until cancelled; a failed snapshot is logged."""
+                       node: str = "", db: Path | None = None) -> None:
+    """Save and prune at every activation of `cron`, until cancelled; a failed snapshot is logged. `db`: the
+    store file when `--datastore-endpoint sqlite://PATH` puts it outside the data dir."""
     schedule = parse_cron(cron)
     while True:
         now = dt.datetime.now(dt.UTC)
@@ -175,7 +177,7 @@ async def run_schedule(data_dir: Path, cron: str = DEFAULT_CRON, retention: int 
             return
         await asyncio.sleep(max(0.0, (nxt - now).total_seconds()))
         try:
-            snap = await asyncio.to_thread(save, data_dir, DEFAULT_NAME, node)
+            snap = await asyncio.to_thread(save, data_dir, DEFAULT_NAME, node, None, db)
             gone = await asyncio.to_thread(prune, data_dir, retention)
             log.info("scheduled snapshot %s (%d bytes); pruned %d", snap.name, snap.size, len(gone))
         except (SnapshotError, OSError, sqlite3.Error) as e:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,12 @@ class SecretsEncryption:
         self.store: Store | None = None
         self.stage = "start"
         self._lock = asyncio.Lock()
+        # Counts of live Secrets per key name, for `status`; None = read the SQLite file at `store.path` (a
+        # shared datastore's server sets it to a count over the backend's stored values).
+        self.count_sealed: Callable[[], Awaitable[dict[str, int]]] | None = None
+        # Told when the keys change, after the key file is written and before the codec uses them (the server
+        # copies them into the datastore's bootstrap data).
+        self.on_change: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
     def prepare(cls, cred: Path, enable: bool) -> SecretsEncryption:
@@ -69,7 +75,13 @@ class SecretsEncryption:
 
     async def _set(self, keyset: Keyset) -> None:
         await asyncio.to_thread(keyfile.save, self.cred, keyset)
+        if self.on_change is not None:  # before the new key seals anything: other servers learn it first
+            await self.on_change()
         self.codec.keyset = keyset
+
+    def reload(self) -> None:
+        """Take the key file as it is now (another server's keys were written into it). Blocking."""
+        self.codec.keyset = keyfile.load(self.cred) or Keyset()
 
     async def run(self, command: str) -> Obj:
         async with self._lock:
@@ -109,7 +121,10 @@ class SecretsEncryption:
 
     async def status(self) -> Obj:
         store = self._need_store()
-        counts = await asyncio.to_thread(sealed_counts, store.path)
+        if self.count_sealed is not None:
+            counts = await self.count_sealed()
+        else:
+            counts = await asyncio.to_thread(sealed_counts, store.path)
         keyset = self.codec.keyset
         return {"enabled": keyset.primary is not None, "stage": self.stage,
                 "activeKey": keyset.primary.name if keyset.primary is not None else "",
@@ -119,6 +134,15 @@ class SecretsEncryption:
         if self.store is None:
             raise RuntimeError("the store is not open yet")
         return self.store
+
+
+def count_values(values: Iterable[bytes]) -> dict[str, int]:
+    """How many of the stored `values` each key name seals (`identity` for plain ones)."""
+    counts: dict[str, int] = {}
+    for value in values:
+        name = key_name(value[:300]) or "identity"
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def sealed_counts(db_path: str) -> dict[str, int]:
