@@ -91,18 +91,3 @@ async def test_expired_lease_of_a_dead_holder_is_taken_over(kit: Kit) -> None:
     lease = await kit.api.get(LEASE, "kube-system", "kube-controller-manager")
     assert lease["spec"]["leaseTransitions"] == 5
     assert lease["spec"]["holderIdentity"] == ""  # released on shutdown
-
-
-async def test_lost_lease_stops_workers(kit: Kit) -> None:
-    m = build_controller_manager(kit.api, kinds=kit.kinds, identity="me", **FAST)
-    async with started(m):
-        await kit.until(lambda: m.is_leader)
-        # Someone else takes the lease over (as if our renewals had been failing).
-        lease = await kit.api.get(LEASE, "kube-system", "kube-controller-manager")
-        lease["spec"].update(holderIdentity="thief", leaseDurationSeconds=3600, renewTime=rfc3339_micro())
-        await kit.api.update(LEASE, "kube-system", "kube-controller-manager", lease)
-        await kit.until(lambda: not m.is_leader)
-        rs = m.controller("replicaset")
-        await kit.until(lambda: rs.queue.shutting_down)  # its workers are gone with the lease
-        await kit.api.create(RS, "default", replicaset("web", 1))
-        assert await _holder(kit) == "thief"
