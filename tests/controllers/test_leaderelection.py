@@ -338,3 +338,44 @@ async def test_the_scheduler_binds_only_while_it_holds_its_lease(kit: Kit) -> No
         assert await _node_of(kit, "second") == "n1"
         await kit.api.create(POD, "default", _pod("third"))  # the new term keeps scheduling new pods
         await kit.until(lambda: _node_of(kit, "third"))
+
+
+class HangingBinds:
+    """The API, except that bindings hang (an API server that stopped answering) while `hang` is set."""
+
+    def __init__(self, api: Resources) -> None:
+        self.api = api
+        self.hang = True
+        self.hung = 0
+
+    def __getattr__(self, verb: str) -> Any:
+        return getattr(self.api, verb)
+
+    async def create(self, *args: Any, subresource: str = "", **kwargs: Any) -> Any:
+        if subresource == "binding" and self.hang:
+            self.hung += 1
+            await idle()
+        return await self.api.create(*args, subresource=subresource, **kwargs)
+
+
+async def test_a_new_scheduler_term_retries_the_binds_the_last_one_left_in_flight(kit: Kit) -> None:
+    """A bind cancelled with its term leaves its pod assumed; the next term forgets it and schedules it again."""
+    api = HangingBinds(kit.api)
+    scheduler = build_scheduler(api, kit.informers, scheduled_events=False)  # type: ignore[arg-type]
+    e = elector(kit.api, "me", name=SCHEDULER_LEASE)
+
+    async def elected() -> None:
+        await scheduler.start()
+        await run_elected(e, scheduler.lead, what="scheduler")
+
+    await kit.api.create(NODE, "", _node("n1"))
+    async with running(elected()):
+        await kit.api.create(POD, "default", _pod("stuck"))
+        await kit.until(lambda: api.hung == 1)  # assumed on n1, its binding in flight
+        assert scheduler.cache.is_assumed("default/stuck")
+        await _steal(kit, SCHEDULER_LEASE)  # the term ends with the bind still in flight
+        await kit.until(lambda: not e.is_leader)
+        api.hang = False
+        await _give_back(kit, SCHEDULER_LEASE)
+        await kit.until(lambda: e.is_leader)
+        await kit.until(lambda: _node_of(kit, "stuck"))
