@@ -16,6 +16,9 @@ Invariants:
   KB/pod above idle with 500, 3.5 with 100); in process a page costs no round trip.
 - Everything here reaches the API through the in-process `Resources` (a `lite.client.Client`); nothing but
   `Resources` touches the store.
+- The controller manager and the scheduler work only while this server holds their Lease
+  (`kube-system/kube-controller-manager`, `kube-system/kube-scheduler`; `lite.server.leaderelection`); their
+  informers, and every other background task here, run whether or not it does.
 - The embedded agent is not wired here (the server never imports the agent): `lite.cli` adds it, and it
   talks to this server over its own HTTPS port like any remote agent (same code path).
 """
