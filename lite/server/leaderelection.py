@@ -4,15 +4,16 @@ Used by the controller manager (Lease `kube-system/kube-controller-manager`) and
 `kube-system/kube-scheduler`), upstream's names, so exactly one server of several runs each at a time:
 
     run_elected(elector, lead):
-      loop: acquire()  try every `retry_period` (jittered) until the lease is ours
+      loop: acquire()  try every `retry_period` (jittered; sooner when the observed lease expires sooner)
+                       until the lease is ours
             ├─ hold()  renew every `renew_interval`; failed renewals retried every `retry_period`; no renewal
             │          for `renew_deadline` since the last good one, or another holder seen → LostLease
             └─ lead()  the leader's work, cancelled (and awaited) when the lease is lost; then back to acquire
       cancelled while holding → release(): holderIdentity "" and leaseDurationSeconds 1, so a standby takes over
       at its next retry instead of waiting for the lease to expire
 
-The decisions are pure (`observe`, `decide`, `next_spec`, `released_spec`, `stepped_down`), table-tested apart
-from the loop that reads and writes the Lease.
+The decisions are pure (`observe`, `decide`, `next_spec`, `released_spec`, `retry_delay`, `stepped_down`),
+table-tested apart from the loop that reads and writes the Lease.
 
 Invariants (client-go's):
 - A Lease held by someone else is taken only once it has expired *as observed locally*: the local monotonic
@@ -64,6 +65,7 @@ RENEW_DEADLINE = 10.0
 RETRY_PERIOD = 2.0
 RENEW_INTERVAL = 5.0
 JITTER = 1.2  # client-go's JitterFactor: a candidate's retry waits retry_period * [1, 1 + JITTER)
+EXPIRY_MARGIN = 0.01  # seconds past an observed expiry that a candidate's wake-up aims at (timers fire early)
 
 
 class LostLease(Exception):
@@ -166,6 +168,16 @@ def released_spec(rec: Record, stamp: str) -> Obj:
             "leaseTransitions": rec.transitions}
 
 
+def retry_delay(obs: Observation | None, now: float, retry: float) -> float:
+    """How long a candidate that was refused waits before its next attempt: its (jittered) `retry`, or less when
+    the Lease it observed expires sooner by its clock, so a dead holder is replaced as soon as the rules allow
+    (a standby's takeover comes at most one poll interval, not two, after the last renewal + the duration)."""
+    rec = obs.record if obs is not None else None
+    if obs is None or rec is None or not rec.holder:
+        return retry
+    return max(0.0, min(retry, obs.at + rec.duration - now + EXPIRY_MARGIN))
+
+
 def stepped_down(renewed_at: float, now: float, renew_deadline: float) -> bool:
     """Whether a leader whose last good renewal started at `renewed_at` must have stopped leading by `now`."""
     return now >= renewed_at + renew_deadline
@@ -211,7 +223,8 @@ class LeaderElector:
         while True:
             if await self.try_acquire_or_renew():
                 break
-            await asyncio.sleep(self.retry_period * (1 + random.random() * self.jitter))
+            retry = self.retry_period * (1 + random.random() * self.jitter)
+            await asyncio.sleep(retry_delay(self.observed, self.clock(), retry))
         log.info("%s: acquired lease %s", self.identity, self.where)
 
     async def hold(self) -> None:

@@ -35,6 +35,7 @@ from lite.server.leaderelection import (
     observe,
     record_of,
     released_spec,
+    retry_delay,
     run_elected,
     stepped_down,
 )
@@ -110,6 +111,18 @@ def test_release_and_records() -> None:
     (10.0, 10.0, False), (10.0, 19.9, False), (10.0, 20.0, True), (float("-inf"), 0.0, True)])
 def test_stepped_down(renewed_at: float, now: float, down: bool) -> None:
     assert stepped_down(renewed_at, now, 10.0) is down
+
+
+@pytest.mark.parametrize(("obs", "now", "want"), [
+    (None, 5.0, 2.0),  # nothing observed: the retry period
+    (Observation(None, 0.0), 5.0, 2.0),  # no Lease
+    (Observation(rec(""), 0.0), 5.0, 2.0),  # released (taken at the next try anyway)
+    (Observation(rec("a", duration=15), 100.0), 101.0, 2.0),  # expires in 14 s: the retry comes first
+    (Observation(rec("a", duration=15), 100.0), 114.0, 1.01),  # expires in 1 s: wake just after it
+    (Observation(rec("a", duration=15), 100.0), 120.0, 0.0),  # expired already: at once
+])
+def test_retry_delay(obs: Observation | None, now: float, want: float) -> None:
+    assert retry_delay(obs, now, 2.0) == pytest.approx(want)
 
 
 def test_durations_are_checked() -> None:
