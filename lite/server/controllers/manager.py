@@ -110,9 +110,10 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         if legacy_token is not None:
             controllers.append(TokensController(client, informers, root_ca_pem, legacy_token,
                                                 recorder("serviceaccount-token-controller")))
-    elector = elector or LeaderElector(client, identity, name=CONTROLLER_MANAGER_LEASE, lease_duration=lease_duration,
-                            renew_interval=renew_interval, renew_deadline=renew_deadline, retry_period=retry_period,
-                            sole=sole)
+    if elector is None:
+        elector = LeaderElector(client, identity, name=CONTROLLER_MANAGER_LEASE, lease_duration=lease_duration,
+                                renew_interval=renew_interval, renew_deadline=renew_deadline,
+                                retry_period=retry_period, sole=sole)
     return ControllerManager(client, informers, controllers, elector=elector)
 
 
