@@ -275,17 +275,20 @@ class LeaderElector:
                 done = await self.client.update(self.kind, self.namespace, self.name, new)
                 self.observed = Observation(record_of(done), self.clock())
             log.info("%s: released lease %s", self.identity, self.where)
-        except (ApiError, TimeoutError) as e:
+        except Exception as e:  # best effort: the lease then expires on its own
             log.warning("%s: releasing lease %s failed: %s", self.identity, self.where, e)
 
     async def try_acquire_or_renew(self) -> bool:
-        """One attempt; True when we hold the lease afterwards. API errors count as a failed attempt."""
+        """One attempt; True when we hold the lease afterwards. Any error counts as a failed attempt (a store
+        that fails now may answer at the next retry: the elector must outlive it)."""
         try:
             return await self._attempt()
         except ApiError as e:
             if e.code != 409:  # a conflict is another candidate's write winning: expected, not worth a warning
                 log.warning("%s: lease %s: %s", self.identity, self.where, e)
-            return False
+        except Exception:
+            log.exception("%s: lease %s: attempt failed", self.identity, self.where)
+        return False
 
     async def _attempt(self) -> bool:
         started = self.clock()
