@@ -327,7 +327,6 @@ async def run_elected(elector: LeaderElector, lead: Callable[[], Coroutine[Any, 
     releases the lease and propagates."""
     while True:
         await elector.acquire()
-        log.info("%s: leading (lease %s)", what, elector.where)
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(elector.hold(), name=f"lease {elector.where}")
