@@ -301,8 +301,9 @@ def cmd_server(args: argparse.Namespace) -> int:
         return check_db(ServerConfig.create(args.data_dir).paths.db)
     if not args.leader_elect_retry_period < args.leader_elect_renew_deadline < args.leader_elect_lease_duration:
         # kube-controller-manager's validation: the leader must give up before a standby may take over
-        print("lite server: --leader-elect-retry-period < --leader-elect-renew-deadline < "
-              "--leader-elect-lease-duration must hold", file=sys.stderr)
+        print(f"lite server: --leader-elect-retry-period ({args.leader_elect_retry_period:g}s) < "
+              f"--leader-elect-renew-deadline ({args.leader_elect_renew_deadline:g}s) < "
+              f"--leader-elect-lease-duration ({args.leader_elect_lease_duration:g}s) must hold", file=sys.stderr)
         return 2
     repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
