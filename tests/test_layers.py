@@ -42,7 +42,7 @@ SERVER_TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the HTTP app over the API core, with authorization and aggregation in front
     ("app", ("lite.server.api.http",)),
     # the loops that use the API as clients: controllers, scheduler, the join hub of the agents
-    ("loops", ("lite.server.controllers", "lite.server.scheduler", "lite.server.join")),
+    ("loops", ("lite.server.controllers", "lite.server.scheduler", "lite.server.join", "lite.server.leaderelection")),
     # assembly: the control plane, the process, its listener, manifests and snapshots, authn's HTTP wiring
     ("assembly", ("lite.server", "lite.server.controlplane", "lite.server.main", "lite.server.listener",
                   "lite.server.certcheck", "lite.server.manifests", "lite.server.snapshots",

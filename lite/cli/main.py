@@ -55,6 +55,19 @@ def _count(value: str) -> int:
     return n
 
 
+def _go_seconds(value: str) -> float:
+    """A positive Go duration (`15s`, `1m30s`), in seconds."""
+    from lite.goduration import go_duration
+
+    try:
+        seconds = go_duration(value).total_seconds()
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return seconds
+
+
 def _cidr(value: str) -> str:
     """An address range as the server, the allocators and the agents parse it (network address, prefix)."""
     import ipaddress
@@ -116,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--disable-scheduler", action="store_true", help="do not run the scheduler in this process")
     srv.add_argument("--disable-controller-manager", action="store_true",
                      help="do not run the controllers in this process")
+    srv.add_argument("--leader-elect-lease-duration", type=_go_seconds, default=15.0, metavar="DURATION",
+                     help="how long standby servers wait before taking over the controller and scheduler Leases "
+                          "of a server that stopped renewing them (Go duration; default 15s)")
+    srv.add_argument("--leader-elect-renew-deadline", type=_go_seconds, default=10.0, metavar="DURATION",
+                     help="how long the leading server keeps trying to renew before it stops its controllers "
+                          "and scheduler (below the lease duration; default 10s)")
+    srv.add_argument("--leader-elect-retry-period", type=_go_seconds, default=2.0, metavar="DURATION",
+                     help="how often standby servers try to take the Leases (default 2s)")
     srv.add_argument("--service-cidr", type=_cidr, default="10.43.0.0/16",
                      help="ClusterIP range (default 10.43.0.0/16)")
     srv.add_argument("--cluster-cidr", type=_cidr, default="10.42.0.0/16",
@@ -300,6 +321,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         from lite.cli.checkdb import check_db
 
         return check_db(ServerConfig.create(args.data_dir, datastore=datastore).store_path)
+    if not args.leader_elect_retry_period < args.leader_elect_renew_deadline < args.leader_elect_lease_duration:
+        # kube-controller-manager's validation: the leader must give up before a standby may take over
+        print(f"lite server: --leader-elect-retry-period ({args.leader_elect_retry_period:g}s) < "
+              f"--leader-elect-renew-deadline ({args.leader_elect_renew_deadline:g}s) < "
+              f"--leader-elect-lease-duration ({args.leader_elect_lease_duration:g}s) must hold", file=sys.stderr)
+        return 2
     repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
         args.data_dir,
@@ -318,6 +345,9 @@ def cmd_server(args: argparse.Namespace) -> int:
         service_node_port_range=args.service_node_port_range,
         advertise_address=args.advertise_address,
         node_monitor_grace_period=args.node_monitor_grace_period,
+        leader_elect_lease_duration=args.leader_elect_lease_duration,
+        leader_elect_renew_deadline=args.leader_elect_renew_deadline,
+        leader_elect_retry_period=args.leader_elect_retry_period,
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,

@@ -118,6 +118,11 @@ class ServerConfig:
     # Control-plane roles, as k3s's --disable-scheduler / --disable-controller-manager.
     disable_scheduler: bool = False
     disable_controller_manager: bool = False
+    # Leader election of the controller manager and the scheduler (kube-controller-manager's and kube-scheduler's
+    # --leader-elect-lease-duration / -renew-deadline / -retry-period, in seconds; lite.server.leaderelection).
+    leader_elect_lease_duration: float = 15.0
+    leader_elect_renew_deadline: float = 10.0
+    leader_elect_retry_period: float = 2.0
     # The embedded agent (unless disable_agent).
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation

@@ -16,6 +16,9 @@ Invariants:
   KB/pod above idle with 500, 3.5 with 100); in process a page costs no round trip.
 - Everything here reaches the API through the in-process `Resources` (a `lite.client.Client`); nothing but
   `Resources` touches the store.
+- The controller manager and the scheduler work only while this server holds their Lease
+  (`kube-system/kube-controller-manager`, `kube-system/kube-scheduler`; `lite.server.leaderelection`); their
+  informers, and every other background task here, run whether or not it does.
 - The embedded agent is not wired here (the server never imports the agent): `lite.cli` adds it, and it
   talks to this server over its own HTTPS port like any remote agent (same code path).
 """
@@ -62,10 +65,18 @@ from lite.server.join import JoinHub, add_join_routes
 from lite.server.join.hub import NODE_INDEX
 from lite.server.join.nodecreds import NodeCredentialIssuer
 from lite.server.join.routes import LocalJoin, local_join
+from lite.server.leaderelection import (
+    CONTROLLER_MANAGER_LEASE,
+    RENEW_INTERVAL,
+    SCHEDULER_LEASE,
+    LeaderElector,
+    default_identity,
+    run_elected,
+)
 from lite.server.manifests import ManifestDeployer
 from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.requestuser import UserInfo
-from lite.server.scheduler.scheduler import build_scheduler
+from lite.server.scheduler.scheduler import Scheduler, build_scheduler
 from lite.server.services.kubedns import ensure_kube_dns_service
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
 from lite.server.store import Store
@@ -153,8 +164,20 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                      lambda node: hub.pods.index_keys(NODE_INDEX, node))
     # A disabled controller manager or scheduler is not built at all: built, their informer handlers would
     # still run on every event (queueing work nobody takes) and their caches still fill.
+    # One identity for this server's leases (client-go's hostname_uuid, new at every start). Today's store is one
+    # SQLite file that only this process opens: no other server can share it, so a Lease held by another identity
+    # is this server's previous, dead, incarnation and is taken at once (`leaderelection`'s `sole`).
+    identity, sole = default_identity(), type(store) is Store
+
+    def elector(name: str) -> LeaderElector:
+        return LeaderElector(resources, identity, name=name, lease_duration=config.leader_elect_lease_duration,
+                             renew_deadline=config.leader_elect_renew_deadline,
+                             retry_period=config.leader_elect_retry_period,
+                             renew_interval=min(config.leader_elect_renew_deadline / 2, RENEW_INTERVAL), sole=sole)
+
     manager = None if config.disable_controller_manager else build_controller_manager(
-        resources, kinds=kinds, informers=informers, cluster_cidr=config.cluster_cidr,
+        resources, kinds=kinds, informers=informers, elector=elector(CONTROLLER_MANAGER_LEASE),
+        cluster_cidr=config.cluster_cidr,
         node_grace_period=config.node_monitor_grace_period, hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
         quota_admission=quota, local_path_root=config.local_storage_path, cluster_dns=hub.cluster_dns,
         root_ca_pem=creds.ca_pem, legacy_token=sa_tokens.legacy_token if sa_tokens is not None else None)
@@ -203,8 +226,15 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     plane.background.append(("informers", informers.run) if manager is None
                             else ("controller-manager", manager.run))
     if scheduler is not None:
-        plane.background.append(("scheduler", scheduler.run))
+        scheduler_elector = elector(SCHEDULER_LEASE)
+        plane.background.append(("scheduler", lambda: _elected_scheduler(scheduler, scheduler_elector)))
     return plane
+
+
+async def _elected_scheduler(scheduler: Scheduler, elector: LeaderElector) -> None:
+    """The scheduler's caches always, its scheduling only while this server holds the kube-scheduler Lease."""
+    await scheduler.start()
+    await run_elected(elector, scheduler.lead, what="scheduler")
 
 
 def _role_aggregator(resources: Resources, kinds: KindRegistry, feed: PolicyFeed) -> ClusterRoleAggregator:

@@ -581,19 +581,22 @@ _CS_DEPRECATED = "v1 ComponentStatus is deprecated in v1.19+"
 
 
 async def _component_statuses(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
-    """core/v1 componentstatuses: computed per request from the controller Lease (`componentstatus`)."""
+    """core/v1 componentstatuses: computed per request from the controller and scheduler Leases
+    (`componentstatus`)."""
     if request.method != "GET" or t.subresource or q_bool(request.query, "watch") or t.watch:
         raise method_not_allowed(f"the server does not allow this method on {t.kind.resource}")
-    lease: Obj | None = None
+    leases: list[Obj | None] = []
     store_error = ""
     lease_kind = ctx.kinds.by_resource("coordination.k8s.io", "v1", "leases")
-    try:
-        if lease_kind is not None:
-            lease = await ctx.resources.get(lease_kind, componentstatus.LEASE_NAMESPACE, componentstatus.LEASE_NAME)
-    except ApiError as e:
-        if e.code != 404:
-            store_error = f"the store did not answer: {e}"
-    items = componentstatus.statuses(lease, store_error, dt.datetime.now(dt.UTC))
+    for name in (componentstatus.CONTROLLER_MANAGER_LEASE, componentstatus.SCHEDULER_LEASE):
+        try:
+            leases.append(await ctx.resources.get(lease_kind, componentstatus.LEASE_NAMESPACE, name)
+                          if lease_kind is not None else None)
+        except ApiError as e:
+            leases.append(None)
+            if e.code != 404:
+                store_error = f"the store did not answer: {e}"
+    items = componentstatus.statuses(leases[0], leases[1], store_error, dt.datetime.now(dt.UTC))
     if t.name:
         items = [i for i in items if i["metadata"]["name"] == t.name]
         if not items:

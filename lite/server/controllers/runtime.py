@@ -11,9 +11,9 @@ The manager:
 
     informers.run() ─┐
     wait for every controller's informer to sync
-    loop: acquire Lease kube-system/lite-controller-manager
-          └─ TaskGroup: lease renewal + every controller's guarded workers
-             lease lost (LostLease) → workers cancelled → back to acquiring
+    run_elected(Lease kube-system/kube-controller-manager):    (lite.server.leaderelection)
+          while held: every controller's guarded workers
+          lease lost (LostLease) → workers cancelled and awaited → back to acquiring
 
 Invariants:
 - Workers run only while this process holds the lease. Each leadership term starts every controller with a
@@ -38,7 +38,7 @@ from lite.events import EventRecorder
 from lite.informer import Informer, SharedInformers
 from lite.kinds import BUILTIN_KINDS, Kind
 from lite.objects import controller_of, key_of, namespace_of
-from lite.server.controllers.leaderelection import LeaderElector, LostLease
+from lite.server.leaderelection import LeaderElector, run_elected
 from lite.workqueue import WorkQueue
 
 Obj = dict[str, Any]
@@ -162,16 +162,11 @@ class ControllerManager:
                     await inf.wait_synced()
             self.synced.set()
             log.info("controller manager: caches synced; %d controllers", len(self.controllers))
-            while True:
-                await self.elector.acquire()
-                try:
-                    await self._lead()
-                except* LostLease:
-                    log.error("controller manager: leadership lost; workers stopped")
+            await run_elected(self.elector, self._lead, what="controller manager")
 
     async def _lead(self) -> None:
+        """One leadership term: every controller's workers, until cancelled (lease lost or shutdown)."""
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.elector.hold(), name="lease")
             for c in self.controllers:
                 tg.create_task(guarded(c.name, c.run), name=c.name)
 
