@@ -50,7 +50,7 @@ import orjson
 from lite.forkcall import ChildFailed, call_in_child
 from lite.server.certs import write_private
 from lite.server.encryption.aesgcm import SecretsCodec, UnsealError
-from lite.server.store import Compacted, KeyExists, Store, StoreClosed, WatchDropped
+from lite.server.store import Compacted, KeyExists, StoreClosed, StoreLike, WatchDropped
 from lite.server.store.backend import Backend, Write
 
 PREFIX = "lite/bootstrap/"
@@ -370,7 +370,7 @@ def _need_secret(secret_of: Callable[[], str | None], *, stored: bool = False) -
 class StoreSlot:
     """The bundle in lite's own Store (SQLite)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreLike) -> None:
         self.store = store
 
     async def read(self) -> tuple[int, Doc] | None:
@@ -415,7 +415,7 @@ class BackendSlot:
         return outcome
 
 
-async def follow_bootstrap(store: Store, server_dir: Path, secret_of: Callable[[], str | None],
+async def follow_bootstrap(store: StoreLike, server_dir: Path, secret_of: Callable[[], str | None],
                            reload: Callable[[], None]) -> None:
     """Until cancelled: adopt every bundle another server stores, then `reload()` (blocking; run in a thread).
     A bundle that does not open (its token changed elsewhere) is logged and skipped: this server keeps its keys."""

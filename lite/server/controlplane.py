@@ -79,7 +79,7 @@ from lite.server.requestuser import UserInfo
 from lite.server.scheduler.scheduler import Scheduler, build_scheduler
 from lite.server.services.kubedns import ensure_kube_dns_service
 from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
-from lite.server.store import Store
+from lite.server.store import Store, StoreLike
 
 LIST_PAGE = 100  # the in-process informers' list page (see the module doc)
 log = logging.getLogger("lite.server")
@@ -120,7 +120,7 @@ class HubMetrics:
         return out
 
 
-async def build_control_plane(config: ServerConfig, store: Store, creds: Credentials,
+async def build_control_plane(config: ServerConfig, store: StoreLike, creds: Credentials,
                               authenticate: Authenticate) -> ControlPlane:
     """Resources with admission, controllers, scheduler and join hub over `store`; see the module doc."""
     kinds = KindRegistry()

@@ -17,13 +17,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lite.server.store import Store
+from lite.server.store import Store, StoreLike
 from lite.server.store.backend import Backend
 from lite.server.store.endpoint import DatastoreEndpoint
 from lite.server.store.sqlite import ValueCodec
 
 MODULES = {"postgres": "lite.server.store.pgbackend", "etcd": "lite.server.store.etcdbackend"}
-MIRROR = "lite.server.store.mirror"
 DRIVERS = {"postgres": "PostgreSQL", "etcd": "etcd"}
 
 
@@ -50,11 +49,11 @@ async def open_backend(endpoint: DatastoreEndpoint) -> Backend:
     return backend
 
 
-async def open_mirror(backend: Backend, endpoint: DatastoreEndpoint, codec: ValueCodec | None) -> Store:
-    """The API's store over `backend`: a MirrorStore, which has Store's public interface (hence the type)."""
-    module = _module(MIRROR, endpoint)
-    store: Store = await module.MirrorStore.open(backend, codec=codec)
-    return store
+async def open_mirror(backend: Backend, endpoint: DatastoreEndpoint, codec: ValueCodec | None) -> StoreLike:
+    """The API's store over `backend`: a MirrorStore (Store's public interface, `StoreLike`)."""
+    from lite.server.store.mirror import MirrorStore
+
+    return await MirrorStore.open(backend, codec=codec)
 
 
 def _module(name: str, endpoint: DatastoreEndpoint) -> Any:

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from lite.server.bootstrapdata import Presealed
     from lite.server.encryption.control import SecretsEncryption
     from lite.server.join.routes import LocalJoin
-    from lite.server.store import Store
+    from lite.server.store import StoreLike
     from lite.server.store.backend import Backend
 
 log = logging.getLogger("lite.server")
@@ -116,7 +116,7 @@ async def build(config: ServerConfig) -> Server:
 
 
 async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
-                      ) -> tuple[Store, Credentials, SecretsEncryption]:
+                      ) -> tuple[StoreLike, Credentials, SecretsEncryption]:
     """Credentials, the secrets encryption keys and the store, with the bootstrap data in agreement
     (`lite.server.bootstrapdata`). SQLite: the data dir's files are the truth and the store gets a copy. A
     shared datastore: its bootstrap data (made by the first server) is read before anything is generated here,
@@ -139,6 +139,7 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
 
     server_dir = config.paths.root / "server"
     endpoint = config.datastore
+    store: StoreLike
     if endpoint is not None and endpoint.shared:
         def generate() -> None:
             _generate_credentials_apart(config)

@@ -37,7 +37,7 @@ from aiohttp import web
 from lite.server.encryption import keyfile
 from lite.server.encryption.aesgcm import SEALED_KEYS, Keyset, SecretsCodec, key_name
 from lite.server.requestuser import user_info
-from lite.server.store import Store
+from lite.server.store import StoreLike
 from lite.server.store.errors import KeyNotFound, RevMismatch
 
 Obj = dict[str, Any]
@@ -50,7 +50,7 @@ class SecretsEncryption:
     def __init__(self, cred: Path, codec: SecretsCodec) -> None:
         self.cred = cred
         self.codec = codec
-        self.store: Store | None = None
+        self.store: StoreLike | None = None
         self.stage = "start"
         self._lock = asyncio.Lock()
         # Counts of live Secrets per key name, for `status`; None = read the SQLite file at `store.path` (a
@@ -70,7 +70,7 @@ class SecretsEncryption:
             keyfile.save(cred, keyset)
         return cls(cred, SecretsCodec(keyset))
 
-    def attach(self, store: Store) -> None:
+    def attach(self, store: StoreLike) -> None:
         self.store = store
 
     async def _set(self, keyset: Keyset) -> None:
@@ -130,7 +130,7 @@ class SecretsEncryption:
                 "activeKey": keyset.primary.name if keyset.primary is not None else "",
                 "keys": [k.name for k in keyset.keys], "secrets": counts}
 
-    def _need_store(self) -> Store:
+    def _need_store(self) -> StoreLike:
         if self.store is None:
             raise RuntimeError("the store is not open yet")
         return self.store
