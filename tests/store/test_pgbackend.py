@@ -151,13 +151,19 @@ async def test_snapshot_prefix_and_one_revision_across_pages(backend: PgBackend,
 
 async def test_changes_in_order_across_concurrent_committers_and_a_slow_transaction(
         pg_dsn: str, backend: PgBackend) -> None:
-    """Three backends (servers) commit at once while a slow transaction holds a revision: a watcher sees every
-    revision exactly once, in order, with what each commit wrote, and does not skip the slow one."""
+    """Three backends (servers) commit at once while a slow transaction holds a revision and a watcher reads all
+    along: it sees every revision exactly once, in order, with what each commit wrote, and does not skip the
+    slow one (with revisions from a sequence, the others commit past it and the watcher reads beyond it first)."""
     writers = [await PgBackend.open(pg_dsn) for _ in range(3)]
     slow = await asyncpg.connect(pg_dsn)
-    watch = backend.changes(0)
     [first] = await writers[0].commit([Write("create", "c/first", b"0")])
-    assert [c.rev for c in await collect(watch, first)] == [first]
+    seen: list[Change] = []
+
+    async def watcher() -> None:
+        async for batch in backend.changes(first):
+            seen.extend(batch)
+
+    watching = asyncio.create_task(watcher())
     committed: dict[int, tuple[str, bytes, bool]] = {}
     try:
         tx = slow.transaction()
@@ -178,32 +184,32 @@ async def test_changes_in_order_across_concurrent_committers_and_a_slow_transact
 
         load = asyncio.gather(*(client(writers[c % 3], c) for c in range(12)))
 
-        async def blocked() -> bool:  # the others wait on the revision lock (or, wrongly, went past it)
+        async def held_up() -> bool:  # every server waits on the revision lock (or, wrongly, the watcher went past)
             n = await slow.fetchval("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                                     "AND datname = current_database()")
-            return int(n) >= 1 or bool(committed)
+            return int(n) >= len(writers) or any(c.rev > slow_rev for c in seen)
 
-        await wait_for(blocked, "committers blocked behind the slow transaction")
+        await wait_for(held_up, "committers held up behind the slow transaction")
         await tx.commit()
         await load
+        top = max(committed)
+
+        async def caught_up() -> bool:
+            return any(c.rev >= top for c in seen)
+
+        await wait_for(caught_up, "the watcher reaching the last commit")
     finally:
+        watching.cancel()
         await slow.close()
         for w in writers:
             await w.close()
-    top = max(committed)
-    seen = await collect(watch, top)
     assert [c.rev for c in seen] == list(range(slow_rev, top + 1)), "a revision was skipped or repeated"
     assert seen[0] == Change(slow_rev, "c/slow", b"slow", True, False)
     assert {c.rev: (c.key, c.value, c.deleted) for c in seen[1:]} == committed
-    await watch.aclose()
 
 
-async def test_stream_resumes_after_postgresql_restart(pg_server: PgServer, pg_dsn: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """A crash of PostgreSQL: the stream goes on after it, missing nothing, including what was committed before
-    its listener was back (a slower reconnect makes that the usual order here: no notification tells of it)."""
-    monkeypatch.setattr(pgbackend, "BACKOFF_MIN", 1.0)
-    backend = await PgBackend.open(pg_dsn)
+async def test_stream_resumes_after_postgresql_restart(pg_server: PgServer, pg_dsn: str, backend: PgBackend) -> None:
+    """A crash of PostgreSQL: the stream goes on after it, missing nothing and repeating nothing."""
     writer = await PgBackend.open(pg_dsn)
     watch = backend.changes(0)
     try:
@@ -227,6 +233,64 @@ async def test_stream_resumes_after_postgresql_restart(pg_server: PgServer, pg_d
         await watch.aclose()
         await writer.close()
         await backend.close()
+
+
+async def test_changes_committed_while_the_listener_is_away_are_read_when_it_is_back(
+        pg_server: PgServer, pg_dsn: str, backend: PgBackend) -> None:
+    """The listener's connection drops and cannot come back while a commit happens elsewhere: no notification
+    tells of that commit, so only the read after LISTEN is in place again finds it."""
+    writer = await PgBackend.open(pg_dsn)
+    watch = backend.changes(0)
+    db = pg_dsn.rsplit("/", 1)[1]
+    admin = await asyncpg.connect(pg_server.dsn())
+    try:
+        await writer.commit([Write("create", "l/a", b"1")])
+        assert [c.rev for c in await collect(watch, 1)] == [1]
+        await admin.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS false')
+        ended = await admin.fetchval("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                     "WHERE datname = $1 AND application_name = 'lite-listen'", db)
+        assert ended == 2  # the watcher's backend's listener and the writer's
+
+        async def away() -> bool:
+            return not backend._listening.is_set()
+
+        await wait_for(away, "the listener noticing its connection is gone")
+        await writer.commit([Write("create", "l/b", b"2")])  # on a pool connection that stayed
+        await admin.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true')
+        assert await collect(watch, 2) == [Change(2, "l/b", b"2", True, False)]
+    finally:
+        await admin.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true')
+        await admin.close()
+        await watch.aclose()
+        await writer.close()
+
+
+async def test_a_change_read_that_fails_is_retried(pg_server: PgServer, pg_dsn: str, backend: PgBackend,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A notification arrives but the read it triggers cannot reach PostgreSQL (the pool's connections are gone
+    and new ones refused): the stream retries with backoff and delivers the change once it can read again."""
+    watch = backend.changes(0)
+    db = pg_dsn.rsplit("/", 1)[1]
+    raw = await asyncpg.connect(pg_dsn)  # a writer outside the pool
+    admin = await asyncpg.connect(pg_server.dsn())
+    try:
+        reader = asyncio.create_task(collect(watch, 1))
+        await admin.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS false')
+        await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = $1 AND application_name = 'lite'", db)
+        await raw.fetch(sql.COMMIT, ["create"], ["f/a"], [b"1"], [0])
+
+        async def failed_once() -> bool:
+            return "read failed" in caplog.text
+
+        await wait_for(failed_once, "a failed read")
+        await admin.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true')
+        assert await reader == [Change(1, "f/a", b"1", True, False)]
+    finally:
+        await admin.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true')
+        await admin.close()
+        await raw.close()
+        await watch.aclose()
 
 
 async def test_compaction_keeps_live_rows_and_answers_compacted(pg_dsn: str, backend: PgBackend,

@@ -56,6 +56,7 @@ SETTINGS = {
     "jit": "off",
     "application_name": "lite",
 }
+LISTENER_SETTINGS = {**SETTINGS, "application_name": "lite-listen"}  # operators (and tests) can tell it apart
 POOL_SIZE = 8
 MAX_BATCH = 1000  # writes per lite_commit call when queued commits are joined
 CHANGES_PAGE = 1000  # changes per read of a stream
@@ -278,7 +279,7 @@ class PgBackend:
             lost = asyncio.Event()
             try:
                 conn = cast(sql.Conn, await asyncpg.connect(
-                    self._dsn, server_settings=SETTINGS, timeout=CONNECT_TIMEOUT))
+                    self._dsn, server_settings=LISTENER_SETTINGS, timeout=CONNECT_TIMEOUT))
             except TRANSIENT as e:
                 log.warning("PostgreSQL listener: cannot connect (%s); retrying in %.2fs", e, delay)
                 await asyncio.sleep(delay)
