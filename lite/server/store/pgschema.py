@@ -4,9 +4,12 @@ Tables (created at open if missing; every name starts with `lite_`):
 - `lite_log(rev PRIMARY KEY, key, created, deleted, prev_rev, value)`: one row per committed write, appended;
   a delete's row (deleted) carries the key's final state. `prev_rev` is the row the write superseded (0 for a
   create), which is what compaction follows.
-- `lite_current(key PRIMARY KEY, rev, value)`: the live value of every key, kept in the same transaction as the
-  log rows. Lists read it alone, by ranges of its primary key (keys sort bytewise: COLLATE "C"), so a list costs
-  the keys it returns whatever the history holds (kine lists by grouping the whole log).
+- `lite_current(key PRIMARY KEY, rev)`: the live revision of every key, kept in the same transaction as the log
+  rows. Lists read ranges of its primary key (keys sort bytewise: COLLATE "C") and each value by its log row's
+  primary key, so a list costs the keys it returns whatever the history holds (kine lists by grouping the whole
+  log). Values are not copied here: that doubled the bytes every write puts in the heap and WAL, and a 64-write
+  batch took 8.1 ms of PostgreSQL's time against 3.8 ms now (fsync off, same run), while a 20,000-key snapshot,
+  read once when a server starts or reloads, went from ~190 ms to ~250 ms.
 - `lite_meta(name PRIMARY KEY, val)`: the rows 'rev' (the newest committed revision: the revision counter),
   'compacted' (changes at or below it may be gone) and 'swept' (compaction's progress).
 
@@ -51,8 +54,7 @@ CREATE TABLE IF NOT EXISTS lite_log (
 );
 CREATE TABLE IF NOT EXISTS lite_current (
     key text COLLATE "C" PRIMARY KEY,
-    rev bigint NOT NULL,
-    value bytea NOT NULL
+    rev bigint NOT NULL
 ) WITH (fillfactor = 80);
 CREATE TABLE IF NOT EXISTS lite_meta (
     name text PRIMARY KEY,
@@ -79,7 +81,7 @@ BEGIN
             END IF;
             head := head + 1;
             INSERT INTO lite_log VALUES (head, keys[n], true, false, 0, vals[n]);
-            INSERT INTO lite_current VALUES (keys[n], head, vals[n]);
+            INSERT INTO lite_current VALUES (keys[n], head);
         ELSE
             IF cur IS NULL THEN
                 rev := 0; code := 2; RETURN NEXT; CONTINUE;              -- KeyNotFound
@@ -92,7 +94,7 @@ BEGIN
             IF ops[n] = 'delete' THEN
                 DELETE FROM lite_current c WHERE c.key = keys[n];
             ELSE
-                UPDATE lite_current c SET rev = head, value = vals[n] WHERE c.key = keys[n];
+                UPDATE lite_current c SET rev = head WHERE c.key = keys[n];
             END IF;
         END IF;
         rev := head; code := 0; RETURN NEXT;
@@ -156,13 +158,14 @@ CHANGES_FROM = _CHANGES.format(cond="AND g.key >= $3")
 CHANGES_RANGE = _CHANGES.format(cond="AND g.key >= $3 AND g.key < $4")
 
 # Keyset pages of the live keys, read in one REPEATABLE READ transaction (see PgBackend.snapshot).
-_PAGE = "SELECT key, rev, value FROM lite_current WHERE key {op} $1 {cond} ORDER BY key LIMIT {limit}"
+_PAGE = ("SELECT c.key, c.rev, (SELECT l.value FROM lite_log l WHERE l.rev = c.rev) FROM lite_current c "
+         "WHERE c.key {op} $1 {cond} ORDER BY c.key LIMIT {limit}")
 
 
 def page_query(first: bool, bounded: bool, limit: int) -> str:
     """The query for one page of a snapshot: keys >= $1 (first page) or > $1 (after the last key read), and
     < $2 when the prefix has an upper bound."""
-    return _PAGE.format(op=">=" if first else ">", cond="AND key < $2" if bounded else "", limit=int(limit))
+    return _PAGE.format(op=">=" if first else ">", cond="AND c.key < $2" if bounded else "", limit=int(limit))
 
 
 def prefix_range(prefix: str) -> tuple[str, str | None]:
