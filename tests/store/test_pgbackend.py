@@ -5,6 +5,7 @@ holding a lower revision, a PostgreSQL restart), compaction, and the plans lists
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
@@ -370,3 +371,12 @@ async def test_lists_and_change_reads_use_indexes_at_100k_rows(pg_dsn: str, back
     # and the backend reads them right
     rev, items = await backend.snapshot("core/pods/ns42/")
     assert rev == 200000 and len(items) == 1000 and all(v == b"\x01" for _, _, v in items)
+
+
+async def test_open_when_postgresql_cannot_be_reached(pg_server: PgServer) -> None:
+    db = pg_server.dsn("postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = db.replace(f":{pg_server.port}/", f":{s.getsockname()[1]}/")  # bound, not listening
+        with pytest.raises(CommitFailed, match="cannot reach PostgreSQL"):
+            await PgBackend.open(nobody)
