@@ -8,6 +8,8 @@ over `servers` backends (each its own pool and listener, as separate lite server
 backend joins the commits that wait while its batch is in flight; batches of all backends take the revision
 lock one after another.
 
+`delivery_latency(dsn)`: p50/p99 from a commit on one backend to its change on another backend's stream.
+
 Usage: python bench/pgraw.py [--dsn postgres://...] [--seconds 4] [--clients 64]
 Without --dsn it starts its own PostgreSQL (tests/helpers/pgserver.py, durable: fsync on) on loopback and
 removes it at the end. Phases run A B A B (raw, backend, ...) so the shared machine's noise shows.
@@ -115,6 +117,53 @@ async def backend_commit_rate(dsn: str, *, clients: int = 64, seconds: float = 4
             await b.close()
 
 
+async def delivery_latency(dsn: str, *, rate: float = 200.0, seconds: float = 3.0,
+                           results: benchlib.Results | None = None) -> tuple[float, float]:
+    """(p50, p99) ms from a commit's call on one backend to its change reaching a stream on another backend
+    (as a write on one lite server reaches a watcher on another), at `rate` single-write commits per second."""
+    writer, reader = await PgBackend.open(dsn), await PgBackend.open(dsn)
+    sent: dict[str, float] = {}
+    lat: list[float] = []
+    value = pod_bytes(0)
+    try:
+        start = await reader.current_rev()
+        n = int(rate * seconds)
+        got_all = asyncio.Event()
+
+        async def watch() -> None:
+            async for batch in reader.changes(start, "core/pods/lat/"):
+                now = time.monotonic()
+                for ch in batch:
+                    lat.append(now - sent[ch.key])
+                if len(lat) >= n:
+                    got_all.set()
+                    return
+
+        watcher = asyncio.create_task(watch())
+
+        async def one(i: int) -> None:
+            key = f"core/pods/lat/p{i}"
+            sent[key] = time.monotonic()
+            [out] = await writer.commit([Write("create", key, value)])
+            if results is not None:
+                results.count(isinstance(out, int), f"create {key}: {out}")
+
+        await benchlib.paced(rate, seconds, one)
+        try:
+            await asyncio.wait_for(got_all.wait(), 30)
+        except TimeoutError:
+            if results is not None:
+                results.error(f"watch: {n - len(lat)} of {n} changes never arrived", n - len(lat))
+        watcher.cancel()
+    finally:
+        await writer.close()
+        await reader.close()
+    lat.sort()
+    if not lat:
+        return float("nan"), float("nan")
+    return lat[len(lat) // 2] * 1000, lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+
+
 async def main(args: argparse.Namespace, results: benchlib.Results) -> None:
     server = None
     dsn = args.dsn
@@ -150,6 +199,11 @@ async def phases(dsn: str, args: argparse.Namespace, results: benchlib.Results) 
         vals = figures[name]
         print(f"  {what:32} {' '.join(f'{v:8.0f}' for v in vals)} /s   mean {sum(vals) / len(vals):8.0f}")
         results.set(f"{name}_per_s", sum(vals) / len(vals))
+    p50, p99 = await delivery_latency(dsn, results=results)
+    print(f"  change delivery, write on one backend to a stream on another (200 writes/s): "
+          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    results.set("delivery_p50_ms", p50)
+    results.set("delivery_p99_ms", p99)
     raw = sum(figures["raw"]) / 2
     for name in ("backend", "backend3"):
         ratio = sum(figures[name]) / 2 / raw if raw else float("nan")
