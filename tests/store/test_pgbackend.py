@@ -380,3 +380,14 @@ async def test_open_when_postgresql_cannot_be_reached(pg_server: PgServer) -> No
         nobody = db.replace(f":{pg_server.port}/", f":{s.getsockname()[1]}/")  # bound, not listening
         with pytest.raises(CommitFailed, match="cannot reach PostgreSQL"):
             await PgBackend.open(nobody)
+
+
+async def test_servers_opening_a_fresh_database_at_once(pg_dsn: str) -> None:
+    """Concurrent CREATE OR REPLACE FUNCTIONs fail ("tuple concurrently updated") unless opens take turns."""
+    backends = await asyncio.gather(*(PgBackend.open(pg_dsn) for _ in range(6)))
+    try:
+        outs = await asyncio.gather(*(b.commit([Write("create", f"o/{i}", b"1")]) for i, b in enumerate(backends)))
+        assert sorted(o for [o] in outs) == [1, 2, 3, 4, 5, 6]
+    finally:
+        for b in backends:
+            await b.close()
