@@ -373,7 +373,7 @@ async def test_lists_and_change_reads_use_indexes_at_100k_rows(pg_dsn: str, back
               FROM generate_series(1, 100000) g;
             INSERT INTO lite_log SELECT g + 100000, 'core/pods/ns' || (g % 100) || '/p' || g, false, false, g,
               '\\x01' FROM generate_series(1, 100000) g;
-            INSERT INTO lite_current SELECT 'core/pods/ns' || (g % 100) || '/p' || g, g + 100000, '\\x01'
+            INSERT INTO lite_current SELECT 'core/pods/ns' || (g % 100) || '/p' || g, g + 100000
               FROM generate_series(1, 100000) g;
             UPDATE lite_meta SET val = 200000 WHERE name = 'rev';
             ANALYZE lite_log; ANALYZE lite_current; ANALYZE lite_meta;""")
