@@ -33,7 +33,7 @@ from typing import Any, cast
 import asyncpg
 
 from lite.server.store import pgschema as sql
-from lite.server.store.backend import Change, Outcome, Write
+from lite.server.store.backend import Backend, Change, Outcome, Write
 from lite.server.store.errors import (
     CommitFailed,
     Compacted,
@@ -354,3 +354,8 @@ def _setter(event: asyncio.Event) -> Callable[[Any], None]:
     def done(_conn: Any) -> None:
         event.set()
     return done
+
+
+def _is_a_backend(b: PgBackend) -> Backend:
+    """Never called: mypy checks here that PgBackend satisfies the Backend protocol."""
+    return b
