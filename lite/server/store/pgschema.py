@@ -19,7 +19,10 @@ two batches hold revisions at once: a batch's revisions follow the previous batc
 (becomes visible: PostgreSQL ends a transaction in the process array before it releases its locks) before the
 next batch can take its first revision. Any snapshot that sees revision r therefore sees every revision below
 r, and `val` of 'rev' in that snapshot is the highest it sees. A batch that fails as a whole rolls its counter
-update back too, so revisions are gapless until compaction deletes rows.
+update back too, so revisions are gapless until compaction deletes rows. The lock is held only while PostgreSQL
+runs that one statement and commits (autocommit): no client round trip falls inside it, so a lite server that
+hangs or loses its network mid-commit holds up no other (the price: batches commit one at a time, each waiting
+for its WAL flush, and for a synchronous standby's answer where one is configured).
 
 `lite_commit` checks each write against the state committed before it plus the batch's own earlier writes
 (each statement of the function reads a fresh snapshot, taken after the lock, under READ COMMITTED, which the
