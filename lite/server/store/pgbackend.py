@@ -65,7 +65,7 @@ COMPACT_STEP = 500  # writes whose history one compaction transaction removes
 BACKOFF_MIN, BACKOFF_MAX = 0.05, 2.0
 PING = 5.0
 CONNECT_TIMEOUT = 10.0
-COMMIT_TIMEOUT = 60.0  # a batch may wait its turn behind others; past this its outcome is unknown
+COMMIT_TIMEOUT = 60.0  # per statement: a batch may wait its turn behind others; past this its outcome is unknown
 
 
 class PgBackend:
@@ -200,10 +200,11 @@ class PgBackend:
         try:
             async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as conn, \
                     conn.transaction(isolation="repeatable_read", readonly=True):
-                head = int(await conn.fetchval(sql.HEAD))
+                head = int(await conn.fetchval(sql.HEAD, timeout=COMMIT_TIMEOUT))
                 after, first = low, True
                 while True:
-                    rows = await conn.fetch(sql.page_query(first, high is not None, SNAPSHOT_PAGE), after, *bounds)
+                    rows = await conn.fetch(sql.page_query(first, high is not None, SNAPSHOT_PAGE), after, *bounds,
+                                            timeout=COMMIT_TIMEOUT)
                     out.extend((str(r[0]), int(r[1]), bytes(r[2])) for r in rows)
                     if len(rows) < SNAPSHOT_PAGE:
                         return head, out
