@@ -418,3 +418,25 @@ async def test_servers_opening_a_fresh_database_at_once(pg_dsn: str) -> None:
     finally:
         for b in backends:
             await b.close()
+
+
+@pytest.mark.parametrize(("prefix", "bounds"), [
+    ("", ("", None)),
+    ("core/pods/", ("core/pods/", "core/pods0")),
+    ("core/pods/ns/", ("core/pods/ns/", "core/pods/ns0")),
+    ("a\U0010ffff", ("a\U0010ffff", "b")),
+    ("\U0010ffff", ("\U0010ffff", None)),
+])
+def test_prefix_range(prefix: str, bounds: tuple[str, str | None]) -> None:
+    assert sql.prefix_range(prefix) == bounds
+
+
+async def test_changes_under_a_prefix(backend: PgBackend) -> None:
+    stream = backend.changes(0, "core/pods/")
+    await backend.commit([Write("create", "core/pods/a/x", b"1"), Write("create", "core/podsx/a/y", b"2"),
+                          Write("create", "core/nodes/n", b"3"), Write("create", "core/pods/b/z", b"4")])
+    await backend.commit([Write("create", "apps/deployments/a/d", b"5")])
+    await backend.commit([Write("delete", "core/pods/a/x", b"1")])
+    assert [(c.rev, c.key) for c in await collect(stream, 6)] == [
+        (1, "core/pods/a/x"), (4, "core/pods/b/z"), (6, "core/pods/a/x")]
+    await stream.aclose()
