@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LITE = ROOT / "lite"
 THIRD_PARTY = {"aiohttp", "aiosqlite", "msgpack", "pyroute2", "yaml", "cryptography", "orjson", "dnslib", "multidict",
-               "yarl", "prometheus_client", "jwt", "cel_expr_python", "google", "grpc"}
+               "yarl", "prometheus_client", "jwt", "cel_expr_python", "google", "grpc", "asyncpg"}
 TOP_PACKAGES = ("lite.server", "lite.agent", "lite.netns", "lite.cli")
 
 # The tiers inside lite.server, lowest first. A module's tier is that of its longest matching prefix; a module
