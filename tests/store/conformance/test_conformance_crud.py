@@ -15,7 +15,9 @@ What every store promises here:
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from typing import Any
 
 import pytest
 from conformance_kit import ConformingStore, decoded, entries, entry, obj, rv_of, take, with_rv
@@ -185,3 +187,36 @@ async def test_list_after_deletes_and_updates(store: ConformingStore) -> None:
     assert ("core/configmaps/ns/k3", r3, decoded(v3)) in entries(items)
     page, _, more = store.list("core/configmaps/ns/", start_after="core/configmaps/ns/k0", limit=1)
     assert keys_of(page) == ["core/configmaps/ns/k2"] and more == 2
+
+
+async def test_losing_a_race_shows_the_winner_when_raised(store: ConformingStore) -> None:
+    """Of two writes racing on one key with the same expectation one wins; the loser's error is about the
+    winner's write, and a caller re-reading right after the error already finds it (a read-modify-write loop
+    must not spin on the revision it just lost with)."""
+    rev, _ = await store.create(A, obj(A))
+
+    async def attempt(write: Any) -> tuple[str, Any, tuple[int, Any] | None]:
+        try:
+            result = await write
+        except (KeyExists, KeyNotFound, RevMismatch) as e:
+            return "lost", e, entry(store.get(A))  # read at once, before anything else runs
+        return "won", result, None
+
+    outcomes = await asyncio.gather(attempt(store.update(A, obj(A, n=1), rev)),
+                                    attempt(store.update(A, obj(A, n=2), rev)))
+    (won,), (lost,) = [o for o in outcomes if o[0] == "won"], [o for o in outcomes if o[0] == "lost"]
+    wrev = won[1][0]
+    assert isinstance(lost[1], RevMismatch) and lost[1].current_rev == wrev and lost[2] == entry(won[1])
+
+    outcomes = await asyncio.gather(attempt(store.delete(A, wrev)), attempt(store.update(A, obj(A, n=3), wrev)))
+    (won,), (lost,) = [o for o in outcomes if o[0] == "won"], [o for o in outcomes if o[0] == "lost"]
+    if isinstance(lost[1], KeyNotFound):  # the delete won
+        assert lost[2] is None
+    else:
+        assert isinstance(lost[1], RevMismatch) and lost[2] == entry(won[1]) and lost[1].current_rev == won[1][0]
+    if store.get(A) is not None:
+        await store.delete(A, 0)
+
+    outcomes = await asyncio.gather(attempt(store.create(A, obj(A, c=1))), attempt(store.create(A, obj(A, c=2))))
+    (won,), (lost,) = [o for o in outcomes if o[0] == "won"], [o for o in outcomes if o[0] == "lost"]
+    assert isinstance(lost[1], KeyExists) and lost[2] == entry(won[1])
