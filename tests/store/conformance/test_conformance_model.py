@@ -4,7 +4,9 @@
 expected revisions that are fresh, stale, made up or 0; between writes they read with get and list. Watchers
 on random prefixes start before the writes (from 0) and in the middle of them (from oldest_rev - 1, from a
 random revision in the window, from current_rev); some stop reading for a while and are dropped
-(`WatchDropped`), then resume from the last revision they saw, as clients do. Afterwards the committed history
+(`WatchDropped`), then resume from the last revision they saw, as clients do, or, when that left the store's
+window (`Compacted`; the test runs with a large window and with a small one), list and watch from the list's
+revision. One writer compacts all history meanwhile. Afterwards the committed history
 is the acknowledged writes in revision order, and the model (a dict key -> (rev, value), the history replayed)
 must explain everything that was seen:
 - every acknowledged write is in the history exactly once (a watch from before the first write saw exactly
@@ -15,14 +17,17 @@ must explain everything that was seen:
   call was running: conflicts were raised exactly when the model says;
 - every watcher's stream, resumptions included, is exactly the history after its start for its prefix, in
   revision order (a MODIFIED event's prev is the value it replaced), and replayed over the model's state at its
-  start gives the final list;
+  start gives the final list; after a relist, the list is the model's state at the list's revision, and the
+  stream from there replayed over it gives the final list;
 - each get and list during the run showed exactly the model's state at the current_rev it reported.
-The seed is printed (and named in the failure); `LITE_CONFORMANCE_SEED=N` reruns one.
+The seed is printed (and named in the failure); `LITE_CONFORMANCE_SEED=N` reruns one, and
+`LITE_CONFORMANCE_RUNS=K` runs K fresh seeds (one by default) beside the two fixed ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 from dataclasses import dataclass, field
@@ -31,11 +36,12 @@ from typing import Any
 import pytest
 from conformance_kit import ConformingStore, Datastore, decoded, entries, obj, queued, with_rv
 
-from lite.server.store import KeyExists, KeyNotFound, RevMismatch, StoreEvent, Watch, WatchDropped
+from lite.server.store import Compacted, KeyExists, KeyNotFound, RevMismatch, StoreEvent, Watch, WatchDropped
 
 WRITERS = 6
 OPS = 60  # per writer
 WATCH_QUEUE = 16  # small, so that a watcher that stops reading is dropped
+SMALL_WINDOW = 40  # a window that a dropped watcher's resumption often falls out of: it relists
 KEYS = [f"core/configmaps/ns{a}/c{i}" for a in (1, 2) for i in range(3)] + ["core/pods/ns1/p0", "core/pods/ns1/p1"]
 PREFIXES = ["", "core/", "core/configmaps/", "core/configmaps/ns1/", "core/configmaps/ns2/", "core/pods/"]
 CONFLICTS = (KeyExists, KeyNotFound, RevMismatch)
@@ -67,6 +73,8 @@ class Watcher:
     sluggish: bool  # stops reading for a while, once
     events: list[StoreEvent] = field(default_factory=list)
     drops: int = 0
+    # (index into events, revision, items) of each relist after a Compacted resume: the stream goes on from there
+    relists: list[tuple[int, int, list[tuple[str, int, bytes]]]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
     def last(self) -> int:
@@ -109,10 +117,16 @@ class Run:
         self.watchers.append(wr)
 
     def resume(self, wr: Watcher, err: WatchDropped) -> None:
-        """What a client does on WatchDropped: watch again from the last revision it saw."""
+        """What a client does on WatchDropped: watch again from the last revision it saw; if that left the
+        window meanwhile (Compacted), list and watch from the list's revision."""
         assert err.last_rev == wr.last(), (err.last_rev, wr.last())
         wr.drops += 1
-        wr.watch = self.store.watch(wr.prefix, err.last_rev)
+        try:
+            wr.watch = self.store.watch(wr.prefix, err.last_rev)
+        except Compacted:
+            items, rev, _ = self.store.list(wr.prefix)
+            wr.relists.append((len(wr.events), rev, items))
+            wr.watch = self.store.watch(wr.prefix, rev)
 
     async def consume(self, wr: Watcher) -> None:
         stalled = not wr.sluggish
@@ -149,6 +163,8 @@ class Run:
                 self.start_watcher(rnd.choice([lo, hi, rnd.randint(lo, hi)]))
             if rnd.random() < 0.2:
                 self.observe(rnd)
+            if n == 1 and i == OPS // 3:
+                await self.store.compact(0)  # history goes while writes and watches go on: nobody may notice
             await self.write(n, i, rnd, seen)
             async with self.progress:
                 self.progress.notify_all()
@@ -301,36 +317,53 @@ def check(run: Run, final: list[tuple[str, int, bytes]]) -> dict[str, int]:
         before = model.state(k, rev - 1)
         prev_value[rev] = None if before is None else before[1]
     for wr in run.watchers:
-        want = [e for e in events if e[2] > wr.start and e[1].startswith(wr.prefix)]
         got = [(e.type, e.key, e.rev, decoded(e.value)) for e in wr.events]
-        assert got == want, (wr.prefix, wr.start, wr.drops)
+        # a relist cuts the stream in segments: each one is the history after its start (the watch's start
+        # or the list's revision), the last one all of it, an earlier one the part seen before Compacted
+        cuts = [(0, wr.start, None), *wr.relists, (len(got), None, None)]
+        for (i, start, items), (j, nxt, _) in itertools.pairwise(cuts):
+            assert start is not None
+            want = [e for e in events if e[2] > start and e[1].startswith(wr.prefix)]
+            seg = got[i:j]
+            assert seg == (want if nxt is None else want[: len(seg)]), (wr.prefix, start, wr.drops, wr.relists)
+            if nxt is not None:
+                assert nxt >= (seg[-1][2] if seg else start)  # a relist never goes back in time
+            if items is not None:  # what the relist showed is the model's state at its revision
+                assert entries(items) == sorted((k, r, v) for k, (r, v) in model.snapshot(wr.prefix, start).items())
         for e in wr.events:
             if e.type == "MODIFIED":
                 assert decoded(e.prev) == prev_value[e.rev], e
             elif e.type == "ADDED":
                 assert e.prev is None, e
-        replayed = {k: (r, v) for k, (r, v) in model.snapshot(wr.prefix, wr.start).items()}
-        for typ, k, rev, value in got:
+        # replayed over what the watcher listed last (or the model's state at its start), the stream after it
+        # gives the final list
+        i, start, items = cuts[-2]
+        listed = {k: (r, v) for k, r, v in entries(items or [])}
+        replayed = model.snapshot(wr.prefix, wr.start) if items is None else listed
+        for typ, k, rev, value in got[i:]:
             if typ == "DELETED":
                 del replayed[k]
             else:
                 replayed[k] = (rev, value)
         assert replayed == model.snapshot(wr.prefix, last)
     return {"acked": len(acked), "conflicts": len(failed), "reads": len(run.reads),
-            "watchers": len(run.watchers), "drops": sum(w.drops for w in run.watchers)}
+            "watchers": len(run.watchers), "drops": sum(w.drops for w in run.watchers),
+            "relists": sum(len(w.relists) for w in run.watchers)}
 
 
 def seeds() -> list[int]:
     chosen = os.environ.get("LITE_CONFORMANCE_SEED")
     if chosen:
         return [int(chosen)]
-    return [1, 2, random.SystemRandom().randrange(100, 1 << 31)]  # two fixed, one new each run
+    fresh = int(os.environ.get("LITE_CONFORMANCE_RUNS") or 1)
+    return [1, 2, *(random.SystemRandom().randrange(100, 1 << 31) for _ in range(fresh))]  # new ones each run
 
 
 @pytest.mark.parametrize("seed", seeds(), ids=lambda s: f"seed{s}" if s < 100 else "fresh-seed")
-async def test_concurrent_writers_and_watchers_match_the_model(datastore: Datastore, seed: int) -> None:
+@pytest.mark.parametrize("window", [10000, SMALL_WINDOW], ids=lambda w: f"window{w}")
+async def test_concurrent_writers_and_watchers_match_the_model(datastore: Datastore, seed: int, window: int) -> None:
     print(f"model test seed {seed} (rerun: LITE_CONFORMANCE_SEED={seed})")
-    store = await datastore.open(watch_queue=WATCH_QUEUE)
+    store = await datastore.open(window=window, watch_queue=WATCH_QUEUE)
     rnd = random.Random(seed)
     run = Run(store, rnd)
     start = store.current_rev  # a fresh datastore: nothing before it
@@ -353,6 +386,10 @@ async def test_concurrent_writers_and_watchers_match_the_model(datastore: Datast
         kinds = {type(a.error) for a in run.attempts if a.error is not None}
         assert kinds == set(CONFLICTS), kinds
         assert run.watchers[1].drops >= 1
+        if window == SMALL_WINDOW:  # and, resuming after the window moved on, relisted
+            assert run.watchers[1].relists
+        else:  # the watcher of everything from the start saw the whole history: nothing more was committed
+            assert not run.watchers[0].relists
     except AssertionError as e:
         raise AssertionError(f"seed {seed}: {e}") from e
     finally:
