@@ -220,3 +220,23 @@ async def test_losing_a_race_shows_the_winner_when_raised(store: ConformingStore
     outcomes = await asyncio.gather(attempt(store.create(A, obj(A, c=1))), attempt(store.create(A, obj(A, c=2))))
     (won,), (lost,) = [o for o in outcomes if o[0] == "won"], [o for o in outcomes if o[0] == "lost"]
     assert isinstance(lost[1], KeyExists) and lost[2] == entry(won[1])
+
+
+async def test_list_order_is_code_point_order(store: ConformingStore) -> None:
+    """Keys sort by code point (as bytes of UTF-8 do), not by a locale's collation, which would put "a-b" after
+    "a0" or "ns-1/" after "ns/"; start_after pages in the same order."""
+    names = ["a", "a-b", "a.c", "a0", "ab", "b", "b-1", "b.1", "b1", "z9", "z-"]
+    keys = [f"core/configmaps/{ns}/{n}" for ns in ("ns", "ns-1", "ns1") for n in names]
+    for k in reversed(keys):
+        await store.create(k, obj(k))
+    assert keys_of(store.list("core/configmaps/")[0]) == sorted(keys)
+    ns = "core/configmaps/ns/"
+    assert keys_of(store.list(ns)[0]) == sorted(k for k in keys if k.startswith(ns))
+    paged, after = [], ""
+    while True:
+        page, _, more = store.list("core/configmaps/", start_after=after, limit=4)
+        paged += keys_of(page)
+        if not more:
+            break
+        after = page[-1][0]
+    assert paged == sorted(keys)

@@ -84,7 +84,8 @@ async def test_prefix_isolation(store: ConformingStore) -> None:
     start = store.current_rev
     watches = {p: store.watch(p, start) for p in ("", "core/", P, "core/configmaps/ns10/", "core/pods/")}
     h = History()
-    for k in (key("a"), "core/configmaps/ns10/a", "core/configmaps/ns1x", "core/pods/ns1/p", "apps/x/ns1/y"):
+    for k in (key("a"), "core/configmaps/ns10/a", "core/configmaps/ns1x/a", "core/pods/ns1/p",
+              "example.com/widgets/ns1/y"):
         h.add("ADDED", k, await store.create(k, obj(k)))
     for p, w in watches.items():
         assert summary(await queued(w)) == h.after(start, p), p
