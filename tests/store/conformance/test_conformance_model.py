@@ -6,12 +6,14 @@ on random prefixes start before the writes (from 0) and in the middle of them (f
 random revision in the window, from current_rev); some stop reading for a while and are dropped
 (`WatchDropped`), then resume from the last revision they saw, as clients do, or, when that left the store's
 window (`Compacted`; the test runs with a large window and with a small one), list and watch from the list's
-revision. One writer compacts all history meanwhile. Afterwards the committed history
-is the acknowledged writes in revision order, and the model (a dict key -> (rev, value), the history replayed)
-must explain everything that was seen:
+revision. One writer compacts all history meanwhile. With the large window, some writers also give up waiting
+for a write (the call is cancelled, as when a client goes away): such a write may or may not be committed.
+Afterwards the committed history is known (the acknowledged writes, or the window read back), and the model (a
+dict key -> (rev, value), the history replayed) must explain everything that was seen:
 - every acknowledged write is in the history exactly once (a watch from before the first write saw exactly
-  the acknowledged writes), with the value written and resourceVersion = its rev; revisions are unique and
-  follow real time (a write acknowledged before another began has the lower rev), not necessarily contiguous;
+  the acknowledged writes, plus those of cancelled calls that were committed, each matched to its call), with
+  the value written and resourceVersion = its rev; nothing else was committed; revisions are unique and follow
+  real time (a write acknowledged before another began has the lower rev), not necessarily contiguous;
 - each successful write's condition held in the model just before its revision, and each conflict
   (KeyExists, KeyNotFound, RevMismatch with the key's mod revision) held in some state the key had while the
   call was running: conflicts were raised exactly when the model says;
@@ -63,6 +65,7 @@ class Attempt:
     rev_after: int = 0  # store.current_rev when it returned
     result: tuple[int, bytes] | None = None
     error: BaseException | None = None
+    cancelled: bool = False  # the caller gave up waiting: it may or may not have been committed
 
 
 @dataclass
@@ -94,9 +97,10 @@ class Observation:
 class Run:
     """One run of the randomised workload on one store, recording everything the checks need."""
 
-    def __init__(self, store: ConformingStore, rnd: random.Random) -> None:
+    def __init__(self, store: ConformingStore, rnd: random.Random, cancels: bool) -> None:
         self.store = store
         self.rnd = rnd
+        self.cancels = cancels  # some callers give up (a client that went away): those writes' fate is unknown
         self.clock = 0
         self.attempts: list[Attempt] = []
         self.watchers: list[Watcher] = []
@@ -199,15 +203,27 @@ class Run:
             body = None  # the current object is the final state
         a = Attempt(n, op, k, expected, body, self.tick(), self.store.current_rev)
         self.attempts.append(a)
+        if op == "create":
+            assert body is not None
+            call = self.store.create(k, body)
+        elif op == "update":
+            assert body is not None
+            call = self.store.update(k, body, expected)
+        else:
+            call = self.store.delete(k, expected, final=body)
         try:
-            if op == "create":
-                assert body is not None
-                a.result = await self.store.create(k, body)
-            elif op == "update":
-                assert body is not None
-                a.result = await self.store.update(k, body, expected)
+            if self.cancels and rnd.random() < 0.1:
+                task = asyncio.ensure_future(call)
+                for _ in range(rnd.randrange(4)):
+                    await asyncio.sleep(0)
+                task.cancel()  # the caller goes away; the write may have been submitted, or even be done
+                try:
+                    a.result = await task
+                except asyncio.CancelledError:
+                    a.cancelled = True
+                    return  # its fate shows in the committed history, if anywhere
             else:
-                a.result = await self.store.delete(k, expected, final=body)
+                a.result = await call
         except CONFLICTS as e:
             a.error = e
         a.end, a.rev_after = self.tick(), self.store.current_rev
@@ -245,22 +261,52 @@ class Model:
         return out
 
 
-def event_of(a: Attempt, before: State) -> Event:
-    """The event an acknowledged write must produce, given the key's state just before it (checked here)."""
-    assert a.result is not None
-    rev, value = a.result
+def expected_event(a: Attempt, before: State, rev: int) -> Event | str:
+    """The event the write must make if committed at `rev` with the key's state `before` just before it, or
+    why it cannot have been committed there."""
     if a.op == "create":
-        assert before is None, f"create of {a.key} succeeded at {rev} although it existed: {before}"
-        typ, expected_value = "ADDED", with_rv(a.body or {}, rev)
-    else:
-        assert before is not None, f"{a.op} of {a.key} succeeded at {rev} although it did not exist"
-        assert a.expected in (0, before[0]), f"{a.op} of {a.key} expected {a.expected} but it was at {before[0]}"
-        if a.op == "update":
-            typ, expected_value = "MODIFIED", with_rv(a.body or {}, rev)
-        else:
-            typ, expected_value = "DELETED", with_rv(a.body if a.body is not None else before[1], rev)
-    assert decoded(value) == expected_value, (a, decoded(value))
-    return typ, a.key, rev, expected_value
+        if before is not None:
+            return f"create of {a.key} succeeded at {rev} although it existed: {before}"
+        return "ADDED", a.key, rev, with_rv(a.body or {}, rev)
+    if before is None:
+        return f"{a.op} of {a.key} succeeded at {rev} although it did not exist"
+    if a.expected not in (0, before[0]):
+        return f"{a.op} of {a.key} succeeded at {rev} expecting {a.expected} although it was at {before[0]}"
+    if a.op == "update":
+        return "MODIFIED", a.key, rev, with_rv(a.body or {}, rev)
+    return "DELETED", a.key, rev, with_rv(a.body if a.body is not None else before[1], rev)
+
+
+def committed_history(run: Run, replay: list[StoreEvent] | None, last: int) -> list[tuple[Attempt, Event]]:
+    """The committed history as (write, its event), in revision order, each write's condition checked against
+    the model just before its revision. From the acknowledged writes; with `replay` (every committed event, read
+    back from the store) also the cancelled writes that were committed, which are given their revision."""
+    acked = sorted((a for a in run.attempts if a.result is not None), key=lambda a: a.result[0])
+    revs = [a.result[0] for a in acked]
+    assert len(set(revs)) == len(revs), "two acknowledged writes share a revision"
+    by_rev = {a.result[0]: a for a in acked}
+    unknown = [a for a in run.attempts if a.cancelled]
+    committed = [(e.rev, e) for e in replay] if replay is not None else [(r, None) for r in revs]
+    history: list[tuple[Attempt, Event]] = []
+    states: dict[str, State] = {}
+    for rev, ev in committed:
+        a = by_rev.pop(rev, None)
+        if a is None:  # not acknowledged: it must be a cancelled write, the one whose event this is
+            assert ev is not None
+            got = (ev.type, ev.key, ev.rev, decoded(ev.value))
+            matches = [c for c in unknown if c.key == ev.key and expected_event(c, states.get(c.key), rev) == got]
+            assert matches, f"a write nobody made was committed: {got}"
+            a = matches[0]
+            unknown.remove(a)
+            a.result, a.end, a.rev_after = (rev, ev.value), 1 << 62, last  # still running as far as we know
+        assert a.result is not None
+        want = expected_event(a, states.get(a.key), rev)
+        assert not isinstance(want, str), want
+        assert decoded(a.result[1]) == want[3], (a, decoded(a.result[1]))
+        history.append((a, want))
+        states[a.key] = None if want[0] == "DELETED" else (rev, want[3])
+    assert not by_rev, f"acknowledged writes missing from the committed history: {sorted(by_rev)}"
+    return history
 
 
 def explains(a: Attempt, s: State) -> bool:
@@ -275,28 +321,18 @@ def explains(a: Attempt, s: State) -> bool:
     return False
 
 
-def check(run: Run, final: list[tuple[str, int, bytes]]) -> dict[str, int]:
-    acked = sorted((a for a in run.attempts if a.result is not None), key=lambda a: a.result[0])
-    revs = [a.result[0] for a in acked]
-    assert len(set(revs)) == len(revs), "two acknowledged writes share a revision"
+def check(run: Run, final: list[tuple[str, int, bytes]], replay: list[StoreEvent] | None, last: int
+          ) -> dict[str, int]:
+    history = committed_history(run, replay, last)
     # real time: a write acknowledged before another began has the lower revision; and the write's revision
     # lies between current_rev when it began and current_rev when it returned (it was readable at once)
-    for a in acked:
-        rev = a.result[0]
+    for a, (_, _, rev, _) in history:
         assert a.rev_before < rev <= a.rev_after, (a, rev)
-        for b in acked:
+        for b, (_, _, brev, _) in history:
             if a.end < b.start:
-                assert rev < b.result[0], (a, b)
-    # the history, with each success's condition checked against the model just before it
-    history: list[tuple[Attempt, Event]] = []
-    states: dict[str, State] = {}
-    for a in acked:
-        ev = event_of(a, states.get(a.key))
-        history.append((a, ev))
-        states[a.key] = None if ev[0] == "DELETED" else (ev[2], ev[3])
+                assert rev < brev, (a, b)
     model = Model(history)
     events = [ev for _, ev in history]
-    last = revs[-1]
     # conflicts raised exactly when the model says: some state the key had during the call explains each
     failed = [a for a in run.attempts if a.error is not None]
     for a in failed:
@@ -346,7 +382,9 @@ def check(run: Run, final: list[tuple[str, int, bytes]]) -> dict[str, int]:
             else:
                 replayed[k] = (rev, value)
         assert replayed == model.snapshot(wr.prefix, last)
-    return {"acked": len(acked), "conflicts": len(failed), "reads": len(run.reads),
+    return {"committed": len(history), "cancelled": sum(a.cancelled for a in run.attempts),
+            "cancelled and committed": sum(a.cancelled for a, _ in history), "conflicts": len(failed),
+            "reads": len(run.reads),
             "watchers": len(run.watchers), "drops": sum(w.drops for w in run.watchers),
             "relists": sum(len(w.relists) for w in run.watchers)}
 
@@ -365,7 +403,9 @@ async def test_concurrent_writers_and_watchers_match_the_model(datastore: Datast
     print(f"model test seed {seed} (rerun: LITE_CONFORMANCE_SEED={seed})")
     store = await datastore.open(window=window, watch_queue=WATCH_QUEUE)
     rnd = random.Random(seed)
-    run = Run(store, rnd)
+    # with the large window, some writers give up waiting (cancelled: the fate of those writes is unknown),
+    # and the committed history is read back from the window; with the small one it is the acknowledged writes
+    run = Run(store, rnd, cancels=window != SMALL_WINDOW)
     start = store.current_rev  # a fresh datastore: nothing before it
     run.start_watcher(start, prefix="")  # everything from the start: the whole history as committed
     run.start_watcher(start, prefix="core/configmaps/", sluggish=True)  # 3/4 of the keys: sure to be dropped
@@ -381,10 +421,18 @@ async def test_concurrent_writers_and_watchers_match_the_model(datastore: Datast
             await wr.task  # a consumer that failed (not just cancelled) fails the test with its error
         except asyncio.CancelledError:
             pass
+    # From here on nothing waits, so nothing else runs (a cancelled write might still be committed later): the
+    # watchers' streams, the final list and the history read back are all as of one revision.
+    for wr in run.watchers:
         await run.drain(wr)
-    final, _, _ = store.list("")
+    final, last, _ = store.list("")
+    replay = None
+    if run.cancels:
+        everything = store.watch("", start)
+        replay = await queued(everything)
+        everything.close()
     try:
-        stats = check(run, final)
+        stats = check(run, final, replay, last)
         # the workload did what it is for: conflicts of every kind, a watcher dropped and resumed
         kinds = {type(a.error) for a in run.attempts if a.error is not None}
         assert kinds == set(CONFLICTS), kinds
