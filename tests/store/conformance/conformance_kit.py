@@ -2,7 +2,8 @@
 
 A *factory* (`Factory`) names one way of building a store over one kind of datastore (today: `Store` on an
 SQLite file; at merge: `MirrorStore` over each `Backend`). Per test it provides a fresh, empty datastore as an
-async context manager that yields an *opener*: `await opener(**opts)` opens a store on that datastore, with
+async context manager (given the values of the fixtures it `needs`, by name) that yields an *opener*:
+`await opener(**opts)` opens a store on that datastore, with
 `opts` among `window`, `watch_queue`, `window_bytes`, `watch_queue_bytes` (the keyword arguments `Store.open`
 and `MirrorStore.open` share). Opening again after `close` is a *reopen*: for `Store`, the same file; for a
 backend, a new `MirrorStore` (and a new backend connection) on the same datastore. Leaving the context
@@ -14,7 +15,7 @@ The list of factories the suite runs over is `FACTORIES` in this directory's con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -56,14 +57,16 @@ Opener = Callable[..., Awaitable[ConformingStore]]
 class Factory:
     """One way of building stores for the suite (see the module docstring).
 
-    `datastore(request)` is a fresh, empty datastore for one test (it may use other fixtures through
-    `request.getfixturevalue`, and call `pytest.skip` when what it needs is missing). `can_reopen=False`
-    says a second store on the same datastore is not possible: the tests that reopen then skip. `skip` maps a
-    test function's name to the reason this factory skips it.
+    `datastore(fixtures)` is a fresh, empty datastore for one test; `fixtures` maps each name in `needs` to
+    that fixture's value (resolved by pytest before the test's event loop runs, so async fixtures are fine; a
+    fixture that skips, e.g. when PostgreSQL is not installed, skips the test with its reason; so may
+    `datastore` itself). `can_reopen=False` says a second store on the same datastore is not possible: the
+    tests that reopen then skip. `skip` maps a test function's name to the reason this factory skips it.
     """
 
     name: str
-    datastore: Callable[[pytest.FixtureRequest], AbstractAsyncContextManager[Opener]]
+    datastore: Callable[[Mapping[str, Any]], AbstractAsyncContextManager[Opener]]
+    needs: Sequence[str] = ("tmp_path",)
     can_reopen: bool = True
     skip: Mapping[str, str] = field(default_factory=dict)
 

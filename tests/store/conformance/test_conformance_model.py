@@ -2,8 +2,8 @@
 
 `WRITERS` tasks do random creates, updates and deletes on a few keys (so they collide on purpose), with
 expected revisions that are fresh, stale, made up or 0; between writes they read with get and list. Watchers
-on random prefixes start before the writes (from 0) and in the middle of them (from oldest_rev - 1, from a
-random revision in the window, from current_rev); some stop reading for a while and are dropped
+on random prefixes start before the writes (from the current revision) and in the middle of them (from
+oldest_rev - 1, from a random revision in the window, from current_rev); some stop reading for a while and are dropped
 (`WatchDropped`), then resume from the last revision they saw, as clients do, or, when that left the store's
 window (`Compacted`; the test runs with a large window and with a small one), list and watch from the list's
 revision. One writer compacts all history meanwhile. With the large window, some writers also give up waiting
@@ -406,7 +406,7 @@ async def test_concurrent_writers_and_watchers_match_the_model(datastore: Datast
     # with the large window, some writers give up waiting (cancelled: the fate of those writes is unknown),
     # and the committed history is read back from the window; with the small one it is the acknowledged writes
     run = Run(store, rnd, cancels=window != SMALL_WINDOW)
-    start = store.current_rev  # a fresh datastore: nothing before it
+    start = store.current_rev  # a fresh datastore: nothing under any prefix before it
     run.start_watcher(start, prefix="")  # everything from the start: the whole history as committed
     run.start_watcher(start, prefix="core/configmaps/", sluggish=True)  # 3/4 of the keys: sure to be dropped
     # mid-run watchers: each writer starts one at a random op (some writers two)
