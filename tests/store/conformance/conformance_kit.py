@@ -3,11 +3,11 @@
 A *factory* (`Factory`) names one way of building a store over one kind of datastore (today: `Store` on an
 SQLite file; at merge: `MirrorStore` over each `Backend`). Per test it provides a fresh, empty datastore as an
 async context manager (given the values of the fixtures it `needs`, by name) that yields an *opener*:
-`await opener(**opts)` opens a store on that datastore, with
-`opts` among `window`, `watch_queue`, `window_bytes`, `watch_queue_bytes` (the keyword arguments `Store.open`
-and `MirrorStore.open` share). Opening again after `close` is a *reopen*: for `Store`, the same file; for a
-backend, a new `MirrorStore` (and a new backend connection) on the same datastore. Leaving the context
-manager removes the datastore; the stores themselves are closed by `Datastore` before that.
+`await opener(**opts)` opens a store on that datastore, with `opts` among `window`, `watch_queue`,
+`window_bytes`, `watch_queue_bytes` (the keyword arguments `Store.open` and `MirrorStore.open` share). Opening
+again after `close` is a *reopen*: for `Store`, the same file; for a backend, a new `MirrorStore` (and a new
+backend connection) on the same datastore. Leaving the context manager removes the datastore; the stores
+themselves are closed by `Datastore` before that.
 
 The list of factories the suite runs over is `FACTORIES` in this directory's conftest.py.
 """
