@@ -240,3 +240,41 @@ async def test_list_order_is_code_point_order(store: ConformingStore) -> None:
             break
         after = page[-1][0]
     assert paged == sorted(keys)
+
+
+async def test_delete_naming_a_revision_still_in_flight(store: ConformingStore) -> None:
+    """A delete whose expected_rev is the revision of an update not yet acknowledged (a client may know it from
+    a watch on another server) either fails, or deletes that update's object: the final state it writes by
+    default is the object at the revision it named, never an older one."""
+    rev, _ = await store.create(A, obj(A, n=0))
+    start = store.current_rev
+    update = asyncio.ensure_future(store.update(A, obj(A, n=1), rev))
+    # one of these names the update's revision (revisions are unknown in advance: gaps), the others fail
+    deletes = [asyncio.ensure_future(store.delete(A, start + i)) for i in range(1, 12)]
+    urev, uvalue = await update
+    outcomes = await asyncio.gather(*deletes, return_exceptions=True)
+    done = [o for o in outcomes if isinstance(o, tuple)]
+    assert all(isinstance(o, tuple | KeyNotFound | RevMismatch) for o in outcomes), outcomes
+    assert len(done) <= 1
+    for drev, final in done:
+        assert drev > urev and decoded(final) == with_rv(decoded(uvalue), drev)
+    if not done:
+        assert entry(store.get(A)) == entry((urev, uvalue))
+
+
+async def test_unconditional_delete_racing_an_update(store: ConformingStore) -> None:
+    """An unconditional delete submitted while an update is in flight goes before or after it; either way the
+    final state it writes is the object it removed (the update's if it came after it, else the one before)."""
+    rev, before = await store.create(A, obj(A, n=0))
+    update = asyncio.ensure_future(store.update(A, obj(A, n=1), rev))
+    await asyncio.sleep(0)  # the update is submitted first
+    delete = asyncio.ensure_future(store.delete(A, 0))
+    u, d = await asyncio.gather(update, delete, return_exceptions=True)
+    assert isinstance(d, tuple), d
+    drev, final = d
+    if isinstance(u, tuple):  # update, then delete
+        assert u[0] < drev and decoded(final) == with_rv(decoded(u[1]), drev)
+    else:  # delete, then the update found nothing
+        assert isinstance(u, KeyNotFound), u
+        assert decoded(final) == with_rv(decoded(before), drev)
+    assert store.get(A) is None

@@ -207,5 +207,6 @@ async def test_compacted_below_the_oldest_revision(datastore: Datastore) -> None
     with pytest.raises(Compacted):
         store.watch("", 0)
     w = store.watch(P, oldest - 1)  # the oldest point it can replay from: the whole window
-    assert summary(await queued(w)) == h.after(oldest - 1) and h.after(oldest - 1)[0][2] == oldest
+    # (with revision gaps, oldest_rev may fall in a gap: the first event kept is then above it)
+    assert summary(await queued(w)) == h.after(oldest - 1) and h.after(oldest - 1)[0][2] >= oldest
     w.close()
