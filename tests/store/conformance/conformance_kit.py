@@ -62,12 +62,19 @@ class Factory:
     fixture that skips, e.g. when PostgreSQL is not installed, skips the test with its reason; so may
     `datastore` itself). `can_reopen=False` says a second store on the same datastore is not possible: the
     tests that reopen then skip. `skip` maps a test function's name to the reason this factory skips it.
+
+    `delete_writes_final_first=True` declares the one known variant of the contract: a delete whose final state
+    differs from the stored object is committed as an update to that state, then the delete (each at a revision
+    of its own), so watchers see one more MODIFIED event before the DELETED one (EtcdBackend: etcd's DELETED
+    event can only carry the value stored). The tests then expect exactly that, and the model test's deletes
+    keep the stored object as their final state.
     """
 
     name: str
     datastore: Callable[[Mapping[str, Any]], AbstractAsyncContextManager[Opener]]
     needs: Sequence[str] = ("tmp_path",)
     can_reopen: bool = True
+    delete_writes_final_first: bool = False
     skip: Mapping[str, str] = field(default_factory=dict)
 
 

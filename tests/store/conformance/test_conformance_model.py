@@ -97,10 +97,11 @@ class Observation:
 class Run:
     """One run of the randomised workload on one store, recording everything the checks need."""
 
-    def __init__(self, store: ConformingStore, rnd: random.Random, cancels: bool) -> None:
+    def __init__(self, store: ConformingStore, rnd: random.Random, cancels: bool, own_finals: bool) -> None:
         self.store = store
         self.rnd = rnd
         self.cancels = cancels  # some callers give up (a client that went away): those writes' fate is unknown
+        self.own_finals = own_finals  # some deletes give a final state of their own
         self.clock = 0
         self.attempts: list[Attempt] = []
         self.watchers: list[Watcher] = []
@@ -199,7 +200,7 @@ class Run:
         else:
             expected = 0  # unconditional
         body: dict[str, Any] | None = obj(k, writer=n, op=i)
-        if op == "delete" and rnd.random() < 0.5:
+        if op == "delete" and (rnd.random() < 0.5 or not self.own_finals):
             body = None  # the current object is the final state
         a = Attempt(n, op, k, expected, body, self.tick(), self.store.current_rev)
         self.attempts.append(a)
@@ -405,7 +406,8 @@ async def test_concurrent_writers_and_watchers_match_the_model(datastore: Datast
     rnd = random.Random(seed)
     # with the large window, some writers give up waiting (cancelled: the fate of those writes is unknown),
     # and the committed history is read back from the window; with the small one it is the acknowledged writes
-    run = Run(store, rnd, cancels=window != SMALL_WINDOW)
+    run = Run(store, rnd, cancels=window != SMALL_WINDOW,
+              own_finals=not datastore.factory.delete_writes_final_first)
     start = store.current_rev  # a fresh datastore: nothing under any prefix before it
     run.start_watcher(start, prefix="")  # everything from the start: the whole history as committed
     run.start_watcher(start, prefix="core/configmaps/", sluggish=True)  # 3/4 of the keys: sure to be dropped

@@ -50,16 +50,32 @@ async def test_replay_then_live_in_revision_order(store: ConformingStore) -> Non
     r2, v2 = h.add("MODIFIED", key("a"), await store.update(key("a"), obj(key("a"), n=2), r1))
     h.add("ADDED", key("b"), await store.create(key("b"), obj(key("b"))))
     w = store.watch(P, r1)  # replays the update of a and the create of b
-    r4, _ = h.add("DELETED", key("a"), await store.delete(key("a"), r2, final=obj(key("a"), n=2, last=1)))
+    r4, _ = h.add("DELETED", key("a"), await store.delete(key("a"), r2))
     h.add("ADDED", key("c"), await store.create(key("c"), obj(key("c"))))
     evs = await take(w, 4)
     assert summary(evs) == h.after(r1)
     assert evs[0].type == "MODIFIED" and decoded(evs[0].prev) == decoded(v1) == with_rv(obj(key("a"), n=1), r1)
     assert evs[1].type == "ADDED" and evs[1].prev is None
-    assert decoded(evs[2].value) == with_rv(obj(key("a"), n=2, last=1), r4)  # DELETED: the final state written
+    assert decoded(evs[2].value) == with_rv(obj(key("a"), n=2), r4)  # DELETED: the final state, its own rev
     assert all(decoded(e.value)["metadata"]["resourceVersion"] == str(e.rev) for e in evs)
     assert w.last_rev == evs[-1].rev
     assert decoded(v2)["data"] == {"n": "2"}
+    w.close()
+
+
+async def test_deleted_event_carries_the_final_state_given(datastore: Datastore) -> None:
+    store = await datastore.open()
+    rev, _ = await store.create(key("a"), obj(key("a"), n=1))
+    w = store.watch(P, rev)
+    final = obj(key("a"), n=1, deletionTimestamp="2026-01-01T00:00:00Z")
+    drev, value = await store.delete(key("a"), rev, final=final)
+    assert decoded(value) == with_rv(final, drev)
+    evs = await queued(w)
+    if datastore.factory.delete_writes_final_first:  # the final state is written first, at a revision of its own
+        assert [e.type for e in evs] == ["MODIFIED", "DELETED"], summary(evs)
+        first = evs.pop(0)
+        assert rev < first.rev < drev and decoded(first.value) == with_rv(final, first.rev)
+    assert summary(evs) == [("DELETED", key("a"), drev, with_rv(final, drev))]
     w.close()
 
 
