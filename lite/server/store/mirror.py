@@ -358,16 +358,26 @@ class MirrorStore:
         if final is not None:
             return await self._submit("delete", key, final, expected_rev)
         while True:
+            if expected_rev and self.current_rev < expected_rev:
+                # the caller saw a revision this mirror has not applied yet: the final state must be the
+                # object at that revision, not an older one read from the backend before it landed
+                await self._reach(expected_rev)
             held = self._index.get(key)
-            if held is not None and (not expected_rev or held[0] >= expected_rev):
+            if held is not None:
                 rev, value = held[0], unpack(held[1])
-            else:  # not mirrored yet, or the caller saw a newer revision than the mirror has applied
+            else:  # not mirrored yet (a peer's create this server has not applied)
                 found = await self._fetch(key)
                 if found is None:
                     gone = KeyNotFound(key)
                     await self._catch_up(gone)
                     raise gone
                 rev, value = found
+            if expected_rev and rev != expected_rev:
+                # after _reach, a revision the key does not have here was not committed when asked (one still
+                # in flight, or made up): the object at it is unknown, so the delete cannot write its state
+                mismatch = RevMismatch(key, rev)
+                await self._catch_up(mismatch)
+                raise mismatch
             try:
                 return await self._submit("delete", key, orjson.loads(value), expected_rev or rev)
             except RevMismatch:
@@ -403,6 +413,17 @@ class MirrorStore:
         except (KeyExists, KeyNotFound, RevMismatch) as e:
             await self._catch_up(e)
             raise
+
+    async def _reach(self, rev: int) -> None:
+        """Wait until the mirror has applied `rev`, or everything the backend had committed when asked."""
+        if self.current_rev >= rev or self._closing or self._stream_ended:
+            return
+        try:
+            target = min(rev, await self._backend.current_rev())
+        except Exception:  # the datastore cannot say: go on with what is mirrored
+            return
+        while not (self.current_rev >= target or self._closing or self._stream_ended):
+            await self._applied.wait()
 
     async def _catch_up(self, err: KeyExists | KeyNotFound | RevMismatch) -> None:
         """Wait until the mirror shows the state a backend conflict was about (or is as new as the backend)."""

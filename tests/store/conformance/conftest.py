@@ -34,7 +34,7 @@ append after it would not be seen.)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,11 @@ import pytest
 from conformance_kit import ConformingStore, Datastore, Factory, Opener
 
 from lite.server.store import Store
+from lite.server.store.etcdbackend import EtcdBackend
+from lite.server.store.mirror import MirrorStore
+from lite.server.store.pgbackend import PgBackend
+from lite.server.store.sqlitebackend import SqliteBackend
+from tests.helpers.etcdserver import EtcdServer, etcd_or_skip
 
 
 @asynccontextmanager
@@ -56,8 +61,60 @@ async def sqlite_store(fixtures: Mapping[str, Any]) -> AsyncIterator[Opener]:
     yield open_  # tmp_path is pytest's to remove
 
 
+@pytest.fixture(scope="module")  # one etcd per test file, not kept running through the whole session
+def etcd_server() -> Iterator[EtcdServer]:
+    with etcd_or_skip() as server:
+        yield server
+
+
+@pytest.fixture
+def etcd_endpoint(etcd_server: EtcdServer) -> str:
+    etcd_server.wipe()
+    return etcd_server.endpoint
+
+
+def mirror(connect: Any) -> Any:
+    """A datastore factory: MirrorStore over the backend `connect(fixtures)` opens; reopen = a new backend."""
+
+    @asynccontextmanager
+    async def datastore(fixtures: Mapping[str, Any]) -> AsyncIterator[Opener]:
+        backends: list[Any] = []
+
+        async def open_(**opts: Any) -> ConformingStore:
+            backends.append(backend := await connect(fixtures))
+            return await MirrorStore.open(backend, **opts)
+
+        try:
+            yield open_
+        finally:
+            for b in backends:
+                await b.close()
+
+    return datastore
+
+
+async def _sqlite(fixtures: Mapping[str, Any], rev_step: int = 1) -> SqliteBackend:
+    return await SqliteBackend.open(str(Path(fixtures["tmp_path"]) / "backend.db"), rev_step=rev_step)
+
+
+async def _sqlite_gaps(fixtures: Mapping[str, Any]) -> SqliteBackend:
+    return await _sqlite(fixtures, rev_step=3)
+
+
+async def _pg(fixtures: Mapping[str, Any]) -> PgBackend:
+    return await PgBackend.open(fixtures["pg_dsn"])
+
+
+async def _etcd(fixtures: Mapping[str, Any]) -> EtcdBackend:
+    return await EtcdBackend.open([fixtures["etcd_endpoint"]])
+
+
 FACTORIES: list[Factory] = [
     Factory("sqlite", sqlite_store),
+    Factory("mirror-sqlite", mirror(_sqlite)),
+    Factory("mirror-sqlite-gaps", mirror(_sqlite_gaps)),
+    Factory("mirror-pg", mirror(_pg), needs=("pg_dsn",)),
+    Factory("mirror-etcd", mirror(_etcd), needs=("etcd_endpoint",), delete_writes_final_first=True),
 ]
 
 
