@@ -26,6 +26,7 @@ from lite.server.datastore import DatastoreUnavailable, open_backend
 from lite.server.encryption.aesgcm import KeepKeyCodec, Key, UnsealError, key_name
 from lite.server.store.backend import Backend
 from lite.server.store.endpoint import DatastoreEndpoint
+from lite.server.store.errors import CommitFailed
 from lite.server.store.migrate import MigrationError, Report, copy_store, import_state, live_keys
 
 log = logging.getLogger(__name__)
@@ -84,9 +85,15 @@ async def migrate(source: DatastoreEndpoint, target: DatastoreEndpoint, keys: tu
     """Copy every object of `source` into the empty `target` (both servers stopped)."""
     if _same(source, target):
         raise MigrationError(f"--from and --to both name {source.display}")
-    src = await open_source(source)
     try:
-        dst = await open_target(target, keys)
+        src = await open_source(source)
+    except CommitFailed as e:
+        raise MigrationError(f"--from {source.display}: {e}") from None
+    try:
+        try:
+            dst = await open_target(target, keys)
+        except CommitFailed as e:
+            raise MigrationError(f"--to {target.display}: {e}") from None
         try:
             return await copy_store(src, dst, source_name=source.display, target_name=target.display,
                                     ordered_batches=target.kind != "etcd",

@@ -107,11 +107,18 @@ async def build(config: ServerConfig) -> Server:
         server.background.append(("bootstrap-data", lambda: follow_bootstrap(
             store, server_dir, lambda: _token_secret(config), encryption.reload)))
     if not config.disable_snapshots:
-        from lite.server.snapshots import run_schedule
+        from lite.server.snapshots import Snapshot, run_schedule, save_datastore
+
+        endpoint = config.datastore
+
+        async def save_shared() -> Snapshot:  # PostgreSQL: an SQLite copy (Secrets resealed), etcd: its own
+            assert endpoint is not None
+            return await save_datastore(config.data_dir, endpoint, node=config.node_name,
+                                        keys=encryption.codec.keyset.keys)
 
         server.background.append(("snapshots", lambda: run_schedule(
             config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name,
-            db=config.store_path)))
+            db=config.store_path, saver=save_shared if config.shared_datastore else None)))
     return server
 
 
@@ -148,6 +155,10 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
 
         backend = await open_backend(endpoint)
         stack.push_async_callback(backend.close)
+        if config.datastore_migrate_from is not None:  # before the bootstrap data: the old cluster's CA comes along
+            from lite.server.datastoremigrate import import_at_start
+
+            log.info("%s", await import_at_start(backend, endpoint, config.datastore_migrate_from))
         slot: bd.Slot = bd.BackendSlot(backend)
         done = await bd.sync_bootstrap(slot, server_dir, secret, generate, local_wins=False)
         log.info("bootstrap data (%s): %s", endpoint.display, done)
