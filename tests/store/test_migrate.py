@@ -15,7 +15,7 @@ import pytest
 from lite.server.datastoremigrate import migrate
 from lite.server.encryption.aesgcm import PREFIX, Key, Keyset, SecretsCodec
 from lite.server.store import Store, StoreLike
-from lite.server.store.backend import Backend
+from lite.server.store.backend import Backend, Write
 from lite.server.store.endpoint import parse_endpoint
 from lite.server.store.migrate import MARKER, MigrationError, TargetNotEmpty, import_state
 from lite.server.store.mirror import MirrorStore
@@ -45,13 +45,14 @@ async def make_source(path: str) -> None:
         await st.create("core/namespaces/default", obj("Namespace", "default", "u-ns", None))
         r, _ = await st.create("core/pods/default/a", obj("Pod", "a", "u-a"))
         await st.create("core/configmaps/default/c", obj("ConfigMap", "c", "u-c", data={"x": "1"}))
-        await st.create(SECRET, obj("Secret", "s", "u-s", data={"k": "dG9w"}))
+        rs, _ = await st.create(SECRET, obj("Secret", "s", "u-s", data={"k": "dG9w"}))
         await st.create("core/pods/default/d", obj("Pod", "d", "u-d1"))
         await st.update("core/pods/default/a", obj("Pod", "a", "u-a", spec={"n": 1}), r)
         await st.delete("core/pods/default/d", 0)
         await st.create("apps/deployments/default/web", obj("Deployment", "web", "u-web"))
         await st.create("core/pods/default/d", obj("Pod", "d", "u-d2"))
         await st.create("lite/bootstrap/cluster", {"sealed": "bundle"})
+        await st.update(SECRET, obj("Secret", "s", "u-s", data={"k": "b3Bz"}), rs)
     finally:
         await st.close()
 
@@ -157,3 +158,66 @@ async def test_sealed_values_into_sqlite_need_their_key(tmp_path: Path) -> None:
         await st.close()
     await migrate(parse_endpoint(f"sqlite://{src}"), parse_endpoint(f"sqlite://{dst}"), (KEY,))
     assert await read_sqlite(dst) == await read_sqlite(src)
+
+
+async def test_import_at_start_copies_once_and_refuses_an_unfinished_import(tmp_path: Path) -> None:
+    """The server's `--datastore-migrate-from`: an empty target gets the store; a non-empty one is left alone
+    (and said so); one whose import stopped half way (marker incomplete) refuses the start."""
+    from lite.server.datastoremigrate import import_at_start
+    from lite.server.store.sqlitebackend import SqliteBackend
+
+    src = str(tmp_path / "src.db")
+    await make_source(src)
+    source = parse_endpoint(f"sqlite://{src}")
+    target = parse_endpoint("postgres://u@h/db")  # names the target in messages only
+    b = await SqliteBackend.open(str(tmp_path / "t.db"))
+    try:
+        assert (await import_at_start(b, target, source)).startswith("imported 7 key(s)")
+        rev = await b.current_rev()
+        assert "skipped" in await import_at_start(b, target, source)
+        assert await b.current_rev() == rev  # nothing written the second time
+    finally:
+        await b.close()
+    half = await SqliteBackend.open(str(tmp_path / "half.db"))
+    try:
+        await half.commit([Write("create", MARKER, orjson.dumps({"source": "sqlite:///old", "complete": False})),
+                           Write("create", "core/pods/default/a", b"{}")])
+        with pytest.raises(MigrationError, match="import from sqlite:///old started earlier did not finish"):
+            await import_at_start(half, target, source)
+    finally:
+        await half.close()
+
+
+async def test_etcd_snapshot_is_etcds_own(tmp_path: Path, etcd: EtcdServer) -> None:
+    """`lite snapshot save` on etcd writes etcd's own snapshot file (etcdctl reads it)."""
+    from lite.server.snapshots import save_datastore
+    from lite.server.store.etcdbackend import EtcdBackend
+
+    etcd.wipe()
+    b = await EtcdBackend.open([etcd.endpoint])
+    try:
+        await b.commit([Write("create", "core/pods/default/a", b"{}")])
+    finally:
+        await b.close()
+    snap = await save_datastore(tmp_path, parse_endpoint(etcd.endpoint), "t", "n1")
+    assert snap.path.parent == tmp_path / "server" / "snapshots" and snap.size > 0
+    status = orjson.loads(etcd.etcdctl("snapshot", "status", str(snap.path), "-w", "json"))
+    assert status["totalKey"] >= 1
+
+
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`lite datastore migrate`: a malformed endpoint is a usage error naming this command's flag (2); a
+    missing or unreachable source and a non-empty target fail (1) saying which."""
+    from lite.cli.main import main
+
+    assert main(["datastore", "migrate", "--from", "mysql://x/y", "--to", "sqlite:///tmp/x.db"]) == 2
+    assert "--from: MySQL is not supported" in capsys.readouterr().err
+    assert main(["datastore", "migrate", "--from", f"sqlite://{tmp_path}/a.db", "--to", "https://h:2379",
+                 "--to-certfile", "/c"]) == 2
+    assert "--to-certfile and --to-keyfile must be given together" in capsys.readouterr().err
+    assert main(["datastore", "migrate", "--from", f"sqlite://{tmp_path}/none.db", "--to",
+                 f"sqlite://{tmp_path}/b.db"]) == 1
+    assert "--from: no SQLite store at" in capsys.readouterr().err
+    assert main(["datastore", "migrate", "--from", "postgres://u@127.0.0.1:1/db", "--to",
+                 f"sqlite://{tmp_path}/b.db"]) == 1
+    assert "--from postgres://u@127.0.0.1:1/db: cannot reach PostgreSQL" in capsys.readouterr().err
