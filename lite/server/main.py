@@ -10,7 +10,8 @@ Resources.start → build_api_app (+ `/lite/secrets-encrypt`) →
 RLIMIT_NOFILE raised → aiohttp runner behind the connection-limiting TLS `Listener` → kubeconfig written
 (so a kubeconfig on disk means the port is open).
 With a shared datastore (`--datastore-endpoint` postgres/etcd, `datastore`) the order differs at the start:
-the backend is connected, the bootstrap data stored there is adopted (or, on the first server, generated and
+the backend is connected, an empty one gets the `--datastore-migrate-from` store (`datastoremigrate`), the
+bootstrap data stored there is adopted (or, on the first server, generated and
 stored), and only then are the credentials loaded and the mirror of the datastore opened.
 Shutdown (the root task is cancelled, e.g. by SIGTERM): the TaskGroup cancels the background tasks, the
 runner stops listening and gives open requests `shutdown_grace` seconds (the API app closes its watches in
