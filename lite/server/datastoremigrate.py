@@ -96,7 +96,7 @@ async def migrate(source: DatastoreEndpoint, target: DatastoreEndpoint, keys: tu
             raise MigrationError(f"--to {target.display}: {e}") from None
         try:
             return await copy_store(src, dst, source_name=source.display, target_name=target.display,
-                                    ordered_batches=target.kind != "etcd",
+                                    ordered_batches=target.kind != "etcd", strip_rv=target.shared,
                                     check=reseal_check(keys, keys_from) if target.kind == "sqlite" else None)
         finally:
             await dst.close()
@@ -120,7 +120,7 @@ async def import_at_start(backend: Backend, target: DatastoreEndpoint, source: D
     src = await open_source(source, "--datastore-migrate-from")
     try:
         report = await copy_store(src, backend, source_name=source.display, target_name=target.display,
-                                  ordered_batches=target.kind != "etcd")
+                                  ordered_batches=target.kind != "etcd", strip_rv=True)
     finally:
         await src.close()
     return (f"imported {report.keys} key(s) ({report.bytes} bytes, {source.display} at revision "

@@ -165,7 +165,7 @@ async def _copy_to_sqlite(backend: Backend, endpoint: DatastoreEndpoint, tmp: Pa
     target = await SqliteBackend.open(str(tmp), codec=KeepKeyCodec(keys))
     try:
         await copy_store(backend, target, source_name=endpoint.display, target_name=str(tmp),
-                         ordered_batches=True, check=reseal_check(keys, keys_from))
+                         ordered_batches=True, allow_empty=True, check=reseal_check(keys, keys_from))
     finally:
         await target.close()
 

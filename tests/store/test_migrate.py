@@ -111,6 +111,8 @@ async def test_round_trip_sqlite_postgres_etcd_sqlite(tmp_path: Path, pg_dsn: st
         assert await read_backend(pgb) == expected
         _, items = await pgb.snapshot(SECRET)
         assert items[0][2].startswith(PREFIX + b"k1:")  # carried sealed
+        _, items = await pgb.snapshot("core/pods/")
+        assert items and all(b"resourceVersion" not in value for _, _, value in items)  # as MirrorStore writes
         state = await import_state(pgb)
         assert state is not None and state["complete"] and state["keys"] == 7
     finally:
@@ -142,6 +144,10 @@ async def test_refuses_a_non_empty_sqlite_target(tmp_path: Path) -> None:
     await st.close()
     with pytest.raises(TargetNotEmpty, match=r"holds 1 key\(s\) \(core/pods/default/x\)"):
         await migrate(parse_endpoint(f"sqlite://{src}"), parse_endpoint(f"sqlite://{dst}"), (KEY,))
+    empty = await Store.open(str(tmp_path / "empty.db"))
+    await empty.close()
+    with pytest.raises(MigrationError, match="holds no objects"):
+        await migrate(parse_endpoint(f"sqlite://{tmp_path}/empty.db"), parse_endpoint(f"sqlite://{dst}"))
     with pytest.raises(MigrationError, match="no SQLite store at"):
         await migrate(parse_endpoint(f"sqlite://{tmp_path}/none.db"), parse_endpoint(f"sqlite://{dst}"))
 

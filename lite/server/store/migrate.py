@@ -8,7 +8,10 @@
 - writes the import marker `MARKER` (`{"complete": false, ...}`) first, then every live key as a `create` in
   the source's mod-revision order, then sets the marker complete. New revisions are the target's, so the
   order of resourceVersions survives (not their numbers); uids and values are carried as stored (sealed
-  Secrets stay sealed: lite's AES-GCM binds a ciphertext to the lite key, which is the same on every backend);
+  Secrets stay sealed: lite's AES-GCM binds a ciphertext to the lite key, which is the same on every backend),
+  except that `strip_rv` drops `metadata.resourceVersion` from plain JSON values (for PostgreSQL and etcd,
+  which hold objects without it, as MirrorStore and kube-apiserver write them; SQLite sets it itself);
+- a source without any key is refused (`MigrationError`: most likely the wrong datastore) unless `allow_empty`;
 - `ordered_batches`: the target assigns a batch's revisions in list order (SQLite, PostgreSQL): writes go
   `batch` at a time; otherwise (etcd: a batch's writes are in flight together) one at a time. Either way the
   returned revisions are checked to increase, and any refused create (someone else writes to the target)
@@ -90,13 +93,15 @@ async def live_keys(backend: Backend) -> tuple[int, list[str]]:
 
 
 async def copy_store(source: Backend, target: Backend, *, source_name: str, target_name: str,
-                     ordered_batches: bool, batch: int = BATCH,
+                     ordered_batches: bool, batch: int = BATCH, strip_rv: bool = False, allow_empty: bool = False,
                      check: Callable[[list[tuple[str, int, bytes]]], None] | None = None) -> Report:
     """Copy every live key of `source` into the empty `target` (see the module docstring). `check(items)` may
     refuse the items (raise MigrationError) before anything is written, e.g. sealed values it cannot reseal."""
     started = time.monotonic()
     source_rev, items = await source.snapshot("")
     items = sorted((item for item in items if item[0] != MARKER), key=lambda item: item[1])
+    if not items and not allow_empty:
+        raise MigrationError(f"{source_name} holds no objects (is it the right datastore?); nothing to copy")
     count, sample = await live_keys(target)
     if count:
         raise TargetNotEmpty(target_name, count, sample, await import_state(target))
@@ -109,7 +114,8 @@ async def copy_store(source: Backend, target: Backend, *, source_name: str, targ
     size = 0
     for at in range(0, len(items), step):
         chunk = items[at:at + step]
-        outcomes = await target.commit([Write("create", key, value) for key, _, value in chunk])
+        outcomes = await target.commit([Write("create", key, without_rv(value) if strip_rv else value)
+                                        for key, _, value in chunk])
         for (key, _, value), outcome in zip(chunk, outcomes, strict=True):
             rev = _one([outcome], key)
             if rev <= last:
@@ -123,6 +129,21 @@ async def copy_store(source: Backend, target: Backend, *, source_name: str, targ
                                                                source_rev=source_rev), marker_rev)]), MARKER)
     return Report(len(items), size, source_rev, first if items else 0, last if items else 0,
                   time.monotonic() - started)
+
+
+def without_rv(value: bytes) -> bytes:
+    """`value` without metadata.resourceVersion when it is a JSON object that has one; otherwise as is."""
+    if not value.startswith(b"{"):
+        return value
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return value
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict) or "resourceVersion" not in meta:
+        return value
+    del meta["resourceVersion"]
+    return orjson.dumps(doc)
 
 
 def _one(outcomes: list[int | StoreError], key: str) -> int:
