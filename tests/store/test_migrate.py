@@ -227,3 +227,24 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["datastore", "migrate", "--from", "postgres://u@127.0.0.1:1/db", "--to",
                  f"sqlite://{tmp_path}/b.db"]) == 1
     assert "--from postgres://u@127.0.0.1:1/db: cannot reach PostgreSQL" in capsys.readouterr().err
+
+
+def test_snapshot_save_reads_the_servers_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`lite snapshot save` without --datastore-endpoint takes the server's config file's (here an SQLite file
+    outside the data dir, which it could not snapshot before); a malformed one is a usage error."""
+    import asyncio
+
+    from lite.cli.main import main
+
+    db = tmp_path / "elsewhere.db"
+    asyncio.run(make_source(str(db)))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"datastore-endpoint: sqlite://{db}\ntls-san: [x]\n")
+    data = tmp_path / "data"
+    assert main(["snapshot", "save", "--data-dir", str(data), "--config", str(cfg), "--name", "t"]) == 0
+    (snap,) = (data / "server" / "snapshots").iterdir()
+    assert str(snap) in capsys.readouterr().out
+    assert asyncio.run(read_sqlite(str(snap))) == asyncio.run(read_sqlite(str(db)))
+    cfg.write_text("datastore-endpoint: mysql://x/y\n")
+    assert main(["snapshot", "save", "--data-dir", str(data), "--config", str(cfg)]) == 2
+    assert "MySQL is not supported" in capsys.readouterr().err
