@@ -18,8 +18,11 @@ Invariants: every function closes what it opened, also when it raises; the sourc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import sqlite3
+import urllib.parse
 from collections.abc import Callable
 
 from lite.server.datastore import DatastoreUnavailable, open_backend
@@ -58,6 +61,17 @@ def _check_sqlite(path: str, what: str, *, source: bool) -> None:
         raise MigrationError(f"{what}: name the SQLite file (sqlite:///var/lib/lite/server/db/state.db)")
     if source and not os.path.isfile(path):
         raise MigrationError(f"{what}: no SQLite store at {path}")
+    if source:  # read-only: a file that is not a lite store must not get lite's tables
+        try:
+            conn = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True)
+            try:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            finally:
+                conn.close()
+        except sqlite3.Error as e:
+            raise MigrationError(f"{what}: {path} is not an SQLite store: {e}") from None
+        if not {"log", "current"} <= tables:
+            raise MigrationError(f"{what}: {path} is not a lite store (no log/current tables)")
     parent = os.path.dirname(os.path.abspath(path))
     if not source and not os.path.isdir(parent):
         raise MigrationError(f"{what}: {parent} is not a directory")
@@ -89,6 +103,7 @@ async def migrate(source: DatastoreEndpoint, target: DatastoreEndpoint, keys: tu
         src = await open_source(source)
     except CommitFailed as e:
         raise MigrationError(f"--from {source.display}: {e}") from None
+    new_file = target.kind == "sqlite" and not await asyncio.to_thread(os.path.exists, target.path)
     try:
         try:
             dst = await open_target(target, keys)
@@ -98,10 +113,21 @@ async def migrate(source: DatastoreEndpoint, target: DatastoreEndpoint, keys: tu
             return await copy_store(src, dst, source_name=source.display, target_name=target.display,
                                     ordered_batches=target.kind != "etcd", strip_rv=target.shared,
                                     check=reseal_check(keys, keys_from) if target.kind == "sqlite" else None)
-        finally:
+        except BaseException:
+            await dst.close()
+            if new_file:  # nothing to keep: the file did not exist before
+                await asyncio.to_thread(_remove_sqlite, target.path)
+            raise
+        else:
             await dst.close()
     finally:
         await src.close()
+
+
+def _remove_sqlite(path: str) -> None:
+    for p in (path, path + "-wal", path + "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p)
 
 
 async def import_at_start(backend: Backend, target: DatastoreEndpoint, source: DatastoreEndpoint) -> str:
