@@ -19,7 +19,7 @@ import pytest
 from liteproc import LiteServer, find_free_port, lite_command
 
 from lite.server.encryption import keyfile
-from lite.server.encryption.aesgcm import SecretsCodec
+from lite.server.encryption.aesgcm import PREFIX, SecretsCodec
 from lite.server.store import Store
 from tests.helpers.pgserver import PgServer, missing_reason
 
@@ -46,6 +46,18 @@ def ca_of(server: LiteServer) -> bytes:
 
 def lite(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*lite_command(), *args], capture_output=True, text=True, timeout=120)
+
+
+async def stored(dsn: str, key: str) -> bytes:
+    """The value PostgreSQL holds for `key`."""
+    from lite.server.store.pgbackend import PgBackend
+
+    backend = await PgBackend.open(dsn)
+    try:
+        _, items = await backend.snapshot(key)
+        return items[0][2]
+    finally:
+        await backend.close()
 
 
 async def read(path: Path, codec: SecretsCodec) -> dict[str, Any]:
@@ -90,6 +102,7 @@ def test_server_imports_an_sqlite_store_into_postgres(tmp_path: Path, pg: PgServ
         status, s = new.request(f"{SECRETS}/s")
         assert status == 200 and base64.b64decode(s["data"]["pw"]) == b"hunter2", s
         assert s["metadata"]["uid"] == secret["metadata"]["uid"]
+        assert asyncio.run(stored(pg.dsn("postgres"), "core/secrets/default/s")).startswith(PREFIX)  # still sealed
         rvs = [int(got["first"]["metadata"]["resourceVersion"]), int(got["second"]["metadata"]["resourceVersion"]),
                int(s["metadata"]["resourceVersion"])]
         assert rvs == sorted(rvs) and len(set(rvs)) == 3, rvs
