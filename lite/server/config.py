@@ -154,6 +154,9 @@ class ServerConfig:
     # Where the objects live (--datastore-endpoint & co., `lite.server.store.endpoint`); None = the SQLite file
     # of the data dir, as `sqlite://` alone.
     datastore: DatastoreEndpoint | None = None
+    # --server: join the cluster of the server at this URL (its datastore endpoint is fetched at start with the
+    # token, `lite.server.serverjoin`); "" = none. Ignored once `datastore` names a shared datastore.
+    join_server: str = ""
     # Secrets sealed with AES-GCM in the store file (keys in <data-dir>/server/cred/encryption-config.json).
     secrets_encryption: bool = False
     # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).
