@@ -14,6 +14,7 @@ Data dir layout (created with mode 0700 on first start):
     <data-dir>/server/tls/serving.{crt,key}, serving.sans
     <data-dir>/server/cred/admin.token   admin bearer token (mode 0600)
     <data-dir>/server/cred/admin.kubeconfig  copy of the kubeconfig that `lite kubeconfig` prints
+    <data-dir>/server/cred/datastore.json, datastore/  what `--server` fetched (endpoint, its TLS files; 0600)
 
 Invariants: no I/O at import or construction; `ServerConfig` is immutable.
 """
