@@ -126,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where to write the admin kubeconfig (default <data-dir>/kubeconfig.yaml)")
     srv.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None,
                      help="join token agents present (default: $LITE_TOKEN, else generated into <data-dir>/token)")
+    srv.add_argument("--server", "-s", default="", metavar="URL",
+                     help="join the cluster of the server at URL (https://FIRST:6443) with --token: its datastore "
+                          "endpoint (PostgreSQL or etcd) and TLS files are fetched from it, its CA pinned by the "
+                          "token's hash; with --datastore-endpoint, that endpoint is used")
     srv.add_argument("--tls-san", action="append", default=[],
                      help="extra host name or IP for the serving certificate (repeatable)")
     srv.add_argument("--disable-agent", action="store_true", help="do not run a node agent in this process")
@@ -344,6 +348,10 @@ def cmd_server(args: argparse.Namespace) -> int:
         print("lite server: --check-db and --cluster-reset work on SQLite stores only; use the datastore's own "
               f"tools for {datastore.display}", file=sys.stderr)
         return 2
+    refused = _join_refusal(args, datastore)
+    if refused:
+        print(f"lite server: {refused}", file=sys.stderr)
+        return 2
     if args.check_db:
         from lite.cli.checkdb import check_db
 
@@ -403,6 +411,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         secrets_encryption=args.secrets_encryption,
         datastore=datastore,
         datastore_migrate_from=migrate_from,
+        join_server="" if datastore.shared else args.server,
     )
     if (args.cluster_reset or args.cluster_reset_restore_path) and config.store_path != config.paths.db:
         print("lite server: --cluster-reset restores <data-dir>/server/db/state.db only, and "
@@ -420,6 +429,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     from lite.server import main as server_main  # the heavy imports start here
     from lite.server.bootstrapdata import BootstrapError
     from lite.server.datastore import DatastoreUnavailable
+    from lite.server.serverjoin import JoinError
     from lite.server.store import StoreCorrupt, StoreError
 
     pin_mmap_threshold()
@@ -439,7 +449,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
-    except (BootstrapError, DatastoreUnavailable) as e:  # wrong token, a backend missing from this build
+    except (BootstrapError, DatastoreUnavailable, JoinError) as e:  # wrong token, a backend missing, --server
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
     except StoreCorrupt as e:  # a damaged state.db: say what and how to restore, no traceback
@@ -452,6 +462,25 @@ def cmd_server(args: argparse.Namespace) -> int:
                                         if config.datastore is not None and config.datastore.shared
                                         else config.store_path, e)
         return 1
+
+
+def _join_refusal(args: argparse.Namespace, datastore: DatastoreEndpoint) -> str:
+    """Why `--server` cannot be used as given ("" when it can, or is not given)."""
+    from lite.server.certs import parse_join_token
+
+    if not args.server:
+        return ""
+    if not args.server.startswith("https://"):
+        return f"--server must be an https:// URL (https://FIRST:6443), got {args.server!r}"
+    if args.datastore_endpoint.strip() and not datastore.shared:
+        return (f"--server joins a cluster on a shared datastore, and --datastore-endpoint names SQLite "
+                f"({datastore.display}), which would make this server a separate cluster: drop one of them")
+    if not args.token:
+        return "--server needs --token (the cluster's join token: `lite token` on that server prints it)"
+    if not datastore.shared and parse_join_token(args.token)[0] is None:
+        return ("--server needs the full join token (K10<CA hash>::server:<secret>, `lite token` on the first "
+                "server prints it): the CA hash in it is how this server checks whom it talks to")
+    return ""
 
 
 def cmd_agent(args: argparse.Namespace) -> int:

@@ -85,6 +85,7 @@ async def build(config: ServerConfig) -> Server:
     from lite.server.authn.wiring import build_authenticator
     from lite.server.controlplane import build_control_plane
     from lite.server.encryption.control import add_routes as add_encryption_routes
+    from lite.server.serverjoin import add_route as add_server_bootstrap
     from lite.server.store import compactor
 
     stack = contextlib.AsyncExitStack()
@@ -94,13 +95,20 @@ async def build(config: ServerConfig) -> Server:
         authenticate = await asyncio.to_thread(build_authenticator, config, creds)
         plane = await build_control_plane(config, store, creds, authenticate)
         add_encryption_routes(plane.app, encryption, authenticate)
+        add_server_bootstrap(plane.app, config.datastore, creds.join_secret)
     except BaseException:
         await stack.aclose()
         raise
     server = Server(config, creds, plane.app, server_ssl_context(creds), client=plane.resources,
                     exit_stack=stack, join_local=plane.join_local)
-    server.background.append(
-        ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
+    if config.shared_datastore:  # compaction is the datastore's, once: one server per interval compacts
+        from lite.server.compaction import shared_compactor
+
+        server.background.append(("store-compactor", lambda: shared_compactor(
+            store, config.compact_interval, config.compact_keep)))
+    else:
+        server.background.append(
+            ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
     server.background += plane.background
     if config.shared_datastore:
         from lite.server.bootstrapdata import follow_bootstrap
@@ -313,10 +321,25 @@ async def run(config: ServerConfig, *, on_ready: Callable[[], None] | None = Non
               extra: Callable[[Server], list[tuple[str, Background]]] | None = None) -> None:
     """Build and serve; `extra(server)` adds background tasks (the CLI adds the embedded agent this way,
     since the server package never imports the agent)."""
-    server = await build(config)
+    server = await build(await _join(config))
     if extra is not None:
         server.background += extra(server)
     await serve(server, on_ready=on_ready)
+
+
+async def _join(config: ServerConfig) -> ServerConfig:
+    """`--server URL` without a shared `--datastore-endpoint`: the config with the datastore of the server at URL
+    (`serverjoin.joined_datastore`); any other config as it is."""
+    if not config.join_server or config.shared_datastore:
+        return config
+    import dataclasses
+
+    from lite.server.serverjoin import JoinError, joined_datastore
+
+    if not config.token:
+        raise JoinError("--server needs --token (the cluster's join token)")
+    endpoint = await joined_datastore(config.join_server, config.token, config.paths.cred)
+    return dataclasses.replace(config, datastore=endpoint)
 
 
 def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
