@@ -135,6 +135,10 @@ class Writer(threading.Thread):
             raise AssertionError(f"the writer failed: {self.crash!r}; last attempts {self.attempts[-6:]}")
         return any(a.server == server and a.acked and a.at >= t for a in self.attempts)
 
+    def failed_since(self, server: int, t: float) -> int:
+        """Writes through `server` begun at or after `t` that got a 5xx Status."""
+        return sum(a.server == server and a.at >= t and a.failure[:1] == "5" for a in self.attempts)
+
     def run(self) -> None:
         try:
             self._loop()
@@ -429,23 +433,6 @@ def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, .
                 s.start().wait_ready(90)
             apis = [Api(s) for s in servers]
             assert len({a.ctx.get_ca_certs()[0]["serialNumber"] for a in apis}) == 1, "servers disagree on the CA"
-            holder = wait_for("a controller-manager lease holder", lambda: lease_holder(apis[0],
-                                                                                      "kube-controller-manager"))
-            leader = next(i for i, s in enumerate(servers) if f"{holder}: acquired lease" in s.log_tail(400))
-            survivors = [i for i in range(3) if i != leader]
-
-            # the agent: one simulated node with a Deployment's pods
-            agent_at = leader if AGENT_ON_LEADER else survivors[0]
-            kubeconfig = simulator_kubeconfig(servers[agent_at].data_dir, tmp_path / "sim.kubeconfig")
-            with open(tmp_path / "sim.log", "ab") as log:
-                sim = subprocess.Popen([*lite_command(), "agent", "--simulate", "1", "--kubeconfig", str(kubeconfig),
-                                        "--node-prefix", "f"], stdout=log, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL)
-            status, body = apis[survivors[1]].request(f"/apis/apps/v1/namespaces/{NS}/deployments", "POST",
-                                                      deployment("scale-me", 2))
-            assert status == 201, body
-            wait_for("the Deployment's 2 pods Running", lambda: converged(apis[survivors[1]], "scale-me", 2), 60)
-            before = running_pods(apis[survivors[1]], "scale-me")
 
             # the load: watchers from one revision on every server, then the writer
             status, listing = apis[0].request(CMS)
@@ -464,8 +451,45 @@ def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, .
                 for mode in ("fast", "immediate"):
                     took = pg_restart_under_load(pg, mode, apis, writer)
                     print(f"{kind}: PostgreSQL {mode} restart: every server writes again after {took:.1f} s")
+                # a longer outage: every server refuses writes with a 5xx Status (none hangs), reads go on
+                t = time.monotonic()
+                pg.stop_server("immediate")
+                wait_for("every server to refuse writes while PostgreSQL is down", lambda: all(
+                    writer.failed_since(i, t) >= 3 for i in range(3)), 60)
+                for api in apis:
+                    status, body = api.request(CMS)
+                    assert status == 200, body
+                down = time.monotonic() - t
+                pg.start_server()
+                wait_for("every server to acknowledge a write after PostgreSQL came back", lambda: all(
+                    writer.acked_since(i, t + down) for i in range(3)), 60)
+                print(f"{kind}: PostgreSQL down {down:.1f} s: every server writes again "
+                      f"{time.monotonic() - t - down:.1f} s after its start")
+                for api in apis:
+                    assert api.server.proc is not None and api.server.proc.poll() is None, api.server.log_tail()
+
+            # the leader now (during an outage the Lease may have moved), the agent on a server that survives
+            holder = wait_for("a controller-manager lease holder", lambda: lease_holder(
+                apis[0], "kube-controller-manager"))
+            leader = next(i for i, s in enumerate(servers)
+                          if f"{holder}: acquired lease" in s.log_path.read_text(errors="replace"))
+            survivors = [i for i in range(3) if i != leader]
+
+            # the agent: one simulated node with a Deployment's pods
+            agent_at = leader if AGENT_ON_LEADER else survivors[0]
+            kubeconfig = simulator_kubeconfig(servers[agent_at].data_dir, tmp_path / "sim.kubeconfig")
+            with open(tmp_path / "sim.log", "ab") as log:
+                sim = subprocess.Popen([*lite_command(), "agent", "--simulate", "1", "--kubeconfig", str(kubeconfig),
+                                        "--node-prefix", "f"], stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL)
+            status, body = apis[survivors[1]].request(f"/apis/apps/v1/namespaces/{NS}/deployments", "POST",
+                                                      deployment("scale-me", 2))
+            assert status == 201, body
+            wait_for("the Deployment's 2 pods Running", lambda: converged(apis[survivors[1]], "scale-me", 2), 60)
+            before = running_pods(apis[survivors[1]], "scale-me")
 
             # kill -9 the leader; scale the Deployment through a survivor meanwhile
+            assert lease_holder(apis[leader], "kube-controller-manager") == holder
             killed_at = time.monotonic()
             servers[leader].kill()
             status, body = apis[survivors[1]].request(
@@ -518,7 +542,7 @@ def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, .
                   f"{[watchers[i].reconnects for i in survivors]}, relists "
                   f"{[sum(isinstance(x, Relist) for x in watchers[i].stream) for i in survivors]}; "
                   f"total {time.monotonic() - t0:.1f} s")
-            assert slowest < REQUEST_TIMEOUT
+            assert slowest < REQUEST_TIMEOUT, [a for a in failed if a.took >= REQUEST_TIMEOUT]
         finally:
             for th in threads:
                 th.stop_flag.set()
