@@ -46,7 +46,7 @@ from typing import Any
 import pytest
 from liteproc import LiteServer, find_free_port, lite_command, simulator_kubeconfig
 
-from tests.helpers.etcdserver import etcd_or_skip
+from tests.helpers.etcdserver import EtcdServer, etcd_or_skip
 from tests.helpers.pgserver import PgServer, missing_reason
 
 TOKEN = "failover-test-token"
@@ -358,7 +358,7 @@ def check_acknowledged(writer: Writer, history: list[Event], final: dict[str, tu
 # --- the cluster --------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def datastore(kind: str) -> Iterator[tuple[str, PgServer | None]]:
+def datastore(kind: str) -> Iterator[tuple[str, PgServer | EtcdServer]]:
     if kind == "postgres":
         reason = missing_reason()
         if reason is not None:
@@ -370,7 +370,7 @@ def datastore(kind: str) -> Iterator[tuple[str, PgServer | None]]:
             pg.stop()
     else:
         with etcd_or_skip() as etcd:
-            yield etcd.endpoint, None
+            yield etcd.endpoint, etcd
 
 
 def lease_holder(api: Api, name: str) -> str:
@@ -405,11 +405,11 @@ def converged(api: Api, name: str, replicas: int) -> bool:
             and len(running_pods(api, name)) == replicas)
 
 
-def pg_restart_under_load(pg: PgServer, mode: str, apis: list[Api], writer: Writer) -> float:
-    """Restart PostgreSQL; returns the seconds until every server acknowledged a write again."""
+def restart_under_load(restart: Callable[[], None], what: str, apis: list[Api], writer: Writer) -> float:
+    """Restart the datastore; returns the seconds until every server acknowledged a write again."""
     t = time.monotonic()
-    pg.restart(mode)
-    wait_for(f"every server to acknowledge a write after PostgreSQL's {mode} restart",
+    restart()
+    wait_for(f"every server to acknowledge a write after the {what}",
              lambda: all(writer.acked_since(i, t) for i in range(len(apis))), 60)
     took = time.monotonic() - t
     for api in apis:
@@ -421,7 +421,7 @@ def pg_restart_under_load(pg: PgServer, mode: str, apis: list[Api], writer: Writ
 @pytest.mark.parametrize(("kind", "lease_flags"), [("postgres", FAST_LEASE), ("etcd", ())])
 def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, ...], tmp_path: Path) -> None:
     t0 = time.monotonic()
-    with datastore(kind) as (endpoint, pg):
+    with datastore(kind) as (endpoint, db):
         flags = ("--datastore-endpoint", endpoint, "--token", TOKEN, *lease_flags)
         servers = [LiteServer(tmp_path / f"s{i}", find_free_port(), extra=flags) for i in range(3)]
         threads: list[Writer | Watcher] = []
@@ -447,26 +447,35 @@ def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, .
                 writer.acked_since(i, 0) for i in range(3)), 30)
             print(f"\n{kind}: cluster up and loaded after {time.monotonic() - t0:.1f} s")
 
-            if pg is not None:
+            stop: Callable[[], None]
+            start: Callable[[], None]
+            if isinstance(db, EtcdServer):
+                took = restart_under_load(db.restart, "etcd restart", apis, writer)
+                print(f"{kind}: etcd restart: every server writes again after {took:.1f} s")
+                stop, start = db.stop, db.start
+            else:
+                pg = db
                 for mode in ("fast", "immediate"):
-                    took = pg_restart_under_load(pg, mode, apis, writer)
+                    took = restart_under_load(lambda mode=mode: pg.restart(mode),  # type: ignore[misc]
+                                              f"PostgreSQL {mode} restart", apis, writer)
                     print(f"{kind}: PostgreSQL {mode} restart: every server writes again after {took:.1f} s")
-                # a longer outage: every server refuses writes with a 5xx Status (none hangs), reads go on
-                t = time.monotonic()
-                pg.stop_server("immediate")
-                wait_for("every server to refuse writes while PostgreSQL is down", lambda: all(
-                    writer.failed_since(i, t) >= 3 for i in range(3)), 60)
-                for api in apis:
-                    status, body = api.request(CMS)
-                    assert status == 200, body
-                down = time.monotonic() - t
-                pg.start_server()
-                wait_for("every server to acknowledge a write after PostgreSQL came back", lambda: all(
-                    writer.acked_since(i, t + down) for i in range(3)), 60)
-                print(f"{kind}: PostgreSQL down {down:.1f} s: every server writes again "
-                      f"{time.monotonic() - t - down:.1f} s after its start")
-                for api in apis:
-                    assert api.server.proc is not None and api.server.proc.poll() is None, api.server.log_tail()
+                stop, start = lambda: pg.stop_server("immediate"), pg.start_server
+            # a longer outage: every server refuses writes with a 5xx Status (none hangs), reads go on
+            t = time.monotonic()
+            stop()
+            wait_for(f"every server to refuse writes while {kind} is down", lambda: all(
+                writer.failed_since(i, t) >= 3 for i in range(3)), 60)
+            for api in apis:
+                status, body = api.request(CMS)
+                assert status == 200, body
+            down = time.monotonic() - t
+            start()
+            wait_for(f"every server to acknowledge a write after {kind} came back", lambda: all(
+                writer.acked_since(i, t + down) for i in range(3)), 60)
+            print(f"{kind}: down {down:.1f} s: every server writes again {time.monotonic() - t - down:.1f} s after "
+                  f"its start")
+            for api in apis:
+                assert api.server.proc is not None and api.server.proc.poll() is None, api.server.log_tail()
 
             # the leader now (during an outage the Lease may have moved), the agent on a server that survives
             holder = wait_for("a controller-manager lease holder", lambda: lease_holder(
