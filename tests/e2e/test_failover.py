@@ -552,6 +552,9 @@ def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, .
             failed = [a for a in writer.attempts if a.failure]
             slowest = max((a.took for a in failed), default=0.0)
             why = Counter(a.failure.split(" ", 1)[0].rstrip(":") for a in failed)
+            took = sorted(a.took for a in acked)
+            print(f"{kind}: acknowledged write latency p50 {took[len(took) // 2] * 1000:.0f} ms, p99 "
+                  f"{took[len(took) * 99 // 100] * 1000:.0f} ms, max {took[-1] * 1000:.0f} ms")
             print(f"{kind}: {len(acked)} acknowledged writes, {len(failed)} failed {dict(why)} (slowest failure "
                   f"{slowest:.2f} s), {len(history)} committed; watcher reconnects "
                   f"{[watchers[i].reconnects for i in survivors]}, relists "
