@@ -113,7 +113,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, every: 
 
 @dataclass
 class Attempt:
-    """One write: `rv` set when acknowledged, `failure` when not (its outcome is then unknown)."""
+    """One write: `acked` when acknowledged, else `failure`: a 404/409 was refused (not committed); any other
+    failure (a 5xx, a connection error, no answer) leaves its outcome unknown."""
 
     server: int
     op: str  # create / update / delete
