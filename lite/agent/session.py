@@ -48,6 +48,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from lite import wire
+from lite.agent import servers as server_list
 from lite.agent.nodecreds import CredentialsRefused, NodeCredentials
 from lite.agent.streams.backend import StreamBackend
 from lite.agent.streams.server import StreamServer
@@ -89,9 +90,14 @@ class JoinSession:
                  streams: StreamBackend | None = None, ca_data: bytes | None = None, ca_file: str | None = None,
                  insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 30.0),
                  lease_interval: float = 10.0, lease_duration: int = 40,
-                 rand: Callable[[], float] = random.random, dial: LocalDial | None = None) -> None:
-        self.url = server_url.rstrip("/") + wire.JOIN_PATH
-        self.base_url = server_url.rstrip("/")
+                 rand: Callable[[], float] = random.random, dial: LocalDial | None = None,
+                 servers_dir: Path | None = None) -> None:
+        self.configured = server_url.rstrip("/")
+        self.servers_dir = servers_dir if dial is None else None
+        self.servers: list[str] = server_list.load(self.servers_dir, self.configured) if self.servers_dir is not None else []
+        self.url = self.base_url = ""
+        self._target(server_list.candidates(self.configured, self.servers, node_name)[0])
+        self._move: str | None = None  # the server a changed list told this session to move to
         self.token = token
         self.node_name = node_name
         self.credentials = NodeCredentials(credentials_dir, node_name)
@@ -120,6 +126,28 @@ class JoinSession:
         self._http: aiohttp.ClientSession | None = None
         self.config: Obj = {}
         self.sessions = 0  # number of Welcomes received (tests and status)
+
+    def _target(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + wire.JOIN_PATH
+
+    def _learn(self, config: Obj) -> bool:
+        """Take the server list of a Welcome/NodeConfig; True when this session should move to another server
+        (`lite.agent.servers.move_to`: the list changed and this node now prefers another)."""
+        new = server_list.learned(config)
+        if self.servers_dir is None or new is None or new == self.servers:
+            return False
+        old, self.servers = self.servers, new
+        try:
+            server_list.save(self.servers_dir, self.configured, new)
+        except OSError as e:
+            log.warning("node %s: cannot remember the API servers in %s: %s", self.node_name, self.servers_dir, e)
+        log.info("node %s: API servers %s", self.node_name, ", ".join(new))
+        self._move = server_list.move_to(self.base_url, old, new, self.configured, self.node_name)
+        if self._move is not None:
+            log.info("node %s: moving from %s to %s (this node's first choice)", self.node_name, self.base_url,
+                     self._move)
+        return self._move is not None
 
     # -- reports --
 
@@ -175,8 +203,10 @@ class JoinSession:
         delay = self.backoff[0]
         async with contextlib.AsyncExitStack() as stack:
             http = None if self.dial is not None else await stack.enter_async_context(aiohttp.ClientSession())
+            failed = 0  # connections that failed since the last Welcome
             while True:
                 welcomed_before = self.sessions
+                self._move = None
                 try:
                     await self._connect_once(http)
                 except asyncio.CancelledError:
@@ -193,10 +223,20 @@ class JoinSession:
                     log.exception("join session to %s failed", self.url)
                 finally:
                     self.connected.clear()
+                order = server_list.candidates(self.configured, self.servers, self.node_name)
+                if self._move is not None:  # the list changed: straight to this node's first choice
+                    self._target(self._move)
+                    delay, failed = self.backoff[0], 0
+                    continue
                 if self.sessions > welcomed_before:
-                    delay = self.backoff[0]
+                    delay, failed = self.backoff[0], 0
+                else:
+                    failed += 1
+                if self.dial is None:  # the next server in this node's order (the same one when it is alone)
+                    self._target(server_list.next_after(order, self.base_url))
                 await asyncio.sleep(delay * (0.5 + self._rand()))
-                delay = min(delay * 2, self.backoff[1])
+                if failed >= len(order):  # back off once every server failed in turn
+                    delay, failed = min(delay * 2, self.backoff[1]), 0
 
     async def _certificate_rejected(self, http: aiohttp.ClientSession) -> bool:
         """After a failed connect: when the server refuses the node certificate itself (a wiped server with a new
@@ -239,6 +279,8 @@ class JoinSession:
             welcome = wire.decode(first.data)
             if not isinstance(welcome, wire.Welcome):
                 raise wire.WireError(f"expected welcome, got {welcome.T}")
+            if self._learn(welcome.config):
+                return  # another server is this node's first choice: the loop dials it at once
             self.config = welcome.config
             self.sessions += 1
             # Every session resyncs everything; the kinds whose consumers rebuild their whole state from that
@@ -302,6 +344,9 @@ class JoinSession:
                     self.post(wire.StreamError(msg.id, "this node serves no streams", 501, "NotImplemented"))
             elif isinstance(msg, wire.Ping):
                 self.post(wire.Pong(msg.seq))
+            elif isinstance(msg, wire.NodeConfig) and self._learn(msg.config):
+                await ws.close()  # ends this session; the loop dials the server `_learn` chose
+                return
             elif not isinstance(msg, wire.Pong):
                 for out in self._filter(msg):
                     await self.agent.handle(out)
