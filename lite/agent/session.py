@@ -94,7 +94,8 @@ class JoinSession:
                  servers_dir: Path | None = None) -> None:
         self.configured = server_url.rstrip("/")
         self.servers_dir = servers_dir if dial is None else None
-        self.servers: list[str] = server_list.load(self.servers_dir, self.configured) if self.servers_dir is not None else []
+        self.servers: list[str] = [] if self.servers_dir is None else server_list.load(self.servers_dir,
+                                                                                      self.configured)
         self.url = self.base_url = ""
         self._target(server_list.candidates(self.configured, self.servers, node_name)[0])
         self._move: str | None = None  # the server a changed list told this session to move to
