@@ -10,13 +10,16 @@ Pure, table-tested:
 - `preference(servers, node)`: rendezvous (highest random weight) order by SHA-256 of node name and URL: every
   agent ranks the servers its own way, so agents spread evenly; a server joining or leaving moves only the
   agents that rank it first.
-- `candidates(configured, servers, node)`: the order to try: the learned servers by preference, then the
-  configured URL when it is not one of them (a fixed registration address, or the only server known).
+- `candidates(configured, servers, node)`: the order to try: with two or more learned servers, those by
+  preference, then the configured URL when it is not one of them (a fixed registration address); with fewer,
+  the configured URL first (one server: the agent dials what it was told, as before; the advertised address is
+  only a fallback, which may not be reachable from every agent).
 - `next_after(order, current)`: the candidate after `current`, wrapping round.
 - `move_to(current, old, new, configured, node)`: after the list changed from `old` to `new`, the server to move
-  to (the new first preference, when it is not `current`), else None. An unchanged list never moves an agent:
+  to (the new first candidate, when it is not `current`), else None. An unchanged list never moves an agent:
   after a failover it stays on the server that took it until the list changes (the dead server dropped, or
-  back), so an agent never bounces back to a server that is still listed but gone.
+  back), so an agent never bounces back to a server that is still listed but gone; nor does a list of fewer
+  than two servers (nothing to spread over; the connection it has works).
 
 Invariants: `servers.json` is written whole (temporary file, then rename) and only when the list changed; a file
 written for another `--server` is ignored (the agent was pointed at another cluster).
@@ -55,6 +58,8 @@ def preference(servers: list[str], node: str) -> list[str]:
 def candidates(configured: str, servers: list[str], node: str) -> list[str]:
     configured = configured.rstrip("/")
     order = preference(servers, node)
+    if len(order) < 2:
+        return [configured, *(u for u in order if u != configured)]
     return order if configured in order else [*order, configured]
 
 
@@ -65,7 +70,7 @@ def next_after(order: list[str], current: str) -> str:
 
 
 def move_to(current: str, old: list[str], new: list[str], configured: str, node: str) -> str | None:
-    if sorted(set(old)) == sorted(set(new)):
+    if sorted(set(old)) == sorted(set(new)) or len(set(new)) < 2:
         return None
     first = candidates(configured, new, node)[0]
     return first if first != current else None

@@ -60,6 +60,7 @@ log = logging.getLogger("lite.agent.session")
 Obj = dict[str, Any]
 DATA_QUEUE = 256
 MAX_FIFO = 10000
+CONNECT_TIMEOUT = 10.0
 _STREAM_IN = (wire.StreamOpen, wire.StreamData, wire.StreamClose, wire.StreamResize, wire.StreamAck)
 _STREAM_OUT = (wire.StreamReady, wire.StreamData, wire.StreamClose, wire.StreamError, wire.StreamExit, wire.Pong)
 
@@ -203,7 +204,10 @@ class JoinSession:
     async def run(self) -> None:
         delay = self.backoff[0]
         async with contextlib.AsyncExitStack() as stack:
-            http = None if self.dial is not None else await stack.enter_async_context(aiohttp.ClientSession())
+            # A server host that is gone without a trace (no RST) holds a dial until the connect timeout: the
+            # next server in this node's order is tried after CONNECT_TIMEOUT (aiohttp's default is 30 s).
+            http = None if self.dial is not None else await stack.enter_async_context(aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=300, sock_connect=CONNECT_TIMEOUT)))
             failed = 0  # connections that failed since the last Welcome
             while True:
                 welcomed_before = self.sessions
@@ -348,7 +352,11 @@ class JoinSession:
             elif isinstance(msg, wire.NodeConfig) and self._learn(msg.config):
                 await ws.close()  # ends this session; the loop dials the server `_learn` chose
                 return
+            elif isinstance(msg, wire.NodeConfig) and _node_part(msg.config) == _node_part(self.config):
+                self.config = msg.config  # only the server list changed: nothing for the agent
             elif not isinstance(msg, wire.Pong):
+                if isinstance(msg, wire.NodeConfig):
+                    self.config = msg.config
                 for out in self._filter(msg):
                     await self.agent.handle(out)
 
@@ -380,3 +388,8 @@ class JoinSession:
                 out.append(wire.PodDelete(uid, ns, name))
             return [*out, msg]
         return [msg]
+
+
+def _node_part(config: Obj) -> Obj:
+    """A Welcome/NodeConfig's config without the server list (`lite.agent.servers`), which the session keeps."""
+    return {k: v for k, v in config.items() if k != "apiServers"}

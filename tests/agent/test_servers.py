@@ -36,6 +36,8 @@ def test_preference_is_stable_and_spreads() -> None:
 
 @pytest.mark.parametrize(("configured", "learned", "tail"), [
     (A, [], [A]),  # nothing learned: the configured server
+    (A, [A], [A]),
+    ("https://lite.example:6443", [A], ["https://lite.example:6443", A]),  # one server: as told, then advertised
     (A + "/", [A, B], None),  # configured among the learned ones: not twice
     ("https://lite.example:6443", [A, B], "https://lite.example:6443"),  # a fixed address: tried last
 ])
@@ -65,6 +67,9 @@ def test_move_to() -> None:
     assert servers.move_to(B, [], [A, B], A, node) is None  # already there
     # the server it failed over to is listed alone now (the dead one dropped): stay
     assert servers.move_to(A, [A, B], [A], A, node) is None
+    assert servers.move_to(A, [A, B], [A], "https://lite.example:6443", node) is None
+    # one server, advertised under another address than the agent was given: no move
+    assert servers.move_to("https://lite.example:6443", [], [A], "https://lite.example:6443", node) is None
     # its first choice came back: move back to it
     assert servers.move_to(A, [A], [A, B], A, node) == B
 

@@ -36,7 +36,8 @@ IMAGE = "lite.test/busybox:failover"
 FLAGS = ("--token", TOKEN, "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
          "--leader-elect-retry-period", "500ms", "--identity-lease-duration-seconds", "3",
          "--identity-lease-renew-interval-seconds", "1")
-SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes"
+SLICES = ("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+          "?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes")
 PODS = "/api/v1/namespaces/default/pods"
 Obj = dict[str, Any]
 
