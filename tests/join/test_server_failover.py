@@ -67,3 +67,9 @@ async def test_agent_learns_moves_and_fails_over(stack: Stack, tmp_path: Path) -
         # the list is unchanged (the dead server is still listed): the agent stays where it is
         await asyncio.sleep(0.3)
         assert session.sessions == 3 and session.base_url == url1
+        # the dead server drops out: the agent learns it, stays, and its agent sees no NodeConfig for it
+        await ensure_endpoints(stack.resources, [("127.0.0.1", port1)])
+        await until(lambda: session.servers == [url1], "the shorter list")
+        assert session.sessions == 3 and session.base_url == url1
+        assert servers.load(data, url1) == [url1]
+        assert not [m for m in agent.messages if isinstance(m, wire.NodeConfig)]
