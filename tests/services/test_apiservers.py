@@ -96,6 +96,10 @@ def test_identity_lease_shape_and_endpoint() -> None:
         other["metadata"]["annotations"][ENDPOINT_ANNOTATION] = text
         bad.append(endpoint_of(other))
     assert bad == [None] * 6
+    odd = identity_lease(a, "h", "-my host_!", "2026-01-01T00:00:00.000000Z", 15)["metadata"]["labels"]
+    assert odd["kubernetes.io/hostname"] == "my-host"
+    assert "kubernetes.io/hostname" not in identity_lease(a, "h", "--", "t", 15)["metadata"]["labels"]
+    assert len(identity_lease(a, "h", "x" * 80 + "-", "t", 15)["metadata"]["labels"]["kubernetes.io/hostname"]) == 63
     foreign = _lease(a)
     foreign["metadata"]["labels"][IDENTITY_LABEL] = "something-else"
     assert endpoint_of(foreign) is None
@@ -180,6 +184,11 @@ async def test_two_servers_list_each_other_and_a_dead_one_drops(tmp_path: Path) 
         await b.tick()
         await a.tick()
         assert await _urls(api) == ["https://127.0.0.1:7001", "https://127.0.0.1:7002"]
+        # b shuts down cleanly: it withdraws at once, without waiting for the duration
+        await b.withdraw()
+        assert await _urls(api) == ["https://127.0.0.1:7001"]
+        await a.tick()
+        assert a.live == [a_ep] and await _urls(api) == ["https://127.0.0.1:7001"]
     finally:
         await store.close()
 

@@ -25,9 +25,11 @@ The decisions are pure and table-tested (`lease_name`, `identity_lease`, `endpoi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import ipaddress
 import logging
+import re
 import socket
 import time
 import uuid
@@ -54,6 +56,7 @@ RENEW_INTERVAL = 5.0
 CHECK_INTERVAL = 1.0  # how often the Leases are looked at (in memory) for expiry and the endpoints reconciled
 RESYNC = 10.0  # the endpoints are rewritten at least this often when they drifted (someone edited them)
 EXPIRY_MARGIN = 1.0
+WITHDRAW_TIMEOUT = 2.0  # a clean shutdown waits at most this long to withdraw its Lease and endpoint
 
 Seen = dict[str, tuple[str, float]]  # Lease name -> (resourceVersion, local monotonic time first seen at it)
 
@@ -71,11 +74,19 @@ def lease_name(endpoint: Endpoint) -> str:
     return "apiserver-" + hashlib.sha256(format_endpoint(endpoint).encode()).hexdigest()[:26]
 
 
+def label_value(text: str) -> str:
+    """`text` made a valid label value (63 characters at most, alphanumerics at both ends; "" when nothing is
+    left): a host name that is not one must not keep a server from announcing itself."""
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", re.sub(r"[^A-Za-z0-9._-]", "-", text)[:63])
+
+
 def identity_lease(endpoint: Endpoint, holder: str, hostname: str, stamp: str, duration: int) -> Obj:
     """The identity Lease of the server advertising `endpoint`, renewed at `stamp`."""
+    labels = {IDENTITY_LABEL: IDENTITY}
+    if label_value(hostname):
+        labels[HOSTNAME_LABEL] = label_value(hostname)
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": lease_name(endpoint), "namespace": NAMESPACE,
-                         "labels": {IDENTITY_LABEL: IDENTITY, HOSTNAME_LABEL: hostname[:63]},
+            "metadata": {"name": lease_name(endpoint), "namespace": NAMESPACE, "labels": labels,
                          "annotations": {ENDPOINT_ANNOTATION: format_endpoint(endpoint)}},
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": stamp}}
 
@@ -219,11 +230,31 @@ class ApiServerLeases:
         await self.tick()
 
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.check_interval)
-            try:
-                await self.tick()
-            except ApiError as e:
-                log.warning("API server lease %s/%s: %s", NAMESPACE, self.name, e)
-            except Exception:
-                log.exception("API server lease %s/%s", NAMESPACE, self.name)
+        """Tick until cancelled; then (a server shutting down) withdraw: see `withdraw`."""
+        try:
+            while True:
+                await asyncio.sleep(self.check_interval)
+                try:
+                    await self.tick()
+                except ApiError as e:
+                    log.warning("API server lease %s/%s: %s", NAMESPACE, self.name, e)
+                except Exception:
+                    log.exception("API server lease %s/%s", NAMESPACE, self.name)
+        except asyncio.CancelledError:
+            await self.withdraw()
+            raise
+
+    async def withdraw(self) -> None:
+        """A clean shutdown (as kube-apiserver's reconciler at shutdown): delete this server's Lease and list
+        the others only, so clients and agents stop dialling it now rather than after the duration. Best
+        effort within WITHDRAW_TIMEOUT; a failure leaves the Lease to expire."""
+        try:
+            async with asyncio.timeout(WITHDRAW_TIMEOUT):
+                with contextlib.suppress(ApiError):
+                    await self.client.delete(self.kind, NAMESPACE, self.name)
+                listed = await self.client.list(self.kind, NAMESPACE, label_selector=SELECTOR)
+                others = [ep for ep in live_endpoints(listed.get("items") or []) if ep != self.endpoint]
+                await self.reconcile(others)
+            log.info("API server lease %s/%s withdrawn", NAMESPACE, self.name)
+        except Exception as e:  # best effort: the Lease expires on its own
+            log.warning("API server lease %s/%s: withdrawing failed: %s", NAMESPACE, self.name, e)
