@@ -1,11 +1,13 @@
 """An agent fails over between two real `lite server`s on one PostgreSQL without restarting its pod (issue 20).
 
 Two servers (127.0.0.1, own ports, short identity and controller Leases) share a PostgreSQL; the
-`default/kubernetes` EndpointSlices list both. A real `lite agent` joins through the first, learns both, runs a
-busybox pod (air-gap image archive, bridge in a node netns this test makes, pod netns files and cgroups under
-unique names). `kill -9` of the server the agent is on: the agent joins the other within a second or two, its
-Node stays Ready (no transition), the pod keeps its container (same id, start time, no restart), a new pod
-runs (desired state and status reports flow through the survivor), and the EndpointSlices drop the dead server.
+`default/kubernetes` EndpointSlices list both. A real `lite agent` joins through the first (its node name is
+picked so that it also ranks the first server first), learns both, runs a busybox pod (air-gap image archive,
+bridge in a node netns this test makes, pod netns files and cgroups under unique names). `kill -9` of that
+server: the agent joins the other within a second or two, its Node stays Ready (no transition), the pod keeps
+its container (same id, start time, no restart), a new pod runs (desired state and status reports flow through
+the survivor), and the EndpointSlices drop the dead server. Then the agent restarts while its `--server` is
+still down: it takes the CA and the session from the server it remembered, and still restarts nothing.
 Needs root and PostgreSQL; skips otherwise. Everything listens on 127.0.0.1; `lite killall` cleans the node.
 """
 
@@ -25,13 +27,13 @@ from typing import Any
 import pytest
 from liteproc import LiteServer, find_free_port, lite_command
 
+from lite.agent import servers
 from lite.server.services.kubernetes import server_urls
 from tests.helpers.images import BUSYBOX, Image, Layer, busybox_entries, docker_save_tar
 from tests.helpers.pgserver import PgServer, missing_reason
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
 TOKEN = "agent-failover-test-token"
-NODE = "lb-node"
 IMAGE = "lite.test/busybox:failover"
 FLAGS = ("--token", TOKEN, "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
          "--leader-elect-retry-period", "500ms", "--identity-lease-duration-seconds", "3",
@@ -54,9 +56,9 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, tail: C
         time.sleep(0.1)
 
 
-def busybox_pod(name: str) -> Obj:
+def busybox_pod(name: str, node: str) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 0,
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "c", "image": IMAGE, "imagePullPolicy": "Never",
                                      "command": ["sleep", "3600"]}]}}
 
@@ -67,8 +69,8 @@ def running(server: LiteServer, name: str) -> Obj | None:
     return pod if cs and "running" in (cs[0].get("state") or {}) else None
 
 
-def ready_condition(server: LiteServer) -> Obj | None:
-    status, node = server.request(f"/api/v1/nodes/{NODE}")
+def ready_condition(server: LiteServer, name: str) -> Obj | None:
+    status, node = server.request(f"/api/v1/nodes/{name}")
     if status != 200:
         return None
     return next((c for c in (node.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), None)
@@ -110,7 +112,8 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         wait_for("both servers listed", lambda: server_urls(a.request(SLICES)[1]["items"]) == both, 20, tail)
         assert server_urls(b.request(SLICES)[1]["items"]) == both
 
-        # a real agent joins through a
+        # a real agent joins through a, which its node name ranks first
+        node = next(f"lb-node-{i}" for i in range(100) if servers.preference(both, f"lb-node-{i}")[0] == a.url)
         node_ns.touch()
         subprocess.run(["unshare", f"--net={node_ns}", "ip", "link", "set", "lo", "up"], check=True)
         drop = agent_dir / "agent" / "images"
@@ -118,26 +121,24 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         docker_save_tar(drop / "busybox.tar", Image([Layer.build(busybox_entries())]), [IMAGE])
         (tmp_path / "resolv.conf").write_text("nameserver 127.0.53.53\n")
         token = (a.data_dir / "token").read_text().strip()
+        command = [*lite_command(), "agent", "--server", a.url, "--token", token, "--data-dir", str(agent_dir),
+                   "--node-name", node, "--node-ip", "10.99.7.1", "--node-netns", str(node_ns),
+                   "--netns-dir", str(netns_dir), "--cgroup-root", f"lite-lb-{uuid.uuid4().hex[:8]}",
+                   "--disable-service-proxy", "--resolv-conf", str(tmp_path / "resolv.conf")]
         with open(agent_log, "ab") as log:
-            agent = subprocess.Popen(
-                [*lite_command(), "agent", "--server", a.url, "--token", token, "--data-dir", str(agent_dir),
-                 "--node-name", NODE, "--node-ip", "10.99.7.1", "--node-netns", str(node_ns),
-                 "--netns-dir", str(netns_dir), "--cgroup-root", f"lite-lb-{uuid.uuid4().hex[:8]}",
-                 "--disable-service-proxy", "--resolv-conf", str(tmp_path / "resolv.conf")],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_for("the node Ready", lambda: (ready_condition(a) or {}).get("status") == "True", 60, tail)
+            agent = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_for("the node Ready", lambda: (ready_condition(a, node) or {}).get("status") == "True", 60, tail)
         remembered = json.loads((agent_dir / "agent" / "servers.json").read_text())
         assert remembered == {"server": a.url, "servers": both}
-        status, body = a.request(PODS, "POST", busybox_pod("keep"))
+        status, body = a.request(PODS, "POST", busybox_pod("keep", node))
         assert status == 201, body
         before = wait_for("the pod running", lambda: running(a, "keep"), 60, tail)
-        ready_before = ready_condition(a)
+        ready_before = ready_condition(a, node)
         assert ready_before is not None
 
         # kill -9 the server the agent is on
-        on = joined(agent_log)[-1]
-        victim, survivor = (a, b) if on == a.url else (b, a)
-        assert on == victim.url, (on, a.url, b.url)
+        assert joined(agent_log) == [a.url], "the agent moved away from the server it ranks first"
+        victim, survivor = a, b
         sessions = len(joined(agent_log))
         victim.kill()
         killed = time.monotonic()
@@ -151,7 +152,7 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         assert [s["ports"][0]["port"] for s in eps["subsets"]] == [survivor.port]
 
         # pod status reporting resumes through the survivor: a new pod runs
-        status, body = survivor.request(PODS, "POST", busybox_pod("after"))
+        status, body = survivor.request(PODS, "POST", busybox_pod("after", node))
         assert status == 201, body
         wait_for("a new pod running after the failover", lambda: running(survivor, "after"), 60, tail)
         # nothing restarted: same pod, same container, same start; the node never left Ready
@@ -162,10 +163,22 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         assert cs_after["restartCount"] == 0
         assert cs_after["containerID"] == cs_before["containerID"]
         assert cs_after["state"]["running"]["startedAt"] == cs_before["state"]["running"]["startedAt"]
-        ready_after = ready_condition(survivor)
+        ready_after = ready_condition(survivor, node)
         assert ready_after is not None and ready_after["status"] == "True"
         assert ready_after["lastTransitionTime"] == ready_before["lastTransitionTime"]
         print(f"agent rejoined {moved:.1f}s after kill -9; slices dropped the dead server after {dropped:.1f}s")
+
+        # the agent restarts while its --server is still down: the CA and the session come from b
+        agent.terminate()
+        agent.wait(30)
+        sessions = len(joined(agent_log))
+        with open(agent_log, "ab") as log:
+            agent = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_for("the restarted agent to join b", lambda: len(joined(agent_log)) > sessions, 30, tail)
+        assert joined(agent_log)[-1] == survivor.url
+        again = wait_for("the pod reported running again", lambda: (
+            (p := running(survivor, "keep")) and p["status"]["containerStatuses"][0] == cs_after and p), 30, tail)
+        assert again["metadata"]["uid"] == before["metadata"]["uid"]
     finally:
         if agent is not None and agent.poll() is None:
             agent.terminate()
