@@ -193,6 +193,19 @@ async def test_two_servers_list_each_other_and_a_dead_one_drops(tmp_path: Path) 
         await store.close()
 
 
+async def test_an_ipv6_endpoint_is_listed_once(tmp_path: Path) -> None:
+    store = await Store.open(str(tmp_path / "state.db"))
+    api = Resources(store, KindRegistry(), default_strategies())
+    await api.start()
+    try:
+        a = ApiServerLeases(api, ("fd00:0:0::1", 6443), lambda live: ensure_endpoints(api, live), clock=Clock())
+        await a.start()
+        assert a.live == [("fd00::1", 6443)]
+        assert await _urls(api) == ["https://[fd00::1]:6443"]
+    finally:
+        await store.close()
+
+
 async def test_a_renewal_restarts_the_observation(tmp_path: Path) -> None:
     """A Lease renewed after the last look is not expired, however long ago it was first seen."""
     store = await Store.open(str(tmp_path / "state.db"))

@@ -165,6 +165,8 @@ class ApiServerLeases:
                  resync: float = RESYNC, clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.kind = lease_kind()
+        with contextlib.suppress(ValueError):  # as `endpoint_of` reads it back (IPv6 in its short form)
+            endpoint = (str(ipaddress.ip_address(endpoint[0])), endpoint[1])
         self.endpoint = endpoint
         self.name = lease_name(endpoint)
         self.holder = f"{self.name}_{uuid.uuid4()}"
