@@ -20,6 +20,11 @@
 - In process (`dial`, the agent `lite server` embeds): `dial(node, node_password)` gives a `lite.joinpipe` end
   that the server serves as a session of that node, after the same node password check the credentials
   endpoint makes (an ApiError 401/403/422 from it is a refusal, as above); no certificate, TLS or HTTP.
+- Several servers (`servers_dir`, the agent's dir; `lite.agent.servers` decides): the `apiServers` of each
+  Welcome/NodeConfig are remembered there; a connection that fails or ends is followed by one to the next server
+  in this node's order (the backoff grows only once all failed in turn); a changed list moves the session to
+  the node's new first choice at once. The Welcome/NodeConfig that moves it, and a NodeConfig that changes only
+  the list, never reach the agent. In process (`dial`) there is one server and no list.
 - Heartbeats: websocket pings both ways (aiohttp `heartbeat`), and a LeaseRenew every `lease_interval`
   seconds while connected (the Node's lease, which node lifecycle watches).
 - Streams (StreamOpen & co.) go to a `StreamServer` over the given `StreamBackend`, one per connection.
