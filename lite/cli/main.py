@@ -1,4 +1,4 @@
-"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`.
+"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`, `snapshot`, `datastore`, ...
 
 Role: parse k3s-style flags, configure logging, and hand over to the server (or agent) wiring. The flags
 and their defaults are the user-facing contract documented in README.md.
@@ -16,11 +16,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lite import logthrottle
-from lite.cli import secretsencrypt
+from lite.cli import datastorecmd, secretsencrypt
 from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
+
+if TYPE_CHECKING:
+    from lite.server.store.endpoint import DatastoreEndpoint
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
@@ -189,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="client certificate presented to the datastore (with --datastore-keyfile)")
     srv.add_argument("--datastore-keyfile", default="", metavar="FILE",
                      help="key of --datastore-certfile")
+    srv.add_argument("--datastore-migrate-from", default="", metavar="sqlite://PATH",
+                     help="with a PostgreSQL or etcd --datastore-endpoint: if that datastore is empty at start, copy "
+                          "this SQLite store into it first (its objects, CA and keys); otherwise start as usual")
     srv.add_argument("--cluster-reset", action="store_true",
                      help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
     srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
@@ -226,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_data_dir(p)
         if verb in ("save", "prune"):
             p.add_argument("--name", default="lite-snapshot", help="snapshot name prefix (default lite-snapshot)")
+        if verb == "save":
+            datastorecmd.add_datastore_flags(p)
         if verb == "prune":
             p.add_argument("--snapshot-retention", type=int, default=5, metavar="N", help="how many to keep")
         if verb == "delete":
@@ -251,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "network namespaces, links, nftables tables and cgroups")
     _add_data_dir(ka)
     secretsencrypt.add_parser(sub, _add_data_dir)
+    datastorecmd.add_parser(sub, _add_data_dir)
     sub.add_parser("check-config", help="check that this kernel and host can run the agent (one line per check; "
                                         "exit 1 when a required check fails)")
     return parser
@@ -309,6 +319,21 @@ def _setup_logging(level: str, repeat_window: float = 10.0) -> RepeatFilter:
     return logthrottle.install(repeat_window)
 
 
+def _migrate_from(text: str, datastore: DatastoreEndpoint) -> DatastoreEndpoint:
+    """`--datastore-migrate-from`: an SQLite store, for a server on PostgreSQL or etcd."""
+    from lite.server.store.endpoint import EndpointError, parse_endpoint
+
+    if not datastore.shared:
+        raise EndpointError("--datastore-migrate-from imports into a PostgreSQL or etcd --datastore-endpoint; "
+                            "between other datastores use `lite datastore migrate --from URI --to URI`")
+    source = parse_endpoint(text)
+    if source.kind != "sqlite" or not source.path:
+        raise EndpointError(f"--datastore-migrate-from {source.display}: name an SQLite store (sqlite://PATH, e.g. "
+                            "sqlite:///var/lib/lite/server/db/state.db); for other datastores use "
+                            "`lite datastore migrate`")
+    return source
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     from lite.server.store.endpoint import EndpointError, check_files, parse_endpoint
 
@@ -316,6 +341,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         datastore = parse_endpoint(args.datastore_endpoint, cafile=args.datastore_cafile,
                                    certfile=args.datastore_certfile, keyfile=args.datastore_keyfile)
         check_files(datastore)
+        migrate_from = _migrate_from(args.datastore_migrate_from, datastore) if args.datastore_migrate_from \
+            else None
     except EndpointError as e:
         print(f"lite server: {e}", file=sys.stderr)
         return 2
@@ -388,6 +415,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         disable_snapshots=args.disable_snapshots,
         secrets_encryption=args.secrets_encryption,
         datastore=datastore,
+        datastore_migrate_from=migrate_from,
     )
     if (args.cluster_reset or args.cluster_reset_restore_path) and config.store_path != config.paths.db:
         print("lite server: --cluster-reset restores <data-dir>/server/db/state.db only, and "
@@ -500,8 +528,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).expanduser().absolute() if args.data_dir else default_data_dir()
     try:
         if args.snapshot_command == "save":
-            s = snaps.save(data_dir, args.name)
-            print(f"saved snapshot {s.name} ({s.size} bytes) to {s.path}")
+            return datastorecmd.snapshot_save(args, data_dir)
         elif args.snapshot_command in ("ls", "list"):
             print(f"{'Name':<48} {'Size':>12} Created")
             for s in snaps.list_snapshots(data_dir):
@@ -569,7 +596,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
             "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate,
-            "check-config": cmd_check_config, "secrets-encrypt": secretsencrypt.cmd_secrets_encrypt}
+            "check-config": cmd_check_config, "secrets-encrypt": secretsencrypt.cmd_secrets_encrypt,
+            "datastore": datastorecmd.cmd_datastore}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -159,6 +159,8 @@ class ServerConfig:
     # Where the objects live (--datastore-endpoint & co., `lite.server.store.endpoint`); None = the SQLite file
     # of the data dir, as `sqlite://` alone.
     datastore: DatastoreEndpoint | None = None
+    # --datastore-migrate-from sqlite://PATH: a shared datastore found empty at start gets that store's objects.
+    datastore_migrate_from: DatastoreEndpoint | None = None
     # Secrets sealed with AES-GCM in the store file (keys in <data-dir>/server/cred/encryption-config.json).
     secrets_encryption: bool = False
     # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).

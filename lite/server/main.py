@@ -10,7 +10,8 @@ Resources.start → build_api_app (+ `/lite/secrets-encrypt`) →
 RLIMIT_NOFILE raised → aiohttp runner behind the connection-limiting TLS `Listener` → kubeconfig written
 (so a kubeconfig on disk means the port is open).
 With a shared datastore (`--datastore-endpoint` postgres/etcd, `datastore`) the order differs at the start:
-the backend is connected, the bootstrap data stored there is adopted (or, on the first server, generated and
+the backend is connected, an empty one gets the `--datastore-migrate-from` store (`datastoremigrate`), the
+bootstrap data stored there is adopted (or, on the first server, generated and
 stored), and only then are the credentials loaded and the mirror of the datastore opened.
 Shutdown (the root task is cancelled, e.g. by SIGTERM): the TaskGroup cancels the background tasks, the
 runner stops listening and gives open requests `shutdown_grace` seconds (the API app closes its watches in
@@ -107,11 +108,18 @@ async def build(config: ServerConfig) -> Server:
         server.background.append(("bootstrap-data", lambda: follow_bootstrap(
             store, server_dir, lambda: _token_secret(config), encryption.reload)))
     if not config.disable_snapshots:
-        from lite.server.snapshots import run_schedule
+        from lite.server.snapshots import Snapshot, run_schedule, save_datastore
+
+        endpoint = config.datastore
+
+        async def save_shared() -> Snapshot:  # PostgreSQL: an SQLite copy (Secrets resealed), etcd: its own
+            assert endpoint is not None
+            return await save_datastore(config.data_dir, endpoint, node=config.node_name,
+                                        keys=encryption.codec.keyset.keys)
 
         server.background.append(("snapshots", lambda: run_schedule(
             config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name,
-            db=config.store_path)))
+            db=config.store_path, saver=save_shared if config.shared_datastore else None)))
     return server
 
 
@@ -148,6 +156,10 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
 
         backend = await open_backend(endpoint)
         stack.push_async_callback(backend.close)
+        if config.datastore_migrate_from is not None:  # before the bootstrap data: the old cluster's CA comes along
+            from lite.server.datastoremigrate import import_at_start
+
+            log.info("%s", await import_at_start(backend, endpoint, config.datastore_migrate_from))
         slot: bd.Slot = bd.BackendSlot(backend)
         done = await bd.sync_bootstrap(slot, server_dir, secret, generate, local_wins=False)
         log.info("bootstrap data (%s): %s", endpoint.display, done)
