@@ -137,7 +137,7 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         assert ready_before is not None
 
         # kill -9 the server the agent is on
-        assert joined(agent_log) == [a.url], "the agent moved away from the server it ranks first"
+        assert joined(agent_log)[-1] == a.url, f"the agent is not on the server it ranks first\n{tail()}"
         victim, survivor = a, b
         sessions = len(joined(agent_log))
         victim.kill()
@@ -176,9 +176,11 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
             agent = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         wait_for("the restarted agent to join b", lambda: len(joined(agent_log)) > sessions, 30, tail)
         assert joined(agent_log)[-1] == survivor.url
-        again = wait_for("the pod reported running again", lambda: (
-            (p := running(survivor, "keep")) and p["status"]["containerStatuses"][0] == cs_after and p), 30, tail)
-        assert again["metadata"]["uid"] == before["metadata"]["uid"]
+        again = running(survivor, "keep")
+        assert again is not None and again["metadata"]["uid"] == before["metadata"]["uid"]
+        cs_again = again["status"]["containerStatuses"][0]
+        assert (cs_again["containerID"], cs_again["restartCount"], cs_again["state"]["running"]["startedAt"]) == (
+            cs_before["containerID"], 0, cs_before["state"]["running"]["startedAt"])
     finally:
         if agent is not None and agent.poll() is None:
             agent.terminate()
