@@ -76,6 +76,18 @@ def ready_condition(server: LiteServer, name: str) -> Obj | None:
     return next((c for c in (node.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), None)
 
 
+def pod_processes(cgroup_root: str) -> set[tuple[int, str]]:
+    """(pid, start time in ticks) of every process in the agent's cgroup tree (v1 pids or v2), so a restarted
+    container (a new process) is told from the one that kept running."""
+    out = set()
+    for base in (Path("/sys/fs/cgroup/pids") / cgroup_root, Path("/sys/fs/cgroup") / cgroup_root):
+        for procs in base.rglob("cgroup.procs") if base.is_dir() else []:
+            for pid in procs.read_text().split():
+                with contextlib.suppress(OSError):
+                    out.add((int(pid), Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]))
+    return out
+
+
 def joined(log: Path) -> list[str]:
     return re.findall(r"joined (https://[^/\s]+)\S* as node", log.read_text(errors="replace"))
 
@@ -121,9 +133,10 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         docker_save_tar(drop / "busybox.tar", Image([Layer.build(busybox_entries())]), [IMAGE])
         (tmp_path / "resolv.conf").write_text("nameserver 127.0.53.53\n")
         token = (a.data_dir / "token").read_text().strip()
+        cgroup_root = f"lite-lb-{uuid.uuid4().hex[:8]}"
         command = [*lite_command(), "agent", "--server", a.url, "--token", token, "--data-dir", str(agent_dir),
                    "--node-name", node, "--node-ip", "10.99.7.1", "--node-netns", str(node_ns),
-                   "--netns-dir", str(netns_dir), "--cgroup-root", f"lite-lb-{uuid.uuid4().hex[:8]}",
+                   "--netns-dir", str(netns_dir), "--cgroup-root", cgroup_root,
                    "--disable-service-proxy", "--resolv-conf", str(tmp_path / "resolv.conf")]
         with open(agent_log, "ab") as log:
             agent = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -135,6 +148,8 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         before = wait_for("the pod running", lambda: running(a, "keep"), 60, tail)
         ready_before = ready_condition(a, node)
         assert ready_before is not None
+        processes = pod_processes(cgroup_root)
+        assert processes, "no pod process found in the agent's cgroups"
 
         # kill -9 the server the agent is on
         assert joined(agent_log)[-1] == a.url, f"the agent is not on the server it ranks first\n{tail()}"
@@ -181,6 +196,8 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         cs_again = again["status"]["containerStatuses"][0]
         assert (cs_again["containerID"], cs_again["restartCount"], cs_again["state"]["running"]["startedAt"]) == (
             cs_before["containerID"], 0, cs_before["state"]["running"]["startedAt"])
+        # the processes themselves: the pod's processes from before the failover all still run
+        assert processes <= pod_processes(cgroup_root), "a process of the pod was replaced"
     finally:
         if agent is not None and agent.poll() is None:
             agent.terminate()
