@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "and scheduler (below the lease duration; default 10s)")
     srv.add_argument("--leader-elect-retry-period", type=_go_seconds, default=2.0, metavar="DURATION",
                      help="how often standby servers try to take the Leases (default 2s)")
+    srv.add_argument("--identity-lease-duration-seconds", type=int, default=15, metavar="SECONDS",
+                     help="shared datastores: how long a server's identity Lease lasts unrenewed, i.e. how soon a "
+                          "dead server drops out of the default/kubernetes endpoints that agents fail over by "
+                          "(default 15)")
+    srv.add_argument("--identity-lease-renew-interval-seconds", type=float, default=5.0, metavar="SECONDS",
+                     help="how often each server renews its identity Lease (below the duration; default 5)")
     srv.add_argument("--service-cidr", type=_cidr, default="10.43.0.0/16",
                      help="ClusterIP range (default 10.43.0.0/16)")
     srv.add_argument("--cluster-cidr", type=_cidr, default="10.42.0.0/16",
@@ -362,6 +368,11 @@ def cmd_server(args: argparse.Namespace) -> int:
               f"--leader-elect-renew-deadline ({args.leader_elect_renew_deadline:g}s) < "
               f"--leader-elect-lease-duration ({args.leader_elect_lease_duration:g}s) must hold", file=sys.stderr)
         return 2
+    if not 0 < args.identity_lease_renew_interval_seconds < args.identity_lease_duration_seconds:
+        print(f"lite server: 0 < --identity-lease-renew-interval-seconds "
+              f"({args.identity_lease_renew_interval_seconds:g}) < --identity-lease-duration-seconds "
+              f"({args.identity_lease_duration_seconds}) must hold", file=sys.stderr)
+        return 2
     repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
         args.data_dir,
@@ -383,6 +394,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         leader_elect_lease_duration=args.leader_elect_lease_duration,
         leader_elect_renew_deadline=args.leader_elect_renew_deadline,
         leader_elect_retry_period=args.leader_elect_retry_period,
+        identity_lease_duration=args.identity_lease_duration_seconds,
+        identity_lease_renew_interval=args.identity_lease_renew_interval_seconds,
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,

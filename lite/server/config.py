@@ -124,6 +124,11 @@ class ServerConfig:
     leader_elect_lease_duration: float = 15.0
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
+    # Shared datastores: each server's identity Lease (kube-apiserver's --identity-lease-duration-seconds and
+    # --identity-lease-renew-interval-seconds; lite's duration is 15 s, the TTL after which a dead server drops out
+    # of the `default/kubernetes` endpoints; lite.server.services.apiservers).
+    identity_lease_duration: int = 15
+    identity_lease_renew_interval: float = 5.0
     # The embedded agent (unless disable_agent).
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation

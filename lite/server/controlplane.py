@@ -83,8 +83,9 @@ from lite.server.manifests import ManifestDeployer
 from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.requestuser import UserInfo
 from lite.server.scheduler.scheduler import Scheduler, build_scheduler
+from lite.server.services.apiservers import ApiServerLeases
 from lite.server.services.kubedns import ensure_kube_dns_service
-from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
+from lite.server.services.kubernetes import Endpoint, ensure_endpoints, ensure_service, keep_kubernetes_service
 from lite.server.store import Store, StoreLike
 
 LIST_PAGE = 100  # the in-process informers' list page (see the module doc)
@@ -153,7 +154,20 @@ async def build_control_plane(config: ServerConfig, store: StoreLike, creds: Cre
     await allocators.start()
     api_ip = allocators.ips.nth(1)
     advertise = config.advertise_address or _advertise_address(config)
-    await ensure_kubernetes_service(resources, api_ip, advertise, config.port)
+    # Today's store is one SQLite file that only this process opens: no other server can share it, so this
+    # server is the only endpoint (as before, and no Lease written). On a shared datastore every server holds an
+    # identity Lease and the endpoints list every live one (`services.apiservers`).
+    sole = type(store) is Store
+    own: Endpoint = (advertise, config.port)
+    await ensure_service(resources, api_ip, config.port)
+    identity_leases: ApiServerLeases | None = None
+    if sole:
+        await ensure_endpoints(resources, [own])
+    else:
+        identity_leases = ApiServerLeases(resources, own, lambda live: ensure_endpoints(resources, live),
+                                          duration=config.identity_lease_duration,
+                                          renew_interval=config.identity_lease_renew_interval)
+        await identity_leases.start()
     cluster_dns = config.cluster_dns or allocators.ips.nth(10)
     try:
         await ensure_kube_dns_service(resources, cluster_dns)
@@ -173,7 +187,7 @@ async def build_control_plane(config: ServerConfig, store: StoreLike, creds: Cre
     # One identity for this server's leases (client-go's hostname_uuid, new at every start). Today's store is one
     # SQLite file that only this process opens: no other server can share it, so a Lease held by another identity
     # is this server's previous, dead, incarnation and is taken at once (`leaderelection`'s `sole`).
-    identity, sole = default_identity(), type(store) is Store
+    identity = default_identity()
 
     def elector(name: str) -> LeaderElector:
         return LeaderElector(resources, identity, name=name, lease_duration=config.leader_elect_lease_duration,
@@ -216,7 +230,8 @@ async def build_control_plane(config: ServerConfig, store: StoreLike, creds: Cre
     plane = ControlPlane(resources, app, hub, join_local=local_join(hub, issuer))
     plane.background += [
         ("service-allocators", allocators.run),
-        ("kubernetes-service", lambda: keep_kubernetes_service(resources, api_ip, advertise, config.port)),
+        ("kubernetes-service", identity_leases.run if identity_leases is not None
+         else lambda: keep_kubernetes_service(resources, api_ip, config.port, _constant([own]))),
         ("join-hub", hub.run),
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
@@ -250,6 +265,13 @@ def _term(aggregator: ClusterRoleAggregator) -> Callable[[], Awaitable[None]]:
         aggregator.changed()
         await aggregator.run()
     return run
+
+
+def _constant(endpoints: list[Endpoint]) -> Callable[[], Awaitable[list[Endpoint]]]:
+    async def live() -> list[Endpoint]:
+        return endpoints
+
+    return live
 
 
 def _role_aggregator(resources: Resources, kinds: KindRegistry, feed: PolicyFeed) -> ClusterRoleAggregator:
