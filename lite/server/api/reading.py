@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 
@@ -142,8 +142,36 @@ def _list_meta(rv: int, more: int, last: str, matcher: Matcher | None) -> Obj:
 _ListPlan = tuple[str, str, int, int, Matcher | None, bool]
 
 
+def _token_rev(token: str) -> int:
+    """The revision in a continue token, 0 when it has none readable (`decode_continue` refuses it later)."""
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError):
+        return 0
+    rv = data.get("rv") if isinstance(data, dict) else None
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) and 0 < rv <= INT64_MAX else 0
+
+
 class ReadMixin(RegistryBase):
     """get / list."""
+
+    def freshen(self, resource_version: str = "", continue_: str = "") -> Awaitable[None] | None:
+        """What an HTTP get, list or watch awaits before it reads (None: nothing, always so on `Store`).
+
+        Over a shared datastore (`MirrorStore.fresh`): no resourceVersion means the most recent state, so the
+        mirror first catches up with what the datastore had committed (a write acknowledged by another server
+        shows here); a resourceVersion (or a continue token's) newer than the mirror is waited for, up to 3 s,
+        as kube-apiserver's watch cache waits, before it is "too large". "0" reads whatever is mirrored.
+        """
+        if continue_:
+            rev = _token_rev(continue_)
+            return self.store.fresh(rev) if rev else None
+        if not resource_version:
+            return self.store.fresh()
+        if resource_version == "0" or not resource_version.isdigit() or len(resource_version) > 19:
+            return None  # "any", or malformed (refused by the read itself)
+        rev = int(resource_version)
+        return self.store.fresh(rev) if rev else None
 
     def get_object(self, kind: Kind, namespace: str, name: str, resource_version: str = "") -> Obj:
         self.check_stored(kind)

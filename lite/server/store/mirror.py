@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from operator import itemgetter
 from typing import Any, Protocol, runtime_checkable
 
@@ -74,6 +74,7 @@ from lite.server.store.watch import EventType, GapWatchHub, StoreEvent, Watch
 
 log = logging.getLogger(__name__)
 CLOSE_WAIT = 5.0  # seconds close waits for the mirror to apply writes already committed
+FRESH_TIMEOUT = 3.0  # seconds a read waits for the mirror to reach a revision (kube-apiserver's watch cache: 3 s)
 RETRY_FIRST, RETRY_MAX = 0.05, 5.0  # backoff of a failed change stream (seconds)
 _Items = list[tuple[str, int, bytes]]
 _Changes = list[Change]  # aliases: inside MirrorStore, `list` names the method
@@ -137,6 +138,11 @@ class MirrorStore:
         self.compactions = 0
         self.compacted_rows = 0  # not measured over a backend: stays 0
         self.reloads = 0  # snapshots reloaded after the change stream was compacted away
+        self.fresh_timeout = FRESH_TIMEOUT
+        self.rev_requests = 0  # backend current_rev calls made for fresh reads
+        self.stale_reads = 0  # fresh reads that timed out (or could not ask the backend) and read the mirror
+        self._rev_next: asyncio.Future[int] | None = None  # the next current_rev request, not sent yet
+        self._rev_task: asyncio.Task[None] | None = None  # sends them one at a time
         self.on_commit: Callable[[int], None] | None = None  # told the successful writes of every commit
 
     # ---- lifecycle -------------------------------------------------------------------------------------
@@ -187,6 +193,13 @@ class MirrorStore:
         if self._consumer is not None:
             self._consumer.cancel()
             await asyncio.gather(self._consumer, return_exceptions=True)
+        if self._rev_task is not None:
+            self._rev_task.cancel()
+            await asyncio.gather(self._rev_task, return_exceptions=True)
+        if self._rev_next is not None:
+            self._rev_next.set_exception(StoreClosed("store is closed"))
+            self._rev_next.exception()
+            self._rev_next = None
         self._fail_acks(StoreClosed("store closed before the write was seen on the change stream"))
         self._hub.close_all()
         self._signal()
@@ -239,6 +252,69 @@ class MirrorStore:
         if self._closing:
             raise StoreClosed("store is closed")
         return self._hub.watch(prefix, after_rev, self.current_rev)
+
+    # ---- read freshness across servers -----------------------------------------------------------------
+
+    def fresh(self, rev: int = 0) -> Awaitable[None] | None:
+        """Something to await before a read that must be fresh, or None when the mirror already is.
+
+        rev 0: a consistent read ("most recent"): the mirror must apply everything the backend had committed
+        when asked (one `current_rev` request, shared by every reader that arrived before it was sent). rev N:
+        the mirror must have applied N (an RV another server handed out). Either waits at most `fresh_timeout`
+        seconds; then the read goes on with the mirror as it is (an RV still beyond it is then "too large").
+        """
+        if rev:
+            return None if rev <= self.current_rev else self._wait_applied(rev)
+        if self._closing or self._stream_ended:
+            return None
+        return self._consistent()
+
+    async def _wait_applied(self, rev: int) -> None:
+        try:
+            async with asyncio.timeout(self.fresh_timeout):
+                while not (self.current_rev >= rev or self._closing or self._stream_ended):
+                    await self._applied.wait()
+        except TimeoutError:
+            pass
+
+    async def _consistent(self) -> None:
+        try:
+            async with asyncio.timeout(self.fresh_timeout):
+                target = await asyncio.shield(self._backend_rev())
+                while not (self.current_rev >= target or self._closing or self._stream_ended):
+                    await self._applied.wait()
+            return
+        except TimeoutError:
+            why = "the mirror did not catch up in time"
+        except (CommitFailed, StoreClosed) as e:
+            why = f"the datastore did not answer ({e})"
+        self.stale_reads += 1
+        log.warning("store mirror: consistent read served from the mirror at revision %d: %s",
+                    self.current_rev, why)
+
+    def _backend_rev(self) -> asyncio.Future[int]:
+        """The backend's current revision from a request sent after now: readers that arrive before it is sent
+        share it (100 concurrent reads, one round trip); one request is in flight at a time."""
+        if self._rev_next is None:
+            self._rev_next = asyncio.get_running_loop().create_future()
+            if self._rev_task is None or self._rev_task.done():
+                self._rev_task = asyncio.create_task(self._ask_revs(), name="lite-mirror-fresh")
+        return self._rev_next
+
+    async def _ask_revs(self) -> None:
+        while self._rev_next is not None:
+            fut, self._rev_next = self._rev_next, None
+            self.rev_requests += 1
+            try:
+                fut.set_result(await self._backend.current_rev())
+            except BaseException as e:
+                err = e if isinstance(e, CommitFailed | StoreClosed) \
+                    else StoreClosed("store is closed") if isinstance(e, asyncio.CancelledError) \
+                    else CommitFailed(f"reading the datastore's revision failed: {e!r}")
+                fut.set_exception(err)
+                fut.exception()  # retrieved here: every waiter may have timed out already
+                if isinstance(e, asyncio.CancelledError):
+                    raise
 
     # ---- the change consumer ---------------------------------------------------------------------------
 
