@@ -82,7 +82,7 @@ class Target:
 PatchEx = Callable[..., Awaitable[tuple[Obj, bool]]]
 DeleteEx = Callable[..., Awaitable[tuple[Obj, int]]]
 Write = Callable[..., Awaitable[Obj]]
-GetEncoded = Callable[[Kind, str, str], bytes]
+GetEncoded = Callable[..., bytes]  # (kind, namespace, name, resource_version)
 ListEncoded = Callable[..., bytes]
 AdmitConnect = Callable[[Kind, str, str, str, Obj], Awaitable[None]]
 WrittenEncoded = Callable[[Kind, str, Obj], bytes | None]
@@ -343,7 +343,7 @@ async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response
     table = table_request(request)
     if ctx.get_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
             and not t.kind.storage:
-        return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name))
+        return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name, rv))
     obj = await ctx.resources.get(t.kind, t.namespace, t.name)
     if table:
         rows = table_of(t.kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")},

@@ -176,14 +176,19 @@ class ReadMixin(RegistryBase):
     def get_object(self, kind: Kind, namespace: str, name: str, resource_version: str = "") -> Obj:
         self.check_stored(kind)
         if resource_version and resource_version != "0":
-            n = parse_rv(resource_version)
-            if n > self.store.current_rev:
-                raise too_large(n, self.store.current_rev)
+            self._check_get_rv(resource_version)
         return self.read(kind, namespace, name)[1]
 
-    def get_encoded(self, kind: Kind, namespace: str, name: str) -> bytes:
+    def _check_get_rv(self, resource_version: str) -> None:
+        n = parse_rv(resource_version)
+        if n > self.store.current_rev:
+            raise too_large(n, self.store.current_rev)
+
+    def get_encoded(self, kind: Kind, namespace: str, name: str, resource_version: str = "") -> bytes:
         """The JSON of `get_object(...)`: the stored bytes themselves unless the object needs presenting."""
         self.check_stored(kind)
+        if resource_version and resource_version != "0":
+            self._check_get_rv(resource_version)
         got = self.store.get(self.key(kind, self.scoped(kind, namespace), name))
         if got is None:
             raise errors.not_found(kind.plural, name, kind.group)
