@@ -2,8 +2,9 @@
 
 Each server has its own data dir and port and the same `--datastore-endpoint` and token. Checked: the second
 server adopts the first one's cluster CA (bootstrap data in the datastore); a write through one server is read
-(at once: consistent reads, and reads at its resourceVersion) and watched through the other; exactly one server holds the controller manager's Lease; after `kill -9` of that
-server the other takes the Lease over and its controllers act (a Deployment created afterwards gets its pods).
+(at once: consistent reads, and reads at its resourceVersion) and watched through the other; exactly one server
+holds the controller manager's Lease; after `kill -9` of that server the other takes the Lease over and its
+controllers act (a Deployment created afterwards gets its pods).
 Short Lease durations keep the failover within seconds. Everything listens on 127.0.0.1 only.
 """
 
