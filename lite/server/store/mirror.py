@@ -53,7 +53,7 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from lite.records import dataclass
-from lite.server.store.backend import Backend, Change, Op, Write
+from lite.server.store.backend import Backend, Change, HasHistory, Op, Write
 from lite.server.store.errors import (
     CommitFailed,
     Compacted,
@@ -165,13 +165,53 @@ class MirrorStore:
         loaded.sort(key=itemgetter(0))  # already sorted by the contract: a linear pass then
         index = KeyIndex()
         index.load_sorted(loaded)
+        floor, history = await self._history(rev, index)
         self._index = index
         self.current_rev = rev
-        self._hub.reset(rev)
+        self._hub.reset(floor)
+        self._hub.remember(history)
         for r in [r for r in self._acks if r <= rev]:
             p = self._acks.pop(r)
             self._resolve(p, r, _encode(p.stored, r))
         self._signal()
+
+    async def _history(self, rev: int, index: KeyIndex) -> tuple[int, list[StoreEvent]]:
+        """(floor, window events) from the backend's retained history up to `rev` (the snapshot's revision), if it
+        keeps one (`HasHistory`); else (rev, []). Values are packed and shared with `index` (and a prev with the
+        key's previous event) as `Store`'s window shares them; a change that cannot be read cuts the window
+        above it (no event may be missing between the floor and `rev`)."""
+        if self._hub.window <= 0 or not isinstance(self._backend, HasHistory):
+            return rev, []
+        try:
+            floor, changes = await self._backend.history(rev, self._hub.window)
+        except Exception:
+            log.exception("store mirror: cannot read the datastore's history; the watch window starts at %d", rev)
+            return rev, []
+        events: list[StoreEvent] = []
+        last: dict[str, tuple[int, bytes]] = {}  # key -> (rev, packed value) of its latest event so far
+        for ch in changes:
+            try:
+                held = index.get(ch.key)
+                packed = held[1] if held is not None and held[0] == ch.rev and not ch.deleted \
+                    else pack(self._decode(ch.key, ch.value, ch.rev))
+                prev: bytes | None = None
+                if not ch.created:
+                    before = last.get(ch.key)
+                    if before is not None and before[0] == ch.prev_rev:
+                        prev = before[1]
+                    elif ch.prev is not None and ch.prev_rev:
+                        prev = pack(self._decode(ch.key, ch.prev, ch.prev_rev))
+            except Exception:
+                log.warning("store mirror: cannot read %s at revision %d in the history; the watch window starts "
+                            "after it", ch.key, ch.rev)
+                events.clear()
+                last.clear()
+                floor = ch.rev
+                continue
+            last[ch.key] = (ch.rev, packed)
+            kind: EventType = "DELETED" if ch.deleted else "ADDED" if ch.created else "MODIFIED"
+            events.append(StoreEvent(kind, ch.key, ch.rev, packed, prev))
+        return min(floor, rev), events
 
     async def close(self) -> None:
         """Commit what is queued, end every watch, stop following the backend. Idempotent."""
