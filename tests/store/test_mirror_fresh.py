@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import orjson
 import pytest
 from store_helpers import pod
 from test_mirror import GatedBackend
@@ -196,3 +197,27 @@ async def test_on_postgresql_a_write_through_one_server_is_read_fresh_on_another
         await b.close()
         await ba.close()
         await bb.close()
+
+
+# ---- the window after a (re)start: seeded from the backend's history ---------------------------------------
+
+async def test_history_values_do_not_pass_the_following_codec(backend: SqliteBackend) -> None:
+    """Old values seeded into the window are unsealed by the codec a FollowingCodec wraps: the bootstrap data it
+    remembers (and would adopt) stays the datastore's newest, not a prev the history carried."""
+    from lite.server.bootstrapdata import KEY, FollowingCodec
+    from lite.server.encryption.aesgcm import Key, Keyset, SecretsCodec
+
+    codec = FollowingCodec(SecretsCodec(Keyset((Key("k1", b"\x01" * 32),), True)), lambda raw: None)
+    writer = await MirrorStore.open(backend, codec=codec)
+    rev = 0
+    for n in range(3):
+        bundle = {"metadata": {"name": "cluster"}, "n": n}
+        rev = (await writer.create(KEY, bundle))[0] if n == 0 else (await writer.update(KEY, bundle, rev))[0]
+    await writer.close()
+    codec = FollowingCodec(codec.inner, lambda raw: None)
+    s = await MirrorStore.open(backend, codec=codec, window=1)
+    try:
+        assert [(e.rev, e.prev is not None) for e in s._hub.events] == [(rev, True)]  # seeded, with its prev
+        assert codec._seen is not None and orjson.loads(codec._seen)["n"] == 2
+    finally:
+        await s.close()

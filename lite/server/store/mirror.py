@@ -187,20 +187,23 @@ class MirrorStore:
         except Exception:
             log.exception("store mirror: cannot read the datastore's history; the watch window starts at %d", rev)
             return rev, []
+        # Old values are unsealed by the codec a `FollowingCodec` wraps (`inner`): what passes its `unseal` must be
+        # the datastore's newest state, in revision order (it adopts the newest bootstrap data it saw).
+        codec = getattr(self._codec, "inner", None) or self._codec
         events: list[StoreEvent] = []
         last: dict[str, tuple[int, bytes]] = {}  # key -> (rev, packed value) of its latest event so far
         for ch in changes:
             try:
                 held = index.get(ch.key)
                 packed = held[1] if held is not None and held[0] == ch.rev and not ch.deleted \
-                    else pack(self._decode(ch.key, ch.value, ch.rev))
+                    else pack(self._decode(ch.key, ch.value, ch.rev, codec))
                 prev: bytes | None = None
                 if not ch.created:
                     before = last.get(ch.key)
                     if before is not None and before[0] == ch.prev_rev:
                         prev = before[1]
                     elif ch.prev is not None and ch.prev_rev:
-                        prev = pack(self._decode(ch.key, ch.prev, ch.prev_rev))
+                        prev = pack(self._decode(ch.key, ch.prev, ch.prev_rev, codec))
             except Exception:
                 log.warning("store mirror: cannot read %s at revision %d in the history; the watch window starts "
                             "after it", ch.key, ch.rev)
@@ -358,9 +361,10 @@ class MirrorStore:
 
     # ---- the change consumer ---------------------------------------------------------------------------
 
-    def _decode(self, key: str, raw: bytes, rev: int) -> bytes:
-        """The plain JSON of a stored value with resourceVersion = rev."""
-        plain = raw if self._codec is None else self._codec.unseal(key, raw)
+    def _decode(self, key: str, raw: bytes, rev: int, codec: ValueCodec | None = None) -> bytes:
+        """The plain JSON of a stored value with resourceVersion = rev (unsealed by `codec`, default the store's)."""
+        codec = codec or self._codec
+        plain = raw if codec is None else codec.unseal(key, raw)
         doc = orjson.loads(plain)
         return _encode(doc, rev) if isinstance(doc, dict) else plain
 
