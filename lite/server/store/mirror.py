@@ -8,9 +8,20 @@ conflicts and revisions (other servers write too).
   then one task consumes `backend.changes(rev)`: each change gets `metadata.resourceVersion` set to its
   revision (backends store values without it), is applied to the index, published to watchers (with the
   index's previous value as `prev`, like `Store`'s events), and `current_rev` advances to it. The window's
-  revisions have gaps (`watch.GapWatchHub`): its floor is the snapshot's revision, so after a (re)start a
-  watch from an older revision gets `Compacted` (410, the client relists), as from a restarted
-  kube-apiserver's watch cache; `Store` instead seeds its window from its file's history.
+  revisions have gaps (`watch.GapWatchHub`). It is seeded, as `Store`'s is from its file, from the backend's
+  retained history up to the snapshot's revision when the backend keeps one (`backend.HasHistory`: all three
+  do), with each event's previous value: a watch, or a list at a revision, from before a server restart then
+  resumes instead of getting 410. Its floor is then the history's floor (the snapshot's revision without
+  history); a watch from below it gets `Compacted` (410, the client relists). Old values are unsealed by the
+  codec a `FollowingCodec` wraps (`inner`), so that only the newest state passes the following one.
+- **Fresh reads** (`fresh(rev)`). Reads answer from the mirror, which may lag the datastore by a change still
+  on its way. `fresh()` is what a read that must be *most recent* awaits (kube-apiserver's consistent reads
+  from its watch cache, KEP-2340): the backend's `current_rev`, then the mirror applying it. One such request
+  is in flight at a time; every reader that arrives before it is sent shares it (a reader never shares one sent
+  before it arrived: that could miss a write acknowledged meanwhile by another server). `fresh(N)` waits for
+  the mirror to apply revision N (an RV another server handed out), on the stream alone. Both give up after
+  `fresh_timeout` (3 s, the watch cache's wait): the read then answers from the mirror as it is (for N, "too
+  large" as before), counted in `stale_reads` and logged; a backend that cannot say its revision does the same.
 - **Writes** (`create`/`update`/`delete`) become `backend.Write`s, group-committed: writes arriving while a
   commit is in flight go together in the next `backend.commit`. The value sent is the object's JSON without
   `metadata.resourceVersion` (as kube-apiserver stores objects), sealed by the `codec` if one is given (memory
