@@ -153,3 +153,19 @@ async def test_an_rv_that_never_comes_is_too_large_after_the_wait(
         assert resp.status == 504, path
         status = orjson.loads(await resp.read())
         assert status["reason"] == "Timeout" and "Too large resource version" in status["message"]
+
+
+async def test_a_subresource_read_on_b_waits_too(two: tuple[Client, Client, MirrorStore, Gated]) -> None:
+    a, b, _, gated = two
+    gated.gate.clear()
+    dep = {"metadata": {"name": "d"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "d"}},
+                                               "template": {"metadata": {"labels": {"app": "d"}},
+                                                            "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    resp = await a.post("/apis/apps/v1/namespaces/default/deployments", json=dep, headers=AUTH)
+    assert resp.status == 201, await resp.text()
+    scale = asyncio.ensure_future(b.get("/apis/apps/v1/namespaces/default/deployments/d/scale", headers=AUTH))
+    await asyncio.sleep(0.05)
+    assert not scale.done()
+    gated.gate.set()
+    got = await asyncio.wait_for(scale, 5)
+    assert got.status == 200 and (await got.json())["spec"]["replicas"] == 3

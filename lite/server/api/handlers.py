@@ -568,6 +568,8 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
                                          dry_run=dry, field_manager=manager)
         return _with_warning(json_response(out, 201), warning)
     if method == "GET":
+        if ctx.freshen is not None and (waiting := ctx.freshen(request.query.get("resourceVersion", ""))) is not None:
+            await waiting  # pods/status, deployments/scale, ... read like the object itself
         return json_response(await ctx.resources.get(t.kind, t.namespace, t.name, subresource=sub))
     if method == "PUT":
         return await _update(ctx, request, t, sub)

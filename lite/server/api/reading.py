@@ -168,7 +168,8 @@ class ReadMixin(RegistryBase):
             return self.store.fresh(rev) if rev else None
         if not resource_version:
             return self.store.fresh()
-        if resource_version == "0" or not resource_version.isdigit() or len(resource_version) > 19:
+        if resource_version == "0" or not (resource_version.isascii() and resource_version.isdigit()) \
+                or len(resource_version) > 19:
             return None  # "any", or malformed (refused by the read itself)
         rev = int(resource_version)
         return self.store.fresh(rev) if rev else None
