@@ -85,6 +85,7 @@ from lite.server.store.watch import EventType, GapWatchHub, StoreEvent, Watch
 
 log = logging.getLogger(__name__)
 CLOSE_WAIT = 5.0  # seconds close waits for the mirror to apply writes already committed
+STALE_LOG_EVERY = 10.0  # seconds between warnings about reads that could not be made fresh
 FRESH_TIMEOUT = 3.0  # seconds a read waits for the mirror to reach a revision (kube-apiserver's watch cache: 3 s)
 RETRY_FIRST, RETRY_MAX = 0.05, 5.0  # backoff of a failed change stream (seconds)
 _Items = list[tuple[str, int, bytes]]
@@ -154,6 +155,7 @@ class MirrorStore:
         self.stale_reads = 0  # fresh reads that timed out (or could not ask the backend) and read the mirror
         self._rev_next: asyncio.Future[int] | None = None  # the next current_rev request, not sent yet
         self._rev_task: asyncio.Task[None] | None = None  # sends them one at a time
+        self._stale_logged = float("-inf")  # loop time of the last stale-read warning
         self.on_commit: Callable[[int], None] | None = None  # told the successful writes of every commit
 
     # ---- lifecycle -------------------------------------------------------------------------------------
@@ -341,10 +343,15 @@ class MirrorStore:
         except TimeoutError:
             why = "the mirror did not catch up in time"
         except (CommitFailed, StoreClosed) as e:
+            if self._closing:
+                return
             why = f"the datastore did not answer ({e})"
         self.stale_reads += 1
-        log.warning("store mirror: consistent read served from the mirror at revision %d: %s",
-                    self.current_rev, why)
+        now = asyncio.get_running_loop().time()
+        if now >= self._stale_logged + STALE_LOG_EVERY:  # a datastore outage must not log every read
+            self._stale_logged = now
+            log.warning("store mirror: consistent reads served from the mirror at revision %d: %s (%d so far)",
+                        self.current_rev, why, self.stale_reads)
 
     def _backend_rev(self) -> asyncio.Future[int]:
         """The backend's current revision from a request sent after now: readers that arrive before it is sent
