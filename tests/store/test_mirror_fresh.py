@@ -32,12 +32,14 @@ class CountingBackend(GatedBackend):
         self.fail = False
 
     async def current_rev(self) -> int:
+        """The revision as of the call (read at once), answered once `hold` is released (a slow network)."""
         self.rev_calls += 1
+        rev = await self.inner.current_rev()
         if self.hold is not None:
             await self.hold.wait()
         if self.fail:
             raise CommitFailed("the datastore is unreachable")
-        return await self.inner.current_rev()
+        return rev
 
 
 @pytest.fixture
