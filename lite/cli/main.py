@@ -1,4 +1,4 @@
-"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`.
+"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`, `snapshot`, `datastore`, ...
 
 Role: parse k3s-style flags, configure logging, and hand over to the server (or agent) wiring. The flags
 and their defaults are the user-facing contract documented in README.md.
@@ -16,11 +16,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lite import logthrottle
-from lite.cli import secretsencrypt
+from lite.cli import datastorecmd, secretsencrypt
 from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
+
+if TYPE_CHECKING:
+    from lite.server.store.endpoint import DatastoreEndpoint
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
@@ -122,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where to write the admin kubeconfig (default <data-dir>/kubeconfig.yaml)")
     srv.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None,
                      help="join token agents present (default: $LITE_TOKEN, else generated into <data-dir>/token)")
+    srv.add_argument("--server", "-s", default="", metavar="URL",
+                     help="join the cluster of the server at URL (https://FIRST:6443) with --token: its datastore "
+                          "endpoint (PostgreSQL or etcd) and TLS files are fetched from it, its CA pinned by the "
+                          "token's hash; with --datastore-endpoint, that endpoint is used")
     srv.add_argument("--tls-san", action="append", default=[],
                      help="extra host name or IP for the serving certificate (repeatable)")
     srv.add_argument("--disable-agent", action="store_true", help="do not run a node agent in this process")
@@ -183,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="client certificate presented to the datastore (with --datastore-keyfile)")
     srv.add_argument("--datastore-keyfile", default="", metavar="FILE",
                      help="key of --datastore-certfile")
+    srv.add_argument("--datastore-migrate-from", default="", metavar="sqlite://PATH",
+                     help="with a PostgreSQL or etcd --datastore-endpoint: if that datastore is empty at start, copy "
+                          "this SQLite store into it first (its objects, CA and keys); otherwise start as usual")
     srv.add_argument("--cluster-reset", action="store_true",
                      help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
     srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
@@ -220,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_data_dir(p)
         if verb in ("save", "prune"):
             p.add_argument("--name", default="lite-snapshot", help="snapshot name prefix (default lite-snapshot)")
+        if verb == "save":
+            datastorecmd.add_datastore_flags(p)
         if verb == "prune":
             p.add_argument("--snapshot-retention", type=int, default=5, metavar="N", help="how many to keep")
         if verb == "delete":
@@ -245,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "network namespaces, links, nftables tables and cgroups")
     _add_data_dir(ka)
     secretsencrypt.add_parser(sub, _add_data_dir)
+    datastorecmd.add_parser(sub, _add_data_dir)
     sub.add_parser("check-config", help="check that this kernel and host can run the agent (one line per check; "
                                         "exit 1 when a required check fails)")
     return parser
@@ -303,6 +317,21 @@ def _setup_logging(level: str, repeat_window: float = 10.0) -> RepeatFilter:
     return logthrottle.install(repeat_window)
 
 
+def _migrate_from(text: str, datastore: DatastoreEndpoint) -> DatastoreEndpoint:
+    """`--datastore-migrate-from`: an SQLite store, for a server on PostgreSQL or etcd."""
+    from lite.server.store.endpoint import EndpointError, parse_endpoint
+
+    if not datastore.shared:
+        raise EndpointError("--datastore-migrate-from imports into a PostgreSQL or etcd --datastore-endpoint; "
+                            "between other datastores use `lite datastore migrate --from URI --to URI`")
+    source = parse_endpoint(text)
+    if source.kind != "sqlite" or not source.path:
+        raise EndpointError(f"--datastore-migrate-from {source.display}: name an SQLite store (sqlite://PATH, e.g. "
+                            "sqlite:///var/lib/lite/server/db/state.db); for other datastores use "
+                            "`lite datastore migrate`")
+    return source
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     from lite.server.store.endpoint import EndpointError, check_files, parse_endpoint
 
@@ -310,12 +339,18 @@ def cmd_server(args: argparse.Namespace) -> int:
         datastore = parse_endpoint(args.datastore_endpoint, cafile=args.datastore_cafile,
                                    certfile=args.datastore_certfile, keyfile=args.datastore_keyfile)
         check_files(datastore)
+        migrate_from = _migrate_from(args.datastore_migrate_from, datastore) if args.datastore_migrate_from \
+            else None
     except EndpointError as e:
         print(f"lite server: {e}", file=sys.stderr)
         return 2
     if datastore.shared and (args.check_db or args.cluster_reset or args.cluster_reset_restore_path):
         print("lite server: --check-db and --cluster-reset work on SQLite stores only; use the datastore's own "
               f"tools for {datastore.display}", file=sys.stderr)
+        return 2
+    refused = _join_refusal(args, datastore)
+    if refused:
+        print(f"lite server: {refused}", file=sys.stderr)
         return 2
     if args.check_db:
         from lite.cli.checkdb import check_db
@@ -375,6 +410,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         disable_snapshots=args.disable_snapshots,
         secrets_encryption=args.secrets_encryption,
         datastore=datastore,
+        datastore_migrate_from=migrate_from,
+        join_server="" if datastore.shared else args.server,
     )
     if (args.cluster_reset or args.cluster_reset_restore_path) and config.store_path != config.paths.db:
         print("lite server: --cluster-reset restores <data-dir>/server/db/state.db only, and "
@@ -392,6 +429,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     from lite.server import main as server_main  # the heavy imports start here
     from lite.server.bootstrapdata import BootstrapError
     from lite.server.datastore import DatastoreUnavailable
+    from lite.server.serverjoin import JoinError
     from lite.server.store import StoreCorrupt, StoreError
 
     pin_mmap_threshold()
@@ -411,7 +449,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
-    except (BootstrapError, DatastoreUnavailable) as e:  # wrong token, a backend missing from this build
+    except (BootstrapError, DatastoreUnavailable, JoinError) as e:  # wrong token, a backend missing, --server
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
     except StoreCorrupt as e:  # a damaged state.db: say what and how to restore, no traceback
@@ -424,6 +462,25 @@ def cmd_server(args: argparse.Namespace) -> int:
                                         if config.datastore is not None and config.datastore.shared
                                         else config.store_path, e)
         return 1
+
+
+def _join_refusal(args: argparse.Namespace, datastore: DatastoreEndpoint) -> str:
+    """Why `--server` cannot be used as given ("" when it can, or is not given)."""
+    from lite.server.certs import parse_join_token
+
+    if not args.server:
+        return ""
+    if not args.server.startswith("https://"):
+        return f"--server must be an https:// URL (https://FIRST:6443), got {args.server!r}"
+    if args.datastore_endpoint.strip() and not datastore.shared:
+        return (f"--server joins a cluster on a shared datastore, and --datastore-endpoint names SQLite "
+                f"({datastore.display}), which would make this server a separate cluster: drop one of them")
+    if not args.token:
+        return "--server needs --token (the cluster's join token: `lite token` on that server prints it)"
+    if not datastore.shared and parse_join_token(args.token)[0] is None:
+        return ("--server needs the full join token (K10<CA hash>::server:<secret>, `lite token` on the first "
+                "server prints it): the CA hash in it is how this server checks whom it talks to")
+    return ""
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -487,8 +544,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).expanduser().absolute() if args.data_dir else default_data_dir()
     try:
         if args.snapshot_command == "save":
-            s = snaps.save(data_dir, args.name)
-            print(f"saved snapshot {s.name} ({s.size} bytes) to {s.path}")
+            return datastorecmd.snapshot_save(args, data_dir)
         elif args.snapshot_command in ("ls", "list"):
             print(f"{'Name':<48} {'Size':>12} Created")
             for s in snaps.list_snapshots(data_dir):
@@ -556,7 +612,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
             "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate,
-            "check-config": cmd_check_config, "secrets-encrypt": secretsencrypt.cmd_secrets_encrypt}
+            "check-config": cmd_check_config, "secrets-encrypt": secretsencrypt.cmd_secrets_encrypt,
+            "datastore": datastorecmd.cmd_datastore}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

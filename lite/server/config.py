@@ -14,6 +14,7 @@ Data dir layout (created with mode 0700 on first start):
     <data-dir>/server/tls/serving.{crt,key}, serving.sans
     <data-dir>/server/cred/admin.token   admin bearer token (mode 0600)
     <data-dir>/server/cred/admin.kubeconfig  copy of the kubeconfig that `lite kubeconfig` prints
+    <data-dir>/server/cred/datastore.json, datastore/  what `--server` fetched (endpoint, its TLS files; 0600)
 
 Invariants: no I/O at import or construction; `ServerConfig` is immutable.
 """
@@ -154,6 +155,11 @@ class ServerConfig:
     # Where the objects live (--datastore-endpoint & co., `lite.server.store.endpoint`); None = the SQLite file
     # of the data dir, as `sqlite://` alone.
     datastore: DatastoreEndpoint | None = None
+    # --datastore-migrate-from sqlite://PATH: a shared datastore found empty at start gets that store's objects.
+    datastore_migrate_from: DatastoreEndpoint | None = None
+    # --server: join the cluster of the server at this URL (its datastore endpoint is fetched at start with the
+    # token, `lite.server.serverjoin`); "" = none. Ignored once `datastore` names a shared datastore.
+    join_server: str = ""
     # Secrets sealed with AES-GCM in the store file (keys in <data-dir>/server/cred/encryption-config.json).
     secrets_encryption: bool = False
     # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).

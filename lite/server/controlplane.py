@@ -17,8 +17,14 @@ Invariants:
 - Everything here reaches the API through the in-process `Resources` (a `lite.client.Client`); nothing but
   `Resources` touches the store.
 - The controller manager and the scheduler work only while this server holds their Lease
-  (`kube-system/kube-controller-manager`, `kube-system/kube-scheduler`; `lite.server.leaderelection`); their
-  informers, and every other background task here, run whether or not it does.
+  (`kube-system/kube-controller-manager`, `kube-system/kube-scheduler`; `lite.server.leaderelection`), and so
+  does the ClusterRole aggregation controller (one of kube-controller-manager's upstream: a `leader_tasks`
+  entry of the manager; not run where the controller manager is disabled). Their informers, and every other
+  background task here, run on every server whether or not it leads: each serves this server's clients (policy,
+  webhooks, aggregator discovery, the join hub) or, like upstream's API-server loops (CRD finalizer, APIService
+  availability and autoregistration), is safe to run on several servers at once. The manifest deployer runs on
+  every server too, as k3s's deploy controller does: each applies its own data dir's manifests, and a file
+  applied once is not applied again until it changes there, so servers never fight over one.
 - The embedded agent is not wired here (the server never imports the agent): `lite.cli` adds it, and it
   talks to this server over its own HTTPS port like any remote agent (same code path).
 """
@@ -216,8 +222,9 @@ async def build_control_plane(config: ServerConfig, store: StoreLike, creds: Cre
         ("aggregator", aggregator.run),
         *admission.background,
         ("rbac-policy", policy_feed.run),
-        ("clusterrole-aggregation", role_aggregator.run),
     ]
+    if manager is not None:  # upstream's clusterrole-aggregation is a kube-controller-manager controller
+        manager.leader_tasks.append(("clusterrole-aggregation", _term(role_aggregator)))
     # Upstream's crdfinalizer belongs to the API server (apiextensions), not to the controller manager: it runs
     # here whatever the roles, so a CRD delete completes with --disable-controller-manager too.
     crd_cleanup = CRDCleanupController(resources, informers, kinds)
@@ -235,6 +242,14 @@ async def _elected_scheduler(scheduler: Scheduler, elector: LeaderElector) -> No
     """The scheduler's caches always, its scheduling only while this server holds the kube-scheduler Lease."""
     await scheduler.start()
     await run_elected(elector, scheduler.lead, what="scheduler")
+
+
+def _term(aggregator: ClusterRoleAggregator) -> Callable[[], Awaitable[None]]:
+    """The aggregator for one leadership term: a full pass first (roles changed while another server led)."""
+    async def run() -> None:
+        aggregator.changed()
+        await aggregator.run()
+    return run
 
 
 def _role_aggregator(resources: Resources, kinds: KindRegistry, feed: PolicyFeed) -> ClusterRoleAggregator:

@@ -10,7 +10,8 @@ Resources.start → build_api_app (+ `/lite/secrets-encrypt`) →
 RLIMIT_NOFILE raised → aiohttp runner behind the connection-limiting TLS `Listener` → kubeconfig written
 (so a kubeconfig on disk means the port is open).
 With a shared datastore (`--datastore-endpoint` postgres/etcd, `datastore`) the order differs at the start:
-the backend is connected, the bootstrap data stored there is adopted (or, on the first server, generated and
+the backend is connected, an empty one gets the `--datastore-migrate-from` store (`datastoremigrate`), the
+bootstrap data stored there is adopted (or, on the first server, generated and
 stored), and only then are the credentials loaded and the mirror of the datastore opened.
 Shutdown (the root task is cancelled, e.g. by SIGTERM): the TaskGroup cancels the background tasks, the
 runner stops listening and gives open requests `shutdown_grace` seconds (the API app closes its watches in
@@ -84,6 +85,7 @@ async def build(config: ServerConfig) -> Server:
     from lite.server.authn.wiring import build_authenticator
     from lite.server.controlplane import build_control_plane
     from lite.server.encryption.control import add_routes as add_encryption_routes
+    from lite.server.serverjoin import add_route as add_server_bootstrap
     from lite.server.store import compactor
 
     stack = contextlib.AsyncExitStack()
@@ -93,13 +95,20 @@ async def build(config: ServerConfig) -> Server:
         authenticate = await asyncio.to_thread(build_authenticator, config, creds)
         plane = await build_control_plane(config, store, creds, authenticate)
         add_encryption_routes(plane.app, encryption, authenticate)
+        add_server_bootstrap(plane.app, config.datastore, creds.join_secret)
     except BaseException:
         await stack.aclose()
         raise
     server = Server(config, creds, plane.app, server_ssl_context(creds), client=plane.resources,
                     exit_stack=stack, join_local=plane.join_local)
-    server.background.append(
-        ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
+    if config.shared_datastore:  # compaction is the datastore's, once: one server per interval compacts
+        from lite.server.compaction import shared_compactor
+
+        server.background.append(("store-compactor", lambda: shared_compactor(
+            store, config.compact_interval, config.compact_keep)))
+    else:
+        server.background.append(
+            ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
     server.background += plane.background
     if config.shared_datastore:
         from lite.server.bootstrapdata import follow_bootstrap
@@ -107,11 +116,18 @@ async def build(config: ServerConfig) -> Server:
         server.background.append(("bootstrap-data", lambda: follow_bootstrap(
             store, server_dir, lambda: _token_secret(config), encryption.reload)))
     if not config.disable_snapshots:
-        from lite.server.snapshots import run_schedule
+        from lite.server.snapshots import Snapshot, run_schedule, save_datastore
+
+        endpoint = config.datastore
+
+        async def save_shared() -> Snapshot:  # PostgreSQL: an SQLite copy (Secrets resealed), etcd: its own
+            assert endpoint is not None
+            return await save_datastore(config.data_dir, endpoint, node=config.node_name,
+                                        keys=encryption.codec.keyset.keys)
 
         server.background.append(("snapshots", lambda: run_schedule(
             config.data_dir, config.snapshot_cron, config.snapshot_retention, config.node_name,
-            db=config.store_path)))
+            db=config.store_path, saver=save_shared if config.shared_datastore else None)))
     return server
 
 
@@ -148,6 +164,10 @@ async def _open_store(config: ServerConfig, stack: contextlib.AsyncExitStack
 
         backend = await open_backend(endpoint)
         stack.push_async_callback(backend.close)
+        if config.datastore_migrate_from is not None:  # before the bootstrap data: the old cluster's CA comes along
+            from lite.server.datastoremigrate import import_at_start
+
+            log.info("%s", await import_at_start(backend, endpoint, config.datastore_migrate_from))
         slot: bd.Slot = bd.BackendSlot(backend)
         done = await bd.sync_bootstrap(slot, server_dir, secret, generate, local_wins=False)
         log.info("bootstrap data (%s): %s", endpoint.display, done)
@@ -301,10 +321,25 @@ async def run(config: ServerConfig, *, on_ready: Callable[[], None] | None = Non
               extra: Callable[[Server], list[tuple[str, Background]]] | None = None) -> None:
     """Build and serve; `extra(server)` adds background tasks (the CLI adds the embedded agent this way,
     since the server package never imports the agent)."""
-    server = await build(config)
+    server = await build(await _join(config))
     if extra is not None:
         server.background += extra(server)
     await serve(server, on_ready=on_ready)
+
+
+async def _join(config: ServerConfig) -> ServerConfig:
+    """`--server URL` without a shared `--datastore-endpoint`: the config with the datastore of the server at URL
+    (`serverjoin.joined_datastore`); any other config as it is."""
+    if not config.join_server or config.shared_datastore:
+        return config
+    import dataclasses
+
+    from lite.server.serverjoin import JoinError, joined_datastore
+
+    if not config.token:
+        raise JoinError("--server needs --token (the cluster's join token)")
+    endpoint = await joined_datastore(config.join_server, config.token, config.paths.cred)
+    return dataclasses.replace(config, datastore=endpoint)
 
 
 def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:

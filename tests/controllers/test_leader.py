@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from conftest import LEASE, POD, RS, Kit, replicaset
 
@@ -91,3 +91,37 @@ async def test_expired_lease_of_a_dead_holder_is_taken_over(kit: Kit) -> None:
     lease = await kit.api.get(LEASE, "kube-system", "kube-controller-manager")
     assert lease["spec"]["leaseTransitions"] == 5
     assert lease["spec"]["holderIdentity"] == ""  # released on shutdown
+
+
+async def test_leader_tasks_run_only_on_the_leader_and_restart_with_each_term(kit: Kit) -> None:
+    """The server's loops gated under the controller manager's Lease (e.g. ClusterRole aggregation) run while
+    their manager leads, on one manager of two, and start afresh on the one that takes over."""
+    running: dict[str, int] = {"a": 0, "b": 0}
+    started_terms: dict[str, int] = {"a": 0, "b": 0}
+
+    def loop(name: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            started_terms[name] += 1
+            running[name] += 1
+            try:
+                await asyncio.Event().wait()
+            finally:
+                running[name] -= 1
+        return run
+
+    a = build_controller_manager(kit.api, kinds=kit.kinds, identity="a", **FAST)
+    b = build_controller_manager(kit.api, kinds=kit.kinds, identity="b", **FAST)
+    a.leader_tasks.append(("gated", loop("a")))
+    b.leader_tasks.append(("gated", loop("b")))
+    async with started(a) as task_a, started(b):
+        await kit.until(lambda: a.is_leader and running["a"] == 1)
+        await kit.until(lambda: b.synced.is_set())
+        for _ in range(5):
+            await asyncio.sleep(FAST["renew_interval"])
+            assert (running, started_terms["b"]) == ({"a": 1, "b": 0}, 0)
+        task_a.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task_a
+        assert running["a"] == 0  # stopped with its term
+        await kit.until(lambda: b.is_leader and running["b"] == 1)
+        assert started_terms == {"a": 1, "b": 1}

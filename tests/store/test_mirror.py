@@ -642,3 +642,29 @@ async def test_list_at_compacted_below_the_floor(gapped: MirrorStore) -> None:
         f"core/configmaps/n/{i}" for i in range(revs.index(ok[0]) + 1)]
     with pytest.raises(Compacted):
         gapped.list("core/configmaps/", at_rev=floor - 1)
+
+
+async def test_a_committed_write_is_answered_when_the_stream_stalls(backend: SqliteBackend,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The datastore goes away right after a commit: the write is answered (as committed) after ACK_WAIT, not
+    held for as long as the outage lasts; the mirror shows it, once, when the stream resumes."""
+    monkeypatch.setattr(mirror, "ACK_WAIT", 0.1)
+    gated = GatedBackend(backend)
+    s = await MirrorStore.open(gated)
+    try:
+        start = s.current_rev
+        w = s.watch("core/pods/", start)
+        gated.gate.clear()
+        rev, value = await asyncio.wait_for(s.create(K, pod("a")), 5)
+        assert orjson.loads(value)["metadata"]["resourceVersion"] == str(rev)
+        assert s.get(K) is None and s.current_rev == start  # answered before the mirror applied it
+        gated.gate.set()
+        await caught_up(s, rev)
+        got = s.get(K)
+        assert got is not None and got[0] == rev and orjson.loads(got[1]) == orjson.loads(value)
+        events = await take(w, 1)
+        assert [(e.type, e.key, e.rev) for e in events] == [("ADDED", K, rev)]
+        rev2, _ = await asyncio.wait_for(s.update(K, pod("a"), rev), 5)  # and the next write is answered as usual
+        assert s.get(K) is not None and s.get(K)[0] == rev2  # type: ignore[index]
+    finally:
+        await s.close()

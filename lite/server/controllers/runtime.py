@@ -12,7 +12,8 @@ The manager:
     informers.run() ─┐
     wait for every controller's informer to sync
     run_elected(Lease kube-system/kube-controller-manager):    (lite.server.leaderelection)
-          while held: every controller's guarded workers
+          while held: every controller's guarded workers, and the `leader_tasks` (loops of the server's
+                      own that must run once in the cluster, e.g. ClusterRole aggregation), started afresh
           lease lost (LostLease) → workers cancelled and awaited → back to acquiring
 
 Invariants:
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from lite.client import Client
@@ -142,6 +143,8 @@ class ControllerManager:
         self.controllers = list(controllers)
         self.elector = elector
         self.synced = asyncio.Event()
+        # (name, start) of other loops run only while leading: each term calls start() again; cancelled with it.
+        self.leader_tasks: list[tuple[str, Callable[[], Awaitable[None]]]] = []
 
     @property
     def is_leader(self) -> bool:
@@ -166,9 +169,13 @@ class ControllerManager:
 
     async def _lead(self) -> None:
         """One leadership term: every controller's workers, until cancelled (lease lost or shutdown)."""
+        log.info("controller manager: leading: %d controllers%s", len(self.controllers),
+                 "".join(f", {name}" for name, _ in self.leader_tasks))
         async with asyncio.TaskGroup() as tg:
             for c in self.controllers:
                 tg.create_task(guarded(c.name, c.run), name=c.name)
+            for name, start in self.leader_tasks:
+                tg.create_task(guarded(name, start), name=name)
 
 
 class Expectations:

@@ -27,9 +27,12 @@ conflicts and revisions (other servers write too).
   `metadata.resourceVersion` (as kube-apiserver stores objects), sealed by the `codec` if one is given (memory
   and watches only ever see plain values). A write is answered (rev, value with that resourceVersion) only once
   the change consumer has applied its revision: it is then readable here and already on this server's
-  watches. Conflicts are the backend's outcomes (`KeyExists`, `KeyNotFound`, `RevMismatch` carrying the key's
-  mod revision), raised only once the mirror has caught up with the state the conflict was about, so that a
-  caller who re-reads after the error sees it (a read-modify-write loop does not spin on a stale revision).
+  watches; if the stream has not brought it within `ACK_WAIT` seconds (the datastore went away right after the
+  commit), it is answered anyway, so an outage fails writes fast instead of holding a committed one for as
+  long as it lasts (read-your-writes on this server is then suspended until the stream resumes). Conflicts
+  are the backend's outcomes (`KeyExists`, `KeyNotFound`, `RevMismatch` carrying the key's mod revision),
+  raised only once the mirror has caught up with the state the conflict was about, so that a caller who
+  re-reads after the error sees it (a read-modify-write loop does not spin on a stale revision).
   The one conflict judged locally is an update/delete whose `expected_rev` is below the key's mirrored
   revision: revisions only grow, so the backend would refuse it too. Everything else may be stale here and
   goes to the backend. `delete` without `final` takes the object from the mirror (from the backend if the
@@ -87,10 +90,12 @@ log = logging.getLogger(__name__)
 CLOSE_WAIT = 5.0  # seconds close waits for the mirror to apply writes already committed
 STALE_LOG_EVERY = 10.0  # seconds between warnings about reads that could not be made fresh
 FRESH_TIMEOUT = 3.0  # seconds a read waits for the mirror to reach a revision (kube-apiserver's watch cache: 3 s)
+ACK_WAIT = 5.0  # seconds a committed write waits for the change stream before it is answered anyway
 RETRY_FIRST, RETRY_MAX = 0.05, 5.0  # backoff of a failed change stream (seconds)
 _Items = list[tuple[str, int, bytes]]
 _Changes = list[Change]  # aliases: inside MirrorStore, `list` names the method
 _Batch = list["_Pending"]
+_Waiting = list[tuple[int, "_Pending"]]  # committed writes (revision, pending) awaiting the change stream
 
 
 @runtime_checkable
@@ -471,6 +476,17 @@ class MirrorStore:
         if not p.future.done():  # the submitter may have been cancelled; the write stands anyway
             p.future.set_result((rev, value))
 
+    def _answer_late(self, waiting: _Waiting) -> None:
+        """Committed writes whose revisions the change stream has not brought within ACK_WAIT (the datastore went
+        away right after the commit, or the stream is reconnecting): answer them as committed rather than hold
+        their clients for as long as the outage lasts. They show here once the stream resumes."""
+        for rev, p in waiting:
+            if self._acks.get(rev) is p:
+                del self._acks[rev]
+                log.warning("store mirror: write at revision %d answered before the change stream brought it "
+                            "(mirrored up to %d)", rev, self.current_rev)
+                self._resolve(p, rev, _encode(p.stored, rev))
+
     def _fail_acks(self, err: StoreError) -> None:
         acks, self._acks = self._acks, {}
         for p in acks.values():
@@ -624,6 +640,7 @@ class MirrorStore:
             self.full = False
             log.warning("store writable again: a commit succeeded after the datastore was full")
         ok = 0
+        waiting: _Waiting = []
         for p, out in zip(batch, outcomes, strict=True):
             if isinstance(out, int):
                 ok += 1
@@ -633,9 +650,12 @@ class MirrorStore:
                     p.future.set_exception(StoreClosed("the datastore's change stream ended"))
                 else:
                     self._acks[out] = p
+                    waiting.append((out, p))
             elif not p.future.done():
                 p.future.set_exception(out if isinstance(out, StoreError)
                                        else CommitFailed(f"the datastore answered {out!r} for a write"))
+        if waiting:  # one timer per batch
+            asyncio.get_running_loop().call_later(ACK_WAIT, self._answer_late, waiting)
         self.commits += 1
         self.writes += ok
         if self.on_commit is not None and ok:
