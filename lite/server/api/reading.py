@@ -3,7 +3,9 @@
 resourceVersion (docs §8.1): "unset", "0", NotOlderThan N (N not in the future) and a limit-less "N" answer
 the current state; an exact N (resourceVersionMatch=Exact, or "N" with a limit) reads the state as of N, as
 upstream reads etcd at N: 410 Expired "The resourceVersion for the provided list is too old." once the store's
-window no longer reaches back to N; N beyond the current revision is 504 "Too large resource version".
+window no longer reaches back to N; N beyond the current revision is 504 "Too large resource version". On a shared
+datastore the HTTP handlers first await `freshen` (a consistent read for no resourceVersion, a wait of up to 3 s
+for an N or a continue token's revision beyond this server's mirror); on `Store` it returns None.
 
 Continue tokens are upstream's fields, base64url of {"v": "meta.k8s.io/v1", "rv", "start"}: every page reads
 at the first page's revision "rv" (a snapshot: objects created, changed or deleted since do not show), and the
