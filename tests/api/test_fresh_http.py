@@ -169,3 +169,21 @@ async def test_a_subresource_read_on_b_waits_too(two: tuple[Client, Client, Mirr
     gated.gate.set()
     got = await asyncio.wait_for(scale, 5)
     assert got.status == 200 and (await got.json())["spec"]["replicas"] == 3
+
+
+async def test_a_continue_token_from_a_newer_than_b_is_waited_for(
+        two: tuple[Client, Client, MirrorStore, Gated]) -> None:
+    a, b, store_b, gated = two
+    gated.gate.clear()
+    for name in ("c1", "c2", "c3"):
+        assert (await a.post(CMS, json={"metadata": {"name": name}}, headers=AUTH)).status == 201
+    first = await (await a.get(f"{CMS}?limit=1", headers=AUTH)).json()
+    token = first["metadata"]["continue"]
+    assert store_b.current_rev < int(first["metadata"]["resourceVersion"])
+    rest = asyncio.ensure_future(b.get(f"{CMS}?limit=5&continue={token}", headers=AUTH))
+    await asyncio.sleep(0.05)
+    assert not rest.done()  # not 504: b waits for the token's revision
+    gated.gate.set()
+    got = await asyncio.wait_for(rest, 5)
+    assert got.status == 200, await got.text()
+    assert [i["metadata"]["name"] for i in (await got.json())["items"]] == ["c2", "c3"]
