@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from store_helpers import check_history
 
 from lite.kinds import BUILTIN_KINDS
 from lite.server.store import etcdbackend, etcdkeys
@@ -372,3 +373,7 @@ async def test_fixture_wipe_empties_the_keyspace(etcd: EtcdServer, backend: Etcd
     await asyncio.to_thread(etcd.wipe)
     rev, items = await backend.snapshot("")
     assert items == [] and rev > 0
+
+
+async def test_history(backend: EtcdBackend, ns: str) -> None:
+    await check_history(backend, ns)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 import pytest
+from store_helpers import check_history
 
 from lite.server.store import pgbackend
 from lite.server.store import pgschema as sql
@@ -440,3 +441,7 @@ async def test_changes_under_a_prefix(backend: PgBackend) -> None:
     assert [(c.rev, c.key) for c in await collect(stream, 6)] == [
         (1, "core/pods/a/x"), (4, "core/pods/b/z"), (6, "core/pods/a/x")]
     await stream.aclose()
+
+
+async def test_history(backend: PgBackend) -> None:
+    await check_history(backend, "h")

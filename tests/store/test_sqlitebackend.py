@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import orjson
 import pytest
+from store_helpers import check_history
 
 from lite.server.store import Compacted, KeyExists, KeyNotFound, RevMismatch, StoreClosed
 from lite.server.store.backend import Change, Write
@@ -93,3 +94,7 @@ async def test_compaction_and_compacted_streams(backend: SqliteBackend) -> None:
     _, items = await backend.snapshot()
     assert [(k, r) for k, r, _ in items] == [("k/a", 7)]
     assert await backend.commit([Write("create", "k/c", obj("c"))]) == [9]  # revisions never go back
+
+
+async def test_history(backend: SqliteBackend) -> None:
+    await check_history(backend, "h")

@@ -3,7 +3,9 @@
 resourceVersion (docs §8.1): "unset", "0", NotOlderThan N (N not in the future) and a limit-less "N" answer
 the current state; an exact N (resourceVersionMatch=Exact, or "N" with a limit) reads the state as of N, as
 upstream reads etcd at N: 410 Expired "The resourceVersion for the provided list is too old." once the store's
-window no longer reaches back to N; N beyond the current revision is 504 "Too large resource version".
+window no longer reaches back to N; N beyond the current revision is 504 "Too large resource version". On a shared
+datastore the HTTP handlers first await `freshen` (a consistent read for no resourceVersion, a wait of up to 3 s
+for an N or a continue token's revision beyond this server's mirror); on `Store` it returns None.
 
 Continue tokens are upstream's fields, base64url of {"v": "meta.k8s.io/v1", "rv", "start"}: every page reads
 at the first page's revision "rv" (a snapshot: objects created, changed or deleted since do not show), and the
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 
@@ -142,20 +144,54 @@ def _list_meta(rv: int, more: int, last: str, matcher: Matcher | None) -> Obj:
 _ListPlan = tuple[str, str, int, int, Matcher | None, bool]
 
 
+def _token_rev(token: str) -> int:
+    """The revision in a continue token, 0 when it has none readable (`decode_continue` refuses it later)."""
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError):
+        return 0
+    rv = data.get("rv") if isinstance(data, dict) else None
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) and 0 < rv <= INT64_MAX else 0
+
+
 class ReadMixin(RegistryBase):
     """get / list."""
+
+    def freshen(self, resource_version: str = "", continue_: str = "") -> Awaitable[None] | None:
+        """What an HTTP get, list or watch awaits before it reads (None: nothing, always so on `Store`).
+
+        Over a shared datastore (`MirrorStore.fresh`): no resourceVersion means the most recent state, so the
+        mirror first catches up with what the datastore had committed (a write acknowledged by another server
+        shows here); a resourceVersion (or a continue token's) newer than the mirror is waited for, up to 3 s,
+        as kube-apiserver's watch cache waits, before it is "too large". "0" reads whatever is mirrored.
+        """
+        if continue_:
+            rev = _token_rev(continue_)
+            return self.store.fresh(rev) if rev else None
+        if not resource_version:
+            return self.store.fresh()
+        if resource_version == "0" or not (resource_version.isascii() and resource_version.isdigit()) \
+                or len(resource_version) > 19:
+            return None  # "any", or malformed (refused by the read itself)
+        rev = int(resource_version)
+        return self.store.fresh(rev) if rev else None
 
     def get_object(self, kind: Kind, namespace: str, name: str, resource_version: str = "") -> Obj:
         self.check_stored(kind)
         if resource_version and resource_version != "0":
-            n = parse_rv(resource_version)
-            if n > self.store.current_rev:
-                raise too_large(n, self.store.current_rev)
+            self._check_get_rv(resource_version)
         return self.read(kind, namespace, name)[1]
 
-    def get_encoded(self, kind: Kind, namespace: str, name: str) -> bytes:
+    def _check_get_rv(self, resource_version: str) -> None:
+        n = parse_rv(resource_version)
+        if n > self.store.current_rev:
+            raise too_large(n, self.store.current_rev)
+
+    def get_encoded(self, kind: Kind, namespace: str, name: str, resource_version: str = "") -> bytes:
         """The JSON of `get_object(...)`: the stored bytes themselves unless the object needs presenting."""
         self.check_stored(kind)
+        if resource_version and resource_version != "0":
+            self._check_get_rv(resource_version)
         got = self.store.get(self.key(kind, self.scoped(kind, namespace), name))
         if got is None:
             raise errors.not_found(kind.plural, name, kind.group)

@@ -333,6 +333,64 @@ class EtcdBackend:
             except TimeoutError:
                 backoff = min(backoff * 2, _BACKOFF[1])
 
+    async def history(self, upto_rev: int, limit: int) -> tuple[int, list[Change]]:
+        """`backend.HasHistory`: etcd's watch over the whole keyspace (so that revision `upto_rev` itself has an
+        event and the replay provably reached it) from `upto_rev - limit + 1` (from the compaction revision when
+        that is compacted), with prev_kv; lite's changes among them, at most `limit`."""
+        if limit <= 0 or upto_rev <= 0:
+            return upto_rev, []
+        start = max(1, upto_rev - limit + 1)
+        while True:
+            try:
+                out = await asyncio.wait_for(self._replay(start, upto_rev), RPC_TIMEOUT)
+                break
+            except Compacted as e:
+                if e.oldest_rev <= start or e.oldest_rev > upto_rev:
+                    return upto_rev, []
+                start = e.oldest_rev
+            except (grpc.aio.AioRpcError, TimeoutError) as e:
+                raise CommitFailed(f"etcd: cannot read the history: {e}") from None
+        floor = start - 1
+        if len(out) > limit:
+            out = out[-limit:]
+            floor = out[0].rev - 1
+        return floor, out
+
+    async def _replay(self, start: int, upto_rev: int) -> list[Change]:
+        if self._closed.is_set():
+            raise StoreClosed("etcd backend is closed")
+        call = self._conns[self._current].watch(metadata=_LEADER)
+        self._streams.add(call)
+        out: list[Change] = []
+        try:
+            await call.write(pb.WatchRequest(create_request=pb.WatchCreateRequest(
+                key=b"\0", range_end=b"\0", start_revision=start, prev_kv=True)))
+            while True:
+                resp = await call.read()
+                if resp is grpc.aio.EOF:
+                    raise CommitFailed("etcd ended the history watch")
+                if resp.compact_revision:
+                    raise Compacted(int(resp.compact_revision))
+                if resp.canceled:
+                    raise CommitFailed(f"etcd cancelled the history watch: {resp.cancel_reason}")
+                events = self._lite_events(e for e in resp.events if e.kv.mod_revision <= upto_rev)
+                for change, event in zip(self._changes(events, ""), events, strict=True):
+                    prev = event.prev_kv
+                    if not change.created and prev.mod_revision:
+                        change = Change(change.rev, change.key, change.value, change.created, change.deleted,
+                                        bytes(prev.value), int(prev.mod_revision))
+                    out.append(change)
+                if any(e.kv.mod_revision >= upto_rev for e in resp.events):
+                    return out
+        finally:
+            self._streams.discard(call)
+            call.cancel()
+
+    @staticmethod
+    def _lite_events(events: Any) -> list[Any]:
+        """The events on lite's keys (others may hold any bytes), in order: `_changes` turns each into one."""
+        return [e for e in events if etcdkeys.from_etcd(e.kv.key.decode(errors="replace")) is not None]
+
     @staticmethod
     def _changes(events: Any, prefix: str) -> list[Change]:
         out = []

@@ -7,7 +7,7 @@ their signatures are the same at run time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from lite.server.store.watch import Watch
@@ -50,6 +50,8 @@ class StoreLike(Protocol):
     def watcher_count(self) -> int: ...
 
     def watch(self, prefix: str, after_rev: int) -> Watch: ...
+
+    def fresh(self, rev: int = 0) -> Awaitable[None] | None: ...
 
     async def create(self, key: str, obj: dict[str, Any]) -> tuple[int, bytes]: ...
 

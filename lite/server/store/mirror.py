@@ -8,9 +8,20 @@ conflicts and revisions (other servers write too).
   then one task consumes `backend.changes(rev)`: each change gets `metadata.resourceVersion` set to its
   revision (backends store values without it), is applied to the index, published to watchers (with the
   index's previous value as `prev`, like `Store`'s events), and `current_rev` advances to it. The window's
-  revisions have gaps (`watch.GapWatchHub`): its floor is the snapshot's revision, so after a (re)start a
-  watch from an older revision gets `Compacted` (410, the client relists), as from a restarted
-  kube-apiserver's watch cache; `Store` instead seeds its window from its file's history.
+  revisions have gaps (`watch.GapWatchHub`). It is seeded, as `Store`'s is from its file, from the backend's
+  retained history up to the snapshot's revision when the backend keeps one (`backend.HasHistory`: all three
+  do), with each event's previous value: a watch, or a list at a revision, from before a server restart then
+  resumes instead of getting 410. Its floor is then the history's floor (the snapshot's revision without
+  history); a watch from below it gets `Compacted` (410, the client relists). Old values are unsealed by the
+  codec a `FollowingCodec` wraps (`inner`), so that only the newest state passes the following one.
+- **Fresh reads** (`fresh(rev)`). Reads answer from the mirror, which may lag the datastore by a change still
+  on its way. `fresh()` is what a read that must be *most recent* awaits (kube-apiserver's consistent reads
+  from its watch cache, KEP-2340): the backend's `current_rev`, then the mirror applying it. One such request
+  is in flight at a time; every reader that arrives before it is sent shares it (a reader never shares one sent
+  before it arrived: that could miss a write acknowledged meanwhile by another server). `fresh(N)` waits for
+  the mirror to apply revision N (an RV another server handed out), on the stream alone. Both give up after
+  `fresh_timeout` (3 s, the watch cache's wait): the read then answers from the mirror as it is (for N, "too
+  large" as before), counted in `stale_reads` and logged; a backend that cannot say its revision does the same.
 - **Writes** (`create`/`update`/`delete`) become `backend.Write`s, group-committed: writes arriving while a
   commit is in flight go together in the next `backend.commit`. The value sent is the object's JSON without
   `metadata.resourceVersion` (as kube-apiserver stores objects), sealed by the `codec` if one is given (memory
@@ -49,14 +60,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from operator import itemgetter
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 from lite.records import dataclass
-from lite.server.store.backend import Backend, Change, Op, Write
+from lite.server.store.backend import Backend, Change, HasHistory, Op, Write
 from lite.server.store.errors import (
     CommitFailed,
     Compacted,
@@ -77,6 +88,8 @@ from lite.server.store.watch import EventType, GapWatchHub, StoreEvent, Watch
 
 log = logging.getLogger(__name__)
 CLOSE_WAIT = 5.0  # seconds close waits for the mirror to apply writes already committed
+STALE_LOG_EVERY = 10.0  # seconds between warnings about reads that could not be made fresh
+FRESH_TIMEOUT = 3.0  # seconds a read waits for the mirror to reach a revision (kube-apiserver's watch cache: 3 s)
 ACK_WAIT = 5.0  # seconds a committed write waits for the change stream before it is answered anyway
 RETRY_FIRST, RETRY_MAX = 0.05, 5.0  # backoff of a failed change stream (seconds)
 _Items = list[tuple[str, int, bytes]]
@@ -142,6 +155,12 @@ class MirrorStore:
         self.compactions = 0
         self.compacted_rows = 0  # not measured over a backend: stays 0
         self.reloads = 0  # snapshots reloaded after the change stream was compacted away
+        self.fresh_timeout = FRESH_TIMEOUT
+        self.rev_requests = 0  # backend current_rev calls made for fresh reads
+        self.stale_reads = 0  # fresh reads that timed out (or could not ask the backend) and read the mirror
+        self._rev_next: asyncio.Future[int] | None = None  # the next current_rev request, not sent yet
+        self._rev_task: asyncio.Task[None] | None = None  # sends them one at a time
+        self._stale_logged = float("-inf")  # loop time of the last stale-read warning
         self.on_commit: Callable[[int], None] | None = None  # told the successful writes of every commit
 
     # ---- lifecycle -------------------------------------------------------------------------------------
@@ -164,13 +183,56 @@ class MirrorStore:
         loaded.sort(key=itemgetter(0))  # already sorted by the contract: a linear pass then
         index = KeyIndex()
         index.load_sorted(loaded)
+        floor, history = await self._history(rev, index)
         self._index = index
         self.current_rev = rev
-        self._hub.reset(rev)
+        self._hub.reset(floor)
+        self._hub.remember(history)
         for r in [r for r in self._acks if r <= rev]:
             p = self._acks.pop(r)
             self._resolve(p, r, _encode(p.stored, r))
         self._signal()
+
+    async def _history(self, rev: int, index: KeyIndex) -> tuple[int, list[StoreEvent]]:
+        """(floor, window events) from the backend's retained history up to `rev` (the snapshot's revision), if it
+        keeps one (`HasHistory`); else (rev, []). Values are packed and shared with `index` (and a prev with the
+        key's previous event) as `Store`'s window shares them; a change that cannot be read cuts the window
+        above it (no event may be missing between the floor and `rev`)."""
+        if self._hub.window <= 0 or not isinstance(self._backend, HasHistory):
+            return rev, []
+        try:
+            floor, changes = await self._backend.history(rev, self._hub.window)
+        except Exception:
+            log.exception("store mirror: cannot read the datastore's history; the watch window starts at %d", rev)
+            return rev, []
+        # Old values are unsealed by the codec a `FollowingCodec` wraps (`inner`): what passes its `unseal` must be
+        # the datastore's newest state, in revision order (it adopts the newest bootstrap data it saw).
+        codec = getattr(self._codec, "inner", None) or self._codec
+        events: list[StoreEvent] = []
+        last: dict[str, tuple[int, bytes]] = {}  # key -> (rev, packed value) of its latest event so far
+        for ch in changes:
+            try:
+                held = index.get(ch.key)
+                packed = held[1] if held is not None and held[0] == ch.rev and not ch.deleted \
+                    else pack(self._decode(ch.key, ch.value, ch.rev, codec))
+                prev: bytes | None = None
+                if not ch.created:
+                    before = last.get(ch.key)
+                    if before is not None and before[0] == ch.prev_rev:
+                        prev = before[1]
+                    elif ch.prev is not None and ch.prev_rev:
+                        prev = pack(self._decode(ch.key, ch.prev, ch.prev_rev, codec))
+            except Exception:
+                log.warning("store mirror: cannot read %s at revision %d in the history; the watch window starts "
+                            "after it", ch.key, ch.rev)
+                events.clear()
+                last.clear()
+                floor = ch.rev
+                continue
+            last[ch.key] = (ch.rev, packed)
+            kind: EventType = "DELETED" if ch.deleted else "ADDED" if ch.created else "MODIFIED"
+            events.append(StoreEvent(kind, ch.key, ch.rev, packed, prev))
+        return min(floor, rev), events
 
     async def close(self) -> None:
         """Commit what is queued, end every watch, stop following the backend. Idempotent."""
@@ -192,6 +254,13 @@ class MirrorStore:
         if self._consumer is not None:
             self._consumer.cancel()
             await asyncio.gather(self._consumer, return_exceptions=True)
+        if self._rev_task is not None:
+            self._rev_task.cancel()
+            await asyncio.gather(self._rev_task, return_exceptions=True)
+        if self._rev_next is not None:
+            self._rev_next.set_exception(StoreClosed("store is closed"))
+            self._rev_next.exception()
+            self._rev_next = None
         self._fail_acks(StoreClosed("store closed before the write was seen on the change stream"))
         self._hub.close_all()
         self._signal()
@@ -245,11 +314,80 @@ class MirrorStore:
             raise StoreClosed("store is closed")
         return self._hub.watch(prefix, after_rev, self.current_rev)
 
+    # ---- read freshness across servers -----------------------------------------------------------------
+
+    def fresh(self, rev: int = 0) -> Awaitable[None] | None:
+        """Something to await before a read that must be fresh, or None when the mirror already is.
+
+        rev 0: a consistent read ("most recent"): the mirror must apply everything the backend had committed
+        when asked (one `current_rev` request, shared by every reader that arrived before it was sent). rev N:
+        the mirror must have applied N (an RV another server handed out). Either waits at most `fresh_timeout`
+        seconds; then the read goes on with the mirror as it is (an RV still beyond it is then "too large").
+        """
+        if rev:
+            return None if rev <= self.current_rev else self._wait_applied(rev)
+        if self._closing or self._stream_ended:
+            return None
+        return self._consistent()
+
+    async def _wait_applied(self, rev: int) -> None:
+        try:
+            async with asyncio.timeout(self.fresh_timeout):
+                while not (self.current_rev >= rev or self._closing or self._stream_ended):
+                    await self._applied.wait()
+        except TimeoutError:
+            pass
+
+    async def _consistent(self) -> None:
+        try:
+            async with asyncio.timeout(self.fresh_timeout):
+                target = await asyncio.shield(self._backend_rev())
+                while not (self.current_rev >= target or self._closing or self._stream_ended):
+                    await self._applied.wait()
+            return
+        except TimeoutError:
+            why = "the mirror did not catch up in time"
+        except (CommitFailed, StoreClosed) as e:
+            if self._closing:
+                return
+            why = f"the datastore did not answer ({e})"
+        self.stale_reads += 1
+        now = asyncio.get_running_loop().time()
+        if now >= self._stale_logged + STALE_LOG_EVERY:  # a datastore outage must not log every read
+            self._stale_logged = now
+            log.warning("store mirror: consistent reads served from the mirror at revision %d: %s (%d so far)",
+                        self.current_rev, why, self.stale_reads)
+
+    def _backend_rev(self) -> asyncio.Future[int]:
+        """The backend's current revision from a request sent after now: readers that arrive before it is sent
+        share it (100 concurrent reads, one round trip); one request is in flight at a time."""
+        if self._rev_next is None:
+            self._rev_next = asyncio.get_running_loop().create_future()
+            if self._rev_task is None or self._rev_task.done():
+                self._rev_task = asyncio.create_task(self._ask_revs(), name="lite-mirror-fresh")
+        return self._rev_next
+
+    async def _ask_revs(self) -> None:
+        while self._rev_next is not None:
+            fut, self._rev_next = self._rev_next, None
+            self.rev_requests += 1
+            try:
+                fut.set_result(await self._backend.current_rev())
+            except BaseException as e:
+                err = e if isinstance(e, CommitFailed | StoreClosed) \
+                    else StoreClosed("store is closed") if isinstance(e, asyncio.CancelledError) \
+                    else CommitFailed(f"reading the datastore's revision failed: {e!r}")
+                fut.set_exception(err)
+                fut.exception()  # retrieved here: every waiter may have timed out already
+                if isinstance(e, asyncio.CancelledError):
+                    raise
+
     # ---- the change consumer ---------------------------------------------------------------------------
 
-    def _decode(self, key: str, raw: bytes, rev: int) -> bytes:
-        """The plain JSON of a stored value with resourceVersion = rev."""
-        plain = raw if self._codec is None else self._codec.unseal(key, raw)
+    def _decode(self, key: str, raw: bytes, rev: int, codec: ValueCodec | None = None) -> bytes:
+        """The plain JSON of a stored value with resourceVersion = rev (unsealed by `codec`, default the store's)."""
+        codec = codec or self._codec
+        plain = raw if codec is None else codec.unseal(key, raw)
         doc = orjson.loads(plain)
         return _encode(doc, rev) if isinstance(doc, dict) else plain
 

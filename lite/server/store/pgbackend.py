@@ -212,6 +212,29 @@ class PgBackend:
         except TRANSIENT as e:
             raise CommitFailed(f"cannot read a snapshot from PostgreSQL: {e}") from e
 
+    async def history(self, upto_rev: int, limit: int) -> tuple[int, list[Change]]:
+        """`backend.HasHistory`: the newest `limit` changes up to `upto_rev` above the compaction mark (every row
+        above the mark is kept), with the values they replaced; floor = the oldest one's revision - 1 when
+        `limit` cut them, else the mark."""
+        self._check_open()
+        if limit <= 0:
+            return upto_rev, []
+        try:
+            async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as conn:
+                rows = await conn.fetch(sql.HISTORY, upto_rev, max(0, limit), timeout=COMMIT_TIMEOUT)
+        except TRANSIENT as e:
+            raise CommitFailed(f"cannot read the history from PostgreSQL: {e}") from e
+        compacted = int(rows[0]["compacted"])
+        out = []
+        for r in rows:
+            if r["rev"] is None:
+                continue
+            prev = None if r["prev"] is None else bytes(r["prev"])
+            out.append(Change(int(r["rev"]), str(r["key"]), bytes(r["value"]), bool(r["created"]), bool(r["deleted"]),
+                              prev, int(r["prev_rev"]) if prev is not None else 0))
+        floor = out[0].rev - 1 if limit and len(out) >= limit else compacted
+        return min(max(floor, compacted), upto_rev), out
+
     async def changes(self, after_rev: int, prefix: str = "") -> AsyncIterator[list[Change]]:
         """Batches of committed changes under `prefix` with rev > after_rev, in revision order, until close.
 

@@ -160,6 +160,20 @@ CHANGES_ALL = _CHANGES.format(cond="")
 CHANGES_FROM = _CHANGES.format(cond="AND g.key >= $3")
 CHANGES_RANGE = _CHANGES.format(cond="AND g.key >= $3 AND g.key < $4")
 
+# The newest $2 changes at or below $1 above the compaction mark, each with the value it replaced (a prev row at or
+# below the mark may be gone: NULL then), and the mark, in one statement (one snapshot). Index scans on lite_log's
+# primary key (rev).
+HISTORY = """
+SELECT k.val AS compacted, l.rev, l.key, l.created, l.deleted, l.value, l.prev_rev, p.value AS prev
+FROM lite_meta k
+LEFT JOIN LATERAL (
+    SELECT g.rev, g.key, g.created, g.deleted, g.value, g.prev_rev FROM lite_log g
+    WHERE g.rev > k.val AND g.rev <= $1 ORDER BY g.rev DESC LIMIT $2
+) l ON true
+LEFT JOIN lite_log p ON p.rev = l.prev_rev AND NOT l.created
+WHERE k.name = 'compacted' ORDER BY l.rev
+"""
+
 # Keyset pages of the live keys, read in one REPEATABLE READ transaction (see PgBackend.snapshot).
 _PAGE = ("SELECT c.key, c.rev, (SELECT l.value FROM lite_log l WHERE l.rev = c.rev) FROM lite_current c "
          "WHERE c.key {op} $1 {cond} ORDER BY c.key LIMIT {limit}")

@@ -230,6 +230,41 @@ class SqliteBackend:
         reached = batch[-1].rev if len(batch) == CHANGES_BATCH else max(int(top), after_rev)
         return batch, reached
 
+    async def history(self, upto_rev: int, limit: int) -> tuple[int, list[Change]]:
+        """`backend.HasHistory`: the newest rows up to `upto_rev`, cut at the newest gap (compaction leaves one
+        where it removed rows; revisions step by `rev_step`), each with the value it replaced when still there."""
+        if self._closed:
+            raise StoreClosed("backend is closed")
+        return await self._run(functools.partial(self._history, upto_rev, limit))
+
+    def _history(self, upto_rev: int, limit: int) -> tuple[int, list[Change]]:
+        c = self._db.conn
+        c.execute("BEGIN")  # one read transaction: compaction cannot remove a prev between the two reads
+        try:
+            rows = c.execute("SELECT id, name, created, deleted, prev_revision, value FROM log WHERE id <= ? "
+                             "ORDER BY id DESC LIMIT ?", (upto_rev, max(0, limit))).fetchall()
+            kept: list[tuple[int, str, bool, bool, int, bytes]] = []
+            for rid, name, created, deleted, prev_rev, value in rows:
+                if int(rid) != (kept[-1][0] if kept else upto_rev + self._rev_step) - self._rev_step:
+                    break  # a gap: what lies below it is not complete
+                kept.append((int(rid), str(name), bool(created), bool(deleted), int(prev_rev), bytes(value)))
+            kept.reverse()
+            have = {r[0] for r in kept}
+            outside = sorted({r[4] for r in kept if not r[2] and r[4] and r[4] not in have})
+            prevs: dict[int, bytes] = {}
+            for i in range(0, len(outside), 500):
+                chunk = outside[i:i + 500]
+                prevs.update((int(rid), bytes(v)) for rid, v in c.execute(
+                    f"SELECT id, value FROM log WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        finally:
+            c.execute("COMMIT")
+        values = {r[0]: r[5] for r in kept}
+        out = []
+        for rid, name, created, deleted, prev_rev, value in kept:
+            prev = None if created else values.get(prev_rev, prevs.get(prev_rev))
+            out.append(Change(rid, name, value, created, deleted, prev, prev_rev if prev is not None else 0))
+        return (kept[0][0] - 1 if kept else upto_rev), out
+
     # ---- compaction, stats, close --------------------------------------------------------------------
 
     async def compact(self, rev: int) -> None:

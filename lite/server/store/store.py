@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -262,6 +262,11 @@ class Store:
         if self._closing:
             raise StoreClosed("store is closed")
         return self._hub.watch(prefix, after_rev, self.current_rev)
+
+    def fresh(self, rev: int = 0) -> Awaitable[None] | None:
+        """Always None: one process holds every acknowledged write, so reads are fresh as they are (an RV
+        beyond current_rev was never handed out). `MirrorStore.fresh` waits for other servers' writes."""
+        return None
 
     # ---- writes --------------------------------------------------------------------------------------
 
