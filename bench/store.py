@@ -520,6 +520,7 @@ async def failover_rounds(work: Path, endpoint: str, n: int) -> tuple[list[float
 class Figures:
     creates: list[float]
     raw_creates: list[float]
+    cpu_per_create: float
     list_s: float
     raw_list_s: float
     watch: list[float]
@@ -545,13 +546,13 @@ async def measure(kind: str, endpoint: str, work: Path, raw: RawSqlite | RawPost
     await api.settle(a, limit=10)
     creates: list[float] = []
     raw_creates: list[float] = []
+    cpu: list[float] = []  # the API server's CPU seconds per create, each round
 
     async def lite_burst(n: int, tag: str) -> float:
-        if kind == "sqlite":
-            async with api.alone(a, servers):
-                rate, _ = await api.create_burst(a, PODS, n, CLIENTS, tag)
-        else:
+        before = api.cpu_seconds(a.proc.pid)
+        async with api.alone(a, servers) if kind == "sqlite" else contextlib.nullcontext():
             rate, _ = await api.create_burst(a, PODS, n, CLIENTS, tag)
+        cpu.append((api.cpu_seconds(a.proc.pid) - before) / n)
         return rate
 
     await lite_burst(500, "warm")
@@ -561,8 +562,9 @@ async def measure(kind: str, endpoint: str, work: Path, raw: RawSqlite | RawPost
         for name, burst in (order if r % 2 == 0 else order[::-1]):
             rate = await burst(per, f"c{r}")
             (raw_creates if name == "raw" else creates).append(rate)
-        print(f"  {kind} round {r + 1}: API {creates[-1]:7.0f} creates/s | {raw.what} {raw_creates[-1]:7.0f}/s",
-              flush=True)
+        print(f"  {kind} round {r + 1}: API {creates[-1]:7.0f} creates/s ({cpu[-1] * 1e6:.0f} us of server CPU "
+              f"each) | {raw.what} {raw_creates[-1]:7.0f}/s", flush=True)
+    round_cpu = cpu[1:]  # not the warm-up burst's
     await lite_burst(LIST_N - 500 - rounds * per, "fill")
     list_s = await api.list_time(a, PODS, repeat=3, expect=LIST_N)
     raw_list_s = await raw.list_pages(LIST_N)
@@ -595,7 +597,8 @@ async def measure(kind: str, endpoint: str, work: Path, raw: RawSqlite | RawPost
     if fresh_endpoint is not None and args.failovers:
         async with fresh_endpoint() as fresh:
             to_lease, to_pods = await failover_rounds(work, fresh, args.failovers)
-    return Figures(creates, raw_creates, list_s, raw_list_s, watch, raw_watch, to_lease, to_pods, raw.what)
+    return Figures(creates, raw_creates, med(round_cpu), list_s, raw_list_s, watch, raw_watch, to_lease, to_pods,
+                   raw.what)
 
 
 async def run_sqlite(args: argparse.Namespace, work: Path) -> Figures:
@@ -688,11 +691,14 @@ def rows_of(kind: str, f: Figures, res: benchlib.Results) -> list[Row]:
     res.set(f"{kind}_creates_per_s", rate)
     res.set(f"{kind}_raw_creates_per_s", raw_rate)
     res.set(f"{kind}_creates_vs_raw_pairs", pairs)
+    res.set(f"{kind}_api_cpu_us_per_create", f.cpu_per_create * 1e6)
     res.set(f"{kind}_list_ms", f.list_s * 1e3)
     res.set(f"{kind}_raw_list_ms", f.raw_list_s * 1e3)
     rows = [
         Row("creates/s through the API, 64 clients", kind, f"{fmt(rate)} /s", f"{fmt(raw_rate)} ({f.raw_what})",
             f"{fmt(rate / raw_rate)} (rounds {fmt(pairs)})", "—", "info"),
+        Row("API server CPU per create (its /proc time over the burst)", kind, f"{fmt(f.cpu_per_create * 1e6)} us",
+            "—", "—", "—", "info"),
         Row(f"list {LIST_N:,} pods (limit=500 pages)", kind, f"{fmt(f.list_s * 1e3)} ms",
             f"{fmt(f.raw_list_s * 1e3)} (raw reads, pages of 500 (ms))", fmt(f.list_s / f.raw_list_s), "—", "info"),
     ]
