@@ -577,7 +577,7 @@ async def measure(kind: str, endpoint: str, work: Path, raw: RawSqlite | RawPost
         b = await start_server(work, f"{kind}-b", endpoint, *api.API_ONLY)
         servers.append(b)
         await api.settle(b, limit=10)
-    count = 100 if args.quick else 200
+    count = 150 if args.quick else 200
     watch: list[float] = []
     raw_watch: list[float] = []
     for r in range(args.watch_rounds or (1 if args.quick else 2)):
