@@ -540,13 +540,15 @@ async def measure(kind: str, endpoint: str, work: Path, raw: RawSqlite | RawPost
     await api.settle(a, limit=10)
     creates: list[float] = []
     raw_creates: list[float] = []
-    cpu: list[float] = []  # the API server's CPU seconds per create, each round
+    cpu: list[float] = []  # the API server's CPU seconds per create, each burst
+    p50: list[float] = []  # the median create's latency (s), each burst
 
     async def lite_burst(n: int, tag: str) -> float:
         before = api.cpu_seconds(a.proc.pid)
         async with api.alone(a, servers) if kind == "sqlite" else contextlib.nullcontext():
-            rate, _ = await api.create_burst(a, PODS, n, CLIENTS, tag)
+            rate, lat = await api.create_burst(a, PODS, n, CLIENTS, tag)
         cpu.append((api.cpu_seconds(a.proc.pid) - before) / n)
+        p50.append(statistics.median(lat))
         return rate
 
     await lite_burst(500, "warm")
@@ -556,8 +558,8 @@ async def measure(kind: str, endpoint: str, work: Path, raw: RawSqlite | RawPost
         for name, burst in (order if r % 2 == 0 else order[::-1]):
             rate = await burst(per, f"c{r}")
             (raw_creates if name == "raw" else creates).append(rate)
-        print(f"  {kind} round {r + 1}: API {creates[-1]:7.0f} creates/s ({cpu[-1] * 1e6:.0f} us of server CPU "
-              f"each) | {raw.what} {raw_creates[-1]:7.0f}/s", flush=True)
+        print(f"  {kind} round {r + 1}: API {creates[-1]:7.0f} creates/s (p50 {p50[-1] * 1e3:.0f} ms, "
+              f"{cpu[-1] * 1e6:.0f} us of server CPU each) | {raw.what} {raw_creates[-1]:7.0f}/s", flush=True)
     round_cpu = cpu[1:]  # not the warm-up burst's
     await lite_burst(LIST_N - 500 - rounds * per, "fill")
     lists: list[float] = []
