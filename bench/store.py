@@ -111,6 +111,12 @@ class Server(api.Target):
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def check_alive(self) -> None:
+        """BenchFailed, with the end of its log, when the server is no longer running."""
+        if self.proc.poll() is not None:
+            tail = " | ".join(self.log_text().strip().splitlines()[-5:])
+            raise BenchFailed(f"lite server {self.log.stem} exited with {self.proc.returncode}: {tail}")
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
@@ -544,9 +550,11 @@ async def measure(kind: str, endpoint: str, work: Path, raw: RawSqlite | RawPost
     p50: list[float] = []  # the median create's latency (s), each burst
 
     async def lite_burst(n: int, tag: str) -> float:
+        a.check_alive()
         before = api.cpu_seconds(a.proc.pid)
         async with api.alone(a, servers) if kind == "sqlite" else contextlib.nullcontext():
             rate, lat = await api.create_burst(a, PODS, n, CLIENTS, tag)
+        a.check_alive()
         cpu.append((api.cpu_seconds(a.proc.pid) - before) / n)
         p50.append(statistics.median(lat))
         return rate
