@@ -24,8 +24,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.helpers.tls import Pki, make_pki
 
 ETCD = "/usr/bin/etcd"
@@ -125,6 +123,8 @@ class EtcdServer:
 @contextlib.contextmanager
 def etcd_or_skip(*, tls: bool = False) -> Iterator[EtcdServer]:
     """A running EtcdServer for the block; skips (with the reason) when Debian's etcd-server is missing."""
+    import pytest  # here, not at the top: benchmarks import EtcdServer without pytest
+
     if not Path(ETCD).exists() and shutil.which("etcd") is None:
         pytest.skip("etcd is not installed (Debian package etcd-server; .ci/run installs it)")
     if not Path(ETCDCTL).exists() and shutil.which("etcdctl") is None:
