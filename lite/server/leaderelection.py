@@ -325,11 +325,29 @@ async def run_elected(elector: LeaderElector, lead: Callable[[], Coroutine[Any, 
     """Run `lead()` while `elector` holds its lease, again after each loss once it is regained. Never returns;
     cancellation stops `lead` and releases the lease. `lead` should run until cancelled; an exception from it
     releases the lease and propagates."""
+    # Not a TaskGroup: on Python 3.11 a cancellation of this task that arrives while `hold` fails with LostLease
+    # is swallowed by the group (it raises only the LostLease), and the loop would run on after being cancelled.
     while True:
         await elector.acquire()
+        holding = asyncio.create_task(elector.hold(), name=f"lease {elector.where}")
+        leading = asyncio.create_task(lead(), name=what)
         try:
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(elector.hold(), name=f"lease {elector.where}")
-                tg.create_task(lead(), name=what)
-        except* LostLease:
+            await asyncio.wait((holding, leading), return_when=asyncio.FIRST_COMPLETED)
+            if leading.done() and not leading.cancelled() and leading.exception() is None:
+                await asyncio.wait((holding,))  # the work ended by itself: keep the lease until lost or cancelled
+        finally:
+            # the work stops first, then the lease goes (hold releases it when cancelled): never two leaders
+            await _stop(leading)
+            await _stop(holding)
+        if not holding.cancelled() and isinstance(holding.exception(), LostLease):
             log.error("%s: leadership lost; stopped", what)
+            continue
+        for task in (leading, holding):
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                raise exc
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    """Cancel `task` and wait for it to end, whatever it raises (its outcome stays on the task)."""
+    task.cancel()
+    await asyncio.wait((task,))

@@ -27,6 +27,7 @@ from lite.server.leaderelection import (
     CONTROLLER_MANAGER_LEASE,
     SCHEDULER_LEASE,
     LeaderElector,
+    LostLease,
     Observation,
     Record,
     Verdict,
@@ -392,3 +393,39 @@ async def test_a_new_scheduler_term_retries_the_binds_the_last_one_left_in_fligh
         await _give_back(kit, SCHEDULER_LEASE)
         await kit.until(lambda: e.is_leader)
         await kit.until(lambda: _node_of(kit, "stuck"))
+
+
+class _LosingElector:
+    """An elector whose lease is lost (hold raises LostLease) the moment the test opens `gate`."""
+
+    where = "kube-system/stub"
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.terms = 0
+
+    async def acquire(self) -> None:
+        self.terms += 1
+
+    async def hold(self) -> None:
+        await self.gate.wait()
+        raise LostLease(self.where)
+
+
+@pytest.mark.parametrize("cancel_first", [False, True])
+async def test_run_elected_ends_when_cancelled_as_the_lease_is_lost(cancel_first: bool) -> None:
+    """A cancellation (server shutdown) that meets the loss of the lease still ends run_elected: on Python
+    3.11 a TaskGroup raised only the LostLease and the loop went on to acquire again, never ending."""
+    stub = _LosingElector()
+    task = asyncio.create_task(run_elected(stub, idle, what="stub"))  # type: ignore[arg-type]
+    while stub.terms == 0:
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)  # hold and the work are waiting
+    if cancel_first:
+        task.cancel()
+        stub.gate.set()
+    else:
+        stub.gate.set()
+        task.cancel()
+    done, _ = await asyncio.wait((task,), timeout=5)
+    assert task in done and task.cancelled(), f"run_elected ran on after its cancellation ({stub.terms} terms)"
