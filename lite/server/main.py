@@ -63,6 +63,8 @@ class Server:
     # The embedded agent's in-process join: (node, node password) -> its end of a session (join.routes).
     join_local: LocalJoin | None = None
     exit_stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    # Frees what the store caches in memory: awaited before each quiet-time heap trim (QuietTrim's `release`).
+    release_memory: Callable[[], Awaitable[object]] | None = None
 
 
 async def build(config: ServerConfig) -> Server:
@@ -90,7 +92,7 @@ async def build(config: ServerConfig) -> Server:
         await stack.aclose()
         raise
     server = Server(config, creds, plane.app, server_ssl_context(creds), client=plane.resources,
-                    exit_stack=stack, join_local=plane.join_local)
+                    exit_stack=stack, join_local=plane.join_local, release_memory=store.release_memory)
     server.background.append(
         ("store-compactor", lambda: compactor(store, config.compact_interval, config.compact_keep)))
     server.background += plane.background
@@ -164,7 +166,7 @@ async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -
         server.exit_stack.callback(tuning.stop)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(_guarded("gc-full-pass", tuning.run), name="gc-full-pass")
-            tg.create_task(_guarded("malloc-trim", QuietTrim().run), name="malloc-trim")
+            tg.create_task(_guarded("malloc-trim", QuietTrim(release=server.release_memory).run), name="malloc-trim")
             for name, start in server.background:
                 tg.create_task(_guarded(name, start), name=name)
             await asyncio.Event().wait()  # until cancelled
