@@ -55,6 +55,7 @@ BENCHES: dict[str, Bench] = {
                  timeout=180),
     "admission_policies": Bench("admission_policies.py", ("--n", "500", "--rounds", "1", "--http-n", "300",
                                                           "--http-rounds", "2"), timeout=180),
+    "store": Bench("store.py", ("--quick",), timeout=420),
 }
 
 
@@ -108,6 +109,22 @@ ROWS: list[Row] = [
         "plain_cpu_ms_per_create", "same CRD without rules", "ratio", "<=", 2.0),
     Row("ValidatingAdmissionPolicy: server CPU per create, 10 bound", "admission_policies",
         "policed_cpu_ms_per_create", "ms", "plain_cpu_ms_per_create", "no bindings", "ratio", "<=", 1.3),
+    Row("PostgreSQL datastore: creates/s through the API, 64 clients", "store", "postgres_creates_per_s", "/s",
+        "postgres_raw_creates_per_s", "plain INSERTs, 64 connections"),
+    Row("etcd datastore: creates/s through the API, 64 clients", "store", "etcd_creates_per_s", "/s",
+        "etcd_raw_creates_per_s", "plain etcd Puts, 64 clients"),
+    Row("PostgreSQL datastore: list 10,000 pods (pages of 500)", "store", "postgres_list_ms", "ms",
+        "postgres_raw_list_ms", "raw SELECT pages (ms)"),
+    Row("etcd datastore: list 10,000 pods (pages of 500)", "store", "etcd_list_ms", "ms", "etcd_raw_list_ms",
+        "raw Range pages (ms)"),
+    Row("PostgreSQL: watch p99, write on one server, watcher on another", "store", "postgres_watch_p99_ms", "ms",
+        "postgres_backend_watch_p99_ms", "backend to backend (ms)", "value", "<=", 50),
+    Row("etcd: watch p99, write on one server, watcher on another", "store", "etcd_watch_p99_ms", "ms",
+        "etcd_backend_watch_p99_ms", "backend to backend (ms)", "value", "<=", 50),
+    Row("PostgreSQL: failover, kill -9 of the Lease holder to a new Deployment's pods", "store",
+        "postgres_failover_s", "s", "postgres_failover_lease_s", "the other holding the Lease (s)", "value", "<=", 20),
+    Row("etcd: failover, kill -9 of the Lease holder to a new Deployment's pods", "store", "etcd_failover_s", "s",
+        "etcd_failover_lease_s", "the other holding the Lease (s)", "value", "<=", 20),
 ]
 
 

@@ -44,6 +44,7 @@ class ApiError(Exception):
     causes: list[Cause] = field(default_factory=list)
     retry_after: int | None = None
     uid: str = ""
+    list_continue: str = ""  # metadata.continue: the token an expired continue token can go on with (410)
 
     def __post_init__(self) -> None:
         Exception.__init__(self, self.message)
@@ -68,7 +69,7 @@ class ApiError(Exception):
         out: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": {"continue": self.list_continue} if self.list_continue else {},
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -203,4 +204,5 @@ def from_status(status: dict[str, Any]) -> ApiError:
         kind=str(details.get("kind", "")),
         causes=causes,
         retry_after=details.get("retryAfterSeconds"),
+        list_continue=str((status.get("metadata") or {}).get("continue") or ""),
     )

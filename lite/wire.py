@@ -67,7 +67,8 @@ class Hello:
 
 @dataclass(frozen=True)
 class Welcome:
-    """Server → agent, answer to Hello. `config`: podCIDR, podCIDRs, clusterDNS, clusterDomain."""
+    """Server → agent, answer to Hello. `config`: podCIDR, podCIDRs, clusterDNS, clusterDomain, flannelBackend,
+    clusterCIDR, serviceCIDR, apiServers (the live API servers' https URLs, which agents fail over by)."""
 
     T: ClassVar[str] = "welcome"
     version: int = PROTOCOL_VERSION
@@ -76,7 +77,7 @@ class Welcome:
 
 @dataclass(frozen=True)
 class NodeConfig:
-    """Server → agent: the node config changed (e.g. podCIDR assigned after registration)."""
+    """Server → agent: the node config changed (e.g. podCIDR assigned after registration, or the API servers)."""
 
     T: ClassVar[str] = "node_config"
     config: Obj = field(default_factory=dict)

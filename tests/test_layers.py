@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LITE = ROOT / "lite"
 THIRD_PARTY = {"aiohttp", "aiosqlite", "msgpack", "pyroute2", "yaml", "cryptography", "orjson", "dnslib", "multidict",
-               "yarl", "prometheus_client", "jwt", "cel_expr_python", "google"}
+               "yarl", "prometheus_client", "jwt", "cel_expr_python", "google", "grpc", "asyncpg"}
 TOP_PACKAGES = ("lite.server", "lite.agent", "lite.netns", "lite.cli")
 
 # The tiers inside lite.server, lowest first. A module's tier is that of its longest matching prefix; a module
@@ -42,7 +42,7 @@ SERVER_TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the HTTP app over the API core, with authorization and aggregation in front
     ("app", ("lite.server.api.http",)),
     # the loops that use the API as clients: controllers, scheduler, the join hub of the agents
-    ("loops", ("lite.server.controllers", "lite.server.scheduler", "lite.server.join")),
+    ("loops", ("lite.server.controllers", "lite.server.scheduler", "lite.server.join", "lite.server.leaderelection")),
     # assembly: the control plane, the process, its listener, manifests and snapshots, authn's HTTP wiring
     ("assembly", ("lite.server", "lite.server.controlplane", "lite.server.main", "lite.server.listener",
                   "lite.server.certcheck", "lite.server.manifests", "lite.server.snapshots",

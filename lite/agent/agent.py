@@ -404,7 +404,8 @@ class Agent:
         session = JoinSession(self.config.server_url, self.config.token, node_name=self.node_name, agent=self,
                               credentials_dir=self.root / "credentials",
                               streams=AgentStreams(lambda: self.runners), ca_data=self.config.ca_data,
-                              ca_file=self.config.ca_file, insecure=self.config.insecure, dial=self.config.dial)
+                              ca_file=self.config.ca_file, insecure=self.config.insecure, dial=self.config.dial,
+                              servers_dir=self.root)
         await self.serve(session)
 
     async def serve(self, session: Any) -> None:

@@ -20,6 +20,11 @@
 - In process (`dial`, the agent `lite server` embeds): `dial(node, node_password)` gives a `lite.joinpipe` end
   that the server serves as a session of that node, after the same node password check the credentials
   endpoint makes (an ApiError 401/403/422 from it is a refusal, as above); no certificate, TLS or HTTP.
+- Several servers (`servers_dir`, the agent's dir; `lite.agent.servers` decides): the `apiServers` of each
+  Welcome/NodeConfig are remembered there; a connection that fails or ends is followed by one to the next server
+  in this node's order (the backoff grows only once all failed in turn); a changed list moves the session to
+  the node's new first choice at once. The Welcome/NodeConfig that moves it, and a NodeConfig that changes only
+  the list, never reach the agent. In process (`dial`) there is one server and no list.
 - Heartbeats: websocket pings both ways (aiohttp `heartbeat`), and a LeaseRenew every `lease_interval`
   seconds while connected (the Node's lease, which node lifecycle watches).
 - Streams (StreamOpen & co.) go to a `StreamServer` over the given `StreamBackend`, one per connection.
@@ -48,6 +53,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from lite import wire
+from lite.agent import servers as server_list
 from lite.agent.nodecreds import CredentialsRefused, NodeCredentials
 from lite.agent.streams.backend import StreamBackend
 from lite.agent.streams.server import StreamServer
@@ -59,6 +65,7 @@ log = logging.getLogger("lite.agent.session")
 Obj = dict[str, Any]
 DATA_QUEUE = 256
 MAX_FIFO = 10000
+CONNECT_TIMEOUT = 10.0
 _STREAM_IN = (wire.StreamOpen, wire.StreamData, wire.StreamClose, wire.StreamResize, wire.StreamAck)
 _STREAM_OUT = (wire.StreamReady, wire.StreamData, wire.StreamClose, wire.StreamError, wire.StreamExit, wire.Pong)
 
@@ -89,9 +96,15 @@ class JoinSession:
                  streams: StreamBackend | None = None, ca_data: bytes | None = None, ca_file: str | None = None,
                  insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 30.0),
                  lease_interval: float = 10.0, lease_duration: int = 40,
-                 rand: Callable[[], float] = random.random, dial: LocalDial | None = None) -> None:
-        self.url = server_url.rstrip("/") + wire.JOIN_PATH
-        self.base_url = server_url.rstrip("/")
+                 rand: Callable[[], float] = random.random, dial: LocalDial | None = None,
+                 servers_dir: Path | None = None) -> None:
+        self.configured = server_url.rstrip("/")
+        self.servers_dir = servers_dir if dial is None else None
+        self.servers: list[str] = [] if self.servers_dir is None else server_list.load(self.servers_dir,
+                                                                                      self.configured)
+        self.url = self.base_url = ""
+        self._target(server_list.candidates(self.configured, self.servers, node_name)[0])
+        self._move: str | None = None  # the server a changed list told this session to move to
         self.token = token
         self.node_name = node_name
         self.credentials = NodeCredentials(credentials_dir, node_name)
@@ -120,6 +133,28 @@ class JoinSession:
         self._http: aiohttp.ClientSession | None = None
         self.config: Obj = {}
         self.sessions = 0  # number of Welcomes received (tests and status)
+
+    def _target(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + wire.JOIN_PATH
+
+    def _learn(self, config: Obj) -> bool:
+        """Take the server list of a Welcome/NodeConfig; True when this session should move to another server
+        (`lite.agent.servers.move_to`: the list changed and this node now prefers another)."""
+        new = server_list.learned(config)
+        if self.servers_dir is None or new is None or new == self.servers:
+            return False
+        old, self.servers = self.servers, new
+        try:
+            server_list.save(self.servers_dir, self.configured, new)
+        except OSError as e:
+            log.warning("node %s: cannot remember the API servers in %s: %s", self.node_name, self.servers_dir, e)
+        log.info("node %s: API servers %s", self.node_name, ", ".join(new))
+        self._move = server_list.move_to(self.base_url, old, new, self.configured, self.node_name)
+        if self._move is not None:
+            log.info("node %s: moving from %s to %s (this node's first choice)", self.node_name, self.base_url,
+                     self._move)
+        return self._move is not None
 
     # -- reports --
 
@@ -174,9 +209,14 @@ class JoinSession:
     async def run(self) -> None:
         delay = self.backoff[0]
         async with contextlib.AsyncExitStack() as stack:
-            http = None if self.dial is not None else await stack.enter_async_context(aiohttp.ClientSession())
+            # A server host that is gone without a trace (no RST) holds a dial until the connect timeout: the
+            # next server in this node's order is tried after CONNECT_TIMEOUT (aiohttp's default is 30 s).
+            http = None if self.dial is not None else await stack.enter_async_context(aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=300, sock_connect=CONNECT_TIMEOUT)))
+            failed = 0  # connections that failed since the last Welcome
             while True:
                 welcomed_before = self.sessions
+                self._move = None
                 try:
                     await self._connect_once(http)
                 except asyncio.CancelledError:
@@ -193,10 +233,20 @@ class JoinSession:
                     log.exception("join session to %s failed", self.url)
                 finally:
                     self.connected.clear()
+                order = server_list.candidates(self.configured, self.servers, self.node_name)
+                if self._move is not None:  # the list changed: straight to this node's first choice
+                    self._target(self._move)
+                    delay, failed = self.backoff[0], 0
+                    continue
                 if self.sessions > welcomed_before:
-                    delay = self.backoff[0]
+                    delay, failed = self.backoff[0], 0
+                else:
+                    failed += 1
+                if self.dial is None:  # the next server in this node's order (the same one when it is alone)
+                    self._target(server_list.next_after(order, self.base_url))
                 await asyncio.sleep(delay * (0.5 + self._rand()))
-                delay = min(delay * 2, self.backoff[1])
+                if failed >= len(order):  # back off once every server failed in turn
+                    delay, failed = min(delay * 2, self.backoff[1]), 0
 
     async def _certificate_rejected(self, http: aiohttp.ClientSession) -> bool:
         """After a failed connect: when the server refuses the node certificate itself (a wiped server with a new
@@ -239,6 +289,8 @@ class JoinSession:
             welcome = wire.decode(first.data)
             if not isinstance(welcome, wire.Welcome):
                 raise wire.WireError(f"expected welcome, got {welcome.T}")
+            if self._learn(welcome.config):
+                return  # another server is this node's first choice: the loop dials it at once
             self.config = welcome.config
             self.sessions += 1
             # Every session resyncs everything; the kinds whose consumers rebuild their whole state from that
@@ -302,7 +354,14 @@ class JoinSession:
                     self.post(wire.StreamError(msg.id, "this node serves no streams", 501, "NotImplemented"))
             elif isinstance(msg, wire.Ping):
                 self.post(wire.Pong(msg.seq))
+            elif isinstance(msg, wire.NodeConfig) and self._learn(msg.config):
+                await ws.close()  # ends this session; the loop dials the server `_learn` chose
+                return
+            elif isinstance(msg, wire.NodeConfig) and _node_part(msg.config) == _node_part(self.config):
+                self.config = msg.config  # only the server list changed: nothing for the agent
             elif not isinstance(msg, wire.Pong):
+                if isinstance(msg, wire.NodeConfig):
+                    self.config = msg.config
                 for out in self._filter(msg):
                     await self.agent.handle(out)
 
@@ -334,3 +393,8 @@ class JoinSession:
                 out.append(wire.PodDelete(uid, ns, name))
             return [*out, msg]
         return [msg]
+
+
+def _node_part(config: Obj) -> Obj:
+    """A Welcome/NodeConfig's config without the server list (`lite.agent.servers`), which the session keeps."""
+    return {k: v for k, v in config.items() if k != "apiServers"}

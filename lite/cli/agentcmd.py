@@ -64,8 +64,10 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
     return [("agent", run)]
 
 
-async def fetch_ca(server_url: str, token: str) -> bytes:
-    """The server's CA, verified against the hash in a K10 join token."""
+async def fetch_ca(server_url: str, token: str, others: list[str] | None = None) -> bytes:
+    """The cluster CA, verified against the hash in a K10 join token: from `server_url`, else (it is down) from
+    the first of `others` (the servers the agent learned before, `lite.agent.servers`) that answers. The hash
+    pins the CA whichever server serves it (they share it: the bootstrap data in the datastore)."""
     from lite.server.certs import parse_join_token  # token format lives with the server's credentials
 
     ca_hash, _ = parse_join_token(token)
@@ -74,10 +76,19 @@ async def fetch_ca(server_url: str, token: str) -> bytes:
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE  # verified below by hash, as k3s does
-    async with aiohttp.ClientSession() as s, s.get(server_url.rstrip("/") + "/cacerts", ssl=ctx) as r:
-        if r.status != 200:
-            raise SystemExit(f"lite agent: GET /cacerts answered {r.status}")
-        pem = await r.read()
+    urls = [server_url.rstrip("/"), *[u for u in others or [] if u != server_url.rstrip("/")]]
+    async with aiohttp.ClientSession() as s:
+        for i, url in enumerate(urls):
+            try:
+                async with s.get(url + "/cacerts", ssl=ctx) as r:
+                    if r.status != 200:
+                        raise SystemExit(f"lite agent: GET {url}/cacerts answered {r.status}")
+                    pem = await r.read()
+                break
+            except (aiohttp.ClientError, OSError, TimeoutError) as e:
+                if i == len(urls) - 1:
+                    raise SystemExit(f"lite agent: cannot fetch the cluster CA from {', '.join(urls)}: {e}") from None
+                log.warning("GET %s/cacerts: %s; trying %s", url, e, urls[i + 1])
     if hashlib.sha256(pem).hexdigest() != ca_hash:
         raise SystemExit("lite agent: the server's CA does not match the hash in the join token")
     return pem
@@ -96,7 +107,10 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
     ca_file = Path(args.ca_file).read_bytes() if args.ca_file else None
 
     async def main() -> None:
-        ca = ca_file if ca_file is not None else await fetch_ca(args.server, args.token)
+        from lite.agent import servers
+
+        known = servers.load(data_dir / "agent", args.server)  # learned before: tried when --server is down
+        ca = ca_file if ca_file is not None else await fetch_ca(args.server, args.token, known)
         agent = build_agent(AgentConfig(
             server_url=args.server, token=args.token, node_name=args.node_name or "", data_dir=data_dir,
             runtime=_runtime(args.runtime), ca_data=ca, registries=_registries(args.private_registry),

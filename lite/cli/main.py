@@ -1,4 +1,4 @@
-"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`.
+"""The `lite` command: `server`, `agent`, `token`, `kubeconfig`, `killall`, `snapshot`, `datastore`, ...
 
 Role: parse k3s-style flags, configure logging, and hand over to the server (or agent) wiring. The flags
 and their defaults are the user-facing contract documented in README.md.
@@ -16,11 +16,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lite import logthrottle
-from lite.cli import secretsencrypt
+from lite.cli import datastorecmd, secretsencrypt
 from lite.logthrottle import RepeatFilter
 from lite.server.config import DEFAULT_PORT, LOG_LEVELS, ServerConfig, default_data_dir
+
+if TYPE_CHECKING:
+    from lite.server.store.endpoint import DatastoreEndpoint
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
@@ -53,6 +57,19 @@ def _count(value: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more: {value}")
     return n
+
+
+def _go_seconds(value: str) -> float:
+    """A positive Go duration (`15s`, `1m30s`), in seconds."""
+    from lite.goduration import go_duration
+
+    try:
+        seconds = go_duration(value).total_seconds()
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return seconds
 
 
 def _cidr(value: str) -> str:
@@ -109,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where to write the admin kubeconfig (default <data-dir>/kubeconfig.yaml)")
     srv.add_argument("--token", "-t", default=os.environ.get("LITE_TOKEN") or None,
                      help="join token agents present (default: $LITE_TOKEN, else generated into <data-dir>/token)")
+    srv.add_argument("--server", "-s", default="", metavar="URL",
+                     help="join the cluster of the server at URL (https://FIRST:6443) with --token: its datastore "
+                          "endpoint (PostgreSQL or etcd) and TLS files are fetched from it, its CA pinned by the "
+                          "token's hash; with --datastore-endpoint, that endpoint is used")
     srv.add_argument("--tls-san", action="append", default=[],
                      help="extra host name or IP for the serving certificate (repeatable)")
     srv.add_argument("--disable-agent", action="store_true", help="do not run a node agent in this process")
@@ -116,6 +137,20 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--disable-scheduler", action="store_true", help="do not run the scheduler in this process")
     srv.add_argument("--disable-controller-manager", action="store_true",
                      help="do not run the controllers in this process")
+    srv.add_argument("--leader-elect-lease-duration", type=_go_seconds, default=15.0, metavar="DURATION",
+                     help="how long standby servers wait before taking over the controller and scheduler Leases "
+                          "of a server that stopped renewing them (Go duration; default 15s)")
+    srv.add_argument("--leader-elect-renew-deadline", type=_go_seconds, default=10.0, metavar="DURATION",
+                     help="how long the leading server keeps trying to renew before it stops its controllers "
+                          "and scheduler (below the lease duration; default 10s)")
+    srv.add_argument("--leader-elect-retry-period", type=_go_seconds, default=2.0, metavar="DURATION",
+                     help="how often standby servers try to take the Leases (default 2s)")
+    srv.add_argument("--identity-lease-duration-seconds", type=int, default=15, metavar="SECONDS",
+                     help="shared datastores: how long a server's identity Lease lasts unrenewed, i.e. how soon a "
+                          "dead server drops out of the default/kubernetes endpoints that agents fail over by "
+                          "(default 15)")
+    srv.add_argument("--identity-lease-renew-interval-seconds", type=float, default=5.0, metavar="SECONDS",
+                     help="how often each server renews its identity Lease (below the duration; default 5)")
     srv.add_argument("--service-cidr", type=_cidr, default="10.43.0.0/16",
                      help="ClusterIP range (default 10.43.0.0/16)")
     srv.add_argument("--cluster-cidr", type=_cidr, default="10.42.0.0/16",
@@ -153,6 +188,18 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--disable-snapshots", action="store_true", help="no scheduled snapshots")
     srv.add_argument("--secrets-encryption", action="store_true",
                      help="encrypt Secrets in the store with AES-GCM (keys in <data-dir>/server/cred)")
+    srv.add_argument("--datastore-endpoint", default="", metavar="URI",
+                     help="where the cluster's objects live: sqlite://PATH (default: <data-dir>/server/db/state.db), "
+                          "postgres://USER:PASS@HOST:PORT/DB, or http(s)://HOST:2379[,...] for etcd")
+    srv.add_argument("--datastore-cafile", default="", metavar="FILE",
+                     help="CA that verifies the datastore's TLS certificate (PostgreSQL, etcd over https)")
+    srv.add_argument("--datastore-certfile", default="", metavar="FILE",
+                     help="client certificate presented to the datastore (with --datastore-keyfile)")
+    srv.add_argument("--datastore-keyfile", default="", metavar="FILE",
+                     help="key of --datastore-certfile")
+    srv.add_argument("--datastore-migrate-from", default="", metavar="sqlite://PATH",
+                     help="with a PostgreSQL or etcd --datastore-endpoint: if that datastore is empty at start, copy "
+                          "this SQLite store into it first (its objects, CA and keys); otherwise start as usual")
     srv.add_argument("--cluster-reset", action="store_true",
                      help="with --cluster-reset-restore-path: restore the store from a snapshot, then exit")
     srv.add_argument("--cluster-reset-restore-path", default=None, metavar="FILE",
@@ -190,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_data_dir(p)
         if verb in ("save", "prune"):
             p.add_argument("--name", default="lite-snapshot", help="snapshot name prefix (default lite-snapshot)")
+        if verb == "save":
+            datastorecmd.add_datastore_flags(p)
         if verb == "prune":
             p.add_argument("--snapshot-retention", type=int, default=5, metavar="N", help="how many to keep")
         if verb == "delete":
@@ -215,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "network namespaces, links, nftables tables and cgroups")
     _add_data_dir(ka)
     secretsencrypt.add_parser(sub, _add_data_dir)
+    datastorecmd.add_parser(sub, _add_data_dir)
     sub.add_parser("check-config", help="check that this kernel and host can run the agent (one line per check; "
                                         "exit 1 when a required check fails)")
     return parser
@@ -273,11 +323,56 @@ def _setup_logging(level: str, repeat_window: float = 10.0) -> RepeatFilter:
     return logthrottle.install(repeat_window)
 
 
+def _migrate_from(text: str, datastore: DatastoreEndpoint) -> DatastoreEndpoint:
+    """`--datastore-migrate-from`: an SQLite store, for a server on PostgreSQL or etcd."""
+    from lite.server.store.endpoint import EndpointError, parse_endpoint
+
+    if not datastore.shared:
+        raise EndpointError("--datastore-migrate-from imports into a PostgreSQL or etcd --datastore-endpoint; "
+                            "between other datastores use `lite datastore migrate --from URI --to URI`")
+    source = parse_endpoint(text)
+    if source.kind != "sqlite" or not source.path:
+        raise EndpointError(f"--datastore-migrate-from {source.display}: name an SQLite store (sqlite://PATH, e.g. "
+                            "sqlite:///var/lib/lite/server/db/state.db); for other datastores use "
+                            "`lite datastore migrate`")
+    return source
+
+
 def cmd_server(args: argparse.Namespace) -> int:
+    from lite.server.store.endpoint import EndpointError, check_files, parse_endpoint
+
+    try:
+        datastore = parse_endpoint(args.datastore_endpoint, cafile=args.datastore_cafile,
+                                   certfile=args.datastore_certfile, keyfile=args.datastore_keyfile)
+        check_files(datastore)
+        migrate_from = _migrate_from(args.datastore_migrate_from, datastore) if args.datastore_migrate_from \
+            else None
+    except EndpointError as e:
+        print(f"lite server: {e}", file=sys.stderr)
+        return 2
+    if datastore.shared and (args.check_db or args.cluster_reset or args.cluster_reset_restore_path):
+        print("lite server: --check-db and --cluster-reset work on SQLite stores only; use the datastore's own "
+              f"tools for {datastore.display}", file=sys.stderr)
+        return 2
+    refused = _join_refusal(args, datastore)
+    if refused:
+        print(f"lite server: {refused}", file=sys.stderr)
+        return 2
     if args.check_db:
         from lite.cli.checkdb import check_db
 
-        return check_db(ServerConfig.create(args.data_dir).paths.db)
+        return check_db(ServerConfig.create(args.data_dir, datastore=datastore).store_path)
+    if not args.leader_elect_retry_period < args.leader_elect_renew_deadline < args.leader_elect_lease_duration:
+        # kube-controller-manager's validation: the leader must give up before a standby may take over
+        print(f"lite server: --leader-elect-retry-period ({args.leader_elect_retry_period:g}s) < "
+              f"--leader-elect-renew-deadline ({args.leader_elect_renew_deadline:g}s) < "
+              f"--leader-elect-lease-duration ({args.leader_elect_lease_duration:g}s) must hold", file=sys.stderr)
+        return 2
+    if not 0 < args.identity_lease_renew_interval_seconds < args.identity_lease_duration_seconds:
+        print(f"lite server: 0 < --identity-lease-renew-interval-seconds "
+              f"({args.identity_lease_renew_interval_seconds:g}) < --identity-lease-duration-seconds "
+              f"({args.identity_lease_duration_seconds}) must hold", file=sys.stderr)
+        return 2
     repeats = _setup_logging(args.log_level, args.log_repeat_window)
     config = ServerConfig.create(
         args.data_dir,
@@ -296,6 +391,11 @@ def cmd_server(args: argparse.Namespace) -> int:
         service_node_port_range=args.service_node_port_range,
         advertise_address=args.advertise_address,
         node_monitor_grace_period=args.node_monitor_grace_period,
+        leader_elect_lease_duration=args.leader_elect_lease_duration,
+        leader_elect_renew_deadline=args.leader_elect_renew_deadline,
+        leader_elect_retry_period=args.leader_elect_retry_period,
+        identity_lease_duration=args.identity_lease_duration_seconds,
+        identity_lease_renew_interval=args.identity_lease_renew_interval_seconds,
         node_name=args.node_name,
         agent_runtime=args.runtime,
         agent_service_proxy=args.service_proxy,
@@ -322,7 +422,14 @@ def cmd_server(args: argparse.Namespace) -> int:
         snapshot_retention=args.snapshot_retention,
         disable_snapshots=args.disable_snapshots,
         secrets_encryption=args.secrets_encryption,
+        datastore=datastore,
+        datastore_migrate_from=migrate_from,
+        join_server="" if datastore.shared else args.server,
     )
+    if (args.cluster_reset or args.cluster_reset_restore_path) and config.store_path != config.paths.db:
+        print("lite server: --cluster-reset restores <data-dir>/server/db/state.db only, and "
+              f"--datastore-endpoint names {config.store_path}", file=sys.stderr)
+        return 2
     if args.cluster_reset or args.cluster_reset_restore_path:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
     import sqlite3
@@ -333,6 +440,9 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     import_aiohttp()  # before anything else imports it: its default CA bundles load at first use
     from lite.server import main as server_main  # the heavy imports start here
+    from lite.server.bootstrapdata import BootstrapError
+    from lite.server.datastore import DatastoreUnavailable
+    from lite.server.serverjoin import JoinError
     from lite.server.store import StoreCorrupt, StoreError
 
     pin_mmap_threshold()
@@ -352,14 +462,38 @@ def cmd_server(args: argparse.Namespace) -> int:
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
         logging.getLogger("lite").error("lite server: %s", e)
         return 1
+    except (BootstrapError, DatastoreUnavailable, JoinError) as e:  # wrong token, a backend missing, --server
+        logging.getLogger("lite").error("lite server: %s", e)
+        return 1
     except StoreCorrupt as e:  # a damaged state.db: say what and how to restore, no traceback
         from lite.cli.checkdb import damaged_message
 
         logging.getLogger("lite").error("%s", damaged_message(Path(e.path), e.detail))
         return 1
     except (StoreError, sqlite3.Error) as e:  # e.g. the disk is full before start-up is done
-        logging.getLogger("lite").error("lite server: cannot use the store %s: %s", config.paths.db, e)
+        logging.getLogger("lite").error("lite server: cannot use the store %s: %s", config.datastore.display
+                                        if config.datastore is not None and config.datastore.shared
+                                        else config.store_path, e)
         return 1
+
+
+def _join_refusal(args: argparse.Namespace, datastore: DatastoreEndpoint) -> str:
+    """Why `--server` cannot be used as given ("" when it can, or is not given)."""
+    from lite.server.certs import parse_join_token
+
+    if not args.server:
+        return ""
+    if not args.server.startswith("https://"):
+        return f"--server must be an https:// URL (https://FIRST:6443), got {args.server!r}"
+    if args.datastore_endpoint.strip() and not datastore.shared:
+        return (f"--server joins a cluster on a shared datastore, and --datastore-endpoint names SQLite "
+                f"({datastore.display}), which would make this server a separate cluster: drop one of them")
+    if not args.token:
+        return "--server needs --token (the cluster's join token: `lite token` on that server prints it)"
+    if not datastore.shared and parse_join_token(args.token)[0] is None:
+        return ("--server needs the full join token (K10<CA hash>::server:<secret>, `lite token` on the first "
+                "server prints it): the CA hash in it is how this server checks whom it talks to")
+    return ""
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -423,8 +557,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).expanduser().absolute() if args.data_dir else default_data_dir()
     try:
         if args.snapshot_command == "save":
-            s = snaps.save(data_dir, args.name)
-            print(f"saved snapshot {s.name} ({s.size} bytes) to {s.path}")
+            return datastorecmd.snapshot_save(args, data_dir)
         elif args.snapshot_command in ("ls", "list"):
             print(f"{'Name':<48} {'Size':>12} Created")
             for s in snaps.list_snapshots(data_dir):
@@ -492,7 +625,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 COMMANDS = {"server": cmd_server, "agent": cmd_agent, "token": cmd_token, "kubeconfig": cmd_kubeconfig,
             "killall": cmd_killall, "snapshot": cmd_snapshot, "certificate": cmd_certificate,
-            "check-config": cmd_check_config, "secrets-encrypt": secretsencrypt.cmd_secrets_encrypt}
+            "check-config": cmd_check_config, "secrets-encrypt": secretsencrypt.cmd_secrets_encrypt,
+            "datastore": datastorecmd.cmd_datastore}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

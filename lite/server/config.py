@@ -7,13 +7,14 @@ Data dir layout (created with mode 0700 on first start):
 
     <data-dir>/token                     join token (mode 0600)
     <data-dir>/kubeconfig.yaml           admin kubeconfig, unless --write-kubeconfig points elsewhere
-    <data-dir>/server/db/state.db        the SQLite store
+    <data-dir>/server/db/state.db        the SQLite store (unless --datastore-endpoint names another)
     <data-dir>/server/tls/ca.{crt,key}   cluster CA
     <data-dir>/server/tls/client-ca.{crt,key}  client CA (signs kube-apiserver-client CSRs)
     <data-dir>/server/tls/front-proxy-{ca,client}.{crt,key}  the aggregator's client identity
     <data-dir>/server/tls/serving.{crt,key}, serving.sans
     <data-dir>/server/cred/admin.token   admin bearer token (mode 0600)
     <data-dir>/server/cred/admin.kubeconfig  copy of the kubeconfig that `lite kubeconfig` prints
+    <data-dir>/server/cred/datastore.json, datastore/  what `--server` fetched (endpoint, its TLS files; 0600)
 
 Invariants: no I/O at import or construction; `ServerConfig` is immutable.
 """
@@ -22,8 +23,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lite.records import dataclass
+
+if TYPE_CHECKING:  # the parser lives with the store; importing it here would load the store with the CLI
+    from lite.server.store.endpoint import DatastoreEndpoint
 
 DEFAULT_PORT = 6443
 ROOT_DATA_DIR = "/var/lib/lite"
@@ -114,6 +119,16 @@ class ServerConfig:
     # Control-plane roles, as k3s's --disable-scheduler / --disable-controller-manager.
     disable_scheduler: bool = False
     disable_controller_manager: bool = False
+    # Leader election of the controller manager and the scheduler (kube-controller-manager's and kube-scheduler's
+    # --leader-elect-lease-duration / -renew-deadline / -retry-period, in seconds; lite.server.leaderelection).
+    leader_elect_lease_duration: float = 15.0
+    leader_elect_renew_deadline: float = 10.0
+    leader_elect_retry_period: float = 2.0
+    # Shared datastores: each server's identity Lease (kube-apiserver's --identity-lease-duration-seconds and
+    # --identity-lease-renew-interval-seconds; lite's duration is 15 s, the TTL after which a dead server drops out
+    # of the `default/kubernetes` endpoints; lite.server.services.apiservers).
+    identity_lease_duration: int = 15
+    identity_lease_renew_interval: float = 5.0
     # The embedded agent (unless disable_agent).
     node_name: str = ""
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
@@ -142,6 +157,14 @@ class ServerConfig:
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5
     disable_snapshots: bool = False
+    # Where the objects live (--datastore-endpoint & co., `lite.server.store.endpoint`); None = the SQLite file
+    # of the data dir, as `sqlite://` alone.
+    datastore: DatastoreEndpoint | None = None
+    # --datastore-migrate-from sqlite://PATH: a shared datastore found empty at start gets that store's objects.
+    datastore_migrate_from: DatastoreEndpoint | None = None
+    # --server: join the cluster of the server at this URL (its datastore endpoint is fetched at start with the
+    # token, `lite.server.serverjoin`); "" = none. Ignored once `datastore` names a shared datastore.
+    join_server: str = ""
     # Secrets sealed with AES-GCM in the store file (keys in <data-dir>/server/cred/encryption-config.json).
     secrets_encryption: bool = False
     # Connection limits of the API port (lite.server.listener; the timeouts are kube-apiserver's).
@@ -165,6 +188,18 @@ class ServerConfig:
     def create(cls, data_dir: str | Path | None = None, **kw: object) -> ServerConfig:
         root = Path(data_dir).expanduser() if data_dir else default_data_dir()
         return cls(data_dir=root.absolute(), **kw)  # type: ignore[arg-type]
+
+    @property
+    def store_path(self) -> Path:
+        """The SQLite store file: `sqlite://PATH`'s PATH, else the data dir's `server/db/state.db`."""
+        if self.datastore is not None and self.datastore.kind == "sqlite" and self.datastore.path:
+            return Path(self.datastore.path).expanduser().absolute()
+        return self.paths.db
+
+    @property
+    def shared_datastore(self) -> bool:
+        """The objects live in a datastore other servers may share (PostgreSQL, etcd)."""
+        return self.datastore is not None and self.datastore.shared
 
     @property
     def connection_limits(self) -> ConnectionLimits:

@@ -16,6 +16,15 @@ Invariants:
   KB/pod above idle with 500, 3.5 with 100); in process a page costs no round trip.
 - Everything here reaches the API through the in-process `Resources` (a `lite.client.Client`); nothing but
   `Resources` touches the store.
+- The controller manager and the scheduler work only while this server holds their Lease
+  (`kube-system/kube-controller-manager`, `kube-system/kube-scheduler`; `lite.server.leaderelection`), and so
+  does the ClusterRole aggregation controller (one of kube-controller-manager's upstream: a `leader_tasks`
+  entry of the manager; not run where the controller manager is disabled). Their informers, and every other
+  background task here, run on every server whether or not it leads: each serves this server's clients (policy,
+  webhooks, aggregator discovery, the join hub) or, like upstream's API-server loops (CRD finalizer, APIService
+  availability and autoregistration), is safe to run on several servers at once. The manifest deployer runs on
+  every server too, as k3s's deploy controller does: each applies its own data dir's manifests, and a file
+  applied once is not applied again until it changes there, so servers never fight over one.
 - The embedded agent is not wired here (the server never imports the agent): `lite.cli` adds it, and it
   talks to this server over its own HTTPS port like any remote agent (same code path).
 """
@@ -62,13 +71,22 @@ from lite.server.join import JoinHub, add_join_routes
 from lite.server.join.hub import NODE_INDEX
 from lite.server.join.nodecreds import NodeCredentialIssuer
 from lite.server.join.routes import LocalJoin, local_join
+from lite.server.leaderelection import (
+    CONTROLLER_MANAGER_LEASE,
+    RENEW_INTERVAL,
+    SCHEDULER_LEASE,
+    LeaderElector,
+    default_identity,
+    run_elected,
+)
 from lite.server.manifests import ManifestDeployer
 from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.requestuser import UserInfo
-from lite.server.scheduler.scheduler import build_scheduler
+from lite.server.scheduler.scheduler import Scheduler, build_scheduler
+from lite.server.services.apiservers import ApiServerLeases
 from lite.server.services.kubedns import ensure_kube_dns_service
-from lite.server.services.kubernetes import ensure_kubernetes_service, keep_kubernetes_service
-from lite.server.store import Store
+from lite.server.services.kubernetes import Endpoint, ensure_endpoints, ensure_service, keep_kubernetes_service
+from lite.server.store import Store, StoreLike
 
 LIST_PAGE = 100  # the in-process informers' list page (see the module doc)
 log = logging.getLogger("lite.server")
@@ -109,7 +127,7 @@ class HubMetrics:
         return out
 
 
-async def build_control_plane(config: ServerConfig, store: Store, creds: Credentials,
+async def build_control_plane(config: ServerConfig, store: StoreLike, creds: Credentials,
                               authenticate: Authenticate) -> ControlPlane:
     """Resources with admission, controllers, scheduler and join hub over `store`; see the module doc."""
     kinds = KindRegistry()
@@ -136,7 +154,20 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     await allocators.start()
     api_ip = allocators.ips.nth(1)
     advertise = config.advertise_address or _advertise_address(config)
-    await ensure_kubernetes_service(resources, api_ip, advertise, config.port)
+    # Today's store is one SQLite file that only this process opens: no other server can share it, so this
+    # server is the only endpoint (as before, and no Lease written). On a shared datastore every server holds an
+    # identity Lease and the endpoints list every live one (`services.apiservers`).
+    sole = type(store) is Store
+    own: Endpoint = (advertise, config.port)
+    await ensure_service(resources, api_ip, config.port)
+    identity_leases: ApiServerLeases | None = None
+    if sole:
+        await ensure_endpoints(resources, [own])
+    else:
+        identity_leases = ApiServerLeases(resources, own, lambda live: ensure_endpoints(resources, live),
+                                          duration=config.identity_lease_duration,
+                                          renew_interval=config.identity_lease_renew_interval)
+        await identity_leases.start()
     cluster_dns = config.cluster_dns or allocators.ips.nth(10)
     try:
         await ensure_kube_dns_service(resources, cluster_dns)
@@ -153,8 +184,20 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
                                      lambda node: hub.pods.index_keys(NODE_INDEX, node))
     # A disabled controller manager or scheduler is not built at all: built, their informer handlers would
     # still run on every event (queueing work nobody takes) and their caches still fill.
+    # One identity for this server's leases (client-go's hostname_uuid, new at every start). Today's store is one
+    # SQLite file that only this process opens: no other server can share it, so a Lease held by another identity
+    # is this server's previous, dead, incarnation and is taken at once (`leaderelection`'s `sole`).
+    identity = default_identity()
+
+    def elector(name: str) -> LeaderElector:
+        return LeaderElector(resources, identity, name=name, lease_duration=config.leader_elect_lease_duration,
+                             renew_deadline=config.leader_elect_renew_deadline,
+                             retry_period=config.leader_elect_retry_period,
+                             renew_interval=min(config.leader_elect_renew_deadline / 2, RENEW_INTERVAL), sole=sole)
+
     manager = None if config.disable_controller_manager else build_controller_manager(
-        resources, kinds=kinds, informers=informers, cluster_cidr=config.cluster_cidr,
+        resources, kinds=kinds, informers=informers, elector=elector(CONTROLLER_MANAGER_LEASE),
+        cluster_cidr=config.cluster_cidr,
         node_grace_period=config.node_monitor_grace_period, hpa_metrics=HubMetrics(hub), client_ca=_client_ca(creds),
         quota_admission=quota, local_path_root=config.local_storage_path, cluster_dns=hub.cluster_dns,
         root_ca_pem=creds.ca_pem, legacy_token=sa_tokens.legacy_token if sa_tokens is not None else None)
@@ -187,14 +230,16 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     plane = ControlPlane(resources, app, hub, join_local=local_join(hub, issuer))
     plane.background += [
         ("service-allocators", allocators.run),
-        ("kubernetes-service", lambda: keep_kubernetes_service(resources, api_ip, advertise, config.port)),
+        ("kubernetes-service", identity_leases.run if identity_leases is not None
+         else lambda: keep_kubernetes_service(resources, api_ip, config.port, _constant([own]))),
         ("join-hub", hub.run),
         ("manifests", ManifestDeployer(resources, kinds, config.paths.manifests).run),
         ("aggregator", aggregator.run),
         *admission.background,
         ("rbac-policy", policy_feed.run),
-        ("clusterrole-aggregation", role_aggregator.run),
     ]
+    if manager is not None:  # upstream's clusterrole-aggregation is a kube-controller-manager controller
+        manager.leader_tasks.append(("clusterrole-aggregation", _term(role_aggregator)))
     # Upstream's crdfinalizer belongs to the API server (apiextensions), not to the controller manager: it runs
     # here whatever the roles, so a CRD delete completes with --disable-controller-manager too.
     crd_cleanup = CRDCleanupController(resources, informers, kinds)
@@ -203,8 +248,30 @@ async def build_control_plane(config: ServerConfig, store: Store, creds: Credent
     plane.background.append(("informers", informers.run) if manager is None
                             else ("controller-manager", manager.run))
     if scheduler is not None:
-        plane.background.append(("scheduler", scheduler.run))
+        scheduler_elector = elector(SCHEDULER_LEASE)
+        plane.background.append(("scheduler", lambda: _elected_scheduler(scheduler, scheduler_elector)))
     return plane
+
+
+async def _elected_scheduler(scheduler: Scheduler, elector: LeaderElector) -> None:
+    """The scheduler's caches always, its scheduling only while this server holds the kube-scheduler Lease."""
+    await scheduler.start()
+    await run_elected(elector, scheduler.lead, what="scheduler")
+
+
+def _term(aggregator: ClusterRoleAggregator) -> Callable[[], Awaitable[None]]:
+    """The aggregator for one leadership term: a full pass first (roles changed while another server led)."""
+    async def run() -> None:
+        aggregator.changed()
+        await aggregator.run()
+    return run
+
+
+def _constant(endpoints: list[Endpoint]) -> Callable[[], Awaitable[list[Endpoint]]]:
+    async def live() -> list[Endpoint]:
+        return endpoints
+
+    return live
 
 
 def _role_aggregator(resources: Resources, kinds: KindRegistry, feed: PolicyFeed) -> ClusterRoleAggregator:

@@ -1,5 +1,15 @@
-"""Store snapshots (k3s's etcd-snapshot, for lite's one SQLite file): save, list, delete, prune, a schedule,
-and the restore behind `lite server --cluster-reset --cluster-reset-restore-path FILE`.
+"""Store snapshots (k3s's etcd-snapshot): save, list, delete, prune, a schedule, and the restore behind
+`lite server --cluster-reset --cluster-reset-restore-path FILE` (SQLite).
+
+On a shared datastore (`save_datastore`, for `--datastore-endpoint` postgres/etcd):
+- PostgreSQL: the live state (one consistent snapshot of the datastore) is copied into an SQLite file in lite's
+  own schema (`store/migrate.copy_store` into a `SqliteBackend`; sealed Secrets stay sealed with their key, so
+  the server's encryption keys must be at hand): a portable snapshot that `Store.open` reads and
+  `lite datastore migrate --from sqlite://SNAPSHOT --to postgres://...` restores into an empty database.
+- etcd: etcd's own snapshot (Maintenance.Snapshot, `EtcdBackend.save_snapshot`), restored with etcd's tools
+  (`etcdutl snapshot restore FILE --data-dir DIR`, `etcdctl snapshot restore` before etcd 3.5) and an etcd
+  started on that data dir.
+Both are written beside their final name and renamed, as SQLite snapshots are, under the same names.
 
 - `save` copies the live store with SQLite's online backup API from a connection of its own: consistent at
   one commit even while the server writes (WAL readers see a fixed snapshot), never blocking the writer for
@@ -26,10 +36,17 @@ import shutil
 import socket
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lite.cron import parse as parse_cron
 from lite.records import dataclass
+
+if TYPE_CHECKING:
+    from lite.server.encryption.aesgcm import Key
+    from lite.server.store.backend import Backend
+    from lite.server.store.endpoint import DatastoreEndpoint
 
 log = logging.getLogger(__name__)
 DEFAULT_NAME = "lite-snapshot"
@@ -62,17 +79,23 @@ def db_path(data_dir: Path) -> Path:
     return data_dir / "server" / "db" / "state.db"
 
 
-def save(data_dir: Path, name: str = DEFAULT_NAME, node: str = "", now: float | None = None) -> Snapshot:
-    """Take a snapshot of the store (blocking)."""
-    src_path = db_path(data_dir)
-    if not src_path.exists():
-        raise SnapshotError(f"no store at {src_path}: has `lite server` run with this data dir?")
+def _target(data_dir: Path, name: str, node: str, now: float | None) -> Path:
+    """The snapshot's final path (its directory made); SnapshotError for a bad name."""
     if not name or "/" in name or name.startswith("."):
         raise SnapshotError(f"invalid snapshot name {name!r}")
     stamp = int(now if now is not None else time.time())
     out_dir = snapshot_dir(data_dir)
     out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    final = out_dir / f"{name}-{node or socket.gethostname()}-{stamp}"
+    return out_dir / f"{name}-{node or socket.gethostname()}-{stamp}"
+
+
+def save(data_dir: Path, name: str = DEFAULT_NAME, node: str = "", now: float | None = None,
+         db: Path | None = None) -> Snapshot:
+    """Take a snapshot of the store (blocking): `db`, else the data dir's `server/db/state.db`."""
+    src_path = db if db is not None else db_path(data_dir)
+    if not src_path.exists():
+        raise SnapshotError(f"no store at {src_path}: has `lite server` run with this data dir?")
+    final = _target(data_dir, name, node, now)
     tmp = final.with_name(f".{final.name}.tmp")
     src = sqlite3.connect(f"file:{src_path}?mode=ro", uri=True, timeout=30)
     try:
@@ -93,6 +116,80 @@ def save(data_dir: Path, name: str = DEFAULT_NAME, node: str = "", now: float | 
         os.fsync(f.fileno())
     os.rename(tmp, final)
     return _describe(final)
+
+
+async def save_datastore(data_dir: Path, endpoint: DatastoreEndpoint, name: str = DEFAULT_NAME, node: str = "",
+                         now: float | None = None, keys: tuple[Key, ...] = (), keys_from: str = "") -> Snapshot:
+    """Take a snapshot of the datastore `endpoint` names (see the module docstring); SQLite as `save`. `keys`:
+    the encryption keys that open sealed Secrets (a PostgreSQL snapshot reseals them around their revision)."""
+    from lite.server.datastore import DatastoreUnavailable, open_backend
+    from lite.server.store import StoreError
+
+    if endpoint.kind == "sqlite":
+        return await asyncio.to_thread(save, data_dir, name, node, now,
+                                       Path(endpoint.path) if endpoint.path else None)
+    final = await asyncio.to_thread(_target, data_dir, name, node, now)
+    tmp = final.with_name(f".{final.name}.tmp")
+    try:
+        backend = await open_backend(endpoint)
+    except (StoreError, DatastoreUnavailable) as e:
+        raise SnapshotError(f"{endpoint.display}: {e}") from None
+    try:
+        if endpoint.kind == "etcd":
+            from lite.server.store.etcdbackend import EtcdBackend
+
+            assert isinstance(backend, EtcdBackend)
+            await backend.save_snapshot(tmp)
+        else:
+            await _copy_to_sqlite(backend, endpoint, tmp, keys, keys_from)
+        await asyncio.to_thread(_seal_file, tmp, final)
+    except StoreError as e:
+        await asyncio.to_thread(_discard, tmp)
+        raise SnapshotError(f"snapshot of {endpoint.display} failed: {e}") from None
+    except BaseException:
+        await asyncio.to_thread(_discard, tmp)
+        raise
+    finally:
+        await backend.close()
+    return await asyncio.to_thread(_describe, final)
+
+
+async def _copy_to_sqlite(backend: Backend, endpoint: DatastoreEndpoint, tmp: Path, keys: tuple[Key, ...],
+                          keys_from: str) -> None:
+    from lite.server.datastoremigrate import reseal_check
+    from lite.server.encryption.aesgcm import KeepKeyCodec
+    from lite.server.store.migrate import copy_store
+    from lite.server.store.sqlitebackend import SqliteBackend
+
+    await asyncio.to_thread(_discard, tmp)
+    target = await SqliteBackend.open(str(tmp), codec=KeepKeyCodec(keys))
+    try:
+        await copy_store(backend, target, source_name=endpoint.display, target_name=str(tmp),
+                         ordered_batches=True, allow_empty=True, check=reseal_check(keys, keys_from))
+    finally:
+        await target.close()
+
+
+def _seal_file(tmp: Path, final: Path) -> None:
+    """Make `tmp` a standalone, private, durable file and give it its final name."""
+    if tmp.with_name(tmp.name + "-wal").exists() or tmp.read_bytes()[:16] == b"SQLite format 3\x00":
+        conn = sqlite3.connect(tmp)
+        try:
+            conn.execute("PRAGMA journal_mode=DELETE")
+            ok = conn.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            conn.close()
+        if ok != "ok":
+            raise SnapshotError(f"the snapshot failed its check: {ok}")
+    os.chmod(tmp, 0o600)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.rename(tmp, final)
+
+
+def _discard(tmp: Path) -> None:
+    for p in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+        p.unlink(missing_ok=True)
 
 
 def _describe(path: Path) -> Snapshot:
@@ -165,8 +262,11 @@ def restore(data_dir: Path, snapshot: Path, now: float | None = None) -> Path:
 
 
 async def run_schedule(data_dir: Path, cron: str = DEFAULT_CRON, retention: int = DEFAULT_RETENTION,
-                       node: str = "") -> None:
-    """Save and prune at every activation of `cron`, until cancelled; a failed snapshot is logged."""
+                       node: str = "", db: Path | None = None,
+                       saver: Callable[[], Awaitable[Snapshot]] | None = None) -> None:
+    """Save and prune at every activation of `cron`, until cancelled; a failed snapshot is logged. `db`: the
+    store file when `--datastore-endpoint sqlite://PATH` puts it outside the data dir; `saver`: how to take
+    one instead (a shared datastore: `save_datastore`)."""
     schedule = parse_cron(cron)
     while True:
         now = dt.datetime.now(dt.UTC)
@@ -175,7 +275,8 @@ async def run_schedule(data_dir: Path, cron: str = DEFAULT_CRON, retention: int 
             return
         await asyncio.sleep(max(0.0, (nxt - now).total_seconds()))
         try:
-            snap = await asyncio.to_thread(save, data_dir, DEFAULT_NAME, node)
+            snap = await saver() if saver is not None else await asyncio.to_thread(
+                save, data_dir, DEFAULT_NAME, node, None, db)
             gone = await asyncio.to_thread(prune, data_dir, retention)
             log.info("scheduled snapshot %s (%d bytes); pruned %d", snap.name, snap.size, len(gone))
         except (SnapshotError, OSError, sqlite3.Error) as e:

@@ -21,13 +21,14 @@ Client = TestClient[web.Request, web.Application]
 
 
 @contextlib.asynccontextmanager
-async def api_client(db_dir: Path, authorization: str) -> AsyncIterator[tuple[Client, Store]]:
-    """A started stack whose only accepted credential is the `Authorization` header value given."""
+async def api_client(db_dir: Path, authorization: str, *, window: int = 10000) -> AsyncIterator[tuple[Client, Store]]:
+    """A started stack whose only accepted credential is the `Authorization` header value given (`window`: the
+    store's watch window, in events)."""
 
     def auth(request: web.Request) -> str | None:
         return "admin" if request.headers.get("Authorization") == authorization else None
 
-    store = await Store.open(str(db_dir / "lite.db"))
+    store = await Store.open(str(db_dir / "lite.db"), window=window)
     try:
         kinds = KindRegistry()
         resources = Resources(store, kinds, default_strategies())

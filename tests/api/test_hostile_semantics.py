@@ -162,9 +162,14 @@ QUERY_CASES = [
     bad("continue-zero-rv", "GET",
         f"{CM}?limit=1&continue={cont({'v': 'meta.k8s.io/v1', 'rv': 0, 'start': 'core/configmaps/default/a'})}",
         "incorrect encoded start resourceVersion"),
-    bad("continue-negative-rv", "GET",
-        f"{CM}?limit=1&continue={cont({'v': 'meta.k8s.io/v1', 'rv': -4, 'start': 'core/configmaps/default/a'})}",
-        "incorrect encoded start resourceVersion"),
+    # a negative revision is upstream's "go on from the current state" (what an expired token's Status offers)
+    ok("continue-negative-rv", "GET",
+       f"{CM}?limit=1&continue={cont({'v': 'meta.k8s.io/v1', 'rv': -4, 'start': 'core/configmaps/default/a'})}",
+       expect={"items.0.metadata.name": "victim"}),
+    bad("continue-below-int64-rv", "GET",
+        f"{CM}?limit=1&continue="
+        f"{cont({'v': 'meta.k8s.io/v1', 'rv': -2**63 - 1, 'start': 'core/configmaps/default/a'})}",
+        "malformed revision"),
     bad("continue-empty-start", "GET", f"{CM}?limit=1&continue={cont({'v': 'meta.k8s.io/v1', 'rv': 1, 'start': ''})}",
         "encoded start key empty"),
     bad("continue-other-version", "GET",

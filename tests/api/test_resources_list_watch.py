@@ -95,17 +95,26 @@ async def test_pagination(res: Resources) -> None:
     assert names(first) == ["c0", "c1", "c2"]
     assert first["metadata"]["remainingItemCount"] == 4
     token = first["metadata"]["continue"]
-    await res.create(CM, "default", cm("c9"))  # pages after the first come from the current state
+    # Every page reads at the first page's revision: what changes meanwhile does not show.
+    await res.create(CM, "default", cm("c9"))
+    await res.create(CM, "default", cm("c35"))
+    await res.delete(CM, "default", "c4")
+    await res.patch(CM, "default", "c5", {"data": {"k": "changed"}})
     second = await res.list(CM, "default", limit=3, continue_=token)
-    assert names(second) == ["c3", "c4", "c5"]
+    assert names(second) == ["c3", "c4", "c5"] and second["items"][2]["data"] == {"k": "c5"}
     assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    assert second["metadata"]["remainingItemCount"] == 1
     third = await res.list(CM, "default", limit=3, continue_=second["metadata"]["continue"])
-    assert names(third) == ["c6", "c9"] and "continue" not in third["metadata"]
+    assert names(third) == ["c6"] and "continue" not in third["metadata"]
+    assert names(await res.list(CM, "default")) == ["c0", "c1", "c2", "c3", "c35", "c5", "c6", "c9"]
     # With a selector, pages are filled with matching items and carry no remainingItemCount.
     sel = await res.list(CM, "default", limit=2, label_selector="even=true")
     assert names(sel) == ["c0", "c2"] and "remainingItemCount" not in sel["metadata"]
+    await res.delete(CM, "default", "c6")
     rest = await res.list(CM, "default", limit=2, label_selector="even=true", continue_=sel["metadata"]["continue"])
-    assert names(rest) == ["c4", "c6"]
+    assert names(rest) == ["c6"] and "continue" not in rest["metadata"]  # c4 went before the first page
+    everything = await res.list(CM, "default", limit=-1, label_selector="even=true")  # negative: no limit
+    assert names(everything) == ["c0", "c2"] and "continue" not in everything["metadata"]
 
 
 async def test_bad_continue_and_rv_rules(res: Resources) -> None:
@@ -121,20 +130,62 @@ async def test_bad_continue_and_rv_rules(res: Resources) -> None:
     assert e.value.code == 422 and e.value.causes[0].field == "resourceVersionMatch"
     assert (await res.list(CM, "default", resource_version=rv, resource_version_match="Exact"))["items"]
     await res.create(CM, "default", cm("b"))
-    with pytest.raises(ApiError) as e:
-        await res.list(CM, "default", resource_version=rv, resource_version_match="Exact")
-    assert e.value.code == 410 and e.value.reason == "Expired"
-    with pytest.raises(ApiError) as e:  # "N" with a limit means exact
-        await res.list(CM, "default", resource_version=rv, limit=1)
-    assert e.value.code == 410
+    # An exact revision reads the state as of it (upstream reads etcd at it); "N" with a limit means exact.
+    for exact in ({"resource_version_match": "Exact"}, {"limit": 5}, {"limit": 1, "label_selector": "!x"}):
+        got = await res.list(CM, "default", resource_version=rv, **exact)  # type: ignore[arg-type]
+        assert names(got) == ["a"] and got["metadata"]["resourceVersion"] == rv, exact
     assert len((await res.list(CM, "default", resource_version=rv))["items"]) == 2  # not older than
     with pytest.raises(ApiError) as e:
         await res.list(CM, "default", resource_version="999999")
     assert e.value.code == 504 and e.value.message.startswith("Timeout: Too large resource version")
+    future = base64.urlsafe_b64encode(orjson.dumps({"v": "meta.k8s.io/v1", "rv": 999999,
+                                                    "start": "core/configmaps/default/a"})).decode()
+    with pytest.raises(ApiError) as e:  # a token from a server whose store is ahead of this one's: retried
+        await res.list(CM, "default", continue_=future)
+    assert e.value.code == 504 and e.value.retry_after == 1
     with pytest.raises(ApiError) as e:
         await res.list(CM, "default", resource_version="abc")
     assert e.value.code == 400
     assert (await res.get(CM, "default", "a"))["metadata"]["name"] == "a"
+
+
+async def test_pages_past_the_window(tmp_path: Path) -> None:
+    """A token (or exact revision) whose revision left the store's window: 410 Expired as upstream; a continue
+    token's Status carries a token that goes on, from the current state, after the same position."""
+    store, res = await _open(tmp_path, window=8)
+    try:
+        for i in range(5):
+            await res.create(CM, "default", cm(f"c{i}"))
+        first = await res.list(CM, "default", limit=2)
+        rv = first["metadata"]["resourceVersion"]
+        await res.delete(CM, "default", "c1")  # before the page boundary: no effect on what follows
+        await res.delete(CM, "default", "c3")
+        for i in range(10):
+            await res.create(CM, "default", cm(f"d{i}"))
+        with pytest.raises(ApiError) as e:
+            await res.list(CM, "default", limit=2, continue_=first["metadata"]["continue"])
+        err = e.value
+        assert (err.code, err.reason) == (410, "Expired") and err.message.startswith(
+            "The provided continue parameter is too old to display a consistent list result. You can start a new "
+            "list without the continue parameter, or use the continue token in this response")
+        token = err.status()["metadata"]["continue"]
+        assert orjson.loads(base64.urlsafe_b64decode(token + "==")) == {
+            "v": "meta.k8s.io/v1", "rv": -1, "start": "core/configmaps/default/c1"}
+        rest = await res.list(CM, "default", limit=3, continue_=token)
+        assert names(rest) == ["c2", "c4", "d0"] and rest["metadata"]["remainingItemCount"] == 9
+        assert rest["metadata"]["resourceVersion"] == str(store.current_rev)
+        # later pages of the inconsistent list read at its new revision
+        await res.delete(CM, "default", "d1")
+        more = await res.list(CM, "default", limit=3, continue_=rest["metadata"]["continue"])
+        assert names(more) == ["d1", "d2", "d3"] and more["metadata"]["resourceVersion"] == str(store.current_rev - 1)
+        for exact in ({"resource_version_match": "Exact"}, {"limit": 1}):
+            with pytest.raises(ApiError) as e:
+                await res.list(CM, "default", resource_version=rv, **exact)  # type: ignore[arg-type]
+            assert (e.value.code, e.value.reason, e.value.message) == (
+                410, "Expired", "The resourceVersion for the provided list is too old.")
+            assert "continue" not in e.value.status()["metadata"]
+    finally:
+        await store.close()
 
 
 async def test_watch_resume_from_rv(res: Resources) -> None:

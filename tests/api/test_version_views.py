@@ -342,16 +342,23 @@ def lease(renewed: str, holder: str = "server-a") -> dict[str, Any]:
     return {"spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": 15}}
 
 
-@pytest.mark.parametrize(("held", "store_error", "healthy", "why"), [
-    (lease("2024-01-01T00:00:55.000000Z"), "", {"controller-manager", "etcd-0", "scheduler"}, ""),
-    (None, "", {"etcd-0"}, "no server has taken the Lease kube-system/lite-controller-manager"),
-    (lease("2024-01-01T00:00:40.000000Z"), "", {"etcd-0"}, "held by server-a expired"),
-    (lease("2024-01-01T00:00:55.000000Z", holder=""), "", {"etcd-0"}, "has no holder"),
-    (None, "the store did not answer: x", set(), "the store did not answer"),
+LIVE, OLD = "2024-01-01T00:00:55.000000Z", "2024-01-01T00:00:40.000000Z"
+
+
+@pytest.mark.parametrize(("controllers", "scheduler", "store_error", "healthy", "why"), [
+    (lease(LIVE), lease(LIVE, "server-b"), "", {"controller-manager", "etcd-0", "scheduler"}, ""),
+    (None, None, "", {"etcd-0"}, "no server has taken the Lease kube-system/kube-"),
+    (lease(OLD), lease(LIVE), "", {"etcd-0", "scheduler"}, "kube-controller-manager held by server-a expired"),
+    (lease(LIVE), lease(OLD), "", {"etcd-0", "controller-manager"}, "kube-scheduler held by server-a expired"),
+    (lease(LIVE, holder=""), lease(LIVE), "", {"etcd-0", "scheduler"}, "has no holder"),
+    (lease(LIVE), None, "", {"etcd-0", "controller-manager"}, "no server has taken the Lease kube-system/kube-sch"),
+    (None, None, "the store did not answer: x", set(), "the store did not answer"),
 ])
-def test_componentstatuses_follow_the_controller_lease(held: dict[str, Any] | None, store_error: str,
-                                                       healthy: set[str], why: str) -> None:
-    got = {s["metadata"]["name"]: s["conditions"][0] for s in componentstatus.statuses(held, store_error, NOW)}
+def test_componentstatuses_follow_the_controller_and_scheduler_leases(
+        controllers: dict[str, Any] | None, scheduler: dict[str, Any] | None, store_error: str, healthy: set[str],
+        why: str) -> None:
+    got = {s["metadata"]["name"]: s["conditions"][0]
+           for s in componentstatus.statuses(controllers, scheduler, store_error, NOW)}
     assert set(got) == {"controller-manager", "etcd-0", "scheduler"}
     assert {n for n, c in got.items() if c["status"] == "True"} == healthy
     for cond in got.values():

@@ -33,6 +33,8 @@ from lite.kinds import Kind, KindRegistry
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
 from lite.server.store import Store
+from lite.server.store.mirror import MirrorStore
+from lite.server.store.sqlitebackend import SqliteBackend
 
 Obj = dict[str, Any]
 def _kind(plural: str) -> Kind:
@@ -279,11 +281,14 @@ def _check(w: Watcher, history: list[tuple[int, str, bool, Obj]]) -> None:
     assert cache == _filtered(history, history[-1][0], w.namespace, match), f"{label}: replayed cache differs"
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_watchers_replay_the_filtered_history(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "mirror"), [(1, False), (2, False), (3, False), (4, True)])
+async def test_watchers_replay_the_filtered_history(tmp_path: Path, seed: int, mirror: bool) -> None:
+    """`mirror`: the API over a MirrorStore on a SqliteBackend whose revisions have gaps (step 2), as on a
+    shared datastore; the oracle reads the same file."""
     rng = random.Random(seed)
     db = tmp_path / "db.sqlite"
-    store = await Store.open(str(db))
+    backend = await SqliteBackend.open(str(db), rev_step=2) if mirror else None
+    store = await MirrorStore.open(backend) if backend is not None else await Store.open(str(db))
     res = Resources(store, KindRegistry(), default_strategies(), bookmark_interval=0.05)
     await res.start()
     consumers: list[asyncio.Task[None]] = []
@@ -332,3 +337,5 @@ async def test_watchers_replay_the_filtered_history(tmp_path: Path, seed: int) -
             t.cancel()
         await asyncio.gather(*consumers, return_exceptions=True)
         await store.close()
+        if backend is not None:
+            await backend.close()

@@ -29,8 +29,20 @@ def test_server_flags_parse_with_k3s_names() -> None:
     assert (defaults.bind_address, defaults.https_listen_port, defaults.write_kubeconfig) == ("0.0.0.0", 6443, None)
 
 
+def test_leader_election_flags_take_go_durations() -> None:
+    args = build_parser().parse_args(["server", "--leader-elect-lease-duration", "1m", "--leader-elect-renew-deadline",
+                                      "30s", "--leader-elect-retry-period", "500ms"])
+    assert (args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period) \
+        == (60.0, 30.0, 0.5)
+    defaults = build_parser().parse_args(["server"])  # kube-controller-manager's defaults
+    assert (defaults.leader_elect_lease_duration, defaults.leader_elect_renew_deadline,
+            defaults.leader_elect_retry_period) == (15.0, 10.0, 2.0)
+
+
 @pytest.mark.parametrize("bad", [["server", "--https-listen-port", "70000"], ["server", "--log-level", "loud"],
                                  ["server", "--service-cidr", "bogus"], ["server", "--cluster-cidr", "10.42.0.1/16"],
+                                 ["server", "--leader-elect-lease-duration", "15"],  # a Go duration needs its unit
+                                 ["server", "--leader-elect-renew-deadline", "20s"],  # not below the lease duration
                                  ["nonsense"], []])
 def test_usage_errors_exit_2(bad: list[str]) -> None:
     assert lite(*bad).returncode == 2

@@ -14,7 +14,7 @@ from lite.server.controllers.dormant import Dormant
 from lite.server.controllers.manager import build_controller_manager
 from lite.server.controllers.runtime import ControllerManager
 
-FAST = {"lease_duration": 1.0, "renew_interval": 0.1, "renew_deadline": 0.5, "retry_interval": 0.05}
+FAST = {"lease_duration": 1.0, "renew_interval": 0.1, "renew_deadline": 0.5, "retry_period": 0.05}
 TRACKING = "batch.kubernetes.io/job-tracking"
 
 

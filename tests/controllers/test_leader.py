@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from conftest import LEASE, POD, RS, Kit, replicaset
 
@@ -13,7 +13,7 @@ from lite.objects import rfc3339_micro
 from lite.server.controllers.manager import build_controller_manager
 from lite.server.controllers.runtime import ControllerManager
 
-FAST = {"lease_duration": 1.0, "renew_interval": 0.1, "renew_deadline": 0.5, "retry_interval": 0.05}
+FAST = {"lease_duration": 1.0, "renew_interval": 0.1, "renew_deadline": 0.5, "retry_period": 0.05}
 
 
 @contextlib.asynccontextmanager
@@ -28,7 +28,7 @@ async def started(m: ControllerManager) -> AsyncIterator[asyncio.Task[None]]:
 
 
 async def _holder(kit: Kit) -> str:
-    lease = await kit.api.get(LEASE, "kube-system", "lite-controller-manager")
+    lease = await kit.api.get(LEASE, "kube-system", "kube-controller-manager")
     return str(lease["spec"].get("holderIdentity") or "")
 
 
@@ -49,7 +49,7 @@ async def test_handover_between_two_managers(kit: Kit) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task_a
         await kit.until(lambda: b.is_leader)
-        lease = await kit.api.get(LEASE, "kube-system", "lite-controller-manager")
+        lease = await kit.api.get(LEASE, "kube-system", "kube-controller-manager")
         assert lease["spec"]["holderIdentity"] == "b"
         assert lease["spec"]["leaseTransitions"] == 1
         # b's workers took over.
@@ -78,7 +78,7 @@ async def _pods(kit: Kit, n: int) -> bool:
 async def test_expired_lease_of_a_dead_holder_is_taken_over(kit: Kit) -> None:
     await kit.api.create(LEASE, "kube-system", {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "lite-controller-manager", "namespace": "kube-system"},
+        "metadata": {"name": "kube-controller-manager", "namespace": "kube-system"},
         "spec": {"holderIdentity": "dead", "leaseDurationSeconds": 1, "renewTime": rfc3339_micro(),
                  "acquireTime": rfc3339_micro(), "leaseTransitions": 4}})
     m = build_controller_manager(kit.api, kinds=kit.kinds, identity="new", **FAST)
@@ -88,21 +88,40 @@ async def test_expired_lease_of_a_dead_holder_is_taken_over(kit: Kit) -> None:
         assert not m.is_leader and await _holder(kit) == "dead"
         await kit.until(lambda: m.is_leader)
         await kit.until(lambda: _pods(kit, 1))
-    lease = await kit.api.get(LEASE, "kube-system", "lite-controller-manager")
+    lease = await kit.api.get(LEASE, "kube-system", "kube-controller-manager")
     assert lease["spec"]["leaseTransitions"] == 5
     assert lease["spec"]["holderIdentity"] == ""  # released on shutdown
 
 
-async def test_lost_lease_stops_workers(kit: Kit) -> None:
-    m = build_controller_manager(kit.api, kinds=kit.kinds, identity="me", **FAST)
-    async with started(m):
-        await kit.until(lambda: m.is_leader)
-        # Someone else takes the lease over (as if our renewals had been failing).
-        lease = await kit.api.get(LEASE, "kube-system", "lite-controller-manager")
-        lease["spec"].update(holderIdentity="thief", leaseDurationSeconds=3600, renewTime=rfc3339_micro())
-        await kit.api.update(LEASE, "kube-system", "lite-controller-manager", lease)
-        await kit.until(lambda: not m.is_leader)
-        rs = m.controller("replicaset")
-        await kit.until(lambda: rs.queue.shutting_down)  # its workers are gone with the lease
-        await kit.api.create(RS, "default", replicaset("web", 1))
-        assert await _holder(kit) == "thief"
+async def test_leader_tasks_run_only_on_the_leader_and_restart_with_each_term(kit: Kit) -> None:
+    """The server's loops gated under the controller manager's Lease (e.g. ClusterRole aggregation) run while
+    their manager leads, on one manager of two, and start afresh on the one that takes over."""
+    running: dict[str, int] = {"a": 0, "b": 0}
+    started_terms: dict[str, int] = {"a": 0, "b": 0}
+
+    def loop(name: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            started_terms[name] += 1
+            running[name] += 1
+            try:
+                await asyncio.Event().wait()
+            finally:
+                running[name] -= 1
+        return run
+
+    a = build_controller_manager(kit.api, kinds=kit.kinds, identity="a", **FAST)
+    b = build_controller_manager(kit.api, kinds=kit.kinds, identity="b", **FAST)
+    a.leader_tasks.append(("gated", loop("a")))
+    b.leader_tasks.append(("gated", loop("b")))
+    async with started(a) as task_a, started(b):
+        await kit.until(lambda: a.is_leader and running["a"] == 1)
+        await kit.until(lambda: b.synced.is_set())
+        for _ in range(5):
+            await asyncio.sleep(FAST["renew_interval"])
+            assert (running, started_terms["b"]) == ({"a": 1, "b": 0}, 0)
+        task_a.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task_a
+        assert running["a"] == 0  # stopped with its term
+        await kit.until(lambda: b.is_leader and running["b"] == 1)
+        assert started_terms == {"a": 1, "b": 1}

@@ -71,6 +71,31 @@ def test_pagination(cluster: Cluster, ns: str) -> None:
     assert pages == 3 and sorted(seen) == sorted(names) and len(seen) == len(set(seen))
 
 
+def test_pagination_is_a_snapshot(cluster: Cluster, ns: str) -> None:
+    """Later pages read at the first page's revision: objects created, changed or deleted after the first page
+    do not show, and the list keeps that revision."""
+    v1 = core(cluster)
+    sel = {"label_selector": "set=snap"}  # not the namespace's kube-root-ca.crt
+    for i in range(6):
+        v1.create_namespaced_config_map(ns, cm(f"snap-{i}", {"v": "1"}, {"set": "snap"}))
+    first = v1.list_namespaced_config_map(ns, limit=2, **sel)
+    assert [i.metadata.name for i in first.items] == ["snap-0", "snap-1"]
+    v1.create_namespaced_config_map(ns, cm("snap-2a", labels={"set": "snap"}))
+    v1.delete_namespaced_config_map("snap-3", ns)
+    v1.patch_namespaced_config_map("snap-4", ns, {"data": {"v": "2"}})
+    rest = v1.list_namespaced_config_map(ns, limit=3, _continue=first.metadata.var_continue, **sel)
+    assert [(i.metadata.name, i.data) for i in rest.items] == [
+        ("snap-2", {"v": "1"}), ("snap-3", {"v": "1"}), ("snap-4", {"v": "1"})]
+    assert rest.metadata.resource_version == first.metadata.resource_version
+    last = v1.list_namespaced_config_map(ns, limit=3, _continue=rest.metadata.var_continue, **sel)
+    assert [i.metadata.name for i in last.items] == ["snap-5"] and not last.metadata.var_continue
+    now = ["snap-0", "snap-1", "snap-2", "snap-2a", "snap-4", "snap-5"]
+    assert [i.metadata.name for i in v1.list_namespaced_config_map(ns, **sel).items] == now
+    # kubectl pages with its own continue loop (client-go's pager)
+    out = cluster.kubectl("get", "configmaps", "-n", ns, "-l", "set=snap", "--chunk-size=4", "-o", "name").stdout
+    assert out.split() == [f"configmap/{n}" for n in now]
+
+
 def _events(cluster: Cluster, ns: str, rv: str, count: int) -> list[tuple[str, str, str]]:
     """(type, name, resourceVersion) of the first `count` events of a watch from `rv`."""
     w = watch.Watch()

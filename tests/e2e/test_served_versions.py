@@ -4,6 +4,7 @@ events.k8s.io/v1 and core/v1 Events, driven by the real kubectl and the official
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -303,6 +304,13 @@ def test_componentstatuses_report_the_control_plane(cluster: Cluster) -> None:
     assert cs.conditions[0].type == "Healthy" and cs.conditions[0].status == "True"
     out = cluster.kubectl("delete", "cs", "scheduler", check=False)
     assert out.returncode != 0 and "does not allow this method" in out.stderr, out.stderr
+    # the controllers and the scheduler each hold their own Lease, under upstream's names, as this one server
+    # (client-go's identity: hostname_uuid)
+    specs = [kjson(cluster, "-n", "kube-system", "get", "lease", name)["spec"]
+             for name in ("kube-controller-manager", "kube-scheduler")]
+    assert specs[0]["holderIdentity"] == specs[1]["holderIdentity"], specs
+    assert re.fullmatch(r".+_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", specs[0]["holderIdentity"])
+    assert all(s["leaseDurationSeconds"] == 15 for s in specs), specs
 
 
 def test_bindings_collection_binds_the_named_pod(cluster: Cluster, ns: str) -> None:

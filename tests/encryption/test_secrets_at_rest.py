@@ -124,3 +124,11 @@ def test_sealed_counts_reads_the_file(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     assert sealed_counts(str(db)) == {"k1": 1, "identity": 1}
+
+
+def test_count_values_reads_the_key_names_of_stored_values() -> None:
+    from lite.server.encryption.control import count_values
+
+    k1 = Key("k1", b"\x01" * 32)
+    values = [seal(k1, "core/secrets/a/b", b"{}"), seal(k1, "core/secrets/a/c", b"{}"), b'{"kind":"Secret"}']
+    assert count_values(values) == {"k1": 2, "identity": 1}

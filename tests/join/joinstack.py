@@ -58,6 +58,7 @@ class Stack:
     http: HttpClient
     cred_root: Path  # each test agent's node credentials live in <cred_root>/<node>
     issuer: NodeCredentialIssuer | None = None
+    runner: web.AppRunner | None = None  # more sites may serve the same app (a second "server" address)
 
 
 @contextlib.asynccontextmanager
@@ -86,7 +87,7 @@ async def serve_join(tmp_path: Path, port: int, *, bound_pods_only: bool = False
     http = HttpClient.from_kubeconfig(str(kubeconfig))
     hub_task = asyncio.create_task(hub.run())
     try:
-        yield Stack(resources, hub, creds, kubeconfig, cfg.server_url, http, tmp_path / "agents", issuer)
+        yield Stack(resources, hub, creds, kubeconfig, cfg.server_url, http, tmp_path / "agents", issuer, runner)
     finally:
         hub_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -225,11 +226,12 @@ def node_tls(stack: Stack, node: str) -> ssl.SSLContext:
 
 @contextlib.asynccontextmanager
 async def joined(stack: Stack, node: str, agent: TestAgent, backend: HostBackend | None = None, *,
-                 dial: LocalDial | None = None) -> AsyncIterator[JoinSession]:
+                 dial: LocalDial | None = None, servers_dir: Path | None = None) -> AsyncIterator[JoinSession]:
     """A JoinSession of `node` connected to the stack: over TLS, or in process through `dial` (`local_join`)."""
     session = JoinSession(stack.url, stack.creds.join_token, node_name=node, agent=agent, streams=backend,
                           credentials_dir=stack.cred_root / node,
-                          ca_data=stack.creds.ca_pem, heartbeat=5.0, backoff=(0.05, 0.5), dial=dial)
+                          ca_data=stack.creds.ca_pem, heartbeat=5.0, backoff=(0.05, 0.5), dial=dial,
+                          servers_dir=servers_dir)
     task = asyncio.create_task(session.run())
     try:
         async with asyncio.timeout(GUARD):

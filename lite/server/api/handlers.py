@@ -82,10 +82,11 @@ class Target:
 PatchEx = Callable[..., Awaitable[tuple[Obj, bool]]]
 DeleteEx = Callable[..., Awaitable[tuple[Obj, int]]]
 Write = Callable[..., Awaitable[Obj]]
-GetEncoded = Callable[[Kind, str, str], bytes]
+GetEncoded = Callable[..., bytes]  # (kind, namespace, name, resource_version)
 ListEncoded = Callable[..., bytes]
 AdmitConnect = Callable[[Kind, str, str, str, Obj], Awaitable[None]]
 WrittenEncoded = Callable[[Kind, str, Obj], bytes | None]
+Freshen = Callable[..., Awaitable[None] | None]
 
 
 @dataclass
@@ -98,7 +99,8 @@ class ApiContext:
     `create_owned`/`update_owned` take over a freshly decoded JSON body instead of copying it, and
     `get_encoded`/`list_encoded` answer with the JSON bytes (built from the stored bytes, not re-encoded), and
     `written_encoded` gives the stored bytes of an object a create or update just wrote (encoded once, by the
-    store, for the store, the watchers and the answer).
+    store, for the store, the watchers and the answer), and `freshen(resource_version, continue_)` gives what a
+    get, list or watch awaits before reading (None: nothing; see `ReadMixin.freshen`).
     """
 
     resources: Client
@@ -118,6 +120,7 @@ class ApiContext:
     list_encoded: ListEncoded | None = field(init=False, default=None)
     admit_connect: AdmitConnect | None = field(init=False, default=None)
     written_encoded: WrittenEncoded | None = field(init=False, default=None)
+    freshen: Freshen | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.create_owned = getattr(self.resources, "create_owned", self.resources.create)
@@ -126,6 +129,7 @@ class ApiContext:
         self.list_encoded = getattr(self.resources, "list_encoded", None)
         self.admit_connect = getattr(self.resources, "admit_connect", None)
         self.written_encoded = getattr(self.resources, "written_encoded", None)
+        self.freshen = getattr(self.resources, "freshen", None)
         self.patch_ex = getattr(self.resources, "patch_ex", None)
         self.delete_ex = getattr(self.resources, "delete_ex", None)
         try:
@@ -332,11 +336,14 @@ async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
 
 
 async def _get(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
-    params.parse_resource_version(request.query.get("resourceVersion", ""))  # served from the current state
+    rv = request.query.get("resourceVersion", "")
+    params.parse_resource_version(rv)  # served from the current state
+    if ctx.freshen is not None and (waiting := ctx.freshen(rv)) is not None:
+        await waiting  # a shared datastore's mirror catching up (`ReadMixin.freshen`); never on `Store`
     table = table_request(request)
     if ctx.get_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
             and not t.kind.storage:
-        return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name))
+        return raw_json_response(ctx.get_encoded(t.kind, t.namespace, t.name, rv))
     obj = await ctx.resources.get(t.kind, t.namespace, t.name)
     if table:
         rows = table_of(t.kind, [obj], {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")},
@@ -356,6 +363,8 @@ async def _list(ctx: ApiContext, request: web.Request, t: Target) -> web.Respons
         "continue_": q.get("continue", ""), "resource_version": q.get("resourceVersion", ""),
         "resource_version_match": q.get("resourceVersionMatch", "")}
     table = table_request(request)
+    if ctx.freshen is not None and (waiting := ctx.freshen(args["resource_version"], args["continue_"])) is not None:
+        await waiting
     if ctx.list_encoded is not None and not (table and _tables() is not None) and not t.kind.converts_by_webhook \
             and not t.kind.storage:
         return raw_json_response(ctx.list_encoded(t.kind, t.namespace, **args))
@@ -382,6 +391,8 @@ async def _watch(ctx: ApiContext, request: web.Request, t: Target) -> web.Stream
     match = q.get("resourceVersionMatch", "")
     if match and ctx.watch_takes_match:
         extra["resource_version_match"] = match
+    if ctx.freshen is not None and (waiting := ctx.freshen(q.get("resourceVersion", ""))) is not None:
+        await waiting
     events = ctx.resources.watch(
         t.kind, t.namespace, resource_version=q.get("resourceVersion", ""),
         label_selector=q.get("labelSelector", ""), field_selector=field_selector,
@@ -557,6 +568,8 @@ async def _subresource(ctx: ApiContext, request: web.Request, t: Target) -> web.
                                          dry_run=dry, field_manager=manager)
         return _with_warning(json_response(out, 201), warning)
     if method == "GET":
+        if ctx.freshen is not None and (waiting := ctx.freshen(request.query.get("resourceVersion", ""))) is not None:
+            await waiting  # pods/status, deployments/scale, ... read like the object itself
         return json_response(await ctx.resources.get(t.kind, t.namespace, t.name, subresource=sub))
     if method == "PUT":
         return await _update(ctx, request, t, sub)
@@ -581,19 +594,22 @@ _CS_DEPRECATED = "v1 ComponentStatus is deprecated in v1.19+"
 
 
 async def _component_statuses(ctx: ApiContext, request: web.Request, t: Target) -> web.Response:
-    """core/v1 componentstatuses: computed per request from the controller Lease (`componentstatus`)."""
+    """core/v1 componentstatuses: computed per request from the controller and scheduler Leases
+    (`componentstatus`)."""
     if request.method != "GET" or t.subresource or q_bool(request.query, "watch") or t.watch:
         raise method_not_allowed(f"the server does not allow this method on {t.kind.resource}")
-    lease: Obj | None = None
+    leases: list[Obj | None] = []
     store_error = ""
     lease_kind = ctx.kinds.by_resource("coordination.k8s.io", "v1", "leases")
-    try:
-        if lease_kind is not None:
-            lease = await ctx.resources.get(lease_kind, componentstatus.LEASE_NAMESPACE, componentstatus.LEASE_NAME)
-    except ApiError as e:
-        if e.code != 404:
-            store_error = f"the store did not answer: {e}"
-    items = componentstatus.statuses(lease, store_error, dt.datetime.now(dt.UTC))
+    for name in (componentstatus.CONTROLLER_MANAGER_LEASE, componentstatus.SCHEDULER_LEASE):
+        try:
+            leases.append(await ctx.resources.get(lease_kind, componentstatus.LEASE_NAMESPACE, name)
+                          if lease_kind is not None else None)
+        except ApiError as e:
+            leases.append(None)
+            if e.code != 404:
+                store_error = f"the store did not answer: {e}"
+    items = componentstatus.statuses(leases[0], leases[1], store_error, dt.datetime.now(dt.UTC))
     if t.name:
         items = [i for i in items if i["metadata"]["name"] == t.name]
         if not items:

@@ -32,7 +32,7 @@ from lite.server.api.conversion import Converter
 from lite.server.api.specmemo import CreateDefaults, SpecMemo
 from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
 from lite.server.api.uids import Uids
-from lite.server.store import KeyNotFound, RevMismatch, Store
+from lite.server.store import KeyNotFound, RevMismatch, StoreLike
 from lite.server.store.packing import unpack
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class RetryWrite(Exception):
 class RegistryBase:
     """State shared by the registry's parts; see `lite.server.api.resources.Resources`."""
 
-    def __init__(self, store: Store, kinds: KindRegistry, strategies: Strategies, *,
+    def __init__(self, store: StoreLike, kinds: KindRegistry, strategies: Strategies, *,
                  bookmark_interval: float = 60.0, eviction_check: EvictionCheck | None = None) -> None:
         self.store = store
         self.kinds = kinds

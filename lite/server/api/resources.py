@@ -33,7 +33,7 @@ from lite.server.api.strategies.crd import kinds_of
 from lite.server.api.versions import events as event_rules
 from lite.server.api.viewing import ViewMixin
 from lite.server.api.writing import SYSTEM_PRIORITY_CLASSES
-from lite.server.store import KeyExists, KeyNotFound, RevMismatch, Store
+from lite.server.store import KeyExists, KeyNotFound, RevMismatch, StoreLike
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ _PRIORITY_CLASS_DESCRIPTIONS = {
 class Resources(ViewMixin):
     """`lite.client.Client` over the store. See the module docstring."""
 
-    def __init__(self, store: Store, kinds: KindRegistry, strategies: Strategies, *,
+    def __init__(self, store: StoreLike, kinds: KindRegistry, strategies: Strategies, *,
                  bookmark_interval: float = 60.0, eviction_check: EvictionCheck | None = None) -> None:
         super().__init__(store, kinds, strategies, bookmark_interval=bookmark_interval,
                          eviction_check=eviction_check)

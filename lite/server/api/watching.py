@@ -7,7 +7,8 @@
   "too old resource version: N (M)") and the stream ends. N newer than the store: 504 "Timeout: Too large
   resource version: N, current: M" (cause ResourceVersionTooLarge, retryAfterSeconds 1) before any stream,
   as get and list; no acknowledged write can carry such an RV, and a watch from it would silently skip
-  every event up to N.
+  every event up to N. (On a shared datastore the handler first waits up to 3 s for this server's mirror to
+  reach N, and RV "" starts from a consistent read: `ReadMixin.freshen`.)
 - Selectors are applied per event with the previous state: an object that stops matching is sent as DELETED
   (its previous content at the event's RV), one that starts matching as ADDED.
 - Bookmarks every `bookmark_interval` seconds when allowed, carrying the last revision seen on the resource.

@@ -13,8 +13,6 @@ controller shares the one `SharedInformers` and the one leader lease.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -30,7 +28,6 @@ from lite.server.controllers.dormant import dormant
 from lite.server.controllers.endpoints import EndpointsController
 from lite.server.controllers.endpointslices import EndpointSliceController
 from lite.server.controllers.gc import GarbageCollector
-from lite.server.controllers.leaderelection import LeaderElector
 from lite.server.controllers.namespace import NamespaceController
 from lite.server.controllers.nodeipam import DEFAULT_CLUSTER_CIDR, NodeIpamController
 from lite.server.controllers.nodelifecycle import NODE_GRACE_PERIOD, NodeLifecycleController
@@ -44,19 +41,24 @@ from lite.server.controllers.satokens import MakeToken, TokensController
 from lite.server.controllers.serviceaccount import ServiceAccountController
 from lite.server.controllers.servicelb import ServiceLBController
 from lite.server.controllers.taints import TaintEvictionController
+from lite.server.leaderelection import (
+    CONTROLLER_MANAGER_LEASE,
+    LEASE_DURATION,
+    RENEW_DEADLINE,
+    RENEW_INTERVAL,
+    RETRY_PERIOD,
+    LeaderElector,
+    default_identity,
+)
 
 if TYPE_CHECKING:
     from lite.server.controllers.hpa import MetricsSource
 
 
-def default_identity() -> str:
-    """client-go style `hostname_<unique>`: two processes on one host never share an identity."""
-    return f"{socket.gethostname()}_{os.getpid()}_{os.urandom(4).hex()}"
-
-
 def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: str = "",
-                             lease_duration: float = 15.0, renew_interval: float = 5.0,
-                             renew_deadline: float = 10.0, retry_interval: float = 2.0,
+                             lease_duration: float = LEASE_DURATION, renew_interval: float = RENEW_INTERVAL,
+                             renew_deadline: float = RENEW_DEADLINE, retry_period: float = RETRY_PERIOD,
+                             sole: bool = False, elector: LeaderElector | None = None,
                              informers: SharedInformers | None = None,
                              cluster_cidr: str = DEFAULT_CLUSTER_CIDR,
                              node_grace_period: float = NODE_GRACE_PERIOD,
@@ -69,7 +71,8 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
     """The controller manager over `client` (in process: the server's `Resources`) and its KindRegistry.
 
     `informers` may be shared with the scheduler and the join hub (one cache per kind in the process);
-    the manager runs them either way.
+    the manager runs them either way. `elector` (the server's) replaces the one built from `identity` and the
+    durations (tests).
     """
     identity = identity or default_identity()
     informers = informers if informers is not None else SharedInformers(client)
@@ -107,8 +110,10 @@ def build_controller_manager(client: Client, *, kinds: KindRegistry, identity: s
         if legacy_token is not None:
             controllers.append(TokensController(client, informers, root_ca_pem, legacy_token,
                                                 recorder("serviceaccount-token-controller")))
-    elector = LeaderElector(client, identity, lease_duration=lease_duration, renew_interval=renew_interval,
-                            renew_deadline=renew_deadline, retry_interval=retry_interval)
+    if elector is None:
+        elector = LeaderElector(client, identity, name=CONTROLLER_MANAGER_LEASE, lease_duration=lease_duration,
+                                renew_interval=renew_interval, renew_deadline=renew_deadline,
+                                retry_period=retry_period, sole=sole)
     return ControllerManager(client, informers, controllers, elector=elector)
 
 

@@ -11,9 +11,10 @@ The manager:
 
     informers.run() ─┐
     wait for every controller's informer to sync
-    loop: acquire Lease kube-system/lite-controller-manager
-          └─ TaskGroup: lease renewal + every controller's guarded workers
-             lease lost (LostLease) → workers cancelled → back to acquiring
+    run_elected(Lease kube-system/kube-controller-manager):    (lite.server.leaderelection)
+          while held: every controller's guarded workers, and the `leader_tasks` (loops of the server's
+                      own that must run once in the cluster, e.g. ClusterRole aggregation), started afresh
+          lease lost (LostLease) → workers cancelled and awaited → back to acquiring
 
 Invariants:
 - Workers run only while this process holds the lease. Each leadership term starts every controller with a
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from lite.client import Client
@@ -38,7 +39,7 @@ from lite.events import EventRecorder
 from lite.informer import Informer, SharedInformers
 from lite.kinds import BUILTIN_KINDS, Kind
 from lite.objects import controller_of, key_of, namespace_of
-from lite.server.controllers.leaderelection import LeaderElector, LostLease
+from lite.server.leaderelection import LeaderElector, run_elected
 from lite.workqueue import WorkQueue
 
 Obj = dict[str, Any]
@@ -142,6 +143,8 @@ class ControllerManager:
         self.controllers = list(controllers)
         self.elector = elector
         self.synced = asyncio.Event()
+        # (name, start) of other loops run only while leading: each term calls start() again; cancelled with it.
+        self.leader_tasks: list[tuple[str, Callable[[], Awaitable[None]]]] = []
 
     @property
     def is_leader(self) -> bool:
@@ -162,18 +165,17 @@ class ControllerManager:
                     await inf.wait_synced()
             self.synced.set()
             log.info("controller manager: caches synced; %d controllers", len(self.controllers))
-            while True:
-                await self.elector.acquire()
-                try:
-                    await self._lead()
-                except* LostLease:
-                    log.error("controller manager: leadership lost; workers stopped")
+            await run_elected(self.elector, self._lead, what="controller manager")
 
     async def _lead(self) -> None:
+        """One leadership term: every controller's workers, until cancelled (lease lost or shutdown)."""
+        log.info("controller manager: leading: %d controllers%s", len(self.controllers),
+                 "".join(f", {name}" for name, _ in self.leader_tasks))
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.elector.hold(), name="lease")
             for c in self.controllers:
                 tg.create_task(guarded(c.name, c.run), name=c.name)
+            for name, start in self.leader_tasks:
+                tg.create_task(guarded(name, start), name=name)
 
 
 class Expectations:

@@ -98,3 +98,27 @@ class SecretsCodec:
         if not self.covers(name):
             return value
         return unseal(self.keyset.keys, name, value)
+
+
+class KeepKeyCodec:
+    """A codec for copying stored values (`lite datastore migrate` into SQLite, PostgreSQL snapshots): `unseal`
+    opens a value with any of `keys` and remembers which key sealed it, and the next `seal` of the same name
+    seals with that very key (a value that was plain stays plain), so a copy keeps every Secret sealed as it
+    was, whether or not encryption is on. Used by one thread at a time (the SQLite backend's writer), which
+    calls `unseal` then `seal` for one write."""
+
+    def __init__(self, keys: tuple[Key, ...]) -> None:
+        self.keys = keys
+        self._sealed_with: dict[str, Key] = {}
+
+    def unseal(self, name: str, value: bytes) -> bytes:
+        which = key_name(value)
+        if which is None:
+            return value
+        plain = unseal(self.keys, name, value)
+        self._sealed_with[name] = next(k for k in self.keys if k.name == which)
+        return plain
+
+    def seal(self, name: str, value: bytes) -> bytes:
+        key = self._sealed_with.pop(name, None)
+        return value if key is None else seal(key, name, value)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from aiohttp import web
 from lite.server.encryption import keyfile
 from lite.server.encryption.aesgcm import SEALED_KEYS, Keyset, SecretsCodec, key_name
 from lite.server.requestuser import user_info
-from lite.server.store import Store
+from lite.server.store import StoreLike
 from lite.server.store.errors import KeyNotFound, RevMismatch
 
 Obj = dict[str, Any]
@@ -50,9 +50,15 @@ class SecretsEncryption:
     def __init__(self, cred: Path, codec: SecretsCodec) -> None:
         self.cred = cred
         self.codec = codec
-        self.store: Store | None = None
+        self.store: StoreLike | None = None
         self.stage = "start"
         self._lock = asyncio.Lock()
+        # Counts of live Secrets per key name, for `status`; None = read the SQLite file at `store.path` (a
+        # shared datastore's server sets it to a count over the backend's stored values).
+        self.count_sealed: Callable[[], Awaitable[dict[str, int]]] | None = None
+        # Told when the keys change, after the key file is written and before the codec uses them (the server
+        # copies them into the datastore's bootstrap data).
+        self.on_change: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
     def prepare(cls, cred: Path, enable: bool) -> SecretsEncryption:
@@ -64,12 +70,18 @@ class SecretsEncryption:
             keyfile.save(cred, keyset)
         return cls(cred, SecretsCodec(keyset))
 
-    def attach(self, store: Store) -> None:
+    def attach(self, store: StoreLike) -> None:
         self.store = store
 
     async def _set(self, keyset: Keyset) -> None:
         await asyncio.to_thread(keyfile.save, self.cred, keyset)
+        if self.on_change is not None:  # before the new key seals anything: other servers learn it first
+            await self.on_change()
         self.codec.keyset = keyset
+
+    def reload(self) -> None:
+        """Take the key file as it is now (another server's keys were written into it). Blocking."""
+        self.codec.keyset = keyfile.load(self.cred) or Keyset()
 
     async def run(self, command: str) -> Obj:
         async with self._lock:
@@ -109,16 +121,28 @@ class SecretsEncryption:
 
     async def status(self) -> Obj:
         store = self._need_store()
-        counts = await asyncio.to_thread(sealed_counts, store.path)
+        if self.count_sealed is not None:
+            counts = await self.count_sealed()
+        else:
+            counts = await asyncio.to_thread(sealed_counts, store.path)
         keyset = self.codec.keyset
         return {"enabled": keyset.primary is not None, "stage": self.stage,
                 "activeKey": keyset.primary.name if keyset.primary is not None else "",
                 "keys": [k.name for k in keyset.keys], "secrets": counts}
 
-    def _need_store(self) -> Store:
+    def _need_store(self) -> StoreLike:
         if self.store is None:
             raise RuntimeError("the store is not open yet")
         return self.store
+
+
+def count_values(values: Iterable[bytes]) -> dict[str, int]:
+    """How many of the stored `values` each key name seals (`identity` for plain ones)."""
+    counts: dict[str, int] = {}
+    for value in values:
+        name = key_name(value[:300]) or "identity"
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def sealed_counts(db_path: str) -> dict[str, int]:

@@ -52,6 +52,7 @@ from lite.server.join.proxyrelay import ServiceRelay, wants_services
 from lite.server.join.relay import NodeRelay
 from lite.server.join.session import NodeSession
 from lite.server.join.tokens import answer_token_request
+from lite.server.services.kubernetes import SERVICE_NAME_LABEL, server_urls
 
 log = logging.getLogger("lite.server.join")
 
@@ -111,6 +112,12 @@ class JoinHub:
         self._wire_handlers()
         self._proxy_nodes: set[str] = set()  # nodes whose agent runs a service proxy
         self.services = ServiceRelay(self.informers, kinds, self._proxy_emitters)
+        # The API servers agents may dial (from the `default/kubernetes` EndpointSlices), in every Welcome and, when
+        # they change, in a NodeConfig to every session (agents fail over by them: `lite.agent.servers`).
+        self.api_servers: list[str] = []
+        self._slices = self.services.informers["EndpointSlice"]
+        self._slices.add_handlers(on_add=self._slice_changed, on_update=lambda _old, new: self._slice_changed(new),
+                                  on_delete=self._slice_changed)
         self._policy_nodes: set[str] = set()  # nodes whose agent enforces NetworkPolicies
         self.policies = PolicyRelay(self.informers, kinds, self._policy_emitters, pods=self.pods)
         self._fabric_nodes: set[str] = set()  # nodes whose agent runs the pod network
@@ -167,6 +174,19 @@ class JoinHub:
             if pair:
                 pair[0].emit(wire.NodeConfig(self._config(new)))
 
+    def _slice_changed(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") != "default" or (meta.get("labels") or {}).get(SERVICE_NAME_LABEL) != "kubernetes":
+            return
+        urls = server_urls(self._slices.list())
+        if urls == self.api_servers:
+            return
+        self.api_servers = urls
+        for node, (session, _) in list(self._sessions.items()):
+            node_obj = self.nodes.get(node)
+            if node_obj is not None:
+                session.emit(wire.NodeConfig(self._config(node_obj)))
+
     def _node_deleted(self, node: Obj) -> None:
         if self.on_node_deleted is not None:
             task = asyncio.get_running_loop().create_task(self.on_node_deleted(name_of(node)))
@@ -181,7 +201,7 @@ class JoinHub:
         return {"podCIDR": spec.get("podCIDR", ""), "podCIDRs": spec.get("podCIDRs") or [],
                 "clusterDNS": [self.cluster_dns] if self.cluster_dns else [],
                 "clusterDomain": self.cluster_domain, "flannelBackend": self.flannel_backend,
-                "clusterCIDR": self.cluster_cidr, "serviceCIDR": self.service_cidr}
+                "clusterCIDR": self.cluster_cidr, "serviceCIDR": self.service_cidr, "apiServers": self.api_servers}
 
     # -- sessions --
 

@@ -133,6 +133,8 @@ class Scheduler:
         self._next_busy_report = 0.0  # loop time of the next report allowed while the API is busy
         self._busy_at = float("-inf")  # loop time `api_busy` was last seen true
         self._tg: asyncio.TaskGroup | None = None
+        self._registered = False
+        self._terms = 0  # leadership terms begun (`lead`)
         # namespace and labels -> default spreading; cleared when a selecting object's selector may have changed
         self._spread_memo: dict[tuple[str, frozenset[tuple[str, str]]], tuple[SpreadConstraint, ...]] = {}
         self.bound = 0
@@ -141,11 +143,26 @@ class Scheduler:
     # -- running --
 
     async def run(self) -> None:
-        """Wait for the caches, then schedule until cancelled."""
-        self._register()
+        """Wait for the caches, then schedule until cancelled (no leader election: tests and benchmarks; the
+        server runs `start` once and `lead` per leadership term of the Lease kube-system/kube-scheduler)."""
+        await self.start()
+        await self.lead()
+
+    async def start(self) -> None:
+        """Register the informer handlers (once) and wait for every cache to sync. The handlers keep the cache
+        and the queue current from then on, leading or not, so a standby takes over warm."""
+        if not self._registered:
+            self._registered = True
+            self._register()
         for inf in (self.nodes, self.pods, self.namespaces, self.priority_classes, self.pdbs, *self.selecting,
                     self.claims, self.pvs, self.storage_classes):
             await inf.wait_synced()
+
+    async def lead(self) -> None:
+        """One leadership term: schedule until cancelled. Every term after the first starts afresh (`_new_term`)."""
+        if self._terms:
+            self._new_term()
+        self._terms += 1
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
@@ -164,6 +181,21 @@ class Scheduler:
         finally:
             self._tg = None
             self.queue.close()
+
+    def _new_term(self) -> None:
+        """Forget what the last term left in flight and queue every pending pod the informer holds now.
+
+        Binds cancelled with the last term may or may not have happened: their assumed pods are forgotten, and
+        the informer (a bound pod's nodeName) says which. Unwritten reports are dropped (the pods are decided
+        again). Another server may have led in between, so nothing the queue learnt (backoff, parked pods) is
+        kept: a fresh queue gets every pending pod, as at start-up."""
+        for key in self.cache.assumed():
+            self.cache.forget(key)
+        self._reports.clear()
+        self.queue = SchedulingQueue(rebuild=self._rebuild)
+        for pod in self.pods.list():
+            if not (pod.get("spec") or {}).get("nodeName"):
+                self._pod_set(pod)
 
     def _spawn(self, coro: Any) -> None:
         assert self._tg is not None

@@ -348,6 +348,10 @@ class Cache:
         if key in self._assumed:
             self.remove_pod(key)
 
+    def assumed(self) -> list[str]:
+        """The keys of the pods assumed and not yet confirmed or forgotten."""
+        return list(self._assumed)
+
     def is_assumed(self, key: str) -> bool:
         return key in self._assumed
 

@@ -26,6 +26,8 @@ A `Backend` promises:
   survives a lost connection: it reconnects with backoff and resumes after the last revision it delivered; if
   that revision was compacted meanwhile it raises `Compacted` and the mirror reloads. It ends (StopAsyncIteration)
   only when the backend is closed.
+- **History** (optional, `HasHistory.history`). The newest retained changes up to a revision, with the values they
+  replaced: what a mirror seeds its watch window with at (re)load.
 - **Compaction** (`compact`). History at or below `rev` may go; the live value of every key stays. `changes`
   from below the compacted revision raises `Compacted`.
 - **Failures.** `commit` raises `CommitFailed` when the datastore cannot be reached or refuses the whole batch
@@ -40,7 +42,7 @@ All methods run on the event loop; a backend owns its connections and tasks, sta
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from lite.records import dataclass
 from lite.server.store.errors import StoreError
@@ -67,6 +69,10 @@ class Change:
     value: bytes  # as written; for a delete, the final state
     created: bool  # the write created the key (it did not exist before)
     deleted: bool
+    # Only `HasHistory.history` fills these (streams leave them): the key's value before this write and its mod
+    # revision, or None / 0 for a create or when compaction removed that value.
+    prev: bytes | None = None
+    prev_rev: int = 0
 
 
 # A write's outcome: its new revision, or KeyExists / KeyNotFound / RevMismatch.
@@ -99,3 +105,17 @@ class Backend(Protocol):
     async def close(self) -> None:
         """End the change streams and close every connection. Idempotent."""
         ...
+
+
+@runtime_checkable
+class HasHistory(Protocol):
+    """What a backend may add to the contract (all three do): its retained history, so that a mirror (re)started
+    on it seeds its watch window and a watch from just before a server restart resumes instead of getting 410."""
+
+    async def history(self, upto_rev: int, limit: int) -> tuple[int, list[Change]]:
+        """(floor, changes): the newest committed changes with rev <= upto_rev (at most `limit`, in revision
+        order, each with `prev`/`prev_rev`), such that every change with floor < rev <= upto_rev is among them.
+        floor is at least the compacted revision (history at or below it may be gone); floor == upto_rev and no
+        changes when nothing is retained."""
+        ...
+

@@ -11,6 +11,7 @@ Only the store's writer task (on the event loop) mutates it, after COMMIT; reade
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator
 
 
 def prefix_end(prefix: str) -> str:
@@ -64,6 +65,13 @@ class KeyIndex:
         data = self._data
         items = [(k, *data[k]) for k in self._keys[lo:stop]]
         return items, hi - stop
+
+    def scan(self, prefix: str, start_after: str) -> tuple[Iterator[tuple[str, int, bytes]], int]:
+        """The items `list` would give with no limit, lazily in key order, and how many there are. Consume the
+        iterator before the index changes (the store's readers are synchronous, so they always do)."""
+        lo, hi = self._span(prefix, start_after)
+        keys, data = self._keys, self._data
+        return ((keys[i], *data[keys[i]]) for i in range(lo, hi)), hi - lo
 
     def count(self, prefix: str) -> int:
         lo, hi = self._span(prefix)

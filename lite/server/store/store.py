@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -52,7 +52,9 @@ from lite.server.store.errors import (
     StoreFull,
 )
 from lite.server.store.index import KeyIndex
+from lite.server.store.interface import StoreLike
 from lite.server.store.packing import pack, unpack
+from lite.server.store.snapshot import list_at
 from lite.server.store.sqlite import LogDB, Row, ValueCodec
 from lite.server.store.watch import EventType, StoreEvent, Watch, WatchHub
 
@@ -216,9 +218,17 @@ class Store:
         return None if got is None else (got[0], unpack(got[1]))
 
     def list(
-        self, prefix: str, *, start_after: str = "", limit: int = 0
+        self, prefix: str, *, start_after: str = "", limit: int = 0, at_rev: int = 0
     ) -> tuple[list[tuple[str, int, bytes]], int, int]:
-        """(items sorted by key, current_rev, how many more items follow the page)."""
+        """(items sorted by key, the revision they are as of, how many more items follow the page).
+
+        `at_rev` 0 or current_rev reads the current state. An older revision reads the state as of it (a
+        paginated list's later pages, an exact resourceVersion), rebuilt from the window (`snapshot.list_at`);
+        Compacted when the window no longer reaches back to it; ValueError beyond current_rev.
+        """
+        if at_rev and at_rev != self.current_rev:
+            items, remaining = self._list_at(prefix, start_after, limit, at_rev)
+            return [(k, r, unpack(v)) for k, r, v in items], at_rev, remaining
         items, remaining = self._index.list(prefix, start_after, limit)
         return [(k, r, unpack(v)) for k, r, v in items], self.current_rev, remaining
 
@@ -228,10 +238,20 @@ class Store:
         instead of a copy of its own."""
         return self._index.get(key)
 
-    def list_packed(self, prefix: str, *, start_after: str = "", limit: int = 0) -> tuple[_Items, int, int]:
+    def list_packed(self, prefix: str, *, start_after: str = "", limit: int = 0,
+                    at_rev: int = 0) -> tuple[_Items, int, int]:
         """Like `list`, with values as the store holds them (see `get_packed`)."""
+        if at_rev and at_rev != self.current_rev:
+            items, remaining = self._list_at(prefix, start_after, limit, at_rev)
+            return items, at_rev, remaining
         items, remaining = self._index.list(prefix, start_after, limit)
         return items, self.current_rev, remaining
+
+    def _list_at(self, prefix: str, start_after: str, limit: int, at_rev: int) -> tuple[_Items, int]:
+        if at_rev > self.current_rev:
+            raise ValueError(f"revision {at_rev} is beyond the current revision {self.current_rev}")
+        # The window is contiguous up to current_rev: it holds every event newer than oldest_rev - 1.
+        return list_at(self._index, self._hub.events, self.oldest_rev - 1, at_rev, prefix, start_after, limit)
 
     def count(self, prefix: str) -> int:
         return self._index.count(prefix)
@@ -248,6 +268,11 @@ class Store:
         if self._closing:
             raise StoreClosed("store is closed")
         return self._hub.watch(prefix, after_rev, self.current_rev)
+
+    def fresh(self, rev: int = 0) -> Awaitable[None] | None:
+        """Always None: one process holds every acknowledged write, so reads are fresh as they are (an RV
+        beyond current_rev was never handed out). `MirrorStore.fresh` waits for other servers' writes."""
+        return None
 
     # ---- writes --------------------------------------------------------------------------------------
 
@@ -544,7 +569,7 @@ def _event_type(row: Row) -> EventType:
     return "ADDED" if row.created else "MODIFIED"
 
 
-async def compactor(store: Store, interval: float, keep: int) -> None:
+async def compactor(store: StoreLike, interval: float, keep: int) -> None:
     """Compact every `interval` seconds keeping `keep` revisions; for the server's TaskGroup. Never returns.
 
     A failed compaction is logged and retried next round: it must not take the server down. On a full disk

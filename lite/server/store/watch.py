@@ -1,7 +1,11 @@
 """Watch fan-out from an in-memory window of recent events.
 
-- The window keeps the most recent committed events in revision order, contiguous (every rev from
-  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it. It is capped in
+- The window keeps the most recent committed events in revision order, complete (every committed rev from
+  `oldest_rev` to the current one is there), so a watch can replay from any rev inside it. `Store`'s
+  revisions are contiguous (`WatchHub`); a shared datastore's have gaps (`GapWatchHub`, MirrorStore's; see
+  `backend.py`): there `floor` (the newest revision out of reach: the newest event trimmed, or the revision a
+  mirror was loaded at) decides what is compacted, not arithmetic on revisions. The replay lookup serves both:
+  it checks contiguity in O(1) and only bisects (O(log n)) a window with gaps. It is capped in
   events (`window`) and in bytes (`window_bytes`, see `event_size`): 1 MiB objects cannot pin
   10,000 MiB. The newest event always stays, so `oldest_rev` never passes the current revision + 1.
   Its events hold packed values (`packing`), the same bytes objects as the index's, and unpack on access;
@@ -20,9 +24,11 @@ Everything here runs on the event loop thread; `publish` is called by the writer
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
 from itertools import islice
+from operator import attrgetter
 from types import TracebackType
 from typing import Literal
 
@@ -30,6 +36,7 @@ from lite.server.store.errors import Compacted, WatchDropped
 from lite.server.store.packing import unpack
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+_rev = attrgetter("rev")
 
 
 class StoreEvent:
@@ -108,16 +115,20 @@ class Watch:
         size = event_size(ev)
         if self._queue and (len(self._queue) >= self._hub.queue_bound
                             or self._queued_bytes + size > self._hub.queue_bytes):
-            self._dropped = True
-            self._queue.clear()
-            self._replay.clear()
-            self._queued_bytes = 0
-            self._wake()
+            self._drop()
             return False
         self._queue.append(ev)
         self._queued_bytes += size
         self._wake()
         return True
+
+    def _drop(self) -> None:
+        """End the watch with WatchDropped(last_rev) once its consumer reaches it; frees its events now."""
+        self._dropped = True
+        self._queue.clear()
+        self._replay.clear()
+        self._queued_bytes = 0
+        self._wake()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
@@ -196,6 +207,7 @@ class WatchHub:
         self._broad: set[Watch] = set()  # prefixes shorter than "group/plural/"
 
     def oldest_rev(self, current_rev: int) -> int:
+        """The oldest revision a watch replays: watching from any after_rev >= oldest_rev - 1 misses nothing."""
         return self.events[0].rev if self.events else current_rev + 1
 
     def watcher_count(self) -> int:
@@ -205,8 +217,25 @@ class WatchHub:
         oldest = self.oldest_rev(current_rev)
         if after_rev < oldest - 1:
             raise Compacted(oldest)
-        skip = max(0, after_rev + 1 - oldest)
-        replay = [ev for ev in islice(self.events, skip, None) if ev.key.startswith(prefix)]
+        events = self.events
+        n = len(events)
+        replay: list[StoreEvent]
+        if not n:
+            replay = []
+        else:
+            first = events[0].rev
+            # Contiguous (always so for Store): the index is arithmetic; with gaps, a bisection on the revs.
+            skip = max(0, after_rev + 1 - first) if events[-1].rev - first == n - 1 \
+                else bisect_right(events, after_rev, key=_rev)
+            tail = n - skip
+            if tail <= 0:
+                replay = []
+            elif tail < skip:  # walk from the newest end: a watch from near the current revision costs O(tail)
+                newest = list(islice(reversed(events), tail))
+                newest.reverse()
+                replay = [ev for ev in newest if ev.key.startswith(prefix)]
+            else:
+                replay = [ev for ev in islice(events, skip, None) if ev.key.startswith(prefix)]
         w = Watch(self, prefix, after_rev, replay)
         res = resource_prefix(prefix)
         (self._by_resource.setdefault(res, set()) if res else self._broad).add(w)
@@ -247,3 +276,42 @@ class WatchHub:
             w._end()
         self._broad.clear()
         self._by_resource.clear()
+
+
+class GapWatchHub(WatchHub):
+    """A WatchHub for revisions with gaps (MirrorStore's): what is compacted is decided by `floor`.
+
+    `floor` is the newest revision a watch can no longer replay after: the newest event trimmed from the
+    window, or the revision of the snapshot the mirror was (re)loaded from (`reset`). With gaps, the oldest
+    event's revision says nothing about the revisions just below it: a watch from any after_rev >= floor misses
+    nothing (the window holds every committed revision above floor).
+    """
+
+    def __init__(self, window: int, queue_bound: int, window_bytes: int = 64 << 20,
+                 queue_bytes: int = 16 << 20) -> None:
+        super().__init__(window, queue_bound, window_bytes, queue_bytes)
+        self.floor = 0
+
+    def oldest_rev(self, current_rev: int) -> int:
+        return self.floor + 1
+
+    def remember(self, events: Iterable[StoreEvent]) -> None:
+        for ev in events:
+            self.events.append(ev)
+            self.events_bytes += event_size(ev)
+        while len(self.events) > 1 and (len(self.events) > self.window or self.events_bytes > self.window_bytes):
+            gone = self.events.popleft()
+            self.events_bytes -= event_size(gone)
+            self.floor = gone.rev
+
+    def reset(self, floor: int) -> None:
+        """Forget the window and drop every watcher (`WatchDropped`): for a mirror (re)loaded from a snapshot at
+        revision `floor`, whose history before it is unknown. A dropped watcher's consumer re-watches from its
+        last revision and gets `Compacted` (410: the client relists) unless it was already at `floor`."""
+        for w in [*self._broad, *(w for s in self._by_resource.values() for w in s)]:
+            w._drop()
+        self._broad.clear()
+        self._by_resource.clear()
+        self.events.clear()
+        self.events_bytes = 0
+        self.floor = floor
