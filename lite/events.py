@@ -212,9 +212,10 @@ class SeriesRecorder:
         ev = eventseries.new_event(eventseries.object_reference(regarding),
                                    eventseries.object_reference(related) if related is not None else None,
                                    type, reason, action, note, self.controller, self.instance, now)
-        out = self.cache.observe(ev, now)
+        key = eventseries.isomorphic_key(ev)
+        out = self.cache.observe(ev, now, key)
         if out is not None:
-            await self._record(eventseries.isomorphic_key(ev), out)
+            await self._record(key, out)
 
     def post(self, regarding: Obj, related: Obj | None, type: str, reason: str, action: str, note: str) -> None:
         """`eventf` without waiting for the write, as upstream's recorder (its broadcaster queues the event for
@@ -224,14 +225,15 @@ class SeriesRecorder:
         ev = eventseries.new_event(eventseries.object_reference(regarding),
                                    eventseries.object_reference(related) if related is not None else None,
                                    type, reason, action, note, self.controller, self.instance, now)
-        out = self.cache.observe(ev, now)
+        key = eventseries.isomorphic_key(ev)
+        out = self.cache.observe(ev, now, key)
         if out is None:
             return
         if len(self._posted) >= self.max_queued:
             log.warning("event %s/%s for %s dropped: %d events waiting to be written", type, reason,
                         ev["regarding"].get("name", ""), len(self._posted))
             return
-        self._posted.append((eventseries.isomorphic_key(ev), memoryview(orjson.dumps(out)).tobytes()))
+        self._posted.append((key, memoryview(orjson.dumps(out)).tobytes()))
         self._posted_ready.set()
 
     async def run(self) -> None:

@@ -153,9 +153,12 @@ class SeriesCache:
             ev["series"] = series
         return ev
 
-    def observe(self, ev: Obj, now: dt.datetime) -> Obj | None:
-        """One more event: what to record now (a copy), or None when it only counts in an open series."""
-        key = isomorphic_key(ev)
+    def observe(self, ev: Obj, now: dt.datetime, key: Key | None = None) -> Obj | None:
+        """One more event: what to record now (a copy), or None when it only counts in an open series. `key` is
+        `isomorphic_key(ev)` when the caller has it already (the recorder keeps it with the write it queues:
+        then the cache and the queue hold one key, not two equal ones)."""
+        if key is None:
+            key = isomorphic_key(ev)
         cached = self._events.get(key)
         if cached is None:
             packed = self._pack(orjson.dumps({k: v for k, v in ev.items() if k != "series"}))

@@ -78,6 +78,9 @@ class Server:
     # The embedded agent's in-process join: (node, node password) -> its end of a session (join.routes).
     join_local: LocalJoin | None = None
     exit_stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    # Frees what the store caches in memory, awaited before each quiet-time heap trim (QuietTrim's `release`):
+    # the SQLite store's page cache; None with a shared datastore's mirror.
+    release_memory: Callable[[], Awaitable[object]] | None = None
 
 
 async def build(config: ServerConfig) -> Server:
@@ -86,7 +89,7 @@ async def build(config: ServerConfig) -> Server:
     from lite.server.controlplane import build_control_plane
     from lite.server.encryption.control import add_routes as add_encryption_routes
     from lite.server.serverjoin import add_route as add_server_bootstrap
-    from lite.server.store import compactor
+    from lite.server.store import Store, compactor
 
     stack = contextlib.AsyncExitStack()
     try:
@@ -100,7 +103,8 @@ async def build(config: ServerConfig) -> Server:
         await stack.aclose()
         raise
     server = Server(config, creds, plane.app, server_ssl_context(creds), client=plane.resources,
-                    exit_stack=stack, join_local=plane.join_local)
+                    exit_stack=stack, join_local=plane.join_local,
+                    release_memory=store.release_memory if isinstance(store, Store) else None)
     if config.shared_datastore:  # compaction is the datastore's, once: one server per interval compacts
         from lite.server.compaction import shared_compactor
 
@@ -299,7 +303,7 @@ async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -
         server.exit_stack.callback(tuning.stop)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(_guarded("gc-full-pass", tuning.run), name="gc-full-pass")
-            tg.create_task(_guarded("malloc-trim", QuietTrim().run), name="malloc-trim")
+            tg.create_task(_guarded("malloc-trim", QuietTrim(release=server.release_memory).run), name="malloc-trim")
             for name, start in server.background:
                 tg.create_task(_guarded(name, start), name=name)
             await asyncio.Event().wait()  # until cancelled

@@ -335,6 +335,26 @@ async def test_sync_counts_pods_without_decoding_them(kit: Kit, monkeypatch: pyt
     assert len(await kit.pods()) == 3
 
 
+async def test_unready_pods_of_one_set_share_one_facts_tuple(kit: Kit) -> None:
+    # Pending pods of one owner and labels have equal facts: they share one tuple (10,000 pending pods cost no
+    # tuple each); a Ready pod gets its own, and the counts still come out right.
+    await kit.api.create(RS, "default", replicaset("web", 3))
+    c = ReplicaSetController(kit.api, kit.informers)
+    await kit.settle(c)
+    await c.reconcile("default/web")
+    await kit.settle(c)
+    pods = await kit.pods()
+    a, b, d = (c._facts[f"default/{name_of(p)}"] for p in pods)
+    assert a is b is d
+    await kit.make_ready(pods[0])
+    await kit.settle(c)
+    ready = c._facts[f"default/{name_of(pods[0])}"]
+    assert ready is not a and ready[2] is not None and ready[:2] == a[:2]
+    await c.reconcile("default/web")
+    st = (await kit.api.get(RS, "default", "web"))["status"]
+    assert (st["replicas"], st["readyReplicas"]) == (3, 1)
+
+
 def test_pod_facts_agree_with_the_pod_predicates() -> None:
     t = dt.datetime(2024, 1, 1, 0, 1, tzinfo=dt.UTC)
     ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z"}

@@ -132,6 +132,9 @@ async def test_posted_events_are_written_by_the_recorders_writers_and_overflow_i
         rec.post(cm, None, "Normal", "Scheduled", "Binding", f"assigned {cm['metadata']['name']}")
     assert await v1_events(kit) == []
     assert caplog.text.count("dropped: 10 events waiting") == 2
+    # a queued write holds the series cache's own key (one key per event, not two equal ones)
+    cached_keys = {id(k) for k in rec.cache._events}
+    assert all(id(key) in cached_keys for key, _ in rec._posted)
     task = asyncio.create_task(rec.run())
     try:
         async with asyncio.timeout(GUARD):

@@ -623,6 +623,20 @@ def test_plain_informers_cache_plain_objects() -> None:
     assert type(Informer(cast(Client, object()), CM, read_only=True)._with_type(cm("a"))) is FrozenDict
 
 
+def test_an_index_value_with_thousands_of_keys_costs_less_than_a_set_of_them() -> None:
+    """One namespace's 10,000 pods are one index value of the namespace index (and of the orphan index): its
+    keys are kept in a table smaller than a set of them (a set of 10,000 keys takes 512 KB)."""
+    inf = Informer(cast(Client, object()), CM)
+    keys = [f"default/cm-{i}" for i in range(10_000)]
+    for k in keys:
+        inf._put(k, cm(k.partition("/")[2]), cm(k.partition("/")[2]))
+    assert inf.index_keys("namespace", "default") == set(keys)
+    assert sys.getsizeof(inf._indices["namespace"]["default"]) < sys.getsizeof(set(keys)) // 2
+    for k in keys[:9_999]:
+        inf._pop(k)
+    assert inf.index_keys("namespace", "default") == {keys[-1]}
+
+
 async def test_a_burst_of_events_is_applied_in_slices_that_let_the_loop_run(tmp_path: Path) -> None:
     """A burst of events arriving at once (one commit batch; here a replay of 40 events) is not one long stall
     of the event loop: the informer yields between slices of about SLICE of handling, so other tasks (the

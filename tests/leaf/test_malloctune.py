@@ -176,3 +176,29 @@ async def test_quiet_trim_runs_the_trim_in_a_thread_after_work() -> None:
     assert q.trims == 1 and threads and threads[0] != threading.current_thread().name
     if sys.platform.startswith("linux"):
         assert trim() is True  # glibc's malloc_trim is there and callable
+
+
+async def test_quiet_trim_awaits_release_before_trimming_and_survives_its_failure() -> None:
+    import asyncio
+
+    from lite.malloctune import QuietTrim
+
+    clock = iter([0.0, 0.0, 1.0, 1.0, 1.0] + [1.0, 2.0, 2.0, 2.0] * 50)
+    order: list[str] = []
+
+    async def release() -> None:
+        order.append("release")
+        if len(order) == 1:
+            raise OSError("the first one fails")
+
+    def trimmer() -> bool:
+        order.append("trim")
+        return True
+
+    q = QuietTrim(interval=0.001, cpu=lambda: next(clock), trimmer=trimmer, release=release)
+    task = asyncio.create_task(q.run())
+    async with asyncio.timeout(5):
+        while q.trims < 2:
+            await asyncio.sleep(0.001)
+    task.cancel()
+    assert order[:4] == ["release", "trim", "release", "trim"]

@@ -216,6 +216,8 @@ async def test_with_rebuild_a_parked_pod_keeps_no_pod_info_and_is_rebuilt_when_p
     assert q.pending()["unschedulable"] == ["default/high", "default/low"]
     assert q.info("default/high") is None and q.info("default/low") is None and rebuilt == []
     assert q.unparsed("default/high") == (info(pods["default/high"]).facts, 5)
+    parked = q._pods["default/high"]  # its one time is when it was parked: the backoff's end is computed
+    assert [f for f in QueuedPod.__slots__ if isinstance(getattr(parked, f), float)] == ["timestamp"]
     q.update(info({**pods["default/low"], "status": {"phase": "Pending"}}))  # nothing the plugins read
     assert q.info("default/low") is None and q.pending()["unschedulable"] == ["default/high", "default/low"]
     pods["default/high"] = pod("high", priority=5, labels={"now": "this"})

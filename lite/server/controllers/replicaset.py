@@ -132,6 +132,7 @@ class ReplicaSetController(Controller):
         # by these handlers (registered first: they run before the ones that enqueue)
         self._facts: dict[str, PodFacts] = {}
         self._labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}  # the facts' labels dicts
+        self._unready: dict[tuple[str | None, tuple[tuple[str, str], ...] | None], PodFacts] = {}  # `_note_pod`
         self.pods.add_handlers(on_add=self._note_pod, on_update=self._note_pod_update, on_delete=self._forget_pod)
         self.pods.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
 
@@ -156,13 +157,24 @@ class ReplicaSetController(Controller):
             self._facts.pop(key, None)
             return
         labels = facts[1]
-        if labels is not None:  # one labels dict per distinct labels: less memory, and the syncs' per-labels
-            seen = self._labels  # match caching then hits on every pod of a template
-            shared = seen.setdefault(tuple(labels.items()), labels)
+        items = None if labels is None else tuple(labels.items())
+        unready = self._unready  # (owner uid, labels) -> the one facts tuple of the not-Ready pods with them:
+        if facts[2] is None:  # equal facts, so a pending or parked pod costs no tuple of its own
+            shared_facts = unready.get((facts[0], items))
+            if shared_facts is not None:
+                self._facts[key] = shared_facts
+                return
+        if labels is not None and items is not None:  # one labels dict per distinct labels: less memory, and
+            seen = self._labels  # the syncs' per-labels match caching then hits on every pod of a template
+            shared = seen.setdefault(items, labels)
             if shared is not labels:
                 facts = (facts[0], shared, facts[2])
             elif len(seen) > LABELS_KEPT:
                 seen.clear()
+        if facts[2] is None:
+            if len(unready) >= LABELS_KEPT:
+                unready.clear()
+            unready[(facts[0], items)] = facts
         self._facts[key] = facts
 
     def _note_pod_update(self, old: Obj, new: Obj) -> None:

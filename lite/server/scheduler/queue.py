@@ -15,8 +15,9 @@ Invariants:
   scheduler's cycle itself is synchronous, so this only matters for attempts that await (binding).
 - Timers are loop callbacks (no task): `flush()` moves expired backoff and stale unschedulable pods.
 - Waiting pods are small (given `rebuild`): an unschedulable pod keeps no PodInfo, only what the requeue
-  decisions read (its key, priority, facts fingerprint, attempts, backoff and parking times, and the plugins
-  that rejected it: which cluster events can help); a pod added with `add_unparsed` has none until its turn.
+  decisions read (its key, priority, facts fingerprint, attempts and parking time, from which the end of its
+  backoff is computed, and the plugins that rejected it: which cluster events can help); a pod added with
+  `add_unparsed` has none until its turn.
   Its PodInfo is built by `rebuild(key)` (the scheduler's: from its informer) when it is popped; `rebuild`
   returning None (the pod is gone, bound or no longer schedulable) drops it. 10,000 pods parked with no node
   to take them, or queued at once by a restart, thus cost no parsed pod each.
@@ -45,8 +46,7 @@ class QueuedPod:
     key: str = ""
     priority: int = 0                # of `info`, kept while it is dropped (the activeQ order)
     facts: int = 0                   # of `info`, kept while it is dropped (did an update change the pod?)
-    attempts: int = 0
-    backoff_until: float = 0.0
+    attempts: int = 0                # its backoff ends at timestamp + backoff_for(attempts) (`_backoff_end`)
     cycle: int = 0                   # scheduling cycle in which it was popped
     plugins: frozenset[str] = frozenset()   # filters that rejected it last time
 
@@ -172,7 +172,6 @@ class SchedulingQueue:
             return
         qp.plugins = plugins
         qp.timestamp = self.clock()
-        qp.backoff_until = qp.timestamp + self.backoff_for(qp.attempts)
         if unschedulable and self._move_cycle < qp.cycle:
             if self.rebuild is not None:
                 qp.info, qp.cycle = None, 0  # parked small (module doc); the cycle matters only in flight
@@ -180,10 +179,15 @@ class SchedulingQueue:
             self._arm(qp.timestamp + self.max_unschedulable)
         else:
             self._backoff[key] = qp
-            self._arm(qp.backoff_until)
+            self._arm(self._backoff_end(qp))
 
     def backoff_for(self, attempts: int) -> float:
         return min(self.initial_backoff * 2.0 ** min(max(attempts - 1, 0), 64), self.max_backoff)
+
+    def _backoff_end(self, qp: QueuedPod) -> float:
+        """When the backoff of a requeued pod ends: computed, not kept (a float less for each of 10,000 parked
+        pods; `timestamp` and `attempts` do not change while it waits)."""
+        return qp.timestamp + self.backoff_for(qp.attempts)
 
     def move_all(self, plugins: frozenset[str] | None = None) -> None:
         """A cluster event that may make unschedulable pods fit: move them back (all of them, or those that
@@ -199,14 +203,14 @@ class SchedulingQueue:
         """Move pods whose backoff ended, and pods unschedulable for too long."""
         now = self.clock()
         for key, qp in list(self._backoff.items()):
-            if qp.backoff_until <= now:
+            if self._backoff_end(qp) <= now:
                 del self._backoff[key]
                 self._push_active(qp)
         for key, qp in list(self._unschedulable.items()):
             if now - qp.timestamp >= self.max_unschedulable:  # parked at `timestamp` (`requeue`)
                 del self._unschedulable[key]
                 self._requeue_backing_off(qp)
-        nxt = min((qp.backoff_until for qp in self._backoff.values()), default=None)
+        nxt = min((self._backoff_end(qp) for qp in self._backoff.values()), default=None)
         if nxt is not None:
             self._arm(nxt)
 
@@ -225,9 +229,10 @@ class SchedulingQueue:
     # -- internals --
 
     def _requeue_backing_off(self, qp: QueuedPod) -> None:
-        if qp.backoff_until > self.clock():
+        end = self._backoff_end(qp)
+        if end > self.clock():
             self._backoff[qp.key] = qp
-            self._arm(qp.backoff_until)
+            self._arm(end)
         else:
             self._push_active(qp)
 

@@ -104,6 +104,11 @@ class LogDB:
     def close(self) -> None:
         self.conn.close()
 
+    def release_memory(self) -> None:
+        """Free the connection's page cache (`PRAGMA shrink_memory`): the pages a burst of commits or the
+        open's full read left there (up to SQLite's default 2 MB), read again from the file when needed."""
+        self.conn.execute("PRAGMA shrink_memory")
+
     def max_rev(self) -> int:
         (rev,) = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM log").fetchone()
         return int(rev)

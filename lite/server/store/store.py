@@ -191,6 +191,12 @@ class Store:
         await self._run(self._db.close)
         self._executor.shutdown(wait=True)
 
+    async def release_memory(self) -> None:
+        """Free what SQLite caches in memory (`LogDB.release_memory`), on the store's thread between commits;
+        for a server gone quiet (`lite.malloctune.QuietTrim`). Nothing once the store is closing."""
+        if not self._closing:
+            await self._run(self._db.release_memory)
+
     def _poke(self) -> None:
         """Tell the checkpointer that the WAL grew."""
         if self._checkpointer is not None:
