@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,18 @@ def lite_command() -> list[str]:
     """The console script next to this interpreter, else `python -m lite.cli.main`."""
     exe = Path(sys.executable).with_name("lite")
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "lite.cli.main"]
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0, every: float = 0.05) -> Any:
+    """Poll `check` until it returns something true (returned); AssertionError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)
 
 
 class LiteServer:
@@ -73,6 +86,10 @@ class LiteServer:
 
     def token(self) -> str:
         return str(self.config()["users"][0]["user"]["token"])
+
+    def ca(self) -> bytes:
+        """The cluster CA (PEM) from the admin kubeconfig."""
+        return base64.b64decode(self.config()["clusters"][0]["cluster"]["certificate-authority-data"])
 
     def ssl_context(self) -> ssl.SSLContext:
         ca = base64.b64decode(self.config()["clusters"][0]["cluster"]["certificate-authority-data"])

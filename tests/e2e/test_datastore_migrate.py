@@ -40,9 +40,6 @@ def pg() -> Iterator[PgServer]:
         server.stop()
 
 
-def ca_of(server: LiteServer) -> bytes:
-    return base64.b64decode(server.config()["clusters"][0]["cluster"]["certificate-authority-data"])
-
 
 def lite(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*lite_command(), *args], capture_output=True, text=True, timeout=120)
@@ -87,12 +84,12 @@ def test_server_imports_an_sqlite_store_into_postgres(tmp_path: Path, pg: PgServ
             assert status == 201, created[name]
         status, secret = old.request(SECRETS, "POST", {"metadata": {"name": "s"}, "stringData": {"pw": "hunter2"}})
         assert status == 201, secret
-        old_ca = ca_of(old)
+        old_ca = old.ca()
         assert old.stop() == 0
 
         new.start().wait_ready(60)
         assert "imported " in new.log_tail(400), new.log_tail()
-        assert ca_of(new) == old_ca, "the imported bootstrap data did not bring the old cluster's CA"
+        assert new.ca() == old_ca, "the imported bootstrap data did not bring the old cluster's CA"
         got = {}
         for name in ("first", "second"):
             status, got[name] = new.request(f"{CMS}/{name}")

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from e2ekit import Cluster
-from liteproc import LiteServer, find_free_port, lite_command
+from liteproc import LiteServer, find_free_port, lite_command, wait_for
 
 from tests.helpers.pgserver import PgServer, missing_reason
 
@@ -28,16 +25,6 @@ SECRET = "server-join-test-secret"
 PASSWORD = "pw-never-logged-7c1e"
 LEADING = "controller manager: leading:"
 
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def join_token(server: LiteServer) -> str:

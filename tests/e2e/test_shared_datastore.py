@@ -10,7 +10,6 @@ Short Lease durations keep the failover within seconds. Everything listens on 12
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from liteproc import LiteServer, find_free_port
+from liteproc import LiteServer, find_free_port, wait_for
 
 from tests.helpers.etcdserver import etcd_or_skip
 from tests.helpers.pgserver import PgServer, missing_reason
@@ -53,19 +52,6 @@ ENDPOINTS: dict[str, Callable[[], contextlib.AbstractContextManager[str]]] = {
     "postgres": postgres_endpoint, "etcd": etcd_endpoint}
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def ca_of(server: LiteServer) -> bytes:
-    return base64.b64decode(server.config()["clusters"][0]["cluster"]["certificate-authority-data"])
 
 
 def watch_events(server: LiteServer, path: str, rv: str, timeout: int = 5) -> list[dict[str, Any]]:
@@ -85,7 +71,7 @@ def test_two_servers_share_one_datastore(kind: str, tmp_path: Path) -> None:
         try:
             a.start().wait_ready(60)
             b.start().wait_ready(60)
-            assert ca_of(a) == ca_of(b), "the second server did not adopt the cluster CA from the datastore"
+            assert a.ca() == b.ca(), "the second server did not adopt the cluster CA from the datastore"
 
             # a write through a is read and watched through b
             cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {"k": "1"}}
