@@ -15,26 +15,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
-import subprocess
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from liteproc import LiteServer, find_free_port, lite_command
+from liteproc import LiteServer, find_free_port
 
 from lite.agent import servers
 from lite.server.services.kubernetes import server_urls
-from tests.helpers.images import BUSYBOX, Image, Layer, busybox_entries, docker_save_tar
+from tests.helpers import nodeagent
+from tests.helpers.nodeagent import NodeAgent, pod_processes
 from tests.helpers.pgserver import PgServer, missing_reason
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
 TOKEN = "agent-failover-test-token"
-IMAGE = "lite.test/busybox:failover"
 FLAGS = ("--token", TOKEN, "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
          "--leader-elect-retry-period", "500ms", "--identity-lease-duration-seconds", "3",
          "--identity-lease-renew-interval-seconds", "1")
@@ -59,8 +55,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, tail: C
 def busybox_pod(name: str, node: str) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": IMAGE, "imagePullPolicy": "Never",
-                                     "command": ["sleep", "3600"]}]}}
+                     "containers": [nodeagent.busybox_container()]}}
 
 
 def running(server: LiteServer, name: str) -> Obj | None:
@@ -76,44 +71,22 @@ def ready_condition(server: LiteServer, name: str) -> Obj | None:
     return next((c for c in (node.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), None)
 
 
-def pod_processes(cgroup_root: str) -> set[tuple[int, str]]:
-    """(pid, start time in ticks) of every process in the agent's cgroup tree (v1 pids or v2), so a restarted
-    container (a new process) is told from the one that kept running."""
-    out = set()
-    for base in (Path("/sys/fs/cgroup/pids") / cgroup_root, Path("/sys/fs/cgroup") / cgroup_root):
-        for procs in base.rglob("cgroup.procs") if base.is_dir() else []:
-            for pid in procs.read_text().split():
-                with contextlib.suppress(OSError):
-                    out.add((int(pid), Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]))
-    return out
-
-
-def joined(log: Path) -> list[str]:
-    return re.findall(r"joined (https://[^/\s]+)\S* as node", log.read_text(errors="replace"))
-
-
 def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (namespaces, cgroups, netns)")
-    if not BUSYBOX.exists():
-        pytest.skip("needs busybox-static")
-    reason = missing_reason()
+    reason = nodeagent.skip_reason() or missing_reason()
     if reason is not None:
         pytest.skip(reason)
     pg = PgServer.start()
     flags = ("--datastore-endpoint", pg.dsn("postgres"), *FLAGS)
     a = LiteServer(tmp_path / "a", find_free_port(), extra=flags)
     b = LiteServer(tmp_path / "b", find_free_port(), extra=flags)
-    agent_dir, node_ns, netns_dir = tmp_path / "agent", tmp_path / "node-netns", tmp_path / "netns"
-    agent_log = tmp_path / "agent.log"
-    agent: subprocess.Popen[bytes] | None = None
+    agent: NodeAgent | None = None
 
     def tail() -> str:
         out = []
-        for what, path in (("a", a.log_path), ("b", b.log_path), ("agent", agent_log)):
+        for what, path in (("a", a.log_path), ("b", b.log_path)):
             with contextlib.suppress(OSError):
                 out.append(f"--- {what} ---\n" + "\n".join(path.read_text(errors="replace").splitlines()[-25:]))
-        return "\n".join(out)
+        return "\n".join(out) + ("" if agent is None else f"\n--- agent ---\n{agent.log_tail()}")
 
     try:
         a.start()
@@ -126,40 +99,30 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
 
         # a real agent joins through a, which its node name ranks first
         node = next(f"lb-node-{i}" for i in range(100) if servers.preference(both, f"lb-node-{i}")[0] == a.url)
-        node_ns.touch()
-        subprocess.run(["unshare", f"--net={node_ns}", "ip", "link", "set", "lo", "up"], check=True)
-        drop = agent_dir / "agent" / "images"
-        drop.mkdir(parents=True)
-        docker_save_tar(drop / "busybox.tar", Image([Layer.build(busybox_entries())]), [IMAGE])
-        (tmp_path / "resolv.conf").write_text("nameserver 127.0.53.53\n")
+        agent = NodeAgent(tmp_path, node)
+        agent.prepare()
         token = (a.data_dir / "token").read_text().strip()
-        cgroup_root = f"lite-lb-{uuid.uuid4().hex[:8]}"
-        command = [*lite_command(), "agent", "--server", a.url, "--token", token, "--data-dir", str(agent_dir),
-                   "--node-name", node, "--node-ip", "10.99.7.1", "--node-netns", str(node_ns),
-                   "--netns-dir", str(netns_dir), "--cgroup-root", cgroup_root,
-                   "--disable-service-proxy", "--resolv-conf", str(tmp_path / "resolv.conf")]
-        with open(agent_log, "ab") as log:
-            agent = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        agent.start(a.url, token)
         wait_for("the node Ready", lambda: (ready_condition(a, node) or {}).get("status") == "True", 60, tail)
-        remembered = json.loads((agent_dir / "agent" / "servers.json").read_text())
+        remembered = json.loads((agent.data_dir / "agent" / "servers.json").read_text())
         assert remembered == {"server": a.url, "servers": both}
         status, body = a.request(PODS, "POST", busybox_pod("keep", node))
         assert status == 201, body
         before = wait_for("the pod running", lambda: running(a, "keep"), 60, tail)
         ready_before = ready_condition(a, node)
         assert ready_before is not None
-        processes = pod_processes(cgroup_root)
+        processes = pod_processes(agent.cgroup_root)
         assert processes, "no pod process found in the agent's cgroups"
 
         # kill -9 the server the agent is on
-        assert joined(agent_log)[-1] == a.url, f"the agent is not on the server it ranks first\n{tail()}"
+        assert agent.joined()[-1] == a.url, f"the agent is not on the server it ranks first\n{tail()}"
         victim, survivor = a, b
-        sessions = len(joined(agent_log))
+        sessions = len(agent.joined())
         victim.kill()
         killed = time.monotonic()
-        wait_for("the agent to join the survivor", lambda: len(joined(agent_log)) > sessions, 15, tail)
+        wait_for("the agent to join the survivor", lambda: len(agent.joined()) > sessions, 15, tail)
         moved = time.monotonic() - killed
-        assert joined(agent_log)[-1] == survivor.url
+        assert agent.joined()[-1] == survivor.url
         wait_for("the dead server dropped from the slices",
                  lambda: server_urls(survivor.request(SLICES)[1]["items"]) == [survivor.url], 15, tail)
         dropped = time.monotonic() - killed
@@ -184,35 +147,26 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         print(f"agent rejoined {moved:.1f}s after kill -9; slices dropped the dead server after {dropped:.1f}s")
 
         # the agent restarts while its --server is still down: the CA and the session come from b
-        agent.terminate()
-        agent.wait(30)
-        sessions = len(joined(agent_log))
-        with open(agent_log, "ab") as log:
-            agent = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_for("the restarted agent to join b", lambda: len(joined(agent_log)) > sessions, 30, tail)
-        assert joined(agent_log)[-1] == survivor.url
+        agent.stop(30)
+        sessions = len(agent.joined())
+        agent.start(a.url, token)
+        wait_for("the restarted agent to join b", lambda: len(agent.joined()) > sessions, 30, tail)
+        assert agent.joined()[-1] == survivor.url
         again = running(survivor, "keep")
         assert again is not None and again["metadata"]["uid"] == before["metadata"]["uid"]
         cs_again = again["status"]["containerStatuses"][0]
         assert (cs_again["containerID"], cs_again["restartCount"], cs_again["state"]["running"]["startedAt"]) == (
             cs_before["containerID"], 0, cs_before["state"]["running"]["startedAt"])
         # the processes themselves: the pod's processes from before the failover all still run
-        assert processes <= pod_processes(cgroup_root), "a process of the pod was replaced"
+        assert processes <= pod_processes(agent.cgroup_root), "a process of the pod was replaced"
     finally:
-        if agent is not None and agent.poll() is None:
-            agent.terminate()
-            try:
-                agent.wait(20)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+        if agent is not None:
+            agent.stop()
         for s in (a, b):
             if s.proc is not None:
                 with contextlib.suppress(Exception):
                     s.stop()
                 s.kill()
-        subprocess.run([*lite_command(), "killall", "--data-dir", str(agent_dir)], check=False, timeout=120,
-                       capture_output=True)
-        subprocess.run(["umount", "-R", "-l", str(netns_dir)], check=False, capture_output=True)
-        subprocess.run(["umount", "-l", str(node_ns)], check=False, capture_output=True)
+        if agent is not None:
+            agent.cleanup()
         pg.stop()

@@ -4,7 +4,10 @@ The load: a writer thread creates, updates and deletes ConfigMaps through the th
 every acknowledged write with its resourceVersion (writes that fail or get no answer have an unknown outcome and
 prove nothing); one watcher thread per server follows the ConfigMaps from one start revision and reconnects on
 the same server from its last resourceVersion whenever a watch ends (timeoutSeconds is short, so it does, often).
-A simulated node (`lite agent --simulate 1`) runs a Deployment's pods.
+A Deployment's pods run on one node: a real `lite agent` (busybox pods in a node netns this test makes,
+tests/helpers/nodeagent.py) joined to the server that will be killed. Without root (or busybox) a simulated node
+(`lite agent --simulate 1`) stands in; it talks to one server through a kubeconfig and cannot move, so it is
+pointed at a server that survives and the agent's own checks are left out.
 
 First the datastore is restarted under the load (PostgreSQL fast and then immediate; etcd with SIGTERM), then
 stopped for a while and started again: every server must recover by itself. Then `kill -9` the server holding
@@ -17,20 +20,17 @@ the kube-controller-manager Lease. Checked:
   duplicate, revision order (a 410 is answered by a relist, which must then equal the history replayed to the
   list's revision);
 - a Deployment scaled through a survivor during the failover converges (its pods Running on the node) and the
-  pods it had keep their uid and restart count;
+  pods it had keep their uid and restart count; with the real agent also: the agent joins a survivor, the pods
+  it had keep their container ID and start time (restartCount 0) and their processes, and every pod of the
+  Deployment, old and new, runs on its node;
 - while the datastore is down, writes fail with a 5xx Status within a bound (none hangs: a committed write
   whose change has not come back is answered after `mirror.ACK_WAIT`), reads are served; no server exits.
 
 etcd's run uses kube-controller-manager's default Lease durations (15 s / 10 s / 2 s: the takeover comes
 11.5-17.2 s after the crash, docs/internals.md, leader election); PostgreSQL's, which also restarts PostgreSQL
-three times, short ones (3 s / 2 s / 500 ms) to keep CI cheap (both runs ~55 s together). Everything is on
-127.0.0.1. The servers start one after the other: started together, all but one exited with a 409 from
-rewriting the `default/kubernetes` Endpoints to their own port (h/agentlb rewrites that code to tolerate it).
-
-Hook for the agent failover (h/agentlb): `AGENT_ON_LEADER`. Today the simulated agent talks to one server only
-and cannot move, so it is pointed at a server that survives. Set to True, it is pointed at the server that is
-killed: the scaled Deployment converges only if the agent moved (its new pods must be Running), and the pods it
-had must keep their uid and restart count.
+three times, short ones (3 s / 2 s / 500 ms) to keep CI cheap. Everything is on 127.0.0.1 and in the node's
+netns. The servers start one after the other: started together, all but one exited with a 409 from rewriting
+the `default/kubernetes` Endpoints to their own port.
 """
 
 from __future__ import annotations
@@ -52,7 +52,11 @@ from typing import Any
 import pytest
 from liteproc import LiteServer, find_free_port, lite_command, simulator_kubeconfig
 
+from lite.agent import servers as agent_servers
+from lite.server.services.kubernetes import server_urls
+from tests.helpers import nodeagent
 from tests.helpers.etcdserver import EtcdServer, etcd_or_skip
+from tests.helpers.nodeagent import NodeAgent, pod_processes
 from tests.helpers.pgserver import PgServer, missing_reason
 
 TOKEN = "failover-test-token"
@@ -64,7 +68,8 @@ FAST_LEASE = ("--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadl
               "--leader-elect-retry-period", "500ms")
 NAMES = [f"w{i}" for i in range(5)]  # 5 names over 3 servers: every name is written through every server
 REQUEST_TIMEOUT = 15.0  # a write unanswered this long counts as a hang
-AGENT_ON_LEADER = False  # h/agentlb: True once the agent fails over (see the module docstring)
+SLICES = ("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+          "?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes")
 
 
 class Api:
@@ -97,7 +102,8 @@ class Api:
             return status, raw.decode(errors="replace")
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, every: float = 0.1) -> Any:
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, every: float = 0.1,
+             tail: Callable[[], str] = str) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError):
@@ -105,7 +111,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, every: 
             if got:
                 return got
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{tail()}")
         time.sleep(every)
 
 
@@ -385,12 +391,20 @@ def lease_holder(api: Api, name: str) -> str:
     return str(lease.get("spec", {}).get("holderIdentity") or "") if status == 200 else ""
 
 
-def deployment(name: str, replicas: int) -> dict[str, Any]:
+def deployment(name: str, replicas: int, real: bool) -> dict[str, Any]:
+    container = nodeagent.busybox_container() if real else {"name": "c", "image": "registry.local/app:1"}
+    pod = {"terminationGracePeriodSeconds": 0,
+           "containers": [{**container, "resources": {"requests": {"cpu": "10m"}}}]}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "c", "image": "registry.local/app:1",
-                                                           "resources": {"requests": {"cpu": "10m"}}}]}}}}
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod}}}
+
+
+def container_of(pod: dict[str, Any]) -> tuple[str, int, str]:
+    """(containerID, restartCount, running.startedAt) of the pod's container."""
+    cs = pod["status"]["containerStatuses"][0]
+    return cs.get("containerID", ""), int(cs.get("restartCount", 0)), (cs.get("state") or {}).get(
+        "running", {}).get("startedAt", "")
 
 
 def running_pods(api: Api, app: str) -> dict[str, dict[str, Any]]:
@@ -427,12 +441,21 @@ def restart_under_load(restart: Callable[[], None], what: str, apis: list[Api], 
 # PostgreSQL's run (which also restarts PostgreSQL twice) with short Lease durations, etcd's with the defaults
 @pytest.mark.parametrize(("kind", "lease_flags"), [("postgres", FAST_LEASE), ("etcd", ())])
 def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, ...], tmp_path: Path) -> None:
+    no_agent = nodeagent.skip_reason()  # a real agent needs root: without, a simulated node on a survivor
+    real_agent = no_agent is None
+    if not real_agent:
+        print(f"\n{kind}: a simulated node instead of a real agent: {no_agent}")
     t0 = time.monotonic()
     with datastore(kind) as (endpoint, db):
         flags = ("--datastore-endpoint", endpoint, "--token", TOKEN, *lease_flags)
         servers = [LiteServer(tmp_path / f"s{i}", find_free_port(), extra=flags) for i in range(3)]
         threads: list[Writer | Watcher] = []
         sim: subprocess.Popen[bytes] | None = None
+        agent: NodeAgent | None = None
+
+        def tail() -> str:
+            return "" if agent is None else f"--- agent ---\n{agent.log_tail()}"
+
         try:
             # One after the other: started together, all but one exit at start with a 409 from rewriting the
             # `default/kubernetes` Endpoints to their own port (services/kubernetes.py, being rewritten on h/agentlb).
@@ -484,25 +507,40 @@ def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, .
             for api in apis:
                 assert api.server.proc is not None and api.server.proc.poll() is None, api.server.log_tail()
 
-            # the leader now (during an outage the Lease may have moved), the agent on a server that survives
+            # the leader now (during an outage the Lease may have moved)
             holder = wait_for("a controller-manager lease holder", lambda: lease_holder(
                 apis[0], "kube-controller-manager"))
             leader = next(i for i, s in enumerate(servers)
                           if f"{holder}: acquired lease" in s.log_path.read_text(errors="replace"))
             survivors = [i for i in range(3) if i != leader]
 
-            # the agent: one simulated node with a Deployment's pods
-            agent_at = leader if AGENT_ON_LEADER else survivors[0]
-            kubeconfig = simulator_kubeconfig(servers[agent_at].data_dir, tmp_path / "sim.kubeconfig")
-            with open(tmp_path / "sim.log", "ab") as log:
-                sim = subprocess.Popen([*lite_command(), "agent", "--simulate", "1", "--kubeconfig", str(kubeconfig),
-                                        "--node-prefix", "f"], stdout=log, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL)
+            processes: set[tuple[int, str]] = set()
+            if real_agent:  # a real agent joined to the leader: its node name ranks the leader first
+                urls = sorted(s.url for s in servers)
+                wait_for("the kubernetes EndpointSlices to list the three servers",
+                         lambda: server_urls(apis[leader].request(SLICES)[1]["items"]) == urls, 30)
+                node = next(f"fo-node-{i}" for i in range(200)
+                            if agent_servers.preference(urls, f"fo-node-{i}")[0] == servers[leader].url)
+                agent = NodeAgent(tmp_path, node)
+                agent.prepare()
+                agent.start(servers[leader].url, (servers[leader].data_dir / "token").read_text().strip())
+            else:  # a simulated node, which cannot move: on a server that survives
+                kubeconfig = simulator_kubeconfig(servers[survivors[0]].data_dir, tmp_path / "sim.kubeconfig")
+                with open(tmp_path / "sim.log", "ab") as log:
+                    sim = subprocess.Popen([*lite_command(), "agent", "--simulate", "1", "--kubeconfig",
+                                            str(kubeconfig), "--node-prefix", "f"], stdout=log,
+                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             status, body = apis[survivors[1]].request(f"/apis/apps/v1/namespaces/{NS}/deployments", "POST",
-                                                      deployment("scale-me", 2))
+                                                      deployment("scale-me", 2, real_agent))
             assert status == 201, body
-            wait_for("the Deployment's 2 pods Running", lambda: converged(apis[survivors[1]], "scale-me", 2), 60)
+            wait_for("the Deployment's 2 pods Running", lambda: converged(apis[survivors[1]], "scale-me", 2), 60,
+                     tail=tail)
             before = running_pods(apis[survivors[1]], "scale-me")
+            if agent is not None:
+                assert agent.joined()[-1] == servers[leader].url, f"the agent is not on the leader\n{tail()}"
+                processes = pod_processes(agent.cgroup_root)
+                assert processes, "no pod process found in the agent's cgroups"
+            sessions = 0 if agent is None else len(agent.joined())
 
             # kill -9 the leader; scale the Deployment through a survivor meanwhile
             assert lease_holder(apis[leader], "kube-controller-manager") == holder
@@ -512,18 +550,36 @@ def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, .
                 f"/apis/apps/v1/namespaces/{NS}/deployments/scale-me", "PATCH", {"spec": {"replicas": 4}},
                 content_type="application/merge-patch+json")
             assert status == 200, body
+            # the Leases move (the dead server's identity is `holder`) and the agent joins a survivor: each timed
+            moves: dict[str, Callable[[], bool]] = {
+                lease: lambda lease=lease: lease_holder(apis[survivors[0]], lease) not in ("", holder)  # type: ignore[misc]
+                for lease in ("kube-controller-manager", "kube-scheduler")}
+            if agent is not None:
+                moves["agent"] = lambda: len(agent.joined()) > sessions
             moved: dict[str, float] = {}
-            for lease in ("kube-controller-manager", "kube-scheduler"):  # the dead server's identity is `holder`
-                wait_for(f"{lease} to move", lambda lease=lease: lease_holder(  # type: ignore[misc]
-                    apis[survivors[0]], lease) not in ("", holder), 20, every=0.05)
-                moved[lease] = time.monotonic() - killed_at
-            print(f"{kind}: leases moved after kill -9: " + ", ".join(f"{k} {v:.1f} s" for k, v in moved.items()))
-            assert all(v < 20 for v in moved.values()), moved
-            wait_for("the scaled Deployment to converge", lambda: converged(apis[survivors[1]], "scale-me", 4), 60)
+            while len(moved) < len(moves) and time.monotonic() < killed_at + 20:
+                for what, check in moves.items():
+                    with contextlib.suppress(OSError):
+                        if what not in moved and check():
+                            moved[what] = time.monotonic() - killed_at
+                time.sleep(0.05)
+            print(f"{kind}: after kill -9: " + ", ".join(f"{k} moved {v:.1f} s" for k, v in moved.items()))
+            assert moved.keys() == moves.keys(), f"not moved within 20 s: {moves.keys() - moved.keys()}\n{tail()}"
+            if agent is not None:
+                assert agent.joined()[-1] in {servers[i].url for i in survivors}, tail()
+            wait_for("the scaled Deployment to converge", lambda: converged(apis[survivors[1]], "scale-me", 4), 60,
+                     tail=tail)
             after = running_pods(apis[survivors[1]], "scale-me")
             for uid, pod in before.items():
                 assert uid in after, f"pod {pod['metadata']['name']} did not survive the failover"
                 assert restarts(after[uid]) == restarts(pod), f"pod {pod['metadata']['name']} restarted"
+                if agent is not None:
+                    assert container_of(after[uid]) == container_of(pod), f"pod {pod['metadata']['name']} restarted"
+                    cid, count, started = container_of(pod)
+                    assert cid and started and count == 0, f"pod {pod['metadata']['name']}: {container_of(pod)}"
+            if agent is not None:
+                assert {p["spec"].get("nodeName") for p in after.values()} == {agent.node}
+                assert processes <= pod_processes(agent.cgroup_root), "a process of a pod was replaced"
             print(f"{kind}: Deployment converged {time.monotonic() - killed_at:.1f} s after the kill")
 
             # a little more load on the survivors, then stop and check everything
@@ -573,10 +629,14 @@ def test_three_servers_fail_over_under_load(kind: str, lease_flags: tuple[str, .
                 except subprocess.TimeoutExpired:
                     sim.kill()
                     sim.wait()
+            if agent is not None:
+                agent.stop()
             for s in servers:
                 if s.proc is not None:
                     with contextlib.suppress(Exception):
                         s.stop()
                     s.kill()
+            if agent is not None:
+                agent.cleanup()
             for th in threads:
                 th.join(15)
