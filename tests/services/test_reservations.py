@@ -141,6 +141,8 @@ async def test_released_when_let_go_and_reclaimed_when_orphaned(tmp_path: Path) 
         assert api_b.store.get(key_for(orphan)) is None
         assert all(api_b.store.get(key_for(item)) is not None for item in items_of(kept))
         # a failed create gives its reservation back at once
-        with pytest.raises(ApiError):
-            await api_a.create(SVC, "default", svc("kept", clusterIP="10.44.0.9"))
-        assert api_a.store.get(key_for(("ip", "10.44.0.9"))) is None
+        free = next(ip for ip in (f"10.44.0.{i}" for i in range(1, 15)) if not alloc_b.ips.has(ip))
+        with pytest.raises(ApiError) as e:
+            await api_a.create(SVC, "default", svc("kept", clusterIP=free))
+        assert e.value.code == 409
+        assert api_a.store.get(key_for(("ip", free))) is None
