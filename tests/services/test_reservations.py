@@ -146,3 +146,18 @@ async def test_released_when_let_go_and_reclaimed_when_orphaned(tmp_path: Path) 
             await api_a.create(SVC, "default", svc("kept", clusterIP=free))
         assert e.value.code == 409
         assert api_a.store.get(key_for(("ip", free))) is None
+
+
+async def test_deleted_and_created_again_at_once_keeps_its_reservation(tmp_path: Path) -> None:
+    """The same Service asks for the same address again before its server deleted the old reservation: the old
+    one is deleted first, so the new Service's reservation is not the one deleted afterwards."""
+    async with servers(tmp_path, Clock()) as ((api, alloc), _):
+        out = await api.create(SVC, "default", svc("again", type="ClusterIP", clusterIP="10.44.0.3"))
+        alloc.observe("default/again", out)
+        await api.delete(SVC, "default", "again")
+        alloc.observe("default/again", None)  # queued for deletion, not deleted yet
+        again = await api.create(SVC, "default", svc("again", type="ClusterIP", clusterIP="10.44.0.3"))
+        alloc.observe("default/again", again)
+        assert await alloc.release_reservations() == 0
+        got = Reservations(api.store).holder(("ip", "10.44.0.3"))
+        assert got is not None and got[1] == "default/again"

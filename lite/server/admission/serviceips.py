@@ -177,7 +177,8 @@ class ServiceAllocators:
         n = 0
         while self._releasing and self.reservations is not None:
             item, rev = self._releasing.popitem()
-            n += await self.reservations.release(item, rev)
+            if item not in self._holder:  # else a stored Service holds it again (same name, same value)
+                n += await self.reservations.release(item, rev)
         return n
 
     async def reclaim(self) -> int:
@@ -261,6 +262,10 @@ class ServiceAllocators:
         hold, marked pending) when another server holds one of them."""
         assert self.reservations is not None
         owner = f"{review.namespace}/{review.name}"
+        for item in taken:  # let go here but not yet deleted (delete and create again at once): delete it first
+            rev = self._releasing.pop(item, None)
+            if rev is not None:
+                await self.reservations.release(item, rev)
         revs = await asyncio.gather(*(self.reservations.reserve(item, owner) for item in taken))
         mine = {item: rev for item, rev in zip(taken, revs, strict=True) if rev is not None}
         lost = [item for item, rev in zip(taken, revs, strict=True) if rev is None]
