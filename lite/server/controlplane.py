@@ -86,6 +86,7 @@ from lite.server.scheduler.scheduler import Scheduler, build_scheduler
 from lite.server.services.apiservers import ApiServerLeases
 from lite.server.services.kubedns import ensure_kube_dns_service
 from lite.server.services.kubernetes import Endpoint, ensure_endpoints, ensure_service, keep_kubernetes_service
+from lite.server.services.reservations import Reservations
 from lite.server.store import Store, StoreLike
 
 LIST_PAGE = 100  # the in-process informers' list page (see the module doc)
@@ -135,7 +136,9 @@ async def build_control_plane(config: ServerConfig, store: StoreLike, creds: Cre
     evict = EvictionCheck()
     resources = Resources(store, kinds, strategies, eviction_check=evict)
     evict.client = resources
-    allocators = ServiceAllocators(resources, config.service_cidr, config.service_node_port_range)
+    # Several servers on one datastore allocate from the same ranges: each value is also reserved there.
+    allocators = ServiceAllocators(resources, config.service_cidr, config.service_node_port_range,
+                                   reservations=None if type(store) is Store else Reservations(store))
     sa_tokens = authenticate.sa_tokens if isinstance(authenticate, ClusterAuthenticator) else None
     authorizer = AuthorizerChain(PolicyIndex())
     admission = build_admission(resources, kinds, strategies, allocators=allocators, authorizer=authorizer)

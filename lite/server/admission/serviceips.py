@@ -18,6 +18,17 @@ changed, port removed) is released when the change is seen, and a pending value 
 failed after admission: name taken, conflict) is released after `pending_ttl`. So a failed write cannot leak
 an address for long and a release never races the write that made it.
 
+On a shared datastore (`reservations` given: several servers allocate from one range) the in-memory allocator
+is only the first guess: every value a request takes is also reserved in the datastore
+(`lite.server.services.reservations`) before admission answers; a value another server reserved first stays
+marked here as pending (released by the sweep unless a stored Service turns out to hold it) and the request is
+allocated again. A requested value reserved under the same Service name is let through (two servers creating
+`default/kubernetes` at once: the store's create answers AlreadyExists to one). Reservations are released by
+the server that made them, when its informer sees the value let go, when the sweep drops a pending value, or
+when the request fails (`Admission.undo`); a reservation no server releases (its server died) is reclaimed by
+the sweep of any server once no stored Service has held it for `pending_ttl` (conditional deletes: several
+servers sweeping is harmless).
+
 Invariants: one `ServiceAllocators` per server (in-memory state, rebuilt from the stored Services by
 `start()` before the API serves); dry-run requests check and fill in values but reserve nothing.
 """
@@ -25,6 +36,7 @@ Invariants: one `ServiceAllocators` per server (in-memory state, rebuilt from th
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -37,6 +49,7 @@ from lite.kinds import BUILTIN_KINDS, Kind
 from lite.objects import key_of
 from lite.server.api.strategies import Admission
 from lite.server.services.allocator import AllocationError, Full, IPAllocator, OutOfRange, PortAllocator, Taken
+from lite.server.services.reservations import Reservations
 
 Obj = dict[str, Any]
 Item = tuple[str, str]  # ("ip", "10.43.0.7") or ("port", "30080")
@@ -81,8 +94,13 @@ class ServiceAllocators:
 
     def __init__(self, client: Client, service_cidr: str = DEFAULT_SERVICE_CIDR,
                  node_port_range: str = DEFAULT_NODE_PORT_RANGE, *, pending_ttl: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, reservations: Reservations | None = None) -> None:
         self.client = client
+        self.reservations = reservations
+        self._reserved: dict[Item, int] = {}  # what this server reserved in the datastore, at which revision
+        self._releasing: dict[Item, int] = {}  # of those, let go and waiting for `run` to delete
+        self._wake = asyncio.Event()
+        self._orphans: dict[tuple[Item, int], float] = {}  # reservations no stored Service holds, since when
         self.ips = IPAllocator(service_cidr)
         self.ports = PortAllocator(*parse_port_range(node_port_range))
         self.pending_ttl = pending_ttl
@@ -133,6 +151,14 @@ class ServiceAllocators:
                 del self._holder[item]
                 if item not in self._pending:
                     self._free(item)
+                    self._let_go(item)
+
+    def _let_go(self, item: Item) -> None:
+        """Queue the deletion of this server's reservation of `item` (if it made one)."""
+        rev = self._reserved.pop(item, None)
+        if rev is not None:
+            self._releasing[item] = rev
+            self._wake.set()
 
     def sweep(self) -> int:
         """Release pending values whose write never landed; returns how many."""
@@ -142,7 +168,34 @@ class ServiceAllocators:
                 del self._pending[item]
                 if item not in self._holder:
                     self._free(item)
+                    self._let_go(item)
                     n += 1
+        return n
+
+    async def release_reservations(self) -> int:
+        """Delete the reservations queued by `_let_go`; returns how many were still there."""
+        n = 0
+        while self._releasing and self.reservations is not None:
+            item, rev = self._releasing.popitem()
+            if item not in self._holder:  # else a stored Service holds it again (same name, same value)
+                n += await self.reservations.release(item, rev)
+        return n
+
+    async def reclaim(self) -> int:
+        """Delete reservations that no stored Service has held for `pending_ttl` and that are no request's of this
+        server (their server died between reserving and storing, or before releasing); returns how many."""
+        if self.reservations is None:
+            return 0
+        now, n = self.clock(), 0
+        seen: dict[tuple[Item, int], float] = {}
+        for item, rev in self.reservations.stored():
+            if item in self._holder or item in self._pending or item in self._reserved:
+                continue
+            since = seen[(item, rev)] = self._orphans.get((item, rev), now)
+            if now - since > self.pending_ttl:
+                del seen[(item, rev)]
+                n += await self.reservations.release(item, rev)
+        self._orphans = seen
         return n
 
     async def start(self) -> None:
@@ -155,9 +208,25 @@ class ServiceAllocators:
         """The informer that releases values, and the pending sweep. Never returns."""
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.informer.run(), name="service-allocators")
+            if self.reservations is not None:
+                tg.create_task(self._releaser(), name="service-reservations")
             while True:
                 await asyncio.sleep(sweep_every)
                 self.sweep()
+                if self.reservations is not None:
+                    try:
+                        await self.reclaim()
+                    except Exception:  # the datastore is away: the next sweep tries again
+                        log.exception("reclaiming service reservations")
+
+    async def _releaser(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.release_reservations()
+            except Exception:  # left for the reclaim of whichever server sweeps first
+                log.exception("releasing service reservations")
 
     # ---- admission ---------------------------------------------------------------------------------
 
@@ -168,19 +237,69 @@ class ServiceAllocators:
         if review.operation not in ("CREATE", "UPDATE"):
             return
         held = items_of(review.old) if review.old is not None else frozenset()
-        taken: list[Item] = []
-        try:
-            self._assign(review.obj, review.name, held, taken)
-        except BaseException:
-            for item in taken:
-                self._free(item)
-            raise
+        shared = self.reservations is not None and not review.dry_run
+        original = copy.deepcopy(review.obj.get("spec")) if shared else None
+        while True:
+            taken: list[Item] = []
+            try:
+                self._assign(review.obj, review.name, held, taken)
+                if not shared or await self._reserve(review, taken, original):
+                    break
+            except BaseException:
+                for item in taken:
+                    self._free(item)
+                raise
+            review.obj["spec"] = copy.deepcopy(original)  # allocate again: what others hold is marked now
         now = self.clock()
         for item in taken:
             if review.dry_run:
                 self._free(item)
             else:
                 self._pending[item] = now
+
+    async def _reserve(self, review: Admission, taken: list[Item], original: Any) -> bool:
+        """Reserve `taken` in the datastore. False (nothing left reserved or marked but what other servers
+        hold, marked pending) when another server holds one of them."""
+        assert self.reservations is not None
+        owner = f"{review.namespace}/{review.name}"
+        for item in taken:  # let go here but not yet deleted (delete and create again at once): delete it first
+            rev = self._releasing.pop(item, None)
+            if rev is not None:
+                await self.reservations.release(item, rev)
+        revs = await asyncio.gather(*(self.reservations.reserve(item, owner) for item in taken))
+        mine = {item: rev for item, rev in zip(taken, revs, strict=True) if rev is not None}
+        lost = [item for item, rev in zip(taken, revs, strict=True) if rev is None]
+        now = self.clock()
+        if lost:  # a value this Service asked for, reserved under its name on another server: the store's
+            # create decides which of the two requests makes the Service (two servers creating default/kubernetes)
+            requested = items_of({"spec": original}) if isinstance(original, dict) else frozenset()
+            lost = [item for item in lost if item not in requested
+                    or (self.reservations.holder(item) or (0, ""))[1] != owner]
+        if not lost:
+            self._reserved.update(mine)
+
+            reservations = self.reservations
+
+            async def undo() -> None:
+                try:  # lost to the same name created on another server (it may hold what was reserved here)
+                    stored = items_of(await self.client.get(self.kind, review.namespace, review.name))
+                except errors.ApiError:
+                    stored = frozenset()
+                for item, rev in mine.items():
+                    if self._reserved.get(item) == rev and item not in self._holder and item not in stored:
+                        del self._reserved[item]
+                        await reservations.release(item, rev)
+
+            review.undo.append(undo)
+            return True
+        for item in taken:
+            if item in lost:
+                self._pending[item] = now  # another server's: marked until the sweep, unless a Service shows it
+            else:
+                self._free(item)
+        for item, rev in mine.items():
+            await self.reservations.release(item, rev)
+        return False
 
     def _assign(self, svc: Obj, name: str, held: frozenset[Item], taken: list[Item]) -> None:
         spec = svc.get("spec")
