@@ -110,16 +110,16 @@ async def migrate(source: DatastoreEndpoint, target: DatastoreEndpoint, keys: tu
         except CommitFailed as e:
             raise MigrationError(f"--to {target.display}: {e}") from None
         try:
-            return await copy_store(src, dst, source_name=source.display, target_name=target.display,
-                                    ordered_batches=target.kind != "etcd", strip_rv=target.shared,
-                                    check=reseal_check(keys, keys_from) if target.kind == "sqlite" else None)
+            report = await copy_store(src, dst, source_name=source.display, target_name=target.display,
+                                      ordered_batches=target.kind != "etcd", strip_rv=target.shared,
+                                      check=reseal_check(keys, keys_from) if target.kind == "sqlite" else None)
         except BaseException:
             await dst.close()
             if new_file:  # nothing to keep: the file did not exist before
                 await asyncio.to_thread(_remove_sqlite, target.path)
             raise
-        else:
-            await dst.close()
+        await dst.close()  # (not in an `else`: a `return` in the `try` would skip it and leave the target open)
+        return report
     finally:
         await src.close()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,8 @@ async def test_sealed_values_into_sqlite_need_their_key(tmp_path: Path) -> None:
         await migrate(parse_endpoint(f"sqlite://{src}"), parse_endpoint(f"sqlite://{dst}"), (), "/nowhere")
     assert not await asyncio.to_thread(os.path.exists, dst)  # the file it would have made is gone again
     await migrate(parse_endpoint(f"sqlite://{src}"), parse_endpoint(f"sqlite://{dst}"), (KEY,))
+    # both ends closed again (a `return` inside try/else once left the target's threads and file open)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(("lite-sqlitebackend", "lite-store"))]
     assert await read_sqlite(dst) == await read_sqlite(src)
 
 
