@@ -89,7 +89,7 @@ async def build(config: ServerConfig) -> Server:
     from lite.server.controlplane import build_control_plane
     from lite.server.encryption.control import add_routes as add_encryption_routes
     from lite.server.serverjoin import add_route as add_server_bootstrap
-    from lite.server.store import Store, compactor
+    from lite.server.store import compactor
 
     stack = contextlib.AsyncExitStack()
     try:
@@ -104,7 +104,7 @@ async def build(config: ServerConfig) -> Server:
         raise
     server = Server(config, creds, plane.app, server_ssl_context(creds), client=plane.resources,
                     exit_stack=stack, join_local=plane.join_local,
-                    release_memory=store.release_memory if isinstance(store, Store) else None)
+                    release_memory=store.release_memory)
     if config.shared_datastore:  # compaction is the datastore's, once: one server per interval compacts
         from lite.server.compaction import shared_compactor
 

@@ -234,6 +234,10 @@ class MirrorStore:
             events.append(StoreEvent(kind, ch.key, ch.rev, packed, prev))
         return min(floor, rev), events
 
+    async def release_memory(self) -> None:
+        """`Store.release_memory`'s counterpart: a mirror holds no SQLite page cache, so there is nothing to free
+        beyond what the heap trim that follows it returns."""
+
     async def close(self) -> None:
         """Commit what is queued, end every watch, stop following the backend. Idempotent."""
         if self._close_task is None:
