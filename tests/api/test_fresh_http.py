@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,49 +22,13 @@ from lite.kinds import KindRegistry
 from lite.server.api.http import build_api_app
 from lite.server.api.resources import Resources
 from lite.server.api.strategies import default_strategies
-from lite.server.store.backend import Change, Outcome, Write
 from lite.server.store.mirror import MirrorStore
 from lite.server.store.sqlitebackend import SqliteBackend
+from tests.helpers.gatedbackend import GatedBackend as Gated
 
 Client = TestClient[web.Request, web.Application]
 AUTH = {"Authorization": "Bearer fresh-test"}
 CMS = "/api/v1/namespaces/default/configmaps"
-
-
-class Gated:
-    """A real SqliteBackend whose change streams stop at a closed gate (and read on from where they were)."""
-
-    def __init__(self, inner: SqliteBackend) -> None:
-        self.inner = inner
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    async def commit(self, writes: Sequence[Write]) -> list[Outcome]:
-        return await self.inner.commit(writes)
-
-    async def snapshot(self, prefix: str = "") -> tuple[int, list[tuple[str, int, bytes]]]:
-        return await self.inner.snapshot(prefix)
-
-    async def changes(self, after_rev: int, prefix: str = "") -> AsyncIterator[list[Change]]:
-        while True:
-            await self.gate.wait()
-            async with contextlib.aclosing(self.inner.changes(after_rev, prefix)) as stream:
-                async for batch in stream:
-                    if not self.gate.is_set():
-                        break
-                    yield batch
-                    after_rev = batch[-1].rev
-                else:
-                    return
-
-    async def current_rev(self) -> int:
-        return await self.inner.current_rev()
-
-    async def compact(self, rev: int) -> None:
-        await self.inner.compact(rev)
-
-    async def close(self) -> None:
-        pass
 
 
 @contextlib.asynccontextmanager

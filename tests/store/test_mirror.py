@@ -8,10 +8,9 @@ overrides conftest's."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 import orjson
 import pytest
@@ -56,10 +55,11 @@ from lite.server.store import (
     WatchDropped,
     mirror,
 )
-from lite.server.store.backend import Change, Outcome, Write
+from lite.server.store.backend import Change
 from lite.server.store.mirror import MirrorStore
 from lite.server.store.sqlitebackend import SqliteBackend
 from lite.server.store.watch import Watch
+from tests.helpers.gatedbackend import GatedBackend
 
 K = "core/pods/default/a"
 
@@ -365,43 +365,6 @@ async def test_store_opens_a_gapped_file(gapped: MirrorStore, db_path: str) -> N
 
 
 # ---- compaction and reload ----------------------------------------------------------------------------
-
-class GatedBackend:
-    """A real SqliteBackend whose change streams wait at a gate before each batch: a server whose stream fell
-    behind (a slow network) while the datastore moved on and compacted."""
-
-    def __init__(self, inner: SqliteBackend) -> None:
-        self.inner = inner
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    async def commit(self, writes: Sequence[Write]) -> list[Outcome]:
-        return await self.inner.commit(writes)
-
-    async def snapshot(self, prefix: str = "") -> tuple[int, list[tuple[str, int, bytes]]]:
-        return await self.inner.snapshot(prefix)
-
-    async def changes(self, after_rev: int, prefix: str = "") -> AsyncIterator[list[Change]]:
-        while True:
-            await self.gate.wait()
-            async with contextlib.aclosing(self.inner.changes(after_rev, prefix)) as stream:
-                async for batch in stream:
-                    if not self.gate.is_set():
-                        break  # arrived while stalled: read again from after_rev once the gate opens
-                    yield batch
-                    after_rev = batch[-1].rev
-                else:
-                    return
-
-    async def current_rev(self) -> int:
-        return await self.inner.current_rev()
-
-    async def compact(self, rev: int) -> None:
-        await self.inner.compact(rev)
-
-    async def close(self) -> None:
-        pass
-
 
 async def test_compaction_reaches_the_backend(store: MirrorStore, backend: SqliteBackend) -> None:
     rev, _ = await store.create(K, pod("a"))
