@@ -94,8 +94,10 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
         c.wait(lambda: _relayed(s, "v2", "s2"), "the ConfigMap and Secret v2 to reach the web pods", timeout=60)
         for app in ("web", "edit", "keep", "move"):
             s.before[app] = c.pods(f"app={app}")
-        assert all(p["spec"]["nodeName"] == edge.name for ps in s.before.values() for p in ps), \
-            kit.summary([p for ps in s.before.values() for p in ps])
+        everything = [p for ps in s.before.values() for p in ps]
+        assert all(p["spec"]["nodeName"] == edge.name for p in everything), kit.summary(everything)
+        # the node-side probe sees them all (so it can see them missing later)
+        assert {p["metadata"]["uid"] for p in everything} <= pods_running_on(edge)
 
         cut(c, edge)
         s.cut_at = time.monotonic()
