@@ -12,6 +12,15 @@ server; after the server's `Synced`, adopted pods that are no longer desired are
 calls it). The node network (bridge with the podCIDR's gateway, Ipam in `<data-dir>/agent/ipam.json`) is set up
 when the Welcome carries a podCIDR; pod networks wait for it. The pod network across nodes (`lite.agent.fabric`)
 follows the Welcome's `flannelBackend` and the Nodes the server relays (kind "Node").
+
+Edge autonomy (issue 21): every desired-state message `handle` gets is recorded in the node-local cache
+(`lite.agent.cache.DesiredCache`, `<data-dir>/agent/cache/`). An agent with no Welcome from its server
+`REPLAY_AFTER` seconds after it started serving hands itself the cached state (`_replay_offline`):
+Welcome(cached config) → cached objects → pods → Synced, through the same `handle` path, so the node network,
+proxy, DNS, policies and pods come up as from the server. Never after a server's Welcome in this process, never
+for the embedded agent (its server is this process); the server's later resync wins as usual (pods it no longer
+wants are stopped at its Synced; pods it sends again are updates of the running ones, never restarts). A replay
+removes nothing on the node but pods: the local-path volume sweep waits for the server's own resync.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from typing import Any
 from lite import wire
 from lite.agent import localstorage, podpaths, security
 from lite.agent.backend import AgentStreams
+from lite.agent.cache import DesiredCache
 from lite.agent.dns.node import NodeDns
 from lite.agent.fabric.fabric import KIND as FABRIC_KIND
 from lite.agent.fabric.fabric import Fabric
@@ -62,6 +72,11 @@ Obj = dict[str, Any]
 METRICS_EVERY = 15.0
 IMPORT_EVERY = 5.0  # how soon an image archive dropped into <data-dir>/agent/images/ is imported
 NODE_CONFIG = "node-config.json"
+# With no server Welcome this long after start, run from the cache. A timer rather than "the first dial
+# failed": it covers a refused connection and a black-holed link (a dial that hangs up to the session's 10 s
+# connect timeout) alike, needs nothing from the session, and leaves a server that is merely slow to answer
+# (a site powering up together) a few seconds to be the one that decides. Adopted pods run meanwhile.
+REPLAY_AFTER = 5.0
 
 
 @dataclass
@@ -116,7 +131,13 @@ class Agent:
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (kind, namespace, name) -> ConfigMap/Secret
         self.net_ready = asyncio.Event()
         self.session: Any = None
-        self.tokens = TokenClient(self._post)
+        self.cache = DesiredCache(self.root / "cache", self.root / "credentials" / "cache.key")
+        self.replay_after = REPLAY_AFTER
+        self.replayed = False  # this process ran from the cache (tests, logs)
+        self._welcomed = asyncio.Event()  # a server's Welcome reached `handle` in this process
+        self._replaying = False
+        self._handle_lock = asyncio.Lock()  # a replay is one uninterrupted Welcome ... Synced
+        self.tokens = TokenClient(self._post, memory=self.cache, online=self._online)
         self.services = ServiceCatalog()  # fed by the proxy feed: the service environment variables of pods
         self.deps = self._deps()
         self.deps.admitted_specs = lambda: [r.st.spec for r in self.runners.values() if r.active]
@@ -184,6 +205,11 @@ class Agent:
         if self.session is not None:
             self.session.post(msg)
 
+    def _online(self) -> bool:
+        """The session is connected (a stand-in session without a `connected` event counts as connected)."""
+        connected = getattr(self.session, "connected", None)
+        return not isinstance(connected, asyncio.Event) or connected.is_set()
+
     def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         meta = pod.get("metadata") or {}
         self._post(wire.Event({"type": type_, "reason": reason, "message": message,
@@ -224,6 +250,37 @@ class Agent:
         return {uid: f"{r.st.namespace}/{r.st.name}" for uid, r in self.runners.items()}
 
     async def handle(self, msg: wire.Message) -> None:
+        """Desired state from the server: recorded in the cache, then applied (`_apply`)."""
+        async with self._handle_lock:
+            if isinstance(msg, wire.Welcome):
+                self._welcomed.set()
+            self.cache.record(msg)
+            await self._apply(msg)
+
+    async def _replay_offline(self) -> None:
+        """Run from the cache when no server Welcome came within `replay_after` seconds (see the module doc)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.replay_after):
+                await self._welcomed.wait()
+            return
+        messages = self.cache.replay()
+        if messages is None:
+            log.warning("no server yet and no cached desired state: waiting for the server")
+            return
+        async with self._handle_lock:
+            if self._welcomed.is_set():
+                return
+            pods = sum(isinstance(m, wire.PodUpsert) for m in messages)
+            log.warning("no server after %.0f s: running from the cached desired state (%d pods, %d objects) "
+                        "until it answers", self.replay_after, pods, len(messages) - pods - 2)
+            self._replaying, self.replayed = True, True
+            try:
+                for m in messages:
+                    await self._apply(m)
+            finally:
+                self._replaying = False
+
+    async def _apply(self, msg: wire.Message) -> None:
         if isinstance(msg, (wire.ObjectUpsert, wire.ObjectDelete)) and msg.kind in POLICY_KINDS:
             if self.netpol is not None:
                 self.netpol.handle(msg)
@@ -248,7 +305,8 @@ class Agent:
             if self.proxy is not None:
                 self.proxy.synced()
         if isinstance(msg, wire.Welcome):
-            self._pvs_resent = set()
+            # a replay sweeps no volume: only the server's own resync says one is gone
+            self._pvs_resent = None if self._replaying else set()
         elif isinstance(msg, wire.ObjectUpsert) and msg.kind == "PersistentVolume":
             self.local_volumes.seen(msg.obj)
             if self._pvs_resent is not None:
@@ -446,6 +504,7 @@ class Agent:
         """Run with `session` (anything with `post(msg)` and an eternal `run()`) until cancelled."""
         self.session = session
         self.root.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self.cache.load)
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
@@ -456,6 +515,9 @@ class Agent:
                     self._spawn(p["name"], p["coro"])
                 self._pending.clear()
                 tg.create_task(session.run(), name="..session")
+                tg.create_task(self.cache.run(), name="..cache")
+                if self.config.dial is None:
+                    tg.create_task(self._replay_offline(), name="..replay")
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
                 tg.create_task(self._import_loop(), name="..images")
@@ -467,6 +529,10 @@ class Agent:
                     tg.create_task(self.netpol.enforcer.watch_refusals(), name="..netpol-refusals")
         finally:
             self._tg = None
+            try:
+                await self.cache.close()
+            except OSError as e:
+                log.error("desired-state cache: final write failed: %s", e)
             if self.dns is not None:
                 await self.dns.close()
             if self.proxy is not None:  # the rules stay in the kernel: a restarted agent reconciles them
