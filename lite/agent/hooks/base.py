@@ -22,6 +22,7 @@ from lite.agent.envs import PodContext
 from lite.agent.images import ImageService
 from lite.agent.runtime.cgroups import CgroupDriver, PodCgroup
 from lite.agent.runtime.container import ContainerHandle, Runtime
+from lite.agent.runtime.state import boot_id
 from lite.agent.status import ContainerRecord
 from lite.netns.ipam import Ipam
 from lite.netns.nsfs import NetnsRef
@@ -76,6 +77,8 @@ class Deps:
     kernel: tuple[int, int] = (99, 0)  # (major, minor) of the running kernel, for the safe sysctls
     # The specs of the pods this node admitted that still run (kubelet's active pods), for host-port admission.
     admitted_specs: Callable[[], Iterable[Obj]] = lambda: ()
+    # This boot's id: a pod whose sandbox was made in another boot has lost it (see `lite.agent.podrunner`).
+    boot: str = field(default_factory=boot_id)
 
 
 @dataclass

@@ -32,7 +32,7 @@ from lite.agent.runtime.attach import AttachServer
 from lite.agent.runtime.crilog import CriLogWriter
 from lite.agent.runtime.init import drop_privileges, resolve, run_init
 from lite.agent.runtime.spec import ContainerSpec, ExitStatus
-from lite.agent.runtime.state import EXIT, SHIM, SPEC, STARTING, start_time, write_atomic
+from lite.agent.runtime.state import EXIT, SHIM, SPEC, STARTING, boot_id, start_time, write_atomic
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
              signal.SIGWINCH)
@@ -284,7 +284,7 @@ def run(state_dir: Path) -> int:
         _report({"error": error})
         return 1
     record = {"shim_pid": os.getpid(), "init_pid": init_pid, "shim_start": start_time(os.getpid()),
-              "init_start": start_time(init_pid)}
+              "init_start": start_time(init_pid), "boot": boot_id()}
     write_atomic(state_dir / SHIM, json.dumps(record))
     _report(record)
     status = _pump(spec, stdio, init_pid, log)
