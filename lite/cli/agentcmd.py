@@ -58,7 +58,8 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
             node_netns=config.agent_node_netns, netns_dir=config.agent_netns_dir,
             cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf"),
             seccomp_default=config.agent_seccomp_default, network_policy=config.agent_network_policy,
-            allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls, dial=server.join_local))
+            allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls, dial=server.join_local,
+            local_api_port=config.agent_local_api_port))
         await agent.run()
 
     return [("agent", run)]
@@ -97,6 +98,7 @@ async def fetch_ca(server_url: str, token: str, others: list[str] | None = None)
 def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
     """`lite agent --server URL --token T`: a node agent for this machine."""
     from lite.agent.agent import AgentConfig, build_agent
+    from lite.cli.main import local_api_port
     from lite.sdnotify import notify
     from lite.server.main import run_until_signalled
 
@@ -122,7 +124,7 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
             network_policy=bool(getattr(args, "network_policy", True)),
             allowed_unsafe_sysctls=tuple(
                 part.strip() for part in str(getattr(args, "allowed_unsafe_sysctls", "") or "").split(",")
-                if part.strip())))
+                if part.strip()), local_api_port=local_api_port(args)))
         notify("READY=1")  # the server's CA is verified and the agent starts: systemd may go on
         await agent.run()
 
