@@ -29,8 +29,10 @@ from lite.errors import ApiError, Cause
 # The scalars live in the leaf (the agent's node-local API reads them too); re-exported for the API's modules.
 from lite.queryparams import INT64_MAX as INT64_MAX
 from lite.queryparams import INT64_MIN as INT64_MIN
-from lite.queryparams import UINT64_MAX, go_quote, parse_uint64
+from lite.queryparams import UINT64_MAX as UINT64_MAX
+from lite.queryparams import go_quote as go_quote
 from lite.queryparams import parse_int64 as parse_int64
+from lite.queryparams import parse_uint64 as parse_uint64
 from lite.queryparams import query_bool as query_bool
 from lite.queryparams import query_int as query_int
 
