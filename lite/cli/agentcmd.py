@@ -66,7 +66,7 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
             cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf"),
             seccomp_default=config.agent_seccomp_default, network_policy=config.agent_network_policy,
             allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls, dial=server.join_local,
-            allow_no_limits=config.agent_allow_no_limits))
+            allow_no_limits=config.agent_allow_no_limits, local_api_port=config.agent_local_api_port))
         await agent.run()
 
     return [("agent", run)]
@@ -152,6 +152,7 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
     server with backoff while the agent runs from what the node holds. systemd hears READY=1 before any of
     that waits for the server."""
     from lite.agent.agent import AgentConfig, build_agent
+    from lite.cli.main import local_api_port
     from lite.sdnotify import notify
     from lite.server.main import run_until_signalled
 
@@ -188,7 +189,8 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
             allowed_unsafe_sysctls=tuple(
                 part.strip() for part in str(getattr(args, "allowed_unsafe_sysctls", "") or "").split(",")
                 if part.strip()),
-            allow_no_limits=bool(getattr(args, "allow_no_resource_limits", False))))
+            allow_no_limits=bool(getattr(args, "allow_no_resource_limits", False)),
+            local_api_port=local_api_port(args)))
         await agent.run()
 
     return run_until_signalled(main)

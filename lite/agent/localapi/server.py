@@ -1,0 +1,181 @@
+"""`lite agent --local-api`: a read-only Kubernetes API of this node alone, on 127.0.0.1, for kubectl.
+
+An edge node cut off from its server still answers `kubectl get pods -A`, `get pod -o yaml`, `get/describe
+node`, `logs`, `exec`, `attach` and `port-forward` for what runs on it: the pods of its runners with the
+status the agent computes now, its Node from what it knows (`view`), the ConfigMaps relayed for its pods.
+Streams are served by the same protocol code as the API server's (`lite.kubestreams`) through an in-process
+pair with the agent's StreamServer (`tunnel.LocalTunnel`), so no server is involved.
+
+`LocalApi(source, port, root)`; `await run()` serves until cancelled. At start it writes
+`<agent-dir>/local-api/kubeconfig` (mode 0600, directory 0700) pointing at `http://127.0.0.1:<port>` with a
+new random bearer token.
+
+Why a token on loopback: every local user (and every process of a hostNetwork pod) can reach 127.0.0.1, and
+this API hands out pod specs, logs and exec into containers: only who can read the kubeconfig (root, as the
+agent's data dir) may use it. A request without the token gets 401 Unauthorized. Plain HTTP is fine on
+loopback (nothing leaves the host) and kubectl sends a bearer token over http.
+
+Invariants: binds 127.0.0.1 only (there is no address option; `check_port` refuses ports outside 1-65535);
+nothing is ever written through it (`view.route`: writes 405, Secrets 403); answers are computed from the
+agent's memory on the loop (a few hundred objects at most: tiny); the kubeconfig's token changes each start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+import yaml
+from aiohttp import web
+
+from lite import kubetables
+from lite.agent.localapi import view
+from lite.agent.localapi.tunnel import LocalTunnel
+from lite.agent.streams.backend import StreamBackend
+from lite.errors import ApiError, method_not_allowed, unauthorized
+from lite.kubetables.core import PRINTERS
+
+log = logging.getLogger("lite.agent.localapi")
+Obj = dict[str, Any]
+HOST = "127.0.0.1"
+DEFAULT_PORT = 6448
+KUBECONFIG = "kubeconfig"
+VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-lite-node", "platform": "linux"}
+
+
+class NodeSource(Protocol):
+    """What the local API reads from the agent (the `Agent` is one)."""
+
+    def local_pods(self) -> list[Obj]: ...
+
+    def local_node(self) -> Obj: ...
+
+    def local_configmaps(self) -> list[Obj]: ...
+
+    @property
+    def stream_backend(self) -> StreamBackend: ...
+
+
+def check_port(port: int) -> int:
+    if not 0 < port < 65536:
+        raise ValueError(f"--local-api-port must be in 1-65535, not {port}")
+    return port
+
+
+def kubeconfig(port: int, token: str, node: str) -> str:
+    name = f"lite-node-{node}"
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {"server": f"http://{HOST}:{port}"}}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+    }, sort_keys=False)
+
+
+def write_kubeconfig(directory: Path, text: str) -> Path:
+    """Atomically, 0600 in a 0700 directory: the token is the only thing guarding the API."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(directory, 0o700)
+    tmp = directory / f".{KUBECONFIG}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o600)
+    tmp.replace(directory / KUBECONFIG)
+    return directory / KUBECONFIG
+
+
+def _json(obj: Obj, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+
+def _wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+class LocalApi:
+    """See the module docstring."""
+
+    def __init__(self, source: NodeSource, port: int, root: Path) -> None:
+        self.source = source
+        self.port = check_port(port)
+        self.dir = root / "local-api"
+        self.token = secrets.token_urlsafe(32)
+        self.tunnel = LocalTunnel(source.stream_backend)
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._guard])
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        return app
+
+    @web.middleware
+    async def _guard(self, request: web.Request,
+                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        try:
+            auth = request.headers.get("Authorization", "")
+            given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+            if not hmac.compare_digest(given.encode(), self.token.encode()):
+                raise unauthorized()
+            return await handler(request)
+        except ApiError as e:
+            return _json(e.status(), e.code)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = "/" + request.match_info["tail"].strip("/")
+        discovery = {"/version": VERSION, "/api": view.api_versions(), "/apis": view.api_groups(),
+                     "/api/v1": view.core_resources()}
+        if path in discovery:
+            if request.method not in ("GET", "HEAD"):
+                raise method_not_allowed(view.READ_ONLY.format(verb=request.method))
+            return _json(discovery[path])
+        r = view.route(request.method, path, request.query)
+        if r.subresource:
+            from lite.kubestreams.pods import serve_pod_stream
+
+            pod = view.pick(r.kind, self.source.local_pods(), r.namespace, r.name)
+            return await serve_pod_stream(request, pod, r.subresource, lambda: self.tunnel)
+        items = view.in_namespace(self._items(r.kind.plural), r.namespace)
+        printer = PRINTERS.get(r.kind.kind)
+        if r.name:
+            obj = view.pick(r.kind, items, r.namespace, r.name)
+            if _wants_table(request) and printer is not None:
+                return _json(kubetables.table(r.kind.kind, printer, [obj], {"resourceVersion": ""},
+                                              include_object=request.query.get("includeObject", "Metadata")))
+            return _json(obj)
+        items = view.select(r.kind, items, request.query)
+        if _wants_table(request) and printer is not None:
+            return _json(kubetables.table(r.kind.kind, printer, items, {"resourceVersion": ""},
+                                          include_object=request.query.get("includeObject", "Metadata")))
+        return _json(view.as_list(r.kind, items))
+
+    def _items(self, plural: str) -> list[Obj]:
+        if plural == "pods":
+            return self.source.local_pods()
+        if plural == "nodes":
+            return [self.source.local_node()]
+        if plural == "configmaps":
+            return self.source.local_configmaps()
+        return []  # events: the node sends its events to the server and keeps none
+
+    async def run(self) -> None:
+        """Serve until cancelled (the tunnel's streams end with it)."""
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, HOST, self.port, reuse_address=True)
+            await site.start()
+            path = await asyncio.to_thread(write_kubeconfig, self.dir,
+                                           kubeconfig(self.port, self.token, self.source.local_node()["metadata"]
+                                                      ["name"]))
+            log.info("node-local read-only API on http://%s:%d (kubeconfig %s)", HOST, self.port, path)
+            await self.tunnel.run()
+        finally:
+            await runner.cleanup()
+
