@@ -181,7 +181,9 @@ def test_after_restore_the_servers_view_wins(story: Story) -> None:
         pods = c.pods(f"app={app}")
         ok = (len(pods) == count and all(running_ready(p) and p["spec"]["nodeName"] == s.edge.name for p in pods)
               and s.uids(app) - {s.deleted} <= {p["metadata"]["uid"] for p in pods})
-        return pods if ok else None
+        if not ok:
+            raise AssertionError(f"{app}: {kit.summary(pods)}")
+        return pods
 
     # web: the surviving pod is the same one, plus one replacement for the deleted pod; keep: the same pod
     c.wait(lambda: same_running("web", 2) and same_running("keep", 1), "web and keep Running on the node again",
@@ -189,15 +191,22 @@ def test_after_restore_the_servers_view_wins(story: Story) -> None:
     # edit: the change made on the server is applied (2 replicas, the new template), the old pod gone
     def edited() -> bool:
         pods = c.pods("app=edit")
-        return (len(pods) == 2 and all(running_ready(p) and p["spec"]["nodeName"] == s.edge.name
+        if not (len(pods) == 2 and all(running_ready(p) and p["spec"]["nodeName"] == s.edge.name
                                        and (p["metadata"].get("annotations") or {}).get("edge.test/rev") == "2"
-                                       for p in pods))
+                                       for p in pods)):
+            raise AssertionError(f"edit: {kit.summary(pods)}")
+        return True
 
     c.wait(edited, "edit's change to be applied", timeout=left())
     # on the node: the pod deleted meanwhile, edit's old pod and move's old copy have no process left
     gone = {s.deleted} | s.uids("edit") | s.uids("move")
-    c.wait(lambda: not (gone & pods_running_on(s.edge)), "the deleted and replaced pods to stop on the node",
-           timeout=left())
+    def stopped() -> bool:
+        still = gone & pods_running_on(s.edge)
+        if still:
+            raise AssertionError(f"still running on the node: {sorted(still)}")
+        return True
+
+    c.wait(stopped, "the deleted and replaced pods to stop on the node", timeout=left())
     # no pod runs twice: move has exactly one pod, elsewhere; nothing of web/keep runs anywhere but the node
     moved = c.pods("app=move")
     assert len(moved) == 1 and moved[0]["spec"]["nodeName"] != s.edge.name and running_ready(moved[0]), \
