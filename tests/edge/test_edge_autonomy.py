@@ -9,7 +9,8 @@ failed; the story fixture does the cut, the server-side changes and the reboot o
              reboot n2: SIGKILL its agent, `lite killall` its data dir, start the agent (still cut off)
     phase 1  within 30 s of the agent's start every pod of n2 runs again; `web` answers from n2's own netns
              through its ClusterIP and through the name the node-local cluster DNS gives, serving the ConfigMap
-             and Secret last relayed before the cut
+             and Secret last relayed before the cut; `kubectl` on the node (the agent's `--local-api`) lists
+             the node's pods and execs into one
     ~t=40    the server marks n2 unreachable (40 s grace period) and taints it; ~t=60 `lite.dev/lost-after: 20s`
              has run out:
     phase 2  `move` is replaced on another node, `keep` (`replace-when-lost: "false"`) is not; the default
@@ -106,7 +107,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
         c.kubectl("patch", "deployment", "edit", "-p",
                   '{"spec": {"replicas": 2, "template": {"metadata": {"annotations": {"edge.test/rev": "2"}}}}}')
         c.apply(kit.config("v3", "s3"))  # never relayed: the node keeps serving v2
-        s.agent_started = reboot(c, edge)
+        s.agent_started = reboot(c, edge, "--local-api")
         try:
             yield s
         finally:
@@ -144,6 +145,20 @@ def test_rebooted_cut_off_the_node_runs_its_pods_and_serves_them_itself(story: S
     # the mounted ConfigMap and Secret are the last ones relayed (v2), not the first nor the server's newer v3
     assert _relayed(s, "v2", "s2"), (kit.node_get(c, s.edge, f"http://{s.web_ip}/cm/greeting"),
                                      kit.node_get(c, s.edge, f"http://{s.web_ip}/sec/password"))
+
+
+def test_cut_off_kubectl_on_the_node_lists_and_execs_through_the_local_api(story: Story) -> None:
+    s, c = story, story.cluster
+    all_uids = set().union(*(s.uids(app) for app in s.before))
+    listed = c.wait(lambda: c.json("get", "pods", "-n", "default", node=s.edge)["items"],
+                    "the node-local API to list pods", timeout=20)
+    assert {p["metadata"]["uid"] for p in listed} == all_uids, kit.summary(listed)
+    web_pod = next(p["metadata"]["name"] for p in s.before["web"] if p["metadata"]["uid"] != s.deleted)
+    r = c.kubectl("exec", web_pod, "--", "cat", "/www/cm/greeting", "/www/sec/password", node=s.edge, check=False)
+    assert (r.returncode, r.stdout.split()) == (0, ["v2", "s2"]), r.stderr
+    # read-only: a write is refused
+    r = c.kubectl("delete", "pod", web_pod, "--wait=false", node=s.edge, check=False)
+    assert r.returncode != 0 and s.deleted not in r.stdout, r.stdout
 
 
 def test_while_cut_off_only_what_may_be_replaced_is_replaced(story: Story) -> None:

@@ -85,17 +85,20 @@ class NetCluster:
         return subprocess.run(["nsenter", f"--net=/run/netns/{netns}", *cmd], capture_output=True, text=True,
                               check=check, timeout=timeout, input=input)
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        kc = self.server.data_dir / "kubeconfig.yaml"
-        proc = self.run_in(self.server.netns, KUBECTL, "--kubeconfig", str(kc), "--cache-dir",
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60,
+                node: NetNode | None = None) -> subprocess.CompletedProcess[str]:
+        """The real kubectl in n1's netns against the server; with `node`, in that node's netns against its
+        node-local read-only API (`lite agent --local-api`: `<data-dir>/agent/local-api/kubeconfig`)."""
+        where = node or self.server
+        kc = node.data_dir / "agent" / "local-api" / "kubeconfig" if node else where.data_dir / "kubeconfig.yaml"
+        proc = self.run_in(where.netns, KUBECTL, "--kubeconfig", str(kc), "--cache-dir",
                            str(self.base / "kube-cache"), *args, input=input, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def json(self, *args: str) -> Obj:
-        out: Obj = json.loads(self.kubectl(*args, "-o", "json").stdout)
+    def json(self, *args: str, node: NetNode | None = None) -> Obj:
+        out: Obj = json.loads(self.kubectl(*args, "-o", "json", node=node).stdout)
         return out
 
     def apply(self, manifest: Obj | list[Obj]) -> None:
@@ -194,10 +197,11 @@ def _node_args(cluster: NetCluster, node: NetNode) -> list[str]:
             "--cgroup-root", f"lite-{node.netns}", "--resolv-conf", str(resolv), "--log-level", "info"]
 
 
-def start_agent(cluster: NetCluster, node: NetNode) -> None:
+def start_agent(cluster: NetCluster, node: NetNode, *extra: str) -> None:
+    """Start the node's `lite agent` (with `extra` arguments, e.g. `--local-api`)."""
     token = (cluster.server.data_dir / "token").read_text().strip()
     _start(cluster, node, ["agent", "--server", f"https://{cluster.server.ip}:{cluster.port}", "--token", token,
-                           *_node_args(cluster, node)])
+                           *_node_args(cluster, node), *extra])
 
 
 def stop_process(node: NetNode, timeout: float = 20) -> None:
@@ -252,17 +256,17 @@ def killall(cluster: NetCluster, node: NetNode) -> subprocess.CompletedProcess[s
     return r
 
 
-def reboot(cluster: NetCluster, node: NetNode) -> float:
+def reboot(cluster: NetCluster, node: NetNode, *extra: str) -> float:
     """Power-cycle a non-server node as closely as one machine allows: kill its agent, `killall` everything its
-    pods held, start the agent again (with whatever link the node has now). Returns the agent's start time
-    (time.monotonic())."""
+    pods held, start the agent again (with whatever link the node has now; `extra` agent arguments). Returns
+    the agent's start time (time.monotonic())."""
     kill_agent(node)
     killall(cluster, node)
     left = pods_running_on(node)
     if left:
         raise AssertionError(f"pods of {node.name} still have processes after killall: {sorted(left)}")
     started = time.monotonic()
-    start_agent(cluster, node)
+    start_agent(cluster, node, *extra)
     return started
 
 
