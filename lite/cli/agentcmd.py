@@ -73,7 +73,12 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
 
 
 class CAUnavailable(Exception):
-    """No server answered `GET /cacerts` (down, unreachable, or answering an error status)."""
+    """No server answered `GET /cacerts` (down, unreachable, or answering an error status): `url` is the last
+    one tried, the message why it failed."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(reason)
+        self.url = url
 
 
 class CAMismatch(Exception):
@@ -90,23 +95,23 @@ async def fetch_ca(server_url: str, ca_hash: str, others: list[str] | None = Non
     ctx.verify_mode = ssl.CERT_NONE  # verified below by hash, as k3s does
     urls = [server_url.rstrip("/"), *[u for u in others or [] if u != server_url.rstrip("/")]]
     timeout = aiohttp.ClientTimeout(total=30, sock_connect=CONNECT_TIMEOUT)
-    last = ""
+    last = CAUnavailable(urls[0], "no server to ask")
     async with aiohttp.ClientSession(timeout=timeout) as s:
         for url in urls:
             try:
                 async with s.get(url + "/cacerts", ssl=ctx) as r:
                     if r.status != 200:
-                        last = f"GET {url}/cacerts answered {r.status}"
+                        last = CAUnavailable(url, f"GET /cacerts answered {r.status}")
                         continue
                     pem = await r.read()
             except (aiohttp.ClientError, OSError, TimeoutError) as e:
-                last = f"{url}: {describe(e)}"
+                last = CAUnavailable(url, describe(e))
                 continue
             if trust.sha256_hex(pem) != ca_hash.lower():
                 raise CAMismatch(f"{url} serves a CA that does not match the hash in the join token "
                                  "(a wrong token, or not this cluster's server)")
             return pem
-    raise CAUnavailable(last)
+    raise last
 
 
 async def cluster_ca(server_url: str, token: str, credentials: Path, others: list[str] | None = None,
@@ -130,7 +135,7 @@ async def cluster_ca(server_url: str, token: str, credentials: Path, others: lis
         try:
             pem = await fetch_ca(server_url, ca_hash, others)
         except CAUnavailable as e:
-            away.failed(server_url, str(e))
+            away.failed(server_url, str(e) if e.url == server_url.rstrip("/") else f"and {e.url}: {e}")
         except CAMismatch as e:
             if str(e) != mismatch:
                 log.error("cannot trust the cluster CA: %s; retrying", e)
