@@ -7,7 +7,8 @@ One real `lite server` (127.0.0.1, no embedded agent) and real `lite agent`s on 
   is away (however many retries), no traceback; an agent that never joined, started meanwhile, waits (one line)
   instead of exiting; when the server is back both join (one line each saying so).
 - an agent whose cgroup root cannot be used (a path through a cgroup file) registers its Node Ready=False with
-  reason CgroupsUnavailable and starts no pod (a Warning event on the pod); restarted with
+  reason CgroupsUnavailable and starts no pod (a Warning event on the pod; deleting it does not wait for the
+  node); restarted with
   --allow-no-resource-limits the Node is Ready, shows ResourceLimitsUnenforced and the annotation, and the pod
   runs.
 Needs root; skips otherwise. Everything listens on 127.0.0.1 or inside the namespaces; `lite killall` cleans.
@@ -162,6 +163,15 @@ def test_a_node_without_usable_cgroups_is_not_ready_unless_allowed(server: LiteS
         assert event["type"] == "Warning" and "not started" in event["message"]
         assert server.request(f"{PODS}/limits-pod")[1]["status"].get("phase") == "Pending"
         assert c.proc is not None and c.proc.poll() is None  # refusing, not exiting
+        # a refused pod deleted gracefully is gone at once: it never ran, nothing waits for the node
+        gone = {**pod, "metadata": {"name": "limits-gone"},
+                "spec": {**pod["spec"], "terminationGracePeriodSeconds": 30}}
+        assert server.request(PODS, "POST", gone)[0] == 201
+        wait_for("the second refusal event", lambda: any(
+            e["involvedObject"].get("name") == "limits-gone" and e["reason"] == "CgroupsUnavailable"
+            for e in server.request("/api/v1/namespaces/default/events")[1]["items"]), 60, tail)
+        assert server.request(f"{PODS}/limits-gone", "DELETE")[0] == 200
+        wait_for("the refused pod deleted", lambda: server.request(f"{PODS}/limits-gone")[0] == 404, 30, tail)
 
         c.stop()
         c.start(server.url, token, extra=("--allow-no-resource-limits",))
