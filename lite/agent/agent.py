@@ -12,6 +12,9 @@ server; after the server's `Synced`, adopted pods that are no longer desired are
 calls it). The node network (bridge with the podCIDR's gateway, Ipam in `<data-dir>/agent/ipam.json`) is set up
 when the Welcome carries a podCIDR; pod networks wait for it. The pod network across nodes (`lite.agent.fabric`)
 follows the Welcome's `flannelBackend` and the Nodes the server relays (kind "Node").
+Resource limits: `open_services` looks for a usable cgroup hierarchy and `lite.agent.limits` decides; an agent
+that cannot enforce limits (and may not run without them) keeps running and reporting, Ready=False, but starts
+no pod (one Warning event per pod; a deleted one is final at once).
 """
 
 from __future__ import annotations
