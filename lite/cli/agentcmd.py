@@ -159,7 +159,7 @@ async def cluster_ca(server_url: str, token: str, credentials: Path, others: lis
         return pem
     away = Away(log, "waiting for it: this node holds no cluster CA yet (it has never joined)")
     mismatch = ""
-    for delay in delays or trust.backoff():
+    for delay in delays if delays is not None else trust.backoff():
         try:
             pem = await fetch_ca(server_url, ca_hash, others)
         except CAUnavailable as e:
