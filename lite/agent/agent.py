@@ -21,6 +21,10 @@ proxy, DNS, policies and pods come up as from the server. Never after a server's
 for the embedded agent (its server is this process); the server's later resync wins as usual (pods it no longer
 wants are stopped at its Synced; pods it sends again are updates of the running ones, never restarts). A replay
 removes nothing on the node but pods: the local-path volume sweep waits for the server's own resync.
+
+Resource limits: `open_services` looks for a usable cgroup hierarchy and `lite.agent.limits` decides; an agent
+that cannot enforce limits (and may not run without them) keeps running and reporting, Ready=False, but starts
+no pod (one Warning event per pod; a deleted one is final at once).
 """
 
 from __future__ import annotations

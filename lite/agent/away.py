@@ -14,6 +14,7 @@ loop (the join session's, the CA fetch's), never shared between loops.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 
@@ -21,7 +22,11 @@ RUNNING = "running from what this node holds"
 
 
 def describe(error: BaseException) -> str:
-    """A short reason for a failed attempt: the error's text, else its type (a bare TimeoutError has none)."""
+    """A short reason for a failed attempt: for a failed connect the system's words ("Connection refused"),
+    else the error's text, else its type (a bare TimeoutError has none)."""
+    cause = getattr(error, "os_error", None)  # aiohttp's ClientConnectorError wraps the connect's OSError
+    if isinstance(cause, OSError) and cause.errno:
+        return os.strerror(cause.errno)
     text = str(error).strip()
     return text or type(error).__name__
 

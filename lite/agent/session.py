@@ -229,7 +229,7 @@ class JoinSession:
                 except CredentialsRefused as e:
                     log.error("join session to %s: node credentials refused: %s", self.url, e)
                 except (aiohttp.ClientError, OSError, TimeoutError, wire.WireError) as e:
-                    self._away.failed(self.url, e)
+                    self._away.failed(self.base_url, e)
                     if http is not None and self.sessions == welcomed_before and \
                             await self._certificate_rejected(http):
                         delay = self.backoff[0]
@@ -306,7 +306,7 @@ class JoinSession:
             await self.agent.handle(welcome)
             self.connected.set()
             self._wake.set()
-            self._away.back(self.url)
+            self._away.back(self.base_url)
             log.info("joined %s as node %s", "in process" if self.dial is not None else self.url, self.node_name)
             await self._serve(ws)
 

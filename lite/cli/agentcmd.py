@@ -20,12 +20,15 @@ import os
 import ssl
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from lite.agent import trust
 from lite.agent.away import Away, describe
+
+if TYPE_CHECKING:
+    from lite.agent.agent import AgentConfig
 
 CONNECT_TIMEOUT = 10.0  # a server host gone without a trace (no RST) holds a dial this long, not aiohttp's 30 s
 log = logging.getLogger("lite.agent")
@@ -47,33 +50,65 @@ def _runtime(requested: str) -> str:
     return requested
 
 
+def embedded_config(server: Any) -> AgentConfig:
+    """The configuration of the agent `lite server` runs for its machine (`server`: a `lite.server.main.Server`)."""
+    from lite.agent.agent import AgentConfig
+
+    config = server.config
+    return AgentConfig(
+        server_url=config.server_url, token=server.creds.join_token, node_name=config.node_name,
+        data_dir=config.data_dir, runtime=_runtime(config.agent_runtime), ca_data=server.creds.ca_pem,
+        registries=_registries(config.private_registry), service_proxy=config.agent_service_proxy,
+        service_cidr=config.service_cidr, cluster_cidr=config.cluster_cidr, node_ip=config.agent_node_ip,
+        node_external_ip=config.agent_node_external_ip, flannel_iface=config.agent_flannel_iface,
+        node_netns=config.agent_node_netns, netns_dir=config.agent_netns_dir,
+        cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf"),
+        seccomp_default=config.agent_seccomp_default, network_policy=config.agent_network_policy,
+        allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls, dial=server.join_local,
+        allow_no_limits=config.agent_allow_no_limits, local_api_port=config.agent_local_api_port)
+
+
 def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
     """The `extra` hook of `lite.server.main.run`: the agent for this machine, unless --disable-agent."""
-    config = server.config
-    if config.disable_agent:
+    if server.config.disable_agent:
         return []
 
     async def run() -> None:
-        from lite.agent.agent import AgentConfig, build_agent
+        from lite.agent.agent import build_agent
 
-        agent = build_agent(AgentConfig(
-            server_url=config.server_url, token=server.creds.join_token, node_name=config.node_name,
-            data_dir=config.data_dir, runtime=_runtime(config.agent_runtime), ca_data=server.creds.ca_pem,
-            registries=_registries(config.private_registry), service_proxy=config.agent_service_proxy,
-            service_cidr=config.service_cidr, cluster_cidr=config.cluster_cidr, node_ip=config.agent_node_ip,
-            node_external_ip=config.agent_node_external_ip, flannel_iface=config.agent_flannel_iface,
-            node_netns=config.agent_node_netns, netns_dir=config.agent_netns_dir,
-            cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf"),
-            seccomp_default=config.agent_seccomp_default, network_policy=config.agent_network_policy,
-            allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls, dial=server.join_local,
-            allow_no_limits=config.agent_allow_no_limits, local_api_port=config.agent_local_api_port))
-        await agent.run()
+        await build_agent(embedded_config(server)).run()
 
     return [("agent", run)]
 
 
+def remote_config(args: argparse.Namespace, data_dir: Path, ca: bytes) -> AgentConfig:
+    """The configuration of `lite agent --server URL --token T` (parsed `args`), trusting the cluster CA `ca`."""
+    from lite.agent.agent import AgentConfig
+    from lite.cli.main import local_api_port
+
+    return AgentConfig(
+        server_url=args.server, token=args.token, node_name=args.node_name or "", data_dir=data_dir,
+        runtime=_runtime(args.runtime), ca_data=ca, registries=_registries(args.private_registry),
+        service_proxy=bool(getattr(args, "service_proxy", True)), node_ip=args.node_ip,
+        node_external_ip=args.node_external_ip, flannel_iface=args.flannel_iface,
+        node_netns=args.node_netns, netns_dir=Path(args.netns_dir) if args.netns_dir else None,
+        cgroup_root=args.cgroup_root, resolv_conf=Path(getattr(args, "resolv_conf", None) or "/etc/resolv.conf"),
+        seccomp_default=bool(getattr(args, "seccomp_default", False)),
+        network_policy=bool(getattr(args, "network_policy", True)),
+        allowed_unsafe_sysctls=tuple(
+            part.strip() for part in str(getattr(args, "allowed_unsafe_sysctls", "") or "").split(",")
+            if part.strip()),
+        allow_no_limits=bool(getattr(args, "allow_no_resource_limits", False)),
+        local_api_port=local_api_port(args))
+
+
 class CAUnavailable(Exception):
-    """No server answered `GET /cacerts` (down, unreachable, or answering an error status)."""
+    """No server answered `GET /cacerts` (down, unreachable, or answering an error status): `url` is the last
+    one tried, the message why it failed."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(reason)
+        self.url = url
 
 
 class CAMismatch(Exception):
@@ -90,23 +125,23 @@ async def fetch_ca(server_url: str, ca_hash: str, others: list[str] | None = Non
     ctx.verify_mode = ssl.CERT_NONE  # verified below by hash, as k3s does
     urls = [server_url.rstrip("/"), *[u for u in others or [] if u != server_url.rstrip("/")]]
     timeout = aiohttp.ClientTimeout(total=30, sock_connect=CONNECT_TIMEOUT)
-    last = ""
+    last = CAUnavailable(urls[0], "no server to ask")
     async with aiohttp.ClientSession(timeout=timeout) as s:
         for url in urls:
             try:
                 async with s.get(url + "/cacerts", ssl=ctx) as r:
                     if r.status != 200:
-                        last = f"GET {url}/cacerts answered {r.status}"
+                        last = CAUnavailable(url, f"GET /cacerts answered {r.status}")
                         continue
                     pem = await r.read()
             except (aiohttp.ClientError, OSError, TimeoutError) as e:
-                last = f"{url}: {describe(e)}"
+                last = CAUnavailable(url, describe(e))
                 continue
             if trust.sha256_hex(pem) != ca_hash.lower():
                 raise CAMismatch(f"{url} serves a CA that does not match the hash in the join token "
                                  "(a wrong token, or not this cluster's server)")
             return pem
-    raise CAUnavailable(last)
+    raise last
 
 
 async def cluster_ca(server_url: str, token: str, credentials: Path, others: list[str] | None = None,
@@ -126,11 +161,11 @@ async def cluster_ca(server_url: str, token: str, credentials: Path, others: lis
         return pem
     away = Away(log, "waiting for it: this node holds no cluster CA yet (it has never joined)")
     mismatch = ""
-    for delay in delays or trust.backoff():
+    for delay in delays if delays is not None else trust.backoff():
         try:
             pem = await fetch_ca(server_url, ca_hash, others)
         except CAUnavailable as e:
-            away.failed(server_url, str(e))
+            away.failed(server_url, str(e) if e.url == server_url.rstrip("/") else f"and {e.url}: {e}")
         except CAMismatch as e:
             if str(e) != mismatch:
                 log.error("cannot trust the cluster CA: %s; retrying", e)
@@ -151,8 +186,7 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
     the cluster CA and the node credentials it holds are used as they are, and the join session retries the
     server with backoff while the agent runs from what the node holds. systemd hears READY=1 before any of
     that waits for the server."""
-    from lite.agent.agent import AgentConfig, build_agent
-    from lite.cli.main import local_api_port
+    from lite.agent.agent import build_agent
     from lite.sdnotify import notify
     from lite.server.main import run_until_signalled
 
@@ -177,20 +211,7 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
                 trust.keep(credentials, ca)
         else:
             ca = await cluster_ca(args.server, args.token, credentials, known)
-        agent = build_agent(AgentConfig(
-            server_url=args.server, token=args.token, node_name=args.node_name or "", data_dir=data_dir,
-            runtime=_runtime(args.runtime), ca_data=ca, registries=_registries(args.private_registry),
-            service_proxy=bool(getattr(args, "service_proxy", True)), node_ip=args.node_ip,
-            node_external_ip=args.node_external_ip, flannel_iface=args.flannel_iface,
-            node_netns=args.node_netns, netns_dir=Path(args.netns_dir) if args.netns_dir else None,
-            cgroup_root=args.cgroup_root, resolv_conf=Path(getattr(args, "resolv_conf", None) or "/etc/resolv.conf"),
-            seccomp_default=bool(getattr(args, "seccomp_default", False)),
-            network_policy=bool(getattr(args, "network_policy", True)),
-            allowed_unsafe_sysctls=tuple(
-                part.strip() for part in str(getattr(args, "allowed_unsafe_sysctls", "") or "").split(",")
-                if part.strip()),
-            allow_no_limits=bool(getattr(args, "allow_no_resource_limits", False)),
-            local_api_port=local_api_port(args)))
+        agent = build_agent(remote_config(args, data_dir, ca))
         await agent.run()
 
     return run_until_signalled(main)

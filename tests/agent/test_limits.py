@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from lite import wire
+from lite.agent.agent import Agent, AgentConfig
 from lite.agent.limits import ANNOTATION, CONDITION, ENFORCED, REFUSED_REASON, conditions, decide, pod_refusal
 from lite.agent.node import NodeReporter
 
@@ -67,3 +69,49 @@ def test_node_status_follows_the_decision(tmp_path: Path) -> None:
     conds = {c["type"]: c for c in r.status()["conditions"]}
     assert conds["Ready"]["status"] == "True" and conds[CONDITION]["status"] == "True"
     assert conds["Ready"]["lastTransitionTime"] >= ready["lastTransitionTime"]
+
+
+class _Posts:
+    """Stands in for the join session: what the agent posts."""
+
+    def __init__(self) -> None:
+        self.msgs: list[wire.Message] = []
+
+    def post(self, msg: wire.Message) -> None:
+        self.msgs.append(msg)
+
+
+@pytest.mark.parametrize(("runtime", "allow", "want"), [
+    ("namespaces", False, "refused"), ("namespaces", True, "unenforced"), ("process", False, "unenforced")])
+async def test_an_agent_whose_cgroup_root_is_unusable(tmp_path: Path, runtime: str, allow: bool, want: str) -> None:
+    """A cgroup root below a cgroup file cannot be made (root or not): the agent decides from that, its Node
+    says so, and a refusing agent starts no pod (one Warning event; a deleted one is final at once)."""
+    agent = Agent(AgentConfig(server_url="https://127.0.0.1:1", token="t", node_name="n1", data_dir=tmp_path,
+                              runtime=runtime, cgroup_root="cgroup.procs/lite-bogus", allow_no_limits=allow,
+                              node_ip="127.0.0.1"))
+    await agent.open_services()
+    try:
+        assert agent.deps.cgroups is None and agent.limits.annotation == want
+        assert agent.hello_info()["annotations"][ANNOTATION] == want
+        conds = {c["type"]: c for c in agent.hello_info()["status"]["conditions"]}
+        assert conds["Ready"]["status"] == ("False" if want == "refused" else "True")
+        assert (CONDITION in conds) == (want == "unenforced")
+        if want != "refused":
+            return
+        posts = _Posts()
+        agent.session = posts
+        pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u1"},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        await agent.handle(wire.PodUpsert(pod))
+        await agent.handle(wire.PodUpsert({**pod, "spec": {**pod["spec"], "activeDeadlineSeconds": 5}}))
+        assert agent.runners == {}
+        assert len(posts.msgs) == 1  # one event per pod, however often it is relayed
+        event = posts.msgs[0]
+        assert isinstance(event, wire.Event) and event.event["reason"] == REFUSED_REASON
+        assert event.event["type"] == "Warning" and "not started" in event.event["message"]
+        deleted = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+        await agent.handle(wire.PodUpsert(deleted))
+        assert posts.msgs[1:] == [wire.PodFinal("u1", "default", "p")] and agent.runners == {}
+    finally:
+        assert agent.deps.images is not None
+        await agent.deps.images.close()

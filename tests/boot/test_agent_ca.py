@@ -73,7 +73,8 @@ async def test_a_node_holding_no_ca_waits_for_its_server_then_keeps_it(
     assert await asyncio.wait_for(task, 10) == PEM
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2, lines
-    assert lines[0].startswith(f"server {url} unreachable (") and "holds no cluster CA yet" in lines[0]
+    assert lines[0].startswith(f"server {url} unreachable (Connection refused); retrying every ≤30 s")
+    assert lines[0].endswith("waiting for it: this node holds no cluster CA yet (it has never joined)")
     assert lines[1].startswith(f"server {url} is back after ")
     assert trust.held(tmp_path, trust.sha256_hex(PEM)) == PEM
 
@@ -101,3 +102,21 @@ async def test_a_ca_that_does_not_match_is_never_kept(
 async def test_a_token_without_a_ca_hash_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="--ca-file"):
         await cluster_ca("https://127.0.0.1:1", "bare-secret", tmp_path)
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_the_flag_reaches_both_agents(tmp_path: Path, flag: bool) -> None:
+    from types import SimpleNamespace
+
+    from lite.cli.agentcmd import embedded_config, remote_config
+    from lite.cli.main import build_parser
+    from lite.server.config import ServerConfig
+
+    extra = ["--allow-no-resource-limits"] if flag else []
+    args = build_parser().parse_args(["agent", "--server", "https://10.0.0.1:6443", "--token", TOKEN, *extra])
+    assert remote_config(args, tmp_path, PEM).allow_no_limits is flag
+    srv = build_parser().parse_args(["server", *extra])
+    assert srv.allow_no_resource_limits is flag
+    config = ServerConfig.create(tmp_path, agent_allow_no_limits=srv.allow_no_resource_limits)
+    server = SimpleNamespace(config=config, creds=SimpleNamespace(join_token=TOKEN, ca_pem=PEM), join_local=None)
+    assert embedded_config(server).allow_no_limits is flag
