@@ -218,3 +218,32 @@ async def test_agent_records_what_it_handles(tmp_path: Path) -> None:
     loaded = _cache_loaded(tmp_path)
     assert loaded.state.config == {"clusterDomain": "edge.local"}
     assert set(loaded.state.objects) == {"ConfigMap", "Secret", "Service", "NetworkPolicy"}
+
+
+def _agent(tmp_path: Path, **kw: Any) -> Any:
+    from lite.agent.agent import Agent, AgentConfig
+
+    return Agent(AgentConfig(server_url="https://127.0.0.1:1", token="t", node_name="n1", data_dir=tmp_path,
+                             runtime="process", use_cgroups=False, node_ip="127.0.0.1", **kw))
+
+
+async def test_the_embedded_agent_keeps_no_cache(tmp_path: Path) -> None:
+    async def dial(node: str, password: str) -> Any:
+        raise ConnectionError("unused")
+
+    a = _agent(tmp_path, dial=dial)
+    await a.handle(CM)
+    await a.cache.flush()
+    assert a.objects and a.cache.state.objects == {} and not (tmp_path / "agent" / "cache").exists()
+    assert a.tokens.memory is None
+
+
+async def test_a_malformed_message_is_applied_but_not_recorded(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    a = _agent(tmp_path)
+    bad = {"metadata": {"name": "bad", "namespace": "t", "uid": "u-bad"}, "spec": {"volumes": ["not-a-volume"]}}
+    with caplog.at_level(logging.ERROR, "lite.agent.cache"):
+        a.cache.record(wire.PodUpsert(bad))
+    assert "cannot record pod_upsert" in caplog.text and a.cache.state.pods == {}
+    await a.handle(CM)  # the agent goes on recording the next ones
+    assert ("t", "site") in a.cache.state.objects["ConfigMap"]
