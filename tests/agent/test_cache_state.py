@@ -3,6 +3,8 @@ are still used, and what a replay consists of, as tables."""
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -150,5 +152,22 @@ def test_sections_round_trip_through_restore() -> None:
     sections = {name: st.section_data(state, name) for name in dirty | {"tokens"}}
     again = st.restore(sections)
     assert again.config == state.config and again.pods == state.pods and again.objects == state.objects
-    assert again.tokens == state.tokens and again.refs == state.refs
+    assert again.tokens == state.tokens and again.refs == state.refs and again.users == state.users
     assert st.replay_messages(again) == st.replay_messages(state)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_reference_counts_match_the_pods_over_random_sequences(seed: int) -> None:
+    rnd = random.Random(seed)
+    state = st.CacheState()
+    for _ in range(300):
+        uid, cm, sec = f"u{rnd.randrange(6)}", f"cm{rnd.randrange(3)}", f"s{rnd.randrange(3)}"
+        msg = rnd.choice([wire.PodUpsert(_pod(uid, cm=cm, secret=sec)), wire.PodUpsert(_pod(uid, cm=cm)),
+                          wire.PodDelete(uid), wire.ObjectUpsert("ConfigMap", _obj(cm)),
+                          wire.ObjectUpsert("Secret", _obj(sec)), wire.ObjectDelete("Secret", "t", sec),
+                          wire.Synced([u for u in state.pods if rnd.random() < 0.7])])
+        st.record(state, msg)
+        assert state.users == Counter(ref for refs in state.refs.values() for ref in refs)
+        assert set(state.refs) <= set(state.pods)
+        if isinstance(msg, wire.Synced):  # after a resync no object is kept that no pod uses
+            assert st.unused(state) == set() and set(state.pods) == set(msg.uids)
