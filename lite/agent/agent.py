@@ -16,11 +16,12 @@ follows the Welcome's `flannelBackend` and the Nodes the server relays (kind "No
 Edge autonomy (issue 21): every desired-state message `handle` gets is recorded in the node-local cache
 (`lite.agent.cache.DesiredCache`, `<data-dir>/agent/cache/`). An agent with no Welcome from its server
 `REPLAY_AFTER` seconds after it started serving hands itself the cached state (`_replay_offline`):
-Welcome(cached config) → cached objects → pods → Synced, through the same `handle` path, so the node network,
-proxy, DNS, policies and pods come up as from the server. Never after a server's Welcome in this process, never
-for the embedded agent (its server is this process); the server's later resync wins as usual (pods it no longer
-wants are stopped at its Synced; pods it sends again are updates of the running ones, never restarts). A replay
-removes nothing on the node but pods: the local-path volume sweep waits for the server's own resync.
+Welcome(cached config) → cached objects → pods → Synced, through the same path as `handle`, so the node
+network, proxy, DNS, policies and pods come up as from the server. Never after a server's Welcome in this
+process; the embedded agent keeps no cache at all (its server is this process: it is never cut off). The
+server's later resync wins as usual (pods it no longer wants are stopped at its Synced; pods it sends again
+are updates of the running ones, never restarts). A replay removes nothing on the node but pods: the local-path
+volume sweep waits for the server's own resync.
 
 Resource limits: `open_services` looks for a usable cgroup hierarchy and `lite.agent.limits` decides; an agent
 that cannot enforce limits (and may not run without them) keeps running and reporting, Ready=False, but starts
@@ -142,7 +143,9 @@ class Agent:
         self._welcomed = asyncio.Event()  # a server's Welcome reached `handle` in this process
         self._replaying = False
         self._handle_lock = asyncio.Lock()  # a replay is one uninterrupted Welcome ... Synced
-        self.tokens = TokenClient(self._post, memory=self.cache, online=self._online)
+        # the embedded agent's server is its own process: it is never cut off, so it keeps no cache
+        self.caching = config.dial is None
+        self.tokens = TokenClient(self._post, memory=self.cache if self.caching else None, online=self._online)
         self.services = ServiceCatalog()  # fed by the proxy feed: the service environment variables of pods
         self.deps = self._deps()
         self.deps.admitted_specs = lambda: [r.st.spec for r in self.runners.values() if r.active]
@@ -280,7 +283,8 @@ class Agent:
         async with self._handle_lock:
             if isinstance(msg, wire.Welcome):
                 self._welcomed.set()
-            self.cache.record(msg)
+            if self.caching:
+                self.cache.record(msg)
             await self._apply(msg)
 
     async def _replay_offline(self) -> None:
@@ -302,7 +306,10 @@ class Agent:
             self._replaying, self.replayed = True, True
             try:
                 for m in messages:
-                    await self._apply(m)
+                    try:
+                        await self._apply(m)
+                    except Exception:  # one bad cached object must not take the agent down
+                        log.exception("replaying the cached %s failed", m.T)
             finally:
                 self._replaying = False
 
@@ -530,7 +537,8 @@ class Agent:
         """Run with `session` (anything with `post(msg)` and an eternal `run()`) until cancelled."""
         self.session = session
         self.root.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(self.cache.load)
+        if self.caching:
+            await asyncio.to_thread(self.cache.load)
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
@@ -541,8 +549,8 @@ class Agent:
                     self._spawn(p["name"], p["coro"])
                 self._pending.clear()
                 tg.create_task(session.run(), name="..session")
-                tg.create_task(self.cache.run(), name="..cache")
-                if self.config.dial is None:
+                if self.caching:
+                    tg.create_task(self.cache.run(), name="..cache")
                     tg.create_task(self._replay_offline(), name="..replay")
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
@@ -561,7 +569,7 @@ class Agent:
             self._tg = None
             try:
                 await self.cache.close()
-            except OSError as e:
+            except (OSError, TypeError, ValueError) as e:
                 log.error("desired-state cache: final write failed: %s", e)
             if self.dns is not None:
                 await self.dns.close()

@@ -63,7 +63,11 @@ class DesiredCache:
 
     def record(self, msg: wire.Message) -> None:
         """One desired-state message as `Agent.handle` got it; anything else is ignored."""
-        dirty = st.record(self.state, msg)
+        try:
+            dirty = st.record(self.state, msg)
+        except Exception:  # a malformed object must never keep the agent from applying the message
+            log.exception("desired-state cache: cannot record %s", msg.T)
+            return
         self._recorded = True
         if dirty:
             self._dirty |= dirty
@@ -85,7 +89,11 @@ class DesiredCache:
         if self._recorded:
             return
         data, sizes, failed = self.files.load()
-        self.state = st.restore(data)
+        try:
+            self.state = st.restore(data)
+        except Exception:  # written by this code, but a disk can hold anything: start empty, replay nothing
+            log.exception("desired-state cache: cannot restore %s", self.files.directory)
+            return
         self.sizes = sizes
         self.loaded_pods = st.PODS in data and st.PODS not in failed
 

@@ -62,6 +62,7 @@ class CacheState:
     objects: dict[str, dict[Key, Obj]] = field(default_factory=dict)  # kind -> (namespace, name) -> object
     tokens: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
     refs: dict[str, set[Ref]] = field(default_factory=dict)  # pod uid -> its POD_KINDS references
+    users: dict[Ref, int] = field(default_factory=dict)  # reference -> how many cached pods make it
     resynced: set[Ref] | None = None  # RESYNC_KINDS objects relayed since the last Welcome (None: no resync)
 
     def count(self) -> int:
@@ -69,7 +70,24 @@ class CacheState:
         return len(self.pods) + sum(len(objs) for objs in self.objects.values())
 
     def referenced(self, ref: Ref) -> bool:
-        return any(ref in refs for refs in self.refs.values())
+        return self.users.get(ref, 0) > 0
+
+    def set_refs(self, uid: str, refs: set[Ref]) -> set[Ref]:
+        """The pod's references are now `refs` (empty: the pod is gone); the ones no cached pod makes any more."""
+        old = self.refs.pop(uid, set())
+        if refs:
+            self.refs[uid] = refs
+        for ref in refs - old:
+            self.users[ref] = self.users.get(ref, 0) + 1
+        lost = set()
+        for ref in old - refs:
+            left = self.users.get(ref, 0) - 1
+            if left > 0:
+                self.users[ref] = left
+            else:
+                self.users.pop(ref, None)
+                lost.add(ref)
+        return lost
 
 
 # ---- references -------------------------------------------------------------------------------------------
@@ -123,9 +141,8 @@ def pod_refs(pod: Obj) -> set[Ref]:
 
 def unused(state: CacheState) -> set[Ref]:
     """Cached objects of `POD_KINDS` that no cached pod references."""
-    used = set().union(*state.refs.values()) if state.refs else set()
     return {(kind, ns, name) for kind in POD_KINDS for ns, name in state.objects.get(kind, {})
-            if (kind, ns, name) not in used}
+            if not state.referenced((kind, ns, name))}
 
 
 # ---- recording --------------------------------------------------------------------------------------------
@@ -139,9 +156,8 @@ def _drop(state: CacheState, ref: Ref, dirty: set[str]) -> None:
 def _drop_pod(state: CacheState, uid: str, dirty: set[str]) -> None:
     if state.pods.pop(uid, None) is not None:
         dirty.add(PODS)
-    for ref in sorted(state.refs.pop(uid, set())):
-        if not state.referenced(ref):
-            _drop(state, ref, dirty)
+    for ref in sorted(state.set_refs(uid, set())):
+        _drop(state, ref, dirty)
     for key in [k for k in state.tokens if k[0] == uid]:
         del state.tokens[key]
         dirty.add(TOKENS)
@@ -161,13 +177,11 @@ def record(state: CacheState, msg: wire.Message) -> set[str]:
         uid = str(meta.get("uid") or "")
         if not uid:
             return dirty
-        old = state.refs.get(uid, set())
-        state.refs[uid] = new = pod_refs(msg.pod)
+        lost = state.set_refs(uid, pod_refs(msg.pod))
         state.pods[uid] = msg.pod
         dirty.add(PODS)
-        for ref in sorted(old - new):
-            if not state.referenced(ref):
-                _drop(state, ref, dirty)
+        for ref in sorted(lost):
+            _drop(state, ref, dirty)
     elif isinstance(msg, wire.PodDelete):
         _drop_pod(state, msg.uid, dirty)
     elif isinstance(msg, wire.ObjectUpsert):
@@ -248,7 +262,7 @@ def restore(sections: dict[str, Any]) -> CacheState:
         uid = str(((pod or {}).get("metadata") or {}).get("uid") or "") if isinstance(pod, dict) else ""
         if uid:
             state.pods[uid] = pod
-            state.refs[uid] = pod_refs(pod)
+            state.set_refs(uid, pod_refs(pod))
     for name, data in sections.items():
         if name == SECRETS or name.startswith("objects-"):
             kind = SECRET if name == SECRETS else name.removeprefix("objects-")
