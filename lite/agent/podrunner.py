@@ -21,6 +21,25 @@
     agent shutdown = cancel run(): nothing is stopped; containers keep running under their shims, the records
     stay in <pod_dir>/records.json and the next agent adopts them (never restarting a live container).
 
+Adoption after a reboot (the rule; `lite killall` leaves what a reboot leaves: the pod directory, nothing else).
+A pod's sandbox is what lives only as long as the machine: its netns, mounts, cgroup, container processes.
+Before adopting anything, the runner asks whether that sandbox survived (`sandbox_lost`): it did not when its
+records name another boot (`..start.boot`; shim.json names its boot too, so a pid and start time from another
+boot are never taken for a live process), when a pod-network pod's netns is no longer a mounted namespace, or
+when every container a hostNetwork pod ran vanished without an exit status. A surviving sandbox is adopted as
+before: live containers kept, ended ones restarted per policy in it. A lost one is never adopted, nor kept half
+alive: whatever is left of it is stopped (containers, pause), every container it ran is recorded as ended with
+exit 255 reason Unknown (containerd's status for a container whose task vanished), and then, as kubelet's
+computePodActions decides for a pod whose sandbox changed (event SandboxChanged):
+  - restartPolicy Never once any container was made, or OnFailure with nothing left to start: no new sandbox;
+    the pod ends (Never: Failed, a container never made is ContainerStatusUnknown), its IP and cgroup released;
+  - otherwise a new sandbox: a new netns with the same IP (the Ipam keys addresses by pod uid and keeps them on
+    disk, so the address neither leaks nor goes to another pod, and the EndpointSlices a node cut off from its
+    server still holds keep pointing at it), the volumes made again (a Memory emptyDir starts empty, a disk one
+    keeps its content, as upstream), every init container run again from the first, then the app containers
+    per policy (one that succeeded under OnFailure stays done), restart counts going on, probes from scratch.
+An adopted container that ended for good (Never, or exit 0 under OnFailure) is never started again.
+
 Invariants: only the runner task mutates its `PodState`; status is pushed only when it changed (ignoring
 transition times); `terminate` is idempotent and may arrive at any time, also before `run` started.
 """
