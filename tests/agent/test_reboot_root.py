@@ -103,6 +103,12 @@ async def test_reboot_brings_the_pod_back_in_a_new_sandbox(tmp_path: Path, regis
         report = await asyncio.to_thread(killall, cfg.data_dir)  # the reboot
         assert report.processes and report.netns == 1 and not netns.exists() and not _mounts_below(cfg.data_dir)
 
+        # an address whose pod is gone from the node (its release lost): freed when the node network comes up
+        ipam_file = cfg.data_dir / "agent" / "ipam.json"
+        held = json.loads(ipam_file.read_text())
+        held["allocations"]["gone-pod"] = "10.251.3.200"
+        ipam_file.write_text(json.dumps(held))
+
         # the node comes back, still cut off: no Welcome, no PodUpsert; the agent starts from what it holds
         a, rec, serving = await _start(cfg)
         agents.append((a, serving))
