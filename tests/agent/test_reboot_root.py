@@ -19,6 +19,7 @@ from lite import wire
 from lite.agent.agent import Agent, AgentConfig
 from lite.agent.killall import killall
 from lite.netns.nsfs import is_netns_mount
+from lite.netns.pod import host_ifname
 from tests.agent.test_killall_root import _mounts_below
 from tests.agent.test_podrunner_root import CIDR, Recorder, _cs, _exec, _pod, _remove_cgroup_root
 from tests.helpers.images import PushedImages
@@ -100,6 +101,16 @@ async def test_reboot_brings_the_pod_back_in_a_new_sandbox(tmp_path: Path, regis
         assert "from a configmap" in await _get(a, ip)
         await _stop(serving)
 
+        # its network broken meanwhile (the host veth gone): made again, and the containers with it, never left
+        # running in a netns the pod no longer has
+        subprocess.run(["nsenter", f"--net={node_ns}", "ip", "link", "del", host_ifname(uid)], check=True)
+        a, rec, serving = await _start(cfg)
+        agents.append((a, serving))
+        s = await rec.until(uid, lambda s: _cs(s).get("ready") is True and _cs(s)["restartCount"] == 1)
+        assert s["podIP"] == ip and s["initContainerStatuses"][0]["restartCount"] == 1
+        assert "from a configmap" in await _get(a, ip)
+        await _stop(serving)
+
         report = await asyncio.to_thread(killall, cfg.data_dir)  # the reboot
         assert report.processes and report.netns == 1 and not netns.exists() and not _mounts_below(cfg.data_dir)
 
@@ -112,16 +123,16 @@ async def test_reboot_brings_the_pod_back_in_a_new_sandbox(tmp_path: Path, regis
         # the node comes back, still cut off: no Welcome, no PodUpsert; the agent starts from what it holds
         a, rec, serving = await _start(cfg)
         agents.append((a, serving))
-        s = await rec.until(uid, lambda s: _cs(s).get("ready") is True and _cs(s)["restartCount"] == 1)
+        s = await rec.until(uid, lambda s: _cs(s).get("ready") is True and _cs(s)["restartCount"] == 2)
         assert s["phase"] == "Running" and s["podIP"] == ip  # same IP: the Ipam keys it by pod uid
         assert _cs(s)["containerID"] != cid
         assert _cs(s)["lastState"]["terminated"]["exitCode"] == 255
         assert _cs(s)["lastState"]["terminated"]["reason"] == "Unknown"
-        assert s["initContainerStatuses"][0]["restartCount"] == 1
+        assert s["initContainerStatuses"][0]["restartCount"] == 2
         assert is_netns_mount(netns)
         assert "from a configmap" in await _get(a, ip)
         assert await _exec(a, pod, ["cat", "/disk/boots", "/mem/boots", "/disk/inits"]) == (
-            0, "up\nup\n" + "up\n" + "init\ninit\n")  # disk emptyDir kept, Memory one new, init ran again
+            0, "up\nup\nup\n" + "up\n" + "init\ninit\ninit\n")  # disk emptyDir kept, Memory one new, init again
         mem = cfg.data_dir / "agent" / "pods" / uid / "volumes" / "mem"
         assert _mounts_below(cfg.data_dir).count(str(mem)) == 1
         assert _ipam(cfg) == {uid: ip}
