@@ -68,7 +68,8 @@ from lite.agent.hooks.network import NetworkHook
 from lite.agent.hooks.supervisor import Backoff, ContainerSupervisor, should_restart, stamp
 from lite.agent.images import ImageError
 from lite.agent.runtime.container import ExitStatus
-from lite.agent.runtime.state import EXIT, ShimRecord
+from lite.agent.runtime.state import EXIT, STARTING, ShimRecord, read_json
+from lite.agent.runtime.state import alive as state_alive
 from lite.agent.status import (
     CONTAINER_CREATING,
     DEADLINE_EXCEEDED,
@@ -510,12 +511,18 @@ class PodRunner:
 
     @staticmethod
     def _liveness(dirs: list[Path]) -> tuple[int, int]:
-        """Thread body: of these state_dirs, how many have a live shim and how many an exit status."""
+        """Thread body: of these state_dirs, how many have a live shim (also one still starting) and how many an
+        exit status."""
         alive = exited = 0
         for d in dirs:
             exited += (d / EXIT).exists()
             rec = ShimRecord.load(d)
-            alive += rec is not None and rec.shim_alive()
+            if rec is not None:
+                alive += rec.shim_alive()
+                continue
+            starting = read_json(d / STARTING) or {}
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                alive += state_alive(int(starting["shim_pid"]), int(starting["shim_start"]))
         return alive, exited
 
     def _netns_id(self) -> tuple[int, int] | None:
