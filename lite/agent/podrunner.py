@@ -68,8 +68,7 @@ from lite.agent.hooks.network import NetworkHook
 from lite.agent.hooks.supervisor import Backoff, ContainerSupervisor, should_restart, stamp
 from lite.agent.images import ImageError
 from lite.agent.runtime.container import ExitStatus
-from lite.agent.runtime.state import EXIT, STARTING, ShimRecord, read_json
-from lite.agent.runtime.state import alive as state_alive
+from lite.agent.runtime.state import EXIT, ShimRecord, starting_pid
 from lite.agent.status import (
     CONTAINER_CREATING,
     DEADLINE_EXCEEDED,
@@ -517,12 +516,7 @@ class PodRunner:
         for d in dirs:
             exited += (d / EXIT).exists()
             rec = ShimRecord.load(d)
-            if rec is not None:
-                alive += rec.shim_alive()
-                continue
-            starting = read_json(d / STARTING) or {}
-            with contextlib.suppress(KeyError, TypeError, ValueError):
-                alive += state_alive(int(starting["shim_pid"]), int(starting["shim_start"]))
+            alive += rec.shim_alive() if rec is not None else starting_pid(d) is not None
         return alive, exited
 
     def _netns_id(self) -> tuple[int, int] | None:
