@@ -21,6 +21,27 @@
     agent shutdown = cancel run(): nothing is stopped; containers keep running under their shims, the records
     stay in <pod_dir>/records.json and the next agent adopts them (never restarting a live container).
 
+Adoption after a reboot (the rule; `lite killall` leaves what a reboot leaves: the pod directory, nothing else).
+A pod's sandbox is what lives only as long as the machine: its netns, mounts, cgroup, container processes.
+Before adopting anything, the runner asks whether that sandbox survived (`sandbox_lost`): it did not when its
+records name another boot (`..start.boot`; shim.json names its boot too, so a pid and start time from another
+boot are never taken for a live process), when a pod-network pod's netns is no longer a mounted namespace, or
+when every container a hostNetwork pod ran vanished without an exit status. A surviving sandbox is adopted as
+before: live containers kept, ended ones restarted per policy in it; but when its network turns out incomplete
+(the host veth gone) and the network hook makes a new netns, the sandbox is lost after all (the live containers
+sit in the old netns). A lost one is never adopted, nor kept half
+alive: whatever is left of it is stopped (containers, pause), every container it ran is recorded as ended with
+exit 255 reason Unknown (containerd's status for a container whose task vanished), and then, as kubelet's
+computePodActions decides for a pod whose sandbox changed (event SandboxChanged):
+  - restartPolicy Never once any container was made, or OnFailure with nothing left to start: no new sandbox;
+    the pod ends (Never: Failed, a container never made is ContainerStatusUnknown), its IP and cgroup released;
+  - otherwise a new sandbox: a new netns with the same IP (the Ipam keys addresses by pod uid and keeps them on
+    disk, so the address neither leaks nor goes to another pod, and the EndpointSlices a node cut off from its
+    server still holds keep pointing at it), the volumes made again (a Memory emptyDir starts empty, a disk one
+    keeps its content, as upstream), every init container run again from the first, then the app containers
+    per policy (one that succeeded under OnFailure stays done), restart counts going on, probes from scratch.
+An adopted container that ended for good (Never, or exit 0 under OnFailure) is never started again.
+
 Invariants: only the runner task mutates its `PodState`; status is pushed only when it changed (ignoring
 transition times); `terminate` is idempotent and may arrive at any time, also before `run` started.
 """
@@ -31,6 +52,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -46,7 +68,7 @@ from lite.agent.hooks.network import NetworkHook
 from lite.agent.hooks.supervisor import Backoff, ContainerSupervisor, should_restart, stamp
 from lite.agent.images import ImageError
 from lite.agent.runtime.container import ExitStatus
-from lite.agent.runtime.state import EXIT, ShimRecord
+from lite.agent.runtime.state import EXIT, ShimRecord, starting_pid
 from lite.agent.status import (
     CONTAINER_CREATING,
     DEADLINE_EXCEEDED,
@@ -436,7 +458,13 @@ class PodRunner:
             return
         if self.adopting and not await self._sandbox_survived():
             return
+        netns = self._netns_id()
         await self._prepare()
+        if self.adopting and netns is not None and self._netns_id() != netns:
+            # the network was incomplete and made again: the live containers are left in the old netns
+            if not await self._sandbox_survived("its network was made again"):
+                return
+            await self._prepare()
         policy = str(self.st.spec.get("restartPolicy") or "Always")
         for c, rec in zip(self.st.spec.get("initContainers") or [], self.st.inits, strict=False):
             if rec.terminated is not None and rec.terminated.exit_code == 0:
@@ -482,26 +510,35 @@ class PodRunner:
 
     @staticmethod
     def _liveness(dirs: list[Path]) -> tuple[int, int]:
-        """Thread body: of these state_dirs, how many have a live shim and how many an exit status."""
+        """Thread body: of these state_dirs, how many have a live shim (also one still starting) and how many an
+        exit status."""
         alive = exited = 0
         for d in dirs:
             exited += (d / EXIT).exists()
             rec = ShimRecord.load(d)
-            alive += rec is not None and rec.shim_alive()
+            alive += rec.shim_alive() if rec is not None else starting_pid(d) is not None
         return alive, exited
 
-    async def _sandbox_survived(self) -> bool:
+    def _netns_id(self) -> tuple[int, int] | None:
+        """Which namespace the pod's netns file holds (nsfs device and inode), None without one."""
+        path = NetworkHook(self.deps).netns_path(self.st)
+        if path is None or not is_netns_mount(Path(path)):
+            return None
+        st = os.stat(path)
+        return st.st_dev, st.st_ino
+
+    async def _sandbox_survived(self, lost: str = "") -> bool:
         """Adoption: True when the pod's sandbox survived (its live containers are adopted as they are), or when
         it was lost (a reboot, `lite killall`) and a new one is to be made: what is left of the old one is killed,
         the containers it ran are recorded as ended (exit 255, reason Unknown, as containerd reports them) and
-        nothing is adopted. False when the pod ends instead (`restart_after_lost`): its records say how."""
+        nothing is adopted. False when the pod ends instead (`restart_after_lost`): its records say how.
+        `lost`: the caller already knows it is lost, and why."""
         st = self.st
         running = [r for r in [*st.inits, *st.apps] if r.state == "running"]
         alive, exited = await asyncio.to_thread(self._liveness, [state_dir(st, r.name) for r in running])
-        netns = NetworkHook(self.deps).netns_path(st)
-        reason = sandbox_lost(recorded_boot=self._sandbox_boot, boot=self.deps.boot, host_network=st.host_network,
-                              netns_mounted=netns is not None and is_netns_mount(Path(netns)), running=len(running),
-                              alive=alive, exited=exited)
+        reason = lost or sandbox_lost(recorded_boot=self._sandbox_boot, boot=self.deps.boot,
+                                      host_network=st.host_network, netns_mounted=self._netns_id() is not None,
+                                      running=len(running), alive=alive, exited=exited)
         if not reason:
             return True
         if any(r.container_id for r in [*st.inits, *st.apps]):

@@ -8,12 +8,14 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from lite.agent.killall import _kill_shims
 from lite.agent.podrunner import restart_after_lost, sandbox_lost
-from lite.agent.runtime.state import alive, start_time
+from lite.agent.runtime.state import alive, boot_id, start_time, starting_pid
 from lite.agent.status import ContainerRecord, Terminated
 from tests.agent.test_podrunner import Harness, _cs, _pod, _running
 
@@ -185,3 +187,34 @@ async def test_adopted_container_that_ended_for_good_is_not_started_again(tmp_pa
         assert runs.read_text() == "once\n"
     finally:
         await h2.close()
+
+
+@pytest.mark.parametrize("same_boot", [True, False])
+def test_killall_kills_a_recorded_shim_only_in_its_boot(tmp_path: Path, same_boot: bool) -> None:
+    """A pid and start time recorded in another boot may now be any process's: `lite killall` leaves it alone."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        state = tmp_path / "pod" / "containers" / "c" / "state"
+        state.mkdir(parents=True)
+        started = start_time(proc.pid)
+        (state / "shim.json").write_text(json.dumps({
+            "shim_pid": proc.pid, "init_pid": proc.pid, "shim_start": started, "init_start": started,
+            "boot": boot_id() if same_boot else "an-earlier-boot"}))
+        assert bool(_kill_shims([tmp_path / "pod"])) is same_boot
+        assert (proc.wait(5) == -signal.SIGKILL) if same_boot else proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_starting_shim_is_waited_for_only_in_its_boot(tmp_path: Path) -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        record = {"shim_pid": proc.pid, "shim_start": start_time(proc.pid), "boot": boot_id()}
+        (tmp_path / "starting.json").write_text(json.dumps(record))
+        assert starting_pid(tmp_path) == proc.pid
+        (tmp_path / "starting.json").write_text(json.dumps({**record, "boot": "an-earlier-boot"}))
+        assert starting_pid(tmp_path) is None
+    finally:
+        proc.kill()
+        proc.wait()

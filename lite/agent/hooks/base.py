@@ -4,6 +4,8 @@ runner task) and `Hook`, the base class whose phases default to doing nothing.
 Hook contract (nomad's task-runner hooks):
 - `prerun(pod)` prepares something the containers need; it is idempotent because it runs again when an agent
   restart adopts a running pod (it must then find and keep what exists, never rebuild it under live containers).
+  After a reboot (a lost sandbox, see `lite.agent.podrunner`) it runs on a pod dir whose netns, mounts and
+  cgroup are gone, with no container left: it makes them again from what the pod dir still holds.
 - `update(pod)` sees a new version of the pod object (e.g. relayed ConfigMap/Secret changes).
 - `stop(pod)` releases what `prerun` made; idempotent, and every stop hook runs even when an earlier one failed.
 A hook raising `HookError` (or an `ImageError`/`VolumeError`/`ConfigError`) from `prerun` leaves the pod waiting

@@ -250,7 +250,8 @@ def run(state_dir: Path) -> int:
         os._exit(0)  # the agent reaps this one at once; the shim below is adopted by a subreaper or PID 1
     os.setsid()
     lx.prctl(lx.PR_SET_CHILD_SUBREAPER, 1)
-    write_atomic(state_dir / STARTING, json.dumps({"shim_pid": os.getpid(), "shim_start": start_time(os.getpid())}))
+    write_atomic(state_dir / STARTING, json.dumps({"shim_pid": os.getpid(), "shim_start": start_time(os.getpid()),
+                                                   "boot": boot_id()}))
     spec = ContainerSpec.from_json((state_dir / SPEC).read_text())
     for procs in spec.shim_cgroup_procs:
         # out of the agent's cgroup: a service manager stopping the agent must not take the containers along

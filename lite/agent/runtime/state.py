@@ -1,7 +1,8 @@
 """The files of a container's state_dir and how they are written (atomic rename) and read.
 
 - `spec.json`   written by the agent before the shim starts.
-- `starting.json` written by the shim first: its pid and start time (lets a restarted agent wait for a start).
+- `starting.json` written by the shim first: its pid, start time and boot id (lets a restarted agent wait for a
+                  start; `starting_pid`).
 - `shim.json`   written by the shim once init has exec'd: shim pid, init pid, both start times and the boot id
                 (pid reuse guard: a start time counts from boot, so after a reboot only the boot id tells a
                 recorded pid from a new process that happens to have the same pid and start time).
@@ -97,3 +98,15 @@ class ShimRecord:
         if raw is None:
             return None
         return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
+
+
+def starting_pid(state_dir: Path) -> int | None:
+    """The pid of the shim still starting in `state_dir` (its `starting.json`, same process and boot), else None."""
+    raw = read_json(state_dir / STARTING) or {}
+    try:
+        pid, started = int(raw["shim_pid"]), int(raw["shim_start"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if raw.get("boot") and raw.get("boot") != boot_id():
+        return None
+    return pid if alive(pid, started) else None
