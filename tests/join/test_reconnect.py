@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from lite import wire
 from lite.agent.session import JoinSession, status_summary
 from lite.informer import SharedInformers
 from lite.joinpipe import JoinSocket, PipeEnd, pipe
+from lite.server.authn.x509 import issue_client_cert
 from lite.server.controllers.nodelifecycle import NodeLifecycleController
 from lite.server.join.routes import local_join
 
@@ -225,3 +227,21 @@ async def test_token_requests_a_connection_took_unanswered_are_sent_again(tmp_pa
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_a_certificate_that_expired_while_cut_off_is_replaced_with_the_node_password(stack: Stack) -> None:
+    """Cut off past its certificate's end, the node joins at the next connection with the join token and its
+    node password (the certificate can no longer renew itself), not failing for ever."""
+    async with joined(stack, "ce1", TestAgent()) as session:
+        creds = session.credentials
+    assert stack.creds.client_ca_cert is not None and stack.creds.client_ca_key is not None
+    cert, key = issue_client_cert(stack.creds.client_ca_cert.read_bytes(), stack.creds.client_ca_key.read_bytes(),
+                                  "system:node:ce1", ("system:nodes",), days=-1 / 1440)  # ended a minute ago
+    creds.cert_path.write_bytes(cert)
+    creds.key_path.write_bytes(key)
+    validity = creds.validity()
+    assert validity is not None and validity[1] < time.time()
+    async with joined(stack, "ce1", TestAgent()):
+        assert stack.hub.connected_nodes() == ["ce1"]
+        renewed = creds.validity()
+        assert renewed is not None and renewed[1] > time.time() + 86400
