@@ -23,7 +23,6 @@ from lite.server.controllers.taints import (
     TaintEvictionController,
     eviction_time,
     tolerates,
-    toleration_seconds,
 )
 
 NODE = builtin("", "Node")
@@ -99,8 +98,8 @@ def test_toleration_matching() -> None:
         {"key": UNREACHABLE, "operator": "Exists", "tolerationSeconds": 300},
         {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
     ]
-    assert toleration_seconds(tols, [taint]) == (True, 60.0)
-    assert toleration_seconds([], [taint]) == (False, None)
+    assert eviction_time(tols, [(taint, T0)]) == T0 + dt.timedelta(seconds=60)
+    assert eviction_time([], [(taint, T0)]) == EVICT_NOW
 
 
 async def test_lease_expiry_unknown_taints_then_recovery(kit: Kit) -> None:
