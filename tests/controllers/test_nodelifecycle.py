@@ -23,7 +23,6 @@ from lite.server.controllers.taints import (
     TaintEvictionController,
     eviction_time,
     tolerates,
-    toleration_seconds,
 )
 
 NODE = builtin("", "Node")
@@ -99,8 +98,8 @@ def test_toleration_matching() -> None:
         {"key": UNREACHABLE, "operator": "Exists", "tolerationSeconds": 300},
         {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
     ]
-    assert toleration_seconds(tols, [taint]) == (True, 60.0)
-    assert toleration_seconds([], [taint]) == (False, None)
+    assert eviction_time(tols, [(taint, T0)]) == T0 + dt.timedelta(seconds=60)
+    assert eviction_time([], [(taint, T0)]) == EVICT_NOW
 
 
 async def test_lease_expiry_unknown_taints_then_recovery(kit: Kit) -> None:
@@ -326,3 +325,21 @@ async def test_lost_policy_annotations_on_pods_and_nodes(kit: Kit) -> None:
     for name in names:
         await c.reconcile(f"default/{name}")
     assert [p["metadata"]["name"] for p in await kit.pods()] == ["kept"]
+
+
+async def test_marking_pods_not_ready_stops_once_the_node_is_back(kit: Kit) -> None:
+    """A MarkPodsNotReady pass whose reconcile read the node before its agent came back leaves the pods alone
+    once the cached node is Ready again: the agent re-sent their statuses at its resync, and a later write
+    would stick (status writes are not relayed back to the agent)."""
+    clock = Clock()
+    await ready_node(kit, "n1")
+    await kit.make_ready(await kit.api.create(POD, "default", bare_pod("p", {"app": "x"})), node="n1")
+    c = NodeLifecycleController(kit.api, kit.informers, grace_period=40, clock=clock.mono, now=clock.wall)
+    await kit.settle(c)
+    await c._mark_pods_not_ready("n1")  # the node is Ready: a late pass
+    assert ready(await kit.api.get(POD, "default", "p")) == "True"
+    await kit.api.patch(NODE, "", "n1", {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}},
+                        subresource="status")
+    await kit.settle(c)
+    await c._mark_pods_not_ready("n1")
+    assert ready(await kit.api.get(POD, "default", "p")) == "False"

@@ -120,3 +120,69 @@ def test_drain_waits_for_the_disruption_budget(sim: SimCluster, ns: str) -> None
     assert all(p["spec"]["nodeName"] != node for p in remaining)
     sim.wait(lambda: len([p for p in sim.pods(ns, "app=guarded") if running_ready(p)]) == 2,
              "replacement Running elsewhere")
+
+
+def _workload(kind: str, name: str, annotations: dict[str, str] | None = None) -> Obj:
+    template: Obj = {"metadata": {"labels": {"app": name}, "annotations": annotations or {}},
+                     "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    spec: Obj = {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": template}
+    if kind == "StatefulSet":
+        spec["serviceName"] = name
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def test_lost_after_and_replace_when_lost(sim: SimCluster, ns: str) -> None:
+    """A node annotated lost-after 2s goes silent: its plain Deployment pod is evicted after 2 s (not the 300 s
+    of the default toleration) and replaced on a live node; the pod marked replace-when-lost "false" is not
+    evicted; the StatefulSet pod is evicted but stays Terminating with no second copy. Back, the node finalises
+    the evicted pods and the kept one is Running and Ready there again."""
+    victim, others = NODES[0], NODES[1:]
+    bad = sim.kubectl("annotate", "node", victim, "lite.dev/lost-after=soon", check=False)
+    assert bad.returncode != 0 and "metadata.annotations[lite.dev/lost-after]: Invalid value" in bad.stderr
+    sim.kubectl("annotate", "node", victim, "lite.dev/lost-after=2s")
+    for node in others:  # everything starts on the victim
+        sim.kubectl("cordon", node)
+    try:
+        apply(sim, ns, _workload("Deployment", "moved"))
+        apply(sim, ns, _workload("Deployment", "kept", {"lite.dev/replace-when-lost": "false"}))
+        apply(sim, ns, _workload("StatefulSet", "db"))
+        first = {app: sim.wait(lambda app=app: next((p for p in sim.pods(ns, f"app={app}") if running_ready(p)),
+                                                    None), f"{app} Running")
+                 for app in ("moved", "kept", "db")}
+        assert {p["spec"]["nodeName"] for p in first.values()} == {victim}
+    finally:
+        for node in others:
+            sim.kubectl("uncordon", node)
+    sim.kubectl("annotate", "node", victim, f"{PAUSED}=true")
+    try:
+        def replaced() -> Obj | None:
+            return next((p for p in sim.pods(ns, "app=moved") if running_ready(p)
+                         and p["spec"]["nodeName"] != victim), None)
+
+        sim.wait(replaced, "the moved pod replaced on a live node", timeout=60)
+        by_name = {p["metadata"]["name"]: p for p in sim.pods(ns)}
+        assert by_name[first["moved"]["metadata"]["name"]]["metadata"].get("deletionTimestamp")  # evicted
+        kept = by_name[first["kept"]["metadata"]["name"]]
+        assert not kept["metadata"].get("deletionTimestamp") and kept["spec"]["nodeName"] == victim
+        assert len(sim.pods(ns, "app=kept")) == 1
+        sim.wait(lambda: sim.pods(ns, "app=db")[0]["metadata"].get("deletionTimestamp"), "db-0 evicted")
+        db = sim.pods(ns, "app=db")
+        assert [(p["metadata"]["name"], p["metadata"]["uid"]) for p in db] == [
+            ("db-0", first["db"]["metadata"]["uid"])]  # Terminating, and no second copy
+        assert ready_condition(sim, victim) == "Unknown"
+        kept = next(p for p in sim.pods(ns, "app=kept"))
+        assert not kept["metadata"].get("deletionTimestamp")  # still, after the others were evicted
+        events = sim.json("get", "events", "-n", ns)["items"]
+        evicted = {e["involvedObject"]["name"] for e in events if e["reason"] == "TaintManagerEviction"}
+        assert evicted == {first["moved"]["metadata"]["name"], "db-0"}
+    finally:
+        sim.kubectl("annotate", "node", victim, f"{PAUSED}-")
+        sim.kubectl("annotate", "node", victim, "lite.dev/lost-after-")
+    sim.wait(lambda: ready_condition(sim, victim) == "True", f"{victim} Ready again")
+    moved = first["moved"]["metadata"]["name"]
+    sim.wait(lambda: moved not in {p["metadata"]["name"] for p in sim.pods(ns, "app=moved")},
+             "the node's copy of the moved pod stopped")
+    sim.wait(lambda: (k := sim.pods(ns, "app=kept")) and len(k) == 1 and running_ready(k[0])
+             and k[0]["metadata"]["uid"] == first["kept"]["metadata"]["uid"], "the kept pod Ready on its node")
+    sim.wait(lambda: (d := sim.pods(ns, "app=db")) and len(d) == 1 and running_ready(d[0])
+             and d[0]["metadata"]["uid"] != first["db"]["metadata"]["uid"], "db-0 made again")

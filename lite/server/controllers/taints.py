@@ -63,20 +63,6 @@ def no_execute(node: Obj | None) -> list[Obj]:
             if isinstance(t, dict) and t.get("effect") == "NoExecute"]
 
 
-def toleration_seconds(tols: list[Obj], taints: list[Obj]) -> tuple[bool, float | None]:
-    """(every taint tolerated, the smallest tolerationSeconds that applies or None for 'forever')."""
-    least: float | None = None
-    for taint in taints:
-        matching = [t for t in tols if tolerates(t, taint)]
-        if not matching:
-            return False, None
-        for t in matching:
-            if t.get("tolerationSeconds") is not None:
-                secs = max(0.0, float(t["tolerationSeconds"]))
-                least = secs if least is None else min(least, secs)
-    return True, least
-
-
 def eviction_time(tolerations: list[Obj], taints: list[tuple[Obj, dt.datetime]],
                   lost: LostPolicy = LostPolicy()) -> dt.datetime | None:
     """When a pod with `tolerations` is evicted from a node with NoExecute `taints` (each with the time it was

@@ -20,7 +20,9 @@ from lite.server.store import Store
 KINDS = KindRegistry()
 POD = KINDS.by_gvk("", "v1", "Pod")
 NODE = KINDS.by_gvk("", "v1", "Node")
-assert POD is not None and NODE is not None
+DEPLOYMENT = KINDS.by_gvk("apps", "v1", "Deployment")
+CRONJOB = KINDS.by_gvk("batch", "v1", "CronJob")
+assert POD is not None and NODE is not None and DEPLOYMENT is not None and CRONJOB is not None
 
 
 @pytest.fixture
@@ -63,6 +65,29 @@ async def test_bad_values_are_refused_naming_the_annotation(api: Resources) -> N
     with pytest.raises(ApiError) as e:
         await api.patch(POD, "default", "p", {"metadata": {"annotations": {"lite.dev/replace-when-lost": "no"}}})
     assert e.value.code == 422
+
+
+async def test_pod_templates_of_workloads_are_checked(api: Resources) -> None:
+    """A workload whose pods would all be refused is refused itself, naming the template's field."""
+    template = {"metadata": {"labels": {"app": "w"}, "annotations": {"lite.dev/lost-after": "5 minutes"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w"},
+                  "spec": {"selector": {"matchLabels": {"app": "w"}}, "template": template}}
+    with pytest.raises(ApiError) as e:
+        await api.create(DEPLOYMENT, "default", deployment)
+    assert e.value.code == 422 and [c.field for c in e.value.causes] == [
+        "spec.template.metadata.annotations[lite.dev/lost-after]"]
+    assert e.value.message.startswith('Deployment.apps "w" is invalid: spec.template.metadata.annotations[')
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {
+                "metadata": {"annotations": {"lite.dev/replace-when-lost": "maybe"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+    with pytest.raises(ApiError) as e:
+        await api.create(CRONJOB, "default", cron)
+    assert [c.field for c in e.value.causes] == [
+        "spec.jobTemplate.spec.template.metadata.annotations[lite.dev/replace-when-lost]"]
+    template["metadata"]["annotations"] = {"lite.dev/lost-after": "5m"}
+    await api.create(DEPLOYMENT, "default", deployment)
 
 
 async def test_values_left_alone_are_not_checked_again(tmp_path: Path) -> None:
