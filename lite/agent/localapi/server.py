@@ -7,13 +7,13 @@ Streams are served by the same protocol code as the API server's (`lite.kubestre
 pair with the agent's StreamServer (`tunnel.LocalTunnel`), so no server is involved.
 
 `LocalApi(source, port, root)`; `await run()` serves until cancelled. At start it writes
-`<agent-dir>/local-api/kubeconfig` (mode 0600, directory 0700) pointing at `http://127.0.0.1:<port>` with a
-new random bearer token.
+`<agent-dir>/local-api/kubeconfig` (mode 0600, directory 0700) pointing at `https://127.0.0.1:<port>` with a
+new random bearer token and the new self-signed certificate it serves (`cert`) as the CA.
 
 Why a token on loopback: every local user (and every process of a hostNetwork pod) can reach 127.0.0.1, and
 this API hands out pod specs, logs and exec into containers: only who can read the kubeconfig (root, as the
-agent's data dir) may use it. A request without the token gets 401 Unauthorized. Plain HTTP is fine on
-loopback (nothing leaves the host) and kubectl sends a bearer token over http.
+agent's data dir) may use it. A request without the token gets 401 Unauthorized. Why TLS on loopback:
+kubectl sends no bearer token over plain http.
 
 Invariants: binds 127.0.0.1 only (there is no address option; `check_port` refuses ports outside 1-65535);
 nothing is ever written through it (`view.route`: writes 405, Secrets 403); answers are computed from the
@@ -23,10 +23,12 @@ agent's memory on the loop (a few hundred objects at most: tiny); the kubeconfig
 from __future__ import annotations
 
 import asyncio
+import base64
 import hmac
 import logging
 import os
 import secrets
+import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,6 +39,7 @@ from aiohttp import web
 
 from lite import kubetables
 from lite.agent.localapi import view
+from lite.agent.localapi.cert import make_serving_pair, server_context, write_private
 from lite.agent.localapi.tunnel import LocalTunnel
 from lite.agent.streams.backend import StreamBackend
 from lite.errors import ApiError, method_not_allowed, unauthorized
@@ -69,27 +72,30 @@ def check_port(port: int) -> int:
     return port
 
 
-def kubeconfig(port: int, token: str, node: str) -> str:
+def kubeconfig(port: int, token: str, node: str, ca_pem: bytes) -> str:
     name = f"lite-node-{node}"
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": name,
-        "clusters": [{"name": name, "cluster": {"server": f"http://{HOST}:{port}"}}],
+        "clusters": [{"name": name, "cluster": {"server": f"https://{HOST}:{port}",
+                                                "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
         "users": [{"name": name, "user": {"token": token}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
     }, sort_keys=False)
 
 
-def write_kubeconfig(directory: Path, text: str) -> Path:
-    """Atomically, 0600 in a 0700 directory: the token is the only thing guarding the API."""
+def private_dir(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(directory, 0o700)
-    tmp = directory / f".{KUBECONFIG}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o600)
-    tmp.replace(directory / KUBECONFIG)
-    return directory / KUBECONFIG
+    return directory
+
+
+def prepare(directory: Path, port: int, token: str, node: str) -> tuple[ssl.SSLContext, Path]:
+    """The TLS context and the kubeconfig (0600 in a 0700 directory: the token is what guards the API)."""
+    private_dir(directory)
+    cert_pem, key_pem = make_serving_pair(node)
+    ctx = server_context(directory, cert_pem, key_pem)
+    write_private(directory / KUBECONFIG, kubeconfig(port, token, node, cert_pem).encode())
+    return ctx, directory / KUBECONFIG
 
 
 def _json(obj: Obj, status: int = 200) -> web.Response:
@@ -169,12 +175,11 @@ class LocalApi:
         runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, HOST, self.port, reuse_address=True)
+            node = str(self.source.local_node()["metadata"]["name"])
+            ctx, path = await asyncio.to_thread(prepare, self.dir, self.port, self.token, node)
+            site = web.TCPSite(runner, HOST, self.port, ssl_context=ctx, reuse_address=True)
             await site.start()
-            path = await asyncio.to_thread(write_kubeconfig, self.dir,
-                                           kubeconfig(self.port, self.token, self.source.local_node()["metadata"]
-                                                      ["name"]))
-            log.info("node-local read-only API on http://%s:%d (kubeconfig %s)", HOST, self.port, path)
+            log.info("node-local read-only API on https://%s:%d (kubeconfig %s)", HOST, self.port, path)
             await self.tunnel.run()
         finally:
             await runner.cleanup()

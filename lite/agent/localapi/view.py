@@ -146,7 +146,8 @@ def api_groups() -> Obj:
 
 def core_resources() -> Obj:
     resources: list[Obj] = []
-    for group, version, plural in SERVED:
+    # secrets are listed so that kubectl asks (and reads the 403 that says why) instead of "no such resource"
+    for group, version, plural in (*SERVED, ("", "v1", "secrets")):
         k = _kind(group, version, plural)
         resources.append({"name": plural, "singularName": k.kind.lower(), "namespaced": k.namespaced,
                           "kind": k.kind, "verbs": ["get", "list"], "shortNames": list(k.short_names)})
