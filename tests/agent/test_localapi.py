@@ -69,7 +69,7 @@ def test_routes(method: str, path: str, query: Obj, expected: tuple[str, str, st
     ("GET", "/api/v1/secrets", {}, 403, "Forbidden", "secrets are not served"),
     ("GET", "/api/v1/pods", {"watch": "true"}, 405, "MethodNotAllowed", "watch is not supported"),
     ("GET", "/api/v1/pods", {"watch": "1"}, 405, "MethodNotAllowed", "watch is not supported"),
-    ("GET", "/api/v1/services", {}, 404, "NotFound", "does not serve services"),
+    ("GET", "/api/v1/persistentvolumeclaims", {}, 404, "NotFound", "does not serve persistentvolumeclaims"),
     ("GET", "/api/v1/namespaces", {}, 404, "NotFound", "namespaces are not served"),
     ("GET", "/api/v1/namespaces/default/nodes/n1", {}, 404, "NotFound", ""),
     ("GET", "/api/v1/namespaces/default/pods/web/status", {}, 404, "NotFound", "pods/status"),
@@ -129,7 +129,7 @@ def test_node_object_from_what_the_agent_knows() -> None:
 
 def test_discovery_lists_what_is_served_read_only() -> None:
     resources = {r["name"]: r for r in view.core_resources()["resources"]}
-    assert set(resources) == {"pods", "nodes", "configmaps", "events", "secrets", "pods/log", "pods/exec",
+    assert set(resources) == {"pods", "nodes", "configmaps", "services", "events", "secrets", "pods/log", "pods/exec",
                               "pods/attach", "pods/portforward"}
     assert resources["pods"]["verbs"] == ["get", "list"] and resources["nodes"]["namespaced"] is False
     assert "po" in resources["pods"]["shortNames"]
@@ -154,7 +154,11 @@ class Source:
     def local_node(self) -> Obj:
         return view.node_object("n1", {}, [], "", {"conditions": [{"type": "Ready", "status": "True"}]})
 
-    def local_configmaps(self) -> list[Obj]:
+    def local_objects(self, kind: str) -> list[Obj]:
+        if kind == "Service":
+            return [{"metadata": {"name": "web", "namespace": "default"},
+                     "spec": {"type": "ClusterIP", "clusterIP": "10.43.0.9", "ports": [{"port": 80}]}}]
+        assert kind == "ConfigMap"
         return [{"metadata": {"name": "cfg", "namespace": "default"}, "data": {"k": "v"}}]
 
     @property
@@ -224,6 +228,8 @@ async def test_token_tls_and_answers(api: LocalApi, tmp_path: Path) -> None:
     assert code == 200 and body["rows"][0]["cells"][:2] == ["n1", "Ready"]
     code, body = await asyncio.to_thread(get, "/api/v1/namespaces/default/configmaps/cfg")
     assert code == 200 and body["data"] == {"k": "v"}
+    code, body = await asyncio.to_thread(get, "/api/v1/services", None, table)
+    assert code == 200 and body["rows"][0]["cells"][:4] == ["web", "ClusterIP", "10.43.0.9", "<none>"]
     code, body = await asyncio.to_thread(get, "/api/v1/namespaces/default/secrets/s")
     assert (code, body["reason"]) == (403, "Forbidden")
     code, body = await asyncio.to_thread(get, "/api/v1/namespaces/default/pods/nope")

@@ -2,7 +2,8 @@
 
 An edge node cut off from its server still answers `kubectl get pods -A`, `get pod -o yaml`, `get/describe
 node`, `logs`, `exec`, `attach` and `port-forward` for what runs on it: the pods of its runners with the
-status the agent computes now, its Node from what it knows (`view`), the ConfigMaps relayed for its pods.
+status the agent computes now, its Node from what it knows (`view`), the ConfigMaps relayed for its pods
+and the Services relayed to its service proxy.
 Streams are served by the same protocol code as the API server's (`lite.kubestreams`) through an in-process
 pair with the agent's StreamServer (`tunnel.LocalTunnel`), so no server is involved.
 
@@ -60,7 +61,9 @@ class NodeSource(Protocol):
 
     def local_node(self) -> Obj: ...
 
-    def local_configmaps(self) -> list[Obj]: ...
+    def local_objects(self, kind: str) -> list[Obj]:
+        """Relayed objects of a kind (ConfigMap, Service); never Secrets."""
+        ...
 
     @property
     def stream_backend(self) -> StreamBackend: ...
@@ -166,8 +169,9 @@ class LocalApi:
             return self.source.local_pods()
         if plural == "nodes":
             return [self.source.local_node()]
-        if plural == "configmaps":
-            return self.source.local_configmaps()
+        if plural in ("configmaps", "services"):
+            kind = "ConfigMap" if plural == "configmaps" else "Service"
+            return [{"kind": kind, "apiVersion": "v1", **o} for o in self.source.local_objects(kind)]
         return []  # events: the node sends its events to the server and keeps none
 
     async def run(self) -> None:
