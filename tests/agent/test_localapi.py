@@ -248,3 +248,16 @@ async def test_binds_loopback_only(api: LocalApi) -> None:
     """Nothing answers on the host's other addresses: the listener is 127.0.0.1 alone."""
     with pytest.raises(OSError):
         await asyncio.wait_for(asyncio.open_connection("127.0.0.2", api.port), 5)
+
+
+@pytest.mark.parametrize("command", ["agent", "server"])
+def test_flags_on_agent_and_server(command: str) -> None:
+    from lite.cli.main import build_parser, local_api_port
+
+    parse = build_parser().parse_args
+    assert local_api_port(parse([command])) == 0  # off unless asked for
+    assert local_api_port(parse([command, "--local-api-port", "7000"])) == 0
+    assert local_api_port(parse([command, "--local-api"])) == 6448
+    assert local_api_port(parse([command, "--local-api", "--local-api-port", "7000"])) == 7000
+    with pytest.raises(SystemExit, match="1-65535"):
+        local_api_port(parse([command, "--local-api", "--local-api-port", "70000"]))
