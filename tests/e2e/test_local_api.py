@@ -142,6 +142,9 @@ def test_kubectl_against_the_node_local_api(tmp_path: Path) -> None:
         assert re.search(rf"{NODE}\s+Ready", local("get", "nodes").stdout)
         described = local("describe", "node", NODE).stdout
         assert "kubernetes.io/hostname=" + NODE in described and "web" in described
+        assert re.search(r"Status:\s+Running", local("-n", "default", "describe", "pod", "web").stdout)
+        watched = local("get", "pods", "-A", "--watch", check=False)
+        assert watched.returncode != 0 and "watch is not supported" in watched.stderr, watched.stderr
 
         # read-only: writes 405 with the reason, Secrets 403
         deleted = local("-n", "default", "delete", "pod", "web", "--wait=false", check=False)
