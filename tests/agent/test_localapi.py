@@ -10,6 +10,8 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
+import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -145,6 +147,8 @@ def test_port_must_be_a_port() -> None:
 class Source:
     """The node's data as the agent hands it over (plain values, no behaviour to fake)."""
 
+    node_name = "n1"
+
     def __init__(self) -> None:
         self.pods = [pod("web"), pod("db", ns="data", app="db")]
 
@@ -261,3 +265,31 @@ def test_flags_on_agent_and_server(command: str) -> None:
     assert local_api_port(parse([command, "--local-api", "--local-api-port", "7000"])) == 7000
     with pytest.raises(SystemExit, match="1-65535"):
         local_api_port(parse([command, "--local-api", "--local-api-port", "70000"]))
+
+
+async def test_a_taken_port_is_retried_not_fatal(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The agent never dies for its local API: a port in use is logged once and taken when it frees."""
+    caplog.set_level(logging.INFO, "lite.agent.localapi")
+    holder = socket.create_server(("127.0.0.1", 0))
+    port = holder.getsockname()[1]
+    local = LocalApi(Source(), port, tmp_path, retry=0.05)
+    task = asyncio.create_task(local.run())
+    try:
+        for _ in range(200):
+            if "cannot listen" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+        assert not task.done() and caplog.text.count("cannot listen on 127.0.0.1") == 1
+        holder.close()
+        for _ in range(200):
+            if "read-only API on" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+        assert "read-only API on" in caplog.text
+        code, body = await asyncio.to_thread(_get, local, tmp_path, "/api/v1/nodes")
+        assert code == 200 and body["items"][0]["metadata"]["name"] == "n1"
+    finally:
+        holder.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -52,10 +52,15 @@ HOST = "127.0.0.1"
 DEFAULT_PORT = 6448
 KUBECONFIG = "kubeconfig"
 VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-lite-node", "platform": "linux"}
+DISCOVERY: dict[str, Callable[[], Obj]] = {"/version": lambda: dict(VERSION), "/api": view.api_versions,
+                                           "/apis": view.api_groups, "/api/v1": view.core_resources}
+RETRY = 30.0  # seconds between attempts to listen when the port is taken
 
 
 class NodeSource(Protocol):
     """What the local API reads from the agent (the `Agent` is one)."""
+
+    node_name: str
 
     def local_pods(self) -> list[Obj]: ...
 
@@ -112,8 +117,9 @@ def _wants_table(request: web.Request) -> bool:
 class LocalApi:
     """See the module docstring."""
 
-    def __init__(self, source: NodeSource, port: int, root: Path) -> None:
+    def __init__(self, source: NodeSource, port: int, root: Path, *, retry: float = RETRY) -> None:
         self.source = source
+        self.retry = retry
         self.port = check_port(port)
         self.dir = root / "local-api"
         self.token = secrets.token_urlsafe(32)
@@ -138,12 +144,11 @@ class LocalApi:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"].strip("/")
-        discovery = {"/version": VERSION, "/api": view.api_versions(), "/apis": view.api_groups(),
-                     "/api/v1": view.core_resources()}
-        if path in discovery:
+        discovery = DISCOVERY.get(path)
+        if discovery is not None:
             if request.method not in ("GET", "HEAD"):
                 raise method_not_allowed(view.READ_ONLY.format(verb=request.method))
-            return _json(discovery[path])
+            return _json(discovery())
         r = view.route(request.method, path, request.query)
         if r.subresource:
             from lite.kubestreams.pods import serve_pod_stream
@@ -175,16 +180,26 @@ class LocalApi:
         return []  # events: the node sends its events to the server and keeps none
 
     async def run(self) -> None:
-        """Serve until cancelled (the tunnel's streams end with it)."""
+        """Serve until cancelled (the tunnel's streams end with it). A port that is taken is logged once and
+        tried again every `retry` seconds: the agent and its pods never depend on this API."""
         runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
         await runner.setup()
         try:
-            node = str(self.source.local_node()["metadata"]["name"])
-            ctx, path = await asyncio.to_thread(prepare, self.dir, self.port, self.token, node)
-            site = web.TCPSite(runner, HOST, self.port, ssl_context=ctx, reuse_address=True)
-            await site.start()
+            ctx, path = await asyncio.to_thread(prepare, self.dir, self.port, self.token, self.source.node_name)
+            logged = False
+            while True:
+                site = web.TCPSite(runner, HOST, self.port, ssl_context=ctx, reuse_address=True)
+                try:
+                    await site.start()
+                    break
+                except OSError as e:
+                    await site.stop()  # unregistered: the runner keeps no failed site
+                    if not logged:
+                        log.error("the node-local API cannot listen on %s:%d (%s); trying again every %gs",
+                                  HOST, self.port, e.strerror or e, self.retry)
+                        logged = True
+                    await asyncio.sleep(self.retry)
             log.info("node-local read-only API on https://%s:%d (kubeconfig %s)", HOST, self.port, path)
             await self.tunnel.run()
         finally:
             await runner.cleanup()
-
