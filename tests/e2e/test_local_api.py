@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import ssl
 import subprocess
@@ -50,8 +51,10 @@ class Kubectl:
     def __init__(self, kubeconfig: Path, cache: Path) -> None:
         self.args = [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), "--request-timeout", "30s"]
 
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run([*self.args, *args], capture_output=True, text=True, timeout=60)
+    def __call__(self, *args: str, check: bool = True, env: dict[str, str] | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run([*self.args, *args], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, **(env or {})})
         if check:
             assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
         return out
@@ -64,10 +67,11 @@ def _insecure() -> ssl.SSLContext:
     return ctx
 
 
-def _port_forward(kubectl: Kubectl) -> str:
+def _port_forward(kubectl: Kubectl, env: dict[str, str] | None = None) -> str:
     """GET / through `kubectl port-forward pod/web :8080`."""
     proc = subprocess.Popen([*kubectl.args, "-n", "default", "port-forward", "pod/web", ":8080"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -154,6 +158,14 @@ def test_kubectl_against_the_node_local_api(tmp_path: Path) -> None:
 
         _check_streams(local)
         assert _port_forward(local) == "pong\n"
+        # kubectl's SPDY fallback (a websocket refused, or these switches) is served too
+        spdy = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false", "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}
+        assert local("-n", "default", "exec", "web", "--", "cat", "/www/index.html", env=spdy).stdout == "pong\n"
+        assert _port_forward(local, spdy) == "pong\n"
+        with subprocess.Popen([*local.args, "-n", "default", "logs", "-f", "web"], stdout=subprocess.PIPE,
+                              text=True) as follow:
+            assert follow.stdout is not None and follow.stdout.readline() == "hello from web\n"
+            follow.terminate()
 
         # the server goes away: the node still answers for what runs on it
         server.stop()
