@@ -40,7 +40,7 @@ from aiohttp import web
 
 from lite import kubetables
 from lite.agent.localapi import view
-from lite.agent.localapi.cert import make_serving_pair, server_context, write_private
+from lite.agent.localapi.cert import new_serving_pair, server_context, write_private
 from lite.agent.localapi.tunnel import LocalTunnel
 from lite.agent.streams.backend import StreamBackend
 from lite.errors import ApiError, method_not_allowed, unauthorized
@@ -100,7 +100,7 @@ def private_dir(directory: Path) -> Path:
 def prepare(directory: Path, port: int, token: str, node: str) -> tuple[ssl.SSLContext, Path]:
     """The TLS context and the kubeconfig (0600 in a 0700 directory: the token is what guards the API)."""
     private_dir(directory)
-    cert_pem, key_pem = make_serving_pair(node)
+    cert_pem, key_pem = new_serving_pair(node)
     ctx = server_context(directory, cert_pem, key_pem)
     write_private(directory / KUBECONFIG, kubeconfig(port, token, node, cert_pem).encode())
     return ctx, directory / KUBECONFIG
