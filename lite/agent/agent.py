@@ -257,8 +257,11 @@ class Agent:
         cidr = str(self.deps.ipam.network) if self.deps.ipam is not None else ""
         return node_object(self.node_name, self.config.labels, self.config.taints, cidr, self.node.status())
 
-    def local_configmaps(self) -> list[Obj]:
-        return [o for (k, _ns, _n), o in self.objects.items() if k == "ConfigMap"]
+    def local_objects(self, kind: str) -> list[Obj]:
+        """The relayed objects of `kind` this node holds: ConfigMaps its pods use, Services (with the proxy)."""
+        if kind == "Service":
+            return list(self.services.services.values())
+        return [o for (k, _ns, _n), o in self.objects.items() if k == kind and k != "Secret"]
 
     @property
     def stream_backend(self) -> AgentStreams:

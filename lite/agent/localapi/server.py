@@ -2,18 +2,19 @@
 
 An edge node cut off from its server still answers `kubectl get pods -A`, `get pod -o yaml`, `get/describe
 node`, `logs`, `exec`, `attach` and `port-forward` for what runs on it: the pods of its runners with the
-status the agent computes now, its Node from what it knows (`view`), the ConfigMaps relayed for its pods.
+status the agent computes now, its Node from what it knows (`view`), the ConfigMaps relayed for its pods
+and the Services relayed to its service proxy.
 Streams are served by the same protocol code as the API server's (`lite.kubestreams`) through an in-process
 pair with the agent's StreamServer (`tunnel.LocalTunnel`), so no server is involved.
 
 `LocalApi(source, port, root)`; `await run()` serves until cancelled. At start it writes
-`<agent-dir>/local-api/kubeconfig` (mode 0600, directory 0700) pointing at `http://127.0.0.1:<port>` with a
-new random bearer token.
+`<agent-dir>/local-api/kubeconfig` (mode 0600, directory 0700) pointing at `https://127.0.0.1:<port>` with a
+new random bearer token and the new self-signed certificate it serves (`cert`) as the CA.
 
 Why a token on loopback: every local user (and every process of a hostNetwork pod) can reach 127.0.0.1, and
 this API hands out pod specs, logs and exec into containers: only who can read the kubeconfig (root, as the
-agent's data dir) may use it. A request without the token gets 401 Unauthorized. Plain HTTP is fine on
-loopback (nothing leaves the host) and kubectl sends a bearer token over http.
+agent's data dir) may use it. A request without the token gets 401 Unauthorized. Why TLS on loopback:
+kubectl sends no bearer token over plain http.
 
 Invariants: binds 127.0.0.1 only (there is no address option; `check_port` refuses ports outside 1-65535);
 nothing is ever written through it (`view.route`: writes 405, Secrets 403); answers are computed from the
@@ -23,10 +24,12 @@ agent's memory on the loop (a few hundred objects at most: tiny); the kubeconfig
 from __future__ import annotations
 
 import asyncio
+import base64
 import hmac
 import logging
 import os
 import secrets
+import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,6 +40,7 @@ from aiohttp import web
 
 from lite import kubetables
 from lite.agent.localapi import view
+from lite.agent.localapi.cert import new_serving_pair, server_context, write_private
 from lite.agent.localapi.tunnel import LocalTunnel
 from lite.agent.streams.backend import StreamBackend
 from lite.errors import ApiError, method_not_allowed, unauthorized
@@ -48,16 +52,23 @@ HOST = "127.0.0.1"
 DEFAULT_PORT = 6448
 KUBECONFIG = "kubeconfig"
 VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-lite-node", "platform": "linux"}
+DISCOVERY: dict[str, Callable[[], Obj]] = {"/version": lambda: dict(VERSION), "/api": view.api_versions,
+                                           "/apis": view.api_groups, "/api/v1": view.core_resources}
+RETRY = 30.0  # seconds between attempts to listen when the port is taken
 
 
 class NodeSource(Protocol):
     """What the local API reads from the agent (the `Agent` is one)."""
 
+    node_name: str
+
     def local_pods(self) -> list[Obj]: ...
 
     def local_node(self) -> Obj: ...
 
-    def local_configmaps(self) -> list[Obj]: ...
+    def local_objects(self, kind: str) -> list[Obj]:
+        """Relayed objects of a kind (ConfigMap, Service); never Secrets."""
+        ...
 
     @property
     def stream_backend(self) -> StreamBackend: ...
@@ -69,27 +80,30 @@ def check_port(port: int) -> int:
     return port
 
 
-def kubeconfig(port: int, token: str, node: str) -> str:
+def kubeconfig(port: int, token: str, node: str, ca_pem: bytes) -> str:
     name = f"lite-node-{node}"
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": name,
-        "clusters": [{"name": name, "cluster": {"server": f"http://{HOST}:{port}"}}],
+        "clusters": [{"name": name, "cluster": {"server": f"https://{HOST}:{port}",
+                                                "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
         "users": [{"name": name, "user": {"token": token}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
     }, sort_keys=False)
 
 
-def write_kubeconfig(directory: Path, text: str) -> Path:
-    """Atomically, 0600 in a 0700 directory: the token is the only thing guarding the API."""
+def private_dir(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(directory, 0o700)
-    tmp = directory / f".{KUBECONFIG}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o600)
-    tmp.replace(directory / KUBECONFIG)
-    return directory / KUBECONFIG
+    return directory
+
+
+def prepare(directory: Path, port: int, token: str, node: str) -> tuple[ssl.SSLContext, Path]:
+    """The TLS context and the kubeconfig (0600 in a 0700 directory: the token is what guards the API)."""
+    private_dir(directory)
+    cert_pem, key_pem = new_serving_pair(node)
+    ctx = server_context(directory, cert_pem, key_pem)
+    write_private(directory / KUBECONFIG, kubeconfig(port, token, node, cert_pem).encode())
+    return ctx, directory / KUBECONFIG
 
 
 def _json(obj: Obj, status: int = 200) -> web.Response:
@@ -103,8 +117,9 @@ def _wants_table(request: web.Request) -> bool:
 class LocalApi:
     """See the module docstring."""
 
-    def __init__(self, source: NodeSource, port: int, root: Path) -> None:
+    def __init__(self, source: NodeSource, port: int, root: Path, *, retry: float = RETRY) -> None:
         self.source = source
+        self.retry = retry
         self.port = check_port(port)
         self.dir = root / "local-api"
         self.token = secrets.token_urlsafe(32)
@@ -129,12 +144,11 @@ class LocalApi:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"].strip("/")
-        discovery = {"/version": VERSION, "/api": view.api_versions(), "/apis": view.api_groups(),
-                     "/api/v1": view.core_resources()}
-        if path in discovery:
+        discovery = DISCOVERY.get(path)
+        if discovery is not None:
             if request.method not in ("GET", "HEAD"):
                 raise method_not_allowed(view.READ_ONLY.format(verb=request.method))
-            return _json(discovery[path])
+            return _json(discovery())
         r = view.route(request.method, path, request.query)
         if r.subresource:
             from lite.kubestreams.pods import serve_pod_stream
@@ -160,22 +174,32 @@ class LocalApi:
             return self.source.local_pods()
         if plural == "nodes":
             return [self.source.local_node()]
-        if plural == "configmaps":
-            return self.source.local_configmaps()
+        if plural in ("configmaps", "services"):
+            kind = "ConfigMap" if plural == "configmaps" else "Service"
+            return [{"kind": kind, "apiVersion": "v1", **o} for o in self.source.local_objects(kind)]
         return []  # events: the node sends its events to the server and keeps none
 
     async def run(self) -> None:
-        """Serve until cancelled (the tunnel's streams end with it)."""
+        """Serve until cancelled (the tunnel's streams end with it). A port that is taken is logged once and
+        tried again every `retry` seconds: the agent and its pods never depend on this API."""
         runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, HOST, self.port, reuse_address=True)
-            await site.start()
-            path = await asyncio.to_thread(write_kubeconfig, self.dir,
-                                           kubeconfig(self.port, self.token, self.source.local_node()["metadata"]
-                                                      ["name"]))
-            log.info("node-local read-only API on http://%s:%d (kubeconfig %s)", HOST, self.port, path)
+            ctx, path = await asyncio.to_thread(prepare, self.dir, self.port, self.token, self.source.node_name)
+            logged = False
+            while True:
+                site = web.TCPSite(runner, HOST, self.port, ssl_context=ctx, reuse_address=True)
+                try:
+                    await site.start()
+                    break
+                except OSError as e:
+                    await site.stop()  # unregistered: the runner keeps no failed site
+                    if not logged:
+                        log.error("the node-local API cannot listen on %s:%d (%s); trying again every %gs",
+                                  HOST, self.port, e.strerror or e, self.retry)
+                        logged = True
+                    await asyncio.sleep(self.retry)
+            log.info("node-local read-only API on https://%s:%d (kubeconfig %s)", HOST, self.port, path)
             await self.tunnel.run()
         finally:
             await runner.cleanup()
-

@@ -26,9 +26,10 @@ from lite.selectors import check_field_selector, field_set, parse_field_selector
 Obj = dict[str, Any]
 READ_ONLY = "the node-local API is read-only: {verb} is not allowed (use the cluster's API server to change objects)"
 STREAMS = ("log", "exec", "attach", "portforward")
-# Served resources: (group, version, plural); the node holds pods, its Node, the ConfigMaps its pods use and
-# (none: events go to the server) an empty event list so that `kubectl describe` works.
-SERVED = (("", "v1", "pods"), ("", "v1", "nodes"), ("", "v1", "configmaps"), ("", "v1", "events"))
+# Served resources: (group, version, plural); the node holds pods, its Node, the ConfigMaps its pods use, the
+# Services its proxy serves and (none: events go to the server) an empty event list for `kubectl describe`.
+SERVED = (("", "v1", "pods"), ("", "v1", "nodes"), ("", "v1", "configmaps"), ("", "v1", "services"),
+          ("", "v1", "events"))
 
 
 def _kind(group: str, version: str, plural: str) -> Kind:
@@ -146,7 +147,8 @@ def api_groups() -> Obj:
 
 def core_resources() -> Obj:
     resources: list[Obj] = []
-    for group, version, plural in SERVED:
+    # secrets are listed so that kubectl asks (and reads the 403 that says why) instead of "no such resource"
+    for group, version, plural in (*SERVED, ("", "v1", "secrets")):
         k = _kind(group, version, plural)
         resources.append({"name": plural, "singularName": k.kind.lower(), "namespaced": k.namespaced,
                           "kind": k.kind, "verbs": ["get", "list"], "shortNames": list(k.short_names)})
