@@ -154,7 +154,8 @@ def test_cut_off_kubectl_on_the_node_lists_and_execs_through_the_local_api(story
                     "the node-local API to list pods", timeout=20)
     assert {p["metadata"]["uid"] for p in listed} == all_uids, kit.summary(listed)
     web_pod = next(p["metadata"]["name"] for p in s.before["web"] if p["metadata"]["uid"] != s.deleted)
-    r = c.kubectl("exec", web_pod, "--", "cat", "/www/cm/greeting", "/www/sec/password", node=s.edge, check=False)
+    r = c.kubectl("exec", web_pod, "--", "sh", "-c", "echo $(cat /www/cm/greeting) $(cat /www/sec/password)",
+                  node=s.edge, check=False)
     assert (r.returncode, r.stdout.split()) == (0, ["v2", "s2"]), r.stderr
     # read-only: a write is refused
     r = c.kubectl("delete", "pod", web_pod, "--wait=false", node=s.edge, check=False)
