@@ -178,8 +178,8 @@ def body(args: argparse.Namespace, results: benchlib.Results) -> None:
           f"{size / args.pods:.0f} B of files ({files} files)   ratio {size / args.pods / pod_json:.2f}")
     print(f"  baseline: a pod's own JSON            {pod_json:8.0f} B")
     if loaded is not None:
-        print(f"  agent RSS, cache loaded (cut off)     {loaded:8.1f} MB   +{loaded - empty:.1f} MB "
-              f"({(loaded - empty) * 1024 / args.pods:.0f} KB per pod)")
+        print(f"  agent RSS, cache loaded (cut off)     {loaded:8.1f} MB   +{loaded - empty:.1f} MB for the cache "
+              f"and the {args.pods} pods it runs ({(loaded - empty) * 1024 / args.pods:.0f} KB per pod)")
     print(f"  baseline: agent RSS, empty cache      {empty:8.1f} MB")
 
 

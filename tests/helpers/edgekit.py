@@ -20,6 +20,8 @@ from typing import Any
 
 from tests.helpers.netcluster import IMAGE, NetCluster, NetNode
 
+NEW_IMAGE = "lite.test/busybox:edge"  # the image `edit` is changed to while its node is cut off
+
 Obj = dict[str, Any]
 ZONE = "default.svc.cluster.local"
 LOST_AFTER = "lite.dev/lost-after"
@@ -77,6 +79,14 @@ def keep() -> Obj:
 
 def move() -> Obj:
     return _deployment("move", 1, annotations={LOST_AFTER: "20s"})
+
+
+def second_image(node: NetNode) -> None:
+    """`net_cluster(prepare=...)`: NEW_IMAGE in the node's air-gap drop too (busybox under another name)."""
+    from tests.helpers.images import Image, Layer, busybox_entries, docker_save_tar
+
+    docker_save_tar(node.data_dir / "agent" / "images" / "edge.tar", Image([Layer.build(busybox_entries())]),
+                    [NEW_IMAGE])
 
 
 def cordon(cluster: NetCluster, nodes: list[NetNode], on: bool) -> None:
