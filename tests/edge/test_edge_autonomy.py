@@ -69,7 +69,6 @@ class Story:
     deleted: str = ""  # uid of the `web` pod deleted on the server while cut off
     cut_at: float = 0.0
     agent_started: float = 0.0
-    restored: bool = False
 
     def uids(self, app: str) -> set[str]:
         return {p["metadata"]["uid"] for p in self.before[app]}
