@@ -12,6 +12,9 @@ server; after the server's `Synced`, adopted pods that are no longer desired are
 calls it). The node network (bridge with the podCIDR's gateway, Ipam in `<data-dir>/agent/ipam.json`) is set up
 when the Welcome carries a podCIDR; pod networks wait for it. The pod network across nodes (`lite.agent.fabric`)
 follows the Welcome's `flannelBackend` and the Nodes the server relays (kind "Node").
+Resource limits: `open_services` looks for a usable cgroup hierarchy and `lite.agent.limits` decides; an agent
+that cannot enforce limits (and may not run without them) keeps running and reporting, Ready=False, but starts
+no pod (one Warning event per pod; a deleted one is final at once).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from lite.agent.fabric.fabric import KIND as FABRIC_KIND
 from lite.agent.fabric.fabric import Fabric
 from lite.agent.fabric.plan import node_annotations
 from lite.agent.hooks.base import Deps
+from lite.agent.limits import ANNOTATION as LIMITS_ANNOTATION
+from lite.agent.limits import ENFORCED, REFUSED_REASON, Limits, decide, pod_refusal
 from lite.agent.metrics import PodSample, UsageSampler
 from lite.agent.netpol.enforcer import add_refusals
 from lite.agent.netpol.feed import HELLO_FLAG as POLICY_FLAG
@@ -91,6 +96,7 @@ class AgentConfig:
     seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault for pods that set no profile
     allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
     dial: LocalDial | None = None  # the agent `lite server` embeds: its in-process join (`session.JoinSession`)
+    allow_no_limits: bool = False  # --allow-no-resource-limits: no usable cgroups → pods run unlimited, not refused
 
 
 
@@ -119,6 +125,8 @@ class Agent:
         self.deps.admitted_specs = lambda: [r.st.spec for r in self.runners.values() if r.active]
         self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip,
                                  external_ip=config.node_external_ip)
+        self.limits: Limits = ENFORCED  # decided in open_services (`lite.agent.limits`)
+        self._refused: set[str] = set()  # uids of pods not started because limits cannot be enforced
         self.fabric = Fabric(self.node_name, self.deps.node_ip, iface=config.flannel_iface,
                              node_netns=config.node_netns)
         # limits.cpu/limits.memory of a container without limits read the node's allocatable (downward API)
@@ -212,6 +220,7 @@ class Agent:
         if self.fabric.usable:
             info["annotations"] = node_annotations(self.fabric.node_ip)
             info["podNetwork"] = True
+        info["annotations"] = {**(info.get("annotations") or {}), LIMITS_ANNOTATION: self.limits.annotation}
         return info
 
     def running_pods(self) -> dict[str, str]:
@@ -259,6 +268,7 @@ class Agent:
         elif isinstance(msg, wire.PodUpsert):
             self._upsert(msg.pod)
         elif isinstance(msg, wire.PodDelete):
+            self._refused.discard(msg.uid)
             runner = self.runners.get(msg.uid)
             if runner is not None:
                 runner.terminate()
@@ -338,12 +348,27 @@ class Agent:
         if runner is not None:
             runner.update(pod)
             return
+        if self.limits.refused:
+            self._refuse(pod)
+            return
         runner = PodRunner(self.deps, pod, report=self._report, on_final=self._final)
         self.runners[uid] = runner
         self.stats.pod_seen(uid, pod)
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             runner.update(pod)
         self._spawn(uid, self._run_pod(runner))
+
+    def _refuse(self, pod: Obj) -> None:
+        """A pod this node does not start (no resource limits, `lite.agent.limits`): one Warning event; a pod
+        being deleted is final at once (it never ran here), so its deletion does not wait for this node."""
+        meta = pod["metadata"]
+        uid = str(meta["uid"])
+        if meta.get("deletionTimestamp"):
+            self._refused.discard(uid)
+            self._post(wire.PodFinal(uid, str(meta.get("namespace", "")), str(meta["name"])))
+        elif uid not in self._refused:
+            self._refused.add(uid)
+            self._event(pod, "Warning", REFUSED_REASON, pod_refusal(self.limits, self.node_name))
 
     async def _run_pod(self, runner: PodRunner) -> None:
         """Pod networks need the node network (podCIDR); a pod deleted meanwhile still runs its kill path."""
@@ -389,12 +414,24 @@ class Agent:
         self.deps.images = await ImageService.open(self.root / "images", regs)
         self.deps.images.on_pull = self.stats.pull_done
         self.node.image_list = self.deps.images.list
+        problem: str | None = "cgroups are turned off in this agent's configuration"
         if self.config.use_cgroups:
             try:
-                self.deps.cgroups = detect(self.config.cgroup_root)
-                log.info("using %s", self.deps.cgroups.describe())
+                cgroups = detect(self.config.cgroup_root)
             except (CgroupError, OSError) as e:
-                log.warning("no cgroups, pods run without resource limits: %s", e)
+                problem = str(e)
+            else:
+                try:  # mounted is not enough: the agent's cgroup root must take sub-cgroups with controllers
+                    await asyncio.to_thread(cgroups.ensure_shims)
+                    self.deps.cgroups, problem = cgroups, None
+                    log.info("using %s", cgroups.describe())
+                except (CgroupError, OSError) as e:
+                    problem = f"cgroup root {self.config.cgroup_root!r} is not usable: {e}"
+        self.limits = self.node.limits = decide(c.runtime, problem, c.allow_no_limits)
+        if self.limits.refused:
+            log.error("node %s: %s", self.node_name, self.limits.message)
+        elif not self.limits.enforced:
+            log.warning("node %s: %s", self.node_name, self.limits.message)
 
     async def run(self) -> None:
         from lite.agent.session import JoinSession

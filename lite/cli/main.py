@@ -106,6 +106,10 @@ def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seccomp-default", action="store_true",
                    help="containers without a seccompProfile get RuntimeDefault instead of Unconfined (kubelet's "
                         "--seccomp-default)")
+    p.add_argument("--allow-no-resource-limits", action="store_true",
+                   help="test clusters only: when this node has no usable cgroup hierarchy, run pods without "
+                        "CPU, memory and PID limits (the Node shows it) instead of reporting Ready=False and "
+                        "starting none")
     p.add_argument("--allowed-unsafe-sysctls", default="", metavar="LIST",
                    help="comma-separated namespaced sysctls or patterns ending in * (e.g. 'net.core.*') that pods "
                         "may set besides the safe set (kubelet's --allowed-unsafe-sysctls)")
@@ -411,6 +415,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_node_ip=args.node_ip, agent_node_netns=args.node_netns, flannel_backend=args.flannel_backend,
         agent_node_external_ip=args.node_external_ip, agent_flannel_iface=args.flannel_iface,
         agent_netns_dir=Path(args.netns_dir) if args.netns_dir else None, agent_cgroup_root=args.cgroup_root,
+        agent_allow_no_limits=args.allow_no_resource_limits,
         tls_handshake_timeout=args.tls_handshake_timeout,
         request_header_timeout=args.request_header_timeout,
         idle_timeout=args.idle_timeout,

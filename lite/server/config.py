@@ -153,6 +153,7 @@ class ServerConfig:
     agent_node_netns: str | None = None  # tests: a netns file holding the bridge (lite agent's --node-netns)
     agent_netns_dir: Path | None = None  # pod netns files; None = /var/run/netns
     agent_cgroup_root: str = "lite"
+    agent_allow_no_limits: bool = False  # --allow-no-resource-limits: run pods without cgroups (test clusters)
     # Scheduled store snapshots (k3s's etcd-snapshot schedule): cron, how many to keep, or none at all.
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5
