@@ -15,6 +15,16 @@ follows the Welcome's `flannelBackend` and the Nodes the server relays (kind "No
 Resource limits: `open_services` looks for a usable cgroup hierarchy and `lite.agent.limits` decides; an agent
 that cannot enforce limits (and may not run without them) keeps running and reporting, Ready=False, but starts
 no pod (one Warning event per pod; a deleted one is final at once).
+
+Edge autonomy (issue 21): every desired-state message `handle` gets is recorded in the node-local cache
+(`lite.agent.cache.DesiredCache`, `<data-dir>/agent/cache/`). An agent with no Welcome from its server
+`REPLAY_AFTER` seconds after it started serving hands itself the cached state (`_replay_offline`):
+Welcome(cached config) → cached objects → pods → Synced, through the same path as `handle`, so the node
+network, proxy, DNS, policies and pods come up as from the server. Never after a server's Welcome in this
+process; the embedded agent keeps no cache at all (its server is this process: it is never cut off). The
+server's later resync wins as usual (pods it no longer wants are stopped at its Synced; pods it sends again
+are updates of the running ones, never restarts). A replay removes nothing on the node but pods: the local-path
+volume sweep waits for the server's own resync.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from typing import Any
 from lite import wire
 from lite.agent import localstorage, podpaths, security
 from lite.agent.backend import AgentStreams
+from lite.agent.cache import DesiredCache
 from lite.agent.dns.node import NodeDns
 from lite.agent.fabric.fabric import KIND as FABRIC_KIND
 from lite.agent.fabric.fabric import Fabric
@@ -65,6 +76,11 @@ Obj = dict[str, Any]
 METRICS_EVERY = 15.0
 IMPORT_EVERY = 5.0  # how soon an image archive dropped into <data-dir>/agent/images/ is imported
 NODE_CONFIG = "node-config.json"
+# With no server Welcome this long after start, run from the cache. A timer rather than "the first dial
+# failed": it covers a refused connection and a black-holed link (a dial that hangs up to the session's 10 s
+# connect timeout) alike, needs nothing from the session, and leaves a server that is merely slow to answer
+# (a site powering up together) a few seconds to be the one that decides. Adopted pods run meanwhile.
+REPLAY_AFTER = 5.0
 
 
 @dataclass
@@ -119,7 +135,15 @@ class Agent:
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (kind, namespace, name) -> ConfigMap/Secret
         self.net_ready = asyncio.Event()
         self.session: Any = None
-        self.tokens = TokenClient(self._post)
+        self.cache = DesiredCache(self.root / "cache", self.root / "credentials" / "cache.key")
+        self.replay_after = REPLAY_AFTER
+        self.replayed = False  # this process ran from the cache (tests, logs)
+        self._welcomed = asyncio.Event()  # a server's Welcome reached `handle` in this process
+        self._replaying = False
+        self._handle_lock = asyncio.Lock()  # a replay is one uninterrupted Welcome ... Synced
+        # the embedded agent's server is its own process: it is never cut off, so it keeps no cache
+        self.caching = config.dial is None
+        self.tokens = TokenClient(self._post, memory=self.cache if self.caching else None, online=self._online)
         self.services = ServiceCatalog()  # fed by the proxy feed: the service environment variables of pods
         self.deps = self._deps()
         self.deps.admitted_specs = lambda: [r.st.spec for r in self.runners.values() if r.active]
@@ -187,6 +211,11 @@ class Agent:
         if self.session is not None:
             self.session.post(msg)
 
+    def _online(self) -> bool:
+        """The session is connected (a stand-in session without a `connected` event counts as connected)."""
+        connected = getattr(self.session, "connected", None)
+        return not isinstance(connected, asyncio.Event) or connected.is_set()
+
     def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         meta = pod.get("metadata") or {}
         self._post(wire.Event({"type": type_, "reason": reason, "message": message,
@@ -227,6 +256,41 @@ class Agent:
         return {uid: f"{r.st.namespace}/{r.st.name}" for uid, r in self.runners.items()}
 
     async def handle(self, msg: wire.Message) -> None:
+        """Desired state from the server: recorded in the cache, then applied (`_apply`)."""
+        async with self._handle_lock:
+            if isinstance(msg, wire.Welcome):
+                self._welcomed.set()
+            if self.caching:
+                self.cache.record(msg)
+            await self._apply(msg)
+
+    async def _replay_offline(self) -> None:
+        """Run from the cache when no server Welcome came within `replay_after` seconds (see the module doc)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.replay_after):
+                await self._welcomed.wait()
+            return
+        messages = self.cache.replay()
+        if messages is None:
+            log.warning("no server yet and no cached desired state: waiting for the server")
+            return
+        async with self._handle_lock:
+            if self._welcomed.is_set():
+                return
+            pods = sum(isinstance(m, wire.PodUpsert) for m in messages)
+            log.warning("no server after %.0f s: running from the cached desired state (%d pods, %d objects) "
+                        "until it answers", self.replay_after, pods, len(messages) - pods - 2)
+            self._replaying, self.replayed = True, True
+            try:
+                for m in messages:
+                    try:
+                        await self._apply(m)
+                    except Exception:  # one bad cached object must not take the agent down
+                        log.exception("replaying the cached %s failed", m.T)
+            finally:
+                self._replaying = False
+
+    async def _apply(self, msg: wire.Message) -> None:
         if isinstance(msg, (wire.ObjectUpsert, wire.ObjectDelete)) and msg.kind in POLICY_KINDS:
             if self.netpol is not None:
                 self.netpol.handle(msg)
@@ -251,7 +315,8 @@ class Agent:
             if self.proxy is not None:
                 self.proxy.synced()
         if isinstance(msg, wire.Welcome):
-            self._pvs_resent = set()
+            # a replay sweeps no volume: only the server's own resync says one is gone
+            self._pvs_resent = None if self._replaying else set()
         elif isinstance(msg, wire.ObjectUpsert) and msg.kind == "PersistentVolume":
             self.local_volumes.seen(msg.obj)
             if self._pvs_resent is not None:
@@ -449,6 +514,8 @@ class Agent:
         """Run with `session` (anything with `post(msg)` and an eternal `run()`) until cancelled."""
         self.session = session
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.caching:
+            await asyncio.to_thread(self.cache.load)
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
@@ -459,6 +526,9 @@ class Agent:
                     self._spawn(p["name"], p["coro"])
                 self._pending.clear()
                 tg.create_task(session.run(), name="..session")
+                if self.caching:
+                    tg.create_task(self.cache.run(), name="..cache")
+                    tg.create_task(self._replay_offline(), name="..replay")
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
                 tg.create_task(self._import_loop(), name="..images")
@@ -470,6 +540,10 @@ class Agent:
                     tg.create_task(self.netpol.enforcer.watch_refusals(), name="..netpol-refusals")
         finally:
             self._tg = None
+            try:
+                await self.cache.close()
+            except (OSError, TypeError, ValueError) as e:
+                log.error("desired-state cache: final write failed: %s", e)
             if self.dns is not None:
                 await self.dns.close()
             if self.proxy is not None:  # the rules stay in the kernel: a restarted agent reconciles them
