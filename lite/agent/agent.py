@@ -217,9 +217,12 @@ class Agent:
         return node_object(self.node_name, self.config.labels, self.config.taints, cidr, self.node.status())
 
     def local_objects(self, kind: str) -> list[Obj]:
-        """The relayed objects of `kind` this node holds: ConfigMaps its pods use, Services (with the proxy)."""
+        """The relayed objects of `kind` this node holds: ConfigMaps its pods use, Services and EndpointSlices
+        (with the proxy)."""
         if kind == "Service":
             return list(self.services.services.values())
+        if kind == "EndpointSlice":
+            return list(self.services.slices.values())
         return [o for (k, _ns, _n), o in self.objects.items() if k == kind and k != "Secret"]
 
     @property
