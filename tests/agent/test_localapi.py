@@ -147,7 +147,7 @@ def test_discovery_lists_what_is_served_read_only() -> None:
     assert set(resources) == {"pods", "nodes", "configmaps", "services", "events", "secrets", "pods/log", "pods/exec",
                               "pods/attach", "pods/portforward"}
     assert resources["pods"]["verbs"] == ["get", "list"] and resources["nodes"]["namespaced"] is False
-    assert "po" in resources["pods"]["shortNames"]
+    assert "po" in resources["pods"]["shortNames"] and "all" in resources["pods"]["categories"]
 
 
 def test_port_must_be_a_port() -> None:

@@ -167,7 +167,7 @@ def api_groups() -> Obj:
 
 def _resource(k: Kind) -> Obj:
     return {"name": k.plural, "singularName": k.kind.lower(), "namespaced": k.namespaced, "kind": k.kind,
-            "verbs": ["get", "list"], "shortNames": list(k.short_names)}
+            "verbs": ["get", "list"], "shortNames": list(k.short_names), "categories": list(k.categories)}
 
 
 def group_resources(group: str, version: str) -> Obj | None:
