@@ -49,7 +49,6 @@ from lite.kubetables.core import PRINTERS
 log = logging.getLogger("lite.agent.localapi")
 Obj = dict[str, Any]
 HOST = "127.0.0.1"
-DEFAULT_PORT = 6448
 KUBECONFIG = "kubeconfig"
 VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-lite-node", "platform": "linux"}
 DISCOVERY: dict[str, Callable[[], Obj]] = {"/version": lambda: dict(VERSION), "/api": view.api_versions,
