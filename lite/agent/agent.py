@@ -113,6 +113,7 @@ class AgentConfig:
     allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
     dial: LocalDial | None = None  # the agent `lite server` embeds: its in-process join (`session.JoinSession`)
     allow_no_limits: bool = False  # --allow-no-resource-limits: no usable cgroups → pods run unlimited, not refused
+    local_api_port: int = 0  # `--local-api`: the node-local read-only API on 127.0.0.1:<port> (0 = off)
 
 
 
@@ -237,6 +238,33 @@ class Agent:
         self.stats.pod_gone(uid)
         # logs and emptyDirs may be large: delete them off the loop
         self._spawn(f"..rm-{uid}", asyncio.to_thread(shutil.rmtree, self.root / "pods" / uid, True))
+
+    # ---- what the node-local API reads (lite.agent.localapi) -------------------------------------------
+
+    def local_pods(self) -> list[Obj]:
+        """The pods this node runs, each with the status its runner computes now."""
+        from lite.agent.localapi.view import pod_object
+
+        return [pod_object(r.st.pod, r.status()) for r in list(self.runners.values())]
+
+    def local_node(self) -> Obj:
+        from lite.agent.localapi.view import node_object
+
+        cidr = str(self.deps.ipam.network) if self.deps.ipam is not None else ""
+        return node_object(self.node_name, self.config.labels, self.config.taints, cidr, self.node.status())
+
+    def local_objects(self, kind: str) -> list[Obj]:
+        """The relayed objects of `kind` this node holds: ConfigMaps its pods use, Services and EndpointSlices
+        (with the proxy)."""
+        if kind == "Service":
+            return list(self.services.services.values())
+        if kind == "EndpointSlice":
+            return list(self.services.slices.values())
+        return [o for (k, _ns, _n), o in self.objects.items() if k == kind and k != "Secret"]
+
+    @property
+    def stream_backend(self) -> AgentStreams:
+        return AgentStreams(lambda: self.runners)
 
     # ---- the session's NodeAgent protocol ----------------------------------------------------------------
 
@@ -533,6 +561,10 @@ class Agent:
                 tg.create_task(self._metrics_loop(), name="..metrics")
                 tg.create_task(self._import_loop(), name="..images")
                 tg.create_task(self.fabric.run(), name="..fabric")
+                if self.config.local_api_port:
+                    from lite.agent.localapi.server import LocalApi
+
+                    tg.create_task(LocalApi(self, self.config.local_api_port, self.root).run(), name="..local-api")
                 if self.proxy is not None:
                     tg.create_task(self.proxy.proxier.run(), name="..proxy")
                 if self.netpol is not None:

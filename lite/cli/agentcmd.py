@@ -65,7 +65,7 @@ def embedded_config(server: Any) -> AgentConfig:
         cgroup_root=config.agent_cgroup_root, resolv_conf=config.resolv_conf or Path("/etc/resolv.conf"),
         seccomp_default=config.agent_seccomp_default, network_policy=config.agent_network_policy,
         allowed_unsafe_sysctls=config.agent_allowed_unsafe_sysctls, dial=server.join_local,
-        allow_no_limits=config.agent_allow_no_limits)
+        allow_no_limits=config.agent_allow_no_limits, local_api_port=config.agent_local_api_port)
 
 
 def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
@@ -84,6 +84,7 @@ def embedded_agent(server: Any) -> list[tuple[str, Callable[[], Awaitable[None]]
 def remote_config(args: argparse.Namespace, data_dir: Path, ca: bytes) -> AgentConfig:
     """The configuration of `lite agent --server URL --token T` (parsed `args`), trusting the cluster CA `ca`."""
     from lite.agent.agent import AgentConfig
+    from lite.cli.main import local_api_port
 
     return AgentConfig(
         server_url=args.server, token=args.token, node_name=args.node_name or "", data_dir=data_dir,
@@ -97,7 +98,8 @@ def remote_config(args: argparse.Namespace, data_dir: Path, ca: bytes) -> AgentC
         allowed_unsafe_sysctls=tuple(
             part.strip() for part in str(getattr(args, "allowed_unsafe_sysctls", "") or "").split(",")
             if part.strip()),
-        allow_no_limits=bool(getattr(args, "allow_no_resource_limits", False)))
+        allow_no_limits=bool(getattr(args, "allow_no_resource_limits", False)),
+        local_api_port=local_api_port(args))
 
 
 class CAUnavailable(Exception):
