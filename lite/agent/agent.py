@@ -12,6 +12,9 @@ server; after the server's `Synced`, adopted pods that are no longer desired are
 calls it). The node network (bridge with the podCIDR's gateway, Ipam in `<data-dir>/agent/ipam.json`) is set up
 when the Welcome carries a podCIDR; pod networks wait for it. The pod network across nodes (`lite.agent.fabric`)
 follows the Welcome's `flannelBackend` and the Nodes the server relays (kind "Node").
+Resource limits: `open_services` looks for a usable cgroup hierarchy and `lite.agent.limits` decides; an agent
+that cannot enforce limits (and may not run without them) keeps running and reporting, Ready=False, but starts
+no pod (one Warning event per pod; a deleted one is final at once).
 
 Edge autonomy (issue 21): every desired-state message `handle` gets is recorded in the node-local cache
 (`lite.agent.cache.DesiredCache`, `<data-dir>/agent/cache/`). An agent with no Welcome from its server
@@ -22,10 +25,6 @@ process; the embedded agent keeps no cache at all (its server is this process: i
 server's later resync wins as usual (pods it no longer wants are stopped at its Synced; pods it sends again
 are updates of the running ones, never restarts). A replay removes nothing on the node but pods: the local-path
 volume sweep waits for the server's own resync.
-
-Resource limits: `open_services` looks for a usable cgroup hierarchy and `lite.agent.limits` decides; an agent
-that cannot enforce limits (and may not run without them) keeps running and reporting, Ready=False, but starts
-no pod (one Warning event per pod; a deleted one is final at once).
 """
 
 from __future__ import annotations
@@ -258,9 +257,12 @@ class Agent:
         return node_object(self.node_name, self.config.labels, self.config.taints, cidr, self.node.status())
 
     def local_objects(self, kind: str) -> list[Obj]:
-        """The relayed objects of `kind` this node holds: ConfigMaps its pods use, Services (with the proxy)."""
+        """The relayed objects of `kind` this node holds: ConfigMaps its pods use, Services and EndpointSlices
+        (with the proxy)."""
         if kind == "Service":
             return list(self.services.services.values())
+        if kind == "EndpointSlice":
+            return list(self.services.slices.values())
         return [o for (k, _ns, _n), o in self.objects.items() if k == kind and k != "Secret"]
 
     @property

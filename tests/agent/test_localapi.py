@@ -54,6 +54,9 @@ def pod(name: str, ns: str = "default", *, node: str = "n1", phase: str = "Runni
     ("GET", "/api/v1/namespaces/kube-system/configmaps", {"watch": "false"}, ("configmaps", "kube-system", "", "")),
     ("GET", "/api/v1/namespaces/default/events", {"fieldSelector": "involvedObject.name=web"},
      ("events", "default", "", "")),
+    ("GET", "/apis/discovery.k8s.io/v1/endpointslices", {}, ("endpointslices", "", "", "")),
+    ("GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/web-x", {},
+     ("endpointslices", "default", "web-x", "")),
 ])
 def test_routes(method: str, path: str, query: Obj, expected: tuple[str, str, str, str]) -> None:
     r = view.route(method, path, query)
@@ -77,7 +80,11 @@ def test_routes(method: str, path: str, query: Obj, expected: tuple[str, str, st
     ("GET", "/api/v1/namespaces", {}, 404, "NotFound", "namespaces are not served"),
     ("GET", "/api/v1/namespaces/default/nodes/n1", {}, 404, "NotFound", ""),
     ("GET", "/api/v1/namespaces/default/pods/web/status", {}, 404, "NotFound", "pods/status"),
-    ("GET", "/apis/apps/v1/deployments", {}, 404, "NotFound", ""),
+    ("GET", "/apis/apps/v1/deployments", {}, 404, "NotFound", "does not serve deployments.apps/v1"),
+    ("GET", "/apis/discovery.k8s.io/v1beta1/endpointslices", {}, 404, "NotFound", ""),
+    ("DELETE", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/web-x", {}, 405, "MethodNotAllowed",
+     "read-only"),
+    ("GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/web-x/log", {}, 404, "NotFound", ""),
     ("GET", "/api/v1/namespaces/default/pods/web/exec/x", {}, 404, "NotFound", ""),
 ])
 def test_refusals(method: str, path: str, query: Obj, code: int, reason: str, words: str) -> None:
@@ -132,11 +139,15 @@ def test_node_object_from_what_the_agent_knows() -> None:
 
 
 def test_discovery_lists_what_is_served_read_only() -> None:
+    assert [g["name"] for g in view.api_groups()["groups"]] == ["discovery.k8s.io"]
+    slices = view.group_resources("discovery.k8s.io", "v1")
+    assert slices is not None and [r["name"] for r in slices["resources"]] == ["endpointslices"]
+    assert view.group_resources("apps", "v1") is None
     resources = {r["name"]: r for r in view.core_resources()["resources"]}
     assert set(resources) == {"pods", "nodes", "configmaps", "services", "events", "secrets", "pods/log", "pods/exec",
                               "pods/attach", "pods/portforward"}
     assert resources["pods"]["verbs"] == ["get", "list"] and resources["nodes"]["namespaced"] is False
-    assert "po" in resources["pods"]["shortNames"]
+    assert "po" in resources["pods"]["shortNames"] and "all" in resources["pods"]["categories"]
 
 
 def test_port_must_be_a_port() -> None:
@@ -161,6 +172,9 @@ class Source:
         return view.node_object("n1", {}, [], "", {"conditions": [{"type": "Ready", "status": "True"}]})
 
     def local_objects(self, kind: str) -> list[Obj]:
+        if kind == "EndpointSlice":
+            return [{"metadata": {"name": "web-x", "namespace": "default"}, "addressType": "IPv4",
+                     "endpoints": [{"addresses": ["10.42.0.5"]}], "ports": [{"port": 80}]}]
         if kind == "Service":
             return [{"metadata": {"name": "web", "namespace": "default"},
                      "spec": {"type": "ClusterIP", "clusterIP": "10.43.0.9", "ports": [{"port": 80}]}}]
@@ -236,6 +250,14 @@ async def test_token_tls_and_answers(api: LocalApi, tmp_path: Path) -> None:
     assert code == 200 and body["data"] == {"k": "v"}
     code, body = await asyncio.to_thread(get, "/api/v1/services", None, table)
     assert code == 200 and body["rows"][0]["cells"][:4] == ["web", "ClusterIP", "10.43.0.9", "<none>"]
+    code, body = await asyncio.to_thread(get, "/apis/discovery.k8s.io/v1", None)
+    assert code == 200 and body["groupVersion"] == "discovery.k8s.io/v1"
+    code, body = await asyncio.to_thread(get, "/apis/discovery.k8s.io/v1/endpointslices", None, table)
+    assert code == 200 and body["rows"][0]["cells"][:4] == ["web-x", "IPv4", "80", "10.42.0.5"]
+    code, body = await asyncio.to_thread(get, "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/web-x")
+    assert code == 200 and (body["kind"], body["apiVersion"]) == ("EndpointSlice", "discovery.k8s.io/v1")
+    code, body = await asyncio.to_thread(get, "/apis/apps/v1", None)
+    assert code == 404
     code, body = await asyncio.to_thread(get, "/api/v1/namespaces/default/secrets/s")
     assert (code, body["reason"]) == (403, "Forbidden")
     code, body = await asyncio.to_thread(get, "/api/v1/namespaces/default/pods/nope")
@@ -308,3 +330,20 @@ def test_the_agent_never_maps_cryptography_for_its_certificate(tmp_path: Path) -
     ca = base64.b64decode(cfg["clusters"][0]["cluster"]["certificate-authority-data"])
     assert ca == (tmp_path / "serving.crt").read_bytes() and cfg["users"][0]["user"]["token"] == "tok"
     ssl.create_default_context(cadata=ca.decode())  # a parseable certificate
+
+
+def test_the_catalog_keeps_what_the_proxy_feed_relays() -> None:
+    """The agent's ServiceCatalog (a proxy feed sink) holds Services and EndpointSlices for the local API."""
+    from lite.agent.serviceenv import ServiceCatalog
+
+    def obj(name: str) -> Obj:
+        return {"metadata": {"name": name, "namespace": "default"}}
+
+    catalog = ServiceCatalog()
+    catalog.set_service(obj("web"))
+    catalog.set_slice(obj("web-a"))
+    catalog.set_slice(obj("web-b"))
+    catalog.delete_slice("default", "web-a")
+    assert list(catalog.services) == [("default", "web")] and list(catalog.slices) == [("default", "web-b")]
+    catalog.replace([obj("db")], [obj("db-a")])  # a resync from the server: only what it sent is left
+    assert list(catalog.services) == [("default", "db")] and list(catalog.slices) == [("default", "db-a")]

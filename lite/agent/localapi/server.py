@@ -3,7 +3,7 @@
 An edge node cut off from its server still answers `kubectl get pods -A`, `get pod -o yaml`, `get/describe
 node`, `logs`, `exec`, `attach` and `port-forward` for what runs on it: the pods of its runners with the
 status the agent computes now, its Node from what it knows (`view`), the ConfigMaps relayed for its pods
-and the Services relayed to its service proxy.
+and the Services and EndpointSlices relayed to its service proxy.
 Streams are served by the same protocol code as the API server's (`lite.kubestreams`) through an in-process
 pair with the agent's StreamServer (`tunnel.LocalTunnel`), so no server is involved.
 
@@ -49,7 +49,6 @@ from lite.kubetables.core import PRINTERS
 log = logging.getLogger("lite.agent.localapi")
 Obj = dict[str, Any]
 HOST = "127.0.0.1"
-DEFAULT_PORT = 6448
 KUBECONFIG = "kubeconfig"
 VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-lite-node", "platform": "linux"}
 DISCOVERY: dict[str, Callable[[], Obj]] = {"/version": lambda: dict(VERSION), "/api": view.api_versions,
@@ -67,7 +66,7 @@ class NodeSource(Protocol):
     def local_node(self) -> Obj: ...
 
     def local_objects(self, kind: str) -> list[Obj]:
-        """Relayed objects of a kind (ConfigMap, Service); never Secrets."""
+        """Relayed objects of a kind (ConfigMap, Service, EndpointSlice); never Secrets."""
         ...
 
     @property
@@ -145,6 +144,10 @@ class LocalApi:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"].strip("/")
         discovery = DISCOVERY.get(path)
+        parts = path.split("/")
+        if discovery is None and len(parts) == 4 and parts[1] == "apis":
+            found = view.group_resources(parts[2], parts[3])
+            discovery = (lambda: found) if found is not None else None
         if discovery is not None:
             if request.method not in ("GET", "HEAD"):
                 raise method_not_allowed(view.READ_ONLY.format(verb=request.method))
@@ -155,29 +158,28 @@ class LocalApi:
 
             pod = view.pick(r.kind, self.source.local_pods(), r.namespace, r.name)
             return await serve_pod_stream(request, pod, r.subresource, lambda: self.tunnel)
-        items = view.in_namespace(self._items(r.kind.plural), r.namespace)
-        printer = PRINTERS.get(r.kind.kind)
+        items = view.in_namespace([view.typed(r.kind, o) for o in self._items(r.kind.kind)], r.namespace)
+        printer = PRINTERS.get(r.kind.gk)
         if r.name:
             obj = view.pick(r.kind, items, r.namespace, r.name)
             if _wants_table(request) and printer is not None:
-                return _json(kubetables.table(r.kind.kind, printer, [obj], {"resourceVersion": ""},
+                return _json(kubetables.table(r.kind.gk, printer, [obj], {"resourceVersion": ""},
                                               include_object=request.query.get("includeObject", "Metadata")))
             return _json(obj)
         items = view.select(r.kind, items, request.query)
         if _wants_table(request) and printer is not None:
-            return _json(kubetables.table(r.kind.kind, printer, items, {"resourceVersion": ""},
+            return _json(kubetables.table(r.kind.gk, printer, items, {"resourceVersion": ""},
                                           include_object=request.query.get("includeObject", "Metadata")))
         return _json(view.as_list(r.kind, items))
 
-    def _items(self, plural: str) -> list[Obj]:
-        if plural == "pods":
+    def _items(self, kind: str) -> list[Obj]:
+        if kind == "Pod":
             return self.source.local_pods()
-        if plural == "nodes":
+        if kind == "Node":
             return [self.source.local_node()]
-        if plural in ("configmaps", "services"):
-            kind = "ConfigMap" if plural == "configmaps" else "Service"
-            return [{"kind": kind, "apiVersion": "v1", **o} for o in self.source.local_objects(kind)]
-        return []  # events: the node sends its events to the server and keeps none
+        if kind == "Event":
+            return []  # the node sends its events to the server and keeps none
+        return self.source.local_objects(kind)
 
     async def run(self) -> None:
         """Serve until cancelled (the tunnel's streams end with it). A port that is taken is logged once and

@@ -27,9 +27,10 @@ Obj = dict[str, Any]
 READ_ONLY = "the node-local API is read-only: {verb} is not allowed (use the cluster's API server to change objects)"
 STREAMS = ("log", "exec", "attach", "portforward")
 # Served resources: (group, version, plural); the node holds pods, its Node, the ConfigMaps its pods use, the
-# Services its proxy serves and (none: events go to the server) an empty event list for `kubectl describe`.
+# Services and EndpointSlices its proxy serves and (none: events go to the server) an empty event list for
+# `kubectl describe`.
 SERVED = (("", "v1", "pods"), ("", "v1", "nodes"), ("", "v1", "configmaps"), ("", "v1", "services"),
-          ("", "v1", "events"))
+          ("", "v1", "events"), ("discovery.k8s.io", "v1", "endpointslices"))
 
 
 def _kind(group: str, version: str, plural: str) -> Kind:
@@ -47,12 +48,18 @@ class Route:
     subresource: str = ""
 
 
+def _group_version(parts: list[str]) -> tuple[str, str, list[str]]:
+    """(group, version, the rest) of /api/v1/... or /apis/<group>/<version>/..."""
+    if parts[:2] == ["api", "v1"] and len(parts) > 2:
+        return "", "v1", parts[2:]
+    if parts[:1] == ["apis"] and len(parts) > 3:
+        return parts[1], parts[2], parts[3:]
+    raise errors.path_not_found()
+
+
 def route(method: str, path: str, query: Any) -> Route:
-    """The Route of an API request under /api/v1 (discovery paths are answered before this)."""
-    parts = [p for p in path.split("/") if p]
-    if parts[:2] != ["api", "v1"] or len(parts) < 3:
-        raise errors.path_not_found()
-    rest = parts[2:]
+    """The Route of an API request (discovery paths are answered before this)."""
+    group, version, rest = _group_version([p for p in path.split("/") if p])
     namespace = ""
     if rest[0] == "namespaces" and len(rest) >= 3:
         namespace, rest = rest[1], rest[2:]
@@ -65,12 +72,13 @@ def route(method: str, path: str, query: Any) -> Route:
     if plural == "secrets":
         raise errors.forbidden("secrets are not served by the node-local API: the node holds them only for its "
                                "pods", "secrets", name=name)
-    if ("", "v1", plural) not in SERVED:
-        raise errors.path_not_found(f"the node-local API does not serve {plural}")
-    kind = _kind("", "v1", plural)
+    if (group, version, plural) not in SERVED:
+        raise errors.path_not_found(f"the node-local API does not serve {plural}"
+                                    + (f".{group}/{version}" if group else ""))
+    kind = _kind(group, version, plural)
     if namespace and not kind.namespaced:
         raise errors.path_not_found()
-    if sub in STREAMS and plural == "pods" and name and namespace:
+    if sub in STREAMS and kind.gk == "Pod" and name and namespace:
         allowed = ("GET",) if sub == "log" else ("GET", "POST")
         if method not in allowed:
             raise errors.method_not_allowed(READ_ONLY.format(verb=f"{method} on pods/{sub}"))
@@ -104,11 +112,20 @@ def pick(kind: Kind, items: list[Obj], namespace: str, name: str) -> Obj:
     raise errors.not_found(kind.plural, name)
 
 
+def api_version(kind: Kind) -> str:
+    return f"{kind.group}/{kind.version}" if kind.group else kind.version
+
+
+def typed(kind: Kind, obj: Obj) -> Obj:
+    """The object with its kind and apiVersion (relayed objects may come without them)."""
+    return {**obj, "kind": kind.kind, "apiVersion": api_version(kind)}
+
+
 def as_list(kind: Kind, items: list[Obj]) -> Obj:
     ordered = sorted(items, key=lambda o: ((o.get("metadata") or {}).get("namespace", ""),
                                            (o.get("metadata") or {}).get("name", "")))
-    return {"kind": f"{kind.kind}List", "apiVersion": "v1", "metadata": {"resourceVersion": ""},
-            "items": [{"kind": kind.kind, "apiVersion": "v1", **o} for o in ordered]}
+    return {"kind": f"{kind.kind}List", "apiVersion": api_version(kind), "metadata": {"resourceVersion": ""},
+            "items": [typed(kind, o) for o in ordered]}
 
 
 def pod_object(pod: Obj, status: Obj | None) -> Obj:
@@ -142,16 +159,29 @@ def api_versions() -> Obj:
 
 
 def api_groups() -> Obj:
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+    groups = sorted({(g, v) for g, v, _ in SERVED if g})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
+         "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}} for g, v in groups]}
+
+
+def _resource(k: Kind) -> Obj:
+    return {"name": k.plural, "singularName": k.kind.lower(), "namespaced": k.namespaced, "kind": k.kind,
+            "verbs": ["get", "list"], "shortNames": list(k.short_names), "categories": list(k.categories)}
+
+
+def group_resources(group: str, version: str) -> Obj | None:
+    """The APIResourceList of a served group version (None: not served)."""
+    kinds = [_kind(g, v, plural) for g, v, plural in SERVED if (g, v) == (group, version) and g]
+    if not kinds:
+        return None
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",
+            "resources": [_resource(k) for k in kinds]}
 
 
 def core_resources() -> Obj:
-    resources: list[Obj] = []
     # secrets are listed so that kubectl asks (and reads the 403 that says why) instead of "no such resource"
-    for group, version, plural in (*SERVED, ("", "v1", "secrets")):
-        k = _kind(group, version, plural)
-        resources.append({"name": plural, "singularName": k.kind.lower(), "namespaced": k.namespaced,
-                          "kind": k.kind, "verbs": ["get", "list"], "shortNames": list(k.short_names)})
+    resources = [_resource(_kind(g, v, plural)) for g, v, plural in (*SERVED, ("", "v1", "secrets")) if not g]
     for sub in STREAMS:
         resources.append({"name": f"pods/{sub}", "singularName": "", "namespaced": True,
                           "kind": "PodLogOptions" if sub == "log" else f"Pod{sub.capitalize()}Options",
