@@ -29,9 +29,9 @@ boot are never taken for a live process), when a pod-network pod's netns is no l
 when every container a hostNetwork pod ran vanished without an exit status. A surviving sandbox is adopted as
 before: live containers kept, ended ones restarted per policy in it; but when its network turns out incomplete
 (the host veth gone) and the network hook makes a new netns, the sandbox is lost after all (the live containers
-sit in the old netns). A lost one is never adopted, nor kept half
-alive: whatever is left of it is stopped (containers, pause), every container it ran is recorded as ended with
-exit 255 reason Unknown (containerd's status for a container whose task vanished), and then, as kubelet's
+sit in the old netns). A lost one is never adopted, nor kept half alive: whatever is left of it is stopped
+(containers, pause; nothing when it was another boot's), every container it ran is recorded as ended with exit
+255 reason Unknown (containerd's status for a container whose task vanished), and then, as kubelet's
 computePodActions decides for a pod whose sandbox changed (event SandboxChanged):
   - restartPolicy Never once any container was made, or OnFailure with nothing left to start: no new sandbox;
     the pod ends (Never: Failed, a container never made is ContainerStatusUnknown), its IP and cgroup released;
@@ -96,6 +96,7 @@ PREPARE_ERRORS = (HookError, VolumeError, ConfigError, ImageError, OSError)
 # containerd's status of a container that was running when its task vanished (a reboot): kubelet shows it so
 UNKNOWN_EXIT, UNKNOWN_REASON = 255, "Unknown"
 SANDBOX_CHANGED = "SandboxChanged"
+REBOOTED = "the node rebooted"
 SANDBOX_CHANGED_MESSAGE = "Pod sandbox changed, it will be killed and re-created."
 
 
@@ -107,7 +108,7 @@ def sandbox_lost(*, recorded_boot: str, boot: str, host_network: bool, netns_mou
     mounted namespace; or (hostNetwork: no netns to tell) every recorded container vanished without an exit
     status, as a reboot or `lite killall` leaves them (a container that crashed meanwhile has one)."""
     if recorded_boot and boot and recorded_boot != boot:
-        return "the node rebooted"
+        return REBOOTED
     if not host_network and not netns_mounted:
         return "its network namespace is gone"
     if host_network and running and not alive and not exited:
@@ -524,7 +525,10 @@ class PodRunner:
         path = NetworkHook(self.deps).netns_path(self.st)
         if path is None or not is_netns_mount(Path(path)):
             return None
-        st = os.stat(path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
         return st.st_dev, st.st_ino
 
     async def _sandbox_survived(self, lost: str = "") -> bool:
@@ -545,7 +549,8 @@ class PodRunner:
             log.info("pod %s/%s: its sandbox is lost (%s), making a new one", st.namespace, st.name, reason)
             self.deps.event(st.pod, "Normal", SANDBOX_CHANGED, SANDBOX_CHANGED_MESSAGE)
         grace = float(st.spec.get("terminationGracePeriodSeconds", 30))
-        if await self._kill_strays(grace, pause=True):  # never a half-alive pod
+        other_boot = reason == REBOOTED  # nothing of another boot lives: no recorded pid is looked at
+        if not other_boot and await self._kill_strays(grace, pause=True):  # never a half-alive pod
             log.warning("pod %s/%s: stopped what was left of its lost sandbox", st.namespace, st.name)
         st.handles.clear()
         self.adopting = False

@@ -64,10 +64,10 @@ class NetworkHook(Hook):
                                       node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR))
         return ip
 
-    def _teardown(self, uid: str) -> None:
+    def _teardown(self, uid: str, *, release: bool = True) -> None:
         d = self.deps
         asyncio.run(teardown_pod_network(uid, node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR))
-        if d.ipam is not None:
+        if release and d.ipam is not None:
             with d.ipam_lock:
                 d.ipam.release(uid)
 
@@ -81,6 +81,4 @@ class NetworkHook(Hook):
         stays (the Ipam keys it by pod uid), so the next `prerun` makes a new netns with the same IP."""
         if st.host_network:
             return
-        d = self.deps
-        await asyncio.to_thread(asyncio.run, teardown_pod_network(st.uid, node_netns=d.node_netns,
-                                                                  netns_dir=d.netns_dir or NETNS_RUN_DIR))
+        await asyncio.to_thread(self._teardown, st.uid, release=False)
