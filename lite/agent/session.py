@@ -345,6 +345,8 @@ class JoinSession:
             renew = tg.create_task(self._renew_certificate())
             try:
                 await self._read(ws, streams)
+            except (aiohttp.ClientError, ConnectionError) as e:  # the link went (answering a ping, say)
+                log.info("join session to %s: connection lost (%s); reconnecting", self.url, e or type(e).__name__)
             finally:
                 self.connected.clear()
                 writer.cancel()
