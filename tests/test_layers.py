@@ -171,6 +171,9 @@ def test_lite_respects_layers() -> None:
     ("lite.server.controllers.gc", "lite.server.controlplane"),
     ("lite.cel.env", "lite.server.api.strategies.crschema"),
     ("lite.cel.libraries", "lite.agent"),
+    ("lite.kubestreams.pods", "lite.server.join.hub"),
+    ("lite.kubetables.core", "lite.server.api.tables"),
+    ("lite.agent.localapi.server", "lite.server.join.streams"),
 ])
 def test_checker_flags_violations(importer: str, imported: str) -> None:
     assert violation(importer, imported) is not None
@@ -195,6 +198,9 @@ def test_checker_flags_violations(importer: str, imported: str) -> None:
     ("lite.cel.libraries", "lite.quantity"),
     ("lite.cel.env", "lite.cel.cost"),
     ("lite.server.api.strategies.crschema", "lite.cel"),
+    ("lite.agent.localapi.server", "lite.kubestreams.pods"),
+    ("lite.server.join.streams", "lite.kubestreams.pods"),
+    ("lite.agent.localapi.server", "lite.kubetables.core"),
 ])
 def test_checker_allows(importer: str, imported: str) -> None:
     assert violation(importer, imported) is None

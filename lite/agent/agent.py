@@ -12,6 +12,19 @@ server; after the server's `Synced`, adopted pods that are no longer desired are
 calls it). The node network (bridge with the podCIDR's gateway, Ipam in `<data-dir>/agent/ipam.json`) is set up
 when the Welcome carries a podCIDR; pod networks wait for it. The pod network across nodes (`lite.agent.fabric`)
 follows the Welcome's `flannelBackend` and the Nodes the server relays (kind "Node").
+Resource limits: `open_services` looks for a usable cgroup hierarchy and `lite.agent.limits` decides; an agent
+that cannot enforce limits (and may not run without them) keeps running and reporting, Ready=False, but starts
+no pod (one Warning event per pod; a deleted one is final at once).
+
+Edge autonomy (issue 21): every desired-state message `handle` gets is recorded in the node-local cache
+(`lite.agent.cache.DesiredCache`, `<data-dir>/agent/cache/`). An agent with no Welcome from its server
+`REPLAY_AFTER` seconds after it started serving hands itself the cached state (`_replay_offline`):
+Welcome(cached config) → cached objects → pods → Synced, through the same path as `handle`, so the node
+network, proxy, DNS, policies and pods come up as from the server. Never after a server's Welcome in this
+process; the embedded agent keeps no cache at all (its server is this process: it is never cut off). The
+server's later resync wins as usual (pods it no longer wants are stopped at its Synced; pods it sends again
+are updates of the running ones, never restarts). A replay removes nothing on the node but pods: the local-path
+volume sweep waits for the server's own resync.
 """
 
 from __future__ import annotations
@@ -32,11 +45,14 @@ from typing import Any
 from lite import wire
 from lite.agent import localstorage, podpaths, security
 from lite.agent.backend import AgentStreams
+from lite.agent.cache import DesiredCache
 from lite.agent.dns.node import NodeDns
 from lite.agent.fabric.fabric import KIND as FABRIC_KIND
 from lite.agent.fabric.fabric import Fabric
 from lite.agent.fabric.plan import node_annotations
 from lite.agent.hooks.base import Deps
+from lite.agent.limits import ANNOTATION as LIMITS_ANNOTATION
+from lite.agent.limits import ENFORCED, REFUSED_REASON, Limits, decide, pod_refusal
 from lite.agent.metrics import PodSample, UsageSampler
 from lite.agent.netpol.enforcer import add_refusals
 from lite.agent.netpol.feed import HELLO_FLAG as POLICY_FLAG
@@ -60,6 +76,11 @@ Obj = dict[str, Any]
 METRICS_EVERY = 15.0
 IMPORT_EVERY = 5.0  # how soon an image archive dropped into <data-dir>/agent/images/ is imported
 NODE_CONFIG = "node-config.json"
+# With no server Welcome this long after start, run from the cache. A timer rather than "the first dial
+# failed": it covers a refused connection and a black-holed link (a dial that hangs up to the session's 10 s
+# connect timeout) alike, needs nothing from the session, and leaves a server that is merely slow to answer
+# (a site powering up together) a few seconds to be the one that decides. Adopted pods run meanwhile.
+REPLAY_AFTER = 5.0
 
 
 @dataclass
@@ -91,6 +112,8 @@ class AgentConfig:
     seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault for pods that set no profile
     allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls (namespaced ones only)
     dial: LocalDial | None = None  # the agent `lite server` embeds: its in-process join (`session.JoinSession`)
+    allow_no_limits: bool = False  # --allow-no-resource-limits: no usable cgroups → pods run unlimited, not refused
+    local_api_port: int = 0  # `--local-api`: the node-local read-only API on 127.0.0.1:<port> (0 = off)
 
 
 
@@ -113,12 +136,22 @@ class Agent:
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (kind, namespace, name) -> ConfigMap/Secret
         self.net_ready = asyncio.Event()
         self.session: Any = None
-        self.tokens = TokenClient(self._post)
+        self.cache = DesiredCache(self.root / "cache", self.root / "credentials" / "cache.key")
+        self.replay_after = REPLAY_AFTER
+        self.replayed = False  # this process ran from the cache (tests, logs)
+        self._welcomed = asyncio.Event()  # a server's Welcome reached `handle` in this process
+        self._replaying = False
+        self._handle_lock = asyncio.Lock()  # a replay is one uninterrupted Welcome ... Synced
+        # the embedded agent's server is its own process: it is never cut off, so it keeps no cache
+        self.caching = config.dial is None
+        self.tokens = TokenClient(self._post, memory=self.cache if self.caching else None, online=self._online)
         self.services = ServiceCatalog()  # fed by the proxy feed: the service environment variables of pods
         self.deps = self._deps()
         self.deps.admitted_specs = lambda: [r.st.spec for r in self.runners.values() if r.active]
         self.node = NodeReporter(self.node_name, self.root, node_ip=self.deps.node_ip,
                                  external_ip=config.node_external_ip)
+        self.limits: Limits = ENFORCED  # decided in open_services (`lite.agent.limits`)
+        self._refused: set[str] = set()  # uids of pods not started because limits cannot be enforced
         self.fabric = Fabric(self.node_name, self.deps.node_ip, iface=config.flannel_iface,
                              node_netns=config.node_netns)
         # limits.cpu/limits.memory of a container without limits read the node's allocatable (downward API)
@@ -179,6 +212,11 @@ class Agent:
         if self.session is not None:
             self.session.post(msg)
 
+    def _online(self) -> bool:
+        """The session is connected (a stand-in session without a `connected` event counts as connected)."""
+        connected = getattr(self.session, "connected", None)
+        return not isinstance(connected, asyncio.Event) or connected.is_set()
+
     def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         meta = pod.get("metadata") or {}
         self._post(wire.Event({"type": type_, "reason": reason, "message": message,
@@ -201,6 +239,33 @@ class Agent:
         # logs and emptyDirs may be large: delete them off the loop
         self._spawn(f"..rm-{uid}", asyncio.to_thread(shutil.rmtree, self.root / "pods" / uid, True))
 
+    # ---- what the node-local API reads (lite.agent.localapi) -------------------------------------------
+
+    def local_pods(self) -> list[Obj]:
+        """The pods this node runs, each with the status its runner computes now."""
+        from lite.agent.localapi.view import pod_object
+
+        return [pod_object(r.st.pod, r.status()) for r in list(self.runners.values())]
+
+    def local_node(self) -> Obj:
+        from lite.agent.localapi.view import node_object
+
+        cidr = str(self.deps.ipam.network) if self.deps.ipam is not None else ""
+        return node_object(self.node_name, self.config.labels, self.config.taints, cidr, self.node.status())
+
+    def local_objects(self, kind: str) -> list[Obj]:
+        """The relayed objects of `kind` this node holds: ConfigMaps its pods use, Services and EndpointSlices
+        (with the proxy)."""
+        if kind == "Service":
+            return list(self.services.services.values())
+        if kind == "EndpointSlice":
+            return list(self.services.slices.values())
+        return [o for (k, _ns, _n), o in self.objects.items() if k == kind and k != "Secret"]
+
+    @property
+    def stream_backend(self) -> AgentStreams:
+        return AgentStreams(lambda: self.runners)
+
     # ---- the session's NodeAgent protocol ----------------------------------------------------------------
 
     def hello_info(self) -> Obj:
@@ -212,12 +277,48 @@ class Agent:
         if self.fabric.usable:
             info["annotations"] = node_annotations(self.fabric.node_ip)
             info["podNetwork"] = True
+        info["annotations"] = {**(info.get("annotations") or {}), LIMITS_ANNOTATION: self.limits.annotation}
         return info
 
     def running_pods(self) -> dict[str, str]:
         return {uid: f"{r.st.namespace}/{r.st.name}" for uid, r in self.runners.items()}
 
     async def handle(self, msg: wire.Message) -> None:
+        """Desired state from the server: recorded in the cache, then applied (`_apply`)."""
+        async with self._handle_lock:
+            if isinstance(msg, wire.Welcome):
+                self._welcomed.set()
+            if self.caching:
+                self.cache.record(msg)
+            await self._apply(msg)
+
+    async def _replay_offline(self) -> None:
+        """Run from the cache when no server Welcome came within `replay_after` seconds (see the module doc)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.replay_after):
+                await self._welcomed.wait()
+            return
+        messages = self.cache.replay()
+        if messages is None:
+            log.warning("no server yet and no cached desired state: waiting for the server")
+            return
+        async with self._handle_lock:
+            if self._welcomed.is_set():
+                return
+            pods = sum(isinstance(m, wire.PodUpsert) for m in messages)
+            log.warning("no server after %.0f s: running from the cached desired state (%d pods, %d objects) "
+                        "until it answers", self.replay_after, pods, len(messages) - pods - 2)
+            self._replaying, self.replayed = True, True
+            try:
+                for m in messages:
+                    try:
+                        await self._apply(m)
+                    except Exception:  # one bad cached object must not take the agent down
+                        log.exception("replaying the cached %s failed", m.T)
+            finally:
+                self._replaying = False
+
+    async def _apply(self, msg: wire.Message) -> None:
         if isinstance(msg, (wire.ObjectUpsert, wire.ObjectDelete)) and msg.kind in POLICY_KINDS:
             if self.netpol is not None:
                 self.netpol.handle(msg)
@@ -242,7 +343,8 @@ class Agent:
             if self.proxy is not None:
                 self.proxy.synced()
         if isinstance(msg, wire.Welcome):
-            self._pvs_resent = set()
+            # a replay sweeps no volume: only the server's own resync says one is gone
+            self._pvs_resent = None if self._replaying else set()
         elif isinstance(msg, wire.ObjectUpsert) and msg.kind == "PersistentVolume":
             self.local_volumes.seen(msg.obj)
             if self._pvs_resent is not None:
@@ -259,6 +361,7 @@ class Agent:
         elif isinstance(msg, wire.PodUpsert):
             self._upsert(msg.pod)
         elif isinstance(msg, wire.PodDelete):
+            self._refused.discard(msg.uid)
             runner = self.runners.get(msg.uid)
             if runner is not None:
                 runner.terminate()
@@ -338,12 +441,27 @@ class Agent:
         if runner is not None:
             runner.update(pod)
             return
+        if self.limits.refused:
+            self._refuse(pod)
+            return
         runner = PodRunner(self.deps, pod, report=self._report, on_final=self._final)
         self.runners[uid] = runner
         self.stats.pod_seen(uid, pod)
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             runner.update(pod)
         self._spawn(uid, self._run_pod(runner))
+
+    def _refuse(self, pod: Obj) -> None:
+        """A pod this node does not start (no resource limits, `lite.agent.limits`): one Warning event; a pod
+        being deleted is final at once (it never ran here), so its deletion does not wait for this node."""
+        meta = pod["metadata"]
+        uid = str(meta["uid"])
+        if meta.get("deletionTimestamp"):
+            self._refused.discard(uid)
+            self._post(wire.PodFinal(uid, str(meta.get("namespace", "")), str(meta["name"])))
+        elif uid not in self._refused:
+            self._refused.add(uid)
+            self._event(pod, "Warning", REFUSED_REASON, pod_refusal(self.limits, self.node_name))
 
     async def _run_pod(self, runner: PodRunner) -> None:
         """Pod networks need the node network (podCIDR); a pod deleted meanwhile still runs its kill path."""
@@ -389,12 +507,24 @@ class Agent:
         self.deps.images = await ImageService.open(self.root / "images", regs)
         self.deps.images.on_pull = self.stats.pull_done
         self.node.image_list = self.deps.images.list
+        problem: str | None = "cgroups are turned off in this agent's configuration"
         if self.config.use_cgroups:
             try:
-                self.deps.cgroups = detect(self.config.cgroup_root)
-                log.info("using %s", self.deps.cgroups.describe())
+                cgroups = detect(self.config.cgroup_root)
             except (CgroupError, OSError) as e:
-                log.warning("no cgroups, pods run without resource limits: %s", e)
+                problem = str(e)
+            else:
+                try:  # mounted is not enough: the agent's cgroup root must take sub-cgroups with controllers
+                    await asyncio.to_thread(cgroups.ensure_shims)
+                    self.deps.cgroups, problem = cgroups, None
+                    log.info("using %s", cgroups.describe())
+                except (CgroupError, OSError) as e:
+                    problem = f"cgroup root {self.config.cgroup_root!r} is not usable: {e}"
+        self.limits = self.node.limits = decide(c.runtime, problem, c.allow_no_limits)
+        if self.limits.refused:
+            log.error("node %s: %s", self.node_name, self.limits.message)
+        elif not self.limits.enforced:
+            log.warning("node %s: %s", self.node_name, self.limits.message)
 
     async def run(self) -> None:
         from lite.agent.session import JoinSession
@@ -412,6 +542,8 @@ class Agent:
         """Run with `session` (anything with `post(msg)` and an eternal `run()`) until cancelled."""
         self.session = session
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.caching:
+            await asyncio.to_thread(self.cache.load)
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
@@ -422,10 +554,17 @@ class Agent:
                     self._spawn(p["name"], p["coro"])
                 self._pending.clear()
                 tg.create_task(session.run(), name="..session")
+                if self.caching:
+                    tg.create_task(self.cache.run(), name="..cache")
+                    tg.create_task(self._replay_offline(), name="..replay")
                 tg.create_task(self._node_loop(), name="..node")
                 tg.create_task(self._metrics_loop(), name="..metrics")
                 tg.create_task(self._import_loop(), name="..images")
                 tg.create_task(self.fabric.run(), name="..fabric")
+                if self.config.local_api_port:
+                    from lite.agent.localapi.server import LocalApi
+
+                    tg.create_task(LocalApi(self, self.config.local_api_port, self.root).run(), name="..local-api")
                 if self.proxy is not None:
                     tg.create_task(self.proxy.proxier.run(), name="..proxy")
                 if self.netpol is not None:
@@ -433,6 +572,10 @@ class Agent:
                     tg.create_task(self.netpol.enforcer.watch_refusals(), name="..netpol-refusals")
         finally:
             self._tg = None
+            try:
+                await self.cache.close()
+            except (OSError, TypeError, ValueError) as e:
+                log.error("desired-state cache: final write failed: %s", e)
             if self.dns is not None:
                 await self.dns.close()
             if self.proxy is not None:  # the rules stay in the kernel: a restarted agent reconciles them

@@ -4,7 +4,9 @@
 `V1NodeSystemInfo` requires is present). Conditions Ready/MemoryPressure/DiskPressure/PIDPressure use kubelet's
 reasons and keep `lastTransitionTime` while a condition's status does not change; `lastHeartbeatTime` is now.
 Pressure thresholds are kubelet's hard eviction defaults: memory.available < 100Mi, nodefs.available < 10%,
-free pids < 5% of pid_max. `changed(status)` tells whether a status differs from the last one sent in more
+free pids < 5% of pid_max. Whether pods' resource limits are enforced (`limits`, `lite.agent.limits`) rewrites
+Ready (Ready=False, reason CgroupsUnavailable, on a node that refuses pods) or adds the condition
+ResourceLimitsUnenforced. `changed(status)` tells whether a status differs from the last one sent in more
 than heartbeat times (the agent sends those at once, and the rest only every `STATUS_REFRESH` seconds).
 The lease is renewed every `LEASE_RENEW` seconds (10 s, as kubelet). Reads /proc and statvfs: tiny, on the loop.
 """
@@ -17,6 +19,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from lite.agent.limits import ENFORCED, Limits
+from lite.agent.limits import conditions as limits_conditions
 from lite.objects import rfc3339
 
 Obj = dict[str, Any]
@@ -72,6 +76,7 @@ class NodeReporter:
         self.external_ip = external_ip
         self.image_list = image_list  # callable -> list[ImageInfo] or None
         self.max_pods = max_pods
+        self.limits: Limits = ENFORCED  # set by the agent once it looked for cgroups (`lite.agent.limits`)
         self._last: Obj | None = None
 
     def resources(self) -> tuple[Obj, Obj]:
@@ -104,6 +109,7 @@ class NodeReporter:
                   "kubelet has sufficient PID available"),
             _cond("Ready", True, "KubeletReady", "kubelet is posting ready status"),
         ]
+        conds = limits_conditions(self.limits, conds)
         now = rfc3339()
         prev = {c["type"]: c for c in (self._last or {}).get("conditions") or []}
         for c in conds:

@@ -77,29 +77,38 @@ def pod_service_env(services: Iterable[Obj], namespace: str, enable_links: bool)
     return out
 
 
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
 class ServiceCatalog:
-    """The Services the server relays, by (namespace, name); a `feed.Sink` (slices are ignored)."""
+    """The Services and EndpointSlices the server relays, by (namespace, name); a `feed.Sink`. Services make the
+    pods' environment; both are what the node-local API (`lite.agent.localapi`) lists. Holds the relayed
+    objects themselves (shared with the proxier's feed, never changed)."""
 
     def __init__(self) -> None:
         self.services: dict[tuple[str, str], Obj] = {}
+        self.slices: dict[tuple[str, str], Obj] = {}
 
     def set_service(self, obj: Obj) -> None:
-        meta = obj.get("metadata") or {}
-        self.services[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
+        self.services[_key(obj)] = obj
 
     def delete_service(self, namespace: str, name: str) -> None:
         self.services.pop((namespace, name), None)
 
     def set_slice(self, obj: Obj) -> None:
-        return None
+        self.slices[_key(obj)] = obj
 
     def delete_slice(self, namespace: str, name: str) -> None:
-        return None
+        self.slices.pop((namespace, name), None)
 
     def replace(self, services: Iterable[Obj], slices: Iterable[Obj]) -> None:
-        self.services = {}
+        self.services, self.slices = {}, {}
         for s in services:
             self.set_service(s)
+        for s in slices:
+            self.set_slice(s)
 
     def env_for(self, namespace: str, enable_links: bool) -> dict[str, str]:
         return pod_service_env(self.services.values(), namespace, enable_links)

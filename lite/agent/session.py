@@ -8,6 +8,9 @@
         ▲                                                                                      │
         └──── backoff (0.5 s doubling, capped at 30 s, jittered; reset after a Welcome) ◄───────┘ closed/failed
 
+- While the server is away, one line says so when the first attempt fails and one when a Welcome comes again
+  (`lite.agent.away`); the attempts in between log at DEBUG only (hours of outage, no flood).
+
 - Desired state goes to `agent.handle(msg)` (Welcome, NodeConfig, PodUpsert, PodDelete, ObjectUpsert,
   ObjectDelete, Synced), in order, from the reader task: handlers must only record and return quickly.
 - Reports: `post(msg)` (never blocks; usable while disconnected). The latest PodStatus per uid, NodeStatus,
@@ -61,6 +64,7 @@ import aiohttp
 
 from lite import wire
 from lite.agent import servers as server_list
+from lite.agent.away import Away
 from lite.agent.nodecreds import CredentialsRefused, NodeCredentials
 from lite.agent.streams.backend import StreamBackend
 from lite.agent.streams.server import StreamServer
@@ -145,6 +149,7 @@ class JoinSession:
         self._http: aiohttp.ClientSession | None = None
         self.config: Obj = {}
         self.sessions = 0  # number of Welcomes received (tests and status)
+        self._away = Away(log, cap=backoff[1] * 1.5)  # one line when the server goes away, one when it is back
 
     def _target(self, base_url: str) -> None:
         self.base_url = base_url.rstrip("/")
@@ -255,7 +260,7 @@ class JoinSession:
                 except CredentialsRefused as e:
                     log.error("join session to %s: node credentials refused: %s", self.url, e)
                 except (aiohttp.ClientError, OSError, TimeoutError, wire.WireError) as e:
-                    log.info("join session to %s: %s", self.url, e or type(e).__name__)
+                    self._away.failed(self.base_url, e)
                     if http is not None and self.sessions == welcomed_before and \
                             await self._certificate_rejected(http):
                         delay = self.backoff[0]
@@ -333,6 +338,7 @@ class JoinSession:
             self.connected.set()
             self._report_dropped()
             self._wake.set()
+            self._away.back(self.base_url)
             log.info("joined %s as node %s", "in process" if self.dial is not None else self.url, self.node_name)
             await self._serve(ws)
 

@@ -87,6 +87,16 @@ def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+def local_api_port(args: argparse.Namespace) -> int:
+    """`--local-api-port` when `--local-api` is given, else 0 (off); a port outside 1-65535 is refused."""
+    if not getattr(args, "local_api", False):
+        return 0
+    port = int(args.local_api_port)
+    if not 0 < port < 65536:
+        raise SystemExit(f"lite: --local-api-port must be in 1-65535, not {port}")
+    return port
+
+
 def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
     """The agent's place on its host: its address, and (hidden; for tests and nested setups such as the frozen
     executable's pod test) a netns of its own for the bridge, the pod netns dir and the cgroup root."""
@@ -106,9 +116,18 @@ def _add_node_host_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seccomp-default", action="store_true",
                    help="containers without a seccompProfile get RuntimeDefault instead of Unconfined (kubelet's "
                         "--seccomp-default)")
+    p.add_argument("--allow-no-resource-limits", action="store_true",
+                   help="test clusters only: when this node has no usable cgroup hierarchy, run pods without "
+                        "CPU, memory and PID limits (the Node shows it) instead of reporting Ready=False and "
+                        "starting none")
     p.add_argument("--allowed-unsafe-sysctls", default="", metavar="LIST",
                    help="comma-separated namespaced sysctls or patterns ending in * (e.g. 'net.core.*') that pods "
                         "may set besides the safe set (kubelet's --allowed-unsafe-sysctls)")
+    p.add_argument("--local-api", action="store_true",
+                   help="serve a read-only Kubernetes API of this node alone on 127.0.0.1 (also while the server "
+                        "is away): kubectl --kubeconfig <data-dir>/agent/local-api/kubeconfig")
+    p.add_argument("--local-api-port", type=int, default=6448, metavar="PORT",
+                   help="port of the node-local API on 127.0.0.1 (default 6448)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -401,6 +420,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_service_proxy=args.service_proxy,
         agent_network_policy=args.network_policy,
         agent_seccomp_default=args.seccomp_default,
+        agent_local_api_port=local_api_port(args),
         agent_allowed_unsafe_sysctls=_csv(args.allowed_unsafe_sysctls),
         cluster_dns=args.cluster_dns,
         cluster_domain=args.cluster_domain,
@@ -411,6 +431,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         agent_node_ip=args.node_ip, agent_node_netns=args.node_netns, flannel_backend=args.flannel_backend,
         agent_node_external_ip=args.node_external_ip, agent_flannel_iface=args.flannel_iface,
         agent_netns_dir=Path(args.netns_dir) if args.netns_dir else None, agent_cgroup_root=args.cgroup_root,
+        agent_allow_no_limits=args.allow_no_resource_limits,
         tls_handshake_timeout=args.tls_handshake_timeout,
         request_header_timeout=args.request_header_timeout,
         idle_timeout=args.idle_timeout,

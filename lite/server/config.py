@@ -134,6 +134,7 @@ class ServerConfig:
     agent_runtime: str = "namespaces"  # or "process": plain host processes, no isolation
     agent_service_proxy: bool = True  # the embedded agent programs Services into nftables (table ip lite)
     agent_network_policy: bool = True  # and enforces NetworkPolicies (table inet lite-policy) when it does
+    agent_local_api_port: int = 0  # the embedded agent's node-local read-only API (`--local-api`; 0 = off)
     agent_seccomp_default: bool = False  # kubelet's --seccomp-default: RuntimeDefault when a pod sets none
     agent_allowed_unsafe_sysctls: tuple[str, ...] = ()  # kubelet's --allowed-unsafe-sysctls
     private_registry: Path | None = None  # k3s registries.yaml; None = /etc/lite/registries.yaml if present
@@ -153,6 +154,7 @@ class ServerConfig:
     agent_node_netns: str | None = None  # tests: a netns file holding the bridge (lite agent's --node-netns)
     agent_netns_dir: Path | None = None  # pod netns files; None = /var/run/netns
     agent_cgroup_root: str = "lite"
+    agent_allow_no_limits: bool = False  # --allow-no-resource-limits: run pods without cgroups (test clusters)
     # Scheduled store snapshots (k3s's etcd-snapshot schedule): cron, how many to keep, or none at all.
     snapshot_cron: str = "0 */12 * * *"
     snapshot_retention: int = 5

@@ -83,8 +83,8 @@ LAZY = ("cel_expr_python", "google.protobuf", "lite.cel.env", "lite.server.api.s
         "lite.server.admission.policy.decide", "lite.server.admission.policy.plain",
         "lite.server.admission.policy.matching", "lite.server.admission.policy.typecheck",
         # the exec/attach/port-forward/proxy stream protocols: imported by the first such request
-        "lite.server.join.streams", "lite.server.join.spdy", "lite.server.join.rawspdy", "lite.server.join.exec_ws",
-        "lite.server.join.portforward",
+        "lite.server.join.streams", "lite.kubestreams.pods", "lite.kubestreams.spdy", "lite.kubestreams.rawspdy",
+        "lite.kubestreams.exec_ws", "lite.kubestreams.portforward",
         # prometheus_client's exporters and collectors (its package __init__, never run) and its text format
         # (loaded by the first scrape of /metrics)
         "prometheus_client.exposition", "prometheus_client.gc_collector", "prometheus_client.process_collector",

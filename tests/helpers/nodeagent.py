@@ -68,16 +68,18 @@ class NodeAgent:
         docker_save_tar(drop / "busybox.tar", Image([Layer.build(busybox_entries())]), [IMAGE])
         (self.tmp / "resolv.conf").write_text("nameserver 127.0.53.53\n")
 
-    def start(self, server: str, token: str) -> NodeAgent:
-        """Starts the agent with `--server server` (the same command again after a `stop`)."""
+    def start(self, server: str, token: str, extra: tuple[str, ...] = (),
+              env: dict[str, str] | None = None) -> NodeAgent:
+        """Starts the agent with `--server server` (the same command again after a `stop`), plus `extra` flags
+        and `env` variables."""
         self.command = [*lite_command(), "agent", "--server", server, "--token", token,
                         "--data-dir", str(self.data_dir), "--node-name", self.node, "--node-ip", self.node_ip,
                         "--node-netns", str(self.node_ns), "--netns-dir", str(self.netns_dir),
                         "--cgroup-root", self.cgroup_root, "--disable-service-proxy",
-                        "--resolv-conf", str(self.tmp / "resolv.conf")]
+                        "--resolv-conf", str(self.tmp / "resolv.conf"), *extra]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL, env=None if env is None else {**os.environ, **env})
         return self
 
     def stop(self, timeout: float = 20) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from lite import wire
 from lite.agent.streams.crilog import LogOptions, parse_line, parse_ns, read_log
-from lite.server.join import spdy
+from lite.kubestreams import spdy
 from lite.server.join.relay import pod_refs
 
 KUBECTL_132 = "/usr/lib/google-cloud-sdk/bin/kubectl.1.32"

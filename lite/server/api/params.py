@@ -26,12 +26,19 @@ from typing import Any
 from lite import errors
 from lite.errors import ApiError, Cause
 
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-UINT64_MAX = (1 << 64) - 1
+# The scalars live in the leaf (the agent's node-local API reads them too); re-exported for the API's modules.
+from lite.queryparams import INT64_MAX as INT64_MAX
+from lite.queryparams import INT64_MIN as INT64_MIN
+from lite.queryparams import UINT64_MAX as UINT64_MAX
+from lite.queryparams import go_quote as go_quote
+from lite.queryparams import parse_int64 as parse_int64
+from lite.queryparams import parse_uint64 as parse_uint64
+from lite.queryparams import query_bool as query_bool
+from lite.queryparams import query_int as query_int
+
 FIELD_MANAGER_MAX = 128
 FIELD_VALIDATION = ("", "Ignore", "Strict", "Warn")
 PROPAGATION = ("Foreground", "Background", "Orphan")
-_SIGNED = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _UNSIGNED = re.compile(r"[0-9]+", re.ASCII)
 
 # DeleteOptions fields and the Go type of each (for the decoder's messages); preconditions is a struct.
@@ -41,64 +48,6 @@ _DELETE_FIELDS: dict[str, str] = {
     "ignoreStoreReadErrorWithClusterBreakingPotential": "bool",
 }
 _PRECONDITION_FIELDS = {"uid": "types.UID", "resourceVersion": "string"}
-
-
-def go_quote(s: str) -> str:
-    """Go's `%q` of a string, close enough for messages: double quotes, escapes for quotes and controls."""
-    out = []
-    for ch in s:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-# --- scalar parsing (ParameterCodec) -------------------------------------------------------------------
-
-def parse_int64(value: str, func: str = "ParseInt") -> int:
-    """`strconv.ParseInt(value, 10, 64)`; raises ValueError with Go's message."""
-    if not _SIGNED.fullmatch(value):
-        raise ValueError(f"strconv.{func}: parsing {go_quote(value)}: invalid syntax")
-    n = int(value)
-    if not INT64_MIN <= n <= INT64_MAX:
-        raise ValueError(f"strconv.{func}: parsing {go_quote(value)}: value out of range")
-    return n
-
-
-def parse_uint64(value: str) -> int:
-    """`strconv.ParseUint(value, 10, 64)`; raises ValueError with Go's message."""
-    if not _UNSIGNED.fullmatch(value):
-        raise ValueError(f"strconv.ParseUint: parsing {go_quote(value)}: invalid syntax")
-    n = int(value)
-    if n > UINT64_MAX:
-        raise ValueError(f"strconv.ParseUint: parsing {go_quote(value)}: value out of range")
-    return n
-
-
-def query_int(query: Mapping[str, str], name: str) -> int | None:
-    """An int64 query parameter (None when absent); 400 BadRequest when it does not parse."""
-    value = query.get(name)
-    if value is None:
-        return None
-    try:
-        return parse_int64(value)
-    except ValueError as e:
-        raise errors.bad_request(str(e)) from None
-
-
-def query_bool(query: Mapping[str, str], name: str) -> bool:
-    """Upstream Convert_Slice_string_To_bool: only absent, "0" and "false" (any case) are false."""
-    value = query.get(name)
-    if value is None:
-        return False
-    return not (value == "0" or value.lower() == "false")
 
 
 def parse_resource_version(rv: str) -> int:

@@ -22,8 +22,8 @@ from aiohttp import WSMsgType
 from lite import wire
 from lite.errors import ApiError, service_unavailable
 from lite.joinpipe import JoinSocket
+from lite.kubestreams.tunnel import AgentStream, StreamMsg, disconnected
 from lite.server.join.intake import Apply
-from lite.server.join.tunnel import AgentStream, StreamMsg, disconnected
 
 log = logging.getLogger("lite.server.join")
 

@@ -1,220 +1,43 @@
-"""The API's `StreamProvider` over join sessions: pods/log, exec, attach and portforward.
+"""The API's `StreamProvider` over join sessions: pods/log, exec, attach, portforward and proxy.
 
-`serve_stream(hub, request, kind, namespace, name, subresource)` reads the pod, checks what upstream's API
-server and kubelet check (a host assigned, the container valid, started, running), finds the node's session
-and hands over to the protocol module: chunked text or WebSocket messages (`binary.k8s.io`,
-`base64.binary.k8s.io`) here for logs, `exec_ws` for exec/attach,
-`portforward` for port-forward.
+`serve_stream(hub, request, kind, namespace, name, subresource)` reads the pod and hands it to
+`lite.kubestreams.pods.serve_pod_stream` (upstream's checks and the protocols, shared with the agent's
+node-local API), with the node's join session as the stream opener; proxy subresources go to `proxysub`.
 
-Invariants:
-- Every refusal before the response starts is an `ApiError` with upstream's code and wording: 404 pod,
-  400 bad container / not started / bad parameters, 503 when the node's agent is not connected; except that a
-  WebSocket upgrade offering only subprotocols the kubelet does not serve gets its bare `403 Forbidden` (no
-  body, connection closed), as kube-apiserver relays it, before any agent stream is opened.
-- A log stream ends when the agent ends it or the client goes away; the agent's stream is always closed.
+Invariants: 404 when the pod does not exist; 400 when it has no host assigned; 503 when its node's agent is
+not connected (asked only where upstream asks for the node's connection, see `serve_pod_stream`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import contextlib
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from lite import wire
 from lite.errors import bad_request, service_unavailable
 from lite.kinds import Kind
-from lite.objects import parse_time
-from lite.server.api.handlers import q_bool, q_int
-from lite.server.join.exec_ws import PROTOCOLS, refuse_subprotocols, serve_exec
-from lite.server.join.portforward import serve_portforward
+from lite.kubestreams.pods import SUBRESOURCES, StreamOpener, serve_pod_stream
 from lite.server.join.proxysub import serve_proxy
-from lite.server.join.rawspdy import is_spdy_upgrade, serve_raw_spdy, serve_spdy_exec
-from lite.server.join.tunnel import AgentStream
 
 if TYPE_CHECKING:
     from lite.server.join.hub import JoinHub
-
-Obj = dict[str, Any]
-DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
-CLIENT_CHECK = 2.0  # seconds between checks that a quiet follow stream's client is still there
-
-
-def pick_container(pod: Obj, requested: str) -> str:
-    spec = pod.get("spec") or {}
-    name = pod["metadata"]["name"]
-    main = [str(c.get("name", "")) for c in spec.get("containers") or []]
-    others = [c.get("name", "") for k in ("initContainers", "ephemeralContainers") for c in spec.get(k) or []]
-    if not requested:
-        default = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CONTAINER, "")
-        if default in main:
-            return str(default)
-        if len(main) == 1:
-            return main[0]
-        raise bad_request(f"a container name must be specified for pod {name}, choose one of: [{' '.join(main)}]")
-    if requested not in main and requested not in others:
-        raise bad_request(f"container {requested} is not valid for pod {name}")
-    return requested
-
-
-def container_status(pod: Obj, container: str) -> Obj | None:
-    status = pod.get("status") or {}
-    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
-        for cs in status.get(key) or []:
-            if cs.get("name") == container:
-                return dict(cs)
-    return None
-
-
-def check_log_status(pod: Obj, container: str, previous: bool) -> None:
-    """Refuse, as the kubelet does, logs of a container that never started (or has no previous instance)."""
-    name = pod["metadata"]["name"]
-    cs = container_status(pod, container) or {}
-    last = (cs.get("lastState") or {}).get("terminated")
-    if previous:
-        if not last:
-            raise bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
-        return
-    state = cs.get("state") or {}
-    if state.get("running") or state.get("terminated") or last:
-        return
-    reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
-    raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
-
-
-def check_running(pod: Obj, container: str) -> None:
-    phase = (pod.get("status") or {}).get("phase", "")
-    if phase in ("Succeeded", "Failed"):
-        raise bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
-    state = (container_status(pod, container) or {}).get("state") or {}
-    if not state.get("running"):
-        raise bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is not running')
-
-
-def log_params(query: Any) -> Obj:
-    params: Obj = {"follow": q_bool(query, "follow"), "previous": q_bool(query, "previous"),
-                   "timestamps": q_bool(query, "timestamps")}
-    for key in ("tailLines", "sinceSeconds", "limitBytes"):
-        value = q_int(query, key)
-        if value is not None:
-            if value < 0 or (value == 0 and key != "tailLines"):
-                raise bad_request(f"{key} must be greater than {'or equal to ' if key == 'tailLines' else ''}0")
-            params[key] = value
-    since_time = query.get("sinceTime", "")
-    if since_time:
-        if "sinceSeconds" in params:
-            raise bad_request("at most one of `sinceTime` or `sinceSeconds` may be specified")
-        try:
-            parse_time(since_time)
-        except ValueError:
-            raise bad_request(f'invalid value for sinceTime: "{since_time}"') from None
-        params["sinceTime"] = since_time
-    return params
 
 
 async def serve_stream(hub: JoinHub, request: web.Request, kind: Kind, namespace: str, name: str,
                        subresource: str) -> web.StreamResponse:
     if subresource == "proxy" and kind.kind in ("Pod", "Service", "Node"):
         return await serve_proxy(hub, request, kind, namespace, name)
-    if kind.kind != "Pod" or subresource not in ("log", "exec", "attach", "portforward"):
+    if kind.kind != "Pod" or subresource not in SUBRESOURCES:
         raise service_unavailable(f"{kind.plural}/{subresource} is not supported by lite")
     pod = await hub.client.get(kind, namespace, name)
     node = str((pod.get("spec") or {}).get("nodeName") or "")
-    base: Obj = {"namespace": namespace, "name": name, "uid": pod["metadata"].get("uid", "")}
-    if subresource == "portforward":
-        session = _session(hub, node, name)
-        if is_spdy_upgrade(request):
-            return await serve_raw_spdy(request, session, base)
-        return await serve_portforward(request, session, base)
-    container = pick_container(pod, request.query.get("container", ""))
-    base["container"] = container
-    if subresource == "log":
-        params = log_params(request.query)
-        if not node:
-            raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
-        check_log_status(pod, container, params["previous"])
-        stream = _session(hub, node, name).open_stream("log", {**base, **params})
-        return await serve_log(request, stream)
-    session = _session(hub, node, name)
-    check_running(pod, container)
-    q = request.query
-    params = {**base, "stdin": q_bool(q, "stdin"), "stdout": q_bool(q, "stdout"), "stderr": q_bool(q, "stderr"),
-              "tty": q_bool(q, "tty")}
-    if subresource == "exec":
-        params["command"] = list(q.getall("command", ()))
-        if not params["command"]:
-            raise bad_request("you must specify at least 1 command")
-    if not (params["stdin"] or params["stdout"] or params["stderr"]):
-        raise bad_request("you must specify at least 1 of stdin, stdout, stderr")
-    if not is_spdy_upgrade(request):
-        refused = refuse_subprotocols(request, PROTOCOLS)  # before any process starts, as the kubelet
-        if refused is not None:
-            return refused
-    stream = session.open_stream(subresource, params)
-    if is_spdy_upgrade(request):
-        try:
-            await stream.ready()
-            return await serve_spdy_exec(request, stream, params)
-        finally:
-            await stream.close()
-    return await serve_exec(request, stream, tty=bool(params["tty"]), stdout=bool(params["stdout"]),
-                            stderr=bool(params["stderr"]))
+    return await serve_pod_stream(request, pod, subresource, lambda: _session(hub, node, name))
 
 
-def _session(hub: JoinHub, node: str, pod: str) -> Any:
+def _session(hub: JoinHub, node: str, pod: str) -> StreamOpener:
     if not node:
         raise bad_request(f"pod {pod} does not have a host assigned")
-    session = hub.session(node)
+    session: Any = hub.session(node)
     if session is None:
         raise service_unavailable(f'the node agent of node "{node}" is not connected')
-    return session
-
-
-# Logs over WebSocket (upstream's wsstream reader protocols): each chunk one message, binary or base64 text.
-LOG_PROTOCOLS = ("binary.k8s.io", "base64.binary.k8s.io")
-
-
-async def serve_log(request: web.Request, stream: AgentStream) -> web.StreamResponse:
-    """Chunked text/plain, or WebSocket messages when the client asks to upgrade. A client that goes away
-    mid-stream (`kubectl logs p | head`) ends the stream quietly: that is not a server error."""
-    try:
-        await stream.ready()
-        ws = web.WebSocketResponse(protocols=LOG_PROTOCOLS, autoping=True)
-        if ws.can_prepare(request).ok:
-            await ws.prepare(request)
-            b64 = ws.ws_protocol == "base64.binary.k8s.io"
-            with contextlib.suppress(ConnectionResetError):
-                await _pump_log(request, stream, lambda data: ws.send_str(base64.b64encode(data).decode()) if b64
-                                else ws.send_bytes(data))
-                await ws.close()
-            return ws
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
-        try:
-            await _pump_log(request, stream, resp.write)
-            await resp.write_eof()
-        except ConnectionResetError:
-            pass  # the client closed its end; nothing is left to tell it
-        return resp
-    finally:
-        await stream.close()
-
-
-async def _pump_log(request: web.Request, stream: AgentStream,
-                    send: Callable[[bytes], Awaitable[None]]) -> None:
-    """Forward the agent's log chunks until the stream ends or the client is gone."""
-    while True:
-        try:
-            msg = await asyncio.wait_for(stream.next(), CLIENT_CHECK)
-        except TimeoutError:
-            if request.transport is None or request.transport.is_closing():
-                return
-            continue
-        if isinstance(msg, wire.StreamData):
-            await send(msg.data)
-        elif isinstance(msg, (wire.StreamClose, wire.StreamExit, wire.StreamError)):
-            return
+    return session  # type: ignore[no-any-return]

@@ -4,6 +4,8 @@
 `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`; `columns(kind)` gives its column definitions.
 
 Invariants:
+- The core kinds' printers and the row/Table builders are in the leaf `lite.kubetables` (the agent's
+  node-local API prints with them too).
 - Columns and cell formats mirror kubectl's upstream printers per kind (pods, nodes, workloads, services,
   events, ...); kinds without a printer get `Name, Age` (custom resources use their CRD version's
   `additionalPrinterColumns`, see `custom`). Wide columns have priority 1 (custom columns their own priority).
@@ -18,11 +20,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from lite import kubetables
 from lite.kinds import Kind
-from lite.server.api.tables import core, custom, extrakinds, misc, networking, rbac, storage, workloads
-from lite.server.api.tables.format import human_duration
-from lite.server.api.tables.pods import pod_row
-from lite.server.api.tables.spec import Column, Printer
+from lite.kubetables import core
+from lite.kubetables.format import human_duration
+from lite.kubetables.spec import Column, Printer
+from lite.server.api.tables import custom, extrakinds, misc, networking, rbac, storage, workloads
 
 __all__ = ["columns", "human_duration", "row", "to_table"]
 
@@ -48,21 +51,7 @@ def row(kind: Kind, obj: dict[str, Any], now: dt.datetime, include_object: str =
     """One Table row: cells plus, per `includeObject`, the object's metadata as PartialObjectMetadata
     ("Metadata", the default), the whole object ("Object") or nothing ("None"). `printer` is the kind's, when
     the caller already has it (a custom resource's is compiled from its JSONPaths)."""
-    cols, fn = printer or _printer(kind)
-    if kind.gk == "Pod":
-        cells, conditions = pod_row(obj, now)
-    else:
-        cells, conditions = fn(obj, now), []
-    metadata = obj.get("metadata")
-    out: dict[str, Any] = {"cells": cells[:len(cols)]}
-    if include_object == "Object":
-        out["object"] = obj
-    elif include_object != "None":
-        out["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                         "metadata": metadata if isinstance(metadata, dict) else {}}
-    if conditions:
-        out["conditions"] = [dict(c) for c in conditions]
-    return out
+    return kubetables.row(kind.gk, printer or _printer(kind), obj, now, include_object)
 
 
 def to_table(kind: Kind, objects: list[dict[str, Any]], list_meta: dict[str, Any], *,
@@ -70,12 +59,4 @@ def to_table(kind: Kind, objects: list[dict[str, Any]], list_meta: dict[str, Any
     """A meta.k8s.io/v1 Table of `objects`; `list_meta` (resourceVersion, continue, ...) becomes its metadata.
 
     `include_object` is the request's `includeObject` parameter (None, Metadata, Object)."""
-    at = now or dt.datetime.now(dt.UTC)
-    printer = _printer(kind)
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": dict(list_meta),
-        "columnDefinitions": [dict(c) for c in printer[0]],
-        "rows": [row(kind, obj, at, include_object, printer) for obj in objects if isinstance(obj, dict)],
-    }
+    return kubetables.table(kind.gk, _printer(kind), objects, list_meta, now=now, include_object=include_object)

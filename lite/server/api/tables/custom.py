@@ -22,8 +22,8 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from lite.kinds import Kind
-from lite.server.api.tables.format import since, when
-from lite.server.api.tables.spec import Column, Printer, col
+from lite.kubetables.format import since, when
+from lite.kubetables.spec import Column, Printer, col
 
 if TYPE_CHECKING:
     from lite.jsonpath import Template  # lite.jsonpath is imported by the first CRD with printer columns

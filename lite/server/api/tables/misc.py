@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from lite.server.api.tables.format import (
+from lite.kubetables.format import (
     Obj,
     access_modes,
     age,
@@ -22,7 +22,7 @@ from lite.server.api.tables.format import (
     s,
     when,
 )
-from lite.server.api.tables.spec import Printer, age_col, col, name_col
+from lite.kubetables.spec import Printer, age_col, col, name_col
 
 _CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 

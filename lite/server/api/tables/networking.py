@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from lite.server.api.tables.format import Obj, age, dct, format_selector, get, lst, s
-from lite.server.api.tables.spec import Printer, age_col, col, name_col
+from lite.kubetables.format import Obj, age, dct, format_selector, get, lst, s
+from lite.kubetables.spec import Printer, age_col, col, name_col
 
 
 def ingress_hosts(rules: list[Any]) -> str:

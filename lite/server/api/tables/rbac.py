@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from lite.server.api.tables.format import Obj, age, lst, s
+from lite.kubetables.format import Obj, age, lst, s
+from lite.kubetables.spec import Printer, age_col, col, name_col
 from lite.server.api.tables.misc import _CREATED_AT
-from lite.server.api.tables.spec import Printer, age_col, col, name_col
 
 
 def _binding(obj: Obj, now: dt.datetime) -> list[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from lite.server.api.tables.format import (
+from lite.kubetables.format import (
     Obj,
     age,
     bool_ptr,
@@ -28,7 +28,7 @@ from lite.server.api.tables.format import (
     since,
     when,
 )
-from lite.server.api.tables.spec import Printer, col, name_col
+from lite.kubetables.spec import Printer, col, name_col
 from lite.server.api.versions import hpa as hpa_versions
 
 _CONTAINERS = col("Containers", wide=True, desc="Names of each container in the template.")

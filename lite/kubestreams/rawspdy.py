@@ -29,12 +29,12 @@ import orjson
 from aiohttp import web
 
 from lite import wire
-from lite.server.join import spdy
-from lite.server.join.exec_ws import exit_status, failure_status
-from lite.server.join.portforward import SpdyPortForward
-from lite.server.join.tunnel import AgentStream
+from lite.kubestreams import spdy
+from lite.kubestreams.exec_ws import exit_status, failure_status
+from lite.kubestreams.portforward import SpdyPortForward
+from lite.kubestreams.tunnel import AgentStream
 
-log = logging.getLogger("lite.server.join")
+log = logging.getLogger("lite.kubestreams")
 
 Obj = dict[str, Any]
 PORTFORWARD = "portforward.k8s.io"

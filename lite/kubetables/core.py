@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from lite.server.api.tables.format import (
+from lite.kubetables.format import (
     Obj,
     age,
     dct,
@@ -22,8 +22,8 @@ from lite.server.api.tables.format import (
     s,
     since,
 )
-from lite.server.api.tables.pods import pod_row
-from lite.server.api.tables.spec import Printer, age_col, col, name_col
+from lite.kubetables.pods import pod_row
+from lite.kubetables.spec import Printer, age_col, col, name_col
 
 _ROLE_PREFIX = "node-role.kubernetes.io/"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from lite.server.api.tables.format import Obj, dct, get, human_duration, i, lst, or_none, s, since, when
+from lite.kubetables.format import Obj, dct, get, human_duration, i, lst, or_none, s, since, when
 
 SUCCEEDED_CONDITIONS = [{"type": "Completed", "status": "True", "reason": "Succeeded",
                          "message": "The pod has completed successfully."}]

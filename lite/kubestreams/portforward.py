@@ -32,12 +32,12 @@ from aiohttp import WSMsgType, web
 
 from lite import wire
 from lite.errors import ApiError, bad_request
+from lite.kubestreams import spdy
+from lite.kubestreams.exec_ws import Subprotocol, offered_subprotocols, refuse_subprotocols
+from lite.kubestreams.tunnel import AgentStream
 from lite.records import dataclass
-from lite.server.join import spdy
-from lite.server.join.exec_ws import Subprotocol, offered_subprotocols, refuse_subprotocols
-from lite.server.join.tunnel import AgentStream
 
-log = logging.getLogger("lite.server.join")
+log = logging.getLogger("lite.kubestreams")
 
 SPDY_WS = "SPDY/3.1+portforward.k8s.io"
 # The kubelet's port-forward subprotocols; none asked for means binary (there is no v5 for port-forward).

@@ -35,8 +35,8 @@ from aiohttp import WSMsgType, web
 
 from lite import wire
 from lite.errors import bad_request
+from lite.kubestreams.tunnel import AgentStream
 from lite.records import dataclass
-from lite.server.join.tunnel import AgentStream
 
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 MAX_MESSAGE = 16 * 1024 * 1024
