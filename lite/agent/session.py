@@ -14,8 +14,15 @@
 - Desired state goes to `agent.handle(msg)` (Welcome, NodeConfig, PodUpsert, PodDelete, ObjectUpsert,
   ObjectDelete, Synced), in order, from the reader task: handlers must only record and return quickly.
 - Reports: `post(msg)` (never blocks; usable while disconnected). The latest PodStatus per uid, NodeStatus,
-  LeaseRenew and Metrics replace older unsent ones and go out first; Events and PodFinals queue in order.
-  All are sent after the next Hello when disconnected.
+  LeaseRenew, Metrics and TokenRequest per pod token source replace older unsent ones and go out first; then
+  PodFinals (never dropped), then Events (at most `max_events` queued: the oldest are dropped first and
+  counted; after the next Welcome the count is logged and sent as one Warning Event `EventsDropped` on the
+  Node). Stream replies posted while disconnected are dropped. All are sent after the next Hello.
+- Convergence after a cut: the session remembers the last PodStatus posted per pod (until its PodFinal); a
+  PodUpsert (every Welcome's resync sends each pod) whose status on the server differs from it in phase,
+  conditions or container readiness (node lifecycle marks a silent node's pods Ready=False) gets that status
+  posted again, so the server shows the pods as the node runs them. TokenRequests a connection took with it
+  unanswered are posted again for the next one (their waiters may still be waiting).
 - Credentials: the join token only obtains the node's client certificate (kept in `credentials_dir`); the
   websocket authenticates with that certificate. A refusal (e.g. this node name is registered with another
   node password) is logged and retried with the backoff; a due renewal happens while connected and is used
@@ -68,7 +75,7 @@ log = logging.getLogger("lite.agent.session")
 
 Obj = dict[str, Any]
 DATA_QUEUE = 256
-MAX_FIFO = 10000
+MAX_EVENTS = 10000
 CONNECT_TIMEOUT = 10.0
 _STREAM_IN = (wire.StreamOpen, wire.StreamData, wire.StreamClose, wire.StreamResize, wire.StreamAck)
 _STREAM_OUT = (wire.StreamReady, wire.StreamData, wire.StreamClose, wire.StreamError, wire.StreamExit, wire.Pong)
@@ -101,7 +108,7 @@ class JoinSession:
                  insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 30.0),
                  lease_interval: float = 10.0, lease_duration: int = 40,
                  rand: Callable[[], float] = random.random, dial: LocalDial | None = None,
-                 servers_dir: Path | None = None) -> None:
+                 servers_dir: Path | None = None, max_events: int = MAX_EVENTS) -> None:
         self.configured = server_url.rstrip("/")
         self.servers_dir = servers_dir if dial is None else None
         self.servers: list[str] = [] if self.servers_dir is None else server_list.load(self.servers_dir,
@@ -127,8 +134,13 @@ class JoinSession:
                 ctx.check_hostname = False
                 ctx.verify_mode = ssl.CERT_NONE
             self._ssl = ctx
-        self._latest: OrderedDict[tuple[str, str], wire.Message] = OrderedDict()
-        self._fifo: deque[wire.Message] = deque(maxlen=MAX_FIFO)
+        self._latest: OrderedDict[tuple[str, ...], wire.Message] = OrderedDict()
+        self._fifo: deque[wire.Message] = deque()  # PodFinals (and stream replies while connected)
+        self._events: deque[wire.Message] = deque()
+        self.max_events = max_events
+        self.dropped_events = 0  # Events dropped since the last EventsDropped report
+        self._reported: dict[str, wire.PodStatus] = {}  # uid -> the last status posted, until its PodFinal
+        self._tokens_sent: dict[int, wire.TokenRequest] = {}  # sent on this connection, not answered yet
         self._data: asyncio.Queue[wire.Message] = asyncio.Queue(DATA_QUEUE)
         self._wake = asyncio.Event()
         self._seen_pods: dict[str, tuple[bytes, str]] = {}  # uid -> (pod_fingerprint, "ns/name") handed over
@@ -165,11 +177,26 @@ class JoinSession:
 
     def post(self, msg: wire.Message) -> None:
         """Queue a report; see the module docstring for which ones replace older unsent ones."""
+        key: tuple[str, ...]
         if isinstance(msg, wire.PodStatus):
             key = ("pod", msg.uid)
+            self._reported[msg.uid] = msg
         elif isinstance(msg, (wire.NodeStatus, wire.LeaseRenew, wire.Metrics)):
             key = (msg.T, "")
+        elif isinstance(msg, wire.TokenRequest):
+            key = (msg.T, msg.uid, ",".join(msg.audiences), str(msg.seconds))
+        elif isinstance(msg, wire.Event):
+            if len(self._events) >= self.max_events:
+                self._events.popleft()
+                self.dropped_events += 1
+            self._events.append(msg)
+            self._wake.set()
+            return
         else:
+            if isinstance(msg, _STREAM_OUT) and not self.connected.is_set():
+                return  # a reply to a stream of a connection that is gone
+            if isinstance(msg, wire.PodFinal):
+                self._reported.pop(msg.uid, None)
             self._fifo.append(msg)
             self._wake.set()
             return
@@ -191,6 +218,8 @@ class JoinSession:
             return self._latest.popitem(last=False)[1]
         if self._fifo:
             return self._fifo.popleft()
+        if self._events:
+            return self._events.popleft()
         if not self._data.empty():
             return self._data.get_nowait()
         return None
@@ -202,6 +231,8 @@ class JoinSession:
             while (msg := self._next_report()) is not None:
                 try:
                     await ws.send_bytes(wire.encode(msg))
+                    if isinstance(msg, wire.TokenRequest):
+                        self._tokens_sent[msg.id] = msg
                 except (ConnectionError, RuntimeError) as e:
                     if not isinstance(msg, _STREAM_OUT):
                         self.post(msg)  # keep the report for the next session
@@ -305,6 +336,7 @@ class JoinSession:
                 del self._seen_objects[key]
             await self.agent.handle(welcome)
             self.connected.set()
+            self._report_dropped()
             self._wake.set()
             self._away.back(self.base_url)
             log.info("joined %s as node %s", "in process" if self.dial is not None else self.url, self.node_name)
@@ -319,6 +351,8 @@ class JoinSession:
             renew = tg.create_task(self._renew_certificate())
             try:
                 await self._read(ws, streams)
+            except (aiohttp.ClientError, ConnectionError) as e:  # the link went (answering a ping, say)
+                log.info("join session to %s: connection lost (%s); reconnecting", self.url, e or type(e).__name__)
             finally:
                 self.connected.clear()
                 writer.cancel()
@@ -331,6 +365,22 @@ class JoinSession:
                     streams.reset()
                 while not self._data.empty():  # stream traffic of this session dies with it
                     self._data.get_nowait()
+                unanswered, self._tokens_sent = list(self._tokens_sent.values()), {}
+                for request in unanswered:  # for the next connection
+                    self.post(request)
+
+    def _report_dropped(self) -> None:
+        """Log and report (one Warning Event on the Node, ahead of the queued ones) the Events dropped."""
+        if not self.dropped_events:
+            return
+        n, self.dropped_events = self.dropped_events, 0
+        message = f"{n} events were dropped while the node was cut off from its server"
+        log.warning("node %s: %s (at most %d are kept, the oldest dropped first)", self.node_name, message,
+                    self.max_events)
+        self._events.appendleft(wire.Event({
+            "type": "Warning", "reason": "EventsDropped", "message": message,
+            "source": {"component": "kubelet", "host": self.node_name},
+            "involvedObject": {"kind": "Node", "apiVersion": "v1", "name": self.node_name, "uid": self.node_name}}))
 
     async def _renew_certificate(self) -> None:
         """Renew the node certificate when due (2/3 of its life); failures retry a minute later."""
@@ -360,6 +410,9 @@ class JoinSession:
                     self.post(wire.StreamError(msg.id, "this node serves no streams", 501, "NotImplemented"))
             elif isinstance(msg, wire.Ping):
                 self.post(wire.Pong(msg.seq))
+            elif isinstance(msg, wire.TokenResponse):
+                self._tokens_sent.pop(msg.id, None)
+                await self.agent.handle(msg)
             elif isinstance(msg, wire.NodeConfig) and self._learn(msg.config):
                 await ws.close()  # ends this session; the loop dials the server `_learn` chose
                 return
@@ -371,11 +424,20 @@ class JoinSession:
                 for out in self._filter(msg):
                     await self.agent.handle(out)
 
+    def _converge_status(self, uid: str, pod: Obj) -> None:
+        """The server's copy of a pod this node reported on differs from the last report: post it again."""
+        last = self._reported.get(uid)
+        if last is None or ("pod", uid) in self._latest:
+            return
+        if status_summary(pod.get("status")) != status_summary(last.status):
+            self.post(last)
+
     def _filter(self, msg: wire.Message) -> list[wire.Message]:
         """Drop what the agent already has; turn Synced into deletes for pods no longer desired."""
         if isinstance(msg, wire.PodUpsert):
             meta = msg.pod.get("metadata") or {}
             uid, fp = str(meta.get("uid", "")), wire.pod_fingerprint(msg.pod)
+            self._converge_status(uid, msg.pod)
             seen = self._seen_pods.get(uid)
             if seen is not None and seen[0] == fp:
                 return []
@@ -399,6 +461,18 @@ class JoinSession:
                 out.append(wire.PodDelete(uid, ns, name))
             return [*out, msg]
         return [msg]
+
+
+def status_summary(status: Obj | None) -> tuple[Any, ...]:
+    """What of a pod status must match between the node and the server: phase, the conditions' statuses and
+    the containers' readiness (timestamps and details may differ without the server being wrong)."""
+    st = status or {}
+    conditions = sorted((str(c.get("type")), str(c.get("status"))) for c in st.get("conditions") or []
+                        if isinstance(c, dict))
+    containers = sorted((str(c.get("name")), bool(c.get("ready")), bool(c.get("started")))
+                        for key in ("initContainerStatuses", "containerStatuses")
+                        for c in st.get(key) or [] if isinstance(c, dict))
+    return str(st.get("phase") or ""), tuple(conditions), tuple(containers)
 
 
 def _node_part(config: Obj) -> Obj:

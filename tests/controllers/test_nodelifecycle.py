@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import pytest
 from conftest import EVENT, LEASE, POD, Kit, bare_pod
 
+from lite.lostpolicy import LOST_AFTER, REPLACE_WHEN_LOST, LostPolicy
 from lite.objects import rfc3339, rfc3339_micro
 from lite.server.controllers.nodelifecycle import (
     NOT_READY,
@@ -16,7 +18,12 @@ from lite.server.controllers.nodelifecycle import (
     node_name_index,
 )
 from lite.server.controllers.runtime import builtin
-from lite.server.controllers.taints import TaintEvictionController, tolerates, toleration_seconds
+from lite.server.controllers.taints import (
+    EVICT_NOW,
+    TaintEvictionController,
+    eviction_time,
+    tolerates,
+)
 
 NODE = builtin("", "Node")
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -91,8 +98,8 @@ def test_toleration_matching() -> None:
         {"key": UNREACHABLE, "operator": "Exists", "tolerationSeconds": 300},
         {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
     ]
-    assert toleration_seconds(tols, [taint]) == (True, 60.0)
-    assert toleration_seconds([], [taint]) == (False, None)
+    assert eviction_time(tols, [(taint, T0)]) == T0 + dt.timedelta(seconds=60)
+    assert eviction_time([], [(taint, T0)]) == EVICT_NOW
 
 
 async def test_lease_expiry_unknown_taints_then_recovery(kit: Kit) -> None:
@@ -235,3 +242,104 @@ def test_pods_are_indexed_by_their_node_and_pending_ones_not_at_all() -> None:
     assert node_name_index({"spec": {"nodeName": "n1"}}) == ["n1"]
     assert node_name_index({"spec": {"nodeName": ""}}) == [] and node_name_index({"spec": {}}) == []
     assert node_name_index({}) == []
+
+
+# ---- the disconnect policy (lite.dev/lost-after, lite.dev/replace-when-lost) ----------------------------------
+
+LOST = {"key": UNREACHABLE, "effect": "NoExecute"}
+DEDICATED = {"key": "dedicated", "effect": "NoExecute"}
+DEFAULT_TOL = {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+SHORT_TOL = {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10}
+FOREVER_TOL = {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute"}
+ALL_TOL = {"operator": "Exists"}
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(("tolerations", "taints", "lost", "want"), [
+    # upstream behaviour (no annotations)
+    ([DEFAULT_TOL], [(LOST, 0)], LostPolicy(), at(300)),
+    ([SHORT_TOL, DEFAULT_TOL], [(LOST, 0)], LostPolicy(), at(10)),  # the smallest tolerationSeconds
+    ([FOREVER_TOL], [(LOST, 0)], LostPolicy(), None),
+    ([], [(LOST, 0)], LostPolicy(), EVICT_NOW),
+    ([DEFAULT_TOL], [(LOST, 0), (DEDICATED, 5)], LostPolicy(), EVICT_NOW),  # an untolerated taint: now
+    ([ALL_TOL], [(LOST, 0), (DEDICATED, 5)], LostPolicy(), None),
+    ([{**ALL_TOL, "tolerationSeconds": 7}], [(LOST, 0), (DEDICATED, 5)], LostPolicy(), at(7)),  # the earliest
+    ([DEFAULT_TOL], [], LostPolicy(), None),
+    # lost-after replaces the deadline of the node-lost taints, tolerated or not
+    ([DEFAULT_TOL], [(LOST, 0)], LostPolicy(20.0), at(20)),
+    ([DEFAULT_TOL], [(LOST, 100)], LostPolicy(900.0), at(1000)),  # longer than the 300 s toleration
+    ([SHORT_TOL], [(LOST, 0)], LostPolicy(60.0), at(60)),  # also over the pod's own tolerationSeconds
+    ([], [(LOST, 0)], LostPolicy(20.0), at(20)),
+    ([FOREVER_TOL], [(LOST, 0)], LostPolicy(20.0), None),  # tolerated forever (DaemonSet pods) stays
+    ([ALL_TOL], [(LOST, 0)], LostPolicy(0.0), None),
+    ([DEFAULT_TOL], [(LOST, 0)], LostPolicy(0.0), at(0)),
+    ([DEFAULT_TOL], [({"key": NOT_READY, "effect": "NoExecute"}, 3)], LostPolicy(20.0), at(23)),
+    ([DEFAULT_TOL], [(LOST, 0), (DEDICATED, 5)], LostPolicy(20.0), EVICT_NOW),  # other taints: unchanged
+    ([DEFAULT_TOL, {"key": "dedicated", "operator": "Exists", "tolerationSeconds": 30}],
+     [(LOST, 0), (DEDICATED, 5)], LostPolicy(600.0), at(35)),
+    # replace-when-lost "false": never for the node-lost taints, whatever else says
+    ([DEFAULT_TOL], [(LOST, 0)], LostPolicy(None, False), None),
+    ([], [(LOST, 0), ({"key": NOT_READY, "effect": "NoExecute"}, 0)], LostPolicy(20.0, False), None),
+    ([DEFAULT_TOL], [(LOST, 0), (DEDICATED, 5)], LostPolicy(None, False), EVICT_NOW),  # not for other taints
+])
+def test_eviction_time(tolerations: list[Obj], taints: list[tuple[Obj, float]], lost: LostPolicy,
+                       want: dt.datetime | None) -> None:
+    assert eviction_time(tolerations, [(t, at(s)) for t, s in taints], lost) == want
+
+
+async def test_lost_policy_annotations_on_pods_and_nodes(kit: Kit) -> None:
+    clock = Clock()
+    await ready_node(kit, "n1")
+    names = ("kept", "quick", "plain", "bad")
+    pods = {name: bare_pod(name, {"app": "x"}) for name in names}
+    pods["kept"]["metadata"]["annotations"] = {REPLACE_WHEN_LOST: "false"}
+    pods["quick"]["metadata"]["annotations"] = {LOST_AFTER: "5s"}
+    for p in pods.values():
+        await kit.make_ready(await kit.api.create(POD, "default", p), node="n1")
+    await kit.api.patch(NODE, "", "n1", {"spec": {"taints": [{**LOST, "timeAdded": rfc3339(clock.wall())}]}})
+    c = TaintEvictionController(kit.api, kit.informers, now=clock.wall)
+    await kit.settle(c)
+    assert await c.reconcile("default/kept") is None
+    assert await c.reconcile("default/quick") == 5.0
+    assert await c.reconcile("default/plain") == 300.0  # the default 300 s toleration
+    # the node's lost-after applies to pods that set none
+    await kit.api.patch(NODE, "", "n1", {"metadata": {"annotations": {LOST_AFTER: "1m"}}})
+    await kit.settle(c)
+    assert await c.reconcile("default/plain") == 60.0
+    assert await c.reconcile("default/quick") == 5.0
+    # a bad value stored before admission checked it (written here behind admission's back) is ignored, once
+    # reported as a Warning on its object
+    raw = await kit.api.get(POD, "default", "bad")
+    raw["metadata"]["annotations"] = {LOST_AFTER: "soon"}
+    await kit.api.update(POD, "default", "bad", raw)
+    await kit.settle(c)
+    assert await c.reconcile("default/bad") == 60.0  # the node's value
+    await c.reconcile("default/bad")
+    warnings = [e for e in (await kit.api.list(EVENT, "default"))["items"] if e["reason"] == "InvalidLostPolicy"]
+    assert [(e["involvedObject"]["name"], e["type"], e.get("count", 1)) for e in warnings] == [("bad", "Warning", 1)]
+    assert "lite.dev/lost-after=soon" in warnings[0]["message"]
+    clock.t = 61
+    for name in names:
+        await c.reconcile(f"default/{name}")
+    assert [p["metadata"]["name"] for p in await kit.pods()] == ["kept"]
+
+
+async def test_marking_pods_not_ready_stops_once_the_node_is_back(kit: Kit) -> None:
+    """A MarkPodsNotReady pass whose reconcile read the node before its agent came back leaves the pods alone
+    once the cached node is Ready again: the agent re-sent their statuses at its resync, and a later write
+    would stick (status writes are not relayed back to the agent)."""
+    clock = Clock()
+    await ready_node(kit, "n1")
+    await kit.make_ready(await kit.api.create(POD, "default", bare_pod("p", {"app": "x"})), node="n1")
+    c = NodeLifecycleController(kit.api, kit.informers, grace_period=40, clock=clock.mono, now=clock.wall)
+    await kit.settle(c)
+    await c._mark_pods_not_ready("n1")  # the node is Ready: a late pass
+    assert ready(await kit.api.get(POD, "default", "p")) == "True"
+    await kit.api.patch(NODE, "", "n1", {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}},
+                        subresource="status")
+    await kit.settle(c)
+    await c._mark_pods_not_ready("n1")
+    assert ready(await kit.api.get(POD, "default", "p")) == "False"

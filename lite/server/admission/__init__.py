@@ -3,7 +3,8 @@
 The plugins (one module each) are those of kube-apiserver that lite runs: ServiceAccount
 (`serviceaccount.py`), NodeRestriction (`noderestriction.py`), PodSecurity (`podsecurity.py` over the pure
 checks of `psachecks.py`), Priority (`priority.py`), DefaultStorageClass (`defaultstorageclass.py`),
-RuntimeClass (`runtimeclass.py`), CertificateSubjectRestriction (`certsubjectrestriction.py`),
+RuntimeClass (`runtimeclass.py`), CertificateSubjectRestriction (`certsubjectrestriction.py`), lite's own
+LostPolicy (`lostpolicy.py`: the disconnect-policy annotations of pods and nodes),
 DefaultIngressClass (`defaultingressclass.py`), ValidatingAdmissionPolicy (`policy/`), the admission
 webhooks (`webhooks.py`, configured by
 `webhookconfig.py` objects, matched by `matching.py`, shown the request in their rule's version by
@@ -30,6 +31,8 @@ from lite.server.admission.certsubjectrestriction import subject_restriction
 from lite.server.admission.defaultingressclass import DefaultIngressClassAdmission
 from lite.server.admission.defaultstorageclass import DefaultStorageClass
 from lite.server.admission.escalation import EscalationCheck
+from lite.server.admission.lostpolicy import KINDS as LOST_POLICY_KINDS
+from lite.server.admission.lostpolicy import validate_lost_policy
 from lite.server.admission.namespaces import NamespaceLabels
 from lite.server.admission.noderestriction import node_restriction
 from lite.server.admission.plugins import ORDER, Plugin, ordered_scoped_hooks
@@ -101,6 +104,8 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
     if "CertificateSubjectRestriction" in wanted:
         plugins.append(Plugin("CertificateSubjectRestriction", validate=subject_restriction,
                               kinds=frozenset({f"{CSR_KIND}.{CSR_GROUP}"})))
+    if "LostPolicy" in wanted:
+        plugins.append(Plugin("LostPolicy", validate=validate_lost_policy, kinds=LOST_POLICY_KINDS))
     if "DefaultIngressClass" in wanted:
         ic_kind = kinds.by_resource("networking.k8s.io", "v1", "ingressclasses")
         if ic_kind is not None:

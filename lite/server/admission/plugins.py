@@ -21,7 +21,8 @@ from __future__ import annotations
 from lite.records import dataclass
 from lite.server.api.strategies.base import AdmissionHook
 
-# Upstream's AllOrderedPlugins, restricted to what lite runs, plus the two storage steps named above.
+# Upstream's AllOrderedPlugins, restricted to what lite runs, plus the two storage steps named above and lite's
+# own LostPolicy (the disconnect-policy annotations, `lostpolicy.py`).
 ORDER: tuple[str, ...] = (
     "ServiceAccount",
     "NodeRestriction",
@@ -30,6 +31,7 @@ ORDER: tuple[str, ...] = (
     "DefaultStorageClass",
     "RuntimeClass",
     "CertificateSubjectRestriction",
+    "LostPolicy",
     "DefaultIngressClass",
     "MutatingAdmissionWebhook",
     "ServiceIPAllocation",

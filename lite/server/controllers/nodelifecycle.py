@@ -10,7 +10,9 @@ reconcile(node name), as upstream `monitorNodeHealth` + `doNoScheduleTaintingPas
                  each NoSchedule + NoExecute (timeAdded set), removed once Ready is True again; no Ready
                  condition yet → not-ready:NoSchedule only (as upstream's admission does for new nodes);
                  spec.unschedulable → node.kubernetes.io/unschedulable:NoSchedule
-    Ready not True ──► pods on the node still Ready get Ready=False (upstream MarkPodsNotReady)
+    Ready not True ──► pods on the node still Ready get Ready=False (upstream MarkPodsNotReady), stopping as soon
+                 as the cached node is Ready again (a reconnected agent re-sends its pods' statuses at its
+                 resync only: a write after that would stay)
     otherwise requeued for when the grace period would run out.
 
 Invariants: taints other than the ones above are left untouched; writes use the read resourceVersion (a
@@ -189,6 +191,8 @@ class NodeLifecycleController(Controller):
 
     async def _mark_pods_not_ready(self, node_name: str) -> None:
         for pod in self.pods.by_index(NODE_NAME_INDEX, node_name):
+            if ready_status(self.nodes.get(node_name) or {}) == "True":
+                return  # the node is back meanwhile: its agent reports its pods itself (a write here would stick)
             conds = (pod.get("status") or {}).get("conditions") or []
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue

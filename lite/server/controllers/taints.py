@@ -1,17 +1,28 @@
 """Taint-based eviction: delete pods from nodes with NoExecute taints they do not tolerate (upstream
-tainteviction, the NoExecuteTaintManager).
+tainteviction, the NoExecuteTaintManager), with lite's per-workload disconnect policy (`lite.lostpolicy`).
 
 reconcile(namespace/name of a pod bound to a node):
     NoExecute taints of its node ──► none: nothing to do
-    a taint no toleration matches ──► delete the pod now
-    all tolerated ──► the smallest tolerationSeconds among the matching tolerations (none: forever);
-                      deadline = taint.timeAdded (or when this controller first saw the taint) + seconds;
-                      past it → delete, else requeue for the deadline
-    every deletion records TaintManagerEviction "Marking for deletion Pod <ns>/<name>" on the pod.
+    `eviction_time(tolerations, [(taint, added)], policy)`, per taint, the earliest wins:
+        a taint no toleration matches ──► now
+        matching tolerations, some with tolerationSeconds ──► added + the smallest of them
+        matching tolerations, none with tolerationSeconds ──► never (for this taint)
+      the node-lost taints (node.kubernetes.io/unreachable, node.kubernetes.io/not-ready) follow the pod's,
+      else the node's, annotations first:
+        lite.dev/replace-when-lost "false" ──► never (the pod stays bound to its node, Running on the server's
+                                                books as last reported, until the node returns)
+        lite.dev/lost-after D ──► added + D, tolerated or not, replacing tolerationSeconds; a pod that
+                                   tolerates the taint forever (no tolerationSeconds) still stays forever
+    added = taint.timeAdded (or when this controller first saw the taint); past the time → delete, else
+    requeue for it. Every deletion records TaintManagerEviction "Marking for deletion Pod <ns>/<name>" on the
+    pod; an annotation value the policy cannot read (admission refuses them on pods and nodes; older objects
+    may hold one) is ignored and reported once as a Warning event InvalidLostPolicy on its object.
 
 Invariants: level-triggered (a removed taint simply makes the next reconcile do nothing, which is the
 upstream "cancel"); pods already being deleted or terminal are left alone; the clock is injected
-(`now() -> datetime`). The default 300 s not-ready/unreachable tolerations come from pod admission.
+(`now() -> datetime`). The default 300 s not-ready/unreachable tolerations come from pod admission. An evicted
+pod of a lost node stays Terminating (its deletion waits for the node's agent, or a force delete): a
+ReplicaSet makes a replacement at once, a StatefulSet does not (the name is still taken).
 """
 
 from __future__ import annotations
@@ -24,12 +35,15 @@ from lite.client import Client
 from lite.errors import ApiError
 from lite.events import EventRecorder
 from lite.informer import SharedInformers
+from lite.lostpolicy import ANNOTATIONS, LostPolicy, bad_values, policy
 from lite.objects import is_deleting, name_of, namespace_of, parse_time
 from lite.objects import now as utc_now
-from lite.server.controllers.nodelifecycle import NODE_NAME_INDEX, ensure_node_index
+from lite.server.controllers.nodelifecycle import NODE_NAME_INDEX, NOT_READY, UNREACHABLE, ensure_node_index
 from lite.server.controllers.runtime import Controller, builtin
 
 Obj = dict[str, Any]
+LOST_TAINTS = (UNREACHABLE, NOT_READY)
+EVICT_NOW = dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
 def tolerates(tol: Obj, taint: Obj) -> bool:
@@ -49,18 +63,33 @@ def no_execute(node: Obj | None) -> list[Obj]:
             if isinstance(t, dict) and t.get("effect") == "NoExecute"]
 
 
-def toleration_seconds(tols: list[Obj], taints: list[Obj]) -> tuple[bool, float | None]:
-    """(every taint tolerated, the smallest tolerationSeconds that applies or None for 'forever')."""
-    least: float | None = None
-    for taint in taints:
-        matching = [t for t in tols if tolerates(t, taint)]
-        if not matching:
-            return False, None
-        for t in matching:
-            if t.get("tolerationSeconds") is not None:
-                secs = max(0.0, float(t["tolerationSeconds"]))
-                least = secs if least is None else min(least, secs)
-    return True, least
+def eviction_time(tolerations: list[Obj], taints: list[tuple[Obj, dt.datetime]],
+                  lost: LostPolicy = LostPolicy()) -> dt.datetime | None:
+    """When a pod with `tolerations` is evicted from a node with NoExecute `taints` (each with the time it was
+    added) under the disconnect policy `lost`: EVICT_NOW, a time (past: now), or None (never). See the module
+    docstring."""
+    when: dt.datetime | None = None
+    for taint, added in taints:
+        node_lost = taint.get("key") in LOST_TAINTS
+        if node_lost and not lost.replace:
+            continue
+        matching = [t for t in tolerations if tolerates(t, taint)]
+        seconds = [max(0.0, float(t["tolerationSeconds"])) for t in matching if t.get("tolerationSeconds") is not None]
+        if matching and not seconds:
+            continue  # tolerated forever
+        if node_lost and lost.lost_after is not None:
+            at = added + dt.timedelta(seconds=lost.lost_after)
+        elif not matching:
+            return EVICT_NOW
+        else:
+            at = added + dt.timedelta(seconds=min(seconds))
+        when = at if when is None else min(when, at)
+    return when
+
+
+def _policy_annotations(obj: Obj | None) -> dict[str, str]:
+    ann = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    return {k: ann[k] for k in ANNOTATIONS if k in ann}
 
 
 class TaintEvictionController(Controller):
@@ -78,6 +107,7 @@ class TaintEvictionController(Controller):
         self.pods.add_handlers(on_add=self._pod, on_update=lambda _o, n: self._pod(n))
         self.nodes.add_handlers(on_add=self._node, on_update=self._node_updated)
         self._first_seen: dict[tuple[str, str, str], dt.datetime] = {}
+        self._reported_bad: set[tuple[str, str]] = set()  # (object uid, its bad values) already reported
 
     def initial_keys(self) -> list[str]:
         # the node index: the keys of bound pods without reading (decoding) every pod
@@ -86,6 +116,7 @@ class TaintEvictionController(Controller):
 
     def on_start(self) -> None:
         self._first_seen = {}
+        self._reported_bad = set()
 
     def _pod(self, pod: Obj) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -98,7 +129,8 @@ class TaintEvictionController(Controller):
                 self.queue.add(key)
 
     def _node_updated(self, old: Obj, new: Obj) -> None:
-        if old is not new and no_execute(old) != no_execute(new):
+        if old is not new and (no_execute(old) != no_execute(new)
+                               or _policy_annotations(old) != _policy_annotations(new)):
             self._node(new)
 
     def _added_at(self, node: str, taint: Obj) -> dt.datetime:
@@ -111,21 +143,36 @@ class TaintEvictionController(Controller):
         pod = self.pods.get(key)
         if pod is None or is_deleting(pod) or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return None
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
-        taints = no_execute(self.nodes.get(node)) if node else []
+        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = self.nodes.get(node_name) if node_name else None
+        taints = no_execute(node)
         if not taints:
             return None
-        tolerated, seconds = toleration_seconds(list((pod.get("spec") or {}).get("tolerations") or []), taints)
-        if tolerated and seconds is None:
+        pod_ann, node_ann = _policy_annotations(pod), _policy_annotations(node)
+        if any(t.get("key") in LOST_TAINTS for t in taints):
+            await self._report_bad(pod, pod_ann)
+            await self._report_bad(node, node_ann)
+        when = eviction_time(list((pod.get("spec") or {}).get("tolerations") or []),
+                             [(t, self._added_at(node_name, t)) for t in taints], policy(pod_ann, node_ann))
+        if when is None:
             return None
-        if tolerated:
-            assert seconds is not None
-            since = max(self._added_at(node, t) for t in taints)
-            left = (since + dt.timedelta(seconds=seconds) - self.now()).total_seconds()
-            if left > 0:
-                return left
+        left = (when - self.now()).total_seconds()
+        if left > 0:
+            return left
         await self._evict(pod)
         return None
+
+    async def _report_bad(self, obj: Obj | None, ann: dict[str, str]) -> None:
+        """A Warning event, once per object and set of bad values, for a policy annotation that is ignored."""
+        bad = bad_values(ann)
+        if obj is None or not bad:
+            return
+        key = (str((obj.get("metadata") or {}).get("uid") or name_of(obj)), ",".join(bad))
+        if key in self._reported_bad:
+            return
+        self._reported_bad.add(key)
+        await self.recorder.warning(obj, "InvalidLostPolicy",
+                                    f"not a valid value, ignored (the default applies): {'; '.join(bad)}")
 
     async def _evict(self, pod: Obj) -> None:
         await self.recorder.normal(pod, "TaintManagerEviction",
