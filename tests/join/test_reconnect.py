@@ -307,3 +307,19 @@ async def test_a_connection_lost_while_reading_is_one_info_line(tmp_path: Path,
             await task
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     assert "connection lost (Cannot write to closing transport); reconnecting" in caplog.text
+
+
+def test_an_unchanged_persistent_volume_reaches_the_agent_again_at_each_resync(tmp_path: Path) -> None:
+    """The local-path sweep at Synced removes the directory of every PersistentVolume the resync left out: an
+    unchanged one (same resourceVersion) must still be handed over after a reconnect, while an unchanged
+    ConfigMap is not handed over twice."""
+    session = _idle_session(tmp_path)
+    pv = {"metadata": {"name": "pvc-1", "resourceVersion": "5"}}
+    cm = {"metadata": {"namespace": "default", "name": "conf", "resourceVersion": "7"}}
+    first = [*session._filter(wire.ObjectUpsert("PersistentVolume", pv)),
+             *session._filter(wire.ObjectUpsert("ConfigMap", cm))]
+    assert len(first) == 2
+    session._forget_resync_kinds()  # what the next Welcome does
+    again = session._filter(wire.ObjectUpsert("PersistentVolume", pv))
+    assert [m.obj["metadata"]["name"] for m in again if isinstance(m, wire.ObjectUpsert)] == ["pvc-1"]
+    assert session._filter(wire.ObjectUpsert("ConfigMap", cm)) == []
