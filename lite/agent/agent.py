@@ -40,7 +40,7 @@ import shutil
 import socket
 from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lite import wire
 from lite.agent import localstorage, podpaths, security
@@ -70,6 +70,9 @@ from lite.agent.stats import AgentStats
 from lite.netns.nftables import AsyncNft
 from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 from lite.records import dataclass
+
+if TYPE_CHECKING:
+    from lite.netns.ipam import Ipam
 
 log = logging.getLogger("lite.agent")
 Obj = dict[str, Any]
@@ -404,9 +407,8 @@ class Agent:
 
     async def _setup_network(self, cidr: str, backend: str = "none", cluster_cidr: str = "") -> None:
         from lite.netns.bridge import ensure_bridge
-        from lite.netns.ipam import Ipam
 
-        ipam = await asyncio.to_thread(Ipam, self.root / "ipam.json", cidr)
+        ipam = await asyncio.to_thread(_load_ipam, self.root, cidr)
         self.deps.mtu = await self.fabric.prepare(backend, cidr, cluster_cidr)
         await ensure_bridge(self.config.bridge, f"{ipam.gateway}/{ipam.prefixlen}", node_netns=self.config.node_netns,
                             mtu=self.deps.mtu)
@@ -619,6 +621,19 @@ class Agent:
             if self.netpol is not None:  # refused connections per pod ride along (lite.agent.netpol)
                 add_refusals(sample.pods, self.netpol.enforcer.refused)
             self._post(dataclasses.replace(sample, stats=self.stats.as_wire()))
+
+
+def _load_ipam(root: Path, cidr: str) -> Ipam:
+    """The node's Ipam, holding addresses only for pods the node still has (their directories under pods/, the
+    ones a reboot brings back with their address): an owner without one, whose release was lost, is freed."""
+    from lite.netns.ipam import Ipam
+
+    ipam = Ipam(root / "ipam.json", cidr)
+    pods = root / "pods"
+    gone = ipam.reconcile(d.name for d in pods.iterdir() if d.is_dir()) if pods.is_dir() else {}
+    for owner, ip in gone.items():
+        log.warning("pod IP %s of %s released: the node has no such pod", ip, owner)
+    return ipam
 
 
 def _close_made(f: asyncio.Future[Any]) -> None:

@@ -4,8 +4,9 @@ Works from the data dir alone, with no server or agent running: the agent record
 in `<data-dir>/agent/host.json` (cgroup root, netns dir, node netns, bridge) when it starts; the pods are the
 directories under `<data-dir>/agent/pods/`. In order:
 
-1. every container process: shims and inits from their `shim.json` (only while the pid's start time still
-   matches, so a reused pid is never hit), then whatever is left in the cgroup tree of the cgroup root;
+1. every container process: shims and inits from their `shim.json` (only in the boot it names and while the
+   pid's start time still matches, so a reused pid is never hit), then whatever is left in the cgroup tree of the
+   cgroup root;
 2. every mount below the data dir (container roots, emptyDir tmpfs, volumes), deepest first, lazily;
 3. each pod's network: its host veth and its netns file (`<netns-dir>/lite-<uid>`), then the netns dir's own
    bind mount once the dir is empty;
@@ -30,7 +31,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from lite.agent.runtime.state import SHIM, alive, read_json
+from lite.agent.runtime.state import SHIM, alive, boot_id, read_json
 from lite.netns.bridge import remove_bridge
 from lite.netns.dnsaddr import remove_dns_address
 from lite.netns.nsfs import NETNS_RUN_DIR
@@ -156,6 +157,8 @@ def _kill_shims(pods: list[Path]) -> int:
     records = ("containers/*/state", "sandbox/state")  # the containers' shims and the pid-namespace pause's
     for shim in (f for pod in pods for where in records for f in pod.glob(f"{where}/{SHIM}")):
         rec = read_json(shim) or {}
+        if rec.get("boot") and rec.get("boot") != boot_id():
+            continue  # from another boot: its pid and start time may now be any process's
         n += _kill(rec.get("init_pid", 0), rec.get("init_start"))
         n += _kill(rec.get("shim_pid", 0), rec.get("shim_start"))
     return n

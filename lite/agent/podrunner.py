@@ -21,6 +21,27 @@
     agent shutdown = cancel run(): nothing is stopped; containers keep running under their shims, the records
     stay in <pod_dir>/records.json and the next agent adopts them (never restarting a live container).
 
+Adoption after a reboot (the rule; `lite killall` leaves what a reboot leaves: the pod directory, nothing else).
+A pod's sandbox is what lives only as long as the machine: its netns, mounts, cgroup, container processes.
+Before adopting anything, the runner asks whether that sandbox survived (`sandbox_lost`): it did not when its
+records name another boot (`..start.boot`; shim.json names its boot too, so a pid and start time from another
+boot are never taken for a live process), when a pod-network pod's netns is no longer a mounted namespace, or
+when every container a hostNetwork pod ran vanished without an exit status. A surviving sandbox is adopted as
+before: live containers kept, ended ones restarted per policy in it; but when its network turns out incomplete
+(the host veth gone) and the network hook makes a new netns, the sandbox is lost after all (the live containers
+sit in the old netns). A lost one is never adopted, nor kept half alive: whatever is left of it is stopped
+(containers, pause; nothing when it was another boot's), every container it ran is recorded as ended with exit
+255 reason Unknown (containerd's status for a container whose task vanished), and then, as kubelet's
+computePodActions decides for a pod whose sandbox changed (event SandboxChanged):
+  - restartPolicy Never once any container was made, or OnFailure with nothing left to start: no new sandbox;
+    the pod ends (Never: Failed, a container never made is ContainerStatusUnknown), its IP and cgroup released;
+  - otherwise a new sandbox: a new netns with the same IP (the Ipam keys addresses by pod uid and keeps them on
+    disk, so the address neither leaks nor goes to another pod, and the EndpointSlices a node cut off from its
+    server still holds keep pointing at it), the volumes made again (a Memory emptyDir starts empty, a disk one
+    keeps its content, as upstream), every init container run again from the first, then the app containers
+    per policy (one that succeeded under OnFailure stays done), restart counts going on, probes from scratch.
+An adopted container that ended for good (Never, or exit 0 under OnFailure) is never started again.
+
 Invariants: only the runner task mutates its `PodState`; status is pushed only when it changed (ignoring
 transition times); `terminate` is idempotent and may arrive at any time, also before `run` started.
 """
@@ -31,6 +52,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,10 +65,12 @@ from lite.agent.hooks import build_hooks
 from lite.agent.hooks.base import Deps, Hook, HookError, Obj, PodState
 from lite.agent.hooks.containers import log_path, state_dir
 from lite.agent.hooks.network import NetworkHook
-from lite.agent.hooks.supervisor import Backoff, ContainerSupervisor, stamp
+from lite.agent.hooks.supervisor import Backoff, ContainerSupervisor, should_restart, stamp
 from lite.agent.images import ImageError
 from lite.agent.runtime.container import ExitStatus
+from lite.agent.runtime.state import EXIT, ShimRecord, starting_pid
 from lite.agent.status import (
+    CONTAINER_CREATING,
     DEADLINE_EXCEEDED,
     DEADLINE_MESSAGE,
     POD_INITIALIZING,
@@ -59,6 +83,7 @@ from lite.agent.status import (
     without_times,
 )
 from lite.agent.volumes import VolumeError
+from lite.netns.nsfs import is_netns_mount
 
 log = logging.getLogger(__name__)
 RECORDS = "records.json"
@@ -68,6 +93,43 @@ RECORDS = "records.json"
 COALESCE_DETAILS = 0.25
 POD_FILE = "pod.json"
 PREPARE_ERRORS = (HookError, VolumeError, ConfigError, ImageError, OSError)
+# containerd's status of a container that was running when its task vanished (a reboot): kubelet shows it so
+UNKNOWN_EXIT, UNKNOWN_REASON = 255, "Unknown"
+SANDBOX_CHANGED = "SandboxChanged"
+REBOOTED = "the node rebooted"
+SANDBOX_CHANGED_MESSAGE = "Pod sandbox changed, it will be killed and re-created."
+
+
+def sandbox_lost(*, recorded_boot: str, boot: str, host_network: bool, netns_mounted: bool, running: int,
+                 alive: int, exited: int) -> str:
+    """Why an adopted pod's sandbox did not survive ("" when it did). `running` counts the containers its records
+    say run, `alive` those whose shim is still there (same process: pid, start time and boot), `exited` those
+    whose shim left an exit status. Lost: made in another boot; or (pod network) its netns is no longer a
+    mounted namespace; or (hostNetwork: no netns to tell) every recorded container vanished without an exit
+    status, as a reboot or `lite killall` leaves them (a container that crashed meanwhile has one)."""
+    if recorded_boot and boot and recorded_boot != boot:
+        return REBOOTED
+    if not host_network and not netns_mounted:
+        return "its network namespace is gone"
+    if host_network and running and not alive and not exited:
+        return "its containers are gone"
+    return ""
+
+
+def restart_after_lost(policy: str, inits: list[ContainerRecord], apps: list[ContainerRecord]) -> bool:
+    """kubelet's choice for a pod whose sandbox must be made again (its running containers already recorded as
+    ended): True = a new sandbox, init containers again from the first, then the app containers per policy;
+    False = no new sandbox, the pod ends as its records say (restartPolicy Never once a container was made, or
+    nothing left to start under OnFailure)."""
+    made = any(r.container_id or r.terminated or r.last for r in [*inits, *apps])
+    if policy == "Never" and made:
+        return False
+    return any(not _done_for_good(policy, r) for r in apps)
+
+
+def _done_for_good(policy: str, rec: ContainerRecord) -> bool:
+    """An app container that ended and is not restarted under `policy` (never started again, also on adoption)."""
+    return rec.terminated is not None and not should_restart(policy, rec.terminated.exit_code)
 
 
 def _states(status: Obj) -> list[tuple[object, ...]]:
@@ -146,6 +208,8 @@ class PodRunner:
         # A pod that had finished (its containers done for good, its IP and cgroup released) stays finished
         # across an agent restart: same IP in its status, nothing set up or started again.
         self._finished = bool(start.get("done"))
+        # the boot the pod's sandbox was made in ("" in records of older agents: not compared)
+        self._sandbox_boot = str(start.get("boot") or "") if self.adopting else self.deps.boot
         self._expired = bool(start.get("expired"))
         rejected = start.get("rejected")
         self._rejected = (str(rejected[0]), str(rejected[1])) if isinstance(rejected, list) else None
@@ -155,7 +219,7 @@ class PodRunner:
     def _records_text(self) -> str:
         data: dict[str, object] = {r.name: asdict(r) for r in [*self.st.inits, *self.st.apps]}
         data["..start"] = {"t": self.st.start_time, "ip": self.st.pod_ip, "done": self._finished,
-                           "expired": self._expired, "rejected": self._rejected}
+                           "expired": self._expired, "rejected": self._rejected, "boot": self._sandbox_boot}
         return json.dumps(data)
 
     def _write_records(self, seq: int, text: str) -> None:
@@ -393,7 +457,15 @@ class PodRunner:
             self._finished = True
             self.changed()
             return
+        if self.adopting and not await self._sandbox_survived():
+            return
+        netns = self._netns_id()
         await self._prepare()
+        if self.adopting and netns is not None and self._netns_id() != netns:
+            # the network was incomplete and made again: the live containers are left in the old netns
+            if not await self._sandbox_survived("its network was made again"):
+                return
+            await self._prepare()
         policy = str(self.st.spec.get("restartPolicy") or "Always")
         for c, rec in zip(self.st.spec.get("initContainers") or [], self.st.inits, strict=False):
             if rec.terminated is not None and rec.terminated.exit_code == 0:
@@ -408,7 +480,8 @@ class PodRunner:
                 r.set_waiting("ContainerCreating")
         self.changed()
         sups = [self._supervisor(c, rec, False) for c, rec in
-                zip(self.st.spec.get("containers") or [], self.st.apps, strict=False)]
+                zip(self.st.spec.get("containers") or [], self.st.apps, strict=False)
+                if not _done_for_good(policy, rec)]  # adopted: one that ended for good is not started again
         for sup in sups:
             await self._adopt(sup)
         async with asyncio.TaskGroup() as tg:
@@ -419,15 +492,97 @@ class PodRunner:
             self._finished = True
             self.changed()
 
-    async def _kill_strays(self, grace: float) -> None:
+    async def _kill_strays(self, grace: float, *, pause: bool = False) -> int:
         """A start cancelled by the termination may have launched a shim the records do not know: find every
-        live container through its state_dir and stop it (idempotent, like every stop step)."""
-        for sdir in (self.st.pod_dir / "containers").glob("*/state"):
+        live container through its state_dir and stop it (idempotent, like every stop step); with `pause`,
+        the pid-namespace pause too. Returns how many were alive."""
+        dirs = [*(self.st.pod_dir / "containers").glob("*/state")]
+        if pause:
+            dirs.append(self.st.pod_dir / "sandbox" / "state")
+        n = 0
+        for sdir in dirs:
             if not (sdir / "spec.json").exists():
                 continue
             got = await self.deps.runtime.adopt(str(sdir))
             if not isinstance(got, ExitStatus):
+                n += 1
                 await self.deps.runtime.stop(got, grace)
+        return n
+
+    @staticmethod
+    def _liveness(dirs: list[Path]) -> tuple[int, int]:
+        """Thread body: of these state_dirs, how many have a live shim (also one still starting) and how many an
+        exit status."""
+        alive = exited = 0
+        for d in dirs:
+            exited += (d / EXIT).exists()
+            rec = ShimRecord.load(d)
+            alive += rec.shim_alive() if rec is not None else starting_pid(d) is not None
+        return alive, exited
+
+    def _netns_id(self) -> tuple[int, int] | None:
+        """Which namespace the pod's netns file holds (nsfs device and inode), None without one."""
+        path = NetworkHook(self.deps).netns_path(self.st)
+        if path is None or not is_netns_mount(Path(path)):
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    async def _sandbox_survived(self, lost: str = "") -> bool:
+        """Adoption: True when the pod's sandbox survived (its live containers are adopted as they are), or when
+        it was lost (a reboot, `lite killall`) and a new one is to be made: what is left of the old one is killed,
+        the containers it ran are recorded as ended (exit 255, reason Unknown, as containerd reports them) and
+        nothing is adopted. False when the pod ends instead (`restart_after_lost`): its records say how.
+        `lost`: the caller already knows it is lost, and why."""
+        st = self.st
+        running = [r for r in [*st.inits, *st.apps] if r.state == "running"]
+        alive, exited = await asyncio.to_thread(self._liveness, [state_dir(st, r.name) for r in running])
+        reason = lost or sandbox_lost(recorded_boot=self._sandbox_boot, boot=self.deps.boot,
+                                      host_network=st.host_network, netns_mounted=self._netns_id() is not None,
+                                      running=len(running), alive=alive, exited=exited)
+        if not reason:
+            return True
+        if any(r.container_id for r in [*st.inits, *st.apps]):
+            log.info("pod %s/%s: its sandbox is lost (%s), making a new one", st.namespace, st.name, reason)
+            self.deps.event(st.pod, "Normal", SANDBOX_CHANGED, SANDBOX_CHANGED_MESSAGE)
+        grace = float(st.spec.get("terminationGracePeriodSeconds", 30))
+        other_boot = reason == REBOOTED  # nothing of another boot lives: no recorded pid is looked at
+        if not other_boot and await self._kill_strays(grace, pause=True):  # never a half-alive pod
+            log.warning("pod %s/%s: stopped what was left of its lost sandbox", st.namespace, st.name)
+        st.handles.clear()
+        self.adopting = False
+        self._sandbox_boot = self.deps.boot
+        now = stamp()
+        for r in running:
+            r.set_terminated(Terminated(UNKNOWN_EXIT, UNKNOWN_REASON, r.running_since, now,
+                                        container_id=r.container_id))
+        policy = str(st.spec.get("restartPolicy") or "Always")
+        if not restart_after_lost(policy, st.inits, st.apps):
+            for r in [*st.inits, *st.apps]:  # never made: it will not be now (the pod ends, not Pending forever)
+                if r.state == "waiting" and r.last is None:
+                    r.set_terminated(Terminated(137, "ContainerStatusUnknown", message="The container could not "
+                                                "be located when the pod's sandbox was lost"))
+            await self._stop_hooks()
+            self._finished = True
+            self.changed()
+            return False
+        await NetworkHook(self.deps).reset(st)
+        first = POD_INITIALIZING if st.inits else CONTAINER_CREATING
+        for r in st.inits:  # every init container runs again in the new sandbox, as kubelet does
+            if r.state == "terminated":
+                r.restart(POD_INITIALIZING)
+            else:
+                r.set_waiting(POD_INITIALIZING)
+        for r in st.apps:  # restart counts go on: each restarted container is its next attempt
+            if r.state == "terminated" and not _done_for_good(policy, r):
+                r.restart(first)
+            elif r.state == "waiting":
+                r.set_waiting(first)
+        self.changed()
+        return True
 
     async def _stop_hooks(self) -> None:
         async with self._refresh_lock:  # a refresh never rewrites a volume while it is being torn down

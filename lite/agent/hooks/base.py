@@ -4,6 +4,8 @@ runner task) and `Hook`, the base class whose phases default to doing nothing.
 Hook contract (nomad's task-runner hooks):
 - `prerun(pod)` prepares something the containers need; it is idempotent because it runs again when an agent
   restart adopts a running pod (it must then find and keep what exists, never rebuild it under live containers).
+  After a reboot (a lost sandbox, see `lite.agent.podrunner`) it runs on a pod dir whose netns, mounts and
+  cgroup are gone, with no container left: it makes them again from what the pod dir still holds.
 - `update(pod)` sees a new version of the pod object (e.g. relayed ConfigMap/Secret changes).
 - `stop(pod)` releases what `prerun` made; idempotent, and every stop hook runs even when an earlier one failed.
 A hook raising `HookError` (or an `ImageError`/`VolumeError`/`ConfigError`) from `prerun` leaves the pod waiting
@@ -22,6 +24,7 @@ from lite.agent.envs import PodContext
 from lite.agent.images import ImageService
 from lite.agent.runtime.cgroups import CgroupDriver, PodCgroup
 from lite.agent.runtime.container import ContainerHandle, Runtime
+from lite.agent.runtime.state import boot_id
 from lite.agent.status import ContainerRecord
 from lite.netns.ipam import Ipam
 from lite.netns.nsfs import NetnsRef
@@ -76,6 +79,8 @@ class Deps:
     kernel: tuple[int, int] = (99, 0)  # (major, minor) of the running kernel, for the safe sysctls
     # The specs of the pods this node admitted that still run (kubelet's active pods), for host-port admission.
     admitted_specs: Callable[[], Iterable[Obj]] = lambda: ()
+    # This boot's id: a pod whose sandbox was made in another boot has lost it (see `lite.agent.podrunner`).
+    boot: str = field(default_factory=boot_id)
 
 
 @dataclass

@@ -3,7 +3,9 @@
 
 hostNetwork pods skip the netns and IP (they get the node's address and hostname). `prerun` is idempotent: the
 Ipam gives an owner the address it already has and `setup_pod_network` keeps a complete existing network, so an
-adopted pod keeps its IP and live containers. `stop` tears the network down and releases the address. Without an
+adopted pod keeps its IP and live containers. `stop` tears the network down and releases the address; `reset`
+(a lost sandbox, e.g. after a reboot) removes what is left of the netns but keeps the address, so the rebuilt
+sandbox has the same IP. Without an
 Ipam (no podCIDR yet) the hook raises, and the runner retries until the node has one.
 
 Setup and teardown run in a worker thread (with a loop of its own for the netlink sockets): creating a netns,
@@ -62,10 +64,10 @@ class NetworkHook(Hook):
                                       node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR))
         return ip
 
-    def _teardown(self, uid: str) -> None:
+    def _teardown(self, uid: str, *, release: bool = True) -> None:
         d = self.deps
         asyncio.run(teardown_pod_network(uid, node_netns=d.node_netns, netns_dir=d.netns_dir or NETNS_RUN_DIR))
-        if d.ipam is not None:
+        if release and d.ipam is not None:
             with d.ipam_lock:
                 d.ipam.release(uid)
 
@@ -73,3 +75,10 @@ class NetworkHook(Hook):
         if st.host_network:
             return
         await asyncio.to_thread(self._teardown, st.uid)
+
+    async def reset(self, st: PodState) -> None:
+        """The pod's sandbox is lost and will be made anew: whatever is left of its old netns goes, its address
+        stays (the Ipam keys it by pod uid), so the next `prerun` makes a new netns with the same IP."""
+        if st.host_network:
+            return
+        await asyncio.to_thread(self._teardown, st.uid, release=False)

@@ -38,8 +38,8 @@ from lite.agent.runtime.state import (
     SPEC,
     STARTING,
     ShimRecord,
-    alive,
     read_json,
+    starting_pid,
     write_atomic,
 )
 from lite.agent.runtime.zygote import ZygoteClient
@@ -305,18 +305,17 @@ def _reset_state_dir(state: Path, spec: ContainerSpec) -> None:
 
 async def _await_starting_shim(state: Path, patience: float = 60.0) -> ShimRecord | None:
     """The agent died while a shim was starting: wait for it to finish starting (or give up and kill it)."""
-    starting = read_json(state / STARTING)
-    if starting is None:
-        return None
-    pid, started = int(starting["shim_pid"]), int(starting["shim_start"])
+    pid = starting_pid(state)
+    if pid is None:
+        return ShimRecord.load(state)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + patience
-    while alive(pid, started) and loop.time() < deadline:
+    while starting_pid(state) == pid and loop.time() < deadline:
         record = ShimRecord.load(state)
         if record is not None or _read_exit(state) is not None:
             return record
         await asyncio.sleep(0.05)
-    if alive(pid, started):
+    if starting_pid(state) == pid:
         os.kill(pid, signal.SIGKILL)  # stuck before its init ran: nothing to adopt
     return ShimRecord.load(state)
 

@@ -32,7 +32,7 @@ from lite.agent.runtime.attach import AttachServer
 from lite.agent.runtime.crilog import CriLogWriter
 from lite.agent.runtime.init import drop_privileges, resolve, run_init
 from lite.agent.runtime.spec import ContainerSpec, ExitStatus
-from lite.agent.runtime.state import EXIT, SHIM, SPEC, STARTING, start_time, write_atomic
+from lite.agent.runtime.state import EXIT, SHIM, SPEC, STARTING, boot_id, start_time, write_atomic
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
              signal.SIGWINCH)
@@ -250,7 +250,8 @@ def run(state_dir: Path) -> int:
         os._exit(0)  # the agent reaps this one at once; the shim below is adopted by a subreaper or PID 1
     os.setsid()
     lx.prctl(lx.PR_SET_CHILD_SUBREAPER, 1)
-    write_atomic(state_dir / STARTING, json.dumps({"shim_pid": os.getpid(), "shim_start": start_time(os.getpid())}))
+    write_atomic(state_dir / STARTING, json.dumps({"shim_pid": os.getpid(), "shim_start": start_time(os.getpid()),
+                                                   "boot": boot_id()}))
     spec = ContainerSpec.from_json((state_dir / SPEC).read_text())
     for procs in spec.shim_cgroup_procs:
         # out of the agent's cgroup: a service manager stopping the agent must not take the containers along
@@ -284,7 +285,7 @@ def run(state_dir: Path) -> int:
         _report({"error": error})
         return 1
     record = {"shim_pid": os.getpid(), "init_pid": init_pid, "shim_start": start_time(os.getpid()),
-              "init_start": start_time(init_pid)}
+              "init_start": start_time(init_pid), "boot": boot_id()}
     write_atomic(state_dir / SHIM, json.dumps(record))
     _report(record)
     status = _pump(spec, stdio, init_pid, log)

@@ -1,8 +1,11 @@
 """The files of a container's state_dir and how they are written (atomic rename) and read.
 
 - `spec.json`   written by the agent before the shim starts.
-- `starting.json` written by the shim first: its pid and start time (lets a restarted agent wait for a start).
-- `shim.json`   written by the shim once init has exec'd: shim pid, init pid, both start times (pid reuse guard).
+- `starting.json` written by the shim first: its pid, start time and boot id (lets a restarted agent wait for a
+                  start; `starting_pid`).
+- `shim.json`   written by the shim once init has exec'd: shim pid, init pid, both start times and the boot id
+                (pid reuse guard: a start time counts from boot, so after a reboot only the boot id tells a
+                recorded pid from a new process that happens to have the same pid and start time).
 - `exit.json`   written by the shim when init has ended (an `ExitStatus`); the shim exits right after.
 - `shim.log`    the shim's own stderr (diagnostics only).
 - `rootfs/`     the mount point of the container's root inside init's private mount namespace.
@@ -23,6 +26,15 @@ SHIM = "shim.json"
 STARTING = "starting.json"
 EXIT = "exit.json"
 SHIM_LOG = "shim.log"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str:
+    """This boot's id (new at every boot of the machine); "" where the kernel does not say."""
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -69,14 +81,32 @@ class ShimRecord:
     init_pid: int
     shim_start: int
     init_start: int
+    boot: str = ""  # the boot the shim ran in ("" in records of older shims: not checked)
+
+    def this_boot(self) -> bool:
+        return not self.boot or self.boot == boot_id()
 
     def shim_alive(self) -> bool:
-        return alive(self.shim_pid, self.shim_start)
+        return self.this_boot() and alive(self.shim_pid, self.shim_start)
 
     def init_alive(self) -> bool:
-        return alive(self.init_pid, self.init_start)
+        return self.this_boot() and alive(self.init_pid, self.init_start)
 
     @classmethod
     def load(cls, state_dir: Path) -> ShimRecord | None:
         raw = read_json(state_dir / SHIM)
-        return None if raw is None else cls(**raw)
+        if raw is None:
+            return None
+        return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
+
+
+def starting_pid(state_dir: Path) -> int | None:
+    """The pid of the shim still starting in `state_dir` (its `starting.json`, same process and boot), else None."""
+    raw = read_json(state_dir / STARTING) or {}
+    try:
+        pid, started = int(raw["shim_pid"]), int(raw["shim_start"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if raw.get("boot") and raw.get("boot") != boot_id():
+        return None
+    return pid if alive(pid, started) else None
