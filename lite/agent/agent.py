@@ -6,7 +6,8 @@
     streams (logs/exec/port-forward) ──► AgentStreams (lite.agent.backend)
 
 `Agent(config)`; `await agent.run()` until cancelled. At start it adopts the pods found under
-`<data-dir>/agent/pods/*/pod.json` (their containers keep running; none is restarted), before it dials the
+`<data-dir>/agent/pods/*/pod.json` (live containers keep running and are never restarted; a pod whose sandbox
+was lost — a reboot, `lite killall` — gets a new one, as `lite.agent.podrunner` says), before it dials the
 server; after the server's `Synced`, adopted pods that are no longer desired are killed. Cancelling `run()` is
 "the agent is shutting down": pods keep running. `handle()` only records and schedules (the session's reader
 calls it). The node network (bridge with the podCIDR's gateway, Ipam in `<data-dir>/agent/ipam.json`) is set up

@@ -81,7 +81,10 @@ _STREAM_IN = (wire.StreamOpen, wire.StreamData, wire.StreamClose, wire.StreamRes
 _STREAM_OUT = (wire.StreamReady, wire.StreamData, wire.StreamClose, wire.StreamError, wire.StreamExit, wire.Pong)
 
 
-RESYNC_KINDS = frozenset({"Service", "EndpointSlice"})
+# kinds whose consumers replace their whole set at each resync's Synced: the service proxy, the cluster DNS and
+# the service env (Services, slices), and the local-path volume sweep (PersistentVolumes: one left out of a
+# resync is taken as deleted and its directory removed)
+RESYNC_KINDS = frozenset({"Service", "EndpointSlice", "PersistentVolume"})
 LocalDial = Callable[[str, str], Awaitable[JoinSocket]]  # (node, node password) -> an in-process session end
 
 class NodeAgent(Protocol):
@@ -329,11 +332,7 @@ class JoinSession:
                 return  # another server is this node's first choice: the loop dials it at once
             self.config = welcome.config
             self.sessions += 1
-            # Every session resyncs everything; the kinds whose consumers rebuild their whole state from that
-            # resync (the service proxy, the cluster DNS and the service env replace theirs at Synced) must see
-            # each object again, even one unchanged since the last session, or it would drop out of their set.
-            for key in [k for k in self._seen_objects if k[0] in RESYNC_KINDS]:
-                del self._seen_objects[key]
+            self._forget_resync_kinds()
             await self.agent.handle(welcome)
             self.connected.set()
             self._report_dropped()
@@ -351,6 +350,8 @@ class JoinSession:
             renew = tg.create_task(self._renew_certificate())
             try:
                 await self._read(ws, streams)
+            except (aiohttp.ClientError, ConnectionError) as e:  # the link went (answering a ping, say)
+                log.info("join session to %s: connection lost (%s); reconnecting", self.url, e or type(e).__name__)
             finally:
                 self.connected.clear()
                 writer.cancel()
@@ -429,6 +430,13 @@ class JoinSession:
             return
         if status_summary(pod.get("status")) != status_summary(last.status):
             self.post(last)
+
+    def _forget_resync_kinds(self) -> None:
+        """Every session resyncs everything; the kinds whose consumers rebuild their whole state from that resync
+        (`RESYNC_KINDS`) must see each object again, even one unchanged since the last session, or it would drop
+        out of their set."""
+        for key in [k for k in self._seen_objects if k[0] in RESYNC_KINDS]:
+            del self._seen_objects[key]
 
     def _filter(self, msg: wire.Message) -> list[wire.Message]:
         """Drop what the agent already has; turn Synced into deletes for pods no longer desired."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -245,3 +246,80 @@ async def test_a_certificate_that_expired_while_cut_off_is_replaced_with_the_nod
         assert stack.hub.connected_nodes() == ["ce1"]
         renewed = creds.validity()
         assert renewed is not None and renewed[1] > time.time() + 86400
+
+
+class _ResetOnRead:
+    """A pipe end whose reading fails as aiohttp's does when the link went while it answered a ping."""
+
+    def __init__(self, end: PipeEnd, after: asyncio.Event) -> None:
+        self.end, self.after = end, after
+
+    async def send_bytes(self, data: bytes) -> None:
+        await self.end.send_bytes(data)
+
+    async def receive(self, timeout: float | None = None) -> Any:
+        return await self.end.receive(timeout=timeout)
+
+    async def close(self, *, code: int = 1000, message: bytes = b"") -> bool:
+        return await self.end.close(code=code, message=message)
+
+    def exception(self) -> BaseException | None:
+        return None
+
+    def __aiter__(self) -> _ResetOnRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        await self.after.wait()
+        raise ConnectionResetError("Cannot write to closing transport")
+
+
+async def test_a_connection_lost_while_reading_is_one_info_line(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="lite.agent.session")
+    ends: asyncio.Queue[PipeEnd] = asyncio.Queue()
+    cut = asyncio.Event()
+    dials = 0
+
+    async def dial(node: str, password: str) -> JoinSocket:
+        nonlocal dials
+        dials += 1
+        agent_end, server_end = pipe()
+        ends.put_nowait(server_end)
+        return _ResetOnRead(agent_end, cut) if dials == 1 else agent_end  # type: ignore[return-value]
+
+    session = JoinSession("https://127.0.0.1:1", "token", node_name="cl1", agent=TestAgent(),
+                          credentials_dir=tmp_path / "creds", dial=dial, backoff=(0.01, 0.05), lease_interval=0)
+    task = asyncio.create_task(session.run())
+    try:
+        for _ in range(2):
+            async with asyncio.timeout(GUARD):
+                server = await ends.get()
+            assert isinstance(wire.decode((await server.receive(timeout=GUARD)).data), wire.Hello)
+            await server.send_bytes(wire.encode(wire.Welcome(config={})))
+            async with asyncio.timeout(GUARD):
+                await session.connected.wait()
+            cut.set()
+        assert session.sessions == 2  # it reconnected
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert "connection lost (Cannot write to closing transport); reconnecting" in caplog.text
+
+
+def test_an_unchanged_persistent_volume_reaches_the_agent_again_at_each_resync(tmp_path: Path) -> None:
+    """The local-path sweep at Synced removes the directory of every PersistentVolume the resync left out: an
+    unchanged one (same resourceVersion) must still be handed over after a reconnect, while an unchanged
+    ConfigMap is not handed over twice."""
+    session = _idle_session(tmp_path)
+    pv = {"metadata": {"name": "pvc-1", "resourceVersion": "5"}}
+    cm = {"metadata": {"namespace": "default", "name": "conf", "resourceVersion": "7"}}
+    first = [*session._filter(wire.ObjectUpsert("PersistentVolume", pv)),
+             *session._filter(wire.ObjectUpsert("ConfigMap", cm))]
+    assert len(first) == 2
+    session._forget_resync_kinds()  # what the next Welcome does
+    again = session._filter(wire.ObjectUpsert("PersistentVolume", pv))
+    assert [m.obj["metadata"]["name"] for m in again if isinstance(m, wire.ObjectUpsert)] == ["pvc-1"]
+    assert session._filter(wire.ObjectUpsert("ConfigMap", cm)) == []
