@@ -56,6 +56,7 @@ BENCHES: dict[str, Bench] = {
     "admission_policies": Bench("admission_policies.py", ("--n", "500", "--rounds", "1", "--http-n", "300",
                                                           "--http-rounds", "2"), timeout=180),
     "store": Bench("store.py", ("--quick",), timeout=420),
+    "edge": Bench("edge.py", ("--pods", "4", "--rounds", "2"), timeout=420),
 }
 
 
@@ -125,6 +126,12 @@ ROWS: list[Row] = [
         "postgres_failover_s", "s", "postgres_failover_lease_s", "the other holding the Lease (s)", "value", "<=", 20),
     Row("etcd: failover, kill -9 of the Lease holder to a new Deployment's pods", "store", "etcd_failover_s", "s",
         "etcd_failover_lease_s", "the other holding the Lease (s)", "value", "<=", 20),
+    Row("edge: a rebooted node, cut off, from agent start to its pods answering", "edge", "cut_start_to_answer_s",
+        "s", "connected_start_to_answer_s", "the same, server reachable (s)"),
+    Row("edge: desired-state cache on disk per pod", "edge", "cache_file_bytes_per_pod", "B", "pod_json_bytes",
+        "the pod's own JSON (B)"),
+    Row("edge: agent RSS with the cache loaded (cut off)", "edge", "agent_rss_cache_loaded_mb", "MB",
+        "agent_rss_empty_cache_mb", "empty cache (MB)"),
 ]
 
 

@@ -1,8 +1,8 @@
 """One log line when the server goes away, one when it is back: never one per retry.
 
-Role: an agent cut off from its server retries with backoff (every ≤30 s) for as long as the outage lasts,
-hours at an edge site. `Away(log, doing)` turns those retries into two lines: `failed(url, error)` logs
-"server URL unreachable (error); retrying every ≤30 s, <doing>" the first time after a success (or at
+Role: an agent cut off from its server retries with backoff (the join session every ≤15 s) for as long as the
+outage lasts, hours at an edge site. `Away(log, doing)` turns those retries into two lines: `failed(url, error)` logs
+"server URL unreachable (error); retrying every ≤<cap> s, <doing>" the first time after a success (or at
 start), and only at DEBUG while the outage lasts; `back(url)` logs "server URL is back after N s" once, when
 the first attempt succeeds after failures (nothing when there was no outage). `away` tells whether the last
 attempt failed.

@@ -6,7 +6,7 @@
     node certificate (`nodecreds`: join token + node password at first, renewed at 2/3 of its life)
     dial wss://server/lite/join with it ──► Hello(node, info, running pods) ──► Welcome ──► resync ──► serve
         ▲                                                                                      │
-        └──── backoff (0.5 s doubling, capped at 30 s, jittered; reset after a Welcome) ◄───────┘ closed/failed
+        └──── backoff (0.5 s doubling, capped at 10 s, jittered; reset after a Welcome) ◄───────┘ closed/failed
 
 - While the server is away, one line says so when the first attempt fails and one when a Welcome comes again
   (`lite.agent.away`); the attempts in between log at DEBUG only (hours of outage, no flood).
@@ -108,7 +108,7 @@ class JoinSession:
 
     def __init__(self, server_url: str, token: str, *, node_name: str, agent: NodeAgent, credentials_dir: Path,
                  streams: StreamBackend | None = None, ca_data: bytes | None = None, ca_file: str | None = None,
-                 insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 30.0),
+                 insecure: bool = False, heartbeat: float = 20.0, backoff: tuple[float, float] = (0.5, 10.0),
                  lease_interval: float = 10.0, lease_duration: int = 40,
                  rand: Callable[[], float] = random.random, dial: LocalDial | None = None,
                  servers_dir: Path | None = None, max_events: int = MAX_EVENTS) -> None:

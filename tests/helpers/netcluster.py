@@ -17,12 +17,20 @@ a registry. `kubectl()` runs the real kubectl in n1's netns against the server's
 Teardown removes EVERYTHING, even after a failure: SIGTERM (then SIGKILL) to each process, `lite killall` per
 data dir inside its node netns (pods, mounts, cgroups, pod netns, bridge, VXLAN device, nft tables), then the
 namespaces (their links go with them).
+
+Edge helpers (issue 21): `cut(node)` takes the node's switch port down (its uplink: the node keeps its own
+addresses, loopback, bridge and pod traffic; nothing else reaches it), `restore(node)` brings it back, and
+`reboot(node)` kills the node's agent and runs `lite killall` on its data dir inside its netns (every pod
+process, mount, pod netns, bridge, VXLAN device and nft table gone, as after a power cycle) before starting the
+agent again. `pods_running_on(node)` reads which pods have processes on the node from /proc (their cgroups).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import secrets
 import signal
 import subprocess
@@ -77,17 +85,20 @@ class NetCluster:
         return subprocess.run(["nsenter", f"--net=/run/netns/{netns}", *cmd], capture_output=True, text=True,
                               check=check, timeout=timeout, input=input)
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        kc = self.server.data_dir / "kubeconfig.yaml"
-        proc = self.run_in(self.server.netns, KUBECTL, "--kubeconfig", str(kc), "--cache-dir",
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60,
+                node: NetNode | None = None) -> subprocess.CompletedProcess[str]:
+        """The real kubectl in n1's netns against the server; with `node`, in that node's netns against its
+        node-local read-only API (`lite agent --local-api`: `<data-dir>/agent/local-api/kubeconfig`)."""
+        where = node or self.server
+        kc = node.data_dir / "agent" / "local-api" / "kubeconfig" if node else where.data_dir / "kubeconfig.yaml"
+        proc = self.run_in(where.netns, KUBECTL, "--kubeconfig", str(kc), "--cache-dir",
                            str(self.base / "kube-cache"), *args, input=input, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def json(self, *args: str) -> Obj:
-        out: Obj = json.loads(self.kubectl(*args, "-o", "json").stdout)
+    def json(self, *args: str, node: NetNode | None = None) -> Obj:
+        out: Obj = json.loads(self.kubectl(*args, "-o", "json", node=node).stdout)
         return out
 
     def apply(self, manifest: Obj | list[Obj]) -> None:
@@ -186,10 +197,11 @@ def _node_args(cluster: NetCluster, node: NetNode) -> list[str]:
             "--cgroup-root", f"lite-{node.netns}", "--resolv-conf", str(resolv), "--log-level", "info"]
 
 
-def start_agent(cluster: NetCluster, node: NetNode) -> None:
+def start_agent(cluster: NetCluster, node: NetNode, *extra: str) -> None:
+    """Start the node's `lite agent` (with `extra` arguments, e.g. `--local-api`)."""
     token = (cluster.server.data_dir / "token").read_text().strip()
     _start(cluster, node, ["agent", "--server", f"https://{cluster.server.ip}:{cluster.port}", "--token", token,
-                           *_node_args(cluster, node)])
+                           *_node_args(cluster, node), *extra])
 
 
 def stop_process(node: NetNode, timeout: float = 20) -> None:
@@ -210,6 +222,74 @@ def restart_agent(cluster: NetCluster, node: NetNode, sig: int = signal.SIGKILL)
         node.proc.send_signal(sig)
         node.proc.wait(20)
     start_agent(cluster, node)
+
+
+def switch_port(cluster: NetCluster, node: NetNode) -> str:
+    """The node's veth port on the switch bridge (`_topology` names them by node index)."""
+    return f"p{cluster.nodes.index(node)}"
+
+
+def cut(cluster: NetCluster, node: NetNode) -> None:
+    """Cut the node off: its switch port goes down, so no packet leaves or reaches it through its eth0 (the
+    uplink). Everything inside the node's netns (its addresses, loopback, pod bridge, service proxy, DNS)
+    keeps working."""
+    sh("ip", "-n", cluster.switch, "link", "set", switch_port(cluster, node), "down")
+
+
+def restore(cluster: NetCluster, node: NetNode) -> None:
+    sh("ip", "-n", cluster.switch, "link", "set", switch_port(cluster, node), "up")
+
+
+def kill_agent(node: NetNode) -> None:
+    """SIGKILL the node's `lite agent` (nsenter execs it: the Popen's pid is the agent's)."""
+    if node.proc is not None and node.proc.poll() is None:
+        node.proc.kill()
+        node.proc.wait(20)
+
+
+def killall(cluster: NetCluster, node: NetNode) -> subprocess.CompletedProcess[str]:
+    """`lite killall` of the node's data dir inside its netns: what a reboot leaves (no pod process, mount,
+    pod netns, bridge, VXLAN device, nft table or cgroup of the node; its data dir stays)."""
+    r = cluster.run_in(node.netns, *lite_command(), "killall", "--data-dir", str(node.data_dir), timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"lite killall on {node.name} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def reboot(cluster: NetCluster, node: NetNode, *extra: str) -> float:
+    """Power-cycle a non-server node as closely as one machine allows: kill its agent, `killall` everything its
+    pods held, start the agent again (with whatever link the node has now; `extra` agent arguments). Returns
+    the agent's start time (time.monotonic())."""
+    kill_agent(node)
+    killall(cluster, node)
+    left = pods_running_on(node)
+    if left:
+        raise AssertionError(f"pods of {node.name} still have processes after killall: {sorted(left)}")
+    started = time.monotonic()
+    start_agent(cluster, node, *extra)
+    return started
+
+
+_POD_CGROUP = re.compile(r"/pod([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:/|$)")
+
+
+def pods_running_on(node: NetNode) -> set[str]:
+    """The uids of the pods that have at least one process on the node: every process whose cgroup lies below
+    the node's cgroup root (`lite-<netns>`, see `_node_args`) in a `pod<uid>` directory."""
+    root = f"/lite-{node.netns}/"
+    found: set[str] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            path = line.split(":", 2)[-1]
+            if root in path + "/" and (m := _POD_CGROUP.search(path)):
+                found.add(m.group(1))
+    return found
 
 
 def _ready_nodes(cluster: NetCluster) -> bool:
