@@ -141,6 +141,10 @@ def _teardown(n: Node | None, server: LiteServer, registry: RegistryServer) -> N
     """Every step runs whatever the previous one did (pods deleted gracefully first, then processes stopped)."""
     if n is not None:
         try:
+            # the workloads first: a StatefulSet or a ReplicaSet would make its pods again, and the wait below
+            # would then spend its whole minute (three modules share this fixture)
+            n.kubectl("delete", "deployments,statefulsets,daemonsets,replicasets,jobs,cronjobs,replicationcontrollers",
+                      "--all", "--all-namespaces", "--wait=false", check=False)
             n.kubectl("delete", "pods", "--all", "--all-namespaces", "--wait=false", check=False)
             n.wait(lambda: not n.kubectl("get", "pods", "-A", "-o", "name", check=False).stdout.strip(), 60, "")
         except Exception as e:  # the host cleanup below still kills whatever is left
