@@ -58,3 +58,13 @@ def test_credentials_without_cryptography_in_the_server(tmp_path: Path) -> None:
     assert b"PRIVATE KEY" in got["key"].encode()
     assert got["refused"] == "a client certificate needs a user name (its CN)"
     assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:n1"
+
+
+def test_the_agent_modules_load_no_cryptography() -> None:
+    """The agent `lite server` embeds runs in the server's process: its modules (the desired-state cache
+    included, whose AES-GCM is imported only when a Secret or token is written or read) must not load
+    `cryptography` either (it once did through the cache's module import: +7 MB on the server + agent RSS)."""
+    case = ("import sys, lite.server.main, lite.cli.agentcmd, lite.agent.agent, lite.agent.cache; "
+            "print([m for m in sys.modules if m.split('.')[0] == 'cryptography'])")
+    out = subprocess.run([sys.executable, "-c", case], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -23,10 +23,13 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+if TYPE_CHECKING:  # loaded only when a Secret or token is written or read: ~13 MB of RSS that the agent
+    # `lite server` embeds (no cache) and an agent whose pods use no Secret never pay
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from lite.agent.cache.state import ENCRYPTED
 
@@ -97,6 +100,8 @@ class CacheFiles:
 
     def _cipher(self) -> AESGCM:
         if self._aead is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
             self._aead = AESGCM(load_key(self.key_file))
         return self._aead
 
