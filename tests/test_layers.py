@@ -174,6 +174,7 @@ def test_lite_respects_layers() -> None:
     ("lite.kubestreams.pods", "lite.server.join.hub"),
     ("lite.kubetables.core", "lite.server.api.tables"),
     ("lite.agent.localapi.server", "lite.server.join.streams"),
+    ("lite.atomicfile", "lite.agent.cache.files"),
 ])
 def test_checker_flags_violations(importer: str, imported: str) -> None:
     assert violation(importer, imported) is not None
@@ -181,6 +182,9 @@ def test_checker_flags_violations(importer: str, imported: str) -> None:
 
 @pytest.mark.parametrize(("importer", "imported"), [
     ("lite.errors", "lite.objects"),
+    ("lite.netns.ipam", "lite.atomicfile"),
+    ("lite.agent.trust", "lite.atomicfile"),
+    ("lite.server.certs", "lite.atomicfile"),
     ("lite.errors", "dataclasses"),
     ("lite.httpclient", "aiohttp"),
     ("lite.server.api.resources", "lite.server.store"),

@@ -31,6 +31,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from lite import atomicfile
 from lite.agent.runtime.state import SHIM, alive, boot_id, read_json
 from lite.netns.bridge import remove_bridge
 from lite.netns.dnsaddr import remove_dns_address
@@ -54,9 +55,7 @@ class HostRecord:
 
     def save(self, agent_root: Path) -> None:
         agent_root.mkdir(parents=True, exist_ok=True)
-        tmp = agent_root / f".{HOST_FILE}.tmp"
-        tmp.write_text(json.dumps(self.__dict__))
-        os.replace(tmp, agent_root / HOST_FILE)
+        atomicfile.write(agent_root / HOST_FILE, json.dumps(self.__dict__), mode=0o644)
 
     @classmethod
     def load(cls, agent_root: Path) -> HostRecord:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from lite import atomicfile
 
 Obj = dict[str, Any]
 
@@ -84,8 +85,6 @@ class LocalVolumes:
         return paths
 
     def _save(self) -> None:
-        tmp = self.record.with_suffix(".tmp")
         with contextlib.suppress(OSError):
             self.record.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(self.known, sort_keys=True))
-            os.replace(tmp, self.record)
+            atomicfile.write(self.record, json.dumps(self.known, sort_keys=True), mode=0o644)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import secrets
 import ssl
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from lite import wire
+from lite import atomicfile, wire
 from lite.der import pem_certificate_validity
 
 log = logging.getLogger("lite.agent.session")
@@ -48,14 +47,6 @@ class CredentialsRefused(Exception):
 def renew_at(not_before: float, not_after: float) -> float:
     """When a certificate valid from `not_before` to `not_after` (epoch seconds) is due for renewal."""
     return not_before + (not_after - not_before) * RENEW_FRACTION
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def _https(base_url: str) -> str:
@@ -82,7 +73,7 @@ class NodeCredentials:
             return path.read_text().strip()
         except FileNotFoundError:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _write_private(path, secrets.token_hex(32).encode())
+            atomicfile.write(path, secrets.token_hex(32).encode())
             return path.read_text().strip()
 
     def validity(self) -> tuple[float, float] | None:
@@ -168,8 +159,8 @@ class NodeCredentials:
                 raise CredentialsRefused(str((data or {}).get("message") or resp.reason))
             resp.raise_for_status()
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _write_private(self.key_path, str(data["key"]).encode())
-        _write_private(self.cert_path, str(data["cert"]).encode())
+        atomicfile.write(self.key_path, str(data["key"]).encode())
+        atomicfile.write(self.cert_path, str(data["cert"]).encode())
         not_after = dt.datetime.fromtimestamp(cert_validity(str(data["cert"]).encode())[1], dt.UTC)
         log.info("node %s: client certificate %s, valid until %s", self.node, "renewed" if renewing else "issued",
                  not_after.isoformat())

@@ -30,9 +30,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from lite import atomicfile
 
 FILE = "servers.json"
 
@@ -87,6 +88,5 @@ def load(root: Path, configured: str) -> list[str]:
 
 def save(root: Path, configured: str, servers: list[str]) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / (FILE + ".tmp")
-    tmp.write_text(json.dumps({"server": configured.rstrip("/"), "servers": sorted(set(servers))}))
-    os.replace(tmp, root / FILE)
+    atomicfile.write(root / FILE, json.dumps({"server": configured.rstrip("/"), "servers": sorted(set(servers))}),
+                     mode=0o644)

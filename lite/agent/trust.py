@@ -2,7 +2,7 @@
 
 Role: the first time the agent verifies the cluster CA (its SHA-256 equals the hash in the K10 join token, or
 the operator gave it with `--ca-file`), `keep(directory, pem)` stores it as `<agent-dir>/credentials/ca.pem`
-(mode 0644 in the 0700 credentials directory; written to a temporary file, then renamed). `held(directory,
+(mode 0644 in the 0700 credentials directory; written by `lite.atomicfile`: whole, durable). `held(directory,
 ca_hash)` is what a later start uses: the stored CA when its hash equals the token's (None when there is none,
 or it belongs to another cluster: the token changed), without a byte sent to the server.
 
@@ -17,10 +17,11 @@ Small file reads and writes: fine on the loop.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from lite import atomicfile
 
 CA_FILE = "ca.pem"
 
@@ -49,13 +50,7 @@ def keep(directory: Path, pem: bytes) -> None:
     except OSError:
         pass
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(pem)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomicfile.write(path, pem, mode=0o644)
 
 
 def backoff(first: float = 0.5, cap: float = 30.0, rand: Callable[[], float] = random.random) -> Iterator[float]:

@@ -22,11 +22,11 @@ Writes are atomic (temp file + rename), so a container never reads a half-writte
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lite import atomicfile
 from lite.records import dataclass
 
 HOSTS_HEADER = "# Kubernetes-managed hosts file."
@@ -207,7 +207,5 @@ def _read(path: Path) -> str:
 
 
 def _write_atomic(path: Path, content: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(content)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    """Regenerated at every pod start: atomic (a container reads old or new), not fsynced."""
+    atomicfile.write(path, content, mode=0o644, durable=False)

@@ -9,8 +9,9 @@ Invariants:
   broadcast address are never handed out.
 - Allocation continues after the last address handed out (wrapping around), like CNI host-local, so a released
   address is not reused at once while stale ARP entries or conntrack flows may still point at it.
-- Every change is written before the call returns: temp file, fsync, atomic rename (a crash leaves the old or the
-  new state, never a torn file). Entries outside the current podCIDR are dropped on load.
+- Every change is written before the call returns: `lite.atomicfile` (temp file, fsync, atomic rename, fsync of the
+  directory: a crash leaves the old or the new state, never a torn file). Entries outside the current podCIDR are
+  dropped on load.
 - Not thread-safe; the agent uses one instance from its event loop. Each change is one small file write (~0.2 ms).
 """
 
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
+
+from lite import atomicfile
 
 log = logging.getLogger(__name__)
 
@@ -124,18 +126,4 @@ class Ipam:
             "allocations": {owner: str(ip) for owner, ip in sorted(self._by_owner.items())},
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        atomicfile.write(self.path, json.dumps(data, indent=1), mode=0o644)

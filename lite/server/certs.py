@@ -27,13 +27,13 @@ import datetime as dt
 import hashlib
 import ipaddress
 import json
-import os
 import secrets
 import socket
 import ssl
 from pathlib import Path
 from typing import Any
 
+from lite import atomicfile
 from lite.der import pem_certificate_validity
 from lite.records import dataclass
 from lite.server.config import ServerConfig
@@ -90,17 +90,10 @@ def format_join_token(ca_pem: bytes, secret: str) -> str:
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically, readable by the owner only."""
+    """Write `data` to `path` atomically and durably, readable by the owner only (0600; the directory is made
+    0700 when missing): `lite.atomicfile`."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(tmp, 0o600)  # O_CREAT honours the umask only for new files; be explicit
-    os.replace(tmp, path)
+    atomicfile.write(path, data, mode=0o600)
 
 
 def serving_sans(config: ServerConfig) -> list[str]:

@@ -1,5 +1,6 @@
 """The desired-state cache on disk (lite.agent.cache): encryption at rest, 0600 modes, Secret removal, bounds,
-coalesced writes, and atomic replacement (a write that fails or a process killed mid-write leaves a whole file)."""
+coalesced writes, and atomic replacement (a process killed mid-write leaves a whole file; lite.atomicfile's own
+cases are in tests/leaf/test_atomicfile.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from lite import wire
+from lite import atomicfile, wire
 from lite.agent.cache import DesiredCache
-from lite.agent.cache.files import CacheFiles, atomic_write
+from lite.agent.cache.files import CacheFiles
 
 Obj = dict[str, Any]
 pytestmark = pytest.mark.timeout(60)
@@ -103,7 +104,7 @@ async def test_a_deleted_or_unused_secret_leaves_the_disk(tmp_path: Path) -> Non
     cache.record(wire.PodDelete("u2"))  # no cached pod uses "other" any more
     await cache.flush()
     assert not secrets.exists()
-    assert not list((tmp_path / "agent" / "cache").glob(".tmp-*"))
+    assert not [p for p in (tmp_path / "agent" / "cache").iterdir() if atomicfile.is_temp(p.name)]
 
 
 async def test_a_burst_of_pod_upserts_is_one_write(tmp_path: Path) -> None:
@@ -167,27 +168,12 @@ async def test_load_removes_leftover_temporary_files_and_ignores_them(tmp_path: 
     assert set(loaded.state.pods) == {"u1"} and not stray.exists()
 
 
-def test_a_failed_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
-    """A real write failure (EFBIG past RLIMIT_FSIZE, in a child process) in the middle of a replacement."""
-    target = tmp_path / "pods.json"
-    atomic_write(target, b"old and whole")
-    script = ("import resource, signal, sys; from pathlib import Path\n"
-              "from lite.agent.cache.files import atomic_write\n"
-              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
-              "try:\n    atomic_write(Path(sys.argv[1]), b'n' * 100000)\nexcept OSError as e:\n"
-              "    print(e.errno); sys.exit(3)\n")
-    out = subprocess.run([sys.executable, "-c", script, str(target)], capture_output=True, text=True, timeout=30)
-    assert out.returncode == 3, out.stderr
-    assert target.read_bytes() == b"old and whole"
-    assert [p.name for p in tmp_path.iterdir()] == ["pods.json"]
-
-
 def test_a_process_killed_while_writing_leaves_one_whole_version(tmp_path: Path) -> None:
     target = tmp_path / "pods.json"
     versions = [b"A" * 300_000, b"B" * 200_000]
-    script = ("import sys; from pathlib import Path; from lite.agent.cache.files import atomic_write\n"
-              "p = Path(sys.argv[1]); atomic_write(p, b'A' * 300000); print('ready', flush=True)\n"
-              "while True:\n    atomic_write(p, b'B' * 200000); atomic_write(p, b'A' * 300000)\n")
+    script = ("import sys; from pathlib import Path; from lite.atomicfile import write\n"
+              "p = Path(sys.argv[1]); write(p, b'A' * 300000); print('ready', flush=True)\n"
+              "while True:\n    write(p, b'B' * 200000); write(p, b'A' * 300000)\n")
     for _ in range(3):
         proc = subprocess.Popen([sys.executable, "-c", script, str(target)], stdout=subprocess.PIPE)
         try:

@@ -6,9 +6,10 @@ node key `<data-dir>/agent/credentials/cache.key` (32 random bytes, made on firs
 files 0600.
 
 Invariants:
-- A section file is whole or absent: written to a temporary file in the same directory (O_EXCL, 0600),
-  fsynced, renamed over the old one, then the directory is fsynced. A crash leaves the old or the new file,
-  plus at most a `.tmp-*` file, which `load` removes. A section removed is unlinked.
+- A section file is whole or absent: written by `lite.atomicfile` (a temporary file in the same directory,
+  O_EXCL, 0600, fsynced, renamed over the old one, then the directory is fsynced). A crash leaves the old or the
+  new file, plus at most a temporary file (`atomicfile.is_temp`, or `.tmp-*` from older versions), which `load`
+  removes. A section removed is unlinked.
 - A Secret's value is never written in clear: only its section's ciphertext reaches the disk. Removing a
   Secret rewrites its section without it (the old ciphertext is replaced, not scrubbed from the device).
 - A file that cannot be read, decrypted (another key, tampering) or parsed is skipped with one logged error;
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # loaded only when a Secret or token is written or read: ~13 
     # `lite server` embeds (no cache) and an agent whose pods use no Secret never pay
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from lite import atomicfile
 from lite.agent.cache.state import ENCRYPTED
 
 log = logging.getLogger("lite.agent.cache")
@@ -58,34 +60,6 @@ def _write_new(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` (0600): temp file, fsync, rename, fsync of the directory."""
-    tmp = path.with_name(f".tmp-{path.name}-{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -132,9 +106,9 @@ class CacheFiles:
         if blob is None:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-                fsync_dir(self.directory)
+                atomicfile.fsync_dir(self.directory)
             return
-        atomic_write(path, blob)
+        atomicfile.write(path, blob, mode=0o600)
 
     def load(self) -> tuple[dict[str, Any], dict[str, int], set[str]]:
         """(section → data, section → file size, sections that exist but failed to load); removes leftover
@@ -145,7 +119,7 @@ class CacheFiles:
         if not self.directory.is_dir():
             return data, sizes, failed
         for path in sorted(self.directory.iterdir()):
-            if path.name.startswith(".tmp-"):
+            if atomicfile.is_temp(path.name) or path.name.startswith(".tmp-"):  # .tmp-*: before lite.atomicfile
                 with contextlib.suppress(OSError):
                     path.unlink()
                 continue

@@ -12,8 +12,9 @@ Invariants:
 - A blob file exists only with content that hashes to its name; a layer directory exists only when its
   unpack finished and its diff_id was verified (both are committed by an atomic rename from `tmp/`).
 - A tag belongs to at most one image record: writing a record takes its tags away from the others.
-- Records live in memory (`records`) and are written through on every change (small files, fsync + atomic
-  replace); a record torn by a crash is dropped at open, so its image is simply pulled again.
+- Records live in memory (`records`) and are written through on every change (small files, `lite.atomicfile`:
+  fsync + atomic replace); a record torn by a crash is dropped at open, so its image is simply pulled again, and
+  a crash's leftover temporary files (`*.tmp`) are removed at open.
 The methods that touch many files (`ingest`, `unpack`, `on_disk`, `delete_unreferenced`) block: run them in
 a thread; `records` is only touched from the event loop thread.
 The others do bounded, tiny I/O.
@@ -31,6 +32,7 @@ import tempfile
 from dataclasses import asdict, field
 from pathlib import Path
 
+from lite import atomicfile
 from lite.agent.images.errors import DigestMismatchError, ImagePullError
 from lite.agent.images.reference import SHA256_DIGEST
 from lite.agent.images.unpack import unpack_layer
@@ -58,13 +60,8 @@ class ImageRecord:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new content (fsync, then rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Replace `path` with `data` (0644) so that a crash leaves the old or the new content: `lite.atomicfile`."""
+    atomicfile.write(path, data, mode=0o644)
 
 
 def hex_of(digest: str) -> str:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import logging
-import os
 import ssl
 import sys
 from pathlib import Path
 
+from lite import atomicfile
 from lite.forkcall import ChildFailed, call_in_child
 
 log = logging.getLogger("lite.agent.localapi")
@@ -62,20 +62,10 @@ def make_serving_pair(node: str) -> tuple[bytes, bytes]:
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Atomically, mode 0600 from the start (never readable by others, not even briefly)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o600)
-    tmp.replace(path)
-
-
 def server_context(directory: Path, cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
     """A TLS server context with the pair (written to `directory`, which must be private: 0700)."""
-    write_private(directory / "serving.crt", cert_pem)
-    write_private(directory / "serving.key", key_pem)
+    atomicfile.write(directory / "serving.crt", cert_pem, mode=0o600)  # 0600 from the start, never readable by others
+    atomicfile.write(directory / "serving.key", key_pem, mode=0o600)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(directory / "serving.crt", directory / "serving.key")

@@ -38,9 +38,9 @@ import orjson
 import yaml
 from aiohttp import web
 
-from lite import kubetables
+from lite import atomicfile, kubetables
 from lite.agent.localapi import view
-from lite.agent.localapi.cert import new_serving_pair, server_context, write_private
+from lite.agent.localapi.cert import new_serving_pair, server_context
 from lite.agent.localapi.tunnel import LocalTunnel
 from lite.agent.streams.backend import StreamBackend
 from lite.errors import ApiError, method_not_allowed, unauthorized
@@ -101,7 +101,7 @@ def prepare(directory: Path, port: int, token: str, node: str) -> tuple[ssl.SSLC
     private_dir(directory)
     cert_pem, key_pem = new_serving_pair(node)
     ctx = server_context(directory, cert_pem, key_pem)
-    write_private(directory / KUBECONFIG, kubeconfig(port, token, node, cert_pem).encode())
+    atomicfile.write(directory / KUBECONFIG, kubeconfig(port, token, node, cert_pem).encode(), mode=0o600)
     return ctx, directory / KUBECONFIG
 
 

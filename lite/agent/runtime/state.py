@@ -9,16 +9,17 @@
 - `exit.json`   written by the shim when init has ended (an `ExitStatus`); the shim exits right after.
 - `shim.log`    the shim's own stderr (diagnostics only).
 - `rootfs/`     the mount point of the container's root inside init's private mount namespace.
-A reader never sees a half-written JSON file: writers use write-temp + fsync + rename.
+A reader never sees a half-written JSON file: writers use `lite.atomicfile` (temp file, fsync, rename, fsync of
+the directory).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from lite import atomicfile
 from lite.records import dataclass
 
 SPEC = "spec.json"
@@ -38,12 +39,8 @@ def boot_id() -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
+    """Replace a state file (0644, as files made under the agent's umask were), durably: `lite.atomicfile`."""
+    atomicfile.write(path, text, mode=0o644)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

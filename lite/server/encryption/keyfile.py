@@ -6,7 +6,7 @@ One resource entry (`secrets`) with an `aesgcm` provider holding the keys (the f
 `identity` provider; whichever comes first decides whether new writes are encrypted (enabled) or not
 (disabled), as with upstream's provider order.
 
-Invariants: written atomically (temporary file, fsync, rename) and never readable by anyone but the owner;
+Invariants: written atomically and durably (`lite.atomicfile`) and never readable by anyone but the owner;
 keys are 32 random bytes named `aesgcmkey-<UTC time>`; blocking file I/O, small and bounded.
 """
 
@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lite import atomicfile
 from lite.server.encryption.aesgcm import Key, Keyset
 
 FILE = "encryption-config.json"
@@ -76,13 +77,4 @@ def load(cred: Path) -> Keyset | None:
 
 def save(cred: Path, keyset: Keyset) -> None:
     cred.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = cred / FILE
-    tmp = cred / (FILE + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, json.dumps(to_document(keyset), indent=2).encode() + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    atomicfile.write(cred / FILE, json.dumps(to_document(keyset), indent=2).encode() + b"\n", mode=0o600)
