@@ -28,6 +28,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -121,6 +122,30 @@ def failure_status(message: str, reason: str = "InternalError", code: int = 500)
     return {"metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
 
 
+def end_status(msg: object) -> dict[str, Any] | None:
+    """The Status that ends an exec/attach stream (websocket and raw SPDY alike) for the agent's message `msg`:
+    its process exited (`exit_status`), the agent failed the stream (`failure_status`), or it closed the whole
+    stream (Success); None for any other message (output)."""
+    if isinstance(msg, wire.StreamExit):
+        return exit_status(msg.code, msg.message)
+    if isinstance(msg, wire.StreamError):
+        return failure_status(msg.message, msg.reason, msg.code)
+    if isinstance(msg, wire.StreamClose) and msg.channel == wire.WHOLE_STREAM:
+        return exit_status(0)
+    return None
+
+
+async def client_frames(ws: web.WebSocketResponse, proto: Subprotocol) -> AsyncIterator[tuple[int, bytes]]:
+    """(channel, payload) of each data message the client sends, unframed by `proto`; other messages and
+    frames that `proto` cannot read are passed over (exec's and the channel port-forward's reader)."""
+    async for msg in ws:
+        if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
+            continue
+        got = proto.unframe(msg.data)
+        if got is not None:
+            yield got
+
+
 async def serve_exec(request: web.Request, stream: AgentStream, *, tty: bool, stdout: bool = True,
                      stderr: bool = True) -> web.StreamResponse:
     try:
@@ -155,13 +180,7 @@ async def _send(ws: web.WebSocketResponse, proto: Subprotocol, channel: int, pay
 
 
 async def _client_to_agent(ws: web.WebSocketResponse, stream: AgentStream, proto: Subprotocol) -> None:
-    async for msg in ws:
-        if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
-            continue
-        got = proto.unframe(msg.data)
-        if got is None:
-            continue
-        channel, payload = got
+    async for channel, payload in client_frames(ws, proto):
         if channel == STDIN:
             await stream.write(STDIN, payload)
         elif channel == RESIZE:
@@ -182,12 +201,8 @@ async def _agent_to_client(ws: web.WebSocketResponse, stream: AgentStream, tty: 
             channel = STDOUT if tty else msg.channel
             if channel in (STDOUT, STDERR):
                 await _send(ws, proto, channel, msg.data)
-        elif isinstance(msg, wire.StreamExit):
-            status = exit_status(msg.code, msg.message)
-        elif isinstance(msg, wire.StreamError):
-            status = failure_status(msg.message, msg.reason, msg.code)
-        elif isinstance(msg, wire.StreamClose) and msg.channel == wire.WHOLE_STREAM:
-            status = exit_status(0)
+        else:
+            status = end_status(msg)
     end = proto.end(status)
     if end is not None:
         await _send(ws, proto, ERROR, end)

@@ -33,7 +33,7 @@ from aiohttp import WSMsgType, web
 from lite import wire
 from lite.errors import ApiError, bad_request
 from lite.kubestreams import spdy
-from lite.kubestreams.exec_ws import Subprotocol, offered_subprotocols, refuse_subprotocols
+from lite.kubestreams.exec_ws import Subprotocol, client_frames, offered_subprotocols, refuse_subprotocols
 from lite.kubestreams.tunnel import AgentStream
 from lite.records import dataclass
 
@@ -122,13 +122,7 @@ async def _serve_channels(request: web.Request, ws: web.WebSocketResponse, proto
 
 
 async def _channel_in(ws: web.WebSocketResponse, proto: Subprotocol, streams: list[AgentStream]) -> None:
-    async for msg in ws:
-        if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
-            continue
-        got = proto.unframe(msg.data)
-        if got is None:
-            continue
-        channel, payload = got
+    async for channel, payload in client_frames(ws, proto):
         if channel % 2 == 0 and channel // 2 < len(streams) and payload:
             await streams[channel // 2].write(0, payload)
     for s in streams:  # the client is gone

@@ -23,14 +23,14 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
 from lite import wire
 from lite.kubestreams import spdy
-from lite.kubestreams.exec_ws import exit_status, failure_status
+from lite.kubestreams.exec_ws import end_status
 from lite.kubestreams.portforward import SpdyPortForward
 from lite.kubestreams.tunnel import AgentStream
 
@@ -63,8 +63,29 @@ def is_spdy_upgrade(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower().startswith("spdy/3")
 
 
-async def _takeover(request: web.Request, protocol: str,
-                    session: Callable[[asyncio.Queue[bytes], Send], Awaitable[None]]) -> web.StreamResponse:
+class _Session(Protocol):
+    """A server-side SPDY session (exec, port-forward): fed the client's bytes, closed once at the end."""
+
+    async def feed(self, chunk: bytes) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+async def _drive(session: _Session, incoming: asyncio.Queue[bytes], what: str) -> None:
+    """Feed the client's bytes to `session` until EOF (b""), its end (feed returns False) or a protocol error
+    (logged); the session is closed whatever happens."""
+    try:
+        while chunk := await incoming.get():
+            if not await session.feed(chunk):
+                break
+    except spdy.SpdyError as e:
+        log.info("%s (raw SPDY): %s", what, e)
+    finally:
+        await session.close()
+
+
+async def _takeover(request: web.Request, protocol: str, make: Callable[[Send], _Session],
+                    what: str) -> web.StreamResponse:
     transport = request.transport
     if transport is None:
         raise ConnectionResetError("the client went away")
@@ -82,7 +103,7 @@ async def _takeover(request: web.Request, protocol: str,
                 raise ConnectionResetError("the client went away")
             transport.write(frame)
 
-        await session(raw.queue, send)
+        await _drive(make(send), raw.queue, what)
     finally:
         transport.set_protocol(original)
     return resp
@@ -90,17 +111,7 @@ async def _takeover(request: web.Request, protocol: str,
 
 async def serve_raw_spdy(request: web.Request, session: Any, base: Obj) -> web.StreamResponse:
     """Port-forward on the upgraded connection."""
-    async def run(incoming: asyncio.Queue[bytes], send: Send) -> None:
-        pf = SpdyPortForward(send, session, base)
-        try:
-            while chunk := await incoming.get():
-                if not await pf.feed(chunk):
-                    break
-        except spdy.SpdyError as e:
-            log.info("port-forward (raw SPDY): %s", e)
-        finally:
-            await pf.close()
-    return await _takeover(request, PORTFORWARD, run)
+    return await _takeover(request, PORTFORWARD, lambda send: SpdyPortForward(send, session, base), "port-forward")
 
 
 def expected_streams(params: Obj) -> set[str]:
@@ -118,17 +129,9 @@ def expected_streams(params: Obj) -> set[str]:
 
 async def serve_spdy_exec(request: web.Request, stream: AgentStream, params: Obj) -> web.StreamResponse:
     """exec/attach on the upgraded connection (the agent's stream is already ready)."""
-    async def run(incoming: asyncio.Queue[bytes], send: Send) -> None:
-        ex = _SpdyExec(send, stream, expected_streams(params), bool(params.get("tty")))
-        try:
-            while chunk := await incoming.get():
-                if not await ex.feed(chunk):
-                    break
-        except spdy.SpdyError as e:
-            log.info("exec (raw SPDY): %s", e)
-        finally:
-            await ex.close()
-    return await _takeover(request, EXEC_PROTOCOL, run)
+    return await _takeover(request, EXEC_PROTOCOL,
+                           lambda send: _SpdyExec(send, stream, expected_streams(params), bool(params.get("tty"))),
+                           "exec")
 
 
 class _SpdyExec(spdy.SpdySession):
@@ -186,12 +189,8 @@ class _SpdyExec(spdy.SpdySession):
                 sid = self._sids.get(kind)
                 if sid:
                     await self._out(lambda s=sid, m=msg: self._writer.data(s, m.data))  # type: ignore[misc]
-            elif isinstance(msg, wire.StreamExit):
-                status = exit_status(msg.code, msg.message)
-            elif isinstance(msg, wire.StreamError):
-                status = failure_status(msg.message, msg.reason, msg.code)
-            elif isinstance(msg, wire.StreamClose) and msg.channel == wire.WHOLE_STREAM:
-                status = exit_status(0)
+            else:
+                status = end_status(msg)
         body = orjson.dumps({"kind": "Status", "apiVersion": "v1", **status})
         await self._out(lambda: self._writer.data(self._sids["error"], body))
         for sid in self._sids.values():
