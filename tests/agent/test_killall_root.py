@@ -8,16 +8,16 @@ import asyncio
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
 from lite import wire
-from lite.agent.agent import Agent, AgentConfig
+from lite.agent.agent import Agent
 from tests.agent.test_podrunner_root import CIDR, Recorder, _pod
 from tests.helpers.images import PushedImages
 from tests.helpers.registry import RegistryServer
+from tests.helpers.rootagent import mounts_below, node_config, unmount_node
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
 
@@ -45,25 +45,12 @@ def _still_running(pids: set[int]) -> list[int]:
     return out
 
 
-def _mounts_below(base: Path) -> list[str]:
-    with open("/proc/self/mountinfo") as f:
-        return [ln.split(" ")[4] for ln in f if ln.split(" ")[4].startswith(str(base))]
-
-
 async def test_killall_leaves_nothing_behind(tmp_path: Path, registry: RegistryServer,
                                             pushed_images: PushedImages) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root")
-    node_ns = tmp_path / "node-netns"
-    node_ns.touch()
-    subprocess.run(["unshare", f"--net={node_ns}", "ip", "link", "set", "lo", "up"], check=True)
-    regs = tmp_path / "registries.yaml"
-    regs.write_text(f'mirrors:\n  "{registry.host}":\n    endpoint: ["{registry.url}"]\n')
-    root = f"lite-test-{uuid.uuid4().hex[:8]}"
-    data = tmp_path / "data"
-    cfg = AgentConfig(server_url="https://127.0.0.1:1", token="t", node_name="n1", data_dir=data,
-                      node_netns=str(node_ns), netns_dir=tmp_path / "netns", registries=regs, cgroup_root=root,
-                      node_ip="10.9.9.9")
+    cfg = node_config(tmp_path, registry)
+    node_ns, root, data = cfg.node_netns, cfg.cgroup_root, cfg.data_dir
     a = Agent(cfg)
     rec = Recorder()
     await a.open_services()
@@ -83,16 +70,16 @@ async def test_killall_leaves_nothing_behind(tmp_path: Path, registry: RegistryS
         await asyncio.gather(serving, return_exceptions=True)
     try:
         cgroups, procs = await asyncio.to_thread(_cgroup_procs, root)
-        assert procs and _mounts_below(data)  # something to clean up
+        assert procs and mounts_below(data)  # something to clean up
         assert sorted(os.listdir(tmp_path / "netns")) == sorted(f"lite-{p['metadata']['uid']}" for p in pods)
 
         done = _lite("killall", "--data-dir", str(data))
         assert done.returncode == 0, done.stderr
         assert "2 pod networks removed" in done.stdout and "1 links removed" in done.stdout, done.stdout
         assert not await asyncio.to_thread(_still_running, procs)
-        assert not _mounts_below(data)
+        assert not mounts_below(data)
         assert not os.listdir(tmp_path / "netns")
-        assert not _mounts_below(tmp_path / "netns"), "the emptied netns dir is still a mount point"
+        assert not mounts_below(tmp_path / "netns"), "the emptied netns dir is still a mount point"
         assert not any(top.exists() for top in cgroups)
         links = subprocess.run(["ip", "-n", str(node_ns), "-o", "link"], capture_output=True, text=True)
         assert "lite0" not in links.stdout and "lv" not in links.stdout, links.stdout
@@ -102,5 +89,4 @@ async def test_killall_leaves_nothing_behind(tmp_path: Path, registry: RegistryS
                                                                  "0 pod networks removed, 0 links removed"), again
     finally:
         _lite("killall", "--data-dir", str(data))
-        subprocess.run(["umount", "-l", str(node_ns)], check=False)
-        subprocess.run(["umount", "-R", "-l", str(tmp_path / "netns")], check=False)
+        unmount_node(cfg)

@@ -27,6 +27,7 @@ from lite.agent.killall import kill_cgroup_tree, remove_cgroup_tree
 from lite.agent.streams.backend import PodRef
 from tests.helpers.images import PushedImages
 from tests.helpers.registry import RegistryServer
+from tests.helpers.rootagent import node_config, unmount_node
 
 Obj = dict[str, Any]
 CIDR = "10.251.3.0/24"
@@ -76,16 +77,7 @@ async def agent(tmp_path: Path, registry: RegistryServer, pushed_images: PushedI
     if os.geteuid() != 0:
         pytest.skip("needs root (namespaces, cgroups, netns)")
     # the node netns and the pods' netns files live under tmp_path: nothing in /run/netns, nothing on the host
-    node_ns = tmp_path / "node-netns"
-    node_ns.touch()
-    subprocess.run(["unshare", f"--net={node_ns}", "ip", "link", "set", "lo", "up"], check=True)
-    netns_dir = tmp_path / "netns"
-    regs = tmp_path / "registries.yaml"
-    regs.write_text(f'mirrors:\n  "docker.io":\n    endpoint: ["{registry.url}"]\n'
-                    f'  "{registry.host}":\n    endpoint: ["{registry.url}"]\n')
-    cfg = AgentConfig(server_url="https://127.0.0.1:1", token="t", node_name="n1", data_dir=tmp_path / "data",
-                      node_netns=str(node_ns), netns_dir=netns_dir, registries=regs,
-                      cgroup_root=f"lite-test-{uuid.uuid4().hex[:8]}", node_ip="10.9.9.9")
+    cfg = node_config(tmp_path, registry, also=("docker.io",))
     a = Agent(cfg)
     rec = Recorder()
     await a.open_services()
@@ -100,8 +92,7 @@ async def agent(tmp_path: Path, registry: RegistryServer, pushed_images: PushedI
             await asyncio.wait_for(r.done.wait(), 30)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        subprocess.run(["umount", "-l", str(node_ns)], check=False)
-        subprocess.run(["umount", "-R", "-l", str(netns_dir)], check=False)
+        unmount_node(cfg)
         if a.deps.cgroups is not None:
             for qos, uid in a.deps.cgroups.pods():
                 a.deps.cgroups.pod(uid, qos).remove()

@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,10 @@ from lite.agent.agent import Agent, AgentConfig
 from lite.agent.killall import killall
 from lite.netns.nsfs import is_netns_mount
 from lite.netns.pod import host_ifname
-from tests.agent.test_killall_root import _mounts_below
 from tests.agent.test_podrunner_root import CIDR, Recorder, _cs, _exec, _pod, _remove_cgroup_root
 from tests.helpers.images import PushedImages
 from tests.helpers.registry import RegistryServer
+from tests.helpers.rootagent import mounts_below, node_config, unmount_node
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
 
@@ -61,14 +60,8 @@ async def test_reboot_brings_the_pod_back_in_a_new_sandbox(tmp_path: Path, regis
                                                            pushed_images: PushedImages) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root")
-    node_ns = tmp_path / "node-netns"
-    node_ns.touch()
-    subprocess.run(["unshare", f"--net={node_ns}", "ip", "link", "set", "lo", "up"], check=True)
-    regs = tmp_path / "registries.yaml"
-    regs.write_text(f'mirrors:\n  "{registry.host}":\n    endpoint: ["{registry.url}"]\n')
-    cfg = AgentConfig(server_url="https://127.0.0.1:1", token="t", node_name="n1", data_dir=tmp_path / "data",
-                      node_netns=str(node_ns), netns_dir=tmp_path / "netns", registries=regs,
-                      cgroup_root=f"lite-test-{uuid.uuid4().hex[:8]}", node_ip="10.9.9.9")
+    cfg = node_config(tmp_path, registry)
+    node_ns = cfg.node_netns
     image = f"{registry.host}/test/busybox:oci"
     pod = _pod("web", [{
         "name": "c", "image": image,
@@ -112,7 +105,7 @@ async def test_reboot_brings_the_pod_back_in_a_new_sandbox(tmp_path: Path, regis
         await _stop(serving)
 
         report = await asyncio.to_thread(killall, cfg.data_dir)  # the reboot
-        assert report.processes and report.netns == 1 and not netns.exists() and not _mounts_below(cfg.data_dir)
+        assert report.processes and report.netns == 1 and not netns.exists() and not mounts_below(cfg.data_dir)
 
         # an address whose pod is gone from the node (its release lost): freed when the node network comes up
         ipam_file = cfg.data_dir / "agent" / "ipam.json"
@@ -134,17 +127,16 @@ async def test_reboot_brings_the_pod_back_in_a_new_sandbox(tmp_path: Path, regis
         assert await _exec(a, pod, ["cat", "/disk/boots", "/mem/boots", "/disk/inits"]) == (
             0, "up\nup\nup\n" + "up\n" + "init\ninit\ninit\n")  # disk emptyDir kept, Memory one new, init again
         mem = cfg.data_dir / "agent" / "pods" / uid / "volumes" / "mem"
-        assert _mounts_below(cfg.data_dir).count(str(mem)) == 1
+        assert mounts_below(cfg.data_dir).count(str(mem)) == 1
         assert _ipam(cfg) == {uid: ip}
 
         a.runners[uid].terminate(0)
         await asyncio.wait_for(a.runners[uid].done.wait(), 30)
-        assert _ipam(cfg) == {} and not netns.exists() and not _mounts_below(cfg.data_dir)
+        assert _ipam(cfg) == {} and not netns.exists() and not mounts_below(cfg.data_dir)
         assert a.deps.cgroups is None or not a.deps.cgroups.pods()
     finally:
         for _a, serving in agents:
             await _stop(serving)
         await asyncio.to_thread(killall, cfg.data_dir)
         _remove_cgroup_root(cfg.cgroup_root)
-        subprocess.run(["umount", "-l", str(node_ns)], check=False)
-        subprocess.run(["umount", "-R", "-l", str(tmp_path / "netns")], check=False)
+        unmount_node(cfg)

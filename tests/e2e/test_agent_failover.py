@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from liteproc import LiteServer, find_free_port
 from lite.agent import servers
 from lite.server.services.kubernetes import server_urls
 from tests.helpers import nodeagent
-from tests.helpers.nodeagent import NodeAgent, pod_processes
+from tests.helpers.nodeagent import NodeAgent, node_condition, pod_processes, wait_for
 from tests.helpers.pgserver import PgServer, missing_reason
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
@@ -40,18 +39,6 @@ PODS = "/api/v1/namespaces/default/pods"
 Obj = dict[str, Any]
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, tail: Callable[[], str] = str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(OSError, KeyError, ValueError):
-            got = check()
-            if got:
-                return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{tail()}")
-        time.sleep(0.1)
-
-
 def busybox_pod(name: str, node: str) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
@@ -62,13 +49,6 @@ def running(server: LiteServer, name: str) -> Obj | None:
     status, pod = server.request(f"{PODS}/{name}")
     cs = (pod.get("status") or {}).get("containerStatuses") or [] if status == 200 else []
     return pod if cs and "running" in (cs[0].get("state") or {}) else None
-
-
-def ready_condition(server: LiteServer, name: str) -> Obj | None:
-    status, node = server.request(f"/api/v1/nodes/{name}")
-    if status != 200:
-        return None
-    return next((c for c in (node.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), None)
 
 
 def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
@@ -103,14 +83,14 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         agent.prepare()
         token = (a.data_dir / "token").read_text().strip()
         agent.start(a.url, token)
-        wait_for("the node Ready", lambda: (ready_condition(a, node) or {}).get("status") == "True", 60, tail)
+        wait_for("the node Ready", lambda: node_condition(a, node).get("status") == "True", 60, tail)
         remembered = json.loads((agent.data_dir / "agent" / "servers.json").read_text())
         assert remembered == {"server": a.url, "servers": both}
         status, body = a.request(PODS, "POST", busybox_pod("keep", node))
         assert status == 201, body
         before = wait_for("the pod running", lambda: running(a, "keep"), 60, tail)
-        ready_before = ready_condition(a, node)
-        assert ready_before is not None
+        ready_before = node_condition(a, node)
+        assert ready_before
         processes = pod_processes(agent.cgroup_root)
         assert processes, "no pod process found in the agent's cgroups"
 
@@ -141,8 +121,8 @@ def test_agent_fails_over_without_restarting_its_pod(tmp_path: Path) -> None:
         assert cs_after["restartCount"] == 0
         assert cs_after["containerID"] == cs_before["containerID"]
         assert cs_after["state"]["running"]["startedAt"] == cs_before["state"]["running"]["startedAt"]
-        ready_after = ready_condition(survivor, node)
-        assert ready_after is not None and ready_after["status"] == "True"
+        ready_after = node_condition(survivor, node)
+        assert ready_after.get("status") == "True"
         assert ready_after["lastTransitionTime"] == ready_before["lastTransitionTime"]
         print(f"agent rejoined {moved:.1f}s after kill -9; slices dropped the dead server after {dropped:.1f}s")
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import pytest
 from liteproc import LiteServer, find_free_port
 
 from tests.helpers import nodeagent
-from tests.helpers.nodeagent import NodeAgent
+from tests.helpers.nodeagent import NodeAgent, node_condition, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(240)]
 PODS = "/api/v1/namespaces/default/pods"
@@ -49,26 +48,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiteServer]:
         srv.kill()
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float, tail: Callable[[], str]) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(OSError, KeyError, ValueError):
-            got = check()
-            if got:
-                return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{tail()}")
-        time.sleep(0.1)
-
-
-def node(server: LiteServer, name: str) -> Obj | None:
+def node(server: LiteServer, name: str) -> Obj:
     status, obj = server.request(f"/api/v1/nodes/{name}")
-    return obj if status == 200 else None
-
-
-def condition(server: LiteServer, name: str, ctype: str) -> Obj:
-    conds = ((node(server, name) or {}).get("status") or {}).get("conditions") or []
-    return next((c for c in conds if c["type"] == ctype), {})
+    assert status == 200, obj
+    return dict(obj)
 
 
 def log_since(agent: NodeAgent, offset: int) -> str:
@@ -98,7 +81,7 @@ def test_an_agent_starts_and_runs_while_its_server_is_down(server: LiteServer, t
         b.prepare()
         token = (server.data_dir / "token").read_text().strip()
         a.start(server.url, token)
-        wait_for("node a Ready", lambda: condition(server, a.node, "Ready").get("status") == "True", 60, tail)
+        wait_for("node a Ready", lambda: node_condition(server, a.node, "Ready").get("status") == "True", 60, tail)
         assert (a.data_dir / "agent" / "credentials" / "ca.pem").read_bytes() == server.ca()  # kept on the node
         a.stop()
 
@@ -117,8 +100,8 @@ def test_an_agent_starts_and_runs_while_its_server_is_down(server: LiteServer, t
         joins = len(a.joined())
         wait_for("a to join again", lambda: len(a.joined()) > joins, 60, tail)
         wait_for("b to join", lambda: b.joined(), 60, tail)
-        wait_for("node b Ready", lambda: condition(server, b.node, "Ready").get("status") == "True", 60, tail)
-        wait_for("node a Ready", lambda: condition(server, a.node, "Ready").get("status") == "True", 60, tail)
+        wait_for("node b Ready", lambda: node_condition(server, b.node, "Ready").get("status") == "True", 60, tail)
+        wait_for("node a Ready", lambda: node_condition(server, a.node, "Ready").get("status") == "True", 60, tail)
         for agent, offset, waiting in ((a, offset_a, "running from what this node holds"),
                                        (b, offset_b, "this node holds no cluster CA yet")):
             text = log_since(agent, offset)
@@ -153,7 +136,7 @@ def test_a_node_without_usable_cgroups_is_not_ready_unless_allowed(server: LiteS
         c.prepare()
         token = (server.data_dir / "token").read_text().strip()
         c.start(server.url, token)
-        ready = wait_for("node c registered", lambda: condition(server, c.node, "Ready"), 60, tail)
+        ready = wait_for("node c registered", lambda: node_condition(server, c.node, "Ready"), 60, tail)
         assert ready["status"] == "False" and ready["reason"] == "CgroupsUnavailable", ready
         assert "--allow-no-resource-limits" in ready["message"] and "no pod is started" in ready["message"]
         assert node(server, c.node)["metadata"]["annotations"]["lite.dev/resource-limits"] == "refused"
@@ -175,8 +158,8 @@ def test_a_node_without_usable_cgroups_is_not_ready_unless_allowed(server: LiteS
 
         c.stop()
         c.start(server.url, token, extra=("--allow-no-resource-limits",))
-        wait_for("node c Ready", lambda: condition(server, c.node, "Ready").get("status") == "True", 60, tail)
-        unenforced = condition(server, c.node, "ResourceLimitsUnenforced")
+        wait_for("node c Ready", lambda: node_condition(server, c.node, "Ready").get("status") == "True", 60, tail)
+        unenforced = node_condition(server, c.node, "ResourceLimitsUnenforced")
         assert unenforced["status"] == "True" and unenforced["reason"] == "AllowNoResourceLimits", unenforced
         assert node(server, c.node)["metadata"]["annotations"]["lite.dev/resource-limits"] == "unenforced"
 

@@ -7,6 +7,8 @@ listens and sends nowhere but inside those namespaces and to the servers on 127.
 agent and removes everything it made (`lite killall` for the pods, their cgroups and mounts; then the netns
 mounts): call it in a `finally`, also when `start` was never reached. `skip_reason()` says why a machine cannot
 run one (not root, no busybox). The agent's log is `log`; `joined()` lists the servers it joined, in order.
+`wait_for` polls a check (an OSError, KeyError or ValueError of a server not answering yet counts as not yet) and
+`node_condition` reads one of a Node's conditions: what the tests driving these agents wait on.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import contextlib
 import os
 import re
 import subprocess
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from liteproc import lite_command
+from liteproc import LiteServer, lite_command
 
 from tests.helpers.images import BUSYBOX, Image, Layer, busybox_entries, docker_save_tar
 
@@ -32,6 +36,27 @@ def skip_reason() -> str | None:
     if not BUSYBOX.exists():
         return "needs busybox-static"
     return None
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, tail: Callable[[], str] = str) -> Any:
+    """Poll `check` every 0.1 s until it returns something true (returned); AssertionError naming `what`, with
+    `tail()` (logs), after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, KeyError, ValueError):
+            got = check()
+            if got:
+                return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}\n{tail()}")
+        time.sleep(0.1)
+
+
+def node_condition(server: LiteServer, name: str, ctype: str = "Ready") -> dict[str, Any]:
+    """The Node's condition of type `ctype`; {} when the Node or the condition is not there (yet)."""
+    status, node = server.request(f"/api/v1/nodes/{name}")
+    conds = ((node if status == 200 else {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == ctype), {})
 
 
 def busybox_container(name: str = "c") -> dict[str, Any]:
