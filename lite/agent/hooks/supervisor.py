@@ -150,9 +150,8 @@ class ContainerSupervisor:
         proc = await self.deps.runtime.exec(handle, argv)
         try:
             out, err = await asyncio.wait_for(proc.process.communicate(), limit)
-        except BaseException as e:  # timeout or cancellation: never leave the exec process behind
-            with contextlib.suppress(ProcessLookupError):
-                proc.process.kill()
+        except BaseException as e:  # timeout or cancellation: never leave the exec process (or its pipes) behind
+            proc.discard()
             await asyncio.shield(proc.wait())
             if isinstance(e, TimeoutError):
                 return 1, "command timed out"

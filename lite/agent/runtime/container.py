@@ -18,6 +18,7 @@ the container ended. Blocking work is limited to small state_dir file reads and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -83,6 +84,17 @@ class ExecProcess:
 
     async def wait(self) -> int:
         return await self.process.wait()
+
+    def discard(self) -> None:
+        """The output is no longer wanted (a probe timed out or was cancelled): kill the process and close its
+        pipes now. Otherwise its transport closes only once both pipes reach EOF, which a descendant still
+        holding them delays past the process's exit (and `wait`, which waits for them too); a transport still
+        open when its loop closes warns from `__del__` and raises "Event loop is closed" there."""
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        transport = getattr(self.process, "_transport", None)  # asyncio keeps no public handle on it
+        if transport is not None:
+            transport.close()
 
     def resize(self, rows: int, cols: int) -> None:
         if self.master_fd is not None:
