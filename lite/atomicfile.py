@@ -20,7 +20,8 @@ Invariants:
 - The new file is owned by the calling process's user and group (the old file's owner is not carried over) and has
   exactly `mode`.
 - `durable=False` keeps atomicity (readers see old or new) but skips both fsyncs: for files regenerated on every
-  start (a pod's /etc/hosts) whose loss in a crash costs nothing.
+  start (a pod's /etc/hosts) or rewritten at every change (a pod's container records), which never paid for an
+  fsync.
 Leaf module: no lite imports. Blocking I/O (two fsyncs, ~1-10 ms on a real disk): fine for small files written
 rarely on the loop, otherwise call from a thread.
 """
@@ -28,7 +29,6 @@ rarely on the loop, otherwise call from a thread.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 TEMP_SUFFIX = ".tmp"
@@ -36,7 +36,7 @@ TEMP_SUFFIX = ".tmp"
 
 def temp_name(name: str) -> str:
     """A fresh temporary file name for the file `name` (hidden, random, ends with TEMP_SUFFIX)."""
-    return f".{name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    return f".{name}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
 
 
 def is_temp(name: str) -> bool:

@@ -59,6 +59,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from lite import atomicfile
 from lite.agent import podpaths, security
 from lite.agent.envs import ConfigError
 from lite.agent.hooks import build_hooks
@@ -228,9 +229,7 @@ class PodRunner:
             if seq <= self._written:
                 return
             self.st.pod_dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.st.pod_dir / f".{RECORDS}.tmp"
-            tmp.write_text(text)
-            tmp.replace(self.st.pod_dir / RECORDS)
+            atomicfile.write(self.st.pod_dir / RECORDS, text, mode=0o644, durable=False)
             self._written = seq
 
     def _snapshot(self) -> tuple[int, str]:
