@@ -26,6 +26,12 @@ async def test_one_line_while_the_server_is_away(tmp_path: Path, free_port: int,
                           agent=TestAgent(), credentials_dir=tmp_path / "agent", ca_data=creds.ca_pem,
                           backoff=(0.01, 0.05))
     task = asyncio.create_task(session.run())
+
+    async def stop() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
     try:
         async with asyncio.timeout(GUARD):
             while sum("still unreachable" in r.getMessage() for r in caplog.records) < 5:
@@ -34,10 +40,9 @@ async def test_one_line_while_the_server_is_away(tmp_path: Path, free_port: int,
             assert stack.creds.ca_pem == creds.ca_pem
             async with asyncio.timeout(GUARD):
                 await session.connected.wait()
+            await stop()  # before the server stops: its stopping would be a second absence, a second line
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop()
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
     away = [m for level, m in said if "unreachable" in m]
     assert len(away) == 1 and away[0].startswith(f"server https://127.0.0.1:{free_port} unreachable (")
