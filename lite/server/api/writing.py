@@ -36,6 +36,7 @@ from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
 from lite.server.api.registry_base import (
     STATUS_LIKE,
+    WRITTEN,
     Obj,
     RegistryBase,
     RetryWrite,
@@ -43,7 +44,7 @@ from lite.server.api.registry_base import (
     conflict_error,
     note_written,
 )
-from lite.server.api.specmemo import SpecMemo
+from lite.server.api.specmemo import SpecMemo, meta_shape
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
@@ -74,6 +75,14 @@ def meta_of(obj: Any) -> Obj:
     if not isinstance(meta, dict):
         raise errors.bad_request("metadata must be an object")
     return meta
+
+
+def _answer_only() -> bool:
+    """True when the object being created goes, once written, only into this request's answer (the HTTP layer's
+    create put a fresh `Written` for it): it may then hold values shared with other such objects (read-only
+    everywhere: nothing on the write path changes managedFields in place)."""
+    slot = WRITTEN.get()
+    return slot is not None and slot.obj is None
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -146,11 +155,22 @@ class WriteMixin(RegistryBase):
                 SpecMemo.key(kind.gk, strategy.validate, obj.get("spec"))
         known = self.spec_memo.get(spec_key) if spec_key is not None else None
         if manager:
-            spec_fields = known.fields_v1() if known is not None else None
             # the entry's time is the creation time (one clock read per create, formatted once per second)
-            obj = self.record_write(kind, None, obj, manager, view=view,
-                                    now=str(meta.get("creationTimestamp") or self.now_rfc3339()),
-                                    known={"spec": spec_fields} if spec_fields is not None else None)
+            now = str(meta.get("creationTimestamp") or self.now_rfc3339())
+            # a spec seen with a manager before: the whole FieldsV1 of objects of this metadata field set
+            shape = meta_shape(obj) if known is not None and known.fields is not None else None
+            fields_key = (spec_key, shape) if spec_key is not None and shape is not None else None
+            remembered = self.create_fields.get(fields_key) if fields_key is not None else None
+            if remembered is not None:
+                obj = self.record_write(kind, None, obj, manager, view=view, now=now,
+                                        fields=remembered.shared if _answer_only() else remembered.fresh())
+            else:
+                spec_fields = known.fields_v1() if known is not None else None
+                obj = self.record_write(kind, None, obj, manager, view=view, now=now,
+                                        known={"spec": spec_fields} if spec_fields is not None else None)
+                if fields_key is not None:
+                    entries = obj["metadata"].get("managedFields") or [{}]
+                    self.create_fields.put(fields_key, entries[0].get("fieldsV1") or {})
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
@@ -232,19 +252,21 @@ class WriteMixin(RegistryBase):
 
     def record_write(self, kind: Kind, old: Obj | None, new: Obj, manager: str, subresource: str = "",
                      view: Kind | None = None, *, now: str | None = None,
-                     known: Mapping[str, dict[str, Any]] | None = None) -> Obj:
+                     known: Mapping[str, dict[str, Any]] | None = None,
+                     fields: dict[str, Any] | None = None) -> Obj:
         """`new` with the managedFields entry of `manager`'s write (not an apply) recorded in place: in the
         version the request came through (`view`, else `kind`) and that version's field shape, as upstream keeps
         each entry; the other entries lose, each in its own version, what the write changed. `now`: the entry's
         time (default the current second); `known`: field sets already computed for equal values (a create in
-        the stored version only, see `record_update`)."""
+        the stored version only, see `record_update`); `fields`: the whole FieldsV1 of a create, known already (the
+        stored version only)."""
         shape = view or kind
         ignore_status = subresource not in STATUS_LIKE
         now = now or self.now_rfc3339()
         if view is None:
             return record_update(old, new, manager=manager, api_version=kind.api_version, now=now,
                                  schema=self.schema(kind), ignore_status=ignore_status, subresource=subresource,
-                                 in_place=True, versions=self.field_versions(kind), known=known)
+                                 in_place=True, versions=self.field_versions(kind), known=known, fields=fields)
         seen = record_update(versions.to_view(view, old) if old is not None else None, versions.to_view(view, new),
                              manager=manager, api_version=shape.api_version, now=now,
                              schema=self.schema(shape), ignore_status=ignore_status, subresource=subresource,
