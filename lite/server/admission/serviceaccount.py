@@ -15,7 +15,6 @@ container already mounting the path is left alone); mirror pods and updates are 
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from lite.client import Client
 from lite.kinds import Kind
 from lite.objects import Obj
 from lite.server.api.strategies.base import Admission
+from lite.server.api.uids import random_suffix
 
 VOLUME_PREFIX = "kube-api-access-"
 MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -33,11 +33,6 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # The `default` ServiceAccount is made by a controller just after its namespace: wait for it a little, as
 # upstream's plugin retries it (a pod created right after its namespace would be refused otherwise).
 DEFAULT_WAIT = (50, 0.1)
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet (no vowels, no look-alikes)
-
-
-def random_suffix(n: int = 5) -> str:
-    return "".join(random.choices(_ALPHABET, k=n))  # one call, the same uniform draw as n random.choice
 
 
 def api_access_volume(name: str) -> Obj:

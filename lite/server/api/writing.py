@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -47,12 +46,12 @@ from lite.server.api.registry_base import (
 from lite.server.api.specmemo import SpecMemo, meta_shape
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
+from lite.server.api.uids import random_suffix
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
 
 # Built-in classes upstream creates at start-up (value as upstream).
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATED_MAX = 58
 _NAME_ATTEMPTS = 8
 _UPDATE_ATTEMPTS = 20
@@ -63,7 +62,7 @@ Build = Callable[[Obj], Obj]
 
 
 def generate_name(base: str) -> str:
-    return base[:_GENERATED_MAX] + "".join(random.choice(_ALPHABET) for _ in range(5))
+    return base[:_GENERATED_MAX] + random_suffix()
 
 
 def meta_of(obj: Any) -> Obj:
