@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -64,6 +65,12 @@ class SpecResult:
         """A fresh copy of the remembered `f:spec` subtree (None when none was remembered)."""
         return orjson.loads(self.fields) if self.fields is not None else None
 
+
+# The current request's body spec and its orjson encoding, as the body check made it (`fieldvalidation`) for a spec
+# it found clean (and so left untouched): create defaulting (`WriteMixin._default_for_create`) takes the encoding
+# instead of making it again when handed that very dict, and clears it. Nothing changes a body's spec between the
+# two (the create path touches only metadata before defaulting, custom objects aside, which never take it).
+BODY_SPEC: ContextVar[tuple[dict[str, Any], bytes] | None] = ContextVar("lite_body_spec", default=None)
 
 Key = tuple[str, object, bytes]  # (kind's group-kind, its validate function, the spec's encoding)
 Created = tuple[bytes, bytes | None]  # (the spec's encoding after create defaulting, the status's or None)

@@ -43,7 +43,7 @@ from lite.server.api.registry_base import (
     conflict_error,
     note_written,
 )
-from lite.server.api.specmemo import SpecMemo, meta_shape
+from lite.server.api.specmemo import BODY_SPEC, Key, SpecMemo, meta_shape
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
 from lite.server.api.uids import random_suffix
@@ -200,7 +200,15 @@ class WriteMixin(RegistryBase):
         """`strategy.default` then `prepare_create` on `obj`; for a strategy with `spec_create`, their results are
         remembered per spec (`specmemo.CreateDefaults`) and an equal spec takes them decoded afresh. Returns the
         encoding of the spec they left when it is known (it is the `SpecMemo` key's), else None."""
-        key = SpecMemo.key(kind.gk, strategy.default, obj.get("spec")) if strategy.spec_create else None
+        key: Key | None = None
+        if strategy.spec_create:
+            spec = obj.get("spec")
+            body = BODY_SPEC.get()
+            if body is not None and body[0] is spec and spec and not kind.crd:  # encoded by the body check already
+                BODY_SPEC.set(None)
+                key = (kind.gk, strategy.default, body[1])
+            else:
+                key = SpecMemo.key(kind.gk, strategy.default, spec)
         got = self.create_defaults.get(key) if key is not None else None
         if got is not None:
             spec, status = got
