@@ -320,6 +320,20 @@ class WriteMixin(RegistryBase):
         page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
         return [self.decoded_once(rev, raw) for _k, rev, raw in page]
 
+    def default_priority_class(self) -> Obj | None:
+        """The lowest-valued stored PriorityClass with `globalDefault: true` (the first such by name on a tie;
+        None: none; shared: do not mutate), worked out again only when the classes changed: the store revisions of
+        the listed classes name exactly one set of values."""
+        page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
+        revs = tuple(rev for _k, rev, _raw in page)
+        known = self._default_class
+        if known is not None and known[0] == revs:
+            return known[1]
+        defaults = [c for c in (self.decoded_once(rev, raw) for _k, rev, raw in page) if c.get("globalDefault")]
+        found = min(defaults, key=lambda c: int(c.get("value") or 0)) if defaults else None
+        self._default_class = (revs, found)
+        return found
+
     async def _insert(self, kind: Kind, ns: str, obj: Obj, generated: bool, dry_run: bool) -> Obj:
         meta = obj["metadata"]
         strategy = self.strategy(kind)
