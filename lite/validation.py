@@ -115,6 +115,8 @@ def is_qualified_name(value: str) -> list[str]:
 def plain_qualified_name(value: str) -> bool:
     """True exactly when `is_qualified_name(value)` finds nothing: the usual case, answered without building
     any message (every label and annotation key of every write asks)."""
+    if len(value) <= 63 and value.isalnum() and value.isascii():  # a plain word (`app`): matches, in C
+        return True
     prefix, slash, name = value.rpartition("/")
     if len(name) > 63 or _QNAME_RE.fullmatch(name) is None:
         return False
@@ -139,8 +141,8 @@ def validate_labels(labels: Any, path: str = "metadata.labels") -> list[Cause]:
         return [field_invalid(path, labels, "must be a map of strings")]
     causes: list[Cause] = []
     for k, v in labels.items():
-        if type(k) is str and type(v) is str and len(v) <= 63 and _LVALUE_RE.fullmatch(v) is not None \
-                and plain_qualified_name(k):
+        if type(k) is str and type(v) is str and len(v) <= 63 and \
+                ((v.isalnum() and v.isascii()) or _LVALUE_RE.fullmatch(v) is not None) and plain_qualified_name(k):
             continue  # valid: the messages below are built only for what is not
         causes += [field_invalid(path, k, m) for m in is_qualified_name(str(k))]
         if not isinstance(v, str):

@@ -212,10 +212,10 @@ def test_meta_shape_names_the_field_set_or_refuses() -> None:
     from lite.server.api.specmemo import meta_shape
 
     assert meta_shape({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}, "spec": {}, "status": {}}) == \
-        (("name", None), ("labels", ("x", "y")))
+        ("name", ("labels", ("x", "y")))
     assert meta_shape({"metadata": {"labels": {"x": "1"}}}) != meta_shape({"metadata": {"labels": {"y": "1"}}})
     assert meta_shape({"metadata": {"labels": {"x": "1"}}}) == meta_shape({"metadata": {"labels": {"x": "2"}}})
     for refused in ({"metadata": {"finalizers": ["f"]}}, {"metadata": {"labels": {"x": 1}}},
                     {"metadata": {"labels": {"x": {"y": "z"}}}}, {"metadata": {}, "data": {}},
-                    {"metadata": None}, []):
+                    {"metadata": None}, [], {"metadata": {"x": {1, 2}}}, {"metadata": {"x": [{}]}}):
         assert meta_shape(refused) is None

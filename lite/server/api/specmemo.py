@@ -125,32 +125,34 @@ class CreateDefaults:
 
 
 _TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
-MetaShape = tuple[tuple[str, "tuple[str, ...] | None"], ...]
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+MetaShape = tuple["str | tuple[str, tuple[str, ...]]", ...]
 
 
 def meta_shape(obj: Any) -> MetaShape | None:
     """What a create's FieldsV1 depends on besides its spec, when that is no more than the set of metadata fields and
-    the keys of its flat maps (labels, annotations: every value a string): each metadata key with, for a map, its
-    keys in order; None when the object has anything else (another top-level field, a list in metadata such as
-    ownerReferences or finalizers, a map holding a non-string): such objects are walked. Objects of equal shape,
-    equal kind and equal spec have equal FieldsV1 (apiVersion, kind and status are never owned; a scalar, a null and
-    a flat map's values are all leaves)."""
-    if not isinstance(obj, dict) or not _TOP.issuperset(obj):
+    the keys of its flat maps (labels, annotations: every value a string): each metadata key in order, a map's as
+    (key, its keys in order); None when the object has anything else (another top-level field, a list in metadata
+    such as ownerReferences or finalizers, a map holding a non-string): such objects are walked. Objects of equal
+    shape, equal kind and equal spec have equal FieldsV1 (apiVersion, kind and status are never owned; a scalar, a
+    null and a flat map's values are all leaves)."""
+    if type(obj) is not dict or not _TOP.issuperset(obj):
         return None
     meta = obj.get("metadata")
     if type(meta) is not dict:
         return None
-    out: list[tuple[str, tuple[str, ...] | None]] = []
+    out: list[str | tuple[str, tuple[str, ...]]] = []
     for k, v in meta.items():
-        if type(v) is dict:
+        t = type(v)
+        if t is dict:
             for x in v.values():
                 if type(x) is not str:
                     return None
             out.append((k, tuple(v)))
-        elif isinstance(v, (list, dict)):
-            return None
+        elif t in _SCALARS:
+            out.append(k)
         else:
-            out.append((k, None))
+            return None
     return tuple(out)
 
 
