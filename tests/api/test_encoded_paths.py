@@ -126,7 +126,7 @@ def test_random_suffix_draws_every_character_at_every_place(monkeypatch: pytest.
     for draws, want in [([0], "bbbbb"), ([27 ** 5 - 1], "99999"), ([1 + 2 * 27 + 26 * 27 ** 4], "cdbb9"),
                         ([2 ** 24 - 1, 27 ** 5, 1], "cbbbb")]:  # past 27**5: drawn again
         left = list(draws)
-        monkeypatch.setattr(random, "getrandbits", lambda k: left.pop(0))
+        monkeypatch.setattr(random, "getrandbits", lambda k, left=left: left.pop(0))
         assert random_suffix() == want and not left
     monkeypatch.undo()
     places: list[set[str]] = [set() for _ in range(5)]
