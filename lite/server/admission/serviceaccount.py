@@ -56,10 +56,14 @@ def should_mount(pod_spec: Obj, sa: Obj) -> bool:
 
 def mount_api_access(spec: Obj, suffix: str) -> None:
     """Add the API access volume and its mounts to `spec` (see the module doc)."""
+    # (plain loops: every pod create runs this, and generator expressions cost more than they do)
     volumes: list[Any] = spec.setdefault("volumes", []) or []
     spec["volumes"] = volumes
-    name = next((str(v.get("name")) for v in volumes
-                 if isinstance(v, dict) and str(v.get("name", "")).startswith(VOLUME_PREFIX)), "")
+    name = ""
+    for v in volumes:
+        if isinstance(v, dict) and str(v.get("name", "")).startswith(VOLUME_PREFIX):
+            name = str(v.get("name"))
+            break
     has_volume = bool(name)
     name = name or VOLUME_PREFIX + suffix
     needed = False
@@ -69,10 +73,12 @@ def mount_api_access(spec: Obj, suffix: str) -> None:
                 continue
             mounts = c.setdefault("volumeMounts", []) or []
             c["volumeMounts"] = mounts
-            if any(isinstance(m, dict) and m.get("mountPath") == MOUNT_PATH for m in mounts):
-                continue
-            mounts.append({"name": name, "readOnly": True, "mountPath": MOUNT_PATH})
-            needed = True
+            for m in mounts:
+                if isinstance(m, dict) and m.get("mountPath") == MOUNT_PATH:
+                    break
+            else:
+                mounts.append({"name": name, "readOnly": True, "mountPath": MOUNT_PATH})
+                needed = True
     if needed and not has_volume:
         volumes.append(api_access_volume(name))
     if not volumes:
