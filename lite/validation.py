@@ -115,6 +115,8 @@ def is_qualified_name(value: str) -> list[str]:
 def plain_qualified_name(value: str) -> bool:
     """True exactly when `is_qualified_name(value)` finds nothing: the usual case, answered without building
     any message (every label and annotation key of every write asks)."""
+    if len(value) <= 63 and value.isalnum() and value.isascii():  # a plain word (`app`): matches, in C
+        return True
     prefix, slash, name = value.rpartition("/")
     if len(name) > 63 or _QNAME_RE.fullmatch(name) is None:
         return False
@@ -139,8 +141,8 @@ def validate_labels(labels: Any, path: str = "metadata.labels") -> list[Cause]:
         return [field_invalid(path, labels, "must be a map of strings")]
     causes: list[Cause] = []
     for k, v in labels.items():
-        if type(k) is str and type(v) is str and len(v) <= 63 and _LVALUE_RE.fullmatch(v) is not None \
-                and plain_qualified_name(k):
+        if type(k) is str and type(v) is str and len(v) <= 63 and \
+                ((v.isalnum() and v.isascii()) or _LVALUE_RE.fullmatch(v) is not None) and plain_qualified_name(k):
             continue  # valid: the messages below are built only for what is not
         causes += [field_invalid(path, k, m) for m in is_qualified_name(str(k))]
         if not isinstance(v, str):
@@ -223,27 +225,33 @@ def validate_object_meta(meta: Any, *, namespaced: bool, name_fn: NameFn = name_
     """ObjectMeta checks common to all kinds (upstream `ValidateObjectMeta`)."""
     if type(meta) is not dict and not isinstance(meta, Mapping):  # the ABC check is slow; dicts are usual
         return [field_required(path)]
+    # (messages are built only for what fails: every write of every object runs this)
     causes: list[Cause] = []
     name, gen = meta.get("name") or "", meta.get("generateName") or ""
-    if gen:
-        causes += [field_invalid(f"{path}.generateName", gen, m) for m in name_fn(gen, True)]
+    if gen and (errs := name_fn(gen, True)):
+        causes += [field_invalid(f"{path}.generateName", gen, m) for m in errs]
     if not name:
         if not gen:
             causes.append(field_required(f"{path}.name", "Required value: name or generateName is required"))
-    else:
-        causes += [field_invalid(f"{path}.name", name, m) for m in name_fn(name, False)]
+    elif errs := name_fn(name, False):
+        causes += [field_invalid(f"{path}.name", name, m) for m in errs]
     ns = meta.get("namespace") or ""
     if namespaced:
         if not ns:
             causes.append(field_required(f"{path}.namespace"))
-        else:
-            causes += [field_invalid(f"{path}.namespace", ns, m) for m in is_dns1123_label(ns)]
+        elif errs := is_dns1123_label(ns):
+            causes += [field_invalid(f"{path}.namespace", ns, m) for m in errs]
     elif ns:
         causes.append(field_forbidden(f"{path}.namespace", "not allowed on this type"))
-    causes += validate_labels(meta.get("labels"), f"{path}.labels")
-    causes += validate_annotations(meta.get("annotations"), f"{path}.annotations")
-    causes += _validate_finalizers(meta.get("finalizers"), f"{path}.finalizers")
-    causes += _validate_owner_refs(meta.get("ownerReferences"), f"{path}.ownerReferences")
+    labels, annotations = meta.get("labels"), meta.get("annotations")
+    if labels is not None:
+        causes += validate_labels(labels, path + ".labels")
+    if annotations is not None:
+        causes += validate_annotations(annotations, path + ".annotations")
+    if finalizers := meta.get("finalizers"):
+        causes += _validate_finalizers(finalizers, path + ".finalizers")
+    if refs := meta.get("ownerReferences"):
+        causes += _validate_owner_refs(refs, path + ".ownerReferences")
     return causes
 
 

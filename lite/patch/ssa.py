@@ -108,20 +108,24 @@ def apply(live: dict[str, Any] | None, intent: dict[str, Any], *, manager: str, 
 def record_update(old: dict[str, Any] | None, new: dict[str, Any], *, manager: str, api_version: str,
                   now: str, schema: Schema, ignore_status: bool = True, subresource: str = "",
                   in_place: bool = False, versions: Versions | None = None,
-                  known: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                  known: Mapping[str, dict[str, Any]] | None = None,
+                  fields: dict[str, Any] | None = None) -> dict[str, Any]:
     """`new` with managedFields updated for a non-apply write by `manager` (upstream Update operation):
     fields that changed from `old` become the manager's, and other managers lose them. A write through a
     subresource (`status`, `scale`) is its own manager entry, `{manager, Update, subresource}`, as upstream
     records it, so that a later apply of the same fields conflicts with it. `in_place`: a caller that owns
     `new` lets it be updated instead of copied (the registry, on every write). `known` (creates only): the
-    FieldsV1 subtrees of top-level fields already computed for equal values (see `object_fields_v1`)."""
+    FieldsV1 subtrees of top-level fields already computed for equal values (see `object_fields_v1`); `fields`
+    (creates only): the whole FieldsV1 already computed for an object of the same field set, used as it is (shared:
+    the caller decides whether it may be)."""
     if in_place:  # only metadata.managedFields is written: a metadata map shared with `old` stays untouched
         out = new
         out["metadata"] = dict(out.get("metadata") or {})
     else:
         out = deep_copy(new)
     if not old:  # a create: the manager owns all the object sets
-        fields = object_fields_v1(out, schema, ignore_status=ignore_status, known=known)
+        if fields is None:
+            fields = object_fields_v1(out, schema, ignore_status=ignore_status, known=known)
         entry0: Entry = {"manager": manager, "operation": "Update", "apiVersion": api_version, "time": now,
                          "fieldsType": "FieldsV1", "fieldsV1": fields}
         if subresource:

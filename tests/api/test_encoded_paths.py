@@ -17,7 +17,7 @@ from lite.kinds import Kind, KindRegistry
 from lite.patch import json_equal
 from lite.server.api.registry_base import WRITTEN, Written
 from lite.server.api.resources import Resources
-from lite.server.api.uids import Uids, fast_uid
+from lite.server.api.uids import SUFFIX_ALPHABET, Uids, fast_uid, random_suffix
 from lite.server.api.writing import same_json
 from lite.server.store.packing import is_packed
 
@@ -115,6 +115,27 @@ def test_fast_uid_is_a_version_4_uuid(source: str) -> None:
         assert str(parsed) == u and parsed.version == 4 and parsed.variant == uuid.RFC_4122
         seen.add(u)
     assert len(seen) == 2000
+
+
+def test_random_suffix_draws_every_character_at_every_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """5 characters of upstream's alphabet; the base-27 digits of one draw: the lowest and highest draws give the
+    first and last character everywhere, and a draw's digits come out least significant first."""
+    import random
+
+    assert random_suffix() != random_suffix() or random_suffix() != random_suffix()
+    for draws, want in [([0], "bbbbb"), ([27 ** 5 - 1], "99999"), ([1 + 2 * 27 + 26 * 27 ** 4], "cdbb9"),
+                        ([2 ** 24 - 1, 27 ** 5, 1], "cbbbb")]:  # past 27**5: drawn again
+        left = list(draws)
+        monkeypatch.setattr(random, "getrandbits", lambda k, left=left: left.pop(0))
+        assert random_suffix() == want and not left
+    monkeypatch.undo()
+    places: list[set[str]] = [set() for _ in range(5)]
+    for _ in range(3000):
+        s = random_suffix()
+        assert len(s) == 5 and set(s) <= set(SUFFIX_ALPHABET)
+        for i, ch in enumerate(s):
+            places[i].add(ch)
+    assert all(p == set(SUFFIX_ALPHABET) for p in places)
 
 
 async def test_written_encoded_gives_the_written_bytes_once(res: Resources) -> None:

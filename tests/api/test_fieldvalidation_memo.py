@@ -83,3 +83,54 @@ def test_the_key_count_is_the_full_walks(schemas: BuiltinSchemas) -> None:
     decoded = orjson.loads(raw)
     assert check_body(schemas, POD, decoded, "Warn", raw, "application/json") == \
         ['duplicate field "metadata.name"']  # type: ignore[arg-type]
+
+
+def test_a_clean_body_spec_hands_its_encoding_on_and_no_other_does(schemas: BuiltinSchemas) -> None:
+    """`specmemo.BODY_SPEC`: the spec dict a clean body check left untouched, with its exact encoding (create
+    defaulting keys its memo by it); a spec the check changed (an unknown field pruned) hands nothing on."""
+    import contextvars
+
+    from lite.server.api.specmemo import BODY_SPEC
+
+    def run() -> None:
+        obj = body("i")
+        check_body(schemas, POD, obj, "Warn")  # type: ignore[arg-type]
+        got = BODY_SPEC.get()
+        assert got is not None and got[0] is obj["spec"] and got[1] == orjson.dumps(obj["spec"])
+        bad = copy.deepcopy(SPEC)
+        bad["containers"][0]["imagePullPolcy"] = "Always"
+        BODY_SPEC.set(None)
+        check_body(schemas, POD, body("j", bad), "Warn")  # type: ignore[arg-type]
+        assert BODY_SPEC.get() is None
+
+    contextvars.copy_context().run(run)
+
+
+async def test_create_defaulting_gives_the_same_with_the_body_checks_encoding(tmp_path: Any) -> None:
+    """A create after the body check (its encoding reused) stores exactly what a create without it stores."""
+    from lite.server.api.resources import Resources
+    from lite.server.api.specmemo import BODY_SPEC
+    from lite.server.api.strategies import default_strategies
+    from lite.server.store import Store
+
+    store = await Store.open(str(tmp_path / "db.sqlite"))
+    try:
+        res = Resources(store, KindRegistry(), default_strategies())
+        await res.start()
+        schemas = BuiltinSchemas()
+        outs = []
+        for i, checked in enumerate([True, False, True, True]):
+            obj = body(f"p{i}")
+            BODY_SPEC.set(None)
+            if checked:
+                check_body(schemas, POD, obj, "Warn")  # type: ignore[arg-type]
+                assert BODY_SPEC.get() is not None
+            out = await res.create_owned(POD, "default", obj, field_manager="m")  # type: ignore[arg-type]
+            assert BODY_SPEC.get() is None or not checked  # taken
+            outs.append(out)
+        for out in outs[1:]:
+            assert orjson.dumps(out["spec"]) == orjson.dumps(outs[0]["spec"])
+            assert out["status"] == outs[0]["status"]
+        assert len(res.create_defaults) == 1
+    finally:
+        await store.close()

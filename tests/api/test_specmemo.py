@@ -170,3 +170,52 @@ async def test_equal_specs_share_create_defaulting_and_get_what_defaulting_gives
     assert runs == ["d1"] and third["spec"]["containers"][0]["terminationMessagePath"] == "/dev/termination-log"
     await res.create(POD, "default", pod("d4", hostNetwork=True))  # another spec: its own run
     assert runs == ["d1", "d4"]
+
+
+META_VARIANTS: list[dict[str, Any]] = [
+    {"labels": {"a": "1", "b": "2"}},
+    {"labels": {"b": "2", "a": "1"}, "annotations": {"x/y": "z"}},
+    {"labels": {}, "annotations": {"k": ""}},
+    {"labels": {"a": "1"}, "generateName": "g-"},
+    {"labels": {"a": "1"}, "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u"}]},
+    {"labels": {"a": "1"}, "finalizers": ["x/y"]},
+    {"annotations": None},
+]
+
+
+@pytest.mark.parametrize("answer_only", [False, True])
+@pytest.mark.parametrize("extra", META_VARIANTS)
+async def test_remembered_create_fields_equal_a_fresh_walk(res: Resources, extra: dict[str, Any],
+                                                           answer_only: bool) -> None:
+    """The whole FieldsV1 remembered per (spec, metadata field set) (`specmemo.CreateFields`) is exactly what
+    walking the object gives, for every metadata shape (those `meta_shape` refuses are walked); an object created
+    for another caller than a request's answer gets a copy of its own."""
+    from lite.server.api.registry_base import WRITTEN, Written
+
+    outs = []
+    for i in range(4):
+        body = pod(f"f{i}")
+        body["metadata"] = {"name": f"f{i}", **copy.deepcopy(extra)}
+        token = WRITTEN.set(Written() if answer_only else None)
+        try:
+            outs.append(await res.create_owned(POD, "default", body, field_manager="m"))
+        finally:
+            WRITTEN.reset(token)
+    for out in outs:
+        assert orjson.dumps(out["metadata"]["managedFields"][0]["fieldsV1"]) == orjson.dumps(fresh_fields(res, out))
+    if not answer_only:
+        outs[2]["metadata"]["managedFields"][0]["fieldsV1"].clear()
+        assert outs[3]["metadata"]["managedFields"][0]["fieldsV1"]
+
+
+def test_meta_shape_names_the_field_set_or_refuses() -> None:
+    from lite.server.api.specmemo import meta_shape
+
+    assert meta_shape({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}, "spec": {}, "status": {}}) == \
+        ("name", ("labels", ("x", "y")))
+    assert meta_shape({"metadata": {"labels": {"x": "1"}}}) != meta_shape({"metadata": {"labels": {"y": "1"}}})
+    assert meta_shape({"metadata": {"labels": {"x": "1"}}}) == meta_shape({"metadata": {"labels": {"x": "2"}}})
+    for refused in ({"metadata": {"finalizers": ["f"]}}, {"metadata": {"labels": {"x": 1}}},
+                    {"metadata": {"labels": {"x": {"y": "z"}}}}, {"metadata": {}, "data": {}},
+                    {"metadata": None}, [], {"metadata": {"x": {1, 2}}}, {"metadata": {"x": [{}]}}):
+        assert meta_shape(refused) is None

@@ -216,6 +216,13 @@ def test_object_meta_update() -> None:
     "x" * 64, "", "/", "/app", "example.com/", "a/b/c", "-app", "app-", "app_", "ex ample.com/app", "Example.com/app",
     "example..com/app", "-example.com/app", ("a" * 63 + ".") * 3 + "b/app", ("a" * 63 + ".") * 4 + "b/app",
     "app/" + "x" * 63, "app/" + "x" * 64, "é", "exämple.com/app", "a\n", "1.2.3/4",
+    "App9", "9", "x" * 62 + "9", "X" * 64, "²", "a²", "٣", "ab٣", "Ⅻ",
 ])
 def test_plain_qualified_name_is_exactly_no_error(value: str) -> None:
     assert plain_qualified_name(value) == (is_qualified_name(value) == [])
+
+
+@pytest.mark.parametrize("value", ["bench", "Web9", "", "x" * 63, "x" * 64, "²", "a²", "٣", "Ⅻ", "a-b", "a b", "é"])
+def test_label_values_are_judged_alike_on_the_word_shortcut(value: str) -> None:
+    """`validate_labels` takes plain ASCII words without the regex: it judges every value as the full check."""
+    assert (validate_labels({"k": value}) == []) == (is_valid_label_value(value) == [])

@@ -7,7 +7,8 @@ gets `spec.priority` (and `spec.preemptionPolicy`) from its PriorityClass, or fr
   `spec.priorityClassName`; with none, `spec.priority` defaults to 0.
 
 Invariants: mutating only, on pod CREATE; reads classes from the registry's in-memory cache (`PriorityClasses`),
-never over HTTP.
+never over HTTP; the global default is the lowest-valued class with `globalDefault: true`, the first by name on a
+tie (`default_priority_class`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class PriorityClasses(Protocol):
 
     def priority_classes(self) -> list[Obj]: ...
 
+    def default_priority_class(self) -> Obj | None: ...
+
 
 def pod_priority(pod: Obj, name: str, classes: PriorityClasses) -> None:
     """Set the pod's priority fields in place (see the module doc)."""
@@ -42,9 +45,8 @@ def pod_priority(pod: Obj, name: str, classes: PriorityClasses) -> None:
                                        "pods", "", name)
             cls = {"value": SYSTEM_PRIORITY_CLASSES[cls_name]}
     else:
-        defaults = [c for c in classes.priority_classes() if c.get("globalDefault")]
-        if defaults:
-            cls = min(defaults, key=lambda c: int(c.get("value") or 0))
+        cls = classes.default_priority_class()  # the lowest-valued class with globalDefault: true
+        if cls is not None:
             spec["priorityClassName"] = cls.get("metadata", {}).get("name", "")
     if cls is None:
         spec.setdefault("priority", 0)

@@ -15,7 +15,6 @@ container already mounting the path is left alone); mirror pods and updates are 
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from lite.client import Client
 from lite.kinds import Kind
 from lite.objects import Obj
 from lite.server.api.strategies.base import Admission
+from lite.server.api.uids import random_suffix
 
 VOLUME_PREFIX = "kube-api-access-"
 MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -33,11 +33,6 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # The `default` ServiceAccount is made by a controller just after its namespace: wait for it a little, as
 # upstream's plugin retries it (a pod created right after its namespace would be refused otherwise).
 DEFAULT_WAIT = (50, 0.1)
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet (no vowels, no look-alikes)
-
-
-def random_suffix(n: int = 5) -> str:
-    return "".join(random.choices(_ALPHABET, k=n))  # one call, the same uniform draw as n random.choice
 
 
 def api_access_volume(name: str) -> Obj:
@@ -61,10 +56,14 @@ def should_mount(pod_spec: Obj, sa: Obj) -> bool:
 
 def mount_api_access(spec: Obj, suffix: str) -> None:
     """Add the API access volume and its mounts to `spec` (see the module doc)."""
+    # (plain loops: every pod create runs this, and generator expressions cost more than they do)
     volumes: list[Any] = spec.setdefault("volumes", []) or []
     spec["volumes"] = volumes
-    name = next((str(v.get("name")) for v in volumes
-                 if isinstance(v, dict) and str(v.get("name", "")).startswith(VOLUME_PREFIX)), "")
+    name = ""
+    for v in volumes:
+        if isinstance(v, dict) and str(v.get("name", "")).startswith(VOLUME_PREFIX):
+            name = str(v.get("name"))
+            break
     has_volume = bool(name)
     name = name or VOLUME_PREFIX + suffix
     needed = False
@@ -74,10 +73,12 @@ def mount_api_access(spec: Obj, suffix: str) -> None:
                 continue
             mounts = c.setdefault("volumeMounts", []) or []
             c["volumeMounts"] = mounts
-            if any(isinstance(m, dict) and m.get("mountPath") == MOUNT_PATH for m in mounts):
-                continue
-            mounts.append({"name": name, "readOnly": True, "mountPath": MOUNT_PATH})
-            needed = True
+            for m in mounts:
+                if isinstance(m, dict) and m.get("mountPath") == MOUNT_PATH:
+                    break
+            else:
+                mounts.append({"name": name, "readOnly": True, "mountPath": MOUNT_PATH})
+                needed = True
     if needed and not has_volume:
         volumes.append(api_access_volume(name))
     if not volumes:

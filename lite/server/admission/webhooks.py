@@ -117,7 +117,7 @@ class WebhookAdmission:
     # ---- the hooks ---------------------------------------------------------------------------------
 
     async def mutate(self, adm: Admission) -> None:
-        if adm.kind.group == GROUP:
+        if adm.kind.group == GROUP or self._none(self.mutating):
             return
         hooks = matching.ordered_webhooks(await self._configs(self.mutating))
         if not hooks:
@@ -141,7 +141,7 @@ class WebhookAdmission:
             self._revalidate(adm)
 
     async def validate(self, adm: Admission) -> None:
-        if adm.kind.group == GROUP:
+        if adm.kind.group == GROUP or self._none(self.validating):
             return
         hooks = matching.ordered_webhooks(await self._configs(self.validating))
         if not hooks:
@@ -160,6 +160,11 @@ class WebhookAdmission:
         upstream's connect handler admits it; `adm.obj` is the request's *Options object (PodExecOptions...)."""
         await self.mutate(adm)
         await self.validate(adm)
+
+    @staticmethod
+    def _none(informer: Informer) -> bool:
+        """No configuration at all, known from the informer's cache (the usual case: nothing to match, no list)."""
+        return informer.has_synced and not len(informer)
 
     async def _configs(self, informer: Informer) -> list[Obj]:
         """The configurations from the informer's cache; until its first list (writes made while the server

@@ -31,6 +31,7 @@ from lite.errors import ApiError
 from lite.kinds import Kind
 from lite.server.api.builtin_schemas import BuiltinSchemas
 from lite.server.api.dupkeys import json_duplicates, yaml_duplicates
+from lite.server.api.specmemo import BODY_SPEC
 from lite.server.api.typecheck import ANY, STRUCT, Node, Report, at_pointer, check, ssa_path
 
 STRICT, WARN, IGNORE = "Strict", "Warn", "Ignore"
@@ -133,6 +134,7 @@ def _check_object(schemas: BuiltinSchemas, node: Node, obj: Any, prune: bool, ty
             return check(node, obj, prune=prune, types=types)
         inner = alone.keys
         schemas.clean_specs.put(key, inner)
+    BODY_SPEC.set((spec, key[1]))  # clean, so untouched: create defaulting keys its memo by these bytes
     rest = {k: v for k, v in obj.items() if k != "spec"}
     report = check(node, rest, prune=prune, types=types)
     if report.type_error is None:

@@ -29,7 +29,7 @@ from lite.kinds import Kind, KindRegistry
 from lite.patch import ListRule, Schema, schema_for
 from lite.patch.schema import Path
 from lite.server.api.conversion import Converter
-from lite.server.api.specmemo import CreateDefaults, SpecMemo
+from lite.server.api.specmemo import CreateDefaults, CreateFields, SpecMemo
 from lite.server.api.strategies import Admission, Strategies, Strategy, crschema
 from lite.server.api.uids import Uids
 from lite.server.store import KeyNotFound, RevMismatch, StoreLike
@@ -98,10 +98,13 @@ class RegistryBase:
         # Stored objects that every pod create reads (PriorityClasses, its ServiceAccount), decoded once per
         # revision: a revision names one immutable value, so an entry can never go stale. Read-only for its users.
         self.decoded_by_rev: dict[int, Obj] = {}
+        # (revisions of the stored PriorityClasses, the global default among them) (`default_priority_class`)
+        self._default_class: tuple[tuple[int, ...], Obj | None] | None = None
         self._stamp: tuple[int, str] = (-1, "")
         self._schemas: dict[tuple[str, str], MemoSchema] = {}
         self.spec_memo = SpecMemo()  # validation and FieldsV1 of recently created specs (`specmemo`)
         self.create_defaults = CreateDefaults()  # create defaulting of recently created specs (`specmemo`)
+        self.create_fields = CreateFields()  # whole FieldsV1 of recent creates with a manager (`specmemo`)
         self.uids = Uids()  # metadata.uid of creates (`writing.Uids`)
         self.converter = Converter(self._lookup_core)  # CRD conversion webhooks
         # Compiled x-kubernetes-validations per served CRD version: (the Kind's schema dict, its rules). Kinds

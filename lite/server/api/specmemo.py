@@ -1,6 +1,7 @@
 """What a create computes from an object's `spec` alone, remembered per spec: its validation causes and the
 FieldsV1 subtree a field manager owns under it (`SpecMemo`), and that its body's spec type-checked clean
-(`Bounded`, used by `fieldvalidation`), and what create defaulting made of a spec (`CreateDefaults`).
+(`Bounded`, used by `fieldvalidation`), what create defaulting made of a spec (`CreateDefaults`), and the whole
+FieldsV1 of a create per (spec, metadata field set) (`CreateFields`).
 
 Role: controllers (ReplicaSet, Job, StatefulSet, DaemonSet) and bulk clients create many objects whose specs
 are identical, and validating a pod spec and walking it for managedFields were the two largest costs of a pod
@@ -21,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -63,6 +65,12 @@ class SpecResult:
         """A fresh copy of the remembered `f:spec` subtree (None when none was remembered)."""
         return orjson.loads(self.fields) if self.fields is not None else None
 
+
+# The current request's body spec and its orjson encoding, as the body check made it (`fieldvalidation`) for a spec
+# it found clean (and so left untouched): create defaulting (`WriteMixin._default_for_create`) takes the encoding
+# instead of making it again when handed that very dict, and clears it. Nothing changes a body's spec between the
+# two (the create path touches only metadata before defaulting, custom objects aside, which never take it).
+BODY_SPEC: ContextVar[tuple[dict[str, Any], bytes] | None] = ContextVar("lite_body_spec", default=None)
 
 Key = tuple[str, object, bytes]  # (kind's group-kind, its validate function, the spec's encoding)
 Created = tuple[bytes, bytes | None]  # (the spec's encoding after create defaulting, the status's or None)
@@ -114,3 +122,67 @@ class CreateDefaults:
 
     def put(self, key: Key, spec: bytes, status: bytes | None) -> None:
         self._entries.put(key, (spec, status))
+
+
+_TOP = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+MetaShape = tuple["str | tuple[str, tuple[str, ...]]", ...]
+
+
+def meta_shape(obj: Any) -> MetaShape | None:
+    """What a create's FieldsV1 depends on besides its spec, when that is no more than the set of metadata fields and
+    the keys of its flat maps (labels, annotations: every value a string): each metadata key in order, a map's as
+    (key, its keys in order); None when the object has anything else (another top-level field, a list in metadata
+    such as ownerReferences or finalizers, a map holding a non-string): such objects are walked. Objects of equal
+    shape, equal kind and equal spec have equal FieldsV1 (apiVersion, kind and status are never owned; a scalar, a
+    null and a flat map's values are all leaves)."""
+    if type(obj) is not dict or not _TOP.issuperset(obj):
+        return None
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        return None
+    out: list[str | tuple[str, tuple[str, ...]]] = []
+    for k, v in meta.items():
+        t = type(v)
+        if t is dict:
+            for x in v.values():
+                if type(x) is not str:
+                    return None
+            out.append((k, tuple(v)))
+        elif t in _SCALARS:
+            out.append(k)
+        else:
+            return None
+    return tuple(out)
+
+
+class FieldsResult:
+    """One remembered FieldsV1: `shared` is read-only to everyone (an object that goes into a request's answer and
+    nowhere else may hold it); `fresh()` a copy of one's own."""
+
+    __slots__ = ("encoded", "shared")
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.encoded = orjson.dumps(fields)
+        self.shared: dict[str, Any] = orjson.loads(self.encoded)
+
+    def fresh(self) -> dict[str, Any]:
+        out: dict[str, Any] = orjson.loads(self.encoded)
+        return out
+
+
+class CreateFields:
+    """Bounded map from (a `SpecMemo` key, the object's `meta_shape`) to the whole FieldsV1 a create with a field
+    manager records (`FieldsResult`), for creates in the stored version of kinds with `Strategy.spec_validation`."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._entries: Bounded[tuple[Key, MetaShape], FieldsResult] = Bounded(size)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[Key, MetaShape]) -> FieldsResult | None:
+        return self._entries.get(key)
+
+    def put(self, key: tuple[Key, MetaShape], fields: dict[str, Any]) -> None:
+        self._entries.put(key, FieldsResult(fields))

@@ -1,11 +1,27 @@
-"""Random (version 4) UUID strings for `metadata.uid`, fast: `fast_uid` one at a time, `Uids` in batches.
+"""Random (version 4) UUID strings for `metadata.uid`, fast: `fast_uid` one at a time, `Uids` in batches; and
+`random_suffix`, the 5 characters upstream's utilrand appends to generated names (generateName, the ServiceAccount
+volume `kube-api-access-<suffix>`).
 
-Invariants: every UUID is version 4 with the RFC 4122 variant, from `os.urandom` bytes, each byte used once.
+Invariants: every UUID is version 4 with the RFC 4122 variant, from `os.urandom` bytes, each byte used once; a
+suffix's characters are independent and uniform over `SUFFIX_ALPHABET`.
 """
 
 from __future__ import annotations
 
 import os
+import random
+
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet (no vowels, no look-alikes)
+_N = len(SUFFIX_ALPHABET)
+
+
+def random_suffix() -> str:
+    """5 characters, each uniform over `SUFFIX_ALPHABET` and independent: the base-27 digits of one uniform draw
+    below 27**5 (24 random bits, drawn again in the 14% of cases past 27**5: C calls only)."""
+    a, r = SUFFIX_ALPHABET, random.getrandbits(24)
+    while r >= _N ** 5:
+        r = random.getrandbits(24)
+    return a[r % _N] + a[r // _N % _N] + a[r // _N ** 2 % _N] + a[r // _N ** 3 % _N] + a[r // _N ** 4]
 
 
 def fast_uid() -> str:

@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -36,6 +35,7 @@ from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
 from lite.server.api.registry_base import (
     STATUS_LIKE,
+    WRITTEN,
     Obj,
     RegistryBase,
     RetryWrite,
@@ -43,15 +43,15 @@ from lite.server.api.registry_base import (
     conflict_error,
     note_written,
 )
-from lite.server.api.specmemo import SpecMemo
+from lite.server.api.specmemo import BODY_SPEC, Key, SpecMemo, meta_shape
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
+from lite.server.api.uids import random_suffix
 from lite.server.store import KeyExists, KeyNotFound, RevMismatch
 from lite.validation import validate_object_meta
 
 # Built-in classes upstream creates at start-up (value as upstream).
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATED_MAX = 58
 _NAME_ATTEMPTS = 8
 _UPDATE_ATTEMPTS = 20
@@ -62,7 +62,7 @@ Build = Callable[[Obj], Obj]
 
 
 def generate_name(base: str) -> str:
-    return base[:_GENERATED_MAX] + "".join(random.choice(_ALPHABET) for _ in range(5))
+    return base[:_GENERATED_MAX] + random_suffix()
 
 
 def meta_of(obj: Any) -> Obj:
@@ -74,6 +74,14 @@ def meta_of(obj: Any) -> Obj:
     if not isinstance(meta, dict):
         raise errors.bad_request("metadata must be an object")
     return meta
+
+
+def _answer_only() -> bool:
+    """True when the object being created goes, once written, only into this request's answer (the HTTP layer's
+    create put a fresh `Written` for it): it may then hold values shared with other such objects (read-only
+    everywhere: nothing on the write path changes managedFields in place)."""
+    slot = WRITTEN.get()
+    return slot is not None and slot.obj is None
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -146,11 +154,22 @@ class WriteMixin(RegistryBase):
                 SpecMemo.key(kind.gk, strategy.validate, obj.get("spec"))
         known = self.spec_memo.get(spec_key) if spec_key is not None else None
         if manager:
-            spec_fields = known.fields_v1() if known is not None else None
             # the entry's time is the creation time (one clock read per create, formatted once per second)
-            obj = self.record_write(kind, None, obj, manager, view=view,
-                                    now=str(meta.get("creationTimestamp") or self.now_rfc3339()),
-                                    known={"spec": spec_fields} if spec_fields is not None else None)
+            now = str(meta.get("creationTimestamp") or self.now_rfc3339())
+            # a spec seen with a manager before: the whole FieldsV1 of objects of this metadata field set
+            shape = meta_shape(obj) if known is not None and known.fields is not None else None
+            fields_key = (spec_key, shape) if spec_key is not None and shape is not None else None
+            remembered = self.create_fields.get(fields_key) if fields_key is not None else None
+            if remembered is not None:
+                obj = self.record_write(kind, None, obj, manager, view=view, now=now,
+                                        fields=remembered.shared if _answer_only() else remembered.fresh())
+            else:
+                spec_fields = known.fields_v1() if known is not None else None
+                obj = self.record_write(kind, None, obj, manager, view=view, now=now,
+                                        known={"spec": spec_fields} if spec_fields is not None else None)
+                if fields_key is not None:
+                    entries = obj["metadata"].get("managedFields") or [{}]
+                    self.create_fields.put(fields_key, entries[0].get("fieldsV1") or {})
             meta = obj["metadata"]
         name = str(meta.get("name") or "")
         causes = validate_object_meta(meta, namespaced=kind.namespaced, name_fn=strategy.name_fn)
@@ -181,7 +200,15 @@ class WriteMixin(RegistryBase):
         """`strategy.default` then `prepare_create` on `obj`; for a strategy with `spec_create`, their results are
         remembered per spec (`specmemo.CreateDefaults`) and an equal spec takes them decoded afresh. Returns the
         encoding of the spec they left when it is known (it is the `SpecMemo` key's), else None."""
-        key = SpecMemo.key(kind.gk, strategy.default, obj.get("spec")) if strategy.spec_create else None
+        key: Key | None = None
+        if strategy.spec_create:
+            spec = obj.get("spec")
+            body = BODY_SPEC.get()
+            if body is not None and body[0] is spec and spec and not kind.crd:  # encoded by the body check already
+                BODY_SPEC.set(None)
+                key = (kind.gk, strategy.default, body[1])
+            else:
+                key = SpecMemo.key(kind.gk, strategy.default, spec)
         got = self.create_defaults.get(key) if key is not None else None
         if got is not None:
             spec, status = got
@@ -232,19 +259,21 @@ class WriteMixin(RegistryBase):
 
     def record_write(self, kind: Kind, old: Obj | None, new: Obj, manager: str, subresource: str = "",
                      view: Kind | None = None, *, now: str | None = None,
-                     known: Mapping[str, dict[str, Any]] | None = None) -> Obj:
+                     known: Mapping[str, dict[str, Any]] | None = None,
+                     fields: dict[str, Any] | None = None) -> Obj:
         """`new` with the managedFields entry of `manager`'s write (not an apply) recorded in place: in the
         version the request came through (`view`, else `kind`) and that version's field shape, as upstream keeps
         each entry; the other entries lose, each in its own version, what the write changed. `now`: the entry's
         time (default the current second); `known`: field sets already computed for equal values (a create in
-        the stored version only, see `record_update`)."""
+        the stored version only, see `record_update`); `fields`: the whole FieldsV1 of a create, known already (the
+        stored version only)."""
         shape = view or kind
         ignore_status = subresource not in STATUS_LIKE
         now = now or self.now_rfc3339()
         if view is None:
             return record_update(old, new, manager=manager, api_version=kind.api_version, now=now,
                                  schema=self.schema(kind), ignore_status=ignore_status, subresource=subresource,
-                                 in_place=True, versions=self.field_versions(kind), known=known)
+                                 in_place=True, versions=self.field_versions(kind), known=known, fields=fields)
         seen = record_update(versions.to_view(view, old) if old is not None else None, versions.to_view(view, new),
                              manager=manager, api_version=shape.api_version, now=now,
                              schema=self.schema(shape), ignore_status=ignore_status, subresource=subresource,
@@ -290,6 +319,20 @@ class WriteMixin(RegistryBase):
         """Every stored PriorityClass (shared: do not mutate), read from the store's cache (no I/O)."""
         page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
         return [self.decoded_once(rev, raw) for _k, rev, raw in page]
+
+    def default_priority_class(self) -> Obj | None:
+        """The lowest-valued stored PriorityClass with `globalDefault: true` (the first such by name on a tie;
+        None: none; shared: do not mutate), worked out again only when the classes changed: the store revisions of
+        the listed classes name exactly one set of values."""
+        page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
+        revs = tuple(rev for _k, rev, _raw in page)
+        known = self._default_class
+        if known is not None and known[0] == revs:
+            return known[1]
+        defaults = [c for c in (self.decoded_once(rev, raw) for _k, rev, raw in page) if c.get("globalDefault")]
+        found = min(defaults, key=lambda c: int(c.get("value") or 0)) if defaults else None
+        self._default_class = (revs, found)
+        return found
 
     async def _insert(self, kind: Kind, ns: str, obj: Obj, generated: bool, dry_run: bool) -> Obj:
         meta = obj["metadata"]
