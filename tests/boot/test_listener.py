@@ -67,7 +67,6 @@ async def served(tmp_path: Path, limits: ConnectionLimits) -> AsyncIterator[tupl
     client_ctx = ssl.create_default_context(cafile=str(pki.ca_file))
     listener = Listener(server_ctx, limits, max_total=1000)
     app = web.Application()
-    app.middlewares.append(listener.middleware)
     app.router.add_get("/takeover", _takeover)
     app.router.add_get("/hello", _hello)
     app.router.add_get("/hold", _hold)
