@@ -81,7 +81,8 @@ def test_pack_from_the_primed_compressor_is_what_a_fresh_one_writes() -> None:
     """`pack` copies a compressor that loaded the dictionary once: its output is byte for byte a fresh
     compressor's, however many values were packed before (the primed one is never fed)."""
     def fresh(value: bytes) -> bytes:
-        c = zlib.compressobj(packing.LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, packing.ZDICT)
+        c = zlib.compressobj(packing.LEVEL, zlib.DEFLATED, packing.WBITS, packing.MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY,
+                             packing.ZDICT)
         return bytes([packing.TAG]) + c.compress(value) + c.flush()
 
     for value in (POD, NOISE, POD, orjson.dumps({"kind": "ConfigMap", "data": {"k": "v" * 500}}), POD):
