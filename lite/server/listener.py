@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import resource
 import socket
@@ -41,7 +42,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
@@ -79,10 +80,20 @@ class StatusRequestHandler(RequestHandler):
     middleware: aiohttp then runs no middleware chain at all, two coroutines a request fewer.)"""
 
     lite_conn: _Conn | None = None
+    # (the application's own request handler, `_routed` bound to that application) when the application runs no
+    # middleware: its handler's first step asks asyncio.get_event_loop(), a getpid() system call on Python 3.11
+    # (microseconds in a sandboxed kernel), for nothing but a debug-mode type check.
+    lite_direct: tuple[Any, Callable[[Any], Awaitable[web.StreamResponse]]] | None = None
+    # (Authorization header, UserInfo) of the connection's caller when its identity holds for the connection's
+    # life (`http._connection_identity`); None: authenticated on each request.
+    lite_identity: tuple[str | None, Any] | None = None
 
     async def _handle_request(self, request: Any, start_time: float | None,
                               request_handler: Callable[[Any], Awaitable[web.StreamResponse]]
                               ) -> tuple[web.StreamResponse, bool]:
+        direct = self.lite_direct
+        if direct is not None and request_handler is direct[0]:
+            request_handler = direct[1]
         conn = self.lite_conn
         if conn is None:
             return await super()._handle_request(request, start_time, request_handler)
@@ -105,6 +116,21 @@ class StatusRequestHandler(RequestHandler):
         resp = web.Response(status=err.code, body=orjson.dumps(err.status()), content_type="application/json")
         resp.force_close()
         return resp
+
+
+async def _routed(app: web.Application, request: web.Request) -> web.StreamResponse:
+    """`web.Application._handle` for an application without middleware, step for step, less its debug-mode check
+    (and the event-loop lookup that check needs)."""
+    match_info = await app.router.resolve(request)
+    match_info.add_app(app)
+    match_info.freeze()
+    request._match_info = match_info  # what Application._handle sets
+    if request.headers.get(hdrs.EXPECT):
+        resp = await match_info.expect_handler(request)
+        await request.writer.drain()
+        if resp is not None:
+            return resp
+    return await match_info.handler(request)
 
 
 class _Conn(asyncio.Protocol):
@@ -232,11 +258,16 @@ class Listener:
         self.table: ConnectionTable[_Conn] = ConnectionTable(limits.per_address, limits.max_total or max_total)
         self.conns: dict[RequestHandler, _Conn] = {}
         self.handshakes: set[asyncio.Task[None]] = set()
+        self._direct: tuple[Any, Callable[[Any], Awaitable[web.StreamResponse]]] | tuple[()] | None = None
 
     def make_handler(self) -> RequestHandler:
         assert self.server is not None, "Listener.server is set before the listener starts"
-        return StatusRequestHandler(self.server, loop=asyncio.get_running_loop(),
-                                    keepalive_timeout=self.limits.idle_timeout, **HANDLER_ARGS)
+        handler = StatusRequestHandler(self.server, loop=asyncio.get_running_loop(),
+                                       keepalive_timeout=self.limits.idle_timeout, **HANDLER_ARGS)
+        if self._direct is None:
+            self._direct = _direct_route(self.server)
+        handler.lite_direct = self._direct or None
+        return handler
 
     async def start(self, host: str | None, port: int, *, backlog: int = 1024) -> Listening:
         """Listen on `host` (None: every address, IPv4 and IPv6) and accept until `close()`."""
@@ -349,6 +380,18 @@ class Listening:
     def close(self) -> None:
         self._task.cancel()
         self.sock.close()
+
+
+def _direct_route(server: web.Server) -> tuple[Any, Callable[[Any], Awaitable[web.StreamResponse]]] | tuple[()]:
+    """(the server's request handler, `_routed` for its application) when that handler is a started plain
+    `web.Application`'s own, running no middleware; () otherwise (its own handler serves)."""
+    handler = server.request_handler
+    app = getattr(handler, "__self__", None)
+    if type(app) is not web.Application or getattr(handler, "__func__", None) is not web.Application._handle:
+        return ()
+    if app._run_middlewares is not False:  # None until the application is frozen
+        return ()
+    return handler, functools.partial(_routed, app)
 
 
 _ACCEPT_TRANSIENT = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNABORTED, errno.EPROTO, errno.EINTR})

@@ -39,6 +39,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -297,17 +298,37 @@ def _public(fn: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[w
 async def _authenticate(request: web.Request, attrs: RequestInfo | None = None) -> None:
     """Name the caller (401 when its credential fails), impersonate when asked, authorize `attrs` (the request's
     RequestInfo; computed here when not given)."""
-    user = request.app[AUTH](request)
-    if inspect.isawaitable(user):
-        user = await user
     chain = request.app.get(AUTHZ)
-    if not user:
-        # No credential at all is the anonymous user; a credential that fails is 401, as upstream.
-        if chain is None or "Authorization" in request.headers:
-            raise unauthorized()
-        info = ANONYMOUS
+    # The caller's identity is remembered on the connection's handler (`listener.StatusRequestHandler`) when the
+    # authenticator says it holds for the connection's life (`ClusterAuthenticator.identify`: a client certificate
+    # or a static token, not a revocable ServiceAccount token), and taken from there while the request's
+    # Authorization header is the one it was given for (compared with what this same connection sent before: no
+    # secret is compared). Only the identity: impersonation and authorization are decided for every request.
+    proto: Any = request.protocol
+    remembers = hasattr(type(proto), "lite_identity")
+    header = request.headers.get("Authorization") if remembers else None
+    memo = proto.lite_identity if remembers else None
+    if memo is not None and memo[0] == header:
+        info: UserInfo = memo[1]
     else:
-        info = user_info(user)
+        authenticate = request.app[AUTH]
+        identify = getattr(authenticate, "identify", None) if remembers else None
+        stable = False
+        if identify is not None:
+            user, stable = identify(request)
+        else:
+            user = authenticate(request)
+            if inspect.isawaitable(user):
+                user = await user
+        if not user:
+            # No credential at all is the anonymous user; a credential that fails is 401, as upstream.
+            if chain is None or "Authorization" in request.headers:
+                raise unauthorized()
+            info = ANONYMOUS
+        else:
+            info = user_info(user)
+        if remembers:
+            proto.lite_identity = (header, info) if stable else None
     if chain is None:
         refused = impersonation.refusal(request.headers, info.name)
         if refused is not None:
