@@ -167,6 +167,18 @@ def q_int(query: Any, name: str) -> int | None:
     return params.query_int(query, name)
 
 
+# Content-Type header values that are their own media type (aiohttp's `content_type`: lowercase, no parameters).
+_BARE_MEDIA = frozenset({"application/json", "application/merge-patch+json", "application/strategic-merge-patch+json",
+                         "application/json-patch+json", "application/apply-patch+yaml", "application/yaml"})
+
+
+def media_type(request: web.Request) -> str:
+    """`request.content_type` (the media type, lowercase, without parameters), without parsing the header when it
+    is one of the bare media types clients send (aiohttp parses it for every new request: ~1 % of a create)."""
+    raw = request.headers.get("Content-Type")
+    return raw if raw in _BARE_MEDIA else request.content_type
+
+
 def _agent(request: web.Request) -> str:
     return request.headers.get("User-Agent", "")
 
@@ -410,11 +422,12 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     include = table_request(request)  # a bad includeObject refuses the write, not only its answer
     dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
-    obj = negotiate.decode_object(request.content_type, raw)
+    ctype = media_type(request)
+    obj = negotiate.decode_object(ctype, raw)
     _fill_type_meta(obj, t.kind)
-    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, ctype)
     _check_meta(obj, t)
-    create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
+    create = ctx.create_owned if negotiate.decodes_plain_json(ctype) else ctx.resources.create
     WRITTEN.set(Written())  # the write leaves its JSON there for the answer (`written_response`)
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
     return _with_warning(_written(request, t.kind, out, 201, ctx=ctx, t=t, include=include), warning)
@@ -427,9 +440,10 @@ async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
     _, _, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
-    obj = negotiate.decode_object(request.content_type, raw)
+    ctype = media_type(request)
+    obj = negotiate.decode_object(ctype, raw)
     _fill_type_meta(obj, t.kind)
-    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, ctype)
     return _with_warning(json_response(await reviews.handle(request, t.kind, obj), 201), warning)
 
 
@@ -438,13 +452,14 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
     table_request(request)  # a bad includeObject refuses the write, not only its answer
     dry, manager, validation = params.write_options(request.query, "Update", user_agent=_agent(request))
     raw = await read_body(request, ctx)
-    obj = negotiate.decode_object(request.content_type, raw)
+    ctype = media_type(request)
+    obj = negotiate.decode_object(ctype, raw)
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
         _fill_type_meta(obj, t.kind)
     warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj), obj,
-                                         validation, raw, request.content_type)
+                                         validation, raw, ctype)
     _check_meta(obj, t)
-    update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
+    update = ctx.update_owned if negotiate.decodes_plain_json(ctype) else ctx.resources.update
     WRITTEN.set(Written())
     out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
     return _with_warning(_written(request, t.kind, out, sub=sub, ctx=ctx, t=t), warning)
