@@ -15,7 +15,7 @@ Role: `Listener` accepts TCP connections for the aiohttp application and, for ea
    parse, such as one with an oversized header, is answered with a Kubernetes Status, not plain text);
 4. aborts it when a request head has been arriving for longer than `header_timeout` (slowloris). The
    clock starts at the first byte received while no request is being served and stops when the
-   application starts serving one (`middleware`); bytes pipelined during a request are left to the
+   application starts serving one (`StatusRequestHandler`); bytes pipelined during a request are left to the
    idle timeout.
 
 Idle connections (none in flight, nothing arriving; also a connection that never sends a request) are
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import resource
 import socket
@@ -41,7 +42,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
@@ -73,7 +74,34 @@ def raise_nofile_limit(ceiling: int = NOFILE_CEILING) -> tuple[int, int]:
 
 
 class StatusRequestHandler(RequestHandler):
-    """aiohttp's per-connection handler, answering unparseable requests with a Kubernetes Status."""
+    """aiohttp's per-connection handler, answering unparseable requests with a Kubernetes Status, and marking
+    its connection (`lite_conn`, when the listener accepted it) busy while a request is served: from the
+    application's first step to the end of writing the answer. (Done here rather than in an application
+    middleware: aiohttp then runs no middleware chain at all, two coroutines a request fewer.)"""
+
+    lite_conn: _Conn | None = None
+    # (the application's own request handler, `_routed` bound to that application) when the application runs no
+    # middleware: its handler's first step asks asyncio.get_event_loop(), a getpid() system call on Python 3.11
+    # (microseconds in a sandboxed kernel), for nothing but a debug-mode type check.
+    lite_direct: tuple[Any, Callable[[Any], Awaitable[web.StreamResponse]]] | None = None
+    # (Authorization header, UserInfo) of the connection's caller when its identity holds for the connection's
+    # life (`http._connection_identity`); None: authenticated on each request.
+    lite_identity: tuple[str | None, Any] | None = None
+
+    async def _handle_request(self, request: Any, start_time: float | None,
+                              request_handler: Callable[[Any], Awaitable[web.StreamResponse]]
+                              ) -> tuple[web.StreamResponse, bool]:
+        direct = self.lite_direct
+        if direct is not None and request_handler is direct[0]:
+            request_handler = direct[1]
+        conn = self.lite_conn
+        if conn is None:
+            return await super()._handle_request(request, start_time, request_handler)
+        conn.request_started()
+        try:
+            return await super()._handle_request(request, start_time, request_handler)
+        finally:
+            conn.request_finished()
 
     def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
@@ -90,12 +118,30 @@ class StatusRequestHandler(RequestHandler):
         return resp
 
 
+async def _routed(app: web.Application, request: web.Request) -> web.StreamResponse:
+    """`web.Application._handle` for an application without middleware, step for step, less its debug-mode check
+    (and the event-loop lookup that check needs)."""
+    match_info = await app.router.resolve(request)
+    match_info.add_app(app)
+    match_info.freeze()
+    request._match_info = match_info  # what Application._handle sets
+    if request.headers.get(hdrs.EXPECT):
+        resp = await match_info.expect_handler(request)
+        await request.writer.drain()
+        if resp is not None:
+            return resp
+    return await match_info.handler(request)
+
+
 class _Conn(asyncio.Protocol):
     """One accepted connection: its socket until the TLS handshake, then a transparent pipe into the aiohttp
     handler, plus the header timer and its row in the listener's `ConnectionTable`."""
 
-    def __init__(self, listener: Listener, addr: str, sock: socket.socket) -> None:
+    def __init__(self, listener: Listener, addr: str, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
         self._l = listener
+        # Kept: on Python 3.11 every asyncio.get_running_loop() is a getpid() system call (microseconds in a
+        # sandboxed kernel), and every request asked for it twice.
+        self._loop = loop
         self.addr = addr
         self.sock: socket.socket | None = sock  # until the handshake task hands it to the TLS transport
         self.handshake: asyncio.Task[None] | None = None
@@ -112,12 +158,14 @@ class _Conn(asyncio.Protocol):
         self.sock = None
         inner = self._inner = self._l.make_handler()
         self._l.conns[inner] = self
+        if isinstance(inner, StatusRequestHandler):
+            inner.lite_conn = self
         inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         assert self._inner is not None
         if not self._busy and self._head_since is None:
-            loop = asyncio.get_running_loop()
+            loop = self._loop
             now = self._head_since = loop.time()
             if self._head_timer is None:
                 self._head_timer = loop.call_at(now + self._l.limits.header_timeout, self._head_expired)
@@ -152,6 +200,8 @@ class _Conn(asyncio.Protocol):
             self._head_timer = None
         if self._inner is not None:
             self._l.conns.pop(self._inner, None)
+            if isinstance(self._inner, StatusRequestHandler):
+                self._inner.lite_conn = None  # no cycle left for the GC to find (it may not look for minutes)
         self._closed = True
         self._l.table.remove(self)
 
@@ -172,7 +222,7 @@ class _Conn(asyncio.Protocol):
         since = self._head_since
         if since is None or self._busy or self._tls is None:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         due = since + self._l.limits.header_timeout
         if loop.time() < due:
             self._head_timer = loop.call_at(due, self._head_expired)
@@ -188,11 +238,11 @@ class _Conn(asyncio.Protocol):
 
     def request_finished(self) -> None:
         self._busy = False
-        self._l.table.idle(self, asyncio.get_running_loop().time())
+        self._l.table.idle(self, self._loop.time())
         if self._tls is not None and self._tls.is_closing() and not self._closed:
             # A handler that took the transport over (raw SPDY upgrades point it at their own protocol) gets
             # its connection_lost; once the handler is done, a closed transport must still be counted out.
-            asyncio.get_running_loop().call_later(REAP_DELAY, self._reap)
+            self._loop.call_later(REAP_DELAY, self._reap)
 
     def _reap(self) -> None:
         if not self._closed:
@@ -208,11 +258,16 @@ class Listener:
         self.table: ConnectionTable[_Conn] = ConnectionTable(limits.per_address, limits.max_total or max_total)
         self.conns: dict[RequestHandler, _Conn] = {}
         self.handshakes: set[asyncio.Task[None]] = set()
+        self._direct: tuple[Any, Callable[[Any], Awaitable[web.StreamResponse]]] | tuple[()] | None = None
 
     def make_handler(self) -> RequestHandler:
         assert self.server is not None, "Listener.server is set before the listener starts"
-        return StatusRequestHandler(self.server, loop=asyncio.get_running_loop(),
-                                    keepalive_timeout=self.limits.idle_timeout, **HANDLER_ARGS)
+        handler = StatusRequestHandler(self.server, loop=asyncio.get_running_loop(),
+                                       keepalive_timeout=self.limits.idle_timeout, **HANDLER_ARGS)
+        if self._direct is None:
+            self._direct = _direct_route(self.server)
+        handler.lite_direct = self._direct or None
+        return handler
 
     async def start(self, host: str | None, port: int, *, backlog: int = 1024) -> Listening:
         """Listen on `host` (None: every address, IPv4 and IPv6) and accept until `close()`."""
@@ -249,7 +304,7 @@ class Listener:
                     "closed the longest-idle connection from %s to admit one from %s: %s",
                     victim.addr, addr, room.reason)
             victim.evict()
-        conn = _Conn(self, addr, sock)
+        conn = _Conn(self, addr, sock, loop)
         self.table.add(conn, addr, now)
         task = conn.handshake = loop.create_task(self._handshake(conn, sock))
         self.handshakes.add(task)
@@ -297,8 +352,12 @@ class Listener:
     async def middleware(self, request: web.Request,
                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         """Marks the connection busy while a request is served (no header timeout meanwhile, never closed to
-        make room)."""
+        make room). The listener's own handlers (`StatusRequestHandler`) do this themselves, so an application
+        served only through the listener needs no middleware; this one is for handlers that do not (a
+        connection already marked is left to its handler)."""
         conn = self.conns.get(request.protocol)
+        if isinstance(request.protocol, StatusRequestHandler) and request.protocol.lite_conn is not None:
+            return await handler(request)
         if conn is None:
             return await handler(request)
         conn.request_started()
@@ -321,6 +380,18 @@ class Listening:
     def close(self) -> None:
         self._task.cancel()
         self.sock.close()
+
+
+def _direct_route(server: web.Server) -> tuple[Any, Callable[[Any], Awaitable[web.StreamResponse]]] | tuple[()]:
+    """(the server's request handler, `_routed` for its application) when that handler is a started plain
+    `web.Application`'s own, running no middleware; () otherwise (its own handler serves)."""
+    handler = server.request_handler
+    app = getattr(handler, "__self__", None)
+    if type(app) is not web.Application or getattr(handler, "__func__", None) is not web.Application._handle:
+        return ()
+    if app._run_middlewares is not False:  # None until the application is frozen
+        return ()
+    return handler, functools.partial(_routed, app)
 
 
 _ACCEPT_TRANSIENT = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNABORTED, errno.EPROTO, errno.EINTR})

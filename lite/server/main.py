@@ -282,7 +282,6 @@ async def serve(server: Server, *, on_ready: Callable[[], None] | None = None) -
         if nofile != before:
             log.info("raised the open-file limit from %d to %d", before, nofile)
         listener = Listener(server.ssl_context, limits, max_total=max(nofile - FD_RESERVE, 64))
-        server.app.middlewares.insert(0, listener.middleware)
         runner = web.AppRunner(server.app, handle_signals=False, access_log=None,
                                shutdown_timeout=config.shutdown_grace, keepalive_timeout=limits.idle_timeout,
                                **HANDLER_ARGS)

@@ -83,6 +83,16 @@ def test_write_options_accepted() -> None:
     assert params.write_options(MultiDict(), "Create") == (False, "", "")
 
 
+@pytest.mark.parametrize("agent", ["", "kubectl/v1.32.4 (linux/amd64)", "bench", "a\tb/1", "m" * 200])
+@pytest.mark.parametrize("verb", ["Create", "Update"])
+def test_write_options_without_parameters_as_with_the_full_checks(verb: str, agent: str) -> None:
+    """An empty query skips the checks (nothing to refuse): the answer is the one a query whose parameters are
+    all given empty would get through them."""
+    empty = MultiDict([("fieldManager", ""), ("fieldValidation", "")])
+    assert params.write_options(MultiDict(), verb, user_agent=agent) == \
+        params.write_options(empty, verb, user_agent=agent)
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ({"dryRun": "All"}, "cannot unmarshal string into Go struct field DeleteOptions.dryRun of type []string"),
     ({"dryRun": [True]}, "cannot unmarshal bool into Go struct field DeleteOptions.dryRun of type string"),

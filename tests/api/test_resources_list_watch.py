@@ -296,6 +296,29 @@ async def test_watch_of_bound_pods_skips_unbound_ones_undecoded(res: Resources,
     await w.aclose()  # type: ignore[attr-defined]
 
 
+async def test_unmatchable_events_are_not_queued_and_bookmarks_pass_them(res: Resources) -> None:
+    """The store's watch of a `spec.nodeName!=` watch skips an unbound pod's event itself (`Watch.skip`: no queue,
+    no wake-up), and the next bookmark carries that event's revision: everything up to it was seen or passed."""
+    spec = {"containers": [{"name": "c", "image": "i"}]}
+    w = res.watch(POD, "default", resource_version=str(res.store.current_rev), field_selector="spec.nodeName!=",
+                  allow_bookmarks=True)
+    first = asyncio.ensure_future(take(w, 1))
+    await res.create(POD, "default", {"metadata": {"name": "bound"}, "spec": {**spec, "nodeName": "n1"}})
+    evs = await first
+    assert [(e.type, e.object["metadata"]["name"]) for e in evs] == [("ADDED", "bound")]
+    (store_watch,) = [sw for s in res.store._hub._by_resource.values() for sw in s]
+    assert store_watch.skip is not None
+    await res.create(POD, "default", {"metadata": {"name": "unbound"}, "spec": spec})
+    rev = res.store.current_rev
+    assert not store_watch._queue and store_watch.passed_rev == rev  # not queued: passed over at publish
+    while True:
+        (ev,) = await take(w, 1)
+        if ev.type == "BOOKMARK":
+            break
+    assert ev.object["metadata"]["resourceVersion"] == str(rev)
+    await w.aclose()  # type: ignore[attr-defined]
+
+
 def test_required_keys() -> None:
     from lite.selectors import parse_field_selector, required_keys
 

@@ -9,6 +9,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -67,7 +68,6 @@ async def served(tmp_path: Path, limits: ConnectionLimits) -> AsyncIterator[tupl
     client_ctx = ssl.create_default_context(cafile=str(pki.ca_file))
     listener = Listener(server_ctx, limits, max_total=1000)
     app = web.Application()
-    app.middlewares.append(listener.middleware)
     app.router.add_get("/takeover", _takeover)
     app.router.add_get("/hello", _hello)
     app.router.add_get("/hold", _hold)
@@ -240,3 +240,52 @@ async def test_a_head_is_cut_off_its_own_header_timeout_after_its_first_byte(
     assert loop.time() - started >= 0.6
     writer.close()
     await _counted_out(listener)
+
+
+async def test_routed_directly_as_the_application_would(served: tuple[Listener, int, ssl.SSLContext]) -> None:
+    """An application without middleware is routed by the listener's handler itself (`_routed`): the same
+    answers as `Application._handle` gives (a route, an unknown path, a wrong method, Expect: 100-continue)."""
+    listener, port, ctx = served
+    assert (await _get(port, ctx)).startswith(b"HTTP/1.1 200")
+    assert (await _get(port, ctx, "/nowhere")).startswith(b"HTTP/1.1 404")
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+    writer.write(b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 405")
+    writer.close()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+    writer.write(b"GET /hello HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")
+    if head.startswith(b"HTTP/1.1 100"):
+        head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert listener.conns and all(h.lite_direct is not None for h in listener.conns)  # type: ignore[attr-defined]
+    writer.close()
+
+
+async def test_an_application_with_middleware_keeps_its_own_handler(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(pki.cert_file, pki.key_file)
+    client_ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+    seen: list[str] = []
+
+    @web.middleware
+    async def mark(request: web.Request, handler: Any) -> web.StreamResponse:
+        seen.append(request.path)
+        resp: web.StreamResponse = await handler(request)
+        return resp
+
+    listener = Listener(server_ctx, ConnectionLimits(), max_total=1000)
+    app = web.Application(middlewares=[mark])
+    app.router.add_get("/hello", _hello)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    listener.server = runner.server
+    srv = await listener.start("127.0.0.1", 0)
+    try:
+        assert (await _get(srv.port, client_ctx)).startswith(b"HTTP/1.1 200")
+        assert seen == ["/hello"]
+    finally:
+        srv.close()
+        listener.abort_handshakes()
+        await runner.cleanup()

@@ -75,3 +75,16 @@ def test_scheduler_event_packs_to_under_a_third() -> None:
     got = packing.pack(FAILED_SCHEDULING)
     assert len(got) < len(FAILED_SCHEDULING) / 3
     assert packing.unpack(got) == FAILED_SCHEDULING
+
+
+def test_pack_from_the_primed_compressor_is_what_a_fresh_one_writes() -> None:
+    """`pack` copies a compressor that loaded the dictionary once: its output is byte for byte a fresh
+    compressor's, however many values were packed before (the primed one is never fed)."""
+    def fresh(value: bytes) -> bytes:
+        c = zlib.compressobj(packing.LEVEL, zlib.DEFLATED, packing.WBITS, packing.MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY,
+                             packing.ZDICT)
+        return bytes([packing.TAG]) + c.compress(value) + c.flush()
+
+    for value in (POD, NOISE, POD, orjson.dumps({"kind": "ConfigMap", "data": {"k": "v" * 500}}), POD):
+        assert packing.pack(value) == fresh(value)
+        assert packing.unpack(packing.pack(value)) == value

@@ -167,6 +167,18 @@ def q_int(query: Any, name: str) -> int | None:
     return params.query_int(query, name)
 
 
+# Content-Type header values that are their own media type (aiohttp's `content_type`: lowercase, no parameters).
+_BARE_MEDIA = frozenset({"application/json", "application/merge-patch+json", "application/strategic-merge-patch+json",
+                         "application/json-patch+json", "application/apply-patch+yaml", "application/yaml"})
+
+
+def media_type(request: web.Request) -> str:
+    """`request.content_type` (the media type, lowercase, without parameters), without parsing the header when it
+    is one of the bare media types clients send (aiohttp parses it for every new request: ~1 % of a create)."""
+    raw = request.headers.get("Content-Type")
+    return raw if raw in _BARE_MEDIA else request.content_type
+
+
 def _agent(request: web.Request) -> str:
     return request.headers.get("User-Agent", "")
 
@@ -299,39 +311,40 @@ def _need_verb(kind: Kind, verb: str) -> None:
                                  f"({verb} {kind.resource}){_READ_ONLY_WHY.get(kind.group, '')}")
 
 
-async def handle(ctx: ApiContext, request: web.Request, t: Target) -> web.StreamResponse:
-    """Serve one resource request (the path is already routed to `t`)."""
+def handle(ctx: ApiContext, request: web.Request, t: Target) -> Awaitable[web.StreamResponse]:
+    """Serve one resource request (the path is already routed to `t`): the coroutine that serves it (a plain
+    function handing on its callee's coroutine, one frame fewer a request; routing errors raise at the call)."""
     if reviews.is_review(t.kind):
-        return await _review(ctx, request, t)
+        return _review(ctx, request, t)
     if t.kind.virtual:
         if (t.kind.group, t.kind.kind) == ("", "ComponentStatus"):
-            return await _component_statuses(ctx, request, t)
-        return await _metrics(ctx, request, t)
+            return _component_statuses(ctx, request, t)
+        return _metrics(ctx, request, t)
     if t.subresource:
-        return await _subresource(ctx, request, t)
+        return _subresource(ctx, request, t)
     method = request.method
     if t.name:
         if method == "GET":
             if t.watch or q_bool(request.query, "watch"):
-                return await _watch(ctx, request, t)
+                return _watch(ctx, request, t)
             _need_verb(t.kind, "get")
-            return await _get(ctx, request, t)
+            return _get(ctx, request, t)
         if method == "PUT":
-            return await _update(ctx, request, t)
+            return _update(ctx, request, t)
         if method == "PATCH":
-            return await _patch(ctx, request, t)
+            return _patch(ctx, request, t)
         if method == "DELETE":
-            return await _delete(ctx, request, t)
+            return _delete(ctx, request, t)
         raise method_not_allowed(f"{method} is not supported on {t.kind.resource}/{t.name}")
     if method == "GET":
         if t.watch or q_bool(request.query, "watch"):
-            return await _watch(ctx, request, t)
-        return await _list(ctx, request, t)
+            return _watch(ctx, request, t)
+        return _list(ctx, request, t)
     cluster_wide = t.kind.namespaced and not t.namespace
     if method == "POST" and not cluster_wide:
-        return await _create(ctx, request, t)
+        return _create(ctx, request, t)
     if method == "DELETE" and not cluster_wide:
-        return await _delete_collection(ctx, request, t)
+        return _delete_collection(ctx, request, t)
     raise method_not_allowed(f"{method} is not supported on the collection {t.kind.resource}")
 
 
@@ -409,11 +422,12 @@ async def _create(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     include = table_request(request)  # a bad includeObject refuses the write, not only its answer
     dry, manager, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
-    obj = negotiate.decode_object(request.content_type, raw)
+    ctype = media_type(request)
+    obj = negotiate.decode_object(ctype, raw)
     _fill_type_meta(obj, t.kind)
-    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, ctype)
     _check_meta(obj, t)
-    create = ctx.create_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.create
+    create = ctx.create_owned if negotiate.decodes_plain_json(ctype) else ctx.resources.create
     WRITTEN.set(Written())  # the write leaves its JSON there for the answer (`written_response`)
     out = await create(t.kind, t.namespace, obj, dry_run=dry, field_manager=manager)
     return _with_warning(_written(request, t.kind, out, 201, ctx=ctx, t=t, include=include), warning)
@@ -426,9 +440,10 @@ async def _review(ctx: ApiContext, request: web.Request, t: Target) -> web.Respo
     negotiate.check_acceptable_without_table(request.headers.get("Accept", ""))
     _, _, validation = params.write_options(request.query, "Create", user_agent=_agent(request))
     raw = await read_body(request, ctx)
-    obj = negotiate.decode_object(request.content_type, raw)
+    ctype = media_type(request)
+    obj = negotiate.decode_object(ctype, raw)
     _fill_type_meta(obj, t.kind)
-    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, request.content_type)
+    warning = fieldvalidation.check_body(ctx.openapi.schemas, t.kind, obj, validation, raw, ctype)
     return _with_warning(json_response(await reviews.handle(request, t.kind, obj), 201), warning)
 
 
@@ -437,13 +452,14 @@ async def _update(ctx: ApiContext, request: web.Request, t: Target, sub: str = "
     table_request(request)  # a bad includeObject refuses the write, not only its answer
     dry, manager, validation = params.write_options(request.query, "Update", user_agent=_agent(request))
     raw = await read_body(request, ctx)
-    obj = negotiate.decode_object(request.content_type, raw)
+    ctype = media_type(request)
+    obj = negotiate.decode_object(ctype, raw)
     if sub != "scale":  # a Scale body is autoscaling/v1, not the parent kind
         _fill_type_meta(obj, t.kind)
     warning = fieldvalidation.check_body(ctx.openapi.schemas, fieldvalidation.body_kind(t.kind, sub, obj), obj,
-                                         validation, raw, request.content_type)
+                                         validation, raw, ctype)
     _check_meta(obj, t)
-    update = ctx.update_owned if negotiate.decodes_plain_json(request.content_type) else ctx.resources.update
+    update = ctx.update_owned if negotiate.decodes_plain_json(ctype) else ctx.resources.update
     WRITTEN.set(Written())
     out = await update(t.kind, t.namespace, t.name, obj, subresource=sub, dry_run=dry, field_manager=manager)
     return _with_warning(_written(request, t.kind, out, sub=sub, ctx=ctx, t=t), warning)

@@ -39,6 +39,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -171,21 +172,60 @@ Handler = Callable[[web.Request, ApiContext], Awaitable[web.StreamResponse]]
 
 
 def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """Wrap a handler with authentication, the method check, the one place errors are rendered, and the
-    request metrics (counted with the status actually sent; watches also held in the long-running gauge)."""
+    """Wrap a handler with authentication, the method check, the in-flight budget of the request's kind
+    (`inflight.py`: when it is spent, after a wait in the user's queue, `_wait_for_slot`; 429 when the queues
+    are full or the wait ends without a slot), the one place errors are rendered, and the request metrics
+    (counted with the status actually sent; watches also held in the long-running gauge). One coroutine a
+    request: every step is inlined here (each layer of coroutines cost every request its frames)."""
     async def wrapped(request: web.Request) -> web.StreamResponse:
         start = time.perf_counter()
-        ctx = request.app[API]
-        prom = request.app[PROM]
-        labels = prom.labels.get(request.method, request.path, query_bool(request.query, "watch"),
-                                 request.headers.get("Content-Type", ""),
+        app = request.app
+        ctx = app[API]
+        prom = app[PROM]
+        method = request.method
+        path = request.path
+        query = request.query
+        labels = prom.labels.get(method, path, query_bool(query, "watch"), request.headers.get("Content-Type", ""),
                                  lambda g, v, r: ctx.kinds.by_resource(g, v, r) is not None)
         watching = labels.verb == "WATCH"
         if watching:
             prom.watch_started(labels)
         code = 500
+        admissionwarnings.begin()
         try:
-            resp = await serve(request)
+            try:
+                info = app[INFOS].get(method, path, query)  # once: authz reads it too
+                await _authenticate(request, info)
+                if methods and method not in methods:
+                    raise ApiError(f"the server does not allow this method on the requested resource "
+                                   f"({method} {path})", 405, "MethodNotAllowed")
+                kind = kind_of(info.verb, info.subresource if info.resource_request else "", query)
+                if kind is None:
+                    resp = _with_admission_warnings(await fn(request, ctx))
+                else:  # `_within_budget`, inlined
+                    budget = app[INFLIGHT]
+                    user = request[USER_INFO]
+                    slot = budget.enter(kind, MASTERS in user.groups, user.name)
+                    if isinstance(slot, Waiter):
+                        slot = await _wait_for_slot(request, budget, slot)
+                    if slot is False:
+                        log.debug("answered 429 to %s %s: %d %s requests in flight, %d queued", method, path,
+                                  budget.inflight[kind], kind, budget.queued[kind])
+                        resp = too_many_requests()
+                    else:
+                        try:
+                            resp = _with_admission_warnings(await fn(request, ctx))
+                        finally:
+                            if slot:
+                                budget.leave(kind)
+            except ApiError as e:
+                resp = _with_admission_warnings(error_response(e))
+            except web.HTTPException:
+                raise
+            except Exception:
+                log.exception("internal error serving %s %s", method, path)
+                resp = error_response(ApiError("an error on the server has prevented the request from succeeding",
+                                               500, "InternalError"))
             code = resp.status
             return resp
         except web.HTTPException as e:
@@ -195,47 +235,7 @@ def _api(fn: Handler, *, methods: tuple[str, ...] = ()) -> Callable[[web.Request
             if watching:
                 prom.watch_ended(labels)
             prom.observe(labels, code, time.perf_counter() - start)
-
-    async def serve(request: web.Request) -> web.StreamResponse:
-        admissionwarnings.begin()
-        try:
-            info = request.app[INFOS].get(request.method, request.path, request.query)  # once: authz reads it too
-            await _authenticate(request, info)
-            if methods and request.method not in methods:
-                raise ApiError(f"the server does not allow this method on the requested resource "
-                               f"({request.method} {request.path})", 405, "MethodNotAllowed")
-            kind = kind_of(info.verb, info.subresource if info.resource_request else "", request.query)
-            if kind is None:
-                return _with_admission_warnings(await fn(request, request.app[API]))
-            return await _within_budget(request, kind, fn)
-        except ApiError as e:
-            return _with_admission_warnings(error_response(e))
-        except web.HTTPException:
-            raise
-        except Exception:
-            log.exception("internal error serving %s %s", request.method, request.path)
-            return error_response(ApiError("an error on the server has prevented the request from succeeding",
-                                           500, "InternalError"))
     return wrapped
-
-
-async def _within_budget(request: web.Request, kind: str, fn: Handler) -> web.StreamResponse:
-    """`fn` within the in-flight budget of `kind` (`inflight.py`): when it is spent, after a wait in the
-    user's queue; 429 when the queues are full or the wait ends without a slot."""
-    budget = request.app[INFLIGHT]
-    user = request[USER_INFO]
-    slot = budget.enter(kind, MASTERS in user.groups, user.name)
-    if isinstance(slot, Waiter):
-        slot = await _wait_for_slot(request, budget, slot)
-    if slot is False:
-        log.debug("answered 429 to %s %s: %d %s requests in flight, %d queued", request.method, request.path,
-                  budget.inflight[kind], kind, budget.queued[kind])
-        return too_many_requests()
-    try:
-        return _with_admission_warnings(await fn(request, request.app[API]))
-    finally:
-        if slot:
-            budget.leave(kind)
 
 
 async def _wait_for_slot(request: web.Request, budget: InFlight, waiter: Waiter) -> bool:
@@ -298,17 +298,37 @@ def _public(fn: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[w
 async def _authenticate(request: web.Request, attrs: RequestInfo | None = None) -> None:
     """Name the caller (401 when its credential fails), impersonate when asked, authorize `attrs` (the request's
     RequestInfo; computed here when not given)."""
-    user = request.app[AUTH](request)
-    if inspect.isawaitable(user):
-        user = await user
     chain = request.app.get(AUTHZ)
-    if not user:
-        # No credential at all is the anonymous user; a credential that fails is 401, as upstream.
-        if chain is None or "Authorization" in request.headers:
-            raise unauthorized()
-        info = ANONYMOUS
+    # The caller's identity is remembered on the connection's handler (`listener.StatusRequestHandler`) when the
+    # authenticator says it holds for the connection's life (`ClusterAuthenticator.identify`: a client certificate
+    # or a static token, not a revocable ServiceAccount token), and taken from there while the request's
+    # Authorization header is the one it was given for (compared with what this same connection sent before: no
+    # secret is compared). Only the identity: impersonation and authorization are decided for every request.
+    proto: Any = request.protocol
+    remembers = hasattr(type(proto), "lite_identity")
+    header = request.headers.get("Authorization") if remembers else None
+    memo = proto.lite_identity if remembers else None
+    if memo is not None and memo[0] == header:
+        info: UserInfo = memo[1]
     else:
-        info = user_info(user)
+        authenticate = request.app[AUTH]
+        identify = getattr(authenticate, "identify", None) if remembers else None
+        stable = False
+        if identify is not None:
+            user, stable = identify(request)
+        else:
+            user = authenticate(request)
+            if inspect.isawaitable(user):
+                user = await user
+        if not user:
+            # No credential at all is the anonymous user; a credential that fails is 401, as upstream.
+            if chain is None or "Authorization" in request.headers:
+                raise unauthorized()
+            info = ANONYMOUS
+        else:
+            info = user_info(user)
+        if remembers:
+            proto.lite_identity = (header, info) if stable else None
     if chain is None:
         refused = impersonation.refusal(request.headers, info.name)
         if refused is not None:
@@ -348,11 +368,12 @@ async def _apis_root_impl(request: web.Request, ctx: ApiContext) -> web.StreamRe
     return json_response(ctx.discovery.group_list())
 
 
-async def _api_core_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:
+def _api_core_impl(request: web.Request, ctx: ApiContext) -> Awaitable[web.StreamResponse]:
+    # A plain function handing on its callee's coroutine: one coroutine frame fewer on every core request.
     parts = _split(request.match_info["tail"])
     if not parts:
-        return await _api_root_impl(request, ctx)
-    return await _resource_or_list(request, ctx, "", parts[0], parts[1:])
+        return _api_root_impl(request, ctx)
+    return _resource_or_list(request, ctx, "", parts[0], parts[1:])
 
 
 async def _apis_group_impl(request: web.Request, ctx: ApiContext) -> web.StreamResponse:

@@ -7,7 +7,7 @@ never limited (the verbs `watch` and `proxy`; the subresources `attach`, `exec`,
 `portforward`; also a GET carrying `watch`, which lite serves as a stream), else `READONLY` (the verbs get,
 list) or `MUTATING` (every other verb, non-resource POSTs included). `InFlight` holds one budget per kind and,
 per kind, one FIFO queue per flow (the user's name, as APF's flow distinguisher `ByUser`); it is the pure
-bookkeeping, with no clock and no I/O: the caller (`http._within_budget`) waits, with a deadline, for the
+bookkeeping, with no clock and no I/O: the caller (`http._api`) waits, with a deadline, for the
 `Waiter` that `enter` returns, and answers 429 with upstream's body (`too_many_requests`) when `enter` refuses
 or the wait ends without a slot. As upstream (`filters/maxinflight.go`, APF's `exempt` priority level), a user
 in `system:masters` is served even when the budget is spent (without a slot, never queued), and a budget of 0

@@ -125,6 +125,8 @@ def write_options(query: Any, verb: str, patch_type: str = "", user_agent: str =
     """(dryRun, fieldManager, fieldValidation) of a create/update/patch, validated as upstream's
     `Validate{Create,Update,Patch}Options`: 422 Invalid of kind `{Create,Update,Patch}Options.meta.k8s.io`.
     A write that names no fieldManager is managed by its `user_agent`'s (`manager_from_user_agent`)."""
+    if not query and verb != "Patch":  # no parameter at all (what most writes send): nothing to refuse
+        return False, manager_from_user_agent(user_agent), ""
     dry = list(query.getall("dryRun", ()))
     manager = query.get("fieldManager", "")
     mode = query.get("fieldValidation", "")

@@ -7,8 +7,10 @@ bearer token is tried against the static tokens (admin token → "admin", join t
 uses.
 
 Invariants:
-- Returns a `UserInfo`, a bare static user name, or None (the HTTP layer answers 401). Never raises for a bad
-  credential; a token that fails every authenticator is simply nobody.
+- Returns a `UserInfo` or None (the HTTP layer answers 401); `token_user` may return a bare static user name.
+  A static user's `UserInfo` (`user_info` of its name) is built once per authenticator and shared: it is
+  frozen, and a pure function of the name (what the token maps to never changes while the process runs).
+  Never raises for a bad credential; a token that fails every authenticator is simply nobody.
 - A request whose client certificate names a user is that user whatever bearer token it also carries (the
   admin kubeconfig carries both), as upstream's union authenticator stops at the first success.
 - Synchronous and cheap (in-memory lookups, cached signature checks): safe on the event loop per request.
@@ -24,7 +26,7 @@ from lite.server.authn.claims import TokenInvalid
 from lite.server.authn.serviceaccounts import ServiceAccountTokens
 from lite.server.authn.signer import looks_like_jwt
 from lite.server.authn.x509 import user_from_peercert
-from lite.server.requestuser import UserInfo
+from lite.server.requestuser import UserInfo, user_info
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +57,29 @@ class ClusterAuthenticator:
 
     def __init__(self, static: StaticTokens, sa_tokens: ServiceAccountTokens | None = None) -> None:
         self.static, self.sa_tokens = static, sa_tokens
+        self._static_infos: dict[str, UserInfo] = {}  # static user name -> its UserInfo (see the module doc)
 
     def __call__(self, request: _Request) -> UserInfo | str | None:
+        return self.identify(request)[0]
+
+    def identify(self, request: _Request) -> tuple[UserInfo | None, bool]:
+        """(the user, whether that answer holds for the connection's life): True for a user named by the
+        connection's verified client certificate (fixed at the handshake) or by a static token (the static
+        tokens never change while the process runs), given the same Authorization header; False for a
+        ServiceAccount token (revocable at any moment: checked on every request) and for nobody."""
         user = user_from_peercert(peercert(request))
         if user is not None:
-            return user
+            return user, True
         token = bearer_token(request.headers)
-        return None if token is None else self.token_user(token)
+        if token is None:
+            return None, False
+        found = self.token_user(token)
+        if not isinstance(found, str):
+            return found, False
+        info = self._static_infos.get(found)
+        if info is None:
+            info = self._static_infos[found] = user_info(found)
+        return info, True
 
     def token_user(self, token: str, audiences: tuple[str, ...] | None = None) -> UserInfo | str | None:
         """The user a bearer token names (ServiceAccount tokens checked against `audiences`, default the

@@ -13,7 +13,9 @@ Invariants:
 - The packed form is memory-only: the file stores plain JSON, so `ZDICT` may change between versions.
 
 All functions are pure and thread-safe. Costs on a 5 KB pod: `pack` ~19 us (most of it loading the
-dictionary), `unpack` ~5 us (`orjson.loads` of the result: ~13 us).
+dictionary), `unpack` ~5 us (`orjson.loads` of the result: ~13 us). `pack` copies a compressor that loaded
+`ZDICT` once (`_PRIMED`, never written to: a copy of it is what a fresh compressor with the dictionary would
+be) instead of hashing the 8 KB dictionary again for every value: ~40 % less time, byte-identical output.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ TAG = 0x01  # first byte of a deflated value; plain JSON objects start with `{` 
 _TAG_BYTES = bytes([TAG])
 MIN_SIZE = 64  # shorter values are kept plain: the deflate stream would save too little to pay for unpack
 LEVEL = 3  # deflate level 3 (the fast matcher): as fast as 1 and ~20 % smaller here; the default 6 is slower
+# A 16 KB window (ZDICT and 8 KB of the value within reach) and memLevel 6: the same size as zlib's defaults for
+# objects up to 8 KB, within 1 % beyond, and a compressor state of ~96 KB instead of ~256 KB, which `pack` copies
+# for every value. `unpack` inflates with the largest window, which reads a stream written with any smaller one.
+WBITS = -14
+MEM_LEVEL = 6
 
 # Preset dictionary: fragments as orjson writes them (no spaces), the most frequent last (deflate codes near
 # matches in fewer bits). Only vocabulary, never data of a particular object: names, uids and times differ.
@@ -118,13 +125,15 @@ _FRAGMENTS = (
     b'"qosClass":"Burstable"}}',
 )
 ZDICT = b"".join(_FRAGMENTS)
+# A constant: only ever copied (`Compress.copy` holds the object's lock), never fed, so it stays the fresh state.
+_PRIMED = zlib.compressobj(LEVEL, zlib.DEFLATED, WBITS, MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY, ZDICT)
 
 
 def pack(value: bytes) -> bytes:
     """The compact form of a JSON object's bytes (deflated, or `value` itself if that is not smaller)."""
     if len(value) < MIN_SIZE or value[0] != 0x7B:
         return value
-    c = zlib.compressobj(LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, ZDICT)
+    c = _PRIMED.copy()
     out = b"".join((_TAG_BYTES, c.compress(value), c.flush()))
     return out if len(out) < len(value) else value
 

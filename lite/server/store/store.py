@@ -98,6 +98,9 @@ class Store:
                  window_bytes: int = 64 << 20, watch_queue_bytes: int = 16 << 20) -> None:
         self._db = db
         self._executor = executor
+        # The loop `open` ran on, kept: on Python 3.11 every asyncio.get_running_loop() is a getpid() system call,
+        # which costs microseconds in a sandboxed kernel, and a write asked for it twice.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._checkpointer: Checkpointer | None = None  # started by open once the file is loaded
         self._index = KeyIndex()
         self._hub = WatchHub(window, watch_queue, window_bytes, watch_queue_bytes)
@@ -140,6 +143,7 @@ class Store:
             _raise_open_fault(e, path)
             raise
         store = cls(db, executor, window, watch_queue, window_bytes, watch_queue_bytes)
+        store._loop = loop
         try:
             await store._load(window)
         except BaseException as e:
@@ -348,7 +352,7 @@ class Store:
         value = _encode(obj, rev)  # before claiming the rev: a bad object must not leave a gap
         self._next_rev = rev + 1
         self._overlay[key] = (rev, None if deleted else value)
-        fut: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[tuple[int, bytes]] = (self._loop or asyncio.get_running_loop()).create_future()
         self._pending.append(_Pending(Row(rev, key, created, deleted, prev_rev, value), prev, fut))
         self._wake.set()
         return await fut
@@ -398,7 +402,7 @@ class Store:
 
     def _start_commit(self, batch: _Batch) -> asyncio.Future[None]:
         rows = [p.row for p in batch]
-        return asyncio.get_running_loop().run_in_executor(self._executor, self._db.commit, rows)
+        return (self._loop or asyncio.get_running_loop()).run_in_executor(self._executor, self._db.commit, rows)
 
     async def _committed_ok(self, batch: _Batch, committing: asyncio.Future[None]) -> bool:
         """Wait for the batch's COMMIT; on failure fail it (see `_fail_batch`) and return False."""

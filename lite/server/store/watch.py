@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from operator import attrgetter
 from types import TracebackType
@@ -107,10 +107,19 @@ class Watch:
         self._waiter: asyncio.Future[None] | None = None
         self._dropped = False
         self._closed = False
+        # Set by a consumer that would discard some events unseen (a field selector's required keys): a live
+        # event it says True for is not queued, and the consumer is not woken for it. `passed_rev` is the newest
+        # such event's rev when nothing before it was waiting: every event up to it is delivered or skipped.
+        self.skip: Callable[[StoreEvent], bool] | None = None
+        self.passed_rev = after_rev
 
     def _push(self, ev: StoreEvent) -> bool:
         """Queue a live event; False if that overflowed the bound (the watch is then dropped)."""
         if ev.rev <= self._after:
+            return True
+        if self.skip is not None and self.skip(ev):
+            if not self._queue and not self._replay:
+                self.passed_rev = ev.rev
             return True
         size = event_size(ev)
         if self._queue and (len(self._queue) >= self._hub.queue_bound
