@@ -122,7 +122,8 @@ class NodeLifecycleController(Controller):
         self.queue.add(name_of(lease))
 
     def _heartbeat(self, node: Obj) -> str:
-        lease = self.leases.get(f"{LEASE_NAMESPACE}/{name_of(node)}")
+        # peek: a read that keeps nothing decoded (each node's Lease is read on each of its renewals)
+        lease = self.leases.peek(f"{LEASE_NAMESPACE}/{name_of(node)}")
         renew = str(((lease or {}).get("spec") or {}).get("renewTime") or "")
         beat = ""
         for c in (node.get("status") or {}).get("conditions") or []:

@@ -104,8 +104,11 @@ class TaintEvictionController(Controller):
         self.pods = self.informer(self.pod_kind, primary=True)
         self.nodes = self.informer(builtin("", "Node"))
         ensure_node_index(self.pods)
+        # Names of the nodes with NoExecute taints, kept by the node handlers: a pod event asks this set, not the
+        # node informer (whose `get` would keep every node with pods decoded while pods keep changing).
+        self._no_execute: set[str] = set()
         self.pods.add_handlers(on_add=self._pod, on_update=lambda _o, n: self._pod(n))
-        self.nodes.add_handlers(on_add=self._node, on_update=self._node_updated)
+        self.nodes.add_handlers(on_add=self._node_added, on_update=self._node_updated, on_delete=self._node_deleted)
         self._first_seen: dict[tuple[str, str, str], dt.datetime] = {}
         self._reported_bad: set[tuple[str, str]] = set()  # (object uid, its bad values) already reported
 
@@ -120,8 +123,21 @@ class TaintEvictionController(Controller):
 
     def _pod(self, pod: Obj) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and no_execute(self.nodes.get(str(node))):
+        if node and str(node) in self._no_execute:
             self.enqueue(pod)
+
+    def _track(self, node: Obj) -> None:
+        if no_execute(node):
+            self._no_execute.add(name_of(node))
+        else:
+            self._no_execute.discard(name_of(node))
+
+    def _node_added(self, node: Obj) -> None:
+        self._track(node)
+        self._node(node)
+
+    def _node_deleted(self, node: Obj) -> None:
+        self._no_execute.discard(name_of(node))
 
     def _node(self, node: Obj) -> None:
         if no_execute(node):
@@ -129,6 +145,7 @@ class TaintEvictionController(Controller):
                 self.queue.add(key)
 
     def _node_updated(self, old: Obj, new: Obj) -> None:
+        self._track(new)
         if old is not new and (no_execute(old) != no_execute(new)
                                or _policy_annotations(old) != _policy_annotations(new)):
             self._node(new)

@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from hashlib import blake2b
 from typing import Any
 
 from lite import wire
@@ -26,6 +27,13 @@ from lite.wire import pod_fingerprint
 Obj = dict[str, Any]
 Ref = tuple[str, str, str]  # (kind, namespace, name)
 Lookup = Callable[[str, str, str], "Obj | None"]
+_NO_REFS: frozenset[Ref] = frozenset()
+
+
+def fingerprint_digest(pod: Obj) -> bytes:
+    """A 16-byte digest of `wire.pod_fingerprint(pod)`: what a relay keeps per pod to tell a re-send from an
+    echo of the agent's own status (the fingerprint itself is the whole pod spec, ~1.5 KB a pod)."""
+    return blake2b(pod_fingerprint(pod), digest_size=16).digest()
 
 
 def _names_in_volume(vol: Obj) -> Iterator[tuple[str, str]]:
@@ -95,8 +103,8 @@ class NodeRelay:
         self._node = node
         self._volumes = volumes
         self._pvs: dict[str, str] = {}  # PersistentVolumes sent -> resourceVersion
-        self._pods: dict[str, bytes] = {}  # uid -> fingerprint sent
-        self._refs: dict[str, set[Ref]] = {}  # uid -> refs of that pod
+        self._pods: dict[str, bytes] = {}  # uid -> digest of the fingerprint sent (`fingerprint_digest`)
+        self._refs: dict[str, frozenset[Ref]] = {}  # uid -> refs of that pod (only pods with some refs)
         self._sent: dict[Ref, str] = {}  # refs whose object was sent -> its resourceVersion
 
     def referenced(self, ref: Ref) -> bool:
@@ -104,15 +112,18 @@ class NodeRelay:
 
     def upsert_pod(self, pod: Obj) -> None:
         uid = uid_of(pod)
-        refs = pod_refs(pod)
-        old_refs = self._refs.get(uid, set())
-        self._refs[uid] = refs
+        refs = frozenset(pod_refs(pod)) or _NO_REFS
+        old_refs = self._refs.get(uid, _NO_REFS)
+        if refs:
+            self._refs[uid] = refs
+        elif old_refs:
+            del self._refs[uid]
         for ref in sorted(refs - old_refs):
             if ref not in self._sent:
                 self._send_object(ref)
         if refs != old_refs:
             self.volumes_changed()
-        fp = pod_fingerprint(pod)
+        fp = fingerprint_digest(pod)
         if self._pods.get(uid) != fp:
             self._pods[uid] = fp
             self._emit(wire.PodUpsert(pod))
@@ -124,7 +135,7 @@ class NodeRelay:
             return
         del self._pods[uid]
         self._emit(wire.PodDelete(uid, namespace_of(pod), name_of(pod)))
-        self._withdraw(self._refs.pop(uid, set()))
+        self._withdraw(self._refs.pop(uid, _NO_REFS))
         self.volumes_changed()
 
     def object_changed(self, kind: str, obj: Obj, deleted: bool = False) -> None:
@@ -175,7 +186,7 @@ class NodeRelay:
             self._sent[ref] = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             self._emit(wire.ObjectUpsert(ref[0], obj))
 
-    def _withdraw(self, refs: set[Ref]) -> None:
+    def _withdraw(self, refs: frozenset[Ref]) -> None:
         for ref in sorted(refs):
             if not self.referenced(ref) and self._sent.pop(ref, None) is not None:
                 self._emit(wire.ObjectDelete(*ref))
