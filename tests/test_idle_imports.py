@@ -21,6 +21,7 @@ LAZY = (
     "lite.agent.images.archive",
     "lite.agent.seccomp",
     "lite.server.services.apiservers",
+    "yaml",
 )
 
 CASE = r'''
@@ -33,7 +34,7 @@ async def dial(node, password):
     raise AssertionError("not dialled")
 
 agent = Agent(AgentConfig("", "", node_name="n1", data_dir=Path(sys.argv[1]), dial=dial))
-print(json.dumps(sorted(m for m in sys.modules if m.startswith("lite."))))
+print(json.dumps(sorted(sys.modules)))
 '''
 
 
@@ -49,3 +50,26 @@ def test_lazy_modules_still_import() -> None:
     first use, as at import before)."""
     case = "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]"
     subprocess.run([sys.executable, "-c", case, *LAZY], check=True)
+
+
+REGISTRIES = r"""
+import json, sys
+from pathlib import Path
+from lite.agent.images.registries import RegistriesConfig, load_yaml
+regs = RegistriesConfig.load(Path(sys.argv[1]))
+plain = "yaml" in sys.modules
+odd_text = "1: one\nwhen: 2024-01-02\n"
+odd = load_yaml(odd_text)  # a key and a value JSON cannot carry: parsed here
+import yaml
+same = regs == RegistriesConfig.from_dict(yaml.safe_load(Path(sys.argv[1]).read_text()))
+print(json.dumps([plain, list(regs.mirrors["docker.io"].endpoints), same, odd == yaml.safe_load(odd_text)]))
+"""
+
+
+def test_registries_yaml_is_parsed_in_a_child(tmp_path: Path) -> None:
+    """The embedded agent's registries.yaml (read at start) leaves PyYAML out of the server process; a
+    document JSON cannot carry exactly is parsed in the process, as `yaml.safe_load` would."""
+    f = tmp_path / "registries.yaml"
+    f.write_text('mirrors:\n  "docker.io":\n    endpoint: ["http://127.0.0.1:5000"]\n')
+    out = subprocess.run([sys.executable, "-c", REGISTRIES, str(f)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [False, ["http://127.0.0.1:5000"], True, True]

@@ -514,7 +514,8 @@ class Agent:
         node_netns = str(c.node_netns) if isinstance(c.node_netns, str | Path) else None
         await asyncio.to_thread(HostRecord(c.cgroup_root, str(c.netns_dir or NETNS_RUN_DIR), node_netns,
                                            c.bridge).save, self.root)
-        regs = RegistriesConfig.load(self.config.registries) if self.config.registries else RegistriesConfig()
+        regs = await asyncio.to_thread(RegistriesConfig.load, self.config.registries) if self.config.registries \
+            else RegistriesConfig()  # (a thread: the file may be parsed in a forked child, see `load_yaml`)
         self.deps.images = await ImageService.open(self.root / "images", regs)
         self.deps.images.on_pull = self.stats.pull_done
         self.node.image_list = self.deps.images.list
