@@ -40,13 +40,13 @@ import os
 import shutil
 import socket
 from dataclasses import field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lite import wire
 from lite.agent import localstorage, podpaths, security
 from lite.agent.backend import AgentStreams
-from lite.agent.cache import DesiredCache
 from lite.agent.dns.node import NodeDns
 from lite.agent.fabric.fabric import KIND as FABRIC_KIND
 from lite.agent.fabric.fabric import Fabric
@@ -73,6 +73,7 @@ from lite.netns.nsfs import NETNS_RUN_DIR, NetnsRef
 from lite.records import dataclass
 
 if TYPE_CHECKING:
+    from lite.agent.cache import DesiredCache
     from lite.netns.ipam import Ipam
 
 log = logging.getLogger("lite.agent")
@@ -140,7 +141,6 @@ class Agent:
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (kind, namespace, name) -> ConfigMap/Secret
         self.net_ready = asyncio.Event()
         self.session: Any = None
-        self.cache = DesiredCache(self.root / "cache", self.root / "credentials" / "cache.key")
         self.replay_after = REPLAY_AFTER
         self.replayed = False  # this process ran from the cache (tests, logs)
         self._welcomed = asyncio.Event()  # a server's Welcome reached `handle` in this process
@@ -177,6 +177,14 @@ class Agent:
             self.proxy.sinks += (self.services,)
             if config.network_policy:  # same node netns as the proxy's table
                 self.netpol = _policy_feed(self.node_name, self._event, nft)
+
+    @cached_property
+    def cache(self) -> DesiredCache:
+        """The node-local desired-state cache, made (and its modules imported) at first use: the embedded agent,
+        which keeps no cache (`caching` False), never loads them."""
+        from lite.agent.cache import DesiredCache
+
+        return DesiredCache(self.root / "cache", self.root / "credentials" / "cache.key")
 
     def _deps(self) -> Deps:
         c = self.config
@@ -506,7 +514,8 @@ class Agent:
         node_netns = str(c.node_netns) if isinstance(c.node_netns, str | Path) else None
         await asyncio.to_thread(HostRecord(c.cgroup_root, str(c.netns_dir or NETNS_RUN_DIR), node_netns,
                                            c.bridge).save, self.root)
-        regs = RegistriesConfig.load(self.config.registries) if self.config.registries else RegistriesConfig()
+        regs = await asyncio.to_thread(RegistriesConfig.load, self.config.registries) if self.config.registries \
+            else RegistriesConfig()  # (a thread: the file may be parsed in a forked child, see `load_yaml`)
         self.deps.images = await ImageService.open(self.root / "images", regs)
         self.deps.images.on_pull = self.stats.pull_done
         self.node.image_list = self.deps.images.list
@@ -576,7 +585,8 @@ class Agent:
         finally:
             self._tg = None
             try:
-                await self.cache.close()
+                if "cache" in self.__dict__:  # never made: nothing to write
+                    await self.cache.close()
             except (OSError, TypeError, ValueError) as e:
                 log.error("desired-state cache: final write failed: %s", e)
             if self.dns is not None:

@@ -21,8 +21,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 DEFAULT_CONFIG = Path("/etc/lite/config.yaml")
 COMMANDS = ("server", "agent")
 # Variables k3s users know by another name than LITE_<FLAG> (K3S_URL for the agent's --server).
@@ -74,6 +72,8 @@ def load_files(path: Path, required: bool) -> dict[str, Any]:
     if drop_in.is_dir():
         files += sorted(drop_in.glob("*.yaml"))
     merged: dict[str, Any] = {}
+    if files:
+        import yaml  # only when there is a file: a server with none never loads PyYAML (~0.9 MB)
     for f in files:
         try:
             data = yaml.safe_load(f.read_text()) or {}

@@ -36,6 +36,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -83,11 +84,13 @@ from lite.server.manifests import ManifestDeployer
 from lite.server.metrics import ServerMetrics, StoreTotals
 from lite.server.requestuser import UserInfo
 from lite.server.scheduler.scheduler import Scheduler, build_scheduler
-from lite.server.services.apiservers import ApiServerLeases
 from lite.server.services.kubedns import ensure_kube_dns_service
 from lite.server.services.kubernetes import Endpoint, ensure_endpoints, ensure_service, keep_kubernetes_service
 from lite.server.services.reservations import Reservations
 from lite.server.store import Store, StoreLike
+
+if TYPE_CHECKING:
+    from lite.server.services.apiservers import ApiServerLeases
 
 LIST_PAGE = 100  # the in-process informers' list page (see the module doc)
 log = logging.getLogger("lite.server")
@@ -167,6 +170,8 @@ async def build_control_plane(config: ServerConfig, store: StoreLike, creds: Cre
     if sole:
         await ensure_endpoints(resources, [own])
     else:
+        from lite.server.services.apiservers import ApiServerLeases  # a shared datastore only
+
         identity_leases = ApiServerLeases(resources, own, lambda live: ensure_endpoints(resources, live),
                                           duration=config.identity_lease_duration,
                                           renew_interval=config.identity_lease_renew_interval)

@@ -27,8 +27,6 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lite.client import Client
 from lite.errors import ApiError
 from lite.events import EventRecorder
@@ -92,6 +90,8 @@ class ManifestDeployer:
         record = await self._save(path, checksum, [], "applying")
         await self._event(record, "Normal", "ApplyingManifest", f"Applying manifest at {path}")
         applied: list[str] = []
+        import yaml  # a manifest to apply: PyYAML is loaded for the first one (a server with none never loads it)
+
         try:
             for doc in _documents(text):
                 applied.append(await self._apply(doc))
@@ -172,6 +172,8 @@ def _list(directory: Path) -> list[tuple[Path, tuple[int, float]]]:
 
 def _documents(text: bytes) -> list[Obj]:
     """The objects of a manifest: every non-empty YAML document, `kind: List` unrolled."""
+    import yaml
+
     out: list[Obj] = []
     for doc in yaml.safe_load_all(text):
         if doc is None:

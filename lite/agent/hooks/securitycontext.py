@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lite.agent import seccomp, security
+from lite.agent import security
 from lite.agent.envs import ConfigError
 from lite.agent.hooks.base import Deps, Obj, PodState
 from lite.agent.runtime import linux
@@ -47,6 +47,8 @@ def supplementary_groups(gid: int, pod_sc: Obj, image_groups: list[int] | None =
 
 def _seccomp_program(deps: Deps, st: PodState, c: Obj, caps: set[int]) -> str:
     ptype, local = security.seccomp_choice(st.spec, c, default_runtime=deps.seccomp_default)
+    from lite.agent import seccomp  # loaded by the first container with a seccomp profile
+
     try:
         if ptype == "Unconfined":
             return ""

@@ -32,14 +32,14 @@ from __future__ import annotations
 import base64
 import fnmatch
 import ipaddress
+import json
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-import yaml
 
 from lite.agent.images.reference import DOCKER_HUB, ImageRef
 from lite.records import dataclass
@@ -47,6 +47,41 @@ from lite.records import dataclass
 DOCKER_HUB_ENDPOINT = "https://registry-1.docker.io/v2"
 _DOCKER_HUB_ALIASES = {"docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"}
 
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load(text)`. Where PyYAML is not loaded yet (a `lite server` with its embedded agent: its
+    other YAML users import it at first use), the parse runs in a forked child (`lite.forkcall`) that hands
+    the document back as JSON, so the long-running process never maps PyYAML (~0.9 MB) for one small file
+    read at start. A document JSON does not carry exactly (a key that is not a string, a date, ...) or any
+    failure in the child is parsed here instead: the same result, or the same error, as `yaml.safe_load`."""
+    if "yaml" not in sys.modules:
+        from lite.forkcall import ChildFailed, call_in_child
+
+        def parse() -> bytes:
+            import yaml
+
+            doc = yaml.safe_load(text)
+            if not _plain(doc):
+                raise ValueError("not plain JSON")
+            return json.dumps(doc).encode()
+
+        try:
+            return json.loads(call_in_child(parse))
+        except (ChildFailed, ValueError):
+            pass
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def _plain(doc: Any) -> bool:
+    """Whether `doc` survives a JSON round trip unchanged (string keys; str, int, float, bool, None values)."""
+    if isinstance(doc, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in doc.items())
+    if isinstance(doc, list):
+        return all(_plain(v) for v in doc)
+    return doc is None or isinstance(doc, str | int | float)
 
 @dataclass(frozen=True)
 class Credentials:
@@ -102,7 +137,7 @@ class RegistriesConfig:
         """Read a registries.yaml; a missing file means no mirrors and no configs."""
         if not path.exists():
             return cls(disable_default_endpoint=disable_default_endpoint)
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
         return cls.from_dict(data, disable_default_endpoint=disable_default_endpoint)
 
     @classmethod

@@ -25,11 +25,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 
-from lite.agent.images.archive import ArchiveImage, read_archive
 from lite.agent.images.distribution import RegistryClient
 from lite.agent.images.errors import (
     ImageError,
@@ -45,6 +44,9 @@ from lite.agent.images.reference import ImageRef, parse
 from lite.agent.images.registries import RegistriesConfig
 from lite.agent.images.store import ContentStore, ImageRecord, write_atomic
 from lite.records import dataclass
+
+if TYPE_CHECKING:
+    from lite.agent.images.archive import ArchiveImage
 
 log = logging.getLogger(__name__)
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
@@ -315,6 +317,8 @@ class ImageService:
     # -- air-gap import
     async def import_archive(self, path: Path) -> builtins.list[ImageInfo]:
         """Import one docker-save or OCI-layout tarball (optionally gzipped); return the images it held."""
+        from lite.agent.images.archive import read_archive  # loaded by the first air-gap tarball
+
         self._importing += 1
         try:
             images = await asyncio.to_thread(read_archive, path, self.store, self.platform)

@@ -23,12 +23,14 @@ Python stack here); every refusal is an `ApiError` naming the limit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import yaml
 
 from lite.errors import ApiError, bad_request
+
+if TYPE_CHECKING:  # PyYAML is loaded by the first YAML body (yamlbody), never by a server that gets none
+    import yaml
 
 MAX_DEPTH = 128
 MAX_YAML_EXPANSION = 3 * 1024 * 1024
@@ -89,6 +91,8 @@ def measure_yaml(root: yaml.Node) -> tuple[int, int, bool]:
     composed YAML node graph, every alias counted as a full copy. Memoised per node, so the cost is the
     number of distinct nodes, whatever the expansion. Raises 400 when an anchor contains itself.
     """
+    import yaml
+
     size: dict[int, int] = {}
     deep: dict[int, int] = {}
     open_: set[int] = set()
@@ -119,6 +123,8 @@ def measure_yaml(root: yaml.Node) -> tuple[int, int, bool]:
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         return [n for pair in node.value for n in pair]
     if isinstance(node, yaml.SequenceNode):

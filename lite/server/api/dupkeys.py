@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from typing import Any
-
-import yaml
 
 from lite.server.api.typecheck import count_keys
 
@@ -89,26 +88,35 @@ def json_duplicates(raw: bytes, decoded: Any, keys: int = -1) -> list[str]:
     return out
 
 
-class _DupLoader(yaml.SafeLoader):
-    """SafeLoader that records repeated mapping keys instead of keeping the last silently."""
+@cache
+def _dup_loader() -> Any:
+    """The loader class, made at the first YAML body (PyYAML is never loaded by a server that gets none)."""
+    import yaml
 
-    found: list[tuple[int, str]]
+    class _DupLoader(yaml.SafeLoader):
+        """SafeLoader that records repeated mapping keys instead of keeping the last silently."""
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                key = key_node.value
-                if key in seen and key != "<<":
-                    line = key_node.start_mark.line + 1
-                    self.found.append((line, f'line {line}: key "{key}" already set in map'))
-                seen.add(key)
-        return super().construct_mapping(node, deep)
+        found: list[tuple[int, str]]
+
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    key = key_node.value
+                    if key in seen and key != "<<":
+                        line = key_node.start_mark.line + 1
+                        self.found.append((line, f'line {line}: key "{key}" already set in map'))
+                    seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return _DupLoader
 
 
 def yaml_duplicates(raw: bytes) -> list[str]:
     """Upstream-worded problems for repeated keys in a YAML body (empty when it cannot be parsed)."""
-    loader = _DupLoader(raw)
+    import yaml
+
+    loader = _dup_loader()(raw)
     loader.found = []
     try:
         loader.get_single_data()

@@ -21,7 +21,7 @@ import orjson
 
 from lite.client import PATCH_CONTENT_TYPES, PatchType
 from lite.errors import ApiError, bad_request, unsupported_media_type
-from lite.server.api import bodylimits, yamlbody
+from lite.server.api import bodylimits
 from lite.server.api.params import check_delete_body
 
 JSON = "application/json"
@@ -130,6 +130,8 @@ def decode_yaml(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         pass
+    from lite.server.api import yamlbody  # PyYAML: loaded by the first body that is not JSON
+
     return yamlbody.load(body)  # measured by bodylimits before it is built (aliases, depth)
 
 

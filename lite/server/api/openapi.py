@@ -25,9 +25,6 @@ import orjson
 from lite.kinds import Kind, KindRegistry
 from lite.records import dataclass
 from lite.server.api.builtin_schemas import BuiltinSchemas
-from lite.server.api.openapi_paths import path_items
-from lite.server.api.openapi_v2 import swagger_document
-from lite.server.api.openapi_v2pb import encode_document
 
 Obj = dict[str, Any]
 
@@ -50,6 +47,8 @@ class SwaggerV2:
 
     def protobuf(self) -> bytes:
         if self._pb is None:
+            from lite.server.api.openapi_v2pb import encode_document  # loaded by the first protobuf request
+
             doc = self._doc if self._doc is not None else orjson.loads(self.json)
             self._pb = encode_document(doc)
             self._doc = None  # the JSON bytes are kept; the tree is not needed any more
@@ -85,6 +84,8 @@ class OpenAPI:
         """The Swagger 2.0 document of every served group-version (rebuilt when any of them changes)."""
         docs = self._current()
         if self._v2 is None or self._v2[0] is not docs:
+            from lite.server.api.openapi_v2 import swagger_document  # loaded by the first /openapi/v2
+
             crd_names: set[str] = set()
             for k in self._held:
                 if k.crd:
@@ -168,6 +169,8 @@ def _closure(names: set[str], upstream: dict[str, Any]) -> dict[str, Any]:
 
 
 def _document(kinds: list[Kind], builtin: BuiltinSchemas, upstream: dict[str, Any], params: dict[str, Any]) -> Obj:
+    from lite.server.api.openapi_paths import path_items  # loaded by the first /openapi/v3 document
+
     paths: Obj = {}
     schemas: Obj = {}
     wanted: set[str] = set(_ALWAYS)

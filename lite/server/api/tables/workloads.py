@@ -29,7 +29,6 @@ from lite.kubetables.format import (
     when,
 )
 from lite.kubetables.spec import Printer, col, name_col
-from lite.server.api.versions import hpa as hpa_versions
 
 _CONTAINERS = col("Containers", wide=True, desc="Names of each container in the template.")
 _IMAGES = col("Images", wide=True, desc="Images referenced by each container in the template.")
@@ -156,6 +155,8 @@ def _metric(spec: Obj, status: Obj | None) -> str:
 
 def _hpa(obj: Obj, now: dt.datetime) -> list[Any]:
     if obj.get("apiVersion") == "autoscaling/v1":  # upstream prints every version from the one stored shape
+        from lite.server.api.versions import hpa as hpa_versions  # loaded by the first autoscaling/v1 object
+
         obj = hpa_versions.to_v2(obj)
     specs, statuses = lst(obj, "spec", "metrics"), lst(obj, "status", "currentMetrics")
     parts = [_metric(m, statuses[n] if n < len(statuses) and isinstance(statuses[n], dict) else None)

@@ -17,14 +17,27 @@ from typing import Any
 from lite import errors
 from lite.kinds import Kind
 from lite.selectors import FieldRequirement, parse_field_selector
-from lite.server.api.versions import events, hpa
+from lite.server.api.versions import events
 
 Obj = dict[str, Any]
 _Conv = Callable[[Obj], Obj]
 
+
+def _hpa_to_v2(obj: Obj) -> Obj:
+    from lite.server.api.versions import hpa  # loaded by the first autoscaling/v1 object (few clusters have any)
+
+    return hpa.to_v2(obj)
+
+
+def _hpa_to_v1(obj: Obj) -> Obj:
+    from lite.server.api.versions import hpa
+
+    return hpa.to_v1(obj)
+
+
 # (group, version, kind) of the view -> (view -> stored, stored -> view)
 _CONVERSIONS: dict[tuple[str, str, str], tuple[_Conv, _Conv]] = {
-    ("autoscaling", "v1", "HorizontalPodAutoscaler"): (hpa.to_v2, hpa.to_v1),
+    ("autoscaling", "v1", "HorizontalPodAutoscaler"): (_hpa_to_v2, _hpa_to_v1),
     ("events.k8s.io", "v1", "Event"): (events.to_core, events.to_v1),
 }
 
