@@ -187,7 +187,6 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
     server with backoff while the agent runs from what the node holds. systemd hears READY=1 before any of
     that waits for the server."""
     from lite.agent.agent import build_agent
-    from lite.docstrings import drop_docstrings
     from lite.sdnotify import notify
     from lite.server.main import run_until_signalled
 
@@ -213,7 +212,6 @@ def run_remote(args: argparse.Namespace, data_dir: Path) -> int:
         else:
             ca = await cluster_ca(args.server, args.token, credentials, known)
         agent = build_agent(remote_config(args, data_dir, ca))
-        drop_docstrings()  # the agent's stack is loaded: text nothing reads (lite.docstrings)
         await agent.run()
 
     return run_until_signalled(main)

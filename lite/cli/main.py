@@ -455,7 +455,6 @@ def cmd_server(args: argparse.Namespace) -> int:
         return _cluster_reset(config.data_dir, args.cluster_reset, args.cluster_reset_restore_path)
     import sqlite3
 
-    from lite.docstrings import drop_docstrings
     from lite.lazycerts import import_aiohttp
     from lite.malloctune import limit_arenas, pin_mmap_threshold, shrink_tls_reads
     from lite.sdnotify import notify
@@ -479,7 +478,6 @@ def cmd_server(args: argparse.Namespace) -> int:
 
         def ready() -> None:
             notify("READY=1")  # for a systemd unit of Type=notify: the API serves now
-            drop_docstrings()  # the server stack is loaded: ~0.4 MB of text nothing reads (lite.docstrings)
 
         return server_main.run_until_signalled(lambda: server_main.run(config, extra=extra, on_ready=ready))
     except OSError as e:  # port in use, unwritable data dir: say it plainly, no traceback
