@@ -106,6 +106,7 @@ SLICE = 0.005  # seconds of event handling between yields to the loop (see the m
 DECODED_SECONDS = 2.0  # a compact informer forgets a decoded object not used for this long,
 DECODED_IDLE = 0.25  # and every decoded object once none was used for this long (at rest)
 DECODED_LIMIT = 8192  # and keeps at most this many (past it, the longest remembered go first)
+PEEKED_LIMIT = 16  # objects `peek` decoded kept for their key's next event (`Informer._replaced`)
 FIELD_SET_DEPTH = 3  # ShareCommonParts: levels of a managed field set below its root whose subtrees are shared
 
 
@@ -298,6 +299,9 @@ class Informer:
         self._used: dict[str, float] = {}  # when each of them was last used (`_clock`)
         self._clock = time.monotonic()  # a coarse clock: set by `_forget_loop` every DECODED_IDLE seconds
         self._in_use = False  # whether any was used since the last `_forget_loop` pass
+        # key -> (cache entry, the object `peek` decoded from it), until that key's next event, at most
+        # PEEKED_LIMIT, all forgotten every DECODED_IDLE (`_replaced`)
+        self._peeked: dict[str, tuple[Any, Obj]] = {}
         self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
         self._decode_held: Callable[[bytes], Obj] = getattr(client, "decode_held", None) or orjson.loads
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
@@ -355,11 +359,24 @@ class Informer:
         """`get` without remembering (compact): the remembered object if there is one, else one decoded anew
         and not kept, as `list` gives them: for a reader that goes once over many objects in a burst (the
         scheduler's reports of 10,000 unschedulable pods after a restart), which would otherwise keep up to
-        `decoded_limit` of them decoded at once."""
+        `decoded_limit` of them decoded at once. A peeked object is held apart, at most PEEKED_LIMIT of them
+        and for at most DECODED_IDLE, only as the replaced object of its key's next event (`on_update`'s `old`):
+        a reader that peeks and then writes the object (the scheduler's report) does not make that event decode
+        it again."""
         entry = self._cache.get(key)
         if entry is None or not self.compact:
             return entry
-        return self._value(key, entry)
+        obj = self._decoded.get(key)
+        if obj is not None:
+            return obj
+        obj = self.decode(entry)
+        # kept apart, briefly, only as the replaced object of this key's next event (`_replaced`): a peek is
+        # often followed by a write of that object (the scheduler's report), and its event would decode it again
+        peeked = self._peeked
+        peeked[key] = (entry, obj)
+        if len(peeked) > PEEKED_LIMIT:
+            del peeked[next(iter(peeked))]
+        return obj
 
     def list(self) -> builtins.list[Obj]:
         if not self.compact:
@@ -415,7 +432,12 @@ class Informer:
             self.add_index(name, fn)
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
-        return [self._value(k, self._cache[k]) for k in sorted(self.index_keys(name, value))]
+        if name not in self._indices:
+            raise KeyError(f"no index {name!r}")
+        keys = self._indices[name].get(value)
+        if not keys:
+            return []  # the common answer of handlers' lookups (no Service, PDB, quota in the namespace)
+        return [self._value(k, self._cache[k]) for k in sorted(keys)]
 
     def index_values(self, name: str) -> builtins.list[str]:
         """The values under which index `name` holds at least one object."""
@@ -495,6 +517,8 @@ class Informer:
         while True:
             await asyncio.sleep(DECODED_IDLE)
             self._clock = now = time.monotonic()
+            if self._peeked:
+                self._peeked = {}
             if self._decoded:
                 self.forget_unused(now if not self._in_use else now - self.decoded_seconds)
             self._in_use = False
@@ -518,14 +542,29 @@ class Informer:
 
     def _put(self, key: str, obj: Obj, entry: Any, remember: bool = True) -> Obj | None:
         """Cache `obj` (as `entry`, from `_entry`) under `key`, indexed; returns the object it replaces.
-        `remember` (compact): keep `obj` as the key's decoded object (watch events; not list pages)."""
+        `remember` (compact): keep `obj` as the key's decoded object (watch events; not list pages).
+        The replaced object is the remembered one, else the one `peek` decoded from that same entry (see
+        `peek`), else decoded anew. An index whose values did not change is left as it is."""
         key = intern(key)  # one string for the cache, the indexes and the decoded objects
         prev = self._cache.get(key)
-        old = None if prev is None else self._value(key, prev)
-        for name in self._indexers:
+        old = None if prev is None else self._replaced(key, prev)
+        indices = self._indices
+        for name, fn in self._indexers.items():
+            values = fn(obj)
             if old is not None:
-                self._unindex_one(name, key, old)
-            self._index_one(name, key, obj)
+                was = fn(old)
+                if was == values:
+                    continue  # most updates (status writes) keep every index value
+                index = indices[name]
+                for value in was:
+                    keys = index.get(value)
+                    if keys is not None:
+                        keys.pop(key, None)
+                        if not keys:
+                            del index[value]
+            index = indices[name]
+            for value in values:
+                index.setdefault(value, {})[key] = None
         self._cache[key] = entry
         if self.compact:
             if remember:
@@ -534,11 +573,20 @@ class Informer:
                 del self._used[key]
         return old
 
+    def _replaced(self, key: str, entry: Any) -> Obj:
+        """The object of the entry about to be replaced or removed: `_value`, or the object `peek` decoded from
+        that very entry (a reader that peeks and then writes: the scheduler's report)."""
+        if self._peeked:
+            got = self._peeked.pop(key, None)
+            if got is not None and got[0] is entry and key not in self._decoded:
+                return got[1]
+        return self._value(key, entry)
+
     def _pop(self, key: str) -> Obj | None:
         entry = self._cache.pop(key, None)
         if entry is None:
             return None
-        old = self._value(key, entry)
+        old = self._replaced(key, entry)
         if self._decoded.pop(key, None) is not None:
             del self._used[key]
         for name in self._indexers:
