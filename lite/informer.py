@@ -265,13 +265,38 @@ class ShareCommonParts:
 
     def _metadata(self, m: Obj) -> Obj:
         out: Obj = {}
+        parts, words, word_max = self.META_PARTS, self.META_WORDS, self.WORD_MAX
         for k, v in m.items():
-            if k in self.META_PARTS and v:
-                v = self.share(v)
-            elif k in self.META_WORDS:
-                v = self.word(v)
+            if k in parts:
+                if v:
+                    v = self.share(v)
+            elif k in words:
+                if type(v) is str and len(v) <= word_max:
+                    v = intern(v)
             elif k == "managedFields" and isinstance(v, list):
                 v = [self._entry(e) for e in v]
+            out[k] = v
+        return out
+
+    def _parts(self, d: Obj, one_empty: bool) -> Obj:
+        """`spec` or `status` rebuilt: each non-empty list or dict value shared (`_spec_part`), short strings
+        interned, an empty dict the one empty dict when `one_empty` (spec); `_spec_part` and `word` inlined (a
+        pod's spec has ~15 values, and this runs for every event)."""
+        out: Obj = {}
+        share, word_max, empty = self.share, self.WORD_MAX, self._empty
+        for k, v in d.items():
+            t = type(v)
+            if t is str:
+                if len(v) <= word_max:
+                    v = intern(v)
+            elif t is list:
+                if v:
+                    v = share(v, 2)
+            elif t is dict:
+                if v:
+                    v = share(v)
+                elif one_empty:
+                    v = empty
             out[k] = v
         return out
 
@@ -279,7 +304,7 @@ class ShareCommonParts:
         out = {k: self.word(v) for k, v in obj.items()}
         spec = obj.get("spec")
         if isinstance(spec, dict):
-            out["spec"] = {k: self._spec_part(v) for k, v in spec.items()}
+            out["spec"] = self._parts(spec, True)
         m = obj.get("metadata")
         if isinstance(m, dict):
             out["metadata"] = self._metadata(m)
@@ -287,8 +312,7 @@ class ShareCommonParts:
         if isinstance(status, dict):
             # conditions written in the same second are equal across many objects; container statuses differ
             # by container id but share their state, image and ports
-            out["status"] = {k: self._spec_part(v) if isinstance(v, (dict, list)) and v else self.word(v)
-                             for k, v in status.items()}
+            out["status"] = self._parts(status, False)
         return out
 
 

@@ -104,7 +104,7 @@ class TaintEvictionController(Controller):
         self.pods = self.informer(self.pod_kind, primary=True)
         self.nodes = self.informer(builtin("", "Node"))
         ensure_node_index(self.pods)
-        self.pods.add_handlers(on_add=self._pod, on_update=lambda _o, n: self._pod(n))
+        self.pods.add_handlers(on_add=self._pod, on_update=self._pod_updated)
         self.nodes.add_handlers(on_add=self._node, on_update=self._node_updated)
         self._first_seen: dict[tuple[str, str, str], dt.datetime] = {}
         self._reported_bad: set[tuple[str, str]] = set()  # (object uid, its bad values) already reported
@@ -117,6 +117,9 @@ class TaintEvictionController(Controller):
     def on_start(self) -> None:
         self._first_seen = {}
         self._reported_bad = set()
+
+    def _pod_updated(self, _old: Obj, pod: Obj) -> None:
+        self._pod(pod)
 
     def _pod(self, pod: Obj) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
