@@ -24,7 +24,8 @@ Invariants:
   None when it cannot) and decodes them with `decode_held(bytes)`, which also takes plain JSON: then caching an
   object costs a reference to the store's own bytes of that revision. Otherwise the cache keeps the watch event's
   `raw` JSON, or its own exact-size encoding. What is decoded when: the object of each event, once, for the index
-  functions and the handlers (`on_update`'s `old` comes from the remembered objects or is decoded again). Objects
+  functions and the handlers (`on_update`'s `old` comes from the remembered objects, else from what `peek` just
+  decoded of that same entry, else is decoded again). Objects
   of watch events or read with `get` (decoded through a value-keeping transform) are remembered while in use (those
   of list pages are not, nor those read with `peek`: a restart's relist, or a reader going once over every pod,
   would keep thousands decoded at once, and the heap fragmented after them): until unused
