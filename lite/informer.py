@@ -24,7 +24,8 @@ Invariants:
   None when it cannot) and decodes them with `decode_held(bytes)`, which also takes plain JSON: then caching an
   object costs a reference to the store's own bytes of that revision. Otherwise the cache keeps the watch event's
   `raw` JSON, or its own exact-size encoding. What is decoded when: the object of each event, once, for the index
-  functions and the handlers (`on_update`'s `old` comes from the remembered objects or is decoded again). Objects
+  functions and the handlers (`on_update`'s `old` comes from the remembered objects, else from what `peek` just
+  decoded of that same entry, else is decoded again). Objects
   of watch events or read with `get` (decoded through a value-keeping transform) are remembered while in use (those
   of list pages are not, nor those read with `peek`: a restart's relist, or a reader going once over every pod,
   would keep thousands decoded at once, and the heap fragmented after them): until unused
@@ -106,6 +107,7 @@ SLICE = 0.005  # seconds of event handling between yields to the loop (see the m
 DECODED_SECONDS = 2.0  # a compact informer forgets a decoded object not used for this long,
 DECODED_IDLE = 0.25  # and every decoded object once none was used for this long (at rest)
 DECODED_LIMIT = 8192  # and keeps at most this many (past it, the longest remembered go first)
+PEEKED_LIMIT = 16  # objects `peek` decoded kept for their key's next event (`Informer._replaced`)
 FIELD_SET_DEPTH = 3  # ShareCommonParts: levels of a managed field set below its root whose subtrees are shared
 
 
@@ -132,9 +134,11 @@ def strip_managed_fields(obj: Obj) -> Obj:
 class ShareCommonParts:
     """A transform that makes equal parts of objects one shared object, and equal short strings one string.
 
-    Parts are looked up by their JSON encoding among the last `limit` distinct parts used (least recently
-    used forgotten first): each dict or list value of `spec` and `status`, when that list is new each of its
-    elements and, when that element is new, each of its values (a pod's volumes differ by name but share
+    Parts are looked up by their JSON encoding among the last `limit` distinct parts used that were seen at
+    least twice (least recently used forgotten first; a part seen once waits, without a copy of its key,
+    among the last `limit` first sightings, and is the one shared when seen again): each dict or list value
+    of `spec` and `status`, when that list is new each of its elements and, when that element is new, each of
+    its values (a pod's volumes differ by name but share
     their `projected` sources; container statuses differ by container id but share their state);
     `metadata.labels`, `annotations`, `ownerReferences` and each `managedFields` entry's `fieldsV1` (the same
     template gives the same field set, the largest part of a decoded pod) and, when that set is new, its
@@ -143,9 +147,10 @@ class ShareCommonParts:
     few `metadata` fields (`namespace`, `creationTimestamp`, a managed field entry's manager, time and
     versions) are interned. Objects are rebuilt shallowly; the argument is never mutated.
 
-    `limit` (1,024): the table is a fixed cost, and most of what fills it is used once: every pod has its own
+    `limit` (1,024): the table is a fixed cost, and most parts are seen once: every pod has its own
     service account token volume, so its volume, each container (by its `volumeMounts`) and that list are
-    parts seen once (~1 KB of key and value each). At 4,096 the table held ~3.9 MB (measured with 10,000
+    parts seen once (~1 KB of key and value each; now only their value waits among the first sightings, and
+    keeping them no longer costs a key copy, ~3 us per pod event). At 4,096 the table held ~3.9 MB (measured with 10,000
     pending pods: 0.4 KB per stored pod; 1.3 KB per pod with 3,000); the parts worth sharing (a template's)
     are used by every object made from it and stay at the recently used end either way.
     """
@@ -158,6 +163,7 @@ class ShareCommonParts:
     def __init__(self, limit: int = 1024) -> None:
         self.limit = limit
         self._seen: OrderedDict[bytes, Any] = OrderedDict()
+        self._door: dict[int, Any] = {}  # parts seen once: their key's hash -> the part (`_keep`)
         self._empty: Obj = {}  # the one empty dict of rebuilt parts (never mutated: the shared-object rule)
 
     def __len__(self) -> int:
@@ -187,6 +193,20 @@ class ShareCommonParts:
         return self._keep(key, v)
 
     def _keep(self, key: bytes, v: Any) -> Any:
+        """`v` (a missed part, `key` its JSON) for the table: a part seen for the first time only waits, by its
+        key's hash, among the last `limit` first sightings; seen again, that first object becomes the table's
+        (both objects are then one). Most parts seen once (a pod's own token volume and containers) thus
+        never fill the table, nor cost a copy of their key."""
+        door = self._door
+        h = hash(key)
+        first = door.pop(h, None)
+        if first is None:
+            door[h] = v
+            if len(door) > self.limit:
+                del door[next(iter(door))]
+            return v
+        if _dumps(first) == key:  # not merely the same hash
+            v = first
         seen = self._seen
         # orjson's result keeps its growth buffer: keep an exact-size copy
         seen[memoryview(key).tobytes()] = v
@@ -246,13 +266,38 @@ class ShareCommonParts:
 
     def _metadata(self, m: Obj) -> Obj:
         out: Obj = {}
+        parts, words, word_max = self.META_PARTS, self.META_WORDS, self.WORD_MAX
         for k, v in m.items():
-            if k in self.META_PARTS and v:
-                v = self.share(v)
-            elif k in self.META_WORDS:
-                v = self.word(v)
+            if k in parts:
+                if v:
+                    v = self.share(v)
+            elif k in words:
+                if type(v) is str and len(v) <= word_max:
+                    v = intern(v)
             elif k == "managedFields" and isinstance(v, list):
                 v = [self._entry(e) for e in v]
+            out[k] = v
+        return out
+
+    def _parts(self, d: Obj, one_empty: bool) -> Obj:
+        """`spec` or `status` rebuilt: each non-empty list or dict value shared (`_spec_part`), short strings
+        interned, an empty dict the one empty dict when `one_empty` (spec); `_spec_part` and `word` inlined (a
+        pod's spec has ~15 values, and this runs for every event)."""
+        out: Obj = {}
+        share, word_max, empty = self.share, self.WORD_MAX, self._empty
+        for k, v in d.items():
+            t = type(v)
+            if t is str:
+                if len(v) <= word_max:
+                    v = intern(v)
+            elif t is list:
+                if v:
+                    v = share(v, 2)
+            elif t is dict:
+                if v:
+                    v = share(v)
+                elif one_empty:
+                    v = empty
             out[k] = v
         return out
 
@@ -260,7 +305,7 @@ class ShareCommonParts:
         out = {k: self.word(v) for k, v in obj.items()}
         spec = obj.get("spec")
         if isinstance(spec, dict):
-            out["spec"] = {k: self._spec_part(v) for k, v in spec.items()}
+            out["spec"] = self._parts(spec, True)
         m = obj.get("metadata")
         if isinstance(m, dict):
             out["metadata"] = self._metadata(m)
@@ -268,8 +313,7 @@ class ShareCommonParts:
         if isinstance(status, dict):
             # conditions written in the same second are equal across many objects; container statuses differ
             # by container id but share their state, image and ports
-            out["status"] = {k: self._spec_part(v) if isinstance(v, (dict, list)) and v else self.word(v)
-                             for k, v in status.items()}
+            out["status"] = self._parts(status, False)
         return out
 
 
@@ -298,6 +342,9 @@ class Informer:
         self._used: dict[str, float] = {}  # when each of them was last used (`_clock`)
         self._clock = time.monotonic()  # a coarse clock: set by `_forget_loop` every DECODED_IDLE seconds
         self._in_use = False  # whether any was used since the last `_forget_loop` pass
+        # key -> (cache entry, the object `peek` decoded from it), until that key's next event, at most
+        # PEEKED_LIMIT, all forgotten every DECODED_IDLE (`_replaced`)
+        self._peeked: dict[str, tuple[Any, Obj]] = {}
         self._raw_is_cached = transform is None or bool(getattr(transform, "keeps_value", False))
         self._decode_held: Callable[[bytes], Obj] = getattr(client, "decode_held", None) or orjson.loads
         # handlers caught changing a shared object in place (read_only mode), as "<handler>: <error>"
@@ -316,6 +363,10 @@ class Informer:
         # takes 512 KB, such a dict 200 KB
         self._indices: dict[str, dict[str, dict[str, None]]] = {NAMESPACE_INDEX: {}}
         self._handlers: list[Handlers] = []
+        # each kind of handler apart, in the order added (a new tuple when one is added: a dispatch under way
+        # goes on over the handlers it started with, as it did over a copy of the list)
+        self._on_add: tuple[Callable[[Obj], None], ...] = ()
+        self._on_update: tuple[Callable[[Obj, Obj], None], ...] = ()
         self._synced = asyncio.Event()
         self._resync_changed = asyncio.Event()
         self._rv = ""
@@ -355,11 +406,24 @@ class Informer:
         """`get` without remembering (compact): the remembered object if there is one, else one decoded anew
         and not kept, as `list` gives them: for a reader that goes once over many objects in a burst (the
         scheduler's reports of 10,000 unschedulable pods after a restart), which would otherwise keep up to
-        `decoded_limit` of them decoded at once."""
+        `decoded_limit` of them decoded at once. A peeked object is held apart, at most PEEKED_LIMIT of them
+        and for at most DECODED_IDLE, only as the replaced object of its key's next event (`on_update`'s `old`):
+        a reader that peeks and then writes the object (the scheduler's report) does not make that event decode
+        it again."""
         entry = self._cache.get(key)
         if entry is None or not self.compact:
             return entry
-        return self._value(key, entry)
+        obj = self._decoded.get(key)
+        if obj is not None:
+            return obj
+        obj = self.decode(entry)
+        # kept apart, briefly, only as the replaced object of this key's next event (`_replaced`): a peek is
+        # often followed by a write of that object (the scheduler's report), and its event would decode it again
+        peeked = self._peeked
+        peeked[key] = (entry, obj)
+        if len(peeked) > PEEKED_LIMIT:
+            del peeked[next(iter(peeked))]
+        return obj
 
     def list(self) -> builtins.list[Obj]:
         if not self.compact:
@@ -415,7 +479,12 @@ class Informer:
             self.add_index(name, fn)
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
-        return [self._value(k, self._cache[k]) for k in sorted(self.index_keys(name, value))]
+        if name not in self._indices:
+            raise KeyError(f"no index {name!r}")
+        keys = self._indices[name].get(value)
+        if not keys:
+            return []  # the common answer of handlers' lookups (no Service, PDB, quota in the namespace)
+        return [self._value(k, self._cache[k]) for k in sorted(keys)]
 
     def index_values(self, name: str) -> builtins.list[str]:
         """The values under which index `name` holds at least one object."""
@@ -435,6 +504,8 @@ class Informer:
                      on_delete: Callable[[Obj], None] | None = None) -> None:
         h = Handlers(on_add, on_update, on_delete)
         self._handlers.append(h)
+        self._on_add = tuple(x.on_add for x in self._handlers if x.on_add is not None)
+        self._on_update = tuple(x.on_update for x in self._handlers if x.on_update is not None)
         if on_add is not None:
             for obj in self.list():
                 self._call(on_add, obj)
@@ -495,6 +566,8 @@ class Informer:
         while True:
             await asyncio.sleep(DECODED_IDLE)
             self._clock = now = time.monotonic()
+            if self._peeked:
+                self._peeked = {}
             if self._decoded:
                 self.forget_unused(now if not self._in_use else now - self.decoded_seconds)
             self._in_use = False
@@ -518,14 +591,29 @@ class Informer:
 
     def _put(self, key: str, obj: Obj, entry: Any, remember: bool = True) -> Obj | None:
         """Cache `obj` (as `entry`, from `_entry`) under `key`, indexed; returns the object it replaces.
-        `remember` (compact): keep `obj` as the key's decoded object (watch events; not list pages)."""
+        `remember` (compact): keep `obj` as the key's decoded object (watch events; not list pages).
+        The replaced object is the remembered one, else the one `peek` decoded from that same entry (see
+        `peek`), else decoded anew. An index whose values did not change is left as it is."""
         key = intern(key)  # one string for the cache, the indexes and the decoded objects
         prev = self._cache.get(key)
-        old = None if prev is None else self._value(key, prev)
-        for name in self._indexers:
+        old = None if prev is None else self._replaced(key, prev)
+        indices = self._indices
+        for name, fn in self._indexers.items():
+            values = fn(obj)
             if old is not None:
-                self._unindex_one(name, key, old)
-            self._index_one(name, key, obj)
+                was = fn(old)
+                if was == values:
+                    continue  # most updates (status writes) keep every index value
+                index = indices[name]
+                for value in was:
+                    keys = index.get(value)
+                    if keys is not None:
+                        keys.pop(key, None)
+                        if not keys:
+                            del index[value]
+            index = indices[name]
+            for value in values:
+                index.setdefault(value, {})[key] = None
         self._cache[key] = entry
         if self.compact:
             if remember:
@@ -534,11 +622,20 @@ class Informer:
                 del self._used[key]
         return old
 
+    def _replaced(self, key: str, entry: Any) -> Obj:
+        """The object of the entry about to be replaced or removed: `_value`, or the object `peek` decoded from
+        that very entry (a reader that peeks and then writes: the scheduler's report)."""
+        if self._peeked:
+            got = self._peeked.pop(key, None)
+            if got is not None and got[0] is entry and key not in self._decoded:
+                return got[1]
+        return self._value(key, entry)
+
     def _pop(self, key: str) -> Obj | None:
         entry = self._cache.pop(key, None)
         if entry is None:
             return None
-        old = self._value(key, entry)
+        old = self._replaced(key, entry)
         if self._decoded.pop(key, None) is not None:
             del self._used[key]
         for name in self._indexers:
@@ -548,19 +645,31 @@ class Informer:
     def _call(self, fn: Callable[..., None], *args: Obj) -> None:
         try:
             fn(*args)
-        except SharedObjectMutated as e:
+        except Exception as e:
+            self._failed(fn, e)
+
+    def _failed(self, fn: Callable[..., None], e: Exception) -> None:
+        """A handler raised `e` (called in its `except` block: logged with its traceback)."""
+        if isinstance(e, SharedObjectMutated):
             self.mutations.append(f"{fn!r}: {e}")
             log.exception("%r: event handler %r changed a shared object", self, fn)
-        except Exception:
+        else:
             log.exception("%r: event handler %r failed", self, fn)
 
     def _added_or_updated(self, old: Obj | None, new: Obj) -> None:
-        for h in list(self._handlers):
-            if old is None:
-                if h.on_add is not None:
-                    self._call(h.on_add, new)
-            elif h.on_update is not None:
-                self._call(h.on_update, old, new)
+        # `_call` inlined: a pod event goes to some twenty handlers
+        if old is None:
+            for add in self._on_add:
+                try:
+                    add(new)
+                except Exception as e:
+                    self._failed(add, e)
+        else:
+            for update in self._on_update:
+                try:
+                    update(old, new)
+                except Exception as e:
+                    self._failed(update, e)
 
     def _deleted(self, obj: Obj) -> None:
         for h in list(self._handlers):

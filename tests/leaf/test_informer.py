@@ -817,6 +817,31 @@ async def test_peek_reads_without_keeping_decoded(tmp_path: Path) -> None:
             assert got is rec.objects[-1][1] and list(inf._decoded) == ["default/a"]
 
 
+async def test_a_peeked_object_is_the_old_object_of_its_keys_next_event(tmp_path: Path) -> None:
+    """A reader that peeks and then writes (the scheduler's report): that write's event hands the peeked object
+    to `on_update` as `old` rather than decoding it again; a peek of an older entry is not used."""
+    async with open_api(tmp_path) as api:
+        for name in "ab":
+            await api.create(CM, "default", cm(name, v="1"))
+        inf = Informer(api, CM, "default", compact=True, decoded_seconds=3600.0)
+        rec = Recorder()
+        rec.attach(inf)
+        async with running(inf):
+            async with asyncio.timeout(GUARD):
+                await inf.wait_synced()
+            peeked = inf.peek("default/a")
+            assert peeked is not None and not inf._decoded
+            await api.patch(CM, "default", "a", {"data": {"v": "2"}})
+            await eventually(lambda: rec.events[-1] == ("update", "a"))
+            assert rec.objects[-1][2] is peeked and not inf._peeked
+            stale = inf.peek("default/b")
+            inf._cache["default/b"] = bytes(bytearray(inf._cache["default/b"]))  # another entry (an event not yet seen)
+            await api.patch(CM, "default", "b", {"data": {"v": "2"}})
+            await eventually(lambda: rec.events[-1] == ("update", "b"))
+            old = rec.objects[-1][2]
+            assert old is not stale and old == stale
+
+
 async def test_compact_informer_forgets_decoded_objects_unused_for_a_while(tmp_path: Path) -> None:
     """Objects in use stay decoded (a controller going over them again decodes nothing); at rest only bytes."""
     async with open_api(tmp_path) as api:

@@ -55,12 +55,15 @@ class Dormant(Controller):
         self.informer(primary, primary=True).add_handlers(on_add=self._wake)
         self.owner = (primary.kind, primary.group)
         for kind in children:
-            self.informer(kind).add_handlers(on_add=self._child, on_update=lambda _old, new: self._child(new),
+            self.informer(kind).add_handlers(on_add=self._child, on_update=self._child_updated,
                                              on_delete=self._child)
 
+    def _child_updated(self, _old: Obj, new: Obj) -> None:
+        self._child(new)
+
     def _child(self, obj: Obj) -> None:
-        if self.real is not None:
-            return  # built: its own handlers take the children's events
+        if self.real is not None or not (obj.get("metadata") or {}).get("ownerReferences"):
+            return  # built (its own handlers take the children's events), or no owner at all (most pods)
         ref = controller_of(obj)
         if ref is not None and (ref.get("kind"), str(ref.get("apiVersion", "")).rpartition("/")[0]) == self.owner:
             ns = namespace_of(obj)

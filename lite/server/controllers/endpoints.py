@@ -156,18 +156,24 @@ class ServiceIndexedController(Controller):
         self.pods.add_handlers(on_add=self._pod_changed, on_update=self._pod_updated, on_delete=self._pod_changed)
 
     def _pod_changed(self, pod: Obj) -> None:
+        # A pod without a podIP is in no Endpoints or EndpointSlice (`should_include`): its add or delete
+        # changes none (every pod while it waits for a node: the Services are not even looked at).
+        if pod_ip(pod):
+            self._enqueue_selecting(pod)
+
+    def _pod_updated(self, old: Obj, new: Obj) -> None:
+        if old is new or not (pod_ip(new) or pod_ip(old)):
+            return  # without a podIP before and after, the pod was and stays in no Endpoints (status writes)
+        self._enqueue_selecting(new)
+        if labels_of(old) != labels_of(new):
+            self._enqueue_selecting(old)
+
+    def _enqueue_selecting(self, pod: Obj) -> None:
         labels = labels_of(pod)
         for svc in self.services.by_index(NAMESPACE_INDEX, namespace_of(pod)):
             sel = service_selector(svc)
             if sel is not None and sel.matches(labels):
                 self.enqueue(svc)
-
-    def _pod_updated(self, old: Obj, new: Obj) -> None:
-        if old is new:
-            return
-        self._pod_changed(new)
-        if labels_of(old) != labels_of(new):
-            self._pod_changed(old)
 
     def selected_pods(self, svc: Obj, sel: LabelSelector) -> list[Obj]:
         return [p for p in self.pods.by_index(NAMESPACE_INDEX, namespace_of(svc)) if sel.matches(labels_of(p))]

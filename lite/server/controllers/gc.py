@@ -98,8 +98,13 @@ class GarbageCollector(Controller):
         return f"{kind.group}|{kind.version}|{kind.kind}|{namespace_of(obj)}|{name_of(obj)}"
 
     def _interesting(self, obj: Obj) -> bool:
-        fins = meta(obj).get("finalizers") or []
-        return bool(meta(obj).get("ownerReferences")) or (is_deleting(obj) and (ORPHAN in fins or FOREGROUND in fins))
+        m = meta(obj)
+        if m.get("ownerReferences"):
+            return True
+        if not is_deleting(obj):
+            return False  # every event of an object without owners and not being deleted: decided here
+        fins = m.get("finalizers") or []
+        return ORPHAN in fins or FOREGROUND in fins
 
     def _changed(self, kind: Kind, obj: Obj) -> None:
         if self._interesting(obj):

@@ -107,7 +107,7 @@ class TaintEvictionController(Controller):
         # Names of the nodes with NoExecute taints, kept by the node handlers: a pod event asks this set, not the
         # node informer (whose `get` would keep every node with pods decoded while pods keep changing).
         self._no_execute: set[str] = set()
-        self.pods.add_handlers(on_add=self._pod, on_update=lambda _o, n: self._pod(n))
+        self.pods.add_handlers(on_add=self._pod, on_update=self._pod_updated)
         self.nodes.add_handlers(on_add=self._node_added, on_update=self._node_updated, on_delete=self._node_deleted)
         self._first_seen: dict[tuple[str, str, str], dt.datetime] = {}
         self._reported_bad: set[tuple[str, str]] = set()  # (object uid, its bad values) already reported
@@ -120,6 +120,9 @@ class TaintEvictionController(Controller):
     def on_start(self) -> None:
         self._first_seen = {}
         self._reported_bad = set()
+
+    def _pod_updated(self, _old: Obj, pod: Obj) -> None:
+        self._pod(pod)
 
     def _pod(self, pod: Obj) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
