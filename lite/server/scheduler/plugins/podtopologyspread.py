@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import field
 
 from lite.records import dataclass
 from lite.selectors import DOUBLE_EQUALS, EQUALS, IN, LabelSelector
@@ -41,6 +42,10 @@ class _Counted:
 class _ScoreState:
     require_all: bool
     constraints: tuple[tuple[SpreadConstraint, dict[str, int], float], ...]
+    # `score_nodes` of exactly the list `pre_score` was given (`of`, by identity), computed there from the
+    # nodes' topology values it had read anyway; not part of the state's value (`score` reads `constraints`)
+    of: list[NodeInfo] | None = field(default=None, compare=False, repr=False)
+    raw: list[int] | None = field(default=None, compare=False, repr=False)
 
 
 def system_default_constraints(selector: LabelSelector) -> tuple[SpreadConstraint, ...]:
@@ -159,6 +164,7 @@ class PodTopologySpread:
         # Upstream: with the system default constraints a node need not carry every key (a missing label
         # is the empty value); with the pod's own constraints such nodes are ignored.
         require_all = not pod.spread_defaulted
+        values: list[list[str]] = []  # per constraint, each node's value of its key (not `require_all`)
         if require_all:
             domains: list[set[str]] = [set() for _ in soft]
             for ni in nodes:
@@ -166,7 +172,8 @@ class PodTopologySpread:
                     for i, c in enumerate(soft):
                         domains[i].add(ni.node.labels.get(c.topology_key, ""))
         else:
-            domains = [{ni.node.labels.get(c.topology_key, "") for ni in nodes} for c in soft]
+            values = [[ni.node.labels.get(c.topology_key, "") for ni in nodes] for c in soft]
+            domains = [set(v) for v in values]
         out = []
         for i, c in enumerate(soft):
             counts: dict[str, int] = {}
@@ -196,7 +203,21 @@ class PodTopologySpread:
                 if n:
                     counts[value] = counts.get(value, 0) + n
             out.append((c, counts, math.log(len(dom) + 2)))
-        return _ScoreState(require_all, tuple(out))
+        if require_all:
+            return _ScoreState(require_all, tuple(out))
+        # every node scores: `score_nodes`' sums, in the same order, from the values read above (a first term
+        # is its own sum, 0.0 + x being x; a constraint whose nodes share one value adds one constant)
+        totals: list[float] | None = None
+        for (c, counts, weight), vals, dom in zip(out, values, domains, strict=True):
+            extra = c.max_skew - 1
+            if len(dom) == 1 or not counts:
+                term = counts.get(next(iter(dom)), 0) * weight + extra if counts else 0 * weight + extra
+                totals = [term + 0.0] * len(nodes) if totals is None else [t + term for t in totals]
+            else:
+                get = counts.get
+                totals = [get(v, 0) * weight + extra + 0.0 for v in vals] if totals is None else \
+                    [t + (get(v, 0) * weight + extra) for t, v in zip(totals, vals, strict=True)]
+        return _ScoreState(require_all, tuple(out), nodes, [round(t) for t in totals or ()])
 
     def score(self, state: _ScoreState, pod: PodInfo, node: NodeInfo) -> int:
         labels = node.node.labels
@@ -211,7 +232,10 @@ class PodTopologySpread:
         return round(total)
 
     def score_nodes(self, state: _ScoreState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
-        """`score` over many nodes, same results (loop-invariant lookups hoisted)."""
+        """`score` over many nodes, same results (loop-invariant lookups hoisted; computed by `pre_score` when
+        these are the nodes it was given)."""
+        if state.of is nodes and state.raw is not None:
+            return list(state.raw)
         parts = [(c.topology_key, counts, weight, c.max_skew - 1) for c, counts, weight in state.constraints]
         ignore = state.require_all
         if not ignore:  # every node scores: one pass per constraint, summed in the same order as `score`
@@ -239,11 +263,15 @@ class PodTopologySpread:
         return out
 
     def normalize(self, state: object, scores: list[int]) -> None:
-        valid = [s for s in scores if s >= 0]
-        lo, hi = min(valid, default=0), max(valid, default=0)
-        if hi and len(valid) == len(scores):  # the common case, as one comprehension
-            scores[:] = [MAX_SCORE * (hi + lo - s) // hi for s in scores]
-            return
+        lo = min(scores, default=0)
+        if lo >= 0:  # every node valid (no -1): the common case, without filtering
+            hi = max(scores, default=0)
+            if hi:
+                scores[:] = [MAX_SCORE * (hi + lo - s) // hi for s in scores]
+                return
+        else:
+            valid = [s for s in scores if s >= 0]
+            lo, hi = min(valid, default=0), max(valid, default=0)
         for i, s in enumerate(scores):
             if s < 0:
                 scores[i] = 0
