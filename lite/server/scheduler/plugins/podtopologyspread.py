@@ -113,15 +113,18 @@ def count_domains(pod: PodInfo, nodes: list[NodeInfo] | tuple[NodeInfo, ...],
 
 
 def _tallied(pod: PodInfo, c: SpreadConstraint, spread: SpreadIndex, nodes: list[NodeInfo],
-             dom: set[str]) -> dict[str, int]:
+             dom: set[str], values: list[str] | None = None) -> dict[str, int]:
     """pre_score's counts for a constraint without eligibility checks, from the cache's tallies: the same
-    numbers as visiting the nodes (hostname: the feasible nodes; other keys: every node in `dom`)."""
+    numbers as visiting the nodes (hostname: the feasible nodes; other keys: every node in `dom`). `values`:
+    each node's value of the key ("" when missing), when the caller has them."""
     t = spread.tally(pod.namespace, c.selector)
     topo = c.topology_key
     counts: dict[str, int] = {}
     if topo == HOSTNAME:
         per_node = t.per_node
         if len(dom) == len(nodes):  # one feasible node per hostname value: no sums needed
+            if values is not None:
+                return {v: n for v, ni in zip(values, nodes, strict=True) if (n := per_node.get(ni.name))}
             return {ni.node.labels.get(topo, ""): n for ni in nodes if (n := per_node.get(ni.name))}
         for ni in nodes:
             n = per_node.get(ni.name)
@@ -181,7 +184,8 @@ class PodTopologySpread:
             check = require_all or (c.honor_affinity and (pod.node_selector or pod.required_node_terms is not None)) \
                 or c.honor_taints
             if not check and snap.spread is not None and snap.spread.current() == snap.generation:
-                out.append((c, _tallied(pod, c, snap.spread, nodes, dom), math.log(len(dom) + 2)))
+                out.append((c, _tallied(pod, c, snap.spread, nodes, dom, values[i] if values else None),
+                            math.log(len(dom) + 2)))
                 continue
             # A hostname domain is one node: counting the feasible nodes is enough (upstream does the same).
             # Nodes running no pod with one of the selector's label pairs count 0 and are not visited.
@@ -205,8 +209,30 @@ class PodTopologySpread:
             out.append((c, counts, math.log(len(dom) + 2)))
         if require_all:
             return _ScoreState(require_all, tuple(out))
-        # every node scores: `score_nodes`' sums, in the same order, from the values read above (a first term
-        # is its own sum, 0.0 + x being x; a constraint whose nodes share one value adds one constant)
+        # every node scores: `score_nodes`' sums, in the same order, from the values read above
+        varying = [i for i, dom in enumerate(domains) if len(dom) > 1 and out[i][1]]
+        if len(varying) == 1:
+            # One constraint whose term differs between nodes (the others' are constants): a node's score
+            # depends only on its count there, so each distinct count's sum is computed once, in order
+            v_i = varying[0]
+            v_counts = out[v_i][1]
+
+            def summed(n: int) -> int:
+                total = 0.0
+                for j, (c, counts, weight) in enumerate(out):
+                    if j == v_i:
+                        total = total + (n * weight + (c.max_skew - 1))
+                    else:
+                        total = total + ((counts.get(next(iter(domains[j])), 0) if domains[j] else 0) * weight
+                                         + (c.max_skew - 1))
+                return round(total)
+
+            of_count = {n: summed(n) for n in {0, *v_counts.values()}}
+            by_value = {v: of_count[n] for v, n in v_counts.items()}
+            zero = of_count[0]
+            get = by_value.get
+            return _ScoreState(require_all, tuple(out), nodes, [get(v, zero) for v in values[v_i]])
+        # (a first term is its own sum, 0.0 + x being x; a constraint whose nodes share one value adds a constant)
         totals: list[float] | None = None
         for (c, counts, weight), vals, dom in zip(out, values, domains, strict=True):
             extra = c.max_skew - 1
