@@ -240,14 +240,14 @@ class SeriesRecorder:
                                    eventseries.object_reference(related) if related is not None else None,
                                    type, reason, action, note, self.controller, self.instance, now)
         key = eventseries.isomorphic_key(ev)
-        out = self.cache.observe(ev, now, key)
+        out = self.cache.observe_encoded(ev, now, key)
         if out is None:
             return
         if len(self._posted) >= self.max_queued:
             log.warning("event %s/%s for %s dropped: %d events waiting to be written", type, reason,
                         ev["regarding"].get("name", ""), len(self._posted))
             return
-        self._posted.append((key, memoryview(orjson.dumps(out)).tobytes()))
+        self._posted.append((key, out))
         self._posted_ready.set()
 
     async def run(self) -> None:
