@@ -3,7 +3,9 @@
 Prints (issue 3 targets in brackets): pods bound per second [>= 500/s], time from applying the Deployments
 to all pods Running [<= 60 s], server RSS at the end [<= 300 MB]; also the time to bring the nodes up and
 the simulator's RSS, and (informational, not the headline) the server's RSS once it has settled after the
-last pod turned Running (under 5 % of a core, as bench/api.py's memory figures). The server and
+last pod turned Running (under 5 % of a core, as bench/api.py's memory figures), and the server's CPU per pod
+from apply to the last binding and to all Running (from /proc: the figure to compare on a shared machine,
+where the rates move with the load). The server and
 `lite agent --simulate` are child processes on 127.0.0.1 with a temporary data dir; both are stopped at the
 end. One watch on the pods observes binding and Running.
 
