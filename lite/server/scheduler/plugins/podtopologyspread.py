@@ -180,7 +180,7 @@ class PodTopologySpread:
         out = []
         for i, c in enumerate(soft):
             counts: dict[str, int] = {}
-            key, topo, dom = _memo_key(pod, c), c.topology_key, domains[i]
+            topo, dom = c.topology_key, domains[i]
             check = require_all or (c.honor_affinity and (pod.node_selector or pod.required_node_terms is not None)) \
                 or c.honor_taints
             if not check and snap.spread is not None and snap.spread.current() == snap.generation:
@@ -189,6 +189,7 @@ class PodTopologySpread:
                 continue
             # A hostname domain is one node: counting the feasible nodes is enough (upstream does the same).
             # Nodes running no pod with one of the selector's label pairs count 0 and are not visited.
+            key = _memo_key(pod, c)  # (a selector's text: built only here, the tallies need none)
             hint = _hint(pod, c, snap)
             source = nodes if topo == HOSTNAME else snap.nodes
             if hint is not None and len(hint) < len(source):
