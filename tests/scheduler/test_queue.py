@@ -250,37 +250,3 @@ async def test_the_active_set_is_small_again_once_emptied() -> None:
         await pop_now(q)
     assert sys.getsizeof(q._active_keys) < 1024
     q.close()
-
-
-def test_parsed_pods_of_one_template_equal_their_own_parse() -> None:
-    """ParsedPods reuses the parse of an earlier pod with the same labels, spec, namespace, priority and
-    default spreading: every pod still gets exactly what pod_info gives it."""
-    from lite.selectors import LabelSelector
-    from lite.server.scheduler.plugins.podtopologyspread import system_default_constraints
-    from lite.server.scheduler.podinfo import ParsedPods
-
-    spread_a = system_default_constraints(LabelSelector.from_dict({"matchLabels": {"app": "a"}}))
-    spread_b = system_default_constraints(LabelSelector.from_dict({"matchLabels": {"app": "a"}}))  # equal, not it
-    parsed, parts = ParsedPods(limit=6), SharedParts()
-    made = hits = 0
-    for i in range(40):
-        p = pod(f"p{i}", cpu="100m", labels={"app": "a" if i % 3 else "b"}, ns="default" if i % 4 else "other")
-        p["metadata"]["uid"] = f"uid-{i}"
-        p["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i % 60:02d}Z"
-        if i % 5 == 0:
-            p["spec"]["nodeName"] = f"n{i}"
-        if i % 7 == 0:
-            p["status"] = {"nominatedNodeName": "n1", "startTime": "2026-01-02T00:00:00Z"}
-        if i % 11 == 0:
-            p["metadata"]["deletionTimestamp"] = "2026-01-03T00:00:00Z"
-        if i % 6 == 0:
-            p["spec"]["priority"] = 5
-        spread = (spread_a, spread_b, ())[i % 3]
-        priority = 7 if i % 9 == 0 else None
-        raw = orjson.dumps(p)
-        got = parsed.parse(p, priority, spread, raw, orjson.loads, parts)
-        want = pod_info(p, priority, spread, raw, orjson.loads, parts)
-        assert got == want, i
-        made += 1
-        hits += got.labels is not p["metadata"]["labels"]  # an earlier pod's parse (equal labels)
-    assert made == 40 and hits >= 10 and len(parsed) <= 6, hits

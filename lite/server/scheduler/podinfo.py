@@ -470,48 +470,6 @@ def pod_info(pod: Obj, priority: int | None = None,
     )
 
 
-class ParsedPods:
-    """`pod_info` for pods made from one template, parsed once: a pod whose facts fingerprint (`facts_of`),
-    namespace, effective priority and default spreading (that very tuple: the scheduler's memo hands out one
-    per namespace and labels) equal an earlier one's gets that PodInfo with its own identity, node, nomination,
-    start time and deletion state (what `pod_info` reads from outside the fingerprinted labels and spec).
-    At most `limit` templates are kept (emptied when full); each keeps the first pod's fields but not its
-    source."""
-
-    def __init__(self, limit: int = 256) -> None:
-        self.limit = limit
-        self._seen: dict[tuple[int, str, int, int], tuple[tuple[SpreadConstraint, ...], PodInfo]] = {}
-
-    def __len__(self) -> int:
-        return len(self._seen)
-
-    def parse(self, pod: Obj, priority: int | None = None, default_spread: tuple[SpreadConstraint, ...] = (),
-              encoded: bytes | None = None, decoder: Callable[[bytes], Obj] | None = None,
-              parts: SharedParts | None = None) -> PodInfo:
-        """What `pod_info(pod, priority, default_spread, encoded, decoder, parts)` returns (an equal PodInfo)."""
-        m = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        ns = str(m.get("namespace", ""))
-        effective = int(spec.get("priority") or 0) if priority is None else priority
-        key = (facts_of(spec, m.get("labels") or {}), ns, effective, id(default_spread))
-        seen = self._seen.get(key)
-        if seen is None or seen[0] is not default_spread:
-            info = pod_info(pod, priority, default_spread, encoded, decoder, parts)
-            if len(self._seen) >= self.limit:
-                self._seen.clear()
-            self._seen[key] = (default_spread, _replaced(info, {"source": b"", "decoder": None}))
-            return info
-        status = pod.get("status") or {}
-        name = str(m.get("name", ""))
-        return _replaced(seen[1], {"source": pod if encoded is None else encoded,
-                                   "decoder": decoder if encoded is not None else None,
-                                   "key": intern(f"{ns}/{name}"), "uid": str(m.get("uid", "")), "name": name,
-                                   "node_name": str(spec.get("nodeName") or ""),
-                                   "nominated_node": str(status.get("nominatedNodeName") or ""),
-                                   "start_time": str(status.get("startTime") or m.get("creationTimestamp") or ""),
-                                   "deleting": bool(m.get("deletionTimestamp"))})
-
-
 def same_facts(old: PodInfo, pod: Obj, priority: int | None = None) -> bool:
     """Whether `pod` has the labels, priority and spec (but nodeName) `old`'s parsed facts come from."""
     return facts_of(pod.get("spec") or {}, (pod.get("metadata") or {}).get("labels") or {}) == old.facts \

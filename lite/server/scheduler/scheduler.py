@@ -55,11 +55,11 @@ from lite.server.scheduler.plugins.podtopologyspread import system_default_const
 from lite.server.scheduler.plugins.volumebinding import NAME as VOLUME_BINDING
 from lite.server.scheduler.plugins.volumebinding import Plan
 from lite.server.scheduler.podinfo import (
-    ParsedPods,
     PodInfo,
     SharedParts,
     SpreadConstraint,
     facts_of,
+    pod_info,
     reparse,
     same_facts,
 )
@@ -108,7 +108,6 @@ class Scheduler:
         self.pods = informers.informer(self.pod_kind)
         self._decode_pod = self.pods.decode  # one bound method for every PodInfo that keeps a pod's bytes
         self._parts = SharedParts()  # equal parsed parts of the PodInfos kept (queue, cache) are one object
-        self._parsed = ParsedPods()  # pods of one template parsed once
         self.nodes = informers.informer(self.node_kind)
         self.namespaces = informers.informer(_kind("", "Namespace"))
         self.priority_classes = informers.informer(_kind("scheduling.k8s.io", "PriorityClass"))
@@ -476,8 +475,8 @@ class Scheduler:
             # a status update (our own report): nothing to parse again
             info = reparse(queued, pod, priority, self.pods.encoded(key), self._decode_pod, self._parts)
         else:
-            info = self._parsed.parse(pod, priority, self._default_spread(pod), self.pods.encoded(key),
-                                      self._decode_pod, self._parts)
+            info = pod_info(pod, priority, self._default_spread(pod), self.pods.encoded(key), self._decode_pod,
+                            self._parts)
         if info.nominated_node:
             self.cache.nominate(info, info.nominated_node)
         else:
@@ -497,8 +496,8 @@ class Scheduler:
                 or (pod.get("status") or {}).get("phase") in TERMINAL:
             return None
         try:  # a parse that fails must not stop the loop's `pop`
-            return self._parsed.parse(pod, self._priority(pod), self._default_spread(pod), self.pods.encoded(key),
-                                      self._decode_pod, self._parts)
+            return pod_info(pod, self._priority(pod), self._default_spread(pod), self.pods.encoded(key),
+                            self._decode_pod, self._parts)
         except Exception:
             log.exception("parsing %s again failed: it waits for its next update", key)
             return None
