@@ -3,7 +3,9 @@
 Prints (issue 3 targets in brackets): pods bound per second [>= 500/s], time from applying the Deployments
 to all pods Running [<= 60 s], server RSS at the end [<= 300 MB]; also the time to bring the nodes up and
 the simulator's RSS, and (informational, not the headline) the server's RSS once it has settled after the
-last pod turned Running (under 5 % of a core, as bench/api.py's memory figures). The server and
+last pod turned Running (under 5 % of a core, as bench/api.py's memory figures), and the server's CPU per pod
+from apply to the last binding and to all Running (from /proc: the figure to compare on a shared machine,
+where the rates move with the load). The server and
 `lite agent --simulate` are child processes on 127.0.0.1 with a temporary data dir; both are stopped at the
 end. One watch on the pods observes binding and Running.
 
@@ -25,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,6 +209,7 @@ class PodTimes:
     created: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
     running: dict[str, float] = field(default_factory=dict)
+    on_all_bound: Callable[[], None] | None = None  # called once, when `want` pods have been seen bound
 
 
 async def track_pods(admin: HttpClient, ns: str, rv: str, times: PodTimes, want: int) -> None:
@@ -223,8 +226,10 @@ async def track_pods(admin: HttpClient, ns: str, rv: str, times: PodTimes, want:
                     continue
                 name, now = obj["metadata"]["name"], time.monotonic()
                 times.created.setdefault(name, now)
-                if obj.get("spec", {}).get("nodeName"):
-                    times.bound.setdefault(name, now)
+                if obj.get("spec", {}).get("nodeName") and name not in times.bound:
+                    times.bound[name] = now
+                    if len(times.bound) == want and times.on_all_bound is not None:
+                        times.on_all_bound()
                 if obj.get("status", {}).get("phase") == "Running":
                     times.running.setdefault(name, now)
                     if len(times.running) >= want:
@@ -257,6 +262,8 @@ async def run(nodes: int, pods: int, deployments: int, timeout: float, res: benc
         rv = (await b.admin.list(POD, "bench", limit=1))["metadata"]["resourceVersion"]
         times = PodTimes()
         cpu0 = cpu_seconds(b.server.pid), cpu_seconds(b.sim.pid) if b.sim is not None else 0.0
+        cpu_bound: list[float] = []  # the server's CPU seconds when the last pod was seen bound
+        times.on_all_bound = lambda: cpu_bound.append(cpu_seconds(b.server.pid))
         tracker = asyncio.create_task(track_pods(b.admin, "bench", rv, times, per * deployments))
         t0 = time.monotonic()
         for i in range(deployments):
@@ -302,6 +309,12 @@ async def run(nodes: int, pods: int, deployments: int, timeout: float, res: benc
         res.set("server_settled_kb_per_pod", (settled_rss - idle_rss) * 1024 / total)
         res.set("simulator_rss_mb", sim_rss)
         print(f"CPU seconds from apply to the end: server {cpu1[0] - cpu0[0]:.1f}, simulator {cpu1[1] - cpu0[1]:.1f}")
+        per_pod = (cpu1[0] - cpu0[0]) * 1e6 / total if total else float("nan")
+        per_bound = (cpu_bound[0] - cpu0[0]) * 1e6 / total if total and cpu_bound else float("nan")
+        print(f"server CPU per pod: {per_bound:.0f} us from apply to the last binding, {per_pod:.0f} us to all "
+              f"Running")
+        res.set("server_cpu_us_per_pod_bound", per_bound)
+        res.set("server_cpu_us_per_pod", per_pod)
         if timeline:
             print_timeline(times, t0)
 

@@ -19,6 +19,8 @@ Invariants of `EventRecorder`:
   Event ("(combined from similar events): ..."); an object gets at most 25 events from one recorder, then
   one per 5 minutes (the rest are dropped). The memory is bounded LRUs, per recorder instance.
 - Recording is best effort: API errors are logged, never raised, so a failing event never fails a reconcile.
+- `post` is `event` split at its decision: decided at the call, it returns the write to await or run as a
+  task (the writes of one key still serialised in call order), or None when nothing is to be written.
 - Writes for one correlation key are serialised, in call order (upstream's broadcaster writes one event at a
   time): a repeat's count patch waits for the create of the Event it patches, so concurrent callers (controller
   workers) never both create it. A create under a remembered name answered 409 AlreadyExists (written meanwhile
@@ -43,7 +45,7 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import orjson
@@ -104,6 +106,14 @@ class EventRecorder:
     async def event(self, obj: Obj, type: str, reason: str, message: str) -> None:
         """Record that `reason: message` happened to `obj` (type Normal or Warning). Decided before the first
         await: a repeat patches the remembered Event's count, a spammed object's event is dropped."""
+        write = self.post(obj, type, reason, message)
+        if write is not None:
+            await write
+
+    def post(self, obj: Obj, type: str, reason: str, message: str) -> Coroutine[Any, Any, None] | None:
+        """`event`'s decision, taken now: the write to await (or run as a task), or None when there is nothing
+        to write (a spammed object's event, dropped). A caller recording many events at once (a ReplicaSet's
+        burst of creates) thus makes no task for those dropped."""
         ref = involved_object(obj)
         ns = ref.get("namespace") or "default"
         obj_key = (self.component, self.host, str(ref.get("kind", "")), str(ref.get("namespace", "")),
@@ -112,7 +122,11 @@ class EventRecorder:
         fresh = f"{ref['name']}.{time.time_ns():x}"  # a first occurrence's name, which the correlator remembers
         out = self.correlator.correlate(obj_key, type, reason, message, ns, fresh, now, self.clock())
         if out is None:
-            return
+            return None
+        return self._write_serialised(out, ref, type, reason, message, now, fresh)
+
+    async def _write_serialised(self, out: Correlated, ref: Obj, type: str, reason: str, message: str, now: str,
+                                fresh: str) -> None:
         # One write at a time per key, in call order (upstream's broadcaster writes one event at a time): a
         # repeat's patch must not overtake the create of the Event it patches, else both create it and one
         # gets 409 AlreadyExists (an aggregate during a ReplicaSet's slow start).
@@ -226,14 +240,14 @@ class SeriesRecorder:
                                    eventseries.object_reference(related) if related is not None else None,
                                    type, reason, action, note, self.controller, self.instance, now)
         key = eventseries.isomorphic_key(ev)
-        out = self.cache.observe(ev, now, key)
+        out = self.cache.observe_encoded(ev, now, key)
         if out is None:
             return
         if len(self._posted) >= self.max_queued:
             log.warning("event %s/%s for %s dropped: %d events waiting to be written", type, reason,
                         ev["regarding"].get("name", ""), len(self._posted))
             return
-        self._posted.append((key, memoryview(orjson.dumps(out)).tobytes()))
+        self._posted.append((key, out))
         self._posted_ready.set()
 
     async def run(self) -> None:

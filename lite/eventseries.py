@@ -157,21 +157,29 @@ class SeriesCache:
         """One more event: what to record now (a copy), or None when it only counts in an open series. `key` is
         `isomorphic_key(ev)` when the caller has it already (the recorder keeps it with the write it queues:
         then the cache and the queue hold one key, not two equal ones)."""
+        out = self.observe_encoded(ev, now, key)
+        return None if out is None else orjson.loads(out)
+
+    def observe_encoded(self, ev: Obj, now: dt.datetime, key: Key | None = None) -> bytes | None:
+        """`observe`, the event to record as its JSON (exact-size bytes): a new event's is the JSON it is
+        cached from, not decoded and encoded again (every event the scheduler posts for a pod is new)."""
         if key is None:
             key = isomorphic_key(ev)
         cached = self._events.get(key)
         if cached is None:
-            packed = self._pack(orjson.dumps({k: v for k, v in ev.items() if k != "series"}))
-            self._events[key] = entry = _Entry(packed, str(_observed_stamp(ev)))
+            raw = orjson.dumps({k: v for k, v in ev.items() if k != "series"})
+            self._events[key] = entry = _Entry(self._pack(raw), str(_observed_stamp(ev)))
             if "series" in ev:  # a caller's event with a series of its own: keep counting from it
                 entry.count = max(int(ev["series"].get("count") or 1), 1)
             while len(self._events) > self.max_entries:
                 self._events.popitem(last=False)
-            return self._event(entry)
+            if entry.count > 1:
+                return memoryview(orjson.dumps(self._event(entry))).tobytes()
+            return memoryview(raw).tobytes()  # orjson's result keeps its growth buffer
         self._events.move_to_end(key)
         cached.observed = rfc3339_micro(now)
         cached.count += 1
-        return self._event(cached) if cached.count == 2 else None
+        return memoryview(orjson.dumps(self._event(cached))).tobytes() if cached.count == 2 else None
 
     def refresh(self) -> list[tuple[Key, Obj]]:
         """Every open series, to be re-recorded with its current count (upstream every 30 minutes)."""

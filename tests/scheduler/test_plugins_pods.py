@@ -232,5 +232,7 @@ def test_spread_tallies_follow_every_cache_change_and_agree_with_a_full_scan() -
         for p in incoming:
             a, b = plugin.pre_score(p, live, feasible), plugin.pre_score(p, scanned, feasible)
             assert a == b
+            # the scores pre_score computes for exactly these nodes are `score`'s, node by node
+            assert a is not None and plugin.score_nodes(a, p, feasible) == [plugin.score(a, p, n) for n in feasible]
         checked += 1
     assert checked > 300 and len(cache.spread) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 
 import orjson
@@ -154,6 +155,8 @@ async def test_queued_pod_info_keeps_the_pods_json_and_spec_changes_still_move_i
     assert not same_facts(i, tolerant)
     again = reparse(i, bound, encoded=orjson.dumps(bound))
     assert again.facts == i.facts and again.node_name == "n1" and again.obj == bound
+    # reparse's copy is dataclasses.replace's: every other field kept
+    assert again == dataclasses.replace(i, source=again.source, decoder=again.decoder, node_name="n1")
     q, _ = queue()
     q.add(i)
     await pop_now(q)

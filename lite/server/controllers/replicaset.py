@@ -379,14 +379,19 @@ class ReplicaSetController(Controller):
     async def _create_pod(self, rs: Obj, recorded: list[asyncio.Task[None]]) -> None:
         """Create one pod; its SuccessfulCreate event is written by a task added to `recorded`, so the next
         slow-start batch does not wait for it (upstream's recorder never blocks the sync either)."""
+        # The body is fresh (`pod_from_template` copies): an in-process client takes it without a copy of its own
+        # (only a client whose own class has `create_owned`: a wrapper that overrides `create` keeps it).
+        owned = getattr(type(self.client), "create_owned", None)
+        create = self.client.create if owned is None else owned.__get__(self.client)
         try:
-            pod = await self.client.create(self.pod_kind, namespace_of(rs), self.pod_from_template(rs))
+            pod = await create(self.pod_kind, namespace_of(rs), self.pod_from_template(rs))
         except ApiError as e:
             if not _namespace_terminating(e):
                 await self.recorder.warning(rs, "FailedCreate", f"Error creating: {e.message}")
             raise
-        recorded.append(asyncio.create_task(self.recorder.normal(rs, "SuccessfulCreate",
-                                                                 f"Created pod: {name_of(pod)}")))
+        write = self.recorder.post(rs, "Normal", "SuccessfulCreate", f"Created pod: {name_of(pod)}")
+        if write is not None:  # none for the burst's events past the correlator's spam limit: no task
+            recorded.append(asyncio.create_task(write))
 
     async def _delete_pod(self, rs: Obj, key: str, pod: Obj) -> None:
         try:

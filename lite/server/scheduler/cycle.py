@@ -146,7 +146,7 @@ class Algorithm:
         for plugin, st in states:
             many = getattr(plugin, "filter_many", None)
             results = many(st, pod, chunk) if many is not None else [plugin.filter(st, pod, ni) for ni in chunk]
-            if any(r is not None for r in results):
+            if results.count(None) != len(results):  # some node failed (counted in C: the hot loop)
                 alive = []
                 for ni, f in zip(chunk, results, strict=True):
                     if f is None:
@@ -157,7 +157,7 @@ class Algorithm:
         return chunk
 
     def _select(self, pod: PodInfo, snap: Snapshot, feasible: list[NodeInfo]) -> str:
-        totals = [0] * len(feasible)
+        totals: list[int] | None = None  # none yet: all 0 (the first plugin's weighted scores are the sums)
         for plugin, weight in self.plugins.scores:
             st = plugin.pre_score(pod, snap, feasible)
             if st is None:
@@ -165,7 +165,14 @@ class Algorithm:
             batch = getattr(plugin, "score_nodes", None)
             scores = batch(st, pod, feasible) if batch is not None else [plugin.score(st, pod, ni) for ni in feasible]
             plugin.normalize(st, scores)
-            totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
+            if totals is None:
+                totals = scores if weight == 1 else [s * weight for s in scores]
+            elif weight == 1:
+                totals = [t + s for t, s in zip(totals, scores, strict=True)]
+            else:
+                totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
+        if totals is None:
+            totals = [0] * len(feasible)
         best = max(totals)
         ties = [i for i, t in enumerate(totals) if t == best]
         return feasible[ties[0] if len(ties) == 1 else self.rng.choice(ties)].name

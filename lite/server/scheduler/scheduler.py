@@ -99,6 +99,10 @@ class Scheduler:
                  bind_concurrency: int = 128, report_concurrency: int = 4, scheduled_events: bool = True,
                  busy_reports_per_s: float = BUSY_REPORTS_PER_S, rng: random.Random | None = None) -> None:
         self.client = client
+        # a fresh body (a Binding) handed over: an in-process client then takes it without copying it first
+        # (only a client whose own class has `create_owned`: a wrapper that overrides `create` keeps it)
+        owned = getattr(type(client), "create_owned", None)
+        self._create_owned: Callable[..., Any] = client.create if owned is None else owned.__get__(client)
         self.profile = profile
         self.pod_kind, self.node_kind = _kind("", "Pod"), _kind("", "Node")
         self.pods = informers.informer(self.pod_kind)
@@ -258,7 +262,7 @@ class Scheduler:
             body = {"apiVersion": "v1", "kind": "Binding",
                     "metadata": {"name": info.name, "namespace": info.namespace, "uid": info.uid},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-            await self.client.create(self.pod_kind, info.namespace, body, name=info.name, subresource="binding")
+            await self._create_owned(self.pod_kind, info.namespace, body, name=info.name, subresource="binding")
         except VolumeBindingError as e:
             self.cache.forget(info.key)
             self.queue.requeue(info.key, unschedulable=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import field
 
 from lite.records import dataclass
 from lite.selectors import DOUBLE_EQUALS, EQUALS, IN, LabelSelector
@@ -41,6 +42,10 @@ class _Counted:
 class _ScoreState:
     require_all: bool
     constraints: tuple[tuple[SpreadConstraint, dict[str, int], float], ...]
+    # `score_nodes` of exactly the list `pre_score` was given (`of`, by identity), computed there from the
+    # nodes' topology values it had read anyway; not part of the state's value (`score` reads `constraints`)
+    of: list[NodeInfo] | None = field(default=None, compare=False, repr=False)
+    raw: list[int] | None = field(default=None, compare=False, repr=False)
 
 
 def system_default_constraints(selector: LabelSelector) -> tuple[SpreadConstraint, ...]:
@@ -108,15 +113,18 @@ def count_domains(pod: PodInfo, nodes: list[NodeInfo] | tuple[NodeInfo, ...],
 
 
 def _tallied(pod: PodInfo, c: SpreadConstraint, spread: SpreadIndex, nodes: list[NodeInfo],
-             dom: set[str]) -> dict[str, int]:
+             dom: set[str], values: list[str] | None = None) -> dict[str, int]:
     """pre_score's counts for a constraint without eligibility checks, from the cache's tallies: the same
-    numbers as visiting the nodes (hostname: the feasible nodes; other keys: every node in `dom`)."""
+    numbers as visiting the nodes (hostname: the feasible nodes; other keys: every node in `dom`). `values`:
+    each node's value of the key ("" when missing), when the caller has them."""
     t = spread.tally(pod.namespace, c.selector)
     topo = c.topology_key
     counts: dict[str, int] = {}
     if topo == HOSTNAME:
         per_node = t.per_node
         if len(dom) == len(nodes):  # one feasible node per hostname value: no sums needed
+            if values is not None:
+                return {v: n for v, ni in zip(values, nodes, strict=True) if (n := per_node.get(ni.name))}
             return {ni.node.labels.get(topo, ""): n for ni in nodes if (n := per_node.get(ni.name))}
         for ni in nodes:
             n = per_node.get(ni.name)
@@ -159,6 +167,7 @@ class PodTopologySpread:
         # Upstream: with the system default constraints a node need not carry every key (a missing label
         # is the empty value); with the pod's own constraints such nodes are ignored.
         require_all = not pod.spread_defaulted
+        values: list[list[str]] = []  # per constraint, each node's value of its key (not `require_all`)
         if require_all:
             domains: list[set[str]] = [set() for _ in soft]
             for ni in nodes:
@@ -166,18 +175,21 @@ class PodTopologySpread:
                     for i, c in enumerate(soft):
                         domains[i].add(ni.node.labels.get(c.topology_key, ""))
         else:
-            domains = [{ni.node.labels.get(c.topology_key, "") for ni in nodes} for c in soft]
+            values = [[ni.node.labels.get(c.topology_key, "") for ni in nodes] for c in soft]
+            domains = [set(v) for v in values]
         out = []
         for i, c in enumerate(soft):
             counts: dict[str, int] = {}
-            key, topo, dom = _memo_key(pod, c), c.topology_key, domains[i]
+            topo, dom = c.topology_key, domains[i]
             check = require_all or (c.honor_affinity and (pod.node_selector or pod.required_node_terms is not None)) \
                 or c.honor_taints
             if not check and snap.spread is not None and snap.spread.current() == snap.generation:
-                out.append((c, _tallied(pod, c, snap.spread, nodes, dom), math.log(len(dom) + 2)))
+                out.append((c, _tallied(pod, c, snap.spread, nodes, dom, values[i] if values else None),
+                            math.log(len(dom) + 2)))
                 continue
             # A hostname domain is one node: counting the feasible nodes is enough (upstream does the same).
             # Nodes running no pod with one of the selector's label pairs count 0 and are not visited.
+            key = _memo_key(pod, c)  # (a selector's text: built only here, the tallies need none)
             hint = _hint(pod, c, snap)
             source = nodes if topo == HOSTNAME else snap.nodes
             if hint is not None and len(hint) < len(source):
@@ -196,7 +208,43 @@ class PodTopologySpread:
                 if n:
                     counts[value] = counts.get(value, 0) + n
             out.append((c, counts, math.log(len(dom) + 2)))
-        return _ScoreState(require_all, tuple(out))
+        if require_all:
+            return _ScoreState(require_all, tuple(out))
+        # every node scores: `score_nodes`' sums, in the same order, from the values read above
+        varying = [i for i, dom in enumerate(domains) if len(dom) > 1 and out[i][1]]
+        if len(varying) == 1:
+            # One constraint whose term differs between nodes (the others' are constants): a node's score
+            # depends only on its count there, so each distinct count's sum is computed once, in order
+            v_i = varying[0]
+            v_counts = out[v_i][1]
+
+            def summed(n: int) -> int:
+                total = 0.0
+                for j, (c, counts, weight) in enumerate(out):
+                    if j == v_i:
+                        total = total + (n * weight + (c.max_skew - 1))
+                    else:
+                        total = total + ((counts.get(next(iter(domains[j])), 0) if domains[j] else 0) * weight
+                                         + (c.max_skew - 1))
+                return round(total)
+
+            of_count = {n: summed(n) for n in {0, *v_counts.values()}}
+            by_value = {v: of_count[n] for v, n in v_counts.items()}
+            zero = of_count[0]
+            get = by_value.get
+            return _ScoreState(require_all, tuple(out), nodes, [get(v, zero) for v in values[v_i]])
+        # (a first term is its own sum, 0.0 + x being x; a constraint whose nodes share one value adds a constant)
+        totals: list[float] | None = None
+        for (c, counts, weight), vals, dom in zip(out, values, domains, strict=True):
+            extra = c.max_skew - 1
+            if len(dom) == 1 or not counts:
+                term = counts.get(next(iter(dom)), 0) * weight + extra if counts else 0 * weight + extra
+                totals = [term + 0.0] * len(nodes) if totals is None else [t + term for t in totals]
+            else:
+                get = counts.get
+                totals = [get(v, 0) * weight + extra + 0.0 for v in vals] if totals is None else \
+                    [t + (get(v, 0) * weight + extra) for t, v in zip(totals, vals, strict=True)]
+        return _ScoreState(require_all, tuple(out), nodes, [round(t) for t in totals or ()])
 
     def score(self, state: _ScoreState, pod: PodInfo, node: NodeInfo) -> int:
         labels = node.node.labels
@@ -211,7 +259,10 @@ class PodTopologySpread:
         return round(total)
 
     def score_nodes(self, state: _ScoreState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
-        """`score` over many nodes, same results (loop-invariant lookups hoisted)."""
+        """`score` over many nodes, same results (loop-invariant lookups hoisted; computed by `pre_score` when
+        these are the nodes it was given)."""
+        if state.of is nodes and state.raw is not None:
+            return list(state.raw)
         parts = [(c.topology_key, counts, weight, c.max_skew - 1) for c, counts, weight in state.constraints]
         ignore = state.require_all
         if not ignore:  # every node scores: one pass per constraint, summed in the same order as `score`
@@ -239,11 +290,15 @@ class PodTopologySpread:
         return out
 
     def normalize(self, state: object, scores: list[int]) -> None:
-        valid = [s for s in scores if s >= 0]
-        lo, hi = min(valid, default=0), max(valid, default=0)
-        if hi and len(valid) == len(scores):  # the common case, as one comprehension
-            scores[:] = [MAX_SCORE * (hi + lo - s) // hi for s in scores]
-            return
+        lo = min(scores, default=0)
+        if lo >= 0:  # every node valid (no -1): the common case, without filtering
+            hi = max(scores, default=0)
+            if hi:
+                scores[:] = [MAX_SCORE * (hi + lo - s) // hi for s in scores]
+                return
+        else:
+            valid = [s for s in scores if s >= 0]
+            lo, hi = min(valid, default=0), max(valid, default=0)
         for i, s in enumerate(scores):
             if s < 0:
                 scores[i] = 0
