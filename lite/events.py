@@ -101,7 +101,8 @@ class EventRecorder:
         self.kind = _event_kind()
         self.clock = clock
         self.correlator = Correlator()
-        self._writing: dict[Key, tuple[asyncio.Lock, list[int]]] = {}  # key -> (its writes' lock, users)
+        # correlation key -> (its writes' lock, users)
+        self._writing: dict[tuple[str, ...], tuple[asyncio.Lock, list[int]]] = {}
 
     async def event(self, obj: Obj, type: str, reason: str, message: str) -> None:
         """Record that `reason: message` happened to `obj` (type Normal or Warning). Decided before the first

@@ -23,6 +23,10 @@ The series (`SeriesCache`, upstream's `eventBroadcasterImpl.eventCache`):
   deflated against the first event the cache kept (the events one recorder makes differ in a few names, times
   and ids: ~40 bytes instead of ~550, measured; 4,096 entries ~2 MB less), with a 2 KB window (setting up a
   32 KB one costs ~20 times more than deflating an event).
+- An entry is small (a whole control plane keeps 4,096 of them with 10,000 pods pending: measured 537 bytes
+  each before, 465 now): its key is one string (`isomorphic_key`: the fields joined by control characters,
+  not a tuple of them and a string per reference), and a singleton's last observed time is its eventTime
+  as integer microseconds since the epoch (`_micros`; a string once the event is a series, as it is written).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from lite.objects import rfc3339_micro
 from lite.records import dataclass
 
 Obj = dict[str, Any]
-Key = tuple[str, ...]
+Key = str
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -92,10 +96,11 @@ def _ref_key(ref: Any) -> str:
 
 
 def isomorphic_key(ev: Obj) -> Key:
-    """upstream `getKey`: what makes two events one series."""
-    return (str(ev.get("type") or ""), str(ev.get("action") or ""), str(ev.get("reason") or ""),
-            str(ev.get("reportingController") or ""), str(ev.get("reportingInstance") or ""),
-            _ref_key(ev.get("regarding")), _ref_key(ev.get("related")))
+    """upstream `getKey`: what makes two events one series. One string (the module doc): the fields joined by
+    "\x1e", a reference's fields by "\x1f" (neither appears in names, reasons or controllers)."""
+    return "\x1e".join((str(ev.get("type") or ""), str(ev.get("action") or ""), str(ev.get("reason") or ""),
+                         str(ev.get("reportingController") or ""), str(ev.get("reportingInstance") or ""),
+                         _ref_key(ev.get("regarding")), _ref_key(ev.get("related"))))
 
 
 def series_patch(ev: Obj) -> Obj:
@@ -113,17 +118,32 @@ def _parse_stamp(stamp: str) -> dt.datetime:
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+def _micros(stamp: str) -> int | str:
+    """A timestamp as integer microseconds since the epoch (exact), or `stamp` itself when it has no zone."""
+    t = _parse_stamp(stamp)
+    return stamp if t.tzinfo is None else (t - _EPOCH) // _MICROSECOND
+
+
 @dataclass(slots=True)
 class _Entry:
     """One cached event: its JSON as first recorded (no `series`), deflated (`SeriesCache._pack`), and the
     series so far."""
 
     packed: bytes
-    observed: str  # the event's eventTime, then its series' lastObservedTime
+    # a singleton's eventTime (`_micros`: an int; 32 bytes, not 80), then its series' lastObservedTime (a string)
+    observed: int | str
     count: int = 1  # 1: a singleton; more: a series of that many
 
     def series(self) -> Obj | None:
         return {"count": self.count, "lastObservedTime": self.observed} if self.count > 1 else None
+
+    def observed_at(self) -> dt.datetime:
+        o = self.observed
+        return _EPOCH + o * _MICROSECOND if isinstance(o, int) else _parse_stamp(o)
 
 
 @dataclass
@@ -168,9 +188,13 @@ class SeriesCache:
         cached = self._events.get(key)
         if cached is None:
             raw = orjson.dumps({k: v for k, v in ev.items() if k != "series"})
-            self._events[key] = entry = _Entry(self._pack(raw), str(_observed_stamp(ev)))
+            packed = self._pack(raw)
+            stamp = str(_observed_stamp(ev))
             if "series" in ev:  # a caller's event with a series of its own: keep counting from it
-                entry.count = max(int(ev["series"].get("count") or 1), 1)
+                entry = _Entry(packed, stamp, max(int(ev["series"].get("count") or 1), 1))
+            else:
+                entry = _Entry(packed, _micros(stamp))
+            self._events[key] = entry
             while len(self._events) > self.max_entries:
                 self._events.popitem(last=False)
             if entry.count > 1:
@@ -191,7 +215,7 @@ class SeriesCache:
         cutoff = now - dt.timedelta(seconds=self.finish_seconds)
         out: list[tuple[Key, Obj]] = []
         for key, e in list(self._events.items()):
-            if _parse_stamp(e.observed) >= cutoff:
+            if e.observed_at() >= cutoff:
                 continue
             if e.count > 1:
                 out.append((key, self._event(e)))

@@ -10,6 +10,7 @@ from lite.eventseries import (
     FINISH_SECONDS,
     NOTE_LIMIT,
     SeriesCache,
+    _micros,
     isomorphic_key,
     new_event,
     object_reference,
@@ -195,3 +196,27 @@ def test_cached_events_are_kept_small_and_come_back_whole() -> None:
     again = [cache.observe(ev(p, note="later", now=at(300)), at(300)) for p in pods]
     assert [{k: v for k, v in e.items() if k != "series"} for e in again if e is not None] == firsts
     assert all(e is not None and e["series"]["count"] == 2 for e in again)
+
+
+@pytest.mark.parametrize("stamp, micros", [
+    ("1970-01-01T00:00:00.000000Z", 0),
+    ("2026-12-06T00:40:01.123456Z", 1796517601123456),
+    ("2026-12-06T02:40:01.000001+02:00", 1796517601000001),
+    ("2026-12-06T00:40:01Z", 1796517601000000),
+    ("2026-12-06T00:40:01.5", "2026-12-06T00:40:01.5"),  # no zone: kept as it is
+])
+def test_micros(stamp: str, micros: int | str) -> None:
+    assert _micros(stamp) == micros
+
+
+def test_a_singleton_keeps_its_time_as_microseconds_and_a_series_as_written() -> None:
+    """The entry of a singleton holds its eventTime as an int (memory), and the finish sweep reads it back as
+    the same instant; a series holds the lastObservedTime it writes."""
+    cache = SeriesCache()
+    cache.observe(ev(now=at(1)), at(1))
+    [entry] = cache._events.values()
+    assert isinstance(entry.observed, int) and entry.observed_at() == at(1)
+    cache.observe(ev(now=at(2)), at(2))
+    assert entry.observed == ev(now=at(2))["eventTime"] and entry.observed_at() == at(2)
+    assert cache.finished(at(1 + FINISH_SECONDS)) == []  # observed at 2 s, not 1 s
+    assert len(cache.finished(at(3 + FINISH_SECONDS))) == 1
