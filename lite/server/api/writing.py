@@ -322,16 +322,16 @@ class WriteMixin(RegistryBase):
 
     def default_priority_class(self) -> Obj | None:
         """The lowest-valued stored PriorityClass with `globalDefault: true` (the first such by name on a tie;
-        None: none; shared: do not mutate), worked out again only when the classes changed: the store revisions of
-        the listed classes name exactly one set of values."""
-        page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
-        revs = tuple(rev for _k, rev, _raw in page)
+        None: none; shared: do not mutate), worked out again only when the classes changed: the store's `stamp` of
+        their prefix stays the same object while none is written or deleted."""
+        stamp = self.store.stamp(_PRIORITY_CLASSES)
         known = self._default_class
-        if known is not None and known[0] == revs:
+        if known is not None and known[0] is stamp:
             return known[1]
+        page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
         defaults = [c for c in (self.decoded_once(rev, raw) for _k, rev, raw in page) if c.get("globalDefault")]
         found = min(defaults, key=lambda c: int(c.get("value") or 0)) if defaults else None
-        self._default_class = (revs, found)
+        self._default_class = (stamp, found)
         return found
 
     async def _insert(self, kind: Kind, ns: str, obj: Obj, generated: bool, dry_run: bool) -> Obj:
