@@ -134,3 +134,28 @@ async def test_create_defaulting_gives_the_same_with_the_body_checks_encoding(tm
         assert len(res.create_defaults) == 1
     finally:
         await store.close()
+
+
+def test_the_rest_of_a_clean_body_is_remembered_but_for_its_name(schemas: BuiltinSchemas) -> None:
+    """Bodies that differ only by name share the check of all but their spec; every other difference is
+    walked again and reported as a full walk reports it (unknown fields, type errors, the key count)."""
+    before = len(schemas.clean_rests)
+    for name in ("r1", "r2", "r3"):
+        obj = body(name, labels={"app": "x"})
+        assert check_body(schemas, POD, obj, "Strict") == []  # type: ignore[arg-type]
+        node = schemas.node(POD)  # type: ignore[arg-type]
+        assert node is not None
+        got = fieldvalidation._check_object(schemas, node, copy.deepcopy(obj), True, True)
+        assert (got.unknown, got.keys, got.type_error) == full(schemas, obj)
+    assert len(schemas.clean_rests) == before + 1
+    for _ in range(2):  # an unknown metadata field after the same shape was clean: reported, pruned each time
+        obj = body("r4", labels={"app": "x"}, extra=1)
+        assert check_body(schemas, POD, obj, "Warn") == ['unknown field "metadata.extra"']  # type: ignore[arg-type]
+        assert "extra" not in obj["metadata"]
+    with pytest.raises(ApiError) as e:  # a label value of the wrong type: the walk's type error
+        check_body(schemas, POD, body("r5", labels={"app": 1}), "Strict")  # type: ignore[arg-type]
+    assert "cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string" in e.value.message
+    with pytest.raises(ApiError) as e:  # a name of the wrong type is never blanked: its own walk, its error
+        check_body(schemas, POD, body(5, labels={"app": "x"}), "Strict")  # type: ignore[arg-type]
+    assert "Go struct field ObjectMeta.metadata.name of type string" in e.value.message
+    assert len(schemas.clean_rests) == before + 1

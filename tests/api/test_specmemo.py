@@ -13,6 +13,7 @@ import pytest
 from lite.errors import ApiError
 from lite.kinds import KindRegistry
 from lite.patch import record_update
+from lite.server.api import specmemo
 from lite.server.api.resources import Resources
 from lite.server.api.specmemo import SpecMemo
 
@@ -219,3 +220,45 @@ def test_meta_shape_names_the_field_set_or_refuses() -> None:
                     {"metadata": {"labels": {"x": {"y": "z"}}}}, {"metadata": {}, "data": {}},
                     {"metadata": None}, [], {"metadata": {"x": {1, 2}}}, {"metadata": {"x": [{}]}}):
         assert meta_shape(refused) is None
+
+
+@pytest.mark.parametrize("obj", [
+    {"spec": {}},
+    {"spec": {"a": 1}},
+    {"metadata": {"name": "p", "labels": {"x": "é"}}, "spec": {"containers": [{"name": "c", "image": "i"}]},
+     "status": {"phase": "Pending"}},
+    {"apiVersion": "v1", "kind": "Pod", "spec": {"n": 1.5, "t": True, "z": None, "s": "\"\\\u2028"}, "b": []},
+    {"spec": [1, 2], "metadata": {}},
+])
+def test_encoded_size_is_the_whole_encodings_length(obj: dict[str, Any]) -> None:
+    assert specmemo.encoded_size(obj, "spec", orjson.dumps(obj["spec"])) == len(orjson.dumps(obj))
+
+
+def test_encoded_size_leaves_what_is_not_plain_json_to_the_caller() -> None:
+    assert specmemo.encoded_size({"spec": {}, "metadata": {1: "x"}}, "spec", b"{}") is None
+
+
+
+async def test_a_create_measures_its_size_as_the_whole_encoding(res: Resources,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The create path measures a pod by its known spec encoding: the same size as measuring the whole object
+    (checked on each create), the same 413 over the limit."""
+    from lite.server.api import writing
+    from lite.server.api.bodylimits import MAX_OBJECT_BYTES
+
+    measured: list[int] = []
+
+    def checked(obj: dict[str, Any], field: str, encoded: bytes) -> int | None:
+        got = specmemo.encoded_size(obj, field, encoded)
+        assert got == len(orjson.dumps(obj))
+        measured.append(got)
+        return got
+
+    monkeypatch.setattr(writing, "encoded_size", checked)
+    await res.create(POD, "default", pod("small"), field_manager="m")
+    await res.create(POD, "default", pod("again"))
+    big = pod("big", containers=[{"name": "c", "image": "i", "args": ["x" * MAX_OBJECT_BYTES]}])
+    with pytest.raises(ApiError) as e:
+        await res.create(POD, "default", big)
+    assert e.value.code == 413 and e.value.reason == "RequestEntityTooLarge"
+    assert f"the object is {measured[-1]} bytes" in e.value.message and len(measured) == 3

@@ -25,14 +25,14 @@ class Api:
 
 @contextlib.asynccontextmanager
 async def open_api(tmp_path: Path, revisions: bool = True) -> AsyncIterator[Api]:
-    """`revisions`: admission gets `Resources.revisions` and `Resources.replace_status` as the server wires
-    them (False: it lists, and writes status through the generic update path)."""
+    """`revisions`: admission gets `Resources.revisions`, `Resources.replace_status` and `Resources.stamp` as the
+    server wires them (False: it lists, and writes status through the generic update path)."""
     store = await Store.open(str(tmp_path / "db.sqlite"))
     kinds = KindRegistry()
     strategies = default_strategies()
     res = Resources(store, kinds, strategies)
     quota = add_quota_admission(res, strategies, res.revisions if revisions else None,
-                                res.replace_status if revisions else None)
+                                res.replace_status if revisions else None, res.stamp if revisions else None)
     await res.start()
     try:
         yield Api(res, kinds, quota)

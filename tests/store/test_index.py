@@ -26,3 +26,32 @@ def test_prefix_lists_match_a_brute_force_reading() -> None:
                 shown = want if limit <= 0 else want[:limit]
                 assert [k for k, _, _ in got] == shown, (prefix, start, limit)
                 assert more == len(want) - len(shown)
+
+
+def test_stamp_changes_exactly_when_a_key_under_its_prefix_does() -> None:
+    """`stamp(prefix)` is a new object after each put or remove of a key under the prefix (an overwrite too), the
+    same object otherwise; a reload never gives back an earlier token (seeded random writes)."""
+    rng = random.Random(11)
+    idx = KeyIndex()
+    prefixes = ["core/limitranges/", "core/limitranges/a/", "core/resourcequotas/", "core/pods/", ""]
+    seen: dict[str, object] = {p: idx.stamp(p) for p in prefixes}
+    given = list(seen.values())
+    for _ in range(400):
+        key = rng.choice(WORDS[:7]) + str(rng.randrange(20))
+        if rng.random() < 0.3:
+            changed = idx.get(key) is not None  # removing an absent key changes nothing
+            idx.remove(key)
+        else:
+            idx.put(key, 1, b"v")
+            changed = True
+        for p in prefixes:
+            now = idx.stamp(p)
+            if changed and key.startswith(p):
+                assert now is not seen[p] and all(now is not old for old in given), (key, p)
+                given.append(now)
+            else:
+                assert now is seen[p], (key, p)
+            seen[p] = now
+    idx.load_sorted([("core/pods/a/1", 1, b"v")])
+    for p in prefixes:
+        assert all(idx.stamp(p) is not old for old in given)

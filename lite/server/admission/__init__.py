@@ -138,7 +138,8 @@ def build_admission(resources: Resources, kinds: KindRegistry, strategies: Strat
                               kinds=frozenset(f"{k}.{RBAC_GROUP}" for k in ("Role", "ClusterRole", "RoleBinding",
                                                                            "ClusterRoleBinding"))))
     if "ResourceQuota" in wanted:
-        hook, out.quota = quota_hook(resources, strategies, resources.revisions, resources.replace_status)
+        hook, out.quota = quota_hook(resources, strategies, resources.revisions, resources.replace_status,
+                                     resources.stamp)
         plugins.append(Plugin("ResourceQuota", validate=hook))
     for hook, scope in ordered_scoped_hooks(plugins):
         strategies.add_admission(hook, scope)

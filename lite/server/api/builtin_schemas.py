@@ -69,6 +69,8 @@ class BuiltinSchemas:
         self._crd: dict[int, tuple[object, Node]] = {}
         # (spec node, spec encoding) -> object keys in it, for specs that type-checked clean (`fieldvalidation`)
         self.clean_specs: Bounded[tuple[int, bytes], int] = Bounded(256)
+        # (body node, encoding of the body less its spec, name blanked) -> object keys in it, the same way
+        self.clean_rests: Bounded[tuple[int, bytes], int] = Bounded(256)
 
     @staticmethod
     def _read(name: str = DATA_FILE) -> dict[str, Any]:

@@ -136,12 +136,32 @@ def _check_object(schemas: BuiltinSchemas, node: Node, obj: Any, prune: bool, ty
         schemas.clean_specs.put(key, inner)
     BODY_SPEC.set((spec, key[1]))  # clean, so untouched: create defaulting keys its memo by these bytes
     rest = {k: v for k, v in obj.items() if k != "spec"}
+    # The rest (apiVersion, kind, metadata) found clean before, but for the name: a string field, so any string
+    # checks alike (only its JSON type is looked at) and objects that differ only by name share the entry.
+    rest_key = _rest_key(node, rest)
+    seen = schemas.clean_rests.get(rest_key) if rest_key is not None else None
+    if seen is not None:
+        return Report(keys=seen + 1 + inner)
     report = check(node, rest, prune=prune, types=types)
     if report.type_error is None:
         for k in [k for k in obj if k != "spec" and k not in rest]:  # pruned as unknown
             del obj[k]
+        if rest_key is not None and not report.unknown:
+            schemas.clean_rests.put(rest_key, report.keys)
         report.keys += 1 + inner  # the `spec` key and the keys inside it
     return report
+
+
+def _rest_key(node: Node, rest: dict[str, Any]) -> tuple[int, bytes] | None:
+    """The memo key of a body less its spec (`_check_object`): the body's node and the encoding with
+    `metadata.name` blanked when that is a string; None when not plain JSON."""
+    meta = rest.get("metadata")
+    if type(meta) is dict and type(meta.get("name")) is str:
+        rest = {**rest, "metadata": {**meta, "name": ""}}
+    try:
+        return id(node), orjson.dumps(rest)
+    except TypeError:
+        return None
 
 
 def check_patch(schemas: BuiltinSchemas, kind: Kind, patch: Any, patch_type: str, mode: str, *,

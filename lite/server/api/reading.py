@@ -244,6 +244,12 @@ class ReadMixin(RegistryBase):
         out: Obj = orjson.loads(unpack(raw))
         return out
 
+    def stamp(self, kind: Kind) -> object:
+        """The store's `stamp` of every stored object of `kind` (all namespaces): the same object while none of
+        them is written or deleted (compare with `is`). Cheap (no listing): a cache key for in-process callers
+        that keep what they derived from those objects across many requests."""
+        return self.store.stamp(self.prefix(kind))
+
     def revisions(self, kind: Kind, namespace: str = "") -> list[tuple[str, int]]:
         """(name, revision) of every stored object of `kind` (in `namespace`), sorted by name, committed
         state, nothing decoded: a cache key for in-process callers that keep what they derived from those

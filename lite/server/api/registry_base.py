@@ -98,8 +98,8 @@ class RegistryBase:
         # Stored objects that every pod create reads (PriorityClasses, its ServiceAccount), decoded once per
         # revision: a revision names one immutable value, so an entry can never go stale. Read-only for its users.
         self.decoded_by_rev: dict[int, Obj] = {}
-        # (revisions of the stored PriorityClasses, the global default among them) (`default_priority_class`)
-        self._default_class: tuple[tuple[int, ...], Obj | None] | None = None
+        # (the store's stamp of the PriorityClasses, the global default among them) (`default_priority_class`)
+        self._default_class: tuple[object, Obj | None] | None = None
         self._stamp: tuple[int, str] = (-1, "")
         self._schemas: dict[tuple[str, str], MemoSchema] = {}
         self.spec_memo = SpecMemo()  # validation and FieldsV1 of recently created specs (`specmemo`)

@@ -129,6 +129,18 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 MetaShape = tuple["str | tuple[str, tuple[str, ...]]", ...]
 
 
+def encoded_size(obj: dict[str, Any], field: str, encoded: bytes) -> int | None:
+    """`len(orjson.dumps(obj))` when `encoded` is `orjson.dumps(obj[field])` (`obj` holds `field`), without
+    encoding that field again: the object's other members, then the field's bytes, its quoted name, its colon
+    and a comma. None when the others are not plain JSON (the caller measures the whole object its own way)."""
+    rest = {k: v for k, v in obj.items() if k != field}
+    try:
+        others = len(orjson.dumps(rest))
+    except orjson.JSONEncodeError:
+        return None
+    return others + len(orjson.dumps(field)) + 1 + len(encoded) + (1 if rest else 0)
+
+
 def meta_shape(obj: Any) -> MetaShape | None:
     """What a create's FieldsV1 depends on besides its spec, when that is no more than the set of metadata fields and
     the keys of its flat maps (labels, annotations: every value a string): each metadata key in order, a map's as

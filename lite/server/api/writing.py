@@ -31,7 +31,7 @@ from lite.objects import deep_copy
 from lite.patch import json_equal, record_update
 from lite.patch.ssa import Versions
 from lite.server.api import versions
-from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size
+from lite.server.api.bodylimits import MAX_OBJECT_BYTES, check_object_size, object_too_large
 from lite.server.api.params import go_quote, parse_uint64, stored_resource_version
 from lite.server.api.registry_base import (
     STATUS_LIKE,
@@ -43,7 +43,7 @@ from lite.server.api.registry_base import (
     conflict_error,
     note_written,
 )
-from lite.server.api.specmemo import BODY_SPEC, Key, SpecMemo, meta_shape
+from lite.server.api.specmemo import BODY_SPEC, Key, SpecMemo, encoded_size, meta_shape
 from lite.server.api.strategies import Admission, Strategy, crschema
 from lite.server.api.strategies.base import ratcheted_causes
 from lite.server.api.uids import random_suffix
@@ -187,7 +187,12 @@ class WriteMixin(RegistryBase):
             raise errors.invalid(kind.kind, name, causes, kind.group)
         if kind.namespaced:
             self._check_namespace(kind, ns, name)
-        check_object_size(obj)
+        # the spec's encoding is known (the spec is final, as above): only the rest is encoded to measure it
+        size = encoded_size(obj, "spec", spec_bytes) if spec_bytes is not None and view is None else None
+        if size is None:
+            check_object_size(obj)
+        elif size > MAX_OBJECT_BYTES:
+            raise object_too_large(size)
         review = Admission("CREATE", kind, ns, name, obj, None, dry_run=dry_run, view=view)
         await self.admit(review)
         try:
@@ -322,16 +327,16 @@ class WriteMixin(RegistryBase):
 
     def default_priority_class(self) -> Obj | None:
         """The lowest-valued stored PriorityClass with `globalDefault: true` (the first such by name on a tie;
-        None: none; shared: do not mutate), worked out again only when the classes changed: the store revisions of
-        the listed classes name exactly one set of values."""
-        page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
-        revs = tuple(rev for _k, rev, _raw in page)
+        None: none; shared: do not mutate), worked out again only when the classes changed: the store's `stamp` of
+        their prefix stays the same object while none is written or deleted."""
+        stamp = self.store.stamp(_PRIORITY_CLASSES)
         known = self._default_class
-        if known is not None and known[0] == revs:
+        if known is not None and known[0] is stamp:
             return known[1]
+        page, _, _ = self.store.list_packed(_PRIORITY_CLASSES)
         defaults = [c for c in (self.decoded_once(rev, raw) for _k, rev, raw in page) if c.get("globalDefault")]
         found = min(defaults, key=lambda c: int(c.get("value") or 0)) if defaults else None
-        self._default_class = (revs, found)
+        self._default_class = (stamp, found)
         return found
 
     async def _insert(self, kind: Kind, ns: str, obj: Obj, generated: bool, dry_run: bool) -> Obj:

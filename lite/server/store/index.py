@@ -27,6 +27,8 @@ class KeyIndex:
     def __init__(self) -> None:
         self._data: dict[str, tuple[int, bytes]] = {}
         self._keys: list[str] = []
+        # watched prefix -> its token (`stamp`), replaced whenever a key under the prefix is put or removed
+        self._stamps: dict[str, object] = {}
 
     def __len__(self) -> int:
         return len(self._data)
@@ -38,16 +40,37 @@ class KeyIndex:
         """Bulk load from rows already sorted by key (open)."""
         self._data = {k: (rev, value) for k, rev, value in items}
         self._keys = [k for k, _, _ in items]
+        self._stamps.clear()
 
     def put(self, key: str, rev: int, value: bytes) -> None:
         if key not in self._data:
             insort(self._keys, key)
         self._data[key] = (rev, value)
+        if self._stamps:
+            self._touch(key)
 
     def remove(self, key: str) -> None:
         if self._data.pop(key, None) is not None:
             i = bisect_left(self._keys, key)
             del self._keys[i]
+            if self._stamps:
+                self._touch(key)
+
+    def stamp(self, prefix: str) -> object:
+        """A token that stays the same object (compare with `is`) while no key under `prefix` is put or removed
+        in this index: what a reader derived from the items under `prefix` is still right while its token is.
+        The prefix is watched from its first call on (a few prefixes: each costs every put a `startswith`); a
+        reload (`load_sorted`) or another index never hands out a token given before."""
+        got = self._stamps.get(prefix)
+        if got is None:
+            got = self._stamps[prefix] = object()
+        return got
+
+    def _touch(self, key: str) -> None:
+        stamps = self._stamps
+        for prefix in stamps:
+            if key.startswith(prefix):
+                stamps[prefix] = object()
 
     def _span(self, prefix: str, start_after: str = "") -> tuple[int, int]:
         end = prefix_end(prefix)

@@ -260,6 +260,10 @@ class Store:
     def count(self, prefix: str) -> int:
         return self._index.count(prefix)
 
+    def stamp(self, prefix: str) -> object:
+        """`KeyIndex.stamp`: the same object while nothing committed under `prefix` changed."""
+        return self._index.stamp(prefix)
+
     def __len__(self) -> int:
         return len(self._index)
 

@@ -199,6 +199,11 @@ class QuotaAdmission:
         self._parsed: dict[str, dict[str, _Parsed]] = {}  # namespace -> quota name -> last written status
         self._usage: dict[bytes, dict[str, int]] = {}  # pod shape -> what such a pod uses (bounded: USAGES)
 
+    def tracks(self, namespace: str) -> bool:
+        """Whether `namespace` had quotas at its last batch (its requests go to its worker, which finds whether
+        they are gone since)."""
+        return bool(self._parsed.get(namespace))
+
     def last_charge(self, namespace: str) -> float:
         """Loop time of the last charge in `namespace` (0.0: never)."""
         return self._charged_at.get(namespace, 0.0)
@@ -216,7 +221,7 @@ class QuotaAdmission:
         # Only whether the namespace has a quota at all (none decoded, or one): the worker reads them, once
         # per batch, and allows what none of them tracks. A namespace that had quotas at its last batch goes
         # to the worker without asking (if they are gone since, the worker finds none and allows).
-        if self._parsed.get(review.namespace):
+        if self.tracks(review.namespace):
             pass
         elif self.revisions is not None:
             if not self.revisions(self.kind, review.namespace):
