@@ -65,6 +65,22 @@ class SharedParts:
         self._table[v] = v
         return v
 
+    def labels(self, d: Mapping[str, str]) -> Mapping[str, str]:
+        """One (read-only by contract) dict for equal label mappings: pods of one template share theirs."""
+        if not d:
+            return NO_LABELS
+        try:
+            k = ("labels", *d.items())
+            got: Mapping[str, str] | None = self._table.get(k)
+        except TypeError:  # unhashable values (never from the API): kept as they are
+            return d
+        if got is not None:
+            return got
+        if len(self._table) >= self.limit:
+            self._table.clear()
+        self._table[k] = out = {self.share(a): self.share(b) for a, b in d.items()}
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class Resources:
@@ -421,7 +437,9 @@ def pod_info(pod: Obj, priority: int | None = None,
     status = pod.get("status") or {}
     ns, name = str(m.get("namespace", "")), str(m.get("name", ""))
     labels: Mapping[str, str] = m.get("labels") or NO_LABELS
-    share = _same if parts is None else parts.share
+    share: Callable[[Any], Any] = _same
+    if parts is not None:
+        share, labels, ns = parts.share, parts.labels(labels), parts.share(ns)
     req, nz_cpu, nz_mem = pod_requests(spec)
     aff = spec.get("affinity") or {}
     node_aff = aff.get("nodeAffinity") or {}
@@ -436,7 +454,7 @@ def pod_info(pod: Obj, priority: int | None = None,
     req_key = "requiredDuringSchedulingIgnoredDuringExecution"
     pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
     return PodInfo(
-        source=pod if encoded is None else encoded, facts=facts_of(spec, m.get("labels") or {}),
+        source=pod if encoded is None else encoded, facts=share(facts_of(spec, m.get("labels") or {})),
         key=intern(f"{ns}/{name}"), uid=str(m.get("uid", "")), namespace=ns, name=name, labels=labels,
         priority=int(spec.get("priority") or 0) if priority is None else priority,
         requests=share(req), nonzero_cpu=nz_cpu, nonzero_mem=share(nz_mem), host_ports=share(_host_ports(spec)),
@@ -448,9 +466,10 @@ def pod_info(pod: Obj, priority: int | None = None,
         spread=default_spread if defaulted else spread, spread_defaulted=defaulted,
         images=share(tuple(normalized_image(str(c.get("image", ""))) for c in spec.get("containers") or []
                            if c.get("image"))),
-        node_name=str(spec.get("nodeName") or ""), nominated_node=str(status.get("nominatedNodeName") or ""),
-        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
-        start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
+        node_name=share(str(spec.get("nodeName") or "")),
+        nominated_node=share(str(status.get("nominatedNodeName") or "")),
+        preemption_policy=share(str(spec.get("preemptionPolicy") or "PreemptLowerPriority")),
+        start_time=share(str(status.get("startTime") or m.get("creationTimestamp") or "")),
         deleting=bool(m.get("deletionTimestamp")), decoder=decoder if encoded is not None else None,
         claims=tuple(str(v["persistentVolumeClaim"].get("claimName", "")) for v in spec.get("volumes") or []
                      if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)),
@@ -473,9 +492,11 @@ def reparse(old: PodInfo | None, pod: Obj, priority: int | None = None, encoded:
     spec = pod.get("spec") or {}
     m = pod.get("metadata") or {}
     status = pod.get("status") or {}
+    share = _same if parts is None else parts.share
+    uid = str(m.get("uid", ""))
     return replace(old, source=pod if encoded is None else encoded, decoder=decoder if encoded is not None else None,
-                   uid=str(m.get("uid", "")),
-                   node_name=str(spec.get("nodeName") or ""),
-                   nominated_node=str(status.get("nominatedNodeName") or ""),
-                   start_time=str(status.get("startTime") or m.get("creationTimestamp") or ""),
+                   uid=old.uid if uid == old.uid else uid,
+                   node_name=share(str(spec.get("nodeName") or "")),
+                   nominated_node=share(str(status.get("nominatedNodeName") or "")),
+                   start_time=share(str(status.get("startTime") or m.get("creationTimestamp") or "")),
                    deleting=bool(m.get("deletionTimestamp")))
