@@ -5,6 +5,7 @@ and tolerations are parsed once (when the pod enters the queue or the cache), no
 
 Invariants:
 - A PodInfo is immutable and derived only from the pod dict (plus the priority resolved by the caller).
+- `name` is `key` after `namespace` (`key` is always "<namespace>/<name>").
 - It keeps the pod as `source`: the dict, or its encoding when the caller has one (the scheduler passes the
   compact informer's bytes, shared with the store, and the informer's `decode`, so the queue and the cache do
   not keep a decoded copy of every pod); `obj` decodes it on each use (failures, volume binding: rare).
@@ -372,7 +373,6 @@ class PodInfo:
     key: str
     uid: str
     namespace: str
-    name: str
     labels: Mapping[str, str]
     priority: int
     requests: Resources
@@ -397,6 +397,11 @@ class PodInfo:
     spread_defaulted: bool = False     # `spread` holds the system default constraints
     claims: tuple[str, ...] = ()       # the PersistentVolumeClaims its volumes name (VolumeBinding's input)
     decoder: Callable[[bytes], Obj] | None = None  # decodes an encoded `source` (None: it is JSON)
+
+    @property
+    def name(self) -> str:
+        """The pod's name: `key` after its namespace (not kept apart: one string less per pod)."""
+        return self.key[len(self.namespace) + 1:]
 
     @property
     def obj(self) -> Obj:
@@ -455,7 +460,7 @@ def pod_info(pod: Obj, priority: int | None = None,
     pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
     return PodInfo(
         source=pod if encoded is None else encoded, facts=share(facts_of(spec, m.get("labels") or {})),
-        key=intern(f"{ns}/{name}"), uid=str(m.get("uid", "")), namespace=ns, name=name, labels=labels,
+        key=intern(f"{ns}/{name}"), uid=str(m.get("uid", "")), namespace=ns, labels=labels,
         priority=int(spec.get("priority") or 0) if priority is None else priority,
         requests=share(req), nonzero_cpu=nz_cpu, nonzero_mem=share(nz_mem), host_ports=share(_host_ports(spec)),
         tolerations=share(tolerations_of(spec)), node_selector=spec.get("nodeSelector") or NO_LABELS,
