@@ -18,7 +18,10 @@ Invariants:
 - Memory: the scheduler keeps a PodInfo per pending pod (10,000 unschedulable pods: 10,000 of them), so equal
   parsed parts are one object: `key` is interned (the informer's own key string), an absent `nodeSelector` or
   `labels` is the one empty mapping `NO_LABELS`, and with `parts` (a `SharedParts`, the scheduler's) the
-  tolerations, requests, images and non-zero memory of pods made from one template are shared.
+  tolerations, requests, images and non-zero memory of pods made from one template are shared, and so are
+  (the cache keeps a PodInfo per bound pod: 3,000 Running pods, 3,000 of them) the labels (one dict per equal
+  labels: read-only), namespace, node name, nominated node, start time, preemption policy and facts; `reparse`
+  keeps the old uid string when equal.
 """
 
 from __future__ import annotations
