@@ -40,7 +40,6 @@ from lite.records import dataclass
 
 Obj = dict[str, Any]
 Key = tuple[str, ...]
-State = tuple[bytes, str, int]  # a cached event at one moment: its deflated JSON, last observed time, count
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -147,28 +146,17 @@ class SeriesCache:
 
     def _event(self, e: _Entry) -> Obj:
         """The event as it is to be recorded: a new object each time."""
-        return self.event_of((e.packed, e.observed, e.count))
-
-    def event_of(self, state: State) -> Obj:
-        """The event an `observe_state` result stands for: a new object each time."""
-        packed, observed, count = state
         d = zlib.decompressobj(_WBITS, self._zdict)
-        ev: Obj = orjson.loads(d.decompress(packed) + d.flush())
-        if count > 1:
-            ev["series"] = {"count": count, "lastObservedTime": observed}
+        ev: Obj = orjson.loads(d.decompress(e.packed) + d.flush())
+        series = e.series()
+        if series is not None:
+            ev["series"] = series
         return ev
 
     def observe(self, ev: Obj, now: dt.datetime, key: Key | None = None) -> Obj | None:
         """One more event: what to record now (a copy), or None when it only counts in an open series. `key` is
         `isomorphic_key(ev)` when the caller has it already (the recorder keeps it with the write it queues:
         then the cache and the queue hold one key, not two equal ones)."""
-        state = self.observe_state(ev, now, key)
-        return None if state is None else self.event_of(state)
-
-    def observe_state(self, ev: Obj, now: dt.datetime, key: Key | None = None) -> State | None:
-        """`observe`, returning what to record as a `State` (the entry's deflated JSON, last observed time and
-        count at this moment; `event_of` makes it the event): a write queued with it holds the cache's bytes,
-        ~70 bytes instead of the event's ~700 of JSON, and records what was decided now."""
         if key is None:
             key = isomorphic_key(ev)
         cached = self._events.get(key)
@@ -179,11 +167,11 @@ class SeriesCache:
                 entry.count = max(int(ev["series"].get("count") or 1), 1)
             while len(self._events) > self.max_entries:
                 self._events.popitem(last=False)
-            return entry.packed, entry.observed, entry.count
+            return self._event(entry)
         self._events.move_to_end(key)
         cached.observed = rfc3339_micro(now)
         cached.count += 1
-        return (cached.packed, cached.observed, cached.count) if cached.count == 2 else None
+        return self._event(cached) if cached.count == 2 else None
 
     def refresh(self) -> list[tuple[Key, Obj]]:
         """Every open series, to be re-recorded with its current count (upstream every 30 minutes)."""
