@@ -337,11 +337,12 @@ async def test_a_status_update_of_a_pending_pod_reuses_its_parsed_facts(kit: Kit
                         patch_type="strategic", subresource="status")
     later = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.obj is not first.obj and i)
     # not parsed again: equal parsed parts are shared across PodInfos (requests, tolerations), so the
-    # proof is a field only a parse takes from the new pod (its name, a string of each decode)
-    assert later.name is first.name and later.requests is first.requests and later.spread is first.spread
+    # proof is a field only a parse takes from the new pod (its uid, a string of each decode, which `reparse`
+    # keeps when equal)
+    assert later.uid is first.uid and later.requests is first.requests and later.spread is first.spread
     await kit.api.patch(POD, "default", "p", {"metadata": {"labels": {"new": "label"}}}, patch_type="merge")
     relabelled = await kit.until(lambda: (i := queue.info("default/p")) is not None and i.labels and i)
-    assert relabelled.name is not first.name  # a change the plugins read: parsed again
+    assert relabelled.uid is not first.uid  # a change the plugins read: parsed again
 
 
 async def test_a_parked_pod_keeps_no_pod_info_and_is_scheduled_from_the_pod_as_it_is_now(kit: Kit) -> None:

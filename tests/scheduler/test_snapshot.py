@@ -86,3 +86,34 @@ def test_a_pod_counted_alike_is_swapped_in_place_and_a_changed_one_recounted() -
     assert dict(tally.per_node) == {} and c.snapshot().nodes_with_label("default", "app", "web") == []
     c.add_pod(relabelled, "b")  # moved: recounted on the other node
     assert c.snapshot().by_name["a"].pods == () and c.snapshot().by_name["b"].pods == (relabelled,)
+
+
+def test_a_bound_pods_shared_parts_info_decides_as_the_full_one() -> None:
+    """The cache keeps a bound pod's PodInfo with its labels, namespace, node name, start time, preemption
+    policy and facts shared with its template's other pods (`SharedParts`): every field the plugins read is
+    equal to the unshared one, so a cycle decides alike; pods of one template hold one labels dict."""
+    import orjson
+
+    from lite.server.scheduler.podinfo import SharedParts, pod_info, reparse
+
+    def bound(name: str) -> dict[str, object]:
+        p = pod(name, cpu="1", nodeName="a", labels={"app": "web", "pod-template-hash": "5f7"},
+                tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}])
+        p["metadata"]["uid"] = f"uid-{name}"
+        p["status"] = {"phase": "Running", "startTime": "2026-12-06T00:00:00Z"}
+        return orjson.loads(orjson.dumps(p))  # decoded apart, as two informer events are
+
+    parts = SharedParts()
+    full, a, b = pod_info(bound("x")), pod_info(bound("x"), parts=parts), pod_info(bound("y"), parts=parts)
+    assert a == full and a.labels is b.labels and a.start_time is b.start_time and a.node_name is b.node_name
+    assert a.facts is b.facts and a.namespace is b.namespace
+    again = reparse(a, bound("x"), parts=parts)  # a status write: the facts are reused, the uid string too
+    assert again == full and again.uid is a.uid and again.labels is a.labels
+    c_full, c_shared = Cache(), Cache()
+    for c, p in ((c_full, full), (c_shared, again)):
+        c.set_node(node("a", cpu="4"))
+        c.add_pod(p, "a")
+    s_full, s_shared = c_full.snapshot(), c_shared.snapshot()
+    assert s_full.by_name["a"].requested == s_shared.by_name["a"].requested
+    assert dict(s_full.label_nodes or {}) == dict(s_shared.label_nodes or {})
+    assert [x.labels for x in s_full.by_name["a"].pods] == [x.labels for x in s_shared.by_name["a"].pods]

@@ -118,8 +118,11 @@ def sqlite_memory_used() -> int:
 
 
 async def test_release_memory_frees_sqlites_page_cache(store: Store) -> None:
-    """After a burst of commits SQLite keeps up to 2 MB of pages cached per connection; `release_memory`
-    (what the server's quiet-time trim awaits) gives them back, and the store works on as before."""
+    """After a burst of commits SQLite keeps up to `CACHE_KB` of pages cached on the writer connection (not its
+    default 2 MB); `release_memory` (what the server's quiet-time trim awaits) gives them back, and the store
+    works on as before."""
+    from lite.server.store.sqlite import CACHE_KB
+
     async def create(i: int) -> None:
         await store.create(f"core/pods/default/p{i:05d}", real_pod(i))
 
@@ -128,7 +131,7 @@ async def test_release_memory_frees_sqlites_page_cache(store: Store) -> None:
     before = sqlite_memory_used()
     await store.release_memory()
     after = sqlite_memory_used()
-    assert before - after > 1 << 20, (before, after)
+    assert (CACHE_KB << 10) // 2 < before - after < (CACHE_KB << 10) + (256 << 10), (before, after)
     await create(3000)
     assert len(store) == 3001 and store.get_packed("core/pods/default/p00042") is not None
     await store.close()

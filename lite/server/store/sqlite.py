@@ -28,6 +28,8 @@ from lite.records import dataclass
 from lite.server.store.checkpoint import WRITER_GUARD_PAGES
 from lite.server.store.faults import quick_check
 
+CACHE_KB = 512  # the writer connection's page cache (`PRAGMA cache_size`), see `LogDB.__init__`
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS log (
     id INTEGER PRIMARY KEY,
@@ -96,6 +98,10 @@ class LogDB:
             c.execute(f"PRAGMA wal_autocheckpoint={WRITER_GUARD_PAGES}")
             # Without a limit the -wal file keeps its high-water size forever.
             c.execute("PRAGMA journal_size_limit=8388608")
+            # The store reads its objects from memory; this connection writes (log appends, `current` updates,
+            # compaction's deletes): a 512 KB page cache holds their hot pages (SQLite's default 2 MB stayed full
+            # of pages a burst touched once until `release_memory`).
+            c.execute(f"PRAGMA cache_size=-{CACHE_KB}")
             c.executescript(SCHEMA)
         except BaseException:
             c.close()
