@@ -266,13 +266,22 @@ class LeaderElector:
         self.is_leader = False
         try:
             async with asyncio.timeout(2.0):
-                lease = await self.client.get(self.kind, self.namespace, self.name)
-                rec = record_of(lease)
-                if rec is None or rec.holder != self.identity:
-                    return
-                new = deep_copy(lease)
-                new["spec"] = {**(lease.get("spec") or {}), **released_spec(rec, rfc3339_micro())}
-                done = await self.client.update(self.kind, self.namespace, self.name, new)
+                while True:
+                    lease = await self.client.get(self.kind, self.namespace, self.name)
+                    rec = record_of(lease)
+                    if rec is None or rec.holder != self.identity:
+                        return
+                    new = deep_copy(lease)
+                    new["spec"] = {**(lease.get("spec") or {}), **released_spec(rec, rfc3339_micro())}
+                    try:
+                        done = await self.client.update(self.kind, self.namespace, self.name, new)
+                    except ApiError as e:
+                        # A renewal cancelled in flight (our own, as the work stopped) may still commit after the
+                        # read above: read again and release what is still ours.
+                        if e.code == 409:
+                            continue
+                        raise
+                    break
                 self.observed = Observation(record_of(done), self.clock())
             log.info("%s: released lease %s", self.identity, self.where)
         except Exception as e:  # best effort: the lease then expires on its own

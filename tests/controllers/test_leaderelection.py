@@ -241,6 +241,46 @@ async def test_graceful_release_hands_over_at_once(kit: Kit) -> None:
         assert lease["holderIdentity"] == "b" and lease["leaseTransitions"] == 1
 
 
+class LateRenewal:
+    """The API as the leader sees it, where its first release write meets the lease changed since its read (as by
+    a renewal of its own, cancelled in flight, that still commits): the first `update` after `arm` writes the
+    lease once through the real API (a new renewTime), then goes on with the leader's now stale object."""
+
+    def __init__(self, api: Resources) -> None:
+        self.api = api
+        self.armed = False
+
+    def __getattr__(self, verb: str) -> Any:
+        return getattr(self.api, verb)
+
+    async def update(self, kind: Any, namespace: str, name: str, obj: Any) -> Any:
+        if self.armed:
+            self.armed = False
+            current = await self.api.get(kind, namespace, name)
+            current["spec"]["renewTime"] = rfc3339_micro()
+            await self.api.update(kind, namespace, name, current)
+        return await self.api.update(kind, namespace, name, obj)
+
+
+async def test_release_rereads_a_lease_changed_under_it(kit: Kit) -> None:
+    """A release that meets a Conflict (the lease written after its read) reads again and releases what is
+    still its own: the standby leads at once, not after the 30 s lease runs out."""
+    late = LateRenewal(kit.api)
+    a = elector(late, "a", lease_duration=30.0, renew_deadline=20.0)
+    b = elector(kit.api, "b")
+    async with running(run_elected(a, idle, what="a")) as task_a, running(run_elected(b, idle, what="b")):
+        await kit.until(lambda: a.is_leader)
+        await kit.until(lambda: b.observed is not None and b.observed.record is not None)
+        late.armed = True
+        task_a.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task_a
+        assert not late.armed  # the release did meet the changed lease
+        await kit.until(lambda: b.is_leader)
+        lease = (await kit.api.get(LEASE, NS, "test-lease"))["spec"]
+        assert lease["holderIdentity"] == "b"
+
+
 async def test_a_partitioned_leader_stops_within_the_renew_deadline(kit: Kit) -> None:
     """A leader that cannot reach the API stops its work once the renew deadline has passed since its last good
     renewal; the standby takes over only after the lease expired, and the old leader leads again once it can
@@ -265,7 +305,8 @@ async def test_a_partitioned_leader_stops_within_the_renew_deadline(kit: Kit) ->
             net.cut = True
             await kit.until(lambda: terms[-1:] == ["a stopped"])
             assert not a.is_leader
-            await kit.until(lambda: b.is_leader)
+            # b's work starts in its own task just after b.is_leader turns true: wait for the work, not the flag
+            await kit.until(lambda: b.is_leader and terms[-1:] == ["b started"])
             assert terms == ["a started", "a stopped", "b started"]  # never both at once
             net.cut = False
         # b shut down and released: a, retrying all along, leads again.
